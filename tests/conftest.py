@@ -1,0 +1,57 @@
+"""Shared fixtures: small synthetic trace columns and helpers used across the test suite."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tracer import schema
+
+ENGINE_CYCLE = schema.ENGINES
+OPCODES = ("MATMUL", "LDWEIGHTS", "ACTIVATE", "TENSOR_TENSOR", "DMA_TRIGGER")
+
+
+def instruction_columns(n: int, first_id: int = 0) -> dict[str, object]:
+    """Deterministic Instruction columns whose every value is a function of the row id (so damage is visible)."""
+    ids = np.arange(first_id, first_id + n, dtype=np.int64)
+    start = ids * 10
+    dur = (ids % 7) + 1
+    return {
+        schema.ID: ids,
+        schema.START_TS: start,
+        schema.END_TS: start + dur,
+        schema.DURATION_NS: dur,
+        schema.ENGINE: [ENGINE_CYCLE[i % len(ENGINE_CYCLE)] for i in ids],
+        schema.OPCODE: [OPCODES[i % len(OPCODES)] for i in ids],
+        schema.OPERANDS: [f"S[{i % 3}]>=1" for i in ids],
+        schema.PC: ids // len(ENGINE_CYCLE),
+        schema.RAW_FLOPS: ids * 2,
+    }
+
+
+def check_instruction_rows(table) -> None:
+    """Assert every row of an Instruction table is exactly what :func:`instruction_columns` wrote."""
+    ids = np.asarray(table.column(schema.ID))
+    np.testing.assert_array_equal(np.asarray(table.column(schema.START_TS)), ids * 10)
+    np.testing.assert_array_equal(np.asarray(table.column(schema.DURATION_NS)), (ids % 7) + 1)
+    np.testing.assert_array_equal(np.asarray(table.column(schema.RAW_FLOPS)), ids * 2)
+    engines = table.column(schema.ENGINE).to_pylist()
+    opcodes = table.column(schema.OPCODE).to_pylist()
+    operands = table.column(schema.OPERANDS).to_pylist()
+    for i, e, o, a in zip(ids.tolist(), engines, opcodes, operands, strict=True):
+        assert e == ENGINE_CYCLE[i % len(ENGINE_CYCLE)]
+        assert o == OPCODES[i % len(OPCODES)]
+        assert a == f"S[{i % 3}]>=1"
+
+
+@pytest.fixture
+def small_trace(tmp_path):
+    """A finished trace directory with 1,000 Instruction rows in several batches."""
+    from tracer import TraceWriter
+
+    path = tmp_path / "small.trace"
+    with TraceWriter(path, metadata={"arch": "trn2", "is_simulation": True}, batch_rows=128,
+                     background_flush=False) as w:
+        for first in range(0, 1000, 250):
+            w.append("Instruction", instruction_columns(250, first))
+    return path

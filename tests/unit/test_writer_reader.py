@@ -1,0 +1,260 @@
+"""TraceWriter and TraceReader: round trips, validation, refusal to overwrite, and every kind of bad file."""
+
+import os
+import time
+import warnings
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pyarrow import ipc
+
+from tests.conftest import check_instruction_rows, instruction_columns
+from tracer import TraceReader, TraceWriter, read_trace, schema, write_trace
+from tracer.errors import TraceExistsError, TraceFormatError, TruncatedTraceWarning
+
+
+def test_round_trip_keeps_every_value(small_trace):
+    reader = TraceReader(small_trace)
+    table = reader.read_table("Instruction")
+    assert table.num_rows == 1000
+    check_instruction_rows(table)
+    assert reader.recording_complete
+    assert reader.metadata["arch"] == "trn2"
+    assert reader.metadata["is_simulation"] is True
+    assert reader.metadata["trace_format_version"] == schema.TRACE_FORMAT_VERSION
+    assert reader.metadata["first_hw_timestamp"] == 0
+    assert reader.metadata["last_hw_timestamp"] == 999 * 10 + (999 % 7) + 1
+    # 1000 rows in batches of at most 128 rows
+    assert sum(1 for _ in reader.batches("Instruction")) == 8
+
+
+def test_dictionary_codes_are_stable_across_batches(tmp_path):
+    path = tmp_path / "t"
+    with TraceWriter(path, batch_rows=4, background_flush=False) as w:
+        w.append("Instruction", instruction_columns(4, 0))
+        w.append("Instruction", instruction_columns(9, 4))
+    table = TraceReader(path).read_table("Instruction")
+    chunks = table.column("opcode").chunks
+    assert len(chunks) == 4
+    # every later dictionary extends the earlier one, so a code means the same string in every batch
+    first = chunks[0].dictionary.to_pylist()
+    for chunk in chunks[1:]:
+        assert chunk.dictionary.to_pylist()[: len(first)] == first
+    check_instruction_rows(table)
+
+
+def test_dictionary_array_input_is_remapped(tmp_path):
+    path = tmp_path / "t"
+    cols = instruction_columns(3)
+    cols["engine"] = pa.DictionaryArray.from_arrays(pa.array([1, 0, 1], pa.int32()), pa.array(["Vector", "Tensor"]))
+    cols["hlo_name"] = pa.array(["a", None, "b"])
+    write_trace(path, {"Instruction": cols})
+    t = TraceReader(path).read_table("Instruction")
+    assert t.column("engine").to_pylist() == ["Tensor", "Vector", "Tensor"]
+    assert t.column("hlo_name").to_pylist() == ["a", None, "b"]
+    assert t.column("layer").null_count == 3  # optional column not given -> nulls
+
+
+def test_absent_table_reads_as_empty_with_schema(small_trace):
+    t = TraceReader(small_trace).read_table("DmaPacket")
+    assert t.num_rows == 0
+    assert t.schema.names == list(schema.DMA_PACKET.names)
+
+
+def test_append_rows_and_event_tables(tmp_path):
+    path = tmp_path / "t"
+    with TraceWriter(path) as w:
+        w.append_rows("SemaphoreUpdate", [
+            {"timestamp": 5, "id": "S[1]", "value": 1, "update_source": "Tensor"},
+            {"timestamp": 9, "id": "S[1]", "value": 0},
+        ])
+        w.append_rows("Flow", [{"in_id": 2, "out_id": 1, "in_table": "Instruction", "out_table": "DmaPacket",
+                                "dependency_type": "flow", "gap_time": 30}])
+    tables = read_trace(path)
+    assert tables["SemaphoreUpdate"].column("update_source").to_pylist() == ["Tensor", None]
+    assert tables["Flow"].column("gap_time").to_pylist() == [30]
+    assert TraceReader(path).metadata["first_hw_timestamp"] == 5
+
+
+@pytest.mark.parametrize(
+    ("columns", "message"),
+    [
+        ({"id": [1]}, "missing required column"),
+        ({**instruction_columns(1), "bogus": [1]}, "no column"),
+        ({**instruction_columns(2), "pc": [1]}, "has 1 rows, expected 2"),
+        ({**instruction_columns(1), "start_ts": ["soon"]}, "cannot store values as int64"),
+        ({**instruction_columns(1), "opcode": [None]}, "required column holds 1 null"),
+    ],
+)
+def test_bad_rows_are_refused_with_the_column_named(tmp_path, columns, message):
+    with TraceWriter(tmp_path / "t", background_flush=False) as w, pytest.raises(TraceFormatError, match=message):
+        w.append("Instruction", columns)
+
+
+def test_unknown_metadata_field_is_refused(tmp_path):
+    with pytest.raises(TraceFormatError, match="no field 'colour'"):
+        TraceWriter(tmp_path / "t", metadata={"colour": "red"})
+
+
+def test_refuses_to_overwrite_unless_asked(small_trace):
+    with pytest.raises(TraceExistsError, match="--force"):
+        TraceWriter(small_trace)
+    # the refused attempt changed nothing
+    check_instruction_rows(TraceReader(small_trace).read_table("Instruction"))
+    with TraceWriter(small_trace, overwrite=True) as w:
+        w.append("Instruction", instruction_columns(5))
+    assert TraceReader(small_trace).num_rows("Instruction") == 5
+
+
+def test_refuses_non_empty_foreign_directory_and_files(tmp_path):
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(TraceExistsError, match="not empty"):
+        TraceWriter(tmp_path)
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+    f = tmp_path / "file"
+    f.write_text("x")
+    with pytest.raises(TraceExistsError, match="not a directory"):
+        TraceWriter(f)
+
+
+def test_exception_in_body_keeps_rows_and_marks_incomplete(tmp_path):
+    path = tmp_path / "t"
+    with pytest.raises(RuntimeError), TraceWriter(path, background_flush=False) as w:
+        w.append("Instruction", instruction_columns(10))
+        raise RuntimeError("kernel crashed")
+    reader = TraceReader(path)
+    assert reader.num_rows("Instruction") == 10
+    assert reader.recording_complete is False
+
+
+def test_rows_are_on_disk_within_the_flush_interval_while_recording(tmp_path):
+    path = tmp_path / "t"
+    w = TraceWriter(path, flush_interval_s=0.2, batch_rows=1_000_000)
+    try:
+        w.append("Instruction", instruction_columns(10))
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and not (path / "Instruction.arrows").exists():
+            time.sleep(0.05)
+        time.sleep(0.3)
+        # readable while the writer is still open: the stream has no end marker yet
+        assert TraceReader(path).num_rows("Instruction") == 10
+        assert TraceReader(path).recording_complete is False
+    finally:
+        w.close()
+    assert TraceReader(path).recording_complete
+
+
+def test_memory_stays_bounded_by_batch_rows(tmp_path):
+    with TraceWriter(tmp_path / "t", batch_rows=100, background_flush=False) as w:
+        for first in range(0, 5000, 30):
+            w.append("Instruction", instruction_columns(30, first))
+            assert w._sinks["Instruction"].pending_rows < 100
+
+
+# ---------------------------------------------------------------------------------------------- bad files
+def _expect_format_error(path, match):
+    with pytest.raises(TraceFormatError, match=match):
+        TraceReader(path).read_table("Instruction")
+
+
+def test_missing_and_wrong_kind_of_path(tmp_path):
+    with pytest.raises(TraceFormatError, match="no such trace directory"):
+        TraceReader(tmp_path / "nope")
+    f = tmp_path / "f.json"
+    f.write_text("{}")
+    with pytest.raises(TraceFormatError, match="is a file, not a trace directory"):
+        TraceReader(f)
+    with pytest.raises(TraceFormatError, match="not a trnprof trace"):
+        TraceReader(tmp_path)
+
+
+def test_random_bytes_are_a_format_error_naming_the_file(small_trace):
+    target = small_trace / "Instruction.arrows"
+    target.write_bytes(os.urandom(5000))
+    _expect_format_error(small_trace, "Instruction.arrows: not a valid Arrow IPC stream")
+
+
+def test_random_bytes_in_metadata_fail_on_open(small_trace):
+    (small_trace / "Metadata.arrows").write_bytes(b"\x00garbage" * 100)
+    with pytest.raises(TraceFormatError, match="Metadata.arrows"):
+        TraceReader(small_trace)
+
+
+def _write_stream(path, table):
+    with ipc.new_stream(str(path), table.schema) as w:
+        w.write_table(table)
+
+
+def test_wrong_table_in_file(small_trace):
+    meta = TraceReader(small_trace).read_table("Metadata")
+    _write_stream(small_trace / "Instruction.arrows", meta)
+    _expect_format_error(small_trace, "holds table 'Metadata', expected Instruction")
+
+
+def test_foreign_arrow_file_and_wrong_types(small_trace):
+    _write_stream(small_trace / "Instruction.arrows", pa.table({"x": [1]}))
+    _expect_format_error(small_trace, "not written by trnprof")
+    good = TraceReader(small_trace)
+    fields = [f if f.name != "start_ts" else pa.field("start_ts", pa.float64())
+              for f in schema.INSTRUCTION.arrow_schema()]
+    bad_schema = pa.schema(fields, metadata=schema.INSTRUCTION.arrow_schema().metadata)
+    _write_stream(good.path / "Instruction.arrows", bad_schema.empty_table())
+    _expect_format_error(small_trace, "column 'start_ts' has type double, expected int64")
+
+
+def test_newer_format_version_is_refused(tmp_path):
+    path = tmp_path / "t"
+    write_trace(path, {"Instruction": instruction_columns(3)})
+    md = {**schema.INSTRUCTION.arrow_schema().metadata, schema.META_KEY_FORMAT_VERSION: b"9.0"}
+    t = TraceReader(path).read_table("Instruction")
+    _write_stream(path / "Instruction.arrows", t.replace_schema_metadata(md))
+    _expect_format_error(path, r"format 9\.0, newer than this trnprof reads .*upgrade trnprof")
+
+
+def _full_file(tmp_path):
+    path = tmp_path / "full"
+    with TraceWriter(path, batch_rows=50, background_flush=False) as w:
+        w.append("Instruction", instruction_columns(400))
+    return path, (path / "Instruction.arrows").read_bytes()
+
+
+def test_truncation_at_every_length_keeps_a_clean_prefix(tmp_path):
+    """Cut the file at many lengths: the reader returns whole batches of correct rows and at most warns."""
+    path, data = _full_file(tmp_path)
+    target = path / "Instruction.arrows"
+    lengths = sorted(set(range(0, len(data), max(1, len(data) // 400))) | {len(data) - 8, len(data) - 1})
+    seen_rows = set()
+    for length in lengths:
+        target.write_bytes(data[:length])
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            table = TraceReader(path).read_table("Instruction")
+        assert all(issubclass(w.category, TruncatedTraceWarning) for w in caught)
+        assert len(caught) <= 1
+        assert table.num_rows % 50 == 0  # only whole batches
+        np.testing.assert_array_equal(np.asarray(table.column("id")), np.arange(table.num_rows))
+        if table.num_rows:
+            check_instruction_rows(table)
+        seen_rows.add(table.num_rows)
+    assert seen_rows == set(range(0, 400, 50)) | {400}
+
+
+@settings(max_examples=60, deadline=None)
+@given(cut=st.integers(min_value=0), junk=st.binary(max_size=64))
+def test_truncated_then_garbage_tail_never_raises(tmp_path_factory, cut, junk):
+    path, data = _full_file(tmp_path_factory.mktemp("trunc"))
+    cut %= len(data) + 1
+    (path / "Instruction.arrows").write_bytes(data[:cut] + junk)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            table = TraceReader(path).read_table("Instruction")
+        except TraceFormatError as exc:
+            # only junk where the schema should be may be called invalid, and the message names the file
+            assert "Instruction.arrows" in str(exc)
+            return
+    if table.num_rows:
+        check_instruction_rows(table)

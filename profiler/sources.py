@@ -1,0 +1,96 @@
+"""Trace sources: everything ``trnprof ingest`` can read, behind one streaming protocol.
+
+A :class:`TraceSource` yields ``(table_name, record_batch)`` pairs in one pass over its input, tables
+interleaved in any order, so a multi-GB input is read once with bounded memory.  Table names and the types of
+known columns are those of :mod:`tracer.schema`; sources may also yield columns the schema does not know (a
+Neuron Explorer field trnprof does not model) and tables it does not know (Neuron's ``Summary``,
+``ActiveTime``, ...) — the ingest keeps them, so queries written for Neuron Explorer keep working.  Every batch
+of one table in one ``read()`` has the same schema.  The one-row ``Metadata`` table is yielded like any other
+(anywhere in the stream; importers that learn it while reading yield it last).
+
+Importers for other formats live in :mod:`profiler.importers`; :func:`open_source` asks each of their
+detectors, in order, whether it recognises the input by content.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+import pyarrow as pa
+
+from tracer import schema
+from tracer.errors import TraceFormatError
+from tracer.reader import TraceReader
+
+#: Called with the number of input bytes consumed since the previous call.
+ProgressCallback = Callable[[int], None]
+
+
+@runtime_checkable
+class TraceSource(Protocol):
+    """One ingestible input."""
+
+    #: The path the user gave.
+    path: Path
+    #: Short name of the input format, e.g. ``trnprof-trace``, ``neuron-parquet``, ``chrome-json``.
+    format_name: str
+
+    def input_files(self) -> list[Path]:
+        """Every file the source reads (their sizes and mtimes key the ingest cache)."""
+
+    def input_size(self) -> int:
+        """Total bytes the source will consume (the progress bar's total)."""
+
+    def read(self, progress: ProgressCallback | None = None) -> Iterator[tuple[str, pa.RecordBatch]]:
+        """Yield ``(table_name, batch)`` in one streaming pass; report consumed bytes to ``progress``."""
+
+
+class TraceDirectorySource:
+    """A trnprof trace directory (Arrow IPC stream files written by :class:`tracer.TraceWriter`)."""
+
+    format_name = "trnprof-trace"
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self.reader = TraceReader(self.path)
+
+    def input_files(self) -> list[Path]:
+        return [self.reader.file_path(name) for name in self.reader.table_names()]
+
+    def input_size(self) -> int:
+        return sum(p.stat().st_size for p in self.input_files())
+
+    def read(self, progress: ProgressCallback | None = None) -> Iterator[tuple[str, pa.RecordBatch]]:
+        for name in self.reader.table_names():
+            size = self.reader.file_path(name).stat().st_size
+            for batch in self.reader.batches(name):
+                yield name, batch
+            if progress is not None:
+                progress(size)
+
+
+def is_trace_directory(path: Path) -> bool:
+    """True when ``path`` is a directory holding a trnprof Metadata file."""
+    return path.is_dir() and (path / schema.METADATA.file_name).exists()
+
+
+def open_source(path: str | os.PathLike[str]) -> TraceSource:
+    """The source that reads ``path``, recognised by content; TraceFormatError naming the path otherwise."""
+    p = Path(path)
+    if not p.exists():
+        raise TraceFormatError(f"{p}: no such file or directory")
+    if is_trace_directory(p):
+        return TraceDirectorySource(p)
+    from profiler.importers import DETECTORS
+
+    for detect in DETECTORS:
+        source = detect(p)
+        if source is not None:
+            return source
+    raise TraceFormatError(
+        f"{p}: not a recognised trace (expected a trnprof trace directory, a trnprof database, Neuron Explorer "
+        "Parquet output, neuron-profile JSON, or Chrome trace JSON)"
+    )

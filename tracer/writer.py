@@ -58,7 +58,7 @@ class _DictionaryState:
             local_dict = arr.dictionary
             indices = arr.indices
         else:
-            if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type) or pa.types.is_null(arr.type)):
+            if pa.types.is_large_string(arr.type) or pa.types.is_null(arr.type):
                 arr = arr.cast(pa.string())
             enc = pc.dictionary_encode(arr)
             local_dict = enc.dictionary
@@ -152,7 +152,11 @@ def _to_arrow(spec: schema.TableSpec, col: schema.Column, value: ColumnData, n: 
         else:
             target = pa.string() if col.is_dictionary else col.type
             arr = pa.array(value, type=target)
-        if not col.is_dictionary and arr.type != col.type:
+        if col.is_dictionary:
+            t = arr.type.value_type if pa.types.is_dictionary(arr.type) else arr.type
+            if not (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_null(t)):
+                raise TypeError(f"expected strings, got {arr.type}")
+        elif arr.type != col.type:
             arr = arr.cast(col.type)
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, ValueError) as exc:
         raise TraceFormatError(f"{where}: cannot store values as {col.type}: {exc}".splitlines()[0]) from None

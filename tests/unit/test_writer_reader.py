@@ -87,6 +87,7 @@ def test_append_rows_and_event_tables(tmp_path):
         ({**instruction_columns(2), "pc": [1]}, "has 1 rows, expected 2"),
         ({**instruction_columns(1), "start_ts": ["soon"]}, "cannot store values as int64"),
         ({**instruction_columns(1), "opcode": [None]}, "required column holds 1 null"),
+        ({**instruction_columns(2), "engine": np.array([0, 1])}, "Instruction.engine: cannot store .*expected strings"),
     ],
 )
 def test_bad_rows_are_refused_with_the_column_named(tmp_path, columns, message):

@@ -1,0 +1,18 @@
+"""Plotly figures of trnprof data: the ONE place figures are built, for the dashboard and for notebooks alike.
+
+Every builder here is a pure function: Arrow tables, numpy arrays or plain dicts in, a ``plotly.graph_objects.
+Figure`` (or the plain values a figure update needs) out.  No I/O, no database access, no global state.
+
+- :mod:`profiler.figures.timeline` — per-track timelines drawn as per-pixel strips (level of detail).
+- :mod:`profiler.figures.lanes` — counter lanes (utilization, DMA throughput, HFU, Counter tables).
+- :mod:`profiler.figures.summary` — charts of a trace summary (engine busy time, top opcodes, DMA, FLOPs).
+- :mod:`profiler.figures.palette` — category colours and the discrete colour scale of the strips.
+- :mod:`profiler.figures.timefmt` — time units: axis in seconds with SI prefixes, human-readable durations.
+- :mod:`profiler.figures.typed_arrays` — numpy arrays as plotly.js base64 typed arrays (compact payloads).
+"""
+
+from profiler.figures.palette import COLOUR_MODES, CategoryPalette
+from profiler.figures.timefmt import format_duration, format_time
+from profiler.figures.typed_arrays import typed_array
+
+__all__ = ["COLOUR_MODES", "CategoryPalette", "format_duration", "format_time", "typed_array"]

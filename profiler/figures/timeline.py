@@ -13,6 +13,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from profiler.figures import palette as pal
+from profiler.figures.lanes import Lane, lane_axes, lane_traces
 from profiler.figures.raster import StripFrame, TimelineRow, row_labels
 from profiler.figures.timefmt import TIME_AXIS, ns_to_axis
 from profiler.figures.typed_arrays import typed_array
@@ -21,6 +22,8 @@ from profiler.figures.typed_arrays import typed_array
 ROW_HEIGHT_PX = 22
 #: Margins of the timeline figure (the left one holds the row labels).
 MARGIN = {"l": 170, "r": 16, "t": 8, "b": 36}
+#: Vertical gap above each lane, in pixels.
+LANE_GAP_PX = 10
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -51,13 +54,22 @@ def strip_heatmap(frame: StripFrame, rows: Sequence[TimelineRow], origin_ns: int
 
 def figure_height(n_rows: int, lane_heights_px: Sequence[int] = ()) -> int:
     """Height of a timeline figure with ``n_rows`` rows and lanes of the given heights."""
-    return MARGIN["t"] + MARGIN["b"] + n_rows * ROW_HEIGHT_PX + sum(lane_heights_px) + 8 * len(lane_heights_px)
+    lanes = sum(lane_heights_px) + LANE_GAP_PX * len(lane_heights_px)
+    return MARGIN["t"] + MARGIN["b"] + n_rows * ROW_HEIGHT_PX + lanes
+
+
+def separator_shapes(groups: Sequence[str]) -> list[dict[str, Any]]:
+    """Horizontal lines between rows of different groups (cores), given each row's group."""
+    return [{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "yref": "y", "y0": i - 0.5, "y1": i - 0.5,
+             "line": {"color": "#555", "width": 1}}
+            for i in range(1, len(groups)) if groups[i] != groups[i - 1]]
 
 
 def timeline_layout(rows: Sequence[TimelineRow], origin_ns: int, x_range_ns: tuple[int, int],
-                    n_lanes: int = 0, lane_heights_px: Sequence[int] = ()) -> dict[str, Any]:
-    """Layout of the timeline: the track axis on top, one small y axis per lane below, shared time axis."""
+                    lane_heights_px: Sequence[int] = ()) -> dict[str, Any]:
+    """Layout of the timeline: the track axis on top, one small y axis per lane below, a shared time axis."""
     n = len(rows)
+    n_lanes = len(lane_heights_px)
     height = figure_height(n, lane_heights_px)
     plot_h = height - MARGIN["t"] - MARGIN["b"]
     layout: dict[str, Any] = {
@@ -71,30 +83,20 @@ def timeline_layout(rows: Sequence[TimelineRow], origin_ns: int, x_range_ns: tup
         "xaxis": {**TIME_AXIS, "range": [ns_to_axis(x_range_ns[0], origin_ns), ns_to_axis(x_range_ns[1], origin_ns)],
                   "anchor": "y" if not n_lanes else f"y{n_lanes + 1}", "side": "bottom"},
     }
-    top_px = n * ROW_HEIGHT_PX
-    y_top = 1.0
-    y_bottom = 1.0 - top_px / plot_h if plot_h else 0.0
-    labels = row_labels(rows)
+    y_bottom = 1.0 - n * ROW_HEIGHT_PX / plot_h if plot_h else 0.0
     layout["yaxis"] = {
-        "domain": [max(y_bottom, 0.0), y_top], "range": [n - 0.5, -0.5], "fixedrange": True,
-        "tickmode": "array", "tickvals": list(range(n)), "ticktext": labels, "showgrid": False,
+        "domain": [max(y_bottom, 0.0), 1.0], "range": [n - 0.5, -0.5], "fixedrange": True,
+        "tickmode": "array", "tickvals": list(range(n)), "ticktext": row_labels(rows), "showgrid": False,
         "zeroline": False, "ticks": "", "tickfont": {"size": 11},
     }
     cursor = y_bottom
-    for k in range(n_lanes):
-        h = (lane_heights_px[k] if k < len(lane_heights_px) else 60) / plot_h
-        gap = 8 / plot_h
-        top = cursor - gap
-        layout[f"yaxis{k + 2}"] = {"domain": [max(top - h, 0.0), max(top, 0.0)], "fixedrange": True,
-                                   "zeroline": False, "tickfont": {"size": 10}, "nticks": 3}
-        cursor = top - h
-    # Separators between cores.
-    shapes = []
-    for i in range(1, n):
-        if rows[i].group != rows[i - 1].group:
-            shapes.append({"type": "line", "xref": "paper", "x0": 0, "x1": 1, "yref": "y", "y0": i - 0.5,
-                           "y1": i - 0.5, "line": {"color": "#555", "width": 1}})
-    layout["shapes"] = shapes
+    for k, h_px in enumerate(lane_heights_px):
+        top = cursor - LANE_GAP_PX / plot_h
+        bottom = top - h_px / plot_h
+        layout[f"yaxis{k + 2}"] = {"domain": [max(bottom, 0.0), max(top, 0.0)], "fixedrange": True,
+                                   "zeroline": False, "tickfont": {"size": 9}, "nticks": 3}
+        cursor = bottom
+    layout["shapes"] = separator_shapes([r.group for r in rows])
     return layout
 
 
@@ -106,28 +108,28 @@ def legend_traces(frame: StripFrame) -> list[go.Scatter]:
 
 
 def timeline_figure(frame: StripFrame, rows: Sequence[TimelineRow], origin_ns: int, *,
-                    x_range_ns: tuple[int, int] | None = None, lanes: Sequence[go.Scatter] = (),
-                    lane_heights_px: Sequence[int] = (), legend: bool = True) -> go.Figure:
+                    x_range_ns: tuple[int, int] | None = None, lanes: Sequence[Lane] = (),
+                    legend: bool = True) -> go.Figure:
     """The whole timeline figure: the strips, counter lanes below them, a legend of the colours in view.
 
     Args:
-        frame: the rasterised window (:func:`rasterize`).
+        frame: the rasterised window (:func:`profiler.figures.raster.rasterize`).
         rows: the rows ``frame`` was rasterised for.
         origin_ns: time shown as 0 on the axis (usually the start of the trace).
         x_range_ns: visible range (default: the frame's range).
-        lanes: traces of counter lanes (:func:`profiler.figures.lanes.lane_traces`), already on axes y2, y3, ...
-        lane_heights_px: height of each lane axis.
+        lanes: counter lanes (:mod:`profiler.figures.lanes`) drawn under the rows.
         legend: add legend entries for the colours (off in the dashboard, which draws its own legend).
 
     Returns:
-        The figure.
+        The figure; trace 0 is the strips heatmap, then one trace per lane series.
     """
     rng = x_range_ns or (frame.start_ns, frame.end_ns)
-    n_lanes = len({getattr(t, "yaxis", "y2") for t in lanes})
-    fig = go.Figure(data=[strip_heatmap(frame, rows, origin_ns), *lanes],
-                    layout=timeline_layout(rows, origin_ns, rng, n_lanes, lane_heights_px))
+    layout = timeline_layout(rows, origin_ns, rng, [lane.height_px for lane in lanes])
+    for key, extra in lane_axes(lanes).items():
+        layout[key] = {**layout.get(key, {}), **extra}
+    fig = go.Figure(data=[strip_heatmap(frame, rows, origin_ns), *lane_traces(lanes, origin_ns)], layout=layout)
     if legend:
         for trace in legend_traces(frame):
             fig.add_trace(trace)
-        fig.update_layout(showlegend=True, legend={"orientation": "h", "y": -0.08})
+        fig.update_layout(showlegend=True, legend={"orientation": "h", "y": -0.15})
     return fig

@@ -1,0 +1,134 @@
+"""The Dash application factory: :func:`create_app` builds one self-contained dashboard for a set of traces.
+
+Everything an app needs — its trace registry, pages and callbacks — is created here, per app; nothing is global
+and nothing is registered at import time, so tests can build several apps in one process.  The server keeps no
+per-browser-session state: what a browser looks at (trace id, visible range, buffered range) travels with each
+request in ``dcc.Store`` components.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlencode
+
+import dash
+from dash import Dash, Input, Output, dcc, html
+
+from dashboard.pages import Page, PageContext, default_pages
+from dashboard.registry import TraceRegistry, UnknownTraceError
+
+ASSETS = Path(__file__).resolve().parent / "assets"
+TRACE_PARAM = "trace"
+
+
+def query_values(search: str | None) -> dict[str, str]:
+    """``?trace=t1&x=2`` -> ``{"trace": "t1", "x": "2"}`` (first value of each key, bounded length)."""
+    if not search or not isinstance(search, str):
+        return {}
+    parsed = parse_qs(search.lstrip("?")[:2000], keep_blank_values=False)
+    return {k: v[0] for k, v in parsed.items() if v}
+
+
+def trace_search(trace_id: str) -> str:
+    """The URL query selecting ``trace_id``."""
+    return "?" + urlencode({TRACE_PARAM: trace_id})
+
+
+def resolve_trace_id(registry: TraceRegistry, search: str | None) -> str:
+    """The trace id a URL query names (the default trace when it names none); UnknownTraceError otherwise."""
+    return registry.entry(query_values(search).get(TRACE_PARAM)).id
+
+
+def _header(pages: Sequence[Page], registry: TraceRegistry, current_path: str, trace_id: str) -> html.Header:
+    links = [
+        dcc.Link(p.title, href=p.path + trace_search(trace_id),
+                 className="nav-link active" if p.path == current_path else "nav-link", id=f"nav-{p.title.lower()}")
+        for p in pages if p.in_nav
+    ]
+    options = [{"label": e.label + (" (sample)" if e.sample else ""), "value": e.id} for e in registry.entries]
+    return html.Header(className="app-header", children=[
+        html.Span("trnprof", className="brand"),
+        html.Nav(links, className="nav"),
+        dcc.Dropdown(id="trace-dropdown", options=options, value=trace_id, clearable=False, searchable=True,
+                     className="trace-dropdown"),
+    ])
+
+
+def render_page(pages: Sequence[Page], registry: TraceRegistry, pathname: str | None, search: str | None) -> Any:
+    """The content of the page at ``pathname`` for the trace ``search`` names (an error panel when none)."""
+    by_path = {p.path: p for p in pages}
+    path = pathname if pathname in by_path else None
+    if not len(registry):
+        return html.Div("No trace is served: start the dashboard with `trnprof serve TRACE_OR_DB`.",
+                        className="error-panel")
+    try:
+        trace_id = resolve_trace_id(registry, search)
+    except UnknownTraceError as exc:
+        return html.Div([_header(pages, registry, "", registry.default_id or ""),
+                         html.Div(str(exc), className="error-panel", id="page-error")])
+    if path is None:
+        return html.Div([_header(pages, registry, "", trace_id),
+                         html.Div(f"No page at {str(pathname)[:80]!r}.", className="error-panel", id="page-error")])
+    page = by_path[path]
+    ctx = PageContext(registry, trace_id, query_values(search))
+    return html.Div([_header(pages, registry, page.path, trace_id), html.Main(page.layout(ctx), className="page")])
+
+
+def create_app(traces: Iterable[str | Path] | TraceRegistry = (), *, samples: Iterable[str | Path] = (),
+               pages: Sequence[Page] | None = None, title: str = "trnprof") -> Dash:
+    """Build the dashboard for ``traces``.
+
+    Args:
+        traces: databases, trace directories or importable files (ingested already, or ingested on first view),
+            or a ready :class:`TraceRegistry`.
+        samples: bundled sample traces listed after ``traces`` in the picker.
+        pages: the pages to serve (default :func:`dashboard.pages.default_pages`).
+        title: browser tab title.
+
+    Returns:
+        The Dash app; ``app.server`` is its Flask server and ``app.trnprof_registry`` its trace registry.
+    """
+    registry = traces if isinstance(traces, TraceRegistry) else TraceRegistry(traces, samples=samples)
+    page_list = list(pages) if pages is not None else default_pages()
+    app = Dash(
+        __name__,
+        assets_folder=str(ASSETS),
+        title=title,
+        update_title=None,
+        suppress_callback_exceptions=True,
+        serve_locally=True,
+        compress=False,
+    )
+    app.layout = html.Div([
+        dcc.Location(id="url", refresh=False),
+        html.Div(id="page-content"),
+    ])
+
+    @app.callback(Output("page-content", "children"), Input("url", "pathname"), Input("url", "search"))
+    def _route(pathname: str | None, search: str | None) -> Any:
+        return render_page(page_list, registry, pathname, search)
+
+    @app.callback(Output("url", "search"), Input("trace-dropdown", "value"), prevent_initial_call=True)
+    def _switch_trace(trace_id: str | None) -> Any:
+        if trace_id not in registry:
+            return dash.no_update
+        return trace_search(trace_id)
+
+    for page in page_list:
+        page.register_callbacks(app, registry)
+    _harden(app)
+    app.trnprof_registry = registry  # type: ignore[attr-defined]
+    return app
+
+
+def _harden(app: Dash) -> None:
+    """Response headers that keep the browser from sniffing, framing or leaking the dashboard."""
+
+    @app.server.after_request
+    def _headers(response: Any) -> Any:
+        response.headers.setdefault("X-Content-Type-Options", "nosniff")
+        response.headers.setdefault("X-Frame-Options", "SAMEORIGIN")
+        response.headers.setdefault("Referrer-Policy", "no-referrer")
+        return response

@@ -1,0 +1,137 @@
+"""The details panel: every field of the selected event, its dependencies (each a link that jumps to it) and its
+source location; and the encoding of those jump links.
+
+A jump link is a button whose id carries where to go — ``{"type": "tl-jump", "index": "Table:id:start:end:track"}``
+— so one pattern-matching callback serves flow links and search results alike, and the server needs no memory
+of what it rendered.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pyarrow as pa
+from dash import html
+
+from profiler import db_schema as dbs
+from profiler.figures.timefmt import format_duration, format_time
+from tracer import schema as ts
+
+JUMP_TYPE = "tl-jump"
+#: Dependencies listed per direction before "and N more".
+MAX_FLOWS_SHOWN = 50
+_TIME_FIELDS = {ts.START_TS, ts.END_TS, ts.TIMESTAMP}
+_DURATION_FIELDS = {ts.DURATION_NS, ts.EVT_WAIT_TIME_NS, ts.GAP_TIME, "dur_ns"}
+
+
+def jump_index(table: str, event_id: int, start_ns: int | None, end_ns: int | None, track_id: int | None) -> str:
+    """The ``index`` of a jump link's id."""
+    def s(v: Any) -> str:
+        return "" if v is None else str(int(v))
+
+    return f"{table}:{s(event_id)}:{s(start_ns)}:{s(end_ns)}:{s(track_id)}"
+
+
+def parse_jump_index(index: Any) -> dict[str, Any] | None:
+    """Inverse of :func:`jump_index`; None for anything malformed (ids come back from the browser)."""
+    if not isinstance(index, str) or len(index) > 200:
+        return None
+    parts = index.split(":")
+    if len(parts) != 5 or not parts[0]:
+        return None
+    try:
+        nums = [int(p) if p else None for p in parts[1:]]
+    except ValueError:
+        return None
+    if nums[0] is None:
+        return None
+    return {"table": parts[0], "id": nums[0], "start_ns": nums[1], "end_ns": nums[2], dbs.TRACK_ID: nums[3]}
+
+
+def jump_link(label: str, table: str, event_id: int, start_ns: int | None, end_ns: int | None, *,
+              track_id: int | None, title: str = "") -> html.Button:
+    """A button that selects the event and zooms the timeline to it."""
+    return html.Button(label, id={"type": JUMP_TYPE, "index": jump_index(table, event_id, start_ns, end_ns, track_id)},
+                       className="link-button", title=title or "jump to it", n_clicks=0)
+
+
+def _fmt_value(key: str, value: Any, origin_ns: int) -> str:
+    if value is None:
+        return "–"
+    if key in _TIME_FIELDS and isinstance(value, int):
+        return f"{value:,} ns ({format_time(value, origin_ns)})"
+    if key in _DURATION_FIELDS and isinstance(value, int | float):
+        return f"{value:,} ns ({format_duration(value)})"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if isinstance(value, dict | list):
+        return json.dumps(value)[:500]
+    return str(value)[:500]
+
+
+def _flow_list(title: str, flows: pa.Table | None) -> html.Div:
+    if flows is None or flows.num_rows == 0:
+        return html.Div([html.H4(title), html.Div("none", className="muted")], className="flow-list")
+    items = []
+    for row in flows.slice(0, MAX_FLOWS_SHOWN).to_pylist():
+        gap = row.get(ts.GAP_TIME)
+        label = f"{row.get(ts.NAME) or '?'} · {row[dbs.TABLE]} {row[ts.ID]}"
+        extra = f" ({row.get(ts.DEPENDENCY_TYPE) or 'flow'}" + (f", gap {format_duration(gap)})" if gap is not None
+                                                                   else ")")
+        items.append(html.Li([jump_link(label, row[dbs.TABLE], row[ts.ID], row.get(ts.START_TS),
+                                        row.get(ts.END_TS), track_id=row.get(dbs.TRACK_ID)), html.Span(extra)]))
+    more = flows.num_rows - MAX_FLOWS_SHOWN
+    if more > 0:
+        items.append(html.Li(f"… and {more:,} more", className="muted"))
+    return html.Div([html.H4(f"{title} ({flows.num_rows:,})"), html.Ul(items)], className="flow-list")
+
+
+def details_panel(fields: dict[str, Any], table: str, preds: pa.Table | None, succs: pa.Table | None,
+                  origin_ns: int) -> html.Div:
+    """The panel for one event: header, source location, dependencies, then every field.
+
+    Args:
+        fields: ``Trace.event(table, id)``.
+        table: the table the event lives in.
+        preds: what it waited for (``Trace.flows`` predecessors, :data:`profiler.db_schema.FLOW_ENDS`).
+        succs: what waited for it.
+        origin_ns: the trace start (times are also shown relative to it).
+    """
+    name = fields.get(ts.OPCODE) or fields.get(ts.NAME) or fields.get(ts.VARIABLE) or fields.get(ts.QUEUE_NAME) or ""
+    dur = fields.get(ts.DURATION_NS)
+    if dur is None and fields.get(ts.START_TS) is not None and fields.get(ts.END_TS) is not None:
+        dur = fields[ts.END_TS] - fields[ts.START_TS]
+    header = html.Div([
+        html.Span(f"{table} {fields.get(ts.ID, '')}", className="badge"),
+        html.Strong(f" {name} "),
+        html.Span(format_duration(dur) if dur is not None else "", className="muted"),
+    ], className="details-header", id="details-title")
+    source = fields.get(ts.NKI_SOURCE_LOCATION)
+    source_div = html.Div(["Source: ", html.Code(str(source))] if source else "Source: not recorded",
+                          className="details-source", id="details-source")
+    rows = [html.Tr([html.Th(k), html.Td(_fmt_value(k, v, origin_ns))]) for k, v in fields.items()]
+    return html.Div([
+        header,
+        source_div,
+        html.Div([_flow_list("Waited for", preds), _flow_list("Waited on it", succs)], className="flows"),
+        html.Table(html.Tbody(rows), className="fields", id="details-fields"),
+    ], className="details")
+
+
+def event_details(trace: Any, table: str, event_id: int) -> html.Div:
+    """Fetch the event and its flows from ``trace`` and render :func:`details_panel` (an error line otherwise)."""
+    from tracer.errors import TrnprofError
+
+    try:
+        fields = trace.event(table, int(event_id))
+    except (TrnprofError, KeyError, ValueError, TypeError) as exc:
+        return html.Div(str(exc).splitlines()[0] if str(exc) else "no such event", className="error")
+    try:
+        preds, succs = trace.flows(table, int(event_id))
+    except (TrnprofError, KeyError, ValueError) as exc:
+        preds = succs = None
+        fields = {**fields, "flows": f"unavailable: {exc}"}
+    return details_panel(fields, table, preds, succs, int(trace.time_range[0]))

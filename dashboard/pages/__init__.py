@@ -1,0 +1,51 @@
+"""The dashboard's pages and the registry that lists them.
+
+A page is a :class:`Page`: a URL path, a title for the navigation bar, a ``layout(ctx)`` building its content for
+one trace, and a ``register_callbacks(app, registry)`` wiring its callbacks onto one app.  Nothing is decorated at
+import time; :func:`dashboard.app.create_app` registers the pages it is given (default :func:`default_pages`), so a
+later page (the compare page of the analyses issue) is one more entry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from dash import Dash
+
+    from dashboard.registry import TraceRegistry
+
+
+@dataclass(frozen=True)
+class PageContext:
+    """What a page layout is built for: the registry, the trace the URL names, the URL's query values."""
+
+    registry: TraceRegistry
+    trace_id: str
+    query: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page of the dashboard."""
+
+    path: str
+    title: str
+    layout: Callable[[PageContext], Any]
+    register_callbacks: Callable[[Dash, TraceRegistry], None]
+    #: Shown in the navigation bar.
+    in_nav: bool = True
+
+
+def default_pages() -> list[Page]:
+    """Timeline (the home page), summary, SQL and trace picker."""
+    from dashboard.pages import sql, summary, timeline, traces
+
+    return [
+        Page("/", "Timeline", timeline.layout, timeline.register_callbacks),
+        Page("/summary", "Summary", summary.layout, summary.register_callbacks),
+        Page("/sql", "SQL", sql.layout, sql.register_callbacks),
+        Page("/traces", "Traces", traces.layout, traces.register_callbacks),
+    ]

@@ -1,0 +1,43 @@
+"""The summary page: the ``trnprof summary`` metrics of a trace as cards and charts.
+
+The figures come from :mod:`profiler.figures.summary`; this page only lays them out.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dash import Dash, dcc, html
+
+from dashboard.pages import PageContext
+from dashboard.registry import TraceRegistry
+from dashboard.selection_view import _card, _si
+from profiler.figures import summary as sfig
+from profiler.figures.timefmt import format_duration
+from tracer.errors import TrnprofError
+
+
+def layout(ctx: PageContext) -> Any:
+    """Cards of the headline numbers, then one chart per breakdown the summary has."""
+    trace = ctx.registry.open(ctx.trace_id)
+    try:
+        with ctx.registry.lock(ctx.trace_id):
+            summary = trace.summary()
+    except TrnprofError as exc:
+        return html.Div(str(exc).splitlines()[0], className="error-panel")
+    headline = sfig.headline_numbers(summary)
+    cards = []
+    for label, value, unit in headline:
+        text = format_duration(value) if unit == "ns" else (f"{value:.1f} %" if unit == "%" else _si(value, unit))
+        cards.append(_card(label, text))
+    charts = [dcc.Graph(figure=fig, config={"displaylogo": False}, id=f"summary-chart-{i}")
+              for i, fig in enumerate(sfig.summary_figures(summary))]
+    return html.Div([
+        html.H2(f"Summary of {ctx.registry.entry(ctx.trace_id).label}"),
+        html.Div(cards, className="cards", id="summary-cards"),
+        html.Div(charts, className="charts"),
+    ], className="summary-page")
+
+
+def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
+    """The summary page is static per trace: no callbacks."""

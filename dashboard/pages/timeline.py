@@ -1,0 +1,227 @@
+"""The timeline page: per-track strips with level-of-detail zoom, counter lanes, hover, details, flows, search,
+selection summary, keyboard navigation.
+
+The callbacks here are thin: each reads its inputs, calls a plain function (:mod:`dashboard.timeline_logic`,
+:mod:`dashboard.details`, :mod:`dashboard.search_logic`, :mod:`profiler.selection`) and returns what it built.
+Hover and the W/A/S/D keys run in the browser (``assets/trnprof.js``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dash
+from dash import ALL, ClientsideFunction, Dash, Input, Output, State, ctx, dcc, html
+
+from dashboard import details as det
+from dashboard import search_logic as srch
+from dashboard import timeline_logic as tl
+from dashboard.app import resolve_trace_id
+from dashboard.pages import PageContext
+from dashboard.registry import TraceRegistry, UnknownTraceError
+from dashboard.selection_view import selection_panel
+from profiler.figures import palette as pal
+
+GRAPH_ID = "timeline-graph"
+GRAPH_CONFIG = {
+    "scrollZoom": True,
+    "displaylogo": False,
+    "doubleClick": "autosize",
+    "modeBarButtonsToRemove": ["lasso2d", "autoScale2d", "toImage"],
+    "responsive": False,
+}
+
+
+def layout(ctx_: PageContext) -> Any:
+    """Toolbar, legend, the graph, the hover tooltip, and the details / selection / search panels."""
+    return html.Div(className="timeline-page", children=[
+        dcc.Store(id="tl-state"),
+        dcc.Store(id="tl-view"),
+        dcc.Store(id="tl-nav"),
+        dcc.Store(id="tl-selected"),
+        dcc.Store(id="tl-size"),
+        dcc.Store(id="search-results"),
+        dcc.Store(id="search-index", data=0),
+        html.Div(className="toolbar", children=[
+            html.Label("Colour by", className="toolbar-label"),
+            dcc.RadioItems(id="colour-by", options=[{"label": m, "value": m} for m in pal.COLOUR_MODES],
+                           value="opcode", inline=True, className="radio"),
+            dcc.Checklist(id="dma-expand", options=[{"label": "expand DMA queues", "value": "expand"}], value=[],
+                          inline=True, className="radio"),
+            html.Button("Reset zoom", id="tl-reset", n_clicks=0, className="btn", title="show the whole trace (R)"),
+            html.Button("Summarize view", id="tl-summarize", n_clicks=0, className="btn",
+                        title="summary of the visible range (box-select for a sub-range)"),
+            html.Div(className="search-box", children=[
+                dcc.Input(id="search-input", type="search", placeholder="Search opcode, hlo_name, layer, source…",
+                          debounce=False, className="search-input", maxLength=200),
+                html.Button("Search", id="search-go", n_clicks=0, className="btn"),
+                html.Button("◀", id="search-prev", n_clicks=0, className="btn", title="previous match (Shift+N)"),
+                html.Button("▶", id="search-next", n_clicks=0, className="btn", title="next match (N)"),
+                html.Span(id="search-count", className="muted"),
+            ]),
+        ]),
+        html.Div(id="tl-legend", className="legend"),
+        html.Div(id="timeline-container", className="graph-container", children=[
+            dcc.Graph(id=GRAPH_ID, figure=tl.empty_figure("loading…"), config=GRAPH_CONFIG, clear_on_unhover=True),
+            dcc.Tooltip(id="tl-tooltip", direction="bottom", className="tl-tooltip"),
+        ]),
+        html.Div(id="tl-status", className="status-line"),
+        html.Div(className="help-line", children=(
+            "W/S zoom · A/D pan · R reset · drag to zoom · box-select (toolbar) to summarize a range · "
+            "click an instruction for details")),
+        html.Div(className="panels", children=[
+            html.Section([html.H3("Details"), html.Div("Click an instruction.", id="tl-details", className="muted")],
+                         className="panel details-panel"),
+            html.Section([html.H3("Selection"), html.Div("Box-select a range or press “Summarize view”.",
+                                                          id="tl-selection", className="muted")],
+                         className="panel selection-panel"),
+            html.Section([html.H3("Search results"), html.Div(id="search-list")], className="panel search-panel"),
+        ]),
+    ])
+
+
+def _trace(registry: TraceRegistry, search: str | None) -> tuple[str, Any]:
+    trace_id = resolve_trace_id(registry, search)
+    return trace_id, registry.open(trace_id)
+
+
+def _trigger_name(triggered: Any) -> str:
+    return {
+        "url": "trace", "tl-size": "size", GRAPH_ID: "relayout", "colour-by": "options", "dma-expand": "options",
+        "tl-reset": "reset", "tl-nav": "nav",
+    }.get(triggered if isinstance(triggered, str) else "", "initial")
+
+
+def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
+    """Wire the timeline page onto ``app``."""
+    palettes: dict[str, pal.CategoryPalette] = {}
+
+    def palette_for(trace_id: str, trace: Any) -> pal.CategoryPalette:
+        # One palette per served trace (not per session): colours stay put while zooming.
+        if trace_id not in palettes:
+            palettes[trace_id] = pal.CategoryPalette(srch.names_by_time(trace))
+        return palettes[trace_id]
+
+    app.clientside_callback(ClientsideFunction("trnprof", "graphWidth"), Output("tl-size", "data"),
+                            Input("timeline-container", "id"))
+
+    @app.callback(
+        Output(GRAPH_ID, "figure"), Output("tl-state", "data"), Output("tl-view", "data"),
+        Output("tl-legend", "children"), Output("tl-status", "children"),
+        Input("url", "search"), Input("tl-size", "data"), Input(GRAPH_ID, "relayoutData"),
+        Input("colour-by", "value"), Input("dma-expand", "value"), Input("tl-reset", "n_clicks"),
+        Input("tl-nav", "data"),
+        State("tl-state", "data"),
+        prevent_initial_call=True,
+    )
+    def _update(search: str | None, size: Any, relayout: Any, colour_by: Any, expand: Any, _reset: Any,  # noqa: PLR0917
+                nav: Any, state: Any) -> Any:
+        trigger = _trigger_name(ctx.triggered_id)
+        try:
+            trace_id, trace = _trace(registry, search)
+        except UnknownTraceError as exc:
+            return tl.empty_figure(str(exc)), None, None, [], str(exc)
+        width = size.get("width") if isinstance(size, dict) else None
+        options = tl.TimelineOptions.parse(colour_by, "expand" in (expand or []))
+        with registry.lock(trace_id):
+            update = tl.update_timeline(trace, trace_id, state=state, trigger=trigger, relayout=relayout,
+                                        width_px=width, options=options, nav=nav,
+                                        palette=palette_for(trace_id, trace))
+        if update is None:
+            raise dash.exceptions.PreventUpdate
+        legend = dash.no_update if update.legend is dash.no_update else legend_children(update.legend)
+        return update.figure, update.state, update.view, legend, update.status
+
+    app.clientside_callback(
+        ClientsideFunction("trnprof", "hover"),
+        Output("tl-tooltip", "show"), Output("tl-tooltip", "bbox"), Output("tl-tooltip", "children"),
+        Input(GRAPH_ID, "hoverData"), State("tl-view", "data"),
+    )
+
+    @app.callback(Output("tl-selected", "data"), Input(GRAPH_ID, "clickData"), State("tl-view", "data"),
+                  State("tl-state", "data"), State("url", "search"), prevent_initial_call=True)
+    def _click(click: Any, view: Any, state: Any, search: str | None) -> Any:
+        try:
+            trace_id, trace = _trace(registry, search)
+        except UnknownTraceError:
+            raise dash.exceptions.PreventUpdate from None
+        with registry.lock(trace_id):
+            picked = tl.event_at_click(trace, click, view, state)
+        if picked is None:
+            raise dash.exceptions.PreventUpdate
+        return picked
+
+    @app.callback(Output("tl-selected", "data", allow_duplicate=True), Output("tl-nav", "data"),
+                  Input({"type": det.JUMP_TYPE, "index": ALL}, "n_clicks"), prevent_initial_call=True)
+    def _jump(clicks: list[Any]) -> Any:
+        trig = ctx.triggered_id
+        if not isinstance(trig, dict) or not any(clicks or []):
+            raise dash.exceptions.PreventUpdate
+        target = det.parse_jump_index(trig.get("index"))
+        if target is None:
+            raise dash.exceptions.PreventUpdate
+        nav = dash.no_update
+        if target["start_ns"] is not None and target["end_ns"] is not None:
+            nav = {"start_ns": target["start_ns"], "end_ns": target["end_ns"], "seq": sum(c or 0 for c in clicks)}
+        return target, nav
+
+    @app.callback(Output("tl-details", "children"), Output(GRAPH_ID, "figure", allow_duplicate=True),
+                  Input("tl-selected", "data"), State("tl-view", "data"), State("url", "search"),
+                  prevent_initial_call=True)
+    def _details(selected: Any, view: Any, search: str | None) -> Any:
+        if not isinstance(selected, dict) or not selected.get("table"):
+            raise dash.exceptions.PreventUpdate
+        try:
+            trace_id, trace = _trace(registry, search)
+        except UnknownTraceError as exc:
+            return str(exc), dash.no_update
+        with registry.lock(trace_id):
+            panel = det.event_details(trace, selected["table"], selected["id"])
+        return panel, tl.highlight_patch(view, selected)
+
+    @app.callback(Output("search-results", "data"), Output("search-index", "data"),
+                  Output("search-list", "children"), Output("search-count", "children"),
+                  Input("search-go", "n_clicks"), Input("search-input", "n_submit"), State("search-input", "value"),
+                  State("url", "search"), prevent_initial_call=True)
+    def _search(_n: Any, _s: Any, text: Any, search: str | None) -> Any:
+        try:
+            trace_id, trace = _trace(registry, search)
+        except UnknownTraceError as exc:
+            return None, 0, str(exc), ""
+        with registry.lock(trace_id):
+            result = srch.run_search(trace, text)
+        return result.matches, -1, srch.results_list(result, int(trace.time_range[0])), result.message
+
+    @app.callback(Output("search-index", "data", allow_duplicate=True),
+                  Output("tl-selected", "data", allow_duplicate=True), Output("tl-nav", "data", allow_duplicate=True),
+                  Output("search-count", "children", allow_duplicate=True),
+                  Input("search-next", "n_clicks"), Input("search-prev", "n_clicks"),
+                  Input("search-results", "data"), State("search-index", "data"), prevent_initial_call=True)
+    def _step(_next: Any, _prev: Any, matches: Any, index: Any) -> Any:
+        step = -1 if ctx.triggered_id == "search-prev" else 1
+        moved = srch.step_match(matches, index, step)
+        if moved is None:
+            raise dash.exceptions.PreventUpdate
+        new_index, target, label = moved
+        nav = {"start_ns": target["start_ns"], "end_ns": target["end_ns"], "seq": new_index}
+        return new_index, target, nav, label
+
+    @app.callback(Output("tl-selection", "children"), Input(GRAPH_ID, "selectedData"),
+                  Input("tl-summarize", "n_clicks"), State("tl-state", "data"), State("url", "search"),
+                  prevent_initial_call=True)
+    def _selection(selected: Any, _n: Any, state: Any, search: str | None) -> Any:
+        try:
+            trace_id, trace = _trace(registry, search)
+        except UnknownTraceError as exc:
+            return str(exc)
+        rng = tl.selection_range(selected if ctx.triggered_id == GRAPH_ID else None, state)
+        if rng is None:
+            raise dash.exceptions.PreventUpdate
+        with registry.lock(trace_id):
+            return selection_panel(trace, *rng)
+
+
+def legend_children(items: list[dict[str, str]]) -> list[Any]:
+    """Swatches of the colours in view."""
+    return [html.Span([html.Span(className="swatch", style={"background": it["colour"]}), it["name"]],
+                      className="legend-item") for it in items]

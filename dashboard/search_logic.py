@@ -1,0 +1,112 @@
+"""Search on the timeline page: run ``Trace.search``, list the matches as jump links, step through them.
+
+Also :func:`names_by_time`, the ranking of names that gives the most visible opcodes of a trace their own colours.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from dash import html
+
+from dashboard.details import jump_link
+from profiler import db_schema as dbs
+from profiler.figures.timefmt import format_duration, format_time
+from tracer import schema as ts
+from tracer.errors import TrnprofError
+
+#: Matches fetched per search.
+SEARCH_LIMIT = 500
+#: Shortest and longest search text.
+MIN_CHARS = 1
+MAX_CHARS = 200
+#: Pixels of the whole-trace window used to rank names by time.
+RANKING_WIDTH_PX = 2048
+
+
+@dataclass
+class SearchResult:
+    """Matches in time order (plain dicts, JSON-able for a ``dcc.Store``) and a one-line message."""
+
+    matches: list[dict[str, Any]] = field(default_factory=list)
+    message: str = ""
+
+
+def run_search(trace: Any, text: Any) -> SearchResult:
+    """Search opcodes, hlo_name, layer and source lines (``Trace.search``); matches sorted by start time."""
+    query = text.strip() if isinstance(text, str) else ""
+    if len(query) < MIN_CHARS:
+        return SearchResult(message="type something to search for")
+    if len(query) > MAX_CHARS:
+        return SearchResult(message=f"search text longer than {MAX_CHARS} characters")
+    try:
+        table = trace.search(query, limit=SEARCH_LIMIT + 1)
+    except TrnprofError as exc:
+        return SearchResult(message=str(exc).splitlines()[0])
+    rows = table.to_pylist()
+    more = len(rows) > SEARCH_LIMIT
+    rows = sorted(rows[:SEARCH_LIMIT], key=lambda r: (r[ts.START_TS], r[ts.ID]))
+    matches = [{"table": r[dbs.TABLE], "id": r[ts.ID], "start_ns": r[ts.START_TS], "end_ns": r[ts.END_TS],
+                dbs.TRACK_ID: r.get(dbs.TRACK_ID), "name": r.get(ts.NAME), "field": r.get(dbs.MATCHED_FIELD, "")}
+               for r in rows]
+    if not matches:
+        return SearchResult(message=f"no match for {query!r}")
+    return SearchResult(matches, f"{len(matches):,}{'+' if more else ''} matches")
+
+
+def results_list(result: SearchResult, origin_ns: int) -> Any:
+    """The matches as a list of jump links (time, name, matched field)."""
+    if not result.matches:
+        return html.Div(result.message, className="muted")
+    items = [
+        html.Li([jump_link(f"{format_time(m['start_ns'], origin_ns)} · {m['name'] or '?'}", m["table"], m["id"],
+                           m["start_ns"], m["end_ns"], track_id=m.get(dbs.TRACK_ID)),
+                 html.Span(f" {m['field']} · {format_duration(m['end_ns'] - m['start_ns'])}", className="muted")])
+        for m in result.matches
+    ]
+    return html.Ol(items, className="search-results", id="search-results-list")
+
+
+def step_match(matches: Any, index: Any, step: int) -> tuple[int, dict[str, Any], str] | None:
+    """Move ``step`` matches from ``index`` (wrapping around); the new index, its target and a label."""
+    if not isinstance(matches, list) or not matches:
+        return None
+    try:
+        i = int(index)
+    except (TypeError, ValueError):
+        i = -1
+    fresh = i < 0 or i >= len(matches)
+    new = (0 if step > 0 else len(matches) - 1) if fresh else (i + step) % len(matches)
+    m = matches[new]
+    if not isinstance(m, dict) or "start_ns" not in m:
+        return None
+    target = {"table": m.get("table"), "id": m.get("id"), "start_ns": m["start_ns"], "end_ns": m["end_ns"],
+              dbs.TRACK_ID: m.get(dbs.TRACK_ID)}
+    return new, target, f"match {new + 1:,} of {len(matches):,}"
+
+
+def names_by_time(trace: Any) -> list[str]:
+    """Names (opcodes, DMA names, spans) ranked by the time they dominate in a whole-trace view.
+
+    Computed from one coarse ``Trace.window`` (cost set by pixels, not events): each bucket's busy time is
+    credited to its dominant name.
+    """
+    t0, t1 = (int(t) for t in trace.time_range)
+    if t1 <= t0:
+        return []
+    window = trace.window(t0, t1, RANKING_WIDTH_PX)
+    credit: dict[str, float] = defaultdict(float)
+    b = window.buckets
+    if b.num_rows:
+        for name, busy in zip(b.column(dbs.TOP_NAME).to_pylist(), b.column(dbs.BUSY_NS).to_pylist(), strict=True):
+            if name:
+                credit[name] += busy
+    e = window.events
+    if e.num_rows:
+        for name, s, en in zip(e.column(ts.NAME).to_pylist(), e.column(ts.START_TS).to_pylist(),
+                               e.column(ts.END_TS).to_pylist(), strict=True):
+            if name:
+                credit[name] += en - s
+    return [name for name, _ in sorted(credit.items(), key=lambda kv: (-kv[1], kv[0]))]

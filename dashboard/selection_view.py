@@ -1,0 +1,56 @@
+"""The selection panel of the timeline page: :func:`profiler.selection.selection_summary` as cards and tables."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dash import html
+
+from profiler.figures.timefmt import format_duration
+from profiler.selection import SelectionSummary, selection_summary
+
+
+def _si(value: float | None, unit: str) -> str:
+    if value is None:
+        return "–"
+    v = float(value)
+    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(v) >= scale:
+            return f"{v / scale:.3g} {prefix}{unit}"
+    return f"{v:.3g} {unit}"
+
+
+def _card(label: str, value: str, ident: str | None = None) -> html.Div:
+    return html.Div([html.Div(value, className="value"), html.Div(label, className="label")], className="card",
+                    **({"id": ident} if ident else {}))
+
+
+def render_selection(s: SelectionSummary) -> html.Div:
+    """Cards (duration, DMA bytes and throughput, FLOPs, HFU), per-engine busy table, top names."""
+    cards = html.Div([
+        _card("range", format_duration(s.duration_ns), "sel-duration"),
+        _card("DMA bytes", _si(s.dma_bytes, "B")),
+        _card("DMA throughput", _si(s.dma_throughput_bytes_per_s, "B/s")),
+        _card("FLOPs", _si(s.flops, "FLOP")),
+        _card("HFU", "–" if s.hfu_percent is None else f"{float(s.hfu_percent):.1f} %"),
+    ], className="cards")
+    multi_core = len({core for _n, core, _b, _f in s.engines}) > 1
+    engine_rows = [html.Tr([html.Td(f"NC{core} {name}" if multi_core else name), html.Td(format_duration(busy),
+                                                                                          className="num"),
+                            html.Td(f"{100 * frac:.1f} %", className="num")])
+                   for name, core, busy, frac in s.engines]
+    total = sum(v for _n, v in s.top_names) or 1.0
+    top_rows = [html.Tr([html.Td(name), html.Td(format_duration(v), className="num"),
+                         html.Td(f"{100 * v / total:.0f} %", className="num")]) for name, v in s.top_names]
+    return html.Div([
+        cards,
+        html.Table([html.Thead(html.Tr([html.Th("engine"), html.Th("busy"), html.Th("%")])),
+                    html.Tbody(engine_rows)], className="mini-table", id="sel-engines"),
+        html.H4("Top opcodes by time"),
+        html.Table(html.Tbody(top_rows), className="mini-table", id="sel-top"),
+    ], id="selection-summary")
+
+
+def selection_panel(trace: Any, start_ns: int, end_ns: int) -> Any:
+    """Compute and render the summary of ``[start_ns, end_ns)``."""
+    return render_selection(selection_summary(trace, start_ns, end_ns))

@@ -1,0 +1,332 @@
+"""The timeline page's logic as plain functions: what a zoom, a pan, a reset or a jump sends to the browser.
+
+:func:`update_timeline` is the whole level-of-detail loop of the page.  Given the browser's state (what it has
+buffered, at which resolution) and what just happened (a relayout, a jump, an option change), it decides whether
+anything must be fetched; if so it asks ``Trace.window`` for the buffer at the graph's pixel width, rasterises it
+(:mod:`profiler.figures.raster`) and returns either a whole figure (first view, new trace, new rows or colours) or a
+``dash.Patch`` with only the strip codes (one byte per pixel per row, as a typed array), the lanes and the axis
+range.  The server keeps nothing between calls.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import dash
+import numpy as np
+import plotly.graph_objects as go
+from dash import Patch
+
+from dashboard import viewport as vp
+from profiler import db_schema as dbs
+from profiler.figures import lanes as lanes_mod
+from profiler.figures import palette as pal
+from profiler.figures.raster import StripFrame, TimelineRow, rasterize, row_labels, timeline_rows
+from profiler.figures.timefmt import ns_to_axis
+from profiler.figures.timeline import separator_shapes, strip_update, timeline_figure
+
+#: Graph width assumed until the browser reports its own.
+DEFAULT_WIDTH_PX = 1200
+#: Widest graph served (a bound on the payload whatever a client claims).
+MAX_WIDTH_PX = 4096
+MIN_WIDTH_PX = 100
+
+#: Triggers that always rebuild the whole figure (others rebuild only when rows, colours or width changed).
+REBUILD_TRIGGERS = frozenset({"trace", "initial"})
+
+
+@dataclass(frozen=True)
+class TimelineOptions:
+    """What the user chose above the graph."""
+
+    colour_by: str = "opcode"
+    expand_dma: bool = False
+
+    @classmethod
+    def parse(cls, colour_by: Any, expand: Any) -> TimelineOptions:
+        """Options from the raw component values (anything unexpected falls back to the default)."""
+        colour = colour_by if colour_by in pal.COLOUR_MODES else "opcode"
+        return cls(colour, bool(expand) and expand not in ("false", "0"))
+
+
+@dataclass
+class TimelineUpdate:
+    """What one call sends back: the figure (or a Patch, or no_update), the new state and hover data."""
+
+    figure: Any
+    state: dict[str, Any]
+    view: Any = dash.no_update
+    legend: Any = dash.no_update
+    status: Any = dash.no_update
+    fetched: bool = False
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def clamp_width(width: Any) -> int:
+    """The graph width a client reported, as a bounded int."""
+    try:
+        w = int(float(width))
+    except (TypeError, ValueError):
+        return DEFAULT_WIDTH_PX
+    return min(max(w, MIN_WIDTH_PX), MAX_WIDTH_PX)
+
+
+def rows_for(trace: Any, options: TimelineOptions) -> list[TimelineRow]:
+    """The timeline rows of ``trace`` under ``options``."""
+    return timeline_rows(trace.tracks(), collapse_dma=not options.expand_dma)
+
+
+def _track_ids(rows: list[TimelineRow]) -> list[int]:
+    return [tid for r in rows for tid in r.track_ids]
+
+
+def _legend_items(frame: StripFrame) -> list[dict[str, str]]:
+    return [{"name": name, "colour": pal.slot_colour(slot)}
+            for slot, name in sorted(frame.legend.items(), key=lambda kv: (kv[1] == pal.OTHER, str(kv[1])))]
+
+
+def view_data(frame: StripFrame, rows: list[TimelineRow], origin_ns: int) -> dict[str, Any]:
+    """What the browser's hover tooltip needs: row labels, legend names by slot, events when few are in view."""
+    return {
+        "origin": origin_ns,
+        "labels": row_labels(rows),
+        "rows": [list(r.track_ids) for r in rows],
+        "groups": [r.group for r in rows],
+        "legend": {str(slot): name for slot, name in frame.legend.items()},
+        "shades": pal.SHADES,
+        "res": frame.resolution_ns,
+        "events": frame.hover_events,
+    }
+
+
+def status_text(frame: StripFrame, view: tuple[int, int]) -> str:
+    """One line under the graph: what is in view and at which level of detail."""
+    from profiler.figures.timefmt import format_duration
+
+    exact = int(frame.exact.sum())
+    detail = (f"{frame.n_events:,} events drawn exactly" if exact == len(frame.exact)
+              else f"{exact} of {len(frame.exact)} rows exact, others per-pixel summaries")
+    return (f"view {format_duration(view[1] - view[0])} · {format_duration(frame.resolution_ns)}/px · "
+            f"{detail}")
+
+
+def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, trigger: str,
+                    relayout: dict[str, Any] | None = None, width_px: Any = None,
+                    options: TimelineOptions | None = None, nav: dict[str, Any] | None = None,
+                    palette: pal.CategoryPalette | None = None, lanes: bool = True) -> TimelineUpdate | None:
+    """Decide and build what the browser needs after ``trigger``.
+
+    Args:
+        trace: the opened ``Trace``.
+        trace_id: its registry id (kept in the state: a state of another trace is ignored).
+        state: the browser's ``tl-state`` store (None at first).
+        trigger: ``initial``, ``trace``, ``options``, ``size``, ``relayout``, ``reset`` or ``nav``.
+        relayout: plotly relayoutData for ``relayout``.
+        width_px: the graph's plot-area width in pixels.
+        options: colour mode and DMA expansion.
+        nav: ``{"start_ns", "end_ns"}`` to focus, for ``nav``.
+        palette: opcode/layer colours (stable per trace).
+        lanes: draw the counter lanes.
+
+    Returns:
+        The update, or None when nothing changes (a relayout that does not move the time axis).
+    """
+    options = options or TimelineOptions()
+    palette = palette or pal.CategoryPalette()
+    width = clamp_width(width_px if width_px is not None else (state or {}).get("width"))
+    t_range = tuple(int(t) for t in trace.time_range)
+    origin = t_range[0]
+    prev = state if isinstance(state, dict) and state.get("trace") == trace_id else None
+    same_structure = (prev is not None and prev.get("colour_by") == options.colour_by
+                      and bool(prev.get("expand_dma")) == options.expand_dma and prev.get("width") == width)
+    rebuild = prev is None or not same_structure or trigger in REBUILD_TRIGGERS
+    buffer = vp.Buffer.from_dict(prev.get("buffer")) if prev else None
+    prev_view = tuple(prev["view"]) if prev and isinstance(prev.get("view"), list) else None
+
+    if trigger == "relayout":
+        asked = vp.view_from_relayout(relayout, origin)
+        if asked is None:
+            return None
+        view = t_range if asked == "reset" else asked
+    elif trigger in {"reset", "trace"} or prev_view is None:
+        view = t_range
+    elif trigger == "nav" and isinstance(nav, dict) and "start_ns" in nav and "end_ns" in nav:
+        view = vp.focus_view(int(nav["start_ns"]), int(nav["end_ns"]), t_range)
+    else:
+        view = prev_view
+    view = vp.clamp_view(int(view[0]), int(view[1]), t_range)
+
+    new_state: dict[str, Any] = {
+        "trace": trace_id, "view": list(view), "width": width, "origin": origin,
+        "colour_by": options.colour_by, "expand_dma": options.expand_dma,
+        "buffer": buffer.to_dict() if buffer else None,
+    }
+    axis_range = [ns_to_axis(view[0], origin), ns_to_axis(view[1], origin)]
+    if not rebuild and not vp.needs_fetch(buffer, view, width):
+        if trigger in ("nav", "reset"):
+            patch = Patch()
+            patch["layout"]["xaxis"]["range"] = axis_range
+            return TimelineUpdate(patch, new_state)
+        return TimelineUpdate(dash.no_update, new_state)
+
+    rows = rows_for(trace, options)
+    plan = vp.plan_buffer(view, width, t_range)
+    n_px = max((plan.end_ns - plan.start_ns) // plan.resolution_ns, 1)
+    track_ids = _track_ids(rows)
+    window = trace.window(plan.start_ns, plan.end_ns, int(n_px), tracks=track_ids)
+    frame = rasterize(window, rows, palette, options.colour_by)
+    lane_list = lanes_mod.engine_utilization_lanes(trace, rows, plan, int(n_px)) if lanes else []
+    new_state["buffer"] = plan.to_dict()
+    legend = _legend_items(frame)
+    hover = view_data(frame, rows, origin)
+    status = status_text(frame, view)
+    info = {"window_events": frame.n_events, "rows": len(rows), "px": frame.width_px}
+
+    if rebuild:
+        fig = timeline_figure(frame, rows, origin, x_range_ns=view, legend=False, lanes=lane_list)
+        return TimelineUpdate(fig, new_state, hover, legend, status, True, info)
+    patch = Patch()
+    for key, value in strip_update(frame, origin).items():
+        patch["data"][0][key] = value
+    for i, values in enumerate(lanes_mod.lane_updates(lane_list, origin)):
+        for key, value in values.items():
+            patch["data"][1 + i][key] = value
+    patch["layout"]["xaxis"]["range"] = axis_range
+    return TimelineUpdate(patch, new_state, hover, legend, status, True, info)
+
+
+def highlight_shapes(rows_track_ids: list[list[int]], groups: list[str] | None, selected: dict[str, Any] | None,
+                     origin_ns: int) -> list[dict[str, Any]]:
+    """Layout shapes: core separators plus an outline around the selected event."""
+    shapes = separator_shapes(groups or [])
+    if not isinstance(selected, dict):
+        return shapes
+    tid = selected.get(dbs.TRACK_ID)
+    row = next((i for i, ids in enumerate(rows_track_ids) if tid in ids), None)
+    try:
+        s, e = int(selected["start_ns"]), int(selected["end_ns"])
+    except (KeyError, TypeError, ValueError):
+        return shapes
+    if row is None:
+        return shapes
+    shapes.append({"type": "rect", "xref": "x", "yref": "y", "x0": ns_to_axis(s, origin_ns),
+                   "x1": ns_to_axis(max(e, s + 1), origin_ns), "y0": row - 0.5, "y1": row + 0.5,
+                   "line": {"color": "#000", "width": 2}, "fillcolor": "rgba(0,0,0,0)", "name": "selected"})
+    return shapes
+
+
+def empty_figure(message: str) -> go.Figure:
+    """A blank figure carrying a message (no trace, failed query)."""
+    fig = go.Figure()
+    fig.update_layout(xaxis={"visible": False}, yaxis={"visible": False}, height=200,
+                      annotations=[{"text": message, "showarrow": False, "xref": "paper", "yref": "paper",
+                                    "x": 0.5, "y": 0.5}])
+    return fig
+
+
+def pixel_event_window(t_ns: int, resolution_ns: int) -> tuple[int, int]:
+    """The time range to look for the event under a click at ``t_ns`` (one pixel either side)."""
+    res = max(int(resolution_ns), 1)
+    return t_ns - res, t_ns + res + 1
+
+
+def pick_event(window: Any, t_ns: int) -> dict[str, Any] | None:
+    """The event a click at ``t_ns`` means, from a narrow window around it.
+
+    Exact events win: the one containing ``t_ns`` (the shortest when several do, as the innermost span), else
+    the nearest.  When the window has only buckets, the bucket's representative (longest) event.
+    """
+    events = window.events
+    if events.num_rows:
+        start = events.column("start_ts").to_numpy()
+        end = events.column("end_ts").to_numpy()
+        inside = np.flatnonzero((start <= t_ns) & (t_ns < np.maximum(end, start + 1)))
+        if len(inside):
+            i = int(inside[np.argmin(end[inside] - start[inside])])
+        else:
+            dist = np.minimum(np.abs(start - t_ns), np.abs(end - t_ns))
+            i = int(np.argmin(dist))
+        row = events.slice(i, 1).to_pylist()[0]
+        return {"table": row[dbs.TABLE], "id": row["id"], dbs.TRACK_ID: row[dbs.TRACK_ID],
+                "start_ns": row["start_ts"], "end_ns": row["end_ts"]}
+    buckets = window.buckets
+    if buckets.num_rows:
+        b = buckets.to_pylist()
+        covering = [r for r in b if r["start_ts"] <= t_ns < r["end_ts"] and r[dbs.LONGEST_ID] is not None]
+        best = covering[0] if covering else next((r for r in b if r[dbs.LONGEST_ID] is not None), None)
+        if best is not None:
+            return {"table": None, "id": best[dbs.LONGEST_ID], dbs.TRACK_ID: best[dbs.TRACK_ID],
+                    "start_ns": None, "end_ns": None}
+    return None
+
+
+def event_at_click(trace: Any, click: Any, view: Any, state: Any) -> dict[str, Any] | None:
+    """The event under a click on the strips: ``{"table", "id", "track_id", "start_ns", "end_ns"}`` or None.
+
+    The click's row and time come from plotly's ``clickData``; the event is looked up in a one-pixel-wide
+    ``Trace.window`` around it (exact events there, or the bucket's representative when the pixel holds many).
+    """
+    if not isinstance(click, dict) or not isinstance(view, dict):
+        return None
+    points = click.get("points") or []
+    if not points or not isinstance(points[0], dict) or points[0].get("curveNumber", 0) != 0:
+        return None
+    try:
+        row = round(float(points[0]["y"]))
+        x = float(points[0]["x"])
+        rows = view["rows"]
+        origin = int(view["origin"])
+        res = int(view.get("res") or 1)
+    except (KeyError, TypeError, ValueError):
+        return None
+    if not 0 <= row < len(rows):
+        return None
+    from profiler.figures.timefmt import axis_to_ns
+
+    track_ids = [int(t) for t in rows[row]]
+    t_ns = axis_to_ns(x, origin)
+    lo, hi = pixel_event_window(t_ns, res)
+    window = trace.window(lo, hi, 2, tracks=track_ids)
+    picked = pick_event(window, t_ns)
+    if picked is None:
+        return None
+    if picked["table"] is None or picked["start_ns"] is None:
+        tracks = trace.tracks().to_pylist()
+        table = picked["table"] or next((t[dbs.TABLE] for t in tracks if t[dbs.TRACK_ID] == picked[dbs.TRACK_ID]),
+                                        None)
+        if table is None:
+            return None
+        fields = trace.event(table, int(picked["id"]))
+        picked = {**picked, "table": table, "start_ns": fields.get("start_ts"), "end_ns": fields.get("end_ts")}
+    return picked
+
+
+def highlight_patch(view: Any, selected: Any) -> Any:
+    """A Patch outlining the selected event on the strips (no_update without a view)."""
+    if not isinstance(view, dict) or "rows" not in view:
+        return dash.no_update
+    patch = Patch()
+    patch["layout"]["shapes"] = highlight_shapes(view["rows"], view.get("groups"), selected, int(view["origin"]))
+    return patch
+
+
+def selection_range(selected: Any, state: Any) -> tuple[int, int] | None:
+    """The time range to summarise: a box selection's x range, else the visible range (None without either)."""
+    from profiler.figures.timefmt import axis_to_ns
+
+    if not isinstance(state, dict):
+        return None
+    origin = int(state.get("origin", 0))
+    if isinstance(selected, dict) and isinstance(selected.get("range"), dict):
+        xr = selected["range"].get("x")
+        if isinstance(xr, list) and len(xr) == 2:
+            try:
+                a, b = axis_to_ns(float(xr[0]), origin), axis_to_ns(float(xr[1]), origin)
+            except (TypeError, ValueError):
+                return None
+            return (min(a, b), max(a, b)) if a != b else None
+    view = state.get("view")
+    if isinstance(view, list) and len(view) == 2:
+        return int(view[0]), int(view[1])
+    return None

@@ -1,0 +1,39 @@
+"""Example queries over a trnprof database, shown by the dashboard's SQL page and usable from notebooks.
+
+Each example uses only the Neuron Explorer table and column names (:mod:`tracer.schema`) and the database's own
+tables (:mod:`profiler.db_schema`), so it runs on any ingested trace.
+"""
+
+from __future__ import annotations
+
+from profiler import db_schema as dbs
+from tracer import schema as ts
+
+_I = ts.INSTRUCTION.name
+_D = ts.DMA_PACKET.name
+_F = ts.FLOW.name
+
+#: ``(title, query)`` pairs, most useful first.
+EXAMPLE_QUERIES: tuple[tuple[str, str], ...] = (
+    ("Busy time per engine",
+     f"SELECT {ts.ENGINE}, count(*) AS instructions, sum({ts.DURATION_NS}) AS busy_ns\n"
+     f"FROM {_I}\nGROUP BY {ts.ENGINE}\nORDER BY busy_ns DESC"),
+    ("Top opcodes by time",
+     f"SELECT {ts.OPCODE}, {ts.ENGINE}, count(*) AS n, sum({ts.DURATION_NS}) AS total_ns,\n"
+     f"       avg({ts.DURATION_NS}) AS mean_ns\nFROM {_I}\nGROUP BY ALL\nORDER BY total_ns DESC\nLIMIT 20"),
+    ("Longest instructions",
+     f"SELECT {ts.ID}, {ts.ENGINE}, {ts.OPCODE}, {ts.START_TS}, {ts.DURATION_NS}, {ts.NKI_SOURCE_LOCATION}\n"
+     f"FROM {_I}\nORDER BY {ts.DURATION_NS} DESC\nLIMIT 20"),
+    ("Time per source line",
+     f"SELECT {ts.NKI_SOURCE_LOCATION}, count(*) AS n, sum({ts.DURATION_NS}) AS total_ns\n"
+     f"FROM {_I}\nGROUP BY {ts.NKI_SOURCE_LOCATION}\nORDER BY total_ns DESC\nLIMIT 20"),
+    ("DMA bytes per queue",
+     f"SELECT {ts.QUEUE_NAME}, count(*) AS packets, sum({ts.TRANSFER_BYTES}) AS bytes,\n"
+     f"       sum({ts.TRANSFER_BYTES}) / nullif(sum({ts.DURATION_NS}), 0) AS bytes_per_ns\n"
+     f"FROM {_D}\nGROUP BY {ts.QUEUE_NAME}\nORDER BY bytes DESC"),
+    ("Largest dependency gaps",
+     f"SELECT {ts.OUT_TABLE}, {ts.OUT_ID}, {ts.IN_TABLE}, {ts.IN_ID}, {ts.DEPENDENCY_TYPE}, {ts.GAP_TIME}\n"
+     f"FROM {_F}\nORDER BY {ts.GAP_TIME} DESC\nLIMIT 20"),
+    ("Tracks",
+     f"SELECT * FROM {dbs.TRACK_TABLE if hasattr(dbs, 'TRACK_TABLE') else 'track'}\nORDER BY sort_order"),
+)

@@ -1,24 +1,122 @@
-"""``trnprof serve``: registered through the ``trnprof.commands`` entry point so the profiler never imports us."""
+"""``trnprof serve``: open the dashboard on traces or databases (default: the bundled samples).
+
+Registered through the ``trnprof.commands`` entry point so the profiler never imports the dashboard.  Inputs are
+ingested (or found in the ingest cache) before the server starts, with a progress bar, so a bad input fails here
+with one line instead of in the browser.  The server binds the loopback interface unless told otherwise, and says
+so loudly when it is told otherwise: the dashboard has no authentication and its SQL page reads every served trace.
+"""
 
 from __future__ import annotations
 
 import argparse
+import ipaddress
+import sys
+import threading
+import warnings
+import webbrowser
+from pathlib import Path
+from typing import Any
 
 from profiler.errors import CommandError
 
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8050
+
+
+def is_loopback(host: str) -> bool:
+    """True for ``localhost`` and loopback addresses (127.0.0.0/8, ::1)."""
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _sample_paths() -> list[Path]:
+    try:
+        from tracer.samples import sample_trace_paths
+    except ImportError:
+        return []
+    return [Path(p) for p in sample_trace_paths()]
+
+
+def open_inputs(paths: list[Path], opener: Any = None) -> dict[Path, Any]:
+    """Open (ingesting when needed) every input, with a progress bar; TrnprofError names the bad one."""
+    from tqdm import tqdm
+
+    if opener is None:
+        import profiler
+
+        opener = profiler.open
+    opened: dict[Path, Any] = {}
+    for path in tqdm(paths, desc="opening traces", unit="trace", disable=len(paths) < 2 or not sys.stderr.isatty()):
+        if not path.exists():
+            raise CommandError(f"{path}: no such file or directory (pass a trace directory, a .duckdb database "
+                               "or an importable file)")
+        opened[path.resolve()] = opener(path)
+    return opened
+
 
 class ServeCommand:
-    """Serve the trnprof dashboard on http://127.0.0.1:8050 for the given traces (default: the samples)."""
+    """Serve the trnprof dashboard on http://127.0.0.1:8050 for the given traces (default: the samples).
+
+    Each input is a trnprof trace directory, a .duckdb database written by `trnprof ingest`, or a file an importer
+    recognises; it is ingested once and cached.  The dashboard binds the loopback interface only, unless --host
+    says otherwise.
+    """
 
     name = "serve"
     help = "open the dashboard on traces or databases (default: the bundled samples)"
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("inputs", nargs="*", metavar="DB_OR_TRACE", help="databases or trace directories")
-        parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
-        parser.add_argument("--port", type=int, default=8050, help="port (default: 8050)")
+        """Inputs, --host, --port, --no-browser."""
+        parser.add_argument("inputs", nargs="*", metavar="DB_OR_TRACE", help="databases, trace directories or "
+                            "importable files (default: the bundled sample traces)")
+        parser.add_argument("--host", default=DEFAULT_HOST, help="address to bind (default: 127.0.0.1, loopback "
+                            "only; anything else exposes every served trace to the network)")
+        parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default: {DEFAULT_PORT})")
         parser.add_argument("--no-browser", action="store_true", help="do not open a web browser")
 
     def run(self, args: argparse.Namespace) -> int:
-        raise CommandError("the dashboard is not built yet (issue 5); `trnprof info TRACE` shows a trace's contents",
-                           exit_code=3)
+        """Ingest the inputs, build the app, open the browser, serve until Ctrl-C."""
+        if not 0 < args.port < 65536:
+            raise CommandError(f"--port {args.port} is not a TCP port (1-65535)")
+        inputs = [Path(p) for p in args.inputs]
+        samples: list[Path] = []
+        if not inputs:
+            samples = _sample_paths()
+            if not samples:
+                raise CommandError("no trace given and no bundled samples found; pass a trace directory or database "
+                                   "(record one with `trnprof record`)")
+        opened = open_inputs(inputs + samples)
+        if not is_loopback(args.host):
+            warnings.warn(f"binding {args.host}: the dashboard has NO authentication and anyone who can reach "
+                          f"port {args.port} can read every served trace; use the default 127.0.0.1 unless you "
+                          "mean it", RuntimeWarning, stacklevel=1)
+        from werkzeug.serving import make_server
+
+        from dashboard.app import create_app
+        from dashboard.registry import TraceRegistry
+
+        registry = TraceRegistry(inputs, samples=samples, opener=lambda p: opened[p.resolve()])
+        app = create_app(registry)
+        try:
+            server = make_server(args.host, args.port, app.server, threaded=True)
+        except OSError as exc:
+            raise CommandError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc} (pick another "
+                               "--port, or stop the program using it)") from None
+        shown_host = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
+        url = f"http://{shown_host}:{server.server_port}/"
+        print(f"trnprof dashboard on {url} ({len(registry)} trace{'s' if len(registry) != 1 else ''}); "
+              "Ctrl-C stops it", file=sys.stderr, flush=True)
+        if not args.no_browser:
+            threading.Timer(0.8, webbrowser.open, (url,)).start()
+        try:
+            server.serve_forever()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            server.server_close()
+            registry.close()
+        return 0

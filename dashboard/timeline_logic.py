@@ -96,8 +96,16 @@ def view_data(frame: StripFrame, rows: list[TimelineRow], origin_ns: int) -> dic
         "legend": {str(slot): name for slot, name in frame.legend.items()},
         "shades": pal.SHADES,
         "res": frame.resolution_ns,
-        "events": frame.hover_events,
+        "events": _relative_events(frame.hover_events, origin_ns),
     }
+
+
+def _relative_events(events: dict[str, list[Any]] | None, origin_ns: int) -> dict[str, list[Any]] | None:
+    """Hover events with times relative to the axis origin (what the browser's x values are)."""
+    if events is None:
+        return None
+    return {**events, "start": [s - origin_ns for s in events["start"]],
+            "end": [e - origin_ns for e in events["end"]]}
 
 
 def status_text(frame: StripFrame, view: tuple[int, int]) -> str:

@@ -148,7 +148,7 @@ class StripFrame:
     legend: dict[int, str]
     #: Per row: True when the row was drawn from exact events (or is empty), False from buckets.
     exact: np.ndarray
-    #: Events of the exact rows, for hover (None when more than HOVER_EVENT_LIMIT are in view).
+    #: Events of the exact rows, for hover (None when more than HOVER_EVENT_LIMIT are in view); times in ns.
     hover_events: dict[str, list[Any]] | None = None
     counts: dict[str, int] = field(default_factory=dict)
 
@@ -173,9 +173,9 @@ def _name_slots(names: pa.ChunkedArray | pa.Array, palette: pal.CategoryPalette,
         enc = enc.combine_chunks() if enc.num_chunks != 1 else enc.chunk(0)
     dictionary = enc.dictionary.to_pylist()
     dict_slots = palette.slots(dictionary)
-    idx = enc.indices.to_numpy(zero_copy_only=False)
+    idx = enc.indices.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
     nulls = enc.indices.is_null().to_numpy(zero_copy_only=False)
-    slots = np.where(nulls, pal.OTHER_SLOT, dict_slots[np.where(nulls, 0, idx)] if len(dict_slots) else 0)
+    slots = np.where(nulls, pal.OTHER_SLOT, dict_slots[idx] if len(dict_slots) else pal.OTHER_SLOT)
     for name, slot in zip(dictionary, dict_slots.tolist(), strict=True):
         legend.setdefault(slot, name)
     return slots.astype(np.int64)
@@ -233,7 +233,7 @@ def rasterize(window: WindowLike, rows: Sequence[TimelineRow], palette: pal.Cate
     if colour_by not in pal.COLOUR_MODES:
         raise ValueError(f"colour_by must be one of {', '.join(pal.COLOUR_MODES)}, not {colour_by!r}")
     res = max(int(window.resolution_ns), 1)
-    w0 = int(window.start_ns)
+    w0 = (int(window.start_ns) // res) * res  # the bucket grid (Window.bucket_start_ns)
     n = max(int(-(-(int(window.end_ns) - w0) // res)), 1)
     n_rows = len(rows)
     busy = np.zeros((n_rows, n), dtype=np.float64)
@@ -278,7 +278,9 @@ def rasterize(window: WindowLike, rows: Sequence[TimelineRow], palette: pal.Cate
     per_track_edges: dict[int, np.ndarray] = {}
     for tid in sorted(row_of):
         if tid in tracks_with_events:
-            sel = np.flatnonzero(ev_tracks == tid)
+            w_end = w0 + n * res
+            sel = np.flatnonzero((ev_tracks == tid) & (ev_start < w_end)
+                                 & ((ev_end > w0) | (ev_start >= w0)))
             s, e = ev_start[sel], np.maximum(ev_end[sel], ev_start[sel])
             b = _busy_from_intervals(s, e, w0, res, n)
             p0 = np.clip((s - w0) // res, 0, n)
@@ -355,7 +357,7 @@ def rasterize(window: WindowLike, rows: Sequence[TimelineRow], palette: pal.Cate
     if pal.OTHER_SLOT in present:
         legend.setdefault(pal.OTHER_SLOT, pal.OTHER)
 
-    hover = _hover_events(events, row_of, w0) if 0 < events.num_rows <= HOVER_EVENT_LIMIT else None
+    hover = _hover_events(events, row_of, 0) if 0 < events.num_rows <= HOVER_EVENT_LIMIT else None
     return StripFrame(w0, int(window.end_ns), res, codes, legend, exact, hover,
                       {"events": int(events.num_rows), "buckets": int(buckets.num_rows)})
 

@@ -45,23 +45,29 @@ def flatten(summary: Mapping[str, Any] | None, prefix: str = "") -> dict[str, An
     return out
 
 
-def _lookup(flat: Mapping[str, Any], keys: tuple[str, ...]) -> Any:
+def _lookup_key(flat: Mapping[str, Any], keys: tuple[str, ...]) -> tuple[str, Any] | None:
     for key in keys:
         for k, v in flat.items():
             if (k == key or k.endswith("." + key)) and isinstance(v, int | float) and not isinstance(v, bool):
-                return v
+                return key, v
     return None
 
 
+def _lookup(flat: Mapping[str, Any], keys: tuple[str, ...]) -> Any:
+    found = _lookup_key(flat, keys)
+    return None if found is None else found[1]
+
+
 def headline_numbers(summary: Mapping[str, Any] | None) -> list[tuple[str, float, str]]:
-    """``(label, value, unit)`` of the headline figures the summary has (seconds are turned into ns)."""
+    """``(label, value, unit)`` of the headline figures the summary has (times in seconds are turned into ns)."""
     flat = flatten(summary)
     out = []
     for label, keys, unit in HEADLINES:
-        value = _lookup(flat, keys)
-        if value is None:
+        found = _lookup_key(flat, keys)
+        if found is None:
             continue
-        if unit == "ns" and not any(k.endswith("_ns") for k in keys[:1]) and _lookup(flat, keys[:1]) is None:
+        key, value = found
+        if unit == "ns" and not key.endswith("_ns"):
             value = float(value) * 1e9  # Neuron's Summary gives times in seconds
         out.append((label, value, unit))
     return out

@@ -1,0 +1,89 @@
+"""Palette codes, typed arrays, time formatting, lanes and summary charts."""
+
+import numpy as np
+import pytest
+
+from profiler.figures import palette as pal
+from profiler.figures import summary as sfig
+from profiler.figures.lanes import Lane, lane_traces, lane_updates
+from profiler.figures.timefmt import axis_to_ns, format_duration, format_time, ns_to_axis
+from profiler.figures.typed_arrays import decode_typed_array, typed_array
+
+
+def test_codes_round_trip_and_fit_a_byte():
+    slots = np.arange(pal.N_SLOTS).repeat(3)
+    busy = np.tile([0.01, 0.5, 1.0], pal.N_SLOTS)
+    codes = pal.encode(slots, busy)
+    assert codes.dtype == np.uint8 and codes.max() <= pal.MAX_CODE <= 255
+    got_slot, got_shade = pal.decode(codes)
+    np.testing.assert_array_equal(got_slot, slots)
+    assert got_shade[:3].tolist() == [0, 3, pal.BUSY_SHADES - 1]
+    assert pal.encode(np.array([4]), np.array([0.0]))[0] == 0     # idle
+
+
+def test_colorscale_covers_every_code_in_order():
+    scale = pal.strip_colorscale()
+    positions = [p for p, _c in scale]
+    assert positions[0] == 0.0 and positions[-1] == 1.0 and positions == sorted(positions)
+    n = pal.MAX_CODE + 1
+    code = 1 + 3 * pal.SHADES + pal.EDGE_SHADE      # edge shade of slot 3
+    mid = (code + 0.5) / n    # where zmin=-0.5, zmax=MAX_CODE+0.5 puts the code
+    colour = [c for p, c in scale if p <= mid][-1]
+    assert colour == pal.shade_colour(pal.PALETTE[3], pal.EDGE_SHADE)
+
+
+def test_palette_is_stable_and_ranked_names_are_distinct():
+    names = [f"OP{i}" for i in range(len(pal.PALETTE))]
+    p = pal.CategoryPalette(names)
+    assert len({p.slot(n) for n in names}) == len(names)
+    assert p.slot("never-seen") == pal.CategoryPalette(names).slot("never-seen")
+    assert p.slot(None) == pal.OTHER_SLOT
+    few = pal.CategoryPalette(["A", "B"])
+    assert few.slot("C") not in (few.slot("A"), few.slot("B"))   # hashed into the free slots
+
+
+@pytest.mark.parametrize("arr", [np.arange(6, dtype=np.uint8).reshape(2, 3), np.linspace(0, 1, 5),
+                                 np.array([1, -2], dtype=np.int16), np.array([3, 4], dtype=np.int64)])
+def test_typed_array_round_trip(arr):
+    spec = typed_array(arr)
+    np.testing.assert_array_equal(decode_typed_array(spec), arr)
+    assert ("shape" in spec) == (arr.ndim == 2)
+
+
+def test_typed_array_rejects_what_plotly_cannot_decode():
+    with pytest.raises(ValueError):
+        typed_array(np.zeros((2, 2, 2)))
+    with pytest.raises(ValueError):
+        typed_array(np.array(["a"]))
+
+
+def test_time_units():
+    assert format_duration(850) == "850 ns"
+    assert format_duration(1250) == "1.25 µs"
+    assert format_duration(3_400_000) == "3.4 ms"
+    assert format_time(1_000_500, 500) == "+1 ms"
+    assert axis_to_ns(ns_to_axis(123_456_789_012, 1_000), 1_000) == 123_456_789_012
+
+
+def test_lanes_share_x_and_go_on_their_own_axes():
+    lanes = [Lane("busy %", "%", np.array([10, 20]), {"Tensor": np.array([50.0, 100.0]),
+                                                      "Vector": np.array([0.0, 25.0])}),
+             Lane("GB/s", "", np.array([10, 20]), {"dma": np.array([1.0, 2.0])})]
+    traces = lane_traces(lanes, origin_ns=0)
+    assert [t.yaxis for t in traces] == ["y2", "y2", "y3"]
+    updates = lane_updates(lanes, origin_ns=0)
+    np.testing.assert_allclose(decode_typed_array(updates[1]["y"]), [0.0, 25.0])
+    np.testing.assert_allclose(decode_typed_array(updates[2]["x"]), [1e-8, 2e-8])
+
+
+def test_summary_charts_from_neuron_named_fields():
+    summary = {"total_time": 0.002, "tensor_engine_active_time_percent": 80.0,
+               "vector_engine_active_time_percent": 20.0, "hfu_estimated_percent": 41.5,
+               "top_opcodes": [{"opcode": "MATMUL", "total_ns": 900}, {"opcode": "ACTIVATE", "total_ns": 1200}]}
+    heads = dict((label, v) for label, v, _u in sfig.headline_numbers(summary))
+    assert heads["total time"] == pytest.approx(2_000_000)   # seconds -> ns
+    assert heads["HFU"] == 41.5
+    figs = sfig.summary_figures(summary)
+    assert list(figs[0].data[0].y) == ["Tensor", "Vector"]
+    assert list(figs[1].data[0].y) == ["ACTIVATE", "MATMUL"]      # largest first
+    assert sfig.summary_figures({}) == []

@@ -154,8 +154,9 @@ def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, 
 
     if trigger == "relayout":
         asked = vp.view_from_relayout(relayout, origin)
-        if asked is None:
+        if asked is None and prev is not None:
             return None
+        asked = asked or "reset"
         view = t_range if asked == "reset" else asked
     elif trigger in {"reset", "trace"} or prev_view is None:
         view = t_range

@@ -85,11 +85,19 @@ def _trace(registry: TraceRegistry, search: str | None) -> tuple[str, Any]:
     return trace_id, registry.open(trace_id)
 
 
-def _trigger_name(triggered: Any) -> str:
-    return {
-        "url": "trace", "tl-size": "size", GRAPH_ID: "relayout", "colour-by": "options", "dma-expand": "options",
-        "tl-reset": "reset", "tl-nav": "nav",
-    }.get(triggered if isinstance(triggered, str) else "", "initial")
+#: Component id -> trigger name, in priority order (several inputs can change in one call).
+_TRIGGERS = (("url", "trace"), ("tl-size", "size"), ("colour-by", "options"), ("dma-expand", "options"),
+             ("tl-reset", "reset"), ("tl-nav", "nav"), (GRAPH_ID, "relayout"))
+
+
+def trigger_name(triggered_prop_ids: Any) -> str:
+    """The trigger :func:`dashboard.timeline_logic.update_timeline` should act on, from ``ctx.triggered_prop_ids``
+    (``{"tl-size.data": "tl-size", ...}``): the most structural input that changed."""
+    ids = set(triggered_prop_ids.values()) if isinstance(triggered_prop_ids, dict) else set()
+    for component, name in _TRIGGERS:
+        if component in ids:
+            return name
+    return "initial"
 
 
 def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
@@ -116,7 +124,7 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
     )
     def _update(search: str | None, size: Any, relayout: Any, colour_by: Any, expand: Any, _reset: Any,  # noqa: PLR0917
                 nav: Any, state: Any) -> Any:
-        trigger = _trigger_name(ctx.triggered_id)
+        trigger = trigger_name(ctx.triggered_prop_ids)
         try:
             trace_id, trace = _trace(registry, search)
         except UnknownTraceError as exc:

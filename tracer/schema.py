@@ -195,6 +195,7 @@ TRACK_NAME = "track_name"
 ARGS = "args"
 VALUE = "value"
 UNIT = "unit"
+TRACK_ORDER = "track_order"
 
 _BYTES_DOC = "bytes moved by this instruction"
 
@@ -349,6 +350,8 @@ SPAN = TableSpec(
         _c(TRACK_NAME, _DICT, "row, e.g. 'operator' or a thread"),
         _c(PCORE_IDX, _I64, "physical NeuronCore, when the span belongs to one"),
         _c(ARGS, _STR, "JSON object of further fields"),
+        _c(TRACK_ORDER, _I64, "display position of the span's row among an imported trace's rows (from Chrome "
+           "process/thread sort_index metadata), lower first"),
     ),
 )
 

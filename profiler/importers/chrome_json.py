@@ -1,0 +1,98 @@
+"""Chrome Trace Event JSON (PyTorch profiler / Kineto, JAX/XLA, VizTracer, Chrome): detection and the source.
+
+Accepts the object form (``{"traceEvents": [...], ...}``) and the array form (``[...]``, closing bracket
+optional), plain or gzip-compressed, recognised by content.  Events are streamed in blocks through the vectorised
+scanner (:mod:`profiler.importers.json_scan`) and turned into trace tables by
+:class:`profiler.importers.chrome_build.ChromeTraceBuilder`:
+
+==========================  =================================================================================
+phase                       becomes
+==========================  =================================================================================
+``X``, ``B``/``E``          ``Span`` on the thread's track, depth from nesting
+``i``/``I``                 zero-length ``Span`` (thread, process or global track by scope ``s``)
+``b``/``e``/``n``           ``Span`` on a per-process async track named after the outermost event
+``C``                       ``Counter`` samples, one series per numeric argument
+``s``/``t``/``f``           ``Flow`` edges between the slices they bind to
+``M``                       process/thread names and sort order
+others                      skipped, counted in one warning
+==========================  =================================================================================
+
+Timestamps are microseconds in the file and become int64 nanoseconds exactly (parsed as decimals, not floats).
+See ``docs/importers.md`` for the details and limits.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+
+from profiler.importers.json_stream import DEFAULT_BLOCK_BYTES, JsonArrayStream, read_head, top_level_keys
+from profiler.sources import ProgressCallback
+
+FORMAT_NAME = "chrome-json"
+#: Top-level keys of the object form besides ``traceEvents`` (a file with these is a Chrome trace).
+CHROME_OBJECT_KEYS = frozenset({
+    "traceEvents", "displayTimeUnit", "systemTraceEvents", "otherData", "stackFrames", "samples",
+    "schemaVersion", "deviceProperties", "distributedInfo", "traceName", "metadata",
+})
+_WS = b" \t\r\n"
+
+
+class ChromeJsonSource:
+    """A Chrome Trace Event JSON file (plain or gzip) as a :class:`~profiler.sources.TraceSource`.
+
+    Args:
+        path: the file.
+        block_bytes: bytes parsed per block (memory use is a small multiple of it).
+        spill_dir: directory for the temporary file holding slices until the end of the input.
+    """
+
+    format_name = FORMAT_NAME
+
+    def __init__(self, path: str | os.PathLike[str], *, block_bytes: int = DEFAULT_BLOCK_BYTES,
+                 spill_dir: str | os.PathLike[str] | None = None) -> None:
+        self.path = Path(path)
+        self.block_bytes = block_bytes
+        self.spill_dir = spill_dir
+
+    def input_files(self) -> list[Path]:
+        return [self.path]
+
+    def input_size(self) -> int:
+        return self.path.stat().st_size
+
+    def read(self, progress: ProgressCallback | None = None) -> Iterator[tuple[str, pa.RecordBatch]]:
+        from profiler.importers.chrome_build import ChromeTraceBuilder
+
+        stream = JsonArrayStream(self.path, "traceEvents", accept_array_root=True, block_bytes=self.block_bytes,
+                                 what="event")
+        with ChromeTraceBuilder(self.path, spill_dir=self.spill_dir) as builder:
+            for block in stream.blocks(progress):
+                builder.add(block)
+            yield from builder.finish(complete=stream.fault is None)
+
+
+def looks_like_chrome_json(head: bytes) -> bool:
+    """True when the first bytes of a (decompressed) file look like a Chrome trace."""
+    text = head.lstrip(b"\xef\xbb\xbf" + _WS)
+    if text.startswith(b"["):
+        rest = text[1:].lstrip(_WS)
+        return rest.startswith(b"]") or (rest.startswith(b"{") and b'"ph"' in text) or not rest
+    keys = top_level_keys(text)
+    if not keys:
+        return False
+    return "traceEvents" in keys or (
+        bool(set(keys) & CHROME_OBJECT_KEYS) and not {"instruction", "summary"} & set(keys))
+
+
+def detect(path: Path) -> ChromeJsonSource | None:
+    """A source for ``path`` when its content is a Chrome trace (plain or gzip), else None."""
+    if not path.is_file():
+        return None
+    head = read_head(path)
+    if head and looks_like_chrome_json(head):
+        return ChromeJsonSource(path)
+    return None

@@ -1,0 +1,326 @@
+"""Where Chrome events go: processes, threads and their tracks (names, order), async tracks, flow edges.
+
+A *track* is one timeline row: a thread, a process's process-scoped instants, a per-process async row, or the one
+global row for global instants.  Track names come from ``M`` metadata events, which may appear anywhere in the
+file, so labels are only computed at the end (:meth:`Registry.labels`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from profiler.importers.common import table_batch
+from profiler.importers.nesting import Nesting, enclosing, next_starting
+from tracer import schema
+
+GLOBAL_TRACK = 0
+_MISSING = "\x01"
+_LAST = 2**62
+
+
+@dataclass(frozen=True)
+class Labels:
+    """Per track: the row group (process), the row name and the display position."""
+
+    group: pa.Array    # string, indexed by track
+    name: pa.Array     # string, indexed by track
+    order: np.ndarray  # int64 rank, indexed by track
+
+
+def _as_int(text: str | None) -> int | None:
+    if text is None:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        try:
+            value = float(text)
+        except ValueError:
+            return None
+        return int(value) if value.is_integer() else None
+
+
+class Registry:
+    """Processes, threads and tracks seen so far."""
+
+    def __init__(self) -> None:
+        self.pid_index: dict[str | None, int] = {}
+        self.pid_text: list[str | None] = []
+        self.process_name: list[str | None] = []
+        self.process_labels: list[str | None] = []
+        self.process_sort: list[int | None] = []
+        self.thread_index: dict[tuple[int, str | None], int] = {}
+        self.thread_pid: list[int] = []
+        self.thread_tid: list[str | None] = []
+        self.thread_name: list[str | None] = []
+        self.thread_sort: list[int | None] = []
+        # Tracks: kind, process (or -1), thread (or -1), name hint.
+        self.track_kind: list[str] = ["global"]
+        self.track_process: list[int] = [-1]
+        self.track_thread: list[int] = [-1]
+        self.track_hint: list[str] = ["instants"]
+        self._thread_track: list[int] = []
+        self._process_track: dict[int, int] = {}
+        self._async_track: dict[tuple[int, str], int] = {}
+        self._thread_track_np = np.zeros(0, np.int64)
+        self._thread_pid_np = np.zeros(0, np.int64)
+
+    # -- lookups ----------------------------------------------------------------------------------------------
+    def process(self, pid: str | None) -> int:
+        idx = self.pid_index.get(pid)
+        if idx is None:
+            idx = len(self.pid_text)
+            self.pid_index[pid] = idx
+            self.pid_text.append(pid)
+            self.process_name.append(None)
+            self.process_labels.append(None)
+            self.process_sort.append(None)
+        return idx
+
+    def thread(self, pid: str | None, tid: str | None) -> int:
+        p = self.process(pid)
+        key = (p, tid)
+        idx = self.thread_index.get(key)
+        if idx is None:
+            idx = len(self.thread_tid)
+            self.thread_index[key] = idx
+            self.thread_pid.append(p)
+            self.thread_tid.append(tid)
+            self.thread_name.append(None)
+            self.thread_sort.append(None)
+            self._thread_track.append(self._new_track("thread", p, idx, ""))
+        return idx
+
+    def _new_track(self, kind: str, process: int, thread: int, hint: str) -> int:
+        self.track_kind.append(kind)
+        self.track_process.append(process)
+        self.track_thread.append(thread)
+        self.track_hint.append(hint)
+        return len(self.track_kind) - 1
+
+    def rows(self, pid: pa.Array, tid: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+        """(thread index, process index) of every row, given the rows' pid and tid texts."""
+        key = pc.binary_join_element_wise(pid.fill_null(_MISSING), tid.fill_null(_MISSING), "\x00")
+        enc = key.dictionary_encode()
+        mapping = []
+        for value in enc.dictionary.to_pylist():
+            p, _, t = value.partition("\x00")
+            mapping.append(self.thread(None if p == _MISSING else p, None if t == _MISSING else t))
+        self._thread_track_np = np.asarray(self._thread_track, np.int64)
+        self._thread_pid_np = np.asarray(self.thread_pid, np.int64)
+        thread = np.asarray(mapping, np.int64)[np.asarray(enc.indices)] if mapping else np.zeros(0, np.int64)
+        return thread, self._thread_pid_np[thread]
+
+    def thread_tracks(self, thread: np.ndarray) -> np.ndarray:
+        """The track of each thread index (a new array)."""
+        if len(self._thread_track_np) != len(self._thread_track):
+            self._thread_track_np = np.asarray(self._thread_track, np.int64)
+        return self._thread_track_np[thread]
+
+    def process_tracks(self, process: np.ndarray) -> np.ndarray:
+        """The process-scoped instant track of each process index."""
+        out = np.empty(len(process), np.int64)
+        for p in np.unique(process).tolist():
+            t = self._process_track.get(p)
+            if t is None:
+                t = self._process_track[p] = self._new_track("process", p, -1, "process instants")
+            out[process == p] = t
+        return out
+
+    def async_track(self, process: int, name: str) -> int:
+        """The async track of ``process`` named after an outermost async event called ``name``."""
+        t = self._async_track.get((process, name))
+        if t is None:
+            t = self._async_track[(process, name)] = self._new_track("async", process, -1, name)
+        return t
+
+    # -- metadata ---------------------------------------------------------------------------------------------
+    def metadata(self, name: str | None, args: dict[str, object], process: int, thread: int) -> None:
+        """Apply one ``M`` event."""
+        value = args.get("name")
+        if name == "process_name" and isinstance(value, str):
+            self.process_name[process] = value
+        elif name == "thread_name" and isinstance(value, str):
+            self.thread_name[thread] = value
+        elif name == "process_labels" and isinstance(args.get("labels"), str):
+            self.process_labels[process] = str(args["labels"])
+        elif name == "process_sort_index" and isinstance(args.get("sort_index"), int | float):
+            self.process_sort[process] = int(args["sort_index"])  # type: ignore[arg-type]
+        elif name == "thread_sort_index" and isinstance(args.get("sort_index"), int | float):
+            self.thread_sort[thread] = int(args["sort_index"])  # type: ignore[arg-type]
+
+    # -- labels -----------------------------------------------------------------------------------------------
+    def labels(self) -> Labels:
+        """Names and order of every track (unique (group, name) pairs)."""
+        proc = [self._process_label(p) for p in range(len(self.pid_text))]
+        proc = _unique(proc, [f"pid {t}" for t in self.pid_text])
+        thr = [self._thread_label(t) for t in range(len(self.thread_tid))]
+        groups, names, keys = [], [], []
+        kind_rank = {"thread": 0, "process": 1, "async": 2, "global": 3}
+        for t, kind in enumerate(self.track_kind):
+            p = self.track_process[t]
+            if kind == "global":
+                groups.append("Global")
+                names.append(self.track_hint[t])
+                keys.append((_LAST + 1, "", 0, 0, ""))
+                continue
+            group = proc[p]
+            if kind == "thread":
+                th = self.track_thread[t]
+                name = thr[th]
+                tsort = self.thread_sort[th]
+                tkey = tsort if tsort is not None else (_as_int(self.thread_tid[th]) or 0)
+            else:
+                name = self.track_hint[t]
+                tkey = 0
+            psort = self.process_sort[p]
+            pkey = psort if psort is not None else _as_int(self.pid_text[p])
+            groups.append(group)
+            names.append(name)
+            keys.append((pkey if pkey is not None else _LAST, group, kind_rank[kind], tkey, name))
+        names = _unique_within(groups, names, [self._suffix(t) for t in range(len(names))])
+        ranked = sorted(range(len(keys)), key=lambda t: keys[t])
+        order = np.empty(len(keys), np.int64)
+        order[ranked] = np.arange(len(keys))
+        return Labels(group=pa.array(groups, pa.string()), name=pa.array(names, pa.string()), order=order)
+
+    def labels_of_processes(self, labels: Labels) -> list[str]:
+        """The group label of every process index (as used for its tracks)."""
+        proc = [self._process_label(p) for p in range(len(self.pid_text))]
+        return _unique(proc, [f"pid {t}" for t in self.pid_text])
+
+    def _suffix(self, track: int) -> str:
+        kind = self.track_kind[track]
+        if kind == "thread":
+            return f"tid {self.thread_tid[self.track_thread[track]]}"
+        return kind
+
+    def _process_label(self, p: int) -> str:
+        pid = self.pid_text[p]
+        name = (self.process_name[p] or "").strip()
+        if not name:
+            name = "unknown process" if pid is None else (f"pid {pid}" if _as_int(pid) is not None else pid)
+        labels = (self.process_labels[p] or "").strip()
+        return f"{name} ({labels})" if labels else name
+
+    def _thread_label(self, t: int) -> str:
+        tid = self.thread_tid[t]
+        name = (self.thread_name[t] or "").strip()
+        if name:
+            return name
+        if tid is None:
+            return "unknown thread"
+        return f"tid {tid}" if _as_int(tid) is not None else tid
+
+
+def _unique(labels: list[str], suffixes: Sequence[str]) -> list[str]:
+    seen: dict[str, int] = {}
+    for label in labels:
+        seen[label] = seen.get(label, 0) + 1
+    return [f"{label} [{suffixes[i]}]" if seen[label] > 1 else label for i, label in enumerate(labels)]
+
+
+def _unique_within(groups: list[str], names: list[str], suffixes: Sequence[str]) -> list[str]:
+    count: dict[tuple[str, str], int] = {}
+    for g, n in zip(groups, names, strict=True):
+        count[(g, n)] = count.get((g, n), 0) + 1
+    return [f"{n} [{suffixes[i]}]" if count[(g, n)] > 1 else n
+            for i, (g, n) in enumerate(zip(groups, names, strict=True))]
+
+
+def pair_async(events: list[tuple[int, str, str, int, str, int, str]], registry: Registry, start: np.ndarray,
+               end: np.ndarray, track: np.ndarray, *, t_end: int) -> dict[str, int]:
+    """Pair nestable async events (``b``/``e``, ``n``) per (process, cat, id); set their slices' ends and tracks.
+
+    Each identity is a stack: ``e`` ends the latest open ``b``.  All slices of one outermost ``b`` go on the
+    process's async track named after it; ``n`` instants join the open one's track or their own.
+
+    Args:
+        events: (process, cat, id, ts, kind ``b``/``e``/``n``, slice index or -1, name) in input order.
+    """
+    problems = {"async e events without a matching b (dropped)": 0, "async b events never ended (closed at the "
+                "end of the trace)": 0}
+    order = sorted(range(len(events)), key=lambda i: (events[i][0], events[i][1], events[i][2], events[i][3], i))
+    stack: list[int] = []
+    root_track = -1
+    current: tuple[int, str, str] | None = None
+    for i in order:
+        process, cat, ident, ts, kind, span, name = events[i]
+        if (process, cat, ident) != current:
+            problems["async b events never ended (closed at the end of the trace)"] += len(stack)
+            for s in stack:
+                end[s] = max(int(start[s]), t_end)
+            stack, current = [], (process, cat, ident)
+        if kind == "b":
+            if not stack:
+                root_track = registry.async_track(process, name)
+            track[span] = root_track
+            stack.append(span)
+        elif kind == "e":
+            if not stack:
+                problems["async e events without a matching b (dropped)"] += 1
+                continue
+            s = stack.pop()
+            end[s] = max(int(start[s]), ts)
+        else:  # instant
+            track[span] = root_track if stack else registry.async_track(process, name)
+    problems["async b events never ended (closed at the end of the trace)"] += len(stack)
+    for s in stack:
+        end[s] = max(int(start[s]), t_end)
+    return problems
+
+
+def flow_edges(flows: list[tuple[np.ndarray, ...]], registry: Registry, start: np.ndarray, end: np.ndarray,
+               track: np.ndarray, *, nest: Nesting) -> tuple[pa.RecordBatch | None, int]:
+    """Flow rows linking the slices that flow events (``s``/``t``/``f``) bind to; and the unbound event count.
+
+    ``s`` and ``t`` bind to the innermost slice enclosing them on their thread, ``f`` too with ``bp: "e"``,
+    otherwise to the next slice starting at or after it.  Consecutive events of one flow id become edges.
+    """
+    if not flows:
+        return None, 0
+    thread = np.concatenate([f[0] for f in flows])
+    ts = np.concatenate([f[1] for f in flows])
+    phase = np.concatenate([f[2] for f in flows])
+    binds = np.concatenate([f[3] for f in flows])
+    key = np.concatenate([f[4] for f in flows])
+    ftrack = registry.thread_tracks(thread)
+    order = nest.order
+    t_sorted, s_sorted, e_sorted = track[order], start[order], end[order]
+    inverse = np.empty(len(order), np.int64)
+    inverse[order] = np.arange(len(order))
+    parent = nest.parent[order]
+    parent_sorted = np.where(parent >= 0, inverse[np.maximum(parent, 0)], -1)
+    lo = np.searchsorted(t_sorted, ftrack, side="left")
+    hi = np.searchsorted(t_sorted, ftrack, side="right")
+    at = np.full(len(ts), -1, np.int64)
+    enc = np.flatnonzero(binds)
+    at[enc] = enclosing(s_sorted, e_sorted, parent_sorted, seg_lo=lo[enc], seg_hi=hi[enc], t=ts[enc])
+    nxt = np.flatnonzero(~binds)
+    at[nxt] = next_starting(s_sorted, lo[nxt], hi[nxt], ts[nxt])
+    slice_id = np.where(at >= 0, order[np.maximum(at, 0)], -1)
+    unbound = int((slice_id < 0).sum())
+    seq = np.arange(len(ts))
+    # At equal times a flow starts before it steps before it ends, whatever the order in the file.
+    rank = np.where(phase == ord("s"), 0, np.where(phase == ord("t"), 1, 2))
+    o = np.lexsort((seq, rank, ts, key))
+    a, b = o[:-1], o[1:]
+    link = (key[a] == key[b]) & (phase[a] != ord("f")) & (phase[b] != ord("s"))
+    link &= (slice_id[a] >= 0) & (slice_id[b] >= 0) & (slice_id[a] != slice_id[b])
+    out_id, in_id = slice_id[a[link]], slice_id[b[link]]
+    n = len(out_id)
+    span = schema.SPAN.name
+    batch = table_batch(schema.FLOW, {
+        schema.IN_ID: pa.array(in_id, pa.int64()),
+        schema.OUT_ID: pa.array(out_id, pa.int64()),
+        schema.IN_TABLE: pa.array([span] * n, pa.string()),
+        schema.OUT_TABLE: pa.array([span] * n, pa.string()),
+        schema.DEPENDENCY_TYPE: pa.array(["flow"] * n, pa.string()),
+        schema.GAP_TIME: pa.array(start[in_id] - end[out_id], pa.int64()),
+    }, "Flow")
+    return batch, unbound

@@ -1,0 +1,500 @@
+"""A vectorised JSON structure scanner: finds the objects of a JSON array and their members without a per-event
+Python loop.
+
+Parsing tens of millions of small JSON objects one by one in Python costs microseconds each.  This module instead
+looks at a whole chunk of bytes at once with numpy: it finds every string delimiter and bracket outside strings
+(one table lookup and one ``nonzero`` over the bytes), their nesting depth (a cumulative sum), the objects at a
+given depth, and for each object the byte ranges of its top-level keys and values.  Values are then turned into
+Arrow arrays in bulk (strings by slicing the chunk buffer, numbers by a decimal cast), so the cost per event is a
+few vectorised operations instead of a few microseconds of interpreter time.
+
+The scanner trusts the chunk to be valid JSON (the stream layer validates it with msgspec, which is fast and
+reports the byte of the first fault); it only relies on JSON's own rules: strings cannot contain raw quotes or
+control characters, backslashes only occur inside strings, and brackets balance.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import msgspec
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+QUOTE = ord('"')
+BACKSLASH = ord("\\")
+LBRACE, RBRACE = ord("{"), ord("}")
+LBRACKET, RBRACKET = ord("["), ord("]")
+COLON, COMMA = ord(":"), ord(",")
+
+#: bytes.translate table: 1 for the bytes the structure scan looks at, 0 for every other byte.
+_SIGNIFICANT = bytes(1 if c in b'"{}[]' else 0 for c in range(256))
+_DELTA = np.zeros(256, np.int8)
+_DELTA[[LBRACE, LBRACKET]] = 1
+_DELTA[[RBRACE, RBRACKET]] = -1
+_WHITESPACE = np.zeros(256, np.bool_)
+_WHITESPACE[list(b" \t\r\n")] = True
+
+#: Value kinds (the first byte of the value).
+KIND_STRING, KIND_OBJECT, KIND_ARRAY, KIND_SCALAR = 0, 1, 2, 3
+
+#: Maximum chunk size: offsets into a chunk are int32 in the Arrow arrays built from it.
+MAX_CHUNK_BYTES = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class Structure:
+    """Where the string delimiters and brackets of one chunk are.
+
+    Attributes:
+        pos: byte positions of every unescaped quote and every bracket outside strings, ascending.
+        char: the byte at each position.
+        depth: nesting depth just after each position (brackets change it, quotes do not).
+        open_string: position of the opening quote of a string the chunk ends inside, or -1.
+    """
+
+    pos: np.ndarray
+    char: np.ndarray
+    depth: np.ndarray
+    open_string: int
+
+
+def _escaped_quotes(b: np.ndarray, quotes: np.ndarray) -> np.ndarray:
+    """For quote positions preceded by a backslash: True where an odd run of backslashes escapes the quote."""
+    run = np.zeros(len(quotes), np.int64)
+    probe = quotes - 1
+    active = np.ones(len(quotes), np.bool_)
+    while active.any():
+        ok = active & (probe >= 0)
+        hit = np.zeros(len(quotes), np.bool_)
+        hit[ok] = b[probe[ok]] == BACKSLASH
+        run += hit
+        probe -= 1
+        active = hit
+    return (run & 1).astype(np.bool_)
+
+
+def scan_structure(buf: bytes, depth0: int = 0) -> Structure:
+    """Scan ``buf`` (which must start outside any string) at nesting depth ``depth0``."""
+    if len(buf) > MAX_CHUNK_BYTES:
+        raise ValueError("JSON chunk larger than 2 GiB")
+    b = np.frombuffer(buf, np.uint8)
+    pos = np.flatnonzero(np.frombuffer(buf.translate(_SIGNIFICANT), np.bool_))
+    char = b[pos]
+    isq = char == QUOTE
+    if buf.find(b"\\") >= 0:
+        qidx = np.flatnonzero(isq)
+        qpos = pos[qidx]
+        cand = (qpos > 0) & (b[np.maximum(qpos - 1, 0)] == BACKSLASH)
+        if cand.any():
+            esc = _escaped_quotes(b, qpos[cand])
+            drop = qidx[cand][esc]
+            if len(drop):
+                keep = np.ones(len(pos), np.bool_)
+                keep[drop] = False
+                pos, char, isq = pos[keep], char[keep], isq[keep]
+    parity = np.cumsum(isq, dtype=np.int32)
+    # A bracket is structural when an even number of quotes precede it; quotes are always kept.
+    keep = isq | ((parity & 1) == 0)
+    if not keep.all():
+        pos, char = pos[keep], char[keep]
+    depth = np.cumsum(np.take(_DELTA, char), dtype=np.int32)
+    depth += depth0
+    open_string = -1
+    if len(parity) and parity[-1] & 1:
+        open_string = int(pos[char == QUOTE][-1])
+    return Structure(pos=pos, char=char, depth=depth, open_string=open_string)
+
+
+def skip_whitespace(b: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """Positions moved forward past JSON whitespace (positions at or beyond the end stay there)."""
+    at = at.copy()
+    n = len(b)
+    todo = np.flatnonzero(at < n)
+    while len(todo):
+        ws = _WHITESPACE[b[at[todo]]]
+        todo = todo[ws]
+        at[todo] += 1
+        todo = todo[at[todo] < n]
+    return at
+
+
+def strip_trailing(b: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """``end`` moved back past whitespace and at most one comma, but never before ``start``."""
+    # Fast path for the usual ``value, "next"`` / ``value,"next"`` / ``value}``: one space, one comma.
+    end = end - _WHITESPACE[b[end - 1]]
+    end -= b[end - 1] == COMMA
+    done = ~_WHITESPACE[b[end - 1]] & (b[end - 1] != COMMA)
+    if done.all():
+        return end
+    comma_left = np.ones(len(end), np.bool_)
+    todo = np.flatnonzero(end > start)
+    while len(todo):
+        last = b[end[todo] - 1]
+        is_comma = (last == COMMA) & comma_left[todo]
+        strip = _WHITESPACE[last] | is_comma
+        comma_left[todo[is_comma]] = False
+        todo = todo[strip]
+        end[todo] -= 1
+        todo = todo[end[todo] > start[todo]]
+    return end
+
+
+def ranges_to_binary(buf: bytes, start: np.ndarray, end: np.ndarray, valid: np.ndarray | None = None) -> pa.Array:
+    """A binary array of ``buf[start[i]:end[i]]`` built in bulk.
+
+    The ranges must be ascending and disjoint: the array is first built over *all* cut points (values and the gaps
+    between them alternate), then every other element is taken.  ``valid`` marks null rows (their range must be
+    empty).
+    """
+    n = len(start)
+    if n == 0:
+        return pa.array([], pa.binary())
+    cuts = np.empty(2 * n, np.int32)
+    cuts[0::2] = start
+    cuts[1::2] = end
+    both = pa.Array.from_buffers(pa.binary(), 2 * n - 1, [None, pa.py_buffer(cuts), pa.py_buffer(buf)])
+    out = both.take(pa.array(np.arange(0, 2 * n, 2, dtype=np.int64)))
+    if valid is not None and not valid.all():
+        out = pc.if_else(pa.array(valid), out, pa.scalar(None, pa.binary()))
+    return out
+
+
+def unescape_strings(raw: pa.Array, has_escape: np.ndarray) -> pa.Array:
+    """Decode JSON escapes (``\\n``, ``\\"``, ``\\u00e9``) in the rows flagged by ``has_escape``; UTF-8 checked.
+
+    Invalid UTF-8 is replaced (U+FFFD) rather than failing the whole chunk.
+    """
+    if has_escape.any():
+        idx = np.flatnonzero(has_escape)
+        texts = raw.take(pa.array(idx)).to_pylist()
+        decoded = [_decode_json_string(t) for t in texts]
+        mask = np.zeros(len(raw), np.bool_)
+        mask[idx] = True
+        raw = pc.replace_with_mask(raw, pa.array(mask), pa.array([d.encode() for d in decoded], pa.binary()))
+    try:
+        return raw.cast(pa.string())
+    except pa.ArrowInvalid:
+        values = [None if v is None else v.decode("utf-8", "replace") for v in raw.to_pylist()]
+        return pa.array(values, pa.string())
+
+
+def _decode_json_string(body: bytes | None) -> str | None:
+    if body is None:
+        return None
+    try:
+        return msgspec.json.decode(b'"' + body + b'"', type=str)
+    except msgspec.DecodeError:
+        return body.decode("utf-8", "replace")
+
+
+@dataclass
+class Member:
+    """One key's values across the objects of a block (rows without the key are null)."""
+
+    #: Byte ranges of each row's value: string content for strings, raw JSON text otherwise.
+    start: np.ndarray
+    end: np.ndarray
+    #: True where the object has the key.
+    present: np.ndarray
+    #: KIND_* of each present value (undefined where absent).
+    kind: np.ndarray
+    #: True where a string value holds a backslash escape.
+    escaped: np.ndarray
+
+
+class ObjectBlock:
+    """The complete objects of one chunk that are elements of one JSON array, and their top-level members.
+
+    Args:
+        buf: the chunk's bytes.
+        structure: its scan.
+        depth: nesting depth of the array's elements (1 for a top-level array, 2 for ``{"traceEvents": [...]}``).
+        limit: index into ``structure`` past the last entry that belongs to a complete object.
+        opens / closes: byte positions of each object's ``{`` and ``}``.
+        first_index: index of the block's first object in the whole array.
+        file_offset: offset of ``buf[0]`` in the (decompressed) input.
+    """
+
+    def __init__(self, buf: bytes, structure: Structure, *, depth: int, limit: int, opens: np.ndarray,
+                 closes: np.ndarray, first_index: int, file_offset: int) -> None:
+        self.buf = buf
+        self.b = np.frombuffer(buf, np.uint8)
+        self.structure = structure
+        self.depth = depth
+        self.limit = limit
+        self.opens = opens
+        self.closes = closes
+        self.first_index = first_index
+        self.file_offset = file_offset
+        self._members: dict[str, Member] = {}
+
+    def __len__(self) -> int:
+        return len(self.opens)
+
+    @cached_property
+    def _keys(self) -> _Keys:
+        st = self.structure
+        lim = self.limit
+        b = self.b
+        n = len(b)
+        level = self.depth + 1
+        # Entries at the objects' own level: key and string-value quotes, the objects' '{', and the closing
+        # brackets of nested values (whose insides are deeper).
+        at_level = np.flatnonzero(st.depth[:lim] == level)
+        lchar = st.char[at_level]
+        lq = np.flatnonzero(lchar == QUOTE)
+        close_l = lq[1::2]                      # level index of each string's closing quote
+        kc = st.pos[at_level[close_l]]
+        after = kc + 1
+        c = b[np.minimum(after, n - 1)]
+        ws = _WHITESPACE[c]
+        if ws.any():
+            after[ws] = skip_whitespace(b, after[ws])
+            c = b[np.minimum(after, n - 1)]
+        is_key = c == COLON
+        if not is_key.all():
+            close_l, kc, after = close_l[is_key], kc[is_key], after[is_key]
+        close_e = at_level[close_l]
+        ko = st.pos[close_e - 1]
+        vs = after + 1
+        first = b[np.minimum(vs, n - 1)]
+        ws = _WHITESPACE[first]
+        if ws.any():
+            vs += ws
+            first = b[np.minimum(vs, n - 1)]
+            ws = _WHITESPACE[first]
+            if ws.any():
+                vs[ws] = skip_whitespace(b, vs[ws])
+                first = b[np.minimum(vs, n - 1)]
+        # Owner object of each key: keys come in object order, so count them per object.
+        open_l = np.flatnonzero(lchar == LBRACE)
+        per_object = np.diff(np.searchsorted(close_l, open_l), append=len(close_l))
+        row = np.repeat(np.arange(len(open_l), dtype=np.int64), per_object)
+        klen = (kc - ko - 1).astype(np.uint32)
+        fingerprint = (klen << 16) | (b[ko + 1].astype(np.uint32) << 8) | b[kc - 1]
+        return _Keys(entry=close_e, level_index=close_l, at_level=at_level, start=ko + 1, end=kc, row=row,
+                     value_start=vs, first=first, fingerprint=fingerprint)
+
+    def key_names(self) -> list[str]:
+        """Distinct top-level keys in the block's objects (costly: for sniffing and tests, not bulk reading)."""
+        k = self._keys
+        names = ranges_to_binary(self.buf, k.start, k.end).unique().to_pylist()
+        return sorted({_decode_json_string(x) or "" for x in names})
+
+    def members(self, keys: tuple[str, ...]) -> dict[str, Member]:
+        """The values of each of ``keys`` in every object of the block, found in one pass.
+
+        Keys are matched as spelled in the file (a key written with escapes is not recognised); on a duplicate key
+        the last value wins, as in JSON.
+        """
+        todo = tuple(key for key in keys if key not in self._members)
+        if todo:
+            self._members.update(self._find_members(todo))
+        return {key: self._members[key] for key in keys}
+
+    def member(self, key: str) -> Member:
+        """The values of top-level key ``key`` (see :meth:`members`)."""
+        return self.members((key,))[key]
+
+    def _find_members(self, keys: tuple[str, ...]) -> dict[str, Member]:
+        k = self._keys
+        b = self.b
+        encoded = [key.encode() for key in keys]
+        fps = np.array([(len(w) << 16) | ((w[0] << 8) | w[-1] if w else 0) for w in encoded], np.uint32)
+        order = np.argsort(fps, kind="stable")
+        sorted_fps = fps[order]
+        slot = np.searchsorted(sorted_fps, k.fingerprint)
+        slot_c = np.minimum(slot, len(fps) - 1)
+        hit = sorted_fps[slot_c] == k.fingerprint
+        sel = np.flatnonzero(hit)
+        field = order[slot_c[sel]].astype(np.int8)
+        # Keys sharing a fingerprint (same length, first and last byte): check the middle bytes.
+        for j, w in enumerate(encoded):
+            if len(w) > 2:
+                mine = np.flatnonzero(field == j)
+                ok = np.ones(len(mine), np.bool_)
+                starts = k.start[sel[mine]]
+                for i in range(1, len(w) - 1):
+                    ok &= b[starts + i] == w[i]
+                if not ok.all():
+                    field[mine[~ok]] = -1
+        keep = field >= 0
+        sel, field = sel[keep], field[keep]
+        vs, first = k.value_start[sel], k.first[sel]
+        kind = np.full(len(sel), KIND_SCALAR, np.int8)
+        kind[first == QUOTE] = KIND_STRING
+        kind[first == LBRACE] = KIND_OBJECT
+        kind[first == LBRACKET] = KIND_ARRAY
+        start = vs.copy()
+        end = self._value_ends(vs, kind, sel)
+        strings = kind == KIND_STRING
+        start[strings] += 1
+        end[strings] -= 1
+        escaped = np.zeros(len(sel), np.bool_)
+        bs = self._backslashes
+        if len(bs) and strings.any():
+            escaped[strings] = np.searchsorted(bs, end[strings]) > np.searchsorted(bs, start[strings])
+        # Group by field; a stable sort keeps rows ascending within each field.
+        by_field = np.argsort(field, kind="stable")
+        bounds = np.searchsorted(field[by_field], np.arange(len(keys) + 1))
+        rows = len(self.opens)
+        out = {}
+        for j, key in enumerate(keys):
+            idx = by_field[bounds[j]:bounds[j + 1]]
+            row = k.row[sel[idx]]
+            if len(row) > 1:
+                last = np.ones(len(row), np.bool_)
+                last[:-1] = row[1:] != row[:-1]
+                if not last.all():
+                    idx, row = idx[last], row[last]
+            if len(row) == rows:
+                m = Member(start=start[idx], end=end[idx], present=np.ones(rows, np.bool_), kind=kind[idx],
+                           escaped=escaped[idx])
+            else:
+                m_start = self.opens.astype(np.int64)
+                m_end = m_start.copy()
+                m_kind = np.zeros(rows, np.int8)
+                m_esc = np.zeros(rows, np.bool_)
+                present = np.zeros(rows, np.bool_)
+                m_start[row], m_end[row], m_kind[row], m_esc[row] = start[idx], end[idx], kind[idx], escaped[idx]
+                present[row] = True
+                m = Member(start=m_start, end=m_end, present=present, kind=m_kind, escaped=m_esc)
+            out[key] = m
+        return out
+
+    @cached_property
+    def _backslashes(self) -> np.ndarray:
+        if self.buf.find(b"\\") < 0:
+            return np.zeros(0, np.int64)
+        return np.flatnonzero(self.b == BACKSLASH)
+
+    def _value_ends(self, vs: np.ndarray, kind: np.ndarray, sel: np.ndarray) -> np.ndarray:
+        """Exclusive end of each value starting at ``vs`` (including the closing quote or bracket)."""
+        k = self._keys
+        pos = self.structure.pos
+        at_level = k.at_level
+        li = k.level_index[sel]
+        last = len(at_level) - 1
+        # After a key's closing quote, the next entries at the objects' level are: a string value's two quotes,
+        # or a nested value's closing bracket.  A scalar has no entry: it ends before the next entry overall.
+        ve = np.where(kind == KIND_STRING, pos[at_level[np.minimum(li + 2, last)]] + 1,
+                      pos[at_level[np.minimum(li + 1, last)]] + 1)
+        scalars = np.flatnonzero(kind == KIND_SCALAR)
+        if len(scalars):
+            nxt = pos[k.entry[sel[scalars]] + 1]
+            ve[scalars] = strip_trailing(self.b, vs[scalars], nxt)
+        return ve
+
+    def strings(self, key: str) -> pa.Array:
+        """``key`` as a string column: string values decoded, other JSON values as their raw text, null if absent."""
+        m = self.member(key)
+        raw = ranges_to_binary(self.buf, m.start, m.end, m.present)
+        return unescape_strings(raw, m.escaped)
+
+    def raw(self, key: str) -> pa.Array:
+        """``key``'s raw JSON text (strings keep their quotes); null where absent or ``null``."""
+        m = self.member(key)
+        start, end = m.start.copy(), m.end.copy()
+        strings = m.present & (m.kind == KIND_STRING)
+        start[strings] -= 1
+        end[strings] += 1
+        valid = m.present & ~self._is_literal(start, end, b"null")
+        if not valid.all():
+            start[~valid] = self.opens[~valid]
+            end[~valid] = self.opens[~valid]
+        raw = ranges_to_binary(self.buf, start, end, valid)
+        try:
+            return raw.cast(pa.string())
+        except pa.ArrowInvalid:
+            return pa.array([None if v is None else v.decode("utf-8", "replace") for v in raw.to_pylist()])
+
+    def first_bytes(self, key: str) -> tuple[np.ndarray, np.ndarray]:
+        """(first byte of each string value of ``key`` (0 if absent, empty or not a string), value length)."""
+        m = self.member(key)
+        length = m.end - m.start
+        ok = m.present & (m.kind == KIND_STRING) & (length > 0)
+        first = np.zeros(len(m.start), np.uint8)
+        first[ok] = self.b[m.start[ok]]
+        return first, np.where(ok, length, 0)
+
+    def _is_literal(self, start: np.ndarray, end: np.ndarray, literal: bytes) -> np.ndarray:
+        idx = np.flatnonzero((end - start) == len(literal))
+        for j, ch in enumerate(literal):
+            idx = idx[self.b[start[idx] + j] == ch]
+        res = np.zeros(len(start), np.bool_)
+        res[idx] = True
+        return res
+
+    def object_offsets(self, rows: np.ndarray) -> np.ndarray:
+        """Input offsets of the objects ``rows``."""
+        return self.opens[rows] + self.file_offset
+
+
+@dataclass(frozen=True)
+class _Keys:
+    """Every top-level key of a block's objects."""
+
+    entry: np.ndarray        # structure entry index of the key's closing quote
+    level_index: np.ndarray  # its index among the entries at the objects' level
+    at_level: np.ndarray     # structure entry indices at the objects' level
+    start: np.ndarray        # key text [start, end)
+    end: np.ndarray
+    row: np.ndarray          # owning object
+    value_start: np.ndarray  # first byte of the value
+    first: np.ndarray        # that byte
+    fingerprint: np.ndarray  # (length << 16) | (first byte << 8) | last byte
+
+
+def decimal_text_to_ns(text: pa.Array, scale_digits: int = 3) -> tuple[np.ndarray, np.ndarray]:
+    """Exact integer conversion of decimal texts (``"1234.567"``, ``"1.5e3"``) times ``10**scale_digits``.
+
+    Used for Chrome microsecond timestamps (``scale_digits=3`` gives nanoseconds): the text is parsed as an Arrow
+    decimal, never through a binary float, so ``1695835572943558.123`` µs becomes exactly 1695835572943558123 ns.
+    Digits beyond the scale are rounded half to even.
+
+    Returns:
+        (values as int64, valid mask); invalid texts (not a number, out of the int64 range) are invalid rows.
+    """
+    n = len(text)
+    if n == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.bool_)
+    if text.type != pa.string():
+        text = text.cast(pa.string()) if pa.types.is_binary(text.type) else text
+    valid_in = np.asarray(text.is_valid())
+    try:
+        dec = pc.cast(text, pa.decimal128(38, scale_digits))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        dec = None
+    if dec is None:
+        dec, valid_in = _decimal_cast_slow(text, scale_digits, valid_in)
+    words = np.frombuffer(dec.buffers()[1], dtype=np.int64, count=2 * (len(dec) + dec.offset))[2 * dec.offset:]
+    lo, hi = words[0::2].copy(), words[1::2]
+    fits = hi == (lo >> 63)
+    valid = valid_in & fits & np.asarray(dec.is_valid())
+    lo[~valid] = 0
+    return lo, valid
+
+
+def _decimal_cast_slow(text: pa.Array, scale_digits: int, valid_in: np.ndarray) -> tuple[pa.Array, np.ndarray]:
+    """Decimal cast tolerating bad rows and digits beyond the scale (rounded half to even)."""
+    ok = pc.match_substring_regex(text, r"^\s*-?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*$")
+    ok_np = np.asarray(ok.fill_null(False))
+    cleaned = pc.if_else(ok, pc.utf8_trim_whitespace(text), pa.scalar("0"))
+    wide = pc.cast(cleaned, pa.decimal128(38, 12), safe=False) if scale_digits <= 12 else None
+    if wide is None:
+        raise ValueError("scale too large")
+    try:
+        rounded = pc.round(wide, ndigits=scale_digits, round_mode="half_to_even")
+        dec = pc.cast(rounded, pa.decimal128(38, scale_digits))
+    except pa.ArrowInvalid:
+        values = []
+        for t in cleaned.to_pylist():
+            try:
+                values.append(pc.cast(pa.array([t]), pa.decimal128(38, scale_digits), safe=False)[0].as_py())
+            except pa.ArrowInvalid:
+                values.append(None)
+        dec = pa.array(values, pa.decimal128(38, scale_digits))
+    return dec, valid_in & ok_np

@@ -1,0 +1,405 @@
+"""Streaming a large JSON file as blocks of array elements: plain or gzip input, bounded memory, faults located.
+
+:class:`JsonArrayStream` reads the elements of one JSON array — the top-level array (``[{...}, ...]``) or the array
+under one top-level key (``{"traceEvents": [...]}``) — in blocks of complete objects (:class:`ObjectBlock`), so a
+multi-GB file is never in memory whole.  Reading and decompression run on a background thread (zlib releases the
+GIL), the structure scan on the calling thread.
+
+Faults follow the rule "keep everything valid before the fault": a truncated file, a missing closing bracket,
+invalid JSON or a corrupt gzip stream end the stream at the last complete object before the fault and leave one
+:class:`~tracer.errors.TruncatedTraceWarning` naming the file, the byte offset and the element index.  Input that
+is not the expected JSON at all raises :class:`~tracer.errors.TraceFormatError`.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import queue
+import threading
+import warnings
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import msgspec
+import numpy as np
+
+from profiler.importers.json_scan import (
+    COLON,
+    LBRACE,
+    LBRACKET,
+    QUOTE,
+    RBRACE,
+    RBRACKET,
+    ObjectBlock,
+    scan_structure,
+    skip_whitespace,
+    strip_trailing,
+)
+from tracer.errors import TraceFormatError, TruncatedTraceWarning
+
+GZIP_MAGIC = b"\x1f\x8b"
+DEFAULT_BLOCK_BYTES = 16 << 20
+#: Largest top-level value (other than the streamed array) kept for the caller, e.g. a ``summary`` list.
+MAX_KEPT_VALUE_BYTES = 64 << 20
+_WS = b" \t\r\n"
+_VALIDATOR = msgspec.json.Decoder(msgspec.Raw)
+
+
+def is_gzip(path: Path) -> bool:
+    """True when the file starts with the gzip magic number."""
+    with open(path, "rb") as f:
+        return f.read(2) == GZIP_MAGIC
+
+
+def read_head(path: Path, size: int = 1 << 16) -> bytes:
+    """The first ``size`` bytes of the (decompressed) file; empty on an unreadable or corrupt file."""
+    try:
+        if is_gzip(path):
+            with gzip.open(path, "rb") as g:
+                return g.read(size)
+        with open(path, "rb") as f:
+            return f.read(size)
+    except (OSError, EOFError, zlib.error):
+        return b""
+
+
+def top_level_keys(head: bytes) -> list[str] | None:
+    """Keys of the top-level JSON object that begin within ``head`` (None when ``head`` is not an object)."""
+    text = head.lstrip(b"\xef\xbb\xbf" + _WS)
+    if not text.startswith(b"{"):
+        return None
+    st = scan_structure(text, 0)
+    b = np.frombuffer(text, np.uint8)
+    sq = st.pos[(st.char == QUOTE) & (st.depth == 1)]
+    if st.open_string >= 0:
+        sq = sq[sq < st.open_string]
+    so, sc = sq[0::2], sq[1::2][: len(sq) // 2]
+    so = so[: len(sc)]
+    after = skip_whitespace(b, sc + 1)
+    keys = []
+    for o, c, a in zip(so.tolist(), sc.tolist(), after.tolist(), strict=True):
+        if a < len(b) and b[a] == COLON:
+            keys.append(text[o + 1:c].decode("utf-8", "replace"))
+    return keys
+
+
+class _BlockReader:
+    """Reads (decompressed bytes, raw bytes consumed) blocks on a background thread."""
+
+    _END = object()
+
+    def __init__(self, path: Path, block_bytes: int) -> None:
+        self.path = path
+        self.block_bytes = block_bytes
+        self.error: BaseException | None = None
+        self._queue: queue.Queue[object] = queue.Queue(maxsize=3)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="trnprof-json-reader", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            with open(self.path, "rb") as raw:
+                gz = raw.read(2) == GZIP_MAGIC
+                raw.seek(0)
+                src = gzip.GzipFile(fileobj=raw, mode="rb") if gz else raw
+                last = 0
+                while not self._stop.is_set():
+                    data = src.read(self.block_bytes)
+                    if not data:
+                        break
+                    pos = raw.tell()
+                    self._put((data, pos - last))
+                    last = pos
+        except (OSError, EOFError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError
+            self.error = exc
+        finally:
+            self._put(self._END)
+
+    def _put(self, item: object) -> None:
+        while not self._stop.is_set():
+            try:
+                self._queue.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+    def __iter__(self) -> Iterator[tuple[bytes, int]]:
+        while True:
+            item = self._queue.get()
+            if item is self._END:
+                return
+            yield item  # type: ignore[misc]
+
+    def close(self) -> None:
+        self._stop.set()
+        while self._thread.is_alive():
+            try:
+                self._queue.get(timeout=0.05)
+            except queue.Empty:
+                continue
+        self._thread.join()
+
+
+class JsonArrayStream:
+    """The objects of one JSON array in a file, in blocks.
+
+    Args:
+        path: the file (plain or gzip-compressed JSON).
+        array_key: stream the array under this top-level key of an object; ``None`` accepts a top-level array,
+            and with ``accept_array_root`` a top-level array is accepted as well as the keyed form.
+        keep_keys: other top-level keys whose (small) values are kept in :attr:`kept` as raw JSON bytes.
+        block_bytes: bytes read per block.
+        what: what the elements are, for messages ("event", "instruction").
+
+    After iterating :meth:`blocks`, :attr:`objects` counts the objects read and :attr:`fault` describes where
+    reading stopped early, if it did (also issued as a TruncatedTraceWarning).
+    """
+
+    def __init__(self, path: str | os.PathLike[str], array_key: str | None, *, accept_array_root: bool = True,
+                 keep_keys: tuple[str, ...] = (), block_bytes: int = DEFAULT_BLOCK_BYTES,
+                 what: str = "event") -> None:
+        self.path = Path(path)
+        self.array_key = array_key
+        self.accept_array_root = accept_array_root or array_key is None
+        self.keep_keys = keep_keys
+        self.block_bytes = block_bytes
+        self.what = what
+        self.kept: dict[str, bytes] = {}
+        self.objects = 0
+        self.fault: str | None = None
+        self.found_array = False
+
+    # -- public --------------------------------------------------------------------------------------------------
+    def blocks(self, progress: object | None = None) -> Iterator[ObjectBlock]:
+        """Yield blocks of complete objects; ``progress(raw_bytes)`` is called as input is consumed."""
+        reader = _BlockReader(self.path, self.block_bytes)
+        try:
+            yield from self._blocks(reader, progress)
+        finally:
+            reader.close()
+        if reader.error is not None and self.fault is None:
+            self._fault_at(None, f"the file cannot be read to the end ({_describe(reader.error)})")
+
+    # -- the state machine ---------------------------------------------------------------------------------------
+    def _blocks(self, reader: _BlockReader, progress: object | None) -> Iterator[ObjectBlock]:
+        carry = b""
+        offset = 0          # input offset of carry[0]
+        depth = 0
+        state = "start"     # start -> prelude -> events -> postlude -> done
+        level = 0           # depth of the array's elements
+        need_comma = False  # the next element must be preceded by a comma
+        eof = False
+        it = iter(reader)
+        while state != "done":
+            data = carry
+            if not eof:
+                try:
+                    new, consumed = next(it)
+                    if progress is not None:
+                        progress(consumed)  # type: ignore[operator]
+                    data = carry + new if carry else new
+                except StopIteration:
+                    eof = True
+            if state == "start":
+                stripped = data.lstrip(b"\xef\xbb\xbf" + _WS)
+                if not stripped:
+                    if eof:
+                        raise TraceFormatError(f"{self.path}: is empty; expected a JSON trace")
+                    carry = b""
+                    offset += len(data)
+                    continue
+                skip = len(data) - len(stripped)
+                offset += skip
+                data = stripped
+                if data[:1] == b"[":
+                    if not self.accept_array_root:
+                        raise TraceFormatError(f"{self.path}: is a JSON array; expected an object with a "
+                                               f"{self.array_key!r} list")
+                    self.found_array = True
+                    state, level, depth = "events", 1, 1
+                    carry, offset = data[1:], offset + 1
+                    continue
+                if data[:1] != b"{":
+                    raise TraceFormatError(f"{self.path}: not JSON (starts with {data[:16]!r})")
+                state = "prelude"
+            if state in ("prelude", "postlude"):
+                carry, offset, depth, found = self._top_level(data, offset, depth, eof, state == "prelude")
+                if found is not None:
+                    state, level, depth = "events", 2, 2
+                    carry, offset = data[found + 1:], offset + found + 1
+                    self.found_array = True
+                    continue
+                if eof or (state == "postlude" and all(k in self.kept for k in self.keep_keys)):
+                    if state == "prelude" and self.array_key is not None:
+                        raise TraceFormatError(f"{self.path}: JSON object without a {self.array_key!r} list; "
+                                               "not a trace of this format")
+                    state = "done"
+                continue
+            # state == "events"
+            block, carry, offset, need_comma, ended = self._events(data, offset, level, need_comma, eof)
+            if block is not None and len(block):
+                self.objects += len(block)
+                yield block
+            if self.fault is not None:
+                return
+            if ended is not None:
+                state = "postlude" if self.keep_keys and any(k not in self.kept for k in self.keep_keys) else "done"
+                depth = 1
+                carry = carry[ended:]
+                offset += ended
+                if state == "postlude" and not carry and eof:
+                    state = "done"
+                continue
+            if eof:
+                rest = carry.strip(_WS + b",")
+                if reader.error is not None:
+                    self._fault_at(offset, _describe(reader.error))
+                elif rest:
+                    self._fault_at(offset + (len(carry) - len(carry.lstrip(_WS + b","))),
+                                   f"the file ends inside {self.what} {self.objects:,} (truncated?)")
+                elif level == 2:
+                    self._fault_at(None, "the file ends before the closing ']}' (truncated?)")
+                # A top-level array without its closing bracket is accepted silently, as the format allows.
+                state = "done"
+
+    def _top_level(self, data: bytes, offset: int, depth: int, eof: bool,
+                   prelude: bool) -> tuple[bytes, int, int, int | None]:
+        """Look through top-level keys; returns (carry, carry offset, depth at carry, array start or None)."""
+        st = scan_structure(data, depth)
+        b = np.frombuffer(data, np.uint8)
+        pos, char, dep = st.pos, st.char, st.depth
+        sq = pos[(char == QUOTE) & (dep == 1)]
+        if st.open_string >= 0:
+            sq = sq[sq < st.open_string]
+        so = sq[0::2][: len(sq) // 2]
+        sc = sq[1::2][: len(so)]
+        after = skip_whitespace(b, sc + 1)
+        n = len(b)
+        for o, c, a in zip(so.tolist(), sc.tolist(), after.tolist(), strict=True):
+            vs = int(skip_whitespace(b, np.array([a + 1]))[0]) if a < n else n
+            if vs >= n and not eof:
+                # The key's colon or value is in the next block: carry from the key on.
+                k = int(np.searchsorted(pos, o))
+                return data[o:], offset + o, int(dep[k - 1]) if k else depth, None
+            if a >= n or b[a] != COLON or vs >= n:
+                continue
+            key = data[o + 1:c].decode("utf-8", "replace")
+            if prelude and key == self.array_key:
+                if b[vs] != LBRACKET:
+                    raise TraceFormatError(f"{self.path}: {key!r} is not a list")
+                return b"", offset, depth, vs
+            if key in self.keep_keys and key not in self.kept:
+                ve = self._value_end(data, st, vs)
+                if ve is None:
+                    # Incomplete here: carry from this key on (bounded), to see the whole value next time.
+                    if len(data) - o <= MAX_KEPT_VALUE_BYTES and not eof:
+                        k = int(np.searchsorted(pos, o))
+                        d = int(dep[k - 1]) if k else depth
+                        return data[o:], offset + o, d, None
+                    continue
+                self.kept[key] = data[vs:ve]
+        # Nothing to carry but an unterminated string.
+        if st.open_string >= 0 and not eof:
+            k = int(np.searchsorted(pos, st.open_string))
+            d = int(dep[k - 1]) if k else depth
+            return data[st.open_string:], offset + st.open_string, d, None
+        end_depth = int(dep[-1]) if len(dep) else depth
+        return b"", offset + len(data), end_depth, None
+
+    @staticmethod
+    def _value_end(data: bytes, st: object, vs: int) -> int | None:
+        b = np.frombuffer(data, np.uint8)
+        pos, char, dep = st.pos, st.char, st.depth  # type: ignore[attr-defined]
+        first = b[vs]
+        k = int(np.searchsorted(pos, vs))
+        if first == QUOTE:
+            return int(pos[k + 1]) + 1 if k + 1 < len(pos) and char[k + 1] == QUOTE else None
+        if first in (LBRACE, LBRACKET):
+            closers = np.flatnonzero((dep[k:] == 1) & ((char[k:] == RBRACE) | (char[k:] == RBRACKET)))
+            return int(pos[k + closers[0]]) + 1 if len(closers) else None
+        if k >= len(pos):
+            return None
+        return int(strip_trailing(b, np.array([vs]), np.array([pos[k]]))[0])
+
+    def _events(self, data: bytes, offset: int, level: int, need_comma: bool,
+                eof: bool) -> tuple[ObjectBlock | None, bytes, int, bool, int | None]:
+        """One block of elements: (block, carry, carry offset, need_comma, end-of-array position in carry)."""
+        st = scan_structure(data, level)
+        pos, char, dep = st.pos, st.char, st.depth
+        ends = np.flatnonzero((char == RBRACKET) & (dep == level - 1))
+        end_k = int(ends[0]) if len(ends) else len(pos)
+        lim_pos = pos[:end_k]
+        opens_k = np.flatnonzero((char[:end_k] == LBRACE) & (dep[:end_k] == level + 1))
+        closes_k = np.flatnonzero((char[:end_k] == RBRACE) & (dep[:end_k] == level))
+        complete = len(closes_k)
+        array_end = int(pos[end_k]) if len(ends) else None
+        if complete == 0:
+            if array_end is not None:
+                bad = self._validate(data, 0, array_end, need_comma=need_comma)
+                if bad is not None:
+                    self._fault_at(offset + bad, f"invalid JSON in {self.what} {self.objects:,}: {self._bad_reason}")
+                return None, data, offset, need_comma, array_end + 1
+            if len(data) > 4 * self.block_bytes or eof:
+                # A long run without one complete element: fail early on garbage instead of buffering it all.
+                bad = self._validate(data, 0, len(data), need_comma=need_comma, close=False)
+                # A fault in the last few bytes may just be a token cut by the block end.
+                if bad is not None and "truncated" not in self._bad_reason.lower() and bad < len(data) - 64:
+                    self._fault_at(offset + bad, f"invalid JSON in {self.what} {self.objects:,}: {self._bad_reason}")
+            return None, data, offset, need_comma, None
+        last_close = int(lim_pos[closes_k[-1]])
+        cut = last_close + 1
+        # Validate everything from the carry start through the last complete object (and the array's end).
+        stop = array_end if array_end is not None else cut
+        bad = self._validate(data, 0, stop, need_comma=need_comma)
+        opens = lim_pos[opens_k[:complete]].astype(np.int64)
+        closes = lim_pos[closes_k].astype(np.int64)
+        limit = int(closes_k[-1]) + 1
+        if bad is not None:
+            keep = int(np.searchsorted(closes, bad))  # objects that end before the fault
+            opens, closes = opens[:keep], closes[:keep]
+            limit = int(closes_k[keep - 1]) + 1 if keep else 0
+            self._fault_at(offset + bad, f"invalid JSON in {self.what} {self.objects + keep:,}: "
+                           f"{self._bad_reason}", kept=self.objects + keep)
+        block = ObjectBlock(data, st, depth=level, limit=limit, opens=opens, closes=closes,
+                            first_index=self.objects, file_offset=offset)
+        if array_end is not None:
+            return block, data, offset, True, array_end + 1
+        return block, data[cut:], offset + cut, True, None
+
+    _bad_reason = ""
+
+    def _validate(self, data: bytes, start: int, stop: int, *, need_comma: bool, close: bool = True) -> int | None:
+        """Byte position (in ``data``) of the first JSON fault in ``data[start:stop]``, or None.
+
+        The text is checked as the continuation of the array (``close`` adds the closing bracket).
+        """
+        prefix = b"[0" if need_comma else b"["
+        body = data[start:stop]
+        if not body.strip(_WS):
+            return None
+        try:
+            _VALIDATOR.decode(prefix + body + (b"]" if close else b""))
+            return None
+        except msgspec.DecodeError as exc:
+            msg = str(exc)
+            self._bad_reason = msg.split(" (byte ", maxsplit=1)[0].replace("JSON is malformed: ", "")
+            at = msg.rsplit("(byte ", 1)
+            pos = int(at[1].rstrip(")")) - len(prefix) if len(at) == 2 else 0
+            return max(0, min(pos, stop - start)) + start
+
+    def _fault_at(self, byte: int | None, what: str, kept: int | None = None) -> None:
+        where = f" at byte {byte:,}" if byte is not None else ""
+        kept_n = self.objects if kept is None else kept
+        self.fault = f"{self.path}: {what}{where}; kept the {kept_n:,} complete {self.what}s before it"
+        warnings.warn(TruncatedTraceWarning(self.fault), stacklevel=3)
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, EOFError):
+        return "compressed stream ends early"
+    if isinstance(exc, zlib.error | gzip.BadGzipFile):
+        return f"corrupt gzip data: {exc}"
+    return getattr(exc, "strerror", None) or str(exc)

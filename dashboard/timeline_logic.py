@@ -193,7 +193,7 @@ def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, 
     info = {"window_events": frame.n_events, "rows": len(rows), "px": frame.width_px}
 
     if rebuild:
-        fig = timeline_figure(frame, rows, origin, x_range_ns=view, legend=False, lanes=lane_list)
+        fig = timeline_figure(frame, rows, origin, x_range_ns=view, legend=False, lanes=lane_list, plot_width_px=width)
         return TimelineUpdate(fig, new_state, hover, legend, status, True, info)
     patch = Patch()
     for key, value in strip_update(frame, origin).items():

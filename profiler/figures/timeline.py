@@ -66,8 +66,12 @@ def separator_shapes(groups: Sequence[str]) -> list[dict[str, Any]]:
 
 
 def timeline_layout(rows: Sequence[TimelineRow], origin_ns: int, x_range_ns: tuple[int, int],
-                    lane_heights_px: Sequence[int] = ()) -> dict[str, Any]:
-    """Layout of the timeline: the track axis on top, one small y axis per lane below, a shared time axis."""
+                    lane_heights_px: Sequence[int] = (), plot_width_px: int | None = None) -> dict[str, Any]:
+    """Layout of the timeline: the track axis on top, one small y axis per lane below, a shared time axis.
+
+    With ``plot_width_px`` the figure has that fixed plot-area width (no autosize: plotly then emits no
+    ``autosize`` relayout after each zoom, which would hide the zoom's own relayout from a Dash callback).
+    """
     n = len(rows)
     n_lanes = len(lane_heights_px)
     height = figure_height(n, lane_heights_px)
@@ -80,6 +84,7 @@ def timeline_layout(rows: Sequence[TimelineRow], origin_ns: int, x_range_ns: tup
         "plot_bgcolor": "#FFFFFF",
         "showlegend": False,
         "uirevision": "timeline",
+        **({"autosize": False, "width": plot_width_px + MARGIN["l"] + MARGIN["r"]} if plot_width_px else {}),
         "xaxis": {**TIME_AXIS, "range": [ns_to_axis(x_range_ns[0], origin_ns), ns_to_axis(x_range_ns[1], origin_ns)],
                   "anchor": "y" if not n_lanes else f"y{n_lanes + 1}", "side": "bottom"},
     }
@@ -109,7 +114,7 @@ def legend_traces(frame: StripFrame) -> list[go.Scatter]:
 
 def timeline_figure(frame: StripFrame, rows: Sequence[TimelineRow], origin_ns: int, *,
                     x_range_ns: tuple[int, int] | None = None, lanes: Sequence[Lane] = (),
-                    legend: bool = True) -> go.Figure:
+                    legend: bool = True, plot_width_px: int | None = None) -> go.Figure:
     """The whole timeline figure: the strips, counter lanes below them, a legend of the colours in view.
 
     Args:
@@ -119,12 +124,13 @@ def timeline_figure(frame: StripFrame, rows: Sequence[TimelineRow], origin_ns: i
         x_range_ns: visible range (default: the frame's range).
         lanes: counter lanes (:mod:`profiler.figures.lanes`) drawn under the rows.
         legend: add legend entries for the colours (off in the dashboard, which draws its own legend).
+        plot_width_px: fixed width of the plot area (default: follow the page).
 
     Returns:
         The figure; trace 0 is the strips heatmap, then one trace per lane series.
     """
     rng = x_range_ns or (frame.start_ns, frame.end_ns)
-    layout = timeline_layout(rows, origin_ns, rng, [lane.height_px for lane in lanes])
+    layout = timeline_layout(rows, origin_ns, rng, [lane.height_px for lane in lanes], plot_width_px)
     for key, extra in lane_axes(lanes).items():
         layout[key] = {**layout.get(key, {}), **extra}
     fig = go.Figure(data=[strip_heatmap(frame, rows, origin_ns), *lane_traces(lanes, origin_ns)], layout=layout)

@@ -32,7 +32,7 @@ def write_kernel_trace(path: Path, iterations: int = 200, cores: int = 1) -> Pat
     pcs = {e: 0 for e in ts.ENGINES}
     next_id = [0, 0, 0]
 
-    def add_inst(core, engine, opcode, start, dur, layer, op, line, flops=0):
+    def add_inst(core, engine, opcode, start, dur, layer, op, line, flops=0):  # noqa: PLR0917
         i = next_id[0]
         next_id[0] += 1
         for k, v in ((ts.ID, i), (ts.START_TS, start), (ts.END_TS, start + dur), (ts.DURATION_NS, dur),
@@ -44,7 +44,7 @@ def write_kernel_trace(path: Path, iterations: int = 200, cores: int = 1) -> Pat
         pcs[engine] += 1
         return i
 
-    def add_dma(core, queue, start, dur, nbytes, var):
+    def add_dma(core, queue, start, dur, nbytes, var):  # noqa: PLR0917
         i = next_id[1]
         next_id[1] += 1
         for k, v in ((ts.ID, i), (ts.START_TS, start), (ts.END_TS, start + dur), (ts.DURATION_NS, dur),
@@ -58,7 +58,7 @@ def write_kernel_trace(path: Path, iterations: int = 200, cores: int = 1) -> Pat
                      (ts.DEPENDENCY_TYPE, "flow"), (ts.GAP_TIME, gap)):
             flow[k].append(v)
 
-    def add_span(core, name, cat, start, end, track):
+    def add_span(core, name, cat, start, end, track):  # noqa: PLR0917
         i = next_id[2]
         next_id[2] += 1
         for k, v in ((ts.ID, i), (ts.START_TS, start), (ts.END_TS, end), (ts.DURATION_NS, end - start),
@@ -66,7 +66,7 @@ def write_kernel_trace(path: Path, iterations: int = 200, cores: int = 1) -> Pat
                      (ts.TRACK_NAME, track), (ts.PCORE_IDX, core)):
             span[k].append(v)
 
-    I, D = ts.INSTRUCTION.name, ts.DMA_PACKET.name
+    INST, DMA = ts.INSTRUCTION.name, ts.DMA_PACKET.name
     for core in range(cores):
         t = 1_000 + core * 50
         for it in range(iterations):
@@ -75,17 +75,17 @@ def write_kernel_trace(path: Path, iterations: int = 200, cores: int = 1) -> Pat
             t_it = t
             d = add_dma(core, f"qSyncIO{it % 4}", t, 400, 65536, f"{layer}_in")
             ldw = add_inst(core, "Tensor", "LDWEIGHTS", t + 420, 60, layer, op, 10)
-            add_flow(D, d, I, ldw, 20)
+            add_flow(DMA, d, INST, ldw, 20)
             mm = add_inst(core, "Tensor", "MATMUL", t + 490, 300, layer, op, 11, flops=2 * 128 * 128 * 512)
-            add_flow(I, ldw, I, mm, 10)
+            add_flow(INST, ldw, INST, mm, 10)
             act = add_inst(core, "Scalar", "ACTIVATE", t + 800, 150, layer, op, 12)
-            add_flow(I, mm, I, act, 10)
+            add_flow(INST, mm, INST, act, 10)
             tt = add_inst(core, "Vector", "TENSOR_TENSOR", t + 960, 120, layer, op, 13)
-            add_flow(I, act, I, tt, 10)
+            add_flow(INST, act, INST, tt, 10)
             sync = add_inst(core, "Sync", "DMA_TRIGGER", t + 1085, 10, layer, op, 14)
             st = add_dma(core, f"qSyncIO{(it + 2) % 4}", t + 1100, 300, 32768, f"{layer}_out")
-            add_flow(I, tt, I, sync, 5)
-            add_flow(I, sync, D, st, 5)
+            add_flow(INST, tt, INST, sync, 5)
+            add_flow(INST, sync, DMA, st, 5)
             if it % 10 == 0:
                 add_inst(core, "GpSimd", "IOTA", t + 100, 80, layer, op, 9)
             t += 1_450

@@ -1,0 +1,112 @@
+"""The dashboard in real headless Chromium: rows per engine, zoom to finer detail, details on click, search, SQL,
+and a console free of errors throughout."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.browser.conftest import console_errors, wait_for, wait_idle
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(180)]
+
+GRAPH = "document.querySelector('#timeline-graph .js-plotly-plot')"
+
+
+def _js(driver, expr):
+    return driver.execute_script(f"return ({expr});")
+
+
+def _ticktext(driver):
+    return _js(driver, f"{GRAPH} && {GRAPH}._fullLayout && {GRAPH}._fullLayout.yaxis "
+                       f"&& {GRAPH}._fullLayout.yaxis.ticktext")
+
+
+def _dx(driver):
+    return _js(driver, f"{GRAPH} && {GRAPH}._fullData && {GRAPH}._fullData[0] && {GRAPH}._fullData[0].dx")
+
+
+@pytest.fixture(scope="module")
+def timeline(browser, dashboard_server):
+    browser.get(dashboard_server.url + "/")
+    wait_for(browser, _ticktext, "the timeline rows")
+    wait_idle(browser)
+    return browser
+
+
+def test_timeline_has_one_row_per_engine_per_core(timeline):
+    labels = _ticktext(timeline)
+    for core in (0, 1):
+        for engine in ("Tensor", "Vector", "Scalar", "GpSimd", "Sync"):
+            assert labels.count(f"NC{core} · {engine}") == 1, labels
+    assert any("DMA (4 queues)" in label for label in labels)
+    assert timeline.find_elements("css selector", "#tl-legend .legend-item")
+    assert console_errors(timeline) == []
+
+
+def test_zoom_redraws_at_finer_detail(timeline):
+    wait_idle(timeline)
+    before = _dx(timeline)
+    timeline.execute_script(f"var gd = {GRAPH}; var r = gd._fullLayout.xaxis.range;"
+                            "Plotly.relayout(gd, {'xaxis.range[0]': r[0], 'xaxis.range[1]': r[0] + (r[1]-r[0])/64});")
+    wait_for(timeline, lambda d: (_dx(d) or before) < before / 8,
+             f"a finer redraw after zooming in (dx {before} -> {_dx(timeline)})")
+    status = timeline.find_element("id", "tl-status").text
+    assert "events drawn exactly" in status or "rows exact" in status
+    # The keyboard zooms too: W narrows the view (client side), the server redraws finer still.
+    span = _js(timeline, f"{GRAPH}._fullLayout.xaxis.range[1] - {GRAPH}._fullLayout.xaxis.range[0]")
+    timeline.find_element("tag name", "body").send_keys("w")
+    wait_for(timeline, lambda d: _js(d, f"{GRAPH}._fullLayout.xaxis.range[1] - {GRAPH}._fullLayout.xaxis.range[0]")
+             < span * 0.9, "W to zoom in")
+    assert console_errors(timeline) == []
+
+
+def test_clicking_an_instruction_shows_its_details(timeline):
+    # The trace factory puts iteration 10's MATMUL of core 0 at [14_990, 15_290) ns after the trace start:
+    # centre the view on it, then click the middle of the NC0 Tensor row.
+    wait_idle(timeline)
+    timeline.execute_script(f"Plotly.relayout({GRAPH}, {{'xaxis.range[0]': 14.9e-6, 'xaxis.range[1]': 15.4e-6}});")
+    wait_for(timeline, lambda d: (_dx(d) or 1) < 4e-9, "the zoomed-in redraw")
+    wait_idle(timeline)
+    point = _js(timeline, f"""(function() {{
+        var gd = {GRAPH}, xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
+        var row = ya.ticktext.indexOf('NC0 · Tensor');
+        return [xa.l2p(15.15e-6) - xa._length / 2, ya.l2p(row) - ya._length / 2];
+    }})()""")
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    drag = timeline.find_element("css selector", "#timeline-graph .nsewdrag")
+    ActionChains(timeline).move_to_element_with_offset(drag, int(point[0]), int(point[1])).click().perform()
+    wait_for(timeline, lambda d: "MATMUL" in d.find_element("id", "tl-details").text, "the details panel")
+    details = timeline.find_element("id", "tl-details").text
+    assert "Instruction" in details and "kernel.py:11" in details
+    assert "Waited for" in details and "LDWEIGHTS" in details     # its dependency, from Flow
+    assert console_errors(timeline) == []
+
+
+def test_search_steps_through_matches(timeline):
+    box = timeline.find_element("id", "search-input")
+    box.clear()
+    box.send_keys("ACTIVATE\n")
+    wait_for(timeline, lambda d: "match 1 of" in d.find_element("id", "search-count").text, "search results")
+    wait_for(timeline, lambda d: "ACTIVATE" in d.find_element("id", "tl-details").text, "details of match 1")
+    timeline.find_element("id", "search-next").click()
+    wait_for(timeline, lambda d: "match 2 of" in d.find_element("id", "search-count").text, "the next match")
+    assert console_errors(timeline) == []
+
+
+def test_sql_query_returns_rows(browser, dashboard_server):
+    browser.get(dashboard_server.url + "/sql?trace=t0")
+    run = wait_for(browser, lambda d: d.find_elements("id", "sql-run"), "the SQL page")[0]
+    run.click()
+    wait_for(browser, lambda d: d.find_elements("id", "sql-ok"), "query results")
+    assert "rows in" in browser.find_element("id", "sql-ok").text
+    cells = wait_for(browser, lambda d: d.find_elements("css selector", "#sql-grid .ag-cell"), "grid cells")
+    assert any(c.text == "Tensor" for c in cells)
+    # A write is refused inline, as one line.
+    editor = browser.find_element("id", "sql-query")
+    editor.clear()
+    editor.send_keys("COPY Instruction TO '/tmp/trnprof-should-not-exist.csv'")
+    run.click()
+    err = wait_for(browser, lambda d: d.find_elements("id", "sql-error"), "the inline error")[0]
+    assert err.text and "\n" not in err.text
+    assert console_errors(browser) == []

@@ -25,6 +25,36 @@ LONGEST_ID = "longest_id"
 TOP_NAME = "top_name"
 BUSY_FRACTION = "busy_fraction"
 
+#: The database's own tables (Neuron-named trace tables keep their names from :mod:`tracer.schema`).
+INFO_TABLE = "trnprof_info"          # key/value rows: format version, ingest source, cache key
+TRACK_TABLE = "track"
+SLICE_TABLE = "slice"
+LOD_TABLE = "lod"                    # the level-of-detail interval index, see docs/database.md
+
+#: ``trnprof_info`` columns and keys.
+INFO_KEY = "key"
+INFO_VALUE = "value"
+INFO_FORMAT_VERSION = "format_version"
+INFO_TOOL_VERSION = "tool_version"
+INFO_SOURCE_PATH = "source_path"
+INFO_SOURCE_FORMAT = "source_format"
+INFO_CACHE_KEY = "cache_key"
+INFO_CREATED_AT = "created_at"
+
+#: Extra ``track`` columns filled by the ingest (statistics of the track's rows, used by the query planner).
+CORE = "core"
+KIND = "kind"
+GROUP_NAME = "group_name"
+SORT_ORDER = "sort_order"
+EVENT_COUNT = "event_count"
+MAX_DUR_NS = "max_dur_ns"
+LOD_MIN_LEVEL = "lod_min_level"      # finest level stored in ``lod`` for the track (null: no index)
+OVERLAPPING = "overlapping"          # true when two of the track's intervals overlap
+
+#: ``lod`` columns.
+LEVEL = "level"                      # bucket width is 2**level ns
+BUCKET = "bucket"                    # bucket index: the bucket covers [bucket << level, (bucket + 1) << level)
+
 #: Track kinds (``track.kind``).
 TRACK_KINDS: tuple[str, ...] = ("engine", "dma_queue", "span", "counter", "thread")
 
@@ -39,6 +69,28 @@ TRACK = pa.schema([
     pa.field(TABLE, pa.string(), nullable=False),  # table of its rows: Instruction, DmaPacket, slice, Counter
 ])
 
+#: ``track`` as stored: :data:`TRACK` plus the statistics the ingest computes per track.
+TRACK_STORED = pa.schema([
+    *TRACK,
+    pa.field(EVENT_COUNT, pa.int64(), nullable=False),
+    pa.field(ts.START_TS, pa.int64()),       # first start (null for an empty track)
+    pa.field(ts.END_TS, pa.int64()),         # last end
+    pa.field(MAX_DUR_NS, pa.int64()),
+    pa.field(LOD_MIN_LEVEL, pa.int32()),
+    pa.field(OVERLAPPING, pa.bool_()),
+])
+
+#: ``lod``: per track and power-of-two level, one row per bucket from the track's first to its last bucket.
+LOD = pa.schema([
+    pa.field(TRACK_ID, pa.int64(), nullable=False),
+    pa.field(LEVEL, pa.int32(), nullable=False),
+    pa.field(BUCKET, pa.int64(), nullable=False),
+    pa.field(BUSY_NS, pa.int64(), nullable=False),
+    pa.field(COUNT, pa.int64(), nullable=False),
+    pa.field(LONGEST_ID, pa.int64()),
+    pa.field(TOP_NAME, pa.string()),
+])
+
 #: ``slice``: generic intervals (framework spans, imported host/GPU slices), Perfetto-style.
 SLICE = pa.schema([
     pa.field(ts.ID, pa.int64(), nullable=False),
@@ -50,6 +102,7 @@ SLICE = pa.schema([
     pa.field(ts.CATEGORY, pa.string()),
     pa.field(ts.DEPTH, pa.int32()),
     pa.field(ts.ARGS, pa.string()),          # JSON object
+    pa.field(ts.PARENT_ID, pa.int64()),      # id of the enclosing slice (from Span.parent_id)
 ])
 
 #: ``Window.events``: raw events of the tracks with few events in view.
@@ -75,6 +128,30 @@ WINDOW_BUCKETS = pa.schema([
     pa.field(COUNT, pa.int64(), nullable=False),
     pa.field(LONGEST_ID, pa.int64()),                   # id of a representative (longest) event
     pa.field(TOP_NAME, pa.string()),                    # dominant opcode / name
+])
+
+#: ``Trace.search`` results.
+MATCHED_FIELD = "matched_field"
+SEARCH_RESULTS = pa.schema([
+    pa.field(TRACK_ID, pa.int64()),
+    pa.field(TABLE, pa.string(), nullable=False),
+    pa.field(ts.ID, pa.int64(), nullable=False),
+    pa.field(ts.START_TS, pa.int64(), nullable=False),
+    pa.field(ts.END_TS, pa.int64(), nullable=False),
+    pa.field(ts.NAME, pa.string()),
+    pa.field(MATCHED_FIELD, pa.string(), nullable=False),   # column that matched: opcode, hlo_name, layer, ...
+])
+
+#: ``Trace.flows`` results: one row per Flow edge, with the other end's placement.
+FLOW_ENDS = pa.schema([
+    pa.field(TABLE, pa.string(), nullable=False),    # table of the other end
+    pa.field(ts.ID, pa.int64(), nullable=False),     # id of the other end
+    pa.field(TRACK_ID, pa.int64()),
+    pa.field(ts.START_TS, pa.int64()),
+    pa.field(ts.END_TS, pa.int64()),
+    pa.field(ts.NAME, pa.string()),
+    pa.field(ts.DEPENDENCY_TYPE, pa.string()),
+    pa.field(ts.GAP_TIME, pa.int64()),
 ])
 
 #: ``Trace.utilization``: busy fraction per track per bucket.

@@ -1,0 +1,85 @@
+"""The ingest cache: which database answers for an input path, and ingesting it once when needed.
+
+Any input that :func:`profiler.sources.open_source` accepts is ingested once into a cached database keyed by the
+source format and the size and modification time of every input file.  The cache lives beside the input
+(``<input>.trnprof.duckdb``) when that directory is writable, else in the user cache directory
+(``$TRNPROF_CACHE_DIR``, ``$XDG_CACHE_HOME/trnprof`` or ``~/.cache/trnprof``).  ``TRNPROF_CACHE_DIR`` set
+forces that directory.  A database whose stored key differs from the input's current key is rebuilt.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import duckdb
+
+from profiler import db_schema as dbs
+from profiler.db.connection import is_duckdb_file, read_info
+from profiler.db.ingest import IngestProgress, ingest
+from profiler.sources import TraceSource, open_source
+
+CACHE_SUFFIX = ".trnprof.duckdb"
+CACHE_DIR_ENV = "TRNPROF_CACHE_DIR"
+
+
+def cache_key(source: TraceSource) -> str:
+    """A digest of the source format, the database format and every input file's path, size and mtime."""
+    files = []
+    for f in sorted(source.input_files()):
+        st = f.stat()
+        files.append([str(f.resolve()), st.st_size, st.st_mtime_ns])
+    text = json.dumps([source.format_name, dbs.DB_FORMAT_VERSION, files])
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def user_cache_dir() -> Path:
+    """The per-user directory for cached databases."""
+    env = os.environ.get(CACHE_DIR_ENV)
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "trnprof"
+
+
+def cache_path(input_path: Path) -> Path:
+    """Where the cached database of ``input_path`` lives."""
+    resolved = input_path.resolve()
+    if not os.environ.get(CACHE_DIR_ENV) and os.access(resolved.parent, os.W_OK):
+        return resolved.with_name(resolved.name + CACHE_SUFFIX)
+    digest = hashlib.sha256(str(resolved).encode()).hexdigest()[:16]
+    return user_cache_dir() / f"{resolved.name}-{digest}{CACHE_SUFFIX}"
+
+
+def _stored_key(db: Path) -> str | None:
+    if not db.exists() or not is_duckdb_file(db):
+        return None
+    try:
+        con = duckdb.connect(str(db), read_only=True)
+    except duckdb.Error:
+        return None
+    try:
+        info = read_info(con)
+    except duckdb.Error:
+        return None
+    finally:
+        con.close()
+    if info is None or info.get(dbs.INFO_FORMAT_VERSION) != dbs.DB_FORMAT_VERSION:
+        return None
+    return info.get(dbs.INFO_CACHE_KEY)
+
+
+def resolve_database(path: str | os.PathLike[str], *, force: bool = False,
+                     progress: IngestProgress | None = None) -> Path:
+    """The database for ``path``: the file itself when it is a DuckDB file, else the (re)built cache entry."""
+    p = Path(path)
+    if p.is_file() and is_duckdb_file(p):
+        return p
+    source = open_source(p)
+    key = cache_key(source)
+    db = cache_path(p)
+    if not force and _stored_key(db) == key:
+        return db
+    return ingest(source, db, cache_key=key, progress=progress)

@@ -1,0 +1,283 @@
+"""Window queries: what the timeline looks like in [start, end) at W pixels, at a cost set by W.
+
+Per requested track the planner picks, at resolution ``r = 2**k`` (ns per pixel rounded down to a power of two):
+
+* **stored buckets** when ``k`` is at or above the track's finest stored level: one query reads level ``k`` of
+  every such track — ``O(W)`` contiguous rows each (the index is dense and sorted by (track, level, bucket));
+* **raw events** when the track has at most :data:`RAW_EVENTS_PER_PIXEL` events per pixel in view: a scan of
+  ``start_ts`` in ``[start - max_dur, end)`` on the (track_id, start_ts)-sorted table, so ``O(log n + k)``;
+* **buckets from raw events** (:func:`profiler.db.lod.bucketize`) when the window is finer than the stored levels
+  but still holds more events than that — the same bucket definitions, computed on the fly.
+
+Buckets tile ``[start >> k << k, ((end - 1 >> k) + 1) << k)`` for every bucketed track; buckets outside the
+track's data are idle rows (busy 0, count 0).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from profiler import db_schema as dbs
+from profiler.db import lod
+from profiler.db.sqlutil import fetch_one, quote
+from tracer import schema as ts
+
+#: A track is shown as raw events when it has at most this many events per pixel in view.
+RAW_EVENTS_PER_PIXEL = 2
+#: Width limit of one window.
+MAX_WIDTH_PX = 1 << 16
+
+
+@dataclass(frozen=True)
+class TrackInfo:
+    """What the planner needs to know about one track (a row of the ``track`` table)."""
+
+    track_id: int
+    table: str
+    kind: str
+    event_count: int
+    max_dur_ns: int
+    lod_min_level: int | None
+    overlapping: bool
+
+    @property
+    def is_interval(self) -> bool:
+        """True for tracks of interval tables (the ones windows show)."""
+        return self.lod_min_level is not None or (self.event_count == 0 and self.table in _RAW_COLUMNS)
+
+
+#: Per interval table: SQL expressions for the WINDOW_EVENTS columns name, layer, operator, source, depth.
+_RAW_COLUMNS: dict[str, tuple[str, str, str, str, str]] = {
+    ts.INSTRUCTION.name: (quote(ts.OPCODE), quote(ts.LAYER), quote(ts.HLO_NAME), quote(ts.NKI_SOURCE_LOCATION),
+                          "NULL::INTEGER"),
+    ts.DMA_PACKET.name: (f"coalesce({quote(ts.VARIABLE)}, {quote(ts.QUEUE_NAME)})", "NULL::VARCHAR",
+                         "NULL::VARCHAR", "NULL::VARCHAR", "NULL::INTEGER"),
+    dbs.SLICE_TABLE: (quote(ts.NAME), "NULL::VARCHAR", "NULL::VARCHAR", "NULL::VARCHAR", f"{quote(ts.DEPTH)}::INTEGER"),
+}
+
+
+def load_track_infos(cur: duckdb.DuckDBPyConnection) -> dict[int, TrackInfo]:
+    """Every track's planning facts, from the ``track`` table."""
+    rows = cur.execute(f"SELECT {quote(dbs.TRACK_ID)}, {quote(dbs.TABLE)}, {quote(dbs.KIND)}, "
+                       f"{quote(dbs.EVENT_COUNT)}, "
+                   f"{quote(dbs.MAX_DUR_NS)}, {quote(dbs.LOD_MIN_LEVEL)}, {quote(dbs.OVERLAPPING)} "
+                   f"FROM {quote(dbs.TRACK_TABLE)}").fetchall()
+    return {int(r[0]): TrackInfo(int(r[0]), r[1], r[2], int(r[3] or 0), int(r[4] or 0),
+                                 None if r[5] is None else int(r[5]), bool(r[6])) for r in rows}
+
+
+@dataclass(frozen=True)
+class WindowResult:
+    """Raw result of one window query (wrapped by :class:`profiler.window.Window`)."""
+
+    level: int
+    events: pa.Table
+    buckets: pa.Table
+
+
+def _lanes(start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Greedy lane per event (events sorted by start): the lowest lane free at the event's start."""
+    lanes = np.zeros(len(start), dtype=np.int32)
+    lane_end: list[int] = []
+    for i, (s, e) in enumerate(zip(start.tolist(), end.tolist(), strict=True)):
+        for j, free_at in enumerate(lane_end):
+            if free_at <= s:
+                lane_end[j] = max(e, s + 1)
+                lanes[i] = j
+                break
+        else:
+            lanes[i] = len(lane_end)
+            lane_end.append(max(e, s + 1))
+    return lanes
+
+
+def _fetch_raw(cur: duckdb.DuckDBPyConnection, table: str, infos: list[TrackInfo], lo: int, hi: int) -> pa.Table:
+    """Rows of ``table`` for these tracks that overlap [lo, hi) (zero-length rows at lo included)."""
+    name, layer, operator, source, depth = _RAW_COLUMNS[table]
+    ids = sorted(i.track_id for i in infos)
+    max_dur = max(i.max_dur_ns for i in infos)
+    sql = (f"SELECT {quote(dbs.TRACK_ID)}, {quote(ts.ID)}, {quote(ts.START_TS)}, {quote(ts.END_TS)}, "
+           f"{name} AS {quote(ts.NAME)}, {layer} AS {quote(ts.LAYER)}, {operator} AS operator, "
+           f"{source} AS source, {depth} AS {quote(ts.DEPTH)} FROM {quote(table)} "
+           f"WHERE {quote(dbs.TRACK_ID)} BETWEEN $t0 AND $t1 AND {quote(ts.START_TS)} >= $lo_scan "
+           f"AND {quote(ts.START_TS)} < $hi AND {quote(ts.END_TS)} >= $lo")
+    result = cur.sql(sql, params={"t0": ids[0], "t1": ids[-1], "lo_scan": lo - max_dur, "hi": hi, "lo": lo})
+    data = result.to_arrow_table()
+    if len(ids) != ids[-1] - ids[0] + 1:
+        data = data.filter(pc.is_in(data.column(0), value_set=pa.array(ids, pa.int64())))
+    return data
+
+
+def _overlapping(start: np.ndarray, end: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    return (start < hi) & ((end > lo) | (start >= lo))
+
+
+def _events_table(track_id: int, table: str, rows: pa.Table, info: TrackInfo) -> pa.Table:
+    n = rows.num_rows
+    start = rows.column(ts.START_TS).to_numpy()
+    end = rows.column(ts.END_TS).to_numpy()
+    if table == dbs.SLICE_TABLE:
+        depth = rows.column(ts.DEPTH).fill_null(0)
+    elif info.overlapping and n > 1:
+        depth = pa.array(_lanes(start, end))
+    else:
+        depth = pa.array(np.zeros(n, np.int32))
+    return pa.table({
+        dbs.TRACK_ID: pa.array(np.full(n, track_id, np.int64)),
+        dbs.TABLE: pa.array([table] * n, pa.string()),
+        ts.ID: rows.column(ts.ID),
+        ts.START_TS: rows.column(ts.START_TS),
+        ts.END_TS: rows.column(ts.END_TS),
+        ts.NAME: rows.column(ts.NAME),
+        ts.LAYER: rows.column(ts.LAYER),
+        "operator": rows.column("operator"),
+        "source": rows.column("source"),
+        ts.DEPTH: depth.cast(pa.int32()),
+    }, schema=dbs.WINDOW_EVENTS)
+
+
+def _bucket_piece(track_id: int, b_lo: int, k: int, *, busy: np.ndarray, count: np.ndarray,
+                  longest: pa.Array, top: pa.Array) -> pa.Table:
+    nb = len(busy)
+    starts = np.arange(b_lo, b_lo + nb, dtype=np.int64) << k
+    return pa.table({
+        dbs.TRACK_ID: pa.array(np.full(nb, track_id, np.int64)),
+        ts.START_TS: pa.array(starts),
+        ts.END_TS: pa.array(starts + (1 << k)),
+        dbs.BUSY_NS: pa.array(busy.astype(np.int64)),
+        dbs.COUNT: pa.array(count.astype(np.int64)),
+        dbs.LONGEST_ID: longest.cast(pa.int64()),
+        dbs.TOP_NAME: top.cast(pa.string()),
+    }, schema=dbs.WINDOW_BUCKETS)
+
+
+def _dense_piece(track_id: int, rows: pa.Table, b_lo: int, b_hi: int, k: int) -> pa.Table:
+    """Stored level rows of one track scattered over [b_lo, b_hi), idle rows where the track has none."""
+    nb = b_hi - b_lo
+    rel = rows.column(dbs.BUCKET).to_numpy() - b_lo
+    busy = np.zeros(nb, np.int64)
+    count = np.zeros(nb, np.int64)
+    busy[rel] = rows.column(dbs.BUSY_NS).to_numpy()
+    count[rel] = rows.column(dbs.COUNT).to_numpy()
+    index = np.full(nb, -1, np.int64)
+    index[rel] = np.arange(len(rel))
+    take = pa.array(np.maximum(index, 0), mask=index < 0) if nb else pa.array([], pa.int64())
+    longest = rows.column(dbs.LONGEST_ID).take(take)
+    top = rows.column(dbs.TOP_NAME).take(take)
+    return _bucket_piece(track_id, b_lo, k, busy=busy, count=count, longest=longest, top=top)
+
+
+def query_window(cur: duckdb.DuckDBPyConnection, infos: dict[int, TrackInfo], start_ns: int, end_ns: int,
+                 width_px: int, *, track_ids: list[int], buckets_only: bool = False) -> WindowResult:
+    """Events and buckets of ``track_ids`` in [start_ns, end_ns) at ``width_px`` (see the module docstring)."""
+    k = lod.resolution_level(start_ns, end_ns, width_px)
+    b_lo = start_ns >> k
+    b_hi = ((end_ns - 1) >> k) + 1
+    span_lo, span_hi = b_lo << k, b_hi << k
+    limit = RAW_EVENTS_PER_PIXEL * width_px
+    wanted = [infos[t] for t in track_ids if infos[t].is_interval]
+    stored = [i for i in wanted if i.event_count and i.lod_min_level is not None and k >= i.lod_min_level]
+    raw = [i for i in wanted if i not in stored]
+    pieces: list[pa.Table] = []
+    events: list[pa.Table] = []
+
+    if stored:
+        ids = sorted(i.track_id for i in stored)
+        rows = cur.sql(
+            f"SELECT {quote(dbs.TRACK_ID)}, {quote(dbs.BUCKET)}, {quote(dbs.BUSY_NS)}, {quote(dbs.COUNT)}, "
+            f"{quote(dbs.LONGEST_ID)}, {quote(dbs.TOP_NAME)} FROM {quote(dbs.LOD_TABLE)} "
+            f"WHERE {quote(dbs.LEVEL)} = $k AND {quote(dbs.TRACK_ID)} BETWEEN $t0 AND $t1 "
+            f"AND {quote(dbs.BUCKET)} >= $b0 AND {quote(dbs.BUCKET)} < $b1",
+            params={"k": k, "t0": ids[0], "t1": ids[-1], "b0": b_lo, "b1": b_hi}).to_arrow_table()
+        tid_col = rows.column(dbs.TRACK_ID).to_numpy()
+        order = np.argsort(tid_col, kind="stable")
+        sorted_tids = tid_col[order]
+        for info in stored:
+            lo_i, hi_i = np.searchsorted(sorted_tids, [info.track_id, info.track_id + 1])
+            mine = rows.take(pa.array(order[lo_i:hi_i]))
+            if not buckets_only and int(pc.sum(mine.column(dbs.COUNT)).as_py() or 0) <= limit:
+                raw.append(info)
+                continue
+            mine = mine.sort_by(dbs.BUCKET)
+            pieces.append(_dense_piece(info.track_id, mine, b_lo, b_hi, k))
+
+    by_table: dict[str, list[TrackInfo]] = {}
+    for info in raw:
+        if info.event_count:
+            by_table.setdefault(info.table, []).append(info)
+    for table, group in by_table.items():
+        data = _fetch_raw(cur, table, group, span_lo, span_hi)
+        tid_col = data.column(dbs.TRACK_ID).to_numpy()
+        for info in sorted(group, key=lambda i: i.track_id):
+            mine = data.filter(pa.array(tid_col == info.track_id))
+            mine = mine.sort_by([(ts.START_TS, "ascending"), (ts.ID, "ascending")])
+            s = mine.column(ts.START_TS).to_numpy()
+            e = mine.column(ts.END_TS).to_numpy()
+            in_view = _overlapping(s, e, start_ns, end_ns)
+            if not buckets_only and int(in_view.sum()) <= limit:
+                events.append(_events_table(info.track_id, table, mine.filter(pa.array(in_view)), info))
+                continue
+            ev = lod.prepare(s, e, mine.column(ts.ID).to_numpy(), mine.column(ts.NAME))
+            b = lod.bucketize(ev, k, b_lo, b_hi)
+            pieces.append(_bucket_piece(info.track_id, b_lo, k, busy=b.column(dbs.BUSY_NS).to_numpy(),
+                                        count=b.column(dbs.COUNT).to_numpy(), longest=b.column(dbs.LONGEST_ID),
+                                        top=b.column(dbs.TOP_NAME)))
+    if buckets_only:
+        # Tracks without events still tile the window (idle).
+        have = {int(p.column(dbs.TRACK_ID)[0].as_py()) for p in pieces if p.num_rows}
+        for info in wanted:
+            if info.track_id not in have:
+                nb = b_hi - b_lo
+                pieces.append(_bucket_piece(info.track_id, b_lo, k, busy=np.zeros(nb, np.int64),
+                                            count=np.zeros(nb, np.int64), longest=pa.nulls(nb, pa.int64()),
+                                            top=pa.nulls(nb, pa.string())))
+    buckets = pa.concat_tables(pieces).sort_by([(dbs.TRACK_ID, "ascending"), (ts.START_TS, "ascending")]) \
+        if pieces else dbs.WINDOW_BUCKETS.empty_table()
+    events_table = pa.concat_tables(events).sort_by(
+        [(dbs.TRACK_ID, "ascending"), (ts.START_TS, "ascending"), (ts.ID, "ascending")]) \
+        if events else dbs.WINDOW_EVENTS.empty_table()
+    return WindowResult(k, events_table, buckets)
+
+
+def busy_between(cur: duckdb.DuckDBPyConnection, info: TrackInfo, start_ns: int, end_ns: int) -> int:
+    """Exact union busy time of one track within [start_ns, end_ns).
+
+    Whole buckets of the finest stored level are summed from the index; the two partial buckets at the ends are
+    computed from the raw events there.
+    """
+    if end_ns <= start_ns or not info.event_count or info.lod_min_level is None:
+        return 0
+    k = info.lod_min_level
+    a = -((-start_ns) >> k)        # first whole bucket
+    b = end_ns >> k                # one past the last whole bucket
+    total = 0
+    if a < b:
+        row = fetch_one(cur, f"SELECT coalesce(sum({quote(dbs.BUSY_NS)}), 0)::BIGINT FROM {quote(dbs.LOD_TABLE)} "
+                      f"WHERE {quote(dbs.TRACK_ID)} = $t AND {quote(dbs.LEVEL)} = $k AND {quote(dbs.BUCKET)} >= $a "
+                      f"AND {quote(dbs.BUCKET)} < $b", {"t": info.track_id, "k": k, "a": a, "b": b})
+        total += int(row[0]) if row else 0
+        edges = [(start_ns, a << k), (b << k, end_ns)]
+    else:
+        edges = [(start_ns, end_ns)]
+    for lo, hi in edges:
+        if hi <= lo:
+            continue
+        data = _fetch_raw(cur, info.table, [info], lo, hi)
+        s = np.clip(data.column(ts.START_TS).to_numpy(), lo, hi)
+        e = np.clip(data.column(ts.END_TS).to_numpy(), lo, hi)
+        total += _union_length(s, e)
+    return total
+
+
+def _union_length(s: np.ndarray, e: np.ndarray) -> int:
+    if len(s) == 0:
+        return 0
+    order = np.argsort(s, kind="stable")
+    s, e = s[order], np.maximum(e[order], s[order])
+    prev_max = np.maximum.accumulate(np.r_[np.iinfo(np.int64).min, e[:-1]])
+    return int(np.clip(e - np.maximum(s, prev_max), 0, None).sum())

@@ -1,0 +1,268 @@
+"""``Trace``: the public query API over one trnprof database (``profiler.open(path)``).
+
+Everything the dashboard, notebooks and commands read goes through here, so nobody above this layer writes SQL
+against the database layout.  A ``Trace`` is safe to use from several threads: each thread gets its own DuckDB
+cursor of the one read-only, locked-down instance.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+from profiler import db_schema as dbs
+from profiler.db import lod
+from profiler.db.cache import resolve_database
+from profiler.db.connection import open_database, run_user_sql
+from profiler.db.ingest import IngestProgress
+from profiler.db.sqlutil import fetch_one, quote
+from profiler.db.window_query import (
+    MAX_WIDTH_PX,
+    TrackInfo,
+    busy_between,
+    load_track_infos,
+    query_window,
+)
+from profiler.errors import QueryError
+from profiler.window import Window
+from tracer import schema as ts
+
+#: Default timeout of user SQL (Trace.sql, trnprof sql).
+DEFAULT_SQL_TIMEOUT_S = 60.0
+
+#: Columns :meth:`Trace.search` looks in, per table.
+SEARCH_FIELDS: dict[str, tuple[str, ...]] = {
+    ts.INSTRUCTION.name: (ts.OPCODE, ts.HLO_NAME, ts.LAYER, ts.NKI_SOURCE_LOCATION),
+    ts.DMA_PACKET.name: (ts.VARIABLE, ts.QUEUE_NAME),
+    dbs.SLICE_TABLE: (ts.NAME,),
+}
+_EVENT_NAME = {ts.INSTRUCTION.name: quote(ts.OPCODE),
+               ts.DMA_PACKET.name: f"coalesce({quote(ts.VARIABLE)}, {quote(ts.QUEUE_NAME)})",
+               dbs.SLICE_TABLE: quote(ts.NAME)}
+
+
+def _as_int(value: object, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise QueryError(f"{what} must be an integer number of nanoseconds, not {value!r}")
+    return int(value)
+
+
+class Trace:
+    """One trace database opened for reading.  Create it with :func:`profiler.open`."""
+
+    def __init__(self, path: Path, db_path: Path) -> None:
+        self.path = path
+        self.db_path = db_path
+        self.name = path.name.removesuffix(".duckdb").removesuffix(".trnprof") or str(path)
+        self._con: duckdb.DuckDBPyConnection | None = open_database(db_path)
+        self._local = threading.local()
+        self._cursors: list[duckdb.DuckDBPyConnection] = []
+        self._lock = threading.Lock()
+        self._infos = load_track_infos(self._cursor())
+        self._metadata: dict[str, Any] | None = None
+
+    # -- plumbing ------------------------------------------------------------------------------------------
+    def _cursor(self) -> duckdb.DuckDBPyConnection:
+        cur = getattr(self._local, "cursor", None)
+        if cur is None:
+            with self._lock:
+                if self._con is None:
+                    raise QueryError(f"{self.db_path}: the trace is closed")
+                cur = self._con.cursor()
+                self._cursors.append(cur)
+            self._local.cursor = cur
+        return cur
+
+    def close(self) -> None:
+        """Close the database (idempotent)."""
+        with self._lock:
+            if self._con is None:
+                return
+            for cur in self._cursors:
+                cur.close()
+            self._cursors.clear()
+            self._con.close()
+            self._con = None
+
+    def __enter__(self) -> Trace:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Trace({str(self.path)!r}, db={str(self.db_path)!r})"
+
+    # -- facts -------------------------------------------------------------------------------------------
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """The Metadata row (empty when the source had none)."""
+        if self._metadata is None:
+            rows = self._cursor().sql(f"SELECT * FROM {quote(ts.METADATA.name)} LIMIT 1").to_arrow_table().to_pylist()
+            self._metadata = rows[0] if rows else {}
+        return dict(self._metadata)
+
+    @property
+    def time_range(self) -> tuple[int, int]:
+        """(first start_ts, last end_ts) over all tracks; (0, 0) for an empty trace."""
+        row = fetch_one(self._cursor(), f"SELECT min({quote(ts.START_TS)}), max({quote(ts.END_TS)}) "
+                                     f"FROM {quote(dbs.TRACK_TABLE)}")
+        if not row or row[0] is None:
+            return (0, 0)
+        return (int(row[0]), int(row[1]))
+
+    def tracks(self) -> pa.Table:
+        """The ``track`` table (:data:`profiler.db_schema.TRACK_STORED`), in display order."""
+        return self._cursor().sql(f"SELECT * FROM {quote(dbs.TRACK_TABLE)} "
+                                  f"ORDER BY {quote(dbs.SORT_ORDER)}").to_arrow_table()
+
+    def track_info(self, track_id: int) -> TrackInfo:
+        """Planner facts of one track; QueryError for an unknown id."""
+        try:
+            return self._infos[int(track_id)]
+        except (KeyError, TypeError, ValueError):
+            raise QueryError(f"{self.db_path}: no track {track_id!r} (see Trace.tracks())") from None
+
+    # -- the timeline --------------------------------------------------------------------------------------
+    def _window_args(self, start_ns: object, end_ns: object, width_px: object,
+                     tracks: object) -> tuple[int, int, int, list[int]]:
+        start = _as_int(start_ns, "start_ns")
+        end = _as_int(end_ns, "end_ns")
+        width = _as_int(width_px, "width_px")
+        if end <= start:
+            raise QueryError(f"empty window: end_ns ({end}) must be greater than start_ns ({start})")
+        if start < -lod.TIME_LIMIT or end > lod.TIME_LIMIT:
+            raise QueryError("window beyond +-2**62 ns")
+        if not 1 <= width <= MAX_WIDTH_PX:
+            raise QueryError(f"width_px must be between 1 and {MAX_WIDTH_PX}, not {width}")
+        if tracks is None:
+            ids = sorted(t for t, info in self._infos.items() if info.is_interval)
+        else:
+            if isinstance(tracks, (int, np.integer)):
+                tracks = [tracks]
+            ids = sorted({self.track_info(t).track_id for t in tracks})  # type: ignore[union-attr]
+        return start, end, width, ids
+
+    def window(self, start_ns: int, end_ns: int, width_px: int, tracks: list[int] | None = None) -> Window:
+        """The timeline in [start_ns, end_ns) at ``width_px`` pixels: raw events or buckets per track.
+
+        Cost depends on ``width_px`` and the number of tracks, not on the number of events (see
+        ``docs/database.md``).  Counter tracks are not part of windows.
+        """
+        start, end, width, ids = self._window_args(start_ns, end_ns, width_px, tracks)
+        result = query_window(self._cursor(), self._infos, start, end, width, track_ids=ids)
+        return Window(start, end, width, 1 << result.level, result.events, result.buckets)
+
+    def utilization(self, start_ns: int, end_ns: int, width_px: int, tracks: list[int] | None = None) -> pa.Table:
+        """Busy fraction per track per bucket (:data:`profiler.db_schema.UTILIZATION`), from the same index."""
+        start, end, width, ids = self._window_args(start_ns, end_ns, width_px, tracks)
+        result = query_window(self._cursor(), self._infos, start, end, width, track_ids=ids,
+                              buckets_only=True)
+        b = result.buckets
+        busy = b.column(dbs.BUSY_NS).to_numpy().astype(np.float64)
+        return pa.table({dbs.TRACK_ID: b.column(dbs.TRACK_ID), ts.START_TS: b.column(ts.START_TS),
+                         ts.END_TS: b.column(ts.END_TS), dbs.BUSY_FRACTION: pa.array(busy / (1 << result.level))},
+                        schema=dbs.UTILIZATION)
+
+    def busy_ns(self, track_id: int, start_ns: int, end_ns: int) -> int:
+        """Exact union busy time of one track within [start_ns, end_ns)."""
+        info = self.track_info(track_id)
+        return busy_between(self._cursor(), info, _as_int(start_ns, "start_ns"), _as_int(end_ns, "end_ns"))
+
+    # -- SQL and look-ups ----------------------------------------------------------------------------------
+    def sql(self, query: str, timeout_s: float | None = DEFAULT_SQL_TIMEOUT_S,
+            params: Any = None) -> duckdb.DuckDBPyRelation:
+        """Run read-only SQL; the result as a relation (``.arrow()``, ``.df()``, ``.fetchall()`` work).
+
+        The query runs to completion under ``timeout_s`` (then QueryError); the returned relation reads the
+        materialised result.  Files, URLs, extensions and writes are refused (QueryError).
+        """
+        cur = self._cursor()
+        table = run_user_sql(cur, query, timeout_s, params)
+        return cur.from_arrow(table)
+
+    def summary(self, start_ns: int | None = None, end_ns: int | None = None) -> dict[str, Any]:
+        """The ``trnprof summary --json`` dict for the whole trace or [start_ns, end_ns)."""
+        from profiler.summary import summarize
+
+        return summarize(self, start_ns, end_ns)
+
+    def _check_table(self, table_name: str) -> str:
+        if table_name == ts.SPAN.name:
+            table_name = dbs.SLICE_TABLE
+        known = {r[0] for r in self._cursor().execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+        if table_name not in known:
+            raise QueryError(f"{self.db_path}: no table {table_name!r} (tables: {', '.join(sorted(known))})")
+        return table_name
+
+    def event(self, table_name: str, id: int) -> dict[str, Any]:
+        """Every field of row ``id`` of ``table_name`` (Instruction, DmaPacket, slice, ...)."""
+        table = self._check_table(table_name)
+        rows = self._cursor().sql(f"SELECT * FROM {quote(table)} WHERE {quote(ts.ID)} = $id LIMIT 1",
+                                  params={"id": _as_int(id, "id")}).to_arrow_table().to_pylist()
+        if not rows:
+            raise QueryError(f"{self.db_path}: {table} has no row with id {id}")
+        return rows[0]
+
+    def search(self, text: str, limit: int = 100) -> pa.Table:
+        """Events whose opcode, operator, layer, source line or name contains ``text`` (case-insensitive).
+
+        Returns :data:`profiler.db_schema.SEARCH_RESULTS`, ordered by start time, at most ``limit`` rows.
+        """
+        if not isinstance(text, str) or not text:
+            raise QueryError("search text must be a non-empty string")
+        parts = []
+        for table, fields in SEARCH_FIELDS.items():
+            for field in fields:
+                parts.append(
+                    f"SELECT {quote(dbs.TRACK_ID)}, '{table}' AS {quote(dbs.TABLE)}, {quote(ts.ID)}, "
+                    f"{quote(ts.START_TS)}, {quote(ts.END_TS)}, {_EVENT_NAME[table]} AS {quote(ts.NAME)}, "
+                    f"'{field}' AS {quote(dbs.MATCHED_FIELD)} FROM {quote(table)} "
+                    f"WHERE contains(lower({quote(field)}), lower($q))")
+        sql = " UNION ALL ".join(parts) + f" ORDER BY {quote(ts.START_TS)}, {quote(ts.ID)} LIMIT $limit"
+        table = self._cursor().sql(sql, params={"q": text, "limit": max(0, int(limit))}).to_arrow_table()
+        return table.cast(dbs.SEARCH_RESULTS)
+
+    def flows(self, table_name: str, id: int) -> tuple[pa.Table, pa.Table]:
+        """(predecessors, successors) of one row from the ``Flow`` table (:data:`profiler.db_schema.FLOW_ENDS`)."""
+        table = self._check_table(table_name)
+        flow_name = ts.SPAN.name if table == dbs.SLICE_TABLE else table
+        ident = _as_int(id, "id")
+        out = []
+        for mine, other in (("in", "out"), ("out", "in")):
+            edges = self._cursor().execute(
+                f"SELECT {other}_table AS t, {other}_id AS i, {quote(ts.DEPENDENCY_TYPE)} AS d, "
+                f"{quote(ts.GAP_TIME)} AS g FROM {quote(ts.FLOW.name)} "
+                f"WHERE {mine}_table = $t AND {mine}_id = $i", {"t": flow_name, "i": ident}).fetchall()
+            rows = []
+            for other_table, other_id, dep, gap in edges:
+                db_table = dbs.SLICE_TABLE if other_table == ts.SPAN.name else other_table
+                placed = None
+                if db_table in _EVENT_NAME:
+                    placed = fetch_one(self._cursor(),
+                        f"SELECT {quote(dbs.TRACK_ID)}, {quote(ts.START_TS)}, {quote(ts.END_TS)}, "
+                        f"{_EVENT_NAME[db_table]} FROM {quote(db_table)} WHERE {quote(ts.ID)} = $i LIMIT 1",
+                        {"i": other_id})
+                track_id, start, end, name = placed if placed else (None, None, None, None)
+                rows.append({dbs.TABLE: db_table, ts.ID: other_id, dbs.TRACK_ID: track_id, ts.START_TS: start,
+                             ts.END_TS: end, ts.NAME: name, ts.DEPENDENCY_TYPE: dep, ts.GAP_TIME: gap})
+            out.append(pa.Table.from_pylist(rows, schema=dbs.FLOW_ENDS))
+        return out[0], out[1]
+
+
+def open(path: str | os.PathLike[str], *, force: bool = False,
+         progress: IngestProgress | None = None) -> Trace:
+    """Open a trace for querying: a trnprof ``.duckdb`` file, a trace directory, or any ingestible input.
+
+    Inputs that are not a database are ingested once into a cache keyed by their files' sizes and mtimes and
+    reused while they are unchanged (``force=True`` rebuilds).
+    """
+    p = Path(path)
+    db = resolve_database(p, force=force, progress=progress)
+    return Trace(p, db)

@@ -1,0 +1,145 @@
+"""Trace.window / utilization / busy_ns against a brute-force oracle over the raw intervals (hypothesis)."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import profiler
+from profiler import db_schema as dbs
+from profiler.db.window_query import RAW_EVENTS_PER_PIXEL
+from tests.unit.test_index_lod import oracle_bucket
+from tracer import schema as ts
+from tracer import write_trace
+
+OPCODES = ("MATMUL", "ACT", "COPY")
+
+
+@st.composite
+def intervals(draw, max_n=50, base=0):
+    n = draw(st.integers(0, max_n))
+    s = sorted(base + draw(st.integers(0, 2_000)) for _ in range(n))
+    d = [draw(st.one_of(st.just(0), st.integers(0, 40), st.integers(0, 600))) for _ in range(n)]
+    names = [draw(st.sampled_from(OPCODES)) for _ in range(n)]
+    return np.array(s, np.int64), np.array(s, np.int64) + np.array(d, np.int64), names
+
+
+def _write(path, tensor, vector, dma, spans):
+    tables = {}
+    inst_rows = [(s, e, n, "Tensor") for s, e, n in zip(*tensor, strict=True)] + \
+                [(s, e, n, "Vector") for s, e, n in zip(*vector, strict=True)]
+    if inst_rows:
+        s, e, n, eng = (list(c) for c in zip(*inst_rows, strict=True))
+        tables["Instruction"] = {
+            ts.ID: np.arange(len(s)) * 3 + 7, ts.START_TS: s, ts.END_TS: e,
+            ts.DURATION_NS: np.array(e) - np.array(s), ts.ENGINE: eng, ts.OPCODE: n,
+            ts.OPERANDS: ["x"] * len(s), ts.PC: np.arange(len(s)), ts.PCORE_IDX: [0] * len(s)}
+    if len(dma[0]):
+        m = len(dma[0])
+        tables["DmaPacket"] = {
+            ts.ID: np.arange(m) + 1000, ts.START_TS: dma[0], ts.END_TS: dma[1], ts.DURATION_NS: dma[1] - dma[0],
+            ts.QUEUE_NAME: ["qSyncIO0"] * m, ts.VARIABLE: dma[2], ts.READ_BYTES: [64] * m, ts.WRITE_BYTES: [64] * m,
+            ts.TRANSFER_BYTES: [64] * m, ts.PCORE_IDX: [0] * m}
+    if len(spans[0]):
+        m = len(spans[0])
+        tables["Span"] = {
+            ts.ID: np.arange(m) + 5000, ts.START_TS: spans[0], ts.END_TS: spans[1],
+            ts.DURATION_NS: spans[1] - spans[0], ts.NAME: spans[2], ts.TRACK_NAME: ["operator"] * m,
+            ts.PCORE_IDX: [0] * m}
+    write_trace(path, tables, metadata={"arch": "trn2"}, overwrite=True)
+
+
+def _truth(trace, tables):
+    """track_id -> (start, end, ids, names) read straight from the database rows (no index involved)."""
+    out = {}
+    for row in trace.tracks().to_pylist():
+        table = row[dbs.TABLE]
+        name_col = {"Instruction": "opcode", "DmaPacket": "variable", "slice": "name"}[table]
+        rows = trace.sql(f'SELECT start_ts, end_ts, id, {name_col} FROM "{table}" WHERE track_id = {row["track_id"]}'
+                         ).to_arrow_table().to_pydict()
+        out[row["track_id"]] = (rows["start_ts"], rows["end_ts"], rows["id"], rows[name_col])
+    return out
+
+
+def _check_window(trace, truth, start, end, width):
+    w = trace.window(start, end, width)
+    r = w.resolution_ns
+    assert r & (r - 1) == 0 and r <= max(1, (end - start) // width)
+    assert r * 2 > max(1, (end - start) // width)
+    a, b = (start // r) * r, -(-end // r) * r
+    assert (w.bucket_start_ns, w.bucket_end_ns) == (a, b)
+    ev_tracks = set(w.events.column(dbs.TRACK_ID).to_pylist())
+    bk_tracks = set(w.buckets.column(dbs.TRACK_ID).to_pylist())
+    assert not ev_tracks & bk_tracks
+    for tid, (s, e, ids, names) in truth.items():
+        in_view = sorted(i for i, si, ei in zip(ids, s, e, strict=True) if si < end and (ei > start or si >= start))
+        if tid in bk_tracks:
+            rows = w.buckets.filter(np.asarray(w.buckets.column(dbs.TRACK_ID)) == tid).to_pylist()
+            starts = [x[ts.START_TS] for x in rows]
+            assert starts == list(range(a, b, r)), "buckets tile the snapped window"
+            assert all(x[ts.END_TS] - x[ts.START_TS] == r for x in rows)
+            assert len(in_view) > 0
+            for x in rows:
+                expect = oracle_bucket((s, e, ids, names), x[ts.START_TS], x[ts.END_TS])
+                assert (x[dbs.BUSY_NS], x[dbs.COUNT], x[dbs.LONGEST_ID], x[dbs.TOP_NAME]) == expect
+            starting = sum(1 for si in s if a <= si < b)
+            assert starting > RAW_EVENTS_PER_PIXEL * width or sum(1 for i in in_view) > RAW_EVENTS_PER_PIXEL * width
+        else:
+            got = sorted(w.events.filter(np.asarray(w.events.column(dbs.TRACK_ID)) == tid).column(ts.ID).to_pylist())
+            assert got == in_view
+            assert len(got) <= RAW_EVENTS_PER_PIXEL * width + len(s)  # raw only when few (carry-ins aside)
+    util = trace.utilization(start, end, width)
+    for tid, (s, e, ids, names) in truth.items():
+        rows = util.filter(np.asarray(util.column(dbs.TRACK_ID)) == tid).to_pylist()
+        assert [x[ts.START_TS] for x in rows] == list(range(a, b, r))
+        for x in rows:
+            busy = oracle_bucket((s, e, ids, names), x[ts.START_TS], x[ts.END_TS])[0]
+            assert x[dbs.BUSY_FRACTION] == busy / r
+        busy_exact = oracle_bucket((s, e, ids, names), start, end)[0]
+        assert trace.busy_ns(tid, start, end) == busy_exact
+
+
+WINDOWS = st.lists(st.tuples(st.integers(-500, 3_000), st.integers(1, 3_000), st.integers(1, 12)), min_size=1,
+                   max_size=4)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.tuples(intervals(), intervals(max_n=20), intervals(), intervals(max_n=15)), WINDOWS)
+def test_window_matches_the_oracle(tmp_path_factory, tracks, windows):
+    tensor, vector, dma, spans = tracks
+    path = tmp_path_factory.mktemp("w") / "t.trace"
+    _write(path, tensor, vector, dma, spans)
+    with profiler.open(path) as trace:
+        truth = _truth(trace, None)
+        assert sum(len(v[0]) for v in truth.values()) == len(tensor[0]) + len(vector[0]) + len(dma[0]) + len(spans[0])
+        for start, length, width in windows:
+            _check_window(trace, truth, start, start + length, width)
+        # The whole trace at a coarse width reads the stored levels.
+        lo, hi = trace.time_range
+        if hi > lo:
+            _check_window(trace, truth, lo, hi, 3)
+
+
+def test_window_outside_the_trace_and_bad_arguments(tmp_path):
+    s = np.array([100, 200], np.int64)
+    _write(tmp_path / "t.trace", (s, s + 50, ["MATMUL", "ACT"]), (s[:0], s[:0], []), (s[:0], s[:0], []),
+           (s[:0], s[:0], []))
+    with profiler.open(tmp_path / "t.trace") as trace:
+        w = trace.window(10_000, 20_000, 4)
+        assert w.events.num_rows == 0 and w.buckets.num_rows == 0
+        util = trace.utilization(10_000, 20_000, 4)
+        assert util.num_rows > 0 and set(util.column(dbs.BUSY_FRACTION).to_pylist()) == {0.0}
+        for bad in [(5, 5, 10), (0, 10, 0), (0, 10, 1 << 20), ("0", 10, 10), (0, 1 << 63, 10)]:
+            try:
+                trace.window(*bad)
+            except profiler.QueryError:
+                pass
+            else:
+                raise AssertionError(f"window{bad} should be a QueryError")
+        try:
+            trace.window(0, 10, 10, tracks=[99])
+        except profiler.QueryError as exc:
+            assert "no track 99" in str(exc)
+        else:
+            raise AssertionError("unknown track accepted")

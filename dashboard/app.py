@@ -124,7 +124,12 @@ def create_app(traces: Iterable[str | Path] | TraceRegistry = (), *, samples: It
 
 
 def _harden(app: Dash) -> None:
-    """Response headers that keep the browser from sniffing, framing or leaking the dashboard."""
+    """404 (not 500) for unregistered component files; headers that stop sniffing, framing and referrer leaks."""
+
+    @app.server.errorhandler(dash.exceptions.DependencyException)
+    def _not_served(_exc: Exception) -> Any:
+        # Dash raises this for a component-suite path it did not register (e.g. a traversal attempt).
+        return "not found", 404
 
     @app.server.after_request
     def _headers(response: Any) -> Any:

@@ -58,6 +58,24 @@ def open_inputs(paths: list[Path], opener: Any = None) -> dict[Path, Any]:
     return opened
 
 
+def _check_can_listen(host: str, port: int) -> None:
+    """CommandError naming the address when ``host:port`` cannot be bound (in use, no such address)."""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError as exc:
+        raise CommandError(f"cannot resolve --host {host}: {exc}") from None
+    family, _type, _proto, _name, addr = infos[0]
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(addr)
+        except OSError as exc:
+            raise CommandError(f"cannot listen on {host}:{port}: {exc.strerror or exc} (pick another --port, or "
+                               "stop the program using it)") from None
+
+
 class ServeCommand:
     """Serve the trnprof dashboard on http://127.0.0.1:8050 for the given traces (default: the samples).
 
@@ -101,11 +119,12 @@ class ServeCommand:
 
         registry = TraceRegistry(inputs, samples=samples, opener=lambda p: opened[p.resolve()])
         app = create_app(registry)
+        _check_can_listen(args.host, args.port)
         try:
             server = make_server(args.host, args.port, app.server, threaded=True)
-        except OSError as exc:
-            raise CommandError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc} (pick another "
-                               "--port, or stop the program using it)") from None
+        except (OSError, SystemExit) as exc:  # werkzeug exits when it cannot bind
+            raise CommandError(f"cannot listen on {args.host}:{args.port}: {exc} (pick another --port, or stop "
+                               "the program using it)") from None
         shown_host = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
         url = f"http://{shown_host}:{server.server_port}/"
         print(f"trnprof dashboard on {url} ({len(registry)} trace{'s' if len(registry) != 1 else ''}); "

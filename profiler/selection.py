@@ -1,7 +1,7 @@
 """Summary of a time range of a trace — what the dashboard shows for a box selection or the visible range.
 
 :func:`selection_summary` is a pure function of a ``Trace`` and a range: per-engine busy time and percentage
-(``Trace.utilization``, exact union of intervals), the names that dominate the range (one ``Trace.window``, cost
+(``Trace.busy_ns``, exact union of intervals), the names that dominate the range (one ``Trace.window``, cost
 set by pixels), and the DMA bytes, throughput, FLOPs and HFU of the range (``Trace.summary(start, end)``).
 """
 
@@ -13,6 +13,7 @@ from typing import Any
 
 from profiler import db_schema as dbs
 from tracer import schema as ts
+from tracer.errors import TrnprofError
 
 #: Pixels of the window used to rank names in the range.
 RANKING_WIDTH_PX = 1024
@@ -78,18 +79,9 @@ def selection_summary(trace: Any, start_ns: int, end_ns: int) -> SelectionSummar
         a, b = int(start_ns), max(int(end_ns), int(start_ns) + 1)
     out = SelectionSummary(a, b)
     tracks = [t for t in trace.tracks().to_pylist() if t["kind"] == "engine"]
-    if tracks:
-        util = trace.utilization(a, b, 1, tracks=[t[dbs.TRACK_ID] for t in tracks])
-        busy: dict[int, float] = defaultdict(float)
-        span: dict[int, int] = defaultdict(int)
-        for r in util.to_pylist():
-            length = r[ts.END_TS] - r[ts.START_TS]
-            busy[r[dbs.TRACK_ID]] += r[dbs.BUSY_FRACTION] * length
-            span[r[dbs.TRACK_ID]] += length
-        for t in tracks:
-            tid = t[dbs.TRACK_ID]
-            total = span.get(tid) or (b - a)
-            out.engines.append((t[ts.NAME], t["core"], round(busy.get(tid, 0.0)), busy.get(tid, 0.0) / total))
+    for t in tracks:
+        busy = int(trace.busy_ns(t[dbs.TRACK_ID], a, b))   # exact union of the track's intervals
+        out.engines.append((t[ts.NAME], t["core"], busy, busy / (b - a)))
     window = trace.window(a, b, RANKING_WIDTH_PX)
     credit: dict[str, float] = defaultdict(float)
     engine_ids = {t[dbs.TRACK_ID] for t in tracks}
@@ -102,7 +94,7 @@ def selection_summary(trace: Any, start_ns: int, end_ns: int) -> SelectionSummar
     out.top_names = sorted(credit.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_N]
     try:
         summary = trace.summary(a, b)
-    except TypeError:
+    except (TypeError, ImportError, TrnprofError):  # a Trace without range summaries: engines and names only
         summary = None
     flat = _flatten(summary or {})
     out.extra = flat

@@ -21,10 +21,9 @@ def layout(ctx: PageContext) -> Any:
     """Cards of the headline numbers, then one chart per breakdown the summary has."""
     trace = ctx.registry.open(ctx.trace_id)
     try:
-        with ctx.registry.lock(ctx.trace_id):
-            summary = trace.summary()
-    except TrnprofError as exc:
-        return html.Div(str(exc).splitlines()[0], className="error-panel")
+        summary = trace.summary()
+    except (TrnprofError, ImportError) as exc:
+        return html.Div(f"no summary for this trace: {str(exc).splitlines()[0]}", className="error-panel")
     headline = sfig.headline_numbers(summary)
     cards = []
     for label, value, unit in headline:

@@ -1,0 +1,211 @@
+"""The dashboard's callback logic as plain functions, on a real ingested trace (no server, no browser)."""
+
+from __future__ import annotations
+
+import dash
+import numpy as np
+import plotly.graph_objects as go
+import pytest
+
+from dashboard import details as det
+from dashboard import search_logic as srch
+from dashboard import sql_logic
+from dashboard import timeline_logic as tl
+from dashboard import viewport as vp
+from profiler.figures.palette import decode
+from profiler.figures.typed_arrays import decode_typed_array
+from profiler.selection import selection_summary
+from tests.browser.trace_factory import write_kernel_trace
+
+WIDTH = 1000
+
+
+@pytest.fixture(scope="module")
+def trace(tmp_path_factory):
+    import profiler
+
+    t = profiler.open(write_kernel_trace(tmp_path_factory.mktemp("logic") / "k.trace", iterations=200))
+    yield t
+    t.close()
+
+
+# -- viewport -------------------------------------------------------------------------------------------------
+def test_resolution_is_a_power_of_two_covering_the_view():
+    assert vp.snap_resolution(1000, 1000) == 1
+    assert vp.snap_resolution(1001, 1000) == 2
+    assert vp.snap_resolution(10**9, 1200) == 1 << 20
+
+
+def test_buffer_is_three_spans_aligned_and_reused_until_left():
+    view = (10_000, 20_000)
+    buf = vp.plan_buffer(view, 100, (0, 100_000))
+    assert buf.start_ns <= 5_000 and buf.end_ns >= 25_000
+    assert buf.start_ns % buf.resolution_ns == 0 and buf.end_ns % buf.resolution_ns == 0
+    assert not vp.needs_fetch(buf, (12_000, 22_000), 100)        # a small pan stays inside
+    assert vp.needs_fetch(buf, (30_000, 40_000), 100)            # left the buffer
+    assert vp.needs_fetch(buf, (10_000, 12_000), 100)            # finer resolution
+    assert vp.Buffer.from_dict(buf.to_dict()) == buf
+    assert vp.Buffer.from_dict({"start_ns": "x"}) is None
+
+
+def test_relayout_parsing_and_clamping():
+    assert vp.view_from_relayout({"xaxis.range[0]": 1e-6, "xaxis.range[1]": 2e-6}, 100) == (1100, 2100)
+    assert vp.view_from_relayout({"xaxis.range": [2e-6, 1e-6]}, 0) == (1000, 2000)
+    assert vp.view_from_relayout({"xaxis.autorange": True}, 0) == "reset"
+    assert vp.view_from_relayout({"autosize": True}, 0) is None
+    assert vp.view_from_relayout({"xaxis.range[0]": "nan", "xaxis.range[1]": 1}, 0) is None
+    assert vp.clamp_view(-50, 50, (0, 1000)) == (0, 100)
+    assert vp.clamp_view(900, 1200, (0, 1000)) == (700, 1000)
+    assert vp.clamp_view(5, 6, (0, 1000)) == (5, 5 + vp.MIN_SPAN_NS)
+
+
+# -- the level-of-detail loop ------------------------------------------------------------------------------------
+def test_first_view_is_a_whole_figure_then_zooms_are_small_patches(trace):
+    first = tl.update_timeline(trace, "t0", state=None, trigger="size", width_px=WIDTH)
+    assert isinstance(first.figure, go.Figure) and first.fetched
+    labels = list(first.figure.layout.yaxis.ticktext)
+    assert labels[:5] == ["Tensor", "Vector", "Scalar", "GpSimd", "Sync"]
+    t0, t1 = trace.time_range
+    assert first.state["view"] == [t0, t1]
+
+    # A small pan inside the buffer at the same resolution fetches nothing.
+    span = t1 - t0
+    buf = first.state["buffer"]
+    pan = (t0 + span // 50 - t0) / 1e9
+    still = tl.update_timeline(trace, "t0", state=first.state, trigger="relayout", width_px=WIDTH,
+                               relayout={"xaxis.range[0]": pan, "xaxis.range[1]": pan + span / 1e9})
+    assert still.figure is dash.no_update and not still.fetched and still.state["buffer"] == buf
+
+    # Zooming in 64x: a Patch with finer codes, one byte per pixel per row, a few tens of KB.
+    zoom = tl.update_timeline(trace, "t0", state=first.state, trigger="relayout", width_px=WIDTH,
+                              relayout={"xaxis.range[0]": 0.0, "xaxis.range[1]": span / 64 / 1e9})
+    assert isinstance(zoom.figure, dash.Patch) and zoom.fetched
+    ops = {tuple(op["location"]): op["params"]["value"] for op in zoom.figure.to_plotly_json()["operations"]}
+    codes = decode_typed_array(ops[("data", 0, "z")])
+    assert codes.shape[0] == len(labels) and codes.shape[1] <= vp.PREFETCH_FACTOR * WIDTH + 2
+    assert ops[("data", 0, "dx")] < first.figure.data[0].dx / 32
+    assert len(str(zoom.figure.to_plotly_json())) < 200_000
+    # In this narrow view the Tensor row shows exact MATMUL / LDWEIGHTS bars.
+    slots, _ = decode(codes[0])
+    assert (slots >= 0).any() and zoom.view["events"] is not None
+    assert {"MATMUL", "LDWEIGHTS"} <= set(zoom.view["events"]["name"])
+
+    reset = tl.update_timeline(trace, "t0", state=zoom.state, trigger="reset", width_px=WIDTH)
+    assert reset.state["view"] == [t0, t1]
+    assert tl.update_timeline(trace, "t0", state=zoom.state, trigger="relayout", relayout={"autosize": True},
+                              width_px=WIDTH) is None
+
+
+def test_option_changes_rebuild_and_other_traces_state_is_ignored(trace):
+    first = tl.update_timeline(trace, "t0", state=None, trigger="size", width_px=WIDTH)
+    expanded = tl.update_timeline(trace, "t0", state=first.state, trigger="options", width_px=WIDTH,
+                                  options=tl.TimelineOptions("engine", expand_dma=True))
+    assert isinstance(expanded.figure, go.Figure)
+    assert "qSyncIO0" in list(expanded.figure.layout.yaxis.ticktext)
+    assert {item["name"] for item in expanded.legend} <= {"Tensor", "Vector", "Scalar", "GpSimd", "Sync", "DMA",
+                                                          "Span"}
+    foreign = {**first.state, "trace": "t9"}
+    again = tl.update_timeline(trace, "t0", state=foreign, trigger="relayout", width_px=WIDTH,
+                               relayout={"xaxis.range[0]": 0, "xaxis.range[1]": 1e-6})
+    assert isinstance(again.figure, go.Figure)
+
+
+def test_hostile_width_is_bounded(trace):
+    up = tl.update_timeline(trace, "t0", state=None, trigger="size", width_px=10**9)
+    assert up.state["width"] == tl.MAX_WIDTH_PX
+    assert tl.clamp_width("nonsense") == tl.DEFAULT_WIDTH_PX
+
+
+def test_nav_focuses_on_an_event_and_click_finds_it(trace):
+    first = tl.update_timeline(trace, "t0", state=None, trigger="size", width_px=WIDTH)
+    t0 = trace.time_range[0]
+    mm_start, mm_end = t0 + 10 * 1450 + 490, t0 + 10 * 1450 + 790      # iteration 10's MATMUL
+    nav = tl.update_timeline(trace, "t0", state=first.state, trigger="nav", width_px=WIDTH,
+                             nav={"start_ns": mm_start, "end_ns": mm_end})
+    v0, v1 = nav.state["view"]
+    assert v0 < mm_start < mm_end < v1 and v1 - v0 < 10 * (mm_end - mm_start)
+    row = list(first.figure.layout.yaxis.ticktext).index("Tensor")
+    click = {"points": [{"curveNumber": 0, "x": (mm_start + 100 - t0) / 1e9, "y": row}]}
+    picked = tl.event_at_click(trace, click, nav.view, nav.state)
+    assert picked["table"] == "Instruction" and picked["start_ns"] == mm_start
+    assert trace.event("Instruction", picked["id"])["opcode"] == "MATMUL"
+    assert tl.event_at_click(trace, {"points": [{"x": "bad", "y": 0}]}, nav.view, nav.state) is None
+    assert tl.event_at_click(trace, {"points": [{"x": 0.0, "y": 999}]}, nav.view, nav.state) is None
+
+
+def test_details_panel_lists_fields_and_dependencies(trace):
+    mm = trace.search("MATMUL", limit=1).to_pylist()[0]
+    panel = det.event_details(trace, mm["table_name"], mm["id"])
+    text = str(panel.to_plotly_json())
+    assert "kernel.py:11" in text and "LDWEIGHTS" in text and "ACTIVATE" in text
+    assert "Waited for" in text
+    bad = det.event_details(trace, "Instruction", 10**12)
+    assert "no row" in str(bad.children)
+
+
+def test_jump_links_round_trip_and_reject_garbage():
+    idx = det.jump_index("Instruction", 7, 100, 200, 3)
+    assert det.parse_jump_index(idx) == {"table": "Instruction", "id": 7, "start_ns": 100, "end_ns": 200,
+                                         "track_id": 3}
+    for bad in (None, 5, "x", "a:b:c:d:e", ":1:2:3:4", "T::1:2:3", "T:1:2:3:4:5", "T:" + "9" * 300):
+        assert det.parse_jump_index(bad) is None
+
+
+def test_search_and_stepping(trace):
+    result = srch.run_search(trace, "activate")
+    assert result.matches and all(m["name"] == "ACTIVATE" for m in result.matches)
+    starts = [m["start_ns"] for m in result.matches]
+    assert starts == sorted(starts)
+    n = len(result.matches)
+    assert srch.step_match(result.matches, -1, 1)[0] == 0
+    assert srch.step_match(result.matches, -1, -1)[0] == n - 1
+    assert srch.step_match(result.matches, n - 1, 1)[0] == 0
+    assert srch.step_match([], 0, 1) is None
+    assert srch.run_search(trace, "   ").matches == []
+    assert "no match" in srch.run_search(trace, "NO_SUCH_OPCODE").message
+    ranked = srch.names_by_time(trace)
+    assert ranked[0] in {"MATMUL", "attn", "mlp"} and "MATMUL" in ranked
+
+
+def test_selection_summary_is_exact_for_engines(trace):
+    t0 = trace.time_range[0]
+    s = selection_summary(trace, t0, t0 + 1450)        # the first iteration
+    tensor = next(e for e in s.engines if e[0] == "Tensor")
+    assert tensor[2] == 60 + 300 and tensor[3] == pytest.approx(360 / 1450)
+    assert s.top_names and s.top_names[0][0] in {"MATMUL", "ACTIVATE", "TENSOR_TENSOR"}
+    assert tl.selection_range({"range": {"x": [2e-6, 1e-6]}}, {"origin": 10, "view": [0, 5]}) == (1010, 2010)
+    assert tl.selection_range(None, {"origin": 0, "view": [3, 9]}) == (3, 9)
+    assert tl.selection_range(None, None) is None
+
+
+# -- SQL ----------------------------------------------------------------------------------------------------
+def test_sql_rows_limit_and_js_safe_values(trace):
+    res = sql_logic.run_query(trace, "SELECT id, start_ts, opcode FROM Instruction ORDER BY id", row_limit=5)
+    assert res.error is None and len(res.rows) == 5 and res.truncated
+    assert res.columns == ["id", "start_ts", "opcode"]
+    big = sql_logic.run_query(trace, "SELECT 9007199254740993 AS big, 1 AS big, 'x'::BLOB AS b")
+    assert big.rows[0]["big"] == "9007199254740993" and big.rows[0]["b"] == "78"
+    assert len(big.columns) == len(set(big.columns)) == 3
+
+
+@pytest.mark.parametrize("query", ["", "SELEC 1", "SELECT * FROM no_such_table", "x" * 200_000])
+def test_sql_errors_are_one_line(trace, query):
+    res = sql_logic.run_query(trace, query)
+    assert res.error and "\n" not in res.error and not res.rows
+
+
+def test_sql_limits_are_bounded():
+    assert sql_logic.bounded("1e9", 10, 1, 100) == 100
+    assert sql_logic.bounded(float("nan"), 10, 1, 100) == 10
+    assert sql_logic.bounded(None, 10, 1, 100) == 10
+
+
+def test_rasterised_codes_match_the_engine_busy_time(trace):
+    """The busy shading the browser gets agrees with the database's exact busy time (within a shade)."""
+    t0, t1 = trace.time_range
+    up = tl.update_timeline(trace, "t0", state=None, trigger="size", width_px=WIDTH)
+    codes = decode_typed_array(up.figure.to_plotly_json()["data"][0]["z"])
+    _slots, shade = decode(codes[0])
+    frac = np.where(shade < 0, 0, (np.minimum(shade, 6) + 0.5) / 7).mean()
+    exact = trace.busy_ns(int(trace.tracks().to_pylist()[0]["track_id"]), t0, t1) / (t1 - t0)
+    assert abs(frac - exact) < 0.15

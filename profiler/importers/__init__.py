@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from profiler.importers import chrome_json
+from profiler.importers import chrome_json, neuron_json, neuron_parquet
 from profiler.sources import TraceSource
 
 Detector = Callable[[Path], "TraceSource | None"]
 
-DETECTORS: list[Detector] = [chrome_json.detect]
+DETECTORS: list[Detector] = [neuron_parquet.detect, neuron_json.detect, chrome_json.detect]

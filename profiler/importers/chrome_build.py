@@ -95,7 +95,7 @@ class ChromeTraceBuilder:
         cls[length != 1] = UNKNOWN
         unknown = np.flatnonzero(cls == UNKNOWN)
         if len(unknown):
-            phases = block.strings("ph").take(pa.array(unknown)).to_pylist()
+            phases = block.strings("ph", unknown).to_pylist()
             self.unknown_phases.update("(none)" if p is None else repr(p) for p in phases)
         ts_ns, ts_ok = decimal_text_to_ns(block.strings("ts"))
         timed = (cls != UNKNOWN) & (cls != META)
@@ -134,7 +134,7 @@ class ChromeTraceBuilder:
         end = start.copy()
         x = np.flatnonzero(c == COMPLETE)
         if len(x):
-            dur, dur_ok = decimal_text_to_ns(block.strings("dur").take(pa.array(rows[x])))
+            dur, dur_ok = decimal_text_to_ns(block.strings("dur", rows[x]))
             if not dur_ok.all():
                 self.problems["X events without a valid dur (made zero-length)"] += int((~dur_ok).sum())
             negative = dur < 0
@@ -155,10 +155,9 @@ class ChromeTraceBuilder:
             if len(p):
                 track[p] = self.registry.process_tracks(process[rows[p]])
         track[(c == ASYNC_BEGIN) | (c == ASYNC_INSTANT)] = _PENDING
-        take = pa.array(rows)
-        names = block.strings("name").take(take).fill_null("")
-        cats = block.strings("cat").take(take)
-        args = _compact_json(block.raw("args").take(take))
+        names = block.strings("name", rows).fill_null("")
+        cats = block.strings("cat", rows)
+        args = _compact_json(block.raw("args", rows))
         self.spill.write(pa.RecordBatch.from_arrays([pa.array(ids), names, cats, args], schema=_SPILL_SCHEMA))
         self.starts.append(start)
         self.ends.append(end)
@@ -174,7 +173,7 @@ class ChromeTraceBuilder:
         self.be.append((thread[rows], ts_ns[rows], is_begin, span_of_row[rows]))
         ends = rows[~is_begin]
         if len(ends):
-            args = block.raw("args").take(pa.array(ends))
+            args = block.raw("args", ends)
             end_pos = np.flatnonzero(~is_begin)
             for k, text in zip(end_pos.tolist(), args.to_pylist(), strict=True):
                 if text is not None and text.strip() not in ("{}", ""):
@@ -184,11 +183,10 @@ class ChromeTraceBuilder:
     def _async(self, block: ObjectBlock, cls: np.ndarray, ts_ns: np.ndarray, process: np.ndarray,
                span_of_row: np.ndarray) -> None:
         rows = np.flatnonzero(np.isin(cls, (ASYNC_BEGIN, ASYNC_END, ASYNC_INSTANT)))
-        take = pa.array(rows)
-        ids = block.strings("id").take(take).to_pylist()
-        id2 = block.raw("id2").take(take).to_pylist()
-        cats = block.strings("cat").take(take).to_pylist()
-        names = block.strings("name").take(take).fill_null("").to_pylist()
+        ids = block.strings("id", rows).to_pylist()
+        id2 = block.raw("id2", rows).to_pylist()
+        cats = block.strings("cat", rows).to_pylist()
+        names = block.strings("name", rows).fill_null("").to_pylist()
         kinds = {ASYNC_BEGIN: "b", ASYNC_END: "e", ASYNC_INSTANT: "n"}
         for r, i, i2, cat, name in zip(rows.tolist(), ids, id2, cats, names, strict=True):
             ident = i if i is not None else (i2 or "")
@@ -197,10 +195,8 @@ class ChromeTraceBuilder:
 
     def _flows(self, block: ObjectBlock, cls: np.ndarray, ts_ns: np.ndarray, thread: np.ndarray) -> None:
         rows = np.flatnonzero(cls == FLOW)
-        take = pa.array(rows)
-        ident = block.strings("id").take(take)
-        ident = pc.coalesce(ident, block.raw("id2").take(take), pa.scalar(""))
-        cat = block.strings("cat").take(take).fill_null("")
+        ident = pc.coalesce(block.strings("id", rows), block.raw("id2", rows), pa.scalar(""))
+        cat = block.strings("cat", rows).fill_null("")
         key = pc.binary_join_element_wise(cat, ident, "\x00")
         enc = key.dictionary_encode()
         mapping = np.array([self.flow_keys.setdefault(k, len(self.flow_keys)) for k in enc.dictionary.to_pylist()],
@@ -213,10 +209,9 @@ class ChromeTraceBuilder:
 
     def _counters(self, block: ObjectBlock, cls: np.ndarray, ts_ns: np.ndarray, process: np.ndarray) -> None:
         rows = np.flatnonzero(cls == COUNTER)
-        take = pa.array(rows)
-        names = block.strings("name").take(take).fill_null("").to_pylist()
-        ids = block.strings("id").take(take).to_pylist()
-        args = block.raw("args").take(take).to_pylist()
+        names = block.strings("name", rows).fill_null("").to_pylist()
+        ids = block.strings("id", rows).to_pylist()
+        args = block.raw("args", rows).to_pylist()
         skipped = 0
         for r, name, ident, text in zip(rows.tolist(), names, ids, args, strict=True):
             values = _decode_object(text)
@@ -230,9 +225,8 @@ class ChromeTraceBuilder:
 
     def _metadata(self, block: ObjectBlock, cls: np.ndarray, thread: np.ndarray, process: np.ndarray) -> None:
         rows = np.flatnonzero(cls == META)
-        take = pa.array(rows)
-        names = block.strings("name").take(take).to_pylist()
-        args = block.raw("args").take(take).to_pylist()
+        names = block.strings("name", rows).to_pylist()
+        args = block.raw("args", rows).to_pylist()
         for r, name, text in zip(rows.tolist(), names, args, strict=True):
             self.registry.metadata(name, _decode_object(text), int(process[r]), int(thread[r]))
 

@@ -156,10 +156,20 @@ def ranges_to_binary(buf: bytes, start: np.ndarray, end: np.ndarray, valid: np.n
     cuts[0::2] = start
     cuts[1::2] = end
     both = pa.Array.from_buffers(pa.binary(), 2 * n - 1, [None, pa.py_buffer(cuts), pa.py_buffer(buf)])
-    out = both.take(pa.array(np.arange(0, 2 * n, 2, dtype=np.int64)))
+    out = both.take(_even_indices(n))
     if valid is not None and not valid.all():
         out = pc.if_else(pa.array(valid), out, pa.scalar(None, pa.binary()))
     return out
+
+
+_EVEN: list[pa.Array] = [pa.array(np.zeros(0, np.int64))]
+
+
+def _even_indices(n: int) -> pa.Array:
+    """``[0, 2, 4, ...]`` (n values) as an Arrow array, sliced from a cached one."""
+    if len(_EVEN[0]) < n:
+        _EVEN[0] = pa.array(np.arange(0, 2 * max(n, 1 << 17), 2, dtype=np.int64))
+    return _EVEN[0].slice(0, n)
 
 
 def unescape_strings(raw: pa.Array, has_escape: np.ndarray) -> pa.Array:
@@ -388,23 +398,33 @@ class ObjectBlock:
             ve[scalars] = strip_trailing(self.b, vs[scalars], nxt)
         return ve
 
-    def strings(self, key: str) -> pa.Array:
-        """``key`` as a string column: string values decoded, other JSON values as their raw text, null if absent."""
-        m = self.member(key)
-        raw = ranges_to_binary(self.buf, m.start, m.end, m.present)
-        return unescape_strings(raw, m.escaped)
+    def strings(self, key: str, rows: np.ndarray | None = None) -> pa.Array:
+        """``key`` as a string column: string values decoded, other JSON values as their raw text, null if absent.
 
-    def raw(self, key: str) -> pa.Array:
+        ``rows`` selects objects (ascending indices); default all.
+        """
+        m = self.member(key)
+        start, end, present, escaped = m.start, m.end, m.present, m.escaped
+        if rows is not None and len(rows) != len(start):
+            start, end, present, escaped = start[rows], end[rows], present[rows], escaped[rows]
+        raw = ranges_to_binary(self.buf, start, end, present)
+        return unescape_strings(raw, escaped)
+
+    def raw(self, key: str, rows: np.ndarray | None = None) -> pa.Array:
         """``key``'s raw JSON text (strings keep their quotes); null where absent or ``null``."""
         m = self.member(key)
-        start, end = m.start.copy(), m.end.copy()
-        strings = m.present & (m.kind == KIND_STRING)
+        start, end, present, kind = m.start, m.end, m.present, m.kind
+        opens = self.opens
+        if rows is not None and len(rows) != len(start):
+            start, end, present, kind, opens = start[rows], end[rows], present[rows], kind[rows], opens[rows]
+        start, end = start.copy(), end.copy()
+        strings = present & (kind == KIND_STRING)
         start[strings] -= 1
         end[strings] += 1
-        valid = m.present & ~self._is_literal(start, end, b"null")
+        valid = present & ~self._is_literal(start, end, b"null")
         if not valid.all():
-            start[~valid] = self.opens[~valid]
-            end[~valid] = self.opens[~valid]
+            start[~valid] = opens[~valid]
+            end[~valid] = opens[~valid]
         raw = ranges_to_binary(self.buf, start, end, valid)
         try:
             return raw.cast(pa.string())

@@ -1,0 +1,242 @@
+"""Neuron Explorer Parquet output: a directory of ``<Table>.parquet`` files (large tables split as
+``<Table>_0.parquet``, ``<Table>_1.parquet``, ...).
+
+The tables trnprof models (``Instruction``, ``DmaPacket``, ``SemaphoreUpdate``, ``Flow``, ``Metadata``,
+``DmaQueuesInfo``) are read with their known columns cast to :mod:`tracer.schema` types and engine names
+normalised (``tensor`` -> ``Tensor``); every other column and every other table (``Summary``, ``ActiveTime``,
+``SchemaFields``, ...) is kept as it is, so queries written for Neuron Explorer keep working.  Rows stream one
+Parquet row group at a time.
+
+Versions: ``Metadata.profile_schema_version`` selects the field names; 7.x is the documented layout and 12.x is
+read with the same names (its diff is not public), every non-required column being optional.  ``SchemaFields``,
+when present, lists the fields the file's own schema requires; missing ones are reported.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from profiler.importers.common import TraceImportWarning, metadata_batch, normalise_engines, table_batch
+from profiler.sources import ProgressCallback
+from tracer import schema
+from tracer.errors import TraceFormatError
+
+FORMAT_NAME = "neuron-parquet"
+PARQUET_MAGIC = b"PAR1"
+#: Profile schema majors whose layout is known; others are read the same way with a warning.
+KNOWN_SCHEMA_MAJORS = (7, 12)
+_FILE_RE = re.compile(r"^(?P<table>[A-Za-z][A-Za-z0-9]*?)(?:_(?P<part>\d+))?\.parquet$")
+#: Tables read into trnprof's schema; everything else is passed through.
+MODELLED = {t.name: t for t in (schema.INSTRUCTION, schema.DMA_PACKET, schema.SEMAPHORE_UPDATE, schema.FLOW,
+                                schema.DMA_QUEUES_INFO)}
+#: Columns holding engine names, per table.
+ENGINE_COLUMNS = {"Instruction": ("engine",), "ActiveTime": ("engine",), "SemaphoreUpdate": ("update_source",)}
+#: Neuron field -> Metadata field where the names differ.
+_METADATA_RENAMES = {"explorer_version": "tool_version"}
+BATCH_ROWS = 1 << 16
+
+
+def table_files(directory: Path) -> dict[str, list[Path]]:
+    """Parquet files of each table in ``directory``, splits in part order."""
+    found: dict[str, list[tuple[int, Path]]] = {}
+    for f in directory.iterdir():
+        m = _FILE_RE.match(f.name)
+        if m and f.is_file():
+            part = int(m.group("part")) if m.group("part") is not None else -1
+            found.setdefault(m.group("table"), []).append((part, f))
+    return {t: [p for _, p in sorted(parts)] for t, parts in sorted(found.items())}
+
+
+class NeuronParquetSource:
+    """A Neuron Explorer Parquet output directory as a :class:`~profiler.sources.TraceSource`."""
+
+    format_name = FORMAT_NAME
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self.tables = table_files(self.path)
+
+    def input_files(self) -> list[Path]:
+        return [f for files in self.tables.values() for f in files]
+
+    def input_size(self) -> int:
+        return sum(f.stat().st_size for f in self.input_files())
+
+    def read(self, progress: ProgressCallback | None = None) -> Iterator[tuple[str, pa.RecordBatch]]:
+        for f in self.input_files():  # fail before yielding anything when a file is not Parquet at all
+            self._open(f)
+        meta_row, version = self._metadata()
+        required = self._schema_required()
+        for table, files in self.tables.items():
+            if table == schema.METADATA.name:
+                if progress is not None:
+                    progress(sum(f.stat().st_size for f in files))
+                continue
+            spec = MODELLED.get(table)
+            reported = False
+            for f in files:
+                for batch in self._batches(f, progress):
+                    if not reported:
+                        self._check_required(table, f, batch.schema.names, required)
+                        reported = True
+                    yield table, self._convert(table, spec, batch, f)
+        yield schema.METADATA.name, self._metadata_batch(meta_row, version)
+
+    # -- reading ----------------------------------------------------------------------------------------------
+    def _open(self, f: Path) -> pq.ParquetFile:
+        try:
+            with open(f, "rb") as fh:
+                if fh.read(4) != PARQUET_MAGIC:
+                    raise TraceFormatError(f"{f}: not a Parquet file (no PAR1 magic); remove it or re-export "
+                                           "the profile")
+            return pq.ParquetFile(f)
+        except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as exc:
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise TraceFormatError(f"{f}: unreadable Parquet file ({first}); the file is truncated or corrupt, "
+                                   "re-export the profile") from None
+
+    def _batches(self, f: Path, progress: ProgressCallback | None) -> Iterator[pa.RecordBatch]:
+        pf = self._open(f)
+        groups = pf.num_row_groups
+        size = f.stat().st_size
+        done = 0
+        for g in range(groups):
+            try:
+                table = pf.read_row_group(g)
+            except (pa.ArrowInvalid, pa.ArrowIOError, OSError, pa.ArrowNotImplementedError) as exc:
+                first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                warnings.warn(TraceImportWarning(f"{f}: row group {g} of {groups} is unreadable ({first}); "
+                                                 "skipped it and kept the others"), stacklevel=3)
+                continue
+            finally:
+                if progress is not None:
+                    step = size * (g + 1) // max(groups, 1) - done
+                    done += step
+                    progress(step)
+            yield from table.to_batches(max_chunksize=BATCH_ROWS)
+
+    def _metadata(self) -> tuple[dict[str, object], str | None]:
+        files = self.tables.get(schema.METADATA.name)
+        if not files:
+            warnings.warn(TraceImportWarning(f"{self.path}: no Metadata.parquet; assuming profile schema "
+                                             f"{schema.NEURON_PROFILE_SCHEMA_VERSION}"), stacklevel=3)
+            return {}, None
+        table = self._open(files[0]).read()
+        if table.num_rows == 0:
+            return {}, None
+        row = table.slice(0, 1).to_pylist()[0]
+        version = row.get("profile_schema_version")
+        version = str(version) if version is not None else None
+        major = _major(version)
+        if major is None or major not in KNOWN_SCHEMA_MAJORS:
+            warnings.warn(TraceImportWarning(
+                f"{files[0]}: profile schema version {version!r} is not one trnprof knows "
+                f"({', '.join(f'{m}.x' for m in KNOWN_SCHEMA_MAJORS)}); reading it with the 7.4.0 field names"),
+                stacklevel=3)
+        return row, version
+
+    def _schema_required(self) -> dict[str, set[str]]:
+        files = self.tables.get("SchemaFields")
+        if not files:
+            return {}
+        try:
+            t = self._open(files[0]).read(columns=["table_name", "field_name", "field_required"])
+        except (pa.ArrowInvalid, KeyError):
+            return {}
+        out: dict[str, set[str]] = {}
+        for table, fld, req in zip(*(t.column(i).to_pylist() for i in range(3)), strict=True):
+            if req in (True, "true", "True", 1, "1") and table and fld:
+                out.setdefault(str(table), set()).add(str(fld))
+        return out
+
+    def _check_required(self, table: str, f: Path, names: list[str], required: dict[str, set[str]]) -> None:
+        missing = sorted(required.get(table, set()) - set(names))
+        if missing:
+            warnings.warn(TraceImportWarning(f"{f}: lacks field(s) {', '.join(missing)} that its SchemaFields "
+                                             "marks required; read what is there"), stacklevel=4)
+
+    # -- conversion -------------------------------------------------------------------------------------------
+    def _convert(self, table: str, spec: schema.TableSpec | None, batch: pa.RecordBatch,
+                 f: Path) -> pa.RecordBatch:
+        cols = {name: batch.column(name) for name in batch.schema.names}
+        for name in ENGINE_COLUMNS.get(table, ()):
+            if name in cols and (pa.types.is_string(cols[name].type) or pa.types.is_dictionary(cols[name].type)
+                                 or pa.types.is_large_string(cols[name].type)):
+                cols[name] = normalise_engines(cols[name].cast(pa.string()) if not pa.types.is_dictionary(
+                    cols[name].type) else cols[name])
+        if spec is None:
+            return pa.RecordBatch.from_pydict(cols)
+        if spec is schema.DMA_PACKET and schema.QUEUE_NAME not in cols:
+            cols[schema.QUEUE_NAME] = _queue_names(cols, batch.num_rows)
+        if spec.kind == "interval" and schema.DURATION_NS not in cols and {schema.START_TS, schema.END_TS} <= set(cols):
+            cols[schema.DURATION_NS] = pc.subtract(cols[schema.END_TS], cols[schema.START_TS])
+        known = {k: v for k, v in cols.items() if k in spec}
+        extra = {k: v for k, v in cols.items() if k not in spec}
+        return table_batch(spec, known, str(f), extra)
+
+    def _metadata_batch(self, row: dict[str, object], version: str | None) -> pa.RecordBatch:
+        known: dict[str, object] = {}
+        extra: dict[str, object] = {}
+        for field_name, value in row.items():
+            key = _METADATA_RENAMES.get(field_name, field_name)
+            if key in schema.METADATA and key not in ("trace_format_version", "tool_version", "recording_complete"):
+                known[key] = value
+            else:
+                extra[field_name] = value
+        known["profile_schema_version"] = version or schema.NEURON_PROFILE_SCHEMA_VERSION
+        try:
+            return metadata_batch(known, complete=True, tool="Neuron Explorer Parquet",
+                                  extra={k: pa.array([v]) for k, v in extra.items()})
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+            raise TraceFormatError(f"{self.path}: Metadata has a field of an unexpected type: {exc}") from None
+
+
+def _major(version: str | None) -> int | None:
+    if not version:
+        return None
+    try:
+        return int(version.split(".", 1)[0])
+    except ValueError:
+        return None
+
+
+def _queue_names(cols: dict[str, pa.Array], n: int) -> pa.Array:
+    """``queue_name`` for exports without it: ``<queue_type><queue_idx>`` (or ``unknown``)."""
+    qtype = cols.get(schema.QUEUE_TYPE)
+    qidx = cols.get(schema.QUEUE_IDX)
+    base = qtype.cast(pa.string()) if qtype is not None else pa.array(["unknown"] * n, pa.string())
+    base = base.fill_null("unknown")
+    if qidx is None:
+        return base
+    return pc.binary_join_element_wise(base, qidx.cast(pa.string()).fill_null(""), "")
+
+
+def is_neuron_parquet_dir(path: Path) -> bool:
+    """True for a directory holding Parquet files named after Neuron Explorer tables (content-checked)."""
+    if not path.is_dir():
+        return False
+    tables = table_files(path)
+    neuron_names = {"Instruction", "DmaPacket", "Metadata", "SemaphoreUpdate", "Summary", "ActiveTime", "Flow",
+                    "SchemaFields", "DmaPacketAggregated", "OpcodeSummary"}
+    hits = [t for t in tables if t in neuron_names]
+    if not hits:
+        return False
+    first = tables[hits[0]][0]
+    try:
+        with open(first, "rb") as fh:
+            return fh.read(4) == PARQUET_MAGIC
+    except OSError:
+        return False
+
+
+def detect(path: Path) -> NeuronParquetSource | None:
+    """A source for a Neuron Explorer Parquet directory, else None."""
+    return NeuronParquetSource(path) if is_neuron_parquet_dir(path) else None

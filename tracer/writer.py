@@ -76,6 +76,8 @@ class _DictionaryState:
             return pa.array([], pa.int32())
         idx = indices.cast(pa.int32())
         if idx.null_count:
+            if idx.null_count == len(idx):  # all null (the dictionary may be empty)
+                return pa.nulls(len(idx), pa.int32())
             filled = np.asarray(idx.fill_null(0))
             return pa.array(mapping[filled], pa.int32(), mask=np.asarray(idx.is_null()))
         return pa.array(mapping[np.asarray(idx)], pa.int32())

@@ -25,7 +25,7 @@ PROG = "trnprof"
 ENTRY_POINT_GROUP = "trnprof.commands"
 
 #: Modules of the built-in subcommands; each defines ``COMMAND``.
-BUILTIN_COMMAND_MODULES: tuple[str, ...] = ("profiler.cli.info",)
+BUILTIN_COMMAND_MODULES: tuple[str, ...] = ("profiler.cli.info", "profiler.cli.kernels", "profiler.cli.record")
 
 
 @runtime_checkable

@@ -1,0 +1,141 @@
+"""``trnprof record``: run a kernel on the simulated NeuronCore and record its instruction-level trace."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from tracer import schema
+from tracer.errors import ConfigError, TraceExistsError
+from tracer.sim import PRESETS, overridable_names, run_kernel
+from tracer.sim.arch import parse_overrides
+
+
+def parse_params(items: list[str] | None) -> dict[str, str]:
+    """``["M=1024", "dtype=fp32"]`` -> ``{"M": "1024", "dtype": "fp32"}``; ConfigError without ``=``."""
+    out: dict[str, str] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"-p {item!r}: expected KEY=VALUE (see `trnprof kernels` for the parameters)")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def default_output(kernel: str, arch: str) -> Path:
+    """``<kernel>-<arch>.trace`` in the working directory (the function name for file.py:function)."""
+    name = kernel.rpartition(":")[2] if ":" in kernel else kernel
+    return Path(f"{name}-{arch}.trace")
+
+
+def _holds_trace(path: Path) -> bool:
+    return path.is_dir() and any(f.name.endswith(schema.TABLE_FILE_SUFFIX) for f in path.iterdir())
+
+
+class RecordCommand:
+    """Run a kernel on the simulated NeuronCore and record its instruction-level trace.
+
+    KERNEL is a shipped kernel (see `trnprof kernels`) or path/to/file.py:function.  The trace streams to disk
+    while the kernel runs (a killed run keeps what was flushed).  An existing trace is replaced only with
+    --force, and only once the new recording has finished.
+    """
+
+    name = "record"
+    help = "run a kernel on the simulated NeuronCore and record its trace"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("kernel", metavar="KERNEL", help="kernel name, or path/to/file.py:function")
+        parser.add_argument("-p", "--param", action="append", metavar="KEY=VALUE", dest="params",
+                            help="kernel parameter (repeatable), e.g. -p M=2048")
+        parser.add_argument("--arch", choices=sorted(PRESETS), default="trn2", help="architecture (default trn2)")
+        parser.add_argument("--set", action="append", metavar="CONST=VALUE", dest="overrides",
+                            help="override a cost-model constant (repeatable); names: "
+                                 + ", ".join(overridable_names()))
+        parser.add_argument("-o", "--output", metavar="TRACE_DIR",
+                            help="trace directory to write (default: ./KERNEL-ARCH.trace)")
+        parser.add_argument("--force", action="store_true", help="replace an existing trace at the output path")
+        parser.add_argument("--no-trace", action="store_true", help="simulate only; write no trace")
+        parser.add_argument("--numerics", action="store_true", help="compute values with numpy (slower)")
+        parser.add_argument("--check", action="store_true",
+                            help="compute values and compare every output with the kernel's numpy reference")
+        parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+        parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+
+    def run(self, args: argparse.Namespace) -> int:
+        params = parse_params(args.params)
+        overrides = parse_overrides(args.overrides)
+        out: Path | None = None
+        target: Path | None = None
+        if not args.no_trace:
+            out = Path(args.output) if args.output else default_output(args.kernel, args.arch)
+            target = out
+            if out.exists():
+                if not out.is_dir():
+                    raise TraceExistsError(f"{out}: exists and is not a directory; choose another output path (-o)")
+                if _holds_trace(out):
+                    if not args.force:
+                        raise TraceExistsError(f"{out}: a trace already exists here; pass --force to replace it "
+                                               "or -o to choose another path")
+                    # record beside it; the old trace is replaced only when the new one is complete
+                    target = out.with_name(f".{out.name}.recording-{os.getpid()}")
+                elif any(out.iterdir()):
+                    raise TraceExistsError(f"{out}: directory is not empty and holds no trace; choose an empty or "
+                                           "new path (-o)")
+        bar = _progress_bar(args.quiet)
+        try:
+            result = run_kernel(args.kernel, params, arch=args.arch, overrides=overrides, trace_path=target,
+                                numerics=args.numerics, check=args.check, seed=args.seed,
+                                progress=bar.update if bar else None)
+        except BaseException:
+            if target is not None and target != out and target.exists():
+                shutil.rmtree(target, ignore_errors=True)
+            raise
+        finally:
+            if bar:
+                bar.close()
+        if target is not None and out is not None and target != out:
+            _replace(out, target)
+            result.trace_path = out
+        for line in result.summary_lines():
+            print(line)
+        return 0
+
+
+def _replace(out: Path, new: Path) -> None:
+    """Swap the finished recording ``new`` into ``out`` (an existing trace directory)."""
+    old = out.with_name(f".{out.name}.old-{os.getpid()}")
+    out.rename(old)
+    new.rename(out)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+class _Progress:
+    """A tqdm bar counting simulated instructions, with the simulated time as postfix."""
+
+    def __init__(self) -> None:
+        from tqdm import tqdm
+
+        self.bar: Any = tqdm(unit=" instr", unit_scale=True, file=sys.stderr, desc="simulating",
+                             dynamic_ncols=True, leave=False)
+        self.last = 0
+
+    def update(self, instructions: int, simulated_ns: int) -> None:
+        self.bar.update(instructions - self.last)
+        self.last = instructions
+        self.bar.set_postfix_str(f"simulated {simulated_ns / 1000:,.1f} us", refresh=False)
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def _progress_bar(quiet: bool) -> _Progress | None:
+    if quiet or not sys.stderr.isatty():
+        return None
+    return _Progress()
+
+
+COMMAND = RecordCommand()

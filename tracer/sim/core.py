@@ -1,0 +1,465 @@
+"""The engine scheduler of the simulated NeuronCore: timing of every instruction and DMA transfer, as issued.
+
+Each operation is scheduled the moment the kernel issues it.  Dependencies always point back in program order
+and every engine runs its own stream in order, so an instruction's start is known at once:
+``start = max(its stream is free, its engine issued the previous instruction, every semaphore wait is met)``.
+The trace *is* the core's state: per instruction the scheduler appends ``start``, ``end``, the template id (the
+static description: engine, opcode, operand text, FLOPs, bytes, source line), the semaphore-wait time and one
+dynamic operand (an HBM offset) to preallocated ``array`` columns, and per resolved wait one Flow edge.  Full
+chunks go to a sink (the trace emitter thread, or nowhere with ``--no-trace``) as zero-copy buffers.
+
+Streams (one semaphore each): ``S[0]`` Tensor (LoadStationary), ``S[1]`` TensorMatrix (MultiplyMoving),
+``S[2]`` Vector, ``S[3]`` Scalar, ``S[4]`` GpSimd, ``S[5]`` Sync, then one per DMA queue group (``qSyncIO``...),
+incremented when a transfer retires (transfers of a group retire in trigger order).
+"""
+
+# Hot path: `if a > b: b = a` is about twice as fast as `b = max(a, b)` in CPython.
+# ruff: noqa: PLR1730
+
+from __future__ import annotations
+
+import bisect
+import math
+import time
+from array import array
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tracer.sim.arch import CostModel
+
+ENGINE_NAMES = ("Tensor", "Vector", "Scalar", "GpSimd", "Sync")
+E_TENSOR, E_VECTOR, E_SCALAR, E_GPSIMD, E_SYNC = range(5)
+S_TENSOR, S_MATRIX, S_VECTOR, S_SCALAR, S_GPSIMD, S_SYNC = range(6)
+COMPUTE_STREAMS = ("S[0]", "S[1]", "S[2]", "S[3]", "S[4]", "S[5]")
+STREAM_ENGINE = (E_TENSOR, E_TENSOR, E_VECTOR, E_SCALAR, E_GPSIMD, E_SYNC)
+STREAM_TRACK = ("Tensor", "TensorMatrix", "Vector", "Scalar", "GpSimd", "Sync")
+ENGINE_STREAM = {E_VECTOR: S_VECTOR, E_SCALAR: S_SCALAR, E_GPSIMD: S_GPSIMD, E_SYNC: S_SYNC}
+
+KIND_COMPUTE, KIND_MATMUL, KIND_DMA = 0, 1, 2
+TABLE_INSTRUCTION, TABLE_PACKET = 0, 1
+
+CHUNK_INSTRUCTIONS = 65_536
+HANDOFF_INTERVAL_S = 0.5
+
+
+class Template:
+    """Everything static about an instruction; interned, so a loop body's instructions share a few templates."""
+
+    __slots__ = (
+        "act_fn", "bytes", "clock", "cycles", "dma", "dur", "engine", "flops_adj", "flops_raw", "hlo", "id", "kind",
+        "layer", "loc", "opcode", "perf_mode", "stream", "tensor_type", "text_post", "text_pre",
+    )
+
+    def __init__(self, **kw: Any) -> None:
+        for name in self.__slots__:
+            setattr(self, name, kw.get(name))
+
+
+class DmaPlan:
+    """How one DMA transfer splits into packets over the queues of its group (see docs/cost-model.md).
+
+    Rows (partition rows) are cut into packets of at most ``dma_packet_bytes``; packet ``j`` (row-major) goes to
+    queue ``(q0 + j) % Q`` where ``q0`` rotates from transfer to transfer, so the queues stay balanced.
+    """
+
+    __slots__ = ("_cache", "chunk_bytes", "dst_mem", "group", "hbm", "n", "nqueues", "per_row", "prefix",
+                 "queue_type", "rows", "src_mem", "sub_bytes", "sub_ns", "variable")
+
+    def __init__(self, cm: CostModel, *, rows: int, chunk_bytes: int, group: int, prefix: str, queue_type: str,
+                 src_mem: str, dst_mem: str, variable: str, hbm: tuple[Any, ...] | None) -> None:
+        self.rows = rows
+        self.chunk_bytes = chunk_bytes
+        self.group = group
+        self.prefix = prefix
+        self.queue_type = queue_type
+        self.src_mem = src_mem
+        self.dst_mem = dst_mem
+        self.variable = variable
+        #: (side, tensor name, columns of the view, rows of the view, broadcast) when one side is HBM.
+        self.hbm = hbm
+        self.nqueues = cm.dma_queues
+        pkt = cm.dma_packet_bytes
+        full, rem = divmod(chunk_bytes, pkt)
+        sizes = [pkt] * full + ([rem] if rem else [])
+        self.per_row = len(sizes)
+        self.sub_bytes = np.array(sizes, np.int64)
+        self.sub_ns = np.array([cm.dma_packet_ns(s, chunk_bytes) for s in sizes], np.int64)
+        self.n = rows * self.per_row
+        self._cache: dict[int, tuple[tuple[int, ...], np.ndarray, np.ndarray]] = {}
+
+    def layout(self, q0: int) -> tuple[tuple[int, ...], np.ndarray, np.ndarray]:
+        """(per-queue busy ns, per-packet offset from its queue's start, per-packet queue) for rotation ``q0``."""
+        hit = self._cache.get(q0)
+        if hit is not None:
+            return hit
+        j = np.arange(self.n, dtype=np.int64)
+        dur = self.sub_ns[j % self.per_row]
+        queue = (q0 + j) % self.nqueues
+        offsets = np.zeros(self.n, np.int64)
+        totals = [0] * self.nqueues
+        for q in range(min(self.nqueues, self.n)):
+            r = (q - q0) % self.nqueues
+            d = dur[r::self.nqueues]
+            csum = np.cumsum(d)
+            offsets[r::self.nqueues] = csum - d
+            totals[q] = int(csum[-1]) if len(csum) else 0
+        hit = (tuple(totals), offsets, queue)
+        self._cache[q0] = hit
+        return hit
+
+    def last_packet(self, q: int, q0: int) -> int:
+        """Index (within the transfer) of the last packet on queue ``q``."""
+        r = (q - q0) % self.nqueues
+        return r + self.nqueues * ((self.n - 1 - r) // self.nqueues)
+
+
+@dataclass
+class Chunk:
+    """A slice of the core's records handed to the trace emitter."""
+
+    first_id: int
+    start: array
+    end: array
+    tid: array
+    wait: array
+    aux: array
+    # Flow edges (one per resolved semaphore wait)
+    f_in: array
+    f_out: array
+    f_table: array
+    f_dep: array
+    f_gap: array
+    f_stream: array
+    f_value: array
+    # DMA transfers
+    x_instr: array
+    x_tid: array
+    x_pkt: array
+    x_q0: array
+    x_retire: array
+    x_qstart: array
+    first_xfer: int
+    counters: list[tuple[int, str, float, str]] = field(default_factory=list)
+    spans: list[dict[str, Any]] = field(default_factory=list)
+    n_templates: int = 0
+    streams: tuple[str, ...] = ()
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+
+def _new_columns() -> dict[str, array]:
+    cols = {name: array("q") for name in ("start", "end", "tid", "wait", "aux", "f_in", "f_out", "f_gap",
+                                          "f_value", "x_instr", "x_tid", "x_pkt", "x_retire", "x_qstart")}
+    cols.update({name: array("b") for name in ("f_table", "f_dep")})
+    cols.update({name: array("i") for name in ("f_stream", "x_q0")})
+    return cols
+
+
+class Core:
+    """Schedules instructions on the engines and DMA queues of one NeuronCore and records them.
+
+    Args:
+        cm: the cost model.
+        sink: receives each full :class:`Chunk` (``None``: records are dropped, as with ``--no-trace``).
+        progress: called with (instructions so far, simulated ns) at each handoff.
+    """
+
+    def __init__(self, cm: CostModel, sink: Callable[[Chunk], None] | None = None,
+                 progress: Callable[[int, int], None] | None = None) -> None:
+        self.cm = cm
+        self.sink = sink
+        self.progress = progress
+        self.templates: list[Template] = []
+        self.template_ids: dict[tuple[Any, ...], int] = {}
+        self.stream_names: list[str] = list(COMPUTE_STREAMS)
+        self.stream_engine: list[int] = list(STREAM_ENGINE)
+        self.dma_groups: dict[str, int] = {}
+        self.stream_free = [0] * 6
+        self.stream_seq = [0] * 6
+        self.engine_issue = [0] * 5
+        self.pe_weights_ready = 0
+        # busy-time union per engine (starts are non-decreasing per engine)
+        self.busy = [0] * 5
+        self.cur_s = [0] * 5
+        self.cur_e = [0] * 5
+        self.instructions_per_engine = [0] * 5
+        # DMA state
+        # DMA: each queue group has one FIFO queue per DMA engine; the engines' time is shared by all groups
+        self.queue_free: dict[int, list[int]] = {}
+        self.eng_starts: list[list[int]] = [[] for _ in range(cm.dma_queues)]
+        self.eng_ends: list[list[int]] = [[] for _ in range(cm.dma_queues)]
+        self.eng_floor = [0] * cm.dma_queues
+        self.q0 = 0
+        self.dma_retire: dict[int, int] = {}
+        self.dma_seq: dict[int, int] = {}
+        self.queue_busy_ns = 0
+        self.dma_bytes = 0
+        self.n_packets = 0
+        self.n_xfers = 0
+        self.last_ns = 0
+        self.frontier = 0
+        # Tensor engine throttle (Trn2)
+        self.thr_window: deque[tuple[int, int]] = deque()
+        self.thr_busy = 0
+        self.thr_ramp_start = -1
+        self.thr_level_pct = -1
+        self.pe_flops = 0.0
+        # spans open at the moment: [min start, max end]
+        self.open_spans: list[list[int]] = []
+        self.n = 0
+        self._cols = _new_columns()
+        self._chunk_first = 0
+        self._chunk_first_xfer = 0
+        self._counters: list[tuple[int, str, float, str]] = []
+        self._spans: list[dict[str, Any]] = []
+        self._last_handoff = time.monotonic()
+        self._bind()
+
+    def _bind(self) -> None:
+        c = self._cols
+        self._a_start, self._a_end, self._a_tid = c["start"].append, c["end"].append, c["tid"].append
+        self._a_wait, self._a_aux = c["wait"].append, c["aux"].append
+
+    # -- templates and streams ------------------------------------------------------------------------
+    def template(self, key: tuple[Any, ...], build: Callable[[], Template]) -> int:
+        """Id of the template for ``key``, building it on first use."""
+        tid = self.template_ids.get(key)
+        if tid is None:
+            tpl = build()
+            tid = tpl.id = len(self.templates)
+            self.templates.append(tpl)
+            self.template_ids[key] = tid
+        return tid
+
+    def dma_group(self, prefix: str) -> int:
+        """Stream id of the DMA queue group ``prefix`` (e.g. ``qSyncIO``), created on first use."""
+        g = self.dma_groups.get(prefix)
+        if g is None:
+            g = len(self.stream_names)
+            self.dma_groups[prefix] = g
+            self.stream_names.append(prefix)
+            self.stream_engine.append(-1)
+            self.queue_free[g] = [0] * self.cm.dma_queues
+            self.dma_retire[g] = 0
+            self.dma_seq[g] = 0
+        return g
+
+    # -- execution ------------------------------------------------------------------------------------------
+    def execute(self, tid: int, deps: dict[int, tuple[tuple[Any, ...], int]], aux: int = -1) -> tuple[Any, ...]:
+        """Schedule one instruction (and its DMA transfer); returns its producer info (see tracer.sim.tracker)."""
+        tpl = self.templates[tid]
+        stream = tpl.stream
+        eng = tpl.engine
+        ready = self.stream_free[stream]
+        issue = self.engine_issue[eng]
+        if issue > ready:
+            ready = issue
+        if stream == S_MATRIX and self.pe_weights_ready > ready:
+            ready = self.pe_weights_ready
+        idx = self.n
+        wait_until = 0
+        edges = None
+        if deps:
+            edges = []
+            for s, (p, kind) in deps.items():
+                if s == stream:
+                    continue  # same in-order stream: no semaphore needed
+                if p[2] > wait_until:
+                    wait_until = p[2]
+                edges.append((p, kind))
+        start = wait_until if wait_until > ready else ready
+        kind = tpl.kind
+        dur = self._throttled(tpl, start) if kind == KIND_MATMUL and self.cm.throttle_enabled else tpl.dur
+        end = start + dur
+        self.stream_free[stream] = end
+        self.engine_issue[eng] = start
+        if stream == S_TENSOR:
+            self.pe_weights_ready = end
+        seq = self.stream_seq[stream] = self.stream_seq[stream] + 1
+        self._a_start(start)
+        self._a_end(end)
+        self._a_tid(tid)
+        self._a_wait(wait_until - ready if wait_until > ready else 0)
+        self._a_aux(aux)
+        self.n = idx + 1
+        if edges:
+            c = self._cols
+            for p, dkind in edges:
+                c["f_in"].append(idx)
+                c["f_out"].append(p[4])
+                c["f_table"].append(p[3])
+                c["f_dep"].append(dkind)
+                c["f_gap"].append(start - p[2])
+                c["f_stream"].append(p[0])
+                c["f_value"].append(p[1])
+        # busy union
+        if start > self.cur_e[eng]:
+            self.busy[eng] += self.cur_e[eng] - self.cur_s[eng]
+            self.cur_s[eng] = start
+            self.cur_e[eng] = end
+        elif end > self.cur_e[eng]:
+            self.cur_e[eng] = end
+        self.instructions_per_engine[eng] += 1
+        if start > self.frontier:
+            self.frontier = start
+        if tpl.flops_adj:
+            self.pe_flops += tpl.flops_adj
+        if kind == KIND_DMA:
+            pinfo = self._transfer(tpl, idx, start, aux)
+            fin = pinfo[2]
+        else:
+            pinfo = (stream, seq, end, TABLE_INSTRUCTION, idx)
+            fin = end
+        if fin > self.last_ns:
+            self.last_ns = fin
+        for sp in self.open_spans:
+            if start < sp[0]:
+                sp[0] = start
+            if fin > sp[1]:
+                sp[1] = fin
+        if (idx & 1023) == 0 and idx:
+            self._maybe_handoff()
+        return pinfo
+
+    def _throttled(self, tpl: Template, start: int) -> int:
+        """Duration of a MultiplyMoving under the Trn2 dI/dt throttle ramp (see docs/cost-model.md)."""
+        cm = self.cm
+        win = self.thr_window
+        reset = self.thr_ramp_start < 0
+        if not reset:
+            lo = start - cm.throttle_window_ns
+            while win and win[0][1] <= lo:
+                s, e = win.popleft()
+                self.thr_busy -= e - s
+            busy = self.thr_busy
+            if win and win[0][0] < lo:
+                busy -= lo - win[0][0]
+            span = min(cm.throttle_window_ns, start - self.thr_ramp_start)
+            reset = span > 0 and busy < cm.throttle_reset_utilization * span
+        if reset:
+            self.thr_ramp_start = start
+            win.clear()
+            self.thr_busy = 0
+        f0 = cm.throttle_start_fraction
+        level = min(1.0, f0 + (1.0 - f0) * (start - self.thr_ramp_start) / cm.throttle_ramp_ns)
+        dur = tpl.dur if level >= 1.0 else max(tpl.dur, math.ceil(tpl.cycles / (level * tpl.clock) - 1e-9))
+        pct = round(level * 100)
+        if pct != self.thr_level_pct:
+            self.thr_level_pct = pct
+            self._counters.append((start, "tensor_throttle_percent", float(pct), "%"))
+        win.append((start, start + dur))
+        self.thr_busy += dur
+        return dur
+
+    def _transfer(self, tpl: Template, idx: int, start: int, aux: int) -> tuple[Any, ...]:
+        plan: DmaPlan = tpl.dma
+        g = plan.group
+        q0 = self.q0
+        totals, _offsets, _queues = plan.layout(q0)
+        ready = start + self.cm.dma_start_latency_ns
+        qf = self.queue_free[g]
+        qstart = self._cols["x_qstart"]
+        end_max = -1
+        last = -1
+        for q in range(plan.nqueues):
+            tot = totals[q]
+            s = qf[q] if qf[q] > ready else ready
+            if tot:
+                s = self._place(q, s, tot)
+                e = s + tot
+                qf[q] = e
+            qstart.append(s)
+            if tot and (e > end_max or (e == end_max and plan.last_packet(q, q0) > last)):
+                end_max = e
+                last = plan.last_packet(q, q0)
+        self.queue_busy_ns += sum(totals)
+        pkt_base = self.n_packets
+        self.n_packets += plan.n
+        self.q0 = (q0 + plan.n) % plan.nqueues
+        retire = end_max if end_max > self.dma_retire[g] else self.dma_retire[g]
+        self.dma_retire[g] = retire
+        seq = self.dma_seq[g] = self.dma_seq[g] + 1
+        c = self._cols
+        c["x_instr"].append(idx)
+        c["x_tid"].append(tpl.id)
+        c["x_pkt"].append(pkt_base)
+        c["x_q0"].append(q0)
+        c["x_retire"].append(retire)
+        self.n_xfers += 1
+        self.dma_bytes += plan.rows * plan.chunk_bytes
+        return (g, seq, retire, TABLE_PACKET, pkt_base + last)
+
+    def _place(self, q: int, t: int, d: int) -> int:
+        """Reserve ``d`` ns of DMA engine ``q`` at the earliest idle time >= ``t``; returns the start.
+
+        Engines serve the queues of every group: a transfer fills an idle gap left by transfers of other
+        groups that were issued earlier but had to wait (the engine round-robins between its queues).
+        """
+        starts, ends = self.eng_starts[q], self.eng_ends[q]
+        s = t if t > self.eng_floor[q] else self.eng_floor[q]
+        if not ends or s >= ends[-1]:
+            if ends and s == ends[-1]:
+                ends[-1] = s + d
+            else:
+                starts.append(s)
+                ends.append(s + d)
+        else:
+            i = bisect.bisect_right(ends, s)
+            n = len(starts)
+            while i < n and starts[i] < s + d:
+                if ends[i] > s:
+                    s = ends[i]
+                i += 1
+            starts.insert(i, s)
+            ends.insert(i, s + d)
+            if i + 1 < len(starts) and starts[i + 1] == s + d:
+                ends[i] = ends[i + 1]
+                del starts[i + 1], ends[i + 1]
+            if i > 0 and ends[i - 1] == s:
+                ends[i - 1] = ends[i]
+                del starts[i], ends[i]
+        if len(starts) > 256:  # forget the oldest reservations; the time before them counts as busy
+            self.eng_floor[q] = ends[127]
+            del starts[:128], ends[:128]
+        return s
+
+    # -- side records ------------------------------------------------------------------------------------
+    def counter(self, name: str, value: float, unit: str, ts: int | None = None) -> None:
+        """Record a counter sample (``ts`` defaults to the issue frontier: the latest instruction start)."""
+        self._counters.append((self.frontier if ts is None else ts, name, float(value), unit))
+
+    def span(self, row: dict[str, Any]) -> None:
+        """Record a Span row."""
+        self._spans.append(row)
+
+    # -- chunks -----------------------------------------------------------------------------------------
+    def _maybe_handoff(self) -> None:
+        if self.n - self._chunk_first >= CHUNK_INSTRUCTIONS or \
+                time.monotonic() - self._last_handoff >= HANDOFF_INTERVAL_S:
+            self.handoff()
+
+    def handoff(self) -> None:
+        """Hand the records gathered so far to the sink and start a new chunk."""
+        c = self._cols
+        chunk = Chunk(first_id=self._chunk_first, first_xfer=self._chunk_first_xfer, counters=self._counters,
+                      spans=self._spans, n_templates=len(self.templates), streams=tuple(self.stream_names), **c)
+        self._chunk_first = self.n
+        self._chunk_first_xfer = self.n_xfers
+        self._cols = _new_columns()
+        self._counters = []
+        self._spans = []
+        self._bind()
+        self._last_handoff = time.monotonic()
+        if self.sink is not None and (len(chunk) or chunk.counters or chunk.spans):
+            self.sink(chunk)
+        if self.progress is not None:
+            self.progress(self.n, self.last_ns)
+
+    def finish_busy(self) -> list[int]:
+        """Busy ns per engine (union of its instructions' intervals)."""
+        return [b + (e - s) for b, s, e in zip(self.busy, self.cur_s, self.cur_e, strict=True)]

@@ -1,0 +1,358 @@
+"""Trace emission: turns the core's record chunks into trace tables and hands them to a TraceWriter.
+
+Runs on its own thread so the simulation never waits for compression or disk (most of the work here is
+vectorised numpy/pyarrow, which releases the GIL).  From one :class:`~tracer.sim.core.Chunk` it builds:
+
+* ``Instruction`` rows: static columns gathered from the templates, operand text assembled in bulk (semaphore
+  waits from the Flow edges + the static text + the dynamic HBM slice of DMA triggers), per-engine ``pc``;
+* ``Flow`` rows (one per semaphore wait), ``SemaphoreUpdate`` rows (each instruction increments its stream's
+  semaphore at completion, each DMA transfer its group's semaphore at retirement);
+* ``DmaPacket`` rows, expanded from each transfer's per-queue start times and its packet plan;
+* ``Counter``, ``Span`` and ``DmaQueuesInfo`` rows.
+
+The emitter is bounded: the core blocks when more than a few chunks wait, so memory stays flat on long runs.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from tracer import schema
+from tracer.sim.core import ENGINE_NAMES, STREAM_TRACK, TABLE_INSTRUCTION, Chunk, Core, DmaPlan
+from tracer.sim.tracker import DEP_NAMES
+from tracer.writer import TraceWriter
+
+TRACK_GROUP = "NeuronCore 0"
+_TABLE_NAMES = (schema.INSTRUCTION.name, schema.DMA_PACKET.name)
+_STR_ATTRS = ("opcode", "loc", "layer", "hlo", "act_fn", "perf_mode", "tensor_type", "text_pre", "text_post")
+_BYTE_COLS = ("hbm_read_bytes", "hbm_write_bytes", "sbuf_read_bytes", "sbuf_write_bytes", "psum_read_bytes",
+              "psum_write_bytes")
+
+
+def _i64(buf: Any) -> np.ndarray:
+    return np.frombuffer(buf, dtype=np.int64) if len(buf) else np.zeros(0, np.int64)
+
+
+def _dict_column(codes: np.ndarray, values: list[str]) -> pa.DictionaryArray:
+    mask = codes < 0
+    idx = pa.array(np.where(mask, 0, codes).astype(np.int32), mask=mask if mask.any() else None)
+    return pa.DictionaryArray.from_arrays(idx, pa.array(values, pa.string()))
+
+
+class _Interned:
+    """Distinct string values of one template attribute, and each template's code (-1 = null)."""
+
+    def __init__(self) -> None:
+        self.values: list[str] = []
+        self.codes: dict[str, int] = {}
+        self.by_template: list[int] = []
+
+    def add(self, value: str | None) -> None:
+        if value is None:
+            self.by_template.append(-1)
+            return
+        code = self.codes.get(value)
+        if code is None:
+            code = self.codes[value] = len(self.values)
+            self.values.append(value)
+        self.by_template.append(code)
+
+
+class Emitter:
+    """Builds trace tables from core chunks and appends them to ``writer`` (on a thread when ``threaded``)."""
+
+    def __init__(self, core: Core, writer: TraceWriter, *, threaded: bool = True, max_pending: int = 3) -> None:
+        self.core = core
+        self.writer = writer
+        self.n_templates = 0
+        self.attrs = {name: _Interned() for name in _STR_ATTRS}
+        self.t_engine: list[int] = []
+        self.t_stream: list[int] = []
+        self.t_flops_raw: list[int] = []
+        self.t_flops_adj: list[int] = []
+        self.t_bytes: list[tuple[int, ...]] = []
+        self.t_hbm: list[tuple[Any, ...] | None] = []
+        self.pc = np.zeros(len(ENGINE_NAMES), np.int64)
+        self.seq: dict[int, int] = {}
+        self.queues_written: set[str] = set()
+        self.error: BaseException | None = None
+        self._queue: queue.Queue[Chunk | None] | None = None
+        self._thread: threading.Thread | None = None
+        if threaded:
+            self._queue = queue.Queue(maxsize=max_pending)
+            self._thread = threading.Thread(target=self._run, name="trnprof-emitter", daemon=True)
+            self._thread.start()
+
+    # -- thread plumbing -------------------------------------------------------------------------------
+    def submit(self, chunk: Chunk) -> None:
+        """Queue ``chunk`` for emission (emits at once when not threaded)."""
+        if self.error is not None:
+            raise self.error
+        if self._queue is None:
+            self.emit(chunk)
+        else:
+            self._queue.put(chunk)
+
+    def _run(self) -> None:
+        assert self._queue is not None
+        while True:
+            chunk = self._queue.get()
+            if chunk is None:
+                return
+            if self.error is None:
+                try:
+                    self.emit(chunk)
+                except BaseException as exc:
+                    self.error = exc
+
+    def close(self) -> None:
+        """Wait until every submitted chunk is written; re-raise an emission error."""
+        if self._queue is not None and self._thread is not None:
+            self._queue.put(None)
+            self._thread.join()
+            self._thread = None
+        if self.error is not None:
+            raise self.error
+
+    # -- templates -----------------------------------------------------------------------------------------
+    def _sync_templates(self, n: int) -> None:
+        for tpl in self.core.templates[self.n_templates:n]:
+            self.t_engine.append(tpl.engine)
+            self.t_stream.append(tpl.stream)
+            self.t_flops_raw.append(-1 if tpl.flops_raw is None else int(tpl.flops_raw))
+            self.t_flops_adj.append(-1 if tpl.flops_adj is None else int(tpl.flops_adj))
+            self.t_bytes.append(tuple(tpl.bytes))
+            self.t_hbm.append(tpl.dma.hbm if tpl.dma is not None else None)
+            for name in _STR_ATTRS:
+                self.attrs[name].add(getattr(tpl, name))
+        self.n_templates = max(self.n_templates, n)
+
+    # -- one chunk -------------------------------------------------------------------------------------------
+    def emit(self, chunk: Chunk) -> None:
+        """Write the rows of one chunk."""
+        self._sync_templates(chunk.n_templates)
+        if len(chunk):
+            self._instructions(chunk)
+        if len(chunk.x_instr):
+            self._packets(chunk)
+        if chunk.counters:
+            self._counters(chunk.counters)
+        if chunk.spans:
+            self.writer.append_rows(schema.SPAN.name, chunk.spans)
+
+    def _instructions(self, ch: Chunk) -> None:
+        n = len(ch)
+        ids = np.arange(ch.first_id, ch.first_id + n, dtype=np.int64)
+        start, end, tid = _i64(ch.start), _i64(ch.end), _i64(ch.tid)
+        wait, aux = _i64(ch.wait), _i64(ch.aux)
+        eng = np.asarray(self.t_engine, np.int64)[tid]
+        stream = np.asarray(self.t_stream, np.int64)[tid]
+        pcs = np.empty(n, np.int64)
+        for e in range(len(ENGINE_NAMES)):
+            m = eng == e
+            k = int(m.sum())
+            if k:
+                pcs[m] = self.pc[e] + np.arange(k)
+                self.pc[e] += k
+        seqs = np.empty(n, np.int64)
+        for s in np.unique(stream).tolist():
+            m = stream == s
+            k = int(m.sum())
+            base = self.seq.get(s, 0)
+            seqs[m] = base + 1 + np.arange(k)
+            self.seq[s] = base + k
+        cols: dict[str, Any] = {
+            schema.ID: ids, schema.START_TS: start, schema.END_TS: end, schema.DURATION_NS: end - start,
+            schema.ENGINE: _dict_column(eng, list(ENGINE_NAMES)),
+            schema.PC: pcs, schema.PCORE_IDX: np.zeros(n, np.int64),
+            schema.TIMELINE_TRACK: _dict_column(stream, list(STREAM_TRACK)),
+            schema.EVT_WAIT_TIME_NS: wait,
+        }
+        for col, attr in ((schema.OPCODE, "opcode"), (schema.NKI_SOURCE_LOCATION, "loc"), (schema.LAYER, "layer"),
+                          (schema.HLO_NAME, "hlo"), ("scalar_activation_fn", "act_fn"),
+                          ("performance_mode", "perf_mode"), (schema.TENSOR_INSTRUCTION_TYPE, "tensor_type")):
+            it = self.attrs[attr]
+            cols[col] = _dict_column(np.asarray(it.by_template, np.int64)[tid], it.values)
+        tb = np.asarray(self.t_bytes, np.int64)[tid]
+        for i, col in enumerate(_BYTE_COLS):
+            v = tb[:, i]
+            cols[col] = pa.array(v, mask=v <= 0)
+        for col, src in ((schema.RAW_FLOPS, self.t_flops_raw), (schema.ADJUSTED_FLOPS, self.t_flops_adj)):
+            v = np.asarray(src, np.int64)[tid]
+            cols[col] = pa.array(v, mask=v < 0)
+        cols[schema.OPERANDS] = self._operands(ch, n, tid, aux)
+        self.writer.append(schema.INSTRUCTION.name, cols)
+        # semaphore increments at completion
+        names = list(ch.streams)
+        self.writer.append(schema.SEMAPHORE_UPDATE.name, {
+            schema.TIMESTAMP: end, schema.ID: _dict_column(stream, names), schema.VALUE: seqs.astype(np.int32),
+            "update_source": _dict_column(eng, list(ENGINE_NAMES)),
+            "update_operation_type": pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)),
+                                                                     pa.array(["sem_inc"])),
+            "update_trigger_timing": pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)),
+                                                                    pa.array(["complete"])),
+            schema.PCORE_IDX: np.zeros(n, np.int64),
+        })
+        if len(ch.f_in):
+            f_table = np.frombuffer(ch.f_table, np.int8).astype(np.int64)
+            f_dep = np.frombuffer(ch.f_dep, np.int8).astype(np.int64)
+            m = len(ch.f_in)
+            self.writer.append(schema.FLOW.name, {
+                schema.IN_ID: _i64(ch.f_in), schema.OUT_ID: _i64(ch.f_out),
+                schema.IN_TABLE: pa.DictionaryArray.from_arrays(pa.array(np.full(m, TABLE_INSTRUCTION, np.int32)),
+                                                                pa.array(list(_TABLE_NAMES))),
+                schema.OUT_TABLE: _dict_column(f_table, list(_TABLE_NAMES)),
+                schema.DEPENDENCY_TYPE: _dict_column(f_dep, list(DEP_NAMES)),
+                schema.GAP_TIME: _i64(ch.f_gap),
+            })
+
+    def _operands(self, ch: Chunk, n: int, tid: np.ndarray, aux: np.ndarray) -> pa.Array:
+        pre_it = self.attrs["text_pre"]
+        pre = pa.array(pre_it.values).take(pa.array(np.asarray(pre_it.by_template)[tid]))
+        post_it = self.attrs["text_post"]
+        post = pa.array(post_it.values).take(pa.array(np.asarray(post_it.by_template)[tid]))
+        # semaphore waits, from the Flow edges (appended in consumer order)
+        if len(ch.f_in):
+            f_in = _i64(ch.f_in) - ch.first_id
+            stream_names = pa.array(list(ch.streams))
+            f_stream = np.frombuffer(ch.f_stream, np.int32)
+            texts = pc.binary_join_element_wise("$", stream_names.take(pa.array(f_stream)), ">=",
+                                                pa.array(_i64(ch.f_value)).cast(pa.string()), " ", "")
+            offsets = np.searchsorted(f_in, np.arange(n + 1)).astype(np.int32)
+            waits = pc.binary_join(pa.ListArray.from_arrays(pa.array(offsets), texts), "")
+        else:
+            waits = pa.array([""] * n)
+        # dynamic HBM slice text of DMA triggers
+        dyn = np.array([""] * n, dtype=object)
+        has = np.flatnonzero(aux >= 0)
+        if len(has):
+            for t in np.unique(tid[has]).tolist():
+                hbm = self.t_hbm[t]
+                if hbm is None:
+                    continue
+                rows_ = has[tid[has] == t]
+                _side, name, ncols, nrows, ncols_view, bcast = hbm
+                off = aux[rows_]
+                r0, c0 = off // ncols, off % ncols
+                text = pc.binary_join_element_wise(
+                    f"{name}[", pa.array(r0).cast(pa.string()), ":", pa.array(r0 + nrows).cast(pa.string()), ",",
+                    pa.array(c0).cast(pa.string()), ":", pa.array(c0 + ncols_view).cast(pa.string()),
+                    f"]*{bcast}" if bcast else "]", "")
+                dyn[rows_] = text.to_numpy(zero_copy_only=False)
+        return pc.binary_join_element_wise(waits, pre, pa.array(dyn, pa.string()), post, "")
+
+    def _packets(self, ch: Chunk) -> None:
+        core = self.core
+        x_tid = _i64(ch.x_tid)
+        x_pkt = _i64(ch.x_pkt)
+        x_q0 = np.frombuffer(ch.x_q0, np.int32).astype(np.int64)
+        x_retire = _i64(ch.x_retire)
+        nx = len(x_tid)
+        nq = core.cm.dma_queues
+        qstart = _i64(ch.x_qstart).reshape(nx, nq)
+        parts: dict[str, list[np.ndarray]] = {k: [] for k in (
+            "id", "start", "dur", "bytes", "queue", "agg", "pidx", "group", "tid")}
+        group_seq: list[np.ndarray] = []
+        keys = x_tid * nq + x_q0
+        for key in np.unique(keys).tolist():
+            sel = np.flatnonzero(keys == key)
+            t, q0 = divmod(key, nq)
+            plan: DmaPlan = core.templates[t].dma
+            _totals, offsets, queues = plan.layout(q0)
+            j = np.arange(plan.n, dtype=np.int64)
+            sub = j % plan.per_row
+            starts = qstart[sel][:, queues] + offsets[None, :]
+            k = len(sel)
+            parts["id"].append((x_pkt[sel][:, None] + j[None, :]).ravel())
+            parts["start"].append(starts.ravel())
+            parts["dur"].append(np.tile(plan.sub_ns[sub], k))
+            parts["bytes"].append(np.tile(plan.sub_bytes[sub], k))
+            parts["queue"].append(np.tile(queues, k))
+            parts["agg"].append(np.repeat(ch.first_xfer + sel, plan.n))
+            parts["pidx"].append(np.tile(sub, k))
+            parts["group"].append(np.full(k * plan.n, plan.group, np.int64))
+            parts["tid"].append(np.full(k * plan.n, t, np.int64))
+        cat = {k: np.concatenate(v) for k, v in parts.items()}
+        order = np.argsort(cat["id"], kind="stable")
+        cat = {k: v[order] for k, v in cat.items()}
+        del group_seq
+        # queue names and per-packet attributes
+        groups = np.unique(cat["group"]).tolist()
+        names: list[str] = []
+        qcode = np.empty(len(cat["id"]), np.int64)
+        for g in groups:
+            prefix = core.stream_names[g]
+            m = cat["group"] == g
+            qcode[m] = len(names) + cat["queue"][m]
+            names.extend(f"{prefix}{q}" for q in range(nq))
+            self._queue_info(core, g, prefix)
+        tids = cat["tid"]
+        uniq_t = np.unique(tids).tolist()
+        plans = {t: core.templates[t].dma for t in uniq_t}
+        qtypes = sorted({p.queue_type for p in plans.values()})
+        mems = sorted({m for p in plans.values() for m in (p.src_mem, p.dst_mem)})
+        variables = sorted({p.variable for p in plans.values()})
+        qt = np.empty(len(tids), np.int64)
+        src = np.empty(len(tids), np.int64)
+        dst = np.empty(len(tids), np.int64)
+        var = np.empty(len(tids), np.int64)
+        for t, p in plans.items():
+            m = tids == t
+            qt[m] = qtypes.index(p.queue_type)
+            src[m] = mems.index(p.src_mem)
+            dst[m] = mems.index(p.dst_mem)
+            var[m] = variables.index(p.variable)
+        start = cat["start"]
+        dur = cat["dur"]
+        nbytes = cat["bytes"]
+        self.writer.append(schema.DMA_PACKET.name, {
+            schema.ID: cat["id"], schema.START_TS: start, schema.END_TS: start + dur, schema.DURATION_NS: dur,
+            schema.QUEUE_NAME: _dict_column(qcode, names), schema.QUEUE_IDX: cat["queue"],
+            schema.QUEUE_TYPE: _dict_column(qt, qtypes), schema.ENGINE_IDX: cat["queue"],
+            schema.READ_BYTES: nbytes, schema.WRITE_BYTES: nbytes, schema.TRANSFER_BYTES: nbytes,
+            schema.THROUGHPUT: (nbytes / dur * 1e9).astype(np.float32),
+            schema.VARIABLE: _dict_column(var, variables), schema.PCORE_IDX: np.zeros(len(start), np.int64),
+            "packet_idx": cat["pidx"].astype(np.int32), "packet_aggregation_id": cat["agg"],
+            "source": _dict_column(src, mems), "dest": _dict_column(dst, mems),
+        })
+        # DMA group semaphores increment when a transfer retires
+        x_group = np.array([core.templates[t].dma.group for t in x_tid.tolist()], np.int64)
+        seqs = np.empty(nx, np.int64)
+        for g in np.unique(x_group).tolist():
+            m = x_group == g
+            k = int(m.sum())
+            base = self.seq.get(g, 0)
+            seqs[m] = base + 1 + np.arange(k)
+            self.seq[g] = base + k
+        self.writer.append(schema.SEMAPHORE_UPDATE.name, {
+            schema.TIMESTAMP: x_retire, schema.ID: _dict_column(x_group, list(ch.streams)),
+            schema.VALUE: seqs.astype(np.int32),
+            "update_source": pa.DictionaryArray.from_arrays(pa.array(np.zeros(nx, np.int32)), pa.array(["AXI"])),
+            "update_operation_type": pa.DictionaryArray.from_arrays(pa.array(np.zeros(nx, np.int32)),
+                                                                     pa.array(["sem_inc"])),
+            "update_trigger_timing": pa.DictionaryArray.from_arrays(pa.array(np.zeros(nx, np.int32)),
+                                                                    pa.array(["complete"])),
+            schema.PCORE_IDX: np.zeros(nx, np.int64),
+        })
+
+    def _queue_info(self, core: Core, group: int, prefix: str) -> None:
+        if prefix in self.queues_written:
+            return
+        self.queues_written.add(prefix)
+        qtype = "data"
+        self.writer.append_rows(schema.DMA_QUEUES_INFO.name, [
+            {schema.NAME: f"{prefix}{q}", "type": qtype, schema.PCORE_IDX: 0, "idx": q, schema.ENGINE_IDX: q}
+            for q in range(core.cm.dma_queues)])
+
+    def _counters(self, counters: list[tuple[int, str, float, str]]) -> None:
+        self.writer.append(schema.COUNTER.name, {
+            schema.TIMESTAMP: [c[0] for c in counters], schema.NAME: [c[1] for c in counters],
+            schema.VALUE: [c[2] for c in counters], schema.UNIT: [c[3] for c in counters],
+            schema.TRACK_GROUP: [TRACK_GROUP] * len(counters), schema.PCORE_IDX: [0] * len(counters),
+        })

@@ -1,0 +1,393 @@
+"""Memory of the simulated NeuronCore: HBM tensors, SBUF/PSUM tiles, their views, and the on-chip allocators.
+
+* :class:`HbmTensor` — a 2-D kernel input, output or scratch tensor in device memory.
+* :class:`Tile` — a 2-D ``[partition, free]`` tile in SBUF or PSUM, backed by a :class:`Block` of the allocator.
+  A tile's memory is released when the Python object is garbage (CPython frees it deterministically when the
+  last reference goes), like a tile going out of scope in an NKI kernel.
+* :class:`Allocator` — per-partition byte ranges of SBUF or PSUM.  Freed blocks are reused oldest-first
+  (least recently freed), so a tile allocated once per loop iteration rotates through two or more buffers and the
+  next iteration's loads overlap the current iteration's compute, as the Neuron compiler's multi-buffering does.
+  Reusing a block makes the new tile's first writes wait for the old tile's last accesses (anti / output
+  dependencies), which the dependency tracker keeps in ``Block.inherited``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from tracer.errors import KernelError
+from tracer.sim.dtypes import DType
+
+if TYPE_CHECKING:
+    from tracer.sim.context import KernelContext
+
+SBUF = "SBUF"
+PSUM = "PSUM"
+HBM = "HBM"
+ALIGN = 64
+
+
+class Block:
+    """A byte range [addr, addr + size) of every partition of SBUF or PSUM, with its dependency records."""
+
+    __slots__ = ("addr", "inherited", "mem", "owner", "readers", "site", "size", "writers")
+
+    def __init__(self, mem: str, addr: int, size: int) -> None:
+        self.mem = mem
+        self.addr = addr
+        self.size = size
+        #: Writer records ``[p0, p1, f0, f1, pinfo]`` of the current tile (see tracer.sim.tracker).
+        self.writers: list[list[Any]] = []
+        #: Reader records per stream, merged to their bounding box.
+        self.readers: dict[int, list[Any]] = {}
+        #: Last accesses of previous tiles in this memory, per stream: ``(pinfo, dependency type)``.
+        self.inherited: dict[int, tuple[tuple[Any, ...], int]] | None = None
+        self.owner = ""
+        self.site = ""
+
+
+class Allocator:
+    """Allocates per-partition byte ranges of one on-chip memory; raises KernelError on overflow.
+
+    Freed blocks are kept per allocation site (source line): a tile allocated once per loop iteration reuses
+    the blocks of the same line, and only once ``spare`` younger ones are free too (or when memory would
+    otherwise run out), so it rotates through ``spare + 2`` buffers: deep enough that a load issued for a
+    later iteration does not wait for this one (the DMA start latency alone is ~1.3 us), as the Neuron
+    compiler's per-tensor multi-buffering does.  Other sites' blocks are used only when memory is short.
+    """
+
+    def __init__(self, mem: str, capacity: int, unit: int, spare: int = 2) -> None:
+        self.mem = mem
+        self.spare = spare
+        self.capacity = capacity
+        self.unit = unit
+        self.bump = 0
+        self.free_by_key: dict[tuple[int, str], deque[Block]] = {}
+        self.in_use = 0
+        self.peak = 0
+        self.live: dict[int, Block] = {}
+        #: Last accesses of memory given back to the bump region by coalescing (new blocks there inherit them).
+        self.bump_inherited: dict[int, Any] | None = None
+
+    def round_size(self, nbytes: int) -> int:
+        """Bytes actually reserved per partition for a request of ``nbytes``."""
+        return max(self.unit, math.ceil(nbytes / self.unit) * self.unit)
+
+    def alloc(self, nbytes: int, where: str, name: str) -> Block:
+        """A block of at least ``nbytes`` per partition (oldest freed block of that size first)."""
+        size = self.round_size(nbytes)
+        if size > self.capacity:
+            raise KernelError(f"{where}: tile {name} needs {size:,} B per partition but {self.mem} has "
+                              f"{self.capacity:,} B per partition; split it into smaller tiles")
+        block = self._take(size, where)
+        if block is None:
+            self._coalesce()
+            block = self._take(size, where)
+        if block is None:
+            owners = sorted((b.size, b.owner) for b in self.live.values())[::-1][:3]
+            largest = ", ".join(f"{o} ({s:,} B)" for s, o in owners)
+            raise KernelError(
+                f"{where}: {self.mem} overflow allocating tile {name} ({size:,} B per partition): "
+                f"{self.in_use:,} of {self.capacity:,} B per partition are held by {len(self.live)} live tiles "
+                f"(largest: {largest}); drop references to tiles you no longer need or use smaller tiles")
+        block.owner = f"{name} ({where})"
+        block.site = where
+        self.in_use += block.size
+        self.peak = max(self.peak, self.in_use)
+        self.live[id(block)] = block
+        return block
+
+    def _take(self, size: int, site: str) -> Block | None:
+        queue = self.free_by_key.get((size, site))
+        if queue and len(queue) > self.spare:
+            return queue.popleft()
+        if self.bump + size <= self.capacity:
+            block = Block(self.mem, self.bump, size)
+            block.inherited = dict(self.bump_inherited) if self.bump_inherited else None
+            self.bump += size
+            return block
+        if queue:
+            return queue.popleft()
+        # memory is short: another site's block of this size, else the smallest bigger block (used whole)
+        best: tuple[int, deque[Block]] | None = None
+        for (s, _site), q in self.free_by_key.items():
+            if q and s >= size and (best is None or s < best[0]):
+                best = (s, q)
+        if best is not None:
+            return best[1].popleft()
+        return None
+
+    def _coalesce(self) -> None:
+        """Merge adjacent free blocks (and free space at the top) so a larger request can fit."""
+        free = sorted((b for q in self.free_by_key.values() for b in q), key=lambda b: b.addr)
+        if not free:
+            return
+        merged: list[Block] = []
+        for b in free:
+            if merged and merged[-1].addr + merged[-1].size == b.addr:
+                top = merged[-1]
+                top.size += b.size
+                top.inherited = merge_inherited(top.inherited, b.inherited)
+            else:
+                merged.append(b)
+        if merged[-1].addr + merged[-1].size == self.bump:
+            top = merged.pop()
+            self.bump = top.addr
+            self.bump_inherited = merge_inherited(self.bump_inherited, top.inherited)
+        self.free_by_key = {}
+        for b in merged:
+            self.free_by_key.setdefault((b.size, b.site), deque()).append(b)
+
+    def free(self, block: Block) -> None:
+        """Return ``block``; it will be reused after every block freed before it."""
+        if self.live.pop(id(block), None) is None:
+            return
+        self.in_use -= block.size
+        self.free_by_key.setdefault((block.size, block.site), deque()).append(block)
+
+
+def merge_inherited(a: dict[int, Any] | None, b: dict[int, Any] | None) -> dict[int, Any] | None:
+    """Union of two inherited-dependency summaries, keeping the latest producer per stream."""
+    if not a:
+        return dict(b) if b else None
+    if not b:
+        return a
+    out = dict(a)
+    for stream, entry in b.items():
+        cur = out.get(stream)
+        if cur is None or entry[0][1] > cur[0][1]:
+            out[stream] = entry
+    return out
+
+
+def _slice_bounds(key: Any, size: int, axis: str, where: str) -> tuple[int, int]:
+    if isinstance(key, (int, np.integer)):
+        i = int(key)
+        if i < 0:
+            i += size
+        if not 0 <= i < size:
+            raise KernelError(f"{where}: index {key} out of range for {axis} of size {size}")
+        return i, i + 1
+    if not isinstance(key, slice):
+        raise KernelError(f"{where}: index {key!r} on the {axis} must be an int or a slice")
+    if key.step not in (None, 1):
+        raise KernelError(f"{where}: strided slices are not supported ({axis} step {key.step})")
+    start, stop, _ = key.indices(size)
+    if (key.start is not None and not -size <= int(key.start) <= size) or (
+            key.stop is not None and not -size <= int(key.stop) <= size):
+        raise KernelError(f"{where}: slice {key.start}:{key.stop} out of range for {axis} of size {size}")
+    if stop <= start:
+        raise KernelError(f"{where}: empty slice {key.start}:{key.stop} on the {axis}")
+    return start, stop
+
+
+def _split_key(key: Any, where: str) -> tuple[Any, Any]:
+    if not isinstance(key, tuple):
+        return key, slice(None)
+    if len(key) == 1:
+        return key[0], slice(None)
+    if len(key) != 2:
+        raise KernelError(f"{where}: tiles and tensors are 2-D; got {len(key)} indices")
+    return key
+
+
+class HbmTensor:
+    """A 2-D tensor in HBM (device memory): a kernel input, output or scratch buffer.
+
+    Index it (``t[r0:r1, c0:c1]``) to get an :class:`HbmView` for ``dma_copy``.
+    """
+
+    def __init__(self, ctx: KernelContext, name: str, shape: tuple[int, int], dt: DType, kind: str,  # noqa: PLR0917
+                 data: np.ndarray | None, index: int) -> None:
+        self.ctx = ctx
+        self.name = name
+        self.shape = shape
+        self.dtype = dt
+        self.kind = kind
+        self.data = data
+        self.index = index
+        #: Dependency records per stream: the latest writer and reader (pinfo tuples), tensor granularity.
+        self.writers: dict[int, tuple[Any, ...]] = {}
+        self.readers: dict[int, tuple[Any, ...]] = {}
+
+    @property
+    def nbytes(self) -> int:
+        """Size in bytes."""
+        return self.shape[0] * self.shape[1] * self.dtype.itemsize
+
+    def __getitem__(self, key: Any) -> HbmView:
+        where = self.ctx.caller_location()
+        rk, ck = _split_key(key, where)
+        r0, r1 = _slice_bounds(rk, self.shape[0], f"rows of {self.name}", where)
+        c0, c1 = _slice_bounds(ck, self.shape[1], f"columns of {self.name}", where)
+        return HbmView(self, r0, r1, c0, c1)
+
+    def full(self) -> HbmView:
+        """A view of the whole tensor."""
+        return HbmView(self, 0, self.shape[0], 0, self.shape[1])
+
+    def __repr__(self) -> str:
+        return f"HbmTensor({self.name!r}, {self.shape}, {self.dtype.name}, {self.kind})"
+
+
+class HbmView:
+    """A rectangle ``[r0:r1, c0:c1]`` of an HBM tensor; ``broadcast(P)`` repeats a one-row view P times."""
+
+    __slots__ = ("bcast", "c0", "c1", "r0", "r1", "tensor")
+    mem = HBM
+
+    def __init__(self, tensor: HbmTensor, r0: int, r1: int, c0: int, c1: int, bcast: int = 0) -> None:  # noqa: PLR0917
+        self.tensor = tensor
+        self.r0, self.r1, self.c0, self.c1 = r0, r1, c0, c1
+        self.bcast = bcast
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """(rows, columns) as seen by a DMA (broadcast rows count)."""
+        return (self.bcast or self.r1 - self.r0, self.c1 - self.c0)
+
+    @property
+    def dtype(self) -> DType:
+        """Element type of the tensor."""
+        return self.tensor.dtype
+
+    def broadcast(self, partitions: int) -> HbmView:
+        """This one-row view repeated to ``partitions`` rows (a partition-broadcast DMA)."""
+        if self.r1 - self.r0 != 1:
+            where = self.tensor.ctx.caller_location()
+            raise KernelError(f"{where}: broadcast needs a one-row view of {self.tensor.name}, "
+                              f"got {self.r1 - self.r0} rows")
+        return HbmView(self.tensor, self.r0, self.r1, self.c0, self.c1, partitions)
+
+    def read(self) -> np.ndarray:
+        """The values (numerics mode)."""
+        data = self.tensor.data[self.r0:self.r1, self.c0:self.c1]
+        return np.broadcast_to(data, self.shape) if self.bcast else data
+
+    def text(self) -> str:
+        """Neuron-style operand text, e.g. ``a[0:128,256:384]``."""
+        bc = f"*{self.bcast}" if self.bcast else ""
+        return f"{self.tensor.name}[{self.r0}:{self.r1},{self.c0}:{self.c1}]{bc}"
+
+
+class TileView:
+    """A rectangle ``[p0:p1, f0:f1]`` of a tile (partition range x free range)."""
+
+    __slots__ = ("f0", "f1", "p0", "p1", "tile")
+
+    def __init__(self, tile: Tile, p0: int, p1: int, f0: int, f1: int) -> None:
+        self.tile = tile
+        self.p0, self.p1, self.f0, self.f1 = p0, p1, f0, f1
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """(partitions, free elements)."""
+        return (self.p1 - self.p0, self.f1 - self.f0)
+
+    @property
+    def mem(self) -> str:
+        """``SBUF`` or ``PSUM``."""
+        return self.tile.mem
+
+    @property
+    def dtype(self) -> DType:
+        """Element type of the tile."""
+        return self.tile.dtype
+
+    @property
+    def is_full(self) -> bool:
+        """True when the view covers the whole tile."""
+        t = self.tile
+        return self.p0 == 0 and self.f0 == 0 and self.p1 == t.shape[0] and self.f1 == t.shape[1]
+
+    def __getitem__(self, key: Any) -> TileView:
+        where = self.tile.ctx.caller_location()
+        pk, fk = _split_key(key, where)
+        p0, p1 = _slice_bounds(pk, self.p1 - self.p0, f"partitions of {self.tile.name}", where)
+        f0, f1 = _slice_bounds(fk, self.f1 - self.f0, f"free dimension of {self.tile.name}", where)
+        return TileView(self.tile, self.p0 + p0, self.p0 + p1, self.f0 + f0, self.f0 + f1)
+
+    def text(self) -> str:
+        """Neuron-style operand text, e.g. ``bf16@SB[0:128]+0x400``."""
+        t = self.tile
+        addr = t.block.addr + self.f0 * t.dtype.itemsize
+        return f"{t.dtype.name}@{t.mem}[{self.p0}:{self.p1}]+{addr:#x}"
+
+
+class Tile:
+    """A 2-D ``[partition, free]`` tile in SBUF or PSUM.  Index it to get a :class:`TileView`.
+
+    A tile is also a view of itself (``p0 = f0 = 0``), so it can be passed wherever a view is expected.
+    """
+
+    __slots__ = ("__weakref__", "block", "ctx", "data", "dtype", "f1", "full_written", "loc", "mem", "name",
+                 "p1", "shape", "written")
+    p0 = 0
+    f0 = 0
+    is_full = True
+
+    def __init__(self, ctx: KernelContext, name: str, shape: tuple[int, int], dt: DType, mem: str,  # noqa: PLR0917
+                 block: Block, loc: str, numerics: bool) -> None:
+        self.ctx = ctx
+        self.name = name
+        self.shape = shape
+        self.p1, self.f1 = shape
+        self.dtype = dt
+        self.mem = mem
+        self.block = block
+        self.loc = loc
+        self.data = np.zeros(shape, np.float32) if numerics else None
+        self.written: np.ndarray | None = None
+        self.full_written = False
+
+    @property
+    def tile(self) -> Tile:
+        """The tile itself (views have the same attribute)."""
+        return self
+
+    @property
+    def nbytes_per_partition(self) -> int:
+        """Bytes of one partition row."""
+        return self.shape[1] * self.dtype.itemsize
+
+    def __getitem__(self, key: Any) -> TileView:
+        return TileView.__getitem__(self, key)  # type: ignore[arg-type]
+
+    def text(self) -> str:
+        """Neuron-style operand text, e.g. ``bf16@SB[0:128]+0x400``."""
+        return TileView.text(self)  # type: ignore[arg-type]
+
+    def mark_written(self, v: TileView | Tile) -> None:
+        """Record that ``v`` now holds data."""
+        if self.full_written:
+            return
+        if v.is_full:
+            self.full_written = True
+            self.written = None
+            return
+        if self.written is None:
+            self.written = np.zeros(self.shape, np.bool_)
+        self.written[v.p0:v.p1, v.f0:v.f1] = True
+        if self.written.all():
+            self.full_written = True
+            self.written = None
+
+    def is_written(self, v: TileView | Tile) -> bool:
+        """True when every element of ``v`` has been written."""
+        if self.full_written:
+            return True
+        if self.written is None:
+            return False
+        return bool(self.written[v.p0:v.p1, v.f0:v.f1].all())
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):  # interpreter shutdown or a context already closed
+            self.ctx.release_tile(self)
+
+    def __repr__(self) -> str:
+        return f"Tile({self.name!r}, {self.shape}, {self.dtype.name}, {self.mem}@{self.block.addr:#x})"

@@ -1,0 +1,72 @@
+"""Numerics of the simulated engines: the numpy functions behind activation, tensor and reduce operations."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from tracer.errors import KernelError
+
+
+def _gelu(x: np.ndarray) -> np.ndarray:
+    return 0.5 * x * (1.0 + np.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
+
+
+def _safe_rsqrt(x: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return 1.0 / np.sqrt(x)
+
+
+def _safe_reciprocal(x: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore"):
+        return 1.0 / x
+
+
+#: Scalar-engine activation functions: name -> f(x) (applied to ``in * scale + bias``).
+ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "copy": lambda x: x,
+    "identity": lambda x: x,
+    "exp": np.exp,
+    "tanh": np.tanh,
+    "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
+    "relu": lambda x: np.maximum(x, 0.0),
+    "gelu": _gelu,
+    "silu": lambda x: x / (1.0 + np.exp(-x)),
+    "square": np.square,
+    "sqrt": np.sqrt,
+    "rsqrt": _safe_rsqrt,
+    "reciprocal": _safe_reciprocal,
+    "log": np.log,
+}
+
+#: Element-wise binary operations of tensor_tensor / tensor_scalar.
+BINARY: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    "add": np.add,
+    "subtract": np.subtract,
+    "multiply": np.multiply,
+    "divide": np.divide,
+    "max": np.maximum,
+    "min": np.minimum,
+}
+
+#: Reductions of tensor_reduce / partition_reduce.
+REDUCE: dict[str, Callable[..., np.ndarray]] = {
+    "add": np.sum,
+    "max": np.max,
+    "min": np.min,
+}
+
+
+def lookup(table: dict[str, Callable[..., np.ndarray]], name: str, what: str, where: str) -> Callable[..., np.ndarray]:
+    """``table[name]``, or a KernelError listing the choices."""
+    try:
+        return table[name]
+    except (KeyError, TypeError):
+        raise KernelError(f"{where}: unknown {what} {name!r}; choose one of {', '.join(table)}") from None
+
+
+def compute(fn: Callable[..., np.ndarray], *args: np.ndarray) -> np.ndarray:
+    """``fn(*args)`` in float32 with floating-point warnings silenced (inf/nan propagate as on hardware)."""
+    with np.errstate(all="ignore"):
+        return np.asarray(fn(*args), dtype=np.float32)

@@ -1,0 +1,482 @@
+"""The operations a kernel can issue, each lowered to instructions on one engine with its cost.
+
+NKI API -> instruction (engine, timeline track):
+
+=====================  ==============================================================  =========================
+``dma_copy``           DMA_TRIGGER (Sync, or the engine given) + packets on 16 DMA queues  HBM<->SBUF, SBUF<->SBUF
+``matmul``             LDWEIGHTS (Tensor) + MATMUL (TensorMatrix), accumulating in PSUM   nc_matmul
+``transpose``          LDWEIGHTS + TRANSPOSE (TensorMatrix, type TRANSPOSE) into PSUM     nc_transpose
+``activation``         ACTIVATE (Scalar): func(in * scale + bias), optional sum-reduce     activation(_reduce)
+``tensor_tensor``      TENSOR_TENSOR (Vector or GpSimd)                                    tensor_tensor
+``tensor_scalar``      TENSOR_SCALAR (Vector or GpSimd)                                    tensor_scalar
+``tensor_reduce``      TENSOR_REDUCE (Vector) along the free axis                          tensor_reduce
+``tensor_copy``        TENSOR_COPY (Vector, Scalar or GpSimd)                              tensor_copy
+``memset`` / ``iota``  MEMSET / IOTA (GpSimd or Vector)                                    memset, iota
+``partition_reduce``   PARTITION_REDUCE (GpSimd) across partitions                        tensor_partition_reduce
+=====================  ==============================================================  =========================
+
+Costs follow ``docs/cost-model.md``; every constant comes from :class:`~tracer.sim.arch.CostModel`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from tracer.errors import KernelError
+from tracer.sim import numerics as nm
+from tracer.sim.core import (
+    E_GPSIMD,
+    E_SCALAR,
+    E_SYNC,
+    E_TENSOR,
+    E_VECTOR,
+    KIND_COMPUTE,
+    KIND_DMA,
+    KIND_MATMUL,
+    S_MATRIX,
+    S_TENSOR,
+    S_VECTOR,
+    DmaPlan,
+    Template,
+)
+from tracer.sim.memory import HBM, PSUM, SBUF, HbmTensor, HbmView, Tile, TileView
+
+if TYPE_CHECKING:
+    from tracer.sim.context import KernelContext
+
+_ENGINES = {"Vector": E_VECTOR, "Scalar": E_SCALAR, "GpSimd": E_GPSIMD, "Sync": E_SYNC}
+_STREAM_OF = {E_VECTOR: 2, E_SCALAR: 3, E_GPSIMD: 4, E_SYNC: 5}
+View = Tile | TileView | HbmView
+
+
+def _engine(name: str, allowed: tuple[str, ...], where: str) -> int:
+    if name not in allowed:
+        raise KernelError(f"{where}: engine {name!r} cannot run this operation; choose one of {', '.join(allowed)}")
+    return _ENGINES[name]
+
+
+def _view(x: Any, where: str, role: str) -> View:
+    if isinstance(x, (Tile, TileView, HbmView)):
+        return x
+    if isinstance(x, HbmTensor):
+        return x.full()
+    raise KernelError(f"{where}: {role} must be a tile, a tile slice or an HBM tensor slice, not {type(x).__name__}")
+
+
+def _onchip(x: Any, where: str, role: str, mems: tuple[str, ...] = (SBUF, PSUM)) -> Tile | TileView:
+    v = _view(x, where, role)
+    if v.mem not in mems:
+        raise KernelError(f"{where}: {role} must be in {' or '.join(mems)}, not {v.mem}")
+    return v  # type: ignore[return-value]
+
+
+def _same_shape(where: str, **views: Any) -> tuple[int, int]:
+    shapes = {name: v.shape for name, v in views.items()}
+    first = next(iter(shapes.values()))
+    if any(s != first for s in shapes.values()):
+        desc = ", ".join(f"{k} {s[0]}x{s[1]}" for k, s in shapes.items())
+        raise KernelError(f"{where}: shape mismatch: {desc}")
+    return first
+
+
+def _key(v: Any) -> tuple[Any, ...]:
+    t = v.tile
+    return (t.mem, t.block.addr, t.dtype.name, v.p0, v.p1, v.f0, v.f1)
+
+
+class OpsMixin:
+    """The operations of :class:`~tracer.sim.context.KernelContext` (see the module docstring)."""
+
+    # -- helpers ------------------------------------------------------------------------------------------
+    def _require_written(self: KernelContext, v: Any, where: str, role: str) -> None:
+        if v.mem == HBM:
+            return
+        t = v.tile
+        if not t.is_written(v):
+            raise KernelError(f"{where}: {role} reads tile {t.name} (allocated at {t.loc}) "
+                              f"[{v.p0}:{v.p1}, {v.f0}:{v.f1}] before it was written")
+
+    def _value(self: KernelContext, v: Any) -> np.ndarray:
+        if v.mem == HBM:
+            return v.read()
+        return v.tile.data[v.p0:v.p1, v.f0:v.f1]
+
+    def _store(self: KernelContext, v: Any, values: np.ndarray) -> None:
+        t = v.tile
+        t.data[v.p0:v.p1, v.f0:v.f1] = t.dtype.round(np.asarray(values, np.float32))
+
+    def _operand(self: KernelContext, x: Any, where: str, role: str, p: int) -> tuple[Any, Any]:
+        """A scale/bias/scalar operand: a Python number or a ``[p, 1]`` on-chip view."""
+        if isinstance(x, (int, float, np.floating, np.integer)):
+            return float(x), None
+        v = _onchip(x, where, role)
+        if v.shape != (p, 1):
+            raise KernelError(f"{where}: {role} must be a number or a [{p}, 1] tile slice, "
+                              f"got {v.shape[0]}x{v.shape[1]}")
+        self._require_written(v, where, role)
+        return ("tile", _key(v)), v
+
+    def _cycles_ns(self: KernelContext, cycles: float, engine: int) -> int:
+        cm = self.cm
+        clock = {E_TENSOR: cm.pe_clock_ghz, E_VECTOR: cm.dve_clock_ghz, E_SCALAR: cm.act_clock_ghz,
+                 E_GPSIMD: cm.pool_clock_ghz, E_SYNC: cm.neuroncore_clock_ghz}[engine]
+        return cm.cycles_to_ns(cycles, clock)
+
+    def _elementwise(self: KernelContext, opcode: str, engine: int, where: str, dst: Any, reads: list[Any],  # noqa: PLR0917
+                     n_inputs: int, key: tuple[Any, ...], text: str, *, act_fn: str | None = None,
+                     perf: int = 1, extra_writes: tuple[Any, ...] = ()) -> None:
+        """Issue a Vector/Scalar/GpSimd instruction of cost overhead + free_size * inputs / perf cycles."""
+        cm = self.cm
+        if engine == E_GPSIMD and any(v.mem == PSUM for v in (dst, *reads, *extra_writes)):
+            raise KernelError(f"{where}: GpSimd cannot access PSUM; use the Vector or Scalar engine")
+        dependent = False
+        if engine == E_VECTOR and cm.dve_dependent_overhead_cycles:
+            last = self.core.stream_seq[S_VECTOR]
+            for v in reads:
+                if v.mem != HBM:
+                    for w in v.tile.block.writers:
+                        if w[4][0] == S_VECTOR and w[4][1] == last:
+                            dependent = True
+        work = max(v.shape[1] for v in reads) if reads else dst.shape[1]
+        cycles = cm.access_overhead_cycles + math.ceil(work * n_inputs / perf)
+        if dependent:
+            cycles += cm.dve_dependent_overhead_cycles
+        cycles = max(cm.min_instruction_cycles, cycles)
+        stream = _STREAM_OF[engine]
+        nbytes = [0] * 6
+        for v in reads:
+            n = v.shape[0] * v.shape[1] * v.dtype.itemsize
+            nbytes[2 if v.mem == SBUF else 4] += n
+        for v in (dst, *extra_writes):
+            n = v.shape[0] * v.shape[1] * v.dtype.itemsize
+            nbytes[3 if v.mem == SBUF else 5] += n
+        full_key = (opcode, engine, key, _key(dst), tuple(_key(v) for v in reads), perf, dependent, where,
+                    self.cur_layer, self.cur_operator)
+        tid = self.core.template(full_key, lambda: Template(
+            engine=engine, stream=stream, kind=KIND_COMPUTE, opcode=opcode, dur=self._cycles_ns(cycles, engine),
+            bytes=tuple(nbytes), loc=where, layer=self.cur_layer, hlo=self.cur_operator, act_fn=act_fn,
+            perf_mode=f"{perf}x" if perf > 1 else None,
+            text_pre=f"S[{stream}]++@complete {text} dst={dst.text()} "
+                     f"src={','.join(v.text() for v in reads) or '-'} {dst.shape[0]}x{work}", text_post=""))
+        self.issue(tid, reads, [dst, *extra_writes])
+        dst.tile.mark_written(dst)
+        for v in extra_writes:
+            v.tile.mark_written(v)
+
+    # -- DMA ---------------------------------------------------------------------------------------------------
+    def dma_copy(self: KernelContext, dst: Any, src: Any, *, engine: str = "Sync") -> None:
+        """Copy ``src`` to ``dst`` (HBM <-> SBUF or SBUF -> SBUF) with a DMA triggered from ``engine``.
+
+        The transfer is split into packets (one per partition row, rows longer than ``dma_packet_bytes`` cut
+        into several) spread over the 16 DMA queues of the trigger engine's queue group.
+        """
+        where = self.caller_location()
+        eng = _engine(engine, ("Sync", "Scalar", "GpSimd"), where)
+        d = _view(dst, where, "dma_copy dst")
+        s = _view(src, where, "dma_copy src")
+        if PSUM in (d.mem, s.mem):
+            raise KernelError(f"{where}: DMA cannot access PSUM; copy PSUM to SBUF with tensor_copy first")
+        if d.mem == HBM and s.mem == HBM:
+            raise KernelError(f"{where}: HBM to HBM copies are not supported; stage the data through SBUF")
+        if d.mem == HBM and d.bcast:
+            raise KernelError(f"{where}: a broadcast view can only be a DMA source")
+        rows, cols = _same_shape(where, dst=d, src=s)
+        if d.dtype is not s.dtype:
+            raise KernelError(f"{where}: DMA copies bytes and cannot convert {s.dtype.name} to {d.dtype.name}; "
+                              "use tensor_copy to change the type")
+        self._require_written(s, where, "dma_copy src")
+        cm = self.cm
+        itemsize = d.dtype.itemsize
+        hbm_view = s if s.mem == HBM else (d if d.mem == HBM else None)
+        kind = "IO" if hbm_view is not None else "SB"
+        trigger = {E_SYNC: "Sync", E_SCALAR: "Scalar", E_GPSIMD: "GpSimd"}[eng]
+        prefix = f"q{trigger}{kind}"
+        group = self.core.dma_group(prefix)
+        qtype = "input" if s.mem == HBM else ("output" if d.mem == HBM else "data")
+        nbytes_total = rows * cols * itemsize
+        if hbm_view is not None:
+            t = hbm_view.tensor
+            hbm = ("src" if hbm_view is s else "dst", t.name, t.shape[1], hbm_view.r1 - hbm_view.r0,
+                   hbm_view.c1 - hbm_view.c0, hbm_view.bcast)
+            aux = hbm_view.r0 * t.shape[1] + hbm_view.c0
+            var = t.name
+        else:
+            hbm = None
+            aux = -1
+            var = d.tile.name
+        chip = [v for v in (s, d) if v.mem != HBM]
+        key = ("DMA", eng, prefix, hbm, tuple(_key(v) for v in chip), rows, cols, s.mem, d.mem, where,
+               self.cur_layer, self.cur_operator)
+        stream = _STREAM_OF[eng]
+
+        def build() -> Template:
+            plan = DmaPlan(cm, rows=rows, chunk_bytes=cols * itemsize, group=group, prefix=prefix,
+                           queue_type=qtype, src_mem=s.mem, dst_mem=d.mem, variable=var, hbm=hbm)
+            b = [0] * 6
+            b[0 if s.mem == HBM else 2] += nbytes_total
+            b[1 if d.mem == HBM else 3] += nbytes_total
+            src_text = "" if s.mem == HBM else s.text()
+            dst_text = "" if d.mem == HBM else d.text()
+            head = f"S[{stream}]++@complete {prefix}++@retire {rows}x{cols * itemsize}B {plan.n}pkt "
+            if hbm is None:
+                pre, post = f"{head}src={src_text} dst={dst_text}", ""
+            elif hbm[0] == "src":
+                pre, post = f"{head}src=", f" dst={dst_text}"
+            else:
+                pre, post = f"{head}src={src_text} dst=", ""
+            return Template(engine=eng, stream=stream, kind=KIND_DMA, opcode="DMA_TRIGGER", dma=plan,
+                            dur=self._cycles_ns(cm.min_instruction_cycles, eng), bytes=tuple(b), loc=where,
+                            layer=self.cur_layer, hlo=self.cur_operator, text_pre=pre, text_post=post)
+
+        tid = self.core.template(key, build)
+        self.issue(tid, [s], [d], aux)
+        if d.mem != HBM:
+            d.tile.mark_written(d)
+        if self.numerics:
+            values = np.array(self._value(s), np.float32)
+            if d.mem == HBM:
+                d.tensor.data[d.r0:d.r1, d.c0:d.c1] = values
+            else:
+                self._store(d, values)
+
+    # -- Tensor engine -------------------------------------------------------------------------------------------
+    def _ldweights(self: KernelContext, stat: Any, where: str, transpose: bool) -> None:
+        cm = self.cm
+        k, m = stat.shape
+        f32 = cm.mm_fp32_factor if stat.dtype.is_fp32 else 1.0
+        cycles = max(cm.min_instruction_cycles, math.ceil(m * f32 / cm.ldweights_speedup))
+        key = ("LDWEIGHTS", _key(stat), where, self.cur_layer, self.cur_operator)
+        tid = self.core.template(key, lambda: Template(
+            engine=E_TENSOR, stream=S_TENSOR, kind=KIND_COMPUTE, opcode="LDWEIGHTS",
+            dur=self._cycles_ns(cycles, E_TENSOR), bytes=(0, 0, k * m * stat.dtype.itemsize, 0, 0, 0), loc=where,
+            layer=self.cur_layer, hlo=self.cur_operator, tensor_type="TRANSPOSE" if transpose else "REGULAR",
+            text_pre=f"S[{S_TENSOR}]++@complete src={stat.text()} {k}x{m}", text_post=""))
+        self.issue(tid, [stat], [])
+
+    def _psum_dst(self: KernelContext, dst: Any, where: str, shape: tuple[int, int], role: str) -> Any:
+        d = _onchip(dst, where, role, (PSUM,))
+        if d.shape != shape:
+            raise KernelError(f"{where}: shape mismatch: {role} is {d.shape[0]}x{d.shape[1]}, "
+                              f"the result is {shape[0]}x{shape[1]}")
+        bank = self.psum.unit
+        lo = d.tile.block.addr + d.f0 * d.dtype.itemsize
+        hi = d.tile.block.addr + d.f1 * d.dtype.itemsize - 1
+        if lo // bank != hi // bank:
+            raise KernelError(f"{where}: {role} spans more than one PSUM bank ({bank} B per partition); a matmul "
+                              f"result must fit in one bank (at most {bank // 4} fp32 columns)")
+        return d
+
+    def matmul(self: KernelContext, dst: Any, stationary: Any, moving: Any, *, accumulate: bool = True) -> None:
+        """``dst[M, N] (+)= stationary[K, M]^T @ moving[K, N]`` on the PE array (nc_matmul).
+
+        Lowers to LDWEIGHTS (load the stationary tile into the array) and MATMUL (stream the moving tile),
+        accumulating in fp32 in PSUM.  With ``accumulate`` (default) the result is added to ``dst``; a region
+        never written since allocation counts as zero, so a fresh PSUM tile starts an accumulation group.
+        """
+        where = self.caller_location()
+        cm = self.cm
+        st = _onchip(stationary, where, "stationary", (SBUF,))
+        mv = _onchip(moving, where, "moving", (SBUF,))
+        k, m = st.shape
+        k2, n = mv.shape
+        if k != k2:
+            raise KernelError(f"{where}: shape mismatch: stationary has {k} partitions (contraction), moving {k2}")
+        if k > cm.pe_rows or m > cm.pe_cols:
+            raise KernelError(f"{where}: stationary tile is {k}x{m}; the PE array takes at most "
+                              f"{cm.pe_rows}x{cm.pe_cols}")
+        if n > cm.mm_max_moving:
+            raise KernelError(f"{where}: moving tile has {n} columns; at most {cm.mm_max_moving} (one PSUM bank)")
+        if st.dtype is not mv.dtype:
+            raise KernelError(f"{where}: stationary is {st.dtype.name} but moving is {mv.dtype.name}; "
+                              "convert one with tensor_copy")
+        d = self._psum_dst(dst, where, (m, n), "matmul dst")
+        self._require_written(st, where, "stationary")
+        self._require_written(mv, where, "moving")
+        self._ldweights(st, where, False)
+        acc = bool(accumulate) and d.tile.is_written(d)
+        partial = bool(accumulate) and not acc and d.tile.written is not None and \
+            bool(d.tile.written[d.p0:d.p1, d.f0:d.f1].any())
+        f32 = cm.mm_fp32_factor if mv.dtype.is_fp32 else 1.0
+        cycles = max(n, cm.mm_min_cycles) * f32
+        raw = 2 * k * m * n
+        adj = int(raw * mv.dtype.flops_factor)
+        key = ("MATMUL", _key(st), _key(mv), _key(d), acc or partial, where, self.cur_layer, self.cur_operator)
+        tid = self.core.template(key, lambda: Template(
+            engine=E_TENSOR, stream=S_MATRIX, kind=KIND_MATMUL, opcode="MATMUL", cycles=cycles,
+            clock=cm.pe_clock_ghz, dur=self._cycles_ns(cycles, E_TENSOR), flops_raw=raw, flops_adj=adj,
+            bytes=(0, 0, k * n * mv.dtype.itemsize, 0, m * n * 4 if (acc or partial) else 0, m * n * 4),
+            loc=where, layer=self.cur_layer, hlo=self.cur_operator, tensor_type="REGULAR",
+            text_pre=f"S[{S_MATRIX}]++@complete acc_flags={'accumulate' if acc or partial else 'start'} "
+                     f"src={mv.text()} dst={d.text()} K={k} M={m} N={n}", text_post=""))
+        self.issue(tid, [mv, d] if (acc or partial) else [mv], [d])
+        if self.numerics:
+            prod = nm.compute(np.matmul, self._value(st).T, self._value(mv))
+            if acc or partial:
+                prod = prod + self._value(d)
+            self._store(d, prod)
+        d.tile.mark_written(d)
+
+    def transpose(self: KernelContext, dst: Any, src: Any) -> None:
+        """``dst[F, P] = src[P, F]^T`` on the PE array (nc_transpose: multiply by the identity), into PSUM."""
+        where = self.caller_location()
+        cm = self.cm
+        s = _onchip(src, where, "transpose src", (SBUF,))
+        p, f = s.shape
+        if p > cm.pe_rows or f > cm.pe_cols:
+            raise KernelError(f"{where}: transpose source is {p}x{f}; at most {cm.pe_rows}x{cm.pe_cols}")
+        d = self._psum_dst(dst, where, (f, p), "transpose dst")
+        self._require_written(s, where, "transpose src")
+        self._ldweights(s, where, True)
+        f32 = cm.mm_fp32_factor if s.dtype.is_fp32 else 1.0
+        cycles = max(p, cm.mm_min_cycles) * f32
+        raw = 2 * p * f * p
+        key = ("TRANSPOSE", _key(s), _key(d), where, self.cur_layer, self.cur_operator)
+        tid = self.core.template(key, lambda: Template(
+            engine=E_TENSOR, stream=S_MATRIX, kind=KIND_MATMUL, opcode="TRANSPOSE", cycles=cycles,
+            clock=cm.pe_clock_ghz, dur=self._cycles_ns(cycles, E_TENSOR), flops_raw=raw,
+            flops_adj=int(raw * s.dtype.flops_factor), bytes=(0, 0, 0, 0, 0, f * p * d.dtype.itemsize), loc=where,
+            layer=self.cur_layer, hlo=self.cur_operator, tensor_type="TRANSPOSE",
+            text_pre=f"S[{S_MATRIX}]++@complete src=identity[{p}x{p}] dst={d.text()} {p}x{f}", text_post=""))
+        self.issue(tid, [], [d])
+        if self.numerics:
+            self._store(d, self._value(s).T)
+        d.tile.mark_written(d)
+
+    # -- Scalar engine -----------------------------------------------------------------------------------------------
+    def activation(self: KernelContext, dst: Any, src: Any, func: str = "copy", *, scale: Any = 1.0,
+                   bias: Any = 0.0, reduce_dst: Any = None) -> None:
+        """``dst = func(src * scale + bias)`` on the Scalar engine (ACTIVATE).
+
+        ``scale`` and ``bias`` are numbers or ``[P, 1]`` per-partition tiles (free: same cost as ``func(src)``).
+        ``reduce_dst`` (a ``[P, 1]`` view) receives the sum of each output row (activation_reduce).
+        """
+        where = self.caller_location()
+        fn = nm.lookup(nm.ACTIVATIONS, func, "activation function", where)
+        d = _onchip(dst, where, "activation dst")
+        s = _onchip(src, where, "activation src")
+        p = _same_shape(where, dst=d, src=s)[0]
+        self._require_written(s, where, "activation src")
+        sc_key, sc_view = self._operand(scale, where, "scale", p)
+        bi_key, bi_view = self._operand(bias, where, "bias", p)
+        reads = [s] + [v for v in (sc_view, bi_view) if v is not None]
+        extra: tuple[Any, ...] = ()
+        if reduce_dst is not None:
+            r = _onchip(reduce_dst, where, "reduce_dst")
+            if r.shape != (p, 1):
+                raise KernelError(f"{where}: reduce_dst must be [{p}, 1], got {r.shape[0]}x{r.shape[1]}")
+            extra = (r,)
+        self._elementwise("ACTIVATE", E_SCALAR, where, d, reads, 1, (func, sc_key, bi_key, bool(extra)),
+                          f"func={func.upper()}", act_fn=func.upper(), extra_writes=extra)
+        if self.numerics:
+            sc = self._value(sc_view) if sc_view is not None else sc_key
+            bi = self._value(bi_view) if bi_view is not None else bi_key
+            out = nm.compute(fn, self._value(s) * sc + bi)
+            self._store(d, out)
+            if extra:
+                self._store(extra[0], out.sum(axis=1, keepdims=True, dtype=np.float32))
+
+    # -- Vector / GpSimd ----------------------------------------------------------------------------------------------
+    def _perf_mode(self: KernelContext, views: list[Any]) -> int:
+        """Trn2 DVE performance mode: 4x on 16-bit SBUF data, 2x when PSUM is involved, else 1x."""
+        cm = self.cm
+        if cm.dve_perf_mode_max <= 1 or any(v.dtype.itemsize != 2 for v in views):
+            return 1
+        return min(cm.dve_perf_mode_max, 2 if any(v.mem == PSUM for v in views) else 4)
+
+    def tensor_tensor(self: KernelContext, dst: Any, a: Any, b: Any, op: str = "add", *,
+                      engine: str = "Vector") -> None:
+        """``dst = a <op> b`` element-wise (op: add, subtract, multiply, divide, max, min)."""
+        where = self.caller_location()
+        eng = _engine(engine, ("Vector", "GpSimd"), where)
+        fn = nm.lookup(nm.BINARY, op, "tensor_tensor op", where)
+        d, va, vb = (_onchip(x, where, r) for x, r in ((dst, "dst"), (a, "a"), (b, "b")))
+        _same_shape(where, dst=d, a=va, b=vb)
+        self._require_written(va, where, "a")
+        self._require_written(vb, where, "b")
+        self._elementwise("TENSOR_TENSOR", eng, where, d, [va, vb], 2, (op,), f"op={op}")
+        if self.numerics:
+            self._store(d, nm.compute(fn, self._value(va), self._value(vb)))
+
+    def tensor_scalar(self: KernelContext, dst: Any, src: Any, op: str, operand: Any, *,
+                      engine: str = "Vector") -> None:
+        """``dst = src <op> operand`` with a number or a ``[P, 1]`` per-partition operand."""
+        where = self.caller_location()
+        eng = _engine(engine, ("Vector", "GpSimd"), where)
+        fn = nm.lookup(nm.BINARY, op, "tensor_scalar op", where)
+        d = _onchip(dst, where, "dst")
+        s = _onchip(src, where, "src")
+        p = _same_shape(where, dst=d, src=s)[0]
+        self._require_written(s, where, "src")
+        ok, ov = self._operand(operand, where, "operand", p)
+        reads = [s] + ([ov] if ov is not None else [])
+        perf = self._perf_mode([d, s]) if eng == E_VECTOR else 1
+        self._elementwise("TENSOR_SCALAR", eng, where, d, reads, 1, (op, ok), f"op={op}", perf=perf)
+        if self.numerics:
+            self._store(d, nm.compute(fn, self._value(s), self._value(ov) if ov is not None else ok))
+
+    def tensor_reduce(self: KernelContext, dst: Any, src: Any, op: str = "add", *, negate: bool = False) -> None:
+        """``dst[P, 1] = reduce_op(src[P, F])`` along the free axis on the Vector engine (optionally negated)."""
+        where = self.caller_location()
+        fn = nm.lookup(nm.REDUCE, op, "tensor_reduce op", where)
+        d = _onchip(dst, where, "dst")
+        s = _onchip(src, where, "src")
+        if d.shape != (s.shape[0], 1):
+            raise KernelError(f"{where}: shape mismatch: reducing {s.shape[0]}x{s.shape[1]} needs a "
+                              f"[{s.shape[0]}, 1] dst, got {d.shape[0]}x{d.shape[1]}")
+        self._require_written(s, where, "src")
+        self._elementwise("TENSOR_REDUCE", E_VECTOR, where, d, [s], 1, (op, negate), f"op={op}")
+        if self.numerics:
+            out = fn(self._value(s), axis=1, keepdims=True)
+            self._store(d, -out if negate else out)
+
+    def tensor_copy(self: KernelContext, dst: Any, src: Any, *, engine: str = "Vector") -> None:
+        """``dst = src`` (with type conversion) on the Vector, Scalar or GpSimd engine; PSUM -> SBUF too."""
+        where = self.caller_location()
+        eng = _engine(engine, ("Vector", "Scalar", "GpSimd"), where)
+        d = _onchip(dst, where, "dst")
+        s = _onchip(src, where, "src")
+        _same_shape(where, dst=d, src=s)
+        self._require_written(s, where, "src")
+        perf = self._perf_mode([d, s]) if eng == E_VECTOR else 1
+        opcode = "ACTIVATE" if eng == E_SCALAR else "TENSOR_COPY"
+        self._elementwise(opcode, eng, where, d, [s], 1, (), "copy", perf=perf,
+                          act_fn="COPY" if eng == E_SCALAR else None)
+        if self.numerics:
+            self._store(d, self._value(s))
+
+    def memset(self: KernelContext, dst: Any, value: float, *, engine: str = "GpSimd") -> None:
+        """Fill ``dst`` with ``value``."""
+        where = self.caller_location()
+        eng = _engine(engine, ("GpSimd", "Vector"), where)
+        d = _onchip(dst, where, "dst")
+        self._elementwise("MEMSET", eng, where, d, [], 1, (float(value),), f"value={float(value)}")
+        if self.numerics:
+            self._store(d, np.full(d.shape, float(value), np.float32))
+
+    def iota(self: KernelContext, dst: Any, *, base: float = 0, partition_step: float = 0,
+             free_step: float = 1) -> None:
+        """``dst[p, f] = base + p * partition_step + f * free_step`` on GpSimd."""
+        where = self.caller_location()
+        d = _onchip(dst, where, "dst")
+        key = (float(base), float(partition_step), float(free_step))
+        self._elementwise("IOTA", E_GPSIMD, where, d, [], 1, key, f"base={base} step={partition_step},{free_step}")
+        if self.numerics:
+            p, f = d.shape
+            self._store(d, base + np.arange(p)[:, None] * partition_step + np.arange(f)[None, :] * free_step)
+
+    def partition_reduce(self: KernelContext, dst: Any, src: Any, op: str = "add") -> None:
+        """``dst[1, F] = reduce_op over partitions of src[P, F]`` on GpSimd (tensor_partition_reduce)."""
+        where = self.caller_location()
+        fn = nm.lookup(nm.REDUCE, op, "partition_reduce op", where)
+        d = _onchip(dst, where, "dst", (SBUF,))
+        s = _onchip(src, where, "src", (SBUF,))
+        if d.shape != (1, s.shape[1]):
+            raise KernelError(f"{where}: shape mismatch: reducing {s.shape[0]}x{s.shape[1]} over partitions needs "
+                              f"a [1, {s.shape[1]}] dst, got {d.shape[0]}x{d.shape[1]}")
+        self._require_written(s, where, "src")
+        self._elementwise("PARTITION_REDUCE", E_GPSIMD, where, d, [s], 1, (op,), f"op={op}")
+        if self.numerics:
+            self._store(d, fn(self._value(s), axis=0, keepdims=True))

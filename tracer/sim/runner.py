@@ -1,0 +1,241 @@
+"""Running a kernel on the simulated NeuronCore: set-up, tracing, the result summary and ``--check``.
+
+:func:`run_kernel` is the library entry point behind ``trnprof record``::
+
+    from tracer.sim import run_kernel
+    result = run_kernel("matmul_rowload", {"M": 1024}, arch="trn2", trace_path="mm.trace")
+    print(result.simulated_ns, result.engine_busy)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tracer._version import __version__
+from tracer.errors import KernelError, TrnprofError
+from tracer.sim.arch import CostModel, cost_model
+from tracer.sim.context import KernelContext
+from tracer.sim.core import ENGINE_NAMES, Core
+from tracer.sim.emitter import Emitter
+from tracer.writer import TraceWriter
+
+_TRACER_DIR = Path(__file__).resolve().parents[1]
+
+#: Relative/absolute tolerance of ``--check`` per output dtype (bf16 keeps 8 mantissa bits).
+CHECK_TOLERANCE = {"bf16": (3e-2, 3e-2), "fp16": (5e-3, 5e-3), "fp32": (1e-4, 1e-4)}
+
+
+@dataclasses.dataclass
+class CheckResult:
+    """Comparison of one output tensor with the numpy reference."""
+
+    name: str
+    max_abs_error: float
+    max_rel_error: float
+    ok: bool
+
+
+@dataclasses.dataclass
+class RunResult:
+    """What a simulated run produced."""
+
+    kernel: str
+    arch: str
+    params: dict[str, Any]
+    simulated_ns: int
+    instructions: int
+    dma_transfers: int
+    dma_packets: int
+    dma_bytes: int
+    engine_busy_ns: dict[str, int]
+    engine_instructions: dict[str, int]
+    dma_queue_busy_ns: int
+    pe_flops: float
+    wall_s: float
+    trace_path: Path | None
+    outputs: dict[str, np.ndarray] | None = None
+    checks: list[CheckResult] = dataclasses.field(default_factory=list)
+    sbuf_peak_bytes: int = 0
+    cost: CostModel | None = None
+
+    @property
+    def engine_busy(self) -> dict[str, float]:
+        """Busy fraction (0..1) of each engine over the simulated time."""
+        t = max(self.simulated_ns, 1)
+        return {e: ns / t for e, ns in self.engine_busy_ns.items()}
+
+    @property
+    def instructions_per_second(self) -> float:
+        """Simulated instructions per wall-clock second."""
+        return self.instructions / self.wall_s if self.wall_s > 0 else 0.0
+
+    def summary_lines(self) -> list[str]:
+        """A short human-readable result."""
+        busy = ", ".join(f"{e} {100 * f:.1f}%" for e, f in self.engine_busy.items())
+        cm = self.cost
+        dma_cap = cm.dma_queues * max(self.simulated_ns, 1) if cm else 1
+        lines = [
+            f"kernel {self.kernel} on {self.arch}: simulated time {self.simulated_ns / 1000:,.3f} us",
+            f"engines busy: {busy}; DMA queues busy {100 * self.dma_queue_busy_ns / dma_cap:.1f}%",
+            f"{self.instructions:,} instructions, {self.dma_transfers:,} DMA transfers ({self.dma_packets:,} packets, "
+            f"{self.dma_bytes / 2**20:,.2f} MiB) in {self.wall_s:.2f} s wall "
+            f"({self.instructions_per_second / 1e6:.2f} M instructions/s)",
+        ]
+        if cm and self.simulated_ns:
+            lines.append(f"Tensor engine: {self.pe_flops / self.simulated_ns / 1e3:,.2f} TFLOPS "
+                         f"({100 * self.pe_flops / (cm.pe_peak_flops * self.simulated_ns * 1e-9):.1f}% of peak)")
+        for c in self.checks:
+            lines.append(f"check {c.name}: {'OK' if c.ok else 'MISMATCH'} (max abs error {c.max_abs_error:.3g}, "
+                         f"max rel error {c.max_rel_error:.3g})")
+        lines.append(f"trace: {self.trace_path}" if self.trace_path else "trace: not written (--no-trace)")
+        return lines
+
+
+def run_kernel(kernel: str | Callable[..., Any], params: Mapping[str, Any] | None = None, *,
+               arch: str = "trn2", overrides: Mapping[str, Any] | None = None,
+               trace_path: str | os.PathLike[str] | None = None, overwrite: bool = False,
+               numerics: bool = False, check: bool = False, seed: int = 0,
+               progress: Callable[[int, int], None] | None = None, threaded: bool = True) -> RunResult:
+    """Run ``kernel`` on a simulated NeuronCore and (with ``trace_path``) record its trace.
+
+    Args:
+        kernel: a registered kernel name, ``path/to/file.py:function``, or a kernel function.
+        params: kernel parameters (strings are converted to the parameter's type).
+        arch: ``trn1`` or ``trn2``.
+        overrides: cost-model constants to change (``{"dma_bandwidth_gbps": 100}``).
+        trace_path: trace directory to write; ``None`` simulates without tracing.
+        overwrite: replace an existing trace at ``trace_path``.
+        numerics: compute values with numpy (implied by ``check``).
+        check: compare every output with the kernel's numpy reference; KernelError on a mismatch.
+        seed: seed of the random inputs.
+        progress: called with (instructions, simulated ns) about twice a second.
+        threaded: build trace tables on a background thread.
+
+    Raises:
+        KernelError: the kernel misused the core, or ``check`` found a mismatch.
+        ConfigError: bad architecture, constant or parameter.
+    """
+    from tracer.kernels import resolve_kernel
+
+    spec = resolve_kernel(kernel)
+    kparams = spec.bind(params or {})
+    cm = cost_model(arch, overrides)
+    numerics = numerics or check
+    writer: TraceWriter | None = None
+    emitter: Emitter | None = None
+    core = Core(cm, progress=progress)
+    if trace_path is not None:
+        writer = TraceWriter(trace_path, overwrite=overwrite, metadata=_metadata(cm, spec.name, kparams))
+        emitter = Emitter(core, writer, threaded=threaded)
+        core.sink = emitter.submit
+    ctx = KernelContext(core, numerics=numerics, seed=seed)
+    t0 = time.perf_counter()
+    ok = False
+    try:
+        _call_kernel(spec, ctx, kparams)
+        ctx.finish()
+        core.handoff()
+        if emitter is not None:
+            emitter.close()
+        ok = True
+    finally:
+        ctx.closed = True
+        if emitter is not None and not ok:
+            with contextlib.suppress(Exception):  # the original error matters more
+                emitter.close()
+        if writer is not None:
+            writer.close(complete=ok)
+    wall = time.perf_counter() - t0
+    busy = core.finish_busy()
+    result = RunResult(
+        kernel=spec.name, arch=cm.arch, params=kparams, simulated_ns=core.last_ns, instructions=core.n,
+        dma_transfers=core.n_xfers, dma_packets=core.n_packets, dma_bytes=core.dma_bytes,
+        engine_busy_ns=dict(zip(ENGINE_NAMES, busy, strict=True)),
+        engine_instructions=dict(zip(ENGINE_NAMES, core.instructions_per_engine, strict=True)),
+        dma_queue_busy_ns=core.queue_busy_ns, pe_flops=core.pe_flops, wall_s=wall,
+        trace_path=Path(trace_path) if trace_path is not None else None, sbuf_peak_bytes=ctx.sbuf.peak,
+        cost=cm,
+    )
+    if numerics:
+        result.outputs = {n: t.data for n, t in ctx.tensors.items() if t.kind == "output"}
+    if check:
+        result.checks = check_outputs(spec, ctx, kparams)
+        bad = [c for c in result.checks if not c.ok]
+        if bad:
+            c = bad[0]
+            raise KernelError(f"--check failed for kernel {spec.name}: output {c.name} differs from the numpy "
+                              f"reference (max abs error {c.max_abs_error:.4g}, max rel error {c.max_rel_error:.4g})")
+    return result
+
+
+def _call_kernel(spec: Any, ctx: KernelContext, params: Mapping[str, Any]) -> None:
+    """Run the kernel body; a Python error raised by the kernel's own code becomes a KernelError naming its line."""
+    try:
+        spec.fn(ctx, **params)
+    except TrnprofError:
+        raise
+    except Exception as exc:
+        frames = []
+        tb = exc.__traceback__
+        while tb is not None:
+            frames.append(tb.tb_frame.f_code.co_filename)
+            last = tb
+            tb = tb.tb_next
+        if frames and Path(frames[-1]).resolve().is_relative_to(_TRACER_DIR):
+            raise  # a bug in the simulator itself: let it surface as an internal error
+        where = f"{Path(last.tb_frame.f_code.co_filename).name}:{last.tb_lineno}"
+        raise KernelError(f"{where}: kernel {spec.name} raised {type(exc).__name__}: {exc}") from exc
+
+
+def check_outputs(spec: Any, ctx: KernelContext, params: Mapping[str, Any]) -> list[CheckResult]:
+    """Compare each output tensor with ``spec.reference(inputs, **params)``."""
+    if spec.reference is None:
+        raise KernelError(f"kernel {spec.name} has no numpy reference, so --check cannot run; declare one with "
+                          "@tracer.kernels.kernel(reference=...)")
+    inputs = {n: t.data.copy() for n, t in ctx.tensors.items() if t.kind == "input"}
+    expected = spec.reference(inputs, **params)
+    checks = []
+    for name, t in ctx.tensors.items():
+        if t.kind != "output":
+            continue
+        if name not in expected:
+            raise KernelError(f"reference of kernel {spec.name} returns no value for output {name!r}")
+        want = t.dtype.round(np.asarray(expected[name], np.float32))
+        got = t.data
+        if want.shape != got.shape:
+            raise KernelError(f"reference of kernel {spec.name} gives {name} shape {want.shape}, kernel {got.shape}")
+        rtol, atol = CHECK_TOLERANCE[t.dtype.name]
+        scale = max(float(np.max(np.abs(want))) if want.size else 0.0, 1.0)
+        err = np.abs(got.astype(np.float64) - want)
+        max_abs = float(np.nanmax(err)) if err.size else 0.0
+        if np.isnan(got).any() != np.isnan(want).any():
+            max_abs = float("inf")
+        ok = bool(np.all(err <= atol * scale + rtol * np.abs(want))) and np.isfinite(max_abs)
+        checks.append(CheckResult(name, max_abs, max_abs / scale, ok))
+    return checks
+
+
+def _metadata(cm: CostModel, name: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "is_simulation": True, "arch": cm.arch, "instance_type": cm.instance_type, "profile_name": name,
+        "kernel_params": json.dumps(params, sort_keys=True, default=str), "cost_model": cm.to_json(),
+        "num_physical_cores": 1, "tool_version": f"trnprof {__version__} (simulated {cm.neuroncore_version})",
+        "dma_ddr_bandwidth": cm.dma_bandwidth_gbps * 1e9, "hbm_ddr_bandwidth": cm.hbm_bandwidth_gbps * 1e9,
+        "num_dma_engines_per_neuroncore": cm.dma_queues,
+        "tensor_engine_num_rows": cm.pe_rows, "tensor_engine_num_cols": cm.pe_cols,
+        "tensor_engine_clock_freq": cm.pe_clock_ghz, "vector_engine_clock_freq": cm.dve_clock_ghz,
+        "scalar_engine_clock_freq": cm.act_clock_ghz, "gpsimd_engine_clock_freq": cm.pool_clock_ghz,
+        "neuroncore_clock_freq": cm.neuroncore_clock_ghz,
+        "vector_engine_num_channels": cm.vector_channels, "scalar_engine_num_channels": cm.scalar_channels,
+        "gpsimd_engine_num_channels": cm.gpsimd_channels, "ticks_per_nanosec": cm.ticks_per_nanosec,
+    }
+

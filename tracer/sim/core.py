@@ -42,8 +42,9 @@ ENGINE_STREAM = {E_VECTOR: S_VECTOR, E_SCALAR: S_SCALAR, E_GPSIMD: S_GPSIMD, E_S
 KIND_COMPUTE, KIND_MATMUL, KIND_DMA = 0, 1, 2
 TABLE_INSTRUCTION, TABLE_PACKET = 0, 1
 
-CHUNK_INSTRUCTIONS = 65_536
-HANDOFF_INTERVAL_S = 0.5
+CHUNK_INSTRUCTIONS = 16_384
+CHUNK_PACKETS = 65_536
+HANDOFF_INTERVAL_S = 0.1
 
 
 class Template:
@@ -215,6 +216,7 @@ class Core:
         self._cols = _new_columns()
         self._chunk_first = 0
         self._chunk_first_xfer = 0
+        self._chunk_packets = 0
         self._counters: list[tuple[int, str, float, str]] = []
         self._spans: list[dict[str, Any]] = []
         self._last_handoff = time.monotonic()
@@ -322,7 +324,7 @@ class Core:
                 sp[0] = start
             if fin > sp[1]:
                 sp[1] = fin
-        if (idx & 1023) == 0 and idx:
+        if (idx & 255) == 0 and idx:
             self._maybe_handoff()
         return pinfo
 
@@ -363,20 +365,32 @@ class Core:
         totals, _offsets, _queues = plan.layout(q0)
         ready = start + self.cm.dma_start_latency_ns
         qf = self.queue_free[g]
-        qstart = self._cols["x_qstart"]
+        starts_all, ends_all, floor = self.eng_starts, self.eng_ends, self.eng_floor
+        qs = [0] * plan.nqueues
         end_max = -1
-        last = -1
         for q in range(plan.nqueues):
             tot = totals[q]
             s = qf[q] if qf[q] > ready else ready
             if tot:
-                s = self._place(q, s, tot)
+                ends = ends_all[q]
+                if ends and s >= ends[-1] and s >= floor[q]:  # common case: the engine is idle from s on
+                    if s == ends[-1]:
+                        ends[-1] = s + tot
+                    else:
+                        starts_all[q].append(s)
+                        ends.append(s + tot)
+                        if len(ends) > 256:
+                            self._trim(q)
+                else:
+                    s = self._place(q, s, tot)
                 e = s + tot
                 qf[q] = e
-            qstart.append(s)
-            if tot and (e > end_max or (e == end_max and plan.last_packet(q, q0) > last)):
-                end_max = e
-                last = plan.last_packet(q, q0)
+                if e > end_max:
+                    end_max = e
+            qs[q] = s
+        self._cols["x_qstart"].extend(qs)
+        # the transfer's last packet: highest index among the queues finishing last
+        last = max(plan.last_packet(q, q0) for q in range(plan.nqueues) if totals[q] and qs[q] + totals[q] == end_max)
         self.queue_busy_ns += sum(totals)
         pkt_base = self.n_packets
         self.n_packets += plan.n
@@ -423,10 +437,14 @@ class Core:
             if i > 0 and ends[i - 1] == s:
                 ends[i - 1] = ends[i]
                 del starts[i], ends[i]
-        if len(starts) > 256:  # forget the oldest reservations; the time before them counts as busy
-            self.eng_floor[q] = ends[127]
-            del starts[:128], ends[:128]
+        if len(starts) > 256:
+            self._trim(q)
         return s
+
+    def _trim(self, q: int) -> None:
+        """Forget the oldest reservations of engine ``q``; the time before them counts as busy."""
+        self.eng_floor[q] = self.eng_ends[q][127]
+        del self.eng_starts[q][:128], self.eng_ends[q][:128]
 
     # -- side records ------------------------------------------------------------------------------------
     def counter(self, name: str, value: float, unit: str, ts: int | None = None) -> None:
@@ -439,8 +457,8 @@ class Core:
 
     # -- chunks -----------------------------------------------------------------------------------------
     def _maybe_handoff(self) -> None:
-        if self.n - self._chunk_first >= CHUNK_INSTRUCTIONS or \
-                time.monotonic() - self._last_handoff >= HANDOFF_INTERVAL_S:
+        if self.n - self._chunk_first >= CHUNK_INSTRUCTIONS or self.n_packets - self._chunk_packets >= CHUNK_PACKETS \
+                or time.monotonic() - self._last_handoff >= HANDOFF_INTERVAL_S:
             self.handoff()
 
     def handoff(self) -> None:
@@ -450,6 +468,7 @@ class Core:
                       spans=self._spans, n_templates=len(self.templates), streams=tuple(self.stream_names), **c)
         self._chunk_first = self.n
         self._chunk_first_xfer = self.n_xfers
+        self._chunk_packets = self.n_packets
         self._cols = _new_columns()
         self._counters = []
         self._spans = []

@@ -80,7 +80,9 @@ class Emitter:
         self.t_hbm: list[tuple[Any, ...] | None] = []
         self.pc = np.zeros(len(ENGINE_NAMES), np.int64)
         self.seq: dict[int, int] = {}
-        self.queues_written: set[str] = set()
+        self.queue_names: list[str] = []
+        self.queue_base: dict[int, int] = {}
+        self.codes: dict[str, dict[str, int]] = {"qtype": {}, "mem": {}, "var": {}}
         self.error: BaseException | None = None
         self._queue: queue.Queue[Chunk | None] | None = None
         self._thread: threading.Thread | None = None
@@ -256,70 +258,46 @@ class Emitter:
         nx = len(x_tid)
         nq = core.cm.dma_queues
         qstart = _i64(ch.x_qstart).reshape(nx, nq)
-        parts: dict[str, list[np.ndarray]] = {k: [] for k in (
-            "id", "start", "dur", "bytes", "queue", "agg", "pidx", "group", "tid")}
-        group_seq: list[np.ndarray] = []
+        first = int(x_pkt[0])
+        last_t = int(x_tid[-1])
+        total = int(x_pkt[-1]) + core.templates[last_t].dma.n - first
+        out = {k: np.empty(total, np.int64) for k in ("start", "dur", "bytes", "queue", "agg", "pidx", "qname",
+                                                    "qtype", "src", "dst", "var")}
         keys = x_tid * nq + x_q0
         for key in np.unique(keys).tolist():
             sel = np.flatnonzero(keys == key)
             t, q0 = divmod(key, nq)
             plan: DmaPlan = core.templates[t].dma
             _totals, offsets, queues = plan.layout(q0)
-            j = np.arange(plan.n, dtype=np.int64)
-            sub = j % plan.per_row
-            starts = qstart[sel][:, queues] + offsets[None, :]
-            k = len(sel)
-            parts["id"].append((x_pkt[sel][:, None] + j[None, :]).ravel())
-            parts["start"].append(starts.ravel())
-            parts["dur"].append(np.tile(plan.sub_ns[sub], k))
-            parts["bytes"].append(np.tile(plan.sub_bytes[sub], k))
-            parts["queue"].append(np.tile(queues, k))
-            parts["agg"].append(np.repeat(ch.first_xfer + sel, plan.n))
-            parts["pidx"].append(np.tile(sub, k))
-            parts["group"].append(np.full(k * plan.n, plan.group, np.int64))
-            parts["tid"].append(np.full(k * plan.n, t, np.int64))
-        cat = {k: np.concatenate(v) for k, v in parts.items()}
-        order = np.argsort(cat["id"], kind="stable")
-        cat = {k: v[order] for k, v in cat.items()}
-        del group_seq
-        # queue names and per-packet attributes
-        groups = np.unique(cat["group"]).tolist()
-        names: list[str] = []
-        qcode = np.empty(len(cat["id"]), np.int64)
-        for g in groups:
-            prefix = core.stream_names[g]
-            m = cat["group"] == g
-            qcode[m] = len(names) + cat["queue"][m]
-            names.extend(f"{prefix}{q}" for q in range(nq))
-            self._queue_info(core, g, prefix)
-        tids = cat["tid"]
-        uniq_t = np.unique(tids).tolist()
-        plans = {t: core.templates[t].dma for t in uniq_t}
-        qtypes = sorted({p.queue_type for p in plans.values()})
-        mems = sorted({m for p in plans.values() for m in (p.src_mem, p.dst_mem)})
-        variables = sorted({p.variable for p in plans.values()})
-        qt = np.empty(len(tids), np.int64)
-        src = np.empty(len(tids), np.int64)
-        dst = np.empty(len(tids), np.int64)
-        var = np.empty(len(tids), np.int64)
-        for t, p in plans.items():
-            m = tids == t
-            qt[m] = qtypes.index(p.queue_type)
-            src[m] = mems.index(p.src_mem)
-            dst[m] = mems.index(p.dst_mem)
-            var[m] = variables.index(p.variable)
-        start = cat["start"]
-        dur = cat["dur"]
-        nbytes = cat["bytes"]
+            sub = np.arange(plan.n, dtype=np.int64) % plan.per_row
+            pos = ((x_pkt[sel] - first)[:, None] + np.arange(plan.n, dtype=np.int64)[None, :]).ravel()
+            out["start"][pos] = (qstart[sel][:, queues] + offsets[None, :]).ravel()
+            out["dur"][pos] = np.tile(plan.sub_ns[sub], len(sel))
+            out["bytes"][pos] = np.tile(plan.sub_bytes[sub], len(sel))
+            out["queue"][pos] = np.tile(queues, len(sel))
+            out["qname"][pos] = self._queue_code(core, plan.group) + np.tile(queues, len(sel))
+            out["agg"][pos] = np.repeat(ch.first_xfer + sel, plan.n)
+            out["pidx"][pos] = np.tile(sub, len(sel))
+            out["qtype"][pos] = self._code("qtype", plan.queue_type)
+            out["src"][pos] = self._code("mem", plan.src_mem)
+            out["dst"][pos] = self._code("mem", plan.dst_mem)
+            out["var"][pos] = self._code("var", plan.variable)
+        start = out["start"]
+        dur = out["dur"]
+        nbytes = out["bytes"]
+        mems = self.codes["mem"]
         self.writer.append(schema.DMA_PACKET.name, {
-            schema.ID: cat["id"], schema.START_TS: start, schema.END_TS: start + dur, schema.DURATION_NS: dur,
-            schema.QUEUE_NAME: _dict_column(qcode, names), schema.QUEUE_IDX: cat["queue"],
-            schema.QUEUE_TYPE: _dict_column(qt, qtypes), schema.ENGINE_IDX: cat["queue"],
+            schema.ID: np.arange(first, first + total, dtype=np.int64), schema.START_TS: start,
+            schema.END_TS: start + dur, schema.DURATION_NS: dur,
+            schema.QUEUE_NAME: _dict_column(out["qname"], self.queue_names), schema.QUEUE_IDX: out["queue"],
+            schema.QUEUE_TYPE: _dict_column(out["qtype"], list(self.codes["qtype"])),
+            schema.ENGINE_IDX: out["queue"],
             schema.READ_BYTES: nbytes, schema.WRITE_BYTES: nbytes, schema.TRANSFER_BYTES: nbytes,
             schema.THROUGHPUT: (nbytes / dur * 1e9).astype(np.float32),
-            schema.VARIABLE: _dict_column(var, variables), schema.PCORE_IDX: np.zeros(len(start), np.int64),
-            "packet_idx": cat["pidx"].astype(np.int32), "packet_aggregation_id": cat["agg"],
-            "source": _dict_column(src, mems), "dest": _dict_column(dst, mems),
+            schema.VARIABLE: _dict_column(out["var"], list(self.codes["var"])),
+            schema.PCORE_IDX: np.zeros(total, np.int64),
+            "packet_idx": out["pidx"].astype(np.int32), "packet_aggregation_id": out["agg"],
+            "source": _dict_column(out["src"], list(mems)), "dest": _dict_column(out["dst"], list(mems)),
         })
         # DMA group semaphores increment when a transfer retires
         x_group = np.array([core.templates[t].dma.group for t in x_tid.tolist()], np.int64)
@@ -341,10 +319,24 @@ class Emitter:
             schema.PCORE_IDX: np.zeros(nx, np.int64),
         })
 
-    def _queue_info(self, core: Core, group: int, prefix: str) -> None:
-        if prefix in self.queues_written:
-            return
-        self.queues_written.add(prefix)
+    def _code(self, kind: str, value: str) -> int:
+        codes = self.codes[kind]
+        code = codes.get(value)
+        if code is None:
+            code = codes[value] = len(codes)
+        return code
+
+    def _queue_code(self, core: Core, group: int) -> int:
+        """Code of queue 0 of ``group`` in the queue-name dictionary (queue q is that + q)."""
+        base = self.queue_base.get(group)
+        if base is None:
+            prefix = core.stream_names[group]
+            base = self.queue_base[group] = len(self.queue_names)
+            self.queue_names.extend(f"{prefix}{q}" for q in range(core.cm.dma_queues))
+            self._queue_info(core, prefix)
+        return base
+
+    def _queue_info(self, core: Core, prefix: str) -> None:
         qtype = "data"
         self.writer.append_rows(schema.DMA_QUEUES_INFO.name, [
             {schema.NAME: f"{prefix}{q}", "type": qtype, schema.PCORE_IDX: 0, "idx": q, schema.ENGINE_IDX: q}

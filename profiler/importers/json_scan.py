@@ -404,9 +404,16 @@ class ObjectBlock:
         ``rows`` selects objects (ascending indices); default all.
         """
         m = self.member(key)
-        start, end, present, escaped = m.start, m.end, m.present, m.escaped
+        start, end, present, escaped, kind = m.start, m.end, m.present, m.escaped, m.kind
         if rows is not None and len(rows) != len(start):
-            start, end, present, escaped = start[rows], end[rows], present[rows], escaped[rows]
+            start, end, present, escaped, kind = start[rows], end[rows], present[rows], escaped[rows], kind[rows]
+        nulls = present & (kind == KIND_SCALAR)
+        if nulls.any():
+            nulls &= self._is_literal(start, end, b"null")
+            if nulls.any():
+                present = present & ~nulls
+                start, end = start.copy(), end.copy()
+                end[nulls] = start[nulls]
         raw = ranges_to_binary(self.buf, start, end, present)
         return unescape_strings(raw, escaped)
 

@@ -1,0 +1,135 @@
+"""Slice nesting, B/E pairing and flow binding against brute-force oracles."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from profiler.importers.nesting import enclosing, match_begin_end, nest_intervals, track_order
+
+
+def _nested_intervals(draw, track: int, lo: int, hi: int, *, depth: int, out: list) -> None:
+    """Random properly nested intervals inside [lo, hi)."""
+    t = lo
+    while t < hi and len(out) < 40:
+        if draw(st.booleans()):
+            t += draw(st.integers(0, 3))
+        length = draw(st.integers(0, max(0, min(6, hi - t))))
+        if t + length > hi:
+            break
+        out.append((track, t, t + length))
+        if length > 1 and depth < 4 and draw(st.booleans()):
+            _nested_intervals(draw, track, t + draw(st.integers(0, 1)), t + length, depth=depth + 1, out=out)
+        t += length + (0 if length else 1)
+
+
+@st.composite
+def nested(draw):
+    out: list = []
+    for track in range(draw(st.integers(1, 3))):
+        _nested_intervals(draw, track, 0, 30, depth=0, out=out)
+    perm = draw(st.permutations(range(len(out))))
+    return [out[i] for i in perm]
+
+
+def _oracle_depth(rows):
+    """Depth = number of other intervals on the track that strictly enclose or precede-and-contain it."""
+    order = sorted(range(len(rows)), key=lambda i: (rows[i][0], rows[i][1], -rows[i][2], i))
+    depth, parent = {}, {}
+    stack: list[int] = []
+    current = None
+    for i in order:
+        tr, s, _ = rows[i]
+        if tr != current:
+            stack, current = [], tr
+        while stack:
+            top = stack[-1]
+            ts_, te = rows[top][1], rows[top][2]
+            if s < te or (ts_ == te == s):
+                break
+            stack.pop()
+        depth[i] = len(stack)
+        parent[i] = stack[-1] if stack else -1
+        stack.append(i)
+    return depth, parent
+
+
+@settings(max_examples=150, deadline=None)
+@given(nested())
+def test_nesting_matches_a_stack(rows):
+    tr = np.array([r[0] for r in rows], np.int64)
+    s = np.array([r[1] for r in rows], np.int64)
+    e = np.array([r[2] for r in rows], np.int64)
+    got = nest_intervals(tr, s, e)
+    depth, parent = _oracle_depth(rows)
+    assert got.depth.tolist() == [depth[i] for i in range(len(rows))]
+    assert got.parent.tolist() == [parent[i] for i in range(len(rows))]
+    assert got.overlapping_slices == 0
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 1), st.integers(0, 20), st.integers(0, 8)), max_size=30))
+def test_overlapping_tracks_get_lanes_that_never_collide(raw):
+    tr = np.array([r[0] for r in raw], np.int64)
+    s = np.array([r[1] for r in raw], np.int64)
+    e = s + np.array([r[2] for r in raw], np.int64)
+    got = nest_intervals(tr, s, e)
+    for i in range(len(raw)):
+        for j in range(len(raw)):
+            if i != j and tr[i] == tr[j] and got.depth[i] == got.depth[j]:
+                # same lane: no overlap of positive-length intervals
+                assert not (s[i] < e[j] and s[j] < e[i] and e[i] > s[i] and e[j] > s[j])
+        p = got.parent[i]
+        if p >= 0:
+            assert tr[p] == tr[i] and s[p] <= s[i] and e[i] <= e[p] and got.depth[p] == got.depth[i] - 1
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2), st.booleans()), max_size=40))
+def test_begin_end_pairs_like_a_stack_per_thread(raw):
+    thread = np.array([r[0] for r in raw], np.int64)
+    is_begin = np.array([r[1] for r in raw], np.bool_)
+    ts = np.arange(len(raw), dtype=np.int64)
+    partner, open_b, stray_e = match_begin_end(thread, ts, is_begin)
+    stacks: dict[int, list[int]] = {}
+    expected = [-1] * len(raw)
+    strays = 0
+    for i, (th, b) in enumerate(raw):
+        st_ = stacks.setdefault(th, [])
+        if b:
+            st_.append(i)
+        elif st_:
+            j = st_.pop()
+            expected[i], expected[j] = j, i
+        else:
+            strays += 1
+    assert partner.tolist() == expected
+    assert stray_e == strays
+    assert open_b == sum(len(v) for v in stacks.values())
+
+
+@settings(max_examples=100, deadline=None)
+@given(nested(), st.lists(st.tuples(st.integers(0, 2), st.integers(-1, 31)), max_size=10))
+def test_enclosing_is_the_deepest_containing_slice(rows, queries):
+    tr = np.array([r[0] for r in rows], np.int64)
+    s = np.array([r[1] for r in rows], np.int64)
+    e = np.array([r[2] for r in rows], np.int64)
+    nest = nest_intervals(tr, s, e)
+    order = track_order(tr, s, e)
+    inverse = np.empty(len(order), np.int64)
+    inverse[order] = np.arange(len(order))
+    par = nest.parent[order]
+    par_sorted = np.where(par >= 0, inverse[np.maximum(par, 0)], -1)
+    qt = np.array([q[0] for q in queries], np.int64)
+    qs = np.array([q[1] for q in queries], np.int64)
+    t_sorted = tr[order]
+    got = enclosing(s[order], e[order], par_sorted, seg_lo=np.searchsorted(t_sorted, qt, "left"),
+                    seg_hi=np.searchsorted(t_sorted, qt, "right"), t=qs)
+    for k, (t_q, time) in enumerate(queries):
+        inside = [i for i, (t_, a, b) in enumerate(rows) if t_ == t_q and (a <= time < b or a == b == time)]
+        if not inside:
+            assert got[k] == -1
+        else:
+            best = max(nest.depth[i] for i in inside)
+            assert got[k] >= 0 and nest.depth[order[got[k]]] == best and order[got[k]] in inside

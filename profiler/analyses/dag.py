@@ -1,0 +1,129 @@
+"""Longest paths in directed acyclic graphs with node and edge weights (the critical-path algorithm).
+
+Pure and independent of traces: nodes are ``0..n-1``, edges are parallel ``src``/``dst`` arrays.  The length of a
+path is the sum of its nodes' weights plus the sum of its edges' weights.  Dynamic programming over a topological
+order: ``O(nodes + edges)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class LongestPath:
+    """A longest path: its nodes in order, the edge index used to reach each node (-1 for the first), its length."""
+
+    nodes: np.ndarray
+    edges: np.ndarray
+    length: float
+
+
+def topological_order(num_nodes: int, src: np.ndarray, dst: np.ndarray,
+                      hint: np.ndarray | None = None) -> np.ndarray:
+    """A topological order of the nodes; ``hint`` (e.g. nodes sorted by start time) is used when it is one.
+
+    Raises:
+        ValueError: the graph has a cycle.
+    """
+    if hint is not None and len(hint) == num_nodes:
+        pos = np.empty(num_nodes, dtype=np.int64)
+        pos[hint] = np.arange(num_nodes)
+        if not len(src) or bool(np.all(pos[src] < pos[dst])):
+            return np.asarray(hint, dtype=np.int64)
+    indegree = np.bincount(dst, minlength=num_nodes).tolist() if len(dst) else [0] * num_nodes
+    out_start, out_dst = _csr(num_nodes, src, dst)
+    starts = out_start.tolist()
+    targets = out_dst.tolist()
+    ready = [v for v in range(num_nodes) if indegree[v] == 0]
+    ready.reverse()
+    order: list[int] = []
+    while ready:
+        v = ready.pop()
+        order.append(v)
+        for t in targets[starts[v]:starts[v + 1]]:
+            indegree[t] -= 1
+            if indegree[t] == 0:
+                ready.append(t)
+    if len(order) != num_nodes:
+        raise ValueError("the graph has a cycle; a dependency graph must be acyclic")
+    return np.asarray(order, dtype=np.int64)
+
+
+def _csr(num_nodes: int, keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Row pointers and values of ``values`` grouped by ``keys`` (stable within a key)."""
+    order = np.argsort(keys, kind="stable")
+    ptr = np.zeros(num_nodes + 1, dtype=np.int64)
+    if len(keys):
+        np.cumsum(np.bincount(keys, minlength=num_nodes), out=ptr[1:])
+    return ptr, np.asarray(values)[order]
+
+
+def longest_path(num_nodes: int, node_weight: Sequence[float] | np.ndarray, src: Sequence[int] | np.ndarray,
+                 dst: Sequence[int] | np.ndarray, edge_weight: Sequence[float] | np.ndarray | None = None, *,
+                 sink: int | None = None, order_hint: np.ndarray | None = None) -> LongestPath:
+    """The heaviest path of a DAG, ending at ``sink`` (or wherever the heaviest path ends).
+
+    Weights are non-negative, so the path always continues through a predecessor while there is one: it starts at
+    a node without predecessors.  Among equally heavy predecessors the edge listed first wins, so callers list
+    edges in order of preference.
+
+    Args:
+        num_nodes: number of nodes.
+        node_weight: weight of each node (e.g. its duration); must be non-negative.
+        src: edge sources (the predecessor).
+        dst: edge targets (the dependent).
+        edge_weight: weight of each edge; default 0.
+        sink: the node the path must end at.
+        order_hint: a candidate topological order, used when valid (saves the sort).
+
+    Raises:
+        ValueError: a cycle, an edge naming a node that does not exist, or a bad sink.
+    """
+    w = np.asarray(node_weight, dtype=np.float64)
+    s = np.asarray(src, dtype=np.int64)
+    d = np.asarray(dst, dtype=np.int64)
+    ew = np.zeros(len(s)) if edge_weight is None else np.asarray(edge_weight, dtype=np.float64)
+    if w.shape != (num_nodes,) or s.shape != d.shape or ew.shape != s.shape:
+        raise ValueError("node_weight needs one value per node and src, dst, edge_weight one per edge")
+    if len(s) and (s.min() < 0 or d.min() < 0 or s.max() >= num_nodes or d.max() >= num_nodes):
+        raise ValueError("an edge names a node that does not exist")
+    if (len(w) and w.min() < 0) or (len(ew) and ew.min() < 0) or not (np.isfinite(w).all() and np.isfinite(ew).all()):
+        raise ValueError("node and edge weights must be finite and non-negative")
+    if sink is not None and not 0 <= sink < num_nodes:
+        raise ValueError(f"sink {sink} is not a node")
+    if num_nodes == 0:
+        return LongestPath(np.zeros(0, np.int64), np.zeros(0, np.int64), 0.0)
+    order = topological_order(num_nodes, s, d, order_hint)
+    in_ptr, in_edges = _csr(num_nodes, d, np.arange(len(s)))
+    ptr = in_ptr.tolist()
+    edges_in = in_edges.tolist()
+    src_l = s.tolist()
+    ew_l = ew.tolist()
+    w_l = w.tolist()
+    dist = [0.0] * num_nodes
+    best = [-1] * num_nodes
+    for v in order.tolist():
+        arg = -1
+        top = 0.0
+        for e in edges_in[ptr[v]:ptr[v + 1]]:
+            cand = dist[src_l[e]] + ew_l[e]
+            if arg < 0 or cand > top:
+                top = cand
+                arg = e
+        best[v] = arg
+        dist[v] = w_l[v] + top
+    end = int(np.argmax(dist)) if sink is None else int(sink)
+    nodes = [end]
+    edges = []
+    while best[nodes[-1]] >= 0:
+        e = best[nodes[-1]]
+        edges.append(e)
+        nodes.append(src_l[e])
+    nodes.reverse()
+    edges.reverse()
+    return LongestPath(np.asarray(nodes, np.int64), np.asarray([-1, *edges], np.int64), float(dist[end]))
+

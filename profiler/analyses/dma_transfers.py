@@ -1,0 +1,98 @@
+"""DMA transfers: packets grouped into the transfers (descriptors) they belong to, and the instruction that
+triggered each transfer.
+
+A transfer is the set of ``DmaPacket`` rows sharing ``packet_aggregation_id`` (a packet without one is a transfer
+of its own); it spans from its first packet's start to its last packet's end.  Its trigger is found, in order of
+preference, from
+
+1. ``Flow`` edges from an ``Instruction`` to one of its packets (``out_table = 'Instruction'``, ``in_table =
+   'DmaPacket'``), when the trace records them;
+2. trnprof's simulator convention: transfers are numbered in the order their ``DMA_TRIGGER`` instructions
+   executed, so the k-th ``DMA_TRIGGER`` (by id) started transfer k — used only when the counts agree exactly.
+
+Otherwise the trigger is unknown (``-1``) and the analyses say so instead of guessing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from profiler.analyses import schema as rs
+from profiler.analyses.inputs import DMA_PACKET, DMA_TRIGGER_OPCODE, FLOW, INSTRUCTION, Scope, column, fetch, q
+from profiler.trace import Trace
+from tracer import schema as ts
+
+#: Column names of the transfer table (internal to the analyses).
+AGG = "agg"
+FIRST_START = "first_start"
+LAST_END = "last_end"
+LAST_ID = "last_id"
+LAST_TRACK = "last_track"
+LAST_QUEUE = "last_queue"
+NBYTES = "nbytes"
+NPACKETS = "npackets"
+VAR = "var"
+TRIGGER = "trigger"
+
+
+@dataclass(frozen=True)
+class Transfers:
+    """One row per DMA transfer, sorted by ``agg`` (the transfer id), with its trigger instruction (-1: unknown)."""
+
+    table: pa.Table
+    trigger: np.ndarray
+    trigger_source: str          # "flow", "simulator" or "none"
+
+    def __len__(self) -> int:
+        return self.table.num_rows
+
+    def col(self, name: str, dtype: type = np.int64) -> np.ndarray:
+        """A column as a numpy array."""
+        return column(self.table, name, dtype)
+
+
+def _agg_key() -> str:
+    # packets without an aggregation id form a transfer of their own, keyed apart from real ids
+    return f"coalesce({q(rs.T_PACKET_AGGREGATION_ID)}, -1 - {q(ts.ID)})"
+
+
+def transfers(trace: Trace, scope: Scope | None = None) -> Transfers:
+    """Every DMA transfer of the trace (on the scope's core), with first start, last end and trigger.
+
+    The scope's window is not applied here: a transfer's trigger is found from the whole trace; callers filter.
+    """
+    core = scope.core_sql() if scope is not None else "TRUE"
+    table = fetch(trace, f"""
+        SELECT {_agg_key()} AS {AGG},
+               min({q(ts.START_TS)}) AS {FIRST_START},
+               max({q(ts.END_TS)}) AS {LAST_END},
+               arg_max({q(ts.ID)}, ({q(ts.END_TS)}, {q(ts.ID)})) AS {LAST_ID},
+               arg_max({q(rs.TRACK_ID)}, ({q(ts.END_TS)}, {q(ts.ID)})) AS {LAST_TRACK},
+               arg_max({q(ts.QUEUE_NAME)}, ({q(ts.END_TS)}, {q(ts.ID)})) AS {LAST_QUEUE},
+               sum({q(ts.TRANSFER_BYTES)})::BIGINT AS {NBYTES},
+               count(*) AS {NPACKETS},
+               any_value({q(ts.VARIABLE)}) AS {VAR}
+        FROM {DMA_PACKET} WHERE {core} GROUP BY 1 ORDER BY 1""")
+    agg = column(table, AGG)
+    trigger = np.full(len(agg), -1, dtype=np.int64)
+    source = "none"
+    flow = fetch(trace, f"""
+        SELECT {_agg_key()} AS {AGG}, min(f.{q(ts.OUT_ID)}) AS {TRIGGER}
+        FROM {FLOW} f JOIN {DMA_PACKET} p ON p.{q(ts.ID)} = f.{q(ts.IN_ID)}
+        WHERE f.{q(ts.IN_TABLE)} = '{ts.DMA_PACKET.name}' AND f.{q(ts.OUT_TABLE)} = '{ts.INSTRUCTION.name}'
+          AND {scope.core_sql('p') if scope is not None else 'TRUE'}
+        GROUP BY 1""")
+    if flow.num_rows:
+        pos = np.searchsorted(agg, column(flow, AGG))
+        trigger[pos] = column(flow, TRIGGER)
+        source = "flow"
+    else:
+        triggers = fetch(trace, f"SELECT {q(ts.ID)} FROM {INSTRUCTION} WHERE {q(ts.OPCODE)} = "
+                                f"'{DMA_TRIGGER_OPCODE}' AND {core} ORDER BY {q(ts.ID)}")
+        if triggers.num_rows and triggers.num_rows == len(agg) and bool((agg >= 0).all()):
+            trigger = column(triggers, ts.ID)
+            source = "simulator"
+    return Transfers(table, trigger, source)

@@ -1,0 +1,202 @@
+"""What the analyses read from a :class:`~profiler.Trace`: windows, cores, hardware peaks and typed row fetches.
+
+Every analysis reads the trace through this module, and this module reads only through the public ``Trace`` API
+(``Trace.sql`` — read-only — and ``Trace.metadata``), so no analysis opens a database or spells SQL against the
+layout on its own.  A window is half-open, ``[start_ns, end_ns)``; an interval belongs to a window when it overlaps
+it, a count (bytes, FLOPs) when its row *starts* in it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from profiler.db.sqlutil import quote
+from profiler.errors import QueryError
+from profiler.trace import Trace
+from tracer import schema as ts
+
+INSTRUCTION = quote(ts.INSTRUCTION.name)
+DMA_PACKET = quote(ts.DMA_PACKET.name)
+FLOW = quote(ts.FLOW.name)
+
+#: Opcodes that only wait on semaphores or events: not engine work (performance-bounds.md excludes waits).
+WAIT_OPCODES: tuple[str, ...] = ("EVENT_SEMAPHORE", "EVENT_SEMAPHORE_RANGE_CLEAR", "SEMAPHORE_WAIT", "WAIT")
+#: Opcode of the instruction that starts a DMA transfer in trnprof's simulator.
+DMA_TRIGGER_OPCODE = "DMA_TRIGGER"
+#: ``DmaPacket.queue_type`` of instruction fetches, which the bounds leave out of the transferred bytes.
+INSTRUCTION_QUEUE_TYPE = "instruction"
+#: Packets of at most this many bytes are descriptors/semaphore writes, left out of the transferred bytes.
+TINY_PACKET_BYTES = 4
+
+
+def q(name: str) -> str:
+    """A column name as a quoted SQL identifier."""
+    return quote(name)
+
+
+def fetch(trace: Trace, sql: str, params: dict[str, Any] | None = None) -> pa.Table:
+    """Run read-only ``sql`` on ``trace``; the result as an Arrow table."""
+    rel = trace.sql(sql, params=params)
+    return rel.to_arrow_table() if hasattr(rel, "to_arrow_table") else rel.arrow()
+
+
+def column(table: pa.Table, name: str, dtype: Any = np.int64, fill: Any = 0) -> np.ndarray:
+    """Column ``name`` of ``table`` as a numpy array, nulls replaced by ``fill``."""
+    col = table.column(name)
+    if col.null_count:
+        col = col.fill_null(fill)
+    return np.asarray(col.to_numpy(), dtype=dtype)
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Where an analysis looks: one window ``[start_ns, end_ns)`` on one core (``None``: every core)."""
+
+    start_ns: int
+    end_ns: int
+    core: int | None
+
+    @property
+    def length_ns(self) -> int:
+        """Length of the window."""
+        return self.end_ns - self.start_ns
+
+    def core_sql(self, alias: str = "") -> str:
+        """SQL condition selecting this core's rows (true when every core is in scope)."""
+        if self.core is None:
+            return "TRUE"
+        prefix = f"{alias}." if alias else ""
+        return f"coalesce({prefix}{q(ts.PCORE_IDX)}, 0) = {int(self.core)}"
+
+    def overlap_sql(self, alias: str = "") -> str:
+        """SQL condition: the row's interval overlaps the window (and is on the core)."""
+        p = f"{alias}." if alias else ""
+        return (f"{p}{q(ts.START_TS)} < {int(self.end_ns)} AND {p}{q(ts.END_TS)} > {int(self.start_ns)} "
+                f"AND {self.core_sql(alias)}")
+
+    def starts_sql(self, alias: str = "") -> str:
+        """SQL condition: the row starts in the window (and is on the core)."""
+        p = f"{alias}." if alias else ""
+        return (f"{p}{q(ts.START_TS)} >= {int(self.start_ns)} AND {p}{q(ts.START_TS)} < {int(self.end_ns)} "
+                f"AND {self.core_sql(alias)}")
+
+
+def _check_time(value: object, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise QueryError(f"{what} must be an integer number of nanoseconds, not {value!r}")
+    return int(value)
+
+
+def cores(trace: Trace) -> list[int]:
+    """The physical cores (``pcore_idx``) with instructions or DMA packets."""
+    rows = fetch(trace, f"SELECT DISTINCT coalesce({q(ts.PCORE_IDX)}, 0) AS c FROM {INSTRUCTION} UNION "
+                        f"SELECT DISTINCT coalesce({q(ts.PCORE_IDX)}, 0) FROM {DMA_PACKET} ORDER BY 1")
+    return [int(v) for v in rows.column(0).to_pylist()]
+
+
+def resolve_core(trace: Trace, core: int | None) -> int | None:
+    """``core`` checked against the trace; ``None`` means every core (fine when there is only one)."""
+    if core is None:
+        return None
+    core = _check_time(core, "core")
+    known = cores(trace)
+    if known and core not in known:
+        raise QueryError(f"{trace.path}: no core {core} (the trace has cores {', '.join(map(str, known))})")
+    return core
+
+
+def event_range(trace: Trace, core: int | None = None, *, dma_only: bool = False) -> tuple[int, int] | None:
+    """(first start, last end) of the DMA packets (``dma_only``) or of instructions and packets; None if empty."""
+    scope = Scope(0, 0, core)
+    parts = [f"SELECT min({q(ts.START_TS)}) AS s, max({q(ts.END_TS)}) AS e FROM {DMA_PACKET} "
+             f"WHERE {scope.core_sql()}"]
+    if not dma_only:
+        parts.append(f"SELECT min({q(ts.START_TS)}), max({q(ts.END_TS)}) FROM {INSTRUCTION} WHERE {scope.core_sql()}")
+    row = fetch(trace, f"SELECT min(s), max(e) FROM ({' UNION ALL '.join(parts)})").to_pylist()[0]
+    values = list(row.values())
+    if values[0] is None:
+        return None
+    return int(values[0]), int(values[1])
+
+
+def resolve_scope(trace: Trace, start_ns: int | None = None, end_ns: int | None = None, core: int | None = None,
+                  *, kernel_window: bool = False) -> Scope:
+    """The window an analysis covers: ``[start_ns, end_ns)``, each defaulting to the trace's extent.
+
+    The default extent is the first instruction or DMA packet to the last one; with ``kernel_window`` it is the
+    first DMA start to the last DMA end (the performance-bounds definition of a whole kernel), falling back to
+    instructions when the trace has no DMA.
+
+    Raises:
+        QueryError: a bound that is not an integer, an empty window, or a trace with no events at all.
+    """
+    core = resolve_core(trace, core)
+    t0 = None if start_ns is None else _check_time(start_ns, "start_ns")
+    t1 = None if end_ns is None else _check_time(end_ns, "end_ns")
+    if t0 is None or t1 is None:
+        extent = (event_range(trace, core, dma_only=True) if kernel_window else None) or event_range(trace, core)
+        if extent is None:
+            raise QueryError(f"{trace.path}: the trace has no instructions or DMA packets to analyse")
+        t0 = extent[0] if t0 is None else t0
+        t1 = extent[1] if t1 is None else t1
+    if t1 <= t0:
+        raise QueryError(f"empty window: end ({t1} ns) must be greater than start ({t0} ns)")
+    return Scope(t0, t1, core)
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """Peak rates from the trace's Metadata (``None`` when the trace does not say)."""
+
+    dma_bw_peak: float | None        # bytes/s, all DMA queues of one core
+    te_peak_flops: float | None      # FLOP/s of the PE array: rows * cols * 2 * clock
+
+    @property
+    def missing(self) -> list[str]:
+        """Metadata fields that were missing or unusable."""
+        out = []
+        if self.dma_bw_peak is None:
+            out.append("dma_ddr_bandwidth")
+        if self.te_peak_flops is None:
+            out.append("tensor_engine_num_rows/num_cols/clock_freq")
+        return out
+
+
+def _positive(value: object) -> float | None:
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        v = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) and v > 0 else None
+
+
+def hardware(trace: Trace) -> Hardware:
+    """Peak DMA bandwidth and Tensor-engine FLOP rate of ``trace`` (from ``Metadata``)."""
+    meta = trace.metadata
+    bw = _positive(meta.get("dma_ddr_bandwidth"))
+    rows = _positive(meta.get("tensor_engine_num_rows"))
+    cols = _positive(meta.get("tensor_engine_num_cols"))
+    clock = _positive(meta.get("tensor_engine_clock_freq"))
+    peak = rows * cols * 2 * clock * 1e9 if rows and cols and clock else None
+    return Hardware(bw, peak)
+
+
+def instruction_intervals(trace: Trace, scope: Scope, *, include_waits: bool = False) -> pa.Table:
+    """``engine, start_ts, end_ts`` of the instructions overlapping the window (wait-only opcodes left out)."""
+    waits = "" if include_waits else \
+        f" AND {q(ts.OPCODE)} NOT IN ({', '.join(repr(o) for o in WAIT_OPCODES)})"
+    return fetch(trace, f"SELECT {q(ts.ENGINE)}, {q(ts.START_TS)}, {q(ts.END_TS)} FROM {INSTRUCTION} "
+                        f"WHERE {scope.overlap_sql()}{waits}")
+
+
+def dma_intervals(trace: Trace, scope: Scope) -> tuple[np.ndarray, np.ndarray]:
+    """(starts, ends) of the DMA packets overlapping the window."""
+    t = fetch(trace, f"SELECT {q(ts.START_TS)}, {q(ts.END_TS)} FROM {DMA_PACKET} WHERE {scope.overlap_sql()}")
+    return column(t, ts.START_TS), column(t, ts.END_TS)

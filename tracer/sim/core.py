@@ -102,8 +102,10 @@ class DmaPlan:
         queue = (q0 + j) % self.nqueues
         offsets = np.zeros(self.n, np.int64)
         totals = [0] * self.nqueues
-        for q in range(min(self.nqueues, self.n)):
+        for q in range(self.nqueues):
             r = (q - q0) % self.nqueues
+            if r >= self.n:
+                continue
             d = dur[r::self.nqueues]
             csum = np.cumsum(d)
             offsets[r::self.nqueues] = csum - d

@@ -1,0 +1,225 @@
+"""Dependency correctness of simulated traces: nothing starts before what it waits for has finished.
+
+Checked two ways: over whole traces of the shipped kernels (every Flow edge, every semaphore wait in the operand
+text, in-order engines, non-overlapping DMA engines), and against a brute-force oracle on random programs (every
+pair of operations touching overlapping data, one of them writing, runs in program order).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tracer import TraceReader
+from tracer.sim import run_kernel
+
+WAIT_RE = re.compile(r"\$(\S+?)>=(\d+)")
+
+
+def record(tmp_path, kernel, params=None, arch="trn2", **kw):
+    """Record ``kernel`` into tmp_path and return (result, {table: pyarrow.Table})."""
+    path = tmp_path / f"{getattr(kernel, '__name__', kernel)}-{arch}.trace"
+    result = run_kernel(kernel, params or {}, arch=arch, trace_path=path, overwrite=True, **kw)
+    reader = TraceReader(path)
+    return result, {name: reader.read_table(name) for name in reader.table_names()}
+
+
+def packet_end_by_transfer(tables) -> dict[int, int]:
+    pk = tables["DmaPacket"]
+    agg = np.asarray(pk["packet_aggregation_id"])
+    end = np.asarray(pk["end_ts"])
+    out: dict[int, int] = {}
+    order = np.argsort(agg, kind="stable")
+    agg, end = agg[order], end[order]
+    bounds = np.flatnonzero(np.diff(agg)) + 1
+    for a, e in zip(np.split(agg, bounds), np.split(end, bounds), strict=True):
+        if len(a):
+            out[int(a[0])] = int(e.max())
+    return out
+
+
+def check_trace_dependencies(tables) -> int:
+    """Assert every dependency invariant of a simulated trace; returns the number of Flow edges checked."""
+    ins = tables["Instruction"]
+    ids = np.asarray(ins["id"])
+    assert (ids == np.arange(len(ids))).all(), "instruction ids are 0..n-1 in issue order"
+    start = np.asarray(ins["start_ts"])
+    end = np.asarray(ins["end_ts"])
+    assert (end >= start).all() and (np.asarray(ins["duration_ns"]) == end - start).all()
+    pk = tables.get("DmaPacket")
+    pk_start = pk_end = np.zeros(0, np.int64)
+    if pk is not None and pk.num_rows:
+        pk_ids = np.asarray(pk["id"])
+        assert (pk_ids == np.arange(len(pk_ids))).all()
+        pk_start, pk_end = np.asarray(pk["start_ts"]), np.asarray(pk["end_ts"])
+        # one DMA engine moves one packet at a time
+        eng = np.asarray(pk["engine_idx"])
+        for e in np.unique(eng):
+            s = np.sort(pk_start[eng == e])
+            en = np.sort(pk_end[eng == e])
+            assert (s[1:] >= en[:-1]).all(), f"packets overlap on DMA engine {e}"
+    # in-order engines: instructions on one timeline track never overlap and start in issue order
+    tracks = np.asarray(ins["timeline_track"].to_pylist())
+    for track in np.unique(tracks):
+        m = tracks == track
+        assert (start[m][1:] >= end[m][:-1]).all(), f"instructions overlap on track {track}"
+    # every Flow edge: the dependent starts after its predecessor ends; every id exists
+    flow = tables["Flow"]
+    in_ids = np.asarray(flow["in_id"])
+    out_ids = np.asarray(flow["out_id"])
+    out_table = np.asarray(flow["out_table"].to_pylist())
+    assert set(flow["in_table"].to_pylist()) <= {"Instruction"}
+    assert set(flow["dependency_type"].to_pylist()) <= {"flow", "anti", "output"}
+    assert (in_ids >= 0).all() and (in_ids < len(ids)).all()
+    is_pk = out_table == "DmaPacket"
+    assert (out_ids[~is_pk] < len(ids)).all() and (out_ids[is_pk] < len(pk_start)).all()
+    out_end = np.where(is_pk, pk_end[np.where(is_pk, out_ids, 0)] if len(pk_end) else 0,
+                       end[np.where(is_pk, 0, out_ids)])
+    assert (start[in_ids] >= out_end).all(), "an instruction started before what it waits for finished"
+    assert (out_ids[~is_pk] < in_ids[~is_pk]).all(), "dependencies point back in program order"
+    assert (np.asarray(flow["gap_time"]) >= 0).all()
+    # every semaphore wait in the operand text was satisfied (the update happened) before the start
+    sem = tables["SemaphoreUpdate"]
+    reached: dict[tuple[str, int], int] = {}
+    for sid, value, ts in zip(sem["id"].to_pylist(), sem["value"].to_pylist(), sem["timestamp"].to_pylist(),
+                              strict=True):
+        reached[(sid, value)] = ts
+    n_waits = 0
+    for i, text in enumerate(ins["operands"].to_pylist()):
+        for name, value in WAIT_RE.findall(text):
+            ts = reached.get((name, int(value)))
+            assert ts is not None, f"instruction {i} waits for {name}>={value}, which never happens"
+            assert ts <= start[i], f"instruction {i} starts before {name} reached {value}"
+            n_waits += 1
+    assert n_waits == flow.num_rows, "one Flow edge per semaphore wait"
+    return flow.num_rows
+
+
+@pytest.mark.parametrize(("kernel", "params", "arch"), [
+    ("matmul_naive", {"M": 256, "N": 512, "K": 512}, "trn2"),
+    ("matmul_blocked", {"M": 512, "N": 512, "K": 512}, "trn1"),
+    ("matmul_rowload", {"M": 512, "N": 1024, "K": 512}, "trn2"),
+    ("softmax", {"rows": 300, "cols": 512}, "trn1"),
+    ("rmsnorm", {"rows": 256, "cols": 512}, "trn2"),
+    ("attention", {"seq": 256, "head_dim": 64}, "trn2"),
+    ("mlp", {"layers": 2, "d_model": 256, "d_ff": 256, "tokens": 256}, "trn1"),
+    ("dma_stream", {"rows": 256, "cols": 1024, "tile_cols": 512}, "trn2"),
+])
+def test_whole_traces_respect_every_dependency(tmp_path, kernel, params, arch):
+    _result, tables = record(tmp_path, kernel, params, arch)
+    assert check_trace_dependencies(tables) > 0
+
+
+def test_checker_catches_a_broken_trace(tmp_path):
+    _result, tables = record(tmp_path, "matmul_naive", {"M": 128, "N": 512, "K": 256})
+    flow = tables["Flow"]
+    ins = tables["Instruction"]
+    victim = int(np.asarray(flow["in_id"])[0])
+    starts = np.asarray(ins["start_ts"]).copy()
+    starts[victim] = 0  # pretend it started at time 0, before its producer finished
+    broken = dict(tables)
+    broken["Instruction"] = ins.set_column(ins.schema.get_field_index("start_ts"), "start_ts",
+                                           __import__("pyarrow").array(starts))
+    with pytest.raises(AssertionError):
+        check_trace_dependencies(broken)
+
+
+# -- random programs against a brute-force oracle -----------------------------------------------------------------
+F = 256
+GRAIN = 64
+ops_strategy = st.lists(st.tuples(
+    st.sampled_from(["load", "store", "vector", "gpsimd", "act", "copy_sb", "matmul"]),
+    st.integers(0, 2), st.integers(0, 2), st.integers(0, 2),
+    st.integers(0, F // GRAIN - 1), st.integers(1, F // GRAIN),
+), min_size=1, max_size=24)
+
+
+def _random_kernel(ops):
+    """A kernel running ``ops`` on three SBUF tiles; returns (kernel, per-op access list)."""
+    accesses: list[tuple[int, list[tuple[str, int, int]], list[tuple[str, int, int]]]] = []
+
+    def kern(nc):
+        x = nc.input("x", (128, 4 * F), "bf16")
+        y = nc.output("y", (128, 4 * F), "bf16")
+        tiles = [nc.sbuf_tile((128, F), "bf16", name=f"t{i}") for i in range(3)]
+        ps = nc.psum_tile((128, 128), "fp32", name="ps")
+        for i, t in enumerate(tiles):
+            nc.memset(t, float(i))
+            accesses.append((1, [], [(f"t{i}", 0, F)]))
+        col = 0
+        for kind, a, b, c, lo, width in ops:
+            f0 = lo * GRAIN
+            f1 = min(F, f0 + width * GRAIN)
+            ta, tb, tc = tiles[a], tiles[b], tiles[c]
+            if kind == "load":
+                nc.dma_copy(ta[:, f0:f1], x[:, col:col + f1 - f0])
+                accesses.append((1, [], [(f"t{a}", f0, f1)]))
+            elif kind == "store":
+                nc.dma_copy(y[:, col:col + f1 - f0], ta[:, f0:f1], engine="GpSimd" if b else "Sync")
+                accesses.append((1, [(f"t{a}", f0, f1)], []))
+            elif kind in ("vector", "gpsimd"):
+                nc.tensor_tensor(ta[:, f0:f1], tb[:, f0:f1], tc[:, f0:f1], "add",
+                                 engine="Vector" if kind == "vector" else "GpSimd")
+                accesses.append((1, [(f"t{b}", f0, f1), (f"t{c}", f0, f1)], [(f"t{a}", f0, f1)]))
+            elif kind == "act":
+                nc.activation(ta[:, f0:f1], tb[:, f0:f1], "exp")
+                accesses.append((1, [(f"t{b}", f0, f1)], [(f"t{a}", f0, f1)]))
+            elif kind == "copy_sb":
+                nc.dma_copy(ta[:, f0:f1], tb[:, f0:f1])
+                accesses.append((1, [(f"t{b}", f0, f1)], [(f"t{a}", f0, f1)]))
+            else:  # matmul into PSUM, then copy back into a tile
+                nc.matmul(ps, ta[:, 0:128], tb[:, 0:128], accumulate=False)
+                accesses.append((1, [(f"t{a}", 0, 128)], []))                      # LDWEIGHTS
+                accesses.append((1, [(f"t{b}", 0, 128)], [("ps", 0, 128)]))        # MATMUL
+                nc.tensor_copy(tc[:, 0:128], ps, engine="Scalar" if lo % 2 else "Vector")
+                accesses.append((1, [("ps", 0, 128)], [(f"t{c}", 0, 128)]))
+            col = (col + F) % (3 * F)
+
+    return kern, accesses
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=ops_strategy, arch=st.sampled_from(["trn1", "trn2"]))
+def test_random_programs_against_brute_force_oracle(tmp_path_factory, ops, arch):
+    kern, accesses = _random_kernel(ops)
+    tmp = tmp_path_factory.mktemp("rand")
+    _result, tables = record(tmp, kern, {}, arch)
+    ins = tables["Instruction"]
+    assert ins.num_rows == len(accesses) + 1  # + the final barrier
+    start = np.asarray(ins["start_ts"])
+    end = np.asarray(ins["end_ts"]).copy()
+    opcodes = ins["opcode"].to_pylist()
+    xfer_end = packet_end_by_transfer(tables) if "DmaPacket" in tables else {}
+    # completion of a DMA trigger's work = the end of its transfer's last packet
+    x = 0
+    done = end.copy()
+    for i, op in enumerate(opcodes):
+        if op == "DMA_TRIGGER":
+            done[i] = xfer_end[x]
+            x += 1
+    by_region: dict[str, list[tuple[int, int, int, bool]]] = defaultdict(list)
+    for i, (_n, reads, writes) in enumerate(accesses):
+        for name, f0, f1 in reads:
+            by_region[name].append((i, f0, f1, False))
+        for name, f0, f1 in writes:
+            by_region[name].append((i, f0, f1, True))
+    checked = 0
+    for items in by_region.values():
+        for a in range(len(items)):
+            i, a0, a1, aw = items[a]
+            for b in range(a + 1, len(items)):
+                j, b0, b1, bw = items[b]
+                if j == i or not (aw or bw) or not (a0 < b1 and b0 < a1):
+                    continue
+                first, second = min(i, j), max(i, j)
+                assert start[second] >= done[first], (
+                    f"op {second} ({opcodes[second]}) started at {start[second]} before conflicting op {first} "
+                    f"({opcodes[first]}) finished at {done[first]}")
+                checked += 1
+    assert checked > 0
+    check_trace_dependencies(tables)

@@ -1,0 +1,197 @@
+"""Bad kernels give clear KernelErrors naming the kernel source line; bad parameters give ConfigErrors."""
+
+from __future__ import annotations
+
+import inspect
+import textwrap
+
+import pytest
+
+from tracer.errors import ConfigError, KernelError
+from tracer.kernels import load_file_kernel, resolve_kernel
+from tracer.sim import run_kernel
+
+HERE = "test_sim_errors.py"
+
+
+def _line_of(fn, needle: str) -> int:
+    lines, first = inspect.getsourcelines(fn)
+    return first + next(i for i, text in enumerate(lines) if needle in text)
+
+
+def k_partitions(nc):
+    nc.sbuf_tile((256, 64), "bf16")  # BAD
+
+
+def k_sbuf_overflow(nc):
+    keep = [nc.sbuf_tile((128, 16384), "fp32", name=f"big{i}") for i in range(8)]  # BAD
+    return keep
+
+
+def k_psum_overflow(nc):
+    keep = [nc.psum_tile((128, 512), "fp32") for _ in range(9)]  # BAD
+    return keep
+
+
+def k_unwritten(nc):
+    y = nc.output("y", (128, 64), "bf16")
+    t = nc.sbuf_tile((128, 64), "bf16", name="never_written")
+    nc.dma_copy(y, t)  # BAD
+
+
+def k_partly_written(nc):
+    a = nc.sbuf_tile((128, 64), "fp32")
+    b = nc.sbuf_tile((128, 64), "fp32")
+    nc.memset(a[:, 0:32], 1.0)
+    nc.tensor_copy(b, a)  # BAD
+
+
+def k_shape(nc):
+    a = nc.sbuf_tile((128, 64), "fp32")
+    b = nc.sbuf_tile((128, 32), "fp32")
+    nc.memset(a, 0.0)
+    nc.tensor_copy(b, a)  # BAD
+
+
+def k_matmul_contraction(nc):
+    s = nc.sbuf_tile((128, 128), "bf16")
+    m = nc.sbuf_tile((64, 512), "bf16")
+    p = nc.psum_tile((128, 512), "fp32")
+    nc.memset(s, 1.0)
+    nc.memset(m, 1.0)
+    nc.matmul(p, s, m)  # BAD
+
+
+def k_matmul_too_wide(nc):
+    s = nc.sbuf_tile((128, 128), "bf16")
+    m = nc.sbuf_tile((128, 1024), "bf16")
+    p = nc.psum_tile((128, 1024), "fp32")
+    nc.memset(s, 1.0)
+    nc.memset(m, 1.0)
+    nc.matmul(p, s, m)  # BAD
+
+
+def k_dma_psum(nc):
+    x = nc.input("x", (128, 64), "fp32")
+    p = nc.psum_tile((128, 64), "fp32")
+    nc.dma_copy(p, x)  # BAD
+
+
+def k_dma_convert(nc):
+    x = nc.input("x", (128, 64), "fp32")
+    t = nc.sbuf_tile((128, 64), "bf16")
+    nc.dma_copy(t, x)  # BAD
+
+
+def k_bad_slice(nc):
+    x = nc.input("x", (128, 64), "fp32")
+    t = nc.sbuf_tile((128, 64), "fp32")
+    nc.dma_copy(t, x[0:128, 0:128])  # BAD
+
+
+def k_bad_activation(nc):
+    t = nc.sbuf_tile((128, 64), "fp32")
+    nc.memset(t, 1.0)
+    nc.activation(t, t, "softplusplus")  # BAD
+
+
+def k_gpsimd_psum(nc):
+    p = nc.psum_tile((128, 64), "fp32")
+    t = nc.sbuf_tile((128, 64), "fp32")
+    nc.memset(t, 1.0)
+    nc.tensor_copy(p, t, engine="GpSimd")  # BAD
+
+
+def k_python_error(nc):
+    t = nc.sbuf_tile((128, 64), "fp32")
+    return t.no_such_attribute  # BAD
+
+
+def k_duplicate_tensor(nc):
+    nc.input("x", (128, 64), "fp32")
+    nc.input("x", (128, 64), "fp32")  # BAD
+
+
+CASES = [
+    (k_partitions, r"tile has 256 partitions; the partition dimension is at most 128"),
+    (k_sbuf_overflow, r"SBUF overflow allocating tile big\d .*live tiles"),
+    (k_psum_overflow, r"PSUM overflow"),
+    (k_unwritten, r"reads tile never_written .* before it was written"),
+    (k_partly_written, r"before it was written"),
+    (k_shape, r"shape mismatch: dst 128x32, src 128x64"),
+    (k_matmul_contraction, r"shape mismatch: stationary has 128 partitions \(contraction\), moving 64"),
+    (k_matmul_too_wide, r"moving tile has 1024 columns; at most 512"),
+    (k_dma_psum, r"DMA cannot access PSUM"),
+    (k_dma_convert, r"cannot convert fp32 to bf16"),
+    (k_bad_slice, r"slice 0:128 out of range for columns of x"),
+    (k_bad_activation, r"unknown activation function 'softplusplus'"),
+    (k_gpsimd_psum, r"GpSimd cannot access PSUM"),
+    (k_python_error, r"kernel k_python_error raised AttributeError"),
+    (k_duplicate_tensor, r"tensor 'x' is declared twice"),
+]
+
+
+@pytest.mark.parametrize(("fn", "pattern"), CASES, ids=[c[0].__name__ for c in CASES])
+def test_bad_kernel_gives_a_clear_error_naming_its_line(fn, pattern):
+    with pytest.raises(KernelError, match=pattern) as info:
+        run_kernel(fn)
+    line = _line_of(fn, "# BAD")
+    assert str(info.value).startswith(f"{HERE}:{line}: "), str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_failed_recording_is_marked_incomplete(tmp_path):
+    from tracer import TraceReader
+
+    with pytest.raises(KernelError):
+        run_kernel(k_unwritten, trace_path=tmp_path / "t")
+    assert TraceReader(tmp_path / "t").recording_complete is False
+
+
+def test_bad_parameters():
+    with pytest.raises(ConfigError, match="has no parameter 'Q'; its parameters: M, N, K"):
+        run_kernel("matmul_naive", {"Q": 1})
+    with pytest.raises(ConfigError, match="parameter M='big' is not a valid int"):
+        run_kernel("matmul_naive", {"M": "big"})
+    with pytest.raises(ConfigError, match="M=100 must be a positive multiple of 128"):
+        run_kernel("matmul_naive", {"M": 100})
+    with pytest.raises(ConfigError, match="unknown kernel 'nope'"):
+        resolve_kernel("nope")
+    with pytest.raises(KernelError, match="unknown dtype 'int4'"):
+        run_kernel("softmax", {"dtype": "int4"})
+
+
+def test_user_kernel_files(tmp_path):
+    good = tmp_path / "mine.py"
+    good.write_text(textwrap.dedent("""
+        from tracer.kernels import kernel
+
+        def ref(inputs, n=64):
+            return {"y": inputs["x"] * 2}
+
+        @kernel(reference=ref)
+        def double(nc, n=64):
+            '''Doubles x.'''
+            x = nc.input("x", (128, n), "fp32")
+            y = nc.output("y", (128, n), "fp32")
+            t = nc.sbuf_tile((128, n), "fp32")
+            nc.dma_copy(t, x)
+            nc.tensor_scalar(t, t, "multiply", 2.0)
+            nc.dma_copy(y, t)
+    """))
+    spec = load_file_kernel(f"{good}:double")
+    assert spec.summary == "Doubles x." and [p.name for p in spec.params] == ["n"]
+    result = run_kernel(f"{good}:double", {"n": "32"}, check=True)
+    assert result.checks[0].ok and result.kernel == "double"
+    with pytest.raises(ConfigError, match=r"no function 'triple' \(functions there: double, ref\)"):
+        load_file_kernel(f"{good}:triple")
+    with pytest.raises(ConfigError, match="no such kernel file"):
+        load_file_kernel(f"{tmp_path}/missing.py:f")
+    broken = tmp_path / "broken.py"
+    broken.write_text("x = 1\nraise RuntimeError('boom')\n")
+    with pytest.raises(ConfigError, match=r"broken.py:2: importing the kernel file failed: RuntimeError: boom"):
+        load_file_kernel(f"{broken}:f")
+    nodefault = tmp_path / "nd.py"
+    nodefault.write_text("def k(nc, n):\n    pass\n")
+    with pytest.raises(ConfigError, match="parameter 'n' needs a default value"):
+        load_file_kernel(f"{nodefault}:k")

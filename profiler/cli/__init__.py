@@ -25,7 +25,9 @@ PROG = "trnprof"
 ENTRY_POINT_GROUP = "trnprof.commands"
 
 #: Modules of the built-in subcommands; each defines ``COMMAND``.
-BUILTIN_COMMAND_MODULES: tuple[str, ...] = ("profiler.cli.info", "profiler.cli.kernels", "profiler.cli.record")
+BUILTIN_COMMAND_MODULES: tuple[str, ...] = (
+    "profiler.cli.export", "profiler.cli.info", "profiler.cli.kernels", "profiler.cli.record",
+)
 
 
 @runtime_checkable

@@ -155,8 +155,8 @@ class Registry:
             self.thread_sort[thread] = int(args["sort_index"])  # type: ignore[arg-type]
 
     # -- labels -----------------------------------------------------------------------------------------------
-    def labels(self) -> Labels:
-        """Names and order of every track (unique (group, name) pairs)."""
+    def labels(self, used: np.ndarray | None = None) -> Labels:
+        """Names and order of every track; the ``used`` tracks (default all) get unique (group, name) pairs."""
         proc = [self._process_label(p) for p in range(len(self.pid_text))]
         proc = _unique(proc, [f"pid {t}" for t in self.pid_text])
         thr = [self._thread_label(t) for t in range(len(self.thread_tid))]
@@ -183,7 +183,8 @@ class Registry:
             groups.append(group)
             names.append(name)
             keys.append((pkey if pkey is not None else _LAST, group, kind_rank[kind], tkey, name))
-        names = _unique_within(groups, names, [self._suffix(t) for t in range(len(names))])
+        in_use = np.ones(len(names), np.bool_) if used is None else np.isin(np.arange(len(names)), used)
+        names = _unique_within(groups, names, [self._suffix(t) for t in range(len(names))], in_use.tolist())
         ranked = sorted(range(len(keys)), key=lambda t: keys[t])
         order = np.empty(len(keys), np.int64)
         order[ranked] = np.arange(len(keys))
@@ -225,11 +226,12 @@ def _unique(labels: list[str], suffixes: Sequence[str]) -> list[str]:
     return [f"{label} [{suffixes[i]}]" if seen[label] > 1 else label for i, label in enumerate(labels)]
 
 
-def _unique_within(groups: list[str], names: list[str], suffixes: Sequence[str]) -> list[str]:
+def _unique_within(groups: list[str], names: list[str], suffixes: Sequence[str], used: list[bool]) -> list[str]:
     count: dict[tuple[str, str], int] = {}
-    for g, n in zip(groups, names, strict=True):
-        count[(g, n)] = count.get((g, n), 0) + 1
-    return [f"{n} [{suffixes[i]}]" if count[(g, n)] > 1 else n
+    for g, n, u in zip(groups, names, used, strict=True):
+        if u:
+            count[(g, n)] = count.get((g, n), 0) + 1
+    return [f"{n} [{suffixes[i]}]" if count.get((g, n), 0) > 1 and used[i] else n
             for i, (g, n) in enumerate(zip(groups, names, strict=True))]
 
 

@@ -1,0 +1,91 @@
+"""``trnprof export``: write a trace as Chrome trace JSON (Perfetto, chrome://tracing) or Neuron-shaped Parquet."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+from profiler.errors import CommandError
+
+#: Suffixes accepted by --start/--end, in nanoseconds.
+_UNITS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
+_TIME_RE = re.compile(r"^\s*(?P<num>[+-]?\d+(?:\.\d*)?|[+-]?\.\d+)\s*(?P<unit>ns|us|µs|ms|s)?\s*$")
+
+
+def parse_time(text: str, option: str) -> int:
+    """``"1500"`` -> 1500 ns, ``"1.5us"`` -> 1500, ``"2ms"`` -> 2000000; CommandError otherwise."""
+    m = _TIME_RE.match(text)
+    if not m:
+        raise CommandError(f"{option} {text!r}: expected a time such as 1500 (ns), 1.5us, 20ms or 2s")
+    from decimal import Decimal
+
+    value = Decimal(m.group("num")) * _UNITS[m.group("unit") or "ns"]
+    return int(value.to_integral_value())
+
+
+class ExportCommand:
+    """Write a trace as Chrome trace JSON or as Neuron-Explorer-shaped Parquet.
+
+    TRACE is a trnprof database, a trace directory, or any input `trnprof ingest` reads (ingested on the fly
+    into the cache).  --format chrome writes one JSON file (gzip when OUTPUT ends in .gz) that opens in the
+    Perfetto UI (ui.perfetto.dev) and chrome://tracing: every row as a named thread, dependencies as flow
+    arrows.  --format parquet writes a directory of <Table>.parquet files named as Neuron Explorer names them.
+    --start/--end keep only the events overlapping that window (times relative to the trace start with
+    --relative).  The output is written beside OUTPUT and renamed over it when complete.
+    """
+
+    name = "export"
+    help = "write a trace as Chrome trace JSON (Perfetto) or Neuron-shaped Parquet"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("trace", metavar="TRACE", help="database, trace directory or importable profile")
+        parser.add_argument("--format", choices=("chrome", "parquet"), required=True, dest="fmt",
+                            help="chrome: one JSON file; parquet: a directory of Parquet tables")
+        parser.add_argument("-o", "--output", required=True, metavar="OUTPUT",
+                            help="file (chrome) or directory (parquet) to write")
+        parser.add_argument("--start", metavar="TIME", help="window start, e.g. 1500 (ns), 1.5us, 20ms")
+        parser.add_argument("--end", metavar="TIME", help="window end (exclusive)")
+        parser.add_argument("--relative", action="store_true",
+                            help="--start/--end count from the first event of the trace")
+        parser.add_argument("--force", action="store_true", help="replace an existing output")
+        parser.add_argument("--quiet", action="store_true", help="no progress bar or summary")
+
+    def run(self, args: argparse.Namespace) -> int:
+        import profiler
+        from profiler.exporters import TimeWindow, export_chrome, export_parquet
+
+        start = parse_time(args.start, "--start") if args.start is not None else None
+        end = parse_time(args.end, "--end") if args.end is not None else None
+        with profiler.open(args.trace) as trace:
+            if args.relative:
+                origin = trace.time_range[0]
+                start = None if start is None else origin + start
+                end = None if end is None else origin + end
+            window = TimeWindow(start, end)
+            bar = None
+            if not args.quiet and sys.stderr.isatty():
+                from tqdm import tqdm
+
+                bar = tqdm(desc="export", unit=" rows", unit_scale=True, file=sys.stderr)
+            try:
+                progress = bar.update if bar is not None else None
+                if args.fmt == "chrome":
+                    stats = export_chrome(trace, args.output, window=window, force=args.force, progress=progress)
+                    rows = sum(v for k, v in stats.events.items() if k != "M")
+                    summary = f"{rows:,} events"
+                else:
+                    pstats = export_parquet(trace, args.output, window=window, force=args.force,
+                                            progress=progress)
+                    rows = sum(pstats.rows.values())
+                    summary = f"{rows:,} rows in {len(pstats.files)} files"
+            finally:
+                if bar is not None:
+                    bar.close()
+        if not args.quiet:
+            print(f"wrote {Path(args.output)} ({summary})")
+        return 0
+
+
+COMMAND = ExportCommand()

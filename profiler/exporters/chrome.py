@@ -1,0 +1,291 @@
+"""Export a trace database as Chrome Trace Event JSON, for the Perfetto UI and chrome://tracing.
+
+Every timeline row (track) becomes a named thread of a named process (the track's group): ``Instruction``,
+``DmaPacket`` and ``slice`` rows become complete (``X``) events, ``Counter`` samples counter (``C``) events, and
+``Flow`` edges flow arrows (``s``/``f`` pairs bound to the exact slices).  Times are written in microseconds as
+exact decimals (``1234.567``), so nothing is lost in a round trip.  Event lines are built column-wise with Arrow
+string kernels, a page of rows at a time; a ``.gz`` output name gives gzip output.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import msgspec
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from profiler import db_schema as dbs
+from profiler.db.sqlutil import quote
+from profiler.exporters.common import TimeWindow, atomic_output, paged, table_columns, table_names
+from profiler.trace import Trace
+from tracer import schema as ts
+
+#: Database tables exported as complete events, with the SQL giving each event's name, category and args.
+INTERVAL_EVENTS: dict[str, tuple[str, str, str]] = {
+    ts.INSTRUCTION.name: (
+        quote(ts.OPCODE), "'Instruction'",
+        f"json_object('id', id, 'engine', {quote(ts.ENGINE)}, 'operands', {quote(ts.OPERANDS)}, 'pc', {quote(ts.PC)},"
+        f" 'hlo_name', {quote(ts.HLO_NAME)}, 'nki_source_location', {quote(ts.NKI_SOURCE_LOCATION)})"),
+    ts.DMA_PACKET.name: (
+        f"coalesce({quote(ts.VARIABLE)}, {quote(ts.QUEUE_NAME)})", "'DmaPacket'",
+        f"json_object('id', id, 'queue_name', {quote(ts.QUEUE_NAME)}, 'transfer_bytes', "
+        f"{quote(ts.TRANSFER_BYTES)}, 'variable', {quote(ts.VARIABLE)})"),
+    dbs.SLICE_TABLE: (quote(ts.NAME), quote(ts.CATEGORY), quote(ts.ARGS)),
+}
+#: Flow tables name the slice table ``Span`` (the trace table it came from).
+_FLOW_TABLE = {ts.SPAN.name: dbs.SLICE_TABLE, dbs.SLICE_TABLE: dbs.SLICE_TABLE,
+               ts.INSTRUCTION.name: ts.INSTRUCTION.name, ts.DMA_PACKET.name: ts.DMA_PACKET.name}
+_CONTROL = r"[\x00-\x1f]"
+
+Progress = Callable[[int], None]
+
+
+@dataclass
+class ExportStats:
+    """What an export wrote."""
+
+    events: dict[str, int] = field(default_factory=dict)   # per kind: X, C, flow, M
+    path: Path | None = None
+
+
+@dataclass(frozen=True)
+class _Threads:
+    """pid/tid of every track."""
+
+    pid: dict[int, int]
+    tid: dict[int, int]
+    meta: list[dict[str, Any]]
+
+
+def _threads(trace: Trace) -> _Threads:
+    tracks = trace.tracks().to_pylist()
+    pid_of_group: dict[str, int] = {}
+    pid, tid, meta = {}, {}, []
+    for position, t in enumerate(tracks):
+        group = t[dbs.GROUP_NAME] or "trace"
+        p = pid_of_group.get(group)
+        if p is None:
+            p = pid_of_group[group] = len(pid_of_group) + 1
+            meta.append({"ph": "M", "name": "process_name", "pid": p, "tid": 0, "args": {"name": group}})
+            meta.append({"ph": "M", "name": "process_sort_index", "pid": p, "tid": 0, "args": {"sort_index": p}})
+        pid[t[dbs.TRACK_ID]] = p
+        tid[t[dbs.TRACK_ID]] = position + 1
+        if t[dbs.TABLE] != ts.COUNTER.name:
+            meta.append({"ph": "M", "name": "thread_name", "pid": p, "tid": position + 1,
+                         "args": {"name": t[ts.NAME]}})
+            meta.append({"ph": "M", "name": "thread_sort_index", "pid": p, "tid": position + 1,
+                         "args": {"sort_index": position}})
+    return _Threads(pid, tid, meta)
+
+
+def micros(ns: pa.Array | np.ndarray) -> pa.Array:
+    """Integer nanoseconds as exact decimal microsecond texts: 1234567 -> ``"1234.567"``, -1 -> ``"-0.001"``."""
+    a = np.asarray(ns, dtype=np.int64)
+    neg = a < 0
+    mag = np.abs(a)
+    whole = pa.array(mag // 1000).cast(pa.string())
+    frac = pc.utf8_lpad(pa.array(mag % 1000).cast(pa.string()), 3, "0")
+    text = pc.binary_join_element_wise(whole, frac, ".")
+    if neg.any():
+        text = pc.if_else(pa.array(neg), pc.binary_join_element_wise("-", text, ""), text)
+    return text
+
+
+def json_strings(values: pa.Array) -> pa.Array:
+    """Strings as JSON string literals (quoted and escaped); nulls stay null."""
+    values = values.cast(pa.string())
+    esc = pc.replace_substring(pc.replace_substring(values, "\\", "\\\\"), '"', '\\"')
+    has_control = pc.match_substring_regex(esc, _CONTROL)
+    if pc.any(has_control).as_py():
+        fixed = [None if v is None else msgspec.json.encode(v).decode()[1:-1]
+                 for v in pc.filter(values, has_control).to_pylist()]
+        esc = pc.replace_with_mask(esc, has_control, pa.array(fixed, pa.string()))
+    return pc.binary_join_element_wise('"', esc, '"', "")
+
+
+def _part(key: str, values: pa.Array) -> pa.Array:
+    """``,"key":value`` per row, or an empty string where the value is null."""
+    return pc.binary_join_element_wise(f',"{key}":', values, "").fill_null("")
+
+
+class _Writer:
+    """Writes the event array: one JSON event per line, comma-separated."""
+
+    def __init__(self, out: IO[bytes]) -> None:
+        self.out = out
+        self.first = True
+
+    def lines(self, lines: pa.Array) -> None:
+        if not len(lines):
+            return
+        joined = pc.binary_join_element_wise(",\n", lines, "").combine_chunks() if isinstance(
+            lines, pa.ChunkedArray) else pc.binary_join_element_wise(",\n", lines, "")
+        offsets = np.frombuffer(joined.buffers()[1], np.int32, count=len(joined) + 1 + joined.offset)
+        data = joined.buffers()[2]
+        lo, hi = int(offsets[joined.offset]), int(offsets[-1])
+        view = memoryview(data)[lo:hi]
+        if self.first:
+            view = view[2:]
+            self.first = False
+        self.out.write(view)
+
+    def objects(self, events: list[dict[str, Any]]) -> None:
+        if events:
+            self.lines(pa.array([msgspec.json.encode(e).decode() for e in events], pa.string()))
+
+
+def export_chrome(trace: Trace, output: str | os.PathLike[str], *, window: TimeWindow | None = None,
+                  force: bool = False, progress: Progress | None = None) -> ExportStats:
+    """Write ``trace`` (or the part in ``window``) as Chrome trace JSON at ``output`` (gzip for ``.gz``).
+
+    The file is written beside ``output`` and renamed over it when complete; an existing ``output`` needs
+    ``force``.
+    """
+    window = window or TimeWindow()
+    out_path = Path(output)
+    stats = ExportStats(path=out_path)
+    threads = _threads(trace)
+    tables = set(table_names(trace))
+    with atomic_output(out_path, force=force) as tmp:
+        opener = gzip.open if out_path.name.endswith(".gz") else open
+        with opener(tmp, "wb") as raw:
+            f: IO[bytes] = raw  # type: ignore[assignment]
+            other = {k: v for k, v in trace.metadata.items() if v is not None}
+            f.write(b'{"displayTimeUnit":"ns","otherData":' + msgspec.json.encode(other) + b',"traceEvents":[\n')
+            w = _Writer(f)
+            w.objects(threads.meta)
+            stats.events["M"] = len(threads.meta)
+            for table, sql in INTERVAL_EVENTS.items():
+                if table in tables:
+                    stats.events[table] = _intervals(trace, w, table, sql=sql, threads=threads, window=window,
+                                                     progress=progress)
+            if ts.COUNTER.name in tables:
+                stats.events[ts.COUNTER.name] = _counters(trace, w, threads, window)
+            if ts.FLOW.name in tables:
+                stats.events["flow"] = _flows(trace, w, threads, window, tables)
+            f.write(b"\n]}\n")
+    return stats
+
+
+def _intervals(trace: Trace, w: _Writer, table: str, *, sql: tuple[str, str, str], threads: _Threads,
+               window: TimeWindow, progress: Progress | None) -> int:
+    name_sql, cat_sql, args_sql = sql
+    where, params = window.interval_sql()
+    select = (f"{quote(dbs.TRACK_ID)} AS t, {quote(ts.START_TS)} AS s, {quote(ts.END_TS)} AS e, "
+              f"CAST({name_sql} AS VARCHAR) AS n, CAST({cat_sql} AS VARCHAR) AS c, CAST({args_sql} AS VARCHAR) AS a")
+    pid_of = np.vectorize(threads.pid.get, otypes=[np.int64])
+    tid_of = np.vectorize(threads.tid.get, otypes=[np.int64])
+    count = 0
+    for page in paged(trace, select, table, where=where, params=params):
+        track = np.asarray(page.column("t"))
+        keys, inverse = np.unique(track, return_inverse=True)
+        pids = pid_of(keys)[inverse] if len(keys) else np.zeros(0, np.int64)
+        tids = tid_of(keys)[inverse] if len(keys) else np.zeros(0, np.int64)
+        s = np.asarray(page.column("s"))
+        e = np.asarray(page.column("e"))
+        line = pc.binary_join_element_wise(
+            '{"ph":"X","pid":', pa.array(pids).cast(pa.string()),
+            ',"tid":', pa.array(tids).cast(pa.string()),
+            ',"ts":', micros(s), ',"dur":', micros(e - s),
+            ',"name":', json_strings(page.column("n").combine_chunks()).fill_null('""'),
+            _part("cat", json_strings(page.column("c").combine_chunks())),
+            _part("args", page.column("a").combine_chunks()), "}", "")
+        w.lines(line)
+        count += page.num_rows
+        if progress is not None:
+            progress(page.num_rows)
+    return count
+
+
+def _counters(trace: Trace, w: _Writer, threads: _Threads, window: TimeWindow) -> int:
+    where, params = window.point_sql()
+    select = f"{quote(dbs.TRACK_ID)} AS t, {quote(ts.TIMESTAMP)} AS s, {quote(ts.NAME)} AS n, {quote(ts.VALUE)} AS v"
+    count = 0
+    for raw_page in paged(trace, select, ts.COUNTER.name, where=where, params=params):
+        pids = np.array([threads.pid.get(t, 0) for t in raw_page.column("t").to_pylist()], np.int64)
+        finite = pc.is_finite(raw_page.column("v").combine_chunks()).fill_null(False)
+        page = raw_page.filter(finite)
+        pids = pids[np.asarray(finite)]
+        value_text = pa.array([msgspec.json.encode(v).decode() for v in page.column("v").to_pylist()], pa.string())
+        line = pc.binary_join_element_wise(
+            '{"ph":"C","pid":', pa.array(pids).cast(pa.string()), ',"tid":0,"ts":',
+            micros(np.asarray(page.column("s"))), ',"name":',
+            json_strings(page.column("n").combine_chunks()).fill_null('""'),
+            ',"args":{"value":', value_text, "}}", "")
+        w.lines(line)
+        count += page.num_rows
+    return count
+
+
+def _endpoints(trace: Trace, table: str, ids_sql: str, window: TimeWindow) -> dict[int, tuple[int, int, int]]:
+    """id -> (track, start, end) of the rows of ``table`` that flows touch, within the window."""
+    where, params = window.interval_sql()
+    rows = trace.sql(f"SELECT id, {quote(dbs.TRACK_ID)}, {quote(ts.START_TS)}, {quote(ts.END_TS)} FROM {quote(table)} "
+                     f"WHERE id IN ({ids_sql}) AND {where}", timeout_s=None, params=params or None).fetchall()
+    return {r[0]: (r[1], r[2], r[3]) for r in rows}
+
+
+def _free_points(trace: Trace, ends: dict[int, tuple[int, int, int]], ids_sql: str) -> dict[int, int]:
+    """For each slice, the earliest time inside it that none of its children covers (its start if possible).
+
+    A flow event binds to the innermost slice enclosing its time, so this time binds to the slice itself.
+    """
+    kids: dict[int, list[tuple[int, int]]] = {}
+    if ts.PARENT_ID in table_columns(trace, dbs.SLICE_TABLE):
+        rows = trace.sql(f"SELECT {quote(ts.PARENT_ID)}, {quote(ts.START_TS)}, {quote(ts.END_TS)} FROM "
+                         f"{quote(dbs.SLICE_TABLE)} WHERE {quote(ts.PARENT_ID)} IN ({ids_sql})",
+                         timeout_s=None).fetchall()
+        for p, s, e in rows:
+            kids.setdefault(p, []).append((s, e))
+    out = {}
+    for sid, (_, s, e) in ends.items():
+        t = s
+        for cs, ce in sorted(kids.get(sid, ())):
+            if cs > t:
+                break
+            if cs <= t < ce or cs == ce == t:
+                t = ce if ce > cs else t + 1
+        out[sid] = t if (t < e or s == e) else s
+    return out
+
+
+def _flows(trace: Trace, w: _Writer, threads: _Threads, window: TimeWindow, tables: set[str]) -> int:
+    flow = trace.sql(f"SELECT {quote(ts.OUT_TABLE)}, {quote(ts.OUT_ID)}, {quote(ts.IN_TABLE)}, {quote(ts.IN_ID)} "
+                     f"FROM {quote(ts.FLOW.name)}", timeout_s=None).fetchall()
+    if not flow:
+        return 0
+    where_tables = {}
+    for name in {_FLOW_TABLE.get(r[0]) for r in flow} | {_FLOW_TABLE.get(r[2]) for r in flow}:
+        if name is None or name not in tables:
+            continue
+        aliases = [k for k, v in _FLOW_TABLE.items() if v == name]
+        quoted = ", ".join(f"'{a}'" for a in aliases)
+        ft = quote(ts.FLOW.name)
+        ids_sql = (f"SELECT {quote(ts.OUT_ID)} FROM {ft} WHERE {quote(ts.OUT_TABLE)} IN ({quoted}) "
+                   f"UNION SELECT {quote(ts.IN_ID)} FROM {ft} WHERE {quote(ts.IN_TABLE)} IN ({quoted})")
+        ends = _endpoints(trace, name, ids_sql, window)
+        points = _free_points(trace, ends, ids_sql) if name == dbs.SLICE_TABLE else {
+            k: v[1] for k, v in ends.items()}
+        where_tables[name] = (ends, points)
+    events = []
+    for n, (out_t, out_id, in_t, in_id) in enumerate(flow):
+        a = where_tables.get(_FLOW_TABLE.get(out_t, ""))
+        b = where_tables.get(_FLOW_TABLE.get(in_t, ""))
+        if a is None or b is None or out_id not in a[0] or in_id not in b[0]:
+            continue
+        for ph, (ends, points), sid in (("s", a, out_id), ("f", b, in_id)):
+            track = ends[sid][0]
+            ev = {"ph": ph, "id": n, "cat": "flow", "name": "flow", "pid": threads.pid.get(track, 0),
+                  "tid": threads.tid.get(track, 0), "ts": msgspec.Raw(micros([points[sid]])[0].as_py().encode())}
+            if ph == "f":
+                ev["bp"] = "e"
+            events.append(ev)
+    w.objects(events)
+    return len(events) // 2

@@ -34,9 +34,10 @@ PARQUET_MAGIC = b"PAR1"
 #: Profile schema majors whose layout is known; others are read the same way with a warning.
 KNOWN_SCHEMA_MAJORS = (7, 12)
 _FILE_RE = re.compile(r"^(?P<table>[A-Za-z][A-Za-z0-9]*?)(?:_(?P<part>\d+))?\.parquet$")
-#: Tables read into trnprof's schema; everything else is passed through.
+#: Tables read into trnprof's schema (Neuron's, and trnprof's own ``Span``/``Counter`` as ``trnprof export``
+#: writes them); everything else is passed through.
 MODELLED = {t.name: t for t in (schema.INSTRUCTION, schema.DMA_PACKET, schema.SEMAPHORE_UPDATE, schema.FLOW,
-                                schema.DMA_QUEUES_INFO)}
+                                schema.DMA_QUEUES_INFO, schema.SPAN, schema.COUNTER)}
 #: Columns holding engine names, per table.
 ENGINE_COLUMNS = {"Instruction": ("engine",), "ActiveTime": ("engine",), "SemaphoreUpdate": ("update_source",)}
 #: Neuron field -> Metadata field where the names differ.

@@ -1,0 +1,179 @@
+"""Export then import gives back the same events: Chrome JSON and Neuron-shaped Parquet, whole and windowed."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import profiler
+from profiler.cli import main
+from profiler.exporters import TimeWindow, export_chrome, export_parquet
+from tracer import TraceWriter
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "pytorch"
+
+EVENTS_SQL = """
+SELECT e.start_ts, e.end_ts, e.name, k.group_name, k.name AS track FROM (
+  SELECT track_id, start_ts, end_ts, opcode AS name FROM Instruction
+  UNION ALL SELECT track_id, start_ts, end_ts, coalesce(variable, queue_name) FROM DmaPacket
+  UNION ALL SELECT track_id, start_ts, end_ts, name FROM slice) e JOIN track k USING (track_id)
+{where} ORDER BY ALL
+"""
+FLOW_ENDS_SQL = """
+WITH ev AS (
+  SELECT 'Instruction' AS tbl, id, start_ts, end_ts, opcode AS name FROM Instruction
+  UNION ALL SELECT 'Span', id, start_ts, end_ts, name FROM slice)
+SELECT o.start_ts, o.name, i.start_ts, i.name FROM Flow f
+  JOIN ev o ON o.tbl = f.out_table AND o.id = f.out_id
+  JOIN ev i ON i.tbl = f.in_table AND i.id = f.in_id ORDER BY ALL
+"""
+
+
+@pytest.fixture(scope="module")
+def source_trace(tmp_path_factory) -> Path:
+    """A trace with every kind of row: engine instructions, DMA packets, nested spans, counters and flows."""
+    path = tmp_path_factory.mktemp("rt") / "mixed.trace"
+    rng = np.random.default_rng(7)
+    n = 400
+    start = np.cumsum(rng.integers(1, 50, n)).astype(np.int64) + 10**12 + 1   # odd ns: sub-microsecond digits
+    dur = rng.integers(0, 40, n).astype(np.int64)
+    engines = np.array(["Tensor", "Vector", "Scalar", "GpSimd", "Sync"])[np.arange(n) % 5]
+    with TraceWriter(path, metadata={"arch": "trn2", "is_simulation": True}, background_flush=False) as w:
+        w.append("Instruction", {"id": np.arange(n), "start_ts": start, "end_ts": start + dur, "duration_ns": dur,
+                                 "engine": engines, "opcode": [f"OP{i % 7}" for i in range(n)],
+                                 "operands": ['S[1]>="2"\\n' if i % 9 == 0 else "" for i in range(n)],
+                                 "pc": np.arange(n) // 5, "pcore_idx": np.zeros(n, np.int64)})
+        m = 50
+        ds = start[:m] + 3
+        w.append("DmaPacket", {"id": np.arange(m), "start_ts": ds, "end_ts": ds + 100, "duration_ns": np.full(m, 100),
+                               "queue_name": [f"qSyncIO{i % 2}" for i in range(m)], "read_bytes": np.full(m, 64),
+                               "write_bytes": np.full(m, 64), "transfer_bytes": np.full(m, 64),
+                               "variable": [None if i % 3 else "w" for i in range(m)],
+                               "pcore_idx": np.zeros(m, np.int64)})
+        # spans: a layer containing two operators, each containing a kernel; one starting with its parent
+        base = 10**12
+        spans = [(0, base, base + 1000, "layer.0", None, 0), (1, base, base + 400, "op.a", 0, 1),
+                 (2, base + 100, base + 300, "kern", 1, 2), (3, base + 500, base + 999, "op.b", 0, 1),
+                 (4, base + 500, base + 500, "mark", 3, 2)]
+        w.append("Span", {"id": [s[0] for s in spans], "start_ts": [s[1] for s in spans],
+                          "end_ts": [s[2] for s in spans], "duration_ns": [s[2] - s[1] for s in spans],
+                          "name": [s[3] for s in spans], "parent_id": [s[4] for s in spans],
+                          "depth": [s[5] for s in spans], "category": ["layer", "operator", "kernel", "operator",
+                                                                        "mark"],
+                          "track_group": ["NeuronCore 0"] * 5, "track_name": ["framework"] * 5,
+                          "args": ['{"k": 1}', None, '{"s": "x\\"y"}', None, None]})
+        w.append("Counter", {"timestamp": [base, base + 10, base + 20], "name": ["sbuf_bytes"] * 3,
+                             "value": [1.0, 2.5, 0.0], "track_group": ["NeuronCore 0"] * 3})
+        w.append("Flow", {"in_id": [5, 2, 3], "out_id": [0, 1, 0], "in_table": ["Instruction", "Span", "Span"],
+                          "out_table": ["Instruction", "Span", "Span"], "dependency_type": ["flow"] * 3})
+    return path
+
+
+def _open(path: Path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return profiler.open(path)
+
+
+def _events(trace, where: str = "") -> list[tuple]:
+    return trace.sql(EVENTS_SQL.format(where=where)).fetchall()
+
+
+def test_chrome_export_then_import_gives_the_same_events(source_trace, tmp_path):
+    with _open(source_trace) as db:
+        stats = export_chrome(db, tmp_path / "t.json")
+        assert stats.events["flow"] == 3
+        events = _events(db)
+        flows = db.sql(FLOW_ENDS_SQL).fetchall()
+        counters = db.sql("SELECT timestamp, name, value FROM Counter ORDER BY ALL").fetchall()
+    doc = json.loads((tmp_path / "t.json").read_text())
+    assert doc["displayTimeUnit"] == "ns" and doc["otherData"]["arch"] == "trn2"
+    with _open(tmp_path / "t.json") as back:
+        got = back.sql("SELECT s.start_ts, s.end_ts, s.name, k.group_name, k.name FROM slice s JOIN track k "
+                       "USING (track_id) ORDER BY ALL").fetchall()
+        assert got == events
+        assert back.sql("SELECT timestamp, name, value FROM Counter ORDER BY ALL").fetchall() == counters
+        got_flows = back.sql("SELECT o.start_ts, o.name, i.start_ts, i.name FROM Flow f JOIN slice o ON o.id = "
+                             "f.out_id JOIN slice i ON i.id = f.in_id ORDER BY ALL").fetchall()
+        assert got_flows == flows
+        depth = dict(back.sql("SELECT name, depth FROM slice WHERE name IN ('layer.0', 'op.a', 'kern', 'mark')")
+                     .fetchall())
+        assert depth == {"layer.0": 0, "op.a": 1, "kern": 2, "mark": 2}
+
+
+def test_parquet_export_then_import_gives_the_same_tables(source_trace, tmp_path):
+    out = tmp_path / "pq"
+    tables = ("Instruction", "DmaPacket", "Counter", "Flow")
+    with _open(source_trace) as db:
+        stats = export_parquet(db, out, split_rows=150)
+        before = {t: db.sql(f"SELECT * EXCLUDE (track_id) FROM {t} ORDER BY ALL").fetchall()
+                  if t != "Flow" else db.sql("SELECT * FROM Flow ORDER BY ALL").fetchall() for t in tables}
+        spans = db.sql("SELECT * EXCLUDE (track_id) FROM slice ORDER BY ALL").fetchall()
+        events = _events(db)
+    names = sorted(p.name for p in out.iterdir())
+    assert "Instruction_0.parquet" in names and "Instruction_2.parquet" in names   # 400 rows split by 150
+    assert "Metadata.parquet" in names and "Span.parquet" in names
+    assert stats.rows["Instruction"] == 400
+    with _open(out) as back:
+        for t in tables:
+            query = (f"SELECT * EXCLUDE (track_id) FROM {t} ORDER BY ALL" if t != "Flow"
+                     else "SELECT * FROM Flow ORDER BY ALL")
+            assert back.sql(query).fetchall() == before[t], t
+        assert back.sql("SELECT * EXCLUDE (track_id) FROM slice ORDER BY ALL").fetchall() == spans
+        assert _events(back) == events
+        assert back.metadata["arch"] == "trn2"
+
+
+def test_windowed_exports_keep_exactly_the_overlapping_events(source_trace, tmp_path):
+    with _open(source_trace) as db:
+        lo, hi = db.time_range
+        a, b = lo + (hi - lo) // 3, lo + (hi - lo) // 2
+        window = TimeWindow(a, b)
+        expected = _events(db, f"WHERE e.start_ts < {b} AND (e.end_ts > {a} OR e.start_ts >= {a})")
+        assert 0 < len(expected) < len(_events(db))
+        export_chrome(db, tmp_path / "w.json.gz", window=window)
+        export_parquet(db, tmp_path / "w", window=window)
+    with _open(tmp_path / "w.json.gz") as back:
+        got = back.sql("SELECT s.start_ts, s.end_ts, s.name, k.group_name, k.name FROM slice s JOIN track k "
+                       "USING (track_id) ORDER BY ALL").fetchall()
+        assert got == expected
+    with _open(tmp_path / "w") as back:
+        assert _events(back) == expected
+        assert all(a <= r[0] < b for r in back.sql("SELECT timestamp FROM Counter").fetchall())
+
+
+def test_real_pytorch_trace_round_trips_through_chrome_json(tmp_path):
+    src = tmp_path / "alexnet.json.gz"
+    shutil.copy(DATA / "alexnet_flows.json.gz", src)
+    query = ("SELECT s.start_ts, s.end_ts, s.name, s.depth, k.group_name, k.name FROM slice s JOIN track k "
+             "USING (track_id) ORDER BY ALL")
+    fq = ("SELECT o.start_ts, o.name, i.start_ts, i.name FROM Flow f JOIN slice o ON o.id = f.out_id "
+          "JOIN slice i ON i.id = f.in_id ORDER BY ALL")
+    with _open(src) as db:
+        export_chrome(db, tmp_path / "again.json")
+        rows, flows = db.sql(query).fetchall(), db.sql(fq).fetchall()
+    with _open(tmp_path / "again.json") as back:
+        assert back.sql(query).fetchall() == rows
+        assert back.sql(fq).fetchall() == flows and len(flows) == 139
+
+
+def test_export_command_errors_are_one_line(source_trace, tmp_path, capsys):
+    out = tmp_path / "t.json"
+    assert main(["export", str(source_trace), "--format", "chrome", "-o", str(out), "--quiet"]) == 0
+    assert main(["export", str(source_trace), "--format", "chrome", "-o", str(out)]) == 2
+    assert "already exists; pass --force" in capsys.readouterr().err
+    before = out.read_bytes()
+    assert main(["export", str(source_trace), "--format", "chrome", "-o", str(out), "--start", "soon"]) == 2
+    assert "--start 'soon': expected a time" in capsys.readouterr().err
+    assert out.read_bytes() == before                 # nothing already written is lost
+    assert main(["export", str(source_trace), "--format", "parquet", "-o", str(tmp_path / "no" / "dir")]) == 2
+    assert "no such directory" in capsys.readouterr().err
+    assert main(["export", str(source_trace), "--format", "chrome", "-o", str(out), "--force", "--relative",
+                 "--start", "0", "--end", "1us"]) == 0
+    assert "wrote" in capsys.readouterr().out
+    assert len(json.loads(out.read_text())["traceEvents"]) < len(json.loads(before)["traceEvents"])

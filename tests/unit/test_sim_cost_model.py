@@ -178,3 +178,12 @@ def test_counters_track_sbuf_and_psum(tmp_path):
     assert min(psum) >= 0 and max(psum) <= 8
     ts = [x for n, x in zip(c["name"], c["timestamp"], strict=True) if n == "sbuf_usage_bytes"]
     assert ts == sorted(ts)
+
+
+def test_cost_model_doc_lists_every_constant_with_its_preset_values():
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "cost-model.md").read_text()
+    missing = [name for name in overridable_names() if f"`{name}`" not in doc]
+    assert not missing, f"docs/cost-model.md does not document: {missing}"
+    assert "| `pe_clock_ghz` | 2.8 | 2.4 |" in doc and "| `dma_bandwidth_gbps` | 272 | 368 |" in doc

@@ -27,6 +27,7 @@ ENTRY_POINT_GROUP = "trnprof.commands"
 #: Modules of the built-in subcommands; each defines ``COMMAND``.
 BUILTIN_COMMAND_MODULES: tuple[str, ...] = (
     "profiler.cli.export", "profiler.cli.info", "profiler.cli.kernels", "profiler.cli.record",
+    "profiler.cli.ingest", "profiler.cli.summary", "profiler.cli.sql", "profiler.cli.synth",
 )
 
 

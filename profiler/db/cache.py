@@ -53,7 +53,8 @@ def cache_path(input_path: Path) -> Path:
     return user_cache_dir() / f"{resolved.name}-{digest}{CACHE_SUFFIX}"
 
 
-def _stored_key(db: Path) -> str | None:
+def stored_cache_key(db: Path) -> str | None:
+    """The cache key stored in database ``db``, or None when it is missing, foreign or of another format."""
     if not db.exists() or not is_duckdb_file(db):
         return None
     try:
@@ -80,6 +81,6 @@ def resolve_database(path: str | os.PathLike[str], *, force: bool = False,
     source = open_source(p)
     key = cache_key(source)
     db = cache_path(p)
-    if not force and _stored_key(db) == key:
+    if not force and stored_cache_key(db) == key:
         return db
     return ingest(source, db, cache_key=key, progress=progress)

@@ -302,8 +302,14 @@ def track_levels(ev: TrackEvents, track_id: int, k_min: int) -> Iterator[pa.Tabl
     hi = max(int(ev.run_max_end[-1]), lo + 1)
     level = level_from_events(ev, k_min, lo >> k_min, ((hi - 1) >> k_min) + 1)
     while True:
-        yield level_table(level, ev, track_id)
+        table = level_table(level, ev, track_id)
+        yield table
         if level.k >= MAX_LEVEL:
+            return
+        if len(level.busy) == 1 and level.b0 >> 1 == level.b0:
+            # One bucket at index 0 or -1: every coarser level holds the same row.
+            for k in range(level.k + 1, MAX_LEVEL + 1):
+                yield table.set_column(1, dbs.LOD.field(dbs.LEVEL), pa.array([k], pa.int32()))
             return
         level = coarser(level, ev)
 

@@ -15,6 +15,7 @@ track's data are idle rows (busy 0, count 0).
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import duckdb
@@ -141,35 +142,78 @@ def _events_table(track_id: int, table: str, rows: pa.Table, info: TrackInfo) ->
     }, schema=dbs.WINDOW_EVENTS)
 
 
-def _bucket_piece(track_id: int, b_lo: int, k: int, *, busy: np.ndarray, count: np.ndarray,
-                  longest: pa.Array, top: pa.Array) -> pa.Table:
-    nb = len(busy)
-    starts = np.arange(b_lo, b_lo + nb, dtype=np.int64) << k
-    return pa.table({
-        dbs.TRACK_ID: pa.array(np.full(nb, track_id, np.int64)),
-        ts.START_TS: pa.array(starts),
-        ts.END_TS: pa.array(starts + (1 << k)),
-        dbs.BUSY_NS: pa.array(busy.astype(np.int64)),
-        dbs.COUNT: pa.array(count.astype(np.int64)),
-        dbs.LONGEST_ID: longest.cast(pa.int64()),
-        dbs.TOP_NAME: top.cast(pa.string()),
-    }, schema=dbs.WINDOW_BUCKETS)
+class _BucketPieces:
+    """Accumulates per-track bucket columns and builds one WINDOW_BUCKETS table at the end."""
+
+    def __init__(self, b_lo: int, b_hi: int, k: int) -> None:
+        self.b_lo, self.b_hi, self.k = b_lo, b_hi, k
+        self.nb = b_hi - b_lo
+        self.track_ids: list[int] = []
+        self.busy: list[np.ndarray] = []
+        self.count: list[np.ndarray] = []
+        self.longest: list[pa.Array] = []
+        self.top: list[pa.Array] = []
+
+    def add(self, track_id: int, busy: np.ndarray, count: np.ndarray, longest: pa.Array, top: pa.Array) -> None:
+        self.track_ids.append(track_id)
+        self.busy.append(np.asarray(busy, np.int64))
+        self.count.append(np.asarray(count, np.int64))
+        if isinstance(longest, pa.ChunkedArray):
+            longest = longest.combine_chunks()
+        if isinstance(top, pa.ChunkedArray):
+            top = top.combine_chunks()
+        self.longest.append(longest.cast(pa.int64()))
+        self.top.append(top.cast(pa.string()))
+
+    def add_idle(self, track_id: int) -> None:
+        nb = self.nb
+        self.add(track_id, np.zeros(nb, np.int64), np.zeros(nb, np.int64), pa.nulls(nb, pa.int64()),
+                 pa.nulls(nb, pa.string()))
+
+    def add_stored(self, track_id: int, rows: pa.Table) -> None:
+        """Stored level rows of one track (sorted by bucket), idle rows where the track has none."""
+        nb = self.nb
+        buckets = rows.column(dbs.BUCKET).to_numpy()
+        if len(buckets) == nb and (nb == 0 or buckets[0] == self.b_lo):
+            self.add(track_id, rows.column(dbs.BUSY_NS).to_numpy(), rows.column(dbs.COUNT).to_numpy(),
+                     rows.column(dbs.LONGEST_ID).combine_chunks(), rows.column(dbs.TOP_NAME).combine_chunks())
+            return
+        rel = buckets - self.b_lo
+        busy = np.zeros(nb, np.int64)
+        count = np.zeros(nb, np.int64)
+        busy[rel] = rows.column(dbs.BUSY_NS).to_numpy()
+        count[rel] = rows.column(dbs.COUNT).to_numpy()
+        index = np.full(nb, -1, np.int64)
+        index[rel] = np.arange(len(rel))
+        take = pa.array(np.maximum(index, 0), mask=index < 0)
+        self.add(track_id, busy, count, rows.column(dbs.LONGEST_ID).take(take), rows.column(dbs.TOP_NAME).take(take))
+
+    def table(self) -> pa.Table:
+        if not self.track_ids:
+            return dbs.WINDOW_BUCKETS.empty_table()
+        order = np.argsort(self.track_ids, kind="stable")
+        nb, k = self.nb, self.k
+        starts = np.arange(self.b_lo, self.b_hi, dtype=np.int64) << k
+        m = len(order)
+        return pa.table({
+            dbs.TRACK_ID: pa.array(np.repeat(np.asarray(self.track_ids, np.int64)[order], nb)),
+            ts.START_TS: pa.array(np.tile(starts, m)),
+            ts.END_TS: pa.array(np.tile(starts + (1 << k), m)),
+            dbs.BUSY_NS: pa.array(np.concatenate([self.busy[i] for i in order])),
+            dbs.COUNT: pa.array(np.concatenate([self.count[i] for i in order])),
+            dbs.LONGEST_ID: pa.concat_arrays([self.longest[i] for i in order]),
+            dbs.TOP_NAME: pa.concat_arrays([self.top[i] for i in order]),
+        }, schema=dbs.WINDOW_BUCKETS)
 
 
-def _dense_piece(track_id: int, rows: pa.Table, b_lo: int, b_hi: int, k: int) -> pa.Table:
-    """Stored level rows of one track scattered over [b_lo, b_hi), idle rows where the track has none."""
-    nb = b_hi - b_lo
-    rel = rows.column(dbs.BUCKET).to_numpy() - b_lo
-    busy = np.zeros(nb, np.int64)
-    count = np.zeros(nb, np.int64)
-    busy[rel] = rows.column(dbs.BUSY_NS).to_numpy()
-    count[rel] = rows.column(dbs.COUNT).to_numpy()
-    index = np.full(nb, -1, np.int64)
-    index[rel] = np.arange(len(rel))
-    take = pa.array(np.maximum(index, 0), mask=index < 0) if nb else pa.array([], pa.int64())
-    longest = rows.column(dbs.LONGEST_ID).take(take)
-    top = rows.column(dbs.TOP_NAME).take(take)
-    return _bucket_piece(track_id, b_lo, k, busy=busy, count=count, longest=longest, top=top)
+def _slices_by_track(table: pa.Table, keys: list[tuple[str, str]]) -> dict[int, pa.Table]:
+    """``table`` sorted by ``keys`` (track first) and cut into one zero-copy slice per track."""
+    if table.num_rows == 0:
+        return {}
+    table = table.take(pc.sort_indices(table, sort_keys=keys))
+    tids = table.column(dbs.TRACK_ID).to_numpy()
+    cuts = np.flatnonzero(np.r_[True, tids[1:] != tids[:-1], True])
+    return {int(tids[a]): table.slice(a, b - a) for a, b in itertools.pairwise(cuts)}
 
 
 def query_window(cur: duckdb.DuckDBPyConnection, infos: dict[int, TrackInfo], start_ns: int, end_ns: int,
@@ -183,7 +227,7 @@ def query_window(cur: duckdb.DuckDBPyConnection, infos: dict[int, TrackInfo], st
     wanted = [infos[t] for t in track_ids if infos[t].is_interval]
     stored = [i for i in wanted if i.event_count and i.lod_min_level is not None and k >= i.lod_min_level]
     raw = [i for i in wanted if i not in stored]
-    pieces: list[pa.Table] = []
+    pieces = _BucketPieces(b_lo, b_hi, k)
     events: list[pa.Table] = []
 
     if stored:
@@ -194,17 +238,17 @@ def query_window(cur: duckdb.DuckDBPyConnection, infos: dict[int, TrackInfo], st
             f"WHERE {quote(dbs.LEVEL)} = $k AND {quote(dbs.TRACK_ID)} BETWEEN $t0 AND $t1 "
             f"AND {quote(dbs.BUCKET)} >= $b0 AND {quote(dbs.BUCKET)} < $b1",
             params={"k": k, "t0": ids[0], "t1": ids[-1], "b0": b_lo, "b1": b_hi}).to_arrow_table()
-        tid_col = rows.column(dbs.TRACK_ID).to_numpy()
-        order = np.argsort(tid_col, kind="stable")
-        sorted_tids = tid_col[order]
+        by_track = _slices_by_track(rows, [(dbs.TRACK_ID, "ascending"), (dbs.BUCKET, "ascending")])
         for info in stored:
-            lo_i, hi_i = np.searchsorted(sorted_tids, [info.track_id, info.track_id + 1])
-            mine = rows.take(pa.array(order[lo_i:hi_i]))
-            if not buckets_only and int(pc.sum(mine.column(dbs.COUNT)).as_py() or 0) <= limit:
+            mine = by_track.get(info.track_id)
+            if mine is None:
+                if buckets_only:
+                    pieces.add_idle(info.track_id)
+                continue
+            if not buckets_only and int(np.sum(mine.column(dbs.COUNT).to_numpy())) <= limit:
                 raw.append(info)
                 continue
-            mine = mine.sort_by(dbs.BUCKET)
-            pieces.append(_dense_piece(info.track_id, mine, b_lo, b_hi, k))
+            pieces.add_stored(info.track_id, mine)
 
     by_table: dict[str, list[TrackInfo]] = {}
     for info in raw:
@@ -212,10 +256,14 @@ def query_window(cur: duckdb.DuckDBPyConnection, infos: dict[int, TrackInfo], st
             by_table.setdefault(info.table, []).append(info)
     for table, group in by_table.items():
         data = _fetch_raw(cur, table, group, span_lo, span_hi)
-        tid_col = data.column(dbs.TRACK_ID).to_numpy()
-        for info in sorted(group, key=lambda i: i.track_id):
-            mine = data.filter(pa.array(tid_col == info.track_id))
-            mine = mine.sort_by([(ts.START_TS, "ascending"), (ts.ID, "ascending")])
+        by_track = _slices_by_track(data, [(dbs.TRACK_ID, "ascending"), (ts.START_TS, "ascending"),
+                                           (ts.ID, "ascending")])
+        for info in group:
+            mine = by_track.get(info.track_id)
+            if mine is None:
+                if buckets_only:
+                    pieces.add_idle(info.track_id)
+                continue
             s = mine.column(ts.START_TS).to_numpy()
             e = mine.column(ts.END_TS).to_numpy()
             in_view = _overlapping(s, e, start_ns, end_ns)
@@ -224,24 +272,18 @@ def query_window(cur: duckdb.DuckDBPyConnection, infos: dict[int, TrackInfo], st
                 continue
             ev = lod.prepare(s, e, mine.column(ts.ID).to_numpy(), mine.column(ts.NAME))
             b = lod.bucketize(ev, k, b_lo, b_hi)
-            pieces.append(_bucket_piece(info.track_id, b_lo, k, busy=b.column(dbs.BUSY_NS).to_numpy(),
-                                        count=b.column(dbs.COUNT).to_numpy(), longest=b.column(dbs.LONGEST_ID),
-                                        top=b.column(dbs.TOP_NAME)))
+            pieces.add(info.track_id, b.column(dbs.BUSY_NS).to_numpy(), b.column(dbs.COUNT).to_numpy(),
+                       b.column(dbs.LONGEST_ID).combine_chunks(), b.column(dbs.TOP_NAME).combine_chunks())
     if buckets_only:
         # Tracks without events still tile the window (idle).
-        have = {int(p.column(dbs.TRACK_ID)[0].as_py()) for p in pieces if p.num_rows}
+        have = set(pieces.track_ids)
         for info in wanted:
             if info.track_id not in have:
-                nb = b_hi - b_lo
-                pieces.append(_bucket_piece(info.track_id, b_lo, k, busy=np.zeros(nb, np.int64),
-                                            count=np.zeros(nb, np.int64), longest=pa.nulls(nb, pa.int64()),
-                                            top=pa.nulls(nb, pa.string())))
-    buckets = pa.concat_tables(pieces).sort_by([(dbs.TRACK_ID, "ascending"), (ts.START_TS, "ascending")]) \
-        if pieces else dbs.WINDOW_BUCKETS.empty_table()
+                pieces.add_idle(info.track_id)
     events_table = pa.concat_tables(events).sort_by(
         [(dbs.TRACK_ID, "ascending"), (ts.START_TS, "ascending"), (ts.ID, "ascending")]) \
         if events else dbs.WINDOW_EVENTS.empty_table()
-    return WindowResult(k, events_table, buckets)
+    return WindowResult(k, events_table, pieces.table())
 
 
 def busy_between(cur: duckdb.DuckDBPyConnection, info: TrackInfo, start_ns: int, end_ns: int) -> int:

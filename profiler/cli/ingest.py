@@ -1,0 +1,57 @@
+"""``trnprof ingest``: turn a trace (directory or any importable profile) into one DuckDB database."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from profiler.cli._progress import ingest_bars
+from profiler.db.cache import cache_key, cache_path, stored_cache_key
+from profiler.db.connection import is_duckdb_file
+from profiler.db.ingest import ingest
+from profiler.errors import CommandError
+from profiler.sources import open_source
+
+
+class IngestCommand:
+    """Ingest a trace into a DuckDB database (Neuron-named tables, track/slice tables and the zoom index).
+
+    Without -o the database goes where `profiler.open` looks for its cache (beside the input, or the user cache
+    directory), so later commands on the same input reuse it.  The database is built in a temporary file and
+    renamed at the end: an interrupted ingest leaves nothing that looks valid.
+    """
+
+    name = "ingest"
+    help = "ingest a trace into a DuckDB database"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("input", help="trace directory or importable profile")
+        parser.add_argument("-o", "--output", help="database file to write (default: the cache location)")
+        parser.add_argument("--force", action="store_true", help="replace an existing database")
+        parser.add_argument("--quiet", action="store_true", help="no progress bar and no summary line")
+
+    def run(self, args: argparse.Namespace) -> int:
+        src_path = Path(args.input)
+        if src_path.is_file() and is_duckdb_file(src_path):
+            raise CommandError(f"{src_path}: already a DuckDB database; nothing to ingest")
+        source = open_source(src_path)
+        out = Path(args.output) if args.output else cache_path(src_path)
+        key = cache_key(source)
+        if not args.output and not args.force and stored_cache_key(out) == key:
+            if not args.quiet:
+                print(f"{out} (up to date)")
+            return 0
+        if out.exists() and not args.force:
+            raise CommandError(f"{out}: exists; pass --force to replace it")
+        if out.exists() and out.is_dir():
+            raise CommandError(f"{out}: is a directory; choose a file name for the database")
+        t0 = time.perf_counter()
+        with ingest_bars(None if not args.quiet else False) as progress:
+            ingest(source, out, cache_key=key, progress=progress)
+        if not args.quiet:
+            print(f"{out} ({out.stat().st_size / 1e6:,.1f} MB, {time.perf_counter() - t0:.1f} s)")
+        return 0
+
+
+COMMAND = IngestCommand()

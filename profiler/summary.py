@@ -1,0 +1,123 @@
+"""The trace summary (``trnprof summary``, ``Trace.summary``): engine active time, HFU/MFU and DMA figures.
+
+Definitions (Neuron Explorer's Summary, see ``docs/database.md``):
+
+* ``total_time_ns``: the summarised range, by default the trace's first start to last end.
+* engine ``active_time_ns``: the union of the engine's instruction intervals within the range, summed over cores.
+  An instruction is busy over ``[start_ts, end_ts)``; its semaphore wait (``evt_wait_time_ns``) lies *before*
+  ``start_ts`` in trnprof traces, so waits are excluded.  ``utilization_pct`` = active / (total x cores).
+  ``instruction_count``: instructions starting in the range.
+* ``hfu_pct`` = hardware FLOPs / (TE peak x total x cores), ``mfu_pct`` the same without transposes, with
+  TE peak = 2 x rows x cols x Tensor clock and FLOPs the BF16-equivalent ``adjusted_flops`` (``raw_flops`` where
+  that is missing) of Tensor instructions starting in the range.
+* ``dma``: ``active_time_ns`` the union of all DMA packets per core (clipped, summed over cores),
+  ``transfer_bytes`` of packets starting in the range, ``throughput_gbps`` = bytes / active ns (= GB/s).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from profiler import db_schema as dbs
+from profiler.db.sqlutil import quote
+from profiler.errors import QueryError
+from tracer import schema as ts
+
+if TYPE_CHECKING:
+    from profiler.trace import Trace
+
+#: Tensor engine clock (GHz) by architecture preset when the Metadata does not say.
+TENSOR_CLOCK_GHZ = {"trn1": 2.8, "inf2": 2.8, "trn2": 2.4, "trn3": 2.4}
+DEFAULT_PE_ROWS = 128
+DEFAULT_PE_COLS = 128
+TRANSPOSE = "TRANSPOSE"
+
+
+def tensor_peak_flops_per_ns(metadata: dict[str, Any]) -> float | None:
+    """Tensor engine peak FLOP/ns of one core (2 x rows x cols x clock GHz), or None when the clock is unknown."""
+    rows = metadata.get("tensor_engine_num_rows") or DEFAULT_PE_ROWS
+    cols = metadata.get("tensor_engine_num_cols") or DEFAULT_PE_COLS
+    clock = metadata.get("tensor_engine_clock_freq") or TENSOR_CLOCK_GHZ.get(str(metadata.get("arch")).lower())
+    if not clock:
+        return None
+    return 2.0 * float(rows) * float(cols) * float(clock)
+
+
+def _pct(part: float, whole: float) -> float | None:
+    return round(100.0 * part / whole, 4) if whole > 0 else None
+
+
+def summarize(trace: Trace, start_ns: int | None = None, end_ns: int | None = None) -> dict[str, Any]:
+    """The summary dict (keys exactly as ``trnprof summary --json`` prints them)."""
+    first, last = trace.time_range
+    start = first if start_ns is None else int(start_ns)
+    end = last if end_ns is None else int(end_ns)
+    if end < start:
+        raise QueryError(f"summary range is empty: end ({end}) < start ({start})")
+    total = end - start
+    cur = trace._cursor()
+    tracks = trace.tracks().to_pylist()
+    engine_tracks = [t for t in tracks if t[dbs.KIND] == "engine"]
+
+    counts = dict(cur.execute(
+        f"SELECT {quote(ts.ENGINE)}, count(*) FROM {quote(ts.INSTRUCTION.name)} "
+        f"WHERE {quote(ts.START_TS)} >= $a AND {quote(ts.START_TS)} < $b GROUP BY ALL", {"a": start, "b": end}
+    ).fetchall())
+    engines: dict[str, dict[str, Any]] = {}
+    cores_of: dict[str, set[object]] = {}
+    for t in sorted(engine_tracks, key=lambda t: t[dbs.SORT_ORDER]):
+        name = t[ts.NAME]
+        entry = engines.setdefault(name, {"active_time_ns": 0, "utilization_pct": None,
+                                          "instruction_count": int(counts.get(name, 0))})
+        entry["active_time_ns"] += trace.busy_ns(t[dbs.TRACK_ID], start, end) if total else 0
+        cores_of.setdefault(name, set()).add(t[dbs.CORE])
+    for name, entry in engines.items():
+        entry["utilization_pct"] = _pct(entry["active_time_ns"], total * len(cores_of[name]))
+
+    flops = cur.execute(
+        f"SELECT coalesce(sum(coalesce({quote(ts.ADJUSTED_FLOPS)}, {quote(ts.RAW_FLOPS)})), 0)::DOUBLE, "
+        f"coalesce(sum(coalesce({quote(ts.ADJUSTED_FLOPS)}, {quote(ts.RAW_FLOPS)})) FILTER "
+        f"(WHERE coalesce({quote(ts.TENSOR_INSTRUCTION_TYPE)}, '') <> '{TRANSPOSE}'), 0)::DOUBLE "
+        f"FROM {quote(ts.INSTRUCTION.name)} WHERE {quote(ts.ENGINE)} = 'Tensor' "
+        f"AND {quote(ts.START_TS)} >= $a AND {quote(ts.START_TS)} < $b", {"a": start, "b": end}).fetchall()[0]
+    peak = tensor_peak_flops_per_ns(trace.metadata)
+    tensor_cores = max(1, len(cores_of.get("Tensor", set())))
+    capacity = peak * total * tensor_cores if peak else 0.0
+
+    dma_active, dma_bytes = cur.execute(
+        f"WITH p AS (SELECT {quote(ts.PCORE_IDX)} AS c, greatest({quote(ts.START_TS)}, $a) AS s, "
+        f"least({quote(ts.END_TS)}, $b) AS e FROM {quote(ts.DMA_PACKET.name)} "
+        f"WHERE {quote(ts.START_TS)} < $b AND {quote(ts.END_TS)} > $a), "
+        f"q AS (SELECT s, e, max(e) OVER (PARTITION BY c ORDER BY s, e ROWS BETWEEN UNBOUNDED PRECEDING "
+        f"AND 1 PRECEDING) AS pm FROM p) "
+        f"SELECT (SELECT coalesce(sum(greatest(0, e - greatest(s, coalesce(pm, s)))), 0)::BIGINT FROM q), "
+        f"(SELECT coalesce(sum({quote(ts.TRANSFER_BYTES)}), 0)::BIGINT FROM {quote(ts.DMA_PACKET.name)} "
+        f"WHERE {quote(ts.START_TS)} >= $a AND {quote(ts.START_TS)} < $b)", {"a": start, "b": end}).fetchall()[0]
+    return {
+        "total_time_ns": total,
+        "engines": engines,
+        "hfu_pct": _pct(flops[0], capacity) if capacity else None,
+        "mfu_pct": _pct(flops[1], capacity) if capacity else None,
+        "dma": {
+            "active_time_ns": int(dma_active),
+            "transfer_bytes": int(dma_bytes),
+            "throughput_gbps": round(dma_bytes / dma_active, 4) if dma_active else None,
+        },
+    }
+
+
+def format_summary(summary: dict[str, Any]) -> str:
+    """The summary as aligned text for the terminal."""
+    def pct(v: float | None) -> str:
+        return "n/a" if v is None else f"{v:.2f}%"
+
+    lines = [f"total time        {summary['total_time_ns'] / 1e3:,.3f} us"]
+    lines.append(f"{'engine':<10} {'active (us)':>14} {'utilization':>12} {'instructions':>14}")
+    for name, e in summary["engines"].items():
+        lines.append(f"{name:<10} {e['active_time_ns'] / 1e3:>14,.3f} {pct(e['utilization_pct']):>12} "
+                     f"{e['instruction_count']:>14,}")
+    lines.append(f"HFU {pct(summary['hfu_pct'])}   MFU {pct(summary['mfu_pct'])}")
+    d = summary["dma"]
+    tp = "n/a" if d["throughput_gbps"] is None else f"{d['throughput_gbps']:.2f} GB/s"
+    lines.append(f"DMA active {d['active_time_ns'] / 1e3:,.3f} us, {d['transfer_bytes']:,} bytes, {tp}")
+    return "\n".join(lines)

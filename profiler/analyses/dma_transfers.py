@@ -54,9 +54,11 @@ class Transfers:
         return column(self.table, name, dtype)
 
 
-def _agg_key() -> str:
-    # packets without an aggregation id form a transfer of their own, keyed apart from real ids
-    return f"coalesce({q(rs.T_PACKET_AGGREGATION_ID)}, -1 - {q(ts.ID)})"
+def agg_expr(alias: str = "") -> str:
+    """SQL: the transfer id of a DmaPacket row; a packet without an aggregation id is a transfer of its own,
+    keyed apart from real (non-negative) ids."""
+    p = f"{alias}." if alias else ""
+    return f"coalesce({p}{q(rs.T_PACKET_AGGREGATION_ID)}, -1 - {p}{q(ts.ID)})"
 
 
 def transfers(trace: Trace, scope: Scope | None = None) -> Transfers:
@@ -66,7 +68,7 @@ def transfers(trace: Trace, scope: Scope | None = None) -> Transfers:
     """
     core = scope.core_sql() if scope is not None else "TRUE"
     table = fetch(trace, f"""
-        SELECT {_agg_key()} AS {AGG},
+        SELECT {agg_expr()} AS {AGG},
                min({q(ts.START_TS)}) AS {FIRST_START},
                max({q(ts.END_TS)}) AS {LAST_END},
                arg_max({q(ts.ID)}, ({q(ts.END_TS)}, {q(ts.ID)})) AS {LAST_ID},
@@ -80,7 +82,7 @@ def transfers(trace: Trace, scope: Scope | None = None) -> Transfers:
     trigger = np.full(len(agg), -1, dtype=np.int64)
     source = "none"
     flow = fetch(trace, f"""
-        SELECT {_agg_key()} AS {AGG}, min(f.{q(ts.OUT_ID)}) AS {TRIGGER}
+        SELECT {agg_expr()} AS {AGG}, min(f.{q(ts.OUT_ID)}) AS {TRIGGER}
         FROM {FLOW} f JOIN {DMA_PACKET} p ON p.{q(ts.ID)} = f.{q(ts.IN_ID)}
         WHERE f.{q(ts.IN_TABLE)} = '{ts.DMA_PACKET.name}' AND f.{q(ts.OUT_TABLE)} = '{ts.INSTRUCTION.name}'
           AND {scope.core_sql('p') if scope is not None else 'TRUE'}

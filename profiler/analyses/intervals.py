@@ -91,6 +91,12 @@ def union_ns_by(groups: Sequence[Hashable] | np.ndarray, starts: Sequence[int] |
 
 def _factorize(values: np.ndarray) -> tuple[np.ndarray, list[Hashable]]:
     """Integer codes of ``values`` and the distinct values (``None`` is a value of its own)."""
-    encoded = pa.array(values, from_pandas=False).dictionary_encode(null_encoding="encode")
+    try:
+        encoded = pa.array(values, from_pandas=False).dictionary_encode(null_encoding="encode")
+    except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError):  # tuples and other objects
+        index: dict[Hashable, int] = {}
+        codes = np.fromiter((index.setdefault(v, len(index)) for v in values.tolist()), dtype=_I64,
+                            count=len(values))
+        return codes, list(index)
     codes = encoded.indices.to_numpy(zero_copy_only=False).astype(_I64)
     return codes, encoded.dictionary.to_pylist()

@@ -1,0 +1,182 @@
+"""The dependency graph of a trace: instructions and DMA queue segments as nodes, what ordered them as edges.
+
+Nodes:
+
+* every instruction starting in the window;
+* every DMA *segment* starting in the window: the packets of one transfer on one queue (a queue moves them back
+  to back, so a segment is one busy stretch of that queue; a transfer spread over 16 queues is 16 segments).
+
+Edges ``u -> v`` mean "``v`` could not start before ``u`` ended", listed in this order of preference:
+
+* ``flow`` / ``anti`` / ``output``: the ``Flow`` table (semaphore waits);
+* ``trigger``: the instruction that started a DMA transfer, to each segment of the transfer
+  (see :mod:`profiler.analyses.dma_transfers`);
+* ``stream``: the previous instruction of the same in-order stream (``timeline_track``, else engine) and of the
+  same engine;
+* ``queue``: the previous segment on the same DMA queue.
+
+Only edges with ``end(u) <= start(v)`` are kept (an edge against time would be a measurement artefact), so the
+graph is acyclic and sorting nodes by time is a topological order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from profiler.analyses import schema as rs
+from profiler.analyses.dma_transfers import agg_expr, transfers
+from profiler.analyses.inputs import DMA_PACKET, FLOW, INSTRUCTION, Scope, column, fetch, q
+from profiler.trace import Trace
+from tracer import schema as ts
+
+
+@dataclass(frozen=True)
+class EventGraph:
+    """Nodes (parallel arrays) and edges of a trace's dependency graph."""
+
+    kind: np.ndarray        # rs.NODE_INSTRUCTION or rs.NODE_DMA (object array)
+    table: np.ndarray       # Instruction or DmaPacket
+    ident: np.ndarray       # instruction id, or the id of the segment's last packet
+    track: np.ndarray       # track id of ``ident`` (-1 unknown)
+    resource: np.ndarray    # engine, or DMA queue name
+    name: np.ndarray        # opcode, or DMA variable
+    start: np.ndarray
+    end: np.ndarray
+    src: np.ndarray
+    dst: np.ndarray
+    edge_kind: np.ndarray   # object array of edge kinds
+    dropped_edges: int      # Flow or trigger edges that pointed backwards in time (left out)
+
+    @property
+    def num_nodes(self) -> int:
+        """Number of nodes."""
+        return len(self.start)
+
+
+def _instructions(trace: Trace, scope: Scope) -> pa.Table:
+    return fetch(trace, f"""
+        SELECT {q(ts.ID)} AS id, {q(rs.TRACK_ID)} AS track, {q(ts.ENGINE)} AS engine,
+               coalesce({q(ts.TIMELINE_TRACK)}, {q(ts.ENGINE)}) AS stream, {q(ts.OPCODE)} AS opcode,
+               {q(ts.START_TS)} AS s, {q(ts.END_TS)} AS e
+        FROM {INSTRUCTION} WHERE {scope.starts_sql()} ORDER BY id""")
+
+
+def _segments(trace: Trace, scope: Scope) -> pa.Table:
+    return fetch(trace, f"""
+        SELECT {agg_expr()} AS agg, {q(ts.QUEUE_NAME)} AS queue,
+               min({q(ts.START_TS)}) AS s, max({q(ts.END_TS)}) AS e,
+               arg_max({q(ts.ID)}, ({q(ts.END_TS)}, {q(ts.ID)})) AS last_id,
+               arg_max({q(rs.TRACK_ID)}, ({q(ts.END_TS)}, {q(ts.ID)})) AS track,
+               any_value({q(ts.VARIABLE)}) AS var
+        FROM {DMA_PACKET} WHERE {scope.core_sql()}
+        GROUP BY 1, 2
+        HAVING min({q(ts.START_TS)}) >= {int(scope.start_ns)} AND min({q(ts.START_TS)}) < {int(scope.end_ns)}
+        ORDER BY agg, queue""")
+
+
+def _lookup(sorted_keys: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """Index of each key in ``sorted_keys``, -1 when absent."""
+    if len(sorted_keys) == 0:
+        return np.full(len(keys), -1, np.int64)
+    pos = np.clip(np.searchsorted(sorted_keys, keys), 0, len(sorted_keys) - 1)
+    return np.where(sorted_keys[pos] == keys, pos, -1)
+
+
+def _consecutive(groups: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Edges between time-consecutive, non-overlapping nodes of the same group (indices into the arrays)."""
+    if len(start) < 2:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    order = np.lexsort((end, start, groups))
+    u, v = order[:-1], order[1:]
+    keep = (groups[u] == groups[v]) & (end[u] <= start[v])
+    return u[keep], v[keep]
+
+
+def _codes(values: list[object]) -> np.ndarray:
+    index: dict[object, int] = {}
+    return np.fromiter((index.setdefault(v, len(index)) for v in values), np.int64, count=len(values))
+
+
+def build_graph(trace: Trace, scope: Scope) -> EventGraph:
+    """The dependency graph of the events starting in ``scope``'s window."""
+    ins = _instructions(trace, scope)
+    seg = _segments(trace, scope)
+    ni, ns_ = ins.num_rows, seg.num_rows
+    i_id = column(ins, "id")
+    s_agg = column(seg, "agg")
+    s_queue = seg.column("queue").to_pylist()
+    start = np.concatenate([column(ins, "s"), column(seg, "s")])
+    end = np.concatenate([column(ins, "e"), column(seg, "e")])
+    edges: list[tuple[np.ndarray, np.ndarray, str | np.ndarray]] = []
+
+    # Flow edges; a packet end maps to its segment (agg, queue)
+    flow = fetch(trace, f"""
+        SELECT f.{q(ts.OUT_TABLE)} AS ot, f.{q(ts.OUT_ID)} AS oid, f.{q(ts.IN_TABLE)} AS it, f.{q(ts.IN_ID)} AS iid,
+               f.{q(ts.DEPENDENCY_TYPE)} AS dep,
+               {agg_expr('po')} AS oagg,
+               po.{q(ts.QUEUE_NAME)} AS oq,
+               {agg_expr('pi')} AS iagg,
+               pi.{q(ts.QUEUE_NAME)} AS iq
+        FROM {FLOW} f
+        LEFT JOIN {DMA_PACKET} po ON f.{q(ts.OUT_TABLE)} = '{ts.DMA_PACKET.name}' AND po.{q(ts.ID)} = f.{q(ts.OUT_ID)}
+        LEFT JOIN {DMA_PACKET} pi ON f.{q(ts.IN_TABLE)} = '{ts.DMA_PACKET.name}' AND pi.{q(ts.ID)} = f.{q(ts.IN_ID)}""")
+    seg_index = {key: ni + k for k, key in enumerate(zip(s_agg.tolist(), s_queue, strict=True))}
+    if flow.num_rows:
+        def ends(table_col: str, id_col: str, agg_col: str, q_col: str) -> np.ndarray:
+            tables = flow.column(table_col).to_pylist()
+            ids = column(flow, id_col)
+            node = np.where(np.asarray([t == ts.INSTRUCTION.name for t in tables]), _lookup(i_id, ids), -1)
+            aggs = flow.column(agg_col).to_pylist()
+            queues = flow.column(q_col).to_pylist()
+            for k, t in enumerate(tables):
+                if t == ts.DMA_PACKET.name:
+                    node[k] = seg_index.get((aggs[k], queues[k]), -1)
+            return node
+
+        u = ends("ot", "oid", "oagg", "oq")
+        v = ends("it", "iid", "iagg", "iq")
+        dep = np.asarray(flow.column("dep").to_pylist(), dtype=object)
+        ok = (u >= 0) & (v >= 0) & (u != v)
+        edges.append((u[ok], v[ok], dep[ok]))
+
+    # trigger edges: trigger instruction -> every segment of its transfer
+    if ns_:
+        moved = transfers(trace, scope)
+        if moved.trigger_source != "none":
+            agg_sorted = moved.col("agg")
+            trig_node = _lookup(i_id, moved.trigger[np.clip(_lookup(agg_sorted, s_agg), 0, None)])
+            trig_node = np.where(_lookup(agg_sorted, s_agg) >= 0, trig_node, -1)
+            ok = trig_node >= 0
+            edges.append((trig_node[ok], (ni + np.arange(ns_))[ok], rs.EDGE_TRIGGER))
+
+    # stream order, per timeline track and per engine
+    for col in ("stream", "engine"):
+        u, v = _consecutive(_codes(ins.column(col).to_pylist()), start[:ni], end[:ni])
+        edges.append((u, v, rs.EDGE_STREAM))
+    # queue order
+    u, v = _consecutive(_codes(s_queue), start[ni:], end[ni:])
+    edges.append((ni + u, ni + v, rs.EDGE_QUEUE))
+
+    src = np.concatenate([e[0] for e in edges]).astype(np.int64)
+    dst = np.concatenate([e[1] for e in edges]).astype(np.int64)
+    kinds = np.concatenate([np.full(len(e[0]), e[2], dtype=object) if isinstance(e[2], str) else e[2]
+                            for e in edges])
+    forward = end[src] <= start[dst]
+    dropped = int((~forward).sum())
+    src, dst, kinds = src[forward], dst[forward], kinds[forward]
+    # one edge per (src, dst): the first listed (preferred) kind
+    pair = src * max(ni + ns_, 1) + dst
+    _, first = np.unique(pair, return_index=True)
+    first.sort()
+    src, dst, kinds = src[first], dst[first], kinds[first]
+
+    kind = np.array([rs.NODE_INSTRUCTION] * ni + [rs.NODE_DMA] * ns_, dtype=object)
+    table = np.array([ts.INSTRUCTION.name] * ni + [ts.DMA_PACKET.name] * ns_, dtype=object)
+    ident = np.concatenate([i_id, column(seg, "last_id")])
+    track = np.concatenate([column(ins, "track", fill=-1), column(seg, "track", fill=-1)])
+    resource = np.array(ins.column("engine").to_pylist() + s_queue, dtype=object)
+    name = np.array(ins.column("opcode").to_pylist() + seg.column("var").to_pylist(), dtype=object)
+    return EventGraph(kind, table, ident, track, resource, name, start, end, src, dst, kinds, dropped)

@@ -77,7 +77,12 @@ class Emitter:
         self.t_flops_raw: list[int] = []
         self.t_flops_adj: list[int] = []
         self.t_bytes: list[tuple[int, ...]] = []
-        self.t_hbm: list[tuple[Any, ...] | None] = []
+        self.t_hbm_num: list[tuple[int, int, int, int, int]] = []
+        self.t_dma: list[tuple[int, ...]] = []
+        self.shapes: list[DmaPlan] = []
+        self.shape_ids: dict[tuple[Any, ...], int] = {}
+        self.hbm_names: list[str] = []
+        self.hbm_codes: dict[str, int] = {}
         self.pc = np.zeros(len(ENGINE_NAMES), np.int64)
         self.seq: dict[int, int] = {}
         self.queue_names: list[str] = []
@@ -130,7 +135,16 @@ class Emitter:
             self.t_flops_raw.append(-1 if tpl.flops_raw is None else int(tpl.flops_raw))
             self.t_flops_adj.append(-1 if tpl.flops_adj is None else int(tpl.flops_adj))
             self.t_bytes.append(tuple(tpl.bytes))
-            self.t_hbm.append(tpl.dma.hbm if tpl.dma is not None else None)
+            self.t_dma.append(self._dma_attrs(tpl.dma) if tpl.dma is not None else (0,) * 7)
+            hbm = tpl.dma.hbm if tpl.dma is not None else None
+            if hbm is None:
+                self.t_hbm_num.append((-1, 1, 0, 0, 0))
+            else:
+                _side, name, ncols, nrows, ncols_view, bcast = hbm
+                code = self.hbm_codes.setdefault(name, len(self.hbm_names))
+                if code == len(self.hbm_names):
+                    self.hbm_names.append(name)
+                self.t_hbm_num.append((code, ncols, nrows, ncols_view, bcast))
             for name in _STR_ATTRS:
                 self.attrs[name].add(getattr(tpl, name))
         self.n_templates = max(self.n_templates, n)
@@ -230,24 +244,23 @@ class Emitter:
             waits = pc.binary_join(pa.ListArray.from_arrays(pa.array(offsets), texts), "")
         else:
             waits = pa.array([""] * n)
-        # dynamic HBM slice text of DMA triggers
-        dyn = np.array([""] * n, dtype=object)
-        has = np.flatnonzero(aux >= 0)
-        if len(has):
-            for t in np.unique(tid[has]).tolist():
-                hbm = self.t_hbm[t]
-                if hbm is None:
-                    continue
-                rows_ = has[tid[has] == t]
-                _side, name, ncols, nrows, ncols_view, bcast = hbm
-                off = aux[rows_]
-                r0, c0 = off // ncols, off % ncols
-                text = pc.binary_join_element_wise(
-                    f"{name}[", pa.array(r0).cast(pa.string()), ":", pa.array(r0 + nrows).cast(pa.string()), ",",
-                    pa.array(c0).cast(pa.string()), ":", pa.array(c0 + ncols_view).cast(pa.string()),
-                    f"]*{bcast}" if bcast else "]", "")
-                dyn[rows_] = text.to_numpy(zero_copy_only=False)
-        return pc.binary_join_element_wise(waits, pre, pa.array(dyn, pa.string()), post, "")
+        # dynamic HBM slice text of DMA triggers: name[r0:r1,c0:c1], from the offset in ``aux``
+        hbm = np.asarray(self.t_hbm_num, np.int64)[tid]  # per row: name code, tensor columns, rows, cols, bcast
+        has = (aux >= 0) & (hbm[:, 0] >= 0)
+        if has.any():
+            ncols = np.where(has, hbm[:, 1], 1)
+            off = np.where(has, aux, 0)
+            r0, c0 = off // ncols, off % ncols
+            names = pa.array(self.hbm_names or [""]).take(pa.array(np.where(has, hbm[:, 0], 0)))
+            bcast = pa.array(np.array(["]", "]*"], dtype=object)[(hbm[:, 4] > 0).astype(np.int64)].tolist())
+            bval = pc.if_else(pa.array(hbm[:, 4] > 0), pa.array(hbm[:, 4]).cast(pa.string()), "")
+            text = pc.binary_join_element_wise(
+                names, "[", pa.array(r0).cast(pa.string()), ":", pa.array(r0 + hbm[:, 2]).cast(pa.string()), ",",
+                pa.array(c0).cast(pa.string()), ":", pa.array(c0 + hbm[:, 3]).cast(pa.string()), bcast, bval, "")
+            dyn = pc.if_else(pa.array(has), text, "")
+        else:
+            dyn = pa.array([""] * n)
+        return pc.binary_join_element_wise(waits, pre, dyn, post, "")
 
     def _packets(self, ch: Chunk) -> None:
         core = self.core
@@ -259,29 +272,28 @@ class Emitter:
         nq = core.cm.dma_queues
         qstart = _i64(ch.x_qstart).reshape(nx, nq)
         first = int(x_pkt[0])
-        last_t = int(x_tid[-1])
-        total = int(x_pkt[-1]) + core.templates[last_t].dma.n - first
+        attrs = np.asarray(self.t_dma, np.int64)[x_tid]  # per transfer: shape, n, qtype, src, dst, var, queue base
+        total = int(x_pkt[-1] + attrs[-1, 1]) - first
         out = {k: np.empty(total, np.int64) for k in ("start", "dur", "bytes", "queue", "agg", "pidx", "qname",
                                                     "qtype", "src", "dst", "var")}
-        keys = x_tid * nq + x_q0
+        keys = attrs[:, 0] * nq + x_q0
         for key in np.unique(keys).tolist():
             sel = np.flatnonzero(keys == key)
-            t, q0 = divmod(key, nq)
-            plan: DmaPlan = core.templates[t].dma
+            shape, q0 = divmod(key, nq)
+            plan: DmaPlan = self.shapes[shape]
             _totals, offsets, queues = plan.layout(q0)
-            sub = np.arange(plan.n, dtype=np.int64) % plan.per_row
-            pos = ((x_pkt[sel] - first)[:, None] + np.arange(plan.n, dtype=np.int64)[None, :]).ravel()
+            n, k = plan.n, len(sel)
+            sub = np.arange(n, dtype=np.int64) % plan.per_row
+            pos = ((x_pkt[sel] - first)[:, None] + np.arange(n, dtype=np.int64)[None, :]).ravel()
             out["start"][pos] = (qstart[sel][:, queues] + offsets[None, :]).ravel()
-            out["dur"][pos] = np.tile(plan.sub_ns[sub], len(sel))
-            out["bytes"][pos] = np.tile(plan.sub_bytes[sub], len(sel))
-            out["queue"][pos] = np.tile(queues, len(sel))
-            out["qname"][pos] = self._queue_code(core, plan.group) + np.tile(queues, len(sel))
-            out["agg"][pos] = np.repeat(ch.first_xfer + sel, plan.n)
-            out["pidx"][pos] = np.tile(sub, len(sel))
-            out["qtype"][pos] = self._code("qtype", plan.queue_type)
-            out["src"][pos] = self._code("mem", plan.src_mem)
-            out["dst"][pos] = self._code("mem", plan.dst_mem)
-            out["var"][pos] = self._code("var", plan.variable)
+            out["dur"][pos] = np.tile(plan.sub_ns[sub], k)
+            out["bytes"][pos] = np.tile(plan.sub_bytes[sub], k)
+            out["queue"][pos] = np.tile(queues, k)
+            out["qname"][pos] = (attrs[sel, 6][:, None] + queues[None, :]).ravel()
+            out["agg"][pos] = np.repeat(ch.first_xfer + sel, n)
+            out["pidx"][pos] = np.tile(sub, k)
+            for col, j in (("qtype", 2), ("src", 3), ("dst", 4), ("var", 5)):
+                out[col][pos] = np.repeat(attrs[sel, j], n)
         start = out["start"]
         dur = out["dur"]
         nbytes = out["bytes"]
@@ -318,6 +330,17 @@ class Emitter:
                                                                     pa.array(["complete"])),
             schema.PCORE_IDX: np.zeros(nx, np.int64),
         })
+
+    def _dma_attrs(self, plan: DmaPlan) -> tuple[int, ...]:
+        """(packet-layout shape id, packets, queue type, source, dest, variable codes, queue-name base)."""
+        key = (plan.n, plan.per_row, tuple(plan.sub_ns.tolist()), tuple(plan.sub_bytes.tolist()))
+        shape = self.shape_ids.get(key)
+        if shape is None:
+            shape = self.shape_ids[key] = len(self.shapes)
+            self.shapes.append(plan)
+        return (shape, plan.n, self._code("qtype", plan.queue_type), self._code("mem", plan.src_mem),
+                self._code("mem", plan.dst_mem), self._code("var", plan.variable),
+                self._queue_code(self.core, plan.group))
 
     def _code(self, kind: str, value: str) -> int:
         codes = self.codes[kind]

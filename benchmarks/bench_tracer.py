@@ -1,0 +1,114 @@
+"""Benchmark the simulated NeuronCore: simulated instructions per second, tracing overhead, trace size.
+
+For each kernel, runs ``--no-trace`` and traced recordings in alternating pairs (so the machine's noise hits both
+alike) and reports the medians: instructions/s without tracing, the traced/untraced wall-time ratio, DMA packets
+per instruction, and bytes per Instruction row on disk.  ``--first-write`` also measures how soon a recording of
+millions of instructions has its first rows on disk.
+
+    .venv/bin/python benchmarks/bench_tracer.py --pairs 5
+    .venv/bin/python benchmarks/bench_tracer.py --first-write
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from tracer import TraceReader
+from tracer.sim import run_kernel
+
+CASES = [
+    ("matmul_rowload", {"M": 4096, "N": 4096, "K": 4096}, "trn2"),
+    ("matmul_naive", {"M": 4096, "N": 4096, "K": 2048}, "trn2"),
+    ("attention", {"seq": 4096, "head_dim": 128}, "trn2"),
+    ("mlp", {"layers": 24, "d_model": 512, "d_ff": 2048, "tokens": 512}, "trn1"),
+    ("softmax", {"rows": 32768, "cols": 1024}, "trn1"),
+]
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def bench_case(kernel: str, params: dict, arch: str, pairs: int, tmp: Path) -> dict:
+    plain, traced, ratios = [], [], []
+    result = None
+    size = rows = 0
+    for i in range(pairs):
+        order = (False, True) if i % 2 == 0 else (True, False)
+        times = {}
+        for trace in order:
+            path = tmp / f"{kernel}.trace"
+            if path.exists():
+                shutil.rmtree(path)
+            t0 = time.perf_counter()
+            result = run_kernel(kernel, params, arch=arch, trace_path=path if trace else None)
+            times[trace] = time.perf_counter() - t0
+            if trace:
+                size = (path / "Instruction.arrows").stat().st_size
+                rows = TraceReader(path).num_rows("Instruction")
+                total_size = sum(f.stat().st_size for f in path.iterdir())
+        plain.append(times[False])
+        traced.append(times[True])
+        ratios.append(times[True] / times[False])
+    assert result is not None
+    n = result.instructions
+    return {
+        "kernel": kernel, "arch": arch, "params": params, "instructions": n,
+        "packets_per_instruction": round(result.dma_packets / n, 1),
+        "instr_per_s_no_trace": round(n / statistics.median(plain)),
+        "instr_per_s_traced": round(n / statistics.median(traced)),
+        "overhead_median": round(statistics.median(ratios) - 1, 4),
+        "overhead_min": round(min(ratios) - 1, 4), "overhead_max": round(max(ratios) - 1, 4),
+        "instruction_bytes_per_row": round(size / rows, 2), "trace_mb": round(total_size / 1e6, 2),
+        "pairs": pairs,
+    }
+
+
+def first_write(tmp: Path) -> dict:
+    """Seconds until a multi-million-instruction recording has its first Instruction batch on disk."""
+    out = tmp / "huge.trace"
+    params = ["-p", "M=16384", "-p", "N=16384", "-p", "K=16384"]
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "profiler", "record", "matmul_rowload", *params, "-o", str(out),
+                             "-q"], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    inst = out / "Instruction.arrows"
+    while not (inst.exists() and inst.stat().st_size > 4096):
+        if proc.poll() is not None:
+            raise RuntimeError("recording ended early")
+        time.sleep(0.01)
+    elapsed = time.perf_counter() - t0
+    time.sleep(2.0)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    rows = TraceReader(out).num_rows("Instruction")
+    return {"first_batch_on_disk_s": round(elapsed, 2), "rows_on_disk_after_2s_more": rows,
+            "kernel": "matmul_rowload M=N=K=16384 (~8.5 M instructions)"}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pairs", type=int, default=5, help="paired runs per kernel (default 5)")
+    parser.add_argument("--kernels", nargs="*", help="only these kernels")
+    parser.add_argument("--first-write", action="store_true", help="measure time to the first rows on disk")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        if args.first_write:
+            print(json.dumps(first_write(tmp)))
+            return 0
+        for kernel, params, arch in CASES:
+            if args.kernels and kernel not in args.kernels:
+                continue
+            print(json.dumps(bench_case(kernel, params, arch, args.pairs, tmp)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -321,6 +321,20 @@ DMA_TENSORS = pa.schema([
     pa.field(DISTINCT_BYTES, pa.int64()),             # null when the trace does not say which region moved
     pa.field(RELOAD_FACTOR, pa.float64()),
 ])
+#: Keys of :func:`profiler.analyses.dma.dma_efficiency`.
+EFF_PACKETS = "packets"
+EFF_BYTES = "bytes"
+EFF_MEAN_BYTES = "mean_bytes"
+EFF_SMALL_PACKETS = "small_packets"
+EFF_SMALL_BYTES_FRACTION = "small_bytes_fraction"
+EFF_ACTIVE_NS = "dma_active_ns"
+EFF_THROUGHPUT_GBPS = "throughput_gbps"
+EFF_PEAK_GBPS = "peak_gbps"
+EFF_HISTOGRAM = "histogram"
+EFF_QUEUES = "queues"
+EFF_TENSORS = "tensors"
+EFF_SMALL_REGIONS = "small_regions"
+
 SMALL_DMA_REGIONS = pa.schema([
     pa.field(START_NS, pa.int64(), nullable=False),
     pa.field(END_NS, pa.int64(), nullable=False),

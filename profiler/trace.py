@@ -69,6 +69,8 @@ class Trace:
 
     # -- plumbing ------------------------------------------------------------------------------------------
     def _cursor(self) -> duckdb.DuckDBPyConnection:
+        if self._con is None:
+            raise QueryError(f"{self.db_path}: the trace is closed")
         cur = getattr(self._local, "cursor", None)
         if cur is None:
             with self._lock:

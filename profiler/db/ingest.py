@@ -146,6 +146,7 @@ class _Builder:
         self.registry = TrackRegistry()
         self.created: set[str] = set()
         self.needs_sort: set[str] = set()
+        self.stream_error: BaseException | None = None
 
     def convert(self, name: str, spec: TrackKeySpec | None, batch: pa.RecordBatch) -> pa.RecordBatch:
         if spec is None:
@@ -167,6 +168,13 @@ class _Builder:
         schema = converted_first.schema
 
         def converted() -> Iterator[pa.RecordBatch]:
+            try:
+                yield from convert_rest()
+            except BaseException as exc:  # DuckDB wraps errors of the stream; keep the original to re-raise
+                self.stream_error = exc
+                raise
+
+        def convert_rest() -> Iterator[pa.RecordBatch]:
             yield converted_first
             iterator = iter(batches)
             next(iterator)  # the first batch, already converted
@@ -182,15 +190,23 @@ class _Builder:
                 yield cb
 
         reader = pa.RecordBatchReader.from_batches(schema, converted())
+        self.stream_error = None
         with registered(self.con, reader) as view:
             select = f"SELECT {_select_list(schema)} FROM {view}"
-            if target in self.created:
-                self.con.execute(f"INSERT INTO {quote(target)} BY NAME {select}")
-                self.needs_sort.add(target)
-            else:
-                order = _sort_key(target, spec)
-                self.con.execute(f"CREATE TABLE {quote(target)} AS {select}{' ORDER BY ' + order if order else ''}")
-                self.created.add(target)
+            try:
+                if target in self.created:
+                    self.con.execute(f"INSERT INTO {quote(target)} BY NAME {select}")
+                    self.needs_sort.add(target)
+                else:
+                    order = _sort_key(target, spec)
+                    self.con.execute(f"CREATE TABLE {quote(target)} AS {select}"
+                                     f"{' ORDER BY ' + order if order else ''}")
+                    self.created.add(target)
+            except duckdb.Error as exc:
+                if self.stream_error is not None:
+                    raise self.stream_error from None
+                raise TraceFormatError(f"{self.source.path}: cannot store table {name}: "
+                                       f"{' '.join(str(exc).split())[:300]}") from None
 
     def finish_tables(self) -> None:
         for name in STANDARD_TABLES:

@@ -1,0 +1,189 @@
+"""User SQL is read-only and sandboxed (hostile SQL, timeouts); summary, event, search and flows are exact."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import profiler
+from profiler.cli import main
+from tracer import schema as ts
+from tracer import write_trace
+
+# Two Tensor instructions overlapping by 5 ns, one Vector instruction, DMA packets overlapping on two queues.
+INSTRUCTIONS = {
+    ts.ID: [1, 2, 3, 4], ts.START_TS: [0, 10, 40, 100], ts.END_TS: [15, 30, 60, 110],
+    ts.DURATION_NS: [15, 20, 20, 10], ts.ENGINE: ["Tensor", "Tensor", "Vector", "Tensor"],
+    ts.OPCODE: ["MATMUL", "MATMUL", "ACTIVATE", "MATMUL"], ts.OPERANDS: ["a", "b", "c", "d"],
+    ts.PC: [0, 1, 0, 2], ts.PCORE_IDX: [0, 0, 0, 0], ts.RAW_FLOPS: [1000, 2000, 0, 4000],
+    ts.ADJUSTED_FLOPS: [1000, 2000, 0, 4000], ts.TENSOR_INSTRUCTION_TYPE: ["REGULAR", "TRANSPOSE", None, "REGULAR"],
+    ts.HLO_NAME: ["dot.1", "dot.1", "exp.2", "dot.9"], ts.LAYER: ["mlp", "mlp", "attn", "mlp"],
+    ts.NKI_SOURCE_LOCATION: ["k.py:3", "k.py:3", "k.py:7", "k.py:12"],
+}
+PACKETS = {
+    ts.ID: [10, 11, 12], ts.START_TS: [0, 5, 50], ts.END_TS: [20, 25, 70], ts.DURATION_NS: [20, 20, 20],
+    ts.QUEUE_NAME: ["q0", "q1", "q0"], ts.READ_BYTES: [100, 100, 100], ts.WRITE_BYTES: [100, 100, 100],
+    ts.TRANSFER_BYTES: [1000, 2000, 500], ts.PCORE_IDX: [0, 0, 0], ts.VARIABLE: ["w", "x", None],
+}
+FLOWS = {ts.IN_ID: [2, 4], ts.OUT_ID: [1, 2], ts.IN_TABLE: ["Instruction", "Instruction"],
+         ts.OUT_TABLE: ["Instruction", "Instruction"], ts.DEPENDENCY_TYPE: ["flow", "anti"], ts.GAP_TIME: [-5, 70]}
+META = {"arch": "trn2", "tensor_engine_num_rows": 128, "tensor_engine_num_cols": 128, "tensor_engine_clock_freq": 2.0}
+
+
+@pytest.fixture(scope="module")
+def trace(tmp_path_factory):
+    path = tmp_path_factory.mktemp("api") / "k.trace"
+    write_trace(path, {"Instruction": INSTRUCTIONS, "DmaPacket": PACKETS, "Flow": FLOWS}, metadata=META)
+    with profiler.open(path) as t:
+        yield t
+
+
+HOSTILE = [
+    "COPY Instruction TO '/tmp/trnprof_stolen.csv'",
+    "SELECT * FROM read_csv('/etc/passwd')",
+    "SELECT * FROM read_text('/etc/passwd')",
+    "ATTACH '/tmp/trnprof_other.duckdb' AS other",
+    "INSTALL httpfs",
+    "LOAD httpfs",
+    "SET enable_external_access = true",
+    "SET lock_configuration = false",
+    "CREATE TABLE evil AS SELECT 1",
+    "INSERT INTO Instruction (id) VALUES (99)",
+    "DROP TABLE Instruction",
+    "UPDATE track SET name = 'x'",
+    "SELECT * FROM no_such_table",
+    "SELEC 1",
+]
+
+
+@pytest.mark.parametrize("query", HOSTILE)
+def test_hostile_sql_is_refused_in_one_line(trace, query):
+    with pytest.raises(profiler.QueryError) as info:
+        trace.sql(query)
+    assert "\n" not in str(info.value)
+    assert trace.sql("SELECT count(*) FROM Instruction").fetchall() == [(4,)]
+
+
+def test_a_query_that_runs_forever_times_out(trace):
+    with pytest.raises(profiler.QueryError, match="timed out"):
+        trace.sql("SELECT count(*) FROM range(10000000000000) a, range(10) b", timeout_s=0.3)
+    assert trace.sql("SELECT 42").fetchall() == [(42,)]
+
+
+def test_sql_returns_a_relation(trace):
+    rel = trace.sql("SELECT opcode, count(*) AS n FROM Instruction GROUP BY ALL ORDER BY n DESC")
+    assert rel.fetchall() == [("MATMUL", 3), ("ACTIVATE", 1)]
+    assert rel.to_arrow_table().column_names == ["opcode", "n"]
+
+
+def test_summary_is_exact(trace):
+    s = trace.summary()
+    assert s["total_time_ns"] == 110
+    assert s["engines"]["Tensor"] == {"active_time_ns": 40, "utilization_pct": round(100 * 40 / 110, 4),
+                                      "instruction_count": 3}
+    assert s["engines"]["Vector"]["active_time_ns"] == 20
+    peak_per_ns = 2 * 128 * 128 * 2.0
+    assert s["hfu_pct"] == round(100 * 7000 / (peak_per_ns * 110), 4)
+    assert s["mfu_pct"] == round(100 * 5000 / (peak_per_ns * 110), 4)    # the transpose is not model work
+    assert s["dma"] == {"active_time_ns": 45, "transfer_bytes": 3500, "throughput_gbps": round(3500 / 45, 4)}
+    part = trace.summary(12, 55)
+    assert part["total_time_ns"] == 43
+    assert part["engines"]["Tensor"]["active_time_ns"] == 18      # [12, 30)
+    assert part["engines"]["Tensor"]["instruction_count"] == 0
+    assert part["dma"]["active_time_ns"] == 13 + 5                # [12, 25) and [50, 55)
+    assert set(s) == {"total_time_ns", "engines", "hfu_pct", "mfu_pct", "dma"}
+
+
+def test_event_search_and_flows(trace):
+    row = trace.event("Instruction", 3)
+    assert row["opcode"] == "ACTIVATE" and row["hlo_name"] == "exp.2" and row["start_ts"] == 40
+    with pytest.raises(profiler.QueryError, match="no row with id 77"):
+        trace.event("Instruction", 77)
+    with pytest.raises(profiler.QueryError, match="no table"):
+        trace.event("Nope; DROP TABLE x", 1)
+    hits = trace.search("K.PY:3")
+    assert hits.column("id").to_pylist() == [1, 2]
+    assert set(hits.column("matched_field").to_pylist()) == {"nki_source_location"}
+    assert trace.search("w", limit=10).column("table_name").to_pylist() == ["DmaPacket"]
+    assert trace.search("dot", limit=1).num_rows == 1
+    pred, succ = trace.flows("Instruction", 2)
+    assert pred.to_pylist()[0] | {"track_id": None} == {
+        "table_name": "Instruction", "id": 1, "track_id": None, "start_ts": 0, "end_ts": 15, "name": "MATMUL",
+        "dependency_type": "flow", "gap_time": -5}
+    assert succ.column("id").to_pylist() == [4] and succ.column("dependency_type").to_pylist() == ["anti"]
+    tracks = trace.tracks()
+    tensor = next(r["track_id"] for r in tracks.to_pylist() if r["name"] == "Tensor")
+    assert pred.column("track_id").to_pylist() == [tensor]
+
+
+def test_tracks_and_time_range(trace):
+    rows = trace.tracks().to_pylist()
+    assert [(r["kind"], r["name"], r["event_count"]) for r in rows] == [
+        ("engine", "Tensor", 3), ("engine", "Vector", 1), ("dma_queue", "q0", 2), ("dma_queue", "q1", 1)]
+    assert trace.time_range == (0, 110)
+    dma = next(r for r in rows if r["name"] == "q0")
+    assert dma["overlapping"] is False and dma["max_dur_ns"] == 20
+
+
+def test_trace_is_usable_from_threads_and_closes_idempotently(tmp_path):
+    import threading
+
+    path = write_trace(tmp_path / "t.trace", {"Instruction": INSTRUCTIONS})
+    t = profiler.open(path)
+    results = []
+
+    def work():
+        results.append(t.window(0, 120, 10).buckets.num_rows + t.window(0, 120, 1000).events.num_rows)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert results == [results[0]] * 4 and results[0] > 0
+    t.close()
+    t.close()
+    with pytest.raises(profiler.QueryError, match="closed"):
+        threading.Thread(target=lambda: t.window(0, 10, 10)).run()
+
+
+def test_cli_ingest_summary_sql_synth(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("TRNPROF_CACHE_DIR", str(tmp_path / "cache"))
+    out = tmp_path / "s.trace"
+    assert main(["synth", "--events", "5000", "--tracks", "7", "--seed", "1", "-o", str(out)]) == 0
+    assert main(["synth", "--events", "5000", "-o", str(out)]) == 2          # exists, no --force
+    db = tmp_path / "s.duckdb"
+    assert main(["ingest", str(out), "-o", str(db), "--quiet"]) == 0
+    assert main(["ingest", str(out), "-o", str(db), "--quiet"]) == 2         # exists, no --force
+    assert main(["ingest", str(out), "-o", str(db), "--quiet", "--force"]) == 0
+    capsys.readouterr()
+    assert main(["summary", str(db), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert set(summary) == {"total_time_ns", "engines", "hfu_pct", "mfu_pct", "dma"}
+    assert sum(e["instruction_count"] for e in summary["engines"].values()) + 0 > 0
+    assert main(["sql", str(db), "SELECT kind, count(*) AS n FROM track GROUP BY ALL ORDER BY kind",
+                 "--format", "csv"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["kind,n", "dma_queue,2", "engine,5", "span,1"]
+    assert main(["sql", str(db), "SELECT 1 AS a", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out) == [{"a": 1}]
+    assert main(["sql", str(db), "SELECT name FROM track ORDER BY sort_order LIMIT 2"]) == 0
+    assert capsys.readouterr().out.splitlines()[2:4] == ["Tensor", "Vector"]
+    assert main(["sql", str(db), "COPY track TO '/tmp/x.csv'"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("trnprof: error: not allowed") and err.count("\n") == 1
+    assert main(["sql", str(out), "SELECT count(*) AS n FROM Instruction", "--format", "json"]) == 0
+    n_inst = json.loads(capsys.readouterr().out)[0]["n"]
+    assert 0 < n_inst < 5000
+    assert main(["summary", str(tmp_path / "missing")]) == 2
+    assert "no such file" in capsys.readouterr().err
+    assert main(["synth", "--events", "0", "-o", str(tmp_path / "z")]) == 2
+
+
+def test_window_events_carry_lanes_for_overlapping_tracks(trace):
+    w = trace.window(0, 110, 1000)
+    dma = w.events.filter(np.isin(np.asarray(w.events.column("id")), [10, 11, 12]))
+    assert dma.column("depth").to_pylist() == [0, 0, 0]        # one packet per queue at a time here
+    names = dict(zip(dma.column("id").to_pylist(), dma.column("name").to_pylist(), strict=True))
+    assert names == {10: "w", 11: "x", 12: "q0"}

@@ -71,6 +71,7 @@ class Emitter:
         self.core = core
         self.writer = writer
         self.n_templates = 0
+        self._arrays: dict[str, np.ndarray] = {}
         self.attrs = {name: _Interned() for name in _STR_ATTRS}
         self.t_engine: list[int] = []
         self.t_stream: list[int] = []
@@ -147,7 +148,17 @@ class Emitter:
                 self.t_hbm_num.append((code, ncols, nrows, ncols_view, bcast))
             for name in _STR_ATTRS:
                 self.attrs[name].add(getattr(tpl, name))
+        if n > self.n_templates:
+            self._arrays = {}
         self.n_templates = max(self.n_templates, n)
+
+    def _arr(self, name: str) -> np.ndarray:
+        """Template attribute ``name`` as an int64 array indexed by template id (cached until templates grow)."""
+        arr = self._arrays.get(name)
+        if arr is None:
+            src = self.attrs[name].by_template if name in self.attrs else getattr(self, name)
+            arr = self._arrays[name] = np.asarray(src, np.int64)
+        return arr
 
     # -- one chunk -------------------------------------------------------------------------------------------
     def emit(self, chunk: Chunk) -> None:
@@ -167,8 +178,8 @@ class Emitter:
         ids = np.arange(ch.first_id, ch.first_id + n, dtype=np.int64)
         start, end, tid = _i64(ch.start), _i64(ch.end), _i64(ch.tid)
         wait, aux = _i64(ch.wait), _i64(ch.aux)
-        eng = np.asarray(self.t_engine, np.int64)[tid]
-        stream = np.asarray(self.t_stream, np.int64)[tid]
+        eng = self._arr('t_engine')[tid]
+        stream = self._arr('t_stream')[tid]
         pcs = np.empty(n, np.int64)
         for e in range(len(ENGINE_NAMES)):
             m = eng == e
@@ -194,13 +205,13 @@ class Emitter:
                           (schema.HLO_NAME, "hlo"), ("scalar_activation_fn", "act_fn"),
                           ("performance_mode", "perf_mode"), (schema.TENSOR_INSTRUCTION_TYPE, "tensor_type")):
             it = self.attrs[attr]
-            cols[col] = _dict_column(np.asarray(it.by_template, np.int64)[tid], it.values)
-        tb = np.asarray(self.t_bytes, np.int64)[tid]
+            cols[col] = _dict_column(self._arr(attr)[tid], it.values)
+        tb = self._arr('t_bytes')[tid]
         for i, col in enumerate(_BYTE_COLS):
             v = tb[:, i]
             cols[col] = pa.array(v, mask=v <= 0)
-        for col, src in ((schema.RAW_FLOPS, self.t_flops_raw), (schema.ADJUSTED_FLOPS, self.t_flops_adj)):
-            v = np.asarray(src, np.int64)[tid]
+        for col, src in ((schema.RAW_FLOPS, "t_flops_raw"), (schema.ADJUSTED_FLOPS, "t_flops_adj")):
+            v = self._arr(src)[tid]
             cols[col] = pa.array(v, mask=v < 0)
         cols[schema.OPERANDS] = self._operands(ch, n, tid, aux)
         self.writer.append(schema.INSTRUCTION.name, cols)
@@ -230,9 +241,9 @@ class Emitter:
 
     def _operands(self, ch: Chunk, n: int, tid: np.ndarray, aux: np.ndarray) -> pa.Array:
         pre_it = self.attrs["text_pre"]
-        pre = pa.array(pre_it.values).take(pa.array(np.asarray(pre_it.by_template)[tid]))
+        pre = pa.array(pre_it.values).take(pa.array(self._arr('text_pre')[tid]))
         post_it = self.attrs["text_post"]
-        post = pa.array(post_it.values).take(pa.array(np.asarray(post_it.by_template)[tid]))
+        post = pa.array(post_it.values).take(pa.array(self._arr('text_post')[tid]))
         # semaphore waits, from the Flow edges (appended in consumer order)
         if len(ch.f_in):
             f_in = _i64(ch.f_in) - ch.first_id
@@ -245,7 +256,7 @@ class Emitter:
         else:
             waits = pa.array([""] * n)
         # dynamic HBM slice text of DMA triggers: name[r0:r1,c0:c1], from the offset in ``aux``
-        hbm = np.asarray(self.t_hbm_num, np.int64)[tid]  # per row: name code, tensor columns, rows, cols, bcast
+        hbm = self._arr('t_hbm_num')[tid]  # per row: name code, tensor columns, rows, cols, bcast
         has = (aux >= 0) & (hbm[:, 0] >= 0)
         if has.any():
             ncols = np.where(has, hbm[:, 1], 1)
@@ -272,7 +283,7 @@ class Emitter:
         nq = core.cm.dma_queues
         qstart = _i64(ch.x_qstart).reshape(nx, nq)
         first = int(x_pkt[0])
-        attrs = np.asarray(self.t_dma, np.int64)[x_tid]  # per transfer: shape, n, qtype, src, dst, var, queue base
+        attrs = self._arr('t_dma')[x_tid]  # per transfer: shape, n, qtype, src, dst, var, queue base
         total = int(x_pkt[-1] + attrs[-1, 1]) - first
         out = {k: np.empty(total, np.int64) for k in ("start", "dur", "bytes", "queue", "agg", "pidx", "qname",
                                                     "qtype", "src", "dst", "var")}

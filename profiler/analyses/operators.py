@@ -47,7 +47,7 @@ def _union_sql(keys: list[str], where: str) -> str:
 def time_by(trace: Trace, by: str = "operator", start_ns: int | None = None, end_ns: int | None = None,
             core: int | None = None) -> pa.Table:
     """Per-group statistics of the instructions starting in the window (:func:`profiler.analyses.schema.
-    group_schema`), longest ``time_ns`` first.
+    group_schema`), largest ``busy_ns`` first.
 
     Args:
         trace: the trace.
@@ -107,7 +107,7 @@ def _time_by(trace: Trace, by: str, scope: Scope) -> pa.Table:
         rs.SHARE: pc.divide(pc.cast(time_ns, pa.float64()), float(scope.length_ns)),
     })
     out = pa.table(columns).cast(rs.group_schema(by))
-    return out.sort_by([(rs.TIME_NS, "descending"), (rs.START_NS, "ascending")])
+    return out.sort_by([(rs.BUSY_NS, "descending"), (rs.START_NS, "ascending")])
 
 
 def operator_table(trace: Trace, start_ns: int | None = None, end_ns: int | None = None,

@@ -1,0 +1,206 @@
+"""Recommendations: rule-based, ranked advice, each citing the numbers that triggered it.
+
+The rules follow Neuron Explorer's summary-page triggers and the performance-bounds gaps:
+
+==================  =================================================================  ===========================
+rule                fires when                                                         time at stake
+==================  =================================================================  ===========================
+``low_mfu``         model FLOPs / (Tensor peak x total time) < 50%                     total - ideal useful compute
+``low_active_flops`` hardware FLOPs / (Tensor peak x Tensor active time) < 50%         Tensor under-utilisation gap
+``transposes``      transpose FLOPs > 10% of hardware FLOPs                            transpose gap
+``spill_reloads``   spill reload bytes > 25% of HBM read bytes                         reload bytes at DMA peak
+``small_dma``       packets under 2 KiB carry > 25% of DMA bytes, and DMA efficiency   DMA inefficiency gap
+                    (ideal / active DMA time) < 90%
+``reloads``         excess traffic > 20% of the ideal memory bound                     excess-traffic gap
+``bottleneck_idle`` the bottleneck engine is idle > 10% of the time                    serialisation gap
+==================  =================================================================  ===========================
+
+Recommendations are ranked by the time at stake, largest first; ``speedup`` is the bounds' bottleneck-aware speedup
+of removing that overhead (where one applies).  Thresholds are module constants.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pyarrow as pa
+
+from profiler.analyses import schema as rs
+from profiler.analyses.bounds import performance_bounds
+from profiler.analyses.dma import SMALL_BYTES, dma_efficiency
+from profiler.analyses.idle_gaps import idle_gaps
+from profiler.analyses.inputs import INSTRUCTION, Scope, fetch, q, resolve_scope
+from profiler.analyses.waits import wait_summary
+from profiler.trace import Trace
+
+MFU_MIN = 0.5
+ACTIVE_FLOPS_MIN = 0.5
+TRANSPOSE_MAX = 0.10
+SPILL_RELOAD_MAX = 0.25
+SMALL_DMA_BYTES_MAX = 0.25
+DMA_EFFICIENCY_MIN = 0.9
+RELOAD_GAP_MAX = 0.20
+BOTTLENECK_IDLE_MAX = 0.10
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def _us(ns: float) -> str:
+    return f"{ns / 1e3:,.1f} us"
+
+
+def _rec(rule: str, title: str, message: str, *, evidence: dict[str, Any], impact_ns: float,
+         speedup: float | None) -> dict[str, Any]:
+    return {rs.RULE: rule, rs.TITLE: title, rs.MESSAGE: message,
+            rs.EVIDENCE: json.dumps(evidence, sort_keys=True, default=float),
+            rs.IMPACT_NS: max(0.0, float(impact_ns)), rs.SPEEDUP: speedup}
+
+
+def _flop_rules(b: dict[str, Any]) -> list[dict[str, Any]]:
+    out = []
+    inputs = b[rs.INPUTS]
+    peak = inputs[rs.TE_PEAK_FLOPS]
+    hw = inputs[rs.HW_FLOPS]
+    total = b[rs.TOTAL_TIME_NS]
+    if not peak or not hw or not total:
+        return out
+    useful = hw - inputs[rs.TRANSPOSE_FLOPS]
+    mfu = useful / (peak * total * 1e-9)
+    ideal_useful = b[rs.COMPUTE_BOUND_IDEAL_USEFUL_NS] or 0.0
+    if mfu < MFU_MIN:
+        out.append(_rec(
+            "low_mfu", "Low model FLOPs utilisation",
+            f"Model FLOPs utilisation is {_pct(mfu)} (below {_pct(MFU_MIN)}): {useful / total / 1e3:,.1f} of "
+            f"{peak / 1e12:,.1f} TFLOPS over {_us(total)}. The bottleneck is {b[rs.BOTTLENECK]} "
+            f"({_us(b[rs.PERFECT_PIPELINE_NS])} active); work on it first.",
+            evidence={"mfu": mfu, "model_flops": useful, "te_peak_flops_per_s": peak, "total_time_ns": total,
+                      "bottleneck": b[rs.BOTTLENECK]},
+            impact_ns=total - ideal_useful, speedup=b[rs.SPEEDUPS].get(rs.COMPUTE_BOUND_IDEAL_USEFUL_NS)))
+    active = b[rs.COMPUTE_BOUND_NS]
+    if active:
+        active_flops = hw / (peak * active * 1e-9)
+        if active_flops < ACTIVE_FLOPS_MIN:
+            out.append(_rec(
+                "low_active_flops", "Tensor engine under-utilised while busy",
+                f"While active ({_us(active)}), the Tensor engine reaches {_pct(active_flops)} of its peak (below "
+                f"{_pct(ACTIVE_FLOPS_MIN)}): use full 128x128 stationary tiles and 512-column moving tiles, and keep "
+                "matmuls back to back so the clock throttle does not restart.",
+                evidence={"active_flops_fraction": active_flops, "hw_flops": hw, "compute_bound_ns": active},
+                impact_ns=b[rs.TENSOR_UNDERUSE_GAP_NS] or 0.0, speedup=b[rs.SPEEDUPS].get(rs.COMPUTE_BOUND_IDEAL_NS)))
+    transposes = inputs[rs.TRANSPOSE_FLOPS] / hw
+    if transposes > TRANSPOSE_MAX:
+        out.append(_rec(
+            "transposes", "Transposes on the Tensor engine",
+            f"Transposes are {_pct(transposes)} of the Tensor engine's FLOPs (above {_pct(TRANSPOSE_MAX)}): store "
+            "operands in the layout the matmul needs, or transpose with DMA.",
+            evidence={"transpose_fraction": transposes, "transpose_flops": inputs[rs.TRANSPOSE_FLOPS], "hw_flops": hw},
+            impact_ns=b[rs.TRANSPOSE_GAP_NS] or 0.0, speedup=b[rs.SPEEDUPS].get(rs.COMPUTE_BOUND_IDEAL_USEFUL_NS)))
+    return out
+
+
+def _spill_rule(trace: Trace, scope: Scope, b: dict[str, Any]) -> list[dict[str, Any]]:
+    row = fetch(trace, f"SELECT coalesce(sum({q(rs.T_SPILL_RELOAD_BYTES)}), 0)::BIGINT AS spill, "
+                       f"coalesce(sum({q(rs.T_HBM_READ_BYTES)}), 0)::BIGINT AS hbm FROM {INSTRUCTION} "
+                       f"WHERE {scope.starts_sql()}").to_pylist()[0]
+    spill, hbm = int(row["spill"]), int(row["hbm"])
+    if not hbm or spill / hbm <= SPILL_RELOAD_MAX:
+        return []
+    peak = b[rs.INPUTS][rs.DMA_BW_PEAK]
+    return [_rec(
+        "spill_reloads", "SBUF spills reloaded from HBM",
+        f"Spill reloads are {_pct(spill / hbm)} of HBM reads ({spill:,} of {hbm:,} bytes, above "
+        f"{_pct(SPILL_RELOAD_MAX)}): keep the working set within SBUF (smaller tiles, fewer live tensors).",
+        evidence={"spill_reload_bytes": spill, "hbm_read_bytes": hbm},
+        impact_ns=spill / peak * 1e9 if peak else 0.0, speedup=None)]
+
+
+def _dma_rules(b: dict[str, Any], eff: dict[str, Any]) -> list[dict[str, Any]]:
+    out = []
+    memory = b[rs.MEMORY_BOUND_NS]
+    ideal = b[rs.MEMORY_BOUND_IDEAL_NS]
+    small_share = eff[rs.EFF_SMALL_BYTES_FRACTION]
+    efficiency = ideal / memory if ideal is not None and memory else None
+    if small_share is not None and small_share > SMALL_DMA_BYTES_MAX and efficiency is not None \
+            and efficiency < DMA_EFFICIENCY_MIN:
+        out.append(_rec(
+            "small_dma", "Small DMA transfers",
+            f"{_pct(small_share)} of DMA bytes move in packets under {SMALL_BYTES:,} bytes (mean "
+            f"{eff[rs.EFF_MEAN_BYTES]:,.0f} B); DMA runs at {_pct(efficiency)} of its peak rate while active "
+            f"({eff[rs.EFF_THROUGHPUT_GBPS]:,.1f} of {eff[rs.EFF_PEAK_GBPS] or 0:,.1f} GB/s). Load whole rows: at "
+            f"least {SMALL_BYTES:,} contiguous bytes per partition, 4 KiB to saturate.",
+            evidence={"small_bytes_fraction": small_share, "mean_packet_bytes": eff[rs.EFF_MEAN_BYTES],
+                      "dma_efficiency": efficiency, "throughput_gbps": eff[rs.EFF_THROUGHPUT_GBPS]},
+            impact_ns=b[rs.DMA_INEFFICIENCY_GAP_NS] or 0.0, speedup=b[rs.SPEEDUPS].get(rs.MEMORY_BOUND_IDEAL_NS)))
+    gap = b[rs.EXCESS_TRAFFIC_GAP_NS]
+    if gap is not None and ideal and gap / ideal > RELOAD_GAP_MAX:
+        tensors = [t for t in eff[rs.EFF_TENSORS].to_pylist() if t[rs.RELOAD_FACTOR]]
+        tensors.sort(key=lambda t: -(t[rs.LOADED_BYTES] - (t[rs.DISTINCT_BYTES] or 0)))
+        worst = ", ".join(f"{t[rs.VARIABLE]} {t[rs.RELOAD_FACTOR]:.1f}x" for t in tensors[:3]
+                          if t[rs.RELOAD_FACTOR] > 1.0)
+        necessary = b[rs.INPUTS][rs.NECESSARY_BYTES]
+        out.append(_rec(
+            "reloads", "Data loaded more than once",
+            f"The kernel moves {b[rs.INPUTS][rs.DMA_TRANSFER_BYTES]:,} bytes where {necessary:,} would do "
+            f"({_us(gap)} of DMA time at peak){'; reloaded: ' + worst if worst else ''}. Keep reused tiles "
+            "resident in SBUF (blocking) so each is loaded once.",
+            evidence={"dma_transfer_bytes": b[rs.INPUTS][rs.DMA_TRANSFER_BYTES], "necessary_bytes": necessary,
+                      "reload_factors": {t[rs.VARIABLE]: t[rs.RELOAD_FACTOR] for t in tensors[:5]}},
+            impact_ns=gap, speedup=b[rs.SPEEDUPS].get(rs.MEMORY_BOUND_NO_RELOADS_NS)))
+    return out
+
+
+def _cause_text(gap: dict[str, Any]) -> str:
+    cause = gap[rs.CAUSE]
+    if cause == rs.CAUSE_END:
+        return "after its last instruction"
+    if cause == rs.CAUSE_NO_WAIT:
+        return "with nothing issued to it"
+    if cause == rs.CAUSE_TRIGGER:
+        return f"waiting for transfers triggered by {gap[rs.CAUSE_RESOURCE] or 'an unknown instruction'}"
+    return f"waiting on {gap[rs.CAUSE_RESOURCE] or 'an unresolved semaphore'}"
+
+
+def _bottleneck_rule(trace: Trace, scope: Scope, b: dict[str, Any]) -> list[dict[str, Any]]:
+    total = b[rs.TOTAL_TIME_NS]
+    engine = b[rs.BOTTLENECK]
+    idle = total - b[rs.PERFECT_PIPELINE_NS]
+    if not total or idle / total <= BOTTLENECK_IDLE_MAX:
+        return []
+    gaps = idle_gaps(trace, scope.start_ns, scope.end_ns, scope.core, engines=[engine])
+    causes: dict[str, int] = {}
+    for g in gaps.to_pylist():
+        what = _cause_text(g)
+        causes[what] = causes.get(what, 0) + g[rs.DUR_NS]
+    top = sorted(causes.items(), key=lambda kv: -kv[1])[:3]
+    longest = gaps.slice(0, 1).to_pylist()
+    waits = wait_summary(trace, scope.start_ns, scope.end_ns, scope.core, queue_groups=True).to_pylist()
+    waits = [w for w in waits if w[rs.ENGINE] == engine][:1] if engine != rs.DMA else []
+    detail = "; ".join(f"{_us(ns)} {what}" for what, ns in top)
+    wait_text = (f" {engine} spent {_pct(waits[0][rs.FRACTION])} of the time waiting on {waits[0][rs.WAITED_ON]}."
+                 if waits else "")
+    long_text = (f" Longest gap: {_us(longest[0][rs.DUR_NS])} at {longest[0][rs.START_NS]:,} ns."
+                 if longest else "")
+    return [_rec(
+        "bottleneck_idle", f"Bottleneck {engine} is idle",
+        f"The bottleneck, {engine}, is idle {_pct(idle / total)} of the time ({_us(idle)}; {detail}).{wait_text}"
+        f"{long_text} Overlap its inputs with its work (prefetch, double-buffer) so it never waits.",
+        evidence={"bottleneck": engine, "idle_ns": idle, "total_time_ns": total, "idle_by_cause_ns": dict(top),
+                  "gaps": gaps.num_rows},
+        impact_ns=b[rs.SERIALIZATION_GAP_NS] or 0.0, speedup=b[rs.SPEEDUPS].get(rs.PERFECT_PIPELINE_NS))]
+
+
+def recommendations(trace: Trace, start_ns: int | None = None, end_ns: int | None = None,
+                    core: int | None = None) -> pa.Table:
+    """Ranked recommendations for the window (:data:`~profiler.analyses.schema.RECOMMENDATIONS`), most time at stake
+    first; empty when no rule fires."""
+    b = performance_bounds(trace, start_ns, end_ns, core)
+    scope = resolve_scope(trace, b[rs.START_NS], b[rs.END_NS], core)
+    eff = dma_efficiency(trace, scope.start_ns, scope.end_ns, core)
+    recs = [*_flop_rules(b), *_spill_rule(trace, scope, b), *_dma_rules(b, eff), *_bottleneck_rule(trace, scope, b)]
+    recs.sort(key=lambda r: (-r[rs.IMPACT_NS], r[rs.RULE]))
+    for rank, r in enumerate(recs, start=1):
+        r[rs.RANK] = rank
+    return pa.Table.from_pylist(recs, schema=rs.RECOMMENDATIONS)

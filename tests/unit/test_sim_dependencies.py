@@ -133,7 +133,7 @@ def test_checker_catches_a_broken_trace(tmp_path):
 F = 256
 GRAIN = 64
 ops_strategy = st.lists(st.tuples(
-    st.sampled_from(["load", "store", "vector", "gpsimd", "act", "copy_sb", "matmul"]),
+    st.sampled_from(["load", "store", "vector", "gpsimd", "act", "copy_sb", "matmul", "spill", "reload"]),
     st.integers(0, 2), st.integers(0, 2), st.integers(0, 2),
     st.integers(0, F // GRAIN - 1), st.integers(1, F // GRAIN),
 ), min_size=1, max_size=24)
@@ -146,13 +146,16 @@ def _random_kernel(ops):
     def kern(nc):
         x = nc.input("x", (128, 4 * F), "bf16")
         y = nc.output("y", (128, 4 * F), "bf16")
+        scratch = nc.scratch("scratch", (128, F), "bf16")
         tiles = [nc.sbuf_tile((128, F), "bf16", name=f"t{i}") for i in range(3)]
         ps = nc.psum_tile((128, 128), "fp32", name="ps")
         for i, t in enumerate(tiles):
             nc.memset(t, float(i))
             accesses.append((1, [], [(f"t{i}", 0, F)]))
         col = 0
+        spilled = False
         for kind, a, b, c, lo, width in ops:
+            spilled = spilled or kind == "spill"
             f0 = lo * GRAIN
             f1 = min(F, f0 + width * GRAIN)
             ta, tb, tc = tiles[a], tiles[b], tiles[c]
@@ -172,6 +175,14 @@ def _random_kernel(ops):
             elif kind == "copy_sb":
                 nc.dma_copy(ta[:, f0:f1], tb[:, f0:f1])
                 accesses.append((1, [(f"t{b}", f0, f1)], [(f"t{a}", f0, f1)]))
+            elif kind == "spill":  # HBM dependencies are tracked per tensor
+                nc.dma_copy(scratch[:, f0:f1], ta[:, f0:f1], engine="Scalar" if b else "Sync")
+                accesses.append((1, [(f"t{a}", f0, f1)], [("scratch", 0, F)]))
+            elif kind == "reload":
+                if not spilled:
+                    continue
+                nc.dma_copy(ta[:, f0:f1], scratch[:, f0:f1], engine="GpSimd" if b else "Sync")
+                accesses.append((1, [("scratch", 0, F)], [(f"t{a}", f0, f1)]))
             else:  # matmul into PSUM, then copy back into a tile
                 nc.matmul(ps, ta[:, 0:128], tb[:, 0:128], accumulate=False)
                 accesses.append((1, [(f"t{a}", 0, 128)], []))                      # LDWEIGHTS
@@ -183,7 +194,7 @@ def _random_kernel(ops):
     return kern, accesses
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=ops_strategy, arch=st.sampled_from(["trn1", "trn2"]))
 def test_random_programs_against_brute_force_oracle(tmp_path_factory, ops, arch):
     kern, accesses = _random_kernel(ops)
@@ -209,17 +220,19 @@ def test_random_programs_against_brute_force_oracle(tmp_path_factory, ops, arch)
         for name, f0, f1 in writes:
             by_region[name].append((i, f0, f1, True))
     checked = 0
-    for items in by_region.values():
+    for name, items in by_region.items():
         for a in range(len(items)):
             i, a0, a1, aw = items[a]
             for b in range(a + 1, len(items)):
                 j, b0, b1, bw = items[b]
                 if j == i or not (aw or bw) or not (a0 < b1 and b0 < a1):
                     continue
+                if name == "scratch" and aw and bw:
+                    continue  # two DMA writes to one HBM tensor are not ordered (docs/cost-model.md)
                 first, second = min(i, j), max(i, j)
                 assert start[second] >= done[first], (
                     f"op {second} ({opcodes[second]}) started at {start[second]} before conflicting op {first} "
                     f"({opcodes[first]}) finished at {done[first]}")
                 checked += 1
-    assert checked > 0
+    assert checked > 0 or len(accesses) == 3  # only the initial memsets: nothing conflicts
     check_trace_dependencies(tables)

@@ -29,6 +29,8 @@ from profiler.importers.spill import Spill
 from tracer import schema
 
 KEYS = ("ph", "name", "cat", "ts", "dur", "pid", "tid", "id", "id2", "bp", "s", "args")
+#: Times must stay within +-2**62 ns (the database's limit); events beyond it are skipped as invalid.
+TIME_LIMIT = 2**62
 #: Span rows per emitted batch.
 EMIT_ROWS = 1 << 16
 
@@ -98,6 +100,7 @@ class ChromeTraceBuilder:
             phases = block.strings("ph", unknown).to_pylist()
             self.unknown_phases.update("(none)" if p is None else repr(p) for p in phases)
         ts_ns, ts_ok = decimal_text_to_ns(block.strings("ts"))
+        ts_ok &= np.abs(ts_ns) < TIME_LIMIT
         timed = (cls != UNKNOWN) & (cls != META)
         bad_ts = timed & ~ts_ok
         if bad_ts.any():
@@ -141,7 +144,7 @@ class ChromeTraceBuilder:
             if negative.any():
                 self.problems["X events with a negative dur (made zero-length)"] += int(negative.sum())
                 dur[negative] = 0
-            end[x] = start[x] + dur
+            end[x] = start[x] + np.minimum(dur, TIME_LIMIT - 1 - start[x])
             if len(dur):
                 self.t_max = max(self.t_max or 0, int(end[x].max()))
         end[(c == BEGIN) | (c == ASYNC_BEGIN)] = _PENDING

@@ -305,7 +305,7 @@ def flow_edges(flows: list[tuple[np.ndarray, ...]], registry: Registry, start: n
     at[enc] = enclosing(s_sorted, e_sorted, parent_sorted, seg_lo=lo[enc], seg_hi=hi[enc], t=ts[enc])
     nxt = np.flatnonzero(~binds)
     at[nxt] = next_starting(s_sorted, lo[nxt], hi[nxt], ts[nxt])
-    slice_id = np.where(at >= 0, order[np.maximum(at, 0)], -1)
+    slice_id = np.where(at >= 0, order[np.maximum(at, 0)], -1) if len(order) else np.full(len(ts), -1, np.int64)
     unbound = int((slice_id < 0).sum())
     seq = np.arange(len(ts))
     # At equal times a flow starts before it steps before it ends, whatever the order in the file.

@@ -15,6 +15,7 @@ control characters, backslashes only occur inside strings, and brackets balance.
 
 from __future__ import annotations
 
+import decimal
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -505,23 +506,37 @@ def decimal_text_to_ns(text: pa.Array, scale_digits: int = 3) -> tuple[np.ndarra
     return lo, valid
 
 
+_NUMBER_RE = r"^\s*-?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*$"
+
+
 def _decimal_cast_slow(text: pa.Array, scale_digits: int, valid_in: np.ndarray) -> tuple[pa.Array, np.ndarray]:
     """Decimal cast tolerating bad rows and digits beyond the scale (rounded half to even)."""
-    ok = pc.match_substring_regex(text, r"^\s*-?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*$")
-    ok_np = np.asarray(ok.fill_null(False))
-    cleaned = pc.if_else(ok, pc.utf8_trim_whitespace(text), pa.scalar("0"))
-    wide = pc.cast(cleaned, pa.decimal128(38, 12), safe=False) if scale_digits <= 12 else None
-    if wide is None:
-        raise ValueError("scale too large")
+    ok = np.asarray(pc.match_substring_regex(text, _NUMBER_RE).fill_null(False)) & valid_in
+    ok &= np.asarray(pc.utf8_length(text).fill_null(0)) <= 64
+    cleaned = pc.if_else(pa.array(ok), pc.utf8_trim_whitespace(text), pa.scalar("0"))
     try:
+        wide = pc.cast(cleaned, pa.decimal128(38, 12))
         rounded = pc.round(wide, ndigits=scale_digits, round_mode="half_to_even")
-        dec = pc.cast(rounded, pa.decimal128(38, scale_digits))
-    except pa.ArrowInvalid:
-        values = []
-        for t in cleaned.to_pylist():
-            try:
-                values.append(pc.cast(pa.array([t]), pa.decimal128(38, scale_digits), safe=False)[0].as_py())
-            except pa.ArrowInvalid:
-                values.append(None)
-        dec = pa.array(values, pa.decimal128(38, scale_digits))
-    return dec, valid_in & ok_np
+        return pc.cast(rounded, pa.decimal128(38, scale_digits)), ok
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        pass
+    # Rare: values beyond 26 integer digits or with large exponents.  Exact per value, out-of-range ones invalid.
+    limit = decimal.Decimal(2) ** 63
+    values: list[int | None] = []
+    quantum = decimal.Decimal(1)
+    scale = decimal.Decimal(10) ** scale_digits
+    with decimal.localcontext() as ctx:
+        ctx.prec = 80
+        for t, good in zip(cleaned.to_pylist(), ok.tolist(), strict=True):
+            v = None
+            if good:
+                try:
+                    d = (decimal.Decimal(t) * scale).quantize(quantum, rounding=decimal.ROUND_HALF_EVEN)
+                    v = int(d) if -limit <= d < limit else None
+                except (decimal.InvalidOperation, ValueError):
+                    v = None
+            values.append(v)
+    ok = ok & np.array([v is not None for v in values], np.bool_)
+    as_scaled = pa.array([decimal.Decimal(v).scaleb(-scale_digits) if v is not None else decimal.Decimal(0)
+                          for v in values], pa.decimal128(38, scale_digits))
+    return as_scaled, ok

@@ -181,7 +181,26 @@ class NeuronParquetSource:
             cols[schema.DURATION_NS] = pc.subtract(cols[schema.END_TS], cols[schema.START_TS])
         known = {k: v for k, v in cols.items() if k in spec}
         extra = {k: v for k, v in cols.items() if k not in spec}
-        return table_batch(spec, known, str(f), extra)
+        batch = table_batch(spec, known, str(f), extra)
+        if spec.kind == "interval":
+            batch = self._repair_intervals(batch, f)
+        return batch
+
+    def _repair_intervals(self, batch: pa.RecordBatch, f: Path) -> pa.RecordBatch:
+        """Rows ending before they start are made zero-length (end = start), with one warning per batch."""
+        start, end = batch.column(schema.START_TS), batch.column(schema.END_TS)
+        bad = pc.less(end, start)
+        count = pc.sum(bad).as_py() or 0
+        if not count:
+            return batch
+        warnings.warn(TraceImportWarning(f"{f}: {count:,} rows end before they start; made them zero-length"),
+                      stacklevel=4)
+        fixed_end = pc.if_else(bad, start, end)
+        names = batch.schema.names
+        cols = list(batch.columns)
+        cols[names.index(schema.END_TS)] = fixed_end
+        cols[names.index(schema.DURATION_NS)] = pc.subtract(fixed_end, start)
+        return pa.RecordBatch.from_arrays(cols, schema=batch.schema)
 
     def _metadata_batch(self, row: dict[str, object], version: str | None) -> pa.RecordBatch:
         known: dict[str, object] = {}

@@ -89,6 +89,17 @@ def k_bad_slice(nc):
     nc.dma_copy(t, x[0:128, 0:128])  # BAD
 
 
+def k_bad_tile_slice(nc):
+    t = nc.sbuf_tile((128, 64), "fp32", name="small")
+    nc.memset(t[0:200, :], 1.0)  # BAD
+
+
+def k_bad_view_slice(nc):
+    t = nc.sbuf_tile((128, 64), "fp32", name="small")
+    v = t[:, 0:32]
+    nc.memset(v[:, 16:48], 1.0)  # BAD
+
+
 def k_bad_activation(nc):
     t = nc.sbuf_tile((128, 64), "fp32")
     nc.memset(t, 1.0)
@@ -124,6 +135,8 @@ CASES = [
     (k_dma_psum, r"DMA cannot access PSUM"),
     (k_dma_convert, r"cannot convert fp32 to bf16"),
     (k_bad_slice, r"slice 0:128 out of range for columns of x"),
+    (k_bad_tile_slice, r"slice 0:200 out of range for partitions of small"),
+    (k_bad_view_slice, r"slice 16:48 out of range for free dimension of small"),
     (k_bad_activation, r"unknown activation function 'softplusplus'"),
     (k_gpsimd_psum, r"GpSimd cannot access PSUM"),
     (k_python_error, r"kernel k_python_error raised AttributeError"),

@@ -228,6 +228,7 @@ class Core:
         c = self._cols
         self._a_start, self._a_end, self._a_tid = c["start"].append, c["end"].append, c["tid"].append
         self._a_wait, self._a_aux = c["wait"].append, c["aux"].append
+        self._flow = tuple(c[k].append for k in ("f_in", "f_out", "f_table", "f_dep", "f_gap", "f_stream", "f_value"))
 
     # -- templates and streams ------------------------------------------------------------------------
     def template(self, key: tuple[Any, ...], build: Callable[[], Template]) -> int:
@@ -292,15 +293,15 @@ class Core:
         self._a_aux(aux)
         self.n = idx + 1
         if edges:
-            c = self._cols
+            f_in, f_out, f_table, f_dep, f_gap, f_stream, f_value = self._flow
             for p, dkind in edges:
-                c["f_in"].append(idx)
-                c["f_out"].append(p[4])
-                c["f_table"].append(p[3])
-                c["f_dep"].append(dkind)
-                c["f_gap"].append(start - p[2])
-                c["f_stream"].append(p[0])
-                c["f_value"].append(p[1])
+                f_in(idx)
+                f_out(p[4])
+                f_table(p[3])
+                f_dep(dkind)
+                f_gap(start - p[2])
+                f_stream(p[0])
+                f_value(p[1])
         # busy union
         if start > self.cur_e[eng]:
             self.busy[eng] += self.cur_e[eng] - self.cur_s[eng]

@@ -196,6 +196,33 @@ def _split_key(key: Any, where: str) -> tuple[Any, Any]:
     return key
 
 
+def _fast_bounds(key: Any, rows: int, cols: int) -> tuple[int, int, int, int] | None:
+    """Bounds of ``[a:b, c:d]`` with plain in-range int slices (the common case), else None."""
+    if type(key) is tuple and len(key) == 2:
+        a, b = key
+        if type(a) is slice and type(b) is slice and a.step is None and b.step is None:
+            r0 = 0 if a.start is None else a.start
+            r1 = rows if a.stop is None else a.stop
+            c0 = 0 if b.start is None else b.start
+            c1 = cols if b.stop is None else b.stop
+            if type(r0) is int and type(r1) is int and type(c0) is int and type(c1) is int and \
+                    0 <= r0 < r1 <= rows and 0 <= c0 < c1 <= cols:
+                return r0, r1, c0, c1
+    return None
+
+
+def _subview(tile: Tile, p0: int, p1: int, f0: int, f1: int, key: Any) -> TileView:  # noqa: PLR0917
+    """The view ``key`` of the region [p0:p1, f0:f1] of ``tile`` (errors name the kernel line 3 frames up)."""
+    fast = _fast_bounds(key, p1 - p0, f1 - f0)
+    if fast is not None:
+        return TileView(tile, p0 + fast[0], p0 + fast[1], f0 + fast[2], f0 + fast[3])
+    where = tile.ctx.caller_location(3)
+    pk, fk = _split_key(key, where)
+    a0, a1 = _slice_bounds(pk, p1 - p0, f"partitions of {tile.name}", where)
+    b0, b1 = _slice_bounds(fk, f1 - f0, f"free dimension of {tile.name}", where)
+    return TileView(tile, p0 + a0, p0 + a1, f0 + b0, f0 + b1)
+
+
 class HbmTensor:
     """A 2-D tensor in HBM (device memory): a kernel input, output or scratch buffer.
 
@@ -221,6 +248,9 @@ class HbmTensor:
         return self.shape[0] * self.shape[1] * self.dtype.itemsize
 
     def __getitem__(self, key: Any) -> HbmView:
+        fast = _fast_bounds(key, self.shape[0], self.shape[1])
+        if fast is not None:
+            return HbmView(self, *fast)
         where = self.ctx.caller_location()
         rk, ck = _split_key(key, where)
         r0, r1 = _slice_bounds(rk, self.shape[0], f"rows of {self.name}", where)
@@ -306,11 +336,7 @@ class TileView:
         return self.p0 == 0 and self.f0 == 0 and self.p1 == t.shape[0] and self.f1 == t.shape[1]
 
     def __getitem__(self, key: Any) -> TileView:
-        where = self.tile.ctx.caller_location()
-        pk, fk = _split_key(key, where)
-        p0, p1 = _slice_bounds(pk, self.p1 - self.p0, f"partitions of {self.tile.name}", where)
-        f0, f1 = _slice_bounds(fk, self.f1 - self.f0, f"free dimension of {self.tile.name}", where)
-        return TileView(self.tile, self.p0 + p0, self.p0 + p1, self.f0 + f0, self.f0 + f1)
+        return _subview(self.tile, self.p0, self.p1, self.f0, self.f1, key)
 
     def text(self) -> str:
         """Neuron-style operand text, e.g. ``bf16@SB[0:128]+0x400``."""
@@ -356,7 +382,7 @@ class Tile:
         return self.shape[1] * self.dtype.itemsize
 
     def __getitem__(self, key: Any) -> TileView:
-        return TileView.__getitem__(self, key)  # type: ignore[arg-type]
+        return _subview(self, 0, self.p1, 0, self.f1, key)
 
     def text(self) -> str:
         """Neuron-style operand text, e.g. ``bf16@SB[0:128]+0x400``."""

@@ -28,6 +28,9 @@ ENTRY_POINT_GROUP = "trnprof.commands"
 BUILTIN_COMMAND_MODULES: tuple[str, ...] = (
     "profiler.cli.export", "profiler.cli.info", "profiler.cli.kernels", "profiler.cli.record",
     "profiler.cli.ingest", "profiler.cli.summary", "profiler.cli.sql", "profiler.cli.synth",
+    # analyses (issue 7)
+    "profiler.cli.bounds", "profiler.cli.critical_path", "profiler.cli.diff", "profiler.cli.dma",
+    "profiler.cli.gaps", "profiler.cli.operators", "profiler.cli.recommend", "profiler.cli.waits",
 )
 
 

@@ -1,0 +1,140 @@
+"""Shared plumbing of the analysis commands (bounds, waits, critical-path, gaps, operators, dma, recommend, diff):
+common arguments, opening a trace with progress bars, and printing tables and dicts as text, CSV or JSON."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+import pyarrow as pa
+
+import profiler
+from profiler.cli._progress import ingest_bars
+from profiler.errors import CommandError
+from profiler.trace import Trace
+
+FORMATS = ("table", "csv", "json")
+MAX_CELL = 100
+
+
+def add_trace_argument(parser: argparse.ArgumentParser, name: str = "db", help_text: str | None = None) -> None:
+    """The positional trace argument."""
+    parser.add_argument(name, metavar=name.upper(),
+                        help=help_text or "database, trace directory or importable profile (ingested once, cached)")
+
+
+def add_window_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--start``, ``--end`` (ns) and ``--core``."""
+    parser.add_argument("--start", type=int, metavar="NS", help="window start in ns (default: trace start)")
+    parser.add_argument("--end", type=int, metavar="NS", help="window end in ns, exclusive (default: trace end)")
+    parser.add_argument("--core", type=int, metavar="N", help="physical core (pcore_idx; default: every core)")
+
+
+def add_format_arguments(parser: argparse.ArgumentParser, *, limit: int | None = None) -> None:
+    """``--format`` (and ``--json`` as its shorthand), and ``--limit`` when the command lists rows."""
+    parser.add_argument("--format", choices=FORMATS, default="table", help="output format (default: table)")
+    parser.add_argument("--json", action="store_const", const="json", dest="format", help="same as --format json")
+    if limit is not None:
+        parser.add_argument("--limit", type=int, default=limit, metavar="N",
+                            help=f"show at most N rows (default: {limit}; 0: all)")
+
+
+@contextmanager
+def open_trace(path: str) -> Iterator[Trace]:
+    """``profiler.open(path)`` with ingest progress bars on a terminal; closed on exit."""
+    with ingest_bars() as progress, profiler.open(path, progress=progress) as trace:
+        yield trace
+
+
+def check_limit(limit: int | None) -> int | None:
+    """``--limit`` as a row count (``None``: all)."""
+    if limit is None or limit == 0:
+        return None
+    if limit < 0:
+        raise CommandError(f"--limit must be 0 (all) or positive, not {limit}")
+    return limit
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` with Arrow tables as lists of row dicts and non-finite floats as null."""
+    if isinstance(value, pa.Table):
+        return [jsonable(r) for r in value.to_pylist()]
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def print_json(value: Any) -> None:
+    """Print ``value`` as indented JSON with sorted keys."""
+    print(json.dumps(jsonable(value), indent=2, sort_keys=True, default=str))
+
+
+def format_value(value: Any) -> str:
+    """One cell as text: thousands separators for integers, 4 significant digits for fractions."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return "-"
+        if value != 0 and (abs(value) >= 1e15 or abs(value) < 1e-3):
+            return f"{value:.4g}"
+        if abs(value) >= 1000:
+            return f"{value:,.0f}"
+        return f"{value:.4g}"
+    text = str(value)
+    return text if len(text) <= MAX_CELL else text[: MAX_CELL - 1] + "…"
+
+
+def format_table(table: pa.Table) -> str:
+    """An aligned text table (numbers right-aligned)."""
+    names = table.column_names
+    numeric = [pa.types.is_integer(f.type) or pa.types.is_floating(f.type) for f in table.schema]
+    rows = [[format_value(v) for v in row.values()] for row in table.to_pylist()]
+    widths = [max([len(n)] + [len(r[i]) for r in rows]) for i, n in enumerate(names)]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(c.rjust(w) if num else c.ljust(w)
+                         for c, w, num in zip(cells, widths, numeric, strict=True)).rstrip()
+
+    out = [line(names), "  ".join("-" * w for w in widths)]
+    out += [line(r) for r in rows]
+    return "\n".join(out)
+
+
+def print_table(table: pa.Table, fmt: str, limit: int | None = None, *, title: str | None = None) -> None:
+    """Print ``table`` (its first ``limit`` rows) as text, CSV or JSON."""
+    shown = table if limit is None else table.slice(0, limit)
+    if fmt == "json":
+        print_json(shown)
+    elif fmt == "csv":
+        writer = csv.writer(sys.stdout, lineterminator="\n")
+        writer.writerow(shown.column_names)
+        for row in shown.to_pylist():
+            writer.writerow(["" if v is None else v for v in row.values()])
+    else:
+        if title:
+            print(title)
+        print(format_table(shown))
+        if shown.num_rows < table.num_rows:
+            print(f"({shown.num_rows} of {table.num_rows} rows; --limit 0 shows all)")
+        elif table.num_rows == 0:
+            print("(no rows)")
+
+
+def window_text(start_ns: int, end_ns: int) -> str:
+    """``[start, end) ns (length us)`` for headers."""
+    return f"[{start_ns:,}, {end_ns:,}) ns ({(end_ns - start_ns) / 1e3:,.3f} us)"

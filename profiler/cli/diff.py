@@ -1,0 +1,77 @@
+"""``trnprof diff``: compare two traces — total time, per-engine active time, bounds, per-identity time deltas."""
+
+from __future__ import annotations
+
+import argparse
+from contextlib import ExitStack
+from typing import Any
+
+from profiler.analyses import schema as rs
+from profiler.analyses.diff import diff
+from profiler.cli._analysis import add_trace_argument, check_limit, open_trace, print_json, print_table
+from profiler.errors import CommandError
+
+
+def _speed(metric: dict[str, Any]) -> str:
+    ratio = metric[rs.RATIO]
+    if ratio is None or ratio == 0:
+        return ""
+    return f" ({1 / ratio:.2f}x faster)" if ratio < 1 else (f" ({ratio:.2f}x slower)" if ratio > 1 else " (same)")
+
+
+def _describe(side: dict[str, Any]) -> str:
+    extra = f", --set {', '.join(side['overridden'])}" if side.get("overridden") else ""
+    kernel = f" ({side['profile_name']}{extra})" if side.get("profile_name") else extra
+    return f"{side['path']}{kernel}"
+
+
+class DiffCommand:
+    """Compare trace B with trace A: total time, per-engine active time, the performance bounds, and time per
+    operator, opcode and kernel source line aligned by identity (full outer join).  Deltas are B - A.
+
+    The what-if workflow: record a kernel twice, once with a changed hardware constant
+    (`trnprof record KERNEL --set dma_bandwidth_gbps=736 -o b.trace`), then `trnprof diff a.trace b.trace`.
+    """
+
+    name = "diff"
+    help = "compare two traces (B relative to A)"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        add_trace_argument(parser, "a", "the baseline trace (database, trace directory or importable profile)")
+        add_trace_argument(parser, "b", "the trace compared with it")
+        parser.add_argument("--by", choices=tuple(rs.GROUP_KEYS), action="append",
+                            help="per-identity tables to show (repeatable; default: all three)")
+        parser.add_argument("--core", type=int, metavar="N", help="physical core (default: every core)")
+        parser.add_argument("--limit", type=int, default=15, metavar="N",
+                            help="rows per delta table (default: 15; 0: all)")
+        parser.add_argument("--json", action="store_true", help="print the comparison as JSON")
+
+    def run(self, args: argparse.Namespace) -> int:
+        limit = check_limit(args.limit)
+        by = tuple(dict.fromkeys(args.by)) if args.by else tuple(rs.GROUP_KEYS)
+        with ExitStack() as stack:
+            a = stack.enter_context(open_trace(args.a))
+            b = stack.enter_context(open_trace(args.b))
+            if a.db_path.resolve() == b.db_path.resolve():
+                raise CommandError(f"{args.a} and {args.b} are the same trace; compare two different ones")
+            result = diff(a, b, core=args.core, by=by)
+        if args.json:
+            if limit is not None:
+                result[rs.DIFF_BY] = {g: t.slice(0, limit) for g, t in result[rs.DIFF_BY].items()}
+            print_json(result)
+            return 0
+        traces = result[rs.DIFF_TRACES]
+        total = result[rs.DIFF_TOTAL]
+        print(f"A: {_describe(traces[rs.A])}")
+        print(f"B: {_describe(traces[rs.B])}")
+        print(f"total time: {total[rs.A]:,} -> {total[rs.B]:,} ns, {total[rs.DELTA]:+,} ns{_speed(total)}")
+        neck = result[rs.DIFF_BOTTLENECK]
+        print(f"bottleneck: {neck[rs.A]} -> {neck[rs.B]}")
+        print_table(result[rs.DIFF_ENGINES], "table", title="\nactive time per engine (ns):")
+        print_table(result[rs.DIFF_BOUNDS], "table", title="\nbounds (ns):")
+        for grouping, table in result[rs.DIFF_BY].items():
+            print_table(table, "table", limit, title=f"\ntime per {grouping} (busy ns, largest change first):")
+        return 0
+
+
+COMMAND = DiffCommand()

@@ -1,0 +1,46 @@
+"""``trnprof gaps``: idle gaps per engine (and of the DMA queues together), longest first, with their causes."""
+
+from __future__ import annotations
+
+import argparse
+
+from profiler.analyses.idle_gaps import idle_gaps
+from profiler.cli._analysis import (
+    add_format_arguments,
+    add_trace_argument,
+    add_window_arguments,
+    check_limit,
+    open_trace,
+    print_table,
+)
+from profiler.errors import CommandError
+
+
+class GapsCommand:
+    """Idle gaps: stretches where an engine did nothing, ranked by length, each with its cause — what the
+    engine's next instruction waited for (an instruction on another engine, a DMA queue), or that nothing had been
+    issued to it, or that its work had ended.  DMA stands for all DMA queues together."""
+
+    name = "gaps"
+    help = "idle gaps per engine, longest first, with their causes"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        add_trace_argument(parser)
+        add_window_arguments(parser)
+        parser.add_argument("--engine", action="append", metavar="NAME",
+                            help="engine to look at (repeatable: Tensor, Vector, Scalar, GpSimd, Sync, DMA; "
+                                 "default: all that worked)")
+        parser.add_argument("--min-ns", type=int, default=0, metavar="NS", help="leave out shorter gaps")
+        add_format_arguments(parser, limit=20)
+
+    def run(self, args: argparse.Namespace) -> int:
+        limit = check_limit(args.limit)
+        if args.min_ns < 0:
+            raise CommandError(f"--min-ns must be non-negative, not {args.min_ns}")
+        with open_trace(args.db) as trace:
+            table = idle_gaps(trace, args.start, args.end, args.core, engines=args.engine, min_ns=args.min_ns)
+        print_table(table, args.format, limit)
+        return 0
+
+
+COMMAND = GapsCommand()

@@ -1,0 +1,50 @@
+"""``trnprof recommend``: ranked, rule-based recommendations, each citing the numbers that triggered it."""
+
+from __future__ import annotations
+
+import argparse
+import textwrap
+
+from profiler.analyses import schema as rs
+from profiler.analyses.recommendations import recommendations
+from profiler.cli._analysis import (
+    add_format_arguments,
+    add_trace_argument,
+    add_window_arguments,
+    check_limit,
+    open_trace,
+    print_table,
+)
+
+
+class RecommendCommand:
+    """Recommendations ranked by the time at stake: low model or active FLOPs, transposes, spill reloads, small
+    DMA transfers, data loaded more than once, a bottleneck engine left idle.  See docs/analyses.md for the rules
+    and thresholds."""
+
+    name = "recommend"
+    help = "ranked recommendations, each citing its numbers"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        add_trace_argument(parser)
+        add_window_arguments(parser)
+        add_format_arguments(parser, limit=10)
+
+    def run(self, args: argparse.Namespace) -> int:
+        limit = check_limit(args.limit)
+        with open_trace(args.db) as trace:
+            recs = recommendations(trace, args.start, args.end, args.core)
+        if args.format != "table":
+            print_table(recs, args.format, limit)
+            return 0
+        if recs.num_rows == 0:
+            print("no recommendation: no rule fired (see docs/analyses.md for the thresholds)")
+            return 0
+        for r in recs.slice(0, limit).to_pylist():
+            speedup = f", up to {r[rs.SPEEDUP]:.2f}x" if r[rs.SPEEDUP] else ""
+            print(f"{r[rs.RANK]}. {r[rs.TITLE]} [{r[rs.RULE]}; {r[rs.IMPACT_NS] / 1e3:,.1f} us at stake{speedup}]")
+            print(textwrap.indent(textwrap.fill(r[rs.MESSAGE], 100), "   "))
+        return 0
+
+
+COMMAND = RecommendCommand()

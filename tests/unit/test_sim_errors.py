@@ -200,6 +200,8 @@ def test_user_kernel_files(tmp_path):
         load_file_kernel(f"{good}:triple")
     with pytest.raises(ConfigError, match="no such kernel file"):
         load_file_kernel(f"{tmp_path}/missing.py:f")
+    with pytest.raises(ConfigError, match="expected path/to/file.py:function"):
+        resolve_kernel(str(good))
     broken = tmp_path / "broken.py"
     broken.write_text("x = 1\nraise RuntimeError('boom')\n")
     with pytest.raises(ConfigError, match=r"broken.py:2: importing the kernel file failed: RuntimeError: boom"):

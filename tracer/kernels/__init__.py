@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
+import os
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -143,8 +144,8 @@ def load_file_kernel(target: str) -> KernelSpec:
     """The kernel ``function`` defined in ``path/to/file.py`` (``target = "path/to/file.py:function"``)."""
     path_text, _, func = target.rpartition(":")
     path = Path(path_text)
-    if not path_text or not func:
-        raise ConfigError(f"{target}: expected path/to/file.py:function")
+    if not path_text or not func or func.endswith(".py"):
+        raise ConfigError(f"{target}: expected path/to/file.py:function (the kernel function after a colon)")
     if not path.is_file():
         raise ConfigError(f"{path}: no such kernel file")
     mod_name = f"trnprof_user_kernel_{abs(hash(str(path.resolve())))}"
@@ -177,7 +178,7 @@ def resolve_kernel(kernel_ref: str | Callable[..., Any] | KernelSpec) -> KernelS
         return kernel_ref
     if callable(kernel_ref):
         return spec_of(kernel_ref)
-    if ":" in kernel_ref and (kernel_ref.endswith(".py") is False):
+    if ":" in kernel_ref or kernel_ref.endswith(".py") or "/" in kernel_ref or os.sep in kernel_ref:
         return load_file_kernel(kernel_ref)
     return builtin(kernel_ref)
 

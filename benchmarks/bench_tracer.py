@@ -27,11 +27,11 @@ from tracer import TraceReader
 from tracer.sim import run_kernel
 
 CASES = [
-    ("matmul_rowload", {"M": 4096, "N": 4096, "K": 4096}, "trn2"),
-    ("matmul_naive", {"M": 4096, "N": 4096, "K": 2048}, "trn2"),
-    ("attention", {"seq": 4096, "head_dim": 128}, "trn2"),
-    ("mlp", {"layers": 24, "d_model": 512, "d_ff": 2048, "tokens": 512}, "trn1"),
-    ("softmax", {"rows": 32768, "cols": 1024}, "trn1"),
+    ("matmul_rowload", {"M": 8192, "N": 8192, "K": 4096}, "trn2"),
+    ("matmul_naive", {"M": 4096, "N": 4096, "K": 4096}, "trn2"),
+    ("attention", {"seq": 8192, "head_dim": 128}, "trn2"),
+    ("mlp", {"layers": 96, "d_model": 512, "d_ff": 2048, "tokens": 512}, "trn1"),
+    ("softmax", {"rows": 131072, "cols": 1024}, "trn1"),
 ]
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -74,7 +74,7 @@ def bench_case(kernel: str, params: dict, arch: str, pairs: int, tmp: Path) -> d
 def first_write(tmp: Path) -> dict:
     """Seconds until a multi-million-instruction recording has its first Instruction batch on disk."""
     out = tmp / "huge.trace"
-    params = ["-p", "M=16384", "-p", "N=16384", "-p", "K=16384"]
+    params = ["-p", "M=32768", "-p", "N=32768", "-p", "K=4096"]
     t0 = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "profiler", "record", "matmul_rowload", *params, "-o", str(out),
                              "-q"], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
@@ -89,7 +89,7 @@ def first_write(tmp: Path) -> dict:
     proc.wait()
     rows = TraceReader(out).num_rows("Instruction")
     return {"first_batch_on_disk_s": round(elapsed, 2), "rows_on_disk_after_2s_more": rows,
-            "kernel": "matmul_rowload M=N=K=16384 (~8.5 M instructions)"}
+            "kernel": "matmul_rowload M=N=32768 K=4096 (~4.3 M instructions)"}
 
 
 def main() -> int:

@@ -34,6 +34,10 @@ def matmul_rowload(nc: Any, *, M: int = 1024, N: int = 1024, K: int = 1024, bloc
     a_bytes = kt * bw * itemsize
     panel_bytes = kt * row_n * itemsize
     double_buffer_a = 2 * a_bytes + 2 * panel_bytes + 8 * tile_n * itemsize <= nc.cm.sbuf_partition_bytes
+    need = a_bytes + 2 * panel_bytes + 8 * tile_n * itemsize
+    require(need <= nc.cm.sbuf_partition_bytes, "matmul_rowload",
+            f"K={K} with row_n={row_n} needs {need:,} B per partition of SBUF (an A block and two B panels of "
+            f"{panel_bytes:,} B) but {nc.cm.arch} has {nc.cm.sbuf_partition_bytes:,}; lower row_n or K")
 
     def load(src: Any, k: int, col: int, width: int, name: str) -> Any:
         t = nc.sbuf_tile((TILE_K, width), dtype, name=name)

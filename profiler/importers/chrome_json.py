@@ -29,7 +29,13 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from profiler.importers.json_stream import DEFAULT_BLOCK_BYTES, JsonArrayStream, read_head, top_level_keys
+from profiler.importers.json_stream import (
+    DEFAULT_BLOCK_BYTES,
+    JsonArrayStream,
+    prefetched,
+    read_head,
+    top_level_keys,
+)
 from profiler.sources import ProgressCallback
 
 FORMAT_NAME = "chrome-json"
@@ -65,12 +71,12 @@ class ChromeJsonSource:
         return self.path.stat().st_size
 
     def read(self, progress: ProgressCallback | None = None) -> Iterator[tuple[str, pa.RecordBatch]]:
-        from profiler.importers.chrome_build import ChromeTraceBuilder
+        from profiler.importers.chrome_build import KEYS, ChromeTraceBuilder
 
         stream = JsonArrayStream(self.path, "traceEvents", accept_array_root=True, block_bytes=self.block_bytes,
                                  what="event")
         with ChromeTraceBuilder(self.path, spill_dir=self.spill_dir) as builder:
-            for block in stream.blocks(progress):
+            for block in prefetched(stream.blocks(progress), lambda b: b.members(KEYS)):
                 builder.add(block)
             yield from builder.finish(complete=stream.fault is None)
 

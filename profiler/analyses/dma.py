@@ -9,8 +9,9 @@ Over the DMA packets starting in the window:
   loaded / distinct (1 = every byte loaded once; null when the trace does not say which region moved);
 * :func:`small_transfer_regions` — stretches where packets under ``small_bytes`` (default 2 KiB per partition row,
   where a DMA falls below ~90% of its peak rate) take most of the DMA time, like Neuron Explorer's
-  "Small DMA transfers" band: the window is cut into buckets, a bucket is flagged when small packets take more
-  than ``min_fraction`` of its packet time, and adjacent flagged buckets merge into one region.
+  "Small DMA transfers" band: packets are binned by start time into buckets, a bucket is flagged when small
+  packets take more than ``min_fraction`` of its packets' time, and adjacent flagged buckets merge into one region
+  spanning their packets (first start to last end).
 
 :func:`dma_efficiency` returns all four plus headline numbers.
 """
@@ -25,6 +26,7 @@ import pyarrow as pa
 from profiler.analyses import hbm_regions, intervals
 from profiler.analyses import schema as rs
 from profiler.analyses.inputs import DMA_PACKET, Scope, column, dma_intervals, fetch, hardware, q, resolve_scope
+from profiler.errors import QueryError
 from profiler.trace import Trace
 from tracer import schema as ts
 
@@ -145,48 +147,43 @@ def small_transfer_regions(trace: Trace, start_ns: int | None = None, end_ns: in
 
 def _small_regions(trace: Trace, scope: Scope, small_bytes: int, bucket_ns: int | None,
                    min_fraction: float) -> pa.Table:
-    width = int(bucket_ns) if bucket_ns else max(1, -(-scope.length_ns // REGION_BUCKETS))
-    if width <= 0:
-        raise ValueError("bucket_ns must be positive")
+    if bucket_ns is not None and (isinstance(bucket_ns, bool) or not isinstance(bucket_ns, int) or bucket_ns <= 0):
+        raise QueryError(f"bucket_ns must be a positive number of nanoseconds, not {bucket_ns!r}")
+    width = bucket_ns or max(1, -(-scope.length_ns // REGION_BUCKETS))
     small = f"coalesce({q(ts.TRANSFER_BYTES)}, 0) < {int(small_bytes)}"
     rows = fetch(trace, f"""
         SELECT ({q(ts.START_TS)} - {int(scope.start_ns)}) // {width} AS k, count(*) AS n,
                count(*) FILTER (WHERE {small}) AS n_small, sum({q(ts.DURATION_NS)})::BIGINT AS d,
                coalesce(sum({q(ts.DURATION_NS)}) FILTER (WHERE {small}), 0)::BIGINT AS d_small,
-               coalesce(sum({q(ts.TRANSFER_BYTES)}), 0)::BIGINT AS b
-        FROM {DMA_PACKET} WHERE {scope.starts_sql()} GROUP BY k""")
+               coalesce(sum({q(ts.TRANSFER_BYTES)}), 0)::BIGINT AS b,
+               min({q(ts.START_TS)}) AS s, max({q(ts.END_TS)}) AS e
+        FROM {DMA_PACKET} WHERE {scope.starts_sql()} GROUP BY k ORDER BY k""")
     if rows.num_rows == 0:
         return rs.SMALL_DMA_REGIONS.empty_table()
-    nb = -(-scope.length_ns // width)
     k_of = column(rows, "k")
-
-    def dense(name: str) -> np.ndarray:
-        out = np.zeros(nb, np.int64)
-        out[k_of] = column(rows, name)
-        return out
-
-    time_all, time_small = dense("d"), dense("d_small")
-    count_all, count_small, bytes_all = dense("n"), dense("n_small"), dense("b")
+    n, n_small = column(rows, "n"), column(rows, "n_small")
+    d, d_small, nbytes = column(rows, "d"), column(rows, "d_small"), column(rows, "b")
+    s, e = column(rows, "s"), column(rows, "e")
     with np.errstate(divide="ignore", invalid="ignore"):
-        frac = np.where(time_all > 0, time_small / time_all, 0.0)
-    flagged = (frac > min_fraction) & (count_small > 0)
+        frac = np.where(d > 0, d_small / np.maximum(d, 1), 0.0)
+    flagged = (frac > min_fraction) & (n_small > 0)
+    # runs of flagged buckets that are adjacent (k, k+1, ...) form one region spanning their packets
     out = []
-    k = 0
-    while k < nb:
-        if not flagged[k]:
-            k += 1
+    i = 0
+    while i < len(k_of):
+        if not flagged[i]:
+            i += 1
             continue
-        j = k
-        while j + 1 < nb and flagged[j + 1]:
+        j = i
+        while j + 1 < len(k_of) and flagged[j + 1] and k_of[j + 1] == k_of[j] + 1:
             j += 1
-        sl = slice(k, j + 1)
-        packets = int(count_all[sl].sum())
-        out.append({rs.START_NS: scope.start_ns + k * width,
-                    rs.END_NS: min(scope.end_ns, scope.start_ns + (j + 1) * width),
-                    rs.PACKETS: packets, rs.SMALL_PACKETS: int(count_small[sl].sum()),
-                    rs.SMALL_FRACTION: float(time_small[sl].sum() / max(time_all[sl].sum(), 1)),
-                    rs.MEAN_BYTES: float(bytes_all[sl].sum() / max(packets, 1))})
-        k = j + 1
+        sl = slice(i, j + 1)
+        packets = int(n[sl].sum())
+        out.append({rs.START_NS: int(s[sl].min()), rs.END_NS: int(e[sl].max()),
+                    rs.PACKETS: packets, rs.SMALL_PACKETS: int(n_small[sl].sum()),
+                    rs.SMALL_FRACTION: float(d_small[sl].sum() / max(int(d[sl].sum()), 1)),
+                    rs.MEAN_BYTES: float(nbytes[sl].sum() / max(packets, 1))})
+        i = j + 1
     return pa.Table.from_pylist(out, schema=rs.SMALL_DMA_REGIONS)
 
 

@@ -8,7 +8,8 @@ Nodes:
 
 Edges ``u -> v`` mean "``v`` could not start before ``u`` ended", listed in this order of preference:
 
-* ``flow`` / ``anti`` / ``output``: the ``Flow`` table (semaphore waits);
+* ``flow`` / ``anti`` / ``output``: the ``Flow`` table (semaphore waits); a Flow edge from an instruction to a
+  DMA packet is labelled ``trigger``;
 * ``trigger``: the instruction that started a DMA transfer, to each segment of the transfer
   (see :mod:`profiler.analyses.dma_transfers`);
 * ``stream``: the previous instruction of the same in-order stream (``timeline_track``, else engine) and of the
@@ -139,6 +140,8 @@ def build_graph(trace: Trace, scope: Scope) -> EventGraph:
         u = ends("ot", "oid", "oagg", "oq")
         v = ends("it", "iid", "iagg", "iq")
         dep = np.asarray(flow.column("dep").to_pylist(), dtype=object)
+        # an instruction -> DMA packet edge is the instruction triggering the transfer
+        dep[(u >= 0) & (u < ni) & (v >= ni)] = rs.EDGE_TRIGGER
         ok = (u >= 0) & (v >= 0) & (u != v)
         edges.append((u[ok], v[ok], dep[ok]))
 

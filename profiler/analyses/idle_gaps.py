@@ -21,7 +21,17 @@ import pyarrow as pa
 from profiler.analyses import intervals
 from profiler.analyses import schema as rs
 from profiler.analyses.dma_transfers import FIRST_START, transfers
-from profiler.analyses.inputs import INSTRUCTION, WAIT_OPCODES, Scope, column, dma_intervals, fetch, q, resolve_scope
+from profiler.analyses.inputs import (
+    INSTRUCTION,
+    WAIT_OPCODES,
+    Scope,
+    column,
+    dma_intervals,
+    event_range,
+    fetch,
+    q,
+    resolve_scope,
+)
 from profiler.analyses.waits import binding_predecessors_sql
 from profiler.trace import Trace
 from tracer import schema as ts
@@ -79,8 +89,6 @@ def _engine_gaps(trace: Trace, scope: Scope, rows: pa.Table, engine: str) -> lis
 
 def _dma_gaps(trace: Trace, scope: Scope) -> list[dict[str, object]]:
     starts, ends = dma_intervals(trace, scope)
-    if len(starts) == 0:
-        return []
     gs, ge = intervals.gaps(starts, ends, scope.start_ns, scope.end_ns)
     moved = transfers(trace, scope)
     first = moved.col(FIRST_START)
@@ -123,7 +131,8 @@ def idle_gaps(trace: Trace, start_ns: int | None = None, end_ns: int | None = No
         start_ns: window start (default: the first event).
         end_ns: window end (default: the last event).
         core: physical core (default: every core).
-        engines: engines to look at (default: every engine with instructions in the window, and ``DMA``).
+        engines: engines to look at (default: every engine with instructions in the window, and ``DMA`` when the
+            trace has DMA packets).
         min_ns: leave out gaps shorter than this.
         limit: at most this many gaps (the longest).
 
@@ -135,7 +144,8 @@ def idle_gaps(trace: Trace, start_ns: int | None = None, end_ns: int | None = No
     if engines is None:  # the engines that worked in the window, and DMA
         present = set(rows.column("engine").to_pylist())
         wanted = [e for e in ts.ENGINES if e in present] + sorted(str(e) for e in present - set(ts.ENGINES) - {None})
-        wanted.append(rs.DMA)
+        if event_range(trace, scope.core, dma_only=True) is not None:
+            wanted.append(rs.DMA)
     else:
         wanted = list(engines)
     gaps: list[dict[str, object]] = []

@@ -32,6 +32,7 @@ from profiler.analyses.dma import SMALL_BYTES, dma_efficiency
 from profiler.analyses.idle_gaps import idle_gaps
 from profiler.analyses.inputs import INSTRUCTION, Scope, fetch, q, resolve_scope
 from profiler.analyses.waits import wait_summary
+from profiler.figures.timefmt import format_duration
 from profiler.trace import Trace
 
 MFU_MIN = 0.5
@@ -49,7 +50,7 @@ def _pct(x: float) -> str:
 
 
 def _us(ns: float) -> str:
-    return f"{ns / 1e3:,.1f} us"
+    return format_duration(ns)
 
 
 def _rec(rule: str, title: str, message: str, *, evidence: dict[str, Any], impact_ns: float,
@@ -73,8 +74,8 @@ def _flop_rules(b: dict[str, Any]) -> list[dict[str, Any]]:
     if mfu < MFU_MIN:
         out.append(_rec(
             "low_mfu", "Low model FLOPs utilisation",
-            f"Model FLOPs utilisation is {_pct(mfu)} (below {_pct(MFU_MIN)}): {useful / total / 1e3:,.1f} of "
-            f"{peak / 1e12:,.1f} TFLOPS over {_us(total)}. The bottleneck is {b[rs.BOTTLENECK]} "
+            f"Model FLOPs utilisation is {_pct(mfu)} (below {_pct(MFU_MIN)}): {useful / total / 1e3:.3g} of "
+            f"{peak / 1e12:.3g} TFLOPS over {_us(total)}. The bottleneck is {b[rs.BOTTLENECK]} "
             f"({_us(b[rs.PERFECT_PIPELINE_NS])} active); work on it first.",
             evidence={"mfu": mfu, "model_flops": useful, "te_peak_flops_per_s": peak, "total_time_ns": total,
                       "bottleneck": b[rs.BOTTLENECK]},
@@ -129,7 +130,7 @@ def _dma_rules(b: dict[str, Any], eff: dict[str, Any]) -> list[dict[str, Any]]:
             "small_dma", "Small DMA transfers",
             f"{_pct(small_share)} of DMA bytes move in packets under {SMALL_BYTES:,} bytes (mean "
             f"{eff[rs.EFF_MEAN_BYTES]:,.0f} B); DMA runs at {_pct(efficiency)} of its peak rate while active "
-            f"({eff[rs.EFF_THROUGHPUT_GBPS]:,.1f} of {eff[rs.EFF_PEAK_GBPS] or 0:,.1f} GB/s). Load whole rows: at "
+            f"({eff[rs.EFF_THROUGHPUT_GBPS]:.3g} of {eff[rs.EFF_PEAK_GBPS] or 0:.3g} GB/s). Load whole rows: at "
             f"least {SMALL_BYTES:,} contiguous bytes per partition, 4 KiB to saturate.",
             evidence={"small_bytes_fraction": small_share, "mean_packet_bytes": eff[rs.EFF_MEAN_BYTES],
                       "dma_efficiency": efficiency, "throughput_gbps": eff[rs.EFF_THROUGHPUT_GBPS]},

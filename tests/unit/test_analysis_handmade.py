@@ -1,0 +1,189 @@
+"""Every analysis on the hand-made trace of :mod:`tests.golden.handmade`, against answers worked out by hand."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import profiler
+from profiler.analyses import (
+    bounds_table,
+    critical_path,
+    critical_path_breakdown,
+    dependency_waits,
+    dma_efficiency,
+    idle_gaps,
+    performance_bounds,
+    recommendations,
+    small_transfer_regions,
+    time_by,
+    wait_sentences,
+    wait_summary,
+)
+from profiler.analyses import schema as rs
+from profiler.errors import QueryError
+from tests.golden.handmade import write_handmade
+
+
+@pytest.fixture(scope="module")
+def trace(tmp_path_factory):
+    path = write_handmade(tmp_path_factory.mktemp("handmade") / "hm.trace")
+    with profiler.open(path) as t:
+        yield t
+
+
+def test_bounds_whole_kernel(trace):
+    b = performance_bounds(trace)
+    assert (b[rs.START_NS], b[rs.END_NS]) == (0, 370)  # first DMA start to last DMA end
+    expected = {
+        rs.TOTAL_TIME_NS: 370, rs.MEMORY_BOUND_NS: 115, rs.MEMORY_BOUND_IDEAL_NS: 62.5,
+        rs.MEMORY_BOUND_NO_RELOADS_NS: 37.5, rs.COMPUTE_BOUND_NS: 150, rs.COMPUTE_BOUND_IDEAL_NS: 70,
+        rs.COMPUTE_BOUND_IDEAL_USEFUL_NS: 50, rs.PERFECT_PIPELINE_NS: 150,
+        rs.DMA_IDLE_GAP_NS: 255, rs.DMA_INEFFICIENCY_GAP_NS: 52.5, rs.EXCESS_TRAFFIC_GAP_NS: 25,
+        rs.TENSOR_IDLE_GAP_NS: 220, rs.TENSOR_UNDERUSE_GAP_NS: 80, rs.TRANSPOSE_GAP_NS: 20,
+        rs.SERIALIZATION_GAP_NS: 220,
+    }
+    for key, value in expected.items():
+        assert b[key] == pytest.approx(value), key
+    assert b[rs.BOTTLENECK] == "Tensor"
+    assert b[rs.ENGINE_ACTIVE_NS] == {"Tensor": 150, "Vector": 60, "Scalar": 0, "GpSimd": 10, "Sync": 20, "DMA": 115}
+    inputs = b[rs.INPUTS]
+    # the 4-byte instruction fetch is not transferred data; the reloaded tile counts once in the necessary bytes
+    assert (inputs[rs.DMA_TRANSFER_BYTES], inputs[rs.NECESSARY_BYTES]) == (250, 150)
+    assert (inputs[rs.HW_FLOPS], inputs[rs.TRANSPOSE_FLOPS]) == (70, 20)
+    # bottleneck-aware: removing DMA overheads cannot beat the Tensor engine's 150 ns; compute ones the DMA's 115
+    assert b[rs.SPEEDUPS][rs.MEMORY_BOUND_NO_RELOADS_NS] == pytest.approx(370 / 150)
+    assert b[rs.SPEEDUPS][rs.COMPUTE_BOUND_IDEAL_USEFUL_NS] == pytest.approx(370 / 115)
+    assert b[rs.SPEEDUPS][rs.PERFECT_PIPELINE_NS] == pytest.approx(370 / 150)
+    json.dumps(b)  # JSON-ready as returned
+    table = bounds_table(b)
+    assert table.column(rs.BOUND).to_pylist() == list(rs.BOUND_KEYS)
+    assert table.column(rs.GAP_NS).to_pylist() == pytest.approx([255, 52.5, 25, 220, 80, 20, 220])
+
+
+def test_bounds_window_and_overrides(trace):
+    b = performance_bounds(trace, 80, 230, necessary_bytes=400)
+    assert b[rs.TOTAL_TIME_NS] == 150
+    assert b[rs.COMPUTE_BOUND_NS] == 150 and b[rs.MEMORY_BOUND_NS] == 0  # P1 ends exactly at 80
+    assert b[rs.MEMORY_BOUND_IDEAL_NS] == 0  # no packet starts inside
+    assert b[rs.MEMORY_BOUND_NO_RELOADS_NS] == pytest.approx(100)  # 400 B at 4 B/ns, as given
+    assert b[rs.BOTTLENECK] == "Tensor" and b[rs.SERIALIZATION_GAP_NS] == 0
+
+
+def test_bounds_bad_window(trace):
+    with pytest.raises(QueryError, match="empty window"):
+        performance_bounds(trace, 100, 100)
+    with pytest.raises(QueryError, match="integer"):
+        performance_bounds(trace, "0", 10)
+    with pytest.raises(QueryError, match="no core 3"):
+        performance_bounds(trace, core=3)
+
+
+def test_waits(trace):
+    waits = dependency_waits(trace)
+    assert waits.column(rs.ID).to_pylist() == [2, 4]
+    assert waits.column(rs.WAITED_ON).to_pylist() == ["qSyncIO1", "Tensor"]
+    assert waits.column(rs.WAITED_ON_ID).to_pylist() == [1, 3]
+    assert waits.column(rs.WAIT_NS).to_pylist() == [50, 10]
+    summary = wait_summary(trace)
+    assert summary.to_pylist()[0] == {rs.ENGINE: "Tensor", rs.WAITED_ON_KIND: rs.WAIT_KIND_DMA,
+                                      rs.WAITED_ON: "qSyncIO1", rs.COUNT: 1, rs.WAIT_NS: 50,
+                                      rs.FRACTION: pytest.approx(50 / 370)}
+    assert wait_sentences(summary)[0] == "Tensor spent 13.5% of its time waiting on DMA queue qSyncIO1 (1 waits)"
+    grouped = wait_summary(trace, queue_groups=True)
+    assert grouped.column(rs.WAITED_ON).to_pylist() == ["qSyncIO", "Tensor"]
+    # a window cutting the wait [30, 80) keeps only its inside part
+    assert dependency_waits(trace, 60, 200).column(rs.WAIT_NS).to_pylist() == [20]
+
+
+def test_idle_gaps(trace):
+    gaps = idle_gaps(trace)
+    rows = [(g[rs.ENGINE], g[rs.START_NS], g[rs.END_NS], g[rs.CAUSE], g[rs.CAUSE_RESOURCE], g[rs.CAUSE_ID])
+            for g in gaps.to_pylist()]
+    assert rows == [
+        ("Sync", 20, 370, rs.CAUSE_END, None, None),
+        ("GpSimd", 0, 300, rs.CAUSE_DEPENDENCY, "Vector", 4),
+        ("Vector", 0, 240, rs.CAUSE_DEPENDENCY, "Tensor", 3),
+        ("DMA", 80, 320, rs.CAUSE_TRIGGER, "GpSimd", 5),
+        ("Tensor", 230, 370, rs.CAUSE_END, None, None),
+        ("Tensor", 0, 80, rs.CAUSE_DEPENDENCY, "qSyncIO1", 1),
+        ("Vector", 300, 370, rs.CAUSE_END, None, None),
+        ("GpSimd", 310, 370, rs.CAUSE_END, None, None),
+        ("DMA", 5, 20, rs.CAUSE_TRIGGER, "Sync", 0),
+    ]
+    assert gaps.column(rs.RANK).to_pylist() == list(range(1, 10))
+    only = idle_gaps(trace, engines=["Tensor"], min_ns=100, limit=5)
+    assert [(g[rs.START_NS], g[rs.END_NS]) for g in only.to_pylist()] == [(230, 370)]
+
+
+def test_critical_path(trace):
+    path = critical_path(trace)
+    steps = [(r[rs.TABLE], r[rs.ID], r[rs.EDGE], r[rs.GAP_BEFORE_NS]) for r in path.to_pylist()]
+    assert steps == [("Instruction", 0, rs.EDGE_START, 0), ("Instruction", 1, rs.EDGE_STREAM, 0),
+                     ("DmaPacket", 1, rs.EDGE_TRIGGER, 10), ("Instruction", 2, "flow", 0),
+                     ("Instruction", 3, rs.EDGE_STREAM, 0), ("Instruction", 4, "flow", 10),
+                     ("Instruction", 5, "flow", 0), ("DmaPacket", 2, rs.EDGE_TRIGGER, 10)]
+    assert sum(path.column(rs.DUR_NS).to_pylist()) == 340
+    assert None not in path.column(rs.TRACK_ID).to_pylist()
+    breakdown = {(r[rs.KIND], r[rs.RESOURCE], r[rs.NAME]): r[rs.TOTAL_NS]
+                 for r in critical_path_breakdown(path).to_pylist()}
+    assert breakdown[(rs.NODE_INSTRUCTION, "Tensor", "MATMUL")] == 150
+    assert breakdown[(rs.KIND_GAP, rs.EDGE_TRIGGER, None)] == 20
+    assert breakdown[(rs.KIND_GAP, "flow", None)] == 10
+    assert sum(breakdown.values()) == 370  # durations plus gaps cover the path's span exactly
+    # a window keeps only the events starting in it
+    assert critical_path(trace, 200, 370).column(rs.ID).to_pylist() == [4, 5, 2]
+
+
+def test_operator_and_opcode_tables(trace):
+    ops = {r[rs.OPERATOR]: r for r in time_by(trace, "operator").to_pylist()}
+    mm = ops["mm"]
+    assert (mm[rs.TIME_NS], mm[rs.BUSY_NS], mm[rs.TENSOR_NS], mm[rs.FLOPS], mm[rs.MODEL_FLOPS]) == (150, 150, 150,
+                                                                                                 70, 50)
+    assert mm[rs.MFU] == pytest.approx(50 / 150) and mm[rs.HFU] == pytest.approx(70 / 150)
+    assert ops["load"][rs.HBM_READ_BYTES] == 200 and ops["store"][rs.HBM_WRITE_BYTES] == 50
+    codes = {(r[rs.ENGINE], r[rs.OPCODE]): r[rs.INSTRUCTIONS] for r in time_by(trace, "opcode").to_pylist()}
+    assert codes == {("Sync", "DMA_TRIGGER"): 2, ("Tensor", "MATMUL"): 2, ("Vector", "TENSOR_COPY"): 1,
+                     ("GpSimd", "DMA_TRIGGER"): 1}
+    lines = time_by(trace, "source", 0, 100)
+    assert sorted(lines.column(rs.SOURCE).to_pylist()) == ["k.py:1", "k.py:2", "k.py:3"]
+    with pytest.raises(QueryError, match="group by"):
+        time_by(trace, "layer")
+
+
+def test_dma_efficiency(trace):
+    eff = dma_efficiency(trace)
+    assert (eff[rs.EFF_PACKETS], eff[rs.EFF_BYTES], eff[rs.EFF_ACTIVE_NS]) == (4, 254, 115)
+    hist = [(r[rs.SIZE_LO], r[rs.SIZE_HI], r[rs.PACKETS]) for r in eff[rs.EFF_HISTOGRAM].to_pylist()]
+    assert hist == [(4, 8, 1), (32, 64, 1), (64, 128, 2)]
+    tensors = {r[rs.VARIABLE]: r for r in eff[rs.EFF_TENSORS].to_pylist()}
+    assert (tensors["a"][rs.LOADED_BYTES], tensors["a"][rs.DISTINCT_BYTES], tensors["a"][rs.RELOAD_FACTOR]) == (
+        200, 100, 2.0)
+    assert tensors["c"][rs.STORED_BYTES] == 50
+    queues = {r[rs.QUEUE]: r for r in eff[rs.EFF_QUEUES].to_pylist()}
+    assert queues["qSyncIO0"][rs.THROUGHPUT_GBPS] == pytest.approx(2.0)
+    # 100 ns buckets: [0, 100) holds the fetch and both loads, [300, 400) the store; regions span their packets
+    regions = small_transfer_regions(trace, small_bytes=128, bucket_ns=100)
+    assert [(r[rs.START_NS], r[rs.END_NS], r[rs.SMALL_PACKETS]) for r in regions.to_pylist()] == [(0, 80, 3),
+                                                                                                 (320, 370, 1)]
+    # under 64 B only the fetch (5 of 105 ns in its bucket) and the store are small: only the store's bucket counts
+    regions = small_transfer_regions(trace, small_bytes=64, bucket_ns=100)
+    assert [(r[rs.START_NS], r[rs.END_NS]) for r in regions.to_pylist()] == [(320, 370)]
+    with pytest.raises(QueryError, match="bucket_ns"):
+        small_transfer_regions(trace, bucket_ns=0)
+
+
+def test_recommendations(trace, tmp_path):
+    recs = recommendations(trace)
+    assert recs.column(rs.RULE).to_pylist() == ["low_mfu", "bottleneck_idle", "low_active_flops", "small_dma",
+                                                "reloads", "transposes"]
+    assert recs.column(rs.IMPACT_NS).to_pylist() == pytest.approx([320, 220, 80, 52.5, 25, 20])
+    by_rule = {r[rs.RULE]: r for r in recs.to_pylist()}
+    assert "13.5%" in by_rule["low_mfu"][rs.MESSAGE]
+    assert "a 2.0x" in by_rule["reloads"][rs.MESSAGE]
+    assert json.loads(by_rule["transposes"][rs.EVIDENCE])["transpose_fraction"] == pytest.approx(20 / 70)
+    # spills: 400 B reloaded of 200 B HBM reads is above 25%
+    with profiler.open(write_handmade(tmp_path / "spill.trace", spill_reload_bytes=400)) as spilled:
+        rules = recommendations(spilled).column(rs.RULE).to_pylist()
+    assert "spill_reloads" in rules

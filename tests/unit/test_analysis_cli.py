@@ -1,0 +1,104 @@
+"""The analysis commands, run in-process through ``profiler.cli.main`` on the hand-made trace."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+
+from profiler.analyses import schema as rs
+from profiler.cli import main
+from tests.golden.handmade import write_handmade
+
+ISSUE_KEYS = {"total_time_ns", "memory_bound_ns", "memory_bound_ideal_ns", "memory_bound_no_reloads_ns",
+              "compute_bound_ns", "compute_bound_ideal_ns", "compute_bound_ideal_useful_ns", "perfect_pipeline_ns",
+              "bottleneck"}
+
+
+@pytest.fixture(scope="module")
+def traces(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cli")
+    return str(write_handmade(root / "a.trace")), str(write_handmade(root / "b.trace", spill_reload_bytes=400))
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_bounds_json_has_the_issue_keys_and_the_gaps(traces, capsys):
+    code, out, err = run(capsys, "bounds", traces[0], "--json")
+    assert code == 0 and err == ""
+    data = json.loads(out)
+    assert ISSUE_KEYS | set(rs.GAPS) <= set(data)
+    assert data["bottleneck"] == "Tensor" and data["memory_bound_ideal_ns"] == 62.5
+    code, out, _ = run(capsys, "bounds", traces[0], "--start", "80", "--end", "230", "--json")
+    assert json.loads(out)["total_time_ns"] == 150
+
+
+def test_bounds_text_and_csv(traces, capsys):
+    code, out, _ = run(capsys, "bounds", traces[0])
+    assert code == 0
+    assert "bottleneck: Tensor" in out and "memory_bound_no_reloads_ns" in out and "37.5" in out
+    code, out, _ = run(capsys, "bounds", traces[0], "--csv")
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert [r[rs.BOUND] for r in rows] == list(rs.BOUND_KEYS)
+    assert float(rows[0][rs.GAP_NS]) == 255
+
+
+def test_table_commands(traces, capsys):
+    code, out, _ = run(capsys, "waits", traces[0])
+    assert code == 0 and out.startswith("Tensor spent 13.5% of its time waiting on DMA queue qSyncIO1")
+    code, out, _ = run(capsys, "critical-path", traces[0], "--steps", "--format", "csv")
+    assert [r[rs.ID] for r in csv.DictReader(io.StringIO(out))] == ["0", "1", "1", "2", "3", "4", "5", "2"]
+    code, out, _ = run(capsys, "critical-path", traces[0])
+    assert "critical path: 8 steps" in out and "91.9% of it busy" in out
+    code, out, _ = run(capsys, "gaps", traces[0], "--engine", "Tensor", "--json")
+    assert [(g[rs.START_NS], g[rs.CAUSE]) for g in json.loads(out)] == [(230, rs.CAUSE_END),
+                                                                       (0, rs.CAUSE_DEPENDENCY)]
+    code, out, _ = run(capsys, "operators", traces[0], "--by", "opcode", "--format", "csv", "--limit", "1")
+    assert list(csv.DictReader(io.StringIO(out)))[0][rs.OPCODE] == "MATMUL"
+    code, out, _ = run(capsys, "dma", traces[0], "--section", "tensors", "--format", "csv")
+    assert {r[rs.VARIABLE]: r[rs.RELOAD_FACTOR] for r in csv.DictReader(io.StringIO(out))}["a"] == "2.0"
+    code, out, _ = run(capsys, "dma", traces[0])
+    assert "histogram:" in out and "regions:" in out
+    code, out, _ = run(capsys, "recommend", traces[0])
+    assert out.startswith("1. Low model FLOPs utilisation [low_mfu;")
+    code, out, _ = run(capsys, "recommend", traces[1], "--json")
+    assert "spill_reloads" in [r[rs.RULE] for r in json.loads(out)]
+
+
+def test_diff(traces, capsys):
+    code, out, _ = run(capsys, "diff", traces[0], traces[1], "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert data[rs.DIFF_TOTAL][rs.DELTA] == 0  # the spill variant differs in bytes only
+    assert {m[rs.METRIC] for m in data[rs.DIFF_BOUNDS]} >= ISSUE_KEYS - {"bottleneck"}
+    assert set(data[rs.DIFF_BY]) == set(rs.GROUP_KEYS)
+    code, out, _ = run(capsys, "diff", traces[0], traces[1], "--by", "opcode")
+    assert "total time: 370 -> 370 ns, +0 ns (same)" in out and "time per opcode" in out
+    assert "time per source" not in out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["bounds", "{missing}"], "no such file"),
+    (["bounds", "{a}", "--start", "300", "--end", "100"], "empty window"),
+    (["bounds", "{a}", "--necessary-bytes", "-1"], "--necessary-bytes"),
+    (["bounds", "{a}", "--core", "7"], "no core 7"),
+    (["gaps", "{a}", "--limit", "-2"], "--limit"),
+    (["gaps", "{a}", "--min-ns", "-2"], "--min-ns"),
+    (["dma", "{a}", "--format", "csv"], "--section"),
+    (["dma", "{a}", "--small-bytes", "0"], "--small-bytes"),
+    (["diff", "{a}", "{a}"], "same trace"),
+    (["waits", "{junk}"], "junk"),
+])
+def test_bad_input_is_one_line(traces, tmp_path, capsys, argv, message):
+    junk = tmp_path / "junk.bin"
+    junk.write_bytes(b"\x00not a trace" * 10)
+    argv = [a.format(a=traces[0], missing=tmp_path / "nope.trace", junk=junk) for a in argv]
+    code, out, err = run(capsys, *argv)
+    assert code != 0 and out == ""
+    assert err.startswith("trnprof: error:") and err.count("\n") == 1 and message in err

@@ -1,10 +1,12 @@
 """Ingest: stream any :class:`~profiler.sources.TraceSource` into one DuckDB file, atomically, and build the index.
 
-The build never holds the trace in Python objects: record batches stream from the source straight into DuckDB
-(each table sorted by ``(track_id, start_ts)`` on the way in, so zone maps prune), then the level-of-detail index
-is built one track at a time from that track's columns in numpy.  Everything is written into a temporary file
-beside the target and renamed over it only when complete, so an interrupted ingest never leaves a database that
-looks valid.
+The build never holds the trace in Python objects.  Record batches of the track-keyed tables (Instruction,
+DmaPacket, Span -> slice, Counter) are split by track as they stream in and staged per track
+(:mod:`profiler.db.staging`), then appended to DuckDB track by track, so each table is stored sorted by
+``(track_id, start_ts)`` (zone maps prune) without a global sort; other tables stream straight into DuckDB.  The
+level-of-detail index is then built one track at a time from that track's columns in numpy.  Everything is
+written into a temporary file beside the target and renamed over it only when complete, so an interrupted
+ingest never leaves a database that looks valid.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import pyarrow.compute as pc
 from profiler import db_schema as dbs
 from profiler.db import lod
 from profiler.db.sqlutil import fetch_one, quote, registered
+from profiler.db.staging import TrackStage, plain_strings
 from profiler.db.tracks import TRACK_KEYS, TrackKeySpec, TrackRegistry
 from profiler.sources import TraceSource
 from tracer import schema as ts
@@ -140,12 +143,12 @@ def _select_list(schema: pa.Schema) -> str:
 class _Builder:
     """State of one ingest into an open temporary database."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, source: TraceSource) -> None:
+    def __init__(self, con: duckdb.DuckDBPyConnection, source: TraceSource, stage: TrackStage) -> None:
         self.con = con
         self.source = source
+        self.stage = stage
         self.registry = TrackRegistry()
         self.created: set[str] = set()
-        self.needs_sort: set[str] = set()
         self.stream_error: BaseException | None = None
 
     def convert(self, name: str, spec: TrackKeySpec | None, batch: pa.RecordBatch) -> pa.RecordBatch:
@@ -161,9 +164,32 @@ class _Builder:
         return pa.RecordBatch.from_arrays([pa.array(ids, pa.int64()), *batch.columns],
                                           names=[dbs.TRACK_ID, *batch.schema.names])
 
+    def _conform(self, name: str, batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+        if batch.schema == schema:
+            return batch
+        try:
+            return batch.select(schema.names).cast(schema)
+        except (ValueError, KeyError, pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+            raise TraceFormatError(f"{self.source.path}: table {name} changes its columns between record batches "
+                                   f"({str(exc).splitlines()[0]})") from None
+
     def add_run(self, name: str, first: pa.RecordBatch, batches: Iterator[pa.RecordBatch]) -> None:
         spec = TRACK_KEYS.get(name)
-        target = spec.db_table if spec else name
+        if spec is not None:
+            sort_column = _sort_column(spec)
+            for batch in batches:
+                converted = plain_strings(self.convert(name, spec, batch))
+                schema = self.stage.schema(spec.db_table)
+                if schema is not None:
+                    converted = self._conform(name, converted, schema)
+                self.stage.add(spec.db_table, converted, sort_column)
+            return
+        self._load_run(name, first, batches)
+
+    def _load_run(self, name: str, first: pa.RecordBatch, batches: Iterator[pa.RecordBatch]) -> None:
+        """Store a run of a table without tracks straight into DuckDB, in arrival order."""
+        spec = None
+        target = name
         converted_first = self.convert(name, spec, first)
         schema = converted_first.schema
 
@@ -179,15 +205,7 @@ class _Builder:
             iterator = iter(batches)
             next(iterator)  # the first batch, already converted
             for b in iterator:
-                cb = self.convert(name, spec, b)
-                if cb.schema != schema:
-                    try:
-                        cb = cb.select(schema.names).cast(schema)
-                    except (ValueError, KeyError, pa.ArrowInvalid, pa.ArrowTypeError,
-                            pa.ArrowNotImplementedError) as exc:
-                        raise TraceFormatError(f"{self.source.path}: table {name} changes its columns between "
-                                               f"record batches ({str(exc).splitlines()[0]})") from None
-                yield cb
+                yield self._conform(name, self.convert(name, spec, b), schema)
 
         reader = pa.RecordBatchReader.from_batches(schema, converted())
         self.stream_error = None
@@ -196,11 +214,8 @@ class _Builder:
             try:
                 if target in self.created:
                     self.con.execute(f"INSERT INTO {quote(target)} BY NAME {select}")
-                    self.needs_sort.add(target)
                 else:
-                    order = _sort_key(target, spec)
-                    self.con.execute(f"CREATE TABLE {quote(target)} AS {select}"
-                                     f"{' ORDER BY ' + order if order else ''}")
+                    self.con.execute(f"CREATE TABLE {quote(target)} AS {select}")
                     self.created.add(target)
             except duckdb.Error as exc:
                 if self.stream_error is not None:
@@ -208,7 +223,21 @@ class _Builder:
                 raise TraceFormatError(f"{self.source.path}: cannot store table {name}: "
                                        f"{' '.join(str(exc).split())[:300]}") from None
 
+    def load_staged(self) -> None:
+        """Append every staged track-keyed table to DuckDB in (track_id, time) order, track by track."""
+        for target in list(self.stage.tables):
+            sort_column = self.stage.tables[target].sort_column
+            order = f" ORDER BY {quote(dbs.TRACK_ID)}, {quote(sort_column)}"
+            for tids in self.stage.groups(target, LOAD_GROUP_ROWS):
+                with registered(self.con, self.stage.reader(target, tids)) as view:
+                    if target in self.created:
+                        self.con.execute(f"INSERT INTO {quote(target)} SELECT * FROM {view}{order}")
+                    else:
+                        self.con.execute(f"CREATE TABLE {quote(target)} AS SELECT * FROM {view}{order}")
+                        self.created.add(target)
+
     def finish_tables(self) -> None:
+        self.load_staged()
         for name in STANDARD_TABLES:
             if name not in self.created:
                 with registered(self.con, db_table_schema(name).empty_table()) as view:
@@ -216,12 +245,6 @@ class _Builder:
                 self.created.add(name)
             else:
                 self._add_missing_columns(name)
-        for name in sorted(self.needs_sort):
-            order = _sort_key(name, TRACK_KEYS.get(name) or TRACK_KEYS.get(ts.SPAN.name))
-            if order:
-                self.con.execute(f"CREATE TABLE _resorted AS SELECT * FROM {quote(name)} ORDER BY {order}")
-                self.con.execute(f"DROP TABLE {quote(name)}")
-                self.con.execute(f"ALTER TABLE _resorted RENAME TO {quote(name)}")
 
     def _add_missing_columns(self, name: str) -> None:
         existing = {r[0] for r in self.con.execute(
@@ -239,12 +262,8 @@ _SQL_TYPES = {pa.int64(): "BIGINT", pa.int32(): "INTEGER", pa.string(): "VARCHAR
               pa.float64(): "DOUBLE", pa.bool_(): "BOOLEAN"}
 
 
-def _sort_key(target: str, spec: TrackKeySpec | None) -> str:
-    if spec is None:
-        return ""
-    if spec.kind == "counter":
-        return f"{quote(dbs.TRACK_ID)}, {quote(ts.TIMESTAMP)}"
-    return f"{quote(dbs.TRACK_ID)}, {quote(ts.START_TS)}"
+def _sort_column(spec: TrackKeySpec) -> str:
+    return ts.TIMESTAMP if spec.kind == "counter" else ts.START_TS
 
 
 def _name_expression(table: str) -> str:
@@ -326,6 +345,10 @@ def _remove_database_files(path: Path) -> None:
 ROW_GROUP_ROWS = 16_384
 _BUILD_ALIAS = "trnprof_build"
 
+#: Staged tracks are appended to DuckDB in groups of consecutive tracks of at least this many rows, each group
+#: by one sorting INSERT (DuckDB's sort runs in parallel; a group bounds what it may spill).
+LOAD_GROUP_ROWS = 8_000_000
+
 #: DuckDB's memory limit during an ingest; larger sorts spill to a directory beside the database.
 DEFAULT_MEMORY_LIMIT_MB = 4096
 
@@ -358,6 +381,7 @@ def ingest(source: TraceSource, db_path: str | os.PathLike[str], *, cache_key: s
         if progress is not None:
             progress("read", min(done, total), total)
 
+    stage = TrackStage(tmp.with_name(tmp.name + ".stage"))
     con = duckdb.connect()
     try:
         literal = "'" + str(tmp).replace("'", "''") + "'"
@@ -368,7 +392,7 @@ def ingest(source: TraceSource, db_path: str | os.PathLike[str], *, cache_key: s
         con.execute(f"SET temp_directory = '{str(tmp) + '.spill'}'")
         if threads:
             con.execute(f"SET threads = {int(threads)}")
-        builder = _Builder(con, source)
+        builder = _Builder(con, source, stage)
         runs = _Runs(iter(source.read(on_bytes)))
         while (run := runs.next_run()) is not None:
             name, first, batches = run
@@ -386,4 +410,6 @@ def ingest(source: TraceSource, db_path: str | os.PathLike[str], *, cache_key: s
         con.close()
         _remove_database_files(tmp)
         raise
+    finally:
+        stage.cleanup()
     return db_path

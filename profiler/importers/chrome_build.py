@@ -291,29 +291,36 @@ class ChromeTraceBuilder:
     def _emit_spans(self, start: np.ndarray, end: np.ndarray, track: np.ndarray, *, nest: Nesting,
                     labels: Labels, merged_args: dict[int, str]) -> Iterator[tuple[str, pa.RecordBatch]]:
         where = f"{self.path}: Span"
-        for batch in self.spill.read():
+        for parked in self.spill.read():
+            batch = parked
             ids = np.asarray(batch.column(schema.ID))
             if not len(ids):
                 continue
             a, b = int(ids[0]), int(ids[-1]) + 1
-            tr = pa.array(track[a:b].astype(np.int32))
-            parent = nest.parent[a:b]
+            # Rows grouped by track and sorted by time within the batch: what the database loads fastest.
+            within = np.lexsort((start[a:b], track[a:b]))
+            if (within[1:] < within[:-1]).any():
+                batch = parked.take(pa.array(within))
+                ids = ids[within]
+            rows = ids
+            tr = pa.array(track[rows].astype(np.int32))
+            parent = nest.parent[rows]
             args = batch.column(schema.ARGS)
             if merged_args:
-                args = _merge_end_args(args, a, b, merged_args)
+                args = _merge_end_args(args, rows, merged_args)
             columns = {
                 schema.ID: batch.column(schema.ID),
-                schema.START_TS: start[a:b],
-                schema.END_TS: end[a:b],
-                schema.DURATION_NS: end[a:b] - start[a:b],
+                schema.START_TS: start[rows],
+                schema.END_TS: end[rows],
+                schema.DURATION_NS: end[rows] - start[rows],
                 schema.NAME: batch.column(schema.NAME),
                 schema.CATEGORY: batch.column(schema.CATEGORY),
-                schema.DEPTH: nest.depth[a:b],
+                schema.DEPTH: nest.depth[rows],
                 schema.PARENT_ID: pa.array(parent, pa.int64(), mask=parent < 0),
                 schema.TRACK_GROUP: pa.DictionaryArray.from_arrays(tr, labels.group),
                 schema.TRACK_NAME: pa.DictionaryArray.from_arrays(tr, labels.name),
                 schema.ARGS: args,
-                schema.TRACK_ORDER: labels.order[track[a:b]],
+                schema.TRACK_ORDER: labels.order[track[rows]],
             }
             yield schema.SPAN.name, table_batch(schema.SPAN, columns, where)
 
@@ -366,13 +373,13 @@ def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _merge_end_args(args: pa.Array, a: int, b: int, merged: dict[int, str]) -> pa.Array:
+def _merge_end_args(args: pa.Array, rows: np.ndarray, merged: dict[int, str]) -> pa.Array:
     """Args of B slices merged with the args of their E events (E's keys win), as the format specifies."""
-    hits = [i for i in range(a, b) if i in merged] if len(merged) < (b - a) else [i for i in merged if a <= i < b]
+    hits = [k for k, sid in enumerate(rows.tolist()) if sid in merged]
     if not hits:
         return args
     values = args.to_pylist()
-    for i in hits:
-        both = {**_decode_object(values[i - a]), **_decode_object(merged[i])}
-        values[i - a] = msgspec.json.encode(both).decode()
+    for k in hits:
+        both = {**_decode_object(values[k]), **_decode_object(merged[int(rows[k])])}
+        values[k] = msgspec.json.encode(both).decode()
     return pa.array(values, pa.string())

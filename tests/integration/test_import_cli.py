@@ -1,0 +1,87 @@
+"""``trnprof ingest`` on foreign formats end to end: detection, warnings as one line, errors without tracebacks."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+import profiler
+from profiler.cli import main
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "pytorch"
+
+
+def test_ingest_real_pytorch_trace(tmp_path, capsys):
+    src = tmp_path / "rank0.json.gz"
+    shutil.copy(DATA / "sampled_rank-0.json.gz", src)
+    db = tmp_path / "rank0.duckdb"
+    assert main(["ingest", str(src), "-o", str(db), "--quiet"]) == 0
+    assert capsys.readouterr().err == ""
+    with profiler.open(db) as t:
+        tracks = {(r["group_name"], r["name"]): r["event_count"] for r in t.tracks().to_pylist()}
+        assert tracks[("pyper:trainer:0:0 (GPU 0)", "stream 7")] == 1052
+        assert tracks[("pyper:trainer:0:0 (CPU)", "thread 4037 (python3.8)")] == 1828
+        assert t.sql("SELECT max(depth) FROM slice").fetchall()[0][0] >= 5
+        assert t.metadata["tool_version"].endswith("import of Chrome trace JSON")
+
+
+def test_truncated_trace_is_ingested_with_one_warning_line(tmp_path):
+    with gzip.open(DATA / "alexnet_flows.json.gz") as f:
+        text = f.read()
+    src = tmp_path / "cut.json"
+    src.write_bytes(text[: len(text) * 2 // 3])
+    run = subprocess.run([sys.executable, "-m", "profiler", "ingest", str(src), "-o", str(tmp_path / "cut.duckdb"),
+                          "--quiet"], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    err = run.stderr.strip().splitlines()
+    assert all(line.startswith("trnprof: warning: ") for line in err), err
+    assert any("cut.json: the file ends inside event 951 (truncated?)" in line for line in err)
+    with profiler.open(tmp_path / "cut.duckdb") as t:
+        assert 0 < t.sql("SELECT count(*) FROM slice").fetchall()[0][0] < 870
+        assert t.metadata["recording_complete"] is False
+
+
+def test_garbage_and_corrupt_inputs_fail_in_one_line(tmp_path, capsys):
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(b"\x89PNG\r\n\x1a\n not a trace")
+    assert main(["ingest", str(bad), "-o", str(tmp_path / "x.duckdb")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "bad.json: not a recognised trace" in err
+    d = tmp_path / "neuron"
+    d.mkdir()
+    pq.write_table(pa.table({"profile_schema_version": ["7.4.0"]}), d / "Metadata.parquet")
+    (d / "Instruction.parquet").write_bytes(b"PAR1" + b"\x00" * 100)
+    assert main(["ingest", str(d), "-o", str(tmp_path / "n.duckdb")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Instruction.parquet: unreadable Parquet file" in err
+    assert not (tmp_path / "n.duckdb").exists()
+
+
+def test_ingest_neuron_parquet_and_legacy_json(tmp_path):
+    d = tmp_path / "prof"
+    d.mkdir()
+    pq.write_table(pa.table({"profile_schema_version": ["7.4.0"], "num_physical_cores": pa.array([1], pa.int32())}),
+                   d / "Metadata.parquet")
+    pq.write_table(pa.table({"id": [0, 1], "start_ts": [10, 30], "end_ts": [20, 40], "duration_ns": [10, 10],
+                             "engine": ["tensor", "vector"], "opcode": ["MATMUL", "ACT"], "operands": ["", ""],
+                             "pc": [0, 0], "pcore_idx": [0, 0], "bir_id": ["a", "b"]}), d / "Instruction.parquet")
+    pq.write_table(pa.table({"total_time": [1e-6]}), d / "Summary.parquet")
+    assert main(["ingest", str(d), "-o", str(tmp_path / "p.duckdb"), "--quiet"]) == 0
+    with profiler.open(tmp_path / "p.duckdb") as t:
+        assert t.sql("SELECT engine, bir_id FROM Instruction ORDER BY id").fetchall() == [("Tensor", "a"),
+                                                                                         ("Vector", "b")]
+        assert t.sql("SELECT total_time FROM Summary").fetchall() == [(1e-6,)]
+    j = tmp_path / "legacy.json"
+    j.write_text(json.dumps({"summary": [{"total_time": 1}], "instruction": [
+        {"timestamp": 5, "duration": 3, "label": "TensorMatrix", "opcode": "MATMUL", "operands": "x"}]}))
+    assert main(["ingest", str(j), "-o", str(tmp_path / "j.duckdb"), "--quiet"]) == 0
+    with profiler.open(tmp_path / "j.duckdb") as t:
+        assert t.sql("SELECT engine, timeline_track, start_ts, end_ts FROM Instruction").fetchall() == [
+            ("Tensor", "TensorMatrix", 5, 8)]

@@ -109,7 +109,11 @@ class _Runs:
         self._pending: tuple[str, pa.RecordBatch] | None = None
         self._done = False
 
-    def next_run(self) -> tuple[str, pa.RecordBatch, Iterator[pa.RecordBatch]] | None:
+    def next_run(self) -> tuple[str, Iterator[pa.RecordBatch]] | None:
+        """The next run as (table name, its batches), or None at the end of the stream.
+
+        The previous run's iterator must be exhausted first.
+        """
         if self._pending is None and not self._done:
             self._pending = next(self._stream, None)
             self._done = self._pending is None
@@ -126,7 +130,7 @@ class _Runs:
                     return
                 yield item[1]
             self._done = True
-        return name, first, rest()
+        return name, rest()
 
 
 def _select_list(schema: pa.Schema) -> str:
@@ -173,7 +177,8 @@ class _Builder:
             raise TraceFormatError(f"{self.source.path}: table {name} changes its columns between record batches "
                                    f"({str(exc).splitlines()[0]})") from None
 
-    def add_run(self, name: str, first: pa.RecordBatch, batches: Iterator[pa.RecordBatch]) -> None:
+    def add_run(self, name: str, batches: Iterator[pa.RecordBatch]) -> None:
+        """Consume one run of batches of table ``name``: stage track-keyed tables, load the others."""
         spec = TRACK_KEYS.get(name)
         if spec is not None:
             sort_column = _sort_column(spec)
@@ -184,13 +189,13 @@ class _Builder:
                     converted = self._conform(name, converted, schema)
                 self.stage.add(spec.db_table, converted, sort_column)
             return
-        self._load_run(name, first, batches)
+        self._load_run(name, batches)
 
-    def _load_run(self, name: str, first: pa.RecordBatch, batches: Iterator[pa.RecordBatch]) -> None:
+    def _load_run(self, name: str, batches: Iterator[pa.RecordBatch]) -> None:
         """Store a run of a table without tracks straight into DuckDB, in arrival order."""
-        spec = None
         target = name
-        converted_first = self.convert(name, spec, first)
+        iterator = iter(batches)
+        converted_first = self.convert(name, None, next(iterator))
         schema = converted_first.schema
 
         def converted() -> Iterator[pa.RecordBatch]:
@@ -202,10 +207,8 @@ class _Builder:
 
         def convert_rest() -> Iterator[pa.RecordBatch]:
             yield converted_first
-            iterator = iter(batches)
-            next(iterator)  # the first batch, already converted
             for b in iterator:
-                yield self._conform(name, self.convert(name, spec, b), schema)
+                yield self._conform(name, self.convert(name, None, b), schema)
 
         reader = pa.RecordBatchReader.from_batches(schema, converted())
         self.stream_error = None
@@ -395,8 +398,7 @@ def ingest(source: TraceSource, db_path: str | os.PathLike[str], *, cache_key: s
         builder = _Builder(con, source, stage)
         runs = _Runs(iter(source.read(on_bytes)))
         while (run := runs.next_run()) is not None:
-            name, first, batches = run
-            builder.add_run(name, first, batches)
+            builder.add_run(*run)
         builder.finish_tables()
         track = build_index(con, builder.registry, progress)
         with registered(con, track) as view:

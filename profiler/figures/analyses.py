@@ -1,0 +1,196 @@
+"""Figures of the analyses (:mod:`profiler.analyses`): bounds, waits, critical path, idle gaps, operators, DMA.
+
+Pure builders: analysis results (dicts and Arrow tables) in, ``plotly.graph_objects.Figure`` (or traces) out; no
+I/O.  :func:`critical_path_overlay` draws a critical path on top of the timeline figure of
+:mod:`profiler.figures.timeline` (same rows, same time axis).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import plotly.graph_objects as go
+import pyarrow as pa
+
+from profiler.analyses import schema as rs
+from profiler.figures.palette import CategoryPalette
+from profiler.figures.raster import TimelineRow
+from profiler.figures.timefmt import format_duration, ns_to_axis
+
+_HEIGHT = 340
+_MARGIN = {"l": 200, "r": 24, "t": 44, "b": 44}
+FAMILY_COLOURS = {"memory": "#4C78A8", "compute": "#F58518", "pipeline": "#54A24B"}
+TOTAL_COLOUR = "#555555"
+PATH_COLOUR = "rgba(255, 0, 0, 0.75)"
+PATH_LINK_COLOUR = "rgba(255, 0, 0, 0.45)"
+
+
+def _layout(fig: go.Figure, title: str, *, height: int = _HEIGHT, x_title: str = "") -> go.Figure:
+    fig.update_layout(title={"text": title, "font": {"size": 14}}, height=height, margin=_MARGIN,
+                      yaxis={"autorange": "reversed"}, xaxis={"title": {"text": x_title}},
+                      showlegend=False, bargap=0.25)
+    return fig
+
+
+def bounds_figure(bounds: Mapping[str, Any]) -> go.Figure:
+    """Horizontal bars of the seven bounds against the total time, coloured by family; hover shows each gap."""
+    total = float(bounds[rs.TOTAL_TIME_NS])
+    names = [rs.TOTAL_TIME_NS, *rs.BOUND_KEYS]
+    values = [total] + [bounds.get(k) for k in rs.BOUND_KEYS]
+    colours = [TOTAL_COLOUR] + [FAMILY_COLOURS[rs.BOUND_FAMILY[k]] for k in rs.BOUND_KEYS]
+    gap_of = {lo: (g, meaning) for g, (_hi, lo, meaning) in rs.GAPS.items() if lo in rs.BOUND_KEYS}
+    hover = ["total time: " + format_duration(total)]
+    for key in rs.BOUND_KEYS:
+        value = bounds.get(key)
+        gap_key, meaning = gap_of[key]
+        gap = bounds.get(gap_key)
+        hover.append(f"{key}: {format_duration(value) if value is not None else 'unknown'}"
+                     + (f"<br>gap {format_duration(gap)}: {meaning}" if gap is not None else ""))
+    labels = [n.removesuffix("_ns") for n in names]
+    fig = go.Figure(go.Bar(x=[0.0 if v is None else float(v) / 1e3 for v in values], y=labels, orientation="h",
+                           marker={"color": colours}, hovertext=hover, hoverinfo="text"))
+    fig.add_vline(x=total / 1e3, line={"color": TOTAL_COLOUR, "dash": "dot", "width": 1})
+    return _layout(fig, f"Performance bounds — bottleneck: {bounds[rs.BOTTLENECK]}", x_title="µs")
+
+
+def engine_active_figure(bounds: Mapping[str, Any]) -> go.Figure:
+    """Active time of each engine and of the DMA queues, as a share of the window."""
+    total = max(float(bounds[rs.TOTAL_TIME_NS]), 1.0)
+    active = bounds[rs.ENGINE_ACTIVE_NS]
+    pal = CategoryPalette.for_engines()
+    names = list(active)
+    fig = go.Figure(go.Bar(x=[100 * active[n] / total for n in names], y=names, orientation="h",
+                           marker={"color": [pal.colour(n) for n in names]},
+                           hovertext=[f"{n}: {format_duration(active[n])} active" for n in names],
+                           hoverinfo="text"))
+    fig.update_xaxes(range=[0, 100])
+    return _layout(fig, "Active time per engine", height=260, x_title="% of the window")
+
+
+def waits_figure(summary: pa.Table, top: int = 12) -> go.Figure:
+    """Stacked bars: per waiting engine, the share of the window spent waiting on each resource."""
+    rows = summary.slice(0, top).to_pylist()
+    pal = CategoryPalette()
+    fig = go.Figure()
+    for what in dict.fromkeys(r[rs.WAITED_ON] for r in rows):
+        mine = [r for r in rows if r[rs.WAITED_ON] == what]
+        fig.add_trace(go.Bar(x=[100 * r[rs.FRACTION] for r in mine], y=[r[rs.ENGINE] for r in mine],
+                             orientation="h", name=what, marker={"color": pal.colour(what)},
+                             hovertemplate=f"%{{y}} waiting on {what}: %{{x:.1f}}%<extra></extra>"))
+    fig.update_layout(barmode="stack")
+    _layout(fig, "Time spent waiting, by what was waited for", height=280, x_title="% of the window")
+    fig.update_layout(showlegend=True)
+    return fig
+
+
+def critical_path_figure(breakdown: pa.Table, top: int = 15) -> go.Figure:
+    """Where the critical path's time goes: bars per (engine or queue, opcode or tensor), gaps in grey."""
+    rows = breakdown.slice(0, top).to_pylist()
+    pal = CategoryPalette.for_engines()
+    labels, colours = [], []
+    for r in rows:
+        if r[rs.KIND] == rs.KIND_GAP:
+            labels.append(f"gap ({r[rs.RESOURCE]} edges)")
+            colours.append("#BBBBBB")
+        else:
+            labels.append(f"{r[rs.RESOURCE]} {r[rs.NAME]}")
+            colours.append(pal.colour("DMA" if r[rs.KIND] == rs.NODE_DMA else str(r[rs.RESOURCE])))
+    fig = go.Figure(go.Bar(x=[100 * r[rs.FRACTION] for r in rows], y=labels, orientation="h",
+                           marker={"color": colours},
+                           hovertext=[f"{lab}: {format_duration(r[rs.TOTAL_NS])} in {r[rs.COUNT]:,} steps"
+                                      for lab, r in zip(labels, rows, strict=True)], hoverinfo="text"))
+    return _layout(fig, "Critical path: time per engine and opcode", x_title="% of the path")
+
+
+def idle_gaps_figure(gaps: pa.Table, top: int = 20) -> go.Figure:
+    """The longest idle gaps as bars (label: engine and start), coloured by cause."""
+    rows = gaps.slice(0, top).to_pylist()
+    pal = CategoryPalette()
+    labels = [f"#{r[rs.RANK]} {r[rs.ENGINE]} @ {r[rs.START_NS]:,} ns" for r in rows]
+    causes = [r[rs.CAUSE_RESOURCE] or r[rs.CAUSE] for r in rows]
+    fig = go.Figure(go.Bar(x=[r[rs.DUR_NS] / 1e3 for r in rows], y=labels, orientation="h",
+                           marker={"color": [pal.colour(c) for c in causes]},
+                           hovertext=[f"{lab}: {format_duration(r[rs.DUR_NS])}, cause {r[rs.CAUSE]}"
+                                      + (f" ({c})" if c != r[rs.CAUSE] else "")
+                                      for lab, r, c in zip(labels, rows, causes, strict=True)], hoverinfo="text"))
+    return _layout(fig, "Longest idle gaps", height=max(_HEIGHT, 22 * len(rows) + 90), x_title="µs")
+
+
+def operator_figure(table: pa.Table) -> go.Figure:
+    """A treemap of busy time: layer -> operator (from ``time_by(trace, "operator")``)."""
+    rows = table.to_pylist()
+    ids, labels, parents, values, hover = [], [], [], [], []
+    layers: dict[str, float] = {}
+    for r in rows:
+        layer = r.get(rs.LAYER) or "(no layer)"
+        op = r.get(rs.OPERATOR) or "(no operator)"
+        layers[layer] = layers.get(layer, 0.0) + r[rs.BUSY_NS]
+        ids.append(f"{layer}/{op}")
+        labels.append(op)
+        parents.append(layer)
+        values.append(r[rs.BUSY_NS])
+        mfu = r.get(rs.MFU)
+        hover.append(f"{op}: {format_duration(r[rs.BUSY_NS])} busy, {r[rs.FLOPS]:,} FLOPs"
+                     + (f", MFU {100 * mfu:.1f}%" if mfu is not None else ""))
+    for layer, busy in layers.items():
+        ids.append(layer)
+        labels.append(layer)
+        parents.append("")
+        values.append(busy)
+        hover.append(f"{layer}: {format_duration(busy)} busy")
+    fig = go.Figure(go.Treemap(ids=ids, labels=labels, parents=parents, values=values, branchvalues="total",
+                               hovertext=hover, hoverinfo="text"))
+    fig.update_layout(title={"text": "Operators by busy time", "font": {"size": 14}}, height=_HEIGHT,
+                      margin={"l": 10, "r": 10, "t": 44, "b": 10})
+    return fig
+
+
+def dma_histogram_figure(histogram: pa.Table) -> go.Figure:
+    """Packets per power-of-two size bin, with the bytes they carry in the hover."""
+    rows = histogram.to_pylist()
+    labels = [f"{r[rs.SIZE_LO]:,}–{r[rs.SIZE_HI]:,} B" for r in rows]
+    fig = go.Figure(go.Bar(x=labels, y=[r[rs.PACKETS] for r in rows], marker={"color": FAMILY_COLOURS["memory"]},
+                           hovertext=[f"{lab}: {r[rs.PACKETS]:,} packets, {r[rs.BYTES]:,} bytes"
+                                      for lab, r in zip(labels, rows, strict=True)], hoverinfo="text"))
+    fig.update_layout(title={"text": "DMA packet sizes", "font": {"size": 14}}, height=280,
+                      margin={"l": 60, "r": 20, "t": 44, "b": 60}, yaxis={"title": {"text": "packets"}})
+    return fig
+
+
+def critical_path_overlay(path: pa.Table, rows: Sequence[TimelineRow], origin_ns: int) -> list[go.Scatter]:
+    """Traces that highlight ``path`` on a timeline figure with these ``rows``: a thick red segment over every step
+    on its row, and thin links between consecutive steps.  Steps on tracks without a row are left out."""
+    row_of = {tid: i for i, row in enumerate(rows) for tid in row.track_ids}
+    tracks = path.column(rs.TRACK_ID).to_pylist()
+    keep = np.array([t is not None and t in row_of for t in tracks], dtype=bool)
+    if not keep.any():
+        return []
+    y = np.array([row_of[t] for t, k in zip(tracks, keep, strict=True) if k], dtype=np.float64)
+    starts = np.asarray(path.column(rs.START_NS).to_numpy())[keep]
+    ends = np.asarray(path.column(rs.END_NS).to_numpy())[keep]
+    names = [n for n, k in zip(path.column(rs.NAME).to_pylist(), keep, strict=True) if k]
+    n = len(y)
+    seg_x = np.full(3 * n, np.nan)
+    seg_y = np.full(3 * n, np.nan)
+    seg_x[0::3] = ns_to_axis(starts, origin_ns)
+    seg_x[1::3] = ns_to_axis(ends, origin_ns)
+    seg_y[0::3] = y
+    seg_y[1::3] = y
+    link_x = np.full(3 * max(n - 1, 0), np.nan)
+    link_y = np.full(3 * max(n - 1, 0), np.nan)
+    if n > 1:
+        link_x[0::3] = ns_to_axis(ends[:-1], origin_ns)
+        link_x[1::3] = ns_to_axis(starts[1:], origin_ns)
+        link_y[0::3] = y[:-1]
+        link_y[1::3] = y[1:]
+    hover = [f"critical path: {name} ({format_duration(e - s)})" for name, s, e in zip(names, starts, ends,
+                                                                                      strict=True)]
+    seg_text = [t for h in hover for t in (h, h, None)]
+    return [
+        go.Scattergl(x=link_x, y=link_y, mode="lines", line={"color": PATH_LINK_COLOUR, "width": 1},
+                     hoverinfo="skip", name="critical path links", showlegend=False),
+        go.Scattergl(x=seg_x, y=seg_y, mode="lines", line={"color": PATH_COLOUR, "width": 6},
+                     text=seg_text, hoverinfo="text", name="critical path", showlegend=False),
+    ]

@@ -1,0 +1,86 @@
+"""Figure builders of the analyses and of two-trace comparisons, on the hand-made trace."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+import profiler
+from profiler.analyses import (
+    critical_path,
+    critical_path_breakdown,
+    diff,
+    idle_gaps,
+    performance_bounds,
+    size_histogram,
+    time_by,
+    wait_summary,
+)
+from profiler.analyses import schema as rs
+from profiler.figures import analyses as fa
+from profiler.figures import compare as fc
+from profiler.figures.raster import timeline_rows
+from profiler.figures.timefmt import ns_to_axis
+from tests.golden.handmade import write_handmade
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    root = tmp_path_factory.mktemp("fig")
+    with profiler.open(write_handmade(root / "a.trace")) as a, \
+            profiler.open(write_handmade(root / "b.trace", spill_reload_bytes=400)) as b:
+        yield a, b
+
+
+def test_bounds_and_engine_figures(pair):
+    b = performance_bounds(pair[0])
+    fig = fa.bounds_figure(b)
+    bar = fig.data[0]
+    assert list(bar.y) == ["total_time", *(k.removesuffix("_ns") for k in rs.BOUND_KEYS)]
+    assert list(bar.x) == pytest.approx([0.370, 0.115, 0.0625, 0.0375, 0.150, 0.070, 0.050, 0.150])
+    assert "bottleneck: Tensor" in fig.layout.title.text
+    assert "DMA idle time" in bar.hovertext[1]
+    active = fa.engine_active_figure(b).data[0]
+    assert dict(zip(active.y, active.x, strict=True))["Tensor"] == pytest.approx(100 * 150 / 370)
+
+
+def test_table_figures(pair):
+    t = pair[0]
+    waits = fa.waits_figure(wait_summary(t))
+    assert {tr.name for tr in waits.data} == {"qSyncIO1", "Tensor"}
+    cp = fa.critical_path_figure(critical_path_breakdown(critical_path(t)))
+    assert cp.data[0].y[0] == "Tensor MATMUL" and cp.data[0].x[0] == pytest.approx(100 * 150 / 370)
+    gaps = fa.idle_gaps_figure(idle_gaps(t), top=3)
+    assert list(gaps.data[0].x) == pytest.approx([0.35, 0.30, 0.24])
+    ops = fa.operator_figure(time_by(t, "operator")).data[0]
+    values = dict(zip(ops.ids, ops.values, strict=True))
+    assert values["L0"] == values["L0/mm"] + values["L0/store"] + values["L0/load"] == 240
+    hist = fa.dma_histogram_figure(size_histogram(t)).data[0]
+    assert list(hist.y) == [1, 1, 2]
+
+
+def test_critical_path_overlay_sits_on_the_timeline_rows(pair):
+    t = pair[0]
+    path = critical_path(t)
+    rows = timeline_rows(t.tracks())
+    links, segments = fa.critical_path_overlay(path, rows, origin_ns=0)
+    row_of = {tid: i for i, r in enumerate(rows) for tid in r.track_ids}
+    steps = path.to_pylist()
+    for k, step in enumerate(steps):
+        assert segments.y[3 * k] == segments.y[3 * k + 1] == row_of[step[rs.TRACK_ID]]
+        assert segments.x[3 * k] == pytest.approx(ns_to_axis(step[rs.START_NS], 0))
+        assert segments.x[3 * k + 1] == pytest.approx(ns_to_axis(step[rs.END_NS], 0))
+        assert math.isnan(segments.x[3 * k + 2])
+    assert len(links.x) == 3 * (len(steps) - 1)
+    assert fa.critical_path_overlay(path.slice(0, 0), rows, 0) == []
+
+
+def test_compare_figures(pair):
+    d = diff(*pair)
+    engines = fc.metrics_figure(d[rs.DIFF_ENGINES], "engines", ("base", "spill"))
+    assert [tr.name for tr in engines.data] == ["base", "spill"]
+    assert list(engines.data[0].x) == list(engines.data[1].x)  # identical timing
+    deltas = d[rs.DIFF_BY]["opcode"]
+    fig = fc.delta_figure(deltas, "opcode")
+    assert len(fig.data[0].y) == deltas.num_rows and set(fig.data[0].x) == {0}

@@ -2,8 +2,9 @@
 
 For each kernel, runs ``--no-trace`` and traced recordings in alternating pairs (so the machine's noise hits both
 alike) and reports the medians: instructions/s without tracing, the traced/untraced wall-time ratio, DMA packets
-per instruction, and bytes per Instruction row on disk.  ``--first-write`` also measures how soon a recording of
-millions of instructions has its first rows on disk.
+per instruction, and bytes per Instruction row on disk.  Besides wall time it reports the CPU time of the
+simulating process (traced vs untraced) and of the trace-writing child, which the machine's load cannot distort.
+``--first-write`` also measures how soon a recording of millions of instructions has its first rows on disk.
 
     .venv/bin/python benchmarks/bench_tracer.py --pairs 5
     .venv/bin/python benchmarks/bench_tracer.py --first-write
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import signal
 import statistics
@@ -36,38 +38,51 @@ CASES = [
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def bench_case(kernel: str, params: dict, arch: str, pairs: int, tmp: Path) -> dict:
-    plain, traced, ratios = [], [], []
+def _cpu() -> tuple[float, float]:
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime, kids.ru_utime + kids.ru_stime
+
+
+def bench_case(kernel: str, params: dict, arch: str, pairs: int, tmp: Path, emit: str) -> dict:  # noqa: PLR0917
+    wall: dict[bool, list[float]] = {False: [], True: []}
+    cpu: dict[bool, list[float]] = {False: [], True: []}
+    child_cpu: list[float] = []
     result = None
-    size = rows = 0
+    size = rows = total_size = 0
     for i in range(pairs):
         order = (False, True) if i % 2 == 0 else (True, False)
-        times = {}
         for trace in order:
             path = tmp / f"{kernel}.trace"
             if path.exists():
                 shutil.rmtree(path)
+            c0 = _cpu()
             t0 = time.perf_counter()
-            result = run_kernel(kernel, params, arch=arch, trace_path=path if trace else None)
-            times[trace] = time.perf_counter() - t0
+            result = run_kernel(kernel, params, arch=arch, trace_path=path if trace else None, emit=emit)
+            wall[trace].append(time.perf_counter() - t0)
+            c1 = _cpu()
+            cpu[trace].append(c1[0] - c0[0])
             if trace:
+                child_cpu.append(c1[1] - c0[1])
                 size = (path / "Instruction.arrows").stat().st_size
                 rows = TraceReader(path).num_rows("Instruction")
                 total_size = sum(f.stat().st_size for f in path.iterdir())
-        plain.append(times[False])
-        traced.append(times[True])
-        ratios.append(times[True] / times[False])
     assert result is not None
     n = result.instructions
+    ratios = [t / p for t, p in zip(wall[True], wall[False], strict=True)]
+    cpu_ratios = [t / p for t, p in zip(cpu[True], cpu[False], strict=True)]
     return {
-        "kernel": kernel, "arch": arch, "params": params, "instructions": n,
+        "kernel": kernel, "arch": arch, "params": params, "emit": emit, "instructions": n,
         "packets_per_instruction": round(result.dma_packets / n, 1),
-        "instr_per_s_no_trace": round(n / statistics.median(plain)),
-        "instr_per_s_traced": round(n / statistics.median(traced)),
-        "overhead_median": round(statistics.median(ratios) - 1, 4),
-        "overhead_min": round(min(ratios) - 1, 4), "overhead_max": round(max(ratios) - 1, 4),
+        "instr_per_s_no_trace": round(n / statistics.median(wall[False])),
+        "instr_per_s_traced": round(n / statistics.median(wall[True])),
+        "wall_overhead_median": round(statistics.median(ratios) - 1, 4),
+        "wall_overhead_min_max": [round(min(ratios) - 1, 4), round(max(ratios) - 1, 4)],
+        "sim_process_cpu_overhead_median": round(statistics.median(cpu_ratios) - 1, 4),
+        "writer_child_cpu_s_median": round(statistics.median(child_cpu), 3),
+        "no_trace_cpu_s_median": round(statistics.median(cpu[False]), 3),
         "instruction_bytes_per_row": round(size / rows, 2), "trace_mb": round(total_size / 1e6, 2),
-        "pairs": pairs,
+        "pairs": pairs, "load_average_1min": round(os.getloadavg()[0], 2),
     }
 
 
@@ -97,6 +112,8 @@ def main() -> int:
     parser.add_argument("--pairs", type=int, default=5, help="paired runs per kernel (default 5)")
     parser.add_argument("--kernels", nargs="*", help="only these kernels")
     parser.add_argument("--first-write", action="store_true", help="measure time to the first rows on disk")
+    parser.add_argument("--emit", choices=["process", "thread", "inline"], default="process",
+                        help="where trace tables are built (default: a forked process)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
@@ -106,7 +123,7 @@ def main() -> int:
         for kernel, params, arch in CASES:
             if args.kernels and kernel not in args.kernels:
                 continue
-            print(json.dumps(bench_case(kernel, params, arch, args.pairs, tmp)), flush=True)
+            print(json.dumps(bench_case(kernel, params, arch, args.pairs, tmp, args.emit)), flush=True)
     return 0
 
 

@@ -90,6 +90,19 @@ def test_kernels_command_lists_every_kernel(capsys):
     assert mlp["params"]["layers"] == {"default": 2, "type": "int"} and mlp["has_reference"]
 
 
+def _processes_mentioning(text: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if text in cmdline:
+                found.append(int(entry.name))
+    return found
+
+
 def test_killed_record_leaves_a_readable_trace(tmp_path):
     out = tmp_path / "big.trace"
     proc = subprocess.Popen(
@@ -108,6 +121,11 @@ def test_killed_record_leaves_a_readable_trace(tmp_path):
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     proc.stderr.close()
+    # a helper process writing the trace notices its parent is gone, closes the trace and exits
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and _processes_mentioning(str(out)):
+        time.sleep(0.05)
+    assert not _processes_mentioning(str(out)), "a trace-writing process outlived the killed recording"
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         reader = TraceReader(out)

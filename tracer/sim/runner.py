@@ -25,6 +25,7 @@ from tracer.errors import KernelError, TrnprofError
 from tracer.sim.arch import CostModel, cost_model
 from tracer.sim.context import KernelContext
 from tracer.sim.core import ENGINE_NAMES, Core
+from tracer.sim.emit_process import ProcessEmitter, fork_available
 from tracer.sim.emitter import Emitter
 from tracer.writer import TraceWriter
 
@@ -104,7 +105,7 @@ def run_kernel(kernel: str | Callable[..., Any], params: Mapping[str, Any] | Non
                arch: str = "trn2", overrides: Mapping[str, Any] | None = None,
                trace_path: str | os.PathLike[str] | None = None, overwrite: bool = False,
                numerics: bool = False, check: bool = False, seed: int = 0,
-               progress: Callable[[int, int], None] | None = None, threaded: bool = True) -> RunResult:
+               progress: Callable[[int, int], None] | None = None, emit: str = "process") -> RunResult:
     """Run ``kernel`` on a simulated NeuronCore and (with ``trace_path``) record its trace.
 
     Args:
@@ -118,7 +119,9 @@ def run_kernel(kernel: str | Callable[..., Any], params: Mapping[str, Any] | Non
         check: compare every output with the kernel's numpy reference; KernelError on a mismatch.
         seed: seed of the random inputs.
         progress: called with (instructions, simulated ns) about twice a second.
-        threaded: build trace tables on a background thread.
+        emit: where trace tables are built and written: ``process`` (a forked child process, the default:
+            no GIL shared with the simulation; falls back to ``thread`` where fork is unavailable), ``thread``
+            or ``inline``.
 
     Raises:
         KernelError: the kernel misused the core, or ``check`` found a mismatch.
@@ -130,13 +133,11 @@ def run_kernel(kernel: str | Callable[..., Any], params: Mapping[str, Any] | Non
     kparams = spec.bind(params or {})
     cm = cost_model(arch, overrides)
     numerics = numerics or check
-    writer: TraceWriter | None = None
-    emitter: Emitter | None = None
     core = Core(cm, progress=progress)
-    if trace_path is not None:
-        writer = TraceWriter(trace_path, overwrite=overwrite, metadata=_metadata(cm, spec.name, kparams))
-        emitter = Emitter(core, writer, threaded=threaded)
-        core.sink = emitter.submit
+    sink = _open_sink(core, trace_path, overwrite, _metadata(cm, spec.name, kparams), emit) \
+        if trace_path is not None else None
+    if sink is not None:
+        core.sink = sink.submit
     ctx = KernelContext(core, numerics=numerics, seed=seed)
     t0 = time.perf_counter()
     ok = False
@@ -144,16 +145,15 @@ def run_kernel(kernel: str | Callable[..., Any], params: Mapping[str, Any] | Non
         _call_kernel(spec, ctx, kparams)
         ctx.finish()
         core.handoff()
-        if emitter is not None:
-            emitter.close()
         ok = True
     finally:
         ctx.closed = True
-        if emitter is not None and not ok:
-            with contextlib.suppress(Exception):  # the original error matters more
-                emitter.close()
-        if writer is not None:
-            writer.close(complete=ok)
+        if sink is not None:
+            if ok:
+                sink.close(True)
+            else:
+                with contextlib.suppress(Exception):  # the original error matters more
+                    sink.close(False)
     wall = time.perf_counter() - t0
     busy = core.finish_busy()
     result = RunResult(
@@ -175,6 +175,33 @@ def run_kernel(kernel: str | Callable[..., Any], params: Mapping[str, Any] | Non
             raise KernelError(f"--check failed for kernel {spec.name}: output {c.name} differs from the numpy "
                               f"reference (max abs error {c.max_abs_error:.4g}, max rel error {c.max_rel_error:.4g})")
     return result
+
+
+class _ThreadSink:
+    """Trace emission on a thread (or inline) of this process."""
+
+    def __init__(self, core: Core, path: str | os.PathLike[str], overwrite: bool, metadata: dict[str, Any],
+                 threaded: bool) -> None:
+        self.writer = TraceWriter(path, overwrite=overwrite, metadata=metadata)
+        self.emitter = Emitter(core, self.writer, threaded=threaded)
+        self.submit = self.emitter.submit
+
+    def close(self, complete: bool) -> None:
+        try:
+            self.emitter.close()
+        except BaseException:
+            self.writer.close(complete=False)
+            raise
+        self.writer.close(complete=complete)
+
+
+def _open_sink(core: Core, path: str | os.PathLike[str], overwrite: bool, metadata: dict[str, Any],
+               emit: str) -> Any:
+    if emit not in ("process", "thread", "inline"):
+        raise ValueError(f"emit must be process, thread or inline, not {emit!r}")
+    if emit == "process" and fork_available():
+        return ProcessEmitter(core, path, overwrite=overwrite, metadata=metadata)
+    return _ThreadSink(core, path, overwrite, metadata, threaded=emit != "inline")
 
 
 def _call_kernel(spec: Any, ctx: KernelContext, params: Mapping[str, Any]) -> None:

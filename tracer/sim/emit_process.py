@@ -1,0 +1,145 @@
+"""Trace emission in a forked child process, so building and compressing tables never competes for the GIL.
+
+The parent (the simulation) sends each :class:`~tracer.sim.core.Chunk` — compact ``array`` columns — and the
+templates created since the previous chunk through a pipe; the child runs the :class:`~tracer.sim.emitter.Emitter`
+and owns the :class:`~tracer.writer.TraceWriter`.  On a 2-core machine the two run truly in parallel.
+
+Crash behaviour: if the parent dies (even by SIGKILL) the child sees the pipe close, writes what it has and
+closes the trace as incomplete, so the trace stays readable.  The child ignores SIGINT; Ctrl-C is handled by the
+parent, which then closes the child cleanly.  Where ``fork`` is unavailable the emitter runs on a thread instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing as mp
+import os
+import signal
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+from tracer.errors import TraceFormatError, TrnprofError
+from tracer.sim.arch import CostModel
+from tracer.sim.core import Chunk, Core, Template
+from tracer.sim.emitter import Emitter
+from tracer.writer import TraceWriter
+
+
+def fork_available() -> bool:
+    """True where a child process can be forked (Linux and other POSIX systems)."""
+    return "fork" in mp.get_all_start_methods()
+
+
+class _CoreView:
+    """What the Emitter needs of the core, rebuilt in the child from what the parent sends."""
+
+    def __init__(self, cm: CostModel) -> None:
+        self.cm = cm
+        self.templates: list[Template] = []
+        self.stream_names: list[str] = []
+
+
+def _child_main(conn: Connection, parent_end: Connection, path: str, overwrite: bool,  # noqa: PLR0917
+                metadata: dict[str, Any], cm: CostModel) -> None:
+    parent_end.close()  # else our own copy of the parent's end would keep the pipe open after the parent died
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        writer = TraceWriter(path, overwrite=overwrite, metadata=metadata)
+    except BaseException as exc:
+        conn.send(("error", exc))
+        return
+    conn.send(("ready",))
+    view = _CoreView(cm)
+    emitter = Emitter(view, writer, threaded=False)  # type: ignore[arg-type]
+    complete = False
+    try:
+        while True:
+            try:
+                msg = conn.recv()
+            except (EOFError, OSError):
+                break  # the parent is gone: keep what we have, marked incomplete
+            if msg[0] == "close":
+                complete = bool(msg[1])
+                break
+            _tag, templates, chunk = msg
+            view.templates.extend(templates)
+            view.stream_names = list(chunk.streams)
+            emitter.emit(chunk)
+    except BaseException as exc:
+        writer.close(complete=False)
+        with contextlib.suppress(OSError, ValueError):
+            conn.send(("error", exc))
+        return
+    writer.close(complete=complete)
+    with contextlib.suppress(OSError, ValueError):
+        conn.send(("done",))
+
+
+class ProcessEmitter:
+    """Emits a recording's trace from a forked child process (same interface as :class:`Emitter`).
+
+    Args:
+        core: the simulated core whose chunks will be submitted.
+        path: trace directory (created by the child's TraceWriter).
+        overwrite: replace an existing trace.
+        metadata: Metadata fields.
+
+    Raises:
+        TrnprofError: the trace cannot be created (raised here, before any simulation).
+    """
+
+    def __init__(self, core: Core, path: str | os.PathLike[str], *, overwrite: bool,
+                 metadata: dict[str, Any]) -> None:
+        self.core = core
+        self.path = Path(path)
+        ctx = mp.get_context("fork")
+        self._conn, child = ctx.Pipe()
+        self._proc = ctx.Process(target=_child_main, args=(child, self._conn, str(path), overwrite, metadata, core.cm),
+                                 name="trnprof-trace-writer", daemon=True)
+        self._proc.start()
+        child.close()
+        self._sent_templates = 0
+        self._closed = False
+        reply = self._receive()
+        if reply[0] != "ready":  # pragma: no cover - _receive raises on errors
+            raise TraceFormatError(f"{self.path}: trace writer did not start")
+
+    def _receive(self) -> tuple[Any, ...]:
+        try:
+            msg = self._conn.recv()
+        except (EOFError, OSError):
+            self._proc.join(timeout=5)
+            raise TraceFormatError(f"{self.path}: the trace writer process died (exit code "
+                                   f"{self._proc.exitcode}); the trace keeps what was written") from None
+        if msg[0] == "error":
+            self._proc.join(timeout=5)
+            exc = msg[1]
+            if isinstance(exc, TrnprofError):
+                raise exc
+            raise TraceFormatError(f"{self.path}: writing the trace failed: {type(exc).__name__}: {exc}")
+        return msg
+
+    def submit(self, chunk: Chunk) -> None:
+        """Send ``chunk`` (and the templates it introduces) to the child."""
+        if self._conn.poll():  # the child only speaks up to report an error
+            self._receive()
+        new = self.core.templates[self._sent_templates:chunk.n_templates]
+        self._sent_templates = max(self._sent_templates, chunk.n_templates)
+        try:
+            self._conn.send(("chunk", new, chunk))
+        except (BrokenPipeError, OSError):
+            self._receive()
+            raise
+
+    def close(self, complete: bool = True) -> None:
+        """Let the child write everything and close the trace (``complete=False`` marks it interrupted)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._conn.send(("close", complete))
+            self._receive()
+        finally:
+            self._conn.close()
+            self._proc.join(timeout=30)

@@ -15,8 +15,10 @@ rule                fires when                                                  
 ``bottleneck_idle`` the bottleneck engine is idle > 10% of the time                    serialisation gap
 ==================  =================================================================  ===========================
 
-Recommendations are ranked by the time at stake, largest first; ``speedup`` is the bounds' bottleneck-aware speedup
-of removing that overhead (where one applies).  Thresholds are module constants.
+Each recommendation carries the time at stake (``impact_ns``: the overhead itself), the bounds' bottleneck-aware
+``speedup`` of removing it (where one applies) and the ``saving_ns`` that speedup means (``total - total /
+speedup``).  They are ranked by saving, then by time at stake: an overhead on an engine that is not the bottleneck
+saves nothing until the bottleneck moves, so it comes last even when large.  Thresholds are module constants.
 """
 
 from __future__ import annotations
@@ -195,13 +197,17 @@ def _bottleneck_rule(trace: Trace, scope: Scope, b: dict[str, Any]) -> list[dict
 
 def recommendations(trace: Trace, start_ns: int | None = None, end_ns: int | None = None,
                     core: int | None = None) -> pa.Table:
-    """Ranked recommendations for the window (:data:`~profiler.analyses.schema.RECOMMENDATIONS`), most time at stake
-    first; empty when no rule fires."""
+    """Ranked recommendations for the window (:data:`~profiler.analyses.schema.RECOMMENDATIONS`), largest
+    bottleneck-aware saving first; empty when no rule fires."""
     b = performance_bounds(trace, start_ns, end_ns, core)
     scope = resolve_scope(trace, b[rs.START_NS], b[rs.END_NS], core)
     eff = dma_efficiency(trace, scope.start_ns, scope.end_ns, core)
     recs = [*_flop_rules(b), *_spill_rule(trace, scope, b), *_dma_rules(b, eff), *_bottleneck_rule(trace, scope, b)]
-    recs.sort(key=lambda r: (-r[rs.IMPACT_NS], r[rs.RULE]))
+    total = b[rs.TOTAL_TIME_NS]
+    for r in recs:
+        speedup = r[rs.SPEEDUP]
+        r[rs.SAVING_NS] = max(0.0, total - total / speedup) if speedup else min(r[rs.IMPACT_NS], float(total))
+    recs.sort(key=lambda r: (-round(r[rs.SAVING_NS], 6), -r[rs.IMPACT_NS], r[rs.RULE]))
     for rank, r in enumerate(recs, start=1):
         r[rs.RANK] = rank
     return pa.Table.from_pylist(recs, schema=rs.RECOMMENDATIONS)

@@ -352,6 +352,7 @@ TITLE = "title"
 MESSAGE = "message"
 EVIDENCE = "evidence"                      # JSON object of the numbers that triggered the rule
 IMPACT_NS = "impact_ns"                    # time at stake (the overhead the rule addresses)
+SAVING_NS = "saving_ns"                    # bottleneck-aware: total - total / speedup (impact_ns without a speedup)
 RECOMMENDATIONS = pa.schema([
     pa.field(RANK, pa.int64(), nullable=False),
     pa.field(RULE, pa.string(), nullable=False),
@@ -360,6 +361,7 @@ RECOMMENDATIONS = pa.schema([
     pa.field(EVIDENCE, pa.string(), nullable=False),
     pa.field(IMPACT_NS, pa.float64(), nullable=False),
     pa.field(SPEEDUP, pa.float64()),
+    pa.field(SAVING_NS, pa.float64(), nullable=False),
 ])
 
 # ------------------------------------------------------------------------------------------------------------

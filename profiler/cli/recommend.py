@@ -15,12 +15,13 @@ from profiler.cli._analysis import (
     open_trace,
     print_table,
 )
+from profiler.figures.timefmt import format_duration
 
 
 class RecommendCommand:
-    """Recommendations ranked by the time at stake: low model or active FLOPs, transposes, spill reloads, small
-    DMA transfers, data loaded more than once, a bottleneck engine left idle.  See docs/analyses.md for the rules
-    and thresholds."""
+    """Recommendations ranked by the bottleneck-aware time they would save: low model or active FLOPs,
+    transposes, spill reloads, small DMA transfers, data loaded more than once, a bottleneck engine left idle.
+    See docs/analyses.md for the rules and thresholds."""
 
     name = "recommend"
     help = "ranked recommendations, each citing its numbers"
@@ -41,8 +42,8 @@ class RecommendCommand:
             print("no recommendation: no rule fired (see docs/analyses.md for the thresholds)")
             return 0
         for r in recs.slice(0, limit).to_pylist():
-            speedup = f", up to {r[rs.SPEEDUP]:.2f}x" if r[rs.SPEEDUP] else ""
-            print(f"{r[rs.RANK]}. {r[rs.TITLE]} [{r[rs.RULE]}; {r[rs.IMPACT_NS] / 1e3:,.1f} us at stake{speedup}]")
+            speedup = f", up to {r[rs.SPEEDUP]:.2f}x faster" if r[rs.SPEEDUP] else ""
+            print(f"{r[rs.RANK]}. {r[rs.TITLE]} [{r[rs.RULE]}: {format_duration(r[rs.IMPACT_NS])} at stake{speedup}]")
             print(textwrap.indent(textwrap.fill(r[rs.MESSAGE], 100), "   "))
         return 0
 

@@ -148,16 +148,15 @@ class Emitter:
                 self.t_hbm_num.append((code, ncols, nrows, ncols_view, bcast))
             for name in _STR_ATTRS:
                 self.attrs[name].add(getattr(tpl, name))
-        if n > self.n_templates:
-            self._arrays = {}
         self.n_templates = max(self.n_templates, n)
 
     def _arr(self, name: str) -> np.ndarray:
-        """Template attribute ``name`` as an int64 array indexed by template id (cached until templates grow)."""
+        """Template attribute ``name`` as an int64 array indexed by template id (extended as templates grow)."""
+        src = self.attrs[name].by_template if name in self.attrs else getattr(self, name)
         arr = self._arrays.get(name)
-        if arr is None:
-            src = self.attrs[name].by_template if name in self.attrs else getattr(self, name)
-            arr = self._arrays[name] = np.asarray(src, np.int64)
+        if arr is None or len(arr) < len(src):
+            tail = np.asarray(src[0 if arr is None else len(arr):], np.int64)
+            arr = self._arrays[name] = tail if arr is None or not len(arr) else np.concatenate([arr, tail])
         return arr
 
     # -- one chunk -------------------------------------------------------------------------------------------

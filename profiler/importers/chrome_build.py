@@ -23,7 +23,8 @@ import pyarrow.compute as pc
 
 from profiler.importers.chrome_tracks import GLOBAL_TRACK, Labels, Registry, flow_edges, pair_async
 from profiler.importers.common import TraceImportWarning, metadata_batch, table_batch
-from profiler.importers.json_scan import ObjectBlock, decimal_text_to_ns
+from profiler.importers.decimal_text import decimal_text_to_ns
+from profiler.importers.json_scan import ObjectBlock
 from profiler.importers.nesting import Nesting, match_begin_end, nest_intervals
 from profiler.importers.spill import Spill
 from tracer import schema

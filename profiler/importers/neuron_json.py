@@ -34,7 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from profiler.importers.common import TraceImportWarning, metadata_batch, normalise_engines, table_batch
-from profiler.importers.json_scan import decimal_text_to_ns
+from profiler.importers.decimal_text import decimal_text_to_ns
 from profiler.importers.json_stream import DEFAULT_BLOCK_BYTES, JsonArrayStream, read_head, top_level_keys
 from profiler.importers.spill import Spill
 from profiler.sources import ProgressCallback

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from profiler.importers.json_scan import decimal_text_to_ns
+from profiler.importers.decimal_text import decimal_text_to_ns
 from profiler.importers.json_stream import JsonArrayStream, top_level_keys
 from tracer.errors import TraceFormatError, TruncatedTraceWarning
 

@@ -52,5 +52,8 @@ def render_selection(s: SelectionSummary) -> html.Div:
 
 
 def selection_panel(trace: Any, start_ns: int, end_ns: int) -> Any:
-    """Compute and render the summary of ``[start_ns, end_ns)``."""
-    return render_selection(selection_summary(trace, start_ns, end_ns))
+    """Compute and render the summary of ``[start_ns, end_ns)``, with its performance bounds."""
+    from dashboard.analysis_views import bounds_section
+
+    return html.Div([render_selection(selection_summary(trace, start_ns, end_ns)),
+                     bounds_section(trace, start_ns, end_ns)])

@@ -10,6 +10,7 @@ range.  The server keeps nothing between calls.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,12 +43,14 @@ class TimelineOptions:
 
     colour_by: str = "opcode"
     expand_dma: bool = False
+    #: Highlight the critical path (:mod:`profiler.analyses.critical_path`) over the strips.
+    critical_path: bool = False
 
     @classmethod
-    def parse(cls, colour_by: Any, expand: Any) -> TimelineOptions:
+    def parse(cls, colour_by: Any, expand: Any, critical_path: Any = False) -> TimelineOptions:
         """Options from the raw component values (anything unexpected falls back to the default)."""
         colour = colour_by if colour_by in pal.COLOUR_MODES else "opcode"
-        return cls(colour, bool(expand) and expand not in ("false", "0"))
+        return cls(colour, bool(expand) and expand not in ("false", "0"), critical_path is True)
 
 
 @dataclass
@@ -122,7 +125,8 @@ def status_text(frame: StripFrame, view: tuple[int, int]) -> str:
 def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, trigger: str,
                     relayout: dict[str, Any] | None = None, width_px: Any = None,
                     options: TimelineOptions | None = None, nav: dict[str, Any] | None = None,
-                    palette: pal.CategoryPalette | None = None, lanes: bool = True) -> TimelineUpdate | None:
+                    palette: pal.CategoryPalette | None = None, lanes: bool = True,
+                    overlay: Callable[[list[TimelineRow], int], list[Any]] | None = None) -> TimelineUpdate | None:
     """Decide and build what the browser needs after ``trigger``.
 
     Args:
@@ -136,6 +140,8 @@ def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, 
         nav: ``{"start_ns", "end_ns"}`` to focus, for ``nav``.
         palette: opcode/layer colours (stable per trace).
         lanes: draw the counter lanes.
+        overlay: ``overlay(rows, origin_ns)`` -> extra traces drawn over the strips when the figure is rebuilt
+            (after the lanes, so zoom patches leave them alone); used with ``options.critical_path``.
 
     Returns:
         The update, or None when nothing changes (a relayout that does not move the time axis).
@@ -147,7 +153,8 @@ def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, 
     origin = t_range[0]
     prev = state if isinstance(state, dict) and state.get("trace") == trace_id else None
     same_structure = (prev is not None and prev.get("colour_by") == options.colour_by
-                      and bool(prev.get("expand_dma")) == options.expand_dma and prev.get("width") == width)
+                      and bool(prev.get("expand_dma")) == options.expand_dma and prev.get("width") == width
+                      and bool(prev.get("critical_path")) == options.critical_path)
     rebuild = prev is None or not same_structure or trigger in REBUILD_TRIGGERS
     buffer = vp.Buffer.from_dict(prev.get("buffer")) if prev else None
     prev_view = tuple(prev["view"]) if prev and isinstance(prev.get("view"), list) else None
@@ -168,7 +175,7 @@ def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, 
 
     new_state: dict[str, Any] = {
         "trace": trace_id, "view": list(view), "width": width, "origin": origin,
-        "colour_by": options.colour_by, "expand_dma": options.expand_dma,
+        "colour_by": options.colour_by, "expand_dma": options.expand_dma, "critical_path": options.critical_path,
         "buffer": buffer.to_dict() if buffer else None,
     }
     axis_range = [ns_to_axis(view[0], origin), ns_to_axis(view[1], origin)]
@@ -194,6 +201,8 @@ def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, 
 
     if rebuild:
         fig = timeline_figure(frame, rows, origin, x_range_ns=view, legend=False, lanes=lane_list, plot_width_px=width)
+        if options.critical_path and overlay is not None:
+            fig.add_traces(overlay(rows, origin))
         return TimelineUpdate(fig, new_state, hover, legend, status, True, info)
     patch = Patch()
     for key, value in strip_update(frame, origin).items():

@@ -9,6 +9,7 @@ from typing import Any
 
 from dash import Dash, dcc, html
 
+from dashboard.analysis_views import analysis_section
 from dashboard.pages import PageContext
 from dashboard.registry import TraceRegistry
 from dashboard.selection_view import _card, _si
@@ -31,9 +32,12 @@ def layout(ctx: PageContext) -> Any:
         cards.append(_card(label, text))
     charts = [dcc.Graph(figure=fig, config={"displaylogo": False}, id=f"summary-chart-{i}")
               for i, fig in enumerate(sfig.summary_figures(summary))]
+    with ctx.registry.lock(ctx.trace_id):
+        analyses = analysis_section(trace)
     return html.Div([
         html.H2(f"Summary of {ctx.registry.entry(ctx.trace_id).label}"),
         html.Div(cards, className="cards", id="summary-cards"),
+        analyses,
         html.Div(charts, className="charts"),
     ], className="summary-page")
 

@@ -16,6 +16,7 @@ from dash import ALL, ClientsideFunction, Dash, Input, Output, State, ctx, dcc, 
 from dashboard import details as det
 from dashboard import search_logic as srch
 from dashboard import timeline_logic as tl
+from dashboard.analysis_views import CriticalPathOverlays
 from dashboard.app import resolve_trace_id
 from dashboard.pages import PageContext
 from dashboard.registry import TraceRegistry, UnknownTraceError
@@ -47,6 +48,8 @@ def layout(ctx_: PageContext) -> Any:
             dcc.RadioItems(id="colour-by", options=[{"label": m, "value": m} for m in pal.COLOUR_MODES],
                            value="opcode", inline=True, className="radio"),
             dcc.Checklist(id="dma-expand", options=[{"label": "expand DMA queues", "value": "expand"}], value=[],
+                          inline=True, className="radio"),
+            dcc.Checklist(id="cp-toggle", options=[{"label": "critical path", "value": "on"}], value=[],
                           inline=True, className="radio"),
             html.Button("Reset zoom", id="tl-reset", n_clicks=0, className="btn", title="show the whole trace (R)"),
             html.Button("Summarize view", id="tl-summarize", n_clicks=0, className="btn",
@@ -87,7 +90,7 @@ def _trace(registry: TraceRegistry, search: str | None) -> tuple[str, Any]:
 
 #: Component id -> trigger name, in priority order (several inputs can change in one call).
 _TRIGGERS = (("url", "trace"), ("tl-size", "size"), ("colour-by", "options"), ("dma-expand", "options"),
-             ("tl-reset", "reset"), ("tl-nav", "nav"), (GRAPH_ID, "relayout"))
+             ("cp-toggle", "options"), ("tl-reset", "reset"), ("tl-nav", "nav"), (GRAPH_ID, "relayout"))
 
 
 def trigger_name(triggered_prop_ids: Any) -> str:
@@ -103,6 +106,7 @@ def trigger_name(triggered_prop_ids: Any) -> str:
 def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
     """Wire the timeline page onto ``app``."""
     palettes: dict[str, pal.CategoryPalette] = {}
+    overlays = CriticalPathOverlays()
 
     def palette_for(trace_id: str, trace: Any) -> pal.CategoryPalette:
         # One palette per served trace (not per session): colours stay put while zooming.
@@ -118,23 +122,24 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
         Output("tl-legend", "children"), Output("tl-status", "children"),
         Input("url", "search"), Input("tl-size", "data"), Input(GRAPH_ID, "relayoutData"),
         Input("colour-by", "value"), Input("dma-expand", "value"), Input("tl-reset", "n_clicks"),
-        Input("tl-nav", "data"),
+        Input("tl-nav", "data"), Input("cp-toggle", "value"),
         State("tl-state", "data"),
         prevent_initial_call=True,
     )
     def _update(search: str | None, size: Any, relayout: Any, colour_by: Any, expand: Any, _reset: Any,  # noqa: PLR0917
-                nav: Any, state: Any) -> Any:
+                nav: Any, critical: Any, state: Any) -> Any:
         trigger = trigger_name(ctx.triggered_prop_ids)
         try:
             trace_id, trace = _trace(registry, search)
         except UnknownTraceError as exc:
             return tl.empty_figure(str(exc)), None, None, [], str(exc)
         width = size.get("width") if isinstance(size, dict) else None
-        options = tl.TimelineOptions.parse(colour_by, "expand" in (expand or []))
+        options = tl.TimelineOptions.parse(colour_by, "expand" in (expand or []), "on" in (critical or []))
         with registry.lock(trace_id):
             update = tl.update_timeline(trace, trace_id, state=state, trigger=trigger, relayout=relayout,
                                         width_px=width, options=options, nav=nav,
-                                        palette=palette_for(trace_id, trace))
+                                        palette=palette_for(trace_id, trace),
+                                        overlay=overlays.builder(trace_id, trace))
         if update is None:
             raise dash.exceptions.PreventUpdate
         legend = dash.no_update if update.legend is dash.no_update else legend_children(update.legend)

@@ -23,8 +23,9 @@ _HEIGHT = 340
 _MARGIN = {"l": 200, "r": 24, "t": 44, "b": 44}
 FAMILY_COLOURS = {"memory": "#4C78A8", "compute": "#F58518", "pipeline": "#54A24B"}
 TOTAL_COLOUR = "#555555"
-PATH_COLOUR = "rgba(255, 0, 0, 0.75)"
-PATH_LINK_COLOUR = "rgba(255, 0, 0, 0.45)"
+#: Near-black, a colour no category uses, so the path reads on any strip colour.
+PATH_COLOUR = "rgba(17, 17, 17, 0.85)"
+PATH_LINK_COLOUR = "rgba(17, 17, 17, 0.5)"
 
 
 def _layout(fig: go.Figure, title: str, *, height: int = _HEIGHT, x_title: str = "") -> go.Figure:
@@ -160,8 +161,8 @@ def dma_histogram_figure(histogram: pa.Table) -> go.Figure:
 
 
 def critical_path_overlay(path: pa.Table, rows: Sequence[TimelineRow], origin_ns: int) -> list[go.Scatter]:
-    """Traces that highlight ``path`` on a timeline figure with these ``rows``: a thick red segment over every step
-    on its row, and thin links between consecutive steps.  Steps on tracks without a row are left out."""
+    """Traces that highlight ``path`` on a timeline figure with these ``rows``: a thick dark segment over every step
+    on its row, and thin dotted links between consecutive steps.  Steps on tracks without a row are left out."""
     row_of = {tid: i for i, row in enumerate(rows) for tid in row.track_ids}
     tracks = path.column(rs.TRACK_ID).to_pylist()
     keep = np.array([t is not None and t in row_of for t in tracks], dtype=bool)
@@ -189,8 +190,8 @@ def critical_path_overlay(path: pa.Table, rows: Sequence[TimelineRow], origin_ns
                                                                                       strict=True)]
     seg_text = [t for h in hover for t in (h, h, None)]
     return [
-        go.Scattergl(x=link_x, y=link_y, mode="lines", line={"color": PATH_LINK_COLOUR, "width": 1},
+        go.Scattergl(x=link_x, y=link_y, mode="lines", line={"color": PATH_LINK_COLOUR, "width": 1, "dash": "dot"},
                      hoverinfo="skip", name="critical path links", showlegend=False),
-        go.Scattergl(x=seg_x, y=seg_y, mode="lines", line={"color": PATH_COLOUR, "width": 6},
+        go.Scattergl(x=seg_x, y=seg_y, mode="lines", line={"color": PATH_COLOUR, "width": 4},
                      text=seg_text, hoverinfo="text", name="critical path", showlegend=False),
     ]

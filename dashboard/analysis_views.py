@@ -1,0 +1,114 @@
+"""Dashboard views of the analyses (:mod:`profiler.analyses`): the bounds of a selection, the recommendations of
+a trace, and the critical-path overlay of the timeline.
+
+Plain functions returning Dash components or plotly traces, tested without a browser; the analyses and figures they
+show are the ones the CLI and notebooks use.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from dash import dcc, html
+
+from profiler.analyses import critical_path, performance_bounds, recommendations
+from profiler.analyses import schema as rs
+from profiler.figures.analyses import bounds_figure, critical_path_overlay
+from profiler.figures.raster import TimelineRow
+from profiler.figures.timefmt import format_duration
+from tracer.errors import TrnprofError
+
+
+def _unavailable(what: str, exc: BaseException) -> html.Div:
+    return html.Div(f"{what} unavailable: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}",
+                    className="muted")
+
+
+def bounds_table(bounds: dict[str, Any]) -> html.Div:
+    """The bounds as a compact table: bound, value, the gap to the one before (what it means), speedup."""
+    from profiler.analyses.bounds import bounds_table as rows_of
+
+    rows = []
+    for r in rows_of(bounds).to_pylist():
+        value = r[rs.VALUE_NS]
+        speedup = r[rs.SPEEDUP]
+        rows.append(html.Tr([
+            html.Td(r[rs.BOUND].removesuffix("_ns")),
+            html.Td("unknown" if value is None else format_duration(value), className="num"),
+            html.Td("–" if r[rs.GAP_NS] is None else format_duration(r[rs.GAP_NS]), className="num",
+                    title=r[rs.GAP_MEANING] or ""),
+            html.Td("–" if speedup is None else f"{speedup:.2f}x", className="num"),
+        ]))
+    active = bounds[rs.ENGINE_ACTIVE_NS][bounds[rs.BOTTLENECK]]
+    total = max(int(bounds[rs.TOTAL_TIME_NS]), 1)
+    return html.Div([
+        html.Div([html.Strong("bottleneck: "), html.Span(bounds[rs.BOTTLENECK], id="bounds-bottleneck"),
+                  html.Span(f" (active {100 * active / total:.1f}% of {format_duration(total)})",
+                            className="muted")]),
+        html.Table([html.Thead(html.Tr([html.Th("bound"), html.Th("time"), html.Th("gap"), html.Th("speedup")])),
+                    html.Tbody(rows)], className="mini-table", id="bounds-table"),
+        *[html.Div(n, className="muted") for n in bounds[rs.NOTES]],
+    ], className="bounds-view")
+
+
+def bounds_section(trace: Any, start_ns: int, end_ns: int) -> html.Div:
+    """The performance bounds of ``[start_ns, end_ns)`` under a heading (a short message when they cannot be had)."""
+    try:
+        bounds = performance_bounds(trace, start_ns, end_ns)
+    except TrnprofError as exc:
+        return html.Div([html.H4("Performance bounds"), _unavailable("bounds", exc)], id="selection-bounds")
+    return html.Div([html.H4("Performance bounds"), bounds_table(bounds)], id="selection-bounds")
+
+
+def recommendation_list(recs: Any) -> html.Div:
+    """Ranked recommendations: title, time at stake and speedup, the message citing its numbers."""
+    items = []
+    for r in recs.to_pylist():
+        speedup = f", up to {r[rs.SPEEDUP]:.2f}x faster" if r[rs.SPEEDUP] else ""
+        items.append(html.Li([
+            html.Strong(r[rs.TITLE]),
+            html.Span(f" — {format_duration(r[rs.IMPACT_NS])} at stake{speedup}", className="muted"),
+            html.Div(r[rs.MESSAGE], className="recommendation-message"),
+        ], className="recommendation", **{"data-rule": r[rs.RULE]}))
+    if not items:
+        return html.Div("No rule fired: nothing stands out.", className="muted", id="recommendations")
+    return html.Div(html.Ol(items), id="recommendations")
+
+
+def analysis_section(trace: Any) -> html.Div:
+    """Recommendations and the bounds chart of the whole trace, for the summary page."""
+    try:
+        recs = recommendations(trace)
+        bounds = performance_bounds(trace)
+    except TrnprofError as exc:
+        return html.Div([html.H3("Recommendations"), _unavailable("analyses", exc)], className="analysis-section")
+    return html.Div([
+        html.H3("Recommendations"),
+        recommendation_list(recs),
+        dcc.Graph(figure=bounds_figure(bounds), config={"displaylogo": False}, id="summary-bounds-chart"),
+    ], className="analysis-section")
+
+
+class CriticalPathOverlays:
+    """The critical path of each served trace, computed once (it reads the whole trace) and drawn on demand."""
+
+    def __init__(self) -> None:
+        self._paths: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def path(self, trace_id: str, trace: Any) -> Any:
+        """The critical path table of ``trace`` (cached by trace id)."""
+        with self._lock:
+            if trace_id not in self._paths:
+                self._paths[trace_id] = critical_path(trace)
+            return self._paths[trace_id]
+
+    def builder(self, trace_id: str, trace: Any) -> Any:
+        """An ``overlay(rows, origin_ns)`` callable for :func:`dashboard.timeline_logic.update_timeline`."""
+        def overlay(rows: list[TimelineRow], origin_ns: int) -> list[Any]:
+            try:
+                return critical_path_overlay(self.path(trace_id, trace), rows, origin_ns)
+            except TrnprofError:
+                return []
+        return overlay

@@ -1,0 +1,194 @@
+"""The compare page's logic as plain functions: which pair is compared, how a zoom on one timeline moves the other,
+and the comparison shown under them (:func:`profiler.analyses.diff.diff`).
+
+Both timelines put time on the axis as seconds since their own trace's start, so synchronising them is forwarding
+one graph's x range to the other unchanged: the same offsets from each kernel's start.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import dash
+from dash import dcc, html
+
+from dashboard import timeline_logic as tl
+from dashboard import viewport as vp
+from dashboard.registry import TraceRegistry
+from profiler.analyses import diff
+from profiler.analyses import schema as rs
+from profiler.figures.compare import delta_figure, metrics_figure
+from profiler.figures.timefmt import format_duration
+from tracer.errors import TrnprofError
+
+
+def default_pair(registry: TraceRegistry, trace_id: str, query: dict[str, str]) -> tuple[str, str | None]:
+    """(A, B) to show first: A is the page's trace, B the ``b`` query value or the next served trace."""
+    ids = [e.id for e in registry.entries]
+    b = query.get("b")
+    if b not in registry or b == trace_id:
+        others = [i for i in ids if i != trace_id]
+        b = others[0] if others else None
+    return trace_id, b
+
+
+def check_pair(registry: TraceRegistry, a: Any, b: Any) -> str | None:
+    """Why ``(a, b)`` cannot be compared (None when it can)."""
+    if a not in registry or b not in registry:
+        return "Choose two served traces."
+    if a == b:
+        return "Choose two different traces."
+    return None
+
+
+def sync_relayout(relayout: Any) -> dict[str, Any] | None:
+    """The relayout to forward to the other timeline (its x range or an autorange), None when x did not move."""
+    if not isinstance(relayout, dict):
+        return None
+    if relayout.get("xaxis.autorange"):
+        return {"xaxis.autorange": True}
+    view = vp.view_from_relayout(relayout, 0)
+    if not isinstance(view, tuple):
+        return None
+    return {"xaxis.range[0]": view[0] / 1e9, "xaxis.range[1]": view[1] / 1e9}
+
+
+class DiffCache:
+    """``diff(a, b)`` per pair of served traces, computed once (it reads both traces whole)."""
+
+    def __init__(self) -> None:
+        self._results: dict[tuple[str, str], dict[str, Any]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, registry: TraceRegistry, a: str, b: str) -> dict[str, Any]:
+        """The comparison of ``b`` with ``a``."""
+        key = (a, b)
+        with self._lock:
+            if key not in self._results:
+                with registry.lock(a), registry.lock(b):
+                    self._results[key] = diff(registry.open(a), registry.open(b))
+            return self._results[key]
+
+
+def headline(result: dict[str, Any], labels: tuple[str, str]) -> html.Div:
+    """Total time A -> B with the speed-up, and the bottleneck of each."""
+    total = result[rs.DIFF_TOTAL]
+    ratio = total[rs.RATIO]
+    if ratio is None or ratio == 0:
+        change = ""
+    elif ratio < 1:
+        change = f" — B is {1 / ratio:.2f}x faster"
+    elif ratio > 1:
+        change = f" — B is {ratio:.2f}x slower"
+    else:
+        change = " — same time"
+    neck = result[rs.DIFF_BOTTLENECK]
+    return html.Div([
+        html.Div([html.Strong("total time: "),
+                  html.Span(f"{format_duration(total[rs.A])} → {format_duration(total[rs.B])}{change}",
+                            id="cmp-total")]),
+        html.Div([html.Strong("bottleneck: "), html.Span(f"{neck[rs.A]} → {neck[rs.B]}", id="cmp-bottleneck")]),
+        html.Div(f"A = {labels[0]}, B = {labels[1]}", className="muted"),
+    ], className="cmp-headline")
+
+
+def charts(result: dict[str, Any], labels: tuple[str, str]) -> list[Any]:
+    """Per-engine active time and the bounds of both traces, side by side."""
+    return [
+        dcc.Graph(figure=metrics_figure(result[rs.DIFF_ENGINES], "Active time per engine", labels),
+                  config={"displaylogo": False}, id="cmp-engines-chart"),
+        dcc.Graph(figure=metrics_figure(result[rs.DIFF_BOUNDS], "Performance bounds and gaps", labels),
+                  config={"displaylogo": False}, id="cmp-bounds-chart"),
+    ]
+
+
+def delta_view(result: dict[str, Any], by: str, limit: int = 30) -> html.Div:
+    """The per-identity delta table (largest change first) and its chart, for grouping ``by``."""
+    if by not in result[rs.DIFF_BY]:
+        by = next(iter(result[rs.DIFF_BY]))
+    table = result[rs.DIFF_BY][by]
+    keys = rs.GROUP_KEYS[by]
+    header = [*keys, "presence", "A count", "B count", "A busy", "B busy", "delta", "B / A"]
+    body = []
+    for r in table.slice(0, limit).to_pylist():
+        delta = r[rs.DELTA_NS]
+        body.append(html.Tr([
+            *[html.Td("–" if r[k] is None else str(r[k])) for k in keys],
+            html.Td(r[rs.PRESENCE]),
+            html.Td(f"{r[rs.A_COUNT]:,}", className="num"), html.Td(f"{r[rs.B_COUNT]:,}", className="num"),
+            html.Td(format_duration(r[rs.A_NS]), className="num"), html.Td(format_duration(r[rs.B_NS]),
+                                                                          className="num"),
+            html.Td(("+" if delta > 0 else "") + format_duration(delta), className="num " + (
+                "faster" if delta < 0 else "slower" if delta > 0 else "")),
+            html.Td("–" if r[rs.RATIO] is None else f"{r[rs.RATIO]:.3f}", className="num"),
+        ]))
+    more = (html.Div(f"{limit} of {table.num_rows} rows", className="muted") if table.num_rows > limit else None)
+    return html.Div([
+        html.Table([html.Thead(html.Tr([html.Th(h) for h in header])), html.Tbody(body)],
+                   className="mini-table", id="cmp-delta-table"),
+        more,
+        dcc.Graph(figure=delta_figure(table, by), config={"displaylogo": False}, id="cmp-delta-chart"),
+    ])
+
+
+def compare_outputs(registry: TraceRegistry, diffs: DiffCache, a: Any, b: Any, *, by: Any,
+                    by_only: bool = False) -> tuple[Any, ...]:
+    """What the page shows for the pair (A, B): the pair store (no_update when only the grouping changed), the
+    headline, the charts, the delta view and the two timeline titles; an error panel instead when they cannot be
+    compared."""
+    problem = check_pair(registry, a, b)
+    if problem is not None:
+        return None, html.Div(problem, className="error-panel", id="cmp-error"), [], [], "A", "B"
+    labels = (registry.entry(a).label, registry.entry(b).label)
+    try:
+        result = diffs.get(registry, a, b)
+    except TrnprofError as exc:
+        return None, html.Div(str(exc), className="error-panel", id="cmp-error"), [], [], "A", "B"
+    pair = dash.no_update if by_only else {"a": a, "b": b}
+    return (pair, headline(result, labels), charts(result, labels), delta_view(result, str(by)),
+            f"A: {labels[0]}", f"B: {labels[1]}")
+
+
+class SideUpdater:
+    """The level-of-detail loop of one compare timeline, plus what it forwards to the other one."""
+
+    def __init__(self, registry: TraceRegistry, palette_for: Callable[[tuple[str, str]], Any]) -> None:
+        self.registry = registry
+        self.palette_for = palette_for
+        self._seq = itertools.count(1)
+
+    def update(self, side: str, triggered: set[str], *, pair: Any, size: Any, relayout: Any, synced: Any,
+               state: Any) -> tuple[Any, Any, Any, Any] | None:
+        """``(figure, state, sync for the other side, status)`` after ``triggered`` (component ids); None when
+        nothing changes.  Only a zoom the user made on this side is forwarded, and only when it moved the view
+        (an echo of a forwarded zoom moves nothing, so the two graphs never ping-pong)."""
+        if not isinstance(pair, dict) or check_pair(self.registry, pair.get("a"), pair.get("b")) is not None:
+            return None
+        trace_id = pair[side]
+        own_zoom = False
+        if "cmp-pair" in triggered:
+            trigger = "trace"
+        elif "cmp-size" in triggered:
+            trigger = "size"
+        elif f"cmp-sync-{side}" in triggered and isinstance(synced, dict):
+            trigger, relayout = "relayout", synced.get("relayout")
+        else:
+            trigger, own_zoom = "relayout", True
+        width = size.get("width") if isinstance(size, dict) else None
+        trace = self.registry.open(trace_id)
+        with self.registry.lock(trace_id):
+            update = tl.update_timeline(trace, trace_id, state=state, trigger=trigger, relayout=relayout,
+                                        width_px=width, palette=self.palette_for((pair["a"], pair["b"])),
+                                        lanes=False)
+        if update is None:
+            return None
+        forward: Any = dash.no_update
+        before = state.get("view") if isinstance(state, dict) else None
+        if own_zoom and update.state.get("view") != before:
+            moved = sync_relayout(relayout)
+            if moved is not None:
+                forward = {"relayout": moved, "seq": next(self._seq)}
+        return update.figure, update.state, forward, update.status

@@ -1,0 +1,155 @@
+"""The analyses in the dashboard, browser-free: selection bounds, summary recommendations, the critical-path overlay
+of the timeline, and the compare page's logic (pair choice, synchronised zoom, comparison views)."""
+
+from __future__ import annotations
+
+import dash
+import pytest
+from dash import html
+
+from dashboard import compare_logic as cl
+from dashboard import timeline_logic as tl
+from dashboard.analysis_views import CriticalPathOverlays, analysis_section, bounds_section, recommendation_list
+from dashboard.registry import TraceRegistry
+from profiler.analyses import recommendations
+from profiler.figures.palette import CategoryPalette
+from tests.golden.handmade import write_handmade
+
+
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory):
+    root = tmp_path_factory.mktemp("dash")
+    reg = TraceRegistry([write_handmade(root / "a.trace"), write_handmade(root / "b.trace", spill_reload_bytes=400)])
+    yield reg
+    reg.close()
+
+
+def _ids(component) -> dict[str, object]:
+    """Every component with an id in a Dash tree, by id."""
+    found = {}
+    stack = [component]
+    while stack:
+        c = stack.pop()
+        if isinstance(c, list | tuple):
+            stack.extend(c)
+            continue
+        if getattr(c, "id", None):
+            found[c.id] = c
+        children = getattr(c, "children", None)
+        if children is not None and not isinstance(children, str):
+            stack.append(children)
+    return found
+
+
+def _text(component) -> str:
+    if isinstance(component, str):
+        return component
+    if isinstance(component, list | tuple):
+        return " ".join(_text(c) for c in component)
+    children = getattr(component, "children", None)
+    return "" if children is None else _text(children)
+
+
+def test_selection_bounds_section(registry):
+    trace = registry.open("t0")
+    section = bounds_section(trace, 80, 230)
+    ids = _ids(section)
+    assert ids["bounds-bottleneck"].children == "Tensor"
+    rows = ids["bounds-table"].children[1].children
+    assert len(rows) == 7 and rows[0].children[0].children == "memory_bound"
+    # a window the bounds cannot use says so instead of failing the panel
+    assert "unavailable" in _text(bounds_section(trace, 300, 300))
+
+
+def test_summary_recommendations(registry):
+    trace = registry.open("t0")
+    recs = recommendations(trace)
+    items = recommendation_list(recs).children.children
+    assert [i.to_plotly_json()["props"]["data-rule"] for i in items] == recs.column("rule").to_pylist()
+    assert "13.5%" in _text(items[0])
+    section = analysis_section(trace)
+    assert "summary-bounds-chart" in _ids(section)
+    assert "No rule fired" in _text(recommendation_list(recs.slice(0, 0)))
+
+
+def test_critical_path_overlay_on_the_timeline(registry):
+    trace = registry.open("t0")
+    overlays = CriticalPathOverlays()
+    builder = overlays.builder("t0", trace)
+    palette = CategoryPalette()
+    plain = tl.update_timeline(trace, "t0", state=None, trigger="initial", width_px=800, palette=palette)
+    on = tl.TimelineOptions.parse("opcode", False, True)
+    lit = tl.update_timeline(trace, "t0", state=plain.state, trigger="options", width_px=800, options=on,
+                             palette=palette, overlay=builder)
+    names = [t.name for t in lit.figure.data]
+    assert names[-2:] == ["critical path links", "critical path"]
+    assert len(lit.figure.data) == len(plain.figure.data) + 2  # after the strips and lanes: patches leave them be
+    assert lit.state["critical_path"] is True
+    # the path is computed once per trace
+    assert overlays.path("t0", trace) is overlays.path("t0", trace)
+    # without the option, or without a builder, nothing is drawn
+    again = tl.update_timeline(trace, "t0", state=lit.state, trigger="options", width_px=800, palette=palette,
+                               overlay=builder)
+    assert len(again.figure.data) == len(plain.figure.data)
+
+
+def test_pair_choice(registry):
+    assert cl.default_pair(registry, "t0", {}) == ("t0", "t1")
+    assert cl.default_pair(registry, "t1", {"b": "t0"}) == ("t1", "t0")
+    assert cl.default_pair(registry, "t0", {"b": "t0"}) == ("t0", "t1")  # never a trace with itself
+    assert cl.default_pair(registry, "t0", {"b": "../etc"}) == ("t0", "t1")
+    assert cl.check_pair(registry, "t0", "t1") is None
+    assert "different" in cl.check_pair(registry, "t0", "t0")
+    assert "served" in cl.check_pair(registry, "t0", "/tmp/x")
+
+
+def test_sync_relayout():
+    assert cl.sync_relayout({"xaxis.range[0]": 1e-6, "xaxis.range[1]": 3e-6}) == {
+        "xaxis.range[0]": 1e-6, "xaxis.range[1]": 3e-6}
+    assert cl.sync_relayout({"xaxis.range": [3e-6, 1e-6]}) == {"xaxis.range[0]": 1e-6, "xaxis.range[1]": 3e-6}
+    assert cl.sync_relayout({"xaxis.autorange": True}) == {"xaxis.autorange": True}
+    assert cl.sync_relayout({"dragmode": "pan"}) is None
+    assert cl.sync_relayout(None) is None
+
+
+def test_compare_views(registry):
+    diffs = cl.DiffCache()
+    pair, headline, charts, deltas, title_a, title_b = cl.compare_outputs(registry, diffs, "t0", "t1", by="opcode")
+    assert pair == {"a": "t0", "b": "t1"} and (title_a, title_b) == ("A: a", "B: b")
+    ids = _ids([headline, charts, deltas])
+    assert ids["cmp-total"].children == "370 ns → 370 ns — same time"
+    assert ids["cmp-bottleneck"].children == "Tensor → Tensor"
+    assert {"cmp-engines-chart", "cmp-bounds-chart", "cmp-delta-chart"} <= set(ids)
+    body = ids["cmp-delta-table"].children[1].children
+    # no change anywhere: the busiest identities first
+    assert [r.children[1].children for r in body] == ["MATMUL", "TENSOR_COPY", "DMA_TRIGGER", "DMA_TRIGGER"]
+    assert diffs.get(registry, "t0", "t1") is diffs.get(registry, "t0", "t1")  # computed once
+    # changing only the grouping keeps the pair (the timelines are not rebuilt)
+    assert cl.compare_outputs(registry, diffs, "t0", "t1", by="operator", by_only=True)[0] is dash.no_update
+    bad = cl.compare_outputs(registry, diffs, "t0", "t0", by="opcode")
+    assert bad[0] is None and isinstance(bad[1], html.Div) and bad[1].id == "cmp-error"
+
+
+def test_compare_timelines_follow_each_other(registry):
+    sides = cl.SideUpdater(registry, lambda pair: CategoryPalette())
+    pair = {"a": "t0", "b": "t1"}
+    size = {"width": 600}
+    fig_a, state_a, fwd, _ = sides.update("a", {"cmp-pair"}, pair=pair, size=size, relayout=None, synced=None,
+                                         state=None)
+    fig_b, state_b, _, _ = sides.update("b", {"cmp-pair"}, pair=pair, size=size, relayout=None, synced=None,
+                                        state=None)
+    assert fwd is dash.no_update and state_a["trace"] == "t0" and state_b["trace"] == "t1"
+    assert fig_a.data[0].type == fig_b.data[0].type == "heatmap" and len(fig_a.data) == 1  # strips, no lanes
+    zoom = {"xaxis.range[0]": 1e-7, "xaxis.range[1]": 2e-7}
+    _, state_a2, fwd, _ = sides.update("a", {"cmp-graph-a"}, pair=pair, size=size, relayout=zoom, synced=None,
+                                      state=state_a)
+    assert state_a2["view"] == [100, 200] and fwd["relayout"] == zoom
+    _, state_b2, back, _ = sides.update("b", {"cmp-sync-b"}, pair=pair, size=size, relayout=None, synced=fwd,
+                                       state=state_b)
+    assert state_b2["view"] == [100, 200]
+    assert back is dash.no_update  # a forwarded zoom is not sent back
+    # an echo of the same range on A moves nothing, so nothing is forwarded again
+    echo = sides.update("a", {"cmp-graph-a"}, pair=pair, size=size, relayout=zoom, synced=None, state=state_a2)
+    assert echo is None or echo[2] is dash.no_update
+    assert sides.update("a", {"cmp-pair"}, pair={"a": "t0", "b": "t0"}, size=size, relayout=None, synced=None,
+                        state=None) is None

@@ -89,7 +89,7 @@ def bench_case(kernel: str, params: dict, arch: str, pairs: int, tmp: Path, emit
 def first_write(tmp: Path) -> dict:
     """Seconds until a multi-million-instruction recording has its first Instruction batch on disk."""
     out = tmp / "huge.trace"
-    params = ["-p", "M=32768", "-p", "N=32768", "-p", "K=4096"]
+    params = ["-p", "M=65536", "-p", "N=65536", "-p", "K=4096"]
     t0 = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "profiler", "record", "matmul_rowload", *params, "-o", str(out),
                              "-q"], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
@@ -104,7 +104,7 @@ def first_write(tmp: Path) -> dict:
     proc.wait()
     rows = TraceReader(out).num_rows("Instruction")
     return {"first_batch_on_disk_s": round(elapsed, 2), "rows_on_disk_after_2s_more": rows,
-            "kernel": "matmul_rowload M=N=32768 K=4096 (~4.3 M instructions)"}
+            "kernel": "matmul_rowload M=N=65536 K=4096 (~4.3 M instructions)"}
 
 
 def main() -> int:

@@ -21,7 +21,7 @@ from typing import Any
 
 from tracer.errors import TraceFormatError, TrnprofError
 from tracer.sim.arch import CostModel
-from tracer.sim.core import Chunk, Core, Template
+from tracer.sim.core import Chunk, Core, DmaPlan, Template
 from tracer.sim.emitter import Emitter
 from tracer.writer import TraceWriter
 
@@ -31,6 +31,18 @@ def fork_available() -> bool:
     return "fork" in mp.get_all_start_methods()
 
 
+_WIRE_FIELDS = ("engine", "stream", "flops_raw", "flops_adj", "bytes", "opcode", "loc", "layer", "hlo", "act_fn",
+                "perf_mode", "tensor_type", "text_pre", "text_post")
+
+
+def _wire(tpl: Template) -> tuple[Any, ...]:
+    """The fields of a template the emitter needs, as a plain tuple (cheap to pickle)."""
+    plan = tpl.dma
+    dma = None if plan is None else (plan.rows, plan.chunk_bytes, plan.group, plan.prefix, plan.queue_type,
+                                     plan.src_mem, plan.dst_mem, plan.variable, plan.hbm)
+    return (*(getattr(tpl, name) for name in _WIRE_FIELDS), dma)
+
+
 class _CoreView:
     """What the Emitter needs of the core, rebuilt in the child from what the parent sends."""
 
@@ -38,6 +50,23 @@ class _CoreView:
         self.cm = cm
         self.templates: list[Template] = []
         self.stream_names: list[str] = []
+        self._plans: dict[tuple[Any, ...], DmaPlan] = {}
+
+    def add(self, wires: list[tuple[Any, ...]]) -> None:
+        """Rebuild templates sent with :func:`_wire` (DMA plans shared by equal descriptions)."""
+        for wire in wires:
+            tpl = Template(**dict(zip(_WIRE_FIELDS, wire, strict=False)))
+            dma = wire[-1]
+            if dma is not None:
+                plan = self._plans.get(dma)
+                if plan is None:
+                    rows, chunk, group, prefix, qtype, src, dst, var, hbm = dma
+                    plan = self._plans[dma] = DmaPlan(self.cm, rows=rows, chunk_bytes=chunk, group=group,
+                                                      prefix=prefix, queue_type=qtype, src_mem=src, dst_mem=dst,
+                                                      variable=var, hbm=hbm)
+                tpl.dma = plan
+            tpl.id = len(self.templates)
+            self.templates.append(tpl)
 
 
 def _child_main(conn: Connection, parent_end: Connection, path: str, overwrite: bool,  # noqa: PLR0917
@@ -63,7 +92,7 @@ def _child_main(conn: Connection, parent_end: Connection, path: str, overwrite: 
                 complete = bool(msg[1])
                 break
             _tag, templates, chunk = msg
-            view.templates.extend(templates)
+            view.add(templates)
             view.stream_names = list(chunk.streams)
             emitter.emit(chunk)
     except BaseException as exc:
@@ -124,7 +153,7 @@ class ProcessEmitter:
         """Send ``chunk`` (and the templates it introduces) to the child."""
         if self._conn.poll():  # the child only speaks up to report an error
             self._receive()
-        new = self.core.templates[self._sent_templates:chunk.n_templates]
+        new = [_wire(t) for t in self.core.templates[self._sent_templates:chunk.n_templates]]
         self._sent_templates = max(self._sent_templates, chunk.n_templates)
         try:
             self._conn.send(("chunk", new, chunk))

@@ -1,0 +1,63 @@
+"""The compare page in real headless Chromium: both timelines drawn, a zoom on A followed by B, the delta table
+regrouped, and a console free of errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.browser.conftest import Server, console_errors, wait_for
+from tests.browser.trace_factory import write_kernel_trace
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(180)]
+
+
+def _graph(side: str) -> str:
+    return f"document.querySelector('#cmp-graph-{side} .js-plotly-plot')"
+
+
+def _range(driver, side: str):
+    g = _graph(side)
+    return driver.execute_script(f"return {g} && {g}._fullLayout && {g}._fullLayout.xaxis "
+                                 f"&& {g}._fullLayout.xaxis.range;")
+
+
+def _drawn(driver, side: str) -> bool:
+    g = _graph(side)
+    return bool(driver.execute_script(f"return !!({g} && {g}.data && {g}.data.length "
+                                      f"&& {g}.data[0].type === 'heatmap');"))
+
+
+@pytest.fixture(scope="module")
+def compare_server(tmp_path_factory):
+    from dashboard.app import create_app
+
+    root = tmp_path_factory.mktemp("compare")
+    app = create_app([write_kernel_trace(root / "short.trace", iterations=120),
+                      write_kernel_trace(root / "long.trace", iterations=200)])
+    for trace_id in ("t0", "t1"):
+        app.trnprof_registry.open(trace_id)  # ingest before the browser asks
+    server = Server(app)
+    yield server
+    server.stop()
+    app.trnprof_registry.close()
+
+
+def test_compare_page_stacks_two_synchronised_timelines(browser, compare_server):
+    browser.get(compare_server.url + "/compare?trace=t0")
+    wait_for(browser, lambda d: _drawn(d, "a") and _drawn(d, "b"), "both timelines")
+    total = wait_for(browser, lambda d: d.execute_script(
+        "var e = document.getElementById('cmp-total'); return e && e.textContent;"), "the total-time headline")
+    assert "B is 1.67x slower" in total  # B runs 200 iterations, A 120
+    assert browser.execute_script("return document.querySelectorAll('#cmp-delta-table tbody tr').length") > 0
+    console_errors(browser)  # start clean
+
+    browser.execute_script(f"window.Plotly.relayout({_graph('a')}, "
+                           "{'xaxis.range[0]': 2e-6, 'xaxis.range[1]': 6e-6});")
+    wait_for(browser, lambda d: (_range(d, "b") or [0, 0])[0] == pytest.approx(2e-6, rel=1e-3)
+             and _range(d, "b")[1] == pytest.approx(6e-6, rel=1e-3), "timeline B to follow A's zoom")
+
+    browser.execute_script("document.querySelector('#cmp-by input[value=\"source\"]').click();")
+    wait_for(browser, lambda d: d.execute_script(
+        "var h = document.querySelector('#cmp-delta-table thead'); return h && h.textContent.indexOf('source') === 0;"),
+        "the delta table grouped by source line")
+    assert console_errors(browser) == []

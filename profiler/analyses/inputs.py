@@ -86,9 +86,15 @@ class Scope:
                 f"AND {self.core_sql(alias)}")
 
 
+#: Timestamps the database accepts (see profiler.db.lod.TIME_LIMIT).
+TIME_LIMIT = 1 << 62
+
+
 def _check_time(value: object, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int | np.integer):
         raise QueryError(f"{what} must be an integer number of nanoseconds, not {value!r}")
+    if not -TIME_LIMIT <= int(value) <= TIME_LIMIT:
+        raise QueryError(f"{what} = {int(value)} is beyond +-2**62 ns; give a time within the trace")
     return int(value)
 
 
@@ -141,7 +147,8 @@ def resolve_scope(trace: Trace, start_ns: int | None = None, end_ns: int | None 
     if t0 is None or t1 is None:
         extent = (event_range(trace, core, dma_only=True) if kernel_window else None) or event_range(trace, core)
         if extent is None:
-            raise QueryError(f"{trace.path}: the trace has no instructions or DMA packets to analyse")
+            raise QueryError(f"{trace.path}: the trace has no instructions or DMA packets to analyse (the analyses "
+                             "need a device trace: a simulator recording or a Neuron profile)")
         t0 = extent[0] if t0 is None else t0
         t1 = extent[1] if t1 is None else t1
     if t1 <= t0:

@@ -94,11 +94,15 @@ def test_diff(traces, capsys):
     (["dma", "{a}", "--small-bytes", "0"], "--small-bytes"),
     (["diff", "{a}", "{a}"], "same trace"),
     (["waits", "{junk}"], "junk"),
+    (["bounds", "{a}", "--start", str(-10**30)], "beyond"),
+    (["recommend", "{spans}"], "no instructions or DMA packets"),
 ])
 def test_bad_input_is_one_line(traces, tmp_path, capsys, argv, message):
     junk = tmp_path / "junk.bin"
     junk.write_bytes(b"\x00not a trace" * 10)
-    argv = [a.format(a=traces[0], missing=tmp_path / "nope.trace", junk=junk) for a in argv]
+    spans = tmp_path / "host.json"  # a Chrome trace: host slices, no device events
+    spans.write_text('{"traceEvents": [{"name": "a", "ph": "X", "ts": 1, "dur": 5, "pid": 1, "tid": 1}]}')
+    argv = [a.format(a=traces[0], missing=tmp_path / "nope.trace", junk=junk, spans=spans) for a in argv]
     code, out, err = run(capsys, *argv)
     assert code != 0 and out == ""
     assert err.startswith("trnprof: error:") and err.count("\n") == 1 and message in err

@@ -56,8 +56,27 @@ class Template:
     )
 
     def __init__(self, **kw: Any) -> None:
-        for name in self.__slots__:
-            setattr(self, name, kw.get(name))
+        get = kw.get
+        self.act_fn = get("act_fn")
+        self.bytes = get("bytes")
+        self.clock = get("clock")
+        self.cycles = get("cycles")
+        self.dma = get("dma")
+        self.dur = get("dur")
+        self.engine = get("engine")
+        self.flops_adj = get("flops_adj")
+        self.flops_raw = get("flops_raw")
+        self.hlo = get("hlo")
+        self.id = get("id")
+        self.kind = get("kind")
+        self.layer = get("layer")
+        self.loc = get("loc")
+        self.opcode = get("opcode")
+        self.perf_mode = get("perf_mode")
+        self.stream = get("stream")
+        self.tensor_type = get("tensor_type")
+        self.text_post = get("text_post")
+        self.text_pre = get("text_pre")
 
 
 class DmaPlan:

@@ -39,9 +39,13 @@ def q(name: str) -> str:
     return quote(name)
 
 
+#: Time limit of one analysis query (internal queries over whole traces; user SQL keeps Trace.sql's default).
+ANALYSIS_SQL_TIMEOUT_S = 600.0
+
+
 def fetch(trace: Trace, sql: str, params: dict[str, Any] | None = None) -> pa.Table:
     """Run read-only ``sql`` on ``trace``; the result as an Arrow table."""
-    rel = trace.sql(sql, params=params)
+    rel = trace.sql(sql, timeout_s=ANALYSIS_SQL_TIMEOUT_S, params=params)
     return rel.to_arrow_table() if hasattr(rel, "to_arrow_table") else rel.arrow()
 
 

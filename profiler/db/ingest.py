@@ -295,7 +295,7 @@ def build_index(con: duckdb.DuckDBPyConnection, registry: TrackRegistry,
             del data
             if ev.n:
                 first, last = int(ev.start[0]), int(ev.run_max_end[-1])
-                k_min = lod.finest_level(first, last, ev.n)
+                k_min = lod.finest_level(*ev.span(), ev.n)
                 levels = pa.concat_tables(lod.track_levels(ev, tid, k_min))
                 with registered(con, levels) as view:
                     con.execute(f"INSERT INTO {quote(dbs.LOD_TABLE)} SELECT * FROM {view}")

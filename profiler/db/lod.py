@@ -66,6 +66,10 @@ class TrackEvents:
         """Number of events."""
         return len(self.start)
 
+    def span(self) -> tuple[int, int]:
+        """[first start, end) covering every event, zero-length events at the last instant included."""
+        return int(self.start[0]), max(int(self.run_max_end[-1]), int(self.start[-1]) + 1)
+
     def cumulative_busy(self, t: np.ndarray) -> np.ndarray:
         """Union length of the intervals within (-inf, t), for each t."""
         j = np.searchsorted(self.union_start, t, side="right") - 1
@@ -131,10 +135,10 @@ def _sorted_by_start_id(start: np.ndarray, ids: np.ndarray) -> bool:
     return not np.any(ties & (np.diff(ids) < 0))
 
 
-def finest_level(first_start: int, last_end: int, n: int) -> int:
-    """The finest level whose bucket count over [first_start, last_end) is at most n / EVENTS_PER_FINEST_BUCKET."""
+def finest_level(first_start: int, end: int, n: int) -> int:
+    """The finest level whose bucket count over [first_start, end) is at most n / EVENTS_PER_FINEST_BUCKET."""
     budget = max(1, n // EVENTS_PER_FINEST_BUCKET)
-    hi = max(last_end, first_start + 1) - 1
+    hi = max(end, first_start + 1) - 1
     k = 0
     while k < MAX_LEVEL and (hi >> k) - (first_start >> k) + 1 > budget:
         k += 1
@@ -298,8 +302,7 @@ def track_levels(ev: TrackEvents, track_id: int, k_min: int) -> Iterator[pa.Tabl
     """Every stored level of one track, finest first, as :data:`profiler.db_schema.LOD` tables."""
     if ev.n == 0:
         return
-    lo = int(ev.start[0])
-    hi = max(int(ev.run_max_end[-1]), lo + 1)
+    lo, hi = ev.span()
     level = level_from_events(ev, k_min, lo >> k_min, ((hi - 1) >> k_min) + 1)
     while True:
         table = level_table(level, ev, track_id)

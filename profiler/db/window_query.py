@@ -170,24 +170,6 @@ class _BucketPieces:
         self.add(track_id, np.zeros(nb, np.int64), np.zeros(nb, np.int64), pa.nulls(nb, pa.int64()),
                  pa.nulls(nb, pa.string()))
 
-    def add_stored(self, track_id: int, rows: pa.Table) -> None:
-        """Stored level rows of one track (sorted by bucket), idle rows where the track has none."""
-        nb = self.nb
-        buckets = rows.column(dbs.BUCKET).to_numpy()
-        if len(buckets) == nb and (nb == 0 or buckets[0] == self.b_lo):
-            self.add(track_id, rows.column(dbs.BUSY_NS).to_numpy(), rows.column(dbs.COUNT).to_numpy(),
-                     rows.column(dbs.LONGEST_ID).combine_chunks(), rows.column(dbs.TOP_NAME).combine_chunks())
-            return
-        rel = buckets - self.b_lo
-        busy = np.zeros(nb, np.int64)
-        count = np.zeros(nb, np.int64)
-        busy[rel] = rows.column(dbs.BUSY_NS).to_numpy()
-        count[rel] = rows.column(dbs.COUNT).to_numpy()
-        index = np.full(nb, -1, np.int64)
-        index[rel] = np.arange(len(rel))
-        take = pa.array(np.maximum(index, 0), mask=index < 0)
-        self.add(track_id, busy, count, rows.column(dbs.LONGEST_ID).take(take), rows.column(dbs.TOP_NAME).take(take))
-
     def table(self) -> pa.Table:
         if not self.track_ids:
             return dbs.WINDOW_BUCKETS.empty_table()
@@ -204,6 +186,50 @@ class _BucketPieces:
             dbs.LONGEST_ID: pa.concat_arrays([self.longest[i] for i in order]),
             dbs.TOP_NAME: pa.concat_arrays([self.top[i] for i in order]),
         }, schema=dbs.WINDOW_BUCKETS)
+
+
+def _add_stored(pieces: _BucketPieces, rows: pa.Table, stored: list[TrackInfo], raw: list[TrackInfo], *,
+                limit: int | None) -> None:
+    """Scatter the stored level rows of all tracks into dense per-track bucket arrays in one pass.
+
+    Tracks with at most ``limit`` events starting in view go to ``raw`` instead; with ``limit`` None every track
+    is bucketed (tracks without rows in view become idle rows).
+    """
+    ids = np.array(sorted(i.track_id for i in stored), dtype=np.int64)
+    nb = pieces.nb
+    tid = rows.column(dbs.TRACK_ID).to_numpy()
+    ti = np.minimum(np.searchsorted(ids, tid), len(ids) - 1)
+    valid = ids[ti] == tid
+    ti, rel = ti[valid], rows.column(dbs.BUCKET).to_numpy()[valid] - pieces.b_lo
+    pos = ti * nb + rel
+    busy = np.zeros(len(ids) * nb, np.int64)
+    count = np.zeros(len(ids) * nb, np.int64)
+    count_col = rows.column(dbs.COUNT).to_numpy()[valid]
+    busy[pos] = rows.column(dbs.BUSY_NS).to_numpy()[valid]
+    count[pos] = count_col
+    source = np.full(len(ids) * nb, -1, np.int64)
+    source[pos] = np.flatnonzero(valid)
+    starting = np.bincount(ti, weights=count_col, minlength=len(ids))
+    present = np.bincount(ti, minlength=len(ids)) > 0
+    keep = []
+    for i, track_id in enumerate(ids.tolist()):
+        if not present[i]:
+            if limit is None:
+                keep.append((i, track_id))
+            continue
+        if limit is not None and starting[i] <= limit:
+            raw.append(next(info for info in stored if info.track_id == track_id))
+            continue
+        keep.append((i, track_id))
+    if not keep:
+        return
+    take = np.concatenate([source[i * nb:(i + 1) * nb] for i, _ in keep])
+    index = pa.array(np.maximum(take, 0), mask=take < 0)
+    longest = rows.column(dbs.LONGEST_ID).take(index).combine_chunks()
+    top = rows.column(dbs.TOP_NAME).take(index).combine_chunks()
+    for j, (i, track_id) in enumerate(keep):
+        pieces.add(track_id, busy[i * nb:(i + 1) * nb], count[i * nb:(i + 1) * nb],
+                   longest.slice(j * nb, nb), top.slice(j * nb, nb))
 
 
 def _slices_by_track(table: pa.Table, keys: list[tuple[str, str]]) -> dict[int, pa.Table]:
@@ -238,17 +264,7 @@ def query_window(cur: duckdb.DuckDBPyConnection, infos: dict[int, TrackInfo], st
             f"WHERE {quote(dbs.LEVEL)} = $k AND {quote(dbs.TRACK_ID)} BETWEEN $t0 AND $t1 "
             f"AND {quote(dbs.BUCKET)} >= $b0 AND {quote(dbs.BUCKET)} < $b1",
             params={"k": k, "t0": ids[0], "t1": ids[-1], "b0": b_lo, "b1": b_hi}).to_arrow_table()
-        by_track = _slices_by_track(rows, [(dbs.TRACK_ID, "ascending"), (dbs.BUCKET, "ascending")])
-        for info in stored:
-            mine = by_track.get(info.track_id)
-            if mine is None:
-                if buckets_only:
-                    pieces.add_idle(info.track_id)
-                continue
-            if not buckets_only and int(np.sum(mine.column(dbs.COUNT).to_numpy())) <= limit:
-                raw.append(info)
-                continue
-            pieces.add_stored(info.track_id, mine)
+        _add_stored(pieces, rows, stored, raw, limit=None if buckets_only else limit)
 
     by_table: dict[str, list[TrackInfo]] = {}
     for info in raw:

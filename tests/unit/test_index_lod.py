@@ -67,7 +67,7 @@ def _check(table, track, k):
         assert got == expect, f"level {k} bucket {row[dbs.BUCKET]}: {got} != {expect}"
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(tracks())
 def test_every_stored_level_matches_the_oracle(track):
     s, e, ids, names = track
@@ -75,7 +75,7 @@ def test_every_stored_level_matches_the_oracle(track):
     if ev.n == 0:
         assert list(lod.track_levels(ev, 0, 0)) == []
         return
-    k_min = lod.finest_level(int(s.min()), int(e.max()), len(s))
+    k_min = lod.finest_level(*ev.span(), len(s))
     levels = list(lod.track_levels(ev, 7, k_min))
     assert [t.column(dbs.LEVEL)[0].as_py() for t in levels] == list(range(k_min, lod.MAX_LEVEL + 1))
     assert levels[0].num_rows <= max(1, len(s) // lod.EVENTS_PER_FINEST_BUCKET)
@@ -114,3 +114,12 @@ def test_resolution_is_perfettos_bit_floor():
     assert lod.resolution_level(0, 1600 * 1000, 1600) == 9      # 1000 ns/px -> 512
     assert lod.resolution_level(0, 10, 1600) == 0               # below 1 ns/px -> 1 ns
     assert lod.resolution_level(0, 1 << 62, 1) == lod.MAX_LEVEL
+
+
+def test_zero_length_event_at_the_very_end_is_indexed():
+    s = np.array([0, 0, 0, 0, 0, 0, 3], np.int64)
+    e = np.array([0, 0, 0, 0, 0, 2, 3], np.int64)
+    ev = lod.prepare(s, e, np.arange(7), pa.array(["A"] * 7))
+    k_min = lod.finest_level(*ev.span(), 7)
+    for table in lod.track_levels(ev, 0, k_min):
+        assert table.column(dbs.COUNT).to_numpy().sum() == 7

@@ -26,10 +26,11 @@ import numpy as np
 from tracer.errors import KernelError
 from tracer.sim import tracker
 from tracer.sim.arch import CostModel
-from tracer.sim.core import E_SYNC, KIND_COMPUTE, S_SYNC, Core, Template
+from tracer.sim.core import Core
 from tracer.sim.dtypes import DType, dtype
 from tracer.sim.memory import ALIGN, PSUM, SBUF, Allocator, HbmTensor, Tile
 from tracer.sim.ops import OpsMixin
+from tracer.sim.records import E_SYNC, KIND_COMPUTE, S_SYNC, Template
 
 TensorInit = np.ndarray | Callable[[np.random.Generator, tuple[int, int]], np.ndarray] | None
 

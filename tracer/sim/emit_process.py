@@ -21,8 +21,9 @@ from typing import Any
 
 from tracer.errors import TraceFormatError, TrnprofError
 from tracer.sim.arch import CostModel
-from tracer.sim.core import Chunk, Core, DmaPlan, Template
+from tracer.sim.core import Core
 from tracer.sim.emitter import Emitter
+from tracer.sim.records import Chunk, DmaPlan, Template
 from tracer.writer import TraceWriter
 
 

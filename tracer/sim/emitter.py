@@ -24,7 +24,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracer import schema
-from tracer.sim.core import ENGINE_NAMES, STREAM_TRACK, TABLE_INSTRUCTION, Chunk, Core, DmaPlan
+from tracer.sim.core import Core
+from tracer.sim.records import ENGINE_NAMES, STREAM_TRACK, TABLE_INSTRUCTION, Chunk, DmaPlan
 from tracer.sim.tracker import DEP_NAMES
 from tracer.writer import TraceWriter
 

@@ -27,7 +27,8 @@ import numpy as np
 
 from tracer.errors import KernelError
 from tracer.sim import numerics as nm
-from tracer.sim.core import (
+from tracer.sim.memory import HBM, PSUM, SBUF, HbmTensor, HbmView, Tile, TileView
+from tracer.sim.records import (
     E_GPSIMD,
     E_SCALAR,
     E_SYNC,
@@ -42,7 +43,6 @@ from tracer.sim.core import (
     DmaPlan,
     Template,
 )
-from tracer.sim.memory import HBM, PSUM, SBUF, HbmTensor, HbmView, Tile, TileView
 
 if TYPE_CHECKING:
     from tracer.sim.context import KernelContext

@@ -24,9 +24,10 @@ from tracer._version import __version__
 from tracer.errors import KernelError, TrnprofError
 from tracer.sim.arch import CostModel, cost_model
 from tracer.sim.context import KernelContext
-from tracer.sim.core import ENGINE_NAMES, Core
+from tracer.sim.core import Core
 from tracer.sim.emit_process import ProcessEmitter, fork_available
 from tracer.sim.emitter import Emitter
+from tracer.sim.records import ENGINE_NAMES
 from tracer.writer import TraceWriter
 
 _TRACER_DIR = Path(__file__).resolve().parents[1]

@@ -1,0 +1,168 @@
+"""The records of the simulated NeuronCore: engine/stream numbering, instruction templates, DMA packet plans,
+and the chunks of column data the core hands to the trace emitter.
+
+A :class:`Template` holds everything static about an instruction (interned, so a loop body's instructions share
+a few); a :class:`DmaPlan` says how one transfer splits into packets over the DMA queues; a :class:`Chunk` is a
+slice of the core's per-instruction ``array`` columns.  Owned here so the scheduler (:mod:`tracer.sim.core`), the
+kernel API (:mod:`tracer.sim.ops`) and the emitters share one definition.
+"""
+
+from __future__ import annotations
+
+from array import array
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tracer.sim.arch import CostModel
+
+ENGINE_NAMES = ("Tensor", "Vector", "Scalar", "GpSimd", "Sync")
+E_TENSOR, E_VECTOR, E_SCALAR, E_GPSIMD, E_SYNC = range(5)
+S_TENSOR, S_MATRIX, S_VECTOR, S_SCALAR, S_GPSIMD, S_SYNC = range(6)
+COMPUTE_STREAMS = ("S[0]", "S[1]", "S[2]", "S[3]", "S[4]", "S[5]")
+STREAM_ENGINE = (E_TENSOR, E_TENSOR, E_VECTOR, E_SCALAR, E_GPSIMD, E_SYNC)
+STREAM_TRACK = ("Tensor", "TensorMatrix", "Vector", "Scalar", "GpSimd", "Sync")
+ENGINE_STREAM = {E_VECTOR: S_VECTOR, E_SCALAR: S_SCALAR, E_GPSIMD: S_GPSIMD, E_SYNC: S_SYNC}
+
+KIND_COMPUTE, KIND_MATMUL, KIND_DMA = 0, 1, 2
+TABLE_INSTRUCTION, TABLE_PACKET = 0, 1
+
+CHUNK_INSTRUCTIONS = 16_384
+CHUNK_PACKETS = 65_536
+HANDOFF_INTERVAL_S = 0.1
+
+
+class Template:
+    """Everything static about an instruction; interned, so a loop body's instructions share a few templates."""
+
+    __slots__ = (
+        "act_fn", "bytes", "clock", "cycles", "dma", "dur", "engine", "flops_adj", "flops_raw", "hlo", "id", "kind",
+        "layer", "loc", "opcode", "perf_mode", "stream", "tensor_type", "text_post", "text_pre",
+    )
+
+    def __init__(self, **kw: Any) -> None:
+        get = kw.get
+        self.act_fn = get("act_fn")
+        self.bytes = get("bytes")
+        self.clock = get("clock")
+        self.cycles = get("cycles")
+        self.dma = get("dma")
+        self.dur = get("dur")
+        self.engine = get("engine")
+        self.flops_adj = get("flops_adj")
+        self.flops_raw = get("flops_raw")
+        self.hlo = get("hlo")
+        self.id = get("id")
+        self.kind = get("kind")
+        self.layer = get("layer")
+        self.loc = get("loc")
+        self.opcode = get("opcode")
+        self.perf_mode = get("perf_mode")
+        self.stream = get("stream")
+        self.tensor_type = get("tensor_type")
+        self.text_post = get("text_post")
+        self.text_pre = get("text_pre")
+
+
+class DmaPlan:
+    """How one DMA transfer splits into packets over the queues of its group (see docs/cost-model.md).
+
+    Rows (partition rows) are cut into packets of at most ``dma_packet_bytes``; packet ``j`` (row-major) goes to
+    queue ``(q0 + j) % Q`` where ``q0`` rotates from transfer to transfer, so the queues stay balanced.
+    """
+
+    __slots__ = ("_cache", "chunk_bytes", "dst_mem", "group", "hbm", "n", "nqueues", "per_row", "prefix",
+                 "queue_type", "rows", "src_mem", "sub_bytes", "sub_ns", "variable")
+
+    def __init__(self, cm: CostModel, *, rows: int, chunk_bytes: int, group: int, prefix: str, queue_type: str,
+                 src_mem: str, dst_mem: str, variable: str, hbm: tuple[Any, ...] | None) -> None:
+        self.rows = rows
+        self.chunk_bytes = chunk_bytes
+        self.group = group
+        self.prefix = prefix
+        self.queue_type = queue_type
+        self.src_mem = src_mem
+        self.dst_mem = dst_mem
+        self.variable = variable
+        #: (side, tensor name, columns of the view, rows of the view, broadcast) when one side is HBM.
+        self.hbm = hbm
+        self.nqueues = cm.dma_queues
+        pkt = cm.dma_packet_bytes
+        full, rem = divmod(chunk_bytes, pkt)
+        sizes = [pkt] * full + ([rem] if rem else [])
+        self.per_row = len(sizes)
+        self.sub_bytes = np.array(sizes, np.int64)
+        self.sub_ns = np.array([cm.dma_packet_ns(s, chunk_bytes) for s in sizes], np.int64)
+        self.n = rows * self.per_row
+        self._cache: dict[int, tuple[tuple[int, ...], np.ndarray, np.ndarray]] = {}
+
+    def layout(self, q0: int) -> tuple[tuple[int, ...], np.ndarray, np.ndarray]:
+        """(per-queue busy ns, per-packet offset from its queue's start, per-packet queue) for rotation ``q0``."""
+        hit = self._cache.get(q0)
+        if hit is not None:
+            return hit
+        j = np.arange(self.n, dtype=np.int64)
+        dur = self.sub_ns[j % self.per_row]
+        queue = (q0 + j) % self.nqueues
+        offsets = np.zeros(self.n, np.int64)
+        totals = [0] * self.nqueues
+        for q in range(self.nqueues):
+            r = (q - q0) % self.nqueues
+            if r >= self.n:
+                continue
+            d = dur[r::self.nqueues]
+            csum = np.cumsum(d)
+            offsets[r::self.nqueues] = csum - d
+            totals[q] = int(csum[-1]) if len(csum) else 0
+        hit = (tuple(totals), offsets, queue)
+        self._cache[q0] = hit
+        return hit
+
+    def last_packet(self, q: int, q0: int) -> int:
+        """Index (within the transfer) of the last packet on queue ``q``."""
+        r = (q - q0) % self.nqueues
+        return r + self.nqueues * ((self.n - 1 - r) // self.nqueues)
+
+
+@dataclass
+class Chunk:
+    """A slice of the core's records handed to the trace emitter."""
+
+    first_id: int
+    start: array
+    end: array
+    tid: array
+    wait: array
+    aux: array
+    # Flow edges (one per resolved semaphore wait)
+    f_in: array
+    f_out: array
+    f_table: array
+    f_dep: array
+    f_gap: array
+    f_stream: array
+    f_value: array
+    # DMA transfers
+    x_instr: array
+    x_tid: array
+    x_pkt: array
+    x_q0: array
+    x_retire: array
+    x_qstart: array
+    first_xfer: int
+    counters: list[tuple[int, str, float, str]] = field(default_factory=list)
+    spans: list[dict[str, Any]] = field(default_factory=list)
+    n_templates: int = 0
+    streams: tuple[str, ...] = ()
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+
+def new_columns() -> dict[str, array]:
+    cols = {name: array("q") for name in ("start", "end", "tid", "wait", "aux", "f_in", "f_out", "f_gap",
+                                          "f_value", "x_instr", "x_tid", "x_pkt", "x_retire", "x_qstart")}
+    cols.update({name: array("b") for name in ("f_table", "f_dep")})
+    cols.update({name: array("i") for name in ("f_stream", "x_q0")})
+    return cols

@@ -94,3 +94,15 @@ def test_inputs_are_deterministic_per_seed():
     np.testing.assert_array_equal(a, b)
     assert not np.array_equal(a, c)
     np.testing.assert_array_equal(a, round_bf16(a))  # bf16 tensors hold bf16 values
+
+
+def test_check_needs_an_output():
+    from tracer.kernels import kernel as mark
+
+    @mark(reference=lambda inputs: {})
+    def no_output(nc):
+        t = nc.sbuf_tile((1, 4), "fp32")
+        nc.memset(t, 1.0)
+
+    with pytest.raises(KernelError, match="declares no output tensor"):
+        run_kernel(no_output, check=True)

@@ -229,6 +229,9 @@ def check_outputs(spec: Any, ctx: KernelContext, params: Mapping[str, Any]) -> l
     if spec.reference is None:
         raise KernelError(f"kernel {spec.name} has no numpy reference, so --check cannot run; declare one with "
                           "@tracer.kernels.kernel(reference=...)")
+    if not any(t.kind == "output" for t in ctx.tensors.values()):
+        raise KernelError(f"kernel {spec.name} declares no output tensor, so --check has nothing to compare; "
+                          "declare results with nc.output(...)")
     inputs = {n: t.data.copy() for n, t in ctx.tensors.items() if t.kind == "input"}
     expected = spec.reference(inputs, **params)
     checks = []

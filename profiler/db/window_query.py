@@ -81,8 +81,8 @@ class WindowResult:
     buckets: pa.Table
 
 
-def _lanes(start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """Greedy lane per event (events sorted by start): the lowest lane free at the event's start."""
+def _greedy_lanes(start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Lowest free lane per event (events sorted by start); zero-length events hold their lane for 1 ns."""
     lanes = np.zeros(len(start), dtype=np.int32)
     lane_end: list[int] = []
     for i, (s, e) in enumerate(zip(start.tolist(), end.tolist(), strict=True)):
@@ -97,20 +97,56 @@ def _lanes(start: np.ndarray, end: np.ndarray) -> np.ndarray:
     return lanes
 
 
-def _fetch_raw(cur: duckdb.DuckDBPyConnection, table: str, infos: list[TrackInfo], lo: int, hi: int) -> pa.Table:
-    """Rows of ``table`` for these tracks that overlap [lo, hi) (zero-length rows at lo included)."""
-    name, layer, operator, source, depth = _RAW_COLUMNS[table]
-    ids = sorted(i.track_id for i in infos)
-    max_dur = max(i.max_dur_ns for i in infos)
-    sql = (f"SELECT {quote(dbs.TRACK_ID)}, {quote(ts.ID)}, {quote(ts.START_TS)}, {quote(ts.END_TS)}, "
-           f"{name} AS {quote(ts.NAME)}, {layer} AS {quote(ts.LAYER)}, {operator} AS operator, "
-           f"{source} AS source, {depth} AS {quote(ts.DEPTH)} FROM {quote(table)} "
-           f"WHERE {quote(dbs.TRACK_ID)} BETWEEN $t0 AND $t1 AND {quote(ts.START_TS)} >= $lo_scan "
-           f"AND {quote(ts.START_TS)} < $hi AND {quote(ts.END_TS)} >= $lo")
-    result = cur.sql(sql, params={"t0": ids[0], "t1": ids[-1], "lo_scan": lo - max_dur, "hi": hi, "lo": lo})
-    data = result.to_arrow_table()
-    if len(ids) != ids[-1] - ids[0] + 1:
-        data = data.filter(pc.is_in(data.column(0), value_set=pa.array(ids, pa.int64())))
+#: How many lane counts above the peak concurrency the round-robin assignment tries before the greedy loop.
+_ROUND_ROBIN_TRIES = 8
+
+
+def _lanes(start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """A lane per event (events sorted by start) such that events on one lane never overlap.
+
+    Round robin over L lanes (event i on lane i mod L) is tried first, vectorised, for L from the peak
+    concurrency up: it is valid when every event ends before the event L places later starts, which holds for
+    queues issuing similar packets in order (DMA).  Otherwise the greedy lowest-free-lane loop decides.
+    """
+    n = len(start)
+    if n < 2:
+        return np.zeros(n, dtype=np.int32)
+    held = np.maximum(end, start + 1)
+    ends_sorted = np.sort(held)
+    peak = int(np.max(np.arange(1, n + 1) - np.searchsorted(ends_sorted, start, side="right")))
+    for lanes in range(max(1, peak), max(1, peak) + _ROUND_ROBIN_TRIES):
+        if lanes >= n or bool(np.all(start[lanes:] >= held[:-lanes])):
+            return (np.arange(n) % lanes).astype(np.int32)
+    return _greedy_lanes(start, end)
+
+
+def _fetch_raw(cur: duckdb.DuckDBPyConnection, infos: list[TrackInfo], lo: int, hi: int) -> pa.Table:
+    """Rows of these tracks (any interval tables) that overlap [lo, hi), zero-length rows at lo included.
+
+    One query: a UNION ALL of one range scan per table, each bounded below by its tracks' maximum duration.
+    The result has a ``table_name`` column saying where each row lives.
+    """
+    parts = []
+    params: dict[str, object] = {"hi": hi, "lo": lo}
+    by_table: dict[str, list[TrackInfo]] = {}
+    for info in infos:
+        by_table.setdefault(info.table, []).append(info)
+    wanted: list[int] = []
+    for j, (table, group) in enumerate(sorted(by_table.items())):
+        name, layer, operator, source, depth = _RAW_COLUMNS[table]
+        ids = sorted(i.track_id for i in group)
+        wanted += ids
+        params.update({f"t0_{j}": ids[0], f"t1_{j}": ids[-1], f"scan_{j}": lo - max(i.max_dur_ns for i in group)})
+        parts.append(
+            f"SELECT '{table}' AS {quote(dbs.TABLE)}, {quote(dbs.TRACK_ID)}, {quote(ts.ID)}, {quote(ts.START_TS)}, "
+            f"{quote(ts.END_TS)}, {name}::VARCHAR AS {quote(ts.NAME)}, {layer}::VARCHAR AS {quote(ts.LAYER)}, "
+            f"{operator}::VARCHAR AS operator, {source}::VARCHAR AS source, {depth} AS {quote(ts.DEPTH)} "
+            f"FROM {quote(table)} WHERE {quote(dbs.TRACK_ID)} BETWEEN $t0_{j} AND $t1_{j} "
+            f"AND {quote(ts.START_TS)} >= $scan_{j} AND {quote(ts.START_TS)} < $hi AND {quote(ts.END_TS)} >= $lo")
+    data = cur.sql(" UNION ALL ".join(parts), params=params).to_arrow_table()
+    ids_all = sorted(wanted)
+    if data.num_rows and len(ids_all) != ids_all[-1] - ids_all[0] + 1:
+        data = data.filter(pc.is_in(data.column(dbs.TRACK_ID), value_set=pa.array(ids_all, pa.int64())))
     return data
 
 
@@ -266,15 +302,12 @@ def query_window(cur: duckdb.DuckDBPyConnection, infos: dict[int, TrackInfo], st
             params={"k": k, "t0": ids[0], "t1": ids[-1], "b0": b_lo, "b1": b_hi}).to_arrow_table()
         _add_stored(pieces, rows, stored, raw, limit=None if buckets_only else limit)
 
-    by_table: dict[str, list[TrackInfo]] = {}
-    for info in raw:
-        if info.event_count:
-            by_table.setdefault(info.table, []).append(info)
-    for table, group in by_table.items():
-        data = _fetch_raw(cur, table, group, span_lo, span_hi)
+    raw = [info for info in raw if info.event_count]
+    if raw:
+        data = _fetch_raw(cur, raw, span_lo, span_hi)
         by_track = _slices_by_track(data, [(dbs.TRACK_ID, "ascending"), (ts.START_TS, "ascending"),
                                            (ts.ID, "ascending")])
-        for info in group:
+        for info in raw:
             mine = by_track.get(info.track_id)
             if mine is None:
                 if buckets_only:
@@ -284,7 +317,7 @@ def query_window(cur: duckdb.DuckDBPyConnection, infos: dict[int, TrackInfo], st
             e = mine.column(ts.END_TS).to_numpy()
             in_view = _overlapping(s, e, start_ns, end_ns)
             if not buckets_only and int(in_view.sum()) <= limit:
-                events.append(_events_table(info.track_id, table, mine.filter(pa.array(in_view)), info))
+                events.append(_events_table(info.track_id, info.table, mine.filter(pa.array(in_view)), info))
                 continue
             ev = lod.prepare(s, e, mine.column(ts.ID).to_numpy(), mine.column(ts.NAME))
             b = lod.bucketize(ev, k, b_lo, b_hi)
@@ -325,7 +358,7 @@ def busy_between(cur: duckdb.DuckDBPyConnection, info: TrackInfo, start_ns: int,
     for lo, hi in edges:
         if hi <= lo:
             continue
-        data = _fetch_raw(cur, info.table, [info], lo, hi)
+        data = _fetch_raw(cur, [info], lo, hi)
         s = np.clip(data.column(ts.START_TS).to_numpy(), lo, hi)
         e = np.clip(data.column(ts.END_TS).to_numpy(), lo, hi)
         total += _union_length(s, e)

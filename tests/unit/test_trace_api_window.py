@@ -147,14 +147,18 @@ def test_window_outside_the_trace_and_bad_arguments(tmp_path):
 @settings(max_examples=50, deadline=None)
 @given(intervals(max_n=60))
 def test_lanes_never_put_overlapping_events_on_one_lane(track):
-    from profiler.db.window_query import _lanes
+    from profiler.db.window_query import _greedy_lanes, _lanes
 
     s, e, _ = track
-    lanes = _lanes(s, e)
-    for lane in set(lanes.tolist()):
-        idx = np.flatnonzero(lanes == lane)
-        # Within a lane, each event starts at or after the previous one ends (zero-length events take 1 ns).
-        ends = np.maximum(e[idx], s[idx] + 1)
-        assert np.all(s[idx][1:] >= ends[:-1])
-    # Greedy: an event goes on a new lane only when every lower lane is busy at its start.
-    assert lanes.max(initial=-1) < max(1, len(s))
+    for assign in (_lanes, _greedy_lanes):
+        lanes = assign(s, e)
+        for lane in set(lanes.tolist()):
+            idx = np.flatnonzero(lanes == lane)
+            # Within a lane, each event starts at or after the previous one ends (zero-length events take 1 ns).
+            ends = np.maximum(e[idx], s[idx] + 1)
+            assert np.all(s[idx][1:] >= ends[:-1])
+    # Greedy uses exactly as many lanes as the peak number of events in progress at once.
+    lanes = _greedy_lanes(s, e)
+    held = np.maximum(e, s + 1)
+    peak = max((int(np.sum((s <= t) & (held > t))) for t in s.tolist()), default=0)
+    assert lanes.max(initial=-1) + 1 == peak

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tracer import TraceReader
-from tracer.errors import TraceExistsError
+from tracer.errors import ConfigError, TraceExistsError
 from tracer.sim import run_kernel
 
 PARAMS = {"seq": 256, "head_dim": 64}
@@ -32,5 +32,5 @@ def test_emitter_errors_surface_before_simulating(tmp_path):
     run_kernel("softmax", {"rows": 128, "cols": 64}, trace_path=tmp_path / "t")
     with pytest.raises(TraceExistsError, match="a trace already exists here"):
         run_kernel("softmax", {"rows": 128, "cols": 64}, trace_path=tmp_path / "t")
-    with pytest.raises(ValueError, match="emit must be"):
+    with pytest.raises(ConfigError, match="trace emission must be process, thread or inline"):
         run_kernel("softmax", {"rows": 128, "cols": 64}, trace_path=tmp_path / "u", emit="carrier-pigeon")

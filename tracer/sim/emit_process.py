@@ -26,6 +26,10 @@ from tracer.sim.emitter import Emitter
 from tracer.sim.records import Chunk, DmaPlan, Template
 from tracer.writer import TraceWriter
 
+#: Seconds to wait for the writer process to start, and to finish writing once the simulation is done.
+READY_TIMEOUT_S = 60.0
+CLOSE_TIMEOUT_S = 900.0
+
 
 def fork_available() -> bool:
     """True where a child process can be forked (Linux and other POSIX systems)."""
@@ -131,11 +135,16 @@ class ProcessEmitter:
         child.close()
         self._sent_templates = 0
         self._closed = False
-        reply = self._receive()
+        reply = self._receive(timeout=READY_TIMEOUT_S)
         if reply[0] != "ready":  # pragma: no cover - _receive raises on errors
             raise TraceFormatError(f"{self.path}: trace writer did not start")
 
-    def _receive(self) -> tuple[Any, ...]:
+    def _receive(self, timeout: float | None = None) -> tuple[Any, ...]:
+        if timeout is not None and not self._conn.poll(timeout):
+            self._proc.kill()
+            self._proc.join(timeout=5)
+            raise TraceFormatError(f"{self.path}: the trace writer process did not answer within {timeout:.0f} s; "
+                                   "rerun with TRNPROF_EMIT=thread to write the trace from a thread instead")
         try:
             msg = self._conn.recv()
         except (EOFError, OSError):
@@ -169,7 +178,7 @@ class ProcessEmitter:
         self._closed = True
         try:
             self._conn.send(("close", complete))
-            self._receive()
+            self._receive(timeout=CLOSE_TIMEOUT_S)
         finally:
             self._conn.close()
             self._proc.join(timeout=30)

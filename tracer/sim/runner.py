@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from tracer._version import __version__
-from tracer.errors import KernelError, TrnprofError
+from tracer.errors import ConfigError, KernelError, TrnprofError
 from tracer.sim.arch import CostModel, cost_model
 from tracer.sim.context import KernelContext
 from tracer.sim.core import Core
@@ -106,7 +106,7 @@ def run_kernel(kernel: str | Callable[..., Any], params: Mapping[str, Any] | Non
                arch: str = "trn2", overrides: Mapping[str, Any] | None = None,
                trace_path: str | os.PathLike[str] | None = None, overwrite: bool = False,
                numerics: bool = False, check: bool = False, seed: int = 0,
-               progress: Callable[[int, int], None] | None = None, emit: str = "process") -> RunResult:
+               progress: Callable[[int, int], None] | None = None, emit: str | None = None) -> RunResult:
     """Run ``kernel`` on a simulated NeuronCore and (with ``trace_path``) record its trace.
 
     Args:
@@ -122,7 +122,7 @@ def run_kernel(kernel: str | Callable[..., Any], params: Mapping[str, Any] | Non
         progress: called with (instructions, simulated ns) about twice a second.
         emit: where trace tables are built and written: ``process`` (a forked child process, the default:
             no GIL shared with the simulation; falls back to ``thread`` where fork is unavailable), ``thread``
-            or ``inline``.
+            or ``inline``.  Default: the ``TRNPROF_EMIT`` environment variable, else ``process``.
 
     Raises:
         KernelError: the kernel misused the core, or ``check`` found a mismatch.
@@ -197,9 +197,10 @@ class _ThreadSink:
 
 
 def _open_sink(core: Core, path: str | os.PathLike[str], overwrite: bool, metadata: dict[str, Any],
-               emit: str) -> Any:
+               emit: str | None) -> Any:
+    emit = emit or os.environ.get("TRNPROF_EMIT") or "process"
     if emit not in ("process", "thread", "inline"):
-        raise ValueError(f"emit must be process, thread or inline, not {emit!r}")
+        raise ConfigError(f"trace emission must be process, thread or inline, not {emit!r} (emit= or TRNPROF_EMIT)")
     if emit == "process" and fork_available():
         return ProcessEmitter(core, path, overwrite=overwrite, metadata=metadata)
     return _ThreadSink(core, path, overwrite, metadata, threaded=emit != "inline")

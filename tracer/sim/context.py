@@ -214,7 +214,7 @@ class KernelContext(OpsMixin):
         tid = self.core.template(("EVENT_SEMAPHORE",), lambda: Template(
             engine=E_SYNC, stream=S_SYNC, kind=KIND_COMPUTE, opcode="EVENT_SEMAPHORE",
             dur=cm.cycles_to_ns(cm.min_instruction_cycles, cm.neuroncore_clock_ghz), bytes=(0,) * 6,
-            loc=None, layer=None, hlo=None, text_pre="S[5]++@complete barrier=kernel_end", text_post=""))
+            loc=None, layer=None, hlo=None, text_pre="$S[5]++@complete barrier=kernel_end", text_post=""))
         deps = {s: (p, tracker.FLOW) for s, p in self.last_pinfo.items()}
         self.core.execute(tid, deps)
         self.closed = True

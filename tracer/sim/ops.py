@@ -159,7 +159,7 @@ class OpsMixin:
             engine=engine, stream=stream, kind=KIND_COMPUTE, opcode=opcode, dur=self._cycles_ns(cycles, engine),
             bytes=tuple(nbytes), loc=where, layer=self.cur_layer, hlo=self.cur_operator, act_fn=act_fn,
             perf_mode=f"{perf}x" if perf > 1 else None,
-            text_pre=f"S[{stream}]++@complete {text} dst={dst.text()} "
+            text_pre=f"$S[{stream}]++@complete {text} dst={dst.text()} "
                      f"src={','.join(v.text() for v in reads) or '-'} {dst.shape[0]}x{work}", text_post=""))
         self.issue(tid, reads, [dst, *extra_writes])
         dst.tile.mark_written(dst)
@@ -220,7 +220,7 @@ class OpsMixin:
             b[1 if d.mem == HBM else 3] += nbytes_total
             src_text = "" if s.mem == HBM else s.text()
             dst_text = "" if d.mem == HBM else d.text()
-            head = f"S[{stream}]++@complete {prefix}++@retire {rows}x{cols * itemsize}B {plan.n}pkt "
+            head = f"$S[{stream}]++@complete ${prefix}++@retire {rows}x{cols * itemsize}B {plan.n}pkt "
             if hbm is None:
                 pre, post = f"{head}src={src_text} dst={dst_text}", ""
             elif hbm[0] == "src":
@@ -253,7 +253,7 @@ class OpsMixin:
             engine=E_TENSOR, stream=S_TENSOR, kind=KIND_COMPUTE, opcode="LDWEIGHTS",
             dur=self._cycles_ns(cycles, E_TENSOR), bytes=(0, 0, k * m * stat.dtype.itemsize, 0, 0, 0), loc=where,
             layer=self.cur_layer, hlo=self.cur_operator, tensor_type="TRANSPOSE" if transpose else "REGULAR",
-            text_pre=f"S[{S_TENSOR}]++@complete src={stat.text()} {k}x{m}", text_post=""))
+            text_pre=f"$S[{S_TENSOR}]++@complete src={stat.text()} {k}x{m}", text_post=""))
         self.issue(tid, [stat], [])
 
     def _psum_dst(self: KernelContext, dst: Any, where: str, shape: tuple[int, int], role: str) -> Any:
@@ -309,7 +309,7 @@ class OpsMixin:
             clock=cm.pe_clock_ghz, dur=self._cycles_ns(cycles, E_TENSOR), flops_raw=raw, flops_adj=adj,
             bytes=(0, 0, k * n * mv.dtype.itemsize, 0, m * n * 4 if (acc or partial) else 0, m * n * 4),
             loc=where, layer=self.cur_layer, hlo=self.cur_operator, tensor_type="REGULAR",
-            text_pre=f"S[{S_MATRIX}]++@complete acc_flags={'accumulate' if acc or partial else 'start'} "
+            text_pre=f"$S[{S_MATRIX}]++@complete acc_flags={'accumulate' if acc or partial else 'start'} "
                      f"src={mv.text()} dst={d.text()} K={k} M={m} N={n}", text_post=""))
         self.issue(tid, [mv, d] if (acc or partial) else [mv], [d])
         if self.numerics:
@@ -339,7 +339,7 @@ class OpsMixin:
             clock=cm.pe_clock_ghz, dur=self._cycles_ns(cycles, E_TENSOR), flops_raw=raw,
             flops_adj=int(raw * s.dtype.flops_factor), bytes=(0, 0, 0, 0, 0, f * p * d.dtype.itemsize), loc=where,
             layer=self.cur_layer, hlo=self.cur_operator, tensor_type="TRANSPOSE",
-            text_pre=f"S[{S_MATRIX}]++@complete src=identity[{p}x{p}] dst={d.text()} {p}x{f}", text_post=""))
+            text_pre=f"$S[{S_MATRIX}]++@complete src=identity[{p}x{p}] dst={d.text()} {p}x{f}", text_post=""))
         self.issue(tid, [], [d])
         if self.numerics:
             self._store(d, self._value(s).T)

@@ -74,11 +74,12 @@ def _onchip(x: Any, where: str, role: str, mems: tuple[str, ...] = (SBUF, PSUM))
 
 
 def _same_shape(where: str, **views: Any) -> tuple[int, int]:
-    shapes = {name: v.shape for name, v in views.items()}
-    first = next(iter(shapes.values()))
-    if any(s != first for s in shapes.values()):
-        desc = ", ".join(f"{k} {s[0]}x{s[1]}" for k, s in shapes.items())
-        raise KernelError(f"{where}: shape mismatch: {desc}")
+    it = iter(views.values())
+    first = next(it).shape
+    for v in it:
+        if v.shape != first:
+            desc = ", ".join(f"{k} {x.shape[0]}x{x.shape[1]}" for k, x in views.items())
+            raise KernelError(f"{where}: shape mismatch: {desc}")
     return first
 
 
@@ -140,27 +141,29 @@ class OpsMixin:
                     for w in v.tile.block.writers:
                         if w[4][0] == S_VECTOR and w[4][1] == last:
                             dependent = True
-        work = max(v.shape[1] for v in reads) if reads else dst.shape[1]
-        cycles = cm.access_overhead_cycles + math.ceil(work * n_inputs / perf)
-        if dependent:
-            cycles += cm.dve_dependent_overhead_cycles
-        cycles = max(cm.min_instruction_cycles, cycles)
-        stream = _STREAM_OF[engine]
-        nbytes = [0] * 6
-        for v in reads:
-            n = v.shape[0] * v.shape[1] * v.dtype.itemsize
-            nbytes[2 if v.mem == SBUF else 4] += n
-        for v in (dst, *extra_writes):
-            n = v.shape[0] * v.shape[1] * v.dtype.itemsize
-            nbytes[3 if v.mem == SBUF else 5] += n
         full_key = (opcode, engine, key, _key(dst), tuple(_key(v) for v in reads), perf, dependent, where,
                     self.cur_layer, self.cur_operator)
-        tid = self.core.template(full_key, lambda: Template(
-            engine=engine, stream=stream, kind=KIND_COMPUTE, opcode=opcode, dur=self._cycles_ns(cycles, engine),
-            bytes=tuple(nbytes), loc=where, layer=self.cur_layer, hlo=self.cur_operator, act_fn=act_fn,
-            perf_mode=f"{perf}x" if perf > 1 else None,
-            text_pre=f"$S[{stream}]++@complete {text} dst={dst.text()} "
-                     f"src={','.join(v.text() for v in reads) or '-'} {dst.shape[0]}x{work}", text_post=""))
+
+        def build() -> Template:  # only for the first instruction of its kind: costs are static
+            work = max(v.shape[1] for v in reads) if reads else dst.shape[1]
+            cycles = cm.access_overhead_cycles + math.ceil(work * n_inputs / perf)
+            if dependent:
+                cycles += cm.dve_dependent_overhead_cycles
+            cycles = max(cm.min_instruction_cycles, cycles)
+            stream = _STREAM_OF[engine]
+            nbytes = [0] * 6
+            for v in reads:
+                nbytes[2 if v.mem == SBUF else 4] += v.shape[0] * v.shape[1] * v.dtype.itemsize
+            for v in (dst, *extra_writes):
+                nbytes[3 if v.mem == SBUF else 5] += v.shape[0] * v.shape[1] * v.dtype.itemsize
+            return Template(
+                engine=engine, stream=stream, kind=KIND_COMPUTE, opcode=opcode, dur=self._cycles_ns(cycles, engine),
+                bytes=tuple(nbytes), loc=where, layer=self.cur_layer, hlo=self.cur_operator, act_fn=act_fn,
+                perf_mode=f"{perf}x" if perf > 1 else None,
+                text_pre=f"$S[{stream}]++@complete {text} dst={dst.text()} "
+                         f"src={','.join(v.text() for v in reads) or '-'} {dst.shape[0]}x{work}", text_post="")
+
+        tid = self.core.template(full_key, build)
         self.issue(tid, reads, [dst, *extra_writes])
         dst.tile.mark_written(dst)
         for v in extra_writes:

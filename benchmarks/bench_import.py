@@ -154,12 +154,16 @@ def run_loader(kind: str, path: Path, hta_python: str | None) -> dict[str, float
             "rows": float(out.splitlines()[-1]) if out else 0.0}
 
 
-def measure(path: Path, events: int, loaders: list[str], repeat: int, hta_python: str | None) -> dict:
-    """Run the loaders in turn (interleaved, ``repeat`` rounds); medians per loader."""
+def measure(path: Path, events: int, loaders: list[str], *, repeat: int, hta_python: str | None,
+            hta_repeat: int | None = None) -> dict:
+    """Run the loaders in turn (interleaved, ``repeat`` rounds, HTA ``hta_repeat`` of them); medians per loader."""
     runs: dict[str, list[dict[str, float]]] = {k: [] for k in loaders}
-    for _ in range(repeat):
+    for i in range(repeat):
         for kind in loaders:
+            if kind.startswith("hta") and hta_repeat is not None and i >= hta_repeat:
+                continue
             runs[kind].append(run_loader(kind, path, hta_python))
+            print(f"{path.name} {kind}: {runs[kind][-1]}", file=sys.stderr, flush=True)
     out = {}
     for kind, rs in runs.items():
         wall = statistics.median(r["wall_s"] for r in rs)
@@ -175,6 +179,7 @@ def main() -> None:
     ap.add_argument("--loaders", default="trnprof,trnprof-ingest,hta,hta-ijson")
     ap.add_argument("--hta-python", help="python of a virtualenv with holistictraceanalysis and ijson")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--hta-repeat", type=int, help="rounds for the (slow) HTA loaders (default: --repeat)")
     ap.add_argument("--real", type=Path, help="also time the *.json.gz traces in this directory")
     ap.add_argument("--keep", type=Path, help="directory to keep the generated trace in (default: temporary)")
     args = ap.parse_args()
@@ -191,9 +196,11 @@ def main() -> None:
             n = generate(path, args.events)
             print(f"generated {n:,} events, {path.stat().st_size / 2**20:,.0f} MiB in {time.perf_counter() - t0:.1f}s",
                   file=sys.stderr)
-        n = sum(1 for _ in open(path)) - 2   # one event per line
+        with open(path) as f:
+            n = sum(1 for _ in f) - 2   # one event per line
         results["synthetic"] = {"events": n, "mib": round(path.stat().st_size / 2**20),
-                                "loaders": measure(path, n, loaders, args.repeat, args.hta_python)}
+                                "loaders": measure(path, n, loaders, repeat=args.repeat, hta_python=args.hta_python,
+                                                  hta_repeat=args.hta_repeat)}
         for real in sorted(args.real.glob("*.json.gz")) if args.real else []:
             d = work / real.name.removesuffix(".json.gz")
             d.mkdir(exist_ok=True)
@@ -203,7 +210,9 @@ def main() -> None:
             with gzip.open(real) as f:
                 count = len(json.load(f)["traceEvents"])
             results[real.name] = {"events": count, "mib": round(real.stat().st_size / 2**20, 2),
-                                  "loaders": measure(d / real.name, count, loaders, args.repeat, args.hta_python)}
+                                  "loaders": measure(d / real.name, count, loaders, repeat=args.repeat,
+                                                                  hta_python=args.hta_python,
+                                                                  hta_repeat=args.hta_repeat)}
     finally:
         if args.keep is None:
             shutil.rmtree(work, ignore_errors=True)

@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 from profiler import db_schema as dbs
 from profiler.db.sqlutil import quote
 from profiler.exporters.common import TimeWindow, atomic_output, paged, table_columns, table_names
+from profiler.importers.nesting import nest_intervals
 from profiler.trace import Trace
 from tracer import schema as ts
 
@@ -55,34 +56,73 @@ class ExportStats:
     path: Path | None = None
 
 
-@dataclass(frozen=True)
 class _Threads:
-    """pid/tid of every track."""
+    """pid/tid of every track, and extra lane threads for tracks whose rows overlap without nesting.
 
-    pid: dict[int, int]
-    tid: dict[int, int]
-    meta: list[dict[str, Any]]
+    Perfetto (and chrome://tracing) need the complete events of one thread to nest; rows that overlap without
+    nesting (DMA packets in flight together on one queue) go to lane threads of the same name, marked with
+    ``"lane_of"`` in their ``thread_name`` metadata so trnprof's importer puts them back on one track.
+    """
+
+    def __init__(self, trace: Trace) -> None:
+        self.pid: dict[int, int] = {}
+        self.tid: dict[int, int] = {}
+        self.meta: list[dict[str, Any]] = []
+        self._name: dict[int, str] = {}
+        self._position: dict[int, int] = {}
+        self._lanes: dict[tuple[int, int], int] = {}
+        #: (database table, row id) -> tid, for flow endpoints that went to a lane thread.
+        self.row_tid: dict[tuple[str, int], int] = {}
+        pid_of_group: dict[str, int] = {}
+        tracks = trace.tracks().to_pylist()
+        self._next_tid = len(tracks) + 1
+        for position, t in enumerate(tracks):
+            group = t[dbs.GROUP_NAME] or "trace"
+            p = pid_of_group.get(group)
+            if p is None:
+                p = pid_of_group[group] = len(pid_of_group) + 1
+                self.meta.append({"ph": "M", "name": "process_name", "pid": p, "tid": 0, "args": {"name": group}})
+                self.meta.append({"ph": "M", "name": "process_sort_index", "pid": p, "tid": 0,
+                                  "args": {"sort_index": p}})
+            track_id = t[dbs.TRACK_ID]
+            self.pid[track_id] = p
+            self.tid[track_id] = position + 1
+            self._name[track_id] = t[ts.NAME]
+            self._position[track_id] = position
+            if t[dbs.TABLE] != ts.COUNTER.name:
+                self.meta.append({"ph": "M", "name": "thread_name", "pid": p, "tid": position + 1,
+                                  "args": {"name": t[ts.NAME]}})
+                self.meta.append({"ph": "M", "name": "thread_sort_index", "pid": p, "tid": position + 1,
+                                  "args": {"sort_index": position * 1000}})
+
+    def lane_tids(self, track: np.ndarray, lane: np.ndarray) -> np.ndarray:
+        """tid of each (track, lane); lane 0 is the track's own thread."""
+        keys, inverse = np.unique(track, return_inverse=True)
+        tids = np.array([self.tid.get(int(t), 0) for t in keys], np.int64)[inverse] if len(keys) else track.copy()
+        for k in np.flatnonzero(lane > 0).tolist():
+            key = (int(track[k]), int(lane[k]))
+            tid = self._lanes.get(key)
+            if tid is None:
+                tid = self._lanes[key] = self._next_tid
+                self._next_tid += 1
+                t = key[0]
+                self.meta.append({"ph": "M", "name": "thread_name", "pid": self.pid.get(t, 0), "tid": tid,
+                                  "args": {"name": self._name.get(t, ""), "lane_of": self.tid.get(t, 0)}})
+                self.meta.append({"ph": "M", "name": "thread_sort_index", "pid": self.pid.get(t, 0), "tid": tid,
+                                  "args": {"sort_index": self._position.get(t, 0) * 1000 + key[1]}})
+            tids[k] = tid
+        return tids
 
 
-def _threads(trace: Trace) -> _Threads:
-    tracks = trace.tracks().to_pylist()
-    pid_of_group: dict[str, int] = {}
-    pid, tid, meta = {}, {}, []
-    for position, t in enumerate(tracks):
-        group = t[dbs.GROUP_NAME] or "trace"
-        p = pid_of_group.get(group)
-        if p is None:
-            p = pid_of_group[group] = len(pid_of_group) + 1
-            meta.append({"ph": "M", "name": "process_name", "pid": p, "tid": 0, "args": {"name": group}})
-            meta.append({"ph": "M", "name": "process_sort_index", "pid": p, "tid": 0, "args": {"sort_index": p}})
-        pid[t[dbs.TRACK_ID]] = p
-        tid[t[dbs.TRACK_ID]] = position + 1
-        if t[dbs.TABLE] != ts.COUNTER.name:
-            meta.append({"ph": "M", "name": "thread_name", "pid": p, "tid": position + 1,
-                         "args": {"name": t[ts.NAME]}})
-            meta.append({"ph": "M", "name": "thread_sort_index", "pid": p, "tid": position + 1,
-                         "args": {"sort_index": position}})
-    return _Threads(pid, tid, meta)
+def _lanes(track: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Lane of each row: 0 unless it overlaps an earlier row of its track without nesting in it."""
+    nest = nest_intervals(track, start, end)
+    lane = np.where((nest.depth > 0) & (nest.parent < 0), nest.depth, 0).astype(np.int64)
+    # Nested rows follow their parent's lane (parents are shallower, so resolve depth by depth).
+    for d in range(1, int(nest.depth.max(initial=0)) + 1):
+        rows = np.flatnonzero((nest.depth == d) & (nest.parent >= 0))
+        lane[rows] = lane[nest.parent[rows]]
+    return lane
 
 
 def micros(ns: pa.Array | np.ndarray) -> pa.Array:
@@ -151,7 +191,7 @@ def export_chrome(trace: Trace, output: str | os.PathLike[str], *, window: TimeW
     window = window or TimeWindow()
     out_path = Path(output)
     stats = ExportStats(path=out_path)
-    threads = _threads(trace)
+    threads = _Threads(trace)
     tables = set(table_names(trace))
     with atomic_output(out_path, force=force) as tmp:
         opener = gzip.open if out_path.name.endswith(".gz") else open
@@ -160,8 +200,6 @@ def export_chrome(trace: Trace, output: str | os.PathLike[str], *, window: TimeW
             other = {k: v for k, v in trace.metadata.items() if v is not None}
             f.write(b'{"displayTimeUnit":"ns","otherData":' + msgspec.json.encode(other) + b',"traceEvents":[\n')
             w = _Writer(f)
-            w.objects(threads.meta)
-            stats.events["M"] = len(threads.meta)
             for table, sql in INTERVAL_EVENTS.items():
                 if table in tables:
                     stats.events[table] = _intervals(trace, w, table, sql=sql, threads=threads, window=window,
@@ -170,6 +208,8 @@ def export_chrome(trace: Trace, output: str | os.PathLike[str], *, window: TimeW
                 stats.events[ts.COUNTER.name] = _counters(trace, w, threads, window)
             if ts.FLOW.name in tables:
                 stats.events["flow"] = _flows(trace, w, threads, window, tables)
+            w.objects(threads.meta)          # last: lane threads are only known now (order is free in JSON)
+            stats.events["M"] = len(threads.meta)
             f.write(b"\n]}\n")
     return stats
 
@@ -179,17 +219,25 @@ def _intervals(trace: Trace, w: _Writer, table: str, *, sql: tuple[str, str, str
     name_sql, cat_sql, args_sql = sql
     where, params = window.interval_sql()
     select = (f"{quote(dbs.TRACK_ID)} AS t, {quote(ts.START_TS)} AS s, {quote(ts.END_TS)} AS e, "
-              f"CAST({name_sql} AS VARCHAR) AS n, CAST({cat_sql} AS VARCHAR) AS c, CAST({args_sql} AS VARCHAR) AS a")
-    pid_of = np.vectorize(threads.pid.get, otypes=[np.int64])
-    tid_of = np.vectorize(threads.tid.get, otypes=[np.int64])
+              f"CAST({name_sql} AS VARCHAR) AS n, CAST({cat_sql} AS VARCHAR) AS c, CAST({args_sql} AS VARCHAR) AS a, "
+              f"{quote(ts.ID)} AS i")
+    endpoints = _flow_endpoint_ids(trace, table)
     count = 0
     for page in paged(trace, select, table, where=where, params=params):
         track = np.asarray(page.column("t"))
         keys, inverse = np.unique(track, return_inverse=True)
-        pids = pid_of(keys)[inverse] if len(keys) else np.zeros(0, np.int64)
-        tids = tid_of(keys)[inverse] if len(keys) else np.zeros(0, np.int64)
+        pids = np.array([threads.pid.get(int(k), 0) for k in keys], np.int64)[inverse] if len(keys) else track
         s = np.asarray(page.column("s"))
         e = np.asarray(page.column("e"))
+        # Slices carry their own nesting (lanes of overlapping slices are flagged by depth without parent);
+        # instructions and packets are laid out here.
+        lane = _lanes(track, s, e) if table != dbs.SLICE_TABLE else np.zeros(len(s), np.int64)
+        tids = threads.lane_tids(track, lane)
+        if endpoints and (lane > 0).any():
+            for k in np.flatnonzero(lane > 0).tolist():
+                row_id = page.column("i")[k].as_py()
+                if row_id in endpoints:
+                    threads.row_tid[(table, row_id)] = int(tids[k])
         line = pc.binary_join_element_wise(
             '{"ph":"X","pid":', pa.array(pids).cast(pa.string()),
             ',"tid":', pa.array(tids).cast(pa.string()),
@@ -222,6 +270,18 @@ def _counters(trace: Trace, w: _Writer, threads: _Threads, window: TimeWindow) -
         w.lines(line)
         count += page.num_rows
     return count
+
+
+def _flow_endpoint_ids(trace: Trace, table: str) -> set[int]:
+    """Ids of ``table``'s rows that flows start or end at."""
+    if ts.FLOW.name not in table_names(trace):
+        return set()
+    names = ", ".join(f"'{k}'" for k, v in _FLOW_TABLE.items() if v == table)
+    ft = quote(ts.FLOW.name)
+    rows = trace.sql(f"SELECT {quote(ts.OUT_ID)} FROM {ft} WHERE {quote(ts.OUT_TABLE)} IN ({names}) UNION "
+                     f"SELECT {quote(ts.IN_ID)} FROM {ft} WHERE {quote(ts.IN_TABLE)} IN ({names})",
+                     timeout_s=None).fetchall()
+    return {r[0] for r in rows}
 
 
 def _endpoints(trace: Trace, table: str, ids_sql: str, window: TimeWindow) -> dict[int, tuple[int, int, int]]:
@@ -282,8 +342,10 @@ def _flows(trace: Trace, w: _Writer, threads: _Threads, window: TimeWindow, tabl
             continue
         for ph, (ends, points), sid in (("s", a, out_id), ("f", b, in_id)):
             track = ends[sid][0]
+            table = _FLOW_TABLE.get(out_t if ph == "s" else in_t, "")
+            tid = threads.row_tid.get((table, sid), threads.tid.get(track, 0))
             ev = {"ph": ph, "id": n, "cat": "flow", "name": "flow", "pid": threads.pid.get(track, 0),
-                  "tid": threads.tid.get(track, 0), "ts": msgspec.Raw(micros([points[sid]])[0].as_py().encode())}
+                  "tid": tid, "ts": msgspec.Raw(micros([points[sid]])[0].as_py().encode())}
             if ph == "f":
                 ev["bp"] = "e"
             events.append(ev)

@@ -241,6 +241,9 @@ class ChromeTraceBuilder:
         end = np.concatenate(self.ends) if self.ends else np.zeros(0, np.int64)
         track = np.concatenate(self.tracks) if self.tracks else np.zeros(0, np.int64)
         self.starts, self.ends, self.tracks = [], [], []
+        if self.registry.lane_of:
+            remap = self.registry.track_remap()
+            track = np.where(track >= 0, remap[np.maximum(track, 0)], track)
         t_end = self.t_max if self.t_max is not None else 0
         merged_args = self._pair_begin_end(start, end, t_end)
         unmatched = pair_async(self.async_events, self.registry, start, end, track, t_end=t_end)

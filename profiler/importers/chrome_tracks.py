@@ -69,6 +69,8 @@ class Registry:
         self._async_track: dict[tuple[int, str], int] = {}
         self._thread_track_np = np.zeros(0, np.int64)
         self._thread_pid_np = np.zeros(0, np.int64)
+        #: thread -> thread whose track its rows go to (``lane_of`` in thread_name metadata)
+        self.lane_of: dict[int, int] = {}
 
     # -- lookups ----------------------------------------------------------------------------------------------
     def process(self, pid: str | None) -> int:
@@ -122,6 +124,13 @@ class Registry:
             self._thread_track_np = np.asarray(self._thread_track, np.int64)
         return self._thread_track_np[thread]
 
+    def track_remap(self) -> np.ndarray:
+        """Track -> track after folding lane threads into the threads they are lanes of (identity elsewhere)."""
+        remap = np.arange(len(self.track_kind), dtype=np.int64)
+        for lane, base in self.lane_of.items():
+            remap[self._thread_track[lane]] = self._thread_track[base]
+        return remap
+
     def process_tracks(self, process: np.ndarray) -> np.ndarray:
         """The process-scoped instant track of each process index."""
         out = np.empty(len(process), np.int64)
@@ -147,6 +156,10 @@ class Registry:
             self.process_name[process] = value
         elif name == "thread_name" and isinstance(value, str):
             self.thread_name[thread] = value
+            lane_of = args.get("lane_of")
+            if isinstance(lane_of, int | str) and not isinstance(lane_of, bool):
+                # A lane thread written by trnprof's exporter: its rows belong on the named thread's track.
+                self.lane_of[thread] = self.thread(self.pid_text[process], str(lane_of))
         elif name == "process_labels" and isinstance(args.get("labels"), str):
             self.process_labels[process] = str(args["labels"])
         elif name == "process_sort_index" and isinstance(args.get("sort_index"), int | float):
@@ -292,6 +305,8 @@ def flow_edges(flows: list[tuple[np.ndarray, ...]], registry: Registry, start: n
     binds = np.concatenate([f[3] for f in flows])
     key = np.concatenate([f[4] for f in flows])
     ftrack = registry.thread_tracks(thread)
+    if registry.lane_of:
+        ftrack = registry.track_remap()[ftrack]
     order = nest.order
     t_sorted, s_sorted, e_sorted = track[order], start[order], end[order]
     inverse = np.empty(len(order), np.int64)

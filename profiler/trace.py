@@ -30,6 +30,7 @@ from profiler.db.window_query import (
     query_window,
 )
 from profiler.errors import QueryError
+from profiler.notebook import NotebookMixin
 from profiler.window import Window
 from tracer import schema as ts
 
@@ -53,8 +54,12 @@ def _as_int(value: object, what: str) -> int:
     return int(value)
 
 
-class Trace:
-    """One trace database opened for reading.  Create it with :func:`profiler.open`."""
+class Trace(NotebookMixin):
+    """One trace database opened for reading.  Create it with :func:`profiler.open`.
+
+    Notebook views (``timeline``, ``utilization_figure``, ``summary_figures``, ``widget``, ``dashboard``,
+    ``_repr_html_``) come from :class:`profiler.notebook.NotebookMixin`.
+    """
 
     def __init__(self, path: Path, db_path: Path) -> None:
         self.path = path

@@ -1,0 +1,117 @@
+"""The notebook face of a trace: figures, a live-zoom widget, the inline dashboard and a rich HTML view.
+
+:class:`NotebookMixin` is a base class of :class:`profiler.Trace`; its methods are thin and import plotly (and
+the widget libraries) only when called, so ``import profiler`` stays fast for scripts and the CLI.
+
+- :mod:`profiler.notebook.timeline` — ``Trace.timeline`` and ``Trace.utilization_figure``, drawn by the
+  dashboard's figure builders (:mod:`profiler.figures`) from ``Trace.window`` / ``Trace.utilization``.
+- :mod:`profiler.notebook.widget` — ``Trace.widget``: a ``FigureWidget`` that re-queries on zoom and pan.
+- :mod:`profiler.notebook.summary` — ``Trace.summary_figures``: the summary charts.
+- :mod:`profiler.notebook.dashboard` — ``Trace.dashboard``: the Dash app inline (found through an entry point).
+- :mod:`profiler.notebook.html` — ``Trace._repr_html_``.
+
+See ``docs/notebooks.md``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
+
+    from profiler.trace import Trace
+
+
+class NotebookMixin:
+    """Figures and notebook views of a :class:`~profiler.Trace` (see :mod:`profiler.notebook`)."""
+
+    def timeline(self: Trace, start_ns: int | None = None, end_ns: int | None = None, width_px: int = 1600,
+                 color_by: str = "opcode", *, expand_dma: bool = False, lanes: bool = True,
+                 critical_path: bool = False) -> go.Figure:
+        """The timeline of ``[start_ns, end_ns)`` (default: the whole trace) as a plotly figure.
+
+        One row per engine and DMA queue group, drawn as per-pixel strips from ``Trace.window`` (exact events
+        when few are in view, level-of-detail buckets otherwise), busy % lanes below, hover naming the events
+        when they are drawn exactly — the dashboard's timeline, as a static figure.  Zooming it in the browser
+        magnifies these pixels; :meth:`widget` re-queries on zoom instead.
+
+        Args:
+            start_ns: start of the view (default: the first event).
+            end_ns: end of the view, exclusive (default: the last event's end).
+            width_px: pixels across the view (the raster's resolution; the figure follows the cell's width).
+            color_by: ``opcode``, ``engine`` or ``layer``.
+            expand_dma: one row per DMA queue instead of one per core.
+            lanes: per-engine busy % lanes under the rows.
+            critical_path: overlay the critical path of the view (``profiler.analyses.critical_path``).
+
+        Raises:
+            QueryError: an empty or out-of-range window, a bad width or colour mode.
+        """
+        from profiler.notebook.timeline import build_timeline
+
+        return build_timeline(self, start_ns, end_ns, width_px=width_px, color_by=color_by, expand_dma=expand_dma,
+                              lanes=lanes, critical_path=critical_path, palette=_palette(self)).figure
+
+    def utilization_figure(self: Trace, start_ns: int | None = None, end_ns: int | None = None,
+                           width_px: int = 800) -> go.Figure:
+        """Busy % of every engine over time (from ``Trace.utilization``), one panel per NeuronCore."""
+        from profiler.notebook.timeline import utilization_figure
+
+        return utilization_figure(self, start_ns, end_ns, width_px=width_px)
+
+    def summary_figures(self: Trace, start_ns: int | None = None, end_ns: int | None = None) -> list[go.Figure]:
+        """The summary charts: engine utilization, top opcodes, top operators, DMA bytes per queue."""
+        from profiler.notebook.summary import summary_figures
+
+        return summary_figures(self, start_ns, end_ns)
+
+    def widget(self: Trace, start_ns: int | None = None, end_ns: int | None = None, width_px: int = 1600,
+               color_by: str = "opcode", *, expand_dma: bool = False, lanes: bool = True) -> go.FigureWidget:
+        """A live timeline: a ``plotly.graph_objects.FigureWidget`` that re-queries ``Trace.window`` on zoom/pan.
+
+        Needs ``ipywidgets`` and ``anywidget`` (``pip install 'trnprof[notebook]'``).  Double-click shows the
+        whole trace again.  Its state (view, buffer, number of queries) is ``widget.trnprof_live``.
+        """
+        from profiler.notebook.widget import make_widget
+
+        return make_widget(self, start_ns, end_ns, width_px=width_px, color_by=color_by, expand_dma=expand_dma,
+                           lanes=lanes, palette=_palette(self))
+
+    def dashboard(self: Trace, *, mode: str = "inline", height: int = 800, host: str = "127.0.0.1",
+                  port: int | None = None) -> None:
+        """Show the full Dash dashboard for this trace in the notebook (Dash's Jupyter mode).
+
+        Args:
+            mode: ``inline`` (under the cell), ``external`` (a link), ``tab`` or ``jupyterlab``.
+            height: height of the inline frame, pixels.
+            host: interface to serve on (loopback by default).
+            port: port (default: the first free one from 8050).
+
+        Raises:
+            CommandError: outside a notebook, or when the dashboard is not installed.
+        """
+        from profiler.notebook.dashboard import show_dashboard
+
+        show_dashboard(self, mode=mode, height=height, host=host, port=port)
+
+    def _repr_html_(self: Trace) -> str:
+        """Name, kernel, architecture, duration, event counts and per-engine utilization, as HTML."""
+        from profiler.notebook.html import trace_html
+
+        return trace_html(self)
+
+
+def _palette(trace: Any) -> Any:
+    """The trace's colour palette, ranked once per opened trace (colours stay put across figures)."""
+    palette = getattr(trace, "_notebook_palette", None)
+    if palette is None:
+        from profiler.figures.palette import CategoryPalette
+        from profiler.notebook.timeline import ranked_names
+
+        palette = CategoryPalette(ranked_names(trace))
+        trace._notebook_palette = palette
+    return palette
+
+
+__all__ = ["NotebookMixin"]

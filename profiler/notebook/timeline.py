@@ -1,0 +1,286 @@
+"""Timeline and utilization figures of a :class:`~profiler.Trace` for notebooks, built by the dashboard's builders.
+
+Nothing here draws a timeline of its own: rows come from :func:`profiler.figures.raster.timeline_rows`, the data
+from ``Trace.window`` (level of detail: raw events when few are in view, per-pixel buckets otherwise), the strips
+from :func:`profiler.figures.raster.rasterize` and the figure from :func:`profiler.figures.timeline.
+timeline_figure` — exactly the dashboard's path.  What notebooks add is what the dashboard does with its own
+JavaScript: a hover layer naming the events under the pointer (:func:`hover_trace`) and a status line in the title.
+
+:class:`TimelineBuild` keeps what a live widget needs to redraw the same figure at another zoom
+(:mod:`profiler.notebook.widget`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import plotly.graph_objects as go
+
+from profiler import db_schema as dbs
+from profiler.errors import QueryError
+from profiler.figures import lanes as lanes_mod
+from profiler.figures import palette as pal
+from profiler.figures.raster import StripFrame, TimelineRow, rasterize, row_labels, timeline_rows
+from profiler.figures.timefmt import TIME_AXIS, format_duration, format_time, ns_to_axis
+from profiler.figures.timeline import MARGIN, legend_traces, timeline_figure
+from profiler.window import Window
+from tracer import schema as ts
+
+if TYPE_CHECKING:
+    from profiler.trace import Trace
+
+#: Default raster width of notebook timelines (pixels across the time range; the figure follows the cell width).
+DEFAULT_WIDTH_PX = 1600
+#: Width of the one coarse window that ranks names by time (stable colours, as in the dashboard).
+RANKING_WIDTH_PX = 2048
+#: Hover points are spread this many pixels apart along each event (plotly hovers the nearest point).
+HOVER_STEP_PX = 8
+#: Name of the hover layer trace (the last trace of a notebook timeline).
+HOVER_TRACE_NAME = "events"
+#: Top margin that leaves room for the status line shown as the title.
+TITLE_MARGIN_PX = 36
+
+
+@dataclass(frozen=True)
+class TimeRange:
+    """A time range ``[start_ns, end_ns)``."""
+
+    start_ns: int
+    end_ns: int
+
+
+@dataclass
+class TimelineBuild:
+    """A notebook timeline figure and what drew it."""
+
+    figure: go.Figure
+    frame: StripFrame
+    rows: list[TimelineRow]
+    palette: pal.CategoryPalette
+    origin_ns: int
+    #: Names of the lane traces, in figure order (data[1 : 1 + len(lane_names)]).
+    lane_names: list[str]
+    view_ns: tuple[int, int]
+
+
+def resolve_range(trace: Trace, start_ns: int | None, end_ns: int | None) -> tuple[int, int]:
+    """``[start_ns, end_ns)`` with None replaced by the trace's own range; QueryError for an empty trace."""
+    t0, t1 = (int(t) for t in trace.time_range)
+    if t1 <= t0 and start_ns is None and end_ns is None:
+        raise QueryError(f"{trace.path}: the trace has no timed events to draw")
+    start = t0 if start_ns is None else start_ns
+    end = t1 if end_ns is None else end_ns
+    for value, what in ((start, "start_ns"), (end, "end_ns")):
+        if isinstance(value, bool) or not isinstance(value, int | np.integer):
+            raise QueryError(f"{what} must be an integer number of nanoseconds, not {value!r}")
+    if int(end) <= int(start):
+        raise QueryError(f"empty time range: end_ns ({end}) must be greater than start_ns ({start})")
+    return int(start), int(end)
+
+
+def check_colour_mode(color_by: object) -> str:
+    """``color_by`` if it is a colour mode; QueryError naming the choices otherwise."""
+    if color_by not in pal.COLOUR_MODES:
+        raise QueryError(f"color_by must be one of {', '.join(pal.COLOUR_MODES)}, not {color_by!r}")
+    return str(color_by)
+
+
+def ranked_names(trace: Trace) -> list[str]:
+    """Names (opcodes, DMA names, spans) by the time they dominate in one coarse whole-trace window.
+
+    The dashboard ranks its palette the same way, so a trace gets the same colours in both.
+    """
+    t0, t1 = (int(t) for t in trace.time_range)
+    if t1 <= t0:
+        return []
+    window = trace.window(t0, t1, RANKING_WIDTH_PX)
+    credit: dict[str, float] = defaultdict(float)
+    b = window.buckets
+    for name, busy in zip(b.column(dbs.TOP_NAME).to_pylist(), b.column(dbs.BUSY_NS).to_pylist(), strict=True):
+        if name:
+            credit[name] += busy
+    e = window.events
+    for name, s, en in zip(e.column(ts.NAME).to_pylist(), e.column(ts.START_TS).to_pylist(),
+                           e.column(ts.END_TS).to_pylist(), strict=True):
+        if name:
+            credit[name] += en - s
+    return [name for name, _ in sorted(credit.items(), key=lambda kv: (-kv[1], kv[0]))]
+
+
+def track_ids(rows: Sequence[TimelineRow]) -> list[int]:
+    """Every track drawn by ``rows``."""
+    return [tid for r in rows for tid in r.track_ids]
+
+
+def fetch_frame(trace: Trace, rows: Sequence[TimelineRow], palette: pal.CategoryPalette, color_by: str, *,
+                start_ns: int, end_ns: int, width_px: int) -> tuple[Window, StripFrame]:
+    """``Trace.window`` of the rows' tracks over ``[start_ns, end_ns)`` at ``width_px``, rasterised."""
+    window = trace.window(start_ns, end_ns, width_px, tracks=track_ids(rows))
+    return window, rasterize(window, rows, palette, color_by)
+
+
+def hover_points(frame: StripFrame, rows: Sequence[TimelineRow], origin_ns: int,
+                 step_px: int = HOVER_STEP_PX) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Points along every exactly drawn event (x in axis seconds, y the row) and the hover text of each.
+
+    Plotly hovers the nearest point, so each event gets one point every ``step_px`` pixels from its start to its
+    end (at least its start and end).  Empty when the frame drew no events exactly or too many to list
+    (``frame.hover_events`` is None beyond :data:`profiler.figures.raster.HOVER_EVENT_LIMIT`).
+    """
+    ev = frame.hover_events
+    if not ev or not ev["start"]:
+        return np.zeros(0), np.zeros(0), []
+    labels = row_labels(rows)
+    step_ns = max(frame.resolution_ns * step_px, 1)
+    start = np.asarray(ev["start"], dtype=np.int64)
+    end = np.maximum(np.asarray(ev["end"], dtype=np.int64), start)
+    lo = np.maximum(start, frame.start_ns)
+    hi = np.maximum(np.minimum(end, frame.end_ns), lo)
+    counts = np.ceil((hi - lo) / step_ns).astype(np.int64) + 1
+    owner = np.repeat(np.arange(len(start)), counts)
+    offset = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
+    frac = np.where(counts[owner] > 1, offset / np.maximum(counts[owner] - 1, 1), 0.0)
+    t = lo[owner] + frac * (hi[owner] - lo[owner])
+    texts = []
+    for i in range(len(start)):
+        name = ev["name"][i] if ev["name"][i] is not None else "(unnamed)"
+        source = ev["source"][i]
+        text = (f"<b>{_escape(name)}</b> · {_escape(labels[ev['row'][i]])}<br>"
+                f"start {format_time(int(start[i]), origin_ns)} · {format_duration(int(end[i] - start[i]))}<br>"
+                f"{ev['table'][i]} id {ev['id'][i]}" + (f"<br>{_escape(source)}" if source else ""))
+        texts.append(text)
+    x = ns_to_axis(t, origin_ns)
+    y = np.asarray(ev["row"], dtype=np.float64)[owner]
+    return np.asarray(x, dtype=np.float64), y, [texts[i] for i in owner.tolist()]
+
+
+def _escape(text: object) -> str:
+    """Plain text for plotly hover labels (which read a little HTML)."""
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def hover_trace(frame: StripFrame, rows: Sequence[TimelineRow], origin_ns: int) -> go.Scattergl:
+    """An invisible WebGL marker layer whose hover labels name the events under the pointer."""
+    x, y, text = hover_points(frame, rows, origin_ns)
+    return go.Scattergl(x=x, y=y, text=text, mode="markers", name=HOVER_TRACE_NAME, showlegend=False,
+                        marker={"size": 10, "opacity": 0}, hovertemplate="%{text}<extra></extra>")
+
+
+def status_line(trace: Trace, frame: StripFrame, view_ns: tuple[int, int]) -> str:
+    """What is in view and at which level of detail (the figure's title)."""
+    exact = int(frame.exact.sum())
+    detail = (f"{frame.n_events:,} events drawn exactly" if exact == len(frame.exact)
+              else f"{exact} of {len(frame.exact)} rows exact, the others per-pixel summaries")
+    return (f"{trace.name} · view {format_duration(view_ns[1] - view_ns[0])} at "
+            f"{format_duration(frame.resolution_ns)}/px · {detail}")
+
+
+def build_timeline(trace: Trace, start_ns: int | None = None, end_ns: int | None = None, *,
+                   width_px: int = DEFAULT_WIDTH_PX, color_by: str = "opcode", expand_dma: bool = False,
+                   lanes: bool = True, critical_path: bool = False, legend: bool = True,
+                   full_legend: bool = False, palette: pal.CategoryPalette | None = None,
+                   fetch_ns: tuple[int, int] | None = None, fetch_width_px: int | None = None) -> TimelineBuild:
+    """The timeline figure of ``trace`` over ``[start_ns, end_ns)`` (default: all of it).
+
+    Args:
+        trace: the trace.
+        start_ns: first ns shown (default: the trace's first event).
+        end_ns: end of the view (default: the trace's last event end).
+        width_px: raster width across the view.
+        color_by: ``opcode``, ``engine`` or ``layer``.
+        expand_dma: one row per DMA queue instead of one per core.
+        lanes: draw the per-engine busy % lanes under the rows.
+        critical_path: overlay the critical path of the view (:func:`profiler.analyses.critical_path`).
+        legend: legend entries for the colours.
+        full_legend: name the trace's top-ranked names in the legend too, not only those in this frame (for a
+            live widget, whose legend is built once).
+        palette: name -> colour assignment (default: ranked by time, as the dashboard's).
+        fetch_ns: range to fetch and draw when wider than the view (the live widget's prefetch buffer).
+        fetch_width_px: raster width across ``fetch_ns``.
+    """
+    view = resolve_range(trace, start_ns, end_ns)
+    colour = check_colour_mode(color_by)
+    palette = palette or pal.CategoryPalette(ranked_names(trace))
+    rows = timeline_rows(trace.tracks(), collapse_dma=not expand_dma)
+    if not rows:
+        raise QueryError(f"{trace.path}: the trace has no timeline tracks to draw")
+    origin = int(trace.time_range[0])
+    f0, f1 = fetch_ns or view
+    f_width = int(fetch_width_px or width_px)
+    window, frame = fetch_frame(trace, rows, palette, colour, start_ns=f0, end_ns=f1, width_px=f_width)
+    lane_list = lanes_mod.engine_utilization_lanes(trace, rows, window, f_width) if lanes else []
+    fig = timeline_figure(frame, rows, origin, x_range_ns=view, lanes=lane_list, legend=False)
+    lane_names = [trace_.name for trace_ in fig.data[1:]]
+    if critical_path:
+        from profiler.analyses import critical_path as find_path
+        from profiler.figures.analyses import critical_path_overlay
+
+        fig.add_traces(critical_path_overlay(find_path(trace, view[0], view[1]), rows, origin))
+    if legend:
+        fig.add_traces(legend_traces(merged_legend(frame, palette, colour) if full_legend else frame))
+        fig.update_layout(showlegend=True, legend={"orientation": "h", "yanchor": "top", "y": -0.12})
+    fig.add_trace(hover_trace(frame, rows, origin))
+    fig.update_layout(title={"text": status_line(trace, frame, view), "font": {"size": 12}, "x": 0.01},
+                      margin={**MARGIN, "t": TITLE_MARGIN_PX}, height=fig.layout.height + TITLE_MARGIN_PX
+                      - MARGIN["t"], xaxis={"autorange": False})
+    return TimelineBuild(fig, frame, rows, palette, origin, lane_names, view)
+
+
+def utilization_figure(trace: Trace, start_ns: int | None = None, end_ns: int | None = None, *,
+                       width_px: int = 800) -> go.Figure:
+    """Busy % of every engine over time, one panel per NeuronCore (data from ``Trace.utilization``).
+
+    The lanes are the dashboard's (:func:`profiler.figures.lanes.engine_utilization_lanes`), drawn full size:
+    one point per :data:`~profiler.figures.lanes.PX_PER_POINT` pixels of ``width_px``.
+    """
+    view = resolve_range(trace, start_ns, end_ns)
+    rows = timeline_rows(trace.tracks())
+    lane_list = lanes_mod.engine_utilization_lanes(trace, rows, TimeRange(*view), int(width_px))
+    if not lane_list:
+        raise QueryError(f"{trace.path}: no engine tracks, so no engine utilization to draw")
+    origin = int(trace.time_range[0])
+    n = len(lane_list)
+    panel_px = 160
+    gap = 0.06 if n > 1 else 0.0
+    height = 1.0 / n
+    layout: dict[str, Any] = {
+        "height": 90 + panel_px * n, "margin": {"l": 70, "r": 16, "t": 40, "b": 40},
+        "title": {"text": f"{trace.name} · engine busy % ({format_duration(view[1] - view[0])})",
+                  "font": {"size": 13}, "x": 0.01},
+        "hovermode": "x unified", "legend": {"orientation": "h", "yanchor": "top", "y": -0.12},
+        "xaxis": {**TIME_AXIS, "range": [ns_to_axis(view[0], origin), ns_to_axis(view[1], origin)],
+                  "anchor": f"y{n}" if n > 1 else "y"},
+    }
+    for k in range(n):
+        key = "yaxis" if k == 0 else f"yaxis{k + 1}"
+        top = 1.0 - k * height
+        layout[key] = {"domain": [max(top - height + gap / 2, 0.0), top - (gap / 2 if k else 0.0)],
+                       "zeroline": False}
+    for key, extra in lanes_mod.lane_axes(lane_list, first_axis=1).items():
+        layout[key] = {**layout.get(key, {}), **extra}
+    fig = go.Figure(data=lanes_mod.lane_traces(lane_list, origin, first_axis=1), layout=layout)
+    for trace_ in fig.data:
+        trace_.line.width = 1.6
+    return fig
+
+
+def merged_legend(frame: StripFrame, palette: pal.CategoryPalette, color_by: str,
+                  top: int = len(pal.PALETTE)) -> StripFrame:
+    """``frame`` with a legend naming the trace's top-ranked names too (a live widget's legend is built once and
+    must name what later zooms show)."""
+    if color_by != "opcode":
+        return frame
+    legend = {palette.slot(name): name for name in reversed(palette.ranked[:top])}
+    legend.update(frame.legend)
+    return replace(frame, legend=legend)
+
+
+def snap_resolution(span_ns: int, width_px: int) -> int:
+    """Nanoseconds per pixel for ``span_ns`` across ``width_px``, rounded up to a power of two (>= 1)."""
+    per_px = max(span_ns, 1) / max(width_px, 1)
+    return 1 if per_px <= 1 else 1 << math.ceil(math.log2(per_px))

@@ -97,26 +97,40 @@ def _greedy_lanes(start: np.ndarray, end: np.ndarray) -> np.ndarray:
     return lanes
 
 
-#: How many lane counts above the peak concurrency the round-robin assignment tries before the greedy loop.
-_ROUND_ROBIN_TRIES = 8
+#: Rounds of moving colliding events to new lanes before falling back to the greedy loop.
+_LANE_ROUNDS = 12
+
+
+def _collisions(start: np.ndarray, held: np.ndarray, lanes: np.ndarray) -> np.ndarray:
+    """Mask of events that overlap the previous event on their lane."""
+    order = np.lexsort((start, lanes))
+    same_lane = lanes[order][1:] == lanes[order][:-1]
+    overlap = start[order][1:] < held[order][:-1]
+    bad = np.zeros(len(start), dtype=bool)
+    bad[order[1:][same_lane & overlap]] = True
+    return bad
 
 
 def _lanes(start: np.ndarray, end: np.ndarray) -> np.ndarray:
     """A lane per event (events sorted by start) such that events on one lane never overlap.
 
-    Round robin over L lanes (event i on lane i mod L) is tried first, vectorised, for L from the peak
-    concurrency up: it is valid when every event ends before the event L places later starts, which holds for
-    queues issuing similar packets in order (DMA).  Otherwise the greedy lowest-free-lane loop decides.
+    Vectorised: each event starts on the lane given by how many earlier events are still in progress at its
+    start; events that still collide with the previous event on their lane move, together, to fresh lanes, for a
+    few rounds.  What is left after that is decided by the greedy lowest-free-lane loop.
     """
     n = len(start)
     if n < 2:
         return np.zeros(n, dtype=np.int32)
     held = np.maximum(end, start + 1)
-    ends_sorted = np.sort(held)
-    peak = int(np.max(np.arange(1, n + 1) - np.searchsorted(ends_sorted, start, side="right")))
-    for lanes in range(max(1, peak), max(1, peak) + _ROUND_ROBIN_TRIES):
-        if lanes >= n or bool(np.all(start[lanes:] >= held[:-lanes])):
-            return (np.arange(n) % lanes).astype(np.int32)
+    lanes = np.arange(n) - np.searchsorted(np.sort(held), start, side="right")
+    for _ in range(_LANE_ROUNDS):
+        bad = _collisions(start, held, lanes)
+        if not bad.any():
+            return lanes.astype(np.int32)
+        moved = np.flatnonzero(bad)
+        # Spread the moved events over as many new lanes as were in progress at once among them.
+        sub = np.arange(len(moved)) - np.searchsorted(np.sort(held[moved]), start[moved], side="right")
+        lanes[moved] = lanes.max() + 1 + sub
     return _greedy_lanes(start, end)
 
 
@@ -154,19 +168,21 @@ def _overlapping(start: np.ndarray, end: np.ndarray, lo: int, hi: int) -> np.nda
     return (start < hi) & ((end > lo) | (start >= lo))
 
 
-def _events_table(track_id: int, table: str, rows: pa.Table, info: TrackInfo) -> pa.Table:
+def _events_table(rows: pa.Table, infos: dict[int, TrackInfo]) -> pa.Table:
+    """WINDOW_EVENTS from raw rows sorted by (track_id, start_ts, id), with a lane per event as ``depth``."""
     n = rows.num_rows
+    tid = rows.column(dbs.TRACK_ID).to_numpy()
     start = rows.column(ts.START_TS).to_numpy()
     end = rows.column(ts.END_TS).to_numpy()
-    if table == dbs.SLICE_TABLE:
-        depth = rows.column(ts.DEPTH).fill_null(0)
-    elif info.overlapping and n > 1:
-        depth = pa.array(_lanes(start, end))
-    else:
-        depth = pa.array(np.zeros(n, np.int32))
+    depth = np.array(rows.column(ts.DEPTH).fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int32)
+    cuts = np.flatnonzero(np.r_[True, tid[1:] != tid[:-1], True]) if n else np.zeros(1, np.int64)
+    for a, b in itertools.pairwise(cuts.tolist()):
+        info = infos[int(tid[a])]
+        if info.table != dbs.SLICE_TABLE and info.overlapping and b - a > 1:
+            depth[a:b] = _lanes(start[a:b], end[a:b])
     return pa.table({
-        dbs.TRACK_ID: pa.array(np.full(n, track_id, np.int64)),
-        dbs.TABLE: pa.array([table] * n, pa.string()),
+        dbs.TRACK_ID: rows.column(dbs.TRACK_ID),
+        dbs.TABLE: rows.column(dbs.TABLE),
         ts.ID: rows.column(ts.ID),
         ts.START_TS: rows.column(ts.START_TS),
         ts.END_TS: rows.column(ts.END_TS),
@@ -174,7 +190,7 @@ def _events_table(track_id: int, table: str, rows: pa.Table, info: TrackInfo) ->
         ts.LAYER: rows.column(ts.LAYER),
         "operator": rows.column("operator"),
         "source": rows.column("source"),
-        ts.DEPTH: depth.cast(pa.int32()),
+        ts.DEPTH: pa.array(depth, pa.int32()),
     }, schema=dbs.WINDOW_EVENTS)
 
 
@@ -268,16 +284,6 @@ def _add_stored(pieces: _BucketPieces, rows: pa.Table, stored: list[TrackInfo], 
                    longest.slice(j * nb, nb), top.slice(j * nb, nb))
 
 
-def _slices_by_track(table: pa.Table, keys: list[tuple[str, str]]) -> dict[int, pa.Table]:
-    """``table`` sorted by ``keys`` (track first) and cut into one zero-copy slice per track."""
-    if table.num_rows == 0:
-        return {}
-    table = table.take(pc.sort_indices(table, sort_keys=keys))
-    tids = table.column(dbs.TRACK_ID).to_numpy()
-    cuts = np.flatnonzero(np.r_[True, tids[1:] != tids[:-1], True])
-    return {int(tids[a]): table.slice(a, b - a) for a, b in itertools.pairwise(cuts)}
-
-
 def query_window(cur: duckdb.DuckDBPyConnection, infos: dict[int, TrackInfo], start_ns: int, end_ns: int,
                  width_px: int, *, track_ids: list[int], buckets_only: bool = False) -> WindowResult:
     """Events and buckets of ``track_ids`` in [start_ns, end_ns) at ``width_px`` (see the module docstring)."""
@@ -290,7 +296,6 @@ def query_window(cur: duckdb.DuckDBPyConnection, infos: dict[int, TrackInfo], st
     stored = [i for i in wanted if i.event_count and i.lod_min_level is not None and k >= i.lod_min_level]
     raw = [i for i in wanted if i not in stored]
     pieces = _BucketPieces(b_lo, b_hi, k)
-    events: list[pa.Table] = []
 
     if stored:
         ids = sorted(i.track_id for i in stored)
@@ -303,36 +308,41 @@ def query_window(cur: duckdb.DuckDBPyConnection, infos: dict[int, TrackInfo], st
         _add_stored(pieces, rows, stored, raw, limit=None if buckets_only else limit)
 
     raw = [info for info in raw if info.event_count]
+    events = dbs.WINDOW_EVENTS.empty_table()
     if raw:
         data = _fetch_raw(cur, raw, span_lo, span_hi)
-        by_track = _slices_by_track(data, [(dbs.TRACK_ID, "ascending"), (ts.START_TS, "ascending"),
-                                           (ts.ID, "ascending")])
-        for info in raw:
-            mine = by_track.get(info.track_id)
-            if mine is None:
+        data = data.take(pc.sort_indices(data, sort_keys=[(dbs.TRACK_ID, "ascending"), (ts.START_TS, "ascending"),
+                                                         (ts.ID, "ascending")]))
+        ids = np.array(sorted(i.track_id for i in raw), dtype=np.int64)
+        tid = data.column(dbs.TRACK_ID).to_numpy()
+        ti = np.searchsorted(ids, tid)
+        s = data.column(ts.START_TS).to_numpy()
+        e = data.column(ts.END_TS).to_numpy()
+        in_view = _overlapping(s, e, start_ns, end_ns)
+        seen = np.bincount(ti, minlength=len(ids)) > 0
+        shown = np.bincount(ti, weights=in_view, minlength=len(ids))
+        as_events = np.zeros(len(ids), dtype=bool) if buckets_only else shown <= limit
+        events = _events_table(data.filter(pa.array(in_view & as_events[ti])), infos)
+        for i, track_id in enumerate(ids.tolist()):
+            if as_events[i]:
+                continue
+            if not seen[i]:
                 if buckets_only:
-                    pieces.add_idle(info.track_id)
+                    pieces.add_idle(track_id)
                 continue
-            s = mine.column(ts.START_TS).to_numpy()
-            e = mine.column(ts.END_TS).to_numpy()
-            in_view = _overlapping(s, e, start_ns, end_ns)
-            if not buckets_only and int(in_view.sum()) <= limit:
-                events.append(_events_table(info.track_id, info.table, mine.filter(pa.array(in_view)), info))
-                continue
-            ev = lod.prepare(s, e, mine.column(ts.ID).to_numpy(), mine.column(ts.NAME))
-            b = lod.bucketize(ev, k, b_lo, b_hi)
-            pieces.add(info.track_id, b.column(dbs.BUSY_NS).to_numpy(), b.column(dbs.COUNT).to_numpy(),
-                       b.column(dbs.LONGEST_ID).combine_chunks(), b.column(dbs.TOP_NAME).combine_chunks())
+            a, b = np.searchsorted(tid, [track_id, track_id + 1])
+            mine = data.slice(int(a), int(b - a))
+            ev = lod.prepare(s[a:b], e[a:b], mine.column(ts.ID).to_numpy(), mine.column(ts.NAME))
+            bk = lod.bucketize(ev, k, b_lo, b_hi)
+            pieces.add(track_id, bk.column(dbs.BUSY_NS).to_numpy(), bk.column(dbs.COUNT).to_numpy(),
+                       bk.column(dbs.LONGEST_ID).combine_chunks(), bk.column(dbs.TOP_NAME).combine_chunks())
     if buckets_only:
         # Tracks without events still tile the window (idle).
         have = set(pieces.track_ids)
         for info in wanted:
             if info.track_id not in have:
                 pieces.add_idle(info.track_id)
-    events_table = pa.concat_tables(events).sort_by(
-        [(dbs.TRACK_ID, "ascending"), (ts.START_TS, "ascending"), (ts.ID, "ascending")]) \
-        if events else dbs.WINDOW_EVENTS.empty_table()
-    return WindowResult(k, events_table, pieces.table())
+    return WindowResult(k, events, pieces.table())
 
 
 def busy_between(cur: duckdb.DuckDBPyConnection, info: TrackInfo, start_ns: int, end_ns: int) -> int:

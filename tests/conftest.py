@@ -55,3 +55,17 @@ def small_trace(tmp_path):
         for first in range(0, 1000, 250):
             w.append("Instruction", instruction_columns(250, first))
     return path
+
+
+# -- notebook API (tests/unit/test_notebook_*.py) ------------------------------------------------------------
+NOTEBOOK_SYNTH_EVENTS = 300_000
+NOTEBOOK_SYNTH_TRACKS = 42  # two NeuronCores
+
+
+@pytest.fixture(scope="session")
+def notebook_synth_trace(tmp_path_factory):
+    """A synthetic two-core trace directory big enough that a whole-trace view is drawn from index buckets."""
+    from profiler.synth import synth_trace
+
+    path = tmp_path_factory.mktemp("notebook") / "synth.trace"
+    return synth_trace(path, events=NOTEBOOK_SYNTH_EVENTS, tracks=NOTEBOOK_SYNTH_TRACKS)

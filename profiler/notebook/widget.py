@@ -81,8 +81,8 @@ def plan_buffer(view: tuple[int, int], width_px: int, trace_range: tuple[int, in
     res = snap_resolution(v1 - v0, width_px)
     extra = (v1 - v0) * (PREFETCH_FACTOR - 1) // 2
     t0, t1 = trace_range
-    lo = max(v0 - extra, t0)
-    hi = min(v1 + extra, max(t1, t0 + 1))
+    lo = max(v0 - extra, min(t0, v0))  # clipped to the trace, never into the view
+    hi = min(v1 + extra, max(t1, v1))
     start = (lo // res) * res
     end = -(-hi // res) * res
     return Buffer(start, max(end, start + res), res)

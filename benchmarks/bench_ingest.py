@@ -2,7 +2,8 @@
 
 Each size is synthesised once (``trnprof synth``), then ingested ``--repeat`` times in a fresh subprocess
 (``trnprof ingest --force``) whose wall time and peak RSS (``ru_maxrss`` of the child) are recorded; the
-phases (DuckDB load+sort, index build) are timed inside one extra in-process run when ``--phases`` is given.
+floor is measured beside it: the time DuckDB alone needs to store the same Instruction and DmaPacket rows
+(one ``CREATE TABLE AS`` per table from the Arrow stream, no sort, no index), in a fresh process too.
 
     .venv/bin/python benchmarks/bench_ingest.py --events 1000000 10000000 --workdir /work/bench_data
 """
@@ -29,6 +30,35 @@ def run_child(cmd: list[str]) -> tuple[float, float]:
     return wall, int(done.stdout.split()[-1]) / 1024
 
 
+FLOOR_SCRIPT = """
+import sys, time, duckdb, pyarrow as pa, resource
+from tracer import TraceReader
+reader = TraceReader(sys.argv[1])
+con = duckdb.connect(sys.argv[2])
+con.execute("SET enable_progress_bar = false")
+t0 = time.perf_counter()
+for name in ("Instruction", "DmaPacket"):
+    first = next(reader.batches(name))
+    schema = pa.schema([pa.field(f.name, f.type.value_type if pa.types.is_dictionary(f.type) else f.type)
+                        for f in first.schema])
+    stream = pa.RecordBatchReader.from_batches(schema, (b.cast(schema) for b in reader.batches(name)))
+    con.execute(f'CREATE TABLE "{name}" AS SELECT * FROM stream')
+con.execute("CHECKPOINT")
+print(time.perf_counter() - t0)
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+
+def measure_floor(trace: Path, workdir: Path) -> float:
+    """Seconds DuckDB alone takes to store the trace's Instruction and DmaPacket rows (no sort, no index)."""
+    db = workdir / "floor.duckdb"
+    db.unlink(missing_ok=True)
+    done = subprocess.run([sys.executable, "-c", FLOOR_SCRIPT, str(trace), str(db)], check=True,
+                          capture_output=True, text=True)
+    db.unlink(missing_ok=True)
+    return float(done.stdout.split()[-2])
+
+
 def measure(workdir: Path, events: int, repeat: int) -> dict[str, object]:
     trace = workdir / f"e{events}.trace"
     if not trace.exists():
@@ -44,9 +74,10 @@ def measure(workdir: Path, events: int, repeat: int) -> dict[str, object]:
         walls.append(wall)
         peaks.append(peak)
     size = sum(f.stat().st_size for f in trace.iterdir())
+    floor = measure_floor(trace, workdir)
     out = {"events": events, "trace_bytes": size, "db_bytes": db.stat().st_size,
            "wall_s": sorted(walls)[len(walls) // 2], "events_per_s": events / sorted(walls)[len(walls) // 2],
-           "peak_rss_mib": max(peaks)}
+           "peak_rss_mib": max(peaks), "duckdb_store_only_s": floor}
     os.remove(db)
     return out
 
@@ -60,11 +91,13 @@ def main() -> None:
     workdir = Path(args.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     results = [measure(workdir, n, args.repeat) for n in args.events]
-    print("| events | trace on disk | database | wall (s) | events/s | peak RSS |")
-    print("|---|---|---|---|---|---|")
+    print("| events | trace on disk | database | ingest wall (s) | events/s | peak RSS | DuckDB store only (s) | "
+          "ingest / store only |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in results:
         print(f"| {r['events']:,} | {r['trace_bytes'] / 1e6:,.0f} MB | {r['db_bytes'] / 1e6:,.0f} MB | "
-              f"{r['wall_s']:.1f} | {r['events_per_s'] / 1e6:.2f} M | {r['peak_rss_mib']:,.0f} MiB |")
+              f"{r['wall_s']:.1f} | {r['events_per_s'] / 1e6:.2f} M | {r['peak_rss_mib']:,.0f} MiB | "
+              f"{r['duckdb_store_only_s']:.1f} | {r['wall_s'] / r['duckdb_store_only_s']:.1f}x |")
     print(json.dumps(results, indent=2))
 
 

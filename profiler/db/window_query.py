@@ -284,6 +284,19 @@ def _add_stored(pieces: _BucketPieces, rows: pa.Table, stored: list[TrackInfo], 
                    longest.slice(j * nb, nb), top.slice(j * nb, nb))
 
 
+def _sorted_rows(data: pa.Table) -> pa.Table:
+    """``data`` in (track_id, start_ts, id) order; scans usually return it so, which is checked first."""
+    if data.num_rows < 2:
+        return data
+    t = data.column(dbs.TRACK_ID).to_numpy()
+    s = data.column(ts.START_TS).to_numpy()
+    i = data.column(ts.ID).to_numpy()
+    dt, ds, di = np.diff(t), np.diff(s), np.diff(i)
+    if np.all((dt > 0) | ((dt == 0) & ((ds > 0) | ((ds == 0) & (di >= 0))))):
+        return data
+    return data.take(pa.array(np.lexsort((i, s, t))))
+
+
 def query_window(cur: duckdb.DuckDBPyConnection, infos: dict[int, TrackInfo], start_ns: int, end_ns: int,
                  width_px: int, *, track_ids: list[int], buckets_only: bool = False) -> WindowResult:
     """Events and buckets of ``track_ids`` in [start_ns, end_ns) at ``width_px`` (see the module docstring)."""
@@ -310,9 +323,7 @@ def query_window(cur: duckdb.DuckDBPyConnection, infos: dict[int, TrackInfo], st
     raw = [info for info in raw if info.event_count]
     events = dbs.WINDOW_EVENTS.empty_table()
     if raw:
-        data = _fetch_raw(cur, raw, span_lo, span_hi)
-        data = data.take(pc.sort_indices(data, sort_keys=[(dbs.TRACK_ID, "ascending"), (ts.START_TS, "ascending"),
-                                                         (ts.ID, "ascending")]))
+        data = _sorted_rows(_fetch_raw(cur, raw, span_lo, span_hi))
         ids = np.array(sorted(i.track_id for i in raw), dtype=np.int64)
         tid = data.column(dbs.TRACK_ID).to_numpy()
         ti = np.searchsorted(ids, tid)

@@ -39,11 +39,17 @@ DEFAULT_WIDTH_PX = 1600
 #: Width of the one coarse window that ranks names by time (stable colours, as in the dashboard).
 RANKING_WIDTH_PX = 2048
 #: Hover points are spread this many pixels apart along each event (plotly hovers the nearest point).
-HOVER_STEP_PX = 8
+HOVER_STEP_PX = 16
 #: Name of the hover layer trace (the last trace of a notebook timeline).
 HOVER_TRACE_NAME = "events"
 #: Top margin that leaves room for the status line shown as the title.
 TITLE_MARGIN_PX = 36
+#: Legend wrapping estimate: entries wrap at this width (narrow enough for a 700 px notebook cell or image),
+#: each entry is its symbol plus its text.
+LEGEND_WIDTH_PX = 560
+LEGEND_ITEM_PX = 44
+LEGEND_CHAR_PX = 7
+LEGEND_ROW_PX = 21
 
 
 @dataclass(frozen=True)
@@ -221,14 +227,35 @@ def build_timeline(trace: Trace, start_ns: int | None = None, end_ns: int | None
         from profiler.figures.analyses import critical_path_overlay
 
         fig.add_traces(critical_path_overlay(find_path(trace, view[0], view[1]), rows, origin))
+    for lane_trace in fig.data[1:1 + len(lane_names)]:
+        lane_trace.showlegend = False  # the lane's hover names its engine; the legend is for the strip colours
+    bottom = MARGIN["b"]
     if legend:
-        fig.add_traces(legend_traces(merged_legend(frame, palette, colour) if full_legend else frame))
-        fig.update_layout(showlegend=True, legend={"orientation": "h", "yanchor": "top", "y": -0.12})
+        keys = legend_traces(merged_legend(frame, palette, colour) if full_legend else frame)
+        fig.add_traces(keys)
+        legend_px = legend_height_px([k.name for k in keys])
+        bottom += legend_px
+        fig.update_layout(showlegend=True, legend={"orientation": "h", "yref": "container", "y": 0,
+                                                   "yanchor": "bottom", "x": 0, "font": {"size": 11}})
     fig.add_trace(hover_trace(frame, rows, origin))
     fig.update_layout(title={"text": status_line(trace, frame, view), "font": {"size": 12}, "x": 0.01},
-                      margin={**MARGIN, "t": TITLE_MARGIN_PX}, height=fig.layout.height + TITLE_MARGIN_PX
-                      - MARGIN["t"], xaxis={"autorange": False})
+                      margin={**MARGIN, "t": TITLE_MARGIN_PX, "b": bottom},
+                      height=fig.layout.height + TITLE_MARGIN_PX - MARGIN["t"] + bottom - MARGIN["b"],
+                      xaxis={"autorange": False})
     return TimelineBuild(fig, frame, rows, palette, origin, lane_names, view)
+
+
+def legend_height_px(names: Sequence[str], width_px: int = LEGEND_WIDTH_PX) -> int:
+    """Height of a horizontal legend of ``names`` wrapped at ``width_px`` (plotly packs entries left to right)."""
+    if not names:
+        return 0
+    rows, used = 1, 0
+    for name in names:
+        item = LEGEND_ITEM_PX + LEGEND_CHAR_PX * len(name)
+        if used and used + item > width_px:
+            rows, used = rows + 1, 0
+        used += item
+    return rows * LEGEND_ROW_PX + LEGEND_ROW_PX // 2
 
 
 def utilization_figure(trace: Trace, start_ns: int | None = None, end_ns: int | None = None, *,

@@ -247,4 +247,9 @@ def _widget_class() -> type:
             """What the widget shows and holds: view, buffer, last frame, number of queries."""
             return self._trnprof_live
 
+        def __repr__(self) -> str:  # plotly's repr dumps every data array; a notebook's text/plain wants a line
+            live = self._trnprof_live
+            return (f"TimelineWidget(trace={live.trace.name!r}, view_ns={live.view}, "
+                    f"resolution_ns={live.buffer.resolution_ns}, fetches={live.fetches})")
+
     return TimelineWidget

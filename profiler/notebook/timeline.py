@@ -38,8 +38,10 @@ if TYPE_CHECKING:
 DEFAULT_WIDTH_PX = 1600
 #: Width of the one coarse window that ranks names by time (stable colours, as in the dashboard).
 RANKING_WIDTH_PX = 2048
-#: Hover points are spread this many pixels apart along each event (plotly hovers the nearest point).
+#: Hover points are spread this many pixels apart along each event (plotly hovers the nearest point, within 20 px).
 HOVER_STEP_PX = 16
+#: At most this many hover points per figure (each carries its event's text: the bulk of a zoom's payload).
+MAX_HOVER_POINTS = 2000
 #: Name of the hover layer trace (the last trace of a notebook timeline).
 HOVER_TRACE_NAME = "events"
 #: Top margin that leaves room for the status line shown as the title.
@@ -134,24 +136,27 @@ def hover_points(frame: StripFrame, rows: Sequence[TimelineRow], origin_ns: int,
                  step_px: int = HOVER_STEP_PX) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """Points along every exactly drawn event (x in axis seconds, y the row) and the hover text of each.
 
-    Plotly hovers the nearest point, so each event gets one point every ``step_px`` pixels from its start to its
-    end (at least its start and end).  Empty when the frame drew no events exactly or too many to list
-    (``frame.hover_events`` is None beyond :data:`profiler.figures.raster.HOVER_EVENT_LIMIT`).
+    Plotly hovers the nearest point, so each event gets a point in the middle of every ``step_px`` pixels it
+    covers (one for a narrow event); the step widens so that there are at most :data:`MAX_HOVER_POINTS`.  Empty
+    when the frame drew no events exactly or too many to list (``frame.hover_events`` is None beyond
+    :data:`profiler.figures.raster.HOVER_EVENT_LIMIT`).
     """
     ev = frame.hover_events
     if not ev or not ev["start"]:
         return np.zeros(0), np.zeros(0), []
     labels = row_labels(rows)
-    step_ns = max(frame.resolution_ns * step_px, 1)
     start = np.asarray(ev["start"], dtype=np.int64)
     end = np.maximum(np.asarray(ev["end"], dtype=np.int64), start)
     lo = np.maximum(start, frame.start_ns)
     hi = np.maximum(np.minimum(end, frame.end_ns), lo)
-    counts = np.ceil((hi - lo) / step_ns).astype(np.int64) + 1
+    step_ns = float(max(frame.resolution_ns * step_px, 1))
+    counts = np.maximum(np.ceil((hi - lo) / step_ns), 1).astype(np.int64)
+    if counts.sum() > MAX_HOVER_POINTS:  # keep the payload bounded: fewer points per long event
+        step_ns *= counts.sum() / MAX_HOVER_POINTS
+        counts = np.maximum(np.ceil((hi - lo) / step_ns), 1).astype(np.int64)
     owner = np.repeat(np.arange(len(start)), counts)
     offset = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
-    frac = np.where(counts[owner] > 1, offset / np.maximum(counts[owner] - 1, 1), 0.0)
-    t = lo[owner] + frac * (hi[owner] - lo[owner])
+    t = lo[owner] + (offset + 0.5) / counts[owner] * (hi[owner] - lo[owner])
     texts = []
     for i in range(len(start)):
         name = ev["name"][i] if ev["name"][i] is not None else "(unnamed)"

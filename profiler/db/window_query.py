@@ -101,37 +101,46 @@ def _greedy_lanes(start: np.ndarray, end: np.ndarray) -> np.ndarray:
 _LANE_ROUNDS = 12
 
 
-def _collisions(start: np.ndarray, held: np.ndarray, lanes: np.ndarray) -> np.ndarray:
-    """Mask of events that overlap the previous event on their lane."""
-    order = np.lexsort((start, lanes))
-    same_lane = lanes[order][1:] == lanes[order][:-1]
-    overlap = start[order][1:] < held[order][:-1]
-    bad = np.zeros(len(start), dtype=bool)
-    bad[order[1:][same_lane & overlap]] = True
-    return bad
+def _in_progress_before(group: np.ndarray, start: np.ndarray, held: np.ndarray) -> np.ndarray:
+    """Per event (grouped, by start within a group): earlier events of its group still in progress at its start."""
+    out = np.empty(len(start), dtype=np.int64)
+    cuts = np.flatnonzero(np.r_[True, group[1:] != group[:-1], True])
+    for a, b in itertools.pairwise(cuts.tolist()):
+        out[a:b] = np.arange(b - a) - np.searchsorted(np.sort(held[a:b]), start[a:b], side="right")
+    return out
 
 
-def _lanes(start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """A lane per event (events sorted by start) such that events on one lane never overlap.
+def _lanes_grouped(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """A lane per event such that events of one group on one lane never overlap (vectorised over all groups).
 
-    Vectorised: each event starts on the lane given by how many earlier events are still in progress at its
-    start; events that still collide with the previous event on their lane move, together, to fresh lanes, for a
-    few rounds.  What is left after that is decided by the greedy lowest-free-lane loop.
+    Events are sorted by (group, start).  Each event starts on the lane given by how many earlier events of its
+    group are still in progress at its start; events that collide with the previous event on their lane move,
+    together, to fresh lanes, for a few rounds.  Groups still colliding after that get the greedy loop.
     """
     n = len(start)
     if n < 2:
         return np.zeros(n, dtype=np.int32)
     held = np.maximum(end, start + 1)
-    lanes = np.arange(n) - np.searchsorted(np.sort(held), start, side="right")
+    lanes = _in_progress_before(group, start, held)
     for _ in range(_LANE_ROUNDS):
-        bad = _collisions(start, held, lanes)
+        order = np.lexsort((start, lanes, group))
+        same = (group[order][1:] == group[order][:-1]) & (lanes[order][1:] == lanes[order][:-1])
+        bad = np.zeros(n, dtype=bool)
+        bad[order[1:][same & (start[order][1:] < held[order][:-1])]] = True
         if not bad.any():
             return lanes.astype(np.int32)
         moved = np.flatnonzero(bad)
-        # Spread the moved events over as many new lanes as were in progress at once among them.
-        sub = np.arange(len(moved)) - np.searchsorted(np.sort(held[moved]), start[moved], side="right")
-        lanes[moved] = lanes.max() + 1 + sub
-    return _greedy_lanes(start, end)
+        lanes[moved] = lanes.max() + 1 + _in_progress_before(group[moved], start[moved], held[moved])
+    out = lanes.astype(np.int32)
+    cuts = np.flatnonzero(np.r_[True, group[1:] != group[:-1], True])
+    for a, b in itertools.pairwise(cuts.tolist()):
+        out[a:b] = _greedy_lanes(start[a:b], end[a:b])
+    return out
+
+
+def _lanes(start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """A lane per event of one track (sorted by start) such that events on one lane never overlap."""
+    return _lanes_grouped(np.zeros(len(start), dtype=np.int64), start, end)
 
 
 def _fetch_raw(cur: duckdb.DuckDBPyConnection, infos: list[TrackInfo], lo: int, hi: int) -> pa.Table:
@@ -175,11 +184,10 @@ def _events_table(rows: pa.Table, infos: dict[int, TrackInfo]) -> pa.Table:
     start = rows.column(ts.START_TS).to_numpy()
     end = rows.column(ts.END_TS).to_numpy()
     depth = np.array(rows.column(ts.DEPTH).fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int32)
-    cuts = np.flatnonzero(np.r_[True, tid[1:] != tid[:-1], True]) if n else np.zeros(1, np.int64)
-    for a, b in itertools.pairwise(cuts.tolist()):
-        info = infos[int(tid[a])]
-        if info.table != dbs.SLICE_TABLE and info.overlapping and b - a > 1:
-            depth[a:b] = _lanes(start[a:b], end[a:b])
+    lane_tracks = [t for t, info in infos.items() if info.table != dbs.SLICE_TABLE and info.overlapping]
+    laned = np.isin(tid, lane_tracks) if n and lane_tracks else np.zeros(n, dtype=bool)
+    if laned.any():
+        depth[laned] = _lanes_grouped(tid[laned], start[laned], end[laned])
     return pa.table({
         dbs.TRACK_ID: rows.column(dbs.TRACK_ID),
         dbs.TABLE: rows.column(dbs.TABLE),

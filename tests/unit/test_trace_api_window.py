@@ -164,3 +164,17 @@ def test_lanes_never_put_overlapping_events_on_one_lane(track):
     peak = max((int(np.sum((s <= t) & (held > t))) for t in s.tolist()), default=0)
     assert lanes.max(initial=-1) + 1 == peak
     assert _lanes(s, e).max(initial=-1) + 1 >= peak
+
+
+@settings(max_examples=40, deadline=None)
+@given(intervals(max_n=40), intervals(max_n=40))
+def test_grouped_lanes_are_valid_within_each_group(a, b):
+    from profiler.db.window_query import _lanes_grouped
+
+    group = np.r_[np.zeros(len(a[0]), np.int64), np.ones(len(b[0]), np.int64)]
+    start, end = np.r_[a[0], b[0]], np.r_[a[1], b[1]]
+    lanes = _lanes_grouped(group, start, end)
+    for g in (0, 1):
+        for lane in set(lanes[group == g].tolist()):
+            idx = np.flatnonzero((group == g) & (lanes == lane))
+            assert np.all(start[idx][1:] >= np.maximum(end[idx], start[idx] + 1)[:-1])

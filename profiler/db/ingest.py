@@ -230,8 +230,10 @@ class _Builder:
         """Append every staged track-keyed table to DuckDB in (track_id, time) order, track by track."""
         for target in list(self.stage.tables):
             sort_column = self.stage.tables[target].sort_column
-            order = f" ORDER BY {quote(dbs.TRACK_ID)}, {quote(sort_column)}"
             for tids in self.stage.groups(target, LOAD_GROUP_ROWS):
+                # Staged track after track; a sort is needed only when a track arrived out of time order.
+                in_order = self.stage.in_order(target, tids)
+                order = "" if in_order else f" ORDER BY {quote(dbs.TRACK_ID)}, {quote(sort_column)}"
                 with registered(self.con, self.stage.reader(target, tids)) as view:
                     if target in self.created:
                         self.con.execute(f"INSERT INTO {quote(target)} SELECT * FROM {view}{order}")
@@ -349,7 +351,7 @@ ROW_GROUP_ROWS = 16_384
 _BUILD_ALIAS = "trnprof_build"
 
 #: Staged tracks are appended to DuckDB in groups of consecutive tracks of at least this many rows, each group
-#: by one sorting INSERT (DuckDB's sort runs in parallel; a group bounds what it may spill).
+#: by one INSERT (sorting only when a track arrived out of time order; a group bounds what a sort may spill).
 LOAD_GROUP_ROWS = 8_000_000
 
 #: DuckDB's memory limit during an ingest; larger sorts spill to a directory beside the database.

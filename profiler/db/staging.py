@@ -4,8 +4,9 @@ Storing a table sorted by ``(track_id, start_ts)`` would otherwise need a global
 spills that to disk at several times the trace's size).  Instead each record batch is split by track as it
 streams in; a track's rows are buffered and written out as ZSTD-compressed (level 1) Arrow IPC files beside the database
 once they reach :data:`FLUSH_ROWS` (or when all buffers together exceed :data:`MAX_BUFFERED_ROWS`).  At the end
-groups of consecutive tracks are appended to the database, each group by one sorting INSERT, so the sort (and
-anything it spills) is bounded by a group rather than the whole trace.  Memory is bounded by the buffers; disk by
+groups of consecutive tracks are appended to the database, each group by one INSERT that sorts only when a track
+arrived out of time order (checked while staging), so any sort (and what it spills) is bounded by a group rather
+than the whole trace.  Memory is bounded by the buffers; disk by
 one compressed copy of the keyed tables, deleted track by track as they are loaded.
 """
 
@@ -49,6 +50,8 @@ class _Track:
     buffered_rows: int = 0
     files: list[Path] = field(default_factory=list)
     rows: int = 0
+    last_key: int | None = None
+    in_order: bool = True
 
 
 @dataclass
@@ -97,6 +100,11 @@ class TrackStage:
         track = t.tracks.get(tid)
         if track is None:
             track = t.tracks[tid] = _Track()
+        keys = part.column(t.sort_column).to_numpy()
+        if track.in_order and (np.any(keys[1:] < keys[:-1]) or
+                               (track.last_key is not None and keys[0] < track.last_key)):
+            track.in_order = False
+        track.last_key = int(keys[-1]) if track.in_order else None
         track.buffered.append(part)
         track.buffered_rows += part.num_rows
         track.rows += part.num_rows
@@ -135,6 +143,11 @@ class TrackStage:
         """Rows staged for one track (in files and buffers)."""
         track = self.tables[table].tracks[tid]
         return track.rows
+
+    def in_order(self, table: str, tids: list[int]) -> bool:
+        """True when every one of these tracks was staged in sort-column order (so no sort is needed)."""
+        tracks = self.tables[table].tracks
+        return all(tracks[tid].in_order for tid in tids)
 
     def groups(self, table: str, min_rows: int) -> list[list[int]]:
         """Consecutive tracks of ``table`` in id order, grouped so each group holds at least ``min_rows`` rows."""

@@ -11,6 +11,7 @@ import re
 from collections import defaultdict
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -43,6 +44,32 @@ def packet_end_by_transfer(tables) -> dict[int, int]:
     return out
 
 
+def check_trigger_edges(tables, edges) -> None:
+    """Exactly one Flow edge per DMA transfer, from its DMA_TRIGGER instruction to its first packet."""
+    ins, pk = tables["Instruction"], tables.get("DmaPacket")
+    n_transfers = 0 if pk is None else len(set(pk["packet_aggregation_id"].to_pylist()))
+    assert edges.num_rows == n_transfers, "one trigger edge per DMA transfer"
+    if not n_transfers:
+        return
+    out_ids = np.asarray(edges["out_id"])
+    in_ids = np.asarray(edges["in_id"])
+    assert set(edges["out_table"].to_pylist()) == {"Instruction"}
+    assert set(edges["dependency_type"].to_pylist()) == {"flow"}
+    opcodes = np.asarray(ins["opcode"].to_pylist())
+    assert (opcodes[out_ids] == "DMA_TRIGGER").all()
+    assert len(np.unique(out_ids)) == len(out_ids) == (opcodes == "DMA_TRIGGER").sum()
+    agg = np.asarray(pk["packet_aggregation_id"])
+    first = {}
+    for i, a in enumerate(agg.tolist()):
+        first.setdefault(a, i)
+    assert sorted(in_ids.tolist()) == sorted(first.values()), "each edge points at its transfer's first packet"
+    assert (np.asarray(pk["packet_idx"])[in_ids] == 0).all()
+    gap = np.asarray(pk["start_ts"])[in_ids] - np.asarray(ins["end_ts"])[out_ids]
+    assert (gap == np.asarray(edges["gap_time"])).all() and (gap >= 0).all()
+    # transfers are numbered in trigger order
+    assert (np.diff(agg[in_ids]) > 0).all() and (np.diff(out_ids) > 0).all()
+
+
 def check_trace_dependencies(tables) -> int:
     """Assert every dependency invariant of a simulated trace; returns the number of Flow edges checked."""
     ins = tables["Instruction"]
@@ -70,10 +97,13 @@ def check_trace_dependencies(tables) -> int:
         assert (start[m][1:] >= end[m][:-1]).all(), f"instructions overlap on track {track}"
     # every Flow edge: the dependent starts after its predecessor ends; every id exists
     flow = tables["Flow"]
+    in_table = np.asarray(flow["in_table"].to_pylist())
+    assert set(in_table.tolist()) <= {"Instruction", "DmaPacket"}
+    check_trigger_edges(tables, flow.filter(pa.array(in_table == "DmaPacket")))
+    flow = flow.filter(pa.array(in_table == "Instruction"))
     in_ids = np.asarray(flow["in_id"])
     out_ids = np.asarray(flow["out_id"])
     out_table = np.asarray(flow["out_table"].to_pylist())
-    assert set(flow["in_table"].to_pylist()) <= {"Instruction"}
     assert set(flow["dependency_type"].to_pylist()) <= {"flow", "anti", "output"}
     assert (in_ids >= 0).all() and (in_ids < len(ids)).all()
     is_pk = out_table == "DmaPacket"
@@ -119,12 +149,13 @@ def test_checker_catches_a_broken_trace(tmp_path):
     _result, tables = record(tmp_path, "matmul_naive", {"M": 128, "N": 512, "K": 256})
     flow = tables["Flow"]
     ins = tables["Instruction"]
-    victim = int(np.asarray(flow["in_id"])[0])
+    waits = np.asarray(flow["in_table"].to_pylist()) == "Instruction"
+    victim = int(np.asarray(flow["in_id"])[waits][0])
     starts = np.asarray(ins["start_ts"]).copy()
     starts[victim] = 0  # pretend it started at time 0, before its producer finished
     broken = dict(tables)
     broken["Instruction"] = ins.set_column(ins.schema.get_field_index("start_ts"), "start_ts",
-                                           __import__("pyarrow").array(starts))
+                                           pa.array(starts))
     with pytest.raises(AssertionError):
         check_trace_dependencies(broken)
 

@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 
 from tracer import schema
 from tracer.sim.core import Core
-from tracer.sim.records import ENGINE_NAMES, STREAM_TRACK, TABLE_INSTRUCTION, Chunk, DmaPlan
+from tracer.sim.records import ENGINE_NAMES, STREAM_TRACK, TABLE_INSTRUCTION, TABLE_PACKET, Chunk, DmaPlan
 from tracer.sim.tracker import DEP_NAMES
 from tracer.writer import TraceWriter
 
@@ -162,18 +162,31 @@ class Emitter:
 
     # -- one chunk -------------------------------------------------------------------------------------------
     def emit(self, chunk: Chunk) -> None:
-        """Write the rows of one chunk."""
+        """Write the rows of one chunk.
+
+        Rows of tables fed from two sources are ordered by instruction, so a trace's content never depends on
+        where chunk boundaries fell: ``SemaphoreUpdate`` has each instruction's completion increment followed by
+        its DMA transfer's retirement increment, ``Flow`` each instruction's semaphore waits followed by the edge
+        from it (a DMA trigger) to the first packet of the transfer it started.
+        """
         self._sync_templates(chunk.n_templates)
+        sem: list[tuple[np.ndarray, dict[str, Any]]] = []
+        flow: list[tuple[np.ndarray, dict[str, Any]]] = []
+        end = None
         if len(chunk):
-            self._instructions(chunk)
+            end = self._instructions(chunk, sem, flow)
         if len(chunk.x_instr):
-            self._packets(chunk)
+            self._packets(chunk, sem, flow, end)
+        self._append_merged(schema.SEMAPHORE_UPDATE.name, sem)
+        self._append_merged(schema.FLOW.name, flow)
         if chunk.counters:
             self._counters(chunk.counters)
         if chunk.spans:
             self.writer.append_rows(schema.SPAN.name, chunk.spans)
 
-    def _instructions(self, ch: Chunk) -> None:
+    def _instructions(self, ch: Chunk, sem: list[tuple[np.ndarray, dict[str, Any]]],
+                      flow: list[tuple[np.ndarray, dict[str, Any]]]) -> np.ndarray:
+        """Write the Instruction rows of ``ch``; queue its semaphore increments and Flow edges; return end_ts."""
         n = len(ch)
         ids = np.arange(ch.first_id, ch.first_id + n, dtype=np.int64)
         start, end, tid = _i64(ch.start), _i64(ch.end), _i64(ch.tid)
@@ -217,27 +230,49 @@ class Emitter:
         self.writer.append(schema.INSTRUCTION.name, cols)
         # semaphore increments at completion
         names = list(ch.streams)
-        self.writer.append(schema.SEMAPHORE_UPDATE.name, {
-            schema.TIMESTAMP: end, schema.ID: _dict_column(stream, names), schema.VALUE: seqs.astype(np.int32),
-            "update_source": _dict_column(eng, list(ENGINE_NAMES)),
-            "update_operation_type": pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)),
-                                                                     pa.array(["sem_inc"])),
-            "update_trigger_timing": pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)),
-                                                                    pa.array(["complete"])),
-            schema.PCORE_IDX: np.zeros(n, np.int64),
-        })
+        sem.append((2 * ids, {
+            schema.TIMESTAMP: end, schema.ID: (stream, names), schema.VALUE: seqs,
+            "update_source": (eng, list(ENGINE_NAMES)), "update_operation_type": (np.zeros(n, np.int64), ["sem_inc"]),
+            "update_trigger_timing": (np.zeros(n, np.int64), ["complete"]), schema.PCORE_IDX: np.zeros(n, np.int64),
+        }))
         if len(ch.f_in):
-            f_table = np.frombuffer(ch.f_table, np.int8).astype(np.int64)
-            f_dep = np.frombuffer(ch.f_dep, np.int8).astype(np.int64)
-            m = len(ch.f_in)
-            self.writer.append(schema.FLOW.name, {
-                schema.IN_ID: _i64(ch.f_in), schema.OUT_ID: _i64(ch.f_out),
-                schema.IN_TABLE: pa.DictionaryArray.from_arrays(pa.array(np.full(m, TABLE_INSTRUCTION, np.int32)),
-                                                                pa.array(list(_TABLE_NAMES))),
-                schema.OUT_TABLE: _dict_column(f_table, list(_TABLE_NAMES)),
-                schema.DEPENDENCY_TYPE: _dict_column(f_dep, list(DEP_NAMES)),
+            f_in = _i64(ch.f_in)
+            m = len(f_in)
+            flow.append((2 * f_in, {
+                schema.IN_ID: f_in, schema.OUT_ID: _i64(ch.f_out),
+                schema.IN_TABLE: (np.full(m, TABLE_INSTRUCTION, np.int64), list(_TABLE_NAMES)),
+                schema.OUT_TABLE: (np.frombuffer(ch.f_table, np.int8).astype(np.int64), list(_TABLE_NAMES)),
+                schema.DEPENDENCY_TYPE: (np.frombuffer(ch.f_dep, np.int8).astype(np.int64), list(DEP_NAMES)),
                 schema.GAP_TIME: _i64(ch.f_gap),
-            })
+            }))
+        return end
+
+    def _append_merged(self, table: str, parts: list[tuple[np.ndarray, dict[str, Any]]]) -> None:
+        """Append the rows of ``parts`` (each: per-row sort keys, columns) to ``table`` in key order (stable).
+
+        Columns are numpy arrays, or ``(codes, values)`` pairs for dictionary-encoded strings.
+        """
+        parts = [p for p in parts if len(p[0])]
+        if not parts:
+            return
+        order = None if len(parts) == 1 else np.argsort(np.concatenate([p[0] for p in parts]), kind="stable")
+        cols: dict[str, Any] = {}
+        for name in parts[0][1]:
+            first = parts[0][1][name]
+            if isinstance(first, tuple):
+                codes, values, offset = [], [], 0
+                for _key, c in parts:
+                    codes.append(np.where(c[name][0] < 0, -1, c[name][0] + offset))
+                    values.extend(c[name][1])
+                    offset += len(c[name][1])
+                code = np.concatenate(codes)
+                cols[name] = _dict_column(code if order is None else code[order], values)
+            else:
+                arr = np.concatenate([c[name] for _key, c in parts])
+                cols[name] = arr if order is None else arr[order]
+        if schema.VALUE in cols and table == schema.SEMAPHORE_UPDATE.name:
+            cols[schema.VALUE] = cols[schema.VALUE].astype(np.int32)
+        self.writer.append(table, cols)
 
     def _operands(self, ch: Chunk, n: int, tid: np.ndarray, aux: np.ndarray) -> pa.Array:
         pre_it = self.attrs["text_pre"]
@@ -273,7 +308,9 @@ class Emitter:
             dyn = pa.array([""] * n)
         return pc.binary_join_element_wise(waits, pre, dyn, post, "")
 
-    def _packets(self, ch: Chunk) -> None:
+    def _packets(self, ch: Chunk, sem: list[tuple[np.ndarray, dict[str, Any]]],
+                 flow: list[tuple[np.ndarray, dict[str, Any]]], end: np.ndarray | None) -> None:
+        """Write the DmaPacket rows of ``ch``; queue the transfers' semaphore increments and trigger edges."""
         core = self.core
         x_tid = _i64(ch.x_tid)
         x_pkt = _i64(ch.x_pkt)
@@ -331,16 +368,23 @@ class Emitter:
             base = self.seq.get(g, 0)
             seqs[m] = base + 1 + np.arange(k)
             self.seq[g] = base + k
-        self.writer.append(schema.SEMAPHORE_UPDATE.name, {
-            schema.TIMESTAMP: x_retire, schema.ID: _dict_column(x_group, list(ch.streams)),
-            schema.VALUE: seqs.astype(np.int32),
-            "update_source": pa.DictionaryArray.from_arrays(pa.array(np.zeros(nx, np.int32)), pa.array(["AXI"])),
-            "update_operation_type": pa.DictionaryArray.from_arrays(pa.array(np.zeros(nx, np.int32)),
-                                                                     pa.array(["sem_inc"])),
-            "update_trigger_timing": pa.DictionaryArray.from_arrays(pa.array(np.zeros(nx, np.int32)),
-                                                                    pa.array(["complete"])),
-            schema.PCORE_IDX: np.zeros(nx, np.int64),
-        })
+        x_instr = _i64(ch.x_instr)
+        sem.append((2 * x_instr + 1, {
+            schema.TIMESTAMP: x_retire, schema.ID: (x_group, list(ch.streams)), schema.VALUE: seqs,
+            "update_source": (np.zeros(nx, np.int64), ["AXI"]),
+            "update_operation_type": (np.zeros(nx, np.int64), ["sem_inc"]),
+            "update_trigger_timing": (np.zeros(nx, np.int64), ["complete"]), schema.PCORE_IDX: np.zeros(nx, np.int64),
+        }))
+        # the trigger instruction -> the first packet of its transfer (packet_idx 0 of the first partition row)
+        if end is not None:
+            pk0 = x_pkt - first
+            flow.append((2 * x_instr + 1, {
+                schema.IN_ID: x_pkt, schema.OUT_ID: x_instr,
+                schema.IN_TABLE: (np.full(nx, TABLE_PACKET, np.int64), list(_TABLE_NAMES)),
+                schema.OUT_TABLE: (np.full(nx, TABLE_INSTRUCTION, np.int64), list(_TABLE_NAMES)),
+                schema.DEPENDENCY_TYPE: (np.zeros(nx, np.int64), list(DEP_NAMES)),
+                schema.GAP_TIME: start[pk0] - end[x_instr - ch.first_id],
+            }))
 
     def _dma_attrs(self, plan: DmaPlan) -> tuple[int, ...]:
         """(packet-layout shape id, packets, queue type, source, dest, variable codes, queue-name base)."""

@@ -237,10 +237,7 @@ class ChromeTraceBuilder:
     # -- end of input -----------------------------------------------------------------------------------------
     def finish(self, complete: bool = True) -> Iterator[tuple[str, pa.RecordBatch]]:
         """Resolve everything that needed the whole input and yield the trace tables."""
-        start = np.concatenate(self.starts) if self.starts else np.zeros(0, np.int64)
-        end = np.concatenate(self.ends) if self.ends else np.zeros(0, np.int64)
-        track = np.concatenate(self.tracks) if self.tracks else np.zeros(0, np.int64)
-        self.starts, self.ends, self.tracks = [], [], []
+        start, end, track = _take_all(self.starts), _take_all(self.ends), _take_all(self.tracks)
         if self.registry.lane_of:
             remap = self.registry.track_remap()
             track = np.where(track >= 0, remap[np.maximum(track, 0)], track)
@@ -350,6 +347,13 @@ class ChromeTraceBuilder:
             parts.append(f"{sum(self.unknown_phases.values()):,} events of unsupported phases skipped ({shown})")
         if parts:
             warnings.warn(TraceImportWarning(f"{self.path}: " + "; ".join(parts)), stacklevel=3)
+
+
+def _take_all(parts: list[np.ndarray]) -> np.ndarray:
+    """The parts concatenated, emptying the list (so only one copy is alive at a time per column)."""
+    out = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+    parts.clear()
+    return out
 
 
 def _compact_json(args: pa.Array) -> pa.Array:

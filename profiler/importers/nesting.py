@@ -46,6 +46,8 @@ def track_order(track: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.nda
 def nest_intervals(track: np.ndarray, start: np.ndarray, end: np.ndarray) -> Nesting:
     """Depth and parent of every interval, per track (see the module docstring).
 
+    Work and temporaries are per track, so memory beyond the result is proportional to the largest track.
+
     Args:
         track: track of each interval (int).
         start / end: int64 times, ``end >= start``.
@@ -57,58 +59,55 @@ def nest_intervals(track: np.ndarray, start: np.ndarray, end: np.ndarray) -> Nes
         return Nesting(depth, parent, 0, 0, np.zeros(0, np.int64))
     order = track_order(track, start, end)
     t_sorted = track[order]
-    s_sorted = start[order]
-    e_sorted = end[order]
-    bounds = np.flatnonzero(np.diff(t_sorted)) + 1
-    seg_start = np.concatenate(([0], bounds))
-    seg_end = np.concatenate((bounds, [n]))
-    d_sorted = np.empty(n, np.int64)
-    for a, b in zip(seg_start.tolist(), seg_end.tolist(), strict=True):
-        s = s_sorted[a:b]
-        e = e_sorted[a:b]
-        nonzero = e > s
-        ends_nz = np.sort(e[nonzero])
-        ends_z = np.sort(e[~nonzero])
-        closed = np.searchsorted(ends_nz, s, side="right") + np.searchsorted(ends_z, s, side="left")
-        d_sorted[a:b] = np.arange(b - a) - closed
-    # Parent: the nearest earlier interval (in sorted order) one level up.
-    pos = np.arange(n, dtype=np.int64)
-    by_depth = np.argsort(d_sorted, kind="stable")
-    keys = d_sorted[by_depth] * n + pos[by_depth]
-    child = np.flatnonzero(d_sorted > 0)
-    p_sorted = np.full(n, -1, np.int64)
-    if len(child):
-        at = np.searchsorted(keys, (d_sorted[child] - 1) * n + child) - 1
-        cand = keys[np.maximum(at, 0)]
-        ok = (at >= 0) & (cand // n == d_sorted[child] - 1)
-        p_sorted[child[ok]] = cand[ok] % n
-    # Check the nesting really holds: every child inside its parent, no two slices on one lane overlapping.
-    bad_track = np.zeros(n, np.bool_)
-    has_p = p_sorted >= 0
-    pp = p_sorted[has_p]
-    ci = np.flatnonzero(has_p)
-    broken = (t_sorted[pp] != t_sorted[ci]) | (e_sorted[ci] > e_sorted[pp]) | (s_sorted[ci] < s_sorted[pp])
-    bad_track[ci[broken]] = True
-    bad_track[child[p_sorted[child] < 0]] = True
-    lane = np.lexsort((pos, d_sorted, t_sorted))
-    same = (t_sorted[lane[1:]] == t_sorted[lane[:-1]]) & (d_sorted[lane[1:]] == d_sorted[lane[:-1]])
-    overlap = same & (s_sorted[lane[1:]] < e_sorted[lane[:-1]])
-    bad_track[lane[1:][overlap]] = True
+    bounds = np.flatnonzero(t_sorted[1:] != t_sorted[:-1]) + 1
+    del t_sorted
+    seg_start = np.concatenate(([0], bounds)).tolist()
+    seg_end = np.concatenate((bounds, [n])).tolist()
     overlapping_tracks = 0
     overlapping_slices = 0
-    if bad_track.any():
-        bad_ids = np.unique(t_sorted[bad_track])
-        overlapping_tracks = len(bad_ids)
-        for tid in bad_ids.tolist():
-            seg = np.flatnonzero(t_sorted == tid)
-            overlapping_slices += len(seg)
-            d, p = _lanes(s_sorted[seg], e_sorted[seg])
-            d_sorted[seg] = d
-            p_sorted[seg] = np.where(p >= 0, seg[np.maximum(p, 0)], -1)
-    depth[order] = d_sorted.astype(np.int32)
-    has = p_sorted >= 0
-    parent[order[has]] = order[p_sorted[has]]
+    for a, b in zip(seg_start, seg_end, strict=True):
+        rows = order[a:b]
+        s, e = start[rows], end[rows]
+        d, p, ok = _nest_sorted(s, e)
+        if not ok:
+            overlapping_tracks += 1
+            overlapping_slices += b - a
+            d, p = _lanes(s, e)
+        depth[rows] = d
+        has = p >= 0
+        parent[rows[has]] = rows[p[has]]
     return Nesting(depth, parent, overlapping_tracks, overlapping_slices, order)
+
+
+def _nest_sorted(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
+    """Depth, parent (local index or -1) and whether they nest, for one track sorted by (start, end desc)."""
+    m = len(s)
+    nonzero = e > s
+    closed = (np.searchsorted(np.sort(e[nonzero]), s, side="right")
+              + np.searchsorted(np.sort(e[~nonzero]), s, side="left"))
+    d = np.arange(m, dtype=np.int64) - closed
+    del closed
+    # Parent: the nearest earlier interval one level up; grouping positions by depth makes it a binary search.
+    by_depth = np.argsort(d, kind="stable")
+    keys = d[by_depth] * m + by_depth
+    child = np.flatnonzero(d > 0)
+    p = np.full(m, -1, np.int64)
+    ok = True
+    if len(child):
+        at = np.searchsorted(keys, (d[child] - 1) * m + child) - 1
+        cand = keys[np.maximum(at, 0)]
+        found = (at >= 0) & (cand // m == d[child] - 1)
+        ok = bool(found.all())
+        pc_ = cand[found] % m
+        ci = child[found]
+        p[ci] = pc_
+        # Every child inside its parent ...
+        ok = ok and not bool(((e[ci] > e[pc_]) | (s[ci] < s[pc_])).any())
+    if ok and m > 1:
+        # ... and no two slices of one depth overlapping (consecutive in by_depth order at equal depth).
+        same = d[by_depth[1:]] == d[by_depth[:-1]]
+        ok = not bool((same & (s[by_depth[1:]] < e[by_depth[:-1]])).any())
+    return d.astype(np.int32), p, ok
 
 
 def _lanes(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

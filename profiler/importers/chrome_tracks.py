@@ -290,6 +290,35 @@ def pair_async(events: list[tuple[int, str, str, int, str, int, str]], registry:
     return problems
 
 
+def _bind(ftrack: np.ndarray, ts: np.ndarray, binds: np.ndarray, start: np.ndarray, end: np.ndarray, *,
+          nest: Nesting) -> np.ndarray:
+    """The slice (index) each flow event binds to, or -1; one track at a time to keep temporaries small."""
+    slice_id = np.full(len(ts), -1, np.int64)
+    if not len(nest.order):
+        return slice_id
+    inverse = np.empty(len(nest.order), np.int64)
+    inverse[nest.order] = np.arange(len(nest.order))
+    seg_tracks = nest.segments[:, 0]
+    for t in np.unique(ftrack).tolist():
+        k = int(np.searchsorted(seg_tracks, t))
+        if k >= len(seg_tracks) or seg_tracks[k] != t:
+            continue
+        a, b = int(nest.segments[k, 1]), int(nest.segments[k, 2])
+        rows = nest.order[a:b]
+        s, e = start[rows], end[rows]
+        par = nest.parent[rows]
+        par_local = np.where(par >= 0, inverse[np.maximum(par, 0)] - a, -1)
+        q = np.flatnonzero(ftrack == t)
+        lo, hi = np.zeros(len(q), np.int64), np.full(len(q), b - a, np.int64)
+        at = np.full(len(q), -1, np.int64)
+        enc = np.flatnonzero(binds[q])
+        at[enc] = enclosing(s, e, par_local, seg_lo=lo[enc], seg_hi=hi[enc], t=ts[q[enc]])
+        nxt = np.flatnonzero(~binds[q])
+        at[nxt] = next_starting(s, lo[nxt], hi[nxt], ts[q[nxt]])
+        slice_id[q] = np.where(at >= 0, rows[np.maximum(at, 0)], -1)
+    return slice_id
+
+
 def flow_edges(flows: list[tuple[np.ndarray, ...]], registry: Registry, start: np.ndarray, end: np.ndarray,
                track: np.ndarray, *, nest: Nesting) -> tuple[pa.RecordBatch | None, int]:
     """Flow rows linking the slices that flow events (``s``/``t``/``f``) bind to; and the unbound event count.
@@ -307,20 +336,7 @@ def flow_edges(flows: list[tuple[np.ndarray, ...]], registry: Registry, start: n
     ftrack = registry.thread_tracks(thread)
     if registry.lane_of:
         ftrack = registry.track_remap()[ftrack]
-    order = nest.order
-    t_sorted, s_sorted, e_sorted = track[order], start[order], end[order]
-    inverse = np.empty(len(order), np.int64)
-    inverse[order] = np.arange(len(order))
-    parent = nest.parent[order]
-    parent_sorted = np.where(parent >= 0, inverse[np.maximum(parent, 0)], -1)
-    lo = np.searchsorted(t_sorted, ftrack, side="left")
-    hi = np.searchsorted(t_sorted, ftrack, side="right")
-    at = np.full(len(ts), -1, np.int64)
-    enc = np.flatnonzero(binds)
-    at[enc] = enclosing(s_sorted, e_sorted, parent_sorted, seg_lo=lo[enc], seg_hi=hi[enc], t=ts[enc])
-    nxt = np.flatnonzero(~binds)
-    at[nxt] = next_starting(s_sorted, lo[nxt], hi[nxt], ts[nxt])
-    slice_id = np.where(at >= 0, order[np.maximum(at, 0)], -1) if len(order) else np.full(len(ts), -1, np.int64)
+    slice_id = _bind(ftrack, ts, binds, start, end, nest=nest)
     unbound = int((slice_id < 0).sum())
     seq = np.arange(len(ts))
     # At equal times a flow starts before it steps before it ends, whatever the order in the file.

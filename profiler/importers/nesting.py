@@ -14,7 +14,7 @@ when the slice at the depth above really contains it.
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -28,6 +28,8 @@ class Nesting:
     overlapping_tracks: int   # tracks laid out as lanes because their slices overlap without nesting
     overlapping_slices: int   # slices on those tracks
     order: np.ndarray         # indices sorting the intervals by (track, start, end descending, index)
+    segments: np.ndarray = field(default_factory=lambda: np.zeros((0, 3), np.int64))
+    """One row per track: (track, first, end) positions of its intervals in ``order``."""
 
 
 def track_order(track: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -61,8 +63,10 @@ def nest_intervals(track: np.ndarray, start: np.ndarray, end: np.ndarray) -> Nes
     t_sorted = track[order]
     bounds = np.flatnonzero(t_sorted[1:] != t_sorted[:-1]) + 1
     del t_sorted
-    seg_start = np.concatenate(([0], bounds)).tolist()
-    seg_end = np.concatenate((bounds, [n])).tolist()
+    seg_start_np = np.concatenate(([0], bounds))
+    seg_end_np = np.concatenate((bounds, [n]))
+    segments = np.stack([track[order[seg_start_np]], seg_start_np, seg_end_np], axis=1).astype(np.int64)
+    seg_start, seg_end = seg_start_np.tolist(), seg_end_np.tolist()
     overlapping_tracks = 0
     overlapping_slices = 0
     for a, b in zip(seg_start, seg_end, strict=True):
@@ -76,7 +80,7 @@ def nest_intervals(track: np.ndarray, start: np.ndarray, end: np.ndarray) -> Nes
         depth[rows] = d
         has = p >= 0
         parent[rows[has]] = rows[p[has]]
-    return Nesting(depth, parent, overlapping_tracks, overlapping_slices, order)
+    return Nesting(depth, parent, overlapping_tracks, overlapping_slices, order, segments)
 
 
 def _nest_sorted(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:

@@ -99,7 +99,7 @@ class NeuronParquetSource:
                     raise TraceFormatError(f"{f}: not a Parquet file (no PAR1 magic); remove it or re-export "
                                            "the profile")
             return pq.ParquetFile(f)
-        except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as exc:
+        except (pa.ArrowInvalid, pa.ArrowIOError, OSError, UnicodeDecodeError) as exc:
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise TraceFormatError(f"{f}: unreadable Parquet file ({first}); the file is truncated or corrupt, "
                                    "re-export the profile") from None
@@ -112,6 +112,7 @@ class NeuronParquetSource:
         for g in range(groups):
             try:
                 table = pf.read_row_group(g)
+                table.validate(full=True)   # e.g. strings that are not UTF-8: corrupt data, not a value
             except (pa.ArrowInvalid, pa.ArrowIOError, OSError, pa.ArrowNotImplementedError) as exc:
                 first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
                 warnings.warn(TraceImportWarning(f"{f}: row group {g} of {groups} is unreadable ({first}); "
@@ -130,10 +131,15 @@ class NeuronParquetSource:
             warnings.warn(TraceImportWarning(f"{self.path}: no Metadata.parquet; assuming profile schema "
                                              f"{schema.NEURON_PROFILE_SCHEMA_VERSION}"), stacklevel=3)
             return {}, None
-        table = self._open(files[0]).read()
-        if table.num_rows == 0:
+        try:
+            table = self._open(files[0]).read()
+            table.validate(full=True)
+            row = table.slice(0, 1).to_pylist()[0] if table.num_rows else None
+        except (pa.ArrowInvalid, pa.ArrowIOError, OSError, UnicodeDecodeError) as exc:
+            raise TraceFormatError(f"{files[0]}: unreadable Metadata ({str(exc).splitlines()[0]}); re-export the "
+                                   "profile") from None
+        if row is None:
             return {}, None
-        row = table.slice(0, 1).to_pylist()[0]
         version = row.get("profile_schema_version")
         version = str(version) if version is not None else None
         major = _major(version)

@@ -30,7 +30,6 @@ from tracer.sim.core import Core
 from tracer.sim.dtypes import DType, dtype
 from tracer.sim.memory import ALIGN, PSUM, SBUF, Allocator, HbmTensor, Tile
 from tracer.sim.ops import OpsMixin
-from tracer.sim.records import E_SYNC, KIND_COMPUTE, S_SYNC, Template
 
 TensorInit = np.ndarray | Callable[[np.random.Generator, tuple[int, int]], np.ndarray] | None
 
@@ -210,11 +209,7 @@ class KernelContext(OpsMixin):
         """Issue the final barrier: Sync waits until every stream and DMA group has finished."""
         if self.closed:
             return
-        cm = self.cm
-        tid = self.core.template(("EVENT_SEMAPHORE",), lambda: Template(
-            engine=E_SYNC, stream=S_SYNC, kind=KIND_COMPUTE, opcode="EVENT_SEMAPHORE",
-            dur=cm.cycles_to_ns(cm.min_instruction_cycles, cm.neuroncore_clock_ghz), bytes=(0,) * 6,
-            loc=None, layer=None, hlo=None, text_pre="$S[5]++@complete barrier=kernel_end", text_post=""))
+        tid = self.core.template(("BAR",))
         deps = {s: (p, tracker.FLOW) for s, p in self.last_pinfo.items()}
         self.core.execute(tid, deps)
         self.closed = True

@@ -43,6 +43,7 @@ from tracer.sim.records import (
     Template,
     new_columns,
 )
+from tracer.sim.templates import build as build_template
 
 
 class Core:
@@ -113,11 +114,11 @@ class Core:
         self._flow = tuple(c[k].append for k in ("f_in", "f_out", "f_table", "f_dep", "f_gap", "f_stream", "f_value"))
 
     # -- templates and streams ------------------------------------------------------------------------
-    def template(self, key: tuple[Any, ...], build: Callable[[], Template]) -> int:
-        """Id of the template for ``key``, building it on first use."""
+    def template(self, key: tuple[Any, ...]) -> int:
+        """Id of the template for ``key`` (see :mod:`tracer.sim.templates`), building it on first use."""
         tid = self.template_ids.get(key)
         if tid is None:
-            tpl = build()
+            tpl = build_template(self.cm, self, key)
             tid = tpl.id = len(self.templates)
             self.templates.append(tpl)
             self.template_ids[key] = tid

@@ -20,7 +20,6 @@ Costs follow ``docs/cost-model.md``; every constant comes from :class:`~tracer.s
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -28,27 +27,12 @@ import numpy as np
 from tracer.errors import KernelError
 from tracer.sim import numerics as nm
 from tracer.sim.memory import HBM, PSUM, SBUF, HbmTensor, HbmView, Tile, TileView
-from tracer.sim.records import (
-    E_GPSIMD,
-    E_SCALAR,
-    E_SYNC,
-    E_TENSOR,
-    E_VECTOR,
-    KIND_COMPUTE,
-    KIND_DMA,
-    KIND_MATMUL,
-    S_MATRIX,
-    S_TENSOR,
-    S_VECTOR,
-    DmaPlan,
-    Template,
-)
+from tracer.sim.records import E_GPSIMD, E_SCALAR, E_SYNC, E_VECTOR, S_VECTOR, HKey, VKey
 
 if TYPE_CHECKING:
     from tracer.sim.context import KernelContext
 
 _ENGINES = {"Vector": E_VECTOR, "Scalar": E_SCALAR, "GpSimd": E_GPSIMD, "Sync": E_SYNC}
-_STREAM_OF = {E_VECTOR: 2, E_SCALAR: 3, E_GPSIMD: 4, E_SYNC: 5}
 View = Tile | TileView | HbmView
 
 
@@ -83,9 +67,9 @@ def _same_shape(where: str, **views: Any) -> tuple[int, int]:
     return first
 
 
-def _key(v: Any) -> tuple[Any, ...]:
+def _key(v: Any) -> VKey:
     t = v.tile
-    return (t.mem, t.block.addr, t.dtype.name, v.p0, v.p1, v.f0, v.f1)
+    return VKey(t.mem, t.block.addr, t.dtype.name, v.p0, v.p1, v.f0, v.f1)
 
 
 class OpsMixin:
@@ -120,12 +104,6 @@ class OpsMixin:
         self._require_written(v, where, role)
         return ("tile", _key(v)), v
 
-    def _cycles_ns(self: KernelContext, cycles: float, engine: int) -> int:
-        cm = self.cm
-        clock = {E_TENSOR: cm.pe_clock_ghz, E_VECTOR: cm.dve_clock_ghz, E_SCALAR: cm.act_clock_ghz,
-                 E_GPSIMD: cm.pool_clock_ghz, E_SYNC: cm.neuroncore_clock_ghz}[engine]
-        return cm.cycles_to_ns(cycles, clock)
-
     def _elementwise(self: KernelContext, opcode: str, engine: int, where: str, dst: Any, reads: list[Any],  # noqa: PLR0917
                      n_inputs: int, key: tuple[Any, ...], text: str, *, act_fn: str | None = None,
                      perf: int = 1, extra_writes: tuple[Any, ...] = ()) -> None:
@@ -141,29 +119,10 @@ class OpsMixin:
                     for w in v.tile.block.writers:
                         if w[4][0] == S_VECTOR and w[4][1] == last:
                             dependent = True
-        full_key = (opcode, engine, key, _key(dst), tuple(_key(v) for v in reads), perf, dependent, where,
-                    self.cur_layer, self.cur_operator)
-
-        def build() -> Template:  # only for the first instruction of its kind: costs are static
-            work = max(v.shape[1] for v in reads) if reads else dst.shape[1]
-            cycles = cm.access_overhead_cycles + math.ceil(work * n_inputs / perf)
-            if dependent:
-                cycles += cm.dve_dependent_overhead_cycles
-            cycles = max(cm.min_instruction_cycles, cycles)
-            stream = _STREAM_OF[engine]
-            nbytes = [0] * 6
-            for v in reads:
-                nbytes[2 if v.mem == SBUF else 4] += v.shape[0] * v.shape[1] * v.dtype.itemsize
-            for v in (dst, *extra_writes):
-                nbytes[3 if v.mem == SBUF else 5] += v.shape[0] * v.shape[1] * v.dtype.itemsize
-            return Template(
-                engine=engine, stream=stream, kind=KIND_COMPUTE, opcode=opcode, dur=self._cycles_ns(cycles, engine),
-                bytes=tuple(nbytes), loc=where, layer=self.cur_layer, hlo=self.cur_operator, act_fn=act_fn,
-                perf_mode=f"{perf}x" if perf > 1 else None,
-                text_pre=f"$S[{stream}]++@complete {text} dst={dst.text()} "
-                         f"src={','.join(v.text() for v in reads) or '-'} {dst.shape[0]}x{work}", text_post="")
-
-        tid = self.core.template(full_key, build)
+        full_key = ("EW", opcode, engine, key, _key(dst), tuple(_key(v) for v in reads), perf, dependent, where,
+                    self.cur_layer, self.cur_operator, n_inputs, text, act_fn,
+                    tuple((v.mem, v.dtype.name, v.shape[0], v.shape[1]) for v in extra_writes))
+        tid = self.core.template(full_key)
         self.issue(tid, reads, [dst, *extra_writes])
         dst.tile.mark_written(dst)
         for v in extra_writes:
@@ -191,50 +150,25 @@ class OpsMixin:
             raise KernelError(f"{where}: DMA copies bytes and cannot convert {s.dtype.name} to {d.dtype.name}; "
                               "use tensor_copy to change the type")
         self._require_written(s, where, "dma_copy src")
-        cm = self.cm
-        itemsize = d.dtype.itemsize
         hbm_view = s if s.mem == HBM else (d if d.mem == HBM else None)
         kind = "IO" if hbm_view is not None else "SB"
         trigger = {E_SYNC: "Sync", E_SCALAR: "Scalar", E_GPSIMD: "GpSimd"}[eng]
         prefix = f"q{trigger}{kind}"
-        group = self.core.dma_group(prefix)
-        qtype = "input" if s.mem == HBM else ("output" if d.mem == HBM else "data")
-        nbytes_total = rows * cols * itemsize
+        self.core.dma_group(prefix)
         if hbm_view is not None:
             t = hbm_view.tensor
-            hbm = ("src" if hbm_view is s else "dst", t.name, t.shape[1], hbm_view.r1 - hbm_view.r0,
-                   hbm_view.c1 - hbm_view.c0, hbm_view.bcast)
+            hbm = HKey("src" if hbm_view is s else "dst", t.name, t.shape[1], hbm_view.r1 - hbm_view.r0,
+                       hbm_view.c1 - hbm_view.c0, hbm_view.bcast)
             aux = hbm_view.r0 * t.shape[1] + hbm_view.c0
-            var = t.name
+            sb_var = None
         else:
             hbm = None
             aux = -1
-            var = d.tile.name
-        chip = [v for v in (s, d) if v.mem != HBM]
-        key = ("DMA", eng, prefix, hbm, tuple(_key(v) for v in chip), rows, cols, s.mem, d.mem, where,
-               self.cur_layer, self.cur_operator)
-        stream = _STREAM_OF[eng]
-
-        def build() -> Template:
-            plan = DmaPlan(cm, rows=rows, chunk_bytes=cols * itemsize, group=group, prefix=prefix,
-                           queue_type=qtype, src_mem=s.mem, dst_mem=d.mem, variable=var, hbm=hbm)
-            b = [0] * 6
-            b[0 if s.mem == HBM else 2] += nbytes_total
-            b[1 if d.mem == HBM else 3] += nbytes_total
-            src_text = "" if s.mem == HBM else s.text()
-            dst_text = "" if d.mem == HBM else d.text()
-            head = f"$S[{stream}]++@complete ${prefix}++@retire {rows}x{cols * itemsize}B {plan.n}pkt "
-            if hbm is None:
-                pre, post = f"{head}src={src_text} dst={dst_text}", ""
-            elif hbm[0] == "src":
-                pre, post = f"{head}src=", f" dst={dst_text}"
-            else:
-                pre, post = f"{head}src={src_text} dst=", ""
-            return Template(engine=eng, stream=stream, kind=KIND_DMA, opcode="DMA_TRIGGER", dma=plan,
-                            dur=self._cycles_ns(cm.min_instruction_cycles, eng), bytes=tuple(b), loc=where,
-                            layer=self.cur_layer, hlo=self.cur_operator, text_pre=pre, text_post=post)
-
-        tid = self.core.template(key, build)
+            sb_var = d.tile.name
+        chip = tuple(_key(v) for v in (s, d) if v.mem != HBM)
+        key = ("DMA", eng, prefix, hbm, chip, rows, cols, s.mem, d.mem, where, self.cur_layer, self.cur_operator,
+               sb_var)
+        tid = self.core.template(key)
         self.issue(tid, [s], [d], aux)
         if d.mem != HBM:
             d.tile.mark_written(d)
@@ -247,16 +181,7 @@ class OpsMixin:
 
     # -- Tensor engine -------------------------------------------------------------------------------------------
     def _ldweights(self: KernelContext, stat: Any, where: str, transpose: bool) -> None:
-        cm = self.cm
-        k, m = stat.shape
-        f32 = cm.mm_fp32_factor if stat.dtype.is_fp32 else 1.0
-        cycles = max(cm.min_instruction_cycles, math.ceil(m * f32 / cm.ldweights_speedup))
-        key = ("LDWEIGHTS", _key(stat), where, self.cur_layer, self.cur_operator)
-        tid = self.core.template(key, lambda: Template(
-            engine=E_TENSOR, stream=S_TENSOR, kind=KIND_COMPUTE, opcode="LDWEIGHTS",
-            dur=self._cycles_ns(cycles, E_TENSOR), bytes=(0, 0, k * m * stat.dtype.itemsize, 0, 0, 0), loc=where,
-            layer=self.cur_layer, hlo=self.cur_operator, tensor_type="TRANSPOSE" if transpose else "REGULAR",
-            text_pre=f"$S[{S_TENSOR}]++@complete src={stat.text()} {k}x{m}", text_post=""))
+        tid = self.core.template(("LDW", _key(stat), where, self.cur_layer, self.cur_operator, transpose))
         self.issue(tid, [stat], [])
 
     def _psum_dst(self: KernelContext, dst: Any, where: str, shape: tuple[int, int], role: str) -> Any:
@@ -302,18 +227,8 @@ class OpsMixin:
         acc = bool(accumulate) and d.tile.is_written(d)
         partial = bool(accumulate) and not acc and d.tile.written is not None and \
             bool(d.tile.written[d.p0:d.p1, d.f0:d.f1].any())
-        f32 = cm.mm_fp32_factor if mv.dtype.is_fp32 else 1.0
-        cycles = max(n, cm.mm_min_cycles) * f32
-        raw = 2 * k * m * n
-        adj = int(raw * mv.dtype.flops_factor)
-        key = ("MATMUL", _key(st), _key(mv), _key(d), acc or partial, where, self.cur_layer, self.cur_operator)
-        tid = self.core.template(key, lambda: Template(
-            engine=E_TENSOR, stream=S_MATRIX, kind=KIND_MATMUL, opcode="MATMUL", cycles=cycles,
-            clock=cm.pe_clock_ghz, dur=self._cycles_ns(cycles, E_TENSOR), flops_raw=raw, flops_adj=adj,
-            bytes=(0, 0, k * n * mv.dtype.itemsize, 0, m * n * 4 if (acc or partial) else 0, m * n * 4),
-            loc=where, layer=self.cur_layer, hlo=self.cur_operator, tensor_type="REGULAR",
-            text_pre=f"$S[{S_MATRIX}]++@complete acc_flags={'accumulate' if acc or partial else 'start'} "
-                     f"src={mv.text()} dst={d.text()} K={k} M={m} N={n}", text_post=""))
+        tid = self.core.template(("MM", _key(st), _key(mv), _key(d), acc or partial, where, self.cur_layer,
+                                  self.cur_operator))
         self.issue(tid, [mv, d] if (acc or partial) else [mv], [d])
         if self.numerics:
             prod = nm.compute(np.matmul, self._value(st).T, self._value(mv))
@@ -333,16 +248,7 @@ class OpsMixin:
         d = self._psum_dst(dst, where, (f, p), "transpose dst")
         self._require_written(s, where, "transpose src")
         self._ldweights(s, where, True)
-        f32 = cm.mm_fp32_factor if s.dtype.is_fp32 else 1.0
-        cycles = max(p, cm.mm_min_cycles) * f32
-        raw = 2 * p * f * p
-        key = ("TRANSPOSE", _key(s), _key(d), where, self.cur_layer, self.cur_operator)
-        tid = self.core.template(key, lambda: Template(
-            engine=E_TENSOR, stream=S_MATRIX, kind=KIND_MATMUL, opcode="TRANSPOSE", cycles=cycles,
-            clock=cm.pe_clock_ghz, dur=self._cycles_ns(cycles, E_TENSOR), flops_raw=raw,
-            flops_adj=int(raw * s.dtype.flops_factor), bytes=(0, 0, 0, 0, 0, f * p * d.dtype.itemsize), loc=where,
-            layer=self.cur_layer, hlo=self.cur_operator, tensor_type="TRANSPOSE",
-            text_pre=f"$S[{S_MATRIX}]++@complete src=identity[{p}x{p}] dst={d.text()} {p}x{f}", text_post=""))
+        tid = self.core.template(("TR", _key(s), _key(d), where, self.cur_layer, self.cur_operator))
         self.issue(tid, [], [d])
         if self.numerics:
             self._store(d, self._value(s).T)

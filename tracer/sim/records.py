@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from array import array
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -33,16 +33,45 @@ CHUNK_PACKETS = 65_536
 HANDOFF_INTERVAL_S = 0.1
 
 
+class VKey(NamedTuple):
+    """An on-chip operand in a template key: memory, block address, dtype name and the view's bounds."""
+
+    mem: str
+    addr: Any
+    dtype: str
+    p0: int
+    p1: int
+    f0: int
+    f1: int
+
+
+class HKey(NamedTuple):
+    """The HBM side of a DMA in a template key: side (src/dst), tensor name, tensor columns, view rows and columns,
+    broadcast partitions (0: none)."""
+
+    side: str
+    name: Any
+    ncols: int
+    nrows: int
+    ncols_view: int
+    bcast: int
+
+
 class Template:
-    """Everything static about an instruction; interned, so a loop body's instructions share a few templates."""
+    """Everything static about an instruction; interned, so a loop body's instructions share a few templates.
+
+    ``key`` is the descriptor it was built from (see :mod:`tracer.sim.ops`): the same key always builds the same
+    template, which is how the loop fast path rebuilds templates for a new set of tile addresses.
+    """
 
     __slots__ = (
-        "act_fn", "bytes", "clock", "cycles", "dma", "dur", "engine", "flops_adj", "flops_raw", "hlo", "id", "kind",
-        "layer", "loc", "opcode", "perf_mode", "stream", "tensor_type", "text_post", "text_pre",
+        "act_fn", "bytes", "clock", "cycles", "dma", "dur", "engine", "flops_adj", "flops_raw", "hlo", "id", "key",
+        "kind", "layer", "loc", "opcode", "perf_mode", "stream", "tensor_type", "text_post", "text_pre",
     )
 
     def __init__(self, **kw: Any) -> None:
         get = kw.get
+        self.key = get("key")
         self.act_fn = get("act_fn")
         self.bytes = get("bytes")
         self.clock = get("clock")

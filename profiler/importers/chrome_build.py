@@ -71,8 +71,7 @@ class ChromeTraceBuilder:
         self.end_args: list[tuple[int, str]] = []         # (index among B/E events, args JSON of the E)
         self.be_count = 0
         self.async_events: list[tuple[int, str, str, int, str, int, str]] = []
-        self.flows: list[tuple[np.ndarray, ...]] = []     # thread, ts, phase byte, binds-enclosing, key
-        self.flow_keys: dict[str, int] = {}
+        self.flows: list[tuple[np.ndarray, ...]] = []     # thread, ts, phase byte, binds-enclosing, key text
         self.counters: list[tuple[int, int, str, str, float]] = []   # ts, process, name, key, value
         self.problems: Counter[str] = Counter()
         self.unknown_phases: Counter[str] = Counter()
@@ -201,11 +200,8 @@ class ChromeTraceBuilder:
         rows = np.flatnonzero(cls == FLOW)
         ident = pc.coalesce(block.strings("id", rows), block.raw("id2", rows), pa.scalar(""))
         cat = block.strings("cat", rows).fill_null("")
-        key = pc.binary_join_element_wise(cat, ident, "\x00")
-        enc = key.dictionary_encode()
-        mapping = np.array([self.flow_keys.setdefault(k, len(self.flow_keys)) for k in enc.dictionary.to_pylist()],
-                           np.int64)
-        keys = mapping[np.asarray(enc.indices)] if len(mapping) else np.zeros(0, np.int64)
+        # Flow identity (cat + id) as text; numbered once for the whole input at the end (one C++ hash pass).
+        keys = pc.binary_join_element_wise(cat, ident, "\x00")
         phase, _ = block.first_bytes("ph")
         bp, _ = block.first_bytes("bp")
         binds_enclosing = (phase[rows] != ord("f")) | (bp[rows] == ord("e"))

@@ -332,7 +332,9 @@ def flow_edges(flows: list[tuple[np.ndarray, ...]], registry: Registry, start: n
     ts = np.concatenate([f[1] for f in flows])
     phase = np.concatenate([f[2] for f in flows])
     binds = np.concatenate([f[3] for f in flows])
-    key = np.concatenate([f[4] for f in flows])
+    key_text = pa.chunked_array([f[4] for f in flows], pa.string())
+    key = np.asarray(pc.dictionary_encode(key_text).combine_chunks().indices, np.int64)
+    del key_text
     ftrack = registry.thread_tracks(thread)
     if registry.lane_of:
         ftrack = registry.track_remap()[ftrack]

@@ -41,7 +41,8 @@ def ensure_db(workdir: Path, events: int) -> Path:
     return db
 
 
-def naive_query(trace: profiler.Trace, tracks: dict[str, list[int]], start: int, end: int, width: int) -> int:
+def naive_query(trace: profiler.Trace, tracks: dict[str, list[int]], start: int, end: int, width: int, *,
+                timeout_s: float | None = None) -> int:
     """The per-pixel aggregation a user would write (one GROUP BY per table); returns the rows it produced."""
     rows = 0
     for table, ids in tracks.items():
@@ -49,7 +50,7 @@ def naive_query(trace: profiler.Trace, tracks: dict[str, list[int]], start: int,
                f'count(*) AS n, sum(least(end_ts, {end}) - greatest(start_ts, {start})) AS busy '
                f'FROM "{table}" WHERE track_id IN ({", ".join(map(str, ids))}) '
                f'AND start_ts < {end} AND end_ts > {start} GROUP BY ALL')
-        rows += trace.sql(sql, timeout_s=None).to_arrow_table().num_rows
+        rows += trace.sql(sql, timeout_s=timeout_s).to_arrow_table().num_rows
     return rows
 
 
@@ -57,7 +58,8 @@ def percentile(values: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(values) * 1e3, q))
 
 
-def bench(db: Path, windows: int, width: int, repeat: int, seed: int) -> dict[str, object]:
+def bench(db: Path, windows: int, width: int, repeat: int, seed: int, *,
+          naive_timeout: float | None = None) -> dict[str, object]:
     rng = np.random.default_rng(seed)
     with profiler.open(db) as trace:
         tracks = trace.tracks().to_pylist()
@@ -71,6 +73,7 @@ def bench(db: Path, windows: int, width: int, repeat: int, seed: int) -> dict[st
         spans = np.exp(rng.uniform(np.log(2_000), np.log(hi - lo), windows)).astype(np.int64)
         starts = lo + (rng.uniform(0, 1, windows) * np.maximum(1, hi - lo - spans)).astype(np.int64)
         cold, warm, warm_cpu, naive = [], [], [], []
+        timeouts = 0
         shown = {"events": 0, "buckets": 0}
         for s, span in zip(starts.tolist(), spans.tolist(), strict=True):
             t0 = time.perf_counter()
@@ -84,15 +87,20 @@ def bench(db: Path, windows: int, width: int, repeat: int, seed: int) -> dict[st
             shown["events"] += w.events.num_rows
             shown["buckets"] += w.buckets.num_rows
             t0 = time.perf_counter()
-            naive_query(trace, by_table, s, s + span, width)
-            naive.append(time.perf_counter() - t0)
+            try:
+                naive_query(trace, by_table, s, s + span, width, timeout_s=naive_timeout)
+                naive.append(time.perf_counter() - t0)
+            except profiler.QueryError:          # timed out: counts as the timeout (a lower bound)
+                naive.append(float(naive_timeout or 0))
+                timeouts += 1
     return {
         "db": str(db), "events": events, "tracks": len(ids), "windows": windows, "width_px": width,
         "cold_p50_ms": percentile(cold, 50), "cold_p95_ms": percentile(cold, 95),
         "warm_p50_ms": percentile(warm, 50), "warm_p95_ms": percentile(warm, 95),
         "warm_cpu_p50_ms": percentile(warm_cpu, 50), "warm_cpu_p95_ms": percentile(warm_cpu, 95),
         "naive_p50_ms": percentile(naive, 50), "naive_p95_ms": percentile(naive, 95),
-        "mean_events_per_window": shown["events"] / windows, "mean_buckets_per_window": shown["buckets"] / windows,
+        "naive_timeouts": timeouts, "mean_events_per_window": shown["events"] / windows,
+        "mean_buckets_per_window": shown["buckets"] / windows,
     }
 
 
@@ -105,11 +113,14 @@ def main() -> None:
     parser.add_argument("--width", type=int, default=1600)
     parser.add_argument("--repeat", type=int, default=3, help="warm repetitions per window")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--naive-timeout", type=float, default=None,
+                        help="stop a naive query after this many seconds (counted as the timeout, a lower bound)")
     args = parser.parse_args()
     workdir = Path(args.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     dbs = [Path(d) for d in args.db] + [ensure_db(workdir, n) for n in args.events]
-    results = [bench(db, args.windows, args.width, args.repeat, args.seed) for db in dbs]
+    results = [bench(db, args.windows, args.width, args.repeat, args.seed, naive_timeout=args.naive_timeout)
+               for db in dbs]
     print("| events | cold p50 / p95 (ms) | warm p50 / p95 (ms) | warm CPU p50 / p95 (ms) | "
           "naive GROUP BY p50 / p95 (ms) | naive / index p95 |")
     print("|---|---|---|---|---|---|")

@@ -455,10 +455,6 @@ class ObjectBlock:
         res[idx] = True
         return res
 
-    def object_offsets(self, rows: np.ndarray) -> np.ndarray:
-        """Input offsets of the objects ``rows``."""
-        return self.opens[rows] + self.file_offset
-
 
 @dataclass(frozen=True)
 class _Keys:

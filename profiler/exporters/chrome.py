@@ -233,11 +233,10 @@ def _intervals(trace: Trace, w: _Writer, table: str, *, sql: tuple[str, str, str
         # instructions and packets are laid out here.
         lane = _lanes(track, s, e) if table != dbs.SLICE_TABLE else np.zeros(len(s), np.int64)
         tids = threads.lane_tids(track, lane)
-        if endpoints and (lane > 0).any():
-            for k in np.flatnonzero(lane > 0).tolist():
-                row_id = page.column("i")[k].as_py()
-                if row_id in endpoints:
-                    threads.row_tid[(table, row_id)] = int(tids[k])
+        if len(endpoints) and (lane > 0).any():
+            ids = np.asarray(page.column("i"))
+            for k in np.flatnonzero((lane > 0) & np.isin(ids, endpoints)).tolist():
+                threads.row_tid[(table, int(ids[k]))] = int(tids[k])
         line = pc.binary_join_element_wise(
             '{"ph":"X","pid":', pa.array(pids).cast(pa.string()),
             ',"tid":', pa.array(tids).cast(pa.string()),
@@ -272,16 +271,16 @@ def _counters(trace: Trace, w: _Writer, threads: _Threads, window: TimeWindow) -
     return count
 
 
-def _flow_endpoint_ids(trace: Trace, table: str) -> set[int]:
+def _flow_endpoint_ids(trace: Trace, table: str) -> np.ndarray:
     """Ids of ``table``'s rows that flows start or end at."""
     if ts.FLOW.name not in table_names(trace):
-        return set()
+        return np.zeros(0, np.int64)
     names = ", ".join(f"'{k}'" for k, v in _FLOW_TABLE.items() if v == table)
     ft = quote(ts.FLOW.name)
     rows = trace.sql(f"SELECT {quote(ts.OUT_ID)} FROM {ft} WHERE {quote(ts.OUT_TABLE)} IN ({names}) UNION "
                      f"SELECT {quote(ts.IN_ID)} FROM {ft} WHERE {quote(ts.IN_TABLE)} IN ({names})",
                      timeout_s=None).fetchall()
-    return {r[0] for r in rows}
+    return np.array(sorted(r[0] for r in rows), np.int64)
 
 
 def _endpoints(trace: Trace, table: str, ids_sql: str, window: TimeWindow) -> dict[int, tuple[int, int, int]]:

@@ -160,7 +160,9 @@ class ChromeTraceBuilder:
         track[(c == ASYNC_BEGIN) | (c == ASYNC_INSTANT)] = _PENDING
         names = block.strings("name", rows).fill_null("")
         cats = block.strings("cat", rows)
-        args = _compact_json(block.raw("args", rows))
+        args = block.raw("args", rows)
+        if block.contains_byte("args", ord("\n"), rows):
+            args = _compact_json(args)
         self.spill.write(pa.RecordBatch.from_arrays([pa.array(ids), names, cats, args], schema=_SPILL_SCHEMA))
         self.starts.append(start)
         self.ends.append(end)
@@ -358,9 +360,7 @@ def _compact_json(args: pa.Array) -> pa.Array:
     A raw line break cannot occur inside a JSON string, so removing every line break with the blanks around it
     only touches whitespace between tokens.
     """
-    if len(args) and pc.any(pc.match_substring(args, "\n")).as_py():
-        return pc.replace_substring_regex(args, r"[ \t\r]*\n[ \t\r]*", "")
-    return args
+    return pc.replace_substring_regex(args, r"[ \t\r]*\n[ \t\r]*", "")
 
 
 def _decode_object(text: str | None) -> dict[str, object]:

@@ -438,6 +438,18 @@ class ObjectBlock:
         except pa.ArrowInvalid:
             return pa.array([None if v is None else v.decode("utf-8", "replace") for v in raw.to_pylist()])
 
+    def contains_byte(self, key: str, byte: int, rows: np.ndarray | None = None) -> bool:
+        """True when any value of ``key`` (in ``rows``) contains ``byte`` (e.g. a line break)."""
+        m = self.member(key)
+        start, end, present = m.start, m.end, m.present
+        if rows is not None and len(rows) != len(start):
+            start, end, present = start[rows], end[rows], present[rows]
+        hits = np.flatnonzero(self.b == byte)
+        if not len(hits):
+            return False
+        inside = np.searchsorted(hits, end[present]) > np.searchsorted(hits, start[present])
+        return bool(inside.any())
+
     def first_bytes(self, key: str) -> tuple[np.ndarray, np.ndarray]:
         """(first byte of each string value of ``key`` (0 if absent, empty or not a string), value length)."""
         m = self.member(key)

@@ -13,12 +13,11 @@ source line (``file.py:LINE``).
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import sys
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
@@ -59,11 +58,15 @@ class KernelContext(OpsMixin):
         self._n_tiles = 0
         self._span_ids = 0
         self._span_stack: list[int] = []
+        #: The loop fast path (:mod:`tracer.sim.fastpath`); None runs every operation through the general path.
+        self.fast: Any = None
+        #: The kernel's frame while the fast path calls an API method on its behalf (see caller_location).
+        self.cl_frame: Any = None
 
     # -- source locations ----------------------------------------------------------------------------------
     def caller_location(self, depth: int = 2) -> str:
         """``file.py:LINE`` of the kernel code that called the API (``depth`` frames up)."""
-        f = sys._getframe(depth)
+        f = self.cl_frame if self.cl_frame is not None and depth == 2 else sys._getframe(depth)
         key = (f.f_code, f.f_lineno)
         loc = self._locs.get(key)
         if loc is None:
@@ -128,7 +131,7 @@ class KernelContext(OpsMixin):
         name = name or f"{mem.lower()}{self._n_tiles}"
         alloc = self.sbuf if mem == SBUF else self.psum
         block = alloc.alloc(shape[1] * d.itemsize, where, name)
-        tile = Tile(self, name, shape, d, mem, block, where, self.numerics)
+        tile = Tile(self, name, shape, d, mem, block, where, self.numerics, self._n_tiles)
         self._usage_counter(mem)
         return tile
 
@@ -142,59 +145,59 @@ class KernelContext(OpsMixin):
         """Free a tile's memory (called when the tile object is garbage)."""
         if self.closed:
             return
+        fast = self.fast
+        if fast is not None and fast.on_free(tile):
+            return
         tracker.release(tile.block)
         (self.sbuf if tile.mem == SBUF else self.psum).free(tile.block)
         self._usage_counter(tile.mem)
 
     # -- loops ------------------------------------------------------------------------------------------------
-    @staticmethod
-    def affine_range(*args: int) -> range:
-        """Loop whose iterations are independent (like ``nl.affine_range``)."""
-        return range(*args)
+    def affine_range(self, *args: int) -> Iterable[int]:
+        """Loop whose iterations are independent (like ``nl.affine_range``); iterates like ``range(*args)``."""
+        if self.fast is None:
+            return range(*args)
+        f = sys._getframe(1)
+        return _Loop(self.fast, range(*args), (f.f_code, f.f_lasti))
 
-    @staticmethod
-    def sequential_range(*args: int) -> range:
-        """Loop with a loop-carried dependency (like ``nl.sequential_range``)."""
-        return range(*args)
+    def sequential_range(self, *args: int) -> Iterable[int]:
+        """Loop with a loop-carried dependency (like ``nl.sequential_range``); iterates like ``range(*args)``."""
+        if self.fast is None:
+            return range(*args)
+        f = sys._getframe(1)
+        return _Loop(self.fast, range(*args), (f.f_code, f.f_lasti))
 
     # -- layer and operator scopes -----------------------------------------------------------------------------
-    @contextlib.contextmanager
-    def layer(self, name: str) -> Iterator[None]:
+    def layer(self, name: str) -> Scope:
         """Instructions issued inside carry ``layer=name``; the scope becomes a ``layer`` Span row."""
-        with self._scope("layer", str(name)):
-            yield
+        return Scope(self, "layer", str(name))
 
-    @contextlib.contextmanager
-    def operator(self, name: str) -> Iterator[None]:
+    def operator(self, name: str) -> Scope:
         """Instructions issued inside carry ``hlo_name=name``; the scope becomes an ``operator`` Span row."""
-        with self._scope("operator", str(name)):
-            yield
+        return Scope(self, "operator", str(name))
 
-    @contextlib.contextmanager
-    def _scope(self, category: str, name: str) -> Iterator[None]:
-        attr = f"cur_{category}"
-        prev = getattr(self, attr)
-        setattr(self, attr, name)
+    def scope_open(self, scope: Scope) -> None:
+        """Enter ``scope``: tag what follows, open its Span box."""
+        attr = "cur_layer" if scope.category == "layer" else "cur_operator"
+        scope.prev = getattr(self, attr)
+        setattr(self, attr, scope.name)
         self._span_ids += 1
-        span_id = self._span_ids
-        parent = self._span_stack[-1] if self._span_stack else None
-        self._span_stack.append(span_id)
-        box = [math.inf, -math.inf]
-        self.core.open_spans.append(box)
-        try:
-            yield
-        finally:
-            spans = self.core.open_spans
-            del spans[next(i for i, b in enumerate(spans) if b is box)]
-            self._span_stack.pop()
-            setattr(self, attr, prev)
-            if box[0] <= box[1]:
-                self.core.span({
-                    "id": span_id, "start_ts": int(box[0]), "end_ts": int(box[1]),
-                    "duration_ns": int(box[1] - box[0]), "name": name, "category": category,
-                    "depth": len(self._span_stack), "parent_id": parent, "track_group": "NeuronCore 0",
-                    "track_name": category, "pcore_idx": 0,
-                })
+        scope.span_id = self._span_ids
+        scope.parent = self._span_stack[-1] if self._span_stack else None
+        self._span_stack.append(scope.span_id)
+        scope.box = [math.inf, -math.inf]
+        self.core.open_spans.append(scope.box)
+
+    def scope_close(self, scope: Scope, row: bool = True) -> dict[str, Any] | None:
+        """Leave ``scope``; returns its Span row (None for a scope that issued nothing, or unless ``row``), not
+        yet recorded."""
+        spans = self.core.open_spans
+        box = scope.box
+        del spans[next(i for i, b in enumerate(spans) if b is box)]
+        self._span_stack.pop()
+        setattr(self, "cur_layer" if scope.category == "layer" else "cur_operator", scope.prev)
+        scope.depth = len(self._span_stack)
+        return scope.row() if row else None
 
     # -- issuing -----------------------------------------------------------------------------------------------------
     def issue(self, tid: int, reads: list[Any], writes: list[Any], aux: int = -1) -> tuple[Any, ...]:
@@ -209,6 +212,8 @@ class KernelContext(OpsMixin):
         """Issue the final barrier: Sync waits until every stream and DMA group has finished."""
         if self.closed:
             return
+        if self.fast is not None:
+            self.fast.finish()
         tid = self.core.template(("BAR",))
         deps = {s: (p, tracker.FLOW) for s, p in self.last_pinfo.items()}
         self.core.execute(tid, deps)
@@ -225,3 +230,75 @@ def _shape2(shape: Any, where: str, what: str) -> tuple[int, int]:
     if min(dims) <= 0:
         raise KernelError(f"{where}: {what} shape {dims} has an empty dimension")
     return dims  # type: ignore[return-value]
+
+
+class Scope:
+    """A ``with nc.layer(...)`` / ``with nc.operator(...)`` block: tags instructions and becomes a Span row."""
+
+    __slots__ = ("box", "category", "ctx", "depth", "name", "parent", "prev", "span_id")
+
+    def __init__(self, ctx: KernelContext, category: str, name: str) -> None:
+        self.ctx = ctx
+        self.category = category
+        self.name = name
+        self.box: list[float] = []
+        self.prev: str | None = None
+        self.span_id = 0
+        self.parent: int | None = None
+        self.depth = 0
+
+    def __enter__(self) -> None:
+        fast = self.ctx.fast
+        if fast is not None:
+            fast.scope_enter(self)
+        else:
+            self.ctx.scope_open(self)
+
+    def __exit__(self, *exc: object) -> None:
+        fast = self.ctx.fast
+        if fast is not None:
+            fast.scope_exit(self)
+        else:
+            row = self.ctx.scope_close(self)
+            if row is not None:
+                self.ctx.core.span(row)
+
+    def row(self) -> dict[str, Any] | None:
+        """The Span row of the closed scope, from its box (None when it covered no instruction)."""
+        box = self.box
+        if not box[0] <= box[1]:
+            return None
+        return {
+            "id": self.span_id, "start_ts": int(box[0]), "end_ts": int(box[1]), "duration_ns": int(box[1] - box[0]),
+            "name": self.name, "category": self.category, "depth": self.depth, "parent_id": self.parent,
+            "track_group": "NeuronCore 0", "track_name": self.category, "pcore_idx": 0,
+        }
+
+
+class _Loop:
+    """``nc.affine_range`` / ``nc.sequential_range``: a range that tells the loop fast path where iterations start."""
+
+    __slots__ = ("fast", "i", "n", "r", "site", "start_n")
+
+    def __init__(self, fast: Any, r: range, site: tuple[Any, int]) -> None:
+        self.fast = fast
+        self.r = r
+        self.n = len(r)
+        self.i = 0
+        self.site = site
+        self.start_n = 0
+
+    def __iter__(self) -> _Loop:
+        return self
+
+    def __next__(self) -> int:
+        i = self.i
+        if i >= self.n:
+            self.fast.marker(self, -1)
+            raise StopIteration
+        self.i = i + 1
+        self.fast.marker(self, i)
+        return self.r[i]
+
+    def __len__(self) -> int:
+        return self.n

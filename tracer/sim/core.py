@@ -104,6 +104,10 @@ class Core:
         self._chunk_packets = 0
         self._counters: list[tuple[int, str, float, str]] = []
         self._spans: list[dict[str, Any]] = []
+        #: Segments scheduled by the loop fast path since the last handoff (see tracer.sim.fastpath), and the
+        #: variants they refer to (the emitter rebuilds their Flow edges from these).
+        self.segs: list[tuple[Any, ...]] = []
+        self.variants: list[Any] = []
         self._last_handoff = time.monotonic()
         self._bind()
 
@@ -290,6 +294,7 @@ class Core:
         c["x_pkt"].append(pkt_base)
         c["x_q0"].append(q0)
         c["x_retire"].append(retire)
+        c["x_out"].append(pkt_base + last)
         self.n_xfers += 1
         self.dma_bytes += plan.rows * plan.chunk_bytes
         return (g, seq, retire, TABLE_PACKET, pkt_base + last)
@@ -351,16 +356,18 @@ class Core:
         """Hand the records gathered so far to the sink and start a new chunk."""
         c = self._cols
         chunk = Chunk(first_id=self._chunk_first, first_xfer=self._chunk_first_xfer, counters=self._counters,
-                      spans=self._spans, n_templates=len(self.templates), streams=tuple(self.stream_names), **c)
+                      spans=self._spans, n_templates=len(self.templates), streams=tuple(self.stream_names),
+                      segs=self.segs, n_variants=len(self.variants), **c)
         self._chunk_first = self.n
         self._chunk_first_xfer = self.n_xfers
         self._chunk_packets = self.n_packets
         self._cols = new_columns()
         self._counters = []
         self._spans = []
+        self.segs = []
         self._bind()
         self._last_handoff = time.monotonic()
-        if self.sink is not None and (len(chunk) or chunk.counters or chunk.spans):
+        if self.sink is not None and (len(chunk) or chunk.counters or chunk.spans or chunk.segs):
             self.sink(chunk)
         if self.progress is not None:
             self.progress(self.n, self.last_ns)

@@ -17,6 +17,7 @@ import os
 import signal
 from multiprocessing.connection import Connection
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from tracer.errors import TraceFormatError, TrnprofError
@@ -55,6 +56,7 @@ class _CoreView:
         self.cm = cm
         self.templates: list[Template] = []
         self.stream_names: list[str] = []
+        self.variants: list[Any] = []
         self._plans: dict[tuple[Any, ...], DmaPlan] = {}
 
     def add(self, wires: list[tuple[Any, ...]]) -> None:
@@ -96,8 +98,9 @@ def _child_main(conn: Connection, parent_end: Connection, path: str, overwrite: 
             if msg[0] == "close":
                 complete = bool(msg[1])
                 break
-            _tag, templates, chunk = msg
+            _tag, templates, variants, chunk = msg
             view.add(templates)
+            view.variants.extend(SimpleNamespace(uid=uid, emit_table=table) for uid, table in variants)
             view.stream_names = list(chunk.streams)
             emitter.emit(chunk)
     except BaseException as exc:
@@ -134,6 +137,7 @@ class ProcessEmitter:
         self._proc.start()
         child.close()
         self._sent_templates = 0
+        self._sent_variants = 0
         self._closed = False
         reply = self._receive(timeout=READY_TIMEOUT_S)
         if reply[0] != "ready":  # pragma: no cover - _receive raises on errors
@@ -165,8 +169,10 @@ class ProcessEmitter:
             self._receive()
         new = [_wire(t) for t in self.core.templates[self._sent_templates:chunk.n_templates]]
         self._sent_templates = max(self._sent_templates, chunk.n_templates)
+        variants = [(v.uid, v.emit_table) for v in self.core.variants[self._sent_variants:chunk.n_variants]]
+        self._sent_variants = max(self._sent_variants, chunk.n_variants)
         try:
-            self._conn.send(("chunk", new, chunk))
+            self._conn.send(("chunk", new, variants, chunk))
         except (BrokenPipeError, OSError):
             self._receive()
             raise

@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 
 from tracer import schema
 from tracer.sim.core import Core
+from tracer.sim.fastpath.edges import SegmentEdges
 from tracer.sim.records import ENGINE_NAMES, STREAM_TRACK, TABLE_INSTRUCTION, TABLE_PACKET, Chunk, DmaPlan
 from tracer.sim.tracker import DEP_NAMES
 from tracer.writer import TraceWriter
@@ -81,6 +82,8 @@ class Emitter:
         self.t_bytes: list[tuple[int, ...]] = []
         self.t_hbm_num: list[tuple[int, int, int, int, int]] = []
         self.t_dma: list[tuple[int, ...]] = []
+        self.t_group: list[int] = []
+        self.seg_edges = SegmentEdges()
         self.shapes: list[DmaPlan] = []
         self.shape_ids: dict[tuple[Any, ...], int] = {}
         self.hbm_names: list[str] = []
@@ -138,6 +141,7 @@ class Emitter:
             self.t_flops_adj.append(-1 if tpl.flops_adj is None else int(tpl.flops_adj))
             self.t_bytes.append(tuple(tpl.bytes))
             self.t_dma.append(self._dma_attrs(tpl.dma) if tpl.dma is not None else (0,) * 7)
+            self.t_group.append(tpl.dma.group if tpl.dma is not None else -1)
             hbm = tpl.dma.hbm if tpl.dma is not None else None
             if hbm is None:
                 self.t_hbm_num.append((-1, 1, 0, 0, 0))
@@ -170,13 +174,17 @@ class Emitter:
         from it (a DMA trigger) to the first packet of the transfer it started.
         """
         self._sync_templates(chunk.n_templates)
+        self._sync_variants(chunk.n_variants)
         sem: list[tuple[np.ndarray, dict[str, Any]]] = []
         flow: list[tuple[np.ndarray, dict[str, Any]]] = []
         end = None
+        xsem: list[tuple[np.ndarray, dict[str, Any]]] = []
+        xf = self._transfers(chunk, xsem) if len(chunk.x_instr) else None
         if len(chunk):
-            end = self._instructions(chunk, sem, flow)
-        if len(chunk.x_instr):
-            self._packets(chunk, sem, flow, end)
+            end = self._instructions(chunk, xf, sem, flow)
+        sem.extend(xsem)
+        if xf is not None:
+            self._packets(chunk, xf, flow, end)
         self._append_merged(schema.SEMAPHORE_UPDATE.name, sem)
         self._append_merged(schema.FLOW.name, flow)
         if chunk.counters:
@@ -184,7 +192,49 @@ class Emitter:
         if chunk.spans:
             self.writer.append_rows(schema.SPAN.name, chunk.spans)
 
-    def _instructions(self, ch: Chunk, sem: list[tuple[np.ndarray, dict[str, Any]]],
+    def _sync_variants(self, n: int) -> None:
+        for var in self.core.variants[len(self.seg_edges.tables):n]:
+            self.seg_edges.add(var.uid, var.emit_table)
+
+    def _transfers(self, ch: Chunk, sem: list[tuple[np.ndarray, dict[str, Any]]]) -> dict[str, np.ndarray]:
+        """Per-transfer arrays of ``ch`` (group, semaphore value, ...); queue the transfers' semaphore increments."""
+        x_tid = _i64(ch.x_tid)
+        nx = len(x_tid)
+        x_group = self._arr("t_group")[x_tid]
+        seqs = np.empty(nx, np.int64)
+        for g in np.unique(x_group).tolist():
+            m = x_group == g
+            k = int(m.sum())
+            base = self.seq.get(g, 0)
+            seqs[m] = base + 1 + np.arange(k)
+            self.seq[g] = base + k
+        x_instr = _i64(ch.x_instr)
+        x_retire = _i64(ch.x_retire)
+        sem.append((2 * x_instr + 1, {
+            schema.TIMESTAMP: x_retire, schema.ID: (x_group, list(ch.streams)), schema.VALUE: seqs,
+            "update_source": (np.zeros(nx, np.int64), ["AXI"]),
+            "update_operation_type": (np.zeros(nx, np.int64), ["sem_inc"]),
+            "update_trigger_timing": (np.zeros(nx, np.int64), ["complete"]), schema.PCORE_IDX: np.zeros(nx, np.int64),
+        }))
+        return {"tid": x_tid, "instr": x_instr, "retire": x_retire, "group": x_group, "seqs": seqs,
+                "out": _i64(ch.x_out), "pkt": _i64(ch.x_pkt)}
+
+    def _edges(self, ch: Chunk, start: np.ndarray, end: np.ndarray, stream: np.ndarray, seqs: np.ndarray,  # noqa: PLR0917
+               xf: dict[str, np.ndarray] | None) -> tuple[np.ndarray, ...]:
+        """(in_id, out_id, out_table, dependency type, gap, stream, value) of the chunk's semaphore-wait edges:
+        those the general path recorded and those of fast-path segments, in instruction order."""
+        general = (_i64(ch.f_in), _i64(ch.f_out), np.frombuffer(ch.f_table, np.int8).astype(np.int64),
+                   np.frombuffer(ch.f_dep, np.int8).astype(np.int64), _i64(ch.f_gap),
+                   np.frombuffer(ch.f_stream, np.int32).astype(np.int64), _i64(ch.f_value))
+        if not ch.segs:
+            return general
+        seg = self.seg_edges.expand(ch.segs, ch.first_id, ch.first_xfer, start, end, stream, seqs, xf)
+        cols = tuple(np.concatenate([a, b]) for a, b in zip(general, seg, strict=True))
+        order = np.argsort(cols[0], kind="stable")
+        return tuple(c[order] for c in cols)
+
+    def _instructions(self, ch: Chunk, xf: dict[str, np.ndarray] | None,
+                      sem: list[tuple[np.ndarray, dict[str, Any]]],
                       flow: list[tuple[np.ndarray, dict[str, Any]]]) -> np.ndarray:
         """Write the Instruction rows of ``ch``; queue its semaphore increments and Flow edges; return end_ts."""
         n = len(ch)
@@ -226,7 +276,8 @@ class Emitter:
         for col, src in ((schema.RAW_FLOPS, "t_flops_raw"), (schema.ADJUSTED_FLOPS, "t_flops_adj")):
             v = self._arr(src)[tid]
             cols[col] = pa.array(v, mask=v < 0)
-        cols[schema.OPERANDS] = self._operands(ch, n, tid, aux)
+        edges = self._edges(ch, start, end, stream, seqs, xf)
+        cols[schema.OPERANDS] = self._operands(ch, n, tid, aux, edges)
         self.writer.append(schema.INSTRUCTION.name, cols)
         # semaphore increments at completion
         names = list(ch.streams)
@@ -235,15 +286,15 @@ class Emitter:
             "update_source": (eng, list(ENGINE_NAMES)), "update_operation_type": (np.zeros(n, np.int64), ["sem_inc"]),
             "update_trigger_timing": (np.zeros(n, np.int64), ["complete"]), schema.PCORE_IDX: np.zeros(n, np.int64),
         }))
-        if len(ch.f_in):
-            f_in = _i64(ch.f_in)
+        f_in, f_out, f_table, f_dep, f_gap, _f_stream, _f_value = edges
+        if len(f_in):
             m = len(f_in)
             flow.append((2 * f_in, {
-                schema.IN_ID: f_in, schema.OUT_ID: _i64(ch.f_out),
+                schema.IN_ID: f_in, schema.OUT_ID: f_out,
                 schema.IN_TABLE: (np.full(m, TABLE_INSTRUCTION, np.int64), list(_TABLE_NAMES)),
-                schema.OUT_TABLE: (np.frombuffer(ch.f_table, np.int8).astype(np.int64), list(_TABLE_NAMES)),
-                schema.DEPENDENCY_TYPE: (np.frombuffer(ch.f_dep, np.int8).astype(np.int64), list(DEP_NAMES)),
-                schema.GAP_TIME: _i64(ch.f_gap),
+                schema.OUT_TABLE: (f_table, list(_TABLE_NAMES)),
+                schema.DEPENDENCY_TYPE: (f_dep, list(DEP_NAMES)),
+                schema.GAP_TIME: f_gap,
             }))
         return end
 
@@ -274,18 +325,18 @@ class Emitter:
             cols[schema.VALUE] = cols[schema.VALUE].astype(np.int32)
         self.writer.append(table, cols)
 
-    def _operands(self, ch: Chunk, n: int, tid: np.ndarray, aux: np.ndarray) -> pa.Array:
+    def _operands(self, ch: Chunk, n: int, tid: np.ndarray, aux: np.ndarray,
+                  edges: tuple[np.ndarray, ...]) -> pa.Array:
         pre_it = self.attrs["text_pre"]
         pre = pa.array(pre_it.values).take(pa.array(self._arr('text_pre')[tid]))
         post_it = self.attrs["text_post"]
         post = pa.array(post_it.values).take(pa.array(self._arr('text_post')[tid]))
         # semaphore waits, from the Flow edges (appended in consumer order)
-        if len(ch.f_in):
-            f_in = _i64(ch.f_in) - ch.first_id
+        if len(edges[0]):
+            f_in = edges[0] - ch.first_id
             stream_names = pa.array(list(ch.streams))
-            f_stream = np.frombuffer(ch.f_stream, np.int32)
-            texts = pc.binary_join_element_wise("$", stream_names.take(pa.array(f_stream)), ">=",
-                                                pa.array(_i64(ch.f_value)).cast(pa.string()), " ", "")
+            texts = pc.binary_join_element_wise("$", stream_names.take(pa.array(edges[5])), ">=",
+                                                pa.array(edges[6]).cast(pa.string()), " ", "")
             offsets = np.searchsorted(f_in, np.arange(n + 1)).astype(np.int32)
             waits = pc.binary_join(pa.ListArray.from_arrays(pa.array(offsets), texts), "")
         else:
@@ -308,14 +359,13 @@ class Emitter:
             dyn = pa.array([""] * n)
         return pc.binary_join_element_wise(waits, pre, dyn, post, "")
 
-    def _packets(self, ch: Chunk, sem: list[tuple[np.ndarray, dict[str, Any]]],
-                 flow: list[tuple[np.ndarray, dict[str, Any]]], end: np.ndarray | None) -> None:
-        """Write the DmaPacket rows of ``ch``; queue the transfers' semaphore increments and trigger edges."""
+    def _packets(self, ch: Chunk, xf: dict[str, np.ndarray], flow: list[tuple[np.ndarray, dict[str, Any]]],
+                 end: np.ndarray | None) -> None:
+        """Write the DmaPacket rows of ``ch``; queue the transfers' trigger edges."""
         core = self.core
-        x_tid = _i64(ch.x_tid)
-        x_pkt = _i64(ch.x_pkt)
+        x_tid = xf["tid"]
+        x_pkt = xf["pkt"]
         x_q0 = np.frombuffer(ch.x_q0, np.int32).astype(np.int64)
-        x_retire = _i64(ch.x_retire)
         nx = len(x_tid)
         nq = core.cm.dma_queues
         qstart = _i64(ch.x_qstart).reshape(nx, nq)
@@ -359,22 +409,7 @@ class Emitter:
             "packet_idx": out["pidx"].astype(np.int32), "packet_aggregation_id": out["agg"],
             "source": _dict_column(out["src"], list(mems)), "dest": _dict_column(out["dst"], list(mems)),
         })
-        # DMA group semaphores increment when a transfer retires
-        x_group = np.array([core.templates[t].dma.group for t in x_tid.tolist()], np.int64)
-        seqs = np.empty(nx, np.int64)
-        for g in np.unique(x_group).tolist():
-            m = x_group == g
-            k = int(m.sum())
-            base = self.seq.get(g, 0)
-            seqs[m] = base + 1 + np.arange(k)
-            self.seq[g] = base + k
-        x_instr = _i64(ch.x_instr)
-        sem.append((2 * x_instr + 1, {
-            schema.TIMESTAMP: x_retire, schema.ID: (x_group, list(ch.streams)), schema.VALUE: seqs,
-            "update_source": (np.zeros(nx, np.int64), ["AXI"]),
-            "update_operation_type": (np.zeros(nx, np.int64), ["sem_inc"]),
-            "update_trigger_timing": (np.zeros(nx, np.int64), ["complete"]), schema.PCORE_IDX: np.zeros(nx, np.int64),
-        }))
+        x_instr = xf["instr"]
         # the trigger instruction -> the first packet of its transfer (packet_idx 0 of the first partition row)
         if end is not None:
             pk0 = x_pkt - first

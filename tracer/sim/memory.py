@@ -35,7 +35,8 @@ ALIGN = 64
 class Block:
     """A byte range [addr, addr + size) of every partition of SBUF or PSUM, with its dependency records."""
 
-    __slots__ = ("addr", "inherited", "mem", "owner", "readers", "site", "size", "writers")
+    __slots__ = ("addr", "inherited", "lz_role", "lz_seg", "mem", "owner_parts", "readers", "site", "size", "touch",
+                 "writers")
 
     def __init__(self, mem: str, addr: int, size: int) -> None:
         self.mem = mem
@@ -47,8 +48,21 @@ class Block:
         self.readers: dict[int, list[Any]] = {}
         #: Last accesses of previous tiles in this memory, per stream: ``(pinfo, dependency type)``.
         self.inherited: dict[int, tuple[tuple[Any, ...], int]] | None = None
-        self.owner = ""
+        #: (tile name, allocation site) of the tile holding the block.
+        self.owner_parts = ("", "")
         self.site = ""
+        #: While the loop fast path owns this block's records: the replayed segment that last touched it and the
+        #: block's role there (the records above are stale until :mod:`tracer.sim.fastpath` materialises them).
+        self.lz_seg: Any = None
+        self.lz_role = 0
+        #: Token of the fast-path segment that last touched the block (first-touch detection).
+        self.touch: Any = None
+
+    @property
+    def owner(self) -> str:
+        """``name (file.py:LINE)`` of the tile holding the block."""
+        name, site = self.owner_parts
+        return f"{name} ({site})" if name or site else ""
 
 
 class Allocator:
@@ -95,12 +109,27 @@ class Allocator:
                 f"{where}: {self.mem} overflow allocating tile {name} ({size:,} B per partition): "
                 f"{self.in_use:,} of {self.capacity:,} B per partition are held by {len(self.live)} live tiles "
                 f"(largest: {largest}); drop references to tiles you no longer need or use smaller tiles")
-        block.owner = f"{name} ({where})"
+        block.owner_parts = (name, where)
         block.site = where
         self.in_use += block.size
         self.peak = max(self.peak, self.in_use)
         self.live[id(block)] = block
         return block
+
+    def peek(self, nbytes: int, site: str) -> Block | bool | None:
+        """The block :meth:`alloc` would return now without merging free blocks: an existing :class:`Block`, True
+        for a new block from the free top of memory, None when it would have to merge free blocks or fail."""
+        size = self.round_size(nbytes)
+        if size > self.capacity:
+            return None
+        queue = self.free_by_key.get((size, site))
+        if queue and len(queue) > self.spare:
+            return queue[0]
+        if self.bump + size <= self.capacity:
+            return True
+        if queue:
+            return queue[0]
+        return None
 
     def _take(self, size: int, site: str) -> Block | None:
         queue = self.free_by_key.get((size, site))
@@ -241,6 +270,10 @@ class HbmTensor:
         #: Dependency records per stream: the latest writer and reader (pinfo tuples), tensor granularity.
         self.writers: dict[int, tuple[Any, ...]] = {}
         self.readers: dict[int, tuple[Any, ...]] = {}
+        #: Loop fast path bookkeeping, as on :class:`Block`.
+        self.lz_seg: Any = None
+        self.lz_role = 0
+        self.touch: Any = None
 
     @property
     def nbytes(self) -> int:
@@ -352,13 +385,15 @@ class Tile:
     """
 
     __slots__ = ("__weakref__", "block", "ctx", "data", "dtype", "f1", "full_written", "loc", "mem", "name",
-                 "p1", "shape", "written")
+                 "p1", "shape", "uid", "written")
     p0 = 0
     f0 = 0
     is_full = True
 
     def __init__(self, ctx: KernelContext, name: str, shape: tuple[int, int], dt: DType, mem: str,  # noqa: PLR0917
-                 block: Block, loc: str, numerics: bool) -> None:
+                 block: Block, loc: str, numerics: bool, uid: int = 0) -> None:
+        #: Serial number of the tile in its kernel (allocation order).
+        self.uid = uid
         self.ctx = ctx
         self.name = name
         self.shape = shape

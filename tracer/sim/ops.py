@@ -114,9 +114,12 @@ class OpsMixin:
         dependent = False
         if engine == E_VECTOR and cm.dve_dependent_overhead_cycles:
             last = self.core.stream_seq[S_VECTOR]
+            rec = self.fast.rec if self.fast is not None else None
             for v in reads:
                 if v.mem != HBM:
                     for w in v.tile.block.writers:
+                        if rec is not None:
+                            rec.vector_check(w[4], last)
                         if w[4][0] == S_VECTOR and w[4][1] == last:
                             dependent = True
         full_key = ("EW", opcode, engine, key, _key(dst), tuple(_key(v) for v in reads), perf, dependent, where,

@@ -179,11 +179,15 @@ class Chunk:
     x_q0: array
     x_retire: array
     x_qstart: array
+    x_out: array
     first_xfer: int
     counters: list[tuple[int, str, float, str]] = field(default_factory=list)
     spans: list[dict[str, Any]] = field(default_factory=list)
     n_templates: int = 0
     streams: tuple[str, ...] = ()
+    #: Loop fast path segments: (variant id, first instruction, first transfer, producers its edges name).
+    segs: list[tuple[Any, ...]] = field(default_factory=list)
+    n_variants: int = 0
 
     def __len__(self) -> int:
         return len(self.start)
@@ -191,7 +195,7 @@ class Chunk:
 
 def new_columns() -> dict[str, array]:
     cols = {name: array("q") for name in ("start", "end", "tid", "wait", "aux", "f_in", "f_out", "f_gap",
-                                          "f_value", "x_instr", "x_tid", "x_pkt", "x_retire", "x_qstart")}
+                                          "f_value", "x_instr", "x_tid", "x_pkt", "x_retire", "x_qstart", "x_out")}
     cols.update({name: array("b") for name in ("f_table", "f_dep")})
     cols.update({name: array("i") for name in ("f_stream", "x_q0")})
     return cols

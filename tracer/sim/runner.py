@@ -27,6 +27,7 @@ from tracer.sim.context import KernelContext
 from tracer.sim.core import Core
 from tracer.sim.emit_process import ProcessEmitter, fork_available
 from tracer.sim.emitter import Emitter
+from tracer.sim.fastpath import FastPath
 from tracer.sim.records import ENGINE_NAMES
 from tracer.writer import TraceWriter
 
@@ -106,7 +107,8 @@ def run_kernel(kernel: str | Callable[..., Any], params: Mapping[str, Any] | Non
                arch: str = "trn2", overrides: Mapping[str, Any] | None = None,
                trace_path: str | os.PathLike[str] | None = None, overwrite: bool = False,
                numerics: bool = False, check: bool = False, seed: int = 0,
-               progress: Callable[[int, int], None] | None = None, emit: str | None = None) -> RunResult:
+               progress: Callable[[int, int], None] | None = None, emit: str | None = None,
+               fast_path: bool | None = None) -> RunResult:
     """Run ``kernel`` on a simulated NeuronCore and (with ``trace_path``) record its trace.
 
     Args:
@@ -123,6 +125,8 @@ def run_kernel(kernel: str | Callable[..., Any], params: Mapping[str, Any] | Non
         emit: where trace tables are built and written: ``process`` (a forked child process, the default:
             no GIL shared with the simulation; falls back to ``thread`` where fork is unavailable), ``thread``
             or ``inline``.  Default: the ``TRNPROF_EMIT`` environment variable, else ``process``.
+        fast_path: replay recorded loop segments with generated scheduling code (same trace, much faster; see
+            ``docs/cost-model.md``).  Default: on unless ``TRNPROF_FASTPATH=0``; always off with numerics.
 
     Raises:
         KernelError: the kernel misused the core, or ``check`` found a mismatch.
@@ -140,6 +144,10 @@ def run_kernel(kernel: str | Callable[..., Any], params: Mapping[str, Any] | Non
     if sink is not None:
         core.sink = sink.submit
     ctx = KernelContext(core, numerics=numerics, seed=seed)
+    if fast_path is None:
+        fast_path = os.environ.get("TRNPROF_FASTPATH", "1") not in ("0", "false", "no", "off")
+    if fast_path and not numerics:
+        ctx.fast = FastPath(ctx)
     t0 = time.perf_counter()
     ok = False
     try:
@@ -148,6 +156,10 @@ def run_kernel(kernel: str | Callable[..., Any], params: Mapping[str, Any] | Non
         core.handoff()
         ok = True
     finally:
+        if not ok and ctx.fast is not None:
+            with contextlib.suppress(Exception):  # keep what was issued before the error in the trace
+                ctx.fast.finish()
+                core.handoff()
         ctx.closed = True
         if sink is not None:
             if ok:

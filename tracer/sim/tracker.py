@@ -19,6 +19,7 @@ regions read (conservative: never misses a dependency).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from tracer.sim.memory import HBM, Block, HbmView
@@ -29,9 +30,19 @@ DEP_NAMES = ("flow", "anti", "output")
 Deps = dict[int, tuple[tuple[Any, ...], int]]
 
 
+#: Called with (new producer, current producer) whenever two producers of one stream are compared; the loop
+#: fast path's recorder sets it to learn which comparisons a recorded segment depends on.
+COMPARE_HOOK: Callable[[tuple[Any, ...], tuple[Any, ...]], None] | None = None
+
+
 def _add(deps: Deps, pinfo: tuple[Any, ...], kind: int) -> None:
     cur = deps.get(pinfo[0])
-    if cur is None or pinfo[1] > cur[0][1]:
+    if cur is None:
+        deps[pinfo[0]] = (pinfo, kind)
+        return
+    if COMPARE_HOOK is not None:
+        COMPARE_HOOK(pinfo, cur[0])
+    if pinfo[1] > cur[0][1]:
         deps[pinfo[0]] = (pinfo, kind)
 
 

@@ -1,0 +1,601 @@
+"""The loop fast path's controller: segments, modes, commits, falling back, and lazy dependency records.
+
+A kernel's ``nc.affine_range`` / ``nc.sequential_range`` loops cut its run into *segments*: a loop commits at its
+start, at its end and every ``stride`` iterations, ``stride`` chosen from its first iteration so a segment holds
+about :data:`TARGET` instructions.  Each segment runs in one of three modes:
+
+* **general**: every event goes through the general path (as with the fast path off);
+* **record**: the general path runs it and the :class:`~tracer.sim.fastpath.record.Recorder` turns it into a trie
+  path and a variant (a segment start seen before is recorded);
+* **match**: the kernel's calls are checked against the trie (:mod:`tracer.sim.fastpath.match`) and deferred; at
+  the segment's end the variant's generated code schedules all of it (:mod:`tracer.sim.fastpath.codegen`).
+
+Matched segments form a *chain*: the dependency records of the blocks and tensors they touched stay *lazy* (each
+holds the segment that last touched it and its role there, the records themselves being the variant's output
+structure filled with that segment's producers), so consecutive segments hand records to each other without
+building them.  Before anything runs through the general path the chain is broken: every lazy record is written
+back (:meth:`FastPath.break_chain`).  When a call does not match (a deviation: another branch of the kernel,
+other shapes, other buffers, ...), the events matched so far in the segment are re-issued through the general
+path -- their dependencies resolved afresh by the tracker -- and the rest of the segment is recorded.
+
+The result is the trace the general path would write, row for row (``tests/unit/test_sim_fastpath.py`` checks it);
+numerics (``--numerics`` / ``--check``) always use the general path.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from tracer.sim import tracker
+from tracer.sim.fastpath import match, state
+from tracer.sim.fastpath.codegen import compile_variant
+from tracer.sim.fastpath.edges import emit_table
+from tracer.sim.fastpath.record import Recorder, Unrecordable
+from tracer.sim.fastpath.trie import ALLOC, COMMIT, ENTER, EXIT, FREE, MARK, OP, Node, Variant, substitute
+from tracer.sim.memory import SBUF, Tile
+from tracer.sim.records import S_VECTOR
+
+#: Instructions a segment aims at (a loop commits every ceil(TARGET / instructions per iteration) iterations).
+TARGET = 256
+#: Recordings longer than this are dropped (their generated code would be too long to be worth compiling).
+MAX_SEGMENT = 8192
+#: Recorded variants per segment start before the fast path stops recording it.
+MAX_VARIANTS_PER_ROOT = 64
+
+GENERAL, RECORD, MATCH = range(3)
+
+
+class Seg:
+    """A committed segment, as referenced by the lazy records it left."""
+
+    __slots__ = ("offs", "sigs", "vals", "var")
+
+    def __init__(self, var: Variant, vals: tuple[Any, ...]) -> None:
+        self.var = var
+        self.vals = vals
+        self.sigs = var.out_sigs  # type: ignore[attr-defined]
+        self.offs = var.out_offs  # type: ignore[attr-defined]
+
+
+class _StandinView:
+    """What the tracker needs of an on-chip view, rebuilt from a recorded position."""
+
+    __slots__ = ("block", "f0", "f1", "is_full", "mem", "p0", "p1", "tile")
+
+    def __init__(self, block: Any, p0: int, p1: int, f0: int, f1: int, is_full: bool) -> None:  # noqa: PLR0917
+        self.block = block
+        self.tile = self
+        self.mem = block.mem
+        self.p0, self.p1, self.f0, self.f1 = p0, p1, f0, f1
+        self.is_full = is_full
+
+
+class _StandinHbm:
+    """What the tracker needs of an HBM view."""
+
+    __slots__ = ("tensor",)
+    mem = "HBM"
+
+    def __init__(self, tensor: Any) -> None:
+        self.tensor = tensor
+
+
+class FastPath:
+    """Loop fast path of one :class:`~tracer.sim.context.KernelContext` (see the module docstring)."""
+
+    def __init__(self, ctx: Any) -> None:
+        from tracer.sim.context import KernelContext
+
+        self.ctx = ctx
+        self.core = ctx.core
+        self.interner = state.Interner()
+        self.roots: dict[tuple[Any, ...], Node] = {}
+        self.root_variants: dict[tuple[Any, ...], int] = {}
+        self.seen: set[tuple[Any, ...]] = set()
+        self.strides: dict[tuple[Any, int], int] = {}
+        self.mode = GENERAL
+        self.rec: Recorder | None = None
+        self.rec_key: tuple[Any, ...] | None = None
+        self.m: match.Segment | None = None
+        self.chain: dict[int, Any] = {}
+        self.n_variants = 0
+        self.variants: list[Variant] = []
+        self.error: BaseException | None = None
+        self.stats = {"matched": 0, "recorded": 0, "fallbacks": 0, "instructions": 0}
+        self.match_methods = match.make_methods(self)
+        self.record_methods = self._make_record_methods(KernelContext)
+        self.core.variants = self.variants
+
+    # -- bookkeeping -----------------------------------------------------------------------------------------------
+    def count(self) -> int:
+        """Instructions issued so far, matched ones included."""
+        return self.core.n + (self.m.n if self.m is not None else 0)
+
+    def _install(self, methods: dict[str, Any] | None) -> None:
+        d = self.ctx.__dict__
+        for name in (*match.OPS, *match.ALLOCS):
+            d.pop(name, None)
+        if methods:
+            d.update(methods)
+
+    def _make_record_methods(self, cls: Any) -> dict[str, Any]:
+        methods = {}
+        for name in (*match.OPS, *match.ALLOCS):
+            sig = inspect.signature(getattr(cls, name))
+            params = list(sig.parameters.values())[1:]
+            names = [p.name for p in params]
+            src = (f"def {name}{match._signature_text(sig)}:\n"
+                   f" return FP.record_call({name!r}, GF(1), ({''.join(n + ', ' for n in names)}))\n")
+            ns: dict[str, Any] = {"GF": __import__("sys")._getframe, "FP": self}
+            for p in params:
+                if p.default is not inspect.Parameter.empty:
+                    ns[f"D_{p.name}"] = p.default
+            exec(src, ns)
+            methods[name] = ns[name]
+        self._real = {}
+        for name in (*match.OPS, *match.ALLOCS):
+            fn = getattr(cls, name)
+            params = list(inspect.signature(fn).parameters.values())[1:]
+            npos = sum(p.kind is not inspect.Parameter.KEYWORD_ONLY for p in params)
+            kw = [p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY]
+            self._real[name] = (fn, npos, kw)
+        return methods
+
+    def _call_real(self, name: str, frame: Any, args: tuple[Any, ...]) -> Any:
+        fn, npos, kw = self._real[name]
+        ctx = self.ctx
+        ctx.cl_frame = frame
+        try:
+            return fn(ctx, *args[:npos], **dict(zip(kw, args[npos:], strict=True)))
+        finally:
+            ctx.cl_frame = None
+
+    def _check_error(self) -> None:
+        if self.error is not None:
+            err, self.error = self.error, None
+            raise RuntimeError(f"trnprof loop fast path failed: {err!r}") from err
+
+    # -- modes -----------------------------------------------------------------------------------------------------
+    def _start_match(self, root: Node) -> None:
+        core = self.core
+        self.m = match.Segment(root, self.ctx._n_tiles, core.stream_seq[S_VECTOR],
+                               list(core.open_spans) if core.open_spans else [])
+        self.mode = MATCH
+        self._install(self.match_methods)
+
+    def _start_record(self, key: tuple[Any, ...], root: Node, rec: Recorder | None = None) -> None:
+        self.rec = rec if rec is not None else Recorder(self, root, self.ctx._n_tiles)
+        self.rec_key = key
+        self.mode = RECORD
+        self._install(self.record_methods)
+        self.ctx.issue = self.rec.issue
+        tracker.COMPARE_HOOK = self.rec.compared
+
+    def _stop_record(self) -> None:
+        self.rec = None
+        self.rec_key = None
+        self.ctx.__dict__.pop("issue", None)
+        tracker.COMPARE_HOOK = None
+        self._install(None)
+        self.mode = GENERAL
+
+    def _drop_recording(self) -> None:
+        self._stop_record()
+
+    # -- markers: segment boundaries and inner loop steps ----------------------------------------------------------
+    def marker(self, loop: Any, i: int) -> None:
+        """A loop step (``i`` >= 0) or the loop's end (``i`` = -1)."""
+        self._check_error()
+        if i == 0:
+            loop.start_n = self.count()
+            commit = True
+        elif i < 0:
+            commit = True
+        else:
+            stride = self.strides.get(loop.site)
+            if stride is None:
+                per = max(1, self.count() - loop.start_n)
+                stride = self.strides[loop.site] = max(1, -(-TARGET // per))
+            commit = i % stride == 0
+        spec = (loop.site, i < 0)
+        if commit:
+            self._boundary(spec)
+        else:
+            self._step(spec)
+
+    def _step(self, spec: tuple[Any, ...]) -> None:
+        if self.mode == MATCH:
+            node = self.m.node.first
+            while node is not None:
+                if node.kind == MARK and node.spec == spec:
+                    self.m.node = node
+                    return
+                node = node.sib
+            self._fallback()
+        if self.mode == RECORD:
+            self.rec.simple(MARK, spec)
+
+    def _boundary(self, spec: tuple[Any, ...]) -> None:
+        if self.mode == MATCH:
+            node = self.m.node.first
+            while node is not None:
+                if node.kind == COMMIT and node.spec == spec:
+                    self._commit(node.variant)
+                    break
+                node = node.sib
+            else:
+                self._fallback()
+        if self.mode == RECORD:
+            self._finish_record(spec)
+        ctx = self.ctx
+        key = (spec, ctx.cur_layer, ctx.cur_operator)
+        root = self.roots.get(key)
+        if root is not None and root.first is not None:
+            self._start_match(root)
+            return
+        self.break_chain()
+        self._install(None)
+        self.mode = GENERAL
+        self.m = None
+        if key in self.seen and self.root_variants.get(key, 0) < MAX_VARIANTS_PER_ROOT:
+            if root is None:
+                root = self.roots[key] = Node(MARK, spec, (), (), None)
+            self._start_record(key, root)
+        else:
+            self.seen.add(key)
+
+    def _finish_record(self, spec: tuple[Any, ...]) -> None:
+        rec = self.rec
+        key = self.rec_key
+        self._stop_record()
+        if rec is None or len(rec.positions) > MAX_SEGMENT:
+            return
+        try:
+            node = rec.finish(spec, None, -1)
+        except Unrecordable:
+            return
+        self.stats["recorded"] += 1
+        var = node.variant
+        if var is not None and not hasattr(var, "out_sigs"):
+            self._prepare(var)
+            self.root_variants[key] = self.root_variants.get(key, 0) + 1
+        k0 = 0
+        for n in node.path():
+            if n.chk is None and n.kind in (OP, ALLOC, FREE, ENTER, EXIT):
+                match.build(self, n, k0)
+            k0 += _new_leaves(self, n)
+
+    def _prepare(self, var: Variant) -> None:
+        var.out_sigs = [o[0] for o in var.outputs]  # type: ignore[attr-defined]
+        offs = [0]
+        for _sig, struct, _srcs in var.outputs:
+            offs.append(offs[-1] + state.n_leaves(struct))
+        var.out_offs = offs  # type: ignore[attr-defined]
+        var.uid = len(self.variants)
+        var.emit_table = emit_table(var)  # type: ignore[attr-defined]
+        self.variants.append(var)
+
+    # -- commit ------------------------------------------------------------------------------------------------------
+    def _commit(self, var: Variant) -> None:
+        m = self.m
+        core, ctx = self.core, self.ctx
+        binding = (tuple([b.addr for b in m.blocks]), tuple([t.name for t in m.tensors]),
+                   tuple([m.names[r] for r in var.name_roles]))
+        ent = var.tids.get(binding)
+        if ent is None:
+            ent = var.tids[binding] = self._templates(var, m)
+        run = var.run
+        if run is None:
+            run = var.run = compile_variant(var)
+        nf = bool(m.open0) or bool(m.scopes)
+        outs, starts, fins = run(core, ctx, m.leaves, m.aux, ent[1], ent[0], m.cv,
+                                 core.segs if core.sink is not None else None, nf)
+        seg = Seg(var, outs)
+        chain = self.chain
+        r = 0
+        for obj in m.blocks:
+            obj.lz_seg = seg
+            obj.lz_role = r
+            chain[id(obj)] = obj
+            r += 1
+        for obj in m.tensors:
+            obj.lz_seg = seg
+            obj.lz_role = r
+            chain[id(obj)] = obj
+            r += 1
+        if nf:
+            self._spans(m, starts, fins)
+        self.stats["matched"] += 1
+        self.stats["instructions"] += len(var.positions)
+        self.m = None
+        self.mode = GENERAL
+        core._maybe_handoff()
+
+    def _templates(self, var: Variant, m: match.Segment) -> tuple[list[int], list[Any]]:
+        core = self.core
+        tids, tpls = [], []
+        for p in var.positions:
+            tid = core.template(substitute(p.recipe, m.blocks, m.tensors, m.names))
+            tpl = core.templates[tid]
+            if tpl.stream != p.stream or tpl.engine != p.engine or (not p.throttle and tpl.dur != p.dur):
+                raise RuntimeError("trnprof loop fast path: a rebuilt template differs from the recorded one")
+            tids.append(tid)
+            tpls.append(tpl)
+        return tids, tpls
+
+    def _spans(self, m: match.Segment, starts: tuple[int, ...], fins: tuple[int, ...]) -> None:
+        n = len(starts)
+        opened: dict[int, int] = {id(box): 0 for box in m.open0}
+        boxes = {id(box): box for box in m.open0}
+        ranges = []
+        exits = []
+        for kind, pos, scope in m.scopes:
+            if kind == ENTER:
+                opened[id(scope.box)] = pos
+                boxes[id(scope.box)] = scope.box
+            else:
+                a = opened.pop(id(scope.box))
+                ranges.append((scope.box, a, pos))
+                exits.append(scope)
+        ranges.extend((boxes[b], a, n) for b, a in opened.items())
+        for box, a, b in ranges:
+            if a < b:
+                lo = min(starts[a:b])
+                hi = max(fins[a:b])
+                box[0] = min(box[0], lo)
+                box[1] = max(box[1], hi)
+        for scope in exits:
+            row = scope.row()
+            if row is not None:
+                self.core.span(row)
+
+    # -- events called from the kernel API -------------------------------------------------------------------------
+    def on_free(self, tile: Tile) -> bool:
+        """A tile is released; True when the fast path took care of it."""
+        try:
+            if self.mode == MATCH:
+                node = self.m.node.first
+                while node is not None:
+                    if node.kind == FREE:
+                        v = node.chk(self.m, tile)
+                        if v is not None:
+                            node.apply(self.m, tile, v)
+                            return True
+                    node = node.sib
+                self._fallback()
+            if self.mode == RECORD:
+                try:
+                    self.rec.free(tile)
+                except Unrecordable:
+                    self._drop_recording()
+        except Exception as exc:  # a release runs in __del__, where errors are swallowed: report later
+            self.error = exc
+            self._disable()
+        return False
+
+    def scope_enter(self, scope: Any) -> None:
+        """``with nc.layer(...)`` / ``nc.operator(...)`` entered."""
+        if self.mode == MATCH and self._scope_match(ENTER, scope):
+            return
+        if self.mode == RECORD:
+            self.rec.simple(ENTER, (scope.category, scope.name))
+        self.ctx.scope_open(scope)
+
+    def scope_exit(self, scope: Any) -> None:
+        """A scope left."""
+        if self.mode == MATCH and self._scope_match(EXIT, scope):
+            return
+        if self.mode == RECORD:
+            self.rec.simple(EXIT, (scope.category, scope.name))
+        row = self.ctx.scope_close(scope)
+        if row is not None:
+            self.core.span(row)
+
+    def _scope_match(self, kind: int, scope: Any) -> bool:
+        node = self.m.node.first
+        while node is not None:
+            if node.kind == kind:
+                v = node.chk(self.m, scope)
+                if v is not None:
+                    node.apply(self.m, scope, v)
+                    return True
+            node = node.sib
+        self._fallback()
+        return False
+
+    def scope_event(self, m: match.Segment, scope: Any, kind: int) -> None:
+        """Live part of a matched scope event."""
+        if kind == ENTER:
+            self.ctx.scope_open(scope)
+        else:
+            self.ctx.scope_close(scope, row=False)
+        m.scopes.append((kind, m.n, scope))
+
+    def new_tile(self, m: match.Segment, args: tuple[Any, ...], mem: str, nbytes: int, where: str) -> Tile:
+        """Live part of a matched allocation: the allocator, the Tile object, the usage counter's value."""
+        from tracer.sim.dtypes import dtype
+
+        shape, dt, name = args
+        ctx = self.ctx
+        ctx._n_tiles += 1
+        uid = ctx._n_tiles
+        name = name or f"{mem.lower()}{uid}"
+        m.names[("L", uid - m.ub - 1)] = name
+        alloc = ctx.sbuf if mem == SBUF else ctx.psum
+        block = alloc.alloc(nbytes, where, name)
+        tile = Tile(ctx, name, (int(shape[0]), int(shape[1])), dtype(dt), mem, block, where, False, uid)
+        if mem == SBUF:
+            m.cv.append(float(alloc.in_use * ctx.cm.partitions))
+        else:
+            m.cv.append(float(alloc.in_use // alloc.unit))
+        return tile
+
+    def free_tile(self, m: match.Segment, tile: Tile) -> None:
+        """Live part of a matched release (the records are folded lazily, by the variant)."""
+        ctx = self.ctx
+        alloc = ctx.sbuf if tile.mem == SBUF else ctx.psum
+        alloc.free(tile.block)
+        if tile.mem == SBUF:
+            m.cv.append(float(alloc.in_use * ctx.cm.partitions))
+        else:
+            m.cv.append(float(alloc.in_use // alloc.unit))
+
+    def record_call(self, name: str, frame: Any, args: tuple[Any, ...]) -> Any:
+        """An API call while recording: note its spec, run the general path, close the event."""
+        rec = self.rec
+        if name in match.ALLOCS:
+            tile = self._call_real(name, frame, args)
+            if self.rec is rec and rec is not None:
+                try:
+                    rec.alloc(frame, match.ALLOCS[name], args, tile)
+                except Unrecordable:
+                    self._drop_recording()
+            return tile
+        try:
+            rec.op(name, frame, args)
+        except Unrecordable:
+            self._drop_recording()
+            return self._call_real(name, frame, args)
+        try:
+            return self._call_real(name, frame, args)
+        except BaseException:
+            self._drop_recording()
+            raise
+        finally:
+            if self.rec is rec:
+                rec.end()
+                if len(rec.positions) > MAX_SEGMENT:
+                    self._drop_recording()
+
+    def mismatch(self, name: str, frame: Any, args: tuple[Any, ...]) -> Any:
+        """A matched-mode API call that fits no recorded continuation."""
+        self._fallback()
+        if self.mode == RECORD:
+            return self.record_call(name, frame, args)
+        return self._call_real(name, frame, args)
+
+    # -- falling back ------------------------------------------------------------------------------------------------
+    def _fallback(self) -> None:
+        """Re-issue the matched part of the segment through the general path and record the rest of it."""
+        m = self.m
+        path = m.node.path()
+        root = path[0].parent if path else m.node
+        self._install(None)
+        self.mode = GENERAL
+        self.m = None
+        self.stats["fallbacks"] += 1
+        self.break_chain()
+        key = next((k for k, r in self.roots.items() if r is root), None)
+        rec = None
+        if key is not None and self.root_variants.get(key, 0) < MAX_VARIANTS_PER_ROOT:
+            rec = Recorder(self, root, m.ub)
+            self._start_record(key, root, rec)
+        try:
+            self._reissue(m, path, rec)
+        except Unrecordable:
+            self._drop_recording()
+            raise RuntimeError("trnprof loop fast path: re-issuing a matched segment failed") from None
+
+    def _reissue(self, m: match.Segment, path: list[Node], rec: Recorder | None) -> None:
+        core, ctx = self.core, self.ctx
+        live = core.open_spans
+        core.open_spans = list(m.open0)
+        issue = ctx.issue
+        ai = ci = si = 0
+        for node in path:
+            kind = node.kind
+            if rec is not None:
+                rec.adopt(node, m)
+            if kind == OP:
+                for p in node.positions:
+                    tid = core.template(substitute(p.recipe, m.blocks, m.tensors, m.names))
+                    aux = -1
+                    if p.aux_dynamic:
+                        aux = m.aux[ai]
+                        ai += 1
+                    issue(tid, [self._standin(x, m) for x in p.reads], [self._standin(x, m) for x in p.writes], aux)
+            elif kind == ALLOC:
+                core._counters.append((core.frontier, *_usage(node.spec[0])[:1], m.cv[ci], _usage(node.spec[0])[1]))
+                ci += 1
+            elif kind == FREE:
+                tspec = node.spec[1]
+                block = m.lblk[tspec[1]] if tspec[0] == "L" else m.oblk[tspec[1]]
+                tracker.release(block)
+                core._counters.append((core.frontier, *_usage(node.spec[0])[:1], m.cv[ci], _usage(node.spec[0])[1]))
+                ci += 1
+            elif kind == ENTER:
+                core.open_spans.append(m.scopes[si][2].box)
+                si += 1
+            elif kind == EXIT:
+                scope = m.scopes[si][2]
+                si += 1
+                spans = core.open_spans
+                del spans[next(i for i, b in enumerate(spans) if b is scope.box)]
+                row = scope.row()
+                if row is not None:
+                    core.span(row)
+            if rec is not None:
+                rec.end()
+        if [id(b) for b in core.open_spans] != [id(b) for b in live]:
+            raise RuntimeError("trnprof loop fast path: scope boxes out of step after re-issuing a segment")
+        core.open_spans = live
+
+    def _standin(self, spec: tuple[Any, ...], m: match.Segment) -> Any:
+        if spec[0] == "H":
+            return _StandinHbm(m.tensors[spec[1]])
+        _b, role, p0, p1, f0, f1, full = spec
+        return _StandinView(m.blocks[role], p0, p1, f0, f1, full)
+
+    # -- lazy records ------------------------------------------------------------------------------------------------
+    def break_chain(self) -> None:
+        """Write every lazy record back (before the general path runs)."""
+        for obj in self.chain.values():
+            seg = obj.lz_seg
+            if seg is None:
+                continue
+            r = obj.lz_role
+            state.materialise(obj, seg.var.outputs[r][1], seg.vals, seg.offs[r])
+            obj.lz_seg = None
+        self.chain.clear()
+
+    # -- the kernel's end --------------------------------------------------------------------------------------------
+    def finish(self) -> None:
+        """Before the final barrier: schedule what is pending, write records back, leave the fast path."""
+        self._check_error()
+        if self.mode == MATCH:
+            self._fallback()
+        if self.mode == RECORD:
+            self._stop_record()
+        self.break_chain()
+        self._disable()
+
+    def _disable(self) -> None:
+        self._install(None)
+        self.ctx.__dict__.pop("issue", None)
+        tracker.COMPARE_HOOK = None
+        self.mode = GENERAL
+        self.rec = None
+        self.m = None
+        self.ctx.fast = None
+
+
+def _usage(mem: str) -> tuple[str, str]:
+    return ("sbuf_usage_bytes", "B") if mem == SBUF else ("psum_banks_in_use", "banks")
+
+
+def _new_leaves(fast: FastPath, node: Node) -> int:
+    """Input leaves the node's first touches add."""
+    spec = node.spec
+    sigs = []
+    if node.kind == OP:
+        for s in spec[1]:
+            if s[0] == "O1":
+                sigs.append(s[8])
+            elif s[0] == "H1":
+                sigs.append(s[9])
+    elif node.kind == ALLOC and spec[7][0] == "new":
+        sigs.append(spec[7][1])
+    elif node.kind == FREE and spec[1][0] == "O1":
+        sigs.append(spec[1][3])
+    return sum(state.n_leaves(fast.interner.structs[s]) for s in sigs)

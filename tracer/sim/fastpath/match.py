@@ -1,0 +1,318 @@
+"""Matching a running kernel against recorded segments: generated checks per trie node, and the API methods.
+
+While a segment is matched, the kernel's calls (``nc.matmul(...)``, ``nc.sbuf_tile(...)``, a tile released, a
+scope entered...) go to the methods built here instead of the general path.  Each method looks for the child of
+the current trie node recorded at the same call site whose generated ``chk`` accepts the arguments -- same
+tiles (by role: allocated in this segment, or bound to an outer role), same bounds, same HBM tensors and view
+shapes, same plain values, and, for blocks and tensors touched for the first time, the same record structure and
+the same outcome of every producer comparison the recording depended on (its guards).  ``chk`` is pure; it
+returns the new input leaves.  ``apply`` then does the event's live part: binding roles, tile allocation and
+release in the allocators, written-state marks, the HBM offset of DMA triggers, counter values, scopes.  The
+scheduling itself waits for the segment's end (:mod:`tracer.sim.fastpath.codegen`).
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+from typing import TYPE_CHECKING, Any
+
+from tracer.sim.fastpath import state
+from tracer.sim.fastpath.trie import ALLOC, ENTER, EXIT, FREE, MARK, OP, Node
+from tracer.sim.memory import SBUF, HbmTensor, HbmView, Tile, TileView
+
+if TYPE_CHECKING:
+    from tracer.sim.fastpath.controller import FastPath
+
+#: Operations of the kernel API and the arguments they write (by position).
+OPS: dict[str, tuple[int, ...]] = {
+    "dma_copy": (0,), "matmul": (0,), "transpose": (0,), "activation": (0, 5), "tensor_tensor": (0,),
+    "tensor_scalar": (0,), "tensor_reduce": (0,), "tensor_copy": (0,), "memset": (0,), "iota": (0,),
+    "partition_reduce": (0,),
+}
+ALLOCS = {"sbuf_tile": "SBUF", "psum_tile": "PSUM"}
+
+
+class Segment:
+    """The matcher's state for the segment being matched."""
+
+    __slots__ = ("aux", "blocks", "cv", "lblk", "leaves", "n", "names", "node", "oblk", "open0", "ouids", "scopes",
+                 "tensors", "token", "ub", "vec0")
+
+    def __init__(self, root: Node, ub: int, vec0: int, open0: list[Any]) -> None:
+        self.node = root
+        self.token = object()
+        self.ub = ub
+        self.vec0 = vec0
+        self.open0 = open0
+        self.blocks: list[Any] = []
+        self.tensors: list[Any] = []
+        self.ouids: list[int] = []
+        self.names: dict[tuple[str, int], str] = {}
+        self.leaves: list[tuple[Any, ...]] = []
+        self.aux: list[int] = []
+        self.cv: list[float] = []
+        self.scopes: list[tuple[int, int, Any]] = []
+        self.lblk: list[Any] = []
+        self.oblk: list[Any] = []
+        self.n = 0
+
+
+def sig_and_leaves(fast: FastPath, obj: Any) -> tuple[int, Any]:
+    """Signature and leaves of a block or tensor's current records (lazy ones come from the segment that left
+    them)."""
+    z = obj.lz_seg
+    if z is not None:
+        r = obj.lz_role
+        offs = z.offs
+        return z.sigs[r], z.vals[offs[r]:offs[r + 1]]
+    return fast.interner.id(state.struct_of(obj)), state.leaves_of(obj)
+
+
+def bump_sig_and_leaves(fast: FastPath, alloc: Any) -> tuple[int, Any]:
+    """Signature and leaves of the block :meth:`Allocator.alloc` would create at the free top of memory."""
+    inh = alloc.bump_inherited
+    struct = ("B", (), (), None if not inh else tuple((s, e[1]) for s, e in inh.items()))
+    return fast.interner.id(struct), [] if not inh else [e[0] for e in inh.values()]
+
+
+# -- code generation for one node ------------------------------------------------------------------------------
+class _Gen:
+    def __init__(self, node: Node, n_leaves_before: int) -> None:
+        self.node = node
+        self.k0 = n_leaves_before
+        self.chk = ["def chk(M, a):", " u = M.ub + 1", " nv = ()"]
+        self.app = ["def apply(M, a, nv):"]
+        self.consts: dict[str, Any] = {"Tile": Tile, "TileView": TileView, "HbmView": HbmView,
+                                       "HbmTensor": HbmTensor}
+        self.n_new = 0
+        self.bound_o: dict[int, str] = {}   # outer roles bound earlier in this event -> local holding the uid
+        self.bound_h: dict[int, str] = {}   # tensor roles bound earlier in this event -> local holding the tensor
+        self.extra: dict[str, Any] = {}
+
+    def const(self, value: Any) -> str:
+        name = f"K{len(self.consts)}"
+        self.consts[name] = value
+        return name
+
+    def fail(self, cond: str) -> None:
+        self.chk.append(f" if {cond}: return None")
+
+    def tile(self, i: int, spec: tuple[Any, ...]) -> None:
+        kind, cls = spec[0], spec[1]
+        a = f"a[{i}]"
+        if cls == "T":
+            self.fail(f"{a}.__class__ is not Tile")
+            self.chk.append(f" t{i} = {a}")
+        else:
+            self.fail(f"{a}.__class__ is not TileView")
+            self.chk.append(f" t{i} = {a}.tile")
+            b = spec[3]
+            self.fail(f"{a}.p0 != {b[0]} or {a}.p1 != {b[1]} or {a}.f0 != {b[2]} or {a}.f1 != {b[3]}")
+        if kind == "L":
+            self.fail(f"t{i}.uid != u + {spec[2]}")
+        elif kind == "O":
+            held = self.bound_o.get(spec[2])
+            self.fail(f"t{i}.uid != " + (f"{held}.uid" if held else f"M.ouids[{spec[2]}]"))
+        else:  # O1: an outer tile used for the first time
+            _k, _c, idx, _b, shape, dt, mem, wsig, bsig = spec
+            self.fail(f"t{i}.uid >= u or t{i}.block.touch is M.token")
+            self.fail(f"t{i}.shape != {shape!r} or t{i}.dtype.name != {dt!r} or t{i}.mem != {mem!r}")
+            self.fail(f"WSIG(t{i}) != {self.const(wsig)}")
+            self.first_touch(f"t{i}.block", bsig)
+            self.bound_o[idx] = f"t{i}"
+            self.app.append(f" t = a[{i}]" + (".tile" if cls == "V" else ""))
+            self.app.append(f" M.ouids.append(t.uid); M.names[('O', {idx})] = t.name; b = t.block")
+            self.app.append(" b.touch = M.token; M.blocks.append(b); M.oblk.append(b)")
+
+    def first_touch(self, obj: str, sig: int) -> None:
+        self.chk.append(f" sg, lv = SIGLV(FP, {obj})")
+        self.fail(f"sg != {sig}")
+        self.chk.append(" nv = (*nv, *lv)")
+        self.n_new += 1
+
+    def hbm(self, i: int, spec: tuple[Any, ...]) -> None:
+        kind, cls, idx, nrows, ncols, bcast = spec[:6]
+        a = f"a[{i}]"
+        if cls == "HT":
+            self.fail(f"{a}.__class__ is not HbmTensor")
+            self.chk.append(f" h{i} = {a}")
+        else:
+            self.fail(f"{a}.__class__ is not HbmView")
+            self.chk.append(f" h{i} = {a}.tensor")
+            self.fail(f"{a}.r1 - {a}.r0 != {nrows} or {a}.c1 - {a}.c0 != {ncols} or {a}.bcast != {bcast}")
+        if kind == "H":
+            held = self.bound_h.get(idx)
+            self.fail(f"h{i} is not " + (held or f"M.tensors[{idx}]"))
+        else:
+            tshape, dt, tkind, tsig = spec[6:]
+            self.fail(f"h{i}.touch is M.token or h{i}.shape != {tshape!r} or h{i}.dtype.name != {dt!r} "
+                      f"or h{i}.kind != {tkind!r}")
+            self.first_touch(f"h{i}", tsig)
+            self.bound_h[idx] = f"h{i}"
+            self.app.append(f" h = a[{i}]" + (".tensor" if cls == "HV" else ""))
+            self.app.append(" h.touch = M.token; M.tensors.append(h)")
+
+    def value(self, i: int, spec: tuple[Any, ...]) -> None:
+        _v, typ, value = spec
+        self.fail(f"a[{i}].__class__ is not {self.const(typ)} or a[{i}] != {self.const(value)}")
+
+    def guards(self) -> None:
+        for g in self.node.guards:
+            def leaf(k: int) -> str:
+                return f"M.leaves[{k}]" if k < self.k0 else f"nv[{k - self.k0}]"
+            if g[0] == "CMP":
+                self.fail(f"({leaf(g[1])}[1] > {leaf(g[2])}[1]) != {g[3]}")
+            else:
+                self.fail(f"({leaf(g[1])}[0] == 2 and {leaf(g[1])}[1] == M.vec0) != {g[2]}")
+
+    def finish(self, fast: FastPath) -> tuple[Any, Any]:
+        self.guards()
+        self.chk.append(" return nv")
+        ret = self.app[-1] == " return t"
+        if ret:
+            self.app.pop()
+            self.app.pop()
+        if self.n_new:
+            self.app.append(" M.leaves.extend(nv)")
+        self.app.append(" M.node = NODE")
+        if ret:
+            self.app.append(" return t")
+        src = "\n".join(self.chk) + "\n" + "\n".join(self.app) + "\n"
+        ns = dict(self.consts)
+        ns.update(SIGLV=sig_and_leaves, BUMP=bump_sig_and_leaves, WSIG=_wsig, FP=fast, NODE=self.node,
+                  CTX=fast.ctx, SBUF=SBUF, **self.extra)
+        exec(compile(src, f"<trnprof match node {id(self.node):x}>", "exec"), ns)
+        return ns["chk"], ns["apply"]
+
+
+def _wsig(tile: Tile) -> Any:
+    if tile.full_written:
+        return "F"
+    if tile.written is None:
+        return "N"
+    return ("M", tile.written.tobytes())
+
+
+def build(fast: FastPath, node: Node, n_leaves_before: int) -> None:
+    """Generate ``node.chk`` and ``node.apply``."""
+    g = _Gen(node, n_leaves_before)
+    spec = node.spec
+    kind = node.kind
+    if kind == OP:
+        name, specs = spec
+        for i, s in enumerate(specs):
+            if s[0] in ("L", "O", "O1"):
+                g.tile(i, s)
+            elif s[0] in ("H", "H1"):
+                g.hbm(i, s)
+            else:
+                g.value(i, s)
+        for i in OPS[name]:
+            if i < len(specs) and specs[i][0] in ("L", "O", "O1"):
+                t = f"a[{i}]" + (".tile" if specs[i][1] == "V" else "")
+                g.app.append(f" t = {t}")
+                g.app.append(f" if not t.full_written: t.mark_written(a[{i}])")
+        for i, s in enumerate(specs):
+            if s[0] in ("H", "H1") and any(p.aux_dynamic for p in node.positions):
+                if s[1] == "HV":
+                    g.app.append(f" v = a[{i}]; M.aux.append(v.r0 * v.tensor.shape[1] + v.c0)")
+                else:
+                    g.app.append(" M.aux.append(0)")
+        g.app.append(f" M.n += {len(node.positions)}")
+    elif kind == ALLOC:
+        mem, tshape, shape, tdt, dt, tname, name, prov, where = spec
+        g.fail(f"a[0].__class__ is not {g.const(tshape)} or a[0] != {g.const(shape)}")
+        g.fail(f"a[1].__class__ is not {g.const(tdt)} or a[1] != {g.const(dt)}")
+        g.fail(f"a[2].__class__ is not {g.const(tname)} or a[2] != {g.const(name)}")
+        alloc = "CTX.sbuf" if mem == "SBUF" else "CTX.psum"
+        g.chk.append(f" b = {alloc}.peek(NB, WHERE)")
+        g.fail("b is None")
+        if prov[0] == "again":
+            g.fail(f"b is not M.blocks[{prov[1]}]")
+        else:
+            g.chk.append(" if b is True:")
+            g.chk.append(f"  sg, lv = BUMP(FP, {alloc})")
+            g.chk.append(" else:")
+            g.chk.append("  if b.touch is M.token: return None")
+            g.chk.append("  sg, lv = SIGLV(FP, b)")
+            g.fail(f"sg != {prov[1]}")
+            g.chk.append(" nv = (*nv, *lv)")
+            g.n_new += 1
+        g.app.append(" t = FP.new_tile(M, a, MEM, NB, WHERE)")
+        g.app.append(" b = t.block")
+        if prov[0] != "again":
+            g.app.append(" b.touch = M.token; M.blocks.append(b)")
+        g.app.append(" M.lblk.append(b)")
+        from tracer.sim.dtypes import dtype
+        g.extra.update(NB=int(shape[1]) * dtype(dt).itemsize, WHERE=where, MEM=mem)
+    elif kind == FREE:
+        _mem, tspec = spec
+        if tspec[0] == "L":
+            g.fail(f"a.uid != u + {tspec[1]}")
+        elif tspec[0] == "O":
+            g.fail(f"a.uid != M.ouids[{tspec[1]}]")
+        else:
+            _o, idx, _m, bsig = tspec
+            g.fail("a.uid >= u or a.block.touch is M.token")
+            g.first_touch("a.block", bsig)
+            g.app.append(f" M.ouids.append(a.uid); M.names[('O', {idx})] = a.name; b = a.block")
+            g.app.append(" b.touch = M.token; M.blocks.append(b); M.oblk.append(b)")
+        g.app.append(" FP.free_tile(M, a)")
+    elif kind in (ENTER, EXIT):
+        g.fail(f"a.category != {spec[0]!r} or a.name != {spec[1]!r}")
+        g.app.append(f" FP.scope_event(M, a, {kind})")
+    elif kind == MARK:
+        pass  # matched by the caller (loop site and end flag)
+    if kind == ALLOC:
+        g.app.append(" M.node = NODE")
+        g.app.append(" return t")
+    chk, apply = g.finish(fast)
+    node.chk, node.apply = chk, apply
+
+
+# -- the API methods used while matching ---------------------------------------------------------------------------
+def make_methods(fast: FastPath) -> dict[str, Any]:
+    """Bound replacements for the kernel API methods, with the same signatures."""
+    from tracer.sim.context import KernelContext
+
+    methods = {}
+    for name in [*OPS, *ALLOCS]:
+        sig = inspect.signature(getattr(KernelContext, name))
+        params = list(sig.parameters.values())[1:]
+        names = [p.name for p in params]
+        kind = ALLOC if name in ALLOCS else OP
+        test = (f"node.kind == {kind} and node.code is f.f_code and node.lasti == f.f_lasti"
+                + (f" and node.spec[0] == {name!r}" if kind == OP else f" and node.spec[0] == {ALLOCS[name]!r}"))
+        body = [
+            f"def {name}{_signature_text(sig)}:",
+            " f = GF(1)",
+            f" a = ({''.join(n + ', ' for n in names)})",
+            " M = FP.m",
+            " node = M.node.first",
+            " while node is not None:",
+            f"  if {test}:",
+            "   v = node.chk(M, a)",
+            "   if v is not None:",
+            "    return node.apply(M, a, v)",
+            "  node = node.sib",
+            f" return FP.mismatch({name!r}, f, a)",
+        ]
+        ns: dict[str, Any] = {"GF": sys._getframe, "FP": fast}
+        for p in params:
+            if p.default is not inspect.Parameter.empty:
+                ns[f"D_{p.name}"] = p.default
+        exec("\n".join(body) + "\n", ns)
+        methods[name] = ns[name]
+    return methods
+
+
+def _signature_text(sig: inspect.Signature) -> str:
+    parts = []
+    star = False
+    for p in list(sig.parameters.values())[1:]:
+        if p.kind is inspect.Parameter.KEYWORD_ONLY and not star:
+            parts.append("*")
+            star = True
+        parts.append(p.name if p.default is inspect.Parameter.empty else f"{p.name}=D_{p.name}")
+    return f"({', '.join(parts)})"

@@ -1,0 +1,172 @@
+"""The recorded loop segments: a trie of events per segment start, and the variants at its leaves.
+
+A *segment* is the stretch of a kernel between two commit points of its ``nc.affine_range`` /
+``nc.sequential_range`` loops (see :mod:`tracer.sim.fastpath.controller`).  Each recorded segment is a path of
+:class:`Node` s, one per event (an operation, a tile allocation or release, a scope entered or left, an inner
+loop step), whose ``spec`` says exactly what the kernel did and what the dependency records it first touched
+looked like.  Segments that start at the same place share a root, and paths share prefixes, so the matcher walks
+the trie as the kernel runs.  The last node of a path (a ``COMMIT``) holds the :class:`Variant`: everything needed
+to schedule the whole segment at once.
+
+Template keys are stored as *recipes*: keys whose block addresses, tensor names and tile names are references
+to the segment's roles (``("@B", role)``, ``("@T", role)``, ``("@N", role)``), so a variant serves every set of
+buffers the kernel rotates through (:func:`substitute`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tracer.sim.records import HKey, VKey
+
+OP, ALLOC, FREE, ENTER, EXIT, MARK, COMMIT = range(7)
+#: Sources of a dependency or of a produced record: an instruction of the segment, a DMA transfer of the
+#: segment (by instruction position), or an input leaf (a producer found in the records at first touch).
+SRC_INSTR, SRC_DMA, SRC_LEAF = range(3)
+
+
+@dataclass(eq=False)
+class Position:
+    """One instruction a recorded event issued."""
+
+    stream: int
+    engine: int
+    kind: int
+    dur: int
+    flops_adj: int
+    throttle: bool
+    dma: bool
+    aux_dynamic: bool
+    #: DMA queue group (the semaphore stream of a transfer), -1 for other instructions.
+    group: int
+    recipe: tuple[Any, ...]
+    #: Dependencies on other streams, in the order the tracker found them: (source kind, source, dependency type).
+    deps: tuple[tuple[int, int, int], ...]
+    #: What the instruction read and wrote, for re-issuing it through the general path:
+    #: ``("B", block role, p0, p1, f0, f1, is_full)`` or ``("H", tensor role)``.
+    reads: tuple[tuple[Any, ...], ...]
+    writes: tuple[tuple[Any, ...], ...]
+
+    def key(self) -> tuple[Any, ...]:
+        """Everything that identifies the position (for sharing trie nodes)."""
+        return (self.stream, self.engine, self.kind, self.dur, self.flops_adj, self.throttle, self.dma,
+                self.aux_dynamic, self.group, self.recipe, self.deps, self.reads, self.writes)
+
+
+class Node:
+    """One event of a recorded segment."""
+
+    __slots__ = ("apply", "children", "chk", "code", "depth", "first", "guards", "kind", "lasti", "parent",
+                 "positions", "sib", "spec", "variant")
+
+    def __init__(self, kind: int, spec: tuple[Any, ...], guards: tuple[Any, ...],
+                 positions: tuple[Position, ...], parent: Node | None) -> None:
+        self.kind = kind
+        self.spec = spec
+        self.guards = guards
+        self.positions = positions
+        self.parent = parent
+        self.depth = 0 if parent is None else parent.depth + 1
+        #: Children in the order they were recorded (``first`` then each ``sib``), and by key for insertion.
+        self.first: Node | None = None
+        self.sib: Node | None = None
+        self.children: dict[tuple[Any, ...], Node] = {}
+        self.variant: Variant | None = None
+        #: (code, lasti) of the kernel call (operations, allocations) or of the loop (markers).
+        self.code: Any = None
+        self.lasti = -1
+        #: Generated matching functions (see tracer.sim.fastpath.match).
+        self.chk: Any = None
+        self.apply: Any = None
+
+    def key(self) -> tuple[Any, ...]:
+        """Identity of the node among its siblings."""
+        return (self.spec, self.guards, tuple(p.key() for p in self.positions))
+
+    def path(self) -> list[Node]:
+        """The nodes from the root's first event down to this node."""
+        out = []
+        node: Node | None = self
+        while node is not None and node.parent is not None:
+            out.append(node)
+            node = node.parent
+        out.reverse()
+        return out
+
+    def add_child(self, node: Node) -> Node:
+        """Insert ``node`` below this one, or return the existing equal child."""
+        key = node.key()
+        old = self.children.get(key)
+        if old is not None:
+            return old
+        node.parent = self
+        node.depth = self.depth + 1
+        self.children[key] = node
+        if self.first is None:
+            self.first = node
+        else:
+            last = self.first
+            while last.sib is not None:
+                last = last.sib
+            last.sib = node
+        return node
+
+
+@dataclass(eq=False)
+class Variant:
+    """Everything needed to schedule a recorded segment in one go (see tracer.sim.fastpath.codegen)."""
+
+    uid: int
+    positions: list[Position]
+    #: Per event, in order: (event kind, instructions issued before it, memory of a usage counter or None).
+    events: list[tuple[int, int, Any]]
+    n_blocks: int
+    n_tensors: int
+    n_leaves: int
+    #: Per block role then per tensor role: (structure signature, structure, sources of its producers).
+    outputs: list[tuple[int, tuple[Any, ...], tuple[tuple[int, int], ...]]]
+    #: Streams (and DMA groups) in order of first use, with the position of their last instruction.
+    last: list[tuple[int, int]]
+    #: Flow edges for the emitter: (position, source kind, source, dependency type), in trace order.
+    edges: list[tuple[int, int, int, int]]
+    #: Leaves the edges use, in edge order of first use.
+    edge_leaves: list[int]
+    #: Roles whose names or addresses the recipes use, for the binding key.
+    name_roles: list[tuple[str, int]] = field(default_factory=list)
+    #: Templates per binding: binding -> (template ids, templates).
+    tids: dict[tuple[Any, ...], tuple[list[int], list[Any]]] = field(default_factory=dict)
+    run: Any = None
+    commits: int = 0
+
+
+def substitute(recipe: Any, blocks: list[Any], tensors: list[Any], names: dict[tuple[str, int], str]) -> Any:
+    """The template key of ``recipe`` with the segment's current blocks, tensors and tile names."""
+    if type(recipe) is VKey:
+        addr = recipe.addr
+        if type(addr) is tuple:
+            return recipe._replace(addr=blocks[addr[1]].addr)
+        return recipe
+    if type(recipe) is HKey:
+        name = recipe.name
+        if type(name) is tuple:
+            return recipe._replace(name=tensors[name[1]].name)
+        return recipe
+    if type(recipe) is tuple:
+        if len(recipe) == 2 and recipe[0] == "@N":
+            return names[recipe[1]]
+        return tuple(substitute(x, blocks, tensors, names) for x in recipe)
+    return recipe
+
+
+def has_refs(recipe: Any) -> bool:
+    """True when ``recipe`` names a role (else it is already a key)."""
+    if type(recipe) is VKey:
+        return type(recipe.addr) is tuple
+    if type(recipe) is HKey:
+        return type(recipe.name) is tuple
+    if type(recipe) is tuple:
+        if len(recipe) == 2 and recipe[0] == "@N":
+            return True
+        return any(has_refs(x) for x in recipe)
+    return False

@@ -25,6 +25,8 @@ from nbclient import NotebookClient
 
 HERE = Path(__file__).resolve().parent
 CELL_TIMEOUT_S = 600
+#: Executions tried per notebook before giving up on one that prints tracebacks on stderr.
+ATTEMPTS = 3
 
 
 def execute(path: Path, workdir: Path) -> nbformat.NotebookNode:
@@ -36,6 +38,13 @@ def execute(path: Path, workdir: Path) -> nbformat.NotebookNode:
     for cell in nb.cells:  # keep diffs small: execution metadata changes on every run
         cell.metadata.pop("execution", None)
     return nb
+
+
+def stderr_tracebacks(nb: nbformat.NotebookNode) -> list[int]:
+    """Indexes of cells whose stderr shows a traceback (e.g. kaleido's browser channel hiccuping while it exports
+    a PNG), which must not be stored."""
+    return [i for i, cell in enumerate(nb.cells) if cell.cell_type == "code"
+            and any(o.output_type == "stream" and o.name == "stderr" and "Traceback" in o.text for o in cell.outputs)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -53,11 +62,20 @@ def main(argv: list[str] | None = None) -> int:
     repo = str(HERE.parent)
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")]))
     for path in notebooks:
-        with tempfile.TemporaryDirectory(prefix="trnprof-examples-") as tmp:
-            work = Path(tmp)
-            shutil.copy(path, work / path.name)
-            t0 = time.perf_counter()
-            nb = execute(work / path.name, work)
+        for attempt in range(1, ATTEMPTS + 1):
+            with tempfile.TemporaryDirectory(prefix="trnprof-examples-") as tmp:
+                work = Path(tmp)
+                shutil.copy(path, work / path.name)
+                t0 = time.perf_counter()
+                nb = execute(work / path.name, work)
+            noise = stderr_tracebacks(nb)
+            if not noise:
+                break
+            print(f"{path.name}: a traceback on stderr in cell {noise[0]} (attempt {attempt} of {ATTEMPTS})",
+                  file=sys.stderr)
+        else:
+            print(f"{path.name}: not saved; cells {noise} print tracebacks on stderr", file=sys.stderr)
+            return 1
         nbformat.write(nb, path)
         print(f"{path.name}: {len(nb.cells)} cells in {time.perf_counter() - t0:.1f} s"
               f"{' (with PNG copies of the figures)' if png else ''}")

@@ -65,5 +65,7 @@ def test_committed_notebooks_keep_their_outputs_without_widget_state():
         assert all(c.execution_count for c in code), f"{name}: run examples/refresh.py to store the outputs"
         assert sum(bool(c.outputs) for c in code) >= len(code) // 2
         assert not any(o.output_type == "error" for c in code for o in c.outputs)
+        assert not any(o.output_type == "stream" and o.name == "stderr" and "Traceback" in o.text
+                       for c in code for o in c.outputs), f"{name}: a traceback is stored in an output"
         assert "widgets" not in nb.metadata, f"{name}: widget state makes the notebook megabytes large"
         assert any(PLOTLY_MIME in o.get("data", {}) for c in code for o in c.outputs)

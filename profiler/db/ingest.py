@@ -298,10 +298,11 @@ def build_index(con: duckdb.DuckDBPyConnection, registry: TrackRegistry,
             if ev.n:
                 first, last = int(ev.start[0]), int(ev.run_max_end[-1])
                 k_min = lod.finest_level(*ev.span(), ev.n)
-                levels = pa.concat_tables(lod.track_levels(ev, tid, k_min))
+                # Streamed: DuckDB pulls one level at a time, so a track's index is never whole in memory.
+                levels = pa.RecordBatchReader.from_batches(
+                    dbs.LOD, (b for level in lod.track_levels(ev, tid, k_min) for b in level.to_batches()))
                 with registered(con, levels) as view:
                     con.execute(f"INSERT INTO {quote(dbs.LOD_TABLE)} SELECT * FROM {view}")
-                del levels
                 stat.update({dbs.EVENT_COUNT: ev.n, ts.START_TS: first, ts.END_TS: last,
                              dbs.MAX_DUR_NS: int((ev.end - ev.start).max()), dbs.LOD_MIN_LEVEL: k_min,
                              dbs.OVERLAPPING: bool(ev.n > 1 and np.any(ev.start[1:] < ev.run_max_end[:-1]))})
@@ -402,6 +403,8 @@ def ingest(source: TraceSource, db_path: str | os.PathLike[str], *, cache_key: s
         while (run := runs.next_run()) is not None:
             builder.add_run(*run)
         builder.finish_tables()
+        # The index build holds one track's columns in numpy: give DuckDB less room meanwhile.
+        con.execute(f"SET memory_limit = '{max(512, int(memory_limit_mb) // 2)}MB'")
         track = build_index(con, builder.registry, progress)
         with registered(con, track) as view:
             con.execute(f"CREATE TABLE {quote(dbs.TRACK_TABLE)} AS SELECT * FROM {view} ORDER BY {quote(dbs.TRACK_ID)}")

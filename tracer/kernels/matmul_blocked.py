@@ -37,7 +37,7 @@ def matmul_blocked(nc: Any, *, M: int = 1024, N: int = 1024, K: int = 1024, bloc
 
     for mb in nc.affine_range(mt // block_m):
         # the new block is built before the old one is dropped, so both are alive while it loads
-        a_block = [[load_a(k, mb * block_m + i) for k in range(kt)] for i in range(block_m)]
+        a_block = [[load_a(k, mb * block_m + i) for k in nc.affine_range(kt)] for i in range(block_m)]
         for n in nc.affine_range(nt):
             accs = [nc.psum_tile((TILE_M, tile_n), "fp32", name=f"acc{i}") for i in range(block_m)]
             for k in nc.affine_range(kt):

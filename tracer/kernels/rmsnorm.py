@@ -31,7 +31,7 @@ def rmsnorm(nc: Any, *, rows: int = 1024, cols: int = 2048, eps: float = 1e-6, d
     y = nc.output("y", (rows, cols), dtype)
     g = nc.sbuf_tile((128, cols), dtype, name="gamma")
     nc.dma_copy(g, gamma[0:1, :].broadcast(128))
-    for r0 in range(0, rows, 128):
+    for r0 in nc.affine_range(0, rows, 128):
         p = min(128, rows - r0)
         xt = nc.sbuf_tile((p, cols), dtype, name="x_tile")
         nc.dma_copy(xt, x[r0:r0 + p, :])

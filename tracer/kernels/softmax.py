@@ -27,7 +27,7 @@ def softmax(nc: Any, *, rows: int = 1024, cols: int = 2048, dtype: str = "bf16")
     require(rows > 0 and cols > 0, "softmax", "rows and cols must be positive")
     x = nc.input("x", (rows, cols), dtype)
     y = nc.output("y", (rows, cols), dtype)
-    for r0 in range(0, rows, 128):
+    for r0 in nc.affine_range(0, rows, 128):
         p = min(128, rows - r0)
         xt = nc.sbuf_tile((p, cols), dtype, name="x_tile")
         nc.dma_copy(xt, x[r0:r0 + p, :])

@@ -148,6 +148,10 @@ class KernelContext(OpsMixin):
         fast = self.fast
         if fast is not None and fast.on_free(tile):
             return
+        self.release_general(tile)
+
+    def release_general(self, tile: Tile) -> None:
+        """The general path's release: fold the tile's dependency records, free its memory, sample usage."""
         tracker.release(tile.block)
         (self.sbuf if tile.mem == SBUF else self.psum).free(tile.block)
         self._usage_counter(tile.mem)

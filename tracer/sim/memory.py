@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import math
 from collections import deque
 from typing import TYPE_CHECKING, Any
@@ -131,6 +130,20 @@ class Allocator:
             return queue[0]
         return None
 
+    def take_peeked(self, block: Block | bool, nbytes: int, site: str, name: str) -> Block:
+        """Allocate the block :meth:`peek` just returned for (``nbytes``, ``site``): the same result as
+        :meth:`alloc`, without its search."""
+        if block is True:
+            return self.alloc(nbytes, site, name)
+        size = self.round_size(nbytes)
+        self.free_by_key[(size, site)].popleft()
+        block.owner_parts = (name, site)  # type: ignore[union-attr]
+        block.site = site  # type: ignore[union-attr]
+        self.in_use += block.size  # type: ignore[union-attr]
+        self.peak = max(self.peak, self.in_use)
+        self.live[id(block)] = block  # type: ignore[assignment]
+        return block  # type: ignore[return-value]
+
     def _take(self, size: int, site: str) -> Block | None:
         queue = self.free_by_key.get((size, site))
         if queue and len(queue) > self.spare:
@@ -177,7 +190,11 @@ class Allocator:
         if self.live.pop(id(block), None) is None:
             return
         self.in_use -= block.size
-        self.free_by_key.setdefault((block.size, block.site), deque()).append(block)
+        key = (block.size, block.site)
+        queue = self.free_by_key.get(key)
+        if queue is None:
+            queue = self.free_by_key[key] = deque()
+        queue.append(block)
 
 
 def merge_inherited(a: dict[int, Any] | None, b: dict[int, Any] | None) -> dict[int, Any] | None:
@@ -447,8 +464,29 @@ class Tile:
         return bool(self.written[v.p0:v.p1, v.f0:v.f1].all())
 
     def __del__(self) -> None:
-        with contextlib.suppress(Exception):  # interpreter shutdown or a context already closed
+        try:  # noqa: SIM105 - contextlib.suppress costs a context manager per release (hot path)
             self.ctx.release_tile(self)
+        except Exception:  # interpreter shutdown or a context already closed
+            pass
+
+    @classmethod
+    def make(cls, ctx: KernelContext, name: str, shape: tuple[int, int], dt: DType, mem: str,  # noqa: PLR0917
+             block: Block, loc: str, uid: int) -> Tile:
+        """A tile without numerics data (what ``__init__`` builds with ``numerics=False``), made quickly."""
+        t = cls.__new__(cls)
+        t.uid = uid
+        t.ctx = ctx
+        t.name = name
+        t.shape = shape
+        t.p1, t.f1 = shape
+        t.dtype = dt
+        t.mem = mem
+        t.block = block
+        t.loc = loc
+        t.data = None
+        t.written = None
+        t.full_written = False
+        return t
 
     def __repr__(self) -> str:
         return f"Tile({self.name!r}, {self.shape}, {self.dtype.name}, {self.mem}@{self.block.addr:#x})"

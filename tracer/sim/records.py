@@ -101,8 +101,8 @@ class DmaPlan:
     queue ``(q0 + j) % Q`` where ``q0`` rotates from transfer to transfer, so the queues stay balanced.
     """
 
-    __slots__ = ("_cache", "chunk_bytes", "dst_mem", "group", "hbm", "n", "nqueues", "per_row", "prefix",
-                 "queue_type", "rows", "src_mem", "sub_bytes", "sub_ns", "variable")
+    __slots__ = ("_cache", "_equal", "_last", "chunk_bytes", "dst_mem", "group", "hbm", "n", "nqueues", "per_row",
+                 "prefix", "queue_type", "rows", "src_mem", "sub_bytes", "sub_ns", "variable")
 
     def __init__(self, cm: CostModel, *, rows: int, chunk_bytes: int, group: int, prefix: str, queue_type: str,
                  src_mem: str, dst_mem: str, variable: str, hbm: tuple[Any, ...] | None) -> None:
@@ -125,6 +125,8 @@ class DmaPlan:
         self.sub_ns = np.array([cm.dma_packet_ns(s, chunk_bytes) for s in sizes], np.int64)
         self.n = rows * self.per_row
         self._cache: dict[int, tuple[tuple[int, ...], np.ndarray, np.ndarray]] = {}
+        self._equal: dict[int, bool] = {}
+        self._last: dict[int, int] = {}
 
     def layout(self, q0: int) -> tuple[tuple[int, ...], np.ndarray, np.ndarray]:
         """(per-queue busy ns, per-packet offset from its queue's start, per-packet queue) for rotation ``q0``."""
@@ -147,6 +149,26 @@ class DmaPlan:
         hit = (tuple(totals), offsets, queue)
         self._cache[q0] = hit
         return hit
+
+    def equal_totals(self, q0: int) -> bool:
+        """True when rotation ``q0`` gives every queue the same busy time."""
+        eq = self._equal.get(q0)
+        if eq is None:
+            totals = self.layout(q0)[0]
+            eq = self._equal[q0] = all(t == totals[0] for t in totals)
+        return eq
+
+    def last_all(self, q0: int) -> int:
+        """Index of the transfer's last packet when every queue finishes at the same time."""
+        last = self._last.get(q0)
+        if last is None:
+            totals = self.layout(q0)[0]
+            last = self._last[q0] = max(self.last_packet(q, q0) for q in range(self.nqueues) if totals[q])
+        return last
+
+    def repeat(self, value: int) -> list[int]:
+        """``value`` once per queue."""
+        return [value] * self.nqueues
 
     def last_packet(self, q: int, q0: int) -> int:
         """Index (within the transfer) of the last packet on queue ``q``."""

@@ -69,6 +69,8 @@ class RunResult:
     checks: list[CheckResult] = dataclasses.field(default_factory=list)
     sbuf_peak_bytes: int = 0
     cost: CostModel | None = None
+    #: Instructions scheduled by the loop fast path (replayed loop segments) rather than one by one.
+    fast_path_instructions: int = 0
 
     @property
     def engine_busy(self) -> dict[str, float]:
@@ -146,8 +148,8 @@ def run_kernel(kernel: str | Callable[..., Any], params: Mapping[str, Any] | Non
     ctx = KernelContext(core, numerics=numerics, seed=seed)
     if fast_path is None:
         fast_path = os.environ.get("TRNPROF_FASTPATH", "1") not in ("0", "false", "no", "off")
-    if fast_path and not numerics:
-        ctx.fast = FastPath(ctx)
+    fast = FastPath(ctx) if fast_path and not numerics else None
+    ctx.fast = fast
     t0 = time.perf_counter()
     ok = False
     try:
@@ -176,7 +178,7 @@ def run_kernel(kernel: str | Callable[..., Any], params: Mapping[str, Any] | Non
         engine_instructions=dict(zip(ENGINE_NAMES, core.instructions_per_engine, strict=True)),
         dma_queue_busy_ns=core.queue_busy_ns, pe_flops=core.pe_flops, wall_s=wall,
         trace_path=Path(trace_path) if trace_path is not None else None, sbuf_peak_bytes=ctx.sbuf.peak,
-        cost=cm,
+        cost=cm, fast_path_instructions=fast.stats["instructions"] if fast is not None else 0,
     )
     if numerics:
         result.outputs = {n: t.data for n, t in ctx.tensors.items() if t.kind == "output"}

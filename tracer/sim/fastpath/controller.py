@@ -29,12 +29,12 @@ from typing import Any
 
 from tracer.sim import tracker
 from tracer.sim.fastpath import match, state
-from tracer.sim.fastpath.codegen import compile_variant
 from tracer.sim.fastpath.edges import emit_table
 from tracer.sim.fastpath.record import Recorder, Unrecordable
+from tracer.sim.fastpath.schedule import program, run
 from tracer.sim.fastpath.trie import ALLOC, COMMIT, ENTER, EXIT, FREE, MARK, OP, Node, Variant, substitute
 from tracer.sim.memory import SBUF, Tile
-from tracer.sim.records import S_VECTOR
+from tracer.sim.records import S_VECTOR, HKey, VKey
 
 #: Instructions a segment aims at (a loop commits every ceil(TARGET / instructions per iteration) iterations).
 TARGET = 256
@@ -103,6 +103,7 @@ class FastPath:
         self.variants: list[Variant] = []
         self.error: BaseException | None = None
         self.stats = {"matched": 0, "recorded": 0, "fallbacks": 0, "instructions": 0}
+        self.partitions = ctx.cm.partitions
         self.match_methods = match.make_methods(self)
         self.record_methods = self._make_record_methods(KernelContext)
         self.core.variants = self.variants
@@ -114,7 +115,7 @@ class FastPath:
 
     def _install(self, methods: dict[str, Any] | None) -> None:
         d = self.ctx.__dict__
-        for name in (*match.OPS, *match.ALLOCS):
+        for name in (*match.OPS, *match.ALLOCS, "release_tile"):
             d.pop(name, None)
         if methods:
             d.update(methods)
@@ -272,6 +273,8 @@ class FastPath:
         for _sig, struct, _srcs in var.outputs:
             offs.append(offs[-1] + state.n_leaves(struct))
         var.out_offs = offs  # type: ignore[attr-defined]
+        var.pos_refs = [_refs(p.recipe) for p in var.positions]  # type: ignore[attr-defined]
+        var.pos_cache = {}  # type: ignore[attr-defined]
         var.uid = len(self.variants)
         var.emit_table = emit_table(var)  # type: ignore[attr-defined]
         self.variants.append(var)
@@ -285,11 +288,11 @@ class FastPath:
         ent = var.tids.get(binding)
         if ent is None:
             ent = var.tids[binding] = self._templates(var, m)
-        run = var.run
-        if run is None:
-            run = var.run = compile_variant(var)
+        prog = var.run
+        if prog is None:
+            prog = var.run = program(var)
         nf = bool(m.open0) or bool(m.scopes)
-        outs, starts, fins = run(core, ctx, m.leaves, m.aux, ent[1], ent[0], m.cv,
+        outs, starts, fins = run(prog, core, ctx, m.leaves, m.aux, ent[1], ent[0], m.cv,
                                  core.segs if core.sink is not None else None, nf)
         seg = Seg(var, outs)
         chain = self.chain
@@ -313,15 +316,23 @@ class FastPath:
         core._maybe_handoff()
 
     def _templates(self, var: Variant, m: match.Segment) -> tuple[list[int], list[Any]]:
+        """Template ids of the variant's instructions for the segment's blocks, tensors and names, cached per
+        instruction by the values its recipe refers to."""
         core = self.core
+        cache = var.pos_cache  # type: ignore[attr-defined]
+        blocks, tensors, names = m.blocks, m.tensors, m.names
         tids, tpls = [], []
-        for p in var.positions:
-            tid = core.template(substitute(p.recipe, m.blocks, m.tensors, m.names))
-            tpl = core.templates[tid]
-            if tpl.stream != p.stream or tpl.engine != p.engine or (not p.throttle and tpl.dur != p.dur):
-                raise RuntimeError("trnprof loop fast path: a rebuilt template differs from the recorded one")
+        for j, (p, (brefs, trefs, nrefs)) in enumerate(zip(var.positions, var.pos_refs, strict=True)):  # type: ignore[attr-defined]
+            key = (j, *[blocks[r].addr for r in brefs], *[tensors[r].name for r in trefs],
+                   *[names[r] for r in nrefs])
+            tid = cache.get(key)
+            if tid is None:
+                tid = cache[key] = core.template(substitute(p.recipe, blocks, tensors, names))
+                tpl = core.templates[tid]
+                if tpl.stream != p.stream or tpl.engine != p.engine or (not p.throttle and tpl.dur != p.dur):
+                    raise RuntimeError("trnprof loop fast path: a rebuilt template differs from the recorded one")
             tids.append(tid)
-            tpls.append(tpl)
+            tpls.append(core.templates[tid])
         return tids, tpls
 
     def _spans(self, m: match.Segment, starts: tuple[int, ...], fins: tuple[int, ...]) -> None:
@@ -352,23 +363,20 @@ class FastPath:
 
     # -- events called from the kernel API -------------------------------------------------------------------------
     def on_free(self, tile: Tile) -> bool:
-        """A tile is released; True when the fast path took care of it."""
+        """A tile is released outside matched segments (those install their own ``release_tile``); True when
+        the fast path did the release."""
         try:
-            if self.mode == MATCH:
-                node = self.m.node.first
-                while node is not None:
-                    if node.kind == FREE:
-                        v = node.chk(self.m, tile)
-                        if v is not None:
-                            node.apply(self.m, tile, v)
-                            return True
-                    node = node.sib
-                self._fallback()
             if self.mode == RECORD:
+                rec = self.rec
                 try:
-                    self.rec.free(tile)
+                    rec.free(tile)
                 except Unrecordable:
                     self._drop_recording()
+                    return False
+                self.ctx.release_general(tile)  # inside the event: the comparisons it makes are its guards
+                if self.rec is rec:
+                    rec.end()
+                return True
         except Exception as exc:  # a release runs in __del__, where errors are swallowed: report later
             self.error = exc
             self._disable()
@@ -396,9 +404,10 @@ class FastPath:
         node = self.m.node.first
         while node is not None:
             if node.kind == kind:
-                v = node.chk(self.m, scope)
+                v = node.chk(self.m, scope, node.params)
                 if v is not None:
-                    node.apply(self.m, scope, v)
+                    node.apply(self.m, scope, v, node.params)
+                    self.m.node = node
                     return True
             node = node.sib
         self._fallback()
@@ -412,34 +421,46 @@ class FastPath:
             self.ctx.scope_close(scope, row=False)
         m.scopes.append((kind, m.n, scope))
 
-    def new_tile(self, m: match.Segment, args: tuple[Any, ...], mem: str, nbytes: int, where: str) -> Tile:
+    def new_tile(self, m: match.Segment, name: str | None, mem: str, nbytes: int, where: str,  # noqa: PLR0917
+                 dt: Any, shape: tuple[int, int]) -> Tile:
         """Live part of a matched allocation: the allocator, the Tile object, the usage counter's value."""
-        from tracer.sim.dtypes import dtype
-
-        shape, dt, name = args
         ctx = self.ctx
-        ctx._n_tiles += 1
-        uid = ctx._n_tiles
-        name = name or f"{mem.lower()}{uid}"
+        uid = ctx._n_tiles = ctx._n_tiles + 1
+        if not name:
+            name = f"{mem.lower()}{uid}"
         m.names[("L", uid - m.ub - 1)] = name
-        alloc = ctx.sbuf if mem == SBUF else ctx.psum
-        block = alloc.alloc(nbytes, where, name)
-        tile = Tile(ctx, name, (int(shape[0]), int(shape[1])), dtype(dt), mem, block, where, False, uid)
         if mem == SBUF:
-            m.cv.append(float(alloc.in_use * ctx.cm.partitions))
+            alloc = ctx.sbuf
+            block = alloc.take_peeked(m.peek, nbytes, where, name)
+            m.cv.append(float(alloc.in_use * self.partitions))
         else:
+            alloc = ctx.psum
+            block = alloc.take_peeked(m.peek, nbytes, where, name)
             m.cv.append(float(alloc.in_use // alloc.unit))
-        return tile
+        return Tile.make(ctx, name, shape, dt, mem, block, where, uid)
 
     def free_tile(self, m: match.Segment, tile: Tile) -> None:
         """Live part of a matched release (the records are folded lazily, by the variant)."""
-        ctx = self.ctx
-        alloc = ctx.sbuf if tile.mem == SBUF else ctx.psum
-        alloc.free(tile.block)
         if tile.mem == SBUF:
-            m.cv.append(float(alloc.in_use * ctx.cm.partitions))
+            alloc = self.ctx.sbuf
+            alloc.free(tile.block)
+            m.cv.append(float(alloc.in_use * self.partitions))
         else:
+            alloc = self.ctx.psum
+            alloc.free(tile.block)
             m.cv.append(float(alloc.in_use // alloc.unit))
+
+    def free_mismatch(self, tile: Tile) -> None:
+        """A matched-mode release that fits no recorded continuation: fall back, then release generally."""
+        try:
+            self._fallback()
+        except Exception as exc:  # a release runs in __del__, where errors are swallowed: report later
+            self.error = exc
+            self._disable()
+            return
+        from tracer.sim.context import KernelContext
+
+        KernelContext.release_tile(self.ctx, tile)
 
     def record_call(self, name: str, frame: Any, args: tuple[Any, ...]) -> Any:
         """An API call while recording: note its spec, run the general path, close the event."""
@@ -599,3 +620,28 @@ def _new_leaves(fast: FastPath, node: Node) -> int:
     elif node.kind == FREE and spec[1][0] == "O1":
         sigs.append(spec[1][3])
     return sum(state.n_leaves(fast.interner.structs[s]) for s in sigs)
+
+
+def _refs(recipe: Any) -> tuple[tuple[int, ...], tuple[int, ...], tuple[Any, ...]]:
+    """Block roles, tensor roles and tile-name roles a recipe refers to."""
+    blocks: list[int] = []
+    tensors: list[int] = []
+    names: list[Any] = []
+
+    def walk(x: Any) -> None:
+        tx = type(x)
+        if tx is VKey:
+            if type(x.addr) is tuple:
+                blocks.append(x.addr[1])
+        elif tx is HKey:
+            if type(x.name) is tuple:
+                tensors.append(x.name[1])
+        elif tx is tuple:
+            if len(x) == 2 and x[0] == "@N":
+                names.append(x[1])
+            else:
+                for y in x:
+                    walk(y)
+
+    walk(recipe)
+    return tuple(blocks), tuple(tensors), tuple(names)

@@ -18,7 +18,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from tracer.sim.fastpath import state
-from tracer.sim.fastpath.trie import ALLOC, ENTER, EXIT, FREE, MARK, OP, Node
+from tracer.sim.fastpath.trie import ALLOC, ENTER, EXIT, FREE, OP, Node
 from tracer.sim.memory import SBUF, HbmTensor, HbmView, Tile, TileView
 
 if TYPE_CHECKING:
@@ -36,8 +36,8 @@ ALLOCS = {"sbuf_tile": "SBUF", "psum_tile": "PSUM"}
 class Segment:
     """The matcher's state for the segment being matched."""
 
-    __slots__ = ("aux", "blocks", "cv", "lblk", "leaves", "n", "names", "node", "oblk", "open0", "ouids", "scopes",
-                 "tensors", "token", "ub", "vec0")
+    __slots__ = ("aux", "blocks", "cv", "lblk", "leaves", "n", "names", "node", "oblk", "open0", "ouids", "peek",
+                 "scopes", "tensors", "token", "ub", "vec0")
 
     def __init__(self, root: Node, ub: int, vec0: int, open0: list[Any]) -> None:
         self.node = root
@@ -53,6 +53,7 @@ class Segment:
         self.aux: list[int] = []
         self.cv: list[float] = []
         self.scopes: list[tuple[int, int, Any]] = []
+        self.peek: Any = None
         self.lblk: list[Any] = []
         self.oblk: list[Any] = []
         self.n = 0
@@ -77,23 +78,25 @@ def bump_sig_and_leaves(fast: FastPath, alloc: Any) -> tuple[int, Any]:
 
 
 # -- code generation for one node ------------------------------------------------------------------------------
+#: Generated (chk, apply) pairs by source: nodes of the same shape share code, their constants come in ``P``.
+_CODE: dict[str, tuple[Any, Any]] = {}
+
+
 class _Gen:
     def __init__(self, node: Node, n_leaves_before: int) -> None:
         self.node = node
         self.k0 = n_leaves_before
-        self.chk = ["def chk(M, a):", " u = M.ub + 1", " nv = ()"]
-        self.app = ["def apply(M, a, nv):"]
-        self.consts: dict[str, Any] = {"Tile": Tile, "TileView": TileView, "HbmView": HbmView,
-                                       "HbmTensor": HbmTensor}
+        self.chk = ["def chk(M, a, P):", " u = M.ub + 1", " nv = ()"]
+        self.app = ["def apply(M, a, nv, P):"]
+        self.params: list[Any] = []
         self.n_new = 0
-        self.bound_o: dict[int, str] = {}   # outer roles bound earlier in this event -> local holding the uid
+        self.bound_o: dict[int, str] = {}   # outer roles bound earlier in this event -> local holding the tile
         self.bound_h: dict[int, str] = {}   # tensor roles bound earlier in this event -> local holding the tensor
-        self.extra: dict[str, Any] = {}
 
-    def const(self, value: Any) -> str:
-        name = f"K{len(self.consts)}"
-        self.consts[name] = value
-        return name
+    def p(self, value: Any) -> str:
+        """A node constant, as ``P[k]`` in the generated code."""
+        self.params.append(value)
+        return f"P[{len(self.params) - 1}]"
 
     def fail(self, cond: str) -> None:
         self.chk.append(f" if {cond}: return None")
@@ -108,26 +111,27 @@ class _Gen:
             self.fail(f"{a}.__class__ is not TileView")
             self.chk.append(f" t{i} = {a}.tile")
             b = spec[3]
-            self.fail(f"{a}.p0 != {b[0]} or {a}.p1 != {b[1]} or {a}.f0 != {b[2]} or {a}.f1 != {b[3]}")
+            self.fail(f"{a}.p0 != {self.p(b[0])} or {a}.p1 != {self.p(b[1])} or {a}.f0 != {self.p(b[2])} "
+                      f"or {a}.f1 != {self.p(b[3])}")
         if kind == "L":
-            self.fail(f"t{i}.uid != u + {spec[2]}")
+            self.fail(f"t{i}.uid != u + {self.p(spec[2])}")
         elif kind == "O":
             held = self.bound_o.get(spec[2])
-            self.fail(f"t{i}.uid != " + (f"{held}.uid" if held else f"M.ouids[{spec[2]}]"))
+            self.fail(f"t{i}.uid != " + (f"{held}.uid" if held else f"M.ouids[{self.p(spec[2])}]"))
         else:  # O1: an outer tile used for the first time
             _k, _c, idx, _b, shape, dt, mem, wsig, bsig = spec
             self.fail(f"t{i}.uid >= u or t{i}.block.touch is M.token")
-            self.fail(f"t{i}.shape != {shape!r} or t{i}.dtype.name != {dt!r} or t{i}.mem != {mem!r}")
-            self.fail(f"WSIG(t{i}) != {self.const(wsig)}")
+            self.fail(f"t{i}.shape != {self.p(shape)} or t{i}.dtype.name != {self.p(dt)} or t{i}.mem != {self.p(mem)}")
+            self.fail(f"WSIG(t{i}) != {self.p(wsig)}")
             self.first_touch(f"t{i}.block", bsig)
             self.bound_o[idx] = f"t{i}"
             self.app.append(f" t = a[{i}]" + (".tile" if cls == "V" else ""))
-            self.app.append(f" M.ouids.append(t.uid); M.names[('O', {idx})] = t.name; b = t.block")
+            self.app.append(" M.names[('O', len(M.ouids))] = t.name; M.ouids.append(t.uid); b = t.block")
             self.app.append(" b.touch = M.token; M.blocks.append(b); M.oblk.append(b)")
 
     def first_touch(self, obj: str, sig: int) -> None:
         self.chk.append(f" sg, lv = SIGLV(FP, {obj})")
-        self.fail(f"sg != {sig}")
+        self.fail(f"sg != {self.p(sig)}")
         self.chk.append(" nv = (*nv, *lv)")
         self.n_new += 1
 
@@ -140,14 +144,15 @@ class _Gen:
         else:
             self.fail(f"{a}.__class__ is not HbmView")
             self.chk.append(f" h{i} = {a}.tensor")
-            self.fail(f"{a}.r1 - {a}.r0 != {nrows} or {a}.c1 - {a}.c0 != {ncols} or {a}.bcast != {bcast}")
+            self.fail(f"{a}.r1 - {a}.r0 != {self.p(nrows)} or {a}.c1 - {a}.c0 != {self.p(ncols)} "
+                      f"or {a}.bcast != {self.p(bcast)}")
         if kind == "H":
             held = self.bound_h.get(idx)
-            self.fail(f"h{i} is not " + (held or f"M.tensors[{idx}]"))
+            self.fail(f"h{i} is not " + (held or f"M.tensors[{self.p(idx)}]"))
         else:
             tshape, dt, tkind, tsig = spec[6:]
-            self.fail(f"h{i}.touch is M.token or h{i}.shape != {tshape!r} or h{i}.dtype.name != {dt!r} "
-                      f"or h{i}.kind != {tkind!r}")
+            self.fail(f"h{i}.touch is M.token or h{i}.shape != {self.p(tshape)} or h{i}.dtype.name != {self.p(dt)} "
+                      f"or h{i}.kind != {self.p(tkind)}")
             self.first_touch(f"h{i}", tsig)
             self.bound_h[idx] = f"h{i}"
             self.app.append(f" h = a[{i}]" + (".tensor" if cls == "HV" else ""))
@@ -155,35 +160,37 @@ class _Gen:
 
     def value(self, i: int, spec: tuple[Any, ...]) -> None:
         _v, typ, value = spec
-        self.fail(f"a[{i}].__class__ is not {self.const(typ)} or a[{i}] != {self.const(value)}")
+        self.fail(f"a[{i}].__class__ is not {self.p(typ)} or a[{i}] != {self.p(value)}")
 
     def guards(self) -> None:
-        for g in self.node.guards:
-            def leaf(k: int) -> str:
-                return f"M.leaves[{k}]" if k < self.k0 else f"nv[{k - self.k0}]"
-            if g[0] == "CMP":
-                self.fail(f"({leaf(g[1])}[1] > {leaf(g[2])}[1]) != {g[3]}")
-            else:
-                self.fail(f"({leaf(g[1])}[0] == 2 and {leaf(g[1])}[1] == M.vec0) != {g[2]}")
+        def leaf(k: int) -> str:
+            return f"M.leaves[{self.p(k)}]" if k < self.k0 else f"nv[{self.p(k - self.k0)}]"
 
-    def finish(self, fast: FastPath) -> tuple[Any, Any]:
+        for g in self.node.guards:
+            if g[0] == "CMP":
+                self.fail(f"({leaf(g[1])}[1] > {leaf(g[2])}[1]) != {self.p(g[3])}")
+            else:
+                self.fail(f"({leaf(g[1])}[0] == 2 and {leaf(g[1])}[1] == M.vec0) != {self.p(g[2])}")
+
+    def finish(self, fast: FastPath) -> tuple[Any, Any, tuple[Any, ...]]:
         self.guards()
         self.chk.append(" return nv")
         ret = self.app[-1] == " return t"
         if ret:
             self.app.pop()
-            self.app.pop()
         if self.n_new:
             self.app.append(" M.leaves.extend(nv)")
-        self.app.append(" M.node = NODE")
-        if ret:
-            self.app.append(" return t")
+        self.app.append(" return t" if ret else " return None")
         src = "\n".join(self.chk) + "\n" + "\n".join(self.app) + "\n"
-        ns = dict(self.consts)
-        ns.update(SIGLV=sig_and_leaves, BUMP=bump_sig_and_leaves, WSIG=_wsig, FP=fast, NODE=self.node,
-                  CTX=fast.ctx, SBUF=SBUF, **self.extra)
-        exec(compile(src, f"<trnprof match node {id(self.node):x}>", "exec"), ns)
-        return ns["chk"], ns["apply"]
+        key = f"{id(fast)}\n{src}"
+        code = _CODE.get(key)
+        if code is None:
+            ns: dict[str, Any] = {"Tile": Tile, "TileView": TileView, "HbmView": HbmView, "HbmTensor": HbmTensor,
+                                  "SIGLV": sig_and_leaves, "BUMP": bump_sig_and_leaves, "WSIG": _wsig, "FP": fast,
+                                  "CTX": fast.ctx, "SBUF": SBUF}
+            exec(compile(src, "<trnprof fast-path match>", "exec"), ns)
+            code = _CODE[key] = (ns["chk"], ns["apply"])
+        return code[0], code[1], tuple(self.params)
 
 
 def _wsig(tile: Tile) -> Any:
@@ -195,7 +202,7 @@ def _wsig(tile: Tile) -> Any:
 
 
 def build(fast: FastPath, node: Node, n_leaves_before: int) -> None:
-    """Generate ``node.chk`` and ``node.apply``."""
+    """Generate ``node.chk``, ``node.apply`` and their constants ``node.params``."""
     g = _Gen(node, n_leaves_before)
     spec = node.spec
     kind = node.kind
@@ -213,62 +220,60 @@ def build(fast: FastPath, node: Node, n_leaves_before: int) -> None:
                 t = f"a[{i}]" + (".tile" if specs[i][1] == "V" else "")
                 g.app.append(f" t = {t}")
                 g.app.append(f" if not t.full_written: t.mark_written(a[{i}])")
-        for i, s in enumerate(specs):
-            if s[0] in ("H", "H1") and any(p.aux_dynamic for p in node.positions):
-                if s[1] == "HV":
-                    g.app.append(f" v = a[{i}]; M.aux.append(v.r0 * v.tensor.shape[1] + v.c0)")
-                else:
-                    g.app.append(" M.aux.append(0)")
-        g.app.append(f" M.n += {len(node.positions)}")
+        if any(p.aux_dynamic for p in node.positions):
+            for i, s in enumerate(specs):
+                if s[0] in ("H", "H1"):
+                    if s[1] == "HV":
+                        g.app.append(f" v = a[{i}]; M.aux.append(v.r0 * v.tensor.shape[1] + v.c0)")
+                    else:
+                        g.app.append(" M.aux.append(0)")
+        g.app.append(f" M.n += {g.p(len(node.positions))}")
     elif kind == ALLOC:
+        from tracer.sim.dtypes import dtype
+
         mem, tshape, shape, tdt, dt, tname, name, prov, where = spec
-        g.fail(f"a[0].__class__ is not {g.const(tshape)} or a[0] != {g.const(shape)}")
-        g.fail(f"a[1].__class__ is not {g.const(tdt)} or a[1] != {g.const(dt)}")
-        g.fail(f"a[2].__class__ is not {g.const(tname)} or a[2] != {g.const(name)}")
+        nb = g.p(int(shape[1]) * dtype(dt).itemsize)
+        wh = g.p(where)
+        g.fail(f"a[0].__class__ is not {g.p(tshape)} or a[0] != {g.p(shape)}")
+        g.fail(f"a[1].__class__ is not {g.p(tdt)} or a[1] != {g.p(dt)}")
+        g.fail(f"a[2].__class__ is not {g.p(tname)} or a[2] != {g.p(name)}")
         alloc = "CTX.sbuf" if mem == "SBUF" else "CTX.psum"
-        g.chk.append(f" b = {alloc}.peek(NB, WHERE)")
+        g.chk.append(f" b = M.peek = {alloc}.peek({nb}, {wh})")
         g.fail("b is None")
         if prov[0] == "again":
-            g.fail(f"b is not M.blocks[{prov[1]}]")
+            g.fail(f"b is not M.blocks[{g.p(prov[1])}]")
         else:
             g.chk.append(" if b is True:")
             g.chk.append(f"  sg, lv = BUMP(FP, {alloc})")
             g.chk.append(" else:")
             g.chk.append("  if b.touch is M.token: return None")
             g.chk.append("  sg, lv = SIGLV(FP, b)")
-            g.fail(f"sg != {prov[1]}")
+            g.fail(f"sg != {g.p(prov[1])}")
             g.chk.append(" nv = (*nv, *lv)")
             g.n_new += 1
-        g.app.append(" t = FP.new_tile(M, a, MEM, NB, WHERE)")
+        g.app.append(f" t = FP.new_tile(M, a[2], {g.p(mem)}, {nb}, {wh}, {g.p(dtype(dt))}, "
+                     f"{g.p((int(shape[0]), int(shape[1])))})")
         g.app.append(" b = t.block")
         if prov[0] != "again":
             g.app.append(" b.touch = M.token; M.blocks.append(b)")
         g.app.append(" M.lblk.append(b)")
-        from tracer.sim.dtypes import dtype
-        g.extra.update(NB=int(shape[1]) * dtype(dt).itemsize, WHERE=where, MEM=mem)
+        g.app.append(" return t")
     elif kind == FREE:
         _mem, tspec = spec
         if tspec[0] == "L":
-            g.fail(f"a.uid != u + {tspec[1]}")
+            g.fail(f"a.uid != u + {g.p(tspec[1])}")
         elif tspec[0] == "O":
-            g.fail(f"a.uid != M.ouids[{tspec[1]}]")
+            g.fail(f"a.uid != M.ouids[{g.p(tspec[1])}]")
         else:
-            _o, idx, _m, bsig = tspec
             g.fail("a.uid >= u or a.block.touch is M.token")
-            g.first_touch("a.block", bsig)
-            g.app.append(f" M.ouids.append(a.uid); M.names[('O', {idx})] = a.name; b = a.block")
+            g.first_touch("a.block", tspec[3])
+            g.app.append(" M.names[('O', len(M.ouids))] = a.name; M.ouids.append(a.uid); b = a.block")
             g.app.append(" b.touch = M.token; M.blocks.append(b); M.oblk.append(b)")
         g.app.append(" FP.free_tile(M, a)")
     elif kind in (ENTER, EXIT):
-        g.fail(f"a.category != {spec[0]!r} or a.name != {spec[1]!r}")
-        g.app.append(f" FP.scope_event(M, a, {kind})")
-    elif kind == MARK:
-        pass  # matched by the caller (loop site and end flag)
-    if kind == ALLOC:
-        g.app.append(" M.node = NODE")
-        g.app.append(" return t")
-    chk, apply = g.finish(fast)
-    node.chk, node.apply = chk, apply
+        g.fail(f"a.category != {g.p(spec[0])} or a.name != {g.p(spec[1])}")
+        g.app.append(f" FP.scope_event(M, a, {g.p(kind)})")
+    node.chk, node.apply, node.params = g.finish(fast)
 
 
 # -- the API methods used while matching ---------------------------------------------------------------------------
@@ -292,9 +297,11 @@ def make_methods(fast: FastPath) -> dict[str, Any]:
             " node = M.node.first",
             " while node is not None:",
             f"  if {test}:",
-            "   v = node.chk(M, a)",
+            "   v = node.chk(M, a, node.params)",
             "   if v is not None:",
-            "    return node.apply(M, a, v)",
+            "    r = node.apply(M, a, v, node.params)",
+            "    M.node = node",
+            "    return r",
             "  node = node.sib",
             f" return FP.mismatch({name!r}, f, a)",
         ]
@@ -304,6 +311,20 @@ def make_methods(fast: FastPath) -> dict[str, Any]:
                 ns[f"D_{p.name}"] = p.default
         exec("\n".join(body) + "\n", ns)
         methods[name] = ns[name]
+    def release_tile(tile: Tile) -> None:
+        M = fast.m
+        node = M.node.first
+        while node is not None:
+            if node.kind == FREE:
+                v = node.chk(M, tile, node.params)
+                if v is not None:
+                    node.apply(M, tile, v, node.params)
+                    M.node = node
+                    return
+            node = node.sib
+        fast.free_mismatch(tile)
+
+    methods["release_tile"] = release_tile
     return methods
 
 

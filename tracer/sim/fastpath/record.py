@@ -199,8 +199,7 @@ class Recorder:
             spec: tuple[Any, ...] = ("O1", idx, tile.mem, self.touch(tile.block))
         else:
             spec = role
-        self.begin(FREE, (tile.mem, spec))
-        self.end()
+        self.begin(FREE, (tile.mem, spec))  # the caller ends the event after the release
 
     def adopt(self, node: Node, m: Any) -> None:
         """Begin an event that was matched before the segment fell back (its roles come from the matcher)."""

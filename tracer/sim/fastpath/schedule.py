@@ -1,148 +1,188 @@
-"""Straight-line scheduling code for a recorded segment (one generated function per variant).
+"""Scheduling a matched segment in one go: a tight loop over its variant's precomputed instruction table.
 
-The function performs, for every instruction of the segment in order, exactly what
+For every instruction of the segment, in order, :func:`run` does exactly what
 :meth:`tracer.sim.core.Core.execute` does -- the start is the latest of the stream being free, the engine having
 issued its previous instruction, (for MultiplyMoving) the weights being loaded and every semaphore wait being met;
-busy time, frontier, last end, DMA transfers, the Trn2 throttle, usage counters in event order -- but on local
-variables, with the dependency structure fixed in the code: a dependency is a local (an earlier instruction of the
-segment) or an input leaf ``V[k]``.  It then writes the core's state and trace columns back in bulk and returns
-the producers the segment leaves in the records of the blocks and tensors it touched.
+busy time, frontier, last end, DMA transfers, the Trn2 throttle, usage counters in event order -- but with the
+dependency structure precomputed: a dependency is an index into one list of ready times holding the segment's
+instructions then its input leaves.  Validation, template lookup and dependency resolution are gone; what is left
+is a handful of list operations per instruction.  It then writes the trace columns in bulk and returns the
+producers the segment leaves in the records of the blocks and tensors it touched.
 """
+
+# Hot path: `if a > b: b = a` is about twice as fast as `b = max(a, b)` in CPython.
+# ruff: noqa: PLR1730
 
 from __future__ import annotations
 
 from typing import Any
 
-from tracer.sim.fastpath.trie import ALLOC, FREE, SRC_DMA, SRC_INSTR, Variant
+from tracer.sim.fastpath.trie import ALLOC, FREE, SRC_LEAF, Variant
 from tracer.sim.records import S_MATRIX, S_TENSOR, TABLE_INSTRUCTION
 
+F_MATRIX, F_TENSOR, F_THROTTLE, F_DMA, F_AUX, F_EXPORT, F_COUNTERS = 1, 2, 4, 8, 16, 32, 64
 _USAGE = {"SBUF": ("sbuf_usage_bytes", "B"), "PSUM": ("psum_banks_in_use", "banks")}
 
 
-def _ready(kind: int, src: int) -> str:
-    if kind == SRC_INSTR:
-        return f"e{src}"
-    if kind == SRC_DMA:
-        return f"r{src}"
-    return f"V[{src}][2]"
+class Program:
+    """A variant's instruction table and what to do around it."""
+
+    __slots__ = ("counters", "edge_leaves", "eng_counts", "flops", "last", "n", "out_src", "rows", "uid")
+
+    def __init__(self, var: Variant) -> None:
+        pos = var.positions
+        n = len(pos)
+        self.n = n
+        self.uid = var.uid
+        needed = set()
+        for _sig, _struct, srcs in var.outputs:
+            needed.update(src for kind, src in srcs if kind != SRC_LEAF)
+        needed.update(j for _key, j in var.last)
+        counters: dict[int, list[tuple[int, str, str]]] = {}
+        c = 0
+        for kind, before, mem in var.events:
+            if kind in (ALLOC, FREE):
+                counters.setdefault(before, []).append((c, *_USAGE[mem]))
+                c += 1
+        rows = []
+        for j, p in enumerate(pos):
+            flag = 0
+            if p.stream == S_MATRIX:
+                flag |= F_MATRIX
+            if p.stream == S_TENSOR:
+                flag |= F_TENSOR
+            if p.throttle:
+                flag |= F_THROTTLE
+            if p.dma:
+                flag |= F_DMA
+                if p.aux_dynamic:
+                    flag |= F_AUX
+            if j in needed:
+                flag |= F_EXPORT
+            if j in counters:
+                flag |= F_COUNTERS
+            deps = tuple(src + (n if kind == SRC_LEAF else 0) for kind, src, _dep in p.deps)
+            rows.append((p.stream, p.engine, p.dur, deps, flag))
+        self.rows = rows
+        self.counters = counters
+        self.edge_leaves = list(var.edge_leaves)
+        eng: dict[int, int] = {}
+        for p in pos:
+            eng[p.engine] = eng.get(p.engine, 0) + 1
+        self.eng_counts = sorted(eng.items())
+        self.flops = sum(p.flops_adj for p in pos)
+        self.last = var.last
+        self.out_src = [(kind == SRC_LEAF, src) for _sig, _struct, srcs in var.outputs for kind, src in srcs]
 
 
-def source(var: Variant) -> str:
-    """Python source of the variant's ``run(core, ctx, V, AUX, T, TIDS, CV, SEGS, NF)`` function."""
-    pos = var.positions
-    streams = sorted({p.stream for p in pos})
-    engines = sorted({p.engine for p in pos})
-    uses_pw = any(p.stream in (S_MATRIX, S_TENSOR) for p in pos)
-    lines = ["def run(core, ctx, V, AUX, T, TIDS, CV, SEGS, NF):",
-             " SF = core.stream_free; EI = core.engine_issue; SQ = core.stream_seq",
-             " CS = core.cur_s; CE = core.cur_e; BU = core.busy",
-             " fr = core.frontier; ln = core.last_ns; i0 = core.n; x0 = core.n_xfers"]
-    add = lines.append
-    for s in streams:
-        add(f" sf{s} = SF[{s}]; q{s} = SQ[{s}]")
-    for e in engines:
-        add(f" ei{e} = EI[{e}]; cs{e} = CS[{e}]; ce{e} = CE[{e}]; bu{e} = BU[{e}]")
-    if uses_pw:
-        add(" pw = core.pe_weights_ready")
-    if any(p.dma for p in pos):
-        add(" XF = core._transfer")
-    if any(p.throttle for p in pos):
-        add(" TH = core._throttled")
-    counters = [(before, mem) for kind, before, mem in var.events if kind in (ALLOC, FREE)]
-    if counters:
-        add(" CA = core._counters.append")
-    seq_count = dict.fromkeys(streams, 0)
-    eng_count = dict.fromkeys(engines, 0)
-    flops = 0
-    aux_k = 0
-    aux_exprs = []
-    c_i = 0
-    pinfo: dict[int, str] = {}
-    for j, p in enumerate(pos):
-        while c_i < len(counters) and counters[c_i][0] <= j:
-            name, unit = _USAGE[counters[c_i][1]]
-            add(f" CA((fr, {name!r}, CV[{c_i}], {unit!r}))")
-            c_i += 1
-        s, e = p.stream, p.engine
-        add(f" r = sf{s}")
-        add(f" if ei{e} > r: r = ei{e}")
-        if s == S_MATRIX:
-            add(" if pw > r: r = pw")
-        waits = [(k, src) for k, src, _dep in p.deps]
-        if waits:
-            add(" w = 0")
-            for k, src in waits:
-                add(f" v = {_ready(k, src)}")
-                add(" if v > w: w = v")
-            add(f" if w > r: st = w; w{j} = w - r")
-            add(f" else: st = r; w{j} = 0")
+def run(prog: Program, core: Any, ctx: Any, leaves: list[Any], aux: list[int], tpls: list[Any],  # noqa: PLR0917
+        tids: list[int], cv: list[float], segs: list[Any] | None,
+        need_fins: bool) -> tuple[tuple[Any, ...], list[int] | None, list[int] | None]:
+    """Schedule the segment of ``prog``; returns (producers left in records, starts, finish times)."""
+    n = prog.n
+    SF, EI, SQ = core.stream_free, core.engine_issue, core.stream_seq
+    CS, CE, BU = core.cur_s, core.cur_e, core.busy
+    fr, ln, pw = core.frontier, core.last_ns, core.pe_weights_ready
+    i0, x0 = core.n, core.n_xfers
+    R = [0] * n
+    R.extend(lv[2] for lv in leaves)
+    S: list[int] = []
+    E: list[int] = []
+    W: list[int] = []
+    A: list[int] = []
+    P: dict[int, Any] = {}
+    fins: list[int] | None = [] if need_fins else None
+    counters = prog.counters
+    ca = core._counters.append
+    xf = core._transfer
+    th = core._throttled
+    ai = 0
+    for j, (s, e, dur, deps, flag) in enumerate(prog.rows):
+        if flag & F_COUNTERS:
+            for c, name, unit in counters[j]:
+                ca((fr, name, cv[c], unit))
+        r = SF[s]
+        x = EI[e]
+        if x > r:
+            r = x
+        if flag & F_MATRIX and pw > r:
+            r = pw
+        w = 0
+        for d in deps:
+            v = R[d]
+            if v > w:
+                w = v
+        if w > r:
+            st = w
+            W.append(w - r)
         else:
-            add(f" st = r; w{j} = 0")
-        if p.throttle:
-            add(f" e{j} = st + TH(T[{j}], st)")
+            st = r
+            W.append(0)
+        en = st + (th(tpls[j], st) if flag & F_THROTTLE else dur)
+        SF[s] = en
+        EI[e] = st
+        if flag & F_TENSOR:
+            pw = en
+        ce = CE[e]
+        if st > ce:
+            BU[e] += ce - CS[e]
+            CS[e] = st
+            CE[e] = en
+        elif en > ce:
+            CE[e] = en
+        if st > fr:
+            fr = st
+        S.append(st)
+        E.append(en)
+        SQ[s] += 1
+        if flag & F_DMA:
+            if flag & F_AUX:
+                a = aux[ai]
+                ai += 1
+            else:
+                a = -1
+            A.append(a)
+            p = xf(tpls[j], i0 + j, st, a)
+            fin = p[2]
+            if flag & F_EXPORT:
+                P[j] = p
         else:
-            add(f" e{j} = st + {p.dur}")
-        add(f" sf{s} = e{j}; ei{e} = st; s{j} = st")
-        if s == S_TENSOR:
-            add(f" pw = e{j}")
-        add(f" if st > ce{e}: bu{e} += ce{e} - cs{e}; cs{e} = st; ce{e} = e{j}")
-        add(f" elif e{j} > ce{e}: ce{e} = e{j}")
-        add(" if st > fr: fr = st")
-        seq_count[s] += 1
-        eng_count[e] += 1
-        flops += p.flops_adj
-        if p.dma:
-            aux = f"AUX[{aux_k}]" if p.aux_dynamic else "-1"
-            if p.aux_dynamic:
-                aux_k += 1
-            aux_exprs.append(aux)
-            add(f" P{j} = XF(T[{j}], i0 + {j}, st, {aux}); r{j} = P{j}[2]")
-            add(f" if r{j} > ln: ln = r{j}")
-            pinfo[j] = f"P{j}"
-        else:
-            aux_exprs.append("-1")
-            add(f" if e{j} > ln: ln = e{j}")
-            pinfo[j] = f"({s}, q{s} + {seq_count[s]}, e{j}, {TABLE_INSTRUCTION}, i0 + {j})"
-    while c_i < len(counters):
-        name, unit = _USAGE[counters[c_i][1]]
-        add(f" CA((fr, {name!r}, CV[{c_i}], {unit!r}))")
-        c_i += 1
-    n = len(pos)
-    for s in streams:
-        add(f" SF[{s}] = sf{s}; SQ[{s}] = q{s} + {seq_count[s]}")
-    add(" IPE = core.instructions_per_engine")
-    for e in engines:
-        add(f" EI[{e}] = ei{e}; CS[{e}] = cs{e}; CE[{e}] = ce{e}; BU[{e}] = bu{e}; IPE[{e}] += {eng_count[e]}")
-    if uses_pw:
-        add(" core.pe_weights_ready = pw")
-    add(f" core.frontier = fr; core.last_ns = ln; core.n = i0 + {n}")
-    if flops:
-        add(f" core.pe_flops += {flops}")
-    add(" C = core._cols")
-    add(f" C['start'].extend(({''.join(f's{j}, ' for j in range(n))}))")
-    add(f" C['end'].extend(({''.join(f'e{j}, ' for j in range(n))}))")
-    add(f" C['wait'].extend(({''.join(f'w{j}, ' for j in range(n))}))")
-    add(f" C['aux'].extend(({''.join(f'{a}, ' for a in aux_exprs)}))")
-    add(" C['tid'].extend(TIDS)")
-    add(" LP = ctx.last_pinfo")
-    for key, j in var.last:
-        add(f" LP[{key}] = {pinfo[j]}")
-    leaves = "".join(f"V[{k}], " for k in var.edge_leaves)
-    add(f" if SEGS is not None: SEGS.append(({var.uid}, i0, x0, ({leaves})))")
-    outs = []
-    for _sig, _struct, srcs in var.outputs:
-        for kind, src in srcs:
-            outs.append(pinfo[src] if kind in (SRC_INSTR, SRC_DMA) else f"V[{src}]")
-    out = f"({''.join(f'{o}, ' for o in outs)})"
-    fins = "".join(f"r{j}, " if p.dma else f"e{j}, " for j, p in enumerate(pos))
-    starts = "".join(f"s{j}, " for j in range(n))
-    add(f" if NF: return {out}, ({starts}), ({fins})")
-    add(f" return {out}, None, None")
-    return "\n".join(lines) + "\n"
+            A.append(-1)
+            fin = en
+            if flag & F_EXPORT:
+                P[j] = (s, SQ[s], en, TABLE_INSTRUCTION, i0 + j)
+        R[j] = fin
+        if fin > ln:
+            ln = fin
+        if fins is not None:
+            fins.append(fin)
+    if n in counters:
+        for c, name, unit in counters[n]:
+            ca((fr, name, cv[c], unit))
+    core.frontier = fr
+    core.last_ns = ln
+    core.pe_weights_ready = pw
+    core.n = i0 + n
+    ipe = core.instructions_per_engine
+    for e, k in prog.eng_counts:
+        ipe[e] += k
+    if prog.flops:
+        core.pe_flops += prog.flops
+    cols = core._cols
+    cols["start"].extend(S)
+    cols["end"].extend(E)
+    cols["wait"].extend(W)
+    cols["aux"].extend(A)
+    cols["tid"].extend(tids)
+    lp = ctx.last_pinfo
+    for key, j2 in prog.last:
+        lp[key] = P[j2]
+    if segs is not None:
+        segs.append((prog.uid, i0, x0, tuple([leaves[k] for k in prog.edge_leaves])))
+    outs = tuple([leaves[src] if is_leaf else P[src] for is_leaf, src in prog.out_src])
+    return outs, (S if need_fins else None), fins
 
 
-def compile_variant(var: Variant) -> Any:
-    """The variant's generated ``run`` function."""
-    namespace: dict[str, Any] = {}
-    exec(compile(source(var), f"<trnprof segment {var.uid}>", "exec"), namespace)
-    return namespace["run"]
+def program(var: Variant) -> Program:
+    """The variant's :class:`Program`."""
+    return Program(var)

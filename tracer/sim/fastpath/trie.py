@@ -57,8 +57,8 @@ class Position:
 class Node:
     """One event of a recorded segment."""
 
-    __slots__ = ("apply", "children", "chk", "code", "depth", "first", "guards", "kind", "lasti", "parent",
-                 "positions", "sib", "spec", "variant")
+    __slots__ = ("apply", "children", "chk", "code", "depth", "first", "guards", "kind", "lasti", "params",
+                 "parent", "positions", "sib", "spec", "variant")
 
     def __init__(self, kind: int, spec: tuple[Any, ...], guards: tuple[Any, ...],
                  positions: tuple[Position, ...], parent: Node | None) -> None:
@@ -79,6 +79,7 @@ class Node:
         #: Generated matching functions (see tracer.sim.fastpath.match).
         self.chk: Any = None
         self.apply: Any = None
+        self.params: tuple[Any, ...] = ()
 
     def key(self) -> tuple[Any, ...]:
         """Identity of the node among its siblings."""

@@ -21,9 +21,12 @@ from __future__ import annotations
 import bisect
 import math
 import time
+from array import array
 from collections import deque
 from collections.abc import Callable
 from typing import Any
+
+import numpy as np
 
 from tracer.sim.arch import CostModel
 from tracer.sim.records import (
@@ -69,10 +72,11 @@ class Core:
         self.stream_seq = [0] * 6
         self.engine_issue = [0] * 5
         self.pe_weights_ready = 0
-        # busy-time union per engine (starts are non-decreasing per engine)
+        # busy time (union of instruction intervals) per engine, accumulated at each handoff from the chunk's
+        # columns (starts are non-decreasing per engine), with the latest end seen so far per engine
         self.busy = [0] * 5
-        self.cur_s = [0] * 5
-        self.cur_e = [0] * 5
+        self.busy_end = [0] * 5
+        self.tpl_engine = array("b")
         self.instructions_per_engine = [0] * 5
         # DMA state
         # DMA: each queue group has one FIFO queue per DMA engine; the engines' time is shared by all groups
@@ -131,6 +135,7 @@ class Core:
         if tid is None:
             tpl = build_template(self.cm, self, key)
             tid = tpl.id = len(self.templates)
+            self.tpl_engine.append(tpl.engine)
             self.templates.append(tpl)
             self.template_ids[key] = tid
         return tid
@@ -197,13 +202,6 @@ class Core:
                 f_gap(start - p[2])
                 f_stream(p[0])
                 f_value(p[1])
-        # busy union
-        if start > self.cur_e[eng]:
-            self.busy[eng] += self.cur_e[eng] - self.cur_s[eng]
-            self.cur_s[eng] = start
-            self.cur_e[eng] = end
-        elif end > self.cur_e[eng]:
-            self.cur_e[eng] = end
         self.instructions_per_engine[eng] += 1
         if start > self.frontier:
             self.frontier = start
@@ -292,6 +290,7 @@ class Core:
                     end_max = e
             qs[q] = s
         self._cols["x_qstart"].extend(qs)
+        self._cols["x_uni"].append(0)
         # the transfer's last packet: highest index among the queues finishing last
         last = max(plan.last_packet(q, q0) for q in range(plan.nqueues) if totals[q] and qs[q] + totals[q] == end_max)
         self.queue_busy_ns += sum(totals)
@@ -333,7 +332,8 @@ class Core:
         self.u_qf[g] = e
         nq = plan.nqueues
         c = self._cols
-        c["x_qstart"].extend(plan.repeat(s))
+        c["x_qstart"].append(s)
+        c["x_uni"].append(1)
         last = plan.last_all(q0)
         self.queue_busy_ns += tot * nq
         pkt_base = self.n_packets
@@ -448,9 +448,29 @@ class Core:
                 or time.monotonic() - self._last_handoff >= HANDOFF_INTERVAL_S:
             self.handoff()
 
+    def _account_busy(self, c: dict[str, array]) -> None:
+        """Add the chunk's instruction intervals to each engine's busy time (union of intervals)."""
+        if not len(c["start"]):
+            return
+        start = np.frombuffer(c["start"], np.int64)
+        end = np.frombuffer(c["end"], np.int64)
+        eng = np.frombuffer(self.tpl_engine, np.int8)[np.frombuffer(c["tid"], np.int64)]
+        for e in range(len(self.busy)):
+            m = eng == e
+            if not m.any():
+                continue
+            s, en = start[m], end[m]
+            # an interval adds what lies beyond the latest end before it (starts never decrease per engine)
+            prev = np.maximum.accumulate(np.concatenate(([self.busy_end[e]], en[:-1])))
+            self.busy[e] += int(np.maximum(en - np.maximum(s, prev), 0).sum())
+            last = int(en.max())
+            if last > self.busy_end[e]:
+                self.busy_end[e] = last
+
     def handoff(self) -> None:
         """Hand the records gathered so far to the sink and start a new chunk."""
         c = self._cols
+        self._account_busy(c)
         chunk = Chunk(first_id=self._chunk_first, first_xfer=self._chunk_first_xfer, counters=self._counters,
                       spans=self._spans, n_templates=len(self.templates), streams=tuple(self.stream_names),
                       segs=self.segs, n_variants=len(self.variants), **c)
@@ -469,5 +489,5 @@ class Core:
             self.progress(self.n, self.last_ns)
 
     def finish_busy(self) -> list[int]:
-        """Busy ns per engine (union of its instructions' intervals)."""
-        return [b + (e - s) for b, s, e in zip(self.busy, self.cur_s, self.cur_e, strict=True)]
+        """Busy ns per engine (union of its instructions' intervals), after the last handoff."""
+        return list(self.busy)

@@ -41,6 +41,16 @@ def _i64(buf: Any) -> np.ndarray:
     return np.frombuffer(buf, dtype=np.int64) if len(buf) else np.zeros(0, np.int64)
 
 
+def _queue_starts(flat: np.ndarray, uni: np.ndarray, nq: int) -> np.ndarray:
+    """Per transfer and queue, the time the queue started it (a uniform transfer stored one value for all)."""
+    offs = np.concatenate([[0], np.cumsum(np.where(uni, 1, nq))[:-1]]).astype(np.int64)
+    out = np.empty((len(uni), nq), np.int64)
+    out[uni] = flat[offs[uni]][:, None]
+    rest = ~uni
+    out[rest] = flat[offs[rest][:, None] + np.arange(nq)[None, :]]
+    return out
+
+
 def _dict_column(codes: np.ndarray, values: list[str]) -> pa.DictionaryArray:
     mask = codes < 0
     idx = pa.array(np.where(mask, 0, codes).astype(np.int32), mask=mask if mask.any() else None)
@@ -368,7 +378,7 @@ class Emitter:
         x_q0 = np.frombuffer(ch.x_q0, np.int32).astype(np.int64)
         nx = len(x_tid)
         nq = core.cm.dma_queues
-        qstart = _i64(ch.x_qstart).reshape(nx, nq)
+        qstart = _queue_starts(_i64(ch.x_qstart), np.frombuffer(ch.x_uni, np.int8).astype(bool), nq)
         first = int(x_pkt[0])
         attrs = self._arr('t_dma')[x_tid]  # per transfer: shape, n, qtype, src, dst, var, queue base
         total = int(x_pkt[-1] + attrs[-1, 1]) - first

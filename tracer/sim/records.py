@@ -101,8 +101,8 @@ class DmaPlan:
     queue ``(q0 + j) % Q`` where ``q0`` rotates from transfer to transfer, so the queues stay balanced.
     """
 
-    __slots__ = ("_cache", "_equal", "_last", "chunk_bytes", "dst_mem", "group", "hbm", "n", "nqueues", "per_row",
-                 "prefix", "queue_type", "rows", "src_mem", "sub_bytes", "sub_ns", "variable")
+    __slots__ = ("_cache", "_equal", "_last", "_uni", "bytes", "chunk_bytes", "dst_mem", "group", "hbm", "n",
+                 "nqueues", "per_row", "prefix", "queue_type", "rows", "src_mem", "sub_bytes", "sub_ns", "variable")
 
     def __init__(self, cm: CostModel, *, rows: int, chunk_bytes: int, group: int, prefix: str, queue_type: str,
                  src_mem: str, dst_mem: str, variable: str, hbm: tuple[Any, ...] | None) -> None:
@@ -127,6 +127,9 @@ class DmaPlan:
         self._cache: dict[int, tuple[tuple[int, ...], np.ndarray, np.ndarray]] = {}
         self._equal: dict[int, bool] = {}
         self._last: dict[int, int] = {}
+        self._uni: dict[int, Any] = {}
+        #: Bytes the transfer moves.
+        self.bytes = rows * chunk_bytes
 
     def layout(self, q0: int) -> tuple[tuple[int, ...], np.ndarray, np.ndarray]:
         """(per-queue busy ns, per-packet offset from its queue's start, per-packet queue) for rotation ``q0``."""
@@ -148,6 +151,15 @@ class DmaPlan:
             totals[q] = int(csum[-1]) if len(csum) else 0
         hit = (tuple(totals), offsets, queue)
         self._cache[q0] = hit
+        return hit
+
+    def uniform(self, q0: int) -> tuple[int, int] | None:
+        """(busy time of every queue, index of the last packet) when rotation ``q0`` loads every queue alike,
+        else None."""
+        hit = self._uni.get(q0, False)
+        if hit is False:
+            hit = self._uni[q0] = (self.layout(q0)[0][0], self.last_all(q0)) \
+                if self.equal_totals(q0) and self.layout(q0)[0][0] else None
         return hit
 
     def equal_totals(self, q0: int) -> bool:
@@ -202,6 +214,8 @@ class Chunk:
     x_retire: array
     x_qstart: array
     x_out: array
+    #: 1 when the transfer's queues all started together (x_qstart then holds one value, else one per queue).
+    x_uni: array
     first_xfer: int
     counters: list[tuple[int, str, float, str]] = field(default_factory=list)
     spans: list[dict[str, Any]] = field(default_factory=list)
@@ -218,6 +232,6 @@ class Chunk:
 def new_columns() -> dict[str, array]:
     cols = {name: array("q") for name in ("start", "end", "tid", "wait", "aux", "f_in", "f_out", "f_gap",
                                           "f_value", "x_instr", "x_tid", "x_pkt", "x_retire", "x_qstart", "x_out")}
-    cols.update({name: array("b") for name in ("f_table", "f_dep")})
+    cols.update({name: array("b") for name in ("f_table", "f_dep", "x_uni")})
     cols.update({name: array("i") for name in ("f_stream", "x_q0")})
     return cols

@@ -329,7 +329,7 @@ class FastPath:
             if tid is None:
                 tid = cache[key] = core.template(substitute(p.recipe, blocks, tensors, names))
                 tpl = core.templates[tid]
-                if tpl.stream != p.stream or tpl.engine != p.engine or (not p.throttle and tpl.dur != p.dur):
+                if tpl.stream != p.stream or tpl.engine != p.engine or tpl.dur != p.dur:
                     raise RuntimeError("trnprof loop fast path: a rebuilt template differs from the recorded one")
             tids.append(tid)
             tpls.append(core.templates[tid])

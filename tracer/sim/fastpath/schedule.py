@@ -1,13 +1,13 @@
 """Scheduling a matched segment in one go: a tight loop over its variant's precomputed instruction table.
 
-For every instruction of the segment, in order, :func:`run` does exactly what
-:meth:`tracer.sim.core.Core.execute` does -- the start is the latest of the stream being free, the engine having
-issued its previous instruction, (for MultiplyMoving) the weights being loaded and every semaphore wait being met;
-busy time, frontier, last end, DMA transfers, the Trn2 throttle, usage counters in event order -- but with the
-dependency structure precomputed: a dependency is an index into one list of ready times holding the segment's
-instructions then its input leaves.  Validation, template lookup and dependency resolution are gone; what is left
-is a handful of list operations per instruction.  It then writes the trace columns in bulk and returns the
-producers the segment leaves in the records of the blocks and tensors it touched.
+For every instruction of the segment, in order, :func:`run` does what :meth:`tracer.sim.core.Core.execute` does
+-- the start is the latest of the stream being free, the engine having issued its previous instruction, (for
+MultiplyMoving) the weights being loaded and every semaphore wait being met; frontier, last end, DMA transfers,
+the Trn2 throttle, usage counters in event order -- with the dependency structure precomputed: a dependency is an
+index into one list of ready times holding the segment's instructions then its input leaves.  Validation, template
+lookup and dependency resolution are gone.  DMA transfers that load every queue alike while the DMA state is
+uniform (:meth:`Core._transfer_uniform`) and the Trn2 throttle (:meth:`Core._throttled`) are computed inline, on
+local copies of the core's state, with the same arithmetic.  The trace columns are written in bulk.
 """
 
 # Hot path: `if a > b: b = a` is about twice as fast as `b = max(a, b)` in CPython.
@@ -15,10 +15,11 @@ producers the segment leaves in the records of the blocks and tensors it touched
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from tracer.sim.fastpath.trie import ALLOC, FREE, SRC_LEAF, Variant
-from tracer.sim.records import S_MATRIX, S_TENSOR, TABLE_INSTRUCTION
+from tracer.sim.records import S_MATRIX, S_TENSOR, TABLE_INSTRUCTION, TABLE_PACKET
 
 F_MATRIX, F_TENSOR, F_THROTTLE, F_DMA, F_AUX, F_EXPORT, F_COUNTERS = 1, 2, 4, 8, 16, 32, 64
 _USAGE = {"SBUF": ("sbuf_usage_bytes", "B"), "PSUM": ("psum_banks_in_use", "banks")}
@@ -27,7 +28,8 @@ _USAGE = {"SBUF": ("sbuf_usage_bytes", "B"), "PSUM": ("psum_banks_in_use", "bank
 class Program:
     """A variant's instruction table and what to do around it."""
 
-    __slots__ = ("counters", "edge_leaves", "eng_counts", "flops", "last", "n", "out_src", "rows", "uid")
+    __slots__ = ("aux", "counters", "edge_leaves", "eng_counts", "flops", "has_dma", "has_throttle", "last", "n",
+                 "out_src", "rows", "seq_counts", "uid")
 
     def __init__(self, var: Variant) -> None:
         pos = var.positions
@@ -45,6 +47,7 @@ class Program:
                 counters.setdefault(before, []).append((c, *_USAGE[mem]))
                 c += 1
         rows = []
+        seq: dict[int, int] = {}
         for j, p in enumerate(pos):
             flag = 0
             if p.stream == S_MATRIX:
@@ -61,9 +64,14 @@ class Program:
                 flag |= F_EXPORT
             if j in counters:
                 flag |= F_COUNTERS
+            seq[p.stream] = seq.get(p.stream, 0) + 1
             deps = tuple(src + (n if kind == SRC_LEAF else 0) for kind, src, _dep in p.deps)
-            rows.append((p.stream, p.engine, p.dur, deps, flag))
+            rows.append((p.stream, p.engine, p.dur, deps, flag, seq[p.stream]))
         self.rows = rows
+        self.seq_counts = sorted(seq.items())
+        self.aux = [-1] * n
+        self.has_dma = any(p.dma for p in pos)
+        self.has_throttle = any(p.throttle for p in pos)
         self.counters = counters
         self.edge_leaves = list(var.edge_leaves)
         eng: dict[int, int] = {}
@@ -81,23 +89,71 @@ def run(prog: Program, core: Any, ctx: Any, leaves: list[Any], aux: list[int], t
     """Schedule the segment of ``prog``; returns (producers left in records, starts, finish times)."""
     n = prog.n
     SF, EI, SQ = core.stream_free, core.engine_issue, core.stream_seq
-    CS, CE, BU = core.cur_s, core.cur_e, core.busy
+    q_base = list(SQ)
     fr, ln, pw = core.frontier, core.last_ns, core.pe_weights_ready
     i0, x0 = core.n, core.n_xfers
     R = [0] * n
-    R.extend(lv[2] for lv in leaves)
+    R.extend([lv[2] for lv in leaves])
     S: list[int] = []
     E: list[int] = []
     W: list[int] = []
-    A: list[int] = []
+    A = list(prog.aux)
     P: dict[int, Any] = {}
-    fins: list[int] | None = [] if need_fins else None
     counters = prog.counters
     ca = core._counters.append
-    xf = core._transfer
-    th = core._throttled
     ai = 0
-    for j, (s, e, dur, deps, flag) in enumerate(prog.rows):
+    # DMA state (uniform transfers are done here; others by core._transfer after writing this back)
+    dma = prog.has_dma
+    if dma:
+        lat = core.cm.dma_start_latency_ns
+        u_qf, u_starts, u_ends = core.u_qf, core.u_starts, core.u_ends
+        d_retire, d_seq = core.dma_retire, core.dma_seq
+        q0, npk, nx = core.q0, core.n_packets, core.n_xfers
+        qbusy, dbytes = core.queue_busy_ns, core.dma_bytes
+        XI: list[int] = []
+        XT: list[int] = []
+        XP: list[int] = []
+        XQ: list[int] = []
+        XR: list[int] = []
+        XO: list[int] = []
+        XS: list[int] = []
+    # throttle state
+    thr = prog.has_throttle
+    if thr:
+        tcm = core.cm
+        TW, TR, TRAMP = tcm.throttle_window_ns, tcm.throttle_reset_utilization, tcm.throttle_ramp_ns
+        f0 = tcm.throttle_start_fraction
+        win = core.thr_window
+        t_busy, t_rs, t_pct = core.thr_busy, core.thr_ramp_start, core.thr_level_pct
+    j = 0
+    for s, e, dur0, deps, flag, k in prog.rows:
+        if not flag:  # the common case: a compute instruction nothing else refers to
+            r = SF[s]
+            x = EI[e]
+            if x > r:
+                r = x
+            w = 0
+            for d in deps:
+                v = R[d]
+                if v > w:
+                    w = v
+            if w > r:
+                W.append(w - r)
+                r = w
+            else:
+                W.append(0)
+            en = r + dur0
+            SF[s] = en
+            EI[e] = r
+            if r > fr:
+                fr = r
+            S.append(r)
+            E.append(en)
+            R[j] = en
+            if en > ln:
+                ln = en
+            j += 1
+            continue
         if flag & F_COUNTERS:
             for c, name, unit in counters[j]:
                 ca((fr, name, cv[c], unit))
@@ -118,51 +174,124 @@ def run(prog: Program, core: Any, ctx: Any, leaves: list[Any], aux: list[int], t
         else:
             st = r
             W.append(0)
-        en = st + (th(tpls[j], st) if flag & F_THROTTLE else dur)
+        dur = dur0
+        if flag & F_THROTTLE:
+            tpl = tpls[j]
+            dur = tpl.dur
+            if t_rs < 0:
+                reset = True
+            else:
+                lo = st - TW
+                while win and win[0][1] <= lo:
+                    s0, e0 = win.popleft()
+                    t_busy -= e0 - s0
+                busy = t_busy
+                if win and win[0][0] < lo:
+                    busy -= lo - win[0][0]
+                span = st - t_rs
+                if span > TW:
+                    span = TW
+                reset = span > 0 and busy < TR * span
+            if reset:
+                t_rs = st
+                win.clear()
+                t_busy = 0
+            level = f0 + (1.0 - f0) * (st - t_rs) / TRAMP
+            if level > 1.0:
+                level = 1.0
+            if level < 1.0:
+                dur = max(tpl.dur, math.ceil(tpl.cycles / (level * tpl.clock) - 1e-9))
+            pct = round(level * 100)
+            if pct != t_pct:
+                t_pct = pct
+                ca((st, "tensor_throttle_percent", float(pct), "%"))
+            win.append((st, st + dur))
+            t_busy += dur
+        en = st + dur
         SF[s] = en
         EI[e] = st
         if flag & F_TENSOR:
             pw = en
-        ce = CE[e]
-        if st > ce:
-            BU[e] += ce - CS[e]
-            CS[e] = st
-            CE[e] = en
-        elif en > ce:
-            CE[e] = en
         if st > fr:
             fr = st
         S.append(st)
         E.append(en)
-        SQ[s] += 1
         if flag & F_DMA:
             if flag & F_AUX:
-                a = aux[ai]
+                a = A[j] = aux[ai]
                 ai += 1
             else:
                 a = -1
-            A.append(a)
-            p = xf(tpls[j], i0 + j, st, a)
-            fin = p[2]
+            tpl = tpls[j]
+            plan = tpl.dma
+            uni = plan.uniform(q0) if core.uniform else None
+            if uni is not None:
+                tot, last = uni
+                g = plan.group
+                ready = st + lat
+                qf = u_qf[g]
+                q = qf if qf > ready else ready
+                if u_ends and q >= u_ends[-1] and q >= core.u_floor:
+                    if q == u_ends[-1]:
+                        u_ends[-1] = q + tot
+                    else:
+                        u_starts.append(q)
+                        u_ends.append(q + tot)
+                        if len(u_ends) > 256:
+                            core._trim_uniform()
+                else:
+                    q = core._place_uniform(q, tot)
+                fin = q + tot
+                u_qf[g] = fin
+                XQ.append(q)
+                nq = plan.nqueues
+                qbusy += tot * nq
+                out = npk + last
+                XP.append(npk)
+                XS.append(q0)
+                npk += plan.n
+                q0 = (q0 + plan.n) % nq
+                rt = d_retire[g]
+                if fin < rt:
+                    fin = rt
+                d_retire[g] = fin
+                sq = d_seq[g] = d_seq[g] + 1
+                XI.append(i0 + j)
+                XT.append(tpl.id)
+                XR.append(fin)
+                XO.append(out)
+                nx += 1
+                dbytes += plan.bytes
+                p = (g, sq, fin, TABLE_PACKET, out)
+            else:
+                _flush_dma(core, q0, npk, nx, qbusy, dbytes, XI, XT, XP, XQ, XR, XO, XS)
+                XI, XT, XP, XQ, XR, XO, XS = [], [], [], [], [], [], []
+                p = core._transfer(tpl, i0 + j, st, a)
+                q0, npk, nx, qbusy, dbytes = core.q0, core.n_packets, core.n_xfers, core.queue_busy_ns, core.dma_bytes
+                fin = p[2]
             if flag & F_EXPORT:
                 P[j] = p
         else:
-            A.append(-1)
             fin = en
             if flag & F_EXPORT:
-                P[j] = (s, SQ[s], en, TABLE_INSTRUCTION, i0 + j)
+                P[j] = (s, q_base[s] + k, en, TABLE_INSTRUCTION, i0 + j)
         R[j] = fin
         if fin > ln:
             ln = fin
-        if fins is not None:
-            fins.append(fin)
+        j += 1
     if n in counters:
         for c, name, unit in counters[n]:
             ca((fr, name, cv[c], unit))
+    if dma:
+        _flush_dma(core, q0, npk, nx, qbusy, dbytes, XI, XT, XP, XQ, XR, XO, XS)
+    if thr:
+        core.thr_busy, core.thr_ramp_start, core.thr_level_pct = t_busy, t_rs, t_pct
     core.frontier = fr
     core.last_ns = ln
     core.pe_weights_ready = pw
     core.n = i0 + n
+    for s, k in prog.seq_counts:
+        SQ[s] += k
     ipe = core.instructions_per_engine
     for e, k in prog.eng_counts:
         ipe[e] += k
@@ -180,7 +309,26 @@ def run(prog: Program, core: Any, ctx: Any, leaves: list[Any], aux: list[int], t
     if segs is not None:
         segs.append((prog.uid, i0, x0, tuple([leaves[k] for k in prog.edge_leaves])))
     outs = tuple([leaves[src] if is_leaf else P[src] for is_leaf, src in prog.out_src])
-    return outs, (S if need_fins else None), fins
+    if need_fins:
+        return outs, S, R[:n]
+    return outs, None, None
+
+
+def _flush_dma(core: Any, q0: int, npk: int, nx: int, qbusy: int, dbytes: int,  # noqa: PLR0917
+               xi: list[int], xt: list[int], xp: list[int], xq: list[int], xr: list[int], xo: list[int],
+               xs: list[int]) -> None:
+    """Write the DMA state and the columns of the transfers scheduled inline back to the core."""
+    core.q0, core.n_packets, core.n_xfers, core.queue_busy_ns, core.dma_bytes = q0, npk, nx, qbusy, dbytes
+    if xi:
+        c = core._cols
+        c["x_instr"].extend(xi)
+        c["x_tid"].extend(xt)
+        c["x_pkt"].extend(xp)
+        c["x_q0"].extend(xs)
+        c["x_retire"].extend(xr)
+        c["x_out"].extend(xo)
+        c["x_qstart"].extend(xq)
+        c["x_uni"].extend([1] * len(xi))
 
 
 def program(var: Variant) -> Program:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import inspect
 import sys
+from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from tracer.sim.fastpath import state
@@ -187,7 +188,7 @@ class _Gen:
         if code is None:
             ns: dict[str, Any] = {"Tile": Tile, "TileView": TileView, "HbmView": HbmView, "HbmTensor": HbmTensor,
                                   "SIGLV": sig_and_leaves, "BUMP": bump_sig_and_leaves, "WSIG": _wsig, "FP": fast,
-                                  "CTX": fast.ctx, "SBUF": SBUF}
+                                  "CTX": fast.ctx, "SBUF": SBUF, "TNEW": Tile.__new__, "DEQUE": deque}
             exec(compile(src, "<trnprof fast-path match>", "exec"), ns)
             code = _CODE[key] = (ns["chk"], ns["apply"])
         return code[0], code[1], tuple(self.params)
@@ -232,34 +233,62 @@ def build(fast: FastPath, node: Node, n_leaves_before: int) -> None:
         from tracer.sim.dtypes import dtype
 
         mem, tshape, shape, tdt, dt, tname, name, prov, where = spec
-        nb = g.p(int(shape[1]) * dtype(dt).itemsize)
-        wh = g.p(where)
+        d = dtype(dt)
+        nbytes = int(shape[1]) * d.itemsize
+        alloc = fast.ctx.sbuf if mem == "SBUF" else fast.ctx.psum
+        size = alloc.round_size(nbytes)
+        al = "CTX.sbuf" if mem == "SBUF" else "CTX.psum"
         g.fail(f"a[0].__class__ is not {g.p(tshape)} or a[0] != {g.p(shape)}")
         g.fail(f"a[1].__class__ is not {g.p(tdt)} or a[1] != {g.p(dt)}")
         g.fail(f"a[2].__class__ is not {g.p(tname)} or a[2] != {g.p(name)}")
-        alloc = "CTX.sbuf" if mem == "SBUF" else "CTX.psum"
-        g.chk.append(f" b = M.peek = {alloc}.peek({nb}, {wh})")
-        g.fail("b is None")
+        key = g.p((size, where))
+        g.chk.append(f" al = {al}")
+        g.chk.append(f" q = al.free_by_key.get({key})")
+        g.chk.append(" if q is not None and len(q) > al.spare: b = q[0]")
+        g.chk.append(" else:")
+        g.chk.append(f"  b = al.peek({g.p(nbytes)}, {g.p(where)})")
+        g.chk.append("  if b is None: return None")
+        g.chk.append(" M.peek = b")
         if prov[0] == "again":
             g.fail(f"b is not M.blocks[{g.p(prov[1])}]")
         else:
             g.chk.append(" if b is True:")
-            g.chk.append(f"  sg, lv = BUMP(FP, {alloc})")
+            g.chk.append("  sg, lv = BUMP(FP, al)")
             g.chk.append(" else:")
             g.chk.append("  if b.touch is M.token: return None")
             g.chk.append("  sg, lv = SIGLV(FP, b)")
             g.fail(f"sg != {g.p(prov[1])}")
             g.chk.append(" nv = (*nv, *lv)")
             g.n_new += 1
-        g.app.append(f" t = FP.new_tile(M, a[2], {g.p(mem)}, {nb}, {wh}, {g.p(dtype(dt))}, "
-                     f"{g.p((int(shape[0]), int(shape[1])))})")
-        g.app.append(" b = t.block")
+        wh = g.p(where)
+        g.app += [
+            " b = M.peek",
+            " c = CTX",
+            " uid = c._n_tiles = c._n_tiles + 1",
+            f" name = a[2] or {g.p(mem.lower())} + str(uid)",
+            f" al = {al}",
+            " if b is True:",
+            f"  b = al.alloc({g.p(nbytes)}, {wh}, name)",
+            " else:",
+            f"  al.free_by_key[{key}].popleft()",
+            f"  b.owner_parts = (name, {wh})",
+            f"  n = al.in_use = al.in_use + {g.p(size)}",
+            "  if n > al.peak: al.peak = n",
+            "  al.live[id(b)] = b",
+            (f" M.cv.append(float(al.in_use * {g.p(fast.ctx.cm.partitions)}))" if mem == "SBUF"
+             else " M.cv.append(float(al.in_use // al.unit))"),
+            " M.names[('L', uid - M.ub - 1)] = name",
+            " t = TNEW(Tile); t.uid = uid; t.ctx = c; t.name = name; t.block = b; t.data = None; t.written = None",
+            f" t.shape = {g.p((int(shape[0]), int(shape[1])))}; t.p1 = {g.p(int(shape[0]))}; "
+            f"t.f1 = {g.p(int(shape[1]))}; t.dtype = {g.p(d)}",
+            f" t.mem = {g.p(mem)}; t.loc = {wh}; t.full_written = False",
+        ]
         if prov[0] != "again":
             g.app.append(" b.touch = M.token; M.blocks.append(b)")
         g.app.append(" M.lblk.append(b)")
         g.app.append(" return t")
     elif kind == FREE:
-        _mem, tspec = spec
+        mem, tspec = spec
         if tspec[0] == "L":
             g.fail(f"a.uid != u + {g.p(tspec[1])}")
         elif tspec[0] == "O":
@@ -269,7 +298,18 @@ def build(fast: FastPath, node: Node, n_leaves_before: int) -> None:
             g.first_touch("a.block", tspec[3])
             g.app.append(" M.names[('O', len(M.ouids))] = a.name; M.ouids.append(a.uid); b = a.block")
             g.app.append(" b.touch = M.token; M.blocks.append(b); M.oblk.append(b)")
-        g.app.append(" FP.free_tile(M, a)")
+        g.app += [
+            " b = a.block",
+            f" al = {'CTX.sbuf' if mem == 'SBUF' else 'CTX.psum'}",
+            " if al.live.pop(id(b), None) is not None:",
+            "  al.in_use -= b.size",
+            "  k = (b.size, b.site)",
+            "  q = al.free_by_key.get(k)",
+            "  if q is None: q = al.free_by_key[k] = DEQUE()",
+            "  q.append(b)",
+            (f" M.cv.append(float(al.in_use * {g.p(fast.ctx.cm.partitions)}))" if mem == "SBUF"
+             else " M.cv.append(float(al.in_use // al.unit))"),
+        ]
     elif kind in (ENTER, EXIT):
         g.fail(f"a.category != {g.p(spec[0])} or a.name != {g.p(spec[1])}")
         g.app.append(f" FP.scope_event(M, a, {g.p(kind)})")

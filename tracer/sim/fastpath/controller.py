@@ -160,8 +160,10 @@ class FastPath:
     # -- modes -----------------------------------------------------------------------------------------------------
     def _start_match(self, root: Node) -> None:
         core = self.core
-        self.m = match.Segment(root, self.ctx._n_tiles, core.stream_seq[S_VECTOR],
-                               list(core.open_spans) if core.open_spans else [])
+        self.m = m = match.Segment(root, self.ctx._n_tiles, core.stream_seq[S_VECTOR],
+                                   list(core.open_spans) if core.open_spans else [])
+        m.names[("A", 0)] = self.ctx.cur_layer
+        m.names[("A", 1)] = self.ctx.cur_operator
         self.mode = MATCH
         self._install(self.match_methods)
 
@@ -229,8 +231,7 @@ class FastPath:
                 self._fallback()
         if self.mode == RECORD:
             self._finish_record(spec)
-        ctx = self.ctx
-        key = (spec, ctx.cur_layer, ctx.cur_operator)
+        key = (spec,)
         root = self.roots.get(key)
         if root is not None and root.first is not None:
             self._start_match(root)
@@ -387,7 +388,8 @@ class FastPath:
         if self.mode == MATCH and self._scope_match(ENTER, scope):
             return
         if self.mode == RECORD:
-            self.rec.simple(ENTER, (scope.category, scope.name))
+            self.rec.scope(ENTER, scope.category, scope.name)
+            self.rec.simple(ENTER, (scope.category,))
         self.ctx.scope_open(scope)
 
     def scope_exit(self, scope: Any) -> None:
@@ -395,7 +397,12 @@ class FastPath:
         if self.mode == MATCH and self._scope_match(EXIT, scope):
             return
         if self.mode == RECORD:
-            self.rec.simple(EXIT, (scope.category, scope.name))
+            try:
+                self.rec.scope(EXIT, scope.category, scope.name)
+            except Unrecordable:
+                self._drop_recording()
+            else:
+                self.rec.simple(EXIT, (scope.category,))
         row = self.ctx.scope_close(scope)
         if row is not None:
             self.core.span(row)
@@ -416,6 +423,8 @@ class FastPath:
     def scope_event(self, m: match.Segment, scope: Any, kind: int) -> None:
         """Live part of a matched scope event."""
         if kind == ENTER:
+            m.names[("S", m.nsc)] = scope.name
+            m.nsc += 1
             self.ctx.scope_open(scope)
         else:
             self.ctx.scope_close(scope, row=False)
@@ -510,7 +519,7 @@ class FastPath:
         key = next((k for k, r in self.roots.items() if r is root), None)
         rec = None
         if key is not None and self.root_variants.get(key, 0) < MAX_VARIANTS_PER_ROOT:
-            rec = Recorder(self, root, m.ub)
+            rec = Recorder(self, root, m.ub, (m.names[("A", 0)], m.names[("A", 1)]))
             self._start_record(key, root, rec)
         try:
             self._reissue(m, path, rec)

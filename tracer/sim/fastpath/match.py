@@ -37,8 +37,8 @@ ALLOCS = {"sbuf_tile": "SBUF", "psum_tile": "PSUM"}
 class Segment:
     """The matcher's state for the segment being matched."""
 
-    __slots__ = ("aux", "blocks", "cv", "lblk", "leaves", "n", "names", "node", "oblk", "open0", "ouids", "peek",
-                 "scopes", "tensors", "token", "ub", "vec0")
+    __slots__ = ("aux", "blocks", "cv", "lblk", "leaves", "n", "names", "node", "nsc", "oblk", "open0", "ouids",
+                 "peek", "scopes", "tensors", "token", "ub", "vec0")
 
     def __init__(self, root: Node, ub: int, vec0: int, open0: list[Any]) -> None:
         self.node = root
@@ -54,6 +54,7 @@ class Segment:
         self.aux: list[int] = []
         self.cv: list[float] = []
         self.scopes: list[tuple[int, int, Any]] = []
+        self.nsc = 0
         self.peek: Any = None
         self.lblk: list[Any] = []
         self.oblk: list[Any] = []
@@ -311,7 +312,7 @@ def build(fast: FastPath, node: Node, n_leaves_before: int) -> None:
              else " M.cv.append(float(al.in_use // al.unit))"),
         ]
     elif kind in (ENTER, EXIT):
-        g.fail(f"a.category != {g.p(spec[0])} or a.name != {g.p(spec[1])}")
+        g.fail(f"a.category != {g.p(spec[0])}")
         g.app.append(f" FP.scope_event(M, a, {g.p(kind)})")
     node.chk, node.apply, node.params = g.finish(fast)
 

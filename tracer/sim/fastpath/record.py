@@ -39,6 +39,9 @@ from tracer.sim.fastpath.trie import (
 from tracer.sim.memory import HbmTensor, HbmView, Tile, TileView
 from tracer.sim.records import KIND_DMA, KIND_MATMUL, S_VECTOR, HKey, VKey
 
+#: Positions of the layer and operator names in each kind of template key (see tracer.sim.templates).
+_SCOPE_AT = {"EW": (9, 10), "DMA": (10, 11), "LDW": (3, 4), "MM": (6, 7), "TR": (4, 5)}
+
 #: Plain argument types an event spec can hold (matched by type and value).
 VALUE_TYPES = (str, bool, int, float, type(None), np.floating, np.integer)
 
@@ -59,7 +62,7 @@ def written_sig(tile: Tile) -> Any:
 class Recorder:
     """Records one segment as it runs through the general path (see the module docstring)."""
 
-    def __init__(self, fast: Any, root: Node, ub: int) -> None:
+    def __init__(self, fast: Any, root: Node, ub: int, ambient: tuple[Any, Any] | None = None) -> None:
         self.fast = fast
         self.ctx = fast.ctx
         self.core = fast.core
@@ -83,6 +86,14 @@ class Recorder:
         self.vec_internal = False
         self.ambient_vec = self.core.stream_seq[S_VECTOR]
         self.dst_role: tuple[str, int] | None = None
+        # layer / operator names: the ones in force when the segment starts, then each scope entered in it
+        if ambient is None:
+            ambient = (self.ctx.cur_layer, self.ctx.cur_operator)
+        self.names[("A", 0)], self.names[("A", 1)] = ambient
+        self.layer_src: tuple[str, int] = ("A", 0)
+        self.op_src: tuple[str, int] = ("A", 1)
+        self.src_stack: list[tuple[tuple[str, int], tuple[str, int]]] = []
+        self.n_scopes = 0
 
     # -- first touches and roles ------------------------------------------------------------------------------
     def touch(self, obj: Any) -> int:
@@ -225,6 +236,8 @@ class Recorder:
             self.names[("L", idx)] = m.names[("L", idx)]
             if spec[7][0] == "new" and self.touch(m.lblk[idx]) != spec[7][1]:
                 raise Unrecordable("a block changed while falling back")
+        elif kind in (ENTER, EXIT):
+            self.scope(kind, spec[0], m.names[("S", self.n_scopes)] if kind == ENTER else "")
         elif kind == FREE and spec[1][0] == "O1":
             idx = spec[1][1]
             self.tile_roles[m.ouids[idx]] = ("O", idx)
@@ -234,6 +247,22 @@ class Recorder:
                 raise Unrecordable("an outer block changed while falling back")
         self.begin(kind, spec, node.code, node.lasti)
         self.cur[2].extend(g for g in node.guards if g[0] == "VEQ")
+
+    def scope(self, kind: int, category: str, name: str) -> None:
+        """A layer or operator scope entered or left (its name is a parameter of the segment)."""
+        if kind == ENTER:
+            self.src_stack.append((self.layer_src, self.op_src))
+            k = self.n_scopes
+            self.n_scopes += 1
+            self.names[("S", k)] = name
+            if category == "layer":
+                self.layer_src = ("S", k)
+            else:
+                self.op_src = ("S", k)
+        else:
+            if not self.src_stack:
+                raise Unrecordable("a scope left that was entered before the segment")
+            self.layer_src, self.op_src = self.src_stack.pop()
 
     def simple(self, kind: int, spec: tuple[Any, ...]) -> None:
         """A scope entered or left, or an inner loop step."""
@@ -286,11 +315,21 @@ class Recorder:
         return pinfo
 
     def recipe(self, key: Any) -> Any:
-        """``key`` with block addresses, tensor names and SBUF->SBUF tile names replaced by role references."""
+        """``key`` with block addresses, tensor names, SBUF->SBUF tile names and layer / operator names replaced
+        by role references."""
         if key[0] == "DMA" and key[12] is not None:
             if self.dst_role is None:
                 raise Unrecordable("an SBUF to SBUF copy without a tile destination")
             key = (*key[:12], ("@N", self.dst_role))
+        at = _SCOPE_AT.get(key[0])
+        if at is not None:
+            lyr, opr = at
+            if key[lyr] != self.names[self.layer_src] or key[opr] != self.names[self.op_src]:
+                raise Unrecordable("layer or operator name out of step with the scopes")
+            key = list(key)
+            key[lyr] = ("@N", self.layer_src)
+            key[opr] = ("@N", self.op_src)
+            key = tuple(key)
         return self._refs(key)
 
     def _refs(self, x: Any) -> Any:

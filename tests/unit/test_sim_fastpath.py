@@ -1,0 +1,163 @@
+"""The loop fast path writes exactly the trace the general path writes.
+
+Every shipped kernel, and random looped programs (hypothesis), run with the fast path forced off and on: every
+table must be equal row for row, and so must the run's summary.  Each kernel must also actually have been replayed
+(most of its instructions scheduled by the fast path), so the comparison cannot pass by the fast path silently
+switching itself off.  Random programs use tiny segments so that recording, matching, falling back in the middle
+of a segment and the lazy dependency records are all exercised on a few hundred instructions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.unit.test_sim_dependencies import check_trace_dependencies
+from tracer import TraceReader
+from tracer.errors import KernelError
+from tracer.sim import run_kernel
+from tracer.sim.fastpath import controller
+
+
+def _run(tmp_path, kernel, params, arch, fast, overrides=None):  # noqa: PLR0917
+    path = tmp_path / f"{'fast' if fast else 'general'}.trace"
+    result = run_kernel(kernel, params, arch=arch, overrides=overrides, trace_path=path, overwrite=True,
+                        emit="inline", fast_path=fast)
+    reader = TraceReader(path)
+    return result, {name: reader.read_table(name) for name in reader.table_names() if name != "Metadata"}
+
+
+def _assert_same(general, fast):
+    (rg, tg), (rf, tf) = general, fast
+    assert tg.keys() == tf.keys()
+    for name, table in tg.items():
+        assert tf[name].equals(table), f"table {name} differs with the fast path"
+    skip = {"wall_s", "trace_path", "fast_path_instructions"}
+    for f in dataclasses.fields(rg):
+        if f.name not in skip:
+            assert getattr(rf, f.name) == getattr(rg, f.name), f"result field {f.name} differs with the fast path"
+
+
+KERNEL_CASES = [
+    ("matmul_naive", {"M": 512, "N": 1024, "K": 2048}, "trn2", None),
+    ("matmul_blocked", {"M": 1024, "N": 4096, "K": 1024, "block_m": 2}, "trn1", None),
+    ("matmul_rowload", {"M": 1024, "N": 4096, "K": 1024}, "trn2", None),
+    ("softmax", {"rows": 96000, "cols": 128}, "trn1", None),             # last tile of 0 < p < 128 rows
+    ("rmsnorm", {"rows": 65536, "cols": 128}, "trn2", {"dma_start_latency_ns": "0"}),
+    ("attention", {"seq": 1024, "head_dim": 64, "kv_block": 64}, "trn2", None),
+    ("mlp", {"layers": 12, "d_model": 256, "d_ff": 512, "tokens": 128}, "trn2", None),
+    ("dma_stream", {"rows": 8192, "cols": 2000, "tile_cols": 200}, "trn1", None),  # queues loaded unevenly
+]
+
+
+@pytest.mark.parametrize(("kernel", "params", "arch", "overrides"), KERNEL_CASES,
+                         ids=[c[0] for c in KERNEL_CASES])
+def test_fast_path_writes_the_general_paths_trace(tmp_path, kernel, params, arch, overrides):
+    general = _run(tmp_path, kernel, params, arch, False, overrides)
+    fast = _run(tmp_path, kernel, params, arch, True, overrides)
+    assert general[0].fast_path_instructions == 0
+    share = fast[0].fast_path_instructions / fast[0].instructions
+    assert share > 0.5, f"the fast path replayed only {share:.0%} of the instructions"
+    _assert_same(general, fast)
+
+
+def test_an_error_inside_a_replayed_loop_is_the_general_paths_error(tmp_path):
+    def kern(nc):
+        x = nc.input("x", (128, 64 * 200), "bf16")
+        for i in nc.affine_range(200):
+            t = nc.sbuf_tile((128, 64), "bf16", name="t")
+            if i != 150:
+                nc.dma_copy(t, x[:, i * 64:(i + 1) * 64])
+            u = nc.sbuf_tile((128, 64), "bf16", name="u")
+            nc.tensor_copy(u, t)  # iteration 150 reads t before anything wrote it
+
+    messages = []
+    for fast in (False, True):
+        with pytest.raises(KernelError) as err:
+            run_kernel(kern, {}, trace_path=tmp_path / f"{fast}.trace", emit="inline", fast_path=fast)
+        messages.append(str(err.value))
+    assert messages[0] == messages[1] and "before it was written" in messages[0]
+    tables = [TraceReader(tmp_path / f"{fast}.trace") for fast in (False, True)]
+    for name in tables[0].table_names():
+        if name != "Metadata":
+            assert tables[1].read_table(name).equals(tables[0].read_table(name)), name
+
+
+# -- random looped programs ------------------------------------------------------------------------------------------
+OPS = ["load", "store", "vec", "act", "mm", "gp", "sb2sb", "scratch"]
+body_strategy = st.lists(st.tuples(st.sampled_from(OPS), st.integers(0, 3), st.integers(0, 3), st.integers(0, 3)),
+                         min_size=1, max_size=6)
+
+
+def _looped_kernel(body, iters, deviate, carry, inner, scoped):  # noqa: PLR0917
+    """A kernel whose loop body runs ``body`` on tiles allocated in the iteration, tiles from before the loop,
+    and (``carry``) a tile carried from the previous iteration; ``deviate`` = (every, at) adds an extra operation
+    on the iterations ``i % every == at``; ``inner`` repeats the body in an inner loop; ``scoped`` wraps it in
+    operator scopes."""
+    def kern(nc):
+        x = nc.input("x", (128, 64 * (iters + 4)), "bf16")
+        y = nc.output("y", (128, 64 * (iters + 4)), "bf16")
+        scratch = nc.scratch("scratch", (128, 64), "bf16")
+        outer = [nc.sbuf_tile((128, 64), "bf16", name=f"o{i}") for i in range(2)]
+        for t in outer:
+            nc.memset(t, 1.0)
+        prev = nc.sbuf_tile((128, 64), "bf16", name="prev")
+        nc.memset(prev, 0.0, engine="Vector")
+        for i in nc.affine_range(iters):
+            local = [nc.sbuf_tile((128, 64), "bf16", name=f"l{j}") for j in range(2)]
+            nc.dma_copy(local[0], x[:, i * 64:(i + 1) * 64])
+            nc.tensor_copy(local[1], local[0])
+            tiles = [*local, *outer, prev] if carry else [*local, *outer]
+            for _ in (nc.sequential_range(2) if inner else range(1)):
+                scope = nc.operator(f"step{i % 2}") if scoped else None
+                if scope is not None:
+                    scope.__enter__()
+                for kind, a, b, c in body:
+                    ta, tb, tc = (tiles[k % len(tiles)] for k in (a, b, c))
+                    if kind == "load":
+                        nc.dma_copy(ta, x[:, (i + a) * 64:(i + a + 1) * 64], engine="Scalar" if b % 2 else "Sync")
+                    elif kind == "store":
+                        nc.dma_copy(y[:, (i + b) * 64:(i + b + 1) * 64], ta, engine="GpSimd")
+                    elif kind == "vec":
+                        nc.tensor_tensor(ta[:, 0:32], tb[:, 0:32], tc[:, 32:64], "add")
+                    elif kind == "act":
+                        nc.activation(ta, tb, "exp", bias=tc[:, 0:1])
+                    elif kind == "gp":
+                        nc.tensor_scalar(ta, tb, "multiply", 0.5, engine="GpSimd")
+                    elif kind == "sb2sb":
+                        nc.dma_copy(ta[:, 0:32], tb[:, 32:64])
+                    elif kind == "scratch":
+                        nc.dma_copy(scratch, ta)
+                        nc.dma_copy(tb, scratch, engine="GpSimd")
+                    else:
+                        ps = nc.psum_tile((64, 64), "fp32", name="ps")
+                        nc.matmul(ps, ta[:, 0:64], tb[:, 0:64])
+                        nc.tensor_copy(tc[0:64, :], ps, engine="Scalar" if c % 2 else "Vector")
+                if scope is not None:
+                    scope.__exit__(None, None, None)
+            every, at = deviate
+            if every and i % every == at:
+                extra = nc.sbuf_tile((128, 64), "bf16", name="extra")
+                nc.tensor_tensor(extra, local[1], outer[0], "multiply", engine="GpSimd")
+                nc.dma_copy(y[:, i * 64:(i + 1) * 64], extra)
+            if carry:
+                prev = local[1]
+
+    return kern
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(body=body_strategy, iters=st.integers(6, 40), deviate=st.tuples(st.integers(0, 7), st.integers(0, 6)),
+       carry=st.booleans(), inner=st.booleans(), scoped=st.booleans(), arch=st.sampled_from(["trn1", "trn2"]))
+def test_random_looped_programs(tmp_path_factory, monkeypatch, body, iters, deviate, carry, inner, scoped,  # noqa: PLR0917
+                                arch):
+    monkeypatch.setattr(controller, "TARGET", 4)  # tiny segments: many recordings, matches and fallbacks
+    kern = _looped_kernel(body, iters, deviate, carry, inner, scoped)
+    tmp = tmp_path_factory.mktemp("loop")
+    general = _run(tmp, kern, {}, arch, False)
+    fast = _run(tmp, kern, {}, arch, True)
+    _assert_same(general, fast)
+    check_trace_dependencies(fast[1])

@@ -185,6 +185,7 @@ class KernelContext(OpsMixin):
         attr = "cur_layer" if scope.category == "layer" else "cur_operator"
         scope.prev = getattr(self, attr)
         setattr(self, attr, scope.name)
+        self.core.set_scope(self.cur_layer, self.cur_operator)
         self._span_ids += 1
         scope.span_id = self._span_ids
         scope.parent = self._span_stack[-1] if self._span_stack else None
@@ -200,6 +201,7 @@ class KernelContext(OpsMixin):
         del spans[next(i for i, b in enumerate(spans) if b is box)]
         self._span_stack.pop()
         setattr(self, "cur_layer" if scope.category == "layer" else "cur_operator", scope.prev)
+        self.core.set_scope(self.cur_layer, self.cur_operator)
         scope.depth = len(self._span_stack)
         return scope.row() if row else None
 

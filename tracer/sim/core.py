@@ -119,6 +119,11 @@ class Core:
         #: variants they refer to (the emitter rebuilds their Flow edges from these).
         self.segs: list[tuple[Any, ...]] = []
         self.variants: list[Any] = []
+        # layer / operator names, recorded per instruction as codes into ``names`` (-1: none)
+        self.names: list[str] = []
+        self.name_codes: dict[str, int] = {}
+        self.lyr_code = -1
+        self.hlo_code = -1
         self._last_handoff = time.monotonic()
         self._bind()
 
@@ -126,6 +131,7 @@ class Core:
         c = self._cols
         self._a_start, self._a_end, self._a_tid = c["start"].append, c["end"].append, c["tid"].append
         self._a_wait, self._a_aux = c["wait"].append, c["aux"].append
+        self._a_lyr, self._a_hlo = c["lyr"].append, c["hlo"].append
         self._flow = tuple(c[k].append for k in ("f_in", "f_out", "f_table", "f_dep", "f_gap", "f_stream", "f_value"))
 
     # -- templates and streams ------------------------------------------------------------------------
@@ -139,6 +145,21 @@ class Core:
             self.templates.append(tpl)
             self.template_ids[key] = tid
         return tid
+
+    def name_code(self, name: str | None) -> int:
+        """Code of a layer or operator name in :attr:`names` (-1 for none)."""
+        if name is None:
+            return -1
+        code = self.name_codes.get(name)
+        if code is None:
+            code = self.name_codes[name] = len(self.names)
+            self.names.append(name)
+        return code
+
+    def set_scope(self, layer: str | None, operator: str | None) -> None:
+        """The layer and operator names of the instructions issued from now on."""
+        self.lyr_code = self.name_code(layer)
+        self.hlo_code = self.name_code(operator)
 
     def dma_group(self, prefix: str) -> int:
         """Stream id of the DMA queue group ``prefix`` (e.g. ``qSyncIO``), created on first use."""
@@ -191,6 +212,8 @@ class Core:
         self._a_tid(tid)
         self._a_wait(wait_until - ready if wait_until > ready else 0)
         self._a_aux(aux)
+        self._a_lyr(self.lyr_code)
+        self._a_hlo(self.hlo_code)
         self.n = idx + 1
         if edges:
             f_in, f_out, f_table, f_dep, f_gap, f_stream, f_value = self._flow
@@ -473,7 +496,7 @@ class Core:
         self._account_busy(c)
         chunk = Chunk(first_id=self._chunk_first, first_xfer=self._chunk_first_xfer, counters=self._counters,
                       spans=self._spans, n_templates=len(self.templates), streams=tuple(self.stream_names),
-                      segs=self.segs, n_variants=len(self.variants), **c)
+                      segs=self.segs, n_variants=len(self.variants), n_names=len(self.names), **c)
         self._chunk_first = self.n
         self._chunk_first_xfer = self.n_xfers
         self._chunk_packets = self.n_packets

@@ -37,7 +37,7 @@ def fork_available() -> bool:
     return "fork" in mp.get_all_start_methods()
 
 
-_WIRE_FIELDS = ("engine", "stream", "flops_raw", "flops_adj", "bytes", "opcode", "loc", "layer", "hlo", "act_fn",
+_WIRE_FIELDS = ("engine", "stream", "flops_raw", "flops_adj", "bytes", "opcode", "loc", "act_fn",
                 "perf_mode", "tensor_type", "text_pre", "text_post")
 
 
@@ -57,6 +57,7 @@ class _CoreView:
         self.templates: list[Template] = []
         self.stream_names: list[str] = []
         self.variants: list[Any] = []
+        self.names: list[str] = []
         self._plans: dict[tuple[Any, ...], DmaPlan] = {}
 
     def add(self, wires: list[tuple[Any, ...]]) -> None:
@@ -98,8 +99,9 @@ def _child_main(conn: Connection, parent_end: Connection, path: str, overwrite: 
             if msg[0] == "close":
                 complete = bool(msg[1])
                 break
-            _tag, templates, variants, chunk = msg
+            _tag, templates, variants, names, chunk = msg
             view.add(templates)
+            view.names.extend(names)
             view.variants.extend(SimpleNamespace(uid=uid, emit_table=table) for uid, table in variants)
             view.stream_names = list(chunk.streams)
             emitter.emit(chunk)
@@ -138,6 +140,7 @@ class ProcessEmitter:
         child.close()
         self._sent_templates = 0
         self._sent_variants = 0
+        self._sent_names = 0
         self._closed = False
         reply = self._receive(timeout=READY_TIMEOUT_S)
         if reply[0] != "ready":  # pragma: no cover - _receive raises on errors
@@ -171,8 +174,10 @@ class ProcessEmitter:
         self._sent_templates = max(self._sent_templates, chunk.n_templates)
         variants = [(v.uid, v.emit_table) for v in self.core.variants[self._sent_variants:chunk.n_variants]]
         self._sent_variants = max(self._sent_variants, chunk.n_variants)
+        names = self.core.names[self._sent_names:chunk.n_names]
+        self._sent_names = max(self._sent_names, chunk.n_names)
         try:
-            self._conn.send(("chunk", new, variants, chunk))
+            self._conn.send(("chunk", new, variants, names, chunk))
         except (BrokenPipeError, OSError):
             self._receive()
             raise

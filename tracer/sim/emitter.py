@@ -32,7 +32,7 @@ from tracer.writer import TraceWriter
 
 TRACK_GROUP = "NeuronCore 0"
 _TABLE_NAMES = (schema.INSTRUCTION.name, schema.DMA_PACKET.name)
-_STR_ATTRS = ("opcode", "loc", "layer", "hlo", "act_fn", "perf_mode", "tensor_type", "text_pre", "text_post")
+_STR_ATTRS = ("opcode", "loc", "act_fn", "perf_mode", "tensor_type", "text_pre", "text_post")
 _BYTE_COLS = ("hbm_read_bytes", "hbm_write_bytes", "sbuf_read_bytes", "sbuf_write_bytes", "psum_read_bytes",
               "psum_write_bytes")
 
@@ -49,6 +49,14 @@ def _queue_starts(flat: np.ndarray, uni: np.ndarray, nq: int) -> np.ndarray:
     rest = ~uni
     out[rest] = flat[offs[rest][:, None] + np.arange(nq)[None, :]]
     return out
+
+
+def _names_column(codes: np.ndarray, names: list[str]) -> pa.DictionaryArray:
+    """A dictionary column of the names ``codes`` refer to (-1: null), with only the names used, in code order."""
+    used = np.unique(codes[codes >= 0])
+    remap = np.full(len(names) + 1, -1, np.int64)
+    remap[used] = np.arange(len(used))
+    return _dict_column(remap[codes], [names[c] for c in used.tolist()])
 
 
 def _dict_column(codes: np.ndarray, values: list[str]) -> pa.DictionaryArray:
@@ -274,9 +282,12 @@ class Emitter:
             schema.TIMELINE_TRACK: _dict_column(stream, list(STREAM_TRACK)),
             schema.EVT_WAIT_TIME_NS: wait,
         }
-        for col, attr in ((schema.OPCODE, "opcode"), (schema.NKI_SOURCE_LOCATION, "loc"), (schema.LAYER, "layer"),
+        for col, attr in ((schema.OPCODE, "opcode"), (schema.NKI_SOURCE_LOCATION, "loc"), (schema.LAYER, "lyr"),
                           (schema.HLO_NAME, "hlo"), ("scalar_activation_fn", "act_fn"),
                           ("performance_mode", "perf_mode"), (schema.TENSOR_INSTRUCTION_TYPE, "tensor_type")):
+            if attr in ("lyr", "hlo"):  # recorded per instruction
+                cols[col] = _names_column(np.frombuffer(getattr(ch, attr), np.int32), self.core.names)
+                continue
             it = self.attrs[attr]
             cols[col] = _dict_column(self._arr(attr)[tid], it.values)
         tb = self._arr('t_bytes')[tid]

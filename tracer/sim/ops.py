@@ -123,8 +123,7 @@ class OpsMixin:
                         if w[4][0] == S_VECTOR and w[4][1] == last:
                             dependent = True
         full_key = ("EW", opcode, engine, key, _key(dst), tuple(_key(v) for v in reads), perf, dependent, where,
-                    self.cur_layer, self.cur_operator, n_inputs, text, act_fn,
-                    tuple((v.mem, v.dtype.name, v.shape[0], v.shape[1]) for v in extra_writes))
+                    n_inputs, text, act_fn, tuple((v.mem, v.dtype.name, v.shape[0], v.shape[1]) for v in extra_writes))
         tid = self.core.template(full_key)
         self.issue(tid, reads, [dst, *extra_writes])
         dst.tile.mark_written(dst)
@@ -169,8 +168,7 @@ class OpsMixin:
             aux = -1
             sb_var = d.tile.name
         chip = tuple(_key(v) for v in (s, d) if v.mem != HBM)
-        key = ("DMA", eng, prefix, hbm, chip, rows, cols, s.mem, d.mem, where, self.cur_layer, self.cur_operator,
-               sb_var)
+        key = ("DMA", eng, prefix, hbm, chip, rows, cols, s.mem, d.mem, where, sb_var)
         tid = self.core.template(key)
         self.issue(tid, [s], [d], aux)
         if d.mem != HBM:
@@ -184,7 +182,7 @@ class OpsMixin:
 
     # -- Tensor engine -------------------------------------------------------------------------------------------
     def _ldweights(self: KernelContext, stat: Any, where: str, transpose: bool) -> None:
-        tid = self.core.template(("LDW", _key(stat), where, self.cur_layer, self.cur_operator, transpose))
+        tid = self.core.template(("LDW", _key(stat), where, transpose))
         self.issue(tid, [stat], [])
 
     def _psum_dst(self: KernelContext, dst: Any, where: str, shape: tuple[int, int], role: str) -> Any:
@@ -230,8 +228,7 @@ class OpsMixin:
         acc = bool(accumulate) and d.tile.is_written(d)
         partial = bool(accumulate) and not acc and d.tile.written is not None and \
             bool(d.tile.written[d.p0:d.p1, d.f0:d.f1].any())
-        tid = self.core.template(("MM", _key(st), _key(mv), _key(d), acc or partial, where, self.cur_layer,
-                                  self.cur_operator))
+        tid = self.core.template(("MM", _key(st), _key(mv), _key(d), acc or partial, where))
         self.issue(tid, [mv, d] if (acc or partial) else [mv], [d])
         if self.numerics:
             prod = nm.compute(np.matmul, self._value(st).T, self._value(mv))
@@ -251,7 +248,7 @@ class OpsMixin:
         d = self._psum_dst(dst, where, (f, p), "transpose dst")
         self._require_written(s, where, "transpose src")
         self._ldweights(s, where, True)
-        tid = self.core.template(("TR", _key(s), _key(d), where, self.cur_layer, self.cur_operator))
+        tid = self.core.template(("TR", _key(s), _key(d), where))
         self.issue(tid, [], [d])
         if self.numerics:
             self._store(d, self._value(s).T)

@@ -61,12 +61,13 @@ class Template:
     """Everything static about an instruction; interned, so a loop body's instructions share a few templates.
 
     ``key`` is the descriptor it was built from (see :mod:`tracer.sim.ops`): the same key always builds the same
-    template, which is how the loop fast path rebuilds templates for a new set of tile addresses.
+    template, which is how the loop fast path rebuilds templates for a new set of tile addresses.  Layer and
+    operator names are recorded per instruction by the core, not here.
     """
 
     __slots__ = (
-        "act_fn", "bytes", "clock", "cycles", "dma", "dur", "engine", "flops_adj", "flops_raw", "hlo", "id", "key",
-        "kind", "layer", "loc", "opcode", "perf_mode", "stream", "tensor_type", "text_post", "text_pre",
+        "act_fn", "bytes", "clock", "cycles", "dma", "dur", "engine", "flops_adj", "flops_raw", "id", "key",
+        "kind", "loc", "opcode", "perf_mode", "stream", "tensor_type", "text_post", "text_pre",
     )
 
     def __init__(self, **kw: Any) -> None:
@@ -81,10 +82,8 @@ class Template:
         self.engine = get("engine")
         self.flops_adj = get("flops_adj")
         self.flops_raw = get("flops_raw")
-        self.hlo = get("hlo")
         self.id = get("id")
         self.kind = get("kind")
-        self.layer = get("layer")
         self.loc = get("loc")
         self.opcode = get("opcode")
         self.perf_mode = get("perf_mode")
@@ -198,6 +197,9 @@ class Chunk:
     tid: array
     wait: array
     aux: array
+    #: Layer and operator name codes (into Core.names, -1: none).
+    lyr: array
+    hlo: array
     # Flow edges (one per resolved semaphore wait)
     f_in: array
     f_out: array
@@ -224,6 +226,7 @@ class Chunk:
     #: Loop fast path segments: (variant id, first instruction, first transfer, producers its edges name).
     segs: list[tuple[Any, ...]] = field(default_factory=list)
     n_variants: int = 0
+    n_names: int = 0
 
     def __len__(self) -> int:
         return len(self.start)
@@ -233,5 +236,5 @@ def new_columns() -> dict[str, array]:
     cols = {name: array("q") for name in ("start", "end", "tid", "wait", "aux", "f_in", "f_out", "f_gap",
                                           "f_value", "x_instr", "x_tid", "x_pkt", "x_retire", "x_qstart", "x_out")}
     cols.update({name: array("b") for name in ("f_table", "f_dep", "x_uni")})
-    cols.update({name: array("i") for name in ("f_stream", "x_q0")})
+    cols.update({name: array("i") for name in ("f_stream", "x_q0", "lyr", "hlo")})
     return cols

@@ -5,16 +5,17 @@ A template key is a plain tuple whose first element names its builder and whose 
 template depends on nothing but its key, the same key always yields the same template, and the loop fast path
 (:mod:`tracer.sim.fastpath`) can rebuild the templates of a recorded loop body for other tile addresses by
 substituting them into the key.  The kernel API (:mod:`tracer.sim.ops`) validates operations and makes the keys.
+An instruction's layer and operator names are not part of its template: the core records them per instruction.
 
 ==========  =============================================================================================
 key[0]      key
 ==========  =============================================================================================
-``EW``      (EW, opcode, engine, extra, dst, reads, perf, dependent, where, layer, operator, n_inputs, text,
-            act_fn, extra_writes) -- Vector / Scalar / GpSimd element-wise and reduce instructions
-``DMA``     (DMA, engine, prefix, hbm, chip, rows, cols, src_mem, dst_mem, where, layer, operator, sb_var)
-``LDW``     (LDW, stationary, where, layer, operator, transpose)
-``MM``      (MM, stationary, moving, dst, accumulate, where, layer, operator)
-``TR``      (TR, src, dst, where, layer, operator)
+``EW``      (EW, opcode, engine, extra, dst, reads, perf, dependent, where, n_inputs, text, act_fn,
+            extra_writes) -- Vector / Scalar / GpSimd element-wise and reduce instructions
+``DMA``     (DMA, engine, prefix, hbm, chip, rows, cols, src_mem, dst_mem, where, sb_var)
+``LDW``     (LDW, stationary, where, transpose)
+``MM``      (MM, stationary, moving, dst, accumulate, where)
+``TR``      (TR, src, dst, where)
 ``BAR``     (BAR,) -- the final barrier
 ==========  =============================================================================================
 """
@@ -68,8 +69,7 @@ def cycles_ns(cm: CostModel, cycles: float, engine: int) -> int:
 
 
 def _elementwise(cm: CostModel, _core: Core, key: tuple[Any, ...]) -> Template:
-    (_, opcode, engine, _extra, dst, reads, perf, dependent, where, layer, operator, n_inputs, text, act_fn,
-     extra_writes) = key
+    (_, opcode, engine, _extra, dst, reads, perf, dependent, where, n_inputs, text, act_fn, extra_writes) = key
     work = max(v.f1 - v.f0 for v in reads) if reads else dst.f1 - dst.f0
     cycles = cm.access_overhead_cycles + math.ceil(work * n_inputs / perf)
     if dependent:
@@ -84,14 +84,14 @@ def _elementwise(cm: CostModel, _core: Core, key: tuple[Any, ...]) -> Template:
         nbytes[3 if mem == SBUF else 5] += rows * cols * DTYPES[dt].itemsize
     return Template(
         key=key, engine=engine, stream=stream, kind=KIND_COMPUTE, opcode=opcode, dur=cycles_ns(cm, cycles, engine),
-        bytes=tuple(nbytes), loc=where, layer=layer, hlo=operator, act_fn=act_fn,
+        bytes=tuple(nbytes), loc=where, act_fn=act_fn,
         perf_mode=f"{perf}x" if perf > 1 else None,
         text_pre=f"$S[{stream}]++@complete {text} dst={vtext(dst)} "
                  f"src={','.join(vtext(v) for v in reads) or '-'} {dst.p1 - dst.p0}x{work}", text_post="")
 
 
 def _dma(cm: CostModel, core: Core, key: tuple[Any, ...]) -> Template:
-    (_, engine, prefix, hbm, chip, rows, cols, src_mem, dst_mem, where, layer, operator, sb_var) = key
+    (_, engine, prefix, hbm, chip, rows, cols, src_mem, dst_mem, where, sb_var) = key
     itemsize = DTYPES[chip[0].dtype].itemsize
     stream = STREAM_OF[engine]
     group = core.dma_group(prefix)
@@ -118,25 +118,25 @@ def _dma(cm: CostModel, core: Core, key: tuple[Any, ...]) -> Template:
     else:
         pre, post = f"{head}src={src_text} dst=", ""
     return Template(key=key, engine=engine, stream=stream, kind=KIND_DMA, opcode="DMA_TRIGGER", dma=plan,
-                    dur=cycles_ns(cm, cm.min_instruction_cycles, engine), bytes=tuple(b), loc=where, layer=layer,
-                    hlo=operator, text_pre=pre, text_post=post)
+                    dur=cycles_ns(cm, cm.min_instruction_cycles, engine), bytes=tuple(b), loc=where,
+                    text_pre=pre, text_post=post)
 
 
 def _ldweights(cm: CostModel, _core: Core, key: tuple[Any, ...]) -> Template:
-    (_, stat, where, layer, operator, transpose) = key
+    (_, stat, where, transpose) = key
     k, m = stat.p1 - stat.p0, stat.f1 - stat.f0
     dt = DTYPES[stat.dtype]
     f32 = cm.mm_fp32_factor if dt.is_fp32 else 1.0
     cycles = max(cm.min_instruction_cycles, math.ceil(m * f32 / cm.ldweights_speedup))
     return Template(
         key=key, engine=E_TENSOR, stream=S_TENSOR, kind=KIND_COMPUTE, opcode="LDWEIGHTS",
-        dur=cycles_ns(cm, cycles, E_TENSOR), bytes=(0, 0, k * m * dt.itemsize, 0, 0, 0), loc=where, layer=layer,
-        hlo=operator, tensor_type="TRANSPOSE" if transpose else "REGULAR",
+        dur=cycles_ns(cm, cycles, E_TENSOR), bytes=(0, 0, k * m * dt.itemsize, 0, 0, 0), loc=where,
+        tensor_type="TRANSPOSE" if transpose else "REGULAR",
         text_pre=f"$S[{S_TENSOR}]++@complete src={vtext(stat)} {k}x{m}", text_post="")
 
 
 def _matmul(cm: CostModel, _core: Core, key: tuple[Any, ...]) -> Template:
-    (_, st, mv, d, acc, where, layer, operator) = key
+    (_, st, mv, d, acc, where) = key
     k, m = st.p1 - st.p0, st.f1 - st.f0
     n = mv.f1 - mv.f0
     dt = DTYPES[mv.dtype]
@@ -146,14 +146,14 @@ def _matmul(cm: CostModel, _core: Core, key: tuple[Any, ...]) -> Template:
     return Template(
         key=key, engine=E_TENSOR, stream=S_MATRIX, kind=KIND_MATMUL, opcode="MATMUL", cycles=cycles,
         clock=cm.pe_clock_ghz, dur=cycles_ns(cm, cycles, E_TENSOR), flops_raw=raw, flops_adj=int(raw * dt.flops_factor),
-        bytes=(0, 0, k * n * dt.itemsize, 0, m * n * 4 if acc else 0, m * n * 4), loc=where, layer=layer,
-        hlo=operator, tensor_type="REGULAR",
+        bytes=(0, 0, k * n * dt.itemsize, 0, m * n * 4 if acc else 0, m * n * 4), loc=where,
+        tensor_type="REGULAR",
         text_pre=f"$S[{S_MATRIX}]++@complete acc_flags={'accumulate' if acc else 'start'} "
                  f"src={vtext(mv)} dst={vtext(d)} K={k} M={m} N={n}", text_post="")
 
 
 def _transpose(cm: CostModel, _core: Core, key: tuple[Any, ...]) -> Template:
-    (_, s, d, where, layer, operator) = key
+    (_, s, d, where) = key
     p, f = s.p1 - s.p0, s.f1 - s.f0
     dt = DTYPES[s.dtype]
     f32 = cm.mm_fp32_factor if dt.is_fp32 else 1.0
@@ -162,15 +162,14 @@ def _transpose(cm: CostModel, _core: Core, key: tuple[Any, ...]) -> Template:
     return Template(
         key=key, engine=E_TENSOR, stream=S_MATRIX, kind=KIND_MATMUL, opcode="TRANSPOSE", cycles=cycles,
         clock=cm.pe_clock_ghz, dur=cycles_ns(cm, cycles, E_TENSOR), flops_raw=raw, flops_adj=int(raw * dt.flops_factor),
-        bytes=(0, 0, 0, 0, 0, f * p * DTYPES[d.dtype].itemsize), loc=where, layer=layer, hlo=operator,
-        tensor_type="TRANSPOSE",
+        bytes=(0, 0, 0, 0, 0, f * p * DTYPES[d.dtype].itemsize), loc=where, tensor_type="TRANSPOSE",
         text_pre=f"$S[{S_MATRIX}]++@complete src=identity[{p}x{p}] dst={vtext(d)} {p}x{f}", text_post="")
 
 
 def _barrier(cm: CostModel, _core: Core, key: tuple[Any, ...]) -> Template:
     return Template(key=key, engine=E_SYNC, stream=S_SYNC, kind=KIND_COMPUTE, opcode="EVENT_SEMAPHORE",
                     dur=cm.cycles_to_ns(cm.min_instruction_cycles, cm.neuroncore_clock_ghz), bytes=(0,) * 6, loc=None,
-                    layer=None, hlo=None, text_pre="$S[5]++@complete barrier=kernel_end", text_post="")
+                    text_pre="$S[5]++@complete barrier=kernel_end", text_post="")
 
 
 BUILDERS = {"EW": _elementwise, "DMA": _dma, "LDW": _ldweights, "MM": _matmul, "TR": _transpose, "BAR": _barrier}

@@ -294,7 +294,7 @@ class FastPath:
             prog = var.run = program(var)
         nf = bool(m.open0) or bool(m.scopes)
         outs, starts, fins = run(prog, core, ctx, m.leaves, m.aux, ent[1], ent[0], m.cv,
-                                 core.segs if core.sink is not None else None, nf)
+                                 core.segs if core.sink is not None else None, nf, m.names)
         seg = Seg(var, outs)
         chain = self.chain
         r = 0
@@ -532,6 +532,11 @@ class FastPath:
         live = core.open_spans
         core.open_spans = list(m.open0)
         issue = ctx.issue
+        names = m.names
+        src = [names[("A", 0)], names[("A", 1)]]
+        stack = []
+        nsc = 0
+        core.set_scope(*src)
         ai = ci = si = 0
         for node in path:
             kind = node.kind
@@ -555,11 +560,18 @@ class FastPath:
                 core._counters.append((core.frontier, *_usage(node.spec[0])[:1], m.cv[ci], _usage(node.spec[0])[1]))
                 ci += 1
             elif kind == ENTER:
-                core.open_spans.append(m.scopes[si][2].box)
+                scope = m.scopes[si][2]
+                core.open_spans.append(scope.box)
                 si += 1
+                stack.append(list(src))
+                src[0 if scope.category == "layer" else 1] = names[("S", nsc)]
+                nsc += 1
+                core.set_scope(*src)
             elif kind == EXIT:
                 scope = m.scopes[si][2]
                 si += 1
+                src = stack.pop()
+                core.set_scope(*src)
                 spans = core.open_spans
                 del spans[next(i for i, b in enumerate(spans) if b is scope.box)]
                 row = scope.row()
@@ -567,8 +579,8 @@ class FastPath:
                     core.span(row)
             if rec is not None:
                 rec.end()
-        if [id(b) for b in core.open_spans] != [id(b) for b in live]:
-            raise RuntimeError("trnprof loop fast path: scope boxes out of step after re-issuing a segment")
+        if [id(b) for b in core.open_spans] != [id(b) for b in live] or src != [ctx.cur_layer, ctx.cur_operator]:
+            raise RuntimeError("trnprof loop fast path: scopes out of step after re-issuing a segment")
         core.open_spans = live
 
     def _standin(self, spec: tuple[Any, ...], m: match.Segment) -> Any:

@@ -233,7 +233,7 @@ def build(fast: FastPath, node: Node, n_leaves_before: int) -> None:
     elif kind == ALLOC:
         from tracer.sim.dtypes import dtype
 
-        mem, tshape, shape, tdt, dt, tname, name, prov, where = spec
+        mem, tshape, shape, tdt, dt, tname, named, prov, where = spec
         d = dtype(dt)
         nbytes = int(shape[1]) * d.itemsize
         alloc = fast.ctx.sbuf if mem == "SBUF" else fast.ctx.psum
@@ -241,7 +241,7 @@ def build(fast: FastPath, node: Node, n_leaves_before: int) -> None:
         al = "CTX.sbuf" if mem == "SBUF" else "CTX.psum"
         g.fail(f"a[0].__class__ is not {g.p(tshape)} or a[0] != {g.p(shape)}")
         g.fail(f"a[1].__class__ is not {g.p(tdt)} or a[1] != {g.p(dt)}")
-        g.fail(f"a[2].__class__ is not {g.p(tname)} or a[2] != {g.p(name)}")
+        g.fail(f"a[2].__class__ is not {g.p(tname)} or (not a[2]) is {g.p(named)}")
         key = g.p((size, where))
         g.chk.append(f" al = {al}")
         g.chk.append(f" q = al.free_by_key.get({key})")

@@ -39,9 +39,6 @@ from tracer.sim.fastpath.trie import (
 from tracer.sim.memory import HbmTensor, HbmView, Tile, TileView
 from tracer.sim.records import KIND_DMA, KIND_MATMUL, S_VECTOR, HKey, VKey
 
-#: Positions of the layer and operator names in each kind of template key (see tracer.sim.templates).
-_SCOPE_AT = {"EW": (9, 10), "DMA": (10, 11), "LDW": (3, 4), "MM": (6, 7), "TR": (4, 5)}
-
 #: Plain argument types an event spec can hold (matched by type and value).
 VALUE_TYPES = (str, bool, int, float, type(None), np.floating, np.integer)
 
@@ -182,7 +179,7 @@ class Recorder:
         """Record an allocation the general path just made."""
         shape, dt, name = args
         try:
-            hash((shape, dt, name))
+            hash((shape, dt))
         except TypeError:
             raise Unrecordable("unhashable tile arguments") from None
         blk = tile.block
@@ -194,7 +191,10 @@ class Recorder:
         self.n_local += 1
         self.tile_roles[tile.uid] = ("L", idx)
         self.names[("L", idx)] = tile.name
-        self.begin(ALLOC, (mem, type(shape), shape, type(dt), dt, type(name), name, prov, tile.loc), frame.f_code,
+        if name is not None and type(name) is not str:
+            raise Unrecordable("a tile name that is not a string")
+        # the name itself is a parameter of the segment; only whether one was given matters
+        self.begin(ALLOC, (mem, type(shape), shape, type(dt), dt, type(name), bool(name), prov, tile.loc), frame.f_code,
                    frame.f_lasti)
         self.end()
 
@@ -311,25 +311,19 @@ class Recorder:
             stream=tpl.stream, engine=tpl.engine, kind=tpl.kind, dur=tpl.dur, flops_adj=tpl.flops_adj or 0,
             throttle=tpl.kind == KIND_MATMUL and core.cm.throttle_enabled, dma=tpl.kind == KIND_DMA,
             aux_dynamic=aux != -1, group=tpl.dma.group if tpl.dma is not None else -1, recipe=self.recipe(tpl.key),
-            deps=srcs, reads=rd, writes=wr))
+            deps=srcs, reads=rd, writes=wr, lsrc=self.layer_src, osrc=self.op_src))
+        core = self.core
+        if core.lyr_code != core.name_code(self.names[self.layer_src]) or \
+                core.hlo_code != core.name_code(self.names[self.op_src]):
+            raise Unrecordable("layer or operator name out of step with the scopes")
         return pinfo
 
     def recipe(self, key: Any) -> Any:
-        """``key`` with block addresses, tensor names, SBUF->SBUF tile names and layer / operator names replaced
-        by role references."""
-        if key[0] == "DMA" and key[12] is not None:
+        """``key`` with block addresses, tensor names and SBUF->SBUF tile names replaced by role references."""
+        if key[0] == "DMA" and key[10] is not None:
             if self.dst_role is None:
                 raise Unrecordable("an SBUF to SBUF copy without a tile destination")
-            key = (*key[:12], ("@N", self.dst_role))
-        at = _SCOPE_AT.get(key[0])
-        if at is not None:
-            lyr, opr = at
-            if key[lyr] != self.names[self.layer_src] or key[opr] != self.names[self.op_src]:
-                raise Unrecordable("layer or operator name out of step with the scopes")
-            key = list(key)
-            key[lyr] = ("@N", self.layer_src)
-            key[opr] = ("@N", self.op_src)
-            key = tuple(key)
+            key = (*key[:10], ("@N", self.dst_role))
         return self._refs(key)
 
     def _refs(self, x: Any) -> Any:

@@ -29,7 +29,7 @@ class Program:
     """A variant's instruction table and what to do around it."""
 
     __slots__ = ("aux", "counters", "edge_leaves", "eng_counts", "flops", "has_dma", "has_throttle", "last", "n",
-                 "out_src", "rows", "seq_counts", "uid")
+                 "out_src", "rows", "scope_runs", "seq_counts", "uid")
 
     def __init__(self, var: Variant) -> None:
         pos = var.positions
@@ -68,6 +68,14 @@ class Program:
             deps = tuple(src + (n if kind == SRC_LEAF else 0) for kind, src, _dep in p.deps)
             rows.append((p.stream, p.engine, p.dur, deps, flag, seq[p.stream]))
         self.rows = rows
+        runs: list[list[Any]] = []
+        for p in pos:
+            if runs and runs[-1][1] == p.lsrc and runs[-1][2] == p.osrc:
+                runs[-1][0] += 1
+            else:
+                runs.append([1, p.lsrc, p.osrc])
+        #: (instructions, layer name source, operator name source) runs, in order.
+        self.scope_runs = [tuple(r) for r in runs]
         self.seq_counts = sorted(seq.items())
         self.aux = [-1] * n
         self.has_dma = any(p.dma for p in pos)
@@ -84,8 +92,8 @@ class Program:
 
 
 def run(prog: Program, core: Any, ctx: Any, leaves: list[Any], aux: list[int], tpls: list[Any],  # noqa: PLR0917
-        tids: list[int], cv: list[float], segs: list[Any] | None,
-        need_fins: bool) -> tuple[tuple[Any, ...], list[int] | None, list[int] | None]:
+        tids: list[int], cv: list[float], segs: list[Any] | None, need_fins: bool,
+        names: dict[tuple[str, int], Any]) -> tuple[tuple[Any, ...], list[int] | None, list[int] | None]:
     """Schedule the segment of ``prog``; returns (producers left in records, starts, finish times)."""
     n = prog.n
     SF, EI, SQ = core.stream_free, core.engine_issue, core.stream_seq
@@ -303,6 +311,11 @@ def run(prog: Program, core: Any, ctx: Any, leaves: list[Any], aux: list[int], t
     cols["wait"].extend(W)
     cols["aux"].extend(A)
     cols["tid"].extend(tids)
+    code = core.name_code
+    ly, hl = cols["lyr"], cols["hlo"]
+    for cnt, ls, os_ in prog.scope_runs:
+        ly.extend([code(names[ls])] * cnt)
+        hl.extend([code(names[os_])] * cnt)
     lp = ctx.last_pinfo
     for key, j2 in prog.last:
         lp[key] = P[j2]

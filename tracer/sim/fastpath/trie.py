@@ -47,11 +47,15 @@ class Position:
     #: ``("B", block role, p0, p1, f0, f1, is_full)`` or ``("H", tensor role)``.
     reads: tuple[tuple[Any, ...], ...]
     writes: tuple[tuple[Any, ...], ...]
+    #: Where its layer and operator names come from: the names in force at the segment's start (``("A", 0)``,
+    #: ``("A", 1)``) or the k-th scope entered in the segment (``("S", k)``).
+    lsrc: tuple[str, int]
+    osrc: tuple[str, int]
 
     def key(self) -> tuple[Any, ...]:
         """Everything that identifies the position (for sharing trie nodes)."""
         return (self.stream, self.engine, self.kind, self.dur, self.flops_adj, self.throttle, self.dma,
-                self.aux_dynamic, self.group, self.recipe, self.deps, self.reads, self.writes)
+                self.aux_dynamic, self.group, self.recipe, self.deps, self.reads, self.writes, self.lsrc, self.osrc)
 
 
 class Node:

@@ -55,7 +55,8 @@ KERNEL_CASES = [
 
 @pytest.mark.parametrize(("kernel", "params", "arch", "overrides"), KERNEL_CASES,
                          ids=[c[0] for c in KERNEL_CASES])
-def test_fast_path_writes_the_general_paths_trace(tmp_path, kernel, params, arch, overrides):
+def test_fast_path_writes_the_general_paths_trace(tmp_path, monkeypatch, kernel, params, arch, overrides):  # noqa: PLR0917
+    monkeypatch.setattr(controller, "TARGET", 32)  # segments of a few loop iterations: these kernels are small
     general = _run(tmp_path, kernel, params, arch, False, overrides)
     fast = _run(tmp_path, kernel, params, arch, True, overrides)
     assert general[0].fast_path_instructions == 0

@@ -93,6 +93,7 @@ class FastPath:
         self.roots: dict[tuple[Any, ...], Node] = {}
         self.root_variants: dict[tuple[Any, ...], int] = {}
         self.seen: set[tuple[Any, ...]] = set()
+        #: Per loop site: commit every ``stride`` iterations, 0 for a loop too small to commit at all.
         self.strides: dict[tuple[Any, int], int] = {}
         self.mode = GENERAL
         self.rec: Recorder | None = None
@@ -188,20 +189,25 @@ class FastPath:
 
     # -- markers: segment boundaries and inner loop steps ----------------------------------------------------------
     def marker(self, loop: Any, i: int) -> None:
-        """A loop step (``i`` >= 0) or the loop's end (``i`` = -1)."""
-        self._check_error()
+        """A loop step (``i`` >= 0) or the loop's end (``i`` = -1).
+
+        A loop *commits* (ends a segment) at its start, its end and every ``stride`` iterations when it is a
+        commit loop: one whose iterations hold at least :data:`TARGET` instructions in all; smaller loops are
+        steps inside their enclosing segment.  Both are decided from the first run of each loop (its first
+        iteration's instructions), so later runs of the same loop are cut the same way.
+        """
+        site = loop.site
+        stride = self.strides.get(site)
         if i == 0:
             loop.start_n = self.count()
-            commit = True
-        elif i < 0:
-            commit = True
+            commit = stride is not None and stride > 0
+        elif stride is None:  # first run of this loop, after its first iteration (or at the end of a short loop)
+            per = self.count() - loop.start_n
+            stride = self.strides[site] = max(1, -(-TARGET // per)) if per and per * loop.n >= TARGET else 0
+            commit = stride > 0 and (i < 0 or i % stride == 0)
         else:
-            stride = self.strides.get(loop.site)
-            if stride is None:
-                per = max(1, self.count() - loop.start_n)
-                stride = self.strides[loop.site] = max(1, -(-TARGET // per))
-            commit = i % stride == 0
-        spec = (loop.site, i < 0)
+            commit = stride > 0 and (i < 0 or i % stride == 0)
+        spec = (site, i < 0)
         if commit:
             self._boundary(spec)
         else:

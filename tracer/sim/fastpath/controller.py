@@ -270,7 +270,7 @@ class FastPath:
             self.root_variants[key] = self.root_variants.get(key, 0) + 1
         k0 = 0
         for n in node.path():
-            if n.chk is None and n.kind in (OP, ALLOC, FREE, ENTER, EXIT):
+            if n.fn is None and n.kind in (OP, ALLOC, FREE, ENTER, EXIT):
                 match.build(self, n, k0)
             k0 += _new_leaves(self, n)
 
@@ -416,12 +416,9 @@ class FastPath:
     def _scope_match(self, kind: int, scope: Any) -> bool:
         node = self.m.node.first
         while node is not None:
-            if node.kind == kind:
-                v = node.chk(self.m, scope, node.params)
-                if v is not None:
-                    node.apply(self.m, scope, v, node.params)
-                    self.m.node = node
-                    return True
+            if node.kind == kind and node.fn(self.m, scope, node.params) is not None:
+                self.m.node = node
+                return True
             node = node.sib
         self._fallback()
         return False

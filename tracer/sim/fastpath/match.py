@@ -80,16 +80,16 @@ def bump_sig_and_leaves(fast: FastPath, alloc: Any) -> tuple[int, Any]:
 
 
 # -- code generation for one node ------------------------------------------------------------------------------
-#: Generated (chk, apply) pairs by source: nodes of the same shape share code, their constants come in ``P``.
-_CODE: dict[str, tuple[Any, Any]] = {}
+#: Generated matching functions by source: nodes of the same shape share code, their constants come in ``P``.
+_CODE: dict[str, Any] = {}
 
 
 class _Gen:
     def __init__(self, node: Node, n_leaves_before: int) -> None:
         self.node = node
         self.k0 = n_leaves_before
-        self.chk = ["def chk(M, a, P):", " u = M.ub + 1", " nv = ()"]
-        self.app = ["def apply(M, a, nv, P):"]
+        self.chk = [" u = M.ub + 1", " nv = ()"]
+        self.app: list[str] = []
         self.params: list[Any] = []
         self.n_new = 0
         self.bound_o: dict[int, str] = {}   # outer roles bound earlier in this event -> local holding the tile
@@ -105,7 +105,7 @@ class _Gen:
 
     def tile(self, i: int, spec: tuple[Any, ...]) -> None:
         kind, cls = spec[0], spec[1]
-        a = f"a[{i}]"
+        a = f"a{i}"
         if cls == "T":
             self.fail(f"{a}.__class__ is not Tile")
             self.chk.append(f" t{i} = {a}")
@@ -127,7 +127,7 @@ class _Gen:
             self.fail(f"WSIG(t{i}) != {self.p(wsig)}")
             self.first_touch(f"t{i}.block", bsig)
             self.bound_o[idx] = f"t{i}"
-            self.app.append(f" t = a[{i}]" + (".tile" if cls == "V" else ""))
+            self.app.append(f" t = a{i}" + (".tile" if cls == "V" else ""))
             self.app.append(" M.names[('O', len(M.ouids))] = t.name; M.ouids.append(t.uid); b = t.block")
             self.app.append(" b.touch = M.token; M.blocks.append(b); M.oblk.append(b)")
 
@@ -139,7 +139,7 @@ class _Gen:
 
     def hbm(self, i: int, spec: tuple[Any, ...]) -> None:
         kind, cls, idx, nrows, ncols, bcast = spec[:6]
-        a = f"a[{i}]"
+        a = f"a{i}"
         if cls == "HT":
             self.fail(f"{a}.__class__ is not HbmTensor")
             self.chk.append(f" h{i} = {a}")
@@ -157,12 +157,12 @@ class _Gen:
                       f"or h{i}.kind != {self.p(tkind)}")
             self.first_touch(f"h{i}", tsig)
             self.bound_h[idx] = f"h{i}"
-            self.app.append(f" h = a[{i}]" + (".tensor" if cls == "HV" else ""))
+            self.app.append(f" h = a{i}" + (".tensor" if cls == "HV" else ""))
             self.app.append(" h.touch = M.token; M.tensors.append(h)")
 
     def value(self, i: int, spec: tuple[Any, ...]) -> None:
         _v, typ, value = spec
-        self.fail(f"a[{i}].__class__ is not {self.p(typ)} or a[{i}] != {self.p(value)}")
+        self.fail(f"a{i}.__class__ is not {self.p(typ)} or a{i} != {self.p(value)}")
 
     def guards(self) -> None:
         def leaf(k: int) -> str:
@@ -174,16 +174,14 @@ class _Gen:
             else:
                 self.fail(f"({leaf(g[1])}[0] == 2 and {leaf(g[1])}[1] == M.vec0) != {self.p(g[2])}")
 
-    def finish(self, fast: FastPath) -> tuple[Any, Any, tuple[Any, ...]]:
+    def finish(self, fast: FastPath, nargs: int, result: str) -> tuple[Any, tuple[Any, ...]]:
+        """Compile ``fn(M, a0, ..., P)``: every check, then (all passed) the event's live part; returns None when
+        the event does not match, else ``result``."""
         self.guards()
-        self.chk.append(" return nv")
-        ret = self.app[-1] == " return t"
-        if ret:
-            self.app.pop()
         if self.n_new:
             self.app.append(" M.leaves.extend(nv)")
-        self.app.append(" return t" if ret else " return None")
-        src = "\n".join(self.chk) + "\n" + "\n".join(self.app) + "\n"
+        args = "".join(f"a{i}, " for i in range(nargs))
+        src = "\n".join([f"def fn(M, {args}P):", *self.chk, *self.app, f" return {result}"]) + "\n"
         key = f"{id(fast)}\n{src}"
         code = _CODE.get(key)
         if code is None:
@@ -191,8 +189,8 @@ class _Gen:
                                   "SIGLV": sig_and_leaves, "BUMP": bump_sig_and_leaves, "WSIG": _wsig, "FP": fast,
                                   "CTX": fast.ctx, "SBUF": SBUF, "TNEW": Tile.__new__, "DEQUE": deque}
             exec(compile(src, "<trnprof fast-path match>", "exec"), ns)
-            code = _CODE[key] = (ns["chk"], ns["apply"])
-        return code[0], code[1], tuple(self.params)
+            code = _CODE[key] = ns["fn"]
+        return code, tuple(self.params)
 
 
 def _wsig(tile: Tile) -> Any:
@@ -219,14 +217,14 @@ def build(fast: FastPath, node: Node, n_leaves_before: int) -> None:
                 g.value(i, s)
         for i in OPS[name]:
             if i < len(specs) and specs[i][0] in ("L", "O", "O1"):
-                t = f"a[{i}]" + (".tile" if specs[i][1] == "V" else "")
+                t = f"a{i}" + (".tile" if specs[i][1] == "V" else "")
                 g.app.append(f" t = {t}")
-                g.app.append(f" if not t.full_written: t.mark_written(a[{i}])")
+                g.app.append(f" if not t.full_written: t.mark_written(a{i})")
         if any(p.aux_dynamic for p in node.positions):
             for i, s in enumerate(specs):
                 if s[0] in ("H", "H1"):
                     if s[1] == "HV":
-                        g.app.append(f" v = a[{i}]; M.aux.append(v.r0 * v.tensor.shape[1] + v.c0)")
+                        g.app.append(f" v = a{i}; M.aux.append(v.r0 * v.tensor.shape[1] + v.c0)")
                     else:
                         g.app.append(" M.aux.append(0)")
         g.app.append(f" M.n += {g.p(len(node.positions))}")
@@ -239,9 +237,9 @@ def build(fast: FastPath, node: Node, n_leaves_before: int) -> None:
         alloc = fast.ctx.sbuf if mem == "SBUF" else fast.ctx.psum
         size = alloc.round_size(nbytes)
         al = "CTX.sbuf" if mem == "SBUF" else "CTX.psum"
-        g.fail(f"a[0].__class__ is not {g.p(tshape)} or a[0] != {g.p(shape)}")
-        g.fail(f"a[1].__class__ is not {g.p(tdt)} or a[1] != {g.p(dt)}")
-        g.fail(f"a[2].__class__ is not {g.p(tname)} or (not a[2]) is {g.p(named)}")
+        g.fail(f"a0.__class__ is not {g.p(tshape)} or a0 != {g.p(shape)}")
+        g.fail(f"a1.__class__ is not {g.p(tdt)} or a1 != {g.p(dt)}")
+        g.fail(f"a2.__class__ is not {g.p(tname)} or (not a2) is {g.p(named)}")
         key = g.p((size, where))
         g.chk.append(f" al = {al}")
         g.chk.append(f" q = al.free_by_key.get({key})")
@@ -266,7 +264,7 @@ def build(fast: FastPath, node: Node, n_leaves_before: int) -> None:
             " b = M.peek",
             " c = CTX",
             " uid = c._n_tiles = c._n_tiles + 1",
-            f" name = a[2] or {g.p(mem.lower())} + str(uid)",
+            f" name = a2 or {g.p(mem.lower())} + str(uid)",
             f" al = {al}",
             " if b is True:",
             f"  b = al.alloc({g.p(nbytes)}, {wh}, name)",
@@ -287,20 +285,19 @@ def build(fast: FastPath, node: Node, n_leaves_before: int) -> None:
         if prov[0] != "again":
             g.app.append(" b.touch = M.token; M.blocks.append(b)")
         g.app.append(" M.lblk.append(b)")
-        g.app.append(" return t")
     elif kind == FREE:
         mem, tspec = spec
         if tspec[0] == "L":
-            g.fail(f"a.uid != u + {g.p(tspec[1])}")
+            g.fail(f"a0.uid != u + {g.p(tspec[1])}")
         elif tspec[0] == "O":
-            g.fail(f"a.uid != M.ouids[{g.p(tspec[1])}]")
+            g.fail(f"a0.uid != M.ouids[{g.p(tspec[1])}]")
         else:
-            g.fail("a.uid >= u or a.block.touch is M.token")
-            g.first_touch("a.block", tspec[3])
-            g.app.append(" M.names[('O', len(M.ouids))] = a.name; M.ouids.append(a.uid); b = a.block")
+            g.fail("a0.uid >= u or a0.block.touch is M.token")
+            g.first_touch("a0.block", tspec[3])
+            g.app.append(" M.names[('O', len(M.ouids))] = a0.name; M.ouids.append(a0.uid); b = a0.block")
             g.app.append(" b.touch = M.token; M.blocks.append(b); M.oblk.append(b)")
         g.app += [
-            " b = a.block",
+            " b = a0.block",
             f" al = {'CTX.sbuf' if mem == 'SBUF' else 'CTX.psum'}",
             " if al.live.pop(id(b), None) is not None:",
             "  al.in_use -= b.size",
@@ -312,9 +309,14 @@ def build(fast: FastPath, node: Node, n_leaves_before: int) -> None:
              else " M.cv.append(float(al.in_use // al.unit))"),
         ]
     elif kind in (ENTER, EXIT):
-        g.fail(f"a.category != {g.p(spec[0])}")
-        g.app.append(f" FP.scope_event(M, a, {g.p(kind)})")
-    node.chk, node.apply, node.params = g.finish(fast)
+        g.fail(f"a0.category != {g.p(spec[0])}")
+        g.app.append(f" FP.scope_event(M, a0, {g.p(kind)})")
+    if kind == OP:
+        node.fn, node.params = g.finish(fast, len(spec[1]), "True")
+    elif kind == ALLOC:
+        node.fn, node.params = g.finish(fast, 3, "t")
+    else:
+        node.fn, node.params = g.finish(fast, 1, "True")
 
 
 # -- the API methods used while matching ---------------------------------------------------------------------------
@@ -328,23 +330,23 @@ def make_methods(fast: FastPath) -> dict[str, Any]:
         params = list(sig.parameters.values())[1:]
         names = [p.name for p in params]
         kind = ALLOC if name in ALLOCS else OP
-        test = (f"node.kind == {kind} and node.code is f.f_code and node.lasti == f.f_lasti"
-                + (f" and node.spec[0] == {name!r}" if kind == OP else f" and node.spec[0] == {ALLOCS[name]!r}"))
+        tag = name if kind == OP else ALLOCS[name]
+        args = "".join(n + ", " for n in names)
         body = [
             f"def {name}{_signature_text(sig)}:",
             " f = GF(1)",
-            f" a = ({''.join(n + ', ' for n in names)})",
             " M = FP.m",
+            " c = f.f_code",
+            " l = f.f_lasti",
             " node = M.node.first",
             " while node is not None:",
-            f"  if {test}:",
-            "   v = node.chk(M, a, node.params)",
-            "   if v is not None:",
-            "    r = node.apply(M, a, v, node.params)",
+            f"  if node.code is c and node.lasti == l and node.op == {tag!r}:",
+            f"   r = node.fn(M, {args}node.params)",
+            "   if r is not None:",
             "    M.node = node",
-            "    return r",
+            "    return r" if kind == ALLOC else "    return None",
             "  node = node.sib",
-            f" return FP.mismatch({name!r}, f, a)",
+            f" return FP.mismatch({name!r}, f, ({args}))",
         ]
         ns: dict[str, Any] = {"GF": sys._getframe, "FP": fast}
         for p in params:
@@ -356,12 +358,9 @@ def make_methods(fast: FastPath) -> dict[str, Any]:
         M = fast.m
         node = M.node.first
         while node is not None:
-            if node.kind == FREE:
-                v = node.chk(M, tile, node.params)
-                if v is not None:
-                    node.apply(M, tile, v, node.params)
-                    M.node = node
-                    return
+            if node.kind == FREE and node.fn(M, tile, node.params) is not None:
+                M.node = node
+                return
             node = node.sib
         fast.free_mismatch(tile)
 

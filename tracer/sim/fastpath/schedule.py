@@ -16,20 +16,21 @@ local copies of the core's state, with the same arithmetic.  The trace columns a
 from __future__ import annotations
 
 import math
+from itertools import accumulate
 from typing import Any
 
 from tracer.sim.fastpath.trie import ALLOC, FREE, SRC_LEAF, Variant
 from tracer.sim.records import S_MATRIX, S_TENSOR, TABLE_INSTRUCTION, TABLE_PACKET
 
-F_MATRIX, F_TENSOR, F_THROTTLE, F_DMA, F_AUX, F_EXPORT, F_COUNTERS = 1, 2, 4, 8, 16, 32, 64
+F_MATRIX, F_TENSOR, F_THROTTLE, F_DMA, F_AUX, F_EXPORT = 1, 2, 4, 8, 16, 32
 _USAGE = {"SBUF": ("sbuf_usage_bytes", "B"), "PSUM": ("psum_banks_in_use", "banks")}
 
 
 class Program:
     """A variant's instruction table and what to do around it."""
 
-    __slots__ = ("aux", "counters", "edge_leaves", "eng_counts", "flops", "has_dma", "has_throttle", "last", "n",
-                 "out_src", "rows", "scope_runs", "seq_counts", "uid")
+    __slots__ = ("aux", "counters", "edge_leaves", "eng_counts", "exports", "flops", "has_dma", "has_throttle", "last",
+                 "n", "out_src", "rows", "scope_runs", "seq_counts", "uid")
 
     def __init__(self, var: Variant) -> None:
         pos = var.positions
@@ -40,13 +41,14 @@ class Program:
         for _sig, _struct, srcs in var.outputs:
             needed.update(src for kind, src in srcs if kind != SRC_LEAF)
         needed.update(j for _key, j in var.last)
-        counters: dict[int, list[tuple[int, str, str]]] = {}
-        c = 0
+        #: Usage counters, in event order: (instructions before it, value index, name, unit).
+        counters: list[tuple[int, int, str, str]] = []
         for kind, before, mem in var.events:
             if kind in (ALLOC, FREE):
-                counters.setdefault(before, []).append((c, *_USAGE[mem]))
-                c += 1
+                counters.append((before, len(counters), *_USAGE[mem]))
         rows = []
+        #: Instructions whose producer tuple is needed afterwards: (position, stream, seq offset).
+        exports: list[tuple[int, int, int]] = []
         seq: dict[int, int] = {}
         for j, p in enumerate(pos):
             flag = 0
@@ -60,14 +62,15 @@ class Program:
                 flag |= F_DMA
                 if p.aux_dynamic:
                     flag |= F_AUX
-            if j in needed:
+            if j in needed and p.dma:
                 flag |= F_EXPORT
-            if j in counters:
-                flag |= F_COUNTERS
             seq[p.stream] = seq.get(p.stream, 0) + 1
             deps = tuple(src + (n if kind == SRC_LEAF else 0) for kind, src, _dep in p.deps)
-            rows.append((p.stream, p.engine, p.dur, deps, flag, seq[p.stream]))
+            rows.append((p.stream, p.engine, p.dur, deps, flag))
+            if j in needed and not p.dma:
+                exports.append((j, p.stream, seq[p.stream]))
         self.rows = rows
+        self.exports = exports
         runs: list[list[Any]] = []
         for p in pos:
             if runs and runs[-1][1] == p.lsrc and runs[-1][2] == p.osrc:
@@ -107,8 +110,8 @@ def run(prog: Program, core: Any, ctx: Any, leaves: list[Any], aux: list[int], t
     W: list[int] = []
     A = list(prog.aux)
     P: dict[int, Any] = {}
-    counters = prog.counters
-    ca = core._counters.append
+    fr0 = fr
+    TC: list[tuple[int, tuple[Any, ...]]] = []  # throttle counters: (position, row)
     ai = 0
     # DMA state (uniform transfers are done here; others by core._transfer after writing this back)
     dma = prog.has_dma
@@ -134,8 +137,8 @@ def run(prog: Program, core: Any, ctx: Any, leaves: list[Any], aux: list[int], t
         win = core.thr_window
         t_busy, t_rs, t_pct = core.thr_busy, core.thr_ramp_start, core.thr_level_pct
     j = 0
-    for s, e, dur0, deps, flag, k in prog.rows:
-        if not flag:  # the common case: a compute instruction nothing else refers to
+    for s, e, dur0, deps, flag in prog.rows:
+        if not flag:  # the common case: a compute instruction (not Tensor engine, not DMA)
             r = SF[s]
             x = EI[e]
             if x > r:
@@ -162,9 +165,6 @@ def run(prog: Program, core: Any, ctx: Any, leaves: list[Any], aux: list[int], t
                 ln = en
             j += 1
             continue
-        if flag & F_COUNTERS:
-            for c, name, unit in counters[j]:
-                ca((fr, name, cv[c], unit))
         r = SF[s]
         x = EI[e]
         if x > r:
@@ -212,7 +212,7 @@ def run(prog: Program, core: Any, ctx: Any, leaves: list[Any], aux: list[int], t
             pct = round(level * 100)
             if pct != t_pct:
                 t_pct = pct
-                ca((st, "tensor_throttle_percent", float(pct), "%"))
+                TC.append((j, (st, "tensor_throttle_percent", float(pct), "%")))
             win.append((st, st + dur))
             t_busy += dur
         en = st + dur
@@ -281,15 +281,14 @@ def run(prog: Program, core: Any, ctx: Any, leaves: list[Any], aux: list[int], t
                 P[j] = p
         else:
             fin = en
-            if flag & F_EXPORT:
-                P[j] = (s, q_base[s] + k, en, TABLE_INSTRUCTION, i0 + j)
         R[j] = fin
         if fin > ln:
             ln = fin
         j += 1
-    if n in counters:
-        for c, name, unit in counters[n]:
-            ca((fr, name, cv[c], unit))
+    if prog.counters or TC:
+        _counters(core._counters, prog.counters, cv, TC, list(accumulate(S, max, initial=fr0)))
+    for j2, s, k in prog.exports:
+        P[j2] = (s, q_base[s] + k, E[j2], TABLE_INSTRUCTION, i0 + j2)
     if dma:
         _flush_dma(core, q0, npk, nx, qbusy, dbytes, XI, XT, XP, XQ, XR, XO, XS)
     if thr:
@@ -325,6 +324,24 @@ def run(prog: Program, core: Any, ctx: Any, leaves: list[Any], aux: list[int], t
     if need_fins:
         return outs, S, R[:n]
     return outs, None, None
+
+
+def _counters(out: list[Any], usage: list[tuple[int, int, str, str]], cv: list[float],
+              throttle: list[tuple[int, tuple[Any, ...]]], front: list[int]) -> None:
+    """Append the segment's counters in the order the general path would: each usage counter (stamped with the
+    latest start issued before it, ``front[instructions before it]``) before the instruction it precedes, each
+    throttle level change at its instruction."""
+    rows = [(front[before], name, cv[c], unit) for before, c, name, unit in usage]
+    if not throttle:
+        out.extend(rows)
+        return
+    i = 0
+    for j, row in throttle:
+        while i < len(usage) and usage[i][0] <= j:
+            out.append(rows[i])
+            i += 1
+        out.append(row)
+    out.extend(rows[i:])
 
 
 def _flush_dma(core: Any, q0: int, npk: int, nx: int, qbusy: int, dbytes: int,  # noqa: PLR0917

@@ -61,8 +61,8 @@ class Position:
 class Node:
     """One event of a recorded segment."""
 
-    __slots__ = ("apply", "children", "chk", "code", "depth", "first", "guards", "kind", "lasti", "params",
-                 "parent", "positions", "sib", "spec", "variant")
+    __slots__ = ("children", "code", "depth", "first", "fn", "guards", "kind", "lasti", "op", "params", "parent",
+                 "positions", "sib", "spec", "variant")
 
     def __init__(self, kind: int, spec: tuple[Any, ...], guards: tuple[Any, ...],
                  positions: tuple[Position, ...], parent: Node | None) -> None:
@@ -80,9 +80,10 @@ class Node:
         #: (code, lasti) of the kernel call (operations, allocations) or of the loop (markers).
         self.code: Any = None
         self.lasti = -1
-        #: Generated matching functions (see tracer.sim.fastpath.match).
-        self.chk: Any = None
-        self.apply: Any = None
+        #: The operation name (operations) or memory (allocations), compared by the matching API methods.
+        self.op = spec[0] if kind in (0, 1) else None
+        #: Generated matching function and its constants (see tracer.sim.fastpath.match).
+        self.fn: Any = None
         self.params: tuple[Any, ...] = ()
 
     def key(self) -> tuple[Any, ...]:

@@ -16,10 +16,10 @@ import dash
 from dash import dcc, html
 
 from dashboard import timeline_logic as tl
-from dashboard import viewport as vp
 from dashboard.registry import TraceRegistry
 from profiler.analyses import diff
 from profiler.analyses import schema as rs
+from profiler.figures import viewport as vp
 from profiler.figures.compare import delta_figure, metrics_figure
 from profiler.figures.timefmt import format_duration
 from tracer.errors import TrnprofError

@@ -19,10 +19,10 @@ import numpy as np
 import plotly.graph_objects as go
 from dash import Patch
 
-from dashboard import viewport as vp
 from profiler import db_schema as dbs
 from profiler.figures import lanes as lanes_mod
 from profiler.figures import palette as pal
+from profiler.figures import viewport as vp
 from profiler.figures.raster import StripFrame, TimelineRow, rasterize, row_labels, timeline_rows
 from profiler.figures.timefmt import ns_to_axis
 from profiler.figures.timeline import separator_shapes, strip_update, timeline_figure
@@ -188,7 +188,7 @@ def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, 
 
     rows = rows_for(trace, options)
     plan = vp.plan_buffer(view, width, t_range)
-    n_px = max((plan.end_ns - plan.start_ns) // plan.resolution_ns, 1)
+    n_px = plan.width_px
     track_ids = _track_ids(rows)
     window = trace.window(plan.start_ns, plan.end_ns, int(n_px), tracks=track_ids)
     frame = rasterize(window, rows, palette, options.colour_by)

@@ -7,6 +7,7 @@ Figure`` (or the plain values a figure update needs) out.  No I/O, no database a
 - :mod:`profiler.figures.lanes` — counter lanes (utilization, DMA throughput, HFU, Counter tables).
 - :mod:`profiler.figures.summary` — charts of a trace summary (engine busy time, top opcodes, DMA, FLOPs).
 - :mod:`profiler.figures.palette` — category colours and the discrete colour scale of the strips.
+- :mod:`profiler.figures.viewport` — the zoom/pan planner: prefetch buffer, resolution, view clamping.
 - :mod:`profiler.figures.timefmt` — time units: axis in seconds with SI prefixes, human-readable durations.
 - :mod:`profiler.figures.typed_arrays` — numpy arrays as plotly.js base64 typed arrays (compact payloads).
 """

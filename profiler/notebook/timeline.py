@@ -12,7 +12,6 @@ JavaScript: a hover layer naming the events under the pointer (:func:`hover_trac
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -310,9 +309,3 @@ def merged_legend(frame: StripFrame, palette: pal.CategoryPalette, color_by: str
     legend = {palette.slot(name): name for name in reversed(palette.ranked[:top])}
     legend.update(frame.legend)
     return replace(frame, legend=legend)
-
-
-def snap_resolution(span_ns: int, width_px: int) -> int:
-    """Nanoseconds per pixel for ``span_ns`` across ``width_px``, rounded up to a power of two (>= 1)."""
-    per_px = max(span_ns, 1) / max(width_px, 1)
-    return 1 if per_px <= 1 else 1 << math.ceil(math.log2(per_px))

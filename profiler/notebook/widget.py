@@ -4,24 +4,23 @@ or pans, so a trace of any size is explorable in a notebook at a cost set by pix
 The widget observes its x-axis range.  On a change, :func:`update_widget` (a plain function: tests call it, or
 just set ``widget.layout.xaxis.range``, without any notebook front end) decides whether the data in hand still
 serve the new view — a *buffer* three times the view wide, at the view's resolution rounded up to a power of two,
-as in the dashboard — and if not fetches a new buffer, rasterises it with the dashboard's builders and replaces
-the strips (one byte per pixel per row), the lanes, the hover layer and the status line in one batch update.
-A double click (autorange) goes back to the whole trace.
+planned by :mod:`profiler.figures.viewport` exactly as the dashboard plans it — and if not fetches a new buffer,
+rasterises it with the dashboard's builders and replaces the strips (one byte per pixel per row), the lanes, the
+hover layer and the status line in one batch update.  A double click (autorange) goes back to the whole trace.
 """
 
 from __future__ import annotations
 
 import functools
-import math
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from profiler.errors import CommandError
 from profiler.figures import lanes as lanes_mod
 from profiler.figures.palette import CategoryPalette
 from profiler.figures.raster import StripFrame
-from profiler.figures.timefmt import axis_to_ns, ns_to_axis
+from profiler.figures.timefmt import ns_to_axis
 from profiler.figures.timeline import strip_update
+from profiler.figures.viewport import Buffer, clamp_view, needs_fetch, plan_buffer, view_from_axis_range
 from profiler.notebook.timeline import (
     DEFAULT_WIDTH_PX,
     HOVER_TRACE_NAME,
@@ -31,7 +30,6 @@ from profiler.notebook.timeline import (
     fetch_frame,
     hover_points,
     resolve_range,
-    snap_resolution,
     status_line,
 )
 from tracer.errors import TrnprofError
@@ -41,59 +39,7 @@ if TYPE_CHECKING:
 
     from profiler.trace import Trace
 
-#: The buffer spans this many times the visible span (small pans and the end of a zoom cost no query).
-PREFETCH_FACTOR = 3
-#: The narrowest view, in ns.
-MIN_SPAN_NS = 16
 NOTEBOOK_EXTRA = "pip install 'trnprof[notebook]'"
-
-
-@dataclass(frozen=True)
-class Buffer:
-    """The range the widget holds and its resolution (ns per pixel, a power of two)."""
-
-    start_ns: int
-    end_ns: int
-    resolution_ns: int
-
-    @property
-    def width_px(self) -> int:
-        """Pixels across the buffer."""
-        return max((self.end_ns - self.start_ns) // self.resolution_ns, 1)
-
-
-def clamp_view(start_ns: int, end_ns: int, trace_range: tuple[int, int]) -> tuple[int, int]:
-    """Keep a view inside the trace (sliding it back in rather than shrinking it), at least MIN_SPAN_NS wide."""
-    t0, t1 = trace_range
-    start, end = (start_ns, end_ns) if start_ns <= end_ns else (end_ns, start_ns)
-    span = max(end - start, MIN_SPAN_NS)
-    full = max(t1 - t0, MIN_SPAN_NS)
-    if span >= full:
-        return t0, t0 + full
-    start = min(max(start, t0), t0 + full - span)
-    return start, start + span
-
-
-def plan_buffer(view: tuple[int, int], width_px: int, trace_range: tuple[int, int]) -> Buffer:
-    """The buffer to fetch for ``view``: PREFETCH_FACTOR times its span, centred, on the resolution grid, clipped
-    to the trace."""
-    v0, v1 = view
-    res = snap_resolution(v1 - v0, width_px)
-    extra = (v1 - v0) * (PREFETCH_FACTOR - 1) // 2
-    t0, t1 = trace_range
-    lo = max(v0 - extra, min(t0, v0))  # clipped to the trace, never into the view
-    hi = min(v1 + extra, max(t1, v1))
-    start = (lo // res) * res
-    end = -(-hi // res) * res
-    return Buffer(start, max(end, start + res), res)
-
-
-def needs_fetch(buffer: Buffer | None, view: tuple[int, int], width_px: int) -> bool:
-    """True when ``buffer`` cannot show ``view`` at its resolution."""
-    if buffer is None:
-        return True
-    v0, v1 = view
-    return v0 < buffer.start_ns or v1 > buffer.end_ns or snap_resolution(v1 - v0, width_px) != buffer.resolution_ns
 
 
 class LiveTimeline:
@@ -127,14 +73,8 @@ class LiveTimeline:
 
     def view_from_axis(self, x_range: Any) -> tuple[int, int] | None:
         """The clamped ns view of a plotly x range (axis seconds); None for anything that is not a range."""
-        try:
-            a, b = (float(v) for v in x_range)
-        except (TypeError, ValueError):
-            return None
-        if not (math.isfinite(a) and math.isfinite(b)) or a == b:
-            return None
-        return clamp_view(axis_to_ns(min(a, b), self.origin_ns), axis_to_ns(max(a, b), self.origin_ns),
-                          self.trace_range)
+        view = view_from_axis_range(x_range, self.origin_ns)
+        return None if view is None else clamp_view(*view, self.trace_range)
 
 
 def update_widget(widget: go.FigureWidget, live: LiveTimeline, x_range: Any = None, *,

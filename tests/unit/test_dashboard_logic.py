@@ -11,7 +11,7 @@ from dashboard import details as det
 from dashboard import search_logic as srch
 from dashboard import sql_logic
 from dashboard import timeline_logic as tl
-from dashboard import viewport as vp
+from profiler.figures import viewport as vp
 from profiler.figures.palette import decode
 from profiler.figures.typed_arrays import decode_typed_array
 from profiler.selection import selection_summary
@@ -27,36 +27,6 @@ def trace(tmp_path_factory):
     t = profiler.open(write_kernel_trace(tmp_path_factory.mktemp("logic") / "k.trace", iterations=200))
     yield t
     t.close()
-
-
-# -- viewport -------------------------------------------------------------------------------------------------
-def test_resolution_is_a_power_of_two_covering_the_view():
-    assert vp.snap_resolution(1000, 1000) == 1
-    assert vp.snap_resolution(1001, 1000) == 2
-    assert vp.snap_resolution(10**9, 1200) == 1 << 20
-
-
-def test_buffer_is_three_spans_aligned_and_reused_until_left():
-    view = (10_000, 20_000)
-    buf = vp.plan_buffer(view, 100, (0, 100_000))
-    assert buf.start_ns <= 5_000 and buf.end_ns >= 25_000
-    assert buf.start_ns % buf.resolution_ns == 0 and buf.end_ns % buf.resolution_ns == 0
-    assert not vp.needs_fetch(buf, (12_000, 22_000), 100)        # a small pan stays inside
-    assert vp.needs_fetch(buf, (30_000, 40_000), 100)            # left the buffer
-    assert vp.needs_fetch(buf, (10_000, 12_000), 100)            # finer resolution
-    assert vp.Buffer.from_dict(buf.to_dict()) == buf
-    assert vp.Buffer.from_dict({"start_ns": "x"}) is None
-
-
-def test_relayout_parsing_and_clamping():
-    assert vp.view_from_relayout({"xaxis.range[0]": 1e-6, "xaxis.range[1]": 2e-6}, 100) == (1100, 2100)
-    assert vp.view_from_relayout({"xaxis.range": [2e-6, 1e-6]}, 0) == (1000, 2000)
-    assert vp.view_from_relayout({"xaxis.autorange": True}, 0) == "reset"
-    assert vp.view_from_relayout({"autosize": True}, 0) is None
-    assert vp.view_from_relayout({"xaxis.range[0]": "nan", "xaxis.range[1]": 1}, 0) is None
-    assert vp.clamp_view(-50, 50, (0, 1000)) == (0, 100)
-    assert vp.clamp_view(900, 1200, (0, 1000)) == (700, 1000)
-    assert vp.clamp_view(5, 6, (0, 1000)) == (5, 5 + vp.MIN_SPAN_NS)
 
 
 # -- the level-of-detail loop ------------------------------------------------------------------------------------

@@ -7,8 +7,6 @@ import sys
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 import profiler
 from profiler.errors import CommandError
@@ -16,15 +14,7 @@ from profiler.figures.palette import CategoryPalette
 from profiler.figures.raster import rasterize, timeline_rows
 from profiler.figures.typed_arrays import decode_typed_array
 from profiler.notebook.timeline import ranked_names
-from profiler.notebook.widget import (
-    MIN_SPAN_NS,
-    PREFETCH_FACTOR,
-    Buffer,
-    clamp_view,
-    needs_fetch,
-    plan_buffer,
-    update_widget,
-)
+from profiler.notebook.widget import update_widget
 from profiler.synth import synth_trace
 
 pytest.importorskip("anywidget")
@@ -108,25 +98,3 @@ def test_widget_without_the_widget_libraries_says_what_to_install(trace, monkeyp
     monkeypatch.setitem(sys.modules, "anywidget", None)
     with pytest.raises(CommandError, match=r"trnprof\[notebook\]"):
         trace.widget()
-
-
-@settings(max_examples=300, deadline=None)
-@given(t0=st.integers(-(2**40), 2**40), length=st.integers(1, 2**40), a=st.floats(0, 1), b=st.floats(0, 1),
-       width=st.integers(1, 5000))
-def test_planned_buffer_covers_the_view_at_its_power_of_two_resolution(t0, length, a, b, width):
-    trace_range = (t0, t0 + length)
-    view = clamp_view(t0 + int(a * length), t0 + int(b * length), trace_range)
-    assert view[1] - view[0] >= MIN_SPAN_NS
-    assert t0 <= view[0] and view[1] <= max(t0 + length, t0 + MIN_SPAN_NS)
-    buf = plan_buffer(view, width, trace_range)
-    res = buf.resolution_ns
-    span = view[1] - view[0]
-    assert res & (res - 1) == 0
-    assert res * width >= span and (res == 1 or (res // 2) * width < span)
-    assert buf.start_ns % res == 0 and buf.end_ns % res == 0
-    assert buf.start_ns <= view[0] and view[1] <= buf.end_ns
-    assert buf.start_ns > t0 - res and buf.end_ns < max(t0 + length, view[1]) + res, "clipped to the trace"
-    assert buf.end_ns - buf.start_ns <= PREFETCH_FACTOR * span + 2 * res
-    assert not needs_fetch(buf, view, width)
-    assert needs_fetch(None, view, width)
-    assert needs_fetch(Buffer(buf.start_ns, buf.end_ns, res * 2), view, width)

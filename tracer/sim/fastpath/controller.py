@@ -29,12 +29,12 @@ from typing import Any
 
 from tracer.sim import tracker
 from tracer.sim.fastpath import match, state
-from tracer.sim.fastpath.edges import emit_table
+from tracer.sim.fastpath.commit import commit, prepare
+from tracer.sim.fastpath.fallback import reissue
 from tracer.sim.fastpath.record import Recorder, Unrecordable
-from tracer.sim.fastpath.schedule import program, run
-from tracer.sim.fastpath.trie import ALLOC, COMMIT, ENTER, EXIT, FREE, MARK, OP, Node, Variant, substitute
-from tracer.sim.memory import SBUF, Tile
-from tracer.sim.records import S_VECTOR, HKey, VKey
+from tracer.sim.fastpath.trie import ALLOC, COMMIT, ENTER, EXIT, FREE, MARK, OP, Node, Variant
+from tracer.sim.memory import Tile
+from tracer.sim.records import S_VECTOR
 
 #: Instructions a segment aims at (a loop commits every ceil(TARGET / instructions per iteration) iterations).
 TARGET = 256
@@ -44,41 +44,6 @@ MAX_SEGMENT = 8192
 MAX_VARIANTS_PER_ROOT = 64
 
 GENERAL, RECORD, MATCH = range(3)
-
-
-class Seg:
-    """A committed segment, as referenced by the lazy records it left."""
-
-    __slots__ = ("offs", "sigs", "vals", "var")
-
-    def __init__(self, var: Variant, vals: tuple[Any, ...]) -> None:
-        self.var = var
-        self.vals = vals
-        self.sigs = var.out_sigs  # type: ignore[attr-defined]
-        self.offs = var.out_offs  # type: ignore[attr-defined]
-
-
-class _StandinView:
-    """What the tracker needs of an on-chip view, rebuilt from a recorded position."""
-
-    __slots__ = ("block", "f0", "f1", "is_full", "mem", "p0", "p1", "tile")
-
-    def __init__(self, block: Any, p0: int, p1: int, f0: int, f1: int, is_full: bool) -> None:  # noqa: PLR0917
-        self.block = block
-        self.tile = self
-        self.mem = block.mem
-        self.p0, self.p1, self.f0, self.f1 = p0, p1, f0, f1
-        self.is_full = is_full
-
-
-class _StandinHbm:
-    """What the tracker needs of an HBM view."""
-
-    __slots__ = ("tensor",)
-    mem = "HBM"
-
-    def __init__(self, tensor: Any) -> None:
-        self.tensor = tensor
 
 
 class FastPath:
@@ -230,7 +195,8 @@ class FastPath:
             node = self.m.node.first
             while node is not None:
                 if node.kind == COMMIT and node.spec == spec:
-                    self._commit(node.variant)
+                    commit(self, node.variant)
+                    self.mode = GENERAL
                     break
                 node = node.sib
             else:
@@ -266,107 +232,13 @@ class FastPath:
         self.stats["recorded"] += 1
         var = node.variant
         if var is not None and not hasattr(var, "out_sigs"):
-            self._prepare(var)
+            prepare(self, var)
             self.root_variants[key] = self.root_variants.get(key, 0) + 1
         k0 = 0
         for n in node.path():
             if n.fn is None and n.kind in (OP, ALLOC, FREE, ENTER, EXIT):
                 match.build(self, n, k0)
             k0 += _new_leaves(self, n)
-
-    def _prepare(self, var: Variant) -> None:
-        var.out_sigs = [o[0] for o in var.outputs]  # type: ignore[attr-defined]
-        offs = [0]
-        for _sig, struct, _srcs in var.outputs:
-            offs.append(offs[-1] + state.n_leaves(struct))
-        var.out_offs = offs  # type: ignore[attr-defined]
-        var.pos_refs = [_refs(p.recipe) for p in var.positions]  # type: ignore[attr-defined]
-        var.pos_cache = {}  # type: ignore[attr-defined]
-        var.uid = len(self.variants)
-        var.emit_table = emit_table(var)  # type: ignore[attr-defined]
-        self.variants.append(var)
-
-    # -- commit ------------------------------------------------------------------------------------------------------
-    def _commit(self, var: Variant) -> None:
-        m = self.m
-        core, ctx = self.core, self.ctx
-        binding = (tuple([b.addr for b in m.blocks]), tuple([t.name for t in m.tensors]),
-                   tuple([m.names[r] for r in var.name_roles]))
-        ent = var.tids.get(binding)
-        if ent is None:
-            ent = var.tids[binding] = self._templates(var, m)
-        prog = var.run
-        if prog is None:
-            prog = var.run = program(var)
-        nf = bool(m.open0) or bool(m.scopes)
-        outs, starts, fins = run(prog, core, ctx, m.leaves, m.aux, ent[1], ent[0], m.cv,
-                                 core.segs if core.sink is not None else None, nf, m.names)
-        seg = Seg(var, outs)
-        chain = self.chain
-        r = 0
-        for obj in m.blocks:
-            obj.lz_seg = seg
-            obj.lz_role = r
-            chain[id(obj)] = obj
-            r += 1
-        for obj in m.tensors:
-            obj.lz_seg = seg
-            obj.lz_role = r
-            chain[id(obj)] = obj
-            r += 1
-        if nf:
-            self._spans(m, starts, fins)
-        self.stats["matched"] += 1
-        self.stats["instructions"] += len(var.positions)
-        self.m = None
-        self.mode = GENERAL
-        core._maybe_handoff()
-
-    def _templates(self, var: Variant, m: match.Segment) -> tuple[list[int], list[Any]]:
-        """Template ids of the variant's instructions for the segment's blocks, tensors and names, cached per
-        instruction by the values its recipe refers to."""
-        core = self.core
-        cache = var.pos_cache  # type: ignore[attr-defined]
-        blocks, tensors, names = m.blocks, m.tensors, m.names
-        tids, tpls = [], []
-        for j, (p, (brefs, trefs, nrefs)) in enumerate(zip(var.positions, var.pos_refs, strict=True)):  # type: ignore[attr-defined]
-            key = (j, *[blocks[r].addr for r in brefs], *[tensors[r].name for r in trefs],
-                   *[names[r] for r in nrefs])
-            tid = cache.get(key)
-            if tid is None:
-                tid = cache[key] = core.template(substitute(p.recipe, blocks, tensors, names))
-                tpl = core.templates[tid]
-                if tpl.stream != p.stream or tpl.engine != p.engine or tpl.dur != p.dur:
-                    raise RuntimeError("trnprof loop fast path: a rebuilt template differs from the recorded one")
-            tids.append(tid)
-            tpls.append(core.templates[tid])
-        return tids, tpls
-
-    def _spans(self, m: match.Segment, starts: tuple[int, ...], fins: tuple[int, ...]) -> None:
-        n = len(starts)
-        opened: dict[int, int] = {id(box): 0 for box in m.open0}
-        boxes = {id(box): box for box in m.open0}
-        ranges = []
-        exits = []
-        for kind, pos, scope in m.scopes:
-            if kind == ENTER:
-                opened[id(scope.box)] = pos
-                boxes[id(scope.box)] = scope.box
-            else:
-                a = opened.pop(id(scope.box))
-                ranges.append((scope.box, a, pos))
-                exits.append(scope)
-        ranges.extend((boxes[b], a, n) for b, a in opened.items())
-        for box, a, b in ranges:
-            if a < b:
-                lo = min(starts[a:b])
-                hi = max(fins[a:b])
-                box[0] = min(box[0], lo)
-                box[1] = max(box[1], hi)
-        for scope in exits:
-            row = scope.row()
-            if row is not None:
-                self.core.span(row)
 
     # -- events called from the kernel API -------------------------------------------------------------------------
     def on_free(self, tile: Tile) -> bool:
@@ -433,35 +305,6 @@ class FastPath:
             self.ctx.scope_close(scope, row=False)
         m.scopes.append((kind, m.n, scope))
 
-    def new_tile(self, m: match.Segment, name: str | None, mem: str, nbytes: int, where: str,  # noqa: PLR0917
-                 dt: Any, shape: tuple[int, int]) -> Tile:
-        """Live part of a matched allocation: the allocator, the Tile object, the usage counter's value."""
-        ctx = self.ctx
-        uid = ctx._n_tiles = ctx._n_tiles + 1
-        if not name:
-            name = f"{mem.lower()}{uid}"
-        m.names[("L", uid - m.ub - 1)] = name
-        if mem == SBUF:
-            alloc = ctx.sbuf
-            block = alloc.take_peeked(m.peek, nbytes, where, name)
-            m.cv.append(float(alloc.in_use * self.partitions))
-        else:
-            alloc = ctx.psum
-            block = alloc.take_peeked(m.peek, nbytes, where, name)
-            m.cv.append(float(alloc.in_use // alloc.unit))
-        return Tile.make(ctx, name, shape, dt, mem, block, where, uid)
-
-    def free_tile(self, m: match.Segment, tile: Tile) -> None:
-        """Live part of a matched release (the records are folded lazily, by the variant)."""
-        if tile.mem == SBUF:
-            alloc = self.ctx.sbuf
-            alloc.free(tile.block)
-            m.cv.append(float(alloc.in_use * self.partitions))
-        else:
-            alloc = self.ctx.psum
-            alloc.free(tile.block)
-            m.cv.append(float(alloc.in_use // alloc.unit))
-
     def free_mismatch(self, tile: Tile) -> None:
         """A matched-mode release that fits no recorded continuation: fall back, then release generally."""
         try:
@@ -525,72 +368,10 @@ class FastPath:
             rec = Recorder(self, root, m.ub, (m.names[("A", 0)], m.names[("A", 1)]))
             self._start_record(key, root, rec)
         try:
-            self._reissue(m, path, rec)
+            reissue(self, m, path, rec)
         except Unrecordable:
             self._drop_recording()
             raise RuntimeError("trnprof loop fast path: re-issuing a matched segment failed") from None
-
-    def _reissue(self, m: match.Segment, path: list[Node], rec: Recorder | None) -> None:
-        core, ctx = self.core, self.ctx
-        live = core.open_spans
-        core.open_spans = list(m.open0)
-        issue = ctx.issue
-        names = m.names
-        src = [names[("A", 0)], names[("A", 1)]]
-        stack = []
-        nsc = 0
-        core.set_scope(*src)
-        ai = ci = si = 0
-        for node in path:
-            kind = node.kind
-            if rec is not None:
-                rec.adopt(node, m)
-            if kind == OP:
-                for p in node.positions:
-                    tid = core.template(substitute(p.recipe, m.blocks, m.tensors, m.names))
-                    aux = -1
-                    if p.aux_dynamic:
-                        aux = m.aux[ai]
-                        ai += 1
-                    issue(tid, [self._standin(x, m) for x in p.reads], [self._standin(x, m) for x in p.writes], aux)
-            elif kind == ALLOC:
-                core._counters.append((core.frontier, *_usage(node.spec[0])[:1], m.cv[ci], _usage(node.spec[0])[1]))
-                ci += 1
-            elif kind == FREE:
-                tspec = node.spec[1]
-                block = m.lblk[tspec[1]] if tspec[0] == "L" else m.oblk[tspec[1]]
-                tracker.release(block)
-                core._counters.append((core.frontier, *_usage(node.spec[0])[:1], m.cv[ci], _usage(node.spec[0])[1]))
-                ci += 1
-            elif kind == ENTER:
-                scope = m.scopes[si][2]
-                core.open_spans.append(scope.box)
-                si += 1
-                stack.append(list(src))
-                src[0 if scope.category == "layer" else 1] = names[("S", nsc)]
-                nsc += 1
-                core.set_scope(*src)
-            elif kind == EXIT:
-                scope = m.scopes[si][2]
-                si += 1
-                src = stack.pop()
-                core.set_scope(*src)
-                spans = core.open_spans
-                del spans[next(i for i, b in enumerate(spans) if b is scope.box)]
-                row = scope.row()
-                if row is not None:
-                    core.span(row)
-            if rec is not None:
-                rec.end()
-        if [id(b) for b in core.open_spans] != [id(b) for b in live] or src != [ctx.cur_layer, ctx.cur_operator]:
-            raise RuntimeError("trnprof loop fast path: scopes out of step after re-issuing a segment")
-        core.open_spans = live
-
-    def _standin(self, spec: tuple[Any, ...], m: match.Segment) -> Any:
-        if spec[0] == "H":
-            return _StandinHbm(m.tensors[spec[1]])
-        _b, role, p0, p1, f0, f1, full = spec
-        return _StandinView(m.blocks[role], p0, p1, f0, f1, full)
 
     # -- lazy records ------------------------------------------------------------------------------------------------
     def break_chain(self) -> None:
@@ -625,10 +406,6 @@ class FastPath:
         self.ctx.fast = None
 
 
-def _usage(mem: str) -> tuple[str, str]:
-    return ("sbuf_usage_bytes", "B") if mem == SBUF else ("psum_banks_in_use", "banks")
-
-
 def _new_leaves(fast: FastPath, node: Node) -> int:
     """Input leaves the node's first touches add."""
     spec = node.spec
@@ -644,28 +421,3 @@ def _new_leaves(fast: FastPath, node: Node) -> int:
     elif node.kind == FREE and spec[1][0] == "O1":
         sigs.append(spec[1][3])
     return sum(state.n_leaves(fast.interner.structs[s]) for s in sigs)
-
-
-def _refs(recipe: Any) -> tuple[tuple[int, ...], tuple[int, ...], tuple[Any, ...]]:
-    """Block roles, tensor roles and tile-name roles a recipe refers to."""
-    blocks: list[int] = []
-    tensors: list[int] = []
-    names: list[Any] = []
-
-    def walk(x: Any) -> None:
-        tx = type(x)
-        if tx is VKey:
-            if type(x.addr) is tuple:
-                blocks.append(x.addr[1])
-        elif tx is HKey:
-            if type(x.name) is tuple:
-                tensors.append(x.name[1])
-        elif tx is tuple:
-            if len(x) == 2 and x[0] == "@N":
-                names.append(x[1])
-            else:
-                for y in x:
-                    walk(y)
-
-    walk(recipe)
-    return tuple(blocks), tuple(tensors), tuple(names)

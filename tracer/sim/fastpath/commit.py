@@ -1,0 +1,156 @@
+"""Committing a matched segment: its templates for this set of buffers, the scheduling, lazy records, spans.
+
+At the end of a matched segment the variant's recipes give the template of each instruction for the blocks,
+tensors and tile names the segment actually used (cached per instruction by those values), the variant's program
+schedules everything (:mod:`tracer.sim.fastpath.schedule`), and every block and tensor the segment touched is left
+*lazy*: it points at the committed :class:`Seg`, whose producers fill the variant's output structure for it when the
+records are needed again (:meth:`tracer.sim.fastpath.controller.FastPath.break_chain`).  Scopes entered or left in
+the segment get their Span boxes and rows here, in the order the general path would have written them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from tracer.sim.fastpath import state
+from tracer.sim.fastpath.edges import emit_table
+from tracer.sim.fastpath.match import Segment
+from tracer.sim.fastpath.schedule import program, run
+from tracer.sim.fastpath.trie import ENTER, Variant, substitute
+from tracer.sim.records import HKey, VKey
+
+if TYPE_CHECKING:
+    from tracer.sim.fastpath.controller import FastPath
+
+
+class Seg:
+    """A committed segment, as referenced by the lazy records it left."""
+
+    __slots__ = ("offs", "sigs", "vals", "var")
+
+    def __init__(self, var: Variant, vals: tuple[Any, ...]) -> None:
+        self.var = var
+        self.vals = vals
+        self.sigs = var.out_sigs  # type: ignore[attr-defined]
+        self.offs = var.out_offs  # type: ignore[attr-defined]
+
+
+def prepare(fast: FastPath, var: Variant) -> None:
+    """Give a new variant its uid, output layout, template-cache keys and emitter table."""
+    var.out_sigs = [o[0] for o in var.outputs]  # type: ignore[attr-defined]
+    offs = [0]
+    for _sig, struct, _srcs in var.outputs:
+        offs.append(offs[-1] + state.n_leaves(struct))
+    var.out_offs = offs  # type: ignore[attr-defined]
+    var.pos_refs = [recipe_refs(p.recipe) for p in var.positions]  # type: ignore[attr-defined]
+    var.pos_cache = {}  # type: ignore[attr-defined]
+    var.uid = len(fast.variants)
+    var.emit_table = emit_table(var)  # type: ignore[attr-defined]
+    fast.variants.append(var)
+
+
+def commit(fast: FastPath, var: Variant) -> None:
+    """Schedule the matched segment with its variant and leave its records lazy (see the module docstring)."""
+    m = fast.m
+    core, ctx = fast.core, fast.ctx
+    binding = (tuple([b.addr for b in m.blocks]), tuple([t.name for t in m.tensors]),
+               tuple([m.names[r] for r in var.name_roles]))
+    ent = var.tids.get(binding)
+    if ent is None:
+        ent = var.tids[binding] = templates(core, var, m)
+    prog = var.run
+    if prog is None:
+        prog = var.run = program(var)
+    nf = bool(m.open0) or bool(m.scopes)
+    outs, starts, fins = run(prog, core, ctx, m.leaves, m.aux, ent[1], ent[0], m.cv,
+                             core.segs if core.sink is not None else None, nf, m.names)
+    seg = Seg(var, outs)
+    chain = fast.chain
+    r = 0
+    for obj in m.blocks:
+        obj.lz_seg = seg
+        obj.lz_role = r
+        chain[id(obj)] = obj
+        r += 1
+    for obj in m.tensors:
+        obj.lz_seg = seg
+        obj.lz_role = r
+        chain[id(obj)] = obj
+        r += 1
+    if nf:
+        spans(core, m, starts, fins)
+    fast.stats["matched"] += 1
+    fast.stats["instructions"] += len(var.positions)
+    fast.m = None
+    core._maybe_handoff()
+
+def templates(core: Any, var: Variant, m: Segment) -> tuple[list[int], list[Any]]:
+    """Template ids of the variant's instructions for the segment's blocks, tensors and names, cached per
+    instruction by the values its recipe refers to."""
+    cache = var.pos_cache  # type: ignore[attr-defined]
+    blocks, tensors, names = m.blocks, m.tensors, m.names
+    tids, tpls = [], []
+    for j, (p, (brefs, trefs, nrefs)) in enumerate(zip(var.positions, var.pos_refs, strict=True)):  # type: ignore[attr-defined]
+        key = (j, *[blocks[r].addr for r in brefs], *[tensors[r].name for r in trefs],
+               *[names[r] for r in nrefs])
+        tid = cache.get(key)
+        if tid is None:
+            tid = cache[key] = core.template(substitute(p.recipe, blocks, tensors, names))
+            tpl = core.templates[tid]
+            if tpl.stream != p.stream or tpl.engine != p.engine or tpl.dur != p.dur:
+                raise RuntimeError("trnprof loop fast path: a rebuilt template differs from the recorded one")
+        tids.append(tid)
+        tpls.append(core.templates[tid])
+    return tids, tpls
+
+def spans(core: Any, m: Segment, starts: list[int], fins: list[int]) -> None:
+    """Update the Span boxes the segment's instructions fall in, then record the rows of the scopes it left."""
+    n = len(starts)
+    opened: dict[int, int] = {id(box): 0 for box in m.open0}
+    boxes = {id(box): box for box in m.open0}
+    ranges = []
+    exits = []
+    for kind, pos, scope in m.scopes:
+        if kind == ENTER:
+            opened[id(scope.box)] = pos
+            boxes[id(scope.box)] = scope.box
+        else:
+            a = opened.pop(id(scope.box))
+            ranges.append((scope.box, a, pos))
+            exits.append(scope)
+    ranges.extend((boxes[b], a, n) for b, a in opened.items())
+    for box, a, b in ranges:
+        if a < b:
+            lo = min(starts[a:b])
+            hi = max(fins[a:b])
+            box[0] = min(box[0], lo)
+            box[1] = max(box[1], hi)
+    for scope in exits:
+        row = scope.row()
+        if row is not None:
+            core.span(row)
+
+
+def recipe_refs(recipe: Any) -> tuple[tuple[int, ...], tuple[int, ...], tuple[Any, ...]]:
+    """Block roles, tensor roles and tile-name roles a recipe refers to."""
+    blocks: list[int] = []
+    tensors: list[int] = []
+    names: list[Any] = []
+
+    def walk(x: Any) -> None:
+        tx = type(x)
+        if tx is VKey:
+            if type(x.addr) is tuple:
+                blocks.append(x.addr[1])
+        elif tx is HKey:
+            if type(x.name) is tuple:
+                tensors.append(x.name[1])
+        elif tx is tuple:
+            if len(x) == 2 and x[0] == "@N":
+                names.append(x[1])
+            else:
+                for y in x:
+                    walk(y)
+
+    walk(recipe)
+    return tuple(blocks), tuple(tensors), tuple(names)

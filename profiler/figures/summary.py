@@ -1,144 +1,159 @@
-"""Charts of a trace summary (``Trace.summary()``): per-engine utilization, FLOPs, DMA breakdown, top opcodes and
-operators by time — for the dashboard's summary page and for notebooks.
+"""Charts and headline figures of a trace summary, for the dashboard's summary page and ``Trace.summary_figures``.
 
-The summary is a dict following Neuron Explorer's ``Summary`` field names (``<engine>_engine_active_time_percent``,
-``hardware_flops``, ``hfu_estimated_percent``, ``dma_transfer_total_bytes``, ...) plus breakdown tables (lists of
-row dicts or Arrow tables) under keys such as ``top_opcodes``, ``top_operators``, ``dma_queues``.  Every builder
-takes what it finds and skips what is missing.
+The input is :class:`SummaryInputs`: the dict exactly as ``Trace.summary()`` returns it (keys documented in
+``docs/database.md``: ``total_time_ns``, ``engines.<name>.{active_time_ns, utilization_pct, instruction_count}``,
+``hfu_pct``, ``mfu_pct``, ``dma.{active_time_ns, transfer_bytes, throughput_gbps}``) plus the breakdown tables of
+:mod:`profiler.analyses` (``time_by(trace, "opcode")``, ``time_by(trace, "operator")``, ``queue_table(trace)``).
+:func:`summary_inputs` gathers them from a trace — the one place the summary is read for drawing — and the
+builders below are pure: inputs in, figures or plain values out.  A builder returns None when its data are absent
+(no Tensor FLOPs, no operators, no DMA).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import plotly.graph_objects as go
 import pyarrow as pa
 
+from profiler.analyses import schema as rs
 from profiler.figures.palette import CategoryPalette
-from tracer import schema as ts
+from profiler.figures.timefmt import NS_PER_S
 
-_ENGINE_KEYS = {e: e.lower() for e in ts.ENGINES}
+if TYPE_CHECKING:
+    from profiler.trace import Trace
+
+#: Rows kept per breakdown chart.
+TOP_ROWS = 15
 _CHART_HEIGHT = 320
 
-#: ``(label, keys tried in order, unit)`` of the headline cards; unit ``ns`` values are durations.
-HEADLINES: tuple[tuple[str, tuple[str, ...], str], ...] = (
-    ("total time", ("total_time_ns", "total_time"), "ns"),
-    ("active time", ("total_active_time_ns", "total_active_time"), "ns"),
-    ("instructions", ("instruction_count", "event_count"), ""),
-    ("hardware FLOPs", ("hardware_flops", "adjusted_hardware_flops"), "FLOP"),
-    ("HFU", ("hfu_estimated_percent", "hfu_percent"), "%"),
-    ("MFU", ("mfu_estimated_percent", "mfu_percent"), "%"),
-    ("DMA bytes", ("dma_transfer_total_bytes", "dma_bytes"), "B"),
-    ("DMA active", ("dma_active_time_percent",), "%"),
-)
+#: Chart titles, in the order :func:`summary_figures` returns them.
+ENGINE_TITLE = "Engine utilization"
+OPCODES_TITLE = "Top opcodes by busy time"
+OPERATORS_TITLE = "Top operators by busy time"
+QUEUES_TITLE = "DMA bytes per queue"
+FLOPS_TITLE = "FLOPs by operator"
 
 
-def flatten(summary: Mapping[str, Any] | None, prefix: str = "") -> dict[str, Any]:
-    """Nested dicts -> one level with dotted keys (tables and lists are kept as values)."""
-    out: dict[str, Any] = {}
-    for k, v in (summary or {}).items():
-        if isinstance(v, Mapping):
-            out.update(flatten(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = v
-    return out
+@dataclass(frozen=True)
+class SummaryInputs:
+    """What the summary charts draw: ``Trace.summary()`` and the analyses' breakdown tables (None when absent)."""
+
+    summary: Mapping[str, Any]
+    opcodes: pa.Table | None = None
+    operators: pa.Table | None = None
+    queues: pa.Table | None = None
 
 
-def _lookup_key(flat: Mapping[str, Any], keys: tuple[str, ...]) -> tuple[str, Any] | None:
-    for key in keys:
-        for k, v in flat.items():
-            if (k == key or k.endswith("." + key)) and isinstance(v, int | float) and not isinstance(v, bool):
-                return key, v
-    return None
+def summary_inputs(trace: Trace, start_ns: int | None = None, end_ns: int | None = None) -> SummaryInputs:
+    """The summary of ``[start_ns, end_ns)`` (default: the whole trace) with its per-opcode, per-operator and
+    per-queue tables (``profiler.analyses``)."""
+    from profiler.analyses import queue_table, time_by
 
-
-def _lookup(flat: Mapping[str, Any], keys: tuple[str, ...]) -> Any:
-    found = _lookup_key(flat, keys)
-    return None if found is None else found[1]
+    return SummaryInputs(trace.summary(start_ns, end_ns), time_by(trace, "opcode", start_ns, end_ns),
+                         time_by(trace, "operator", start_ns, end_ns), queue_table(trace, start_ns, end_ns))
 
 
 def headline_numbers(summary: Mapping[str, Any] | None) -> list[tuple[str, float, str]]:
-    """``(label, value, unit)`` of the headline figures the summary has (times in seconds are turned into ns)."""
-    flat = flatten(summary)
-    out = []
-    for label, keys, unit in HEADLINES:
-        found = _lookup_key(flat, keys)
-        if found is None:
-            continue
-        key, value = found
-        if unit == "ns" and not key.endswith("_ns"):
-            value = float(value) * 1e9  # Neuron's Summary gives times in seconds
-        out.append((label, value, unit))
-    return out
+    """``(label, value, unit)`` of the headline figures of a ``Trace.summary()`` dict that are known.
 
-
-def _rows(value: Any) -> list[dict[str, Any]]:
-    if isinstance(value, pa.Table):
-        return value.to_pylist()
-    if isinstance(value, list) and all(isinstance(r, Mapping) for r in value):
-        return [dict(r) for r in value]
-    if isinstance(value, Mapping) and value and all(isinstance(v, int | float) for v in value.values()):
-        return [{"name": k, "value": v} for k, v in value.items()]
-    return []
+    Units: ``ns`` (a duration), ``%``, ``B``, ``B/s``, ``""`` (a count).
+    """
+    s = summary or {}
+    engines: Mapping[str, Any] = s.get("engines") or {}
+    dma: Mapping[str, Any] = s.get("dma") or {}
+    total = s.get("total_time_ns")
+    counts = [e.get("instruction_count") for e in engines.values() if e.get("instruction_count") is not None]
+    gbps = dma.get("throughput_gbps")
+    candidates = [
+        ("total time", total, "ns"),
+        ("instructions", sum(counts) if counts else None, ""),
+        ("HFU", s.get("hfu_pct"), "%"),
+        ("MFU", s.get("mfu_pct"), "%"),
+        ("DMA bytes", dma.get("transfer_bytes"), "B"),
+        ("DMA throughput", None if gbps is None else float(gbps) * 1e9, "B/s"),
+        ("DMA active", None if dma.get("active_time_ns") is None or not total
+         else 100.0 * dma["active_time_ns"] / total, "%"),
+    ]
+    return [(label, value, unit) for label, value, unit in candidates
+            if isinstance(value, int | float) and not isinstance(value, bool)]
 
 
 def _bar(title: str, names: list[str], values: list[float], unit: str, colours: list[str] | None = None) -> go.Figure:
     fig = go.Figure(go.Bar(x=values, y=names, orientation="h", marker={"color": colours},
-                           hovertemplate=f"%{{y}}: %{{x:.4g}} {unit}<extra></extra>"))
+                           hovertemplate=f"%{{y}}: %{{x:.4s}}{unit}<extra></extra>"))
     fig.update_layout(title={"text": title, "font": {"size": 14}}, height=_CHART_HEIGHT,
-                      margin={"l": 140, "r": 20, "t": 40, "b": 40}, yaxis={"autorange": "reversed"},
-                      xaxis={"title": {"text": unit}})
+                      margin={"l": 160, "r": 20, "t": 40, "b": 40}, yaxis={"autorange": "reversed"},
+                      xaxis={"ticksuffix": unit, "tickformat": "~s"})
     return fig
 
 
 def engine_utilization_figure(summary: Mapping[str, Any] | None) -> go.Figure | None:
-    """Per-engine active time, % of the total time (Neuron's ``<engine>_engine_active_time_percent``)."""
-    flat = flatten(summary)
-    names, values = [], []
-    for engine, key in _ENGINE_KEYS.items():
-        v = _lookup(flat, (f"{key}_engine_active_time_percent", f"{key}.active_time_percent",
-                           f"{key}.busy_percent"))
-        if v is not None:
-            names.append(engine)
-            values.append(float(v))
+    """Busy % of each engine over the summarised range (``engines.<name>.utilization_pct``)."""
+    engines: Mapping[str, Any] = (summary or {}).get("engines") or {}
+    names = [name for name, e in engines.items() if e.get("utilization_pct") is not None]
     if not names:
         return None
-    pal = CategoryPalette.for_engines()
-    fig = _bar("Engine utilization", names, values, "%", [pal.colour(n) for n in names])
-    fig.update_xaxes(range=[0, 100])
+    palette = CategoryPalette.for_engines()
+    fig = _bar(ENGINE_TITLE, names, [float(engines[n]["utilization_pct"]) for n in names], "%",
+               [palette.colour(n) for n in names])
+    fig.update_xaxes(range=[0, 100], tickformat="")
     return fig
 
 
-def breakdown_figure(summary: Mapping[str, Any] | None, key: str, title: str, *, name_field: str | None = None,
-                     value_field: str | None = None, unit: str = "", top: int = 15) -> go.Figure | None:
-    """A horizontal bar chart of the breakdown table ``summary[key]`` (largest first, ``top`` rows)."""
-    flat = flatten(summary)
-    table = next((v for k, v in flat.items() if k == key or k.endswith("." + key)), None)
-    rows = _rows(table)
+def _label(row: Mapping[str, Any], keys: tuple[str, ...], sep: str) -> str:
+    return sep.join(str(row[k]) if row.get(k) is not None else "-" for k in keys)
+
+
+def breakdown_figure(table: pa.Table | None, title: str, name_keys: tuple[str, ...], value_key: str, unit: str,
+                     *, sep: str = " ", scale: float = 1.0, top: int = TOP_ROWS) -> go.Figure | None:
+    """Horizontal bars of ``table``'s ``value_key`` times ``scale``, largest first (``top`` rows), labelled by
+    ``name_keys`` joined with ``sep``.
+
+    None when the table is missing, empty, or has no positive value.
+    """
+    if table is None or table.num_rows == 0:
+        return None
+    rows = [r for r in table.select([*name_keys, value_key]).to_pylist() if (r[value_key] or 0) > 0]
     if not rows:
         return None
-    cols = list(rows[0])
-    nf = name_field if name_field in cols else next((c for c in cols if isinstance(rows[0][c], str)), cols[0])
-    numeric = [c for c in cols if isinstance(rows[0][c], int | float) and not isinstance(rows[0][c], bool)]
-    vf = value_field if value_field in cols else next(
-        (c for c in numeric if any(w in c for w in ("time", "dur", "ns", "bytes", "flops", "value"))),
-        numeric[0] if numeric else None)
-    if vf is None:
+    rows = sorted(rows, key=lambda r: -r[value_key])[:top]
+    names = [_label(r, name_keys, sep) for r in rows]
+    palette = CategoryPalette()
+    return _bar(title, names, [r[value_key] * scale for r in rows], unit, [palette.colour(n) for n in names])
+
+
+def opcodes_figure(opcodes: pa.Table | None) -> go.Figure | None:
+    """Busy time per (engine, opcode) (``time_by(trace, "opcode")``), in seconds (the axis reads ns, µs, ms)."""
+    return breakdown_figure(opcodes, OPCODES_TITLE, (rs.ENGINE, rs.OPCODE), rs.BUSY_NS, "s", scale=1 / NS_PER_S)
+
+
+def operators_figure(operators: pa.Table | None) -> go.Figure | None:
+    """Busy time per (layer, operator), in seconds; None when the trace names no operator."""
+    if operators is None or not any(v is not None for v in operators.column(rs.OPERATOR).to_pylist()):
         return None
-    rows = sorted(rows, key=lambda r: -(r.get(vf) or 0))[:top]
-    pal = CategoryPalette()
-    names = [str(r.get(nf)) for r in rows]
-    return _bar(title, names, [float(r.get(vf) or 0) for r in rows], unit or vf, [pal.colour(n) for n in names])
+    return breakdown_figure(operators, OPERATORS_TITLE, (rs.LAYER, rs.OPERATOR), rs.BUSY_NS, "s", sep=" / ",
+                            scale=1 / NS_PER_S)
 
 
-def summary_figures(summary: Mapping[str, Any] | None) -> list[go.Figure]:
-    """Every chart the summary supports: engine utilization, top opcodes, top operators, DMA, FLOPs by engine."""
-    figs = [
-        engine_utilization_figure(summary),
-        breakdown_figure(summary, "top_opcodes", "Top opcodes by time", unit="ns"),
-        breakdown_figure(summary, "top_operators", "Top operators by time", unit="ns"),
-        breakdown_figure(summary, "dma_queues", "DMA bytes per queue", unit="B"),
-        breakdown_figure(summary, "flops_by_engine", "FLOPs by engine", unit="FLOP"),
-    ]
+def flops_figure(operators: pa.Table | None) -> go.Figure | None:
+    """BF16-equivalent FLOPs (``adjusted_flops``) per (layer, operator); None without operators or FLOPs."""
+    if operators is None or not any(v is not None for v in operators.column(rs.OPERATOR).to_pylist()):
+        return None
+    return breakdown_figure(operators, FLOPS_TITLE, (rs.LAYER, rs.OPERATOR), rs.ADJUSTED_FLOPS, "FLOP",
+                            sep=" / ")
+
+
+def queues_figure(queues: pa.Table | None) -> go.Figure | None:
+    """Bytes moved per DMA queue (``queue_table(trace)``)."""
+    return breakdown_figure(queues, QUEUES_TITLE, (rs.QUEUE,), rs.BYTES, "B")
+
+
+def summary_figures(inputs: SummaryInputs) -> list[go.Figure]:
+    """Every chart the inputs support, in this order: engine utilization, top opcodes, top operators, DMA bytes
+    per queue, FLOPs by operator."""
+    figs = [engine_utilization_figure(inputs.summary), opcodes_figure(inputs.opcodes),
+            operators_figure(inputs.operators), queues_figure(inputs.queues), flops_figure(inputs.operators)]
     return [f for f in figs if f is not None]

@@ -61,7 +61,8 @@ class NotebookMixin:
         return utilization_figure(self, start_ns, end_ns, width_px=width_px)
 
     def summary_figures(self: Trace, start_ns: int | None = None, end_ns: int | None = None) -> list[go.Figure]:
-        """The summary charts: engine utilization, top opcodes, top operators, DMA bytes per queue."""
+        """The summary charts: engine utilization, top opcodes, top operators, DMA bytes per queue, FLOPs by
+        operator (those the trace has data for), as the dashboard's summary page draws them."""
         from profiler.notebook.summary import summary_figures
 
         return summary_figures(self, start_ns, end_ns)

@@ -110,3 +110,19 @@ def test_sql_query_returns_rows(browser, dashboard_server):
     err = wait_for(browser, lambda d: d.find_elements("id", "sql-error"), "the inline error")[0]
     assert err.text and "\n" not in err.text
     assert console_errors(browser) == []
+
+
+def test_summary_page_shows_its_charts(browser, dashboard_server):
+    browser.get(dashboard_server.url + "/summary?trace=t0")
+    n_bars = ("Array.from(document.querySelectorAll('#summary-charts .js-plotly-plot'))"
+              ".map(function (gd) { return gd.querySelectorAll('.bars path').length; })")
+
+    def drawn(d):
+        bars = _js(d, n_bars)
+        return bars if bars and len(bars) >= 5 and all(bars) else None
+
+    bars = wait_for(browser, drawn, "every summary chart drawn with bars")
+    assert bars[0] == 5                                                    # one bar per engine
+    assert "Tensor MATMUL" in browser.find_element("id", "summary-chart-1").text
+    assert len(browser.find_elements("css selector", "#summary-cards .card")) >= 5
+    assert console_errors(browser) == []

@@ -76,14 +76,28 @@ def test_lanes_share_x_and_go_on_their_own_axes():
     np.testing.assert_allclose(decode_typed_array(updates[2]["x"]), [1e-8, 2e-8])
 
 
-def test_summary_charts_from_neuron_named_fields():
-    summary = {"total_time": 0.002, "tensor_engine_active_time_percent": 80.0,
-               "vector_engine_active_time_percent": 20.0, "hfu_estimated_percent": 41.5,
-               "top_opcodes": [{"opcode": "MATMUL", "total_ns": 900}, {"opcode": "ACTIVATE", "total_ns": 1200}]}
-    heads = dict((label, v) for label, v, _u in sfig.headline_numbers(summary))
-    assert heads["total time"] == pytest.approx(2_000_000)   # seconds -> ns
-    assert heads["HFU"] == 41.5
-    figs = sfig.summary_figures(summary)
-    assert list(figs[0].data[0].y) == ["Tensor", "Vector"]
-    assert list(figs[1].data[0].y) == ["ACTIVATE", "MATMUL"]      # largest first
-    assert sfig.summary_figures({}) == []
+def test_summary_charts_read_trace_summary_fields_and_skip_what_is_missing():
+    import pyarrow as pa
+
+    from profiler.analyses import schema as rs
+
+    summary = {"total_time_ns": 2_000_000,
+               "engines": {"Tensor": {"active_time_ns": 1_600_000, "utilization_pct": 80.0, "instruction_count": 3},
+                           "Vector": {"active_time_ns": 400_000, "utilization_pct": 20.0, "instruction_count": 4}},
+               "hfu_pct": 41.5, "mfu_pct": None,
+               "dma": {"active_time_ns": 500_000, "transfer_bytes": 4096, "throughput_gbps": 0.008192}}
+    heads = {label: (v, unit) for label, v, unit in sfig.headline_numbers(summary)}
+    assert heads == {"total time": (2_000_000, "ns"), "instructions": (7, ""), "HFU": (41.5, "%"),
+                     "DMA bytes": (4096, "B"), "DMA throughput": (pytest.approx(8.192e6), "B/s"),
+                     "DMA active": (25.0, "%")}                       # MFU unknown: no card
+    opcodes = pa.table({rs.ENGINE: ["Tensor", "Scalar", "Vector"], rs.OPCODE: ["MATMUL", "ACTIVATE", "IOTA"],
+                        rs.BUSY_NS: [900, 1200, 0]})
+    figs = sfig.summary_figures(sfig.SummaryInputs(summary, opcodes=opcodes))
+    assert [f.layout.title.text for f in figs] == [sfig.ENGINE_TITLE, sfig.OPCODES_TITLE]
+    assert list(figs[0].data[0].y) == ["Tensor", "Vector"] and list(figs[0].data[0].x) == [80.0, 20.0]
+    assert list(figs[1].data[0].y) == ["Scalar ACTIVATE", "Tensor MATMUL"]     # largest first, zeros dropped
+    assert list(figs[1].data[0].x) == pytest.approx([1.2e-6, 0.9e-6])         # seconds (axis reads µs)
+    no_ops = pa.table({rs.LAYER: ["a"], rs.OPERATOR: pa.array([None], pa.string()), rs.BUSY_NS: [5],
+                       rs.ADJUSTED_FLOPS: [7]})
+    assert sfig.operators_figure(no_ops) is None and sfig.flops_figure(no_ops) is None
+    assert sfig.summary_figures(sfig.SummaryInputs({})) == [] and sfig.headline_numbers(None) == []

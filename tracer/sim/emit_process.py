@@ -14,11 +14,15 @@ from __future__ import annotations
 import contextlib
 import multiprocessing as mp
 import os
+import queue
 import signal
+import threading
 from multiprocessing.connection import Connection
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
+
+import pyarrow as pa
 
 from tracer.errors import TraceFormatError, TrnprofError
 from tracer.sim.arch import CostModel
@@ -90,11 +94,26 @@ def _child_main(conn: Connection, parent_end: Connection, path: str, overwrite: 
     view = _CoreView(cm)
     emitter = Emitter(view, writer, threaded=False)  # type: ignore[arg-type]
     complete = False
-    try:
+    # A reader thread drains the pipe while the main thread emits, so the simulation hands a chunk over and
+    # goes on instead of waiting for the previous chunk to be written (the small queue still bounds memory).
+    inbox: queue.Queue[tuple[Any, ...] | None] = queue.Queue(maxsize=4)
+
+    def read() -> None:
         while True:
             try:
-                msg = conn.recv()
+                item = conn.recv()
             except (EOFError, OSError):
+                inbox.put(None)  # the parent is gone
+                return
+            inbox.put(item)
+            if item[0] == "close":
+                return
+
+    threading.Thread(target=read, name="trnprof-trace-reader", daemon=True).start()
+    try:
+        while True:
+            msg = inbox.get()
+            if msg is None:
                 break  # the parent is gone: keep what we have, marked incomplete
             if msg[0] == "close":
                 complete = bool(msg[1])
@@ -115,6 +134,18 @@ def _child_main(conn: Connection, parent_end: Connection, path: str, overwrite: 
         conn.send(("done",))
 
 
+_warmed = False
+
+
+def _warm_up() -> None:
+    """Do pyarrow's one-time lazy initialisation (it imports pandas on first converting a list, ~0.2 s) once in
+    this process, so each forked writer inherits it instead of paying it while the simulation waits."""
+    global _warmed  # noqa: PLW0603 - once per process
+    if not _warmed:
+        pa.array([None])
+        _warmed = True
+
+
 class ProcessEmitter:
     """Emits a recording's trace from a forked child process (same interface as :class:`Emitter`).
 
@@ -132,6 +163,7 @@ class ProcessEmitter:
                  metadata: dict[str, Any]) -> None:
         self.core = core
         self.path = Path(path)
+        _warm_up()
         ctx = mp.get_context("fork")
         self._conn, child = ctx.Pipe()
         self._proc = ctx.Process(target=_child_main, args=(child, self._conn, str(path), overwrite, metadata, core.cm),

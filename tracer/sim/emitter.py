@@ -103,6 +103,8 @@ class Emitter:
         self.t_group: list[int] = []
         self.seg_edges = SegmentEdges()
         self.shapes: list[DmaPlan] = []
+        self._tables: dict[str, np.ndarray] | None = None
+        self._tables_n = 0
         self.shape_ids: dict[tuple[Any, ...], int] = {}
         self.hbm_names: list[str] = []
         self.hbm_codes: dict[str, int] = {}
@@ -392,27 +394,24 @@ class Emitter:
         qstart = _queue_starts(_i64(ch.x_qstart), np.frombuffer(ch.x_uni, np.int8).astype(bool), nq)
         first = int(x_pkt[0])
         attrs = self._arr('t_dma')[x_tid]  # per transfer: shape, n, qtype, src, dst, var, queue base
-        total = int(x_pkt[-1] + attrs[-1, 1]) - first
-        out = {k: np.empty(total, np.int64) for k in ("start", "dur", "bytes", "queue", "agg", "pidx", "qname",
-                                                    "qtype", "src", "dst", "var")}
-        keys = attrs[:, 0] * nq + x_q0
-        for key in np.unique(keys).tolist():
-            sel = np.flatnonzero(keys == key)
-            shape, q0 = divmod(key, nq)
-            plan: DmaPlan = self.shapes[shape]
-            _totals, offsets, queues = plan.layout(q0)
-            n, k = plan.n, len(sel)
-            sub = np.arange(n, dtype=np.int64) % plan.per_row
-            pos = ((x_pkt[sel] - first)[:, None] + np.arange(n, dtype=np.int64)[None, :]).ravel()
-            out["start"][pos] = (qstart[sel][:, queues] + offsets[None, :]).ravel()
-            out["dur"][pos] = np.tile(plan.sub_ns[sub], k)
-            out["bytes"][pos] = np.tile(plan.sub_bytes[sub], k)
-            out["queue"][pos] = np.tile(queues, k)
-            out["qname"][pos] = (attrs[sel, 6][:, None] + queues[None, :]).ravel()
-            out["agg"][pos] = np.repeat(ch.first_xfer + sel, n)
-            out["pidx"][pos] = np.tile(sub, k)
-            for col, j in (("qtype", 2), ("src", 3), ("dst", 4), ("var", 5)):
-                out[col][pos] = np.repeat(attrs[sel, j], n)
+        shape = attrs[:, 0]
+        sizes = attrs[:, 1]
+        total = int(sizes.sum())
+        # every packet at once: its transfer, its index in the transfer, then table look-ups by shape
+        xi = np.repeat(np.arange(nx, dtype=np.int64), sizes)
+        j = np.arange(total, dtype=np.int64) - np.repeat(x_pkt - first, sizes)
+        tables = self._packet_tables()
+        pshape = shape[xi]
+        sub = j % tables["per_row"][pshape]
+        queue = (x_q0[xi] + j) % nq
+        offset = tables["offsets"][tables["off_base"][pshape] + x_q0[xi] * tables["n"][pshape] + j]
+        out = {
+            "start": qstart[xi, queue] + offset,
+            "dur": tables["sub_ns"][tables["sub_base"][pshape] + sub],
+            "bytes": tables["sub_bytes"][tables["sub_base"][pshape] + sub],
+            "queue": queue, "qname": attrs[xi, 6] + queue, "agg": ch.first_xfer + xi, "pidx": sub,
+            "qtype": attrs[xi, 2], "src": attrs[xi, 3], "dst": attrs[xi, 4], "var": attrs[xi, 5],
+        }
         start = out["start"]
         dur = out["dur"]
         nbytes = out["bytes"]
@@ -441,6 +440,35 @@ class Emitter:
                 schema.DEPENDENCY_TYPE: (np.zeros(nx, np.int64), list(DEP_NAMES)),
                 schema.GAP_TIME: start[pk0] - end[x_instr - ch.first_id],
             }))
+
+    def _packet_tables(self) -> dict[str, np.ndarray]:
+        """Per packet-layout shape, flattened: packets per row, packets, sub-packet durations and bytes, and each
+        packet's offset from its queue's start for every rotation q0 (row q0 of a Q x n block)."""
+        if self._tables is not None and self._tables_n == len(self.shapes):
+            return self._tables
+        nq = self.core.cm.dma_queues
+        per_row, n, sub_base, off_base = [], [], [], []
+        sub_ns: list[np.ndarray] = []
+        sub_bytes: list[np.ndarray] = []
+        offsets: list[np.ndarray] = []
+        nsub = noff = 0
+        for plan in self.shapes:
+            per_row.append(plan.per_row)
+            n.append(plan.n)
+            sub_base.append(nsub)
+            off_base.append(noff)
+            sub_ns.append(plan.sub_ns)
+            sub_bytes.append(plan.sub_bytes)
+            nsub += len(plan.sub_ns)
+            for q0 in range(nq):
+                offsets.append(plan.layout(q0)[1])
+            noff += nq * plan.n
+        self._tables = {"per_row": np.asarray(per_row, np.int64), "n": np.asarray(n, np.int64),
+                        "sub_base": np.asarray(sub_base, np.int64), "off_base": np.asarray(off_base, np.int64),
+                        "sub_ns": np.concatenate(sub_ns), "sub_bytes": np.concatenate(sub_bytes),
+                        "offsets": np.concatenate(offsets)}
+        self._tables_n = len(self.shapes)
+        return self._tables
 
     def _dma_attrs(self, plan: DmaPlan) -> tuple[int, ...]:
         """(packet-layout shape id, packets, queue type, source, dest, variable codes, queue-name base)."""

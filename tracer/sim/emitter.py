@@ -60,8 +60,11 @@ def _names_column(codes: np.ndarray, names: list[str]) -> pa.DictionaryArray:
 
 
 def _dict_column(codes: np.ndarray, values: list[str]) -> pa.DictionaryArray:
-    mask = codes < 0
-    idx = pa.array(np.where(mask, 0, codes).astype(np.int32), mask=mask if mask.any() else None)
+    if not len(codes) or codes.min() >= 0:
+        idx = pa.array(codes.astype(np.int32, copy=False))
+    else:
+        mask = codes < 0
+        idx = pa.array(np.where(mask, 0, codes).astype(np.int32), mask=mask)
     return pa.DictionaryArray.from_arrays(idx, pa.array(values, pa.string()))
 
 
@@ -405,12 +408,13 @@ class Emitter:
         sub = j % tables["per_row"][pshape]
         queue = (x_q0[xi] + j) % nq
         offset = tables["offsets"][tables["off_base"][pshape] + x_q0[xi] * tables["n"][pshape] + j]
+        sub_at = tables["sub_base"][pshape] + sub
         out = {
-            "start": qstart[xi, queue] + offset,
-            "dur": tables["sub_ns"][tables["sub_base"][pshape] + sub],
-            "bytes": tables["sub_bytes"][tables["sub_base"][pshape] + sub],
-            "queue": queue, "qname": attrs[xi, 6] + queue, "agg": ch.first_xfer + xi, "pidx": sub,
-            "qtype": attrs[xi, 2], "src": attrs[xi, 3], "dst": attrs[xi, 4], "var": attrs[xi, 5],
+            "start": qstart.ravel()[xi * nq + queue] + offset,
+            "dur": tables["sub_ns"][sub_at], "bytes": tables["sub_bytes"][sub_at],
+            "queue": queue, "qname": np.repeat(attrs[:, 6], sizes) + queue, "agg": ch.first_xfer + xi, "pidx": sub,
+            "qtype": np.repeat(attrs[:, 2], sizes), "src": np.repeat(attrs[:, 3], sizes),
+            "dst": np.repeat(attrs[:, 4], sizes), "var": np.repeat(attrs[:, 5], sizes),
         }
         start = out["start"]
         dur = out["dur"]

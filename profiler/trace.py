@@ -19,7 +19,7 @@ import pyarrow as pa
 from profiler import db_schema as dbs
 from profiler.db import lod
 from profiler.db.cache import resolve_database
-from profiler.db.connection import open_database, run_user_sql
+from profiler.db.connection import close_database, open_database, run_user_sql
 from profiler.db.ingest import IngestProgress
 from profiler.db.sqlutil import fetch_one, quote
 from profiler.db.window_query import (
@@ -94,7 +94,7 @@ class Trace(NotebookMixin):
             for cur in self._cursors:
                 cur.close()
             self._cursors.clear()
-            self._con.close()
+            close_database(self._con)
             self._con = None
 
     def __enter__(self) -> Trace:

@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import argparse
 from contextlib import ExitStack
-from pathlib import Path
 from typing import Any
 
 from profiler.analyses import schema as rs
 from profiler.analyses.diff import diff
 from profiler.cli._analysis import add_trace_argument, check_limit, open_trace, print_json, print_table
-from profiler.db.cache import cache_path
-from profiler.errors import CommandError
 
 
 def _speed(metric: dict[str, Any]) -> str:
@@ -53,9 +50,6 @@ class DiffCommand:
         by = tuple(dict.fromkeys(args.by)) if args.by else tuple(rs.GROUP_KEYS)
         with ExitStack() as stack:
             a = stack.enter_context(open_trace(args.a))
-            b_path = Path(args.b).resolve()
-            if b_path in (a.path.resolve(), a.db_path.resolve()) or cache_path(b_path) == a.db_path.resolve():
-                raise CommandError(f"{args.a} and {args.b} are the same trace; compare two different ones")
             b = stack.enter_context(open_trace(args.b))
             result = diff(a, b, core=args.core, by=by)
         if args.json:

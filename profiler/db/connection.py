@@ -4,11 +4,20 @@ Every database is opened read-only in a DuckDB instance whose configuration is l
 run: external access (files, URLs, ATTACH of other files, COPY) off, extension autoload/autoinstall off,
 ``lock_configuration`` on so no ``SET`` can undo that.  Internal queries and user SQL use cursors of that one
 instance (a cursor per thread); user SQL runs under a timer that interrupts it.
+
+One file, one instance per process: DuckDB keeps a single instance per database file and hands every further
+``duckdb.connect`` of the file a connection to it, so a second :func:`open_database` of the same file (a notebook
+trace and the dashboard it starts, ``trnprof diff A A``) gets its own connection to the already locked instance.
+The instance is opened with nothing but ``read_only`` and locked down with ``SET`` right away, so the ingest
+cache's own read-only look at the file shares it too.  A file replaced (re-ingested) while an older version is
+still open in the process cannot be opened until that older version is closed (DuckDB would keep answering from
+the old file); that is a one-line error.
 """
 
 from __future__ import annotations
 
 import threading
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -40,31 +49,99 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
+#: Settings of the user-SQL sandbox, applied with ``SET`` before ``lock_configuration``.
+SANDBOX_SETTINGS: dict[str, bool] = {
+    "enable_external_access": False,
+    "autoload_known_extensions": False,
+    "autoinstall_known_extensions": False,
+    "allow_community_extensions": False,
+}
+
+_open_lock = threading.RLock()     # re-entrant: a finalizer may run (garbage collection) while it is held
+#: Per resolved database path opened by this process: (file identity when opened, live connections).
+_live: dict[str, tuple[tuple[int, int], int]] = {}
+#: Release callbacks of the connections :func:`open_database` returned, by ``id``.
+_finalizers: dict[int, weakref.finalize] = {}
+
+
+def _file_identity(path: Path) -> tuple[int, int]:
+    st = path.stat()
+    return (st.st_dev, st.st_ino)
+
+
+def _release(key: str, con_id: int) -> None:
+    with _open_lock:
+        _finalizers.pop(con_id, None)
+        ident, n = _live.get(key, ((0, 0), 0))
+        if n <= 1:
+            _live.pop(key, None)
+        else:
+            _live[key] = (ident, n - 1)
+
+
+def _lock_down(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    """Apply :data:`SANDBOX_SETTINGS` and lock them (unless the shared instance already is), then verify."""
+    names = [*SANDBOX_SETTINGS, "lock_configuration", "access_mode"]
+    select = ", ".join(f"current_setting('{n}')" for n in names)
+    row = fetch_one(con, f"SELECT {select}")
+    if row is not None and not row[-2]:
+        for name, value in SANDBOX_SETTINGS.items():
+            con.execute(f"SET {name} = {str(value).lower()}")
+        con.execute("SET lock_configuration = true")
+        row = fetch_one(con, f"SELECT {select}")
+    got = dict(zip(names, row or (), strict=False))
+    wrong = [n for n, v in SANDBOX_SETTINGS.items() if got.get(n) != v]
+    if wrong or not got.get("lock_configuration") or str(got.get("access_mode")).lower() != "read_only":
+        raise TraceFormatError(f"{path}: already open in this process with other DuckDB settings "
+                               f"({', '.join(wrong) or 'access_mode/lock_configuration'}); close that connection "
+                               "and open the trace again")
+
+
 def open_database(path: Path) -> duckdb.DuckDBPyConnection:
-    """Open a trnprof database read-only in a locked-down instance; one-line errors for anything else."""
+    """Open a trnprof database read-only in a locked-down instance; one-line errors for anything else.
+
+    Opening a file this process already has open returns a new connection to the same locked instance.  Close
+    the connection with :func:`close_database`.
+    """
     if not path.exists():
         raise TraceFormatError(f"{path}: no such file or directory")
     if not is_duckdb_file(path):
         raise TraceFormatError(f"{path}: not a DuckDB database (expected a trnprof .duckdb file or a trace)")
-    config = {
-        "access_mode": "READ_ONLY",
-        "enable_external_access": False,
-        "autoload_known_extensions": False,
-        "autoinstall_known_extensions": False,
-        "allow_community_extensions": False,
-    }
-    try:
-        con = duckdb.connect(str(path), config=config)
-    except duckdb.Error as exc:
-        raise TraceFormatError(f"{path}: cannot open the database ({_first_line(exc)}); it may be damaged or "
-                               "still being written — re-run `trnprof ingest`") from None
-    try:
-        check_database(con, path)
-        con.execute("SET lock_configuration = true")
-    except BaseException:
-        con.close()
-        raise
+    key = str(path.resolve())
+    with _open_lock:
+        ident = _file_identity(path)
+        known = _live.get(key)
+        if known is not None and known[1] > 0 and known[0] != ident:
+            raise TraceFormatError(f"{path}: the file was replaced (re-ingested) while this process still has the "
+                                   "previous version open; close it (Trace.close()) and open the trace again")
+        try:
+            con = duckdb.connect(key, read_only=True)
+        except duckdb.ConnectionException as exc:
+            if "different configuration" not in str(exc):
+                raise TraceFormatError(f"{path}: cannot open the database ({_first_line(exc)})") from None
+            raise TraceFormatError(f"{path}: already open in this process by other code with other DuckDB settings "
+                                   f"({_first_line(exc)}); close that connection, or use Trace.sql") from None
+        except duckdb.Error as exc:
+            raise TraceFormatError(f"{path}: cannot open the database ({_first_line(exc)}); it may be damaged or "
+                                   "still being written — re-run `trnprof ingest`") from None
+        try:
+            _lock_down(con, path)
+            check_database(con, path)
+        except BaseException:
+            con.close()
+            raise
+        _live[key] = (ident, (known[1] if known is not None and known[0] == ident else 0) + 1)
+        _finalizers[id(con)] = weakref.finalize(con, _release, key, id(con))
     return con
+
+
+def close_database(con: duckdb.DuckDBPyConnection) -> None:
+    """Close a connection :func:`open_database` returned (other connections to the same file stay open)."""
+    con.close()
+    with _open_lock:
+        fin = _finalizers.get(id(con))
+    if fin is not None:
+        fin()
 
 
 def read_info(con: duckdb.DuckDBPyConnection) -> dict[str, str] | None:

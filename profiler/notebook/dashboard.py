@@ -73,24 +73,6 @@ def in_notebook() -> bool:
     return get_ipython() is not None
 
 
-def check_reopens(trace: Trace) -> None:
-    """CommandError unless this process can open ``trace`` a second time, as the dashboard's registry will.
-
-    The dashboard opens the trace by its path in a server thread when the page is first shown; checking here
-    turns a failure there (an error page inside the iframe) into one line under the cell.
-    """
-    import profiler
-
-    try:
-        probe = profiler.open(trace.path)
-    except Exception as exc:  # whatever the database layer raises, the user needs the same advice
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise CommandError(f"{trace.path}: the dashboard cannot open this trace while the notebook holds it open "
-                           f"({first}); close it first (t.close(), then t.dashboard()) or run "
-                           f"`trnprof serve {trace.path}` in a terminal") from None
-    probe.close()
-
-
 def show_dashboard(trace: Trace, *, mode: str = "inline", height: int = 800, host: str = DEFAULT_HOST,
                    port: int | None = None, factory: Callable[..., Any] | None = None) -> Any:
     """Build the dashboard for ``trace`` and show it in the notebook; returns the Dash app.
@@ -112,7 +94,6 @@ def show_dashboard(trace: Trace, *, mode: str = "inline", height: int = 800, hos
         raise CommandError("Trace.dashboard() shows the dashboard inside Jupyter; outside a notebook run "
                            f"`trnprof serve {trace.path}`")
     factory = factory or find_app_factory()
-    check_reopens(trace)
     port = free_port(host) if port is None else int(port)
     app = factory([trace.path])
     app.run(jupyter_mode=mode, jupyter_height=height, jupyter_width="100%", host=host, port=port)

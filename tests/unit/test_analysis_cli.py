@@ -92,7 +92,6 @@ def test_diff(traces, capsys):
     (["gaps", "{a}", "--min-ns", "-2"], "--min-ns"),
     (["dma", "{a}", "--format", "csv"], "--section"),
     (["dma", "{a}", "--small-bytes", "0"], "--small-bytes"),
-    (["diff", "{a}", "{a}"], "same trace"),
     (["waits", "{junk}"], "junk"),
     (["bounds", "{a}", "--start", str(-10**30)], "beyond"),
     (["recommend", "{spans}"], "no instructions or DMA packets"),

@@ -60,7 +60,6 @@ def test_outside_a_notebook_it_points_to_trnprof_serve(trace, monkeypatch):
 
 def test_runs_the_factorys_app_inline_on_a_free_loopback_port(trace, monkeypatch):
     monkeypatch.setattr(nbdash, "in_notebook", lambda: True)
-    monkeypatch.setattr(nbdash, "check_reopens", lambda _trace: None)
     apps = []
 
     def factory(traces):
@@ -79,7 +78,6 @@ def test_runs_the_factorys_app_inline_on_a_free_loopback_port(trace, monkeypatch
 
 def test_the_real_factory_builds_an_app_serving_this_trace(trace, monkeypatch):
     monkeypatch.setattr(nbdash, "in_notebook", lambda: True)
-    monkeypatch.setattr(nbdash, "check_reopens", lambda _trace: None)
     runs = []
     real = nbdash.find_app_factory()
 
@@ -111,19 +109,14 @@ def test_free_port_skips_a_port_in_use():
     assert port != taken and taken < port < taken + 20
 
 
-def test_a_trace_the_dashboard_could_not_reopen_is_a_one_line_error_with_the_way_out(trace, monkeypatch):
-    def refuse(_path, **_kw):
-        raise RuntimeError("Invalid Input Error: the configuration has been locked\nsecond line")
+def test_the_dashboard_opens_the_trace_the_notebook_holds_open(trace):
+    # The dashboard's registry opens the trace by its path while the notebook keeps using its own Trace.
+    from dashboard.registry import TraceRegistry
 
-    monkeypatch.setattr(profiler, "open", refuse)
-    with pytest.raises(CommandError, match=r"close it first \(t.close\(\), then t.dashboard\(\)\)") as info:
-        nbdash.check_reopens(trace)
-    assert "\n" not in str(info.value) and "configuration has been locked" in str(info.value)
-
-
-def test_a_closed_trace_reopens_for_the_dashboard(tmp_path):
-    from profiler.synth import synth_trace
-
-    t = profiler.open(synth_trace(tmp_path / "tiny.trace", events=500, tracks=3))
-    t.close()
-    nbdash.check_reopens(t)  # no error: the dashboard will open it by its path
+    registry = TraceRegistry([trace.path])
+    try:
+        served = registry.open(registry.default_id)
+        assert served.tracks().num_rows == trace.tracks().num_rows
+    finally:
+        registry.close()
+    assert trace.summary()["total_time_ns"] > 0   # still open after the dashboard's copy closed

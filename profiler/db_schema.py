@@ -105,6 +105,10 @@ SLICE = pa.schema([
     pa.field(ts.PARENT_ID, pa.int64()),      # id of the enclosing slice (from Span.parent_id)
 ])
 
+#: ``Window.events`` attribution columns (besides ``layer``).
+OPERATOR = "operator"
+SOURCE = "source"
+
 #: ``Window.events``: raw events of the tracks with few events in view.
 WINDOW_EVENTS = pa.schema([
     pa.field(TRACK_ID, pa.int64(), nullable=False),
@@ -113,9 +117,9 @@ WINDOW_EVENTS = pa.schema([
     pa.field(ts.START_TS, pa.int64(), nullable=False),
     pa.field(ts.END_TS, pa.int64(), nullable=False),
     pa.field(ts.NAME, pa.string()),                 # opcode / DMA variable or queue / slice name
-    pa.field(ts.LAYER, pa.string()),
-    pa.field("operator", pa.string()),              # Instruction.hlo_name
-    pa.field("source", pa.string()),                # Instruction.nki_source_location
+    pa.field(ts.LAYER, pa.string()),                # Instruction.layer (null with window(attributes=False))
+    pa.field(OPERATOR, pa.string()),                # Instruction.hlo_name (idem)
+    pa.field(SOURCE, pa.string()),                  # Instruction.nki_source_location (idem)
     pa.field(ts.DEPTH, pa.int32()),                 # lane within the track for overlapping events
 ])
 

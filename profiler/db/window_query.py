@@ -15,16 +15,15 @@ track's data are idle rows (busy 0, count 0).
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
 
 import duckdb
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from profiler import db_schema as dbs
 from profiler.db import lod
+from profiler.db.lanes import assign_lanes
 from profiler.db.sqlutil import fetch_one, quote
 from tracer import schema as ts
 
@@ -49,17 +48,23 @@ class TrackInfo:
     @property
     def is_interval(self) -> bool:
         """True for tracks of interval tables (the ones windows show)."""
-        return self.lod_min_level is not None or (self.event_count == 0 and self.table in _RAW_COLUMNS)
+        return self.lod_min_level is not None or (self.event_count == 0 and self.table in _RAW_TABLES)
 
 
-#: Per interval table: SQL expressions for the WINDOW_EVENTS columns name, layer, operator, source, depth.
-_RAW_COLUMNS: dict[str, tuple[str, str, str, str, str]] = {
-    ts.INSTRUCTION.name: (quote(ts.OPCODE), quote(ts.LAYER), quote(ts.HLO_NAME), quote(ts.NKI_SOURCE_LOCATION),
-                          "NULL::INTEGER"),
-    ts.DMA_PACKET.name: (f"coalesce({quote(ts.VARIABLE)}, {quote(ts.QUEUE_NAME)})", "NULL::VARCHAR",
-                         "NULL::VARCHAR", "NULL::VARCHAR", "NULL::INTEGER"),
-    dbs.SLICE_TABLE: (quote(ts.NAME), "NULL::VARCHAR", "NULL::VARCHAR", "NULL::VARCHAR", f"{quote(ts.DEPTH)}::INTEGER"),
+#: Per interval table: SQL expressions for the WINDOW_EVENTS columns name, depth, and the attribution strings
+#: layer, operator, source (fetched only when asked for).
+_NAME_SQL: dict[str, str] = {
+    ts.INSTRUCTION.name: quote(ts.OPCODE),
+    ts.DMA_PACKET.name: f"coalesce({quote(ts.VARIABLE)}, {quote(ts.QUEUE_NAME)})",
+    dbs.SLICE_TABLE: quote(ts.NAME),
 }
+_DEPTH_SQL: dict[str, str] = {dbs.SLICE_TABLE: f"{quote(ts.DEPTH)}::INTEGER"}
+_ATTRIBUTE_SQL: dict[str, tuple[str, str, str]] = {
+    ts.INSTRUCTION.name: (quote(ts.LAYER), quote(ts.HLO_NAME), quote(ts.NKI_SOURCE_LOCATION)),
+}
+#: WINDOW_EVENTS attribution columns, in the order of :data:`_ATTRIBUTE_SQL`'s expressions.
+ATTRIBUTE_COLUMNS: tuple[str, str, str] = (ts.LAYER, dbs.OPERATOR, dbs.SOURCE)
+_RAW_TABLES = frozenset(_NAME_SQL)
 
 
 def load_track_infos(cur: duckdb.DuckDBPyConnection) -> dict[int, TrackInfo]:
@@ -81,125 +86,112 @@ class WindowResult:
     buckets: pa.Table
 
 
-def _greedy_lanes(start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """Lowest free lane per event (events sorted by start); zero-length events hold their lane for 1 ns."""
-    lanes = np.zeros(len(start), dtype=np.int32)
-    lane_end: list[int] = []
-    for i, (s, e) in enumerate(zip(start.tolist(), end.tolist(), strict=True)):
-        for j, free_at in enumerate(lane_end):
-            if free_at <= s:
-                lane_end[j] = max(e, s + 1)
-                lanes[i] = j
-                break
-        else:
-            lanes[i] = len(lane_end)
-            lane_end.append(max(e, s + 1))
-    return lanes
-
-
-#: Rounds of moving colliding events to new lanes before falling back to the greedy loop.
-_LANE_ROUNDS = 12
-
-
-def _in_progress_before(group: np.ndarray, start: np.ndarray, held: np.ndarray) -> np.ndarray:
-    """Per event (grouped, by start within a group): earlier events of its group still in progress at its start."""
-    out = np.empty(len(start), dtype=np.int64)
-    cuts = np.flatnonzero(np.r_[True, group[1:] != group[:-1], True])
-    for a, b in itertools.pairwise(cuts.tolist()):
-        out[a:b] = np.arange(b - a) - np.searchsorted(np.sort(held[a:b]), start[a:b], side="right")
-    return out
-
-
-def _lanes_grouped(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """A lane per event such that events of one group on one lane never overlap (vectorised over all groups).
-
-    Events are sorted by (group, start).  Each event starts on the lane given by how many earlier events of its
-    group are still in progress at its start; events that collide with the previous event on their lane move,
-    together, to fresh lanes, for a few rounds.  Groups still colliding after that get the greedy loop.
-    """
-    n = len(start)
-    if n < 2:
-        return np.zeros(n, dtype=np.int32)
-    held = np.maximum(end, start + 1)
-    lanes = _in_progress_before(group, start, held)
-    for _ in range(_LANE_ROUNDS):
-        order = np.lexsort((start, lanes, group))
-        same = (group[order][1:] == group[order][:-1]) & (lanes[order][1:] == lanes[order][:-1])
-        bad = np.zeros(n, dtype=bool)
-        bad[order[1:][same & (start[order][1:] < held[order][:-1])]] = True
-        if not bad.any():
-            return lanes.astype(np.int32)
-        moved = np.flatnonzero(bad)
-        lanes[moved] = lanes.max() + 1 + _in_progress_before(group[moved], start[moved], held[moved])
-    out = lanes.astype(np.int32)
-    cuts = np.flatnonzero(np.r_[True, group[1:] != group[:-1], True])
-    for a, b in itertools.pairwise(cuts.tolist()):
-        out[a:b] = _greedy_lanes(start[a:b], end[a:b])
-    return out
-
-
-def _lanes(start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """A lane per event of one track (sorted by start) such that events on one lane never overlap."""
-    return _lanes_grouped(np.zeros(len(start), dtype=np.int64), start, end)
-
-
-def _fetch_raw(cur: duckdb.DuckDBPyConnection, infos: list[TrackInfo], lo: int, hi: int) -> pa.Table:
+def _fetch_raw(cur: duckdb.DuckDBPyConnection, infos: list[TrackInfo], lo: int, hi: int, *,
+               attributes: bool = False) -> pa.Table:
     """Rows of these tracks (any interval tables) that overlap [lo, hi), zero-length rows at lo included.
 
-    One query: a UNION ALL of one range scan per table, each bounded below by its tracks' maximum duration.
-    The result has a ``table_name`` column saying where each row lives.
+    One query: a UNION ALL of one range scan per table (in order of their first track id), each bounded below by
+    its tracks' maximum duration.  Columns: track_id, id, start_ts, end_ts, name, depth, and with ``attributes``
+    also :data:`ATTRIBUTE_COLUMNS`.  Rows of tracks between the wanted ones in a table may be included; callers
+    select by track id.
     """
     parts = []
     params: dict[str, object] = {"hi": hi, "lo": lo}
     by_table: dict[str, list[TrackInfo]] = {}
     for info in infos:
         by_table.setdefault(info.table, []).append(info)
-    wanted: list[int] = []
-    for j, (table, group) in enumerate(sorted(by_table.items())):
-        name, layer, operator, source, depth = _RAW_COLUMNS[table]
+    groups = sorted(by_table.items(), key=lambda item: min(i.track_id for i in item[1]))
+    for j, (table, group) in enumerate(groups):
         ids = sorted(i.track_id for i in group)
-        wanted += ids
         params.update({f"t0_{j}": ids[0], f"t1_{j}": ids[-1], f"scan_{j}": lo - max(i.max_dur_ns for i in group)})
+        extra = ""
+        if attributes:
+            exprs = _ATTRIBUTE_SQL.get(table, ("NULL", "NULL", "NULL"))
+            extra = "".join(f", {e}::VARCHAR AS {quote(c)}" for e, c in zip(exprs, ATTRIBUTE_COLUMNS, strict=True))
         parts.append(
-            f"SELECT '{table}' AS {quote(dbs.TABLE)}, {quote(dbs.TRACK_ID)}, {quote(ts.ID)}, {quote(ts.START_TS)}, "
-            f"{quote(ts.END_TS)}, {name}::VARCHAR AS {quote(ts.NAME)}, {layer}::VARCHAR AS {quote(ts.LAYER)}, "
-            f"{operator}::VARCHAR AS operator, {source}::VARCHAR AS source, {depth} AS {quote(ts.DEPTH)} "
-            f"FROM {quote(table)} WHERE {quote(dbs.TRACK_ID)} BETWEEN $t0_{j} AND $t1_{j} "
+            f"SELECT {quote(dbs.TRACK_ID)}, {quote(ts.ID)}, {quote(ts.START_TS)}, {quote(ts.END_TS)}, "
+            f"{_NAME_SQL[table]}::VARCHAR AS {quote(ts.NAME)}, {_DEPTH_SQL.get(table, 'NULL::INTEGER')} AS "
+            f"{quote(ts.DEPTH)}{extra} FROM {quote(table)} WHERE {quote(dbs.TRACK_ID)} BETWEEN $t0_{j} AND $t1_{j} "
             f"AND {quote(ts.START_TS)} >= $scan_{j} AND {quote(ts.START_TS)} < $hi AND {quote(ts.END_TS)} >= $lo")
-    data = cur.sql(" UNION ALL ".join(parts), params=params).to_arrow_table()
-    ids_all = sorted(wanted)
-    if data.num_rows and len(ids_all) != ids_all[-1] - ids_all[0] + 1:
-        data = data.filter(pc.is_in(data.column(dbs.TRACK_ID), value_set=pa.array(ids_all, pa.int64())))
-    return data
+    return cur.sql(" UNION ALL ".join(parts), params=params).to_arrow_table()
 
 
 def _overlapping(start: np.ndarray, end: np.ndarray, lo: int, hi: int) -> np.ndarray:
     return (start < hi) & ((end > lo) | (start >= lo))
 
 
-def _events_table(rows: pa.Table, infos: dict[int, TrackInfo]) -> pa.Table:
-    """WINDOW_EVENTS from raw rows sorted by (track_id, start_ts, id), with a lane per event as ``depth``."""
-    n = rows.num_rows
-    tid = rows.column(dbs.TRACK_ID).to_numpy()
-    start = rows.column(ts.START_TS).to_numpy()
-    end = rows.column(ts.END_TS).to_numpy()
-    depth = np.array(rows.column(ts.DEPTH).fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int32)
-    lane_tracks = [t for t, info in infos.items() if info.table != dbs.SLICE_TABLE and info.overlapping]
-    laned = np.isin(tid, lane_tracks) if n and lane_tracks else np.zeros(n, dtype=bool)
-    if laned.any():
-        depth[laned] = _lanes_grouped(tid[laned], start[laned], end[laned])
-    return pa.table({
-        dbs.TRACK_ID: rows.column(dbs.TRACK_ID),
-        dbs.TABLE: rows.column(dbs.TABLE),
-        ts.ID: rows.column(ts.ID),
-        ts.START_TS: rows.column(ts.START_TS),
-        ts.END_TS: rows.column(ts.END_TS),
-        ts.NAME: rows.column(ts.NAME),
-        ts.LAYER: rows.column(ts.LAYER),
-        "operator": rows.column("operator"),
-        "source": rows.column("source"),
-        ts.DEPTH: pa.array(depth, pa.int32()),
-    }, schema=dbs.WINDOW_EVENTS)
+def _row_order(tid: np.ndarray, start: np.ndarray, ids: np.ndarray) -> np.ndarray | None:
+    """The permutation putting rows in (track_id, start_ts, id) order, or None when they already are.
+
+    Scans return each track's rows in storage order, (start_ts, id) within a track, so a stable sort by track
+    id is usually enough; the full sort is the fallback.
+    """
+    if len(tid) < 2:
+        return None
+    if np.all(tid[1:] >= tid[:-1]):
+        order = None
+    else:
+        order = np.argsort(tid, kind="stable")
+        tid, start, ids = tid[order], start[order], ids[order]
+    dt, ds = np.diff(tid), np.diff(start)
+    if np.all((dt > 0) | (ds > 0) | ((ds == 0) & (np.diff(ids) >= 0))):
+        return order
+    return np.lexsort((ids, start, tid))
+
+
+class _RawRows:
+    """Raw rows of a window's tracks as numpy columns in (track_id, start_ts, id) order; strings taken lazily."""
+
+    def __init__(self, data: pa.Table) -> None:
+        self.data = data
+        tid = data.column(dbs.TRACK_ID).to_numpy()
+        start = data.column(ts.START_TS).to_numpy()
+        end = data.column(ts.END_TS).to_numpy()
+        ids = data.column(ts.ID).to_numpy()
+        self.order = _row_order(tid, start, ids)
+        if self.order is not None:
+            tid, start, end, ids = tid[self.order], start[self.order], end[self.order], ids[self.order]
+        self.tid, self.start, self.end, self.ids = tid, start, end, ids
+
+    def source_rows(self, rows: np.ndarray) -> np.ndarray:
+        """Row numbers in ``data`` of the given sorted positions."""
+        return rows if self.order is None else self.order[rows]
+
+    def take(self, column: str, rows: np.ndarray) -> pa.Array:
+        """One column at the given sorted positions."""
+        col = self.data.column(column)
+        n = len(rows)
+        if n == self.data.num_rows and self.order is None:
+            out = col
+        elif self.order is None and n and rows[-1] - rows[0] + 1 == n:     # a contiguous run: zero-copy
+            out = col.slice(int(rows[0]), n)
+        else:
+            out = col.take(pa.array(self.source_rows(rows)))
+        return out.combine_chunks() if isinstance(out, pa.ChunkedArray) else out
+
+
+def _events_table(raw: _RawRows, rows: np.ndarray, infos: dict[int, TrackInfo], attributes: bool) -> pa.Table:
+    """WINDOW_EVENTS of the raw rows at sorted positions ``rows``, with a lane per event as ``depth``."""
+    n = len(rows)
+    tid, start, end = raw.tid[rows], raw.start[rows], raw.end[rows]
+    depth = np.array(raw.take(ts.DEPTH, rows).fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int32)
+    track_ids = np.unique(tid)
+    lane_tracks = [t for t in track_ids.tolist() if infos[t].table != dbs.SLICE_TABLE and infos[t].overlapping]
+    if lane_tracks:
+        laned = np.isin(tid, lane_tracks)
+        depth[laned] = assign_lanes(tid[laned], start[laned], end[laned])
+    tables = sorted({infos[t].table for t in track_ids.tolist()})
+    code_of_track = np.array([tables.index(infos[t].table) for t in track_ids.tolist()], np.int32)
+    table_col = pa.DictionaryArray.from_arrays(
+        pa.array(code_of_track[np.searchsorted(track_ids, tid)] if n else np.zeros(0, np.int32)),
+        pa.array(tables, pa.string())).cast(pa.string())
+    if attributes:
+        extra = [raw.take(c, rows) for c in ATTRIBUTE_COLUMNS]
+    else:
+        extra = [pa.nulls(n, pa.string())] * len(ATTRIBUTE_COLUMNS)
+    return pa.Table.from_arrays([
+        pa.array(tid), table_col, pa.array(raw.ids[rows]), pa.array(start), pa.array(end),
+        raw.take(ts.NAME, rows), *extra, pa.array(depth, pa.int32())], schema=dbs.WINDOW_EVENTS)
 
 
 class _BucketPieces:
@@ -292,22 +284,13 @@ def _add_stored(pieces: _BucketPieces, rows: pa.Table, stored: list[TrackInfo], 
                    longest.slice(j * nb, nb), top.slice(j * nb, nb))
 
 
-def _sorted_rows(data: pa.Table) -> pa.Table:
-    """``data`` in (track_id, start_ts, id) order; scans usually return it so, which is checked first."""
-    if data.num_rows < 2:
-        return data
-    t = data.column(dbs.TRACK_ID).to_numpy()
-    s = data.column(ts.START_TS).to_numpy()
-    i = data.column(ts.ID).to_numpy()
-    dt, ds, di = np.diff(t), np.diff(s), np.diff(i)
-    if np.all((dt > 0) | ((dt == 0) & ((ds > 0) | ((ds == 0) & (di >= 0))))):
-        return data
-    return data.take(pa.array(np.lexsort((i, s, t))))
-
-
 def query_window(cur: duckdb.DuckDBPyConnection, infos: dict[int, TrackInfo], start_ns: int, end_ns: int,
-                 width_px: int, *, track_ids: list[int], buckets_only: bool = False) -> WindowResult:
-    """Events and buckets of ``track_ids`` in [start_ns, end_ns) at ``width_px`` (see the module docstring)."""
+                 width_px: int, *, track_ids: list[int], buckets_only: bool = False,
+                 attributes: bool = True) -> WindowResult:
+    """Events and buckets of ``track_ids`` in [start_ns, end_ns) at ``width_px`` (see the module docstring).
+
+    ``attributes=False`` leaves the events' layer/operator/source columns null instead of reading them.
+    """
     k = lod.resolution_level(start_ns, end_ns, width_px)
     b_lo = start_ns >> k
     b_hi = ((end_ns - 1) >> k) + 1
@@ -331,17 +314,17 @@ def query_window(cur: duckdb.DuckDBPyConnection, infos: dict[int, TrackInfo], st
     raw = [info for info in raw if info.event_count]
     events = dbs.WINDOW_EVENTS.empty_table()
     if raw:
-        data = _sorted_rows(_fetch_raw(cur, raw, span_lo, span_hi))
+        rr = _RawRows(_fetch_raw(cur, raw, span_lo, span_hi, attributes=attributes and not buckets_only))
         ids = np.array(sorted(i.track_id for i in raw), dtype=np.int64)
-        tid = data.column(dbs.TRACK_ID).to_numpy()
-        ti = np.searchsorted(ids, tid)
-        s = data.column(ts.START_TS).to_numpy()
-        e = data.column(ts.END_TS).to_numpy()
-        in_view = _overlapping(s, e, start_ns, end_ns)
-        seen = np.bincount(ti, minlength=len(ids)) > 0
+        ti = np.minimum(np.searchsorted(ids, rr.tid), len(ids) - 1)
+        mine = ids[ti] == rr.tid
+        in_view = _overlapping(rr.start, rr.end, start_ns, end_ns) & mine
+        seen = np.bincount(ti[mine], minlength=len(ids)) > 0
         shown = np.bincount(ti, weights=in_view, minlength=len(ids))
         as_events = np.zeros(len(ids), dtype=bool) if buckets_only else shown <= limit
-        events = _events_table(data.filter(pa.array(in_view & as_events[ti])), infos)
+        shown_rows = np.flatnonzero(in_view & as_events[ti])
+        if len(shown_rows):
+            events = _events_table(rr, shown_rows, infos, attributes)
         for i, track_id in enumerate(ids.tolist()):
             if as_events[i]:
                 continue
@@ -349,9 +332,8 @@ def query_window(cur: duckdb.DuckDBPyConnection, infos: dict[int, TrackInfo], st
                 if buckets_only:
                     pieces.add_idle(track_id)
                 continue
-            a, b = np.searchsorted(tid, [track_id, track_id + 1])
-            mine = data.slice(int(a), int(b - a))
-            ev = lod.prepare(s[a:b], e[a:b], mine.column(ts.ID).to_numpy(), mine.column(ts.NAME))
+            a, b = (int(x) for x in np.searchsorted(rr.tid, [track_id, track_id + 1]))
+            ev = lod.prepare(rr.start[a:b], rr.end[a:b], rr.ids[a:b], rr.take(ts.NAME, np.arange(a, b)))
             bk = lod.bucketize(ev, k, b_lo, b_hi)
             pieces.add(track_id, bk.column(dbs.BUSY_NS).to_numpy(), bk.column(dbs.COUNT).to_numpy(),
                        bk.column(dbs.LONGEST_ID).combine_chunks(), bk.column(dbs.TOP_NAME).combine_chunks())

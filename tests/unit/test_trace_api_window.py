@@ -144,37 +144,39 @@ def test_window_outside_the_trace_and_bad_arguments(tmp_path):
             raise AssertionError("unknown track accepted")
 
 
+def _peak(s, e):
+    """Brute force: the largest number of events in progress at one instant (zero-length ones hold 1 ns)."""
+    held = np.maximum(e, s + 1)
+    return max((int(np.sum((s <= t) & (held > t))) for t in s.tolist()), default=0)
+
+
+def _assert_valid_lanes(s, e, lanes):
+    for lane in set(lanes.tolist()):
+        idx = np.flatnonzero(lanes == lane)
+        # Within a lane, each event starts at or after the previous one ends (zero-length events take 1 ns).
+        assert np.all(s[idx][1:] >= np.maximum(e[idx], s[idx] + 1)[:-1])
+
+
 @settings(max_examples=50, deadline=None)
 @given(intervals(max_n=60))
-def test_lanes_never_put_overlapping_events_on_one_lane(track):
-    from profiler.db.window_query import _greedy_lanes, _lanes
+def test_lanes_are_valid_and_as_few_as_the_peak_overlap(track):
+    from profiler.db.lanes import lanes
 
     s, e, _ = track
-    for assign in (_lanes, _greedy_lanes):
-        lanes = assign(s, e)
-        for lane in set(lanes.tolist()):
-            idx = np.flatnonzero(lanes == lane)
-            # Within a lane, each event starts at or after the previous one ends (zero-length events take 1 ns).
-            ends = np.maximum(e[idx], s[idx] + 1)
-            assert np.all(s[idx][1:] >= ends[:-1])
-    # Greedy uses exactly as many lanes as the peak number of events in progress at once; the vectorised
-    # assignment may use more, never fewer.
-    lanes = _greedy_lanes(s, e)
-    held = np.maximum(e, s + 1)
-    peak = max((int(np.sum((s <= t) & (held > t))) for t in s.tolist()), default=0)
-    assert lanes.max(initial=-1) + 1 == peak
-    assert _lanes(s, e).max(initial=-1) + 1 >= peak
+    got = lanes(s, e)
+    _assert_valid_lanes(s, e, got)
+    # Exactly as many lanes as the peak number of events in progress at once (the fewest possible).
+    assert got.max(initial=-1) + 1 == _peak(s, e)
 
 
 @settings(max_examples=40, deadline=None)
 @given(intervals(max_n=40), intervals(max_n=40))
 def test_grouped_lanes_are_valid_within_each_group(a, b):
-    from profiler.db.window_query import _lanes_grouped
+    from profiler.db.lanes import assign_lanes
 
     group = np.r_[np.zeros(len(a[0]), np.int64), np.ones(len(b[0]), np.int64)]
     start, end = np.r_[a[0], b[0]], np.r_[a[1], b[1]]
-    lanes = _lanes_grouped(group, start, end)
-    for g in (0, 1):
-        for lane in set(lanes[group == g].tolist()):
-            idx = np.flatnonzero((group == g) & (lanes == lane))
-            assert np.all(start[idx][1:] >= np.maximum(end[idx], start[idx] + 1)[:-1])
+    got = assign_lanes(group, start, end)
+    for g, (s, e, _) in enumerate((a, b)):
+        _assert_valid_lanes(s, e, got[group == g])
+        assert got[group == g].max(initial=-1) + 1 == _peak(s, e)

@@ -32,9 +32,11 @@ import numpy as np
 from tracer.sim.arch import CostModel
 from tracer.sim.dma import DmaQueues
 from tracer.sim.records import (
+    C_THROTTLE,
     CHUNK_INSTRUCTIONS,
     CHUNK_PACKETS,
     COMPUTE_STREAMS,
+    COUNTER_KINDS,
     HANDOFF_INTERVAL_S,
     KIND_DMA,
     KIND_MATMUL,
@@ -94,7 +96,6 @@ class Core(DmaQueues):
         self._chunk_first = 0
         self._chunk_first_xfer = 0
         self._chunk_packets = 0
-        self._counters: list[tuple[int, str, float, str]] = []
         self._spans: list[dict[str, Any]] = []
         #: Segments scheduled by the loop fast path since the last handoff (see tracer.sim.fastpath), and the
         #: variants they refer to (the emitter rebuilds their Flow edges from these).
@@ -253,7 +254,10 @@ class Core(DmaQueues):
         pct = round(level * 100)
         if pct != self.thr_level_pct:
             self.thr_level_pct = pct
-            self._counters.append((start, "tensor_throttle_percent", float(pct), "%"))
+            c = self._cols
+            c["c_ts"].append(start)
+            c["c_kind"].append(C_THROTTLE)
+            c["c_val"].append(float(pct))
         win.append((start, start + dur))
         self.thr_busy += dur
         return dur
@@ -261,7 +265,10 @@ class Core(DmaQueues):
     # -- side records ------------------------------------------------------------------------------------
     def counter(self, name: str, value: float, unit: str, ts: int | None = None) -> None:
         """Record a counter sample (``ts`` defaults to the issue frontier: the latest instruction start)."""
-        self._counters.append((self.frontier if ts is None else ts, name, float(value), unit))
+        c = self._cols
+        c["c_ts"].append(self.frontier if ts is None else ts)
+        c["c_kind"].append(COUNTER_KINDS.index((name, unit)))
+        c["c_val"].append(float(value))
 
     def span(self, row: dict[str, Any]) -> None:
         """Record a Span row."""
@@ -296,19 +303,18 @@ class Core(DmaQueues):
         """Hand the records gathered so far to the sink and start a new chunk."""
         c = self._cols
         self._account_busy(c)
-        chunk = Chunk(first_id=self._chunk_first, first_xfer=self._chunk_first_xfer, counters=self._counters,
+        chunk = Chunk(first_id=self._chunk_first, first_xfer=self._chunk_first_xfer,
                       spans=self._spans, n_templates=len(self.templates), streams=tuple(self.stream_names),
                       segs=self.segs, n_variants=len(self.variants), n_names=len(self.names), **c)
         self._chunk_first = self.n
         self._chunk_first_xfer = self.n_xfers
         self._chunk_packets = self.n_packets
         self._cols = new_columns()
-        self._counters = []
         self._spans = []
         self.segs = []
         self._bind()
         self._last_handoff = time.monotonic()
-        if self.sink is not None and (len(chunk) or chunk.counters or chunk.spans or chunk.segs):
+        if self.sink is not None and (len(chunk) or len(chunk.c_ts) or chunk.spans or chunk.segs):
             self.sink(chunk)
         if self.progress is not None:
             self.progress(self.n, self.last_ns)

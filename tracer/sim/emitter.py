@@ -26,7 +26,15 @@ import pyarrow.compute as pc
 from tracer import schema
 from tracer.sim.core import Core
 from tracer.sim.fastpath.edges import SegmentEdges
-from tracer.sim.records import ENGINE_NAMES, STREAM_TRACK, TABLE_INSTRUCTION, TABLE_PACKET, Chunk, DmaPlan
+from tracer.sim.records import (
+    COUNTER_KINDS,
+    ENGINE_NAMES,
+    STREAM_TRACK,
+    TABLE_INSTRUCTION,
+    TABLE_PACKET,
+    Chunk,
+    DmaPlan,
+)
 from tracer.sim.tracker import DEP_NAMES
 from tracer.writer import TraceWriter
 
@@ -57,6 +65,15 @@ def _names_column(codes: np.ndarray, names: list[str]) -> pa.DictionaryArray:
     remap = np.full(len(names) + 1, -1, np.int64)
     remap[used] = np.arange(len(used))
     return _dict_column(remap[codes], [names[c] for c in used.tolist()])
+
+
+def _first_seen_column(codes: np.ndarray, values: list[str]) -> pa.DictionaryArray:
+    """A dictionary column of ``values[codes]`` whose dictionary lists the values used, in order of first use."""
+    _uniq, first = np.unique(codes, return_index=True)
+    used = codes[np.sort(first)]
+    remap = np.zeros(len(values), np.int64)
+    remap[used] = np.arange(len(used))
+    return _dict_column(remap[codes], [values[c] for c in used.tolist()])
 
 
 def _dict_column(codes: np.ndarray, values: list[str]) -> pa.DictionaryArray:
@@ -210,8 +227,8 @@ class Emitter:
             self._packets(chunk, xf, flow, end)
         self._append_merged(schema.SEMAPHORE_UPDATE.name, sem)
         self._append_merged(schema.FLOW.name, flow)
-        if chunk.counters:
-            self._counters(chunk.counters)
+        if len(chunk.c_ts):
+            self._counters(chunk)
         if chunk.spans:
             self.writer.append_rows(schema.SPAN.name, chunk.spans)
 
@@ -508,9 +525,13 @@ class Emitter:
             {schema.NAME: f"{prefix}{q}", "type": qtype, schema.PCORE_IDX: 0, "idx": q, schema.ENGINE_IDX: q}
             for q in range(core.cm.dma_queues)])
 
-    def _counters(self, counters: list[tuple[int, str, float, str]]) -> None:
+    def _counters(self, ch: Chunk) -> None:
+        n = len(ch.c_ts)
+        kind = np.frombuffer(ch.c_kind, np.int8).astype(np.int64)
         self.writer.append(schema.COUNTER.name, {
-            schema.TIMESTAMP: [c[0] for c in counters], schema.NAME: [c[1] for c in counters],
-            schema.VALUE: [c[2] for c in counters], schema.UNIT: [c[3] for c in counters],
-            schema.TRACK_GROUP: [TRACK_GROUP] * len(counters), schema.PCORE_IDX: [0] * len(counters),
+            schema.TIMESTAMP: _i64(ch.c_ts), schema.NAME: _first_seen_column(kind, [k[0] for k in COUNTER_KINDS]),
+            schema.VALUE: np.frombuffer(ch.c_val, np.float64),
+            schema.UNIT: _first_seen_column(kind, [k[1] for k in COUNTER_KINDS]),
+            schema.TRACK_GROUP: _dict_column(np.zeros(n, np.int64), [TRACK_GROUP]),
+            schema.PCORE_IDX: np.zeros(n, np.int64),
         })

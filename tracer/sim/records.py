@@ -26,6 +26,9 @@ STREAM_TRACK = ("Tensor", "TensorMatrix", "Vector", "Scalar", "GpSimd", "Sync")
 ENGINE_STREAM = {E_VECTOR: S_VECTOR, E_SCALAR: S_SCALAR, E_GPSIMD: S_GPSIMD, E_SYNC: S_SYNC}
 
 KIND_COMPUTE, KIND_MATMUL, KIND_DMA = 0, 1, 2
+#: The counters the core samples: (name, unit), stored per sample as an index into this tuple.
+COUNTER_KINDS = (("sbuf_usage_bytes", "B"), ("psum_banks_in_use", "banks"), ("tensor_throttle_percent", "%"))
+C_SBUF, C_PSUM, C_THROTTLE = range(3)
 TABLE_INSTRUCTION, TABLE_PACKET = 0, 1
 
 CHUNK_INSTRUCTIONS = 16_384
@@ -218,8 +221,11 @@ class Chunk:
     x_out: array
     #: 1 when the transfer's queues all started together (x_qstart then holds one value, else one per queue).
     x_uni: array
+    # Counter samples: time, kind (index into COUNTER_KINDS), value
+    c_ts: array
+    c_kind: array
+    c_val: array
     first_xfer: int
-    counters: list[tuple[int, str, float, str]] = field(default_factory=list)
     spans: list[dict[str, Any]] = field(default_factory=list)
     n_templates: int = 0
     streams: tuple[str, ...] = ()
@@ -234,7 +240,9 @@ class Chunk:
 
 def new_columns() -> dict[str, array]:
     cols = {name: array("q") for name in ("start", "end", "tid", "wait", "aux", "f_in", "f_out", "f_gap",
-                                          "f_value", "x_instr", "x_tid", "x_pkt", "x_retire", "x_qstart", "x_out")}
-    cols.update({name: array("b") for name in ("f_table", "f_dep", "x_uni")})
+                                          "f_value", "x_instr", "x_tid", "x_pkt", "x_retire", "x_qstart", "x_out",
+                                          "c_ts")}
+    cols.update({name: array("b") for name in ("f_table", "f_dep", "x_uni", "c_kind")})
+    cols["c_val"] = array("d")
     cols.update({name: array("i") for name in ("f_stream", "x_q0", "lyr", "hlo")})
     return cols

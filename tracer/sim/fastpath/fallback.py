@@ -69,13 +69,13 @@ def reissue(fast: FastPath, m: Segment, path: list[Node], rec: Recorder | None) 
                     ai += 1
                 issue(tid, [_standin(x, m) for x in p.reads], [_standin(x, m) for x in p.writes], aux)
         elif kind == ALLOC:
-            core._counters.append((core.frontier, *_usage(node.spec[0])[:1], m.cv[ci], _usage(node.spec[0])[1]))
+            core.counter(_usage(node.spec[0])[0], m.cv[ci], _usage(node.spec[0])[1])
             ci += 1
         elif kind == FREE:
             tspec = node.spec[1]
             block = m.lblk[tspec[1]] if tspec[0] == "L" else m.oblk[tspec[1]]
             tracker.release(block)
-            core._counters.append((core.frontier, *_usage(node.spec[0])[:1], m.cv[ci], _usage(node.spec[0])[1]))
+            core.counter(_usage(node.spec[0])[0], m.cv[ci], _usage(node.spec[0])[1])
             ci += 1
         elif kind == ENTER:
             scope = m.scopes[si][2]

@@ -20,10 +20,10 @@ from itertools import accumulate
 from typing import Any
 
 from tracer.sim.fastpath.trie import ALLOC, FREE, SRC_LEAF, Variant
-from tracer.sim.records import S_MATRIX, S_TENSOR, TABLE_INSTRUCTION, TABLE_PACKET
+from tracer.sim.records import C_PSUM, C_SBUF, C_THROTTLE, S_MATRIX, S_TENSOR, TABLE_INSTRUCTION, TABLE_PACKET
 
 F_MATRIX, F_TENSOR, F_THROTTLE, F_DMA, F_AUX, F_EXPORT = 1, 2, 4, 8, 16, 32
-_USAGE = {"SBUF": ("sbuf_usage_bytes", "B"), "PSUM": ("psum_banks_in_use", "banks")}
+_USAGE = {"SBUF": C_SBUF, "PSUM": C_PSUM}
 
 
 class Program:
@@ -41,11 +41,11 @@ class Program:
         for _sig, _struct, srcs in var.outputs:
             needed.update(src for kind, src in srcs if kind != SRC_LEAF)
         needed.update(j for _key, j in var.last)
-        #: Usage counters, in event order: (instructions before it, value index, name, unit).
-        counters: list[tuple[int, int, str, str]] = []
+        #: Usage counters, in event order: (instructions before it, counter kind).
+        counters: list[tuple[int, int]] = []
         for kind, before, mem in var.events:
             if kind in (ALLOC, FREE):
-                counters.append((before, len(counters), *_USAGE[mem]))
+                counters.append((before, _USAGE[mem]))
         rows = []
         #: Instructions whose producer tuple is needed afterwards: (position, stream, seq offset).
         exports: list[tuple[int, int, int]] = []
@@ -111,7 +111,7 @@ def run(prog: Program, core: Any, ctx: Any, leaves: list[Any], aux: list[int], t
     A = list(prog.aux)
     P: dict[int, Any] = {}
     fr0 = fr
-    TC: list[tuple[int, tuple[Any, ...]]] = []  # throttle counters: (position, row)
+    TC: list[tuple[int, int, float]] = []  # throttle level changes: (position, time, percent)
     ai = 0
     # DMA state (uniform transfers are done here; others by core._transfer after writing this back)
     dma = prog.has_dma
@@ -212,7 +212,7 @@ def run(prog: Program, core: Any, ctx: Any, leaves: list[Any], aux: list[int], t
             pct = round(level * 100)
             if pct != t_pct:
                 t_pct = pct
-                TC.append((j, (st, "tensor_throttle_percent", float(pct), "%")))
+                TC.append((j, st, float(pct)))
             win.append((st, st + dur))
             t_busy += dur
         en = st + dur
@@ -286,7 +286,7 @@ def run(prog: Program, core: Any, ctx: Any, leaves: list[Any], aux: list[int], t
             ln = fin
         j += 1
     if prog.counters or TC:
-        _counters(core._counters, prog.counters, cv, TC, list(accumulate(S, max, initial=fr0)))
+        _counters(core._cols, prog.counters, cv, TC, list(accumulate(S, max, initial=fr0)))
     for j2, s, k in prog.exports:
         P[j2] = (s, q_base[s] + k, E[j2], TABLE_INSTRUCTION, i0 + j2)
     if dma:
@@ -326,22 +326,32 @@ def run(prog: Program, core: Any, ctx: Any, leaves: list[Any], aux: list[int], t
     return outs, None, None
 
 
-def _counters(out: list[Any], usage: list[tuple[int, int, str, str]], cv: list[float],
-              throttle: list[tuple[int, tuple[Any, ...]]], front: list[int]) -> None:
-    """Append the segment's counters in the order the general path would: each usage counter (stamped with the
-    latest start issued before it, ``front[instructions before it]``) before the instruction it precedes, each
+def _counters(cols: dict[str, Any], usage: list[tuple[int, int]], cv: list[float],
+              throttle: list[tuple[int, int, float]], front: list[int]) -> None:
+    """Append the segment's counter samples in the order the general path would: each usage sample (stamped with
+    the latest start issued before it, ``front[instructions before it]``) before the instruction it precedes, each
     throttle level change at its instruction."""
-    rows = [(front[before], name, cv[c], unit) for before, c, name, unit in usage]
+    ts, kind, val = cols["c_ts"], cols["c_kind"], cols["c_val"]
     if not throttle:
-        out.extend(rows)
+        ts.extend([front[before] for before, _k in usage])
+        kind.extend([k for _before, k in usage])
+        val.extend(cv)
         return
     i = 0
-    for j, row in throttle:
+    for j, t, pct in throttle:
         while i < len(usage) and usage[i][0] <= j:
-            out.append(rows[i])
+            ts.append(front[usage[i][0]])
+            kind.append(usage[i][1])
+            val.append(cv[i])
             i += 1
-        out.append(row)
-    out.extend(rows[i:])
+        ts.append(t)
+        kind.append(C_THROTTLE)
+        val.append(pct)
+    while i < len(usage):
+        ts.append(front[usage[i][0]])
+        kind.append(usage[i][1])
+        val.append(cv[i])
+        i += 1
 
 
 def _flush_dma(core: Any, q0: int, npk: int, nx: int, qbusy: int, dbytes: int,  # noqa: PLR0917

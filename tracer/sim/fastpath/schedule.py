@@ -16,13 +16,16 @@ local copies of the core's state, with the same arithmetic.  The trace columns a
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from itertools import accumulate
 from typing import Any
 
 from tracer.sim.fastpath.trie import ALLOC, FREE, SRC_LEAF, Variant
 from tracer.sim.records import C_PSUM, C_SBUF, C_THROTTLE, S_MATRIX, S_TENSOR, TABLE_INSTRUCTION, TABLE_PACKET
 
-F_MATRIX, F_TENSOR, F_THROTTLE, F_DMA, F_AUX, F_EXPORT = 1, 2, 4, 8, 16, 32
+#: Kinds of instruction rows (the scheduling loop branches on them): any other engine, LoadStationary (loads the
+#: weights MultiplyMoving waits for), MultiplyMoving / transpose, the same under the Trn2 throttle, DMA trigger.
+K_PLAIN, K_TENSOR, K_MATRIX, K_THROTTLE, K_DMA = range(5)
 _USAGE = {"SBUF": C_SBUF, "PSUM": C_PSUM}
 
 
@@ -51,22 +54,17 @@ class Program:
         exports: list[tuple[int, int, int]] = []
         seq: dict[int, int] = {}
         for j, p in enumerate(pos):
-            flag = 0
-            if p.stream == S_MATRIX:
-                flag |= F_MATRIX
-            if p.stream == S_TENSOR:
-                flag |= F_TENSOR
-            if p.throttle:
-                flag |= F_THROTTLE
             if p.dma:
-                flag |= F_DMA
-                if p.aux_dynamic:
-                    flag |= F_AUX
-            if j in needed and p.dma:
-                flag |= F_EXPORT
+                kind = K_DMA
+            elif p.stream == S_TENSOR:
+                kind = K_TENSOR
+            elif p.stream == S_MATRIX:
+                kind = K_THROTTLE if p.throttle else K_MATRIX
+            else:
+                kind = K_PLAIN
             seq[p.stream] = seq.get(p.stream, 0) + 1
-            deps = tuple(src + (n if kind == SRC_LEAF else 0) for kind, src, _dep in p.deps)
-            rows.append((p.stream, p.engine, p.dur, deps, flag))
+            deps = tuple(src + (n if k == SRC_LEAF else 0) for k, src, _dep in p.deps)
+            rows.append((p.stream, p.engine, p.dur, deps, kind, p.aux_dynamic))
             if j in needed and not p.dma:
                 exports.append((j, p.stream, seq[p.stream]))
         self.rows = rows
@@ -136,40 +134,12 @@ def run(prog: Program, core: Any, ctx: Any, leaves: list[Any], aux: list[int], t
         f0 = tcm.throttle_start_fraction
         win = core.thr_window
         t_busy, t_rs, t_pct = core.thr_busy, core.thr_ramp_start, core.thr_level_pct
-    j = 0
-    for s, e, dur0, deps, flag in prog.rows:
-        if not flag:  # the common case: a compute instruction (not Tensor engine, not DMA)
-            r = SF[s]
-            x = EI[e]
-            if x > r:
-                r = x
-            w = 0
-            for d in deps:
-                v = R[d]
-                if v > w:
-                    w = v
-            if w > r:
-                W.append(w - r)
-                r = w
-            else:
-                W.append(0)
-            en = r + dur0
-            SF[s] = en
-            EI[e] = r
-            if r > fr:
-                fr = r
-            S.append(r)
-            E.append(en)
-            R[j] = en
-            if en > ln:
-                ln = en
-            j += 1
-            continue
+    for j, (s, e, dur0, deps, kind, auxd) in enumerate(prog.rows):
         r = SF[s]
         x = EI[e]
         if x > r:
             r = x
-        if flag & F_MATRIX and pw > r:
+        if kind >= K_MATRIX and kind != K_DMA and pw > r:
             r = pw
         w = 0
         for d in deps:
@@ -177,55 +147,57 @@ def run(prog: Program, core: Any, ctx: Any, leaves: list[Any], aux: list[int], t
             if v > w:
                 w = v
         if w > r:
-            st = w
             W.append(w - r)
+            r = w
         else:
-            st = r
             W.append(0)
         dur = dur0
-        if flag & F_THROTTLE:
+        if kind == K_THROTTLE:
             tpl = tpls[j]
             dur = tpl.dur
             if t_rs < 0:
                 reset = True
             else:
-                lo = st - TW
+                lo = r - TW
                 while win and win[0][1] <= lo:
                     s0, e0 = win.popleft()
                     t_busy -= e0 - s0
                 busy = t_busy
                 if win and win[0][0] < lo:
                     busy -= lo - win[0][0]
-                span = st - t_rs
+                span = r - t_rs
                 if span > TW:
                     span = TW
                 reset = span > 0 and busy < TR * span
             if reset:
-                t_rs = st
+                t_rs = r
                 win.clear()
                 t_busy = 0
-            level = f0 + (1.0 - f0) * (st - t_rs) / TRAMP
-            if level > 1.0:
-                level = 1.0
-            if level < 1.0:
-                dur = max(tpl.dur, math.ceil(tpl.cycles / (level * tpl.clock) - 1e-9))
-            pct = round(level * 100)
+            if r - t_rs >= TRAMP:  # the ramp is over: full speed (f0 + (1 - f0) * x / ramp >= 1.0 exactly)
+                pct = 100
+            else:
+                level = f0 + (1.0 - f0) * (r - t_rs) / TRAMP
+                if level > 1.0:
+                    level = 1.0
+                if level < 1.0:
+                    dur = max(dur, math.ceil(tpl.cycles / (level * tpl.clock) - 1e-9))
+                pct = round(level * 100)
             if pct != t_pct:
                 t_pct = pct
-                TC.append((j, st, float(pct)))
-            win.append((st, st + dur))
+                TC.append((j, r, float(pct)))
+            win.append((r, r + dur))
             t_busy += dur
-        en = st + dur
+        en = r + dur
         SF[s] = en
-        EI[e] = st
-        if flag & F_TENSOR:
-            pw = en
-        if st > fr:
-            fr = st
-        S.append(st)
+        EI[e] = r
+        if r > fr:
+            fr = r
+        S.append(r)
         E.append(en)
-        if flag & F_DMA:
-            if flag & F_AUX:
+        if kind == K_TENSOR:
+            pw = en
+        elif kind == K_DMA:
+            if auxd:
                 a = A[j] = aux[ai]
                 ai += 1
             else:
@@ -236,7 +208,7 @@ def run(prog: Program, core: Any, ctx: Any, leaves: list[Any], aux: list[int], t
             if uni is not None:
                 tot, last = uni
                 g = plan.group
-                ready = st + lat
+                ready = r + lat
                 qf = u_qf[g]
                 q = qf if qf > ready else ready
                 if u_ends and q >= u_ends[-1] and q >= core.u_floor:
@@ -249,8 +221,8 @@ def run(prog: Program, core: Any, ctx: Any, leaves: list[Any], aux: list[int], t
                             core._trim_uniform()
                 else:
                     q = core._place_uniform(q, tot)
-                fin = q + tot
-                u_qf[g] = fin
+                en = q + tot
+                u_qf[g] = en
                 XQ.append(q)
                 nq = plan.nqueues
                 qbusy += tot * nq
@@ -260,31 +232,26 @@ def run(prog: Program, core: Any, ctx: Any, leaves: list[Any], aux: list[int], t
                 npk += plan.n
                 q0 = (q0 + plan.n) % nq
                 rt = d_retire[g]
-                if fin < rt:
-                    fin = rt
-                d_retire[g] = fin
+                if en < rt:
+                    en = rt
+                d_retire[g] = en
                 sq = d_seq[g] = d_seq[g] + 1
                 XI.append(i0 + j)
                 XT.append(tpl.id)
-                XR.append(fin)
+                XR.append(en)
                 XO.append(out)
                 nx += 1
                 dbytes += plan.bytes
-                p = (g, sq, fin, TABLE_PACKET, out)
+                P[j] = (g, sq, en, TABLE_PACKET, out)
             else:
                 _flush_dma(core, q0, npk, nx, qbusy, dbytes, XI, XT, XP, XQ, XR, XO, XS)
                 XI, XT, XP, XQ, XR, XO, XS = [], [], [], [], [], [], []
-                p = core._transfer(tpl, i0 + j, st, a)
+                p = P[j] = core._transfer(tpl, i0 + j, r, a)
                 q0, npk, nx, qbusy, dbytes = core.q0, core.n_packets, core.n_xfers, core.queue_busy_ns, core.dma_bytes
-                fin = p[2]
-            if flag & F_EXPORT:
-                P[j] = p
-        else:
-            fin = en
-        R[j] = fin
-        if fin > ln:
-            ln = fin
-        j += 1
+                en = p[2]
+        R[j] = en
+        if en > ln:
+            ln = en
     if prog.counters or TC:
         _counters(core._cols, prog.counters, cv, TC, list(accumulate(S, max, initial=fr0)))
     for j2, s, k in prog.exports:
@@ -332,26 +299,27 @@ def _counters(cols: dict[str, Any], usage: list[tuple[int, int]], cv: list[float
     the latest start issued before it, ``front[instructions before it]``) before the instruction it precedes, each
     throttle level change at its instruction."""
     ts, kind, val = cols["c_ts"], cols["c_kind"], cols["c_val"]
+    rts = [front[before] for before, _k in usage]
+    rkind = [k for _before, k in usage]
     if not throttle:
-        ts.extend([front[before] for before, _k in usage])
-        kind.extend([k for _before, k in usage])
+        ts.extend(rts)
+        kind.extend(rkind)
         val.extend(cv)
         return
+    befores = [before for before, _k in usage]
     i = 0
     for j, t, pct in throttle:
-        while i < len(usage) and usage[i][0] <= j:
-            ts.append(front[usage[i][0]])
-            kind.append(usage[i][1])
-            val.append(cv[i])
-            i += 1
+        k = bisect_right(befores, j, i)  # usage samples issued before (or just before) instruction j come first
+        ts.extend(rts[i:k])
+        kind.extend(rkind[i:k])
+        val.extend(cv[i:k])
+        i = k
         ts.append(t)
         kind.append(C_THROTTLE)
         val.append(pct)
-    while i < len(usage):
-        ts.append(front[usage[i][0]])
-        kind.append(usage[i][1])
-        val.append(cv[i])
-        i += 1
+    ts.extend(rts[i:])
+    kind.extend(rkind[i:])
+    val.extend(cv[i:])
 
 
 def _flush_dma(core: Any, q0: int, npk: int, nx: int, qbusy: int, dbytes: int,  # noqa: PLR0917

@@ -156,14 +156,24 @@ class Trace(NotebookMixin):
             ids = sorted({self.track_info(t).track_id for t in tracks})  # type: ignore[union-attr]
         return start, end, width, ids
 
-    def window(self, start_ns: int, end_ns: int, width_px: int, tracks: list[int] | None = None) -> Window:
+    def window(self, start_ns: int, end_ns: int, width_px: int, tracks: list[int] | None = None, *,
+               attributes: bool = True) -> Window:
         """The timeline in [start_ns, end_ns) at ``width_px`` pixels: raw events or buckets per track.
 
         Cost depends on ``width_px`` and the number of tracks, not on the number of events (see
-        ``docs/database.md``).  Counter tracks are not part of windows.
+        ``docs/database.md``).  Counter tracks are not part of windows (see :meth:`counter_window`).
+
+        Args:
+            start_ns: start of the range.
+            end_ns: end of the range (exclusive).
+            width_px: pixels across the range (1 to 65,536).
+            tracks: track ids to include (default: every interval track).
+            attributes: read the events' ``layer``/``operator``/``source`` strings; with False they are null
+                (a drawing that colours by opcode needs only ``name``; :meth:`event` has every field of one).
         """
         start, end, width, ids = self._window_args(start_ns, end_ns, width_px, tracks)
-        result = query_window(self._cursor(), self._infos, start, end, width, track_ids=ids)
+        result = query_window(self._cursor(), self._infos, start, end, width, track_ids=ids,
+                              attributes=bool(attributes))
         return Window(start, end, width, 1 << result.level, result.events, result.buckets)
 
     def utilization(self, start_ns: int, end_ns: int, width_px: int, tracks: list[int] | None = None) -> pa.Table:

@@ -18,18 +18,26 @@ from __future__ import annotations
 import numpy as np
 
 
-def _lanes_of_group(start: np.ndarray, held: np.ndarray) -> np.ndarray:
-    """FIFO lanes of one group's events sorted by start (``held`` = the instant each frees its lane)."""
-    n = len(start)
-    by_end = np.argsort(held, kind="stable")
-    ended_before = np.searchsorted(held[by_end], start, side="right")     # events freed at or before each start
-    peak = int((np.arange(n) - ended_before).max()) + 1
+def _fifo_lanes(first: np.ndarray, start_key: np.ndarray, held_key: np.ndarray) -> np.ndarray:
+    """FIFO lanes of events sorted by (group, start), with group-ordered keys.
+
+    Every key of a group lies below every key of the next group, so one sort and one search serve all groups.
+    ``first`` is the index of the first event of each event's group.
+    """
+    n = len(start_key)
     j = np.arange(n)
-    parent = np.where(j < peak, j, by_end[np.maximum(j - peak, 0)])
+    by_end = np.argsort(held_key, kind="stable")
+    # Events of earlier groups all end (in key order) before this group's first start: subtract them.
+    ended_before = np.searchsorted(held_key[by_end], start_key, side="right") - first
+    local = j - first
+    in_progress = local - ended_before + 1
+    cuts = np.flatnonzero(np.r_[True, first[1:] != first[:-1]])
+    peak = np.repeat(np.maximum.reduceat(in_progress, cuts), np.diff(np.r_[cuts, n]))
+    parent = np.where(local < peak, j, by_end[np.maximum(first + local - peak, 0)])
     while True:
         grand = parent[parent]
         if np.array_equal(grand, parent):
-            return parent
+            return (parent - first).astype(np.int32)
         parent = grand
 
 
@@ -46,15 +54,24 @@ def assign_lanes(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.nd
         at one instant.
     """
     n = len(start)
-    out = np.zeros(n, dtype=np.int32)
     if n < 2:
-        return out
+        return np.zeros(n, dtype=np.int32)
+    group = np.asarray(group, dtype=np.int64)
     start = np.asarray(start, dtype=np.int64)
     held = np.maximum(np.asarray(end, dtype=np.int64), start + 1)
-    cuts = np.flatnonzero(np.r_[True, group[1:] != group[:-1], True])
+    new_group = np.r_[True, group[1:] != group[:-1]]
+    first = np.maximum.accumulate(np.where(new_group, np.arange(n), 0))
+    group_no = np.cumsum(new_group) - 1
+    base = int(start.min())
+    shift = max(1, (int(held.max()) - base).bit_length())
+    if shift + int(group_no[-1]).bit_length() <= 62:
+        # One pass for every group: keys (group number, time since the earliest start) packed into an int64.
+        key = group_no << shift
+        return _fifo_lanes(first, key + (start - base), key + (held - base))
+    out = np.zeros(n, dtype=np.int32)
+    cuts = np.flatnonzero(np.r_[new_group, True])
     for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist(), strict=True):
-        if b - a > 1:
-            out[a:b] = _lanes_of_group(start[a:b], held[a:b])
+        out[a:b] = _fifo_lanes(np.zeros(b - a, dtype=np.int64), start[a:b], held[a:b])
     return out
 
 

@@ -28,7 +28,7 @@ from profiler.db.sqlutil import fetch_one, quote
 from tracer import schema as ts
 
 #: A track is shown as raw events when it has at most this many events per pixel in view.
-RAW_EVENTS_PER_PIXEL = 2
+RAW_EVENTS_PER_PIXEL = 1
 #: Width limit of one window.
 MAX_WIDTH_PX = 1 << 16
 

@@ -180,3 +180,39 @@ def test_grouped_lanes_are_valid_within_each_group(a, b):
     for g, (s, e, _) in enumerate((a, b)):
         _assert_valid_lanes(s, e, got[group == g])
         assert got[group == g].max(initial=-1) + 1 == _peak(s, e)
+
+
+@settings(max_examples=25, deadline=None)
+@given(intervals(max_n=30), intervals(max_n=30))
+def test_grouped_lanes_with_times_too_far_apart_to_pack(a, b):
+    # Group keys cannot share one int64 when the times span ~2^62 ns: the per-group fallback must agree.
+    from profiler.db.lanes import assign_lanes
+
+    shift = np.int64(1) << np.int64(61)
+    group = np.r_[np.zeros(len(a[0]), np.int64), np.ones(len(b[0]), np.int64)]
+    start, end = np.r_[a[0] - shift, b[0] + shift], np.r_[a[1] - shift, b[1] + shift]
+    got = assign_lanes(group, start, end)
+    for g, (s, e, _) in enumerate((a, b)):
+        _assert_valid_lanes(s, e, got[group == g])
+        assert got[group == g].max(initial=-1) + 1 == _peak(s, e)
+
+
+def test_event_attributes_are_read_only_when_asked_for(tmp_path):
+    n = 6
+    tables = {"Instruction": {
+        ts.ID: np.arange(n) + 1, ts.START_TS: np.arange(n) * 10, ts.END_TS: np.arange(n) * 10 + 8,
+        ts.DURATION_NS: [8] * n, ts.ENGINE: ["Tensor"] * n, ts.OPCODE: ["MATMUL"] * n, ts.OPERANDS: ["x"] * n,
+        ts.PC: np.arange(n), ts.PCORE_IDX: [0] * n, ts.LAYER: [f"layer{i % 2}" for i in range(n)],
+        ts.HLO_NAME: [f"dot.{i}" for i in range(n)], ts.NKI_SOURCE_LOCATION: [f"k.py:{i}" for i in range(n)]}}
+    write_trace(tmp_path / "a.trace", tables, metadata={"arch": "trn2"})
+    with profiler.open(tmp_path / "a.trace") as trace:
+        full = trace.window(0, 60, 600)
+        bare = trace.window(0, 60, 600, attributes=False)
+        assert full.events.schema == bare.events.schema == dbs.WINDOW_EVENTS
+        assert full.events.column(ts.ID).to_pylist() == bare.events.column(ts.ID).to_pylist() == list(range(1, 7))
+        assert full.events.column(ts.LAYER).to_pylist() == tables["Instruction"][ts.LAYER]
+        assert full.events.column(dbs.OPERATOR).to_pylist() == tables["Instruction"][ts.HLO_NAME]
+        assert full.events.column(dbs.SOURCE).to_pylist() == tables["Instruction"][ts.NKI_SOURCE_LOCATION]
+        for col in (ts.LAYER, dbs.OPERATOR, dbs.SOURCE):
+            assert bare.events.column(col).null_count == n
+        assert bare.events.column(ts.NAME).to_pylist() == ["MATMUL"] * n

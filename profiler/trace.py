@@ -193,15 +193,23 @@ class Trace(NotebookMixin):
         return busy_between(self._cursor(), info, _as_int(start_ns, "start_ns"), _as_int(end_ns, "end_ns"))
 
     # -- SQL and look-ups ----------------------------------------------------------------------------------
-    def sql(self, query: str, timeout_s: float | None = DEFAULT_SQL_TIMEOUT_S,
-            params: Any = None) -> duckdb.DuckDBPyRelation:
-        """Run read-only SQL; the result as a relation (``.arrow()``, ``.df()``, ``.fetchall()`` work).
+    def sql(self, query: str, timeout_s: float | None = DEFAULT_SQL_TIMEOUT_S, params: Any = None, *,
+            max_rows: int | None = None) -> duckdb.DuckDBPyRelation:
+        """Run read-only SQL; the result as a relation (``.to_arrow_table()``, ``.df()``, ``.fetchall()`` work).
 
-        The query runs to completion under ``timeout_s`` (then QueryError); the returned relation reads the
-        materialised result.  Files, URLs, extensions and writes are refused (QueryError).
+        The query runs under ``timeout_s`` (then QueryError); the returned relation reads the fetched result.
+        Files, URLs, extensions and writes are refused (QueryError).
+
+        Args:
+            query: one DuckDB SQL statement.
+            timeout_s: seconds before the query is interrupted (None: no limit).
+            params: values for ``?`` / ``$name`` placeholders.
+            max_rows: fetch at most this many rows, streaming: the rest of the result is never produced or
+                converted, so ``SELECT * FROM Instruction`` on a huge trace returns at once.  To learn whether
+                a result has more than N rows, ask for N + 1.
         """
         cur = self._cursor()
-        table = run_user_sql(cur, query, timeout_s, params)
+        table = run_user_sql(cur, query, timeout_s, params, max_rows=max_rows)
         return cur.from_arrow(table)
 
     def summary(self, start_ns: int | None = None, end_ns: int | None = None) -> dict[str, Any]:

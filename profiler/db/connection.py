@@ -175,11 +175,23 @@ def check_database(con: duckdb.DuckDBPyConnection, path: Path) -> dict[str, str]
     return info
 
 
+#: Rows per Arrow batch when a capped result is streamed.
+_CAPPED_BATCH_ROWS = 65_536
+
+
 def run_user_sql(cursor: duckdb.DuckDBPyConnection, query: str, timeout_s: float | None,
-                 params: Any = None) -> pa.Table:
-    """Run one user query on ``cursor`` under a timeout; the result as an Arrow table; QueryError otherwise."""
+                 params: Any = None, max_rows: int | None = None) -> pa.Table:
+    """Run one user query on ``cursor`` under a timeout; the result as an Arrow table; QueryError otherwise.
+
+    With ``max_rows`` the result is streamed and only its first ``max_rows`` rows are fetched: DuckDB stops
+    producing rows once they are read, so ``SELECT * FROM Instruction`` costs what its first rows cost, not the
+    table (a query that must see every row before its first — ORDER BY, GROUP BY — still runs to completion
+    inside DuckDB, but only the first rows are converted and kept).
+    """
     if not isinstance(query, str) or not query.strip():
         raise QueryError("empty SQL query")
+    if max_rows is not None and (isinstance(max_rows, bool) or not isinstance(max_rows, int) or max_rows < 0):
+        raise QueryError(f"max_rows must be a non-negative integer or None, not {max_rows!r}")
     timed_out = threading.Event()
 
     def interrupt() -> None:
@@ -194,7 +206,9 @@ def run_user_sql(cursor: duckdb.DuckDBPyConnection, query: str, timeout_s: float
         relation = cursor.sql(query, params=params)
         if relation is None:
             return pa.table({})
-        return relation.to_arrow_table()
+        if max_rows is None:
+            return relation.to_arrow_table()
+        return _first_rows(relation, max_rows)
     except duckdb.InterruptException:
         if timed_out.is_set():
             raise QueryError(f"query timed out after {timeout_s:g} s (raise timeout_s / --timeout, or narrow it "
@@ -205,6 +219,25 @@ def run_user_sql(cursor: duckdb.DuckDBPyConnection, query: str, timeout_s: float
     finally:
         if timer is not None:
             timer.cancel()
+
+
+def _first_rows(relation: duckdb.DuckDBPyRelation, max_rows: int) -> pa.Table:
+    """The first ``max_rows`` rows of ``relation``, streamed; the rest is never fetched."""
+    reader = relation.to_arrow_reader(max(1, min(max_rows, _CAPPED_BATCH_ROWS)))
+    try:
+        batches = []
+        n = 0
+        while n < max_rows:
+            try:
+                batch = reader.read_next_batch()
+            except StopIteration:
+                break
+            batch = batch.slice(0, max_rows - n)
+            batches.append(batch)
+            n += batch.num_rows
+        return pa.Table.from_batches(batches, schema=reader.schema)
+    finally:
+        reader.close()
 
 
 def _describe_error(exc: duckdb.Error) -> str:

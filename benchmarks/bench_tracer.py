@@ -1,12 +1,15 @@
 """Benchmark the simulated NeuronCore: simulated instructions per second, tracing overhead, trace size.
 
-For each kernel, runs ``--no-trace`` and traced recordings in alternating pairs (so the machine's noise hits both
-alike) and reports the medians: instructions/s without tracing, the traced/untraced wall-time ratio, DMA packets
-per instruction, and bytes per Instruction row on disk.  Besides wall time it reports the CPU time of the
-simulating process (traced vs untraced) and of the trace-writing child, which the machine's load cannot distort.
-``--first-write`` also measures how soon a recording of millions of instructions has its first rows on disk.
+For each kernel (sized to run about a second or more), runs ``--no-trace`` and traced recordings in alternating
+pairs (so the machine's noise hits both alike) and reports medians: instructions/s (wall and CPU time), the share
+of instructions the loop fast path scheduled, the traced/untraced wall-time ratio, the simulating process's extra
+CPU time when tracing, the trace-writing child's CPU time, DMA packets per instruction and bytes per Instruction
+row on disk.  ``--fast-path off`` measures the general path alone.  ``--first-write`` measures how soon a recording
+of millions of instructions has its first rows on disk.  Each line also carries the 1-minute load average: this
+machine has 2 vCPUs shared with other work, so wall-clock ratios are only meaningful on a quiet machine.
 
     .venv/bin/python benchmarks/bench_tracer.py --pairs 5
+    .venv/bin/python benchmarks/bench_tracer.py --pairs 3 --fast-path off
     .venv/bin/python benchmarks/bench_tracer.py --first-write
 """
 
@@ -29,11 +32,11 @@ from tracer import TraceReader
 from tracer.sim import run_kernel
 
 CASES = [
-    ("matmul_rowload", {"M": 8192, "N": 8192, "K": 4096}, "trn2"),
-    ("matmul_naive", {"M": 4096, "N": 4096, "K": 4096}, "trn2"),
-    ("attention", {"seq": 8192, "head_dim": 128}, "trn2"),
-    ("mlp", {"layers": 96, "d_model": 512, "d_ff": 2048, "tokens": 512}, "trn1"),
-    ("softmax", {"rows": 131072, "cols": 1024}, "trn1"),
+    ("matmul_rowload", {"M": 16384, "N": 16384, "K": 4096}, "trn2"),
+    ("matmul_naive", {"M": 8192, "N": 8192, "K": 8192}, "trn2"),
+    ("attention", {"seq": 16384, "head_dim": 128}, "trn2"),
+    ("mlp", {"layers": 384, "d_model": 512, "d_ff": 2048, "tokens": 512}, "trn1"),
+    ("softmax", {"rows": 2 ** 23, "cols": 1024}, "trn1"),
 ]
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -44,10 +47,12 @@ def _cpu() -> tuple[float, float]:
     return own.ru_utime + own.ru_stime, kids.ru_utime + kids.ru_stime
 
 
-def bench_case(kernel: str, params: dict, arch: str, pairs: int, tmp: Path, emit: str) -> dict:  # noqa: PLR0917
+def bench_case(kernel: str, params: dict, arch: str, pairs: int, tmp: Path, emit: str,  # noqa: PLR0917
+               fast_path: bool) -> dict:
     wall: dict[bool, list[float]] = {False: [], True: []}
     cpu: dict[bool, list[float]] = {False: [], True: []}
     child_cpu: list[float] = []
+    loads: list[float] = []
     result = None
     size = rows = total_size = 0
     for i in range(pairs):
@@ -58,10 +63,12 @@ def bench_case(kernel: str, params: dict, arch: str, pairs: int, tmp: Path, emit
                 shutil.rmtree(path)
             c0 = _cpu()
             t0 = time.perf_counter()
-            result = run_kernel(kernel, params, arch=arch, trace_path=path if trace else None, emit=emit)
+            result = run_kernel(kernel, params, arch=arch, trace_path=path if trace else None, emit=emit,
+                                fast_path=fast_path)
             wall[trace].append(time.perf_counter() - t0)
             c1 = _cpu()
             cpu[trace].append(c1[0] - c0[0])
+            loads.append(os.getloadavg()[0])
             if trace:
                 child_cpu.append(c1[1] - c0[1])
                 size = (path / "Instruction.arrows").stat().st_size
@@ -72,17 +79,20 @@ def bench_case(kernel: str, params: dict, arch: str, pairs: int, tmp: Path, emit
     ratios = [t / p for t, p in zip(wall[True], wall[False], strict=True)]
     cpu_ratios = [t / p for t, p in zip(cpu[True], cpu[False], strict=True)]
     return {
-        "kernel": kernel, "arch": arch, "params": params, "emit": emit, "instructions": n,
+        "kernel": kernel, "arch": arch, "params": params, "emit": emit, "fast_path": fast_path, "instructions": n,
+        "fast_path_share": round(result.fast_path_instructions / n, 3),
         "packets_per_instruction": round(result.dma_packets / n, 1),
+        "wall_s_no_trace_median": round(statistics.median(wall[False]), 3),
         "instr_per_s_no_trace": round(n / statistics.median(wall[False])),
+        "instr_per_cpu_s_no_trace": round(n / statistics.median(cpu[False])),
         "instr_per_s_traced": round(n / statistics.median(wall[True])),
         "wall_overhead_median": round(statistics.median(ratios) - 1, 4),
         "wall_overhead_min_max": [round(min(ratios) - 1, 4), round(max(ratios) - 1, 4)],
         "sim_process_cpu_overhead_median": round(statistics.median(cpu_ratios) - 1, 4),
-        "writer_child_cpu_s_median": round(statistics.median(child_cpu), 3),
-        "no_trace_cpu_s_median": round(statistics.median(cpu[False]), 3),
+        "writer_child_cpu_s_median": round(statistics.median(child_cpu), 3) if child_cpu else None,
+        "writer_packets_per_cpu_s": round(result.dma_packets / statistics.median(child_cpu)) if child_cpu else None,
         "instruction_bytes_per_row": round(size / rows, 2), "trace_mb": round(total_size / 1e6, 2),
-        "pairs": pairs, "load_average_1min": round(os.getloadavg()[0], 2),
+        "pairs": pairs, "load_average_1min": [round(min(loads), 2), round(max(loads), 2)],
     }
 
 
@@ -104,7 +114,8 @@ def first_write(tmp: Path) -> dict:
     proc.wait()
     rows = TraceReader(out).num_rows("Instruction")
     return {"first_batch_on_disk_s": round(elapsed, 2), "rows_on_disk_after_2s_more": rows,
-            "kernel": "matmul_rowload M=N=65536 K=4096 (~4.3 M instructions)"}
+            "kernel": "matmul_rowload M=N=65536 K=4096 (~4.3 M instructions)",
+            "load_average_1min": round(os.getloadavg()[0], 2)}
 
 
 def main() -> int:
@@ -114,16 +125,21 @@ def main() -> int:
     parser.add_argument("--first-write", action="store_true", help="measure time to the first rows on disk")
     parser.add_argument("--emit", choices=["process", "thread", "inline"], default="process",
                         help="where trace tables are built (default: a forked process)")
+    parser.add_argument("--fast-path", choices=["on", "off"], default="on",
+                        help="the loop fast path (default on; off = every instruction through the general path)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         if args.first_write:
             print(json.dumps(first_write(tmp)))
             return 0
+        # warm up (imports, pyarrow's lazy start-up) so the first measured pair is not penalised
+        run_kernel("matmul_rowload", {"M": 512, "N": 1024, "K": 256}, trace_path=tmp / "warm.trace", emit=args.emit)
         for kernel, params, arch in CASES:
             if args.kernels and kernel not in args.kernels:
                 continue
-            print(json.dumps(bench_case(kernel, params, arch, args.pairs, tmp, args.emit)), flush=True)
+            print(json.dumps(bench_case(kernel, params, arch, args.pairs, tmp, args.emit, args.fast_path == "on")),
+                  flush=True)
     return 0
 
 

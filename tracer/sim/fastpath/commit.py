@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from tracer.sim.fastpath import state
 from tracer.sim.fastpath.edges import emit_table
-from tracer.sim.fastpath.match import Segment
+from tracer.sim.fastpath.match import Segment, all_names
 from tracer.sim.fastpath.schedule import program, run
 from tracer.sim.fastpath.trie import ENTER, Variant, substitute
 from tracer.sim.records import HKey, VKey
@@ -53,8 +53,9 @@ def commit(fast: FastPath, var: Variant) -> None:
     """Schedule the matched segment with its variant and leave its records lazy (see the module docstring)."""
     m = fast.m
     core, ctx = fast.core, fast.ctx
+    names = all_names(m) if var.name_roles else m.names
     binding = (tuple([b.addr for b in m.blocks]), tuple([t.name for t in m.tensors]),
-               tuple([m.names[r] for r in var.name_roles]))
+               tuple([names[r] for r in var.name_roles]))
     ent = var.tids.get(binding)
     if ent is None:
         ent = var.tids[binding] = templates(core, var, m)

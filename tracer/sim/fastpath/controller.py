@@ -31,6 +31,7 @@ from tracer.sim import tracker
 from tracer.sim.fastpath import match, state
 from tracer.sim.fastpath.commit import commit, prepare
 from tracer.sim.fastpath.fallback import reissue
+from tracer.sim.fastpath.match import all_names
 from tracer.sim.fastpath.record import Recorder, Unrecordable
 from tracer.sim.fastpath.trie import ALLOC, COMMIT, ENTER, EXIT, FREE, MARK, OP, Node, Variant
 from tracer.sim.memory import Tile
@@ -355,6 +356,7 @@ class FastPath:
     def _fallback(self) -> None:
         """Re-issue the matched part of the segment through the general path and record the rest of it."""
         m = self.m
+        all_names(m)
         path = m.node.path()
         root = path[0].parent if path else m.node
         self._install(None)

@@ -14,6 +14,7 @@ scheduling itself waits for the segment's end (:mod:`tracer.sim.fastpath.codegen
 from __future__ import annotations
 
 import inspect
+import re
 import sys
 from collections import deque
 from typing import TYPE_CHECKING, Any
@@ -37,8 +38,8 @@ ALLOCS = {"sbuf_tile": "SBUF", "psum_tile": "PSUM"}
 class Segment:
     """The matcher's state for the segment being matched."""
 
-    __slots__ = ("aux", "blocks", "cv", "lblk", "leaves", "n", "names", "node", "nsc", "oblk", "open0", "ouids",
-                 "peek", "scopes", "tensors", "token", "ub", "vec0")
+    __slots__ = ("aux", "blocks", "cv", "lblk", "leaves", "lnames", "n", "names", "node", "nsc", "oblk", "open0",
+                 "ouids", "scopes", "tensors", "token", "ub", "vec0")
 
     def __init__(self, root: Node, ub: int, vec0: int, open0: list[Any]) -> None:
         self.node = root
@@ -50,15 +51,24 @@ class Segment:
         self.tensors: list[Any] = []
         self.ouids: list[int] = []
         self.names: dict[tuple[str, int], str] = {}
+        #: Names of the tiles allocated in the segment, in order (role ("L", i)); see :meth:`all_names`.
+        self.lnames: list[str] = []
         self.leaves: list[tuple[Any, ...]] = []
         self.aux: list[int] = []
         self.cv: list[float] = []
         self.scopes: list[tuple[int, int, Any]] = []
         self.nsc = 0
-        self.peek: Any = None
         self.lblk: list[Any] = []
         self.oblk: list[Any] = []
         self.n = 0
+
+
+def all_names(m: Segment) -> dict[tuple[str, int], Any]:
+    """``m.names`` with the names of the tiles allocated in the segment (kept apart while matching) added."""
+    names = m.names
+    for i, name in enumerate(m.lnames):
+        names[("L", i)] = name
+    return names
 
 
 def sig_and_leaves(fast: FastPath, obj: Any) -> tuple[int, Any]:
@@ -181,7 +191,12 @@ class _Gen:
         if self.n_new:
             self.app.append(" M.leaves.extend(nv)")
         args = "".join(f"a{i}, " for i in range(nargs))
-        src = "\n".join([f"def fn(M, {args}P):", *self.chk, *self.app, f" return {result}"]) + "\n"
+        body = [*self.chk, *self.app, f" return {result}"]
+        if not re.search(r"\bu\b", "\n".join(body[2:])):
+            body.remove(" u = M.ub + 1")
+        if not re.search(r"\bnv\b", "\n".join(body[2:])):
+            body.remove(" nv = ()")
+        src = "\n".join([f"def fn(M, {args}P):", *body]) + "\n"
         key = f"{id(fast)}\n{src}"
         code = _CODE.get(key)
         if code is None:
@@ -247,7 +262,6 @@ def build(fast: FastPath, node: Node, n_leaves_before: int) -> None:
         g.chk.append(" else:")
         g.chk.append(f"  b = al.peek({g.p(nbytes)}, {g.p(where)})")
         g.chk.append("  if b is None: return None")
-        g.chk.append(" M.peek = b")
         if prov[0] == "again":
             g.fail(f"b is not M.blocks[{g.p(prov[1])}]")
         else:
@@ -261,22 +275,22 @@ def build(fast: FastPath, node: Node, n_leaves_before: int) -> None:
             g.n_new += 1
         wh = g.p(where)
         g.app += [
-            " b = M.peek",
             " c = CTX",
             " uid = c._n_tiles = c._n_tiles + 1",
             f" name = a2 or {g.p(mem.lower())} + str(uid)",
-            f" al = {al}",
             " if b is True:",
             f"  b = al.alloc({g.p(nbytes)}, {wh}, name)",
             " else:",
-            f"  al.free_by_key[{key}].popleft()",
+            "  if q is None or q[0] is not b:",
+            f"   q = al.free_by_key[{key}]",
+            "  q.popleft()",
             f"  b.owner_parts = (name, {wh})",
             f"  n = al.in_use = al.in_use + {g.p(size)}",
             "  if n > al.peak: al.peak = n",
             "  al.live[id(b)] = b",
             (f" M.cv.append(float(al.in_use * {g.p(fast.ctx.cm.partitions)}))" if mem == "SBUF"
              else " M.cv.append(float(al.in_use // al.unit))"),
-            " M.names[('L', uid - M.ub - 1)] = name",
+            " M.lnames.append(name)",
             " t = TNEW(Tile); t.uid = uid; t.ctx = c; t.name = name; t.block = b; t.data = None; t.written = None",
             f" t.shape = {g.p((int(shape[0]), int(shape[1])))}; t.p1 = {g.p(int(shape[0]))}; "
             f"t.f1 = {g.p(int(shape[1]))}; t.dtype = {g.p(d)}",
@@ -300,8 +314,9 @@ def build(fast: FastPath, node: Node, n_leaves_before: int) -> None:
             " b = a0.block",
             f" al = {'CTX.sbuf' if mem == 'SBUF' else 'CTX.psum'}",
             " if al.live.pop(id(b), None) is not None:",
-            "  al.in_use -= b.size",
-            "  k = (b.size, b.site)",
+            "  s = b.size",
+            "  al.in_use -= s",
+            "  k = (s, b.site)",
             "  q = al.free_by_key.get(k)",
             "  if q is None: q = al.free_by_key[k] = DEQUE()",
             "  q.append(b)",

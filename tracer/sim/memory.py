@@ -434,6 +434,22 @@ class Tile:
         return self.shape[1] * self.dtype.itemsize
 
     def __getitem__(self, key: Any) -> TileView:
+        # the common case ``[a:b, c:d]`` with in-range int bounds, inline (kernels index tiles in their inner loops)
+        if key.__class__ is tuple and len(key) == 2:
+            a, b = key
+            if a.__class__ is slice and b.__class__ is slice and a.step is None and b.step is None:
+                r0, r1, c0, c1 = a.start, a.stop, b.start, b.stop
+                if r0 is None:
+                    r0 = 0
+                if r1 is None:
+                    r1 = self.p1
+                if c0 is None:
+                    c0 = 0
+                if c1 is None:
+                    c1 = self.f1
+                if r0.__class__ is int and r1.__class__ is int and c0.__class__ is int and c1.__class__ is int \
+                        and 0 <= r0 < r1 <= self.p1 and 0 <= c0 < c1 <= self.f1:
+                    return TileView(self, r0, r1, c0, c1)
         return _subview(self, 0, self.p1, 0, self.f1, key)
 
     def text(self) -> str:

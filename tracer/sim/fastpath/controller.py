@@ -8,7 +8,7 @@ about :data:`TARGET` instructions.  Each segment runs in one of three modes:
 * **record**: the general path runs it and the :class:`~tracer.sim.fastpath.record.Recorder` turns it into a trie
   path and a variant (a segment start seen before is recorded);
 * **match**: the kernel's calls are checked against the trie (:mod:`tracer.sim.fastpath.match`) and deferred; at
-  the segment's end the variant's generated code schedules all of it (:mod:`tracer.sim.fastpath.codegen`).
+  the segment's end the variant's program schedules all of it (:mod:`tracer.sim.fastpath.schedule`).
 
 Matched segments form a *chain*: the dependency records of the blocks and tensors they touched stay *lazy* (each
 holds the segment that last touched it and its role there, the records themselves being the variant's output

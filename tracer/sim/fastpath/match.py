@@ -2,13 +2,13 @@
 
 While a segment is matched, the kernel's calls (``nc.matmul(...)``, ``nc.sbuf_tile(...)``, a tile released, a
 scope entered...) go to the methods built here instead of the general path.  Each method looks for the child of
-the current trie node recorded at the same call site whose generated ``chk`` accepts the arguments -- same
-tiles (by role: allocated in this segment, or bound to an outer role), same bounds, same HBM tensors and view
+the current trie node recorded at the same call site whose generated function ``fn`` accepts the arguments --
+same tiles (by role: allocated in this segment, or bound to an outer role), same bounds, same HBM tensors and view
 shapes, same plain values, and, for blocks and tensors touched for the first time, the same record structure and
-the same outcome of every producer comparison the recording depended on (its guards).  ``chk`` is pure; it
-returns the new input leaves.  ``apply`` then does the event's live part: binding roles, tile allocation and
-release in the allocators, written-state marks, the HBM offset of DMA triggers, counter values, scopes.  The
-scheduling itself waits for the segment's end (:mod:`tracer.sim.fastpath.codegen`).
+the same outcome of every producer comparison the recording depended on (its guards).  All checks come first and
+change nothing (a failed one returns None); then ``fn`` does the event's live part: binding roles, tile allocation
+and release in the allocators, written-state marks, the HBM offset of DMA triggers, counter values, the new input
+leaves.  The scheduling itself waits for the segment's end (:mod:`tracer.sim.fastpath.schedule`).
 """
 
 from __future__ import annotations

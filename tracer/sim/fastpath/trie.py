@@ -121,7 +121,7 @@ class Node:
 
 @dataclass(eq=False)
 class Variant:
-    """Everything needed to schedule a recorded segment in one go (see tracer.sim.fastpath.codegen)."""
+    """Everything needed to schedule a recorded segment in one go (see tracer.sim.fastpath.schedule)."""
 
     uid: int
     positions: list[Position]

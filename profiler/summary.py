@@ -19,7 +19,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from profiler import db_schema as dbs
-from profiler.db.sqlutil import quote
+from profiler.db.ranges import track_totals
+from profiler.db.sqlutil import fetch_one, quote
 from profiler.errors import QueryError
 from tracer import schema as ts
 
@@ -31,6 +32,7 @@ TENSOR_CLOCK_GHZ = {"trn1": 2.8, "inf2": 2.8, "trn2": 2.4, "trn3": 2.4}
 DEFAULT_PE_ROWS = 128
 DEFAULT_PE_COLS = 128
 TRANSPOSE = "TRANSPOSE"
+TENSOR = "Tensor"
 
 
 def tensor_peak_flops_per_ns(metadata: dict[str, Any]) -> float | None:
@@ -48,7 +50,7 @@ def _pct(part: float, whole: float) -> float | None:
 
 
 def summarize(trace: Trace, start_ns: int | None = None, end_ns: int | None = None) -> dict[str, Any]:
-    """The summary dict (keys exactly as ``trnprof summary --json`` prints them)."""
+    """The summary dict (keys exactly as ``trnprof summary --json`` prints them; see ``docs/database.md``)."""
     first, last = trace.time_range
     start = first if start_ns is None else int(start_ns)
     end = last if end_ns is None else int(end_ns)
@@ -56,43 +58,46 @@ def summarize(trace: Trace, start_ns: int | None = None, end_ns: int | None = No
         raise QueryError(f"summary range is empty: end ({end}) < start ({start})")
     total = end - start
     cur = trace._cursor()
-    tracks = trace.tracks().to_pylist()
-    engine_tracks = [t for t in tracks if t[dbs.KIND] == "engine"]
+    tracks = sorted(trace.tracks().to_pylist(), key=lambda t: t[dbs.SORT_ORDER])
 
-    counts = dict(cur.execute(
-        f"SELECT {quote(ts.ENGINE)}, count(*) FROM {quote(ts.INSTRUCTION.name)} "
-        f"WHERE {quote(ts.START_TS)} >= $a AND {quote(ts.START_TS)} < $b GROUP BY ALL", {"a": start, "b": end}
-    ).fetchall())
     engines: dict[str, dict[str, Any]] = {}
     cores_of: dict[str, set[object]] = {}
-    for t in sorted(engine_tracks, key=lambda t: t[dbs.SORT_ORDER]):
+    tensor_tracks: list[int] = []
+    for t in (t for t in tracks if t[dbs.KIND] == "engine"):
         name = t[ts.NAME]
-        entry = engines.setdefault(name, {"active_time_ns": 0, "utilization_pct": None,
-                                          "instruction_count": int(counts.get(name, 0))})
-        entry["active_time_ns"] += trace.busy_ns(t[dbs.TRACK_ID], start, end) if total else 0
+        busy, count = track_totals(cur, trace.track_info(t[dbs.TRACK_ID]), start, end)
+        entry = engines.setdefault(name, {"active_time_ns": 0, "utilization_pct": None, "instruction_count": 0})
+        entry["active_time_ns"] += busy
+        entry["instruction_count"] += count
         cores_of.setdefault(name, set()).add(t[dbs.CORE])
+        if name == TENSOR:
+            tensor_tracks.append(t[dbs.TRACK_ID])
     for name, entry in engines.items():
         entry["utilization_pct"] = _pct(entry["active_time_ns"], total * len(cores_of[name]))
 
-    flops = cur.execute(
-        f"SELECT coalesce(sum(coalesce({quote(ts.ADJUSTED_FLOPS)}, {quote(ts.RAW_FLOPS)})), 0)::DOUBLE, "
-        f"coalesce(sum(coalesce({quote(ts.ADJUSTED_FLOPS)}, {quote(ts.RAW_FLOPS)})) FILTER "
-        f"(WHERE coalesce({quote(ts.TENSOR_INSTRUCTION_TYPE)}, '') <> '{TRANSPOSE}'), 0)::DOUBLE "
-        f"FROM {quote(ts.INSTRUCTION.name)} WHERE {quote(ts.ENGINE)} = 'Tensor' "
-        f"AND {quote(ts.START_TS)} >= $a AND {quote(ts.START_TS)} < $b", {"a": start, "b": end}).fetchall()[0]
+    flops = (0.0, 0.0)
+    if tensor_tracks and total:
+        flop = f"coalesce({quote(ts.ADJUSTED_FLOPS)}, {quote(ts.RAW_FLOPS)})"
+        row = fetch_one(
+            cur, f"SELECT coalesce(sum({flop}), 0)::DOUBLE, coalesce(sum({flop}) FILTER "
+            f"(WHERE coalesce({quote(ts.TENSOR_INSTRUCTION_TYPE)}, '') <> '{TRANSPOSE}'), 0)::DOUBLE "
+            f"FROM {quote(ts.INSTRUCTION.name)} WHERE {quote(dbs.TRACK_ID)} IN ({_ids(tensor_tracks)}) "
+            f"AND {quote(ts.START_TS)} >= $a AND {quote(ts.START_TS)} < $b", {"a": start, "b": end})
+        flops = (float(row[0]), float(row[1])) if row else flops
     peak = tensor_peak_flops_per_ns(trace.metadata)
-    tensor_cores = max(1, len(cores_of.get("Tensor", set())))
+    tensor_cores = max(1, len(cores_of.get(TENSOR, set())))
     capacity = peak * total * tensor_cores if peak else 0.0
 
-    dma_active, dma_bytes = cur.execute(
-        f"WITH p AS (SELECT {quote(ts.PCORE_IDX)} AS c, greatest({quote(ts.START_TS)}, $a) AS s, "
-        f"least({quote(ts.END_TS)}, $b) AS e FROM {quote(ts.DMA_PACKET.name)} "
-        f"WHERE {quote(ts.START_TS)} < $b AND {quote(ts.END_TS)} > $a), "
-        f"q AS (SELECT s, e, max(e) OVER (PARTITION BY c ORDER BY s, e ROWS BETWEEN UNBOUNDED PRECEDING "
-        f"AND 1 PRECEDING) AS pm FROM p) "
-        f"SELECT (SELECT coalesce(sum(greatest(0, e - greatest(s, coalesce(pm, s)))), 0)::BIGINT FROM q), "
-        f"(SELECT coalesce(sum({quote(ts.TRANSFER_BYTES)}), 0)::BIGINT FROM {quote(ts.DMA_PACKET.name)} "
-        f"WHERE {quote(ts.START_TS)} >= $a AND {quote(ts.START_TS)} < $b)", {"a": start, "b": end}).fetchall()[0]
+    queues_by_core: dict[object, list[int]] = {}
+    for t in (t for t in tracks if t[dbs.KIND] == "dma_queue"):
+        queues_by_core.setdefault(t[dbs.CORE], []).append(t[dbs.TRACK_ID])
+    dma_active = sum(trace.busy_ns(ids, start, end) for ids in queues_by_core.values()) if total else 0
+    dma_bytes = 0
+    if queues_by_core and total:
+        row = fetch_one(
+            cur, f"SELECT coalesce(sum({quote(ts.TRANSFER_BYTES)}), 0)::BIGINT FROM {quote(ts.DMA_PACKET.name)} "
+            f"WHERE {quote(ts.START_TS)} >= $a AND {quote(ts.START_TS)} < $b", {"a": start, "b": end})
+        dma_bytes = int(row[0]) if row else 0
     return {
         "total_time_ns": total,
         "engines": engines,
@@ -100,10 +105,14 @@ def summarize(trace: Trace, start_ns: int | None = None, end_ns: int | None = No
         "mfu_pct": _pct(flops[1], capacity) if capacity else None,
         "dma": {
             "active_time_ns": int(dma_active),
-            "transfer_bytes": int(dma_bytes),
+            "transfer_bytes": dma_bytes,
             "throughput_gbps": round(dma_bytes / dma_active, 4) if dma_active else None,
         },
     }
+
+
+def _ids(ids: list[int]) -> str:
+    return ", ".join(str(int(i)) for i in ids)
 
 
 def format_summary(summary: dict[str, Any]) -> str:

@@ -21,11 +21,11 @@ from profiler.db import lod
 from profiler.db.cache import resolve_database
 from profiler.db.connection import close_database, open_database, run_user_sql
 from profiler.db.ingest import IngestProgress
+from profiler.db.ranges import track_totals, union_busy_ns
 from profiler.db.sqlutil import fetch_one, quote
 from profiler.db.window_query import (
     MAX_WIDTH_PX,
     TrackInfo,
-    busy_between,
     load_track_infos,
     query_window,
 )
@@ -187,10 +187,23 @@ class Trace(NotebookMixin):
                          ts.END_TS: b.column(ts.END_TS), dbs.BUSY_FRACTION: pa.array(busy / (1 << result.level))},
                         schema=dbs.UTILIZATION)
 
-    def busy_ns(self, track_id: int, start_ns: int, end_ns: int) -> int:
-        """Exact union busy time of one track within [start_ns, end_ns)."""
+    def busy_ns(self, track_id: int | list[int], start_ns: int, end_ns: int) -> int:
+        """Exact union busy time within [start_ns, end_ns) of one track, or of several tracks together.
+
+        For one track, whole buckets come from the index and only the two edges from raw events.  For a list
+        (e.g. every DMA queue of a core: "time any queue was moving data"), overlaps *between* the tracks count
+        once; that reads the tracks' (start, end) columns over the range in bounded chunks.
+        """
+        start, end = _as_int(start_ns, "start_ns"), _as_int(end_ns, "end_ns")
+        if isinstance(track_id, (list, tuple, set, frozenset)):
+            infos = [self.track_info(t) for t in sorted(set(track_id))]
+            return union_busy_ns(self._cursor(), infos, start, end)
+        return track_totals(self._cursor(), self.track_info(track_id), start, end)[0]
+
+    def event_count(self, track_id: int, start_ns: int, end_ns: int) -> int:
+        """Exact number of one track's events starting in [start_ns, end_ns) (from the index, edges from raw)."""
         info = self.track_info(track_id)
-        return busy_between(self._cursor(), info, _as_int(start_ns, "start_ns"), _as_int(end_ns, "end_ns"))
+        return track_totals(self._cursor(), info, _as_int(start_ns, "start_ns"), _as_int(end_ns, "end_ns"))[1]
 
     # -- SQL and look-ups ----------------------------------------------------------------------------------
     def sql(self, query: str, timeout_s: float | None = DEFAULT_SQL_TIMEOUT_S, params: Any = None, *,

@@ -24,7 +24,7 @@ import pyarrow as pa
 from profiler import db_schema as dbs
 from profiler.db import lod
 from profiler.db.lanes import assign_lanes
-from profiler.db.sqlutil import fetch_one, quote
+from profiler.db.sqlutil import quote
 from tracer import schema as ts
 
 #: A track is shown as raw events when it has at most this many events per pixel in view.
@@ -44,6 +44,9 @@ class TrackInfo:
     max_dur_ns: int
     lod_min_level: int | None
     overlapping: bool
+    core: int | None = None
+    start_ts: int | None = None     # first start (None for an empty track)
+    end_ts: int | None = None       # last end
 
     @property
     def is_interval(self) -> bool:
@@ -69,12 +72,15 @@ _RAW_TABLES = frozenset(_NAME_SQL)
 
 def load_track_infos(cur: duckdb.DuckDBPyConnection) -> dict[int, TrackInfo]:
     """Every track's planning facts, from the ``track`` table."""
-    rows = cur.execute(f"SELECT {quote(dbs.TRACK_ID)}, {quote(dbs.TABLE)}, {quote(dbs.KIND)}, "
-                       f"{quote(dbs.EVENT_COUNT)}, "
-                   f"{quote(dbs.MAX_DUR_NS)}, {quote(dbs.LOD_MIN_LEVEL)}, {quote(dbs.OVERLAPPING)} "
-                   f"FROM {quote(dbs.TRACK_TABLE)}").fetchall()
-    return {int(r[0]): TrackInfo(int(r[0]), r[1], r[2], int(r[3] or 0), int(r[4] or 0),
-                                 None if r[5] is None else int(r[5]), bool(r[6])) for r in rows}
+    names = (dbs.TRACK_ID, dbs.TABLE, dbs.KIND, dbs.EVENT_COUNT, dbs.MAX_DUR_NS, dbs.LOD_MIN_LEVEL, dbs.OVERLAPPING,
+             dbs.CORE, ts.START_TS, ts.END_TS)
+    rows = cur.execute(f"SELECT {', '.join(quote(n) for n in names)} FROM {quote(dbs.TRACK_TABLE)}").fetchall()
+
+    def opt(v: object) -> int | None:
+        return None if v is None else int(v)  # type: ignore[call-overload]
+
+    return {int(r[0]): TrackInfo(int(r[0]), r[1], r[2], int(r[3] or 0), int(r[4] or 0), opt(r[5]), bool(r[6]),
+                                 opt(r[7]), opt(r[8]), opt(r[9])) for r in rows}
 
 
 @dataclass(frozen=True)
@@ -86,14 +92,14 @@ class WindowResult:
     buckets: pa.Table
 
 
-def _fetch_raw(cur: duckdb.DuckDBPyConnection, infos: list[TrackInfo], lo: int, hi: int, *,
-               attributes: bool = False) -> pa.Table:
+def fetch_raw(cur: duckdb.DuckDBPyConnection, infos: list[TrackInfo], lo: int, hi: int, *,
+              attributes: bool = False, times_only: bool = False) -> pa.Table:
     """Rows of these tracks (any interval tables) that overlap [lo, hi), zero-length rows at lo included.
 
     One query: a UNION ALL of one range scan per table (in order of their first track id), each bounded below by
     its tracks' maximum duration.  Columns: track_id, id, start_ts, end_ts, name, depth, and with ``attributes``
-    also :data:`ATTRIBUTE_COLUMNS`.  Rows of tracks between the wanted ones in a table may be included; callers
-    select by track id.
+    also :data:`ATTRIBUTE_COLUMNS`; with ``times_only`` just track_id, start_ts, end_ts.  Rows of tracks between
+    the wanted ones in a table may be included; callers select by track id.
     """
     parts = []
     params: dict[str, object] = {"hi": hi, "lo": lo}
@@ -104,14 +110,18 @@ def _fetch_raw(cur: duckdb.DuckDBPyConnection, infos: list[TrackInfo], lo: int, 
     for j, (table, group) in enumerate(groups):
         ids = sorted(i.track_id for i in group)
         params.update({f"t0_{j}": ids[0], f"t1_{j}": ids[-1], f"scan_{j}": lo - max(i.max_dur_ns for i in group)})
-        extra = ""
-        if attributes:
-            exprs = _ATTRIBUTE_SQL.get(table, ("NULL", "NULL", "NULL"))
-            extra = "".join(f", {e}::VARCHAR AS {quote(c)}" for e, c in zip(exprs, ATTRIBUTE_COLUMNS, strict=True))
+        if times_only:
+            select = f"{quote(dbs.TRACK_ID)}, {quote(ts.START_TS)}, {quote(ts.END_TS)}"
+        else:
+            select = (f"{quote(dbs.TRACK_ID)}, {quote(ts.ID)}, {quote(ts.START_TS)}, {quote(ts.END_TS)}, "
+                      f"{_NAME_SQL[table]}::VARCHAR AS {quote(ts.NAME)}, {_DEPTH_SQL.get(table, 'NULL::INTEGER')} AS "
+                      f"{quote(ts.DEPTH)}")
+            if attributes:
+                exprs = _ATTRIBUTE_SQL.get(table, ("NULL", "NULL", "NULL"))
+                select += "".join(f", {e}::VARCHAR AS {quote(c)}"
+                                  for e, c in zip(exprs, ATTRIBUTE_COLUMNS, strict=True))
         parts.append(
-            f"SELECT {quote(dbs.TRACK_ID)}, {quote(ts.ID)}, {quote(ts.START_TS)}, {quote(ts.END_TS)}, "
-            f"{_NAME_SQL[table]}::VARCHAR AS {quote(ts.NAME)}, {_DEPTH_SQL.get(table, 'NULL::INTEGER')} AS "
-            f"{quote(ts.DEPTH)}{extra} FROM {quote(table)} WHERE {quote(dbs.TRACK_ID)} BETWEEN $t0_{j} AND $t1_{j} "
+            f"SELECT {select} FROM {quote(table)} WHERE {quote(dbs.TRACK_ID)} BETWEEN $t0_{j} AND $t1_{j} "
             f"AND {quote(ts.START_TS)} >= $scan_{j} AND {quote(ts.START_TS)} < $hi AND {quote(ts.END_TS)} >= $lo")
     return cur.sql(" UNION ALL ".join(parts), params=params).to_arrow_table()
 
@@ -314,7 +324,7 @@ def query_window(cur: duckdb.DuckDBPyConnection, infos: dict[int, TrackInfo], st
     raw = [info for info in raw if info.event_count]
     events = dbs.WINDOW_EVENTS.empty_table()
     if raw:
-        rr = _RawRows(_fetch_raw(cur, raw, span_lo, span_hi, attributes=attributes and not buckets_only))
+        rr = _RawRows(fetch_raw(cur, raw, span_lo, span_hi, attributes=attributes and not buckets_only))
         ids = np.array(sorted(i.track_id for i in raw), dtype=np.int64)
         ti = np.minimum(np.searchsorted(ids, rr.tid), len(ids) - 1)
         mine = ids[ti] == rr.tid
@@ -344,42 +354,3 @@ def query_window(cur: duckdb.DuckDBPyConnection, infos: dict[int, TrackInfo], st
             if info.track_id not in have:
                 pieces.add_idle(info.track_id)
     return WindowResult(k, events, pieces.table())
-
-
-def busy_between(cur: duckdb.DuckDBPyConnection, info: TrackInfo, start_ns: int, end_ns: int) -> int:
-    """Exact union busy time of one track within [start_ns, end_ns).
-
-    Whole buckets of the finest stored level are summed from the index; the two partial buckets at the ends are
-    computed from the raw events there.
-    """
-    if end_ns <= start_ns or not info.event_count or info.lod_min_level is None:
-        return 0
-    k = info.lod_min_level
-    a = -((-start_ns) >> k)        # first whole bucket
-    b = end_ns >> k                # one past the last whole bucket
-    total = 0
-    if a < b:
-        row = fetch_one(cur, f"SELECT coalesce(sum({quote(dbs.BUSY_NS)}), 0)::BIGINT FROM {quote(dbs.LOD_TABLE)} "
-                      f"WHERE {quote(dbs.TRACK_ID)} = $t AND {quote(dbs.LEVEL)} = $k AND {quote(dbs.BUCKET)} >= $a "
-                      f"AND {quote(dbs.BUCKET)} < $b", {"t": info.track_id, "k": k, "a": a, "b": b})
-        total += int(row[0]) if row else 0
-        edges = [(start_ns, a << k), (b << k, end_ns)]
-    else:
-        edges = [(start_ns, end_ns)]
-    for lo, hi in edges:
-        if hi <= lo:
-            continue
-        data = _fetch_raw(cur, [info], lo, hi)
-        s = np.clip(data.column(ts.START_TS).to_numpy(), lo, hi)
-        e = np.clip(data.column(ts.END_TS).to_numpy(), lo, hi)
-        total += _union_length(s, e)
-    return total
-
-
-def _union_length(s: np.ndarray, e: np.ndarray) -> int:
-    if len(s) == 0:
-        return 0
-    order = np.argsort(s, kind="stable")
-    s, e = s[order], np.maximum(e[order], s[order])
-    prev_max = np.maximum.accumulate(np.r_[np.iinfo(np.int64).min, e[:-1]])
-    return int(np.clip(e - np.maximum(s, prev_max), 0, None).sum())

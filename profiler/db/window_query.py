@@ -294,6 +294,49 @@ def _add_stored(pieces: _BucketPieces, rows: pa.Table, stored: list[TrackInfo], 
                    longest.slice(j * nb, nb), top.slice(j * nb, nb))
 
 
+def _bucketize_tracks(rr: _RawRows, runs: list[tuple[int, int, int]], k: int, b_lo: int,
+                      b_hi: int) -> list[tuple[int, pa.Table]]:
+    """Buckets [b_lo, b_hi) of level ``k`` of several tracks from their raw rows (``runs``: track id and its
+    row range in ``rr``), with :func:`profiler.db.lod.bucketize`'s definitions.
+
+    One bucketing serves all tracks: each track's events are shifted into a region of their own, a whole number
+    of buckets apart and far enough apart that no event reaches another region, and the resulting buckets are
+    cut per region.  Per bucket, every definition (union busy time, starters, longest starter, covering event —
+    the event started before the bucket that ends last, which for a busy bucket is always of the bucket's own
+    track — and dominant name) then only sees one track's events.  Tracks whose events reach far outside the
+    window (a long carry-in) are bucketed on their own.
+    """
+    out: list[tuple[int, pa.Table]] = []
+    nb = b_hi - b_lo
+    packed: list[tuple[int, int, int, int, int]] = []
+    for track_id, a, b in runs:
+        reach_lo = max(0, -((rr.start[a] >> k) - b_lo))                # buckets before the window
+        reach_hi = max(0, int((rr.end[a:b].max() - 1) >> k) + 1 - b_hi)  # buckets after it
+        if reach_lo + reach_hi <= 2 * nb and len(runs) > 1:
+            packed.append((track_id, a, b, reach_lo, reach_hi))
+            continue
+        names = rr.take(ts.NAME, np.arange(a, b))
+        ev = lod.prepare(rr.start[a:b], rr.end[a:b], rr.ids[a:b], names)
+        out.append((track_id, lod.bucketize(ev, k, b_lo, b_hi)))
+    if not packed:
+        return out
+    stride = nb + max(p[3] for p in packed) + max(p[4] for p in packed) + 1       # buckets per region
+    top = (b_hi + stride * len(packed)) << k
+    if top >= lod.TIME_LIMIT or ((b_lo - stride) << k) <= -lod.TIME_LIMIT:
+        for track_id, a, b, _, _ in packed:                                     # shifts would overflow
+            ev = lod.prepare(rr.start[a:b], rr.end[a:b], rr.ids[a:b], rr.take(ts.NAME, np.arange(a, b)))
+            out.append((track_id, lod.bucketize(ev, k, b_lo, b_hi)))
+        return out
+    rows = np.concatenate([np.arange(a, b) for _, a, b, _, _ in packed])
+    shift = np.repeat(np.arange(len(packed), dtype=np.int64) * (stride << k),
+                      [b - a for _, a, b, _, _ in packed])
+    ev = lod.prepare(rr.start[rows] + shift, rr.end[rows] + shift, rr.ids[rows], rr.take(ts.NAME, rows))
+    table = lod.bucketize(ev, k, b_lo, b_lo + stride * (len(packed) - 1) + nb)
+    for j, (track_id, _, _, _, _) in enumerate(packed):
+        out.append((track_id, table.slice(j * stride, nb)))
+    return out
+
+
 def query_window(cur: duckdb.DuckDBPyConnection, infos: dict[int, TrackInfo], start_ns: int, end_ns: int,
                  width_px: int, *, track_ids: list[int], buckets_only: bool = False,
                  attributes: bool = True) -> WindowResult:
@@ -335,6 +378,7 @@ def query_window(cur: duckdb.DuckDBPyConnection, infos: dict[int, TrackInfo], st
         shown_rows = np.flatnonzero(in_view & as_events[ti])
         if len(shown_rows):
             events = _events_table(rr, shown_rows, infos, attributes)
+        to_bucket = []
         for i, track_id in enumerate(ids.tolist()):
             if as_events[i]:
                 continue
@@ -343,10 +387,10 @@ def query_window(cur: duckdb.DuckDBPyConnection, infos: dict[int, TrackInfo], st
                     pieces.add_idle(track_id)
                 continue
             a, b = (int(x) for x in np.searchsorted(rr.tid, [track_id, track_id + 1]))
-            ev = lod.prepare(rr.start[a:b], rr.end[a:b], rr.ids[a:b], rr.take(ts.NAME, np.arange(a, b)))
-            bk = lod.bucketize(ev, k, b_lo, b_hi)
+            to_bucket.append((track_id, a, b))
+        for track_id, bk in _bucketize_tracks(rr, to_bucket, k, b_lo, b_hi):
             pieces.add(track_id, bk.column(dbs.BUSY_NS).to_numpy(), bk.column(dbs.COUNT).to_numpy(),
-                       bk.column(dbs.LONGEST_ID).combine_chunks(), bk.column(dbs.TOP_NAME).combine_chunks())
+                       bk.column(dbs.LONGEST_ID), bk.column(dbs.TOP_NAME))
     if buckets_only:
         # Tracks without events still tile the window (idle).
         have = set(pieces.track_ids)

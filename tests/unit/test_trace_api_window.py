@@ -216,3 +216,38 @@ def test_event_attributes_are_read_only_when_asked_for(tmp_path):
         for col in (ts.LAYER, dbs.OPERATOR, dbs.SOURCE):
             assert bare.events.column(col).null_count == n
         assert bare.events.column(ts.NAME).to_pylist() == ["MATMUL"] * n
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(intervals(max_n=30, base=-300), min_size=2, max_size=4), st.integers(0, 4), st.integers(-200, 1500),
+       st.integers(1, 60))
+def test_bucketing_several_tracks_at_once_equals_one_at_a_time(tracks, k, b_lo, nb):
+    # Tracks are packed into one bucketing, each shifted into a region of its own: the result per track must be
+    # exactly what bucketing it alone gives (busy, count, longest, covering event, dominant name).
+    import pyarrow as pa
+
+    from profiler.db import lod
+    from profiler.db.window_query import _bucketize_tracks, _RawRows
+
+    tid, s, e, ids, names = [], [], [], [], []
+    for j, (ts_, te_, nm) in enumerate(tracks):
+        tid += [j] * len(ts_)
+        s += ts_.tolist()
+        e += te_.tolist()
+        ids += list(range(100 * j, 100 * j + len(ts_)))
+        names += nm
+    rr = _RawRows(pa.table({dbs.TRACK_ID: pa.array(tid, pa.int64()), ts.ID: pa.array(ids, pa.int64()),
+                            ts.START_TS: pa.array(s, pa.int64()), ts.END_TS: pa.array(e, pa.int64()),
+                            ts.NAME: pa.array(names, pa.string())}))
+    b_hi = b_lo + nb
+    runs = []
+    for j in range(len(tracks)):
+        a, b = (int(x) for x in np.searchsorted(rr.tid, [j, j + 1]))
+        if b > a:
+            runs.append((j, a, b))
+    got = dict(_bucketize_tracks(rr, runs, k, b_lo, b_hi))
+    for j, a, b in runs:
+        ev = lod.prepare(rr.start[a:b], rr.end[a:b], rr.ids[a:b], rr.take(ts.NAME, np.arange(a, b)))
+        alone = lod.bucketize(ev, k, b_lo, b_hi)
+        cols = [dbs.BUSY_NS, dbs.COUNT, dbs.LONGEST_ID, dbs.TOP_NAME]
+        assert got[j].select(cols).to_pylist() == alone.select(cols).to_pylist()

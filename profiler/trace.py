@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +71,7 @@ class Trace(NotebookMixin):
         self._local = threading.local()
         self._cursors: list[duckdb.DuckDBPyConnection] = []
         self._lock = threading.Lock()
+        self._worker: ThreadPoolExecutor | None = None
         self._infos = load_track_infos(self._cursor())
         self._metadata: dict[str, Any] | None = None
 
@@ -86,8 +89,20 @@ class Trace(NotebookMixin):
             self._local.cursor = cur
         return cur
 
+    def _submit(self, fn: Callable[[duckdb.DuckDBPyConnection], pa.Table]) -> Future[pa.Table]:
+        """Run ``fn(cursor)`` on the trace's helper thread, with that thread's own cursor."""
+        with self._lock:
+            if self._worker is None:
+                self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trnprof-query")
+            worker = self._worker
+        return worker.submit(lambda: fn(self._cursor()))
+
     def close(self) -> None:
         """Close the database (idempotent)."""
+        with self._lock:
+            worker, self._worker = self._worker, None
+        if worker is not None:
+            worker.shutdown(wait=True)
         with self._lock:
             if self._con is None:
                 return
@@ -173,14 +188,14 @@ class Trace(NotebookMixin):
         """
         start, end, width, ids = self._window_args(start_ns, end_ns, width_px, tracks)
         result = query_window(self._cursor(), self._infos, start, end, width, track_ids=ids,
-                              attributes=bool(attributes))
+                              attributes=bool(attributes), submit=self._submit)
         return Window(start, end, width, 1 << result.level, result.events, result.buckets)
 
     def utilization(self, start_ns: int, end_ns: int, width_px: int, tracks: list[int] | None = None) -> pa.Table:
         """Busy fraction per track per bucket (:data:`profiler.db_schema.UTILIZATION`), from the same index."""
         start, end, width, ids = self._window_args(start_ns, end_ns, width_px, tracks)
         result = query_window(self._cursor(), self._infos, start, end, width, track_ids=ids,
-                              buckets_only=True)
+                              buckets_only=True, submit=self._submit)
         b = result.buckets
         busy = b.column(dbs.BUSY_NS).to_numpy().astype(np.float64)
         return pa.table({dbs.TRACK_ID: b.column(dbs.TRACK_ID), ts.START_TS: b.column(ts.START_TS),

@@ -15,6 +15,8 @@ track's data are idle rows (busy 0, count 0).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
 
 import duckdb
@@ -337,12 +339,34 @@ def _bucketize_tracks(rr: _RawRows, runs: list[tuple[int, int, int]], k: int, b_
     return out
 
 
+def _only(data: pa.Table, infos: list[TrackInfo]) -> pa.Table:
+    """The rows of ``data`` that belong to these tracks."""
+    ids = np.array([i.track_id for i in infos], dtype=np.int64)
+    return data.filter(pa.array(np.isin(data.column(dbs.TRACK_ID).to_numpy(), ids)))
+
+
+def _read_level(cur: duckdb.DuckDBPyConnection, stored: list[TrackInfo], k: int, b_lo: int, b_hi: int) -> pa.Table:
+    """Rows of level ``k`` in buckets [b_lo, b_hi) of these tracks (and of tracks between them: callers select)."""
+    ids = sorted(i.track_id for i in stored)
+    return cur.sql(
+        f"SELECT {quote(dbs.TRACK_ID)}, {quote(dbs.BUCKET)}, {quote(dbs.BUSY_NS)}, {quote(dbs.COUNT)}, "
+        f"{quote(dbs.LONGEST_ID)}, {quote(dbs.TOP_NAME)} FROM {quote(dbs.LOD_TABLE)} "
+        f"WHERE {quote(dbs.LEVEL)} = $k AND {quote(dbs.TRACK_ID)} BETWEEN $t0 AND $t1 "
+        f"AND {quote(dbs.BUCKET)} >= $b0 AND {quote(dbs.BUCKET)} < $b1",
+        params={"k": k, "t0": ids[0], "t1": ids[-1], "b0": b_lo, "b1": b_hi}).to_arrow_table()
+
+
+#: Runs a query function on another thread with that thread's own cursor (see :func:`query_window`).
+Submit = Callable[[Callable[[duckdb.DuckDBPyConnection], pa.Table]], "Future[pa.Table]"]
+
+
 def query_window(cur: duckdb.DuckDBPyConnection, infos: dict[int, TrackInfo], start_ns: int, end_ns: int,
                  width_px: int, *, track_ids: list[int], buckets_only: bool = False,
-                 attributes: bool = True) -> WindowResult:
+                 attributes: bool = True, submit: Submit | None = None) -> WindowResult:
     """Events and buckets of ``track_ids`` in [start_ns, end_ns) at ``width_px`` (see the module docstring).
 
     ``attributes=False`` leaves the events' layer/operator/source columns null instead of reading them.
+    With ``submit``, the index read and the raw-event scan of a window that needs both run concurrently.
     """
     k = lod.resolution_level(start_ns, end_ns, width_px)
     b_lo = start_ns >> k
@@ -354,20 +378,30 @@ def query_window(cur: duckdb.DuckDBPyConnection, infos: dict[int, TrackInfo], st
     raw = [i for i in wanted if i not in stored]
     pieces = _BucketPieces(b_lo, b_hi, k)
 
-    if stored:
-        ids = sorted(i.track_id for i in stored)
-        rows = cur.sql(
-            f"SELECT {quote(dbs.TRACK_ID)}, {quote(dbs.BUCKET)}, {quote(dbs.BUSY_NS)}, {quote(dbs.COUNT)}, "
-            f"{quote(dbs.LONGEST_ID)}, {quote(dbs.TOP_NAME)} FROM {quote(dbs.LOD_TABLE)} "
-            f"WHERE {quote(dbs.LEVEL)} = $k AND {quote(dbs.TRACK_ID)} BETWEEN $t0 AND $t1 "
-            f"AND {quote(dbs.BUCKET)} >= $b0 AND {quote(dbs.BUCKET)} < $b1",
-            params={"k": k, "t0": ids[0], "t1": ids[-1], "b0": b_lo, "b1": b_hi}).to_arrow_table()
-        _add_stored(pieces, rows, stored, raw, limit=None if buckets_only else limit)
-
+    fetch_attributes = attributes and not buckets_only
     raw = [info for info in raw if info.event_count]
+    fetched: list[pa.Table] = []
+    if stored:
+        if raw and submit is not None:
+            # The level read and the raw scan are independent: run them side by side.
+            level_rows = submit(lambda c: _read_level(c, stored, k, b_lo, b_hi))
+            fetched.append(fetch_raw(cur, raw, span_lo, span_hi, attributes=fetch_attributes))
+            rows = level_rows.result()
+        else:
+            rows = _read_level(cur, stored, k, b_lo, b_hi)
+        before = len(raw)
+        _add_stored(pieces, rows, stored, raw, limit=None if buckets_only else limit)
+        late = raw[before:] if fetched else raw
+        if late:
+            fetched.append(fetch_raw(cur, late, span_lo, span_hi, attributes=fetch_attributes))
+            if len(fetched) == 2:   # each scan may include rows of tracks between its own: keep its own only
+                fetched = [_only(fetched[0], raw[:before]), _only(fetched[1], late)]
+    elif raw:
+        fetched.append(fetch_raw(cur, raw, span_lo, span_hi, attributes=fetch_attributes))
+
     events = dbs.WINDOW_EVENTS.empty_table()
     if raw:
-        rr = _RawRows(fetch_raw(cur, raw, span_lo, span_hi, attributes=attributes and not buckets_only))
+        rr = _RawRows(fetched[0] if len(fetched) == 1 else pa.concat_tables(fetched))
         ids = np.array(sorted(i.track_id for i in raw), dtype=np.int64)
         ti = np.minimum(np.searchsorted(ids, rr.tid), len(ids) - 1)
         mine = ids[ti] == rr.tid

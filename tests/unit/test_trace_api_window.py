@@ -251,3 +251,28 @@ def test_bucketing_several_tracks_at_once_equals_one_at_a_time(tracks, k, b_lo, 
         alone = lod.bucketize(ev, k, b_lo, b_hi)
         cols = [dbs.BUSY_NS, dbs.COUNT, dbs.LONGEST_ID, dbs.TOP_NAME]
         assert got[j].select(cols).to_pylist() == alone.select(cols).to_pylist()
+
+
+def test_a_sparse_stored_track_between_raw_tracks_is_listed_once(tmp_path):
+    # q0 and q2 are finer than their stored levels (raw scan over track ids 0..2); q1 has a stored level but
+    # few events in view, so it is fetched raw afterwards: its rows must not come twice.
+    q1 = [(100, 110), (120, 130), (150, 190)] + [(5000 + i, 5001 + i) for i in range(1000)]
+    rows = [("q0", 0, 5), ("q0", 1_000_000, 1_000_005), *(("q1", s, e) for s, e in q1),
+            ("q2", 40, 60), ("q2", 2_000_000, 2_000_001)]
+    m = len(rows)
+    write_trace(tmp_path / "q.trace", {"DmaPacket": {
+        ts.ID: np.arange(m) + 1, ts.START_TS: [r[1] for r in rows], ts.END_TS: [r[2] for r in rows],
+        ts.DURATION_NS: [r[2] - r[1] for r in rows], ts.QUEUE_NAME: [r[0] for r in rows],
+        ts.READ_BYTES: [1] * m, ts.WRITE_BYTES: [1] * m, ts.TRANSFER_BYTES: [1] * m, ts.PCORE_IDX: [0] * m,
+        ts.VARIABLE: ["v"] * m}}, metadata={"arch": "trn2"})
+    with profiler.open(tmp_path / "q.trace") as trace:
+        infos = {t["name"]: trace.track_info(t["track_id"]) for t in trace.tracks().to_pylist()}
+        w = trace.window(0, 2000, 100)
+        k = w.resolution_ns.bit_length() - 1
+        assert k < infos["q0"].lod_min_level and k < infos["q2"].lod_min_level and k >= infos["q1"].lod_min_level
+        assert w.buckets.num_rows == 0
+        got = sorted(zip(w.events.column(dbs.TRACK_ID).to_pylist(), w.events.column(ts.START_TS).to_pylist(),
+                         strict=True))
+        ids = {n: infos[n].track_id for n in infos}
+        assert got == sorted([(ids["q0"], 0), (ids["q1"], 100), (ids["q1"], 120), (ids["q1"], 150),
+                              (ids["q2"], 40)])

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from profiler import db_schema as dbs
+from profiler.summary import tensor_flops
 from tracer import schema as ts
 from tracer.errors import TrnprofError
 
@@ -41,13 +42,6 @@ class SelectionSummary:
     def duration_ns(self) -> int:
         """Length of the range."""
         return self.end_ns - self.start_ns
-
-
-def _first(d: dict[str, Any], *keys: str) -> Any:
-    for k in keys:
-        if k in d and d[k] is not None:
-            return d[k]
-    return None
 
 
 def _flatten(d: Any, prefix: str = "") -> dict[str, Any]:
@@ -82,7 +76,7 @@ def selection_summary(trace: Any, start_ns: int, end_ns: int) -> SelectionSummar
     for t in tracks:
         busy = int(trace.busy_ns(t[dbs.TRACK_ID], a, b))   # exact union of the track's intervals
         out.engines.append((t[ts.NAME], t["core"], busy, busy / (b - a)))
-    window = trace.window(a, b, RANKING_WIDTH_PX)
+    window = trace.window(a, b, RANKING_WIDTH_PX, attributes=False)
     credit: dict[str, float] = defaultdict(float)
     engine_ids = {t[dbs.TRACK_ID] for t in tracks}
     for r in window.buckets.to_pylist():
@@ -95,12 +89,15 @@ def selection_summary(trace: Any, start_ns: int, end_ns: int) -> SelectionSummar
     try:
         summary = trace.summary(a, b)
     except (TypeError, ImportError, TrnprofError):  # a Trace without range summaries: engines and names only
-        summary = None
-    flat = _flatten(summary or {})
-    out.extra = flat
-    out.dma_bytes = _first(flat, "dma_transfer_total_bytes", "dma.transfer_bytes", "dma_bytes", "dma.bytes")
+        return out
+    out.extra = _flatten(summary)
+    dma = summary.get("dma") or {}
+    out.dma_bytes = dma.get("transfer_bytes")
     if out.dma_bytes is not None and b > a:
         out.dma_throughput_bytes_per_s = float(out.dma_bytes) / ((b - a) / 1e9)
-    out.flops = _first(flat, "hardware_flops", "adjusted_hardware_flops", "flops", "tensor.flops")
-    out.hfu_percent = _first(flat, "hfu_estimated_percent", "hfu_percent", "hfu")
+    out.hfu_percent = summary.get("hfu_pct")
+    try:
+        out.flops = tensor_flops(trace, a, b)[0]
+    except (TypeError, AttributeError, TrnprofError):
+        out.flops = None
     return out

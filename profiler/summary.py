@@ -75,15 +75,7 @@ def summarize(trace: Trace, start_ns: int | None = None, end_ns: int | None = No
     for name, entry in engines.items():
         entry["utilization_pct"] = _pct(entry["active_time_ns"], total * len(cores_of[name]))
 
-    flops = (0.0, 0.0)
-    if tensor_tracks and total:
-        flop = f"coalesce({quote(ts.ADJUSTED_FLOPS)}, {quote(ts.RAW_FLOPS)})"
-        row = fetch_one(
-            cur, f"SELECT coalesce(sum({flop}), 0)::DOUBLE, coalesce(sum({flop}) FILTER "
-            f"(WHERE coalesce({quote(ts.TENSOR_INSTRUCTION_TYPE)}, '') <> '{TRANSPOSE}'), 0)::DOUBLE "
-            f"FROM {quote(ts.INSTRUCTION.name)} WHERE {quote(dbs.TRACK_ID)} IN ({_ids(tensor_tracks)}) "
-            f"AND {quote(ts.START_TS)} >= $a AND {quote(ts.START_TS)} < $b", {"a": start, "b": end})
-        flops = (float(row[0]), float(row[1])) if row else flops
+    flops = _tensor_flops(cur, tensor_tracks, start, end) if total else (0.0, 0.0)
     peak = tensor_peak_flops_per_ns(trace.metadata)
     tensor_cores = max(1, len(cores_of.get(TENSOR, set())))
     capacity = peak * total * tensor_cores if peak else 0.0
@@ -111,8 +103,26 @@ def summarize(trace: Trace, start_ns: int | None = None, end_ns: int | None = No
     }
 
 
-def _ids(ids: list[int]) -> str:
-    return ", ".join(str(int(i)) for i in ids)
+def _tensor_flops(cur: Any, tensor_tracks: list[int], start: int, end: int) -> tuple[float, float]:
+    """(hardware, model) FLOPs of the Tensor instructions of these tracks starting in [start, end)."""
+    if not tensor_tracks:
+        return 0.0, 0.0
+    flop = f"coalesce({quote(ts.ADJUSTED_FLOPS)}, {quote(ts.RAW_FLOPS)})"
+    row = fetch_one(
+        cur, f"SELECT coalesce(sum({flop}), 0)::DOUBLE, coalesce(sum({flop}) FILTER "
+        f"(WHERE coalesce({quote(ts.TENSOR_INSTRUCTION_TYPE)}, '') <> '{TRANSPOSE}'), 0)::DOUBLE "
+        f"FROM {quote(ts.INSTRUCTION.name)} WHERE {quote(dbs.TRACK_ID)} IN "
+        f"({', '.join(str(int(i)) for i in tensor_tracks)}) "
+        f"AND {quote(ts.START_TS)} >= $a AND {quote(ts.START_TS)} < $b", {"a": start, "b": end})
+    return (float(row[0]), float(row[1])) if row else (0.0, 0.0)
+
+
+def tensor_flops(trace: Trace, start_ns: int, end_ns: int) -> tuple[float, float]:
+    """(hardware, model) FLOPs of the Tensor instructions starting in [start_ns, end_ns): the numerators of
+    ``hfu_pct`` and ``mfu_pct`` (BF16-equivalent ``adjusted_flops``, ``raw_flops`` where missing; model FLOPs
+    leave out transposes)."""
+    ids = [t[dbs.TRACK_ID] for t in trace.tracks().to_pylist() if t[dbs.KIND] == "engine" and t[ts.NAME] == TENSOR]
+    return _tensor_flops(trace._cursor(), ids, int(start_ns), int(end_ns))
 
 
 def format_summary(summary: dict[str, Any]) -> str:

@@ -96,6 +96,17 @@ def test_summary_is_exact(trace):
     assert set(s) == {"total_time_ns", "engines", "hfu_pct", "mfu_pct", "dma"}
 
 
+def test_selection_summary_uses_the_summary_figures(trace):
+    from profiler.selection import selection_summary
+    from profiler.summary import tensor_flops
+
+    s = selection_summary(trace, 0, 110)
+    assert s.flops == 7000 and tensor_flops(trace, 5, 110) == (6000, 4000)
+    assert s.hfu_percent == trace.summary(0, 110)["hfu_pct"] is not None
+    assert s.dma_bytes == 3500 and s.dma_throughput_bytes_per_s == 3500 / 110e-9
+    assert dict(e[:3:2] for e in s.engines) == {"Tensor": 40, "Vector": 20}
+
+
 def test_event_search_and_flows(trace):
     row = trace.event("Instruction", 3)
     assert row["opcode"] == "ACTIVATE" and row["hlo_name"] == "exp.2" and row["start_ts"] == 40

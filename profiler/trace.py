@@ -25,12 +25,8 @@ from profiler.db.connection import close_database, open_database, run_user_sql
 from profiler.db.ingest import IngestProgress
 from profiler.db.ranges import track_totals, union_busy_ns
 from profiler.db.sqlutil import fetch_one, quote
-from profiler.db.window_query import (
-    MAX_WIDTH_PX,
-    TrackInfo,
-    load_track_infos,
-    query_window,
-)
+from profiler.db.track_info import TrackInfo, load_track_infos
+from profiler.db.window_query import MAX_WIDTH_PX, query_window
 from profiler.errors import QueryError
 from profiler.notebook import NotebookMixin
 from profiler.window import Window

@@ -18,8 +18,9 @@ import numpy as np
 
 from profiler import db_schema as dbs
 from profiler.db import lod
+from profiler.db.raw_rows import fetch_raw
 from profiler.db.sqlutil import fetch_one, quote
-from profiler.db.window_query import TrackInfo, fetch_raw
+from profiler.db.track_info import TrackInfo
 from tracer import schema as ts
 
 #: Events read per chunk by :func:`union_busy_ns` (about 24 bytes each while merged).

@@ -227,7 +227,7 @@ def test_bucketing_several_tracks_at_once_equals_one_at_a_time(tracks, k, b_lo, 
     import pyarrow as pa
 
     from profiler.db import lod
-    from profiler.db.window_query import _bucketize_tracks, _RawRows
+    from profiler.db.raw_rows import RawRows, bucketize_tracks
 
     tid, s, e, ids, names = [], [], [], [], []
     for j, (ts_, te_, nm) in enumerate(tracks):
@@ -236,7 +236,7 @@ def test_bucketing_several_tracks_at_once_equals_one_at_a_time(tracks, k, b_lo, 
         e += te_.tolist()
         ids += list(range(100 * j, 100 * j + len(ts_)))
         names += nm
-    rr = _RawRows(pa.table({dbs.TRACK_ID: pa.array(tid, pa.int64()), ts.ID: pa.array(ids, pa.int64()),
+    rr = RawRows(pa.table({dbs.TRACK_ID: pa.array(tid, pa.int64()), ts.ID: pa.array(ids, pa.int64()),
                             ts.START_TS: pa.array(s, pa.int64()), ts.END_TS: pa.array(e, pa.int64()),
                             ts.NAME: pa.array(names, pa.string())}))
     b_hi = b_lo + nb
@@ -245,7 +245,7 @@ def test_bucketing_several_tracks_at_once_equals_one_at_a_time(tracks, k, b_lo, 
         a, b = (int(x) for x in np.searchsorted(rr.tid, [j, j + 1]))
         if b > a:
             runs.append((j, a, b))
-    got = dict(_bucketize_tracks(rr, runs, k, b_lo, b_hi))
+    got = dict(bucketize_tracks(rr, runs, k, b_lo, b_hi))
     for j, a, b in runs:
         ev = lod.prepare(rr.start[a:b], rr.end[a:b], rr.ids[a:b], rr.take(ts.NAME, np.arange(a, b)))
         alone = lod.bucketize(ev, k, b_lo, b_hi)

@@ -21,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from profiler.importers import json_kernel
 from profiler.importers.chrome_tracks import GLOBAL_TRACK, Labels, Registry, flow_edges, pair_async
 from profiler.importers.common import TraceImportWarning, metadata_batch, table_batch
 from profiler.importers.decimal_text import decimal_text_to_ns
@@ -30,6 +31,9 @@ from profiler.importers.spill import Spill
 from tracer import schema
 
 KEYS = ("ph", "name", "cat", "ts", "dur", "pid", "tid", "id", "id2", "bp", "s", "args")
+#: The keys as the compiled kernel extracts them: times as exact nanoseconds, pid/tid as integers when they are.
+KEY_SPEC = json_kernel.KeySpec(KEYS, tuple(3 if k in ("ts", "dur") else 0 if k in ("pid", "tid") else -1
+                                           for k in KEYS))
 #: Times must stay within +-2**62 ns (the database's limit); events beyond it are skipped as invalid.
 TIME_LIMIT = 2**62
 #: Span rows per emitted batch.
@@ -99,7 +103,7 @@ class ChromeTraceBuilder:
         if len(unknown):
             phases = block.strings("ph", unknown).to_pylist()
             self.unknown_phases.update("(none)" if p is None else repr(p) for p in phases)
-        ts_ns, ts_ok = decimal_text_to_ns(block.strings("ts"))
+        ts_ns, ts_ok = exact_times(block, "ts")
         ts_ok &= np.abs(ts_ns) < TIME_LIMIT
         timed = (cls != UNKNOWN) & (cls != META)
         bad_ts = timed & ~ts_ok
@@ -111,7 +115,7 @@ class ChromeTraceBuilder:
             lo, hi = int(ok_ts.min()), int(ok_ts.max())
             self.t_min = lo if self.t_min is None else min(self.t_min, lo)
             self.t_max = hi if self.t_max is None else max(self.t_max, hi)
-        thread, process = self.registry.rows(block.strings("pid"), block.strings("tid"))
+        thread, process = self._threads(block)
         span_of_row = self._spans(block, cls, ts_ns, thread, process)
         self._begin_end(block, cls, ts_ns, thread, span_of_row)
         if np.isin(cls, (ASYNC_BEGIN, ASYNC_END, ASYNC_INSTANT)).any():
@@ -122,6 +126,22 @@ class ChromeTraceBuilder:
             self._counters(block, cls, ts_ns, process)
         if (cls == META).any():
             self._metadata(block, cls, thread, process)
+
+    def _threads(self, block: ObjectBlock) -> tuple[np.ndarray, np.ndarray]:
+        """(thread index, process index) of every event."""
+        pid, tid = block.numbers("pid"), block.numbers("tid")
+        if pid is None or tid is None:
+            return self.registry.rows(block.strings("pid"), block.strings("tid"))
+        fast = (pid[1] == json_kernel.NUM_OK) & (tid[1] == json_kernel.NUM_OK)
+        if fast.all():
+            thread = self.registry.rows_of_integers(pid[0], tid[0])
+        else:
+            thread = np.empty(len(block), np.int64)
+            f = np.flatnonzero(fast)
+            thread[f] = self.registry.rows_of_integers(pid[0][f], tid[0][f])
+            other = np.flatnonzero(~fast)
+            thread[other], _ = self.registry.rows(block.strings("pid", other), block.strings("tid", other))
+        return thread, self.registry.thread_processes(thread)
 
     def _spans(self, block: ObjectBlock, cls: np.ndarray, ts_ns: np.ndarray, thread: np.ndarray,
                process: np.ndarray) -> np.ndarray:
@@ -137,7 +157,7 @@ class ChromeTraceBuilder:
         end = start.copy()
         x = np.flatnonzero(c == COMPLETE)
         if len(x):
-            dur, dur_ok = decimal_text_to_ns(block.strings("dur", rows[x]))
+            dur, dur_ok = exact_times(block, "dur", rows[x])
             if not dur_ok.all():
                 self.problems["X events without a valid dur (made zero-length)"] += int((~dur_ok).sum())
             negative = dur < 0
@@ -345,6 +365,27 @@ class ChromeTraceBuilder:
             parts.append(f"{sum(self.unknown_phases.values()):,} events of unsupported phases skipped ({shown})")
         if parts:
             warnings.warn(TraceImportWarning(f"{self.path}: " + "; ".join(parts)), stacklevel=3)
+
+
+def exact_times(block: ObjectBlock, key: str, rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``key``'s values (microseconds) as exact int64 nanoseconds and a valid mask, for all rows or ``rows``.
+
+    Numbers the kernel parsed are taken as they are; the rest (numbers in strings, exponents, huge values, blocks
+    read by the vectorised scanner) go through the exact decimal cast.
+    """
+    parsed = block.numbers(key)
+    if parsed is None:
+        return decimal_text_to_ns(block.strings(key, rows))
+    values, state = parsed
+    if rows is not None:
+        values, state = values[rows], state[rows]
+    ok = state == json_kernel.NUM_OK
+    slow = np.flatnonzero(state == json_kernel.NUM_SLOW)
+    if len(slow):
+        values = values.copy()
+        sel = slow if rows is None else rows[slow]
+        values[slow], ok[slow] = decimal_text_to_ns(block.strings(key, sel))
+    return values, ok
 
 
 def _take_all(parts: list[np.ndarray]) -> np.ndarray:

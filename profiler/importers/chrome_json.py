@@ -54,15 +54,18 @@ class ChromeJsonSource:
         path: the file.
         block_bytes: bytes parsed per block (memory use is a small multiple of it).
         spill_dir: directory for the temporary file holding slices until the end of the input.
+        kernel: parse with the compiled kernel (:mod:`profiler.importers.json_kernel`); None (default) uses it for
+            inputs large enough to repay its start-up.
     """
 
     format_name = FORMAT_NAME
 
     def __init__(self, path: str | os.PathLike[str], *, block_bytes: int = DEFAULT_BLOCK_BYTES,
-                 spill_dir: str | os.PathLike[str] | None = None) -> None:
+                 spill_dir: str | os.PathLike[str] | None = None, kernel: bool | None = None) -> None:
         self.path = Path(path)
         self.block_bytes = block_bytes
         self.spill_dir = spill_dir
+        self.kernel = kernel
 
     def input_files(self) -> list[Path]:
         return [self.path]
@@ -71,10 +74,10 @@ class ChromeJsonSource:
         return self.path.stat().st_size
 
     def read(self, progress: ProgressCallback | None = None) -> Iterator[tuple[str, pa.RecordBatch]]:
-        from profiler.importers.chrome_build import KEYS, ChromeTraceBuilder
+        from profiler.importers.chrome_build import KEY_SPEC, KEYS, ChromeTraceBuilder
 
         stream = JsonArrayStream(self.path, "traceEvents", accept_array_root=True, block_bytes=self.block_bytes,
-                                 what="event")
+                                 what="event", keys=KEY_SPEC, kernel=self.kernel)
         with ChromeTraceBuilder(self.path, spill_dir=self.spill_dir) as builder:
             for block in prefetched(stream.blocks(progress), lambda b: b.members(KEYS)):
                 builder.add(block)

@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from profiler.importers.common import table_batch
+from profiler.importers.json_kernel import pair_codes
 from profiler.importers.nesting import Nesting, enclosing, next_starting
 from tracer import schema
 
@@ -113,10 +114,20 @@ class Registry:
         for value in enc.dictionary.to_pylist():
             p, _, t = value.partition("\x00")
             mapping.append(self.thread(None if p == _MISSING else p, None if t == _MISSING else t))
-        self._thread_track_np = np.asarray(self._thread_track, np.int64)
-        self._thread_pid_np = np.asarray(self.thread_pid, np.int64)
         thread = np.asarray(mapping, np.int64)[np.asarray(enc.indices)] if mapping else np.zeros(0, np.int64)
-        return thread, self._thread_pid_np[thread]
+        return thread, self.thread_processes(thread)
+
+    def rows_of_integers(self, pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
+        """The thread index of every row whose pid and tid are the integers given (their text is their decimal)."""
+        codes, first = pair_codes(pid, tid)
+        mapping = [self.thread(str(p), str(t)) for p, t in zip(pid[first].tolist(), tid[first].tolist(), strict=True)]
+        return np.asarray(mapping, np.int64)[codes]
+
+    def thread_processes(self, thread: np.ndarray) -> np.ndarray:
+        """The process index of each thread index."""
+        if len(self._thread_pid_np) != len(self.thread_pid):
+            self._thread_pid_np = np.asarray(self.thread_pid, np.int64)
+        return self._thread_pid_np[thread]
 
     def thread_tracks(self, thread: np.ndarray) -> np.ndarray:
         """The track of each thread index (a new array)."""

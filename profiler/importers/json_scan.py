@@ -28,6 +28,7 @@ BACKSLASH = ord("\\")
 LBRACE, RBRACE = ord("{"), ord("}")
 LBRACKET, RBRACKET = ord("["), ord("]")
 COLON, COMMA = ord(":"), ord(",")
+NEWLINE = ord("\n")
 
 #: bytes.translate table: 1 for the bytes the structure scan looks at, 0 for every other byte.
 _SIGNIFICANT = bytes(1 if c in b'"{}[]' else 0 for c in range(256))
@@ -213,6 +214,8 @@ class Member:
     kind: np.ndarray
     #: True where a string value holds a backslash escape.
     escaped: np.ndarray
+    #: True where a value holds a line break (known when the kernel found the member; None otherwise).
+    newline: np.ndarray | None = None
 
 
 class ObjectBlock:
@@ -220,26 +223,52 @@ class ObjectBlock:
 
     Args:
         buf: the chunk's bytes.
-        structure: its scan.
+        structure: its scan, or None to scan lazily (when the members came from the compiled kernel and a key it
+            did not extract is asked for).
         depth: nesting depth of the array's elements (1 for a top-level array, 2 for ``{"traceEvents": [...]}``).
-        limit: index into ``structure`` past the last entry that belongs to a complete object.
+        limit: index into ``structure`` past the last entry that belongs to a complete object (None: lazily).
         opens / closes: byte positions of each object's ``{`` and ``}``.
         first_index: index of the block's first object in the whole array.
         file_offset: offset of ``buf[0]`` in the (decompressed) input.
+        members: members already found (by :mod:`profiler.importers.json_kernel`).
+        numbers: exact numbers already parsed, per key: (values, NUM_* state).
     """
 
-    def __init__(self, buf: bytes, structure: Structure, *, depth: int, limit: int, opens: np.ndarray,
-                 closes: np.ndarray, first_index: int, file_offset: int) -> None:
+    def __init__(self, buf: bytes, structure: Structure | None, *, depth: int, limit: int | None,
+                 opens: np.ndarray, closes: np.ndarray, first_index: int, file_offset: int,
+                 members: dict[str, Member] | None = None,
+                 numbers: dict[str, tuple[np.ndarray, np.ndarray]] | None = None) -> None:
         self.buf = buf
         self.b = np.frombuffer(buf, np.uint8)
-        self.structure = structure
+        self._structure = structure
         self.depth = depth
-        self.limit = limit
+        self._limit = limit
         self.opens = opens
         self.closes = closes
         self.first_index = first_index
         self.file_offset = file_offset
-        self._members: dict[str, Member] = {}
+        self._members: dict[str, Member] = dict(members or {})
+        self._numbers = numbers or {}
+
+    @property
+    def structure(self) -> Structure:
+        """The vectorised scan of the chunk (computed on first use for kernel-parsed blocks)."""
+        if self._structure is None:
+            self._structure = scan_structure(self.buf, self.depth)
+        return self._structure
+
+    @property
+    def limit(self) -> int:
+        if self._limit is None:
+            if not len(self.closes):
+                self._limit = 0
+            else:
+                self._limit = int(np.searchsorted(self.structure.pos, self.closes[-1])) + 1
+        return self._limit
+
+    def numbers(self, key: str) -> tuple[np.ndarray, np.ndarray] | None:
+        """(exact scaled values, NUM_* states) of ``key`` when the kernel parsed them, else None."""
+        return self._numbers.get(key)
 
     def __len__(self) -> int:
         return len(self.opens)
@@ -441,6 +470,8 @@ class ObjectBlock:
     def contains_byte(self, key: str, byte: int, rows: np.ndarray | None = None) -> bool:
         """True when any value of ``key`` (in ``rows``) contains ``byte`` (e.g. a line break)."""
         m = self.member(key)
+        if byte == NEWLINE and m.newline is not None:
+            return bool(m.newline.any() if rows is None or len(rows) == len(m.newline) else m.newline[rows].any())
         start, end, present = m.start, m.end, m.present
         if rows is not None and len(rows) != len(start):
             start, end, present = start[rows], end[rows], present[rows]

@@ -1,11 +1,12 @@
-"""Chrome trace events -> trace tables: per-block decoding into compact columns, then the end-of-input resolution.
+"""Chrome trace events -> trace tables: the per-block bookkeeping, then the end-of-input resolution.
 
-:class:`ChromeTraceBuilder` receives blocks of events (:class:`~profiler.importers.json_scan.ObjectBlock`) and keeps
-only what the end of the input can change: per slice its start, end and track (24 bytes), plus the begin/end,
-async, flow and counter events, which are few next to complete (``X``) events.  Slice names and argument JSON
-go to a temporary :class:`~profiler.importers.spill.Spill`.  :meth:`ChromeTraceBuilder.finish` then pairs
-``B``/``E`` and async events, computes every slice's depth and parent (:mod:`profiler.importers.nesting`), binds
-flows to slices, names the tracks, and yields ``Span``, ``Counter``, ``Flow`` and ``Metadata`` batches.
+:class:`ChromeTraceBuilder` receives decoded blocks of events (:func:`profiler.importers.chrome_decode.decode_block`,
+which runs on the stream's background thread) and keeps only what the end of the input can change: per slice its
+start, end and track (24 bytes), plus the begin/end, async, flow and counter events, which are few next to complete
+(``X``) events.  Slice names and argument JSON go to a temporary :class:`~profiler.importers.spill.Spill`.
+:meth:`ChromeTraceBuilder.finish` then pairs ``B``/``E`` and async events, computes every slice's depth and parent
+(:mod:`profiler.importers.nesting`), binds flows to slices, names the tracks, and yields ``Span``, ``Counter``,
+``Flow`` and ``Metadata`` batches.
 """
 
 from __future__ import annotations
@@ -19,44 +20,22 @@ from pathlib import Path
 import msgspec
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from profiler.importers import json_kernel
+from profiler.importers.chrome_decode import (
+    ASYNC_BEGIN,
+    ASYNC_INSTANT,
+    PENDING,
+    DecodedBlock,
+    decode_object,
+)
 from profiler.importers.chrome_tracks import GLOBAL_TRACK, Labels, Registry, flow_edges, pair_async
 from profiler.importers.common import TraceImportWarning, metadata_batch, table_batch
-from profiler.importers.decimal_text import decimal_text_to_ns
-from profiler.importers.json_scan import ObjectBlock
 from profiler.importers.nesting import Nesting, match_begin_end, nest_intervals
 from profiler.importers.spill import Spill
 from tracer import schema
 
-KEYS = ("ph", "name", "cat", "ts", "dur", "pid", "tid", "id", "id2", "bp", "s", "args")
-#: The keys as the compiled kernel extracts them: times as exact nanoseconds, pid/tid as integers when they are.
-KEY_SPEC = json_kernel.KeySpec(KEYS, tuple(3 if k in ("ts", "dur") else 0 if k in ("pid", "tid") else -1
-                                           for k in KEYS))
-#: Times must stay within +-2**62 ns (the database's limit); events beyond it are skipped as invalid.
-TIME_LIMIT = 2**62
 #: Span rows per emitted batch.
 EMIT_ROWS = 1 << 16
-
-# Phase classes.
-UNKNOWN, COMPLETE, BEGIN, END, INSTANT, COUNTER, META, FLOW, ASYNC_BEGIN, ASYNC_END, ASYNC_INSTANT, IGNORED = range(12)
-_CLASS = np.zeros(256, np.int8)
-for _ph, _cls in {"X": COMPLETE, "B": BEGIN, "E": END, "i": INSTANT, "I": INSTANT, "C": COUNTER, "M": META,
-                  "s": FLOW, "t": FLOW, "f": FLOW, "b": ASYNC_BEGIN, "S": ASYNC_BEGIN, "e": ASYNC_END,
-                  "F": ASYNC_END, "n": ASYNC_INSTANT}.items():
-    _CLASS[ord(_ph)] = _cls
-#: Phases that make a slice.
-_SPAN_CLASSES = np.array([COMPLETE, BEGIN, INSTANT, ASYNC_BEGIN, ASYNC_INSTANT])
-_PENDING = -1   # end or track not known until the end of the input
-
-_SPILL_SCHEMA = pa.schema([
-    pa.field(schema.ID, pa.int64()),
-    pa.field(schema.NAME, pa.string()),
-    pa.field(schema.CATEGORY, pa.string()),
-    pa.field(schema.ARGS, pa.string()),
-])
-_JSON = msgspec.json.Decoder()
 
 
 class ChromeTraceBuilder:
@@ -65,7 +44,8 @@ class ChromeTraceBuilder:
     def __init__(self, path: Path, spill_dir: str | os.PathLike[str] | None = None) -> None:
         self.path = path
         self.registry = Registry()
-        self.spill = Spill(_SPILL_SCHEMA, spill_dir)
+        self.spill = Spill(spill_dir)
+        self.spill_first_ids: list[int] = []   # first slice id of each spilled batch
         self.next_id = 0
         self.events = 0
         self.starts: list[np.ndarray] = []
@@ -89,168 +69,73 @@ class ChromeTraceBuilder:
         self.spill.close()
 
     # -- per block --------------------------------------------------------------------------------------------
-    def add(self, block: ObjectBlock) -> None:
-        """Decode one block of events."""
-        n = len(block)
+    def add(self, block: DecodedBlock) -> None:
+        """Take in one decoded block of events."""
+        n = block.n
         if n == 0:
             return
         self.events += n
-        block.members(KEYS)
-        first, length = block.first_bytes("ph")
-        cls = _CLASS[first]
-        cls[length != 1] = UNKNOWN
-        unknown = np.flatnonzero(cls == UNKNOWN)
-        if len(unknown):
-            phases = block.strings("ph", unknown).to_pylist()
-            self.unknown_phases.update("(none)" if p is None else repr(p) for p in phases)
-        ts_ns, ts_ok = exact_times(block, "ts")
-        ts_ok &= np.abs(ts_ns) < TIME_LIMIT
-        timed = (cls != UNKNOWN) & (cls != META)
-        bad_ts = timed & ~ts_ok
-        if bad_ts.any():
-            self.problems["events without a valid numeric ts"] += int(bad_ts.sum())
-            cls[bad_ts] = IGNORED
-        ok_ts = ts_ns[timed & ts_ok]
-        if len(ok_ts):
-            lo, hi = int(ok_ts.min()), int(ok_ts.max())
-            self.t_min = lo if self.t_min is None else min(self.t_min, lo)
-            self.t_max = hi if self.t_max is None else max(self.t_max, hi)
+        self.problems.update(block.problems)
+        self.unknown_phases.update(block.unknown_phases)
+        if block.t_min is not None:
+            self.t_min = block.t_min if self.t_min is None else min(self.t_min, block.t_min)
+            self.t_max = block.t_max if self.t_max is None else max(self.t_max, block.t_max)  # type: ignore[type-var]
         thread, process = self._threads(block)
-        span_of_row = self._spans(block, cls, ts_ns, thread, process)
-        self._begin_end(block, cls, ts_ns, thread, span_of_row)
-        if np.isin(cls, (ASYNC_BEGIN, ASYNC_END, ASYNC_INSTANT)).any():
-            self._async(block, cls, ts_ns, process, span_of_row)
-        if (cls == FLOW).any():
-            self._flows(block, cls, ts_ns, thread)
-        if (cls == COUNTER).any():
-            self._counters(block, cls, ts_ns, process)
-        if (cls == META).any():
-            self._metadata(block, cls, thread, process)
+        span_of_row = self._spans(block, thread, process)
+        if len(block.be_rows):
+            rows = block.be_rows
+            self.be.append((thread[rows], block.ts[rows], block.be_is_begin, span_of_row[rows]))
+            self.end_args.extend((self.be_count + k, text) for k, text in block.end_args)
+            self.be_count += len(rows)
+        ts = block.ts
+        for r, ident, cat, name, kind in block.async_events:
+            self.async_events.append((int(process[r]), cat, ident, int(ts[r]), kind, int(span_of_row[r]), name))
+        if len(block.flow_rows):
+            rows = block.flow_rows
+            self.flows.append((thread[rows], ts[rows], block.flow_phase, block.flow_binds_enclosing,
+                               block.flow_keys))
+        for r, series, key, value in block.counters:
+            self.counters.append((int(ts[r]), int(process[r]), series, key, value))
+        for r, name, args in block.metadata:
+            self.registry.metadata(name, args, int(process[r]), int(thread[r]))
 
-    def _threads(self, block: ObjectBlock) -> tuple[np.ndarray, np.ndarray]:
+    def _threads(self, block: DecodedBlock) -> tuple[np.ndarray, np.ndarray]:
         """(thread index, process index) of every event."""
-        pid, tid = block.numbers("pid"), block.numbers("tid")
-        if pid is None or tid is None:
-            return self.registry.rows(block.strings("pid"), block.strings("tid"))
-        fast = (pid[1] == json_kernel.NUM_OK) & (tid[1] == json_kernel.NUM_OK)
-        if fast.all():
-            thread = self.registry.rows_of_integers(pid[0], tid[0])
+        th = block.threads
+        if th.integer is not None and len(th.text_rows) == 0:
+            thread = self.registry.rows_of_integers(th.pid, th.tid)  # type: ignore[arg-type]
         else:
-            thread = np.empty(len(block), np.int64)
-            f = np.flatnonzero(fast)
-            thread[f] = self.registry.rows_of_integers(pid[0][f], tid[0][f])
-            other = np.flatnonzero(~fast)
-            thread[other], _ = self.registry.rows(block.strings("pid", other), block.strings("tid", other))
+            thread = np.empty(block.n, np.int64)
+            if th.integer is not None:
+                f = np.flatnonzero(th.integer)
+                thread[f] = self.registry.rows_of_integers(th.pid[f], th.tid[f])  # type: ignore[index]
+            thread[th.text_rows], _ = self.registry.rows(th.pid_text, th.tid_text)  # type: ignore[arg-type]
         return thread, self.registry.thread_processes(thread)
 
-    def _spans(self, block: ObjectBlock, cls: np.ndarray, ts_ns: np.ndarray, thread: np.ndarray,
-               process: np.ndarray) -> np.ndarray:
-        rows = np.flatnonzero(np.isin(cls, _SPAN_CLASSES))
-        span_of_row = np.full(len(cls), -1, np.int64)
+    def _spans(self, block: DecodedBlock, thread: np.ndarray, process: np.ndarray) -> np.ndarray:
+        rows = block.span_rows
+        span_of_row = np.full(block.n, -1, np.int64)
         if not len(rows):
             return span_of_row
         ids = np.arange(self.next_id, self.next_id + len(rows), dtype=np.int64)
+        self.spill_first_ids.append(self.next_id)
         self.next_id += len(rows)
         span_of_row[rows] = ids
-        c = cls[rows]
-        start = ts_ns[rows]
-        end = start.copy()
-        x = np.flatnonzero(c == COMPLETE)
-        if len(x):
-            dur, dur_ok = exact_times(block, "dur", rows[x])
-            if not dur_ok.all():
-                self.problems["X events without a valid dur (made zero-length)"] += int((~dur_ok).sum())
-            negative = dur < 0
-            if negative.any():
-                self.problems["X events with a negative dur (made zero-length)"] += int(negative.sum())
-                dur[negative] = 0
-            end[x] = start[x] + np.minimum(dur, TIME_LIMIT - 1 - start[x])
-            if len(dur):
-                self.t_max = max(self.t_max or 0, int(end[x].max()))
-        end[(c == BEGIN) | (c == ASYNC_BEGIN)] = _PENDING
+        if block.x_end_max is not None:
+            self.t_max = max(self.t_max or 0, block.x_end_max)
+        c = block.cls[rows]
         track = self.registry.thread_tracks(thread[rows])
-        inst = np.flatnonzero(c == INSTANT)
-        if len(inst):
-            scope, _ = block.first_bytes("s")
-            sc = scope[rows[inst]]
-            track[inst[sc == ord("g")]] = GLOBAL_TRACK
-            p = inst[sc == ord("p")]
-            if len(p):
-                track[p] = self.registry.process_tracks(process[rows[p]])
-        track[(c == ASYNC_BEGIN) | (c == ASYNC_INSTANT)] = _PENDING
-        names = block.strings("name", rows).fill_null("")
-        cats = block.strings("cat", rows)
-        args = block.raw("args", rows)
-        if block.contains_byte("args", ord("\n"), rows):
-            args = _compact_json(args)
-        self.spill.write(pa.RecordBatch.from_arrays([pa.array(ids), names, cats, args], schema=_SPILL_SCHEMA))
-        self.starts.append(start)
-        self.ends.append(end)
+        scope = block.scope
+        track[scope == ord("g")] = GLOBAL_TRACK
+        p = np.flatnonzero(scope == ord("p"))
+        if len(p):
+            track[p] = self.registry.process_tracks(process[rows[p]])
+        track[(c == ASYNC_BEGIN) | (c == ASYNC_INSTANT)] = PENDING
+        self.spill.write_stream(block.spill)
+        self.starts.append(block.start)
+        self.ends.append(block.end)
         self.tracks.append(track)
         return span_of_row
-
-    def _begin_end(self, block: ObjectBlock, cls: np.ndarray, ts_ns: np.ndarray, thread: np.ndarray,
-                   span_of_row: np.ndarray) -> None:
-        rows = np.flatnonzero((cls == BEGIN) | (cls == END))
-        if not len(rows):
-            return
-        is_begin = cls[rows] == BEGIN
-        self.be.append((thread[rows], ts_ns[rows], is_begin, span_of_row[rows]))
-        ends = rows[~is_begin]
-        if len(ends):
-            args = block.raw("args", ends)
-            end_pos = np.flatnonzero(~is_begin)
-            for k, text in zip(end_pos.tolist(), args.to_pylist(), strict=True):
-                if text is not None and text.strip() not in ("{}", ""):
-                    self.end_args.append((self.be_count + k, text))
-        self.be_count += len(rows)
-
-    def _async(self, block: ObjectBlock, cls: np.ndarray, ts_ns: np.ndarray, process: np.ndarray,
-               span_of_row: np.ndarray) -> None:
-        rows = np.flatnonzero(np.isin(cls, (ASYNC_BEGIN, ASYNC_END, ASYNC_INSTANT)))
-        ids = block.strings("id", rows).to_pylist()
-        id2 = block.raw("id2", rows).to_pylist()
-        cats = block.strings("cat", rows).to_pylist()
-        names = block.strings("name", rows).fill_null("").to_pylist()
-        kinds = {ASYNC_BEGIN: "b", ASYNC_END: "e", ASYNC_INSTANT: "n"}
-        for r, i, i2, cat, name in zip(rows.tolist(), ids, id2, cats, names, strict=True):
-            ident = i if i is not None else (i2 or "")
-            self.async_events.append((int(process[r]), cat or "", ident, int(ts_ns[r]), kinds[int(cls[r])],
-                                      int(span_of_row[r]), name))
-
-    def _flows(self, block: ObjectBlock, cls: np.ndarray, ts_ns: np.ndarray, thread: np.ndarray) -> None:
-        rows = np.flatnonzero(cls == FLOW)
-        ident = pc.coalesce(block.strings("id", rows), block.raw("id2", rows), pa.scalar(""))
-        cat = block.strings("cat", rows).fill_null("")
-        # Flow identity (cat + id) as text; numbered once for the whole input at the end (one C++ hash pass).
-        keys = pc.binary_join_element_wise(cat, ident, "\x00")
-        phase, _ = block.first_bytes("ph")
-        bp, _ = block.first_bytes("bp")
-        binds_enclosing = (phase[rows] != ord("f")) | (bp[rows] == ord("e"))
-        self.flows.append((thread[rows], ts_ns[rows], phase[rows], binds_enclosing, keys))
-
-    def _counters(self, block: ObjectBlock, cls: np.ndarray, ts_ns: np.ndarray, process: np.ndarray) -> None:
-        rows = np.flatnonzero(cls == COUNTER)
-        names = block.strings("name", rows).fill_null("").to_pylist()
-        ids = block.strings("id", rows).to_pylist()
-        args = block.raw("args", rows).to_pylist()
-        skipped = 0
-        for r, name, ident, text in zip(rows.tolist(), names, ids, args, strict=True):
-            values = _decode_object(text)
-            series = f"{name}[{ident}]" if ident is not None else name
-            numeric = [(k, v) for k, v in values.items() if _is_number(v)]
-            skipped += len(values) - len(numeric)
-            for key, value in numeric:
-                self.counters.append((int(ts_ns[r]), int(process[r]), series, key, float(value)))
-        if skipped:
-            self.problems["non-numeric counter values"] += skipped
-
-    def _metadata(self, block: ObjectBlock, cls: np.ndarray, thread: np.ndarray, process: np.ndarray) -> None:
-        rows = np.flatnonzero(cls == META)
-        names = block.strings("name", rows).to_pylist()
-        args = block.raw("args", rows).to_pylist()
-        for r, name, text in zip(rows.tolist(), names, args, strict=True):
-            self.registry.metadata(name, _decode_object(text), int(process[r]), int(thread[r]))
 
     # -- end of input -----------------------------------------------------------------------------------------
     def finish(self, complete: bool = True) -> Iterator[tuple[str, pa.RecordBatch]]:
@@ -310,12 +195,12 @@ class ChromeTraceBuilder:
     def _emit_spans(self, start: np.ndarray, end: np.ndarray, track: np.ndarray, *, nest: Nesting,
                     labels: Labels, merged_args: dict[int, str]) -> Iterator[tuple[str, pa.RecordBatch]]:
         where = f"{self.path}: Span"
-        for parked in self.spill.read():
+        for first_id, parked in zip(self.spill_first_ids, self.spill.read(), strict=True):
             batch = parked
-            ids = np.asarray(batch.column(schema.ID))
-            if not len(ids):
+            a, b = first_id, first_id + batch.num_rows
+            if a == b:
                 continue
-            a, b = int(ids[0]), int(ids[-1]) + 1
+            ids = np.arange(a, b, dtype=np.int64)
             # Rows grouped by track and sorted by time within the batch: what the database loads fastest.
             within = np.lexsort((start[a:b], track[a:b]))
             if (within[1:] < within[:-1]).any():
@@ -328,7 +213,7 @@ class ChromeTraceBuilder:
             if merged_args:
                 args = _merge_end_args(args, rows, merged_args)
             columns = {
-                schema.ID: batch.column(schema.ID),
+                schema.ID: ids,
                 schema.START_TS: start[rows],
                 schema.END_TS: end[rows],
                 schema.DURATION_NS: end[rows] - start[rows],
@@ -367,55 +252,11 @@ class ChromeTraceBuilder:
             warnings.warn(TraceImportWarning(f"{self.path}: " + "; ".join(parts)), stacklevel=3)
 
 
-def exact_times(block: ObjectBlock, key: str, rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """``key``'s values (microseconds) as exact int64 nanoseconds and a valid mask, for all rows or ``rows``.
-
-    Numbers the kernel parsed are taken as they are; the rest (numbers in strings, exponents, huge values, blocks
-    read by the vectorised scanner) go through the exact decimal cast.
-    """
-    parsed = block.numbers(key)
-    if parsed is None:
-        return decimal_text_to_ns(block.strings(key, rows))
-    values, state = parsed
-    if rows is not None:
-        values, state = values[rows], state[rows]
-    ok = state == json_kernel.NUM_OK
-    slow = np.flatnonzero(state == json_kernel.NUM_SLOW)
-    if len(slow):
-        values = values.copy()
-        sel = slow if rows is None else rows[slow]
-        values[slow], ok[slow] = decimal_text_to_ns(block.strings(key, sel))
-    return values, ok
-
-
 def _take_all(parts: list[np.ndarray]) -> np.ndarray:
     """The parts concatenated, emptying the list (so only one copy is alive at a time per column)."""
     out = np.concatenate(parts) if parts else np.zeros(0, np.int64)
     parts.clear()
     return out
-
-
-def _compact_json(args: pa.Array) -> pa.Array:
-    """Pretty-printed JSON texts without their line breaks and indentation.
-
-    A raw line break cannot occur inside a JSON string, so removing every line break with the blanks around it
-    only touches whitespace between tokens.
-    """
-    return pc.replace_substring_regex(args, r"[ \t\r]*\n[ \t\r]*", "")
-
-
-def _decode_object(text: str | None) -> dict[str, object]:
-    if not text:
-        return {}
-    try:
-        value = _JSON.decode(text)
-    except msgspec.DecodeError:
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _merge_end_args(args: pa.Array, rows: np.ndarray, merged: dict[int, str]) -> pa.Array:
@@ -425,6 +266,6 @@ def _merge_end_args(args: pa.Array, rows: np.ndarray, merged: dict[int, str]) ->
         return args
     values = args.to_pylist()
     for k in hits:
-        both = {**_decode_object(values[k]), **_decode_object(merged[int(rows[k])])}
+        both = {**decode_object(values[k]), **decode_object(merged[int(rows[k])])}
         values[k] = msgspec.json.encode(both).decode()
     return pa.array(values, pa.string())

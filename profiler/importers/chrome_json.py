@@ -74,12 +74,13 @@ class ChromeJsonSource:
         return self.path.stat().st_size
 
     def read(self, progress: ProgressCallback | None = None) -> Iterator[tuple[str, pa.RecordBatch]]:
-        from profiler.importers.chrome_build import KEY_SPEC, KEYS, ChromeTraceBuilder
+        from profiler.importers.chrome_build import ChromeTraceBuilder
+        from profiler.importers.chrome_decode import KEY_SPEC, decode_block
 
         stream = JsonArrayStream(self.path, "traceEvents", accept_array_root=True, block_bytes=self.block_bytes,
                                  what="event", keys=KEY_SPEC, kernel=self.kernel)
         with ChromeTraceBuilder(self.path, spill_dir=self.spill_dir) as builder:
-            for block in prefetched(stream.blocks(progress), lambda b: b.members(KEYS)):
+            for block in prefetched(stream.blocks(progress), decode_block):
                 builder.add(block)
             yield from builder.finish(complete=stream.fault is None)
 

@@ -213,6 +213,11 @@ class ElementScanner:
         return ElementScan(len(cols[0]), last, status, at, *cols)
 
 
+def compiled() -> bool:
+    """True when the kernel has been compiled in this process (without compiling it)."""
+    return bool(_state.get("ok"))
+
+
 def pair_codes(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Dictionary-encode the pairs ``(a[i], b[i])`` of two int64 arrays: (code of each row, first row of each code).
 

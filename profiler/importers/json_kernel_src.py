@@ -525,3 +525,4 @@ def pair_codes(a: np.ndarray, b: np.ndarray, codes: np.ndarray, slot_a: np.ndarr
                 break
             h = (h + 1) & mask
     return n_unique
+

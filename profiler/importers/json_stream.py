@@ -54,6 +54,7 @@ MAX_KEPT_VALUE_BYTES = 64 << 20
 _WS = b" \t\r\n"
 _VALIDATOR = msgspec.json.Decoder(msgspec.Raw)
 T = TypeVar("T")
+U = TypeVar("U")
 
 
 def is_gzip(path: Path) -> bool:
@@ -459,12 +460,12 @@ class JsonArrayStream:
         warnings.warn(TruncatedTraceWarning(self.fault), stacklevel=3)
 
 
-def prefetched(items: Iterator[T], prepare: Callable[[T], object] | None = None, depth: int = 2) -> Iterator[T]:
-    """``items`` produced (and ``prepare``-d) on a background thread, ``depth`` ahead of the consumer.
+def prefetched(items: Iterator[T], transform: Callable[[T], U], depth: int = 2) -> Iterator[U]:
+    """``transform(item)`` for each of ``items``, computed on a background thread ``depth`` ahead of the consumer.
 
-    The structure scan of the next block then overlaps the conversion of the current one (numpy and Arrow release
-    the GIL in their bulk operations).  Exceptions are re-raised in the consumer; closing the generator stops the
-    producer.
+    Producing an item (reading, the JSON kernel) and transforming it (decoding a block) then overlap the consumer's
+    work: the kernel holds no GIL, and numpy and Arrow release it in their bulk operations.  Exceptions are
+    re-raised in the consumer; closing the generator stops the producer.
     """
     q: queue.Queue[tuple[str, object]] = queue.Queue(maxsize=depth)
     stop = threading.Event()
@@ -481,9 +482,7 @@ def prefetched(items: Iterator[T], prepare: Callable[[T], object] | None = None,
     def run() -> None:
         try:
             for item in items:
-                if prepare is not None:
-                    prepare(item)
-                if not put(("item", item)):
+                if not put(("item", transform(item))):
                     return
             put(("end", None))
         except BaseException as exc:  # re-raised in the consumer

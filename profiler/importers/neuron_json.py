@@ -72,7 +72,7 @@ class NeuronJsonSource:
         engines: list[pa.Array] = []
         last_end = None
         skipped = 0
-        with Spill(None, self.spill_dir) as spill:
+        with Spill(self.spill_dir) as spill:
             for block in stream.blocks(progress):
                 for k in block.key_names():
                     if k not in _KNOWN and k not in extra_keys:

@@ -3,7 +3,9 @@
 Importers of flat event formats learn some columns only at the end (a slice's depth needs every slice of its
 track; an ``E`` event may close a ``B`` seen gigabytes earlier).  They park the bulky columns (names, argument
 JSON) here as LZ4-compressed Arrow IPC and keep only compact numeric columns in memory, then read the batches
-back in the order written.  The files are deleted on :meth:`Spill.close`.
+back in the order written.  Each parked item is a complete IPC stream, so it can be serialised (and compressed)
+on another thread than the one that appends it (:meth:`Spill.write_stream`).  The file is deleted on
+:meth:`Spill.close`.
 """
 
 from __future__ import annotations
@@ -16,68 +18,70 @@ from pathlib import Path
 import pyarrow as pa
 from pyarrow import ipc
 
-_OPTIONS = ipc.IpcWriteOptions(compression="lz4")
+OPTIONS = ipc.IpcWriteOptions(compression="lz4")
+
+
+def serialize(batch: pa.RecordBatch) -> pa.Buffer:
+    """``batch`` as a complete LZ4-compressed IPC stream, ready for :meth:`Spill.write_stream`."""
+    sink = pa.BufferOutputStream()
+    with ipc.new_stream(sink, batch.schema, options=OPTIONS) as writer:
+        writer.write_batch(batch)
+    return sink.getvalue()
 
 
 class Spill:
     """Record batches written once and read back once, in order.
 
     Args:
-        schema: the schema of every batch (batches are cast to it); ``None`` accepts any schema, starting a new
-            segment whenever it changes.
-        directory: where the temporary files go (default: the system temporary directory).
+        directory: where the temporary file goes (default: the system temporary directory).
     """
 
-    def __init__(self, schema: pa.Schema | None = None, directory: str | os.PathLike[str] | None = None) -> None:
-        self.schema = schema
+    def __init__(self, directory: str | os.PathLike[str] | None = None) -> None:
         self.directory = directory
         self.rows = 0
-        self._paths: list[Path] = []
-        self._sink: pa.NativeFile | None = None
-        self._writer: ipc.RecordBatchStreamWriter | None = None
-        self._current: pa.Schema | None = None
-
-    def _open_segment(self, schema: pa.Schema) -> None:
-        self._finish_segment()
-        fd, name = tempfile.mkstemp(prefix="trnprof-import-", suffix=".arrows", dir=self.directory)
-        os.close(fd)
-        self._paths.append(Path(name))
-        self._sink = pa.OSFile(name, "wb")
-        self._writer = ipc.new_stream(self._sink, schema, options=_OPTIONS)
-        self._current = schema
-
-    def _finish_segment(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
-        if self._sink is not None:
-            self._sink.close()
-            self._sink = None
+        self._path: Path | None = None
+        self._file: pa.NativeFile | None = None
+        self._extents: list[tuple[int, int]] = []   # (offset, length) of each parked stream
+        self._size = 0
 
     def write(self, batch: pa.RecordBatch) -> None:
         """Park ``batch``."""
-        if self.schema is not None and batch.schema != self.schema:
-            batch = pa.RecordBatch.from_arrays([batch.column(f.name).cast(f.type) for f in self.schema],
-                                               schema=self.schema)
-        if self._writer is None or batch.schema != self._current:
-            self._open_segment(batch.schema)
-        assert self._writer is not None
-        self._writer.write_batch(batch)
+        self.write_stream(serialize(batch))
         self.rows += batch.num_rows
 
+    def write_stream(self, stream: pa.Buffer | bytes) -> None:
+        """Park one batch already serialised by :func:`serialize` (or any complete IPC stream of one batch)."""
+        if self._file is None:
+            fd, name = tempfile.mkstemp(prefix="trnprof-import-", suffix=".arrows", dir=self.directory)
+            os.close(fd)
+            self._path = Path(name)
+            self._file = pa.OSFile(name, "wb")
+        self._file.write(stream)
+        self._extents.append((self._size, len(stream)))
+        self._size += len(stream)
+
     def read(self) -> Iterator[pa.RecordBatch]:
-        """Finish writing and yield the batches in the order written."""
-        self._finish_segment()
-        for path in self._paths:
-            with pa.OSFile(str(path), "rb") as f, ipc.open_stream(f) as reader:
-                yield from reader
+        """Finish writing and yield the parked batches in the order written."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        if self._path is None:
+            return
+        with pa.memory_map(str(self._path), "r") as f:
+            for offset, length in self._extents:
+                f.seek(offset)
+                with ipc.open_stream(f.read_buffer(length)) as reader:
+                    yield from reader
 
     def close(self) -> None:
-        """Delete the temporary files.  Idempotent."""
-        self._finish_segment()
-        for path in self._paths:
-            path.unlink(missing_ok=True)
-        self._paths.clear()
+        """Delete the temporary file.  Idempotent."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        if self._path is not None:
+            self._path.unlink(missing_ok=True)
+            self._path = None
+        self._extents.clear()
 
     def __enter__(self) -> Spill:
         return self

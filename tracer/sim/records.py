@@ -96,6 +96,11 @@ class Template:
         self.text_pre = get("text_pre")
 
 
+#: Per-rotation DMA layouts shared by the plans of one packet geometry: (packets, packets per row, queues,
+#: per-row packet durations) -> the four caches of :class:`DmaPlan`.
+_GEOMETRY_CACHE: dict[tuple[Any, ...], tuple[dict[int, Any], ...]] = {}
+
+
 class DmaPlan:
     """How one DMA transfer splits into packets over the queues of its group (see docs/cost-model.md).
 
@@ -126,10 +131,16 @@ class DmaPlan:
         self.sub_bytes = np.array(sizes, np.int64)
         self.sub_ns = np.array([cm.dma_packet_ns(s, chunk_bytes) for s in sizes], np.int64)
         self.n = rows * self.per_row
-        self._cache: dict[int, tuple[tuple[int, ...], np.ndarray, np.ndarray]] = {}
-        self._equal: dict[int, bool] = {}
-        self._last: dict[int, int] = {}
-        self._uni: dict[int, Any] = {}
+        # the per-rotation results depend only on the packet geometry: plans with the same one share them
+        geometry = (self.n, self.per_row, self.nqueues, tuple(self.sub_ns.tolist()))
+        shared = _GEOMETRY_CACHE.get(geometry)
+        if shared is None:
+            shared = _GEOMETRY_CACHE[geometry] = ({}, {}, {}, {})
+        #: Per rotation q0: layout, equal totals, last packet, uniform (busy time, last packet) or None.
+        self._cache: dict[int, tuple[tuple[int, ...], np.ndarray, np.ndarray]] = shared[0]
+        self._equal: dict[int, bool] = shared[1]
+        self._last: dict[int, int] = shared[2]
+        self._uni: dict[int, Any] = shared[3]
         #: Bytes the transfer moves.
         self.bytes = rows * chunk_bytes
 

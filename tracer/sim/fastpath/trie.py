@@ -151,12 +151,12 @@ def substitute(recipe: Any, blocks: list[Any], tensors: list[Any], names: dict[t
     if type(recipe) is VKey:
         addr = recipe.addr
         if type(addr) is tuple:
-            return recipe._replace(addr=blocks[addr[1]].addr)
+            return VKey(recipe[0], blocks[addr[1]].addr, *recipe[2:])
         return recipe
     if type(recipe) is HKey:
         name = recipe.name
         if type(name) is tuple:
-            return recipe._replace(name=tensors[name[1]].name)
+            return HKey(recipe[0], tensors[name[1]].name, *recipe[2:])
         return recipe
     if type(recipe) is tuple:
         if len(recipe) == 2 and recipe[0] == "@N":

@@ -1,16 +1,28 @@
 """Dashboard speed in real headless Chromium: first paint, zoom/pan round trip, payload, server memory.
 
-    .venv/bin/python benchmarks/bench_dashboard.py --events 1000000 --steps 30
+    .venv/bin/python benchmarks/bench_dashboard.py --db /work/bench_data/e1000000.duckdb \
+        /work/bench_data/e100000000.duckdb --steps 40
 
-Builds (once, cached in --workdir) a trace of --events Instruction/DmaPacket rows with numpy, ingests it with
-``profiler.open``, serves the dashboard in this process, and drives Chromium:
+Each database (made by ``trnprof synth`` + ``trnprof ingest``; ``--events N`` makes
+``<workdir>/eN.duckdb`` that way, each step in its own process, when it does not exist) is served by
+``bench_dashboard_server.py`` in a process of its own, so memory figures are the server's alone.  Chromium
+(headless, as the browser tests start it) then measures:
 
-* first paint: navigation start -> the strips drawn (first ``plotly_afterplot`` with row labels);
-* round trip: ``Plotly.relayout`` (zoom in/out, pan) -> the new strips painted (``plotly_afterplot`` after the
-  figure's data changed), for a sequence of W/S/A/D-like steps; steps answered from the buffer are reported apart;
-* payload: bytes of each ``/_dash-update-component`` response that carried a figure update;
-* floor: the same relayout -> Patch -> paint loop on a trivial Dash app (one 1-row heatmap) in the same run;
-* server memory: this process's peak RSS (VmHWM).
+* first paint: navigation start -> the timeline's strips drawn (JS bundles cached, as for a returning user), with
+  the time the page's own requests took;
+* round trip: ``Plotly.relayout`` (zoom in, zoom in, pan, zoom out, pan, ...) -> the new strips painted
+  (``plotly_afterplot`` after the heatmap's data changed), split into *dispatch* (relayout -> the update request
+  leaves; it includes plotly's redraw of the old data at the new range, reported as *relayout redraw*), *server*
+  (request -> response received, from Resource Timing) and *client* (response -> painted: Dash sets the outputs,
+  the draw callback applies the changes with Plotly.update); steps the prefetch buffer absorbs (the server sends no
+  new strips) are counted apart;
+* payload: bytes of every timeline update response;
+* server: phase timings of those requests (window query, rasterise, lanes, whole request) and memory (RSS after the
+  run, peak RSS), from the server process;
+* floor: the same relayout -> Patch -> paint loop against a trivial Dash app (one 1-row heatmap, one-value Patch)
+  in its own server process, in the same run.
+
+Prints one JSON object per database and a Markdown table row.
 """
 
 from __future__ import annotations
@@ -18,228 +30,260 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import subprocess
+import sys
 import tempfile
-import threading
 import time
+import urllib.request
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-
-ENGINES = ("Tensor", "Vector", "Scalar", "GpSimd", "Sync")
-OPCODES = ("MATMUL", "LDWEIGHTS", "ACTIVATE", "TENSOR_TENSOR", "IOTA", "DMA_TRIGGER", "TENSOR_SCALAR")
-
-
-def make_trace(path: Path, n_events: int) -> Path:
-    """A trace of ``n_events`` rows: 80% instructions over 5 engines, 20% DMA packets over 4 queues."""
-    from tracer import TraceWriter
-    from tracer import schema as ts
-
-    if (path / "Metadata.arrows").exists():
-        return path
-    rng = np.random.default_rng(7)
-    n_inst = int(n_events * 0.8)
-    n_dma = n_events - n_inst
-    chunk = 1 << 20
-    with TraceWriter(path, metadata={"arch": "trn2", "is_simulation": True}, background_flush=False) as w:
-        for kind, total, lanes in (("inst", n_inst, ENGINES), ("dma", n_dma, ("qSyncIO0", "qSyncIO1", "qSyncIO2",
-                                                                                   "qSyncIO3"))):
-            per_lane = total // len(lanes)
-            for li, lane in enumerate(lanes):
-                t = 0
-                for first in range(0, per_lane, chunk):
-                    m = min(chunk, per_lane - first)
-                    dur = rng.integers(20, 400, m)
-                    gap = rng.integers(0, 200, m)
-                    start = t + np.cumsum(gap + dur) - dur
-                    t = int(start[-1] + dur[-1])
-                    ids = np.arange(first, first + m, dtype=np.int64) + li * per_lane
-                    if kind == "inst":
-                        names = np.array(OPCODES)[(ids // 3) % len(OPCODES)]
-                        w.append(ts.INSTRUCTION.name, {
-                            ts.ID: ids, ts.START_TS: start, ts.END_TS: start + dur, ts.DURATION_NS: dur,
-                            ts.ENGINE: [lane] * m, ts.OPCODE: names.tolist(), ts.OPERANDS: [""] * m,
-                            ts.PC: ids, ts.PCORE_IDX: np.zeros(m, np.int64)})
-                    else:
-                        w.append(ts.DMA_PACKET.name, {
-                            ts.ID: ids, ts.START_TS: start, ts.END_TS: start + dur, ts.DURATION_NS: dur,
-                            ts.QUEUE_NAME: [lane] * m, ts.READ_BYTES: dur * 64, ts.WRITE_BYTES: dur * 64,
-                            ts.TRANSFER_BYTES: dur * 64, ts.PCORE_IDX: np.zeros(m, np.int64)})
-    return path
+PY = sys.executable
+SERVER = Path(__file__).with_name("bench_dashboard_server.py")
 
 
-def peak_rss_mb() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+def ensure_db(workdir: Path, n_events: int) -> Path:
+    """``<workdir>/e<n>.duckdb``, made with ``trnprof synth`` and ``trnprof ingest`` (separate processes)."""
+    db = workdir / f"e{n_events}.duckdb"
+    if db.exists():
+        return db
+    trace = workdir / f"e{n_events}.trace"
+    trnprof = [PY, "-m", "profiler"]
+    if not (trace / "Metadata.arrows").exists():
+        subprocess.run([*trnprof, "synth", "--events", str(n_events), "-o", str(trace), "--force"], check=True)
+    subprocess.run([*trnprof, "ingest", str(trace), "-o", str(db), "--force"], check=True)
+    return db
 
 
-class Served:
-    def __init__(self, flask_app):
-        from werkzeug.serving import make_server
+class ServerProcess:
+    """``bench_dashboard_server.py`` in a child process; stopped by :meth:`stop`."""
 
-        self.server = make_server("127.0.0.1", 0, flask_app, threaded=True)
-        self.url = f"http://127.0.0.1:{self.server.server_port}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+    def __init__(self, *args: str) -> None:
+        self.proc = subprocess.Popen([PY, str(SERVER), *args], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+        line = self.proc.stdout.readline() if self.proc.stdout else ""
+        if not line.startswith("READY "):
+            self.proc.kill()
+            raise RuntimeError(f"server did not start: {line!r}")
+        self.url = line.split()[1]
 
+    def get(self, path: str) -> Any:
+        with urllib.request.urlopen(self.url + path, timeout=30) as resp:
+            return json.loads(resp.read())
 
-def floor_app():
-    """A trivial Dash app: one heatmap; each relayout answers with a one-value Patch."""
-    import dash
-    from dash import Input, Output, Patch, dcc, html
-
-    app = dash.Dash(__name__)
-    app.layout = html.Div([dcc.Graph(id="timeline-graph", figure={
-        "data": [{"type": "heatmap", "z": [[1, 2, 3]], "showscale": False}],
-        "layout": {"width": 1400, "height": 300, "autosize": False}})])
-
-    @app.callback(Output("timeline-graph", "figure"), Input("timeline-graph", "relayoutData"),
-                  prevent_initial_call=True)
-    def _patch(_r):
-        p = Patch()
-        p["data"][0]["z"] = [[time.time() % 7, 2, 3]]
-        return p
-
-    return app
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
 
 
 JS_SETUP = """
+performance.setResourceTimingBufferSize(100000);
 window.__marks = [];
 var gd = document.querySelector('#timeline-graph .js-plotly-plot');
 window.__z = gd.data[0].z;
 gd.on('plotly_afterplot', function () {
   if (window.__t0 !== undefined && gd.data[0].z !== window.__z) {
-    window.__marks.push(performance.now() - window.__t0); window.__z = gd.data[0].z; window.__t0 = undefined;
+    var t1 = performance.now(), t0 = window.__t0;
+    var reqs = performance.getEntriesByType('resource').filter(function (e) {
+      return e.name.indexOf('_dash-update-component') >= 0 && e.startTime >= t0 && e.responseEnd <= t1;
+    });
+    var first = reqs.length ? reqs[0].startTime : NaN, last = NaN;
+    reqs.forEach(function (e) { if (!(e.responseEnd <= last)) last = e.responseEnd; });
+    window.__marks.push({total: t1 - t0, dispatch: first - t0, server: last - first, client: t1 - last,
+                         relayout: window.__relayout, requests: reqs.length});
+    window.__z = gd.data[0].z; window.__t0 = undefined;
   }
 });
 """
 
+STEP_JS = """
+var kind = arguments[0], done = arguments[arguments.length - 1];
+var gd = document.querySelector('#timeline-graph .js-plotly-plot');
+var before = window.__marks.length;
+var r = gd._fullLayout.xaxis.range, s = r[1] - r[0];
+var a = r[0], b = r[1];
+if (kind === 'in') { a = r[0] + s * 0.3; b = r[1] - s * 0.3; }
+else if (kind === 'out') { a = r[0] - s * 0.6; b = r[1] + s * 0.6; }
+else { a = r[0] + s * 1.6; b = r[1] + s * 1.6; }
+var t0 = performance.now();
+function answered() {   // the latest update request since the relayout has its response (ms ago), else -1
+  var last = -1;
+  performance.getEntriesByType('resource').forEach(function (e) {
+    if (e.name.indexOf('_dash-update-component') >= 0 && e.startTime >= t0 && e.responseEnd > 0) {
+      last = Math.max(last, e.responseEnd);
+    }
+  });
+  return last < 0 ? -1 : performance.now() - last;
+}
+function check() {
+  if (window.__marks.length > before) { done(window.__marks[window.__marks.length - 1]); return; }
+  var since = answered(), waited = performance.now() - t0;
+  // Answered 300 ms ago without a repaint: the buffer absorbed the step (the server sent no new strips).
+  if (since > 300 || (since < 0 && waited > 1000) || waited > 10000) { window.__t0 = undefined; done(null); return; }
+  setTimeout(check, 20);
+}
+window.__t0 = t0;
+Plotly.relayout(gd, {'xaxis.range[0]': a, 'xaxis.range[1]': b});
+window.__relayout = performance.now() - t0;
+setTimeout(check, 20);
+"""
 
-def run_steps(driver, steps, zoom_first=True):
-    """Relayout -> repaint latencies (ms) for a sequence of zoom/pan steps; steps the buffer absorbs time out."""
+PAINTED_JS = """
+var gd = document.querySelector('#timeline-graph .js-plotly-plot');
+return !!(gd && gd._fullLayout && gd._fullLayout.yaxis && gd._fullLayout.yaxis.ticktext);
+"""
+
+#: Zoom in twice, pan, zoom out, pan: the view narrows over the run, as when a user homes in on something.
+SEQUENCE = ("in", "in", "pan", "out", "pan")
+
+
+def run_steps(driver: Any, steps: int, kinds: tuple[str, ...] = SEQUENCE) -> tuple[list[dict[str, float]], int]:
+    """Relayout -> repaint timings for ``steps`` steps; steps answered from the buffer (no new strips) are counted
+    apart.  The page waits for each repaint itself (no polling from the driver during a step)."""
+    driver.set_script_timeout(30)
     driver.execute_script(JS_SETUP)
-    seq = []
+    marks, absorbed = [], 0
     for i in range(steps):
-        kind = ("in", "in", "pan", "out", "pan")[i % 5] if zoom_first else "pan"
-        seq.append(kind)
-    lat, absorbed = [], 0
-    for kind in seq:
-        before = len(driver.execute_script("return window.__marks"))
-        driver.execute_script("""
-          var gd = document.querySelector('#timeline-graph .js-plotly-plot');
-          var r = gd._fullLayout.xaxis.range, s = r[1] - r[0], k = arguments[0];
-          var a = r[0], b = r[1];
-          if (k === 'in') { a = r[0] + s * 0.3; b = r[1] - s * 0.3; }
-          else if (k === 'out') { a = r[0] - s * 0.6; b = r[1] + s * 0.6; }
-          else { a = r[0] + s * 1.6; b = r[1] + s * 1.6; }
-          window.__t0 = performance.now();
-          Plotly.relayout(gd, {'xaxis.range[0]': a, 'xaxis.range[1]': b});""", kind)
-        t_end = time.time() + 5
-        while time.time() < t_end:
-            marks = driver.execute_script("return window.__marks")
-            if len(marks) > before:
-                lat.append(marks[-1])
-                break
-            time.sleep(0.01)
-        else:
+        mark = driver.execute_async_script(STEP_JS, kinds[i % len(kinds)])
+        if mark is None:
             absorbed += 1
-            driver.execute_script("window.__t0 = undefined;")
-        time.sleep(0.05)
-    return lat, absorbed
+        else:
+            marks.append(mark)
+        time.sleep(0.2)
+    return marks, absorbed
 
 
-def pct(values, q):
+def first_paints(driver: Any, url: str, n: int) -> list[dict[str, float]]:
+    """Navigation start -> strips drawn, ``n`` times (after one warm-up load that caches the JS bundles)."""
+    driver.get(url)
+    time.sleep(3)
+    out = []
+    for _ in range(n):
+        driver.get(url)
+        t_end = time.time() + 60
+        while time.time() < t_end:
+            if driver.execute_script(PAINTED_JS):
+                out.append(driver.execute_script("""
+                  var t = performance.now();
+                  var reqs = performance.getEntriesByType('resource').filter(function (e) {
+                    return e.name.indexOf('_dash-') >= 0; });
+                  var srv = 0; reqs.forEach(function (e) { srv = Math.max(srv, e.responseEnd); });
+                  var nav = performance.getEntriesByType('navigation')[0];
+                  return {total: t, dom_ready: nav ? nav.domContentLoadedEventEnd : NaN,
+                          last_response: srv, requests: reqs.length};"""))
+                break
+            time.sleep(0.02)
+    return out
+
+
+def pct(values: list[float], q: float) -> float:
     return float(np.percentile(values, q)) if values else float("nan")
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--events", type=int, default=1_000_000)
-    ap.add_argument("--steps", type=int, default=30)
-    ap.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "trnprof-bench-dashboard")
-    args = ap.parse_args()
+def summary_of(marks: list[dict[str, float]], key: str) -> dict[str, float]:
+    v = [m[key] for m in marks if m.get(key) is not None and m[key] == m[key]]
+    return {"p50": round(pct(v, 50), 1), "p95": round(pct(v, 95), 1)}
 
-    import sys
 
-    sys.path.insert(0, str(ROOT))
-    import profiler
-    from dashboard.app import create_app
-    from tests.browser.conftest import CHROME_FLAGS, CHROMEDRIVER, CHROMIUM
-
-    args.workdir.mkdir(parents=True, exist_ok=True)
-    t = time.perf_counter()
-    trace_path = make_trace(args.workdir / f"bench{args.events}.trace", args.events)
-    t_make = time.perf_counter() - t
-    t = time.perf_counter()
-    profiler.open(trace_path).close()
-    t_ingest = time.perf_counter() - t
-
-    app = create_app([trace_path])
-    app.trnprof_registry.open("t0")
-    sizes: list[int] = []
-
-    from flask import request
-
-    @app.server.after_request
-    def _record(resp):
-        if request.path == "/_dash-update-component" and resp.status_code == 200:
-            body = resp.get_data()
-            if b"timeline-graph" in body and b"bdata" in body:
-                sizes.append(len(body))
-        return resp
-
-    served = Served(app.server)
-    floor = Served(floor_app().server)
-
+def make_driver() -> Any:
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
+
+    from tests.browser.conftest import CHROME_FLAGS, CHROMEDRIVER, CHROMIUM
 
     opts = webdriver.ChromeOptions()
     for flag in CHROME_FLAGS:
         opts.add_argument(flag)
     opts.add_argument(f"--user-data-dir={tempfile.mkdtemp()}")
     opts.binary_location = CHROMIUM
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+    return webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+
+
+def bench_db(db: Path, steps: int, paints: int) -> dict[str, Any]:
+    """Every figure of one database (see the module docstring)."""
+    server = ServerProcess("--db", str(db))
+    floor = ServerProcess("--floor")
+    driver = make_driver()
     try:
-        # Warm the browser cache of the JS bundles once (as a returning user), then measure first paint.
-        driver.get(served.url + "/")
-        time.sleep(3)
-        paints = []
-        for _ in range(3):
-            driver.get(served.url + "/")
-            t_end = time.time() + 30
-            while time.time() < t_end:
-                ok = driver.execute_script("var gd = document.querySelector('#timeline-graph .js-plotly-plot');"
-                                           "return !!(gd && gd._fullLayout && gd._fullLayout.yaxis "
-                                           "&& gd._fullLayout.yaxis.ticktext);")
-                if ok:
-                    paints.append(driver.execute_script("return performance.now()"))
-                    break
-                time.sleep(0.02)
+        paint = first_paints(driver, server.url + "/", paints)
         time.sleep(1)
-        sizes.clear()
-        lat, absorbed = run_steps(driver, args.steps)
+        server.get("/_bench/reset")
+        marks, absorbed = run_steps(driver, steps)
+        stats = server.get("/_bench/stats")
         driver.get(floor.url + "/")
         time.sleep(3)
-        floor_lat, _ = run_steps(driver, min(args.steps, 20), zoom_first=False)
+        floor_marks, _ = run_steps(driver, min(steps, 30), ("pan",))
     finally:
         driver.quit()
-    fl50 = pct(floor_lat, 50)
-    result = {
-        "events": args.events, "make_trace_s": round(t_make, 1), "ingest_s": round(t_ingest, 1),
-        "first_paint_ms_median": round(statistics.median(paints), 0) if paints else None,
-        "roundtrip_ms_p50": round(pct(lat, 50), 0), "roundtrip_ms_p95": round(pct(lat, 95), 0),
-        "fetching_steps": len(lat), "buffer_absorbed_steps": absorbed,
-        "floor_ms_p50": round(fl50, 0), "floor_ms_p95": round(pct(floor_lat, 95), 0),
-        "p50_ratio_to_floor": round(pct(lat, 50) / fl50, 2), "p95_ratio_to_floor_p95":
-            round(pct(lat, 95) / pct(floor_lat, 95), 2),
-        "payload_kb_max": round(max(sizes) / 1024, 1) if sizes else None,
+        server.stop()
+        floor.stop()
+    reqs = stats["requests"]
+    total = [m["total"] for m in marks]
+    floor_total = [m["total"] for m in floor_marks]
+    sizes = [r["bytes"] for r in reqs]
+    phases = {k: round(statistics.median([r.get(k, 0.0) for r in reqs]), 1) if reqs else None
+              for k in ("request", "callback", "window", "rasterize", "lanes")}
+    return {
+        "db": str(db),
+        "first_paint_ms": [round(p["total"]) for p in paint],
+        "first_paint_ms_median": round(statistics.median(p["total"] for p in paint)) if paint else None,
+        "first_paint_last_response_ms": [round(p["last_response"]) for p in paint],
+        "roundtrip_ms": summary_of(marks, "total"),
+        "dispatch_ms": summary_of(marks, "dispatch"),
+        "relayout_redraw_ms": summary_of(marks, "relayout"),
+        "server_ms": summary_of(marks, "server"),
+        "client_ms": summary_of(marks, "client"),
+        "fetching_steps": len(marks), "buffer_absorbed_steps": absorbed,
+        "floor_ms": summary_of(floor_marks, "total"),
+        "ratio_p50": round(pct(total, 50) / pct(floor_total, 50), 2),
+        "ratio_p95": round(pct(total, 95) / pct(floor_total, 95), 2),
+        "server_phase_median_ms": phases,
         "payload_kb_median": round(statistics.median(sizes) / 1024, 1) if sizes else None,
-        "server_peak_rss_mb": round(peak_rss_mb(), 0),
+        "payload_kb_max": round(max(sizes) / 1024, 1) if sizes else None,
+        "server_rss_mb": round(stats.get("VmRSS", float("nan"))),
+        "server_peak_rss_mb": round(stats.get("VmHWM", float("nan"))),
     }
-    print(json.dumps(result, indent=1))
+
+
+def markdown_row(r: dict[str, Any]) -> str:
+    rt, fl = r["roundtrip_ms"], r["floor_ms"]
+    return (f"| {Path(r['db']).stem} | {r['first_paint_ms_median']} ms | {rt['p50']:.0f} / {rt['p95']:.0f} ms | "
+            f"{r['dispatch_ms']['p50']:.0f} / {r['server_ms']['p50']:.0f} / {r['client_ms']['p50']:.0f} ms | "
+            f"{fl['p50']:.0f} / {fl['p95']:.0f} ms | {r['ratio_p50']}x / {r['ratio_p95']}x | "
+            f"{r['buffer_absorbed_steps']} of {r['buffer_absorbed_steps'] + r['fetching_steps']} | "
+            f"{r['payload_kb_median']} / {r['payload_kb_max']} KB | "
+            f"{r['server_rss_mb']} / {r['server_peak_rss_mb']} MB |")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--db", type=Path, nargs="*", default=[], help="ingested databases to serve")
+    ap.add_argument("--events", type=int, nargs="*", default=[], help="make (or reuse) <workdir>/eN.duckdb")
+    ap.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "trnprof-bench-dashboard")
+    ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--paints", type=int, default=3, help="first-paint measurements per database")
+    args = ap.parse_args()
+    sys.path.insert(0, str(ROOT))
+    dbs = list(args.db)
+    if args.events:
+        args.workdir.mkdir(parents=True, exist_ok=True)
+        dbs += [ensure_db(args.workdir, n) for n in args.events]
+    if not dbs:
+        ap.error("give --db or --events")
+    rows = []
+    for db in dbs:
+        result = bench_db(db, args.steps, args.paints)
+        print(json.dumps(result, indent=1), flush=True)
+        rows.append(markdown_row(result))
+    print("| trace | first paint | round trip p50 / p95 | dispatch / server / client p50 | floor p50 / p95 | "
+          "ratio p50 / p95 | absorbed by buffer | payload median / max | server RSS / peak |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    print("\n".join(rows))
 
 
 if __name__ == "__main__":

@@ -168,13 +168,13 @@ class SideUpdater:
         if not isinstance(pair, dict) or check_pair(self.registry, pair.get("a"), pair.get("b")) is not None:
             return None
         trace_id = pair[side]
-        own_zoom = False
+        own_zoom, synced_zoom = False, False
         if "cmp-pair" in triggered:
             trigger = "trace"
         elif "cmp-size" in triggered:
             trigger = "size"
         elif f"cmp-sync-{side}" in triggered and isinstance(synced, dict):
-            trigger, relayout = "relayout", synced.get("relayout")
+            trigger, relayout, synced_zoom = "relayout", synced.get("relayout"), True
         else:
             trigger, own_zoom = "relayout", True
         width = size.get("width") if isinstance(size, dict) else None
@@ -182,7 +182,7 @@ class SideUpdater:
         with self.registry.lock(trace_id):
             update = tl.update_timeline(trace, trace_id, state=state, trigger=trigger, relayout=relayout,
                                         width_px=width, palette=self.palette_for((pair["a"], pair["b"])),
-                                        lanes=False)
+                                        lanes=False, set_range=synced_zoom)
         if update is None:
             return None
         forward: Any = dash.no_update
@@ -191,4 +191,4 @@ class SideUpdater:
             moved = sync_relayout(relayout)
             if moved is not None:
                 forward = {"relayout": moved, "seq": next(self._seq)}
-        return update.figure, update.state, forward, update.status
+        return update.graph_output(), update.state, forward, update.status

@@ -3,9 +3,11 @@
 :func:`update_timeline` is the whole level-of-detail loop of the page.  Given the browser's state (what it has
 buffered, at which resolution) and what just happened (a relayout, a jump, an option change), it decides whether
 anything must be fetched; if so it asks ``Trace.window`` for the buffer at the graph's pixel width, rasterises it
-(:mod:`profiler.figures.raster`) and returns either a whole figure (first view, new trace, new rows or colours) or a
-``dash.Patch`` with only the strip codes (one byte per pixel per row, as a typed array), the lanes and the axis
-range.  The server keeps nothing between calls.
+(:mod:`profiler.figures.raster`) and returns either a whole figure (first view, new trace, new rows or colours) or
+only the changes: the strip codes (one byte per pixel per row, as a typed array) and the lanes (and the x range when
+the server moved the view).  The timeline page draws them with ``Plotly.update`` (``assets/trnprof.js``); a
+``dcc.Graph`` gets them as a ``dash.Patch`` (:meth:`TimelineUpdate.graph_output`).  The server keeps nothing
+between calls.
 """
 
 from __future__ import annotations
@@ -55,15 +57,51 @@ class TimelineOptions:
 
 @dataclass
 class TimelineUpdate:
-    """What one call sends back: the figure (or a Patch, or no_update), the new state and hover data."""
+    """What one call decided: a rebuilt figure, or the changes a zoom makes to the drawn one, and the new state.
 
-    figure: Any
+    Exactly one of ``figure`` and ``changes`` is set when something must be drawn, neither when the view is
+    already drawn (a pan inside the buffer).  ``changes`` is ``{"data": {trace index: {attribute: value}},
+    "layout": {attribute path: value}}``: the strips' codes (a ``uint8`` typed array), ``x0`` and ``dx``, each lane's
+    ``x`` and ``y`` (typed arrays), and the x range when the server moved the view (a jump, a reset, a clamp).
+    """
+
+    figure: go.Figure | None
+    changes: dict[str, Any] | None
     state: dict[str, Any]
     view: Any = dash.no_update
     legend: Any = dash.no_update
     status: Any = dash.no_update
     fetched: bool = False
     info: dict[str, Any] = field(default_factory=dict)
+
+    def graph_output(self) -> Any:
+        """For a ``dcc.Graph``'s ``figure``: the figure, a ``dash.Patch`` of the changes, or ``dash.no_update``."""
+        if self.figure is not None:
+            return self.figure
+        if not self.changes:
+            return dash.no_update
+        patch = Patch()
+        for index, values in self.changes["data"].items():
+            for key, value in values.items():
+                patch["data"][index][key] = value
+        for path, value in self.changes["layout"].items():
+            target = patch["layout"]
+            *parents, leaf = path.split(".")
+            for part in parents:
+                target = target[part]
+            target[leaf] = value
+        return patch
+
+    def draw_payload(self, config: dict[str, Any] | None = None) -> Any:
+        """For the timeline page's ``tl-draw`` store (drawn by ``assets/trnprof.js``): ``{"kind": "figure",
+        "figure", "config", "seq"}``, ``{"kind": "update", "data", "layout", "seq"}`` or ``dash.no_update``."""
+        seq = self.state.get("seq", 0)
+        if self.figure is not None:
+            return {"kind": "figure", "figure": self.figure, "config": config or {}, "seq": seq}
+        if not self.changes:
+            return dash.no_update
+        return {"kind": "update", "data": {str(k): v for k, v in self.changes["data"].items()},
+                "layout": self.changes["layout"], "seq": seq}
 
 
 def clamp_width(width: Any) -> int:
@@ -126,7 +164,8 @@ def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, 
                     relayout: dict[str, Any] | None = None, width_px: Any = None,
                     options: TimelineOptions | None = None, nav: dict[str, Any] | None = None,
                     palette: pal.CategoryPalette | None = None, lanes: bool = True,
-                    overlay: Callable[[list[TimelineRow], int], list[Any]] | None = None) -> TimelineUpdate | None:
+                    overlay: Callable[[list[TimelineRow], int], list[Any]] | None = None,
+                    set_range: bool = False) -> TimelineUpdate | None:
     """Decide and build what the browser needs after ``trigger``.
 
     Args:
@@ -142,6 +181,7 @@ def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, 
         lanes: draw the counter lanes.
         overlay: ``overlay(rows, origin_ns)`` -> extra traces drawn over the strips when the figure is rebuilt
             (after the lanes, so zoom patches leave them alone); used with ``options.critical_path``.
+        set_range: send the x range even when the relayout came from this graph (a graph that follows another).
 
     Returns:
         The update, or None when nothing changes (a relayout that does not move the time axis).
@@ -159,6 +199,7 @@ def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, 
     buffer = vp.Buffer.from_dict(prev.get("buffer")) if prev else None
     prev_view = tuple(prev["view"]) if prev and isinstance(prev.get("view"), list) else None
 
+    asked: Any = None
     if trigger == "relayout":
         asked = vp.view_from_relayout(relayout, origin)
         if asked is None and prev is not None:
@@ -172,27 +213,24 @@ def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, 
     else:
         view = prev_view
     view = vp.clamp_view(int(view[0]), int(view[1]), t_range)
+    asked = tuple(asked) if isinstance(asked, tuple) else asked
 
     new_state: dict[str, Any] = {
         "trace": trace_id, "view": list(view), "width": width, "origin": origin,
         "colour_by": options.colour_by, "expand_dma": options.expand_dma, "critical_path": options.critical_path,
-        "buffer": buffer.to_dict() if buffer else None,
+        "buffer": buffer.to_dict() if buffer else None, "seq": int((prev or {}).get("seq", 0)) + 1,
     }
     axis_range = [ns_to_axis(view[0], origin), ns_to_axis(view[1], origin)]
+    # The browser already shows the range it asked for; the server sets it only when it chose the view itself.
+    moved = {} if trigger == "relayout" and asked == view and not set_range else {"xaxis.range": axis_range}
     if not rebuild and not vp.needs_fetch(buffer, view, width):
-        if trigger in ("nav", "reset"):
-            patch = Patch()
-            patch["layout"]["xaxis"]["range"] = axis_range
-            return TimelineUpdate(patch, new_state)
-        return TimelineUpdate(dash.no_update, new_state)
+        return TimelineUpdate(None, {"data": {}, "layout": moved} if moved else None, new_state)
 
     rows = rows_for(trace, options)
     plan = vp.plan_buffer(view, width, t_range)
-    n_px = plan.width_px
-    track_ids = _track_ids(rows)
-    window = trace.window(plan.start_ns, plan.end_ns, int(n_px), tracks=track_ids)
+    window = trace.window(plan.start_ns, plan.end_ns, plan.width_px, tracks=_track_ids(rows))
     frame = rasterize(window, rows, palette, options.colour_by)
-    lane_list = lanes_mod.engine_utilization_lanes(trace, rows, plan, int(n_px)) if lanes else []
+    lane_list = lanes_mod.engine_utilization_lanes(trace, rows, plan, plan.width_px) if lanes else []
     new_state["buffer"] = plan.to_dict()
     legend = _legend_items(frame)
     hover = view_data(frame, rows, origin)
@@ -203,15 +241,11 @@ def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, 
         fig = timeline_figure(frame, rows, origin, x_range_ns=view, legend=False, lanes=lane_list, plot_width_px=width)
         if options.critical_path and overlay is not None:
             fig.add_traces(overlay(rows, origin))
-        return TimelineUpdate(fig, new_state, hover, legend, status, True, info)
-    patch = Patch()
-    for key, value in strip_update(frame, origin).items():
-        patch["data"][0][key] = value
+        return TimelineUpdate(fig, None, new_state, hover, legend, status, True, info)
+    data: dict[int, dict[str, Any]] = {0: strip_update(frame, origin)}
     for i, values in enumerate(lanes_mod.lane_updates(lane_list, origin)):
-        for key, value in values.items():
-            patch["data"][1 + i][key] = value
-    patch["layout"]["xaxis"]["range"] = axis_range
-    return TimelineUpdate(patch, new_state, hover, legend, status, True, info)
+        data[1 + i] = values
+    return TimelineUpdate(None, {"data": data, "layout": moved}, new_state, hover, legend, status, True, info)
 
 
 def highlight_shapes(rows_track_ids: list[list[int]], groups: list[str] | None, selected: dict[str, Any] | None,
@@ -320,13 +354,12 @@ def event_at_click(trace: Any, click: Any, view: Any, state: Any) -> dict[str, A
     return picked
 
 
-def highlight_patch(view: Any, selected: Any) -> Any:
-    """A Patch outlining the selected event on the strips (no_update without a view)."""
+def highlight_layout(view: Any, selected: Any) -> Any:
+    """The layout change outlining the selected event on the strips, ``{"shapes": [...]}`` (no_update without a
+    view)."""
     if not isinstance(view, dict) or "rows" not in view:
         return dash.no_update
-    patch = Patch()
-    patch["layout"]["shapes"] = highlight_shapes(view["rows"], view.get("groups"), selected, int(view["origin"]))
-    return patch
+    return {"shapes": highlight_shapes(view["rows"], view.get("groups"), selected, int(view["origin"]))}
 
 
 def selection_range(selected: Any, state: Any) -> tuple[int, int] | None:

@@ -1,4 +1,10 @@
-/* trnprof dashboard, browser side: clientside callbacks (graph width, hover tooltip) and keyboard navigation.
+/* trnprof dashboard, browser side: the timeline graph (drawn here with plotly.js, not by a dcc.Graph), its hover
+ * tooltip, the clientside callbacks (graph width, draw, layout changes) and keyboard navigation.
+ *
+ * The server sends the timeline through the `tl-draw` store: a whole figure (`{kind: "figure", figure, config}`)
+ * or the arrays a zoom changes (`{kind: "update", data: {traceIndex: {attr: value}}, layout}`), applied with one
+ * Plotly.update.  The graph's zooms, clicks and box selections go back through the `tl-relayout`, `tl-click` and
+ * `tl-range` stores (dash_clientside.set_props), which trigger the server callbacks.
  *
  * Keys (as in Perfetto): W/S zoom in/out around the mouse (or the centre), A/D pan, R reset; N / Shift+N next /
  * previous search match; Ctrl+Enter runs the SQL editor.  Zoom and pan call Plotly.relayout on the timeline, which
@@ -7,14 +13,23 @@
 (function () {
   "use strict";
   var GRAPH_ID = "timeline-graph";
+  var PLOT_CLASS = "tl-plot";
   var ZOOM = 0.8;       // W: the span shrinks to 80%; S: grows by 1/0.8
   var PAN = 0.2;        // A/D: a fifth of the span
   var SHADES = 8;
   var mouseFrac = null; // last mouse x as a fraction of the plot width, null when outside
+  var hoverView = null; // the `tl-view` store of the drawn timeline (row labels, legend, exact events)
+  var eventSeq = 0;
 
-  function graphDiv() {
+  function plotDiv() {
     var outer = document.getElementById(GRAPH_ID);
     return outer ? outer.querySelector(".js-plotly-plot") : null;
+  }
+
+  // Set a dcc.Store of the timeline page (stores render no element: the page is there when its graph is).
+  function setProps(id, value) {
+    var dc = window.dash_clientside;
+    if (dc && dc.set_props && document.getElementById(GRAPH_ID)) dc.set_props(id, {data: value});
   }
 
   function fmtDuration(ns) {
@@ -54,7 +69,7 @@
     }
     if (tag === "input" || tag === "textarea" || tag === "select" || (t && t.isContentEditable)) return;
     if (ev.ctrlKey || ev.metaKey || ev.altKey) return;
-    var gd = graphDiv();
+    var gd = plotDiv();
     if (!gd) return;
     var k = ev.key.toLowerCase();
     if (k === "w") zoomPan(gd, ZOOM, 0);
@@ -71,7 +86,7 @@
 
   document.addEventListener("keydown", onKey);
   document.addEventListener("mousemove", function (ev) {
-    var gd = graphDiv();
+    var gd = plotDiv();
     if (!gd || !gd._fullLayout) { mouseFrac = null; return; }
     var drag = gd.querySelector(".nsewdrag");
     if (!drag) { mouseFrac = null; return; }
@@ -85,11 +100,7 @@
   var resizeTimer = null;
   window.addEventListener("resize", function () {
     clearTimeout(resizeTimer);
-    resizeTimer = setTimeout(function () {
-      if (window.dash_clientside && window.dash_clientside.set_props && document.getElementById("tl-size")) {
-        window.dash_clientside.set_props("tl-size", {data: {width: plotWidth()}});
-      }
-    }, 300);
+    resizeTimer = setTimeout(function () { setProps("tl-size", {width: plotWidth()}); }, 300);
   });
 
   function hoverText(point, view) {
@@ -123,17 +134,117 @@
       "\n(mostly " + name + "; zoom in for single instructions)";
   }
 
+  function tooltip() { return document.getElementById("tl-tooltip"); }
+
+  function showTooltip(ev) {
+    var tip = tooltip();
+    if (!tip || !ev || !ev.points || !ev.points.length || !hoverView) return;
+    var p = ev.points[0];
+    if (p.curveNumber !== 0) { tip.style.display = "none"; return; }
+    tip.textContent = hoverText(p, hoverView);
+    var box = tip.parentElement.getBoundingClientRect();
+    var x = (ev.event ? ev.event.clientX : box.left) - box.left, y = (ev.event ? ev.event.clientY : box.top) - box.top;
+    tip.style.display = "block";
+    var left = Math.min(x + 14, Math.max(box.width - tip.offsetWidth - 4, 0));
+    tip.style.left = left + "px";
+    tip.style.top = (y + 16) + "px";
+  }
+
+  function hideTooltip() { var tip = tooltip(); if (tip) tip.style.display = "none"; }
+
+  // Plotly events of a freshly drawn graph -> the stores the server callbacks listen to.
+  function bindEvents(gd) {
+    if (gd.__trnprofBound) return;
+    gd.__trnprofBound = true;
+    gd.on("plotly_relayout", function (ev) {
+      if (!ev) return;
+      var out = {}, any = false;
+      Object.keys(ev).forEach(function (k) { if (k.indexOf("xaxis.") === 0) { out[k] = ev[k]; any = true; } });
+      if (!any) return;   // our own shape changes, y-only or drag-mode changes
+      out.seq = ++eventSeq;
+      setProps("tl-relayout", out);
+    });
+    gd.on("plotly_click", function (ev) {
+      if (!ev || !ev.points || !ev.points.length) return;
+      var p = ev.points[0];
+      setProps("tl-click", {points: [{x: p.x, y: p.y, curveNumber: p.curveNumber}], seq: ++eventSeq});
+    });
+    gd.on("plotly_selected", function (ev) {
+      if (!ev || !ev.range || !ev.range.x) return;
+      setProps("tl-range", {range: {x: ev.range.x}, seq: ++eventSeq});
+    });
+    gd.on("plotly_hover", showTooltip);
+    gd.on("plotly_unhover", hideTooltip);
+  }
+
+  function plotElement() {
+    var outer = document.getElementById(GRAPH_ID);
+    if (!outer) return null;
+    var el = outer.querySelector("." + PLOT_CLASS);
+    if (!el) {
+      el = document.createElement("div");
+      el.className = PLOT_CLASS;
+      outer.appendChild(el);
+    }
+    Array.prototype.forEach.call(outer.children, function (c) { if (c !== el) c.style.display = "none"; });
+    return el;
+  }
+
+  function whenPlotly(fn) {
+    if (window.Plotly) { fn(); return; }
+    var tries = 0;
+    var timer = setInterval(function () {
+      if (window.Plotly || ++tries > 500) { clearInterval(timer); if (window.Plotly) fn(); }
+    }, 20);
+  }
+
+  // One Plotly.update for every changed trace: attribute -> one value per trace index (undefined = unchanged).
+  function applyUpdate(el, payload) {
+    var indices = Object.keys(payload.data || {}).map(Number).filter(function (i) { return i < el.data.length; });
+    var attrs = {};
+    indices.forEach(function (i, k) {
+      var values = payload.data[String(i)];
+      Object.keys(values).forEach(function (name) {
+        if (!attrs[name]) attrs[name] = new Array(indices.length);
+        attrs[name][k] = values[name];
+      });
+    });
+    var layout = payload.layout || {};
+    if (!indices.length && !Object.keys(layout).length) return;
+    window.Plotly.update(el, attrs, layout, indices);
+  }
+
   window.dash_clientside = Object.assign({}, window.dash_clientside, {
     trnprof: {
       graphWidth: function () {
         return {width: plotWidth()};
       },
-      hover: function (hoverData, view) {
+      // `tl-draw` -> the graph.  Returns the payload's sequence number (the `tl-drawn` store).
+      draw: function (payload, view) {
         var nu = window.dash_clientside.no_update;
-        if (!hoverData || !hoverData.points || !hoverData.points.length || !view) return [false, nu, nu];
-        var p = hoverData.points[0];
-        if (p.curveNumber !== 0) return [false, nu, nu];
-        return [true, p.bbox, hoverText(p, view)];
+        if (view) hoverView = view;
+        if (!payload) return nu;
+        whenPlotly(function () {
+          var el = plotElement();
+          if (!el) return;
+          if (payload.kind === "figure") {
+            var fig = payload.figure || {};
+            hideTooltip();
+            window.Plotly.react(el, fig.data || [], fig.layout || {}, payload.config || {}).then(function () {
+              bindEvents(el);
+            });
+          } else if (payload.kind === "update" && el.data) {
+            applyUpdate(el, payload);
+          }
+        });
+        return payload.seq === undefined ? nu : payload.seq;
+      },
+      // `tl-shapes` (and any other layout change) -> Plotly.relayout on the drawn graph.
+      relayout: function (layout) {
+        var nu = window.dash_clientside.no_update;
+        var el = plotDiv();
+        if (el && layout && window.Plotly) window.Plotly.relayout(el, layout);
+        return nu;
       }
     }
   });

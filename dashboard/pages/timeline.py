@@ -3,7 +3,13 @@ selection summary, keyboard navigation.
 
 The callbacks here are thin: each reads its inputs, calls a plain function (:mod:`dashboard.timeline_logic`,
 :mod:`dashboard.details`, :mod:`dashboard.search_logic`, :mod:`profiler.selection`) and returns what it built.
-Hover and the W/A/S/D keys run in the browser (``assets/trnprof.js``).
+
+The graph is not a ``dcc.Graph``: ``assets/trnprof.js`` draws it with plotly.js in the ``timeline-graph`` div from
+the ``tl-draw`` store (a whole figure, or the arrays a zoom changes, applied with one ``Plotly.update``) and reports
+the graph's zooms, clicks and box selections into the ``tl-relayout``, ``tl-click`` and ``tl-range`` stores.  A
+``dcc.Graph`` re-renders its whole figure after every zoom (it copies the new axis range into its ``figure`` prop,
+which makes plotly draw everything again before the zoom's request even leaves); drawing it directly halves the
+browser's work per zoom (BENCHMARKS.md, Dashboard).  Hover, the tooltip and the W/A/S/D keys run in the browser too.
 """
 
 from __future__ import annotations
@@ -41,6 +47,12 @@ def layout(ctx_: PageContext) -> Any:
         dcc.Store(id="tl-nav"),
         dcc.Store(id="tl-selected"),
         dcc.Store(id="tl-size"),
+        dcc.Store(id="tl-draw"),
+        dcc.Store(id="tl-drawn"),
+        dcc.Store(id="tl-relayout"),
+        dcc.Store(id="tl-click"),
+        dcc.Store(id="tl-range"),
+        dcc.Store(id="tl-shapes"),
         dcc.Store(id="search-results"),
         dcc.Store(id="search-index", data=0),
         html.Div(className="toolbar", children=[
@@ -65,8 +77,11 @@ def layout(ctx_: PageContext) -> Any:
         ]),
         html.Div(id="tl-legend", className="legend"),
         html.Div(id="timeline-container", className="graph-container", children=[
-            dcc.Graph(id=GRAPH_ID, figure=tl.empty_figure("loading…"), config=GRAPH_CONFIG, clear_on_unhover=True),
-            dcc.Tooltip(id="tl-tooltip", direction="bottom", className="tl-tooltip"),
+            html.Div(id=GRAPH_ID, className="timeline-graph", children=html.Div("loading…", className="muted")),
+            html.Div(id="tl-tooltip", className="tl-tooltip"),
+            # Never shown: makes Dash load plotly.js (a dcc.Graph is what requests it) for assets/trnprof.js.
+            dcc.Graph(id="tl-plotly-loader", figure={"data": [], "layout": {}}, style={"display": "none"},
+                      config={"staticPlot": True}),
         ]),
         html.Div(id="tl-status", className="status-line"),
         html.Div(className="help-line", children=(
@@ -90,7 +105,7 @@ def _trace(registry: TraceRegistry, search: str | None) -> tuple[str, Any]:
 
 #: Component id -> trigger name, in priority order (several inputs can change in one call).
 _TRIGGERS = (("url", "trace"), ("tl-size", "size"), ("colour-by", "options"), ("dma-expand", "options"),
-             ("cp-toggle", "options"), ("tl-reset", "reset"), ("tl-nav", "nav"), (GRAPH_ID, "relayout"))
+             ("cp-toggle", "options"), ("tl-reset", "reset"), ("tl-nav", "nav"), ("tl-relayout", "relayout"))
 
 
 def trigger_name(triggered_prop_ids: Any) -> str:
@@ -118,9 +133,9 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
                             Input("timeline-container", "id"))
 
     @app.callback(
-        Output(GRAPH_ID, "figure"), Output("tl-state", "data"), Output("tl-view", "data"),
+        Output("tl-draw", "data"), Output("tl-state", "data"), Output("tl-view", "data"),
         Output("tl-legend", "children"), Output("tl-status", "children"),
-        Input("url", "search"), Input("tl-size", "data"), Input(GRAPH_ID, "relayoutData"),
+        Input("url", "search"), Input("tl-size", "data"), Input("tl-relayout", "data"),
         Input("colour-by", "value"), Input("dma-expand", "value"), Input("tl-reset", "n_clicks"),
         Input("tl-nav", "data"), Input("cp-toggle", "value"),
         State("tl-state", "data"),
@@ -132,7 +147,8 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
         try:
             trace_id, trace = _trace(registry, search)
         except UnknownTraceError as exc:
-            return tl.empty_figure(str(exc)), None, None, [], str(exc)
+            return {"kind": "figure", "figure": tl.empty_figure(str(exc)), "config": GRAPH_CONFIG, "seq": -1}, \
+                None, None, [], str(exc)
         width = size.get("width") if isinstance(size, dict) else None
         options = tl.TimelineOptions.parse(colour_by, "expand" in (expand or []), "on" in (critical or []))
         with registry.lock(trace_id):
@@ -143,15 +159,14 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
         if update is None:
             raise dash.exceptions.PreventUpdate
         legend = dash.no_update if update.legend is dash.no_update else legend_children(update.legend)
-        return update.figure, update.state, update.view, legend, update.status
+        return update.draw_payload(GRAPH_CONFIG), update.state, update.view, legend, update.status
 
-    app.clientside_callback(
-        ClientsideFunction("trnprof", "hover"),
-        Output("tl-tooltip", "show"), Output("tl-tooltip", "bbox"), Output("tl-tooltip", "children"),
-        Input(GRAPH_ID, "hoverData"), State("tl-view", "data"),
-    )
+    app.clientside_callback(ClientsideFunction("trnprof", "draw"), Output("tl-drawn", "data"),
+                            Input("tl-draw", "data"), State("tl-view", "data"))
+    app.clientside_callback(ClientsideFunction("trnprof", "relayout"), Output("tl-drawn", "data", allow_duplicate=True),
+                            Input("tl-shapes", "data"), prevent_initial_call=True)
 
-    @app.callback(Output("tl-selected", "data"), Input(GRAPH_ID, "clickData"), State("tl-view", "data"),
+    @app.callback(Output("tl-selected", "data"), Input("tl-click", "data"), State("tl-view", "data"),
                   State("tl-state", "data"), State("url", "search"), prevent_initial_call=True)
     def _click(click: Any, view: Any, state: Any, search: str | None) -> Any:
         try:
@@ -178,7 +193,7 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
             nav = {"start_ns": target["start_ns"], "end_ns": target["end_ns"], "seq": sum(c or 0 for c in clicks)}
         return target, nav
 
-    @app.callback(Output("tl-details", "children"), Output(GRAPH_ID, "figure", allow_duplicate=True),
+    @app.callback(Output("tl-details", "children"), Output("tl-shapes", "data"),
                   Input("tl-selected", "data"), State("tl-view", "data"), State("url", "search"),
                   prevent_initial_call=True)
     def _details(selected: Any, view: Any, search: str | None) -> Any:
@@ -190,7 +205,7 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
             return str(exc), dash.no_update
         with registry.lock(trace_id):
             panel = det.event_details(trace, selected["table"], selected["id"])
-        return panel, tl.highlight_patch(view, selected)
+        return panel, tl.highlight_layout(view, selected)
 
     @app.callback(Output("search-results", "data"), Output("search-index", "data"),
                   Output("search-list", "children"), Output("search-count", "children"),
@@ -219,7 +234,7 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
         nav = {"start_ns": target["start_ns"], "end_ns": target["end_ns"], "seq": new_index}
         return new_index, target, nav, label
 
-    @app.callback(Output("tl-selection", "children"), Input(GRAPH_ID, "selectedData"),
+    @app.callback(Output("tl-selection", "children"), Input("tl-range", "data"),
                   Input("tl-summarize", "n_clicks"), State("tl-state", "data"), State("url", "search"),
                   prevent_initial_call=True)
     def _selection(selected: Any, _n: Any, state: Any, search: str | None) -> Any:
@@ -227,7 +242,7 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
             trace_id, trace = _trace(registry, search)
         except UnknownTraceError as exc:
             return str(exc)
-        rng = tl.selection_range(selected if ctx.triggered_id == GRAPH_ID else None, state)
+        rng = tl.selection_range(selected if ctx.triggered_id == "tl-range" else None, state)
         if rng is None:
             raise dash.exceptions.PreventUpdate
         with registry.lock(trace_id):

@@ -20,6 +20,8 @@ from profiler.figures.typed_arrays import typed_array
 
 #: Height of one track row, in pixels.
 ROW_HEIGHT_PX = 22
+#: White gap between two rows of the same core, in pixels.
+ROW_GAP_PX = 2
 #: Margins of the timeline figure (the left one holds the row labels).
 MARGIN = {"l": 170, "r": 16, "t": 8, "b": 36}
 #: Vertical gap above each lane, in pixels.
@@ -47,7 +49,10 @@ def strip_heatmap(frame: StripFrame, rows: Sequence[TimelineRow], origin_ns: int
         colorscale=pal.strip_colorscale(),
         showscale=False,
         hoverinfo="none",
-        xgap=0, ygap=2,
+        # No gaps: a gapless, evenly spaced heatmap is drawn by plotly's fast path (one canvas pixel per cell,
+        # scaled up pixelated) instead of one rectangle per cell -- about 3x cheaper per redraw.  Rows are
+        # separated by white lines (separator_shapes).
+        xgap=0, ygap=0,
         name="tracks",
     )
 
@@ -59,10 +64,12 @@ def figure_height(n_rows: int, lane_heights_px: Sequence[int] = ()) -> int:
 
 
 def separator_shapes(groups: Sequence[str]) -> list[dict[str, Any]]:
-    """Horizontal lines between rows of different groups (cores), given each row's group."""
+    """Horizontal lines between rows, given each row's group: dark between groups (cores), white (a gap) between
+    rows of the same group."""
     return [{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "yref": "y", "y0": i - 0.5, "y1": i - 0.5,
-             "line": {"color": "#555", "width": 1}}
-            for i in range(1, len(groups)) if groups[i] != groups[i - 1]]
+             "line": {"color": "#555", "width": 1} if groups[i] != groups[i - 1] else
+             {"color": "#FFFFFF", "width": ROW_GAP_PX}}
+            for i in range(1, len(groups))]
 
 
 def timeline_layout(rows: Sequence[TimelineRow], origin_ns: int, x_range_ns: tuple[int, int],

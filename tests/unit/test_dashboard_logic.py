@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import dash
 import numpy as np
 import plotly.graph_objects as go
@@ -38,27 +40,41 @@ def test_first_view_is_a_whole_figure_then_zooms_are_small_patches(trace):
     t0, t1 = trace.time_range
     assert first.state["view"] == [t0, t1]
 
-    # A small pan inside the buffer at the same resolution fetches nothing.
+    # A pan inside the buffer at the same resolution fetches nothing: the view longer than the trace is slid
+    # back into it, so only the range goes back.
     span = t1 - t0
     buf = first.state["buffer"]
     pan = (t0 + span // 50 - t0) / 1e9
     still = tl.update_timeline(trace, "t0", state=first.state, trigger="relayout", width_px=WIDTH,
                                relayout={"xaxis.range[0]": pan, "xaxis.range[1]": pan + span / 1e9})
-    assert still.figure is dash.no_update and not still.fetched and still.state["buffer"] == buf
+    assert still.figure is None and not still.fetched and still.state["buffer"] == buf
+    assert still.changes == {"data": {}, "layout": {"xaxis.range": [0.0, span / 1e9]}}
+    assert still.draw_payload()["kind"] == "update" and still.graph_output() is not dash.no_update
 
-    # Zooming in 64x: a Patch with finer codes, one byte per pixel per row, a few tens of KB.
+    # Zooming in 64x: only the changed arrays, finer codes, one byte per pixel per row, a few tens of KB; the
+    # browser already shows the range it asked for, so no range comes back.
     zoom = tl.update_timeline(trace, "t0", state=first.state, trigger="relayout", width_px=WIDTH,
                               relayout={"xaxis.range[0]": 0.0, "xaxis.range[1]": span / 64 / 1e9})
-    assert isinstance(zoom.figure, dash.Patch) and zoom.fetched
-    ops = {tuple(op["location"]): op["params"]["value"] for op in zoom.figure.to_plotly_json()["operations"]}
-    codes = decode_typed_array(ops[("data", 0, "z")])
+    assert zoom.figure is None and zoom.fetched and zoom.changes["layout"] == {}
+    strips = zoom.changes["data"][0]
+    codes = decode_typed_array(strips["z"])
     assert codes.shape[0] == len(labels) and codes.shape[1] <= vp.PREFETCH_FACTOR * WIDTH + 2
-    assert ops[("data", 0, "dx")] < first.figure.data[0].dx / 32
-    assert len(str(zoom.figure.to_plotly_json())) < 200_000
+    assert strips["dx"] < first.figure.data[0].dx / 32
+    assert set(zoom.changes["data"]) == set(range(len(first.figure.data)))      # the strips and every lane
+    payload = zoom.draw_payload()
+    assert payload["kind"] == "update" and payload["seq"] == first.state["seq"] + 1
+    assert len(json.dumps(payload)) < 200_000
+    # The same changes as a dcc.Graph Patch (the compare page).
+    ops = {tuple(op["location"]): op["params"]["value"] for op in zoom.graph_output().to_plotly_json()["operations"]}
+    assert ops[("data", 0, "z")] == strips["z"]
     # In this narrow view the Tensor row shows exact MATMUL / LDWEIGHTS bars.
     slots, _ = decode(codes[0])
     assert (slots >= 0).any() and zoom.view["events"] is not None
     assert {"MATMUL", "LDWEIGHTS"} <= set(zoom.view["events"]["name"])
+    # A follower graph (set_range) gets the range even for its own kind of relayout.
+    follow = tl.update_timeline(trace, "t0", state=first.state, trigger="relayout", width_px=WIDTH, set_range=True,
+                                relayout={"xaxis.range[0]": 0.0, "xaxis.range[1]": span / 64 / 1e9})
+    assert follow.changes["layout"]["xaxis.range"] == pytest.approx([0.0, span / 64 / 1e9], abs=1e-9)
 
     reset = tl.update_timeline(trace, "t0", state=zoom.state, trigger="reset", width_px=WIDTH)
     assert reset.state["view"] == [t0, t1]

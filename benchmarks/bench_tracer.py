@@ -89,6 +89,7 @@ def bench_case(kernel: str, params: dict, arch: str, pairs: int, tmp: Path, emit
         "wall_overhead_median": round(statistics.median(ratios) - 1, 4),
         "wall_overhead_min_max": [round(min(ratios) - 1, 4), round(max(ratios) - 1, 4)],
         "sim_process_cpu_overhead_median": round(statistics.median(cpu_ratios) - 1, 4),
+        "sim_process_cpu_overhead_min_max": [round(min(cpu_ratios) - 1, 4), round(max(cpu_ratios) - 1, 4)],
         "writer_child_cpu_s_median": round(statistics.median(child_cpu), 3) if child_cpu else None,
         "writer_packets_per_cpu_s": round(result.dma_packets / statistics.median(child_cpu)) if child_cpu else None,
         "instruction_bytes_per_row": round(size / rows, 2), "trace_mb": round(total_size / 1e6, 2),

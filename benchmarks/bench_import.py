@@ -4,10 +4,15 @@ A synthetic PyTorch-profiler-shaped trace is generated (Kineto's event shapes an
 ``cudaLaunchKernel`` runtime calls, GPU kernels on two streams, ``ac2g`` flow pairs, metadata), then each loader
 runs in its own process, timed from outside, with its peak RSS taken from ``wait4``:
 
-- ``trnprof``: :class:`profiler.importers.chrome_json.ChromeJsonSource` read to the end (every table produced);
+- ``trnprof``: :class:`profiler.importers.chrome_json.ChromeJsonSource` read to the end (every table produced),
+  with the compiled JSON kernel (the default for inputs of 32 MiB and more);
+- ``trnprof-vectorised``: the same with ``TRNPROF_JSON_KERNEL=0`` (the numpy scanner only, as before the kernel);
 - ``trnprof-ingest``: ``profiler.open`` — the importer plus the DuckDB ingest and index;
 - ``hta``: ``hta.trace_analysis.TraceAnalysis`` with its default JSON parser backend;
 - ``hta-ijson``: HTA with its streaming ``ijson_batch_and_compress`` backend.
+
+Times: ``wall`` is the child process from outside (interpreter start-up and imports included, as for HTA);
+``read`` is the import alone, timed inside the child from the first byte to the last batch.
 
 HTA is not a dependency of trnprof: install it in a separate virtualenv and pass its interpreter::
 
@@ -105,20 +110,25 @@ def generate(path: Path, events: int) -> int:
 
 # -- loaders (run in a child process) ---------------------------------------------------------------------------
 _TRNPROF = """
-import sys, warnings
+import sys, time, warnings
 warnings.simplefilter("ignore")
 from profiler.importers.chrome_json import ChromeJsonSource
 rows = 0
+t0 = time.perf_counter()
 for name, batch in ChromeJsonSource(sys.argv[1]).read():
     rows += batch.num_rows
+print(time.perf_counter() - t0)
 print(rows)
 """
 _TRNPROF_INGEST = """
-import sys, warnings
+import sys, time, warnings
 warnings.simplefilter("ignore")
 import profiler
+t0 = time.perf_counter()
 with profiler.open(sys.argv[1], force=True) as t:
-    print(t.sql("select count(*) from slice").fetchall()[0][0])
+    n = t.sql("select count(*) from slice").fetchall()[0][0]
+print(time.perf_counter() - t0)
+print(n)
 """
 _HTA = """
 import sys, logging
@@ -140,18 +150,23 @@ def run_loader(kind: str, path: Path, hta_python: str | None) -> dict[str, float
         backend = "json" if kind == "hta" else "ijson_batch_and_compress"
         cmd = [hta_python, "-c", _HTA, str(path.parent), backend]
     else:
-        code = _TRNPROF if kind == "trnprof" else _TRNPROF_INGEST
+        code = _TRNPROF_INGEST if kind == "trnprof-ingest" else _TRNPROF
         cmd = [sys.executable, "-c", code, str(path)]
+    env = dict(os.environ)
+    if kind == "trnprof-vectorised":
+        env["TRNPROF_JSON_KERNEL"] = "0"
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
     out = proc.stdout.read().decode().strip() if proc.stdout else ""
     err = proc.stderr.read().decode().strip() if proc.stderr else ""
     if status != 0:
         raise SystemExit(f"{kind} failed ({status}): {err[-2000:]}")
+    lines = out.splitlines()
     return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime, "peak_rss_mib": usage.ru_maxrss / 1024,
-            "rows": float(out.splitlines()[-1]) if out else 0.0}
+            "rows": float(lines[-1]) if lines else 0.0,
+            "read_s": float(lines[-2]) if len(lines) > 1 and not kind.startswith("hta") else None}
 
 
 def measure(path: Path, events: int, loaders: list[str], *, repeat: int, hta_python: str | None,
@@ -167,16 +182,28 @@ def measure(path: Path, events: int, loaders: list[str], *, repeat: int, hta_pyt
     out = {}
     for kind, rs in runs.items():
         wall = statistics.median(r["wall_s"] for r in rs)
-        out[kind] = {"wall_s": round(wall, 3), "cpu_s": round(statistics.median(r["cpu_s"] for r in rs), 3),
+        reads = [r["read_s"] for r in rs if r["read_s"] is not None]
+        read = statistics.median(reads) if reads else None
+        out[kind] = {"wall_s": round(wall, 3), "best_wall_s": round(min(r["wall_s"] for r in rs), 3),
+                     "cpu_s": round(statistics.median(r["cpu_s"] for r in rs), 3),
+                     "read_s": round(read, 3) if read else None, "best_read_s": round(min(reads), 3) if reads else None,
                      "peak_rss_mib": round(max(r["peak_rss_mib"] for r in rs)),
-                     "events_per_s": round(events / wall), "rows": rs[0]["rows"]}
+                     "events_per_s": round(events / wall),
+                     "import_events_per_s": round(events / read) if read else None,
+                     "rows": rs[0]["rows"]}
+    for base in ("hta", "hta-ijson"):
+        if base in out and "trnprof" in out:
+            out[f"ratio_{base}_over_trnprof"] = {
+                "wall": round(out[base]["wall_s"] / out["trnprof"]["wall_s"], 1),
+                "cpu": round(out[base]["cpu_s"] / out["trnprof"]["cpu_s"], 1),
+                "peak_rss": round(out[base]["peak_rss_mib"] / out["trnprof"]["peak_rss_mib"], 1)}
     return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--events", type=int, default=1_000_000, help="synthetic trace size (events)")
-    ap.add_argument("--loaders", default="trnprof,trnprof-ingest,hta,hta-ijson")
+    ap.add_argument("--loaders", default="trnprof,trnprof-vectorised,trnprof-ingest,hta,hta-ijson")
     ap.add_argument("--hta-python", help="python of a virtualenv with holistictraceanalysis and ijson")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--hta-repeat", type=int, help="rounds for the (slow) HTA loaders (default: --repeat)")

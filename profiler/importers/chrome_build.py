@@ -55,7 +55,9 @@ class ChromeTraceBuilder:
         self.end_args: list[tuple[int, str]] = []         # (index among B/E events, args JSON of the E)
         self.be_count = 0
         self.async_events: list[tuple[int, str, str, int, str, int, str]] = []
-        self.flows: list[tuple[np.ndarray, ...]] = []     # thread, ts, phase byte, binds-enclosing, key text
+        self.flows: list[tuple[np.ndarray, ...]] = []     # thread, ts, phase byte, binds-enclosing, key (2 columns)
+        self.flow_category_codes: dict[str, int] = {}
+        self.flow_text_ids: dict[str, int] = {}
         self.counters: list[tuple[int, int, str, str, float]] = []   # ts, process, name, key, value
         self.problems: Counter[str] = Counter()
         self.unknown_phases: Counter[str] = Counter()
@@ -93,11 +95,31 @@ class ChromeTraceBuilder:
         if len(block.flow_rows):
             rows = block.flow_rows
             self.flows.append((thread[rows], ts[rows], block.flow_phase, block.flow_binds_enclosing,
-                               block.flow_keys))
+                               *self._flow_keys(block)))
         for r, series, key, value in block.counters:
             self.counters.append((int(ts[r]), int(process[r]), series, key, value))
         for r, name, args in block.metadata:
             self.registry.metadata(name, args, int(process[r]), int(thread[r]))
+
+    def _flow_keys(self, block: DecodedBlock) -> tuple[np.ndarray, np.ndarray]:
+        """Flow identities (category + id text) as two int64 columns: ``2 * category code`` and the integer id, or
+        ``2 * category code + 1`` and a number given to the id's text when it is not an integer."""
+        cats = np.array([self._flow_category_code(c) for c in block.flow_categories], np.int64)
+        cat = cats[block.flow_category] * 2 if len(cats) else np.zeros(0, np.int64)
+        value = block.flow_id.copy()
+        if block.flow_id_text:
+            other = np.flatnonzero(~block.flow_integer)
+            for k, text in zip(other.tolist(), block.flow_id_text, strict=True):
+                number = _canonical_integer(text)
+                if number is not None:
+                    value[k] = number
+                else:
+                    value[k] = self.flow_text_ids.setdefault(text, len(self.flow_text_ids))
+                    cat[k] += 1   # odd: the id is a text's number
+        return cat, value
+
+    def _flow_category_code(self, category: str) -> int:
+        return self.flow_category_codes.setdefault(category, len(self.flow_category_codes))
 
     def _threads(self, block: DecodedBlock) -> tuple[np.ndarray, np.ndarray]:
         """(thread index, process index) of every event."""
@@ -250,6 +272,15 @@ class ChromeTraceBuilder:
             parts.append(f"{sum(self.unknown_phases.values()):,} events of unsupported phases skipped ({shown})")
         if parts:
             warnings.warn(TraceImportWarning(f"{self.path}: " + "; ".join(parts)), stacklevel=3)
+
+
+def _canonical_integer(text: str | None) -> int | None:
+    """The integer a flow id's text spells exactly as Python prints it (``"5"``, not ``"05"`` or ``"-0"``), within
+    the range the kernel parses; else None."""
+    if not text or not text.lstrip("-").isdigit():
+        return None
+    value = int(text)
+    return value if str(value) == text and abs(value) < 2**62 else None
 
 
 def _take_all(parts: list[np.ndarray]) -> np.ndarray:

@@ -26,7 +26,7 @@ from tracer import schema
 
 KEYS = ("ph", "name", "cat", "ts", "dur", "pid", "tid", "id", "id2", "bp", "s", "args")
 #: The keys as the compiled kernel extracts them: times as exact nanoseconds, pid/tid as integers when they are.
-KEY_SPEC = json_kernel.KeySpec(KEYS, tuple(3 if k in ("ts", "dur") else 0 if k in ("pid", "tid") else -1
+KEY_SPEC = json_kernel.KeySpec(KEYS, tuple(3 if k in ("ts", "dur") else 0 if k in ("pid", "tid", "id") else -1
                                            for k in KEYS))
 #: Times must stay within +-2**62 ns (the database's limit); events beyond it are skipped as invalid.
 TIME_LIMIT = 2**62
@@ -89,9 +89,13 @@ class DecodedBlock:
     end_args: list[tuple[int, str]] = field(default_factory=list)   # (index among the block's B/E, args JSON)
     # async: (row, id, cat, name, kind)
     async_events: list[tuple[int, str, str, str, str]] = field(default_factory=list)
-    # flows
+    # flows: identity = (category, id); ids are integers where ``flow_integer``, else texts (``flow_id_text``)
     flow_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    flow_keys: pa.Array | None = None
+    flow_categories: list[str] = field(default_factory=list)            # distinct categories of the block
+    flow_category: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))   # index into them
+    flow_id: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    flow_integer: np.ndarray = field(default_factory=lambda: np.zeros(0, np.bool_))
+    flow_id_text: list[str] = field(default_factory=list)                # for the rows that are not integer
     flow_phase: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint8))
     flow_binds_enclosing: np.ndarray = field(default_factory=lambda: np.zeros(0, np.bool_))
     # counter samples: (row, series, key, value); metadata events: (row, name, args)
@@ -235,10 +239,22 @@ def _async(block: ObjectBlock, out: DecodedBlock) -> None:
 
 def _flows(block: ObjectBlock, out: DecodedBlock) -> None:
     rows = np.flatnonzero(out.cls == FLOW)
-    ident = pc.coalesce(block.strings("id", rows), block.raw("id2", rows), pa.scalar(""))
-    cat = block.strings("cat", rows).fill_null("")
-    # Flow identity (cat + id) as text; numbered once for the whole input at the end (one C++ hash pass).
-    out.flow_keys = pc.binary_join_element_wise(cat, ident, "\x00")
+    cat = pc.dictionary_encode(block.strings("cat", rows).fill_null(""))
+    out.flow_categories = cat.dictionary.to_pylist()
+    out.flow_category = np.asarray(cat.indices, np.int64)
+    # The identity is the id's text (a string id "5" is the integer 5), else id2's JSON text; integers stay
+    # integers (the kernel parsed them), only the others are texts.
+    parsed = block.numbers("id")
+    if parsed is not None:
+        out.flow_id = parsed[0][rows]
+        out.flow_integer = parsed[1][rows] == json_kernel.NUM_OK
+    else:
+        out.flow_id = np.zeros(len(rows), np.int64)
+        out.flow_integer = np.zeros(len(rows), np.bool_)
+    other = rows[~out.flow_integer]
+    if len(other):
+        ident = pc.coalesce(block.strings("id", other), block.raw("id2", other), pa.scalar(""))
+        out.flow_id_text = ident.to_pylist()
     phase, _ = block.first_bytes("ph")
     bp, _ = block.first_bytes("bp")
     out.flow_rows = rows

@@ -334,6 +334,9 @@ def flow_edges(flows: list[tuple[np.ndarray, ...]], registry: Registry, start: n
                track: np.ndarray, *, nest: Nesting) -> tuple[pa.RecordBatch | None, int]:
     """Flow rows linking the slices that flow events (``s``/``t``/``f``) bind to; and the unbound event count.
 
+    ``flows`` holds per block: thread, ts, phase byte, binds-to-enclosing, and the flow identity as two int64
+    columns (equal identities have equal pairs).
+
     ``s`` and ``t`` bind to the innermost slice enclosing them on their thread, ``f`` too with ``bp: "e"``,
     otherwise to the next slice starting at or after it.  Consecutive events of one flow id become edges.
     """
@@ -343,9 +346,8 @@ def flow_edges(flows: list[tuple[np.ndarray, ...]], registry: Registry, start: n
     ts = np.concatenate([f[1] for f in flows])
     phase = np.concatenate([f[2] for f in flows])
     binds = np.concatenate([f[3] for f in flows])
-    key_text = pa.chunked_array([f[4] for f in flows], pa.string())
-    key = np.asarray(pc.dictionary_encode(key_text).combine_chunks().indices, np.int64)
-    del key_text
+    key_a = np.concatenate([f[4] for f in flows])   # the flow's identity as two integer columns
+    key_b = np.concatenate([f[5] for f in flows])
     ftrack = registry.thread_tracks(thread)
     if registry.lane_of:
         ftrack = registry.track_remap()[ftrack]
@@ -354,9 +356,9 @@ def flow_edges(flows: list[tuple[np.ndarray, ...]], registry: Registry, start: n
     seq = np.arange(len(ts))
     # At equal times a flow starts before it steps before it ends, whatever the order in the file.
     rank = np.where(phase == ord("s"), 0, np.where(phase == ord("t"), 1, 2))
-    o = np.lexsort((seq, rank, ts, key))
+    o = np.lexsort((seq, rank, ts, key_b, key_a))
     a, b = o[:-1], o[1:]
-    link = (key[a] == key[b]) & (phase[a] != ord("f")) & (phase[b] != ord("s"))
+    link = (key_a[a] == key_a[b]) & (key_b[a] == key_b[b]) & (phase[a] != ord("f")) & (phase[b] != ord("s"))
     link &= (slice_id[a] >= 0) & (slice_id[b] >= 0) & (slice_id[a] != slice_id[b])
     out_id, in_id = slice_id[a[link]], slice_id[b[link]]
     n = len(out_id)

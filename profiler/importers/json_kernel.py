@@ -97,7 +97,13 @@ def _smoke_test() -> None:
     res = ElementScanner(spec).scan(b'{"ph": "X", "ts": 12.5, "pid": 7}, {"ts": "1"}]', 0, False)
     if (res.count, res.status, int(res.number[0, 0]), int(res.number[1, 0])) != (2, ARRAY_END, 12500, 7):
         raise RuntimeError("kernel self-check failed")
-    pair_codes(np.zeros(1, np.int64), np.zeros(1, np.int64))
+    one = np.zeros(1, np.int64)
+    src.pair_codes(one, one, one.copy(), np.zeros(16, np.int64), np.zeros(16, np.int64), np.full(16, -1, np.int64),
+                   one.copy())
+    depth, parent = np.empty(3, np.int32), np.empty(3, np.int64)
+    nested = src.nest_stack(np.array([0, 1, 5]), np.array([10, 3, 5]), depth, parent, np.empty(3, np.int64))
+    if not nested or depth.tolist() != [0, 1, 1] or parent.tolist() != [-1, 0, 0]:
+        raise RuntimeError("kernel self-check failed")
 
 
 @dataclass
@@ -218,6 +224,19 @@ def compiled() -> bool:
     return bool(_state.get("ok"))
 
 
+def nest_stack(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """Depth (int32) and parent (local index or -1) of one track's slices sorted by (start, end descending), or
+    None when they do not nest (or the kernel is not compiled).  See :func:`json_kernel_src.nest_stack`."""
+    if not compiled():
+        return None
+    n = len(s)
+    depth = np.empty(n, np.int32)
+    parent = np.empty(n, np.int64)
+    ok = src.nest_stack(np.ascontiguousarray(s, np.int64), np.ascontiguousarray(e, np.int64), depth, parent,
+                        np.empty(n, np.int64))
+    return (depth, parent) if ok else None
+
+
 def pair_codes(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Dictionary-encode the pairs ``(a[i], b[i])`` of two int64 arrays: (code of each row, first row of each code).
 
@@ -227,7 +246,7 @@ def pair_codes(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     a = np.ascontiguousarray(a, np.int64)
     b = np.ascontiguousarray(b, np.int64)
     n = len(a)
-    if not _state.get("ok"):
+    if not compiled():
         if n == 0:
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
         _, first_rows, inverse = np.unique(np.stack([a, b], 1), axis=0, return_index=True, return_inverse=True)

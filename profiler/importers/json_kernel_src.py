@@ -1,5 +1,6 @@
-"""The source of the compiled JSON kernel: plain Python functions that numba compiles (see
-:mod:`profiler.importers.json_kernel`, which compiles them on first use and owns the public API).
+"""The source of the importers' compiled kernels: plain Python functions that numba compiles (see
+:mod:`profiler.importers.json_kernel`, which compiles them on first use and owns the public API): the one-pass JSON
+parser, pair dictionary-encoding, and the stack pass that nests one track's slices.
 
 The functions only use what numba compiles to straight machine code: integer arithmetic on numpy scalars and
 arrays, loops, tuples.  They allocate nothing (they are compiled without numba's reference counting), so every
@@ -33,7 +34,7 @@ KEY_TABLE_LENGTHS = 64
 
 #: The functions numba compiles, callees before callers (json_kernel rebinds each name to its compiled version).
 COMPILED = ("_skip_ws", "_special", "_next_special", "_scan_string", "_scan_number", "_scan_literal",
-            "_scan_nested", "_match_key", "scan_elements", "pair_codes")
+            "_scan_nested", "_match_key", "scan_elements", "pair_codes", "nest_stack")
 
 
 def trailing_zeros(x: int) -> int:
@@ -526,3 +527,31 @@ def pair_codes(a: np.ndarray, b: np.ndarray, codes: np.ndarray, slot_a: np.ndarr
             h = (h + 1) & mask
     return n_unique
 
+
+def nest_stack(s: np.ndarray, e: np.ndarray, depth: np.ndarray, parent: np.ndarray, stack: np.ndarray) -> bool:
+    """Depth and parent (local index or -1) of one track's slices sorted by (start, end descending), by a stack of
+    the open ones; False as soon as a slice is not inside the innermost open one (they do not nest).
+
+    A slice is closed at ``t`` when it ends at or before ``t`` (an instant: before ``t``), as in
+    :func:`profiler.importers.nesting._nest_sorted`, whose results this equals whenever it returns True.
+    """
+    top = 0
+    for i in range(len(s)):
+        si = s[i]
+        while top > 0:
+            t = stack[top - 1]
+            if (e[t] <= si) if e[t] > s[t] else (e[t] < si):
+                top -= 1
+            else:
+                break
+        if top > 0:
+            t = stack[top - 1]
+            if e[i] > e[t]:
+                return False
+            parent[i] = t
+        else:
+            parent[i] = -1
+        depth[i] = top
+        stack[top] = i
+        top += 1
+    return True

@@ -22,7 +22,8 @@ from profiler.importers.decimal_text import decimal_text_to_ns
 from profiler.importers.json_stream import JsonArrayStream
 from tracer.errors import TrnprofError
 
-pytestmark = pytest.mark.skipif(not json_kernel.available(), reason="numba is not installed")
+pytestmark = pytest.mark.skipif(not json_kernel.available(),
+                                reason="the compiled kernel is unavailable (numba missing, or TRNPROF_JSON_KERNEL=0)")
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "pytorch"
 _SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -190,3 +191,24 @@ def test_integer_and_string_pids_share_a_thread(tmp_path):
     assert rows["a"]["track_group"] == rows["b"]["track_group"] == "pid 7"
     assert rows["a"]["track_name"] == rows["b"]["track_name"] == "tid 1"
     assert np.int64(rows["c"]["start_ts"]) == 4000
+
+
+def test_flow_identities_are_the_id_texts_whatever_their_json_type(tmp_path):
+    events = [{"ph": "X", "name": f"s{i}", "pid": 1, "tid": 1, "ts": 10 * i, "dur": 5} for i in range(6)]
+    events += [
+        {"ph": "s", "id": 5, "cat": "c", "pid": 1, "tid": 1, "ts": 1},       # 5 and "5" are one flow ...
+        {"ph": "f", "id": "5", "cat": "c", "pid": 1, "tid": 1, "ts": 11, "bp": "e"},
+        {"ph": "s", "id": 5.0, "cat": "c", "pid": 1, "tid": 1, "ts": 21},    # ... 5.0 is another,
+        {"ph": "f", "id": "5.0", "cat": "c", "pid": 1, "tid": 1, "ts": 31, "bp": "e"},
+        {"ph": "s", "id": 5, "cat": "d", "pid": 1, "tid": 1, "ts": 41},      # and another category another
+        {"ph": "f", "id2": {"local": "0x5"}, "cat": "d", "pid": 1, "tid": 1, "ts": 51, "bp": "e"},
+        {"ph": "s", "id2": {"local": "0x5"}, "cat": "d", "pid": 1, "tid": 1, "ts": 42},
+    ]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(events))
+    fast = _import(path, True, 1 << 20)
+    assert fast == _import(path, False, 1 << 20)
+    tables = fast[0]
+    name = {r["id"]: r["name"] for r in tables["Span"]}   # type: ignore[index]
+    edges = sorted((name[r["out_id"]], name[r["in_id"]]) for r in tables["Flow"])   # type: ignore[index]
+    assert edges == [("s0", "s1"), ("s2", "s3"), ("s4", "s5")]

@@ -133,3 +133,25 @@ def test_enclosing_is_the_deepest_containing_slice(rows, queries):
         else:
             best = max(nest.depth[i] for i in inside)
             assert got[k] >= 0 and nest.depth[order[got[k]]] == best and order[got[k]] in inside
+
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(nested(), st.lists(st.tuples(st.just(0), st.integers(0, 12), st.integers(0, 16)), max_size=30)))
+def test_compiled_stack_pass_equals_the_vectorised_nesting_whenever_it_accepts(rows):
+    """The compiled pass is used only when it accepts a track; then it must agree exactly (instants included)."""
+    from profiler.importers.json_kernel import available, nest_stack
+    from profiler.importers.nesting import _nest_sorted
+
+    if not available():
+        return
+    for track in {r[0] for r in rows}:
+        s = np.array([r[1] for r in rows if r[0] == track], np.int64)
+        e = np.maximum(s, np.array([r[2] for r in rows if r[0] == track], np.int64))
+        order = np.lexsort((-e, s))
+        s, e = s[order], e[order]
+        stacked = nest_stack(s, e)
+        d, p, ok = _nest_sorted(s, e)
+        assert stacked is not None or not ok or len(s) == 0
+        if stacked is not None:
+            assert ok and stacked[0].tolist() == d.tolist() and stacked[1].tolist() == p.tolist()

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from profiler.importers.common import table_batch
-from profiler.importers.json_kernel import pair_codes
+from profiler.importers.json_kernel import bind_flows, pair_codes
 from profiler.importers.nesting import Nesting, enclosing, next_starting
 from tracer import schema
 
@@ -317,9 +317,13 @@ def _bind(ftrack: np.ndarray, ts: np.ndarray, binds: np.ndarray, start: np.ndarr
         a, b = int(nest.segments[k, 1]), int(nest.segments[k, 2])
         rows = nest.order[a:b]
         s, e = start[rows], end[rows]
+        q = np.flatnonzero(ftrack == t)
+        at = bind_flows(s, e, rows, parent=nest.parent, inverse=inverse, first=a, t=ts[q], enclosing=binds[q])
+        if at is not None:
+            slice_id[q] = np.where(at >= 0, rows[np.maximum(at, 0)], -1)
+            continue
         par = nest.parent[rows]
         par_local = np.where(par >= 0, inverse[np.maximum(par, 0)] - a, -1)
-        q = np.flatnonzero(ftrack == t)
         lo, hi = np.zeros(len(q), np.int64), np.full(len(q), b - a, np.int64)
         at = np.full(len(q), -1, np.int64)
         enc = np.flatnonzero(binds[q])
@@ -328,6 +332,11 @@ def _bind(ftrack: np.ndarray, ts: np.ndarray, binds: np.ndarray, start: np.ndarr
         at[nxt] = next_starting(s, lo[nxt], hi[nxt], ts[q[nxt]])
         slice_id[q] = np.where(at >= 0, rows[np.maximum(at, 0)], -1)
     return slice_id
+
+
+def _constant(text: str, n: int) -> pa.Array:
+    """``n`` copies of ``text`` as a dictionary array (one dictionary entry, no per-row Python object)."""
+    return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([text], pa.string()))
 
 
 def flow_edges(flows: list[tuple[np.ndarray, ...]], registry: Registry, start: np.ndarray, end: np.ndarray,
@@ -366,9 +375,9 @@ def flow_edges(flows: list[tuple[np.ndarray, ...]], registry: Registry, start: n
     batch = table_batch(schema.FLOW, {
         schema.IN_ID: pa.array(in_id, pa.int64()),
         schema.OUT_ID: pa.array(out_id, pa.int64()),
-        schema.IN_TABLE: pa.array([span] * n, pa.string()),
-        schema.OUT_TABLE: pa.array([span] * n, pa.string()),
-        schema.DEPENDENCY_TYPE: pa.array(["flow"] * n, pa.string()),
+        schema.IN_TABLE: _constant(span, n),
+        schema.OUT_TABLE: _constant(span, n),
+        schema.DEPENDENCY_TYPE: _constant("flow", n),
         schema.GAP_TIME: pa.array(start[in_id] - end[out_id], pa.int64()),
     }, "Flow")
     return batch, unbound

@@ -104,6 +104,11 @@ def _smoke_test() -> None:
     nested = src.nest_stack(np.array([0, 1, 5]), np.array([10, 3, 5]), depth, parent, np.empty(3, np.int64))
     if not nested or depth.tolist() != [0, 1, 1] or parent.tolist() != [-1, 0, 0]:
         raise RuntimeError("kernel self-check failed")
+    bound = np.empty(2, np.int64)
+    src.bind_flows(np.array([0, 1, 5]), np.array([10, 3, 5]), np.arange(3), parent, np.arange(3), 0,
+                   np.array([4, 2]), np.array([True, False]), bound)
+    if bound.tolist() != [0, 2]:
+        raise RuntimeError("kernel self-check failed")
 
 
 @dataclass
@@ -235,6 +240,17 @@ def nest_stack(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray] | 
     ok = src.nest_stack(np.ascontiguousarray(s, np.int64), np.ascontiguousarray(e, np.int64), depth, parent,
                         np.empty(n, np.int64))
     return (depth, parent) if ok else None
+
+
+def bind_flows(s: np.ndarray, e: np.ndarray, rows: np.ndarray, *, parent: np.ndarray, inverse: np.ndarray, first: int,
+               t: np.ndarray, enclosing: np.ndarray) -> np.ndarray | None:
+    """Flow binding for one track (see :func:`json_kernel_src.bind_flows`); None when not compiled."""
+    if not compiled():
+        return None
+    out = np.empty(len(t), np.int64)
+    src.bind_flows(np.ascontiguousarray(s, np.int64), np.ascontiguousarray(e, np.int64), rows, parent, inverse,
+                   first, np.ascontiguousarray(t, np.int64), np.ascontiguousarray(enclosing, np.bool_), out)
+    return out
 
 
 def pair_codes(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

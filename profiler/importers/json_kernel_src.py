@@ -1,6 +1,6 @@
 """The source of the importers' compiled kernels: plain Python functions that numba compiles (see
 :mod:`profiler.importers.json_kernel`, which compiles them on first use and owns the public API): the one-pass JSON
-parser, pair dictionary-encoding, and the stack pass that nests one track's slices.
+parser, pair dictionary-encoding, the stack pass that nests one track's slices, and flow-event binding.
 
 The functions only use what numba compiles to straight machine code: integer arithmetic on numpy scalars and
 arrays, loops, tuples.  They allocate nothing (they are compiled without numba's reference counting), so every
@@ -34,7 +34,7 @@ KEY_TABLE_LENGTHS = 64
 
 #: The functions numba compiles, callees before callers (json_kernel rebinds each name to its compiled version).
 COMPILED = ("_skip_ws", "_special", "_next_special", "_scan_string", "_scan_number", "_scan_literal",
-            "_scan_nested", "_match_key", "scan_elements", "pair_codes", "nest_stack")
+            "_scan_nested", "_match_key", "scan_elements", "pair_codes", "nest_stack", "bind_flows")
 
 
 def trailing_zeros(x: int) -> int:
@@ -555,3 +555,42 @@ def nest_stack(s: np.ndarray, e: np.ndarray, depth: np.ndarray, parent: np.ndarr
         stack[top] = i
         top += 1
     return True
+
+
+def bind_flows(s: np.ndarray, e: np.ndarray, rows: np.ndarray, parent: np.ndarray, inverse: np.ndarray, first: int,
+               t: np.ndarray, enclosing: np.ndarray, out: np.ndarray) -> None:
+    """The slice each flow event of one track binds to, as a position in the track's sorted slices (-1: none).
+
+    ``s``/``e``: the track's slices sorted by (start, end descending), which are ``rows`` (global indices, at
+    positions ``first ...`` of the whole sorted order ``inverse`` maps to); ``parent``: global parent indices.
+    An event with ``enclosing`` binds to the deepest slice containing ``t`` (the last one starting at or before
+    it, or the nearest ancestor of that one that contains it), otherwise to the first slice starting at or after
+    ``t`` — as :func:`profiler.importers.nesting.enclosing` and ``next_starting`` do.
+    """
+    n = len(s)
+    for k in range(len(t)):
+        tk = t[k]
+        lo = 0
+        hi = n
+        if enclosing[k]:
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                if s[mid] <= tk:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            c = lo - 1
+            while c >= 0:
+                if tk < e[c] or (s[c] == e[c] and tk == s[c]):
+                    break
+                p = parent[rows[c]]
+                c = inverse[p] - first if p >= 0 else -1
+            out[k] = c
+        else:
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                if s[mid] < tk:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            out[k] = lo if lo < n else -1

@@ -155,3 +155,35 @@ def test_compiled_stack_pass_equals_the_vectorised_nesting_whenever_it_accepts(r
         assert stacked is not None or not ok or len(s) == 0
         if stacked is not None:
             assert ok and stacked[0].tolist() == d.tolist() and stacked[1].tolist() == p.tolist()
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.one_of(nested(), st.lists(st.tuples(st.integers(0, 1), st.integers(0, 12), st.integers(0, 16)),
+                                    max_size=30)),
+       st.lists(st.tuples(st.integers(0, 1), st.integers(-1, 20), st.booleans()), max_size=20))
+def test_compiled_flow_binding_equals_the_vectorised_one(rows, queries):
+    from profiler.importers.json_kernel import available, bind_flows
+    from profiler.importers.nesting import next_starting
+
+    if not available() or not rows:
+        return
+    tr = np.array([r[0] for r in rows], np.int64)
+    s = np.array([r[1] for r in rows], np.int64)
+    e = np.maximum(s, np.array([r[2] for r in rows], np.int64))
+    nest = nest_intervals(tr, s, e)
+    order = nest.order
+    inverse = np.empty(len(order), np.int64)
+    inverse[order] = np.arange(len(order))
+    for track, a, b in nest.segments.tolist():
+        rows_t = order[a:b]
+        mine = [q for q in queries if q[0] == track]
+        t = np.array([q[1] for q in mine], np.int64)
+        enc = np.array([q[2] for q in mine], np.bool_)
+        got = bind_flows(s[rows_t], e[rows_t], rows_t, parent=nest.parent, inverse=inverse, first=a, t=t,
+                         enclosing=enc)
+        par = nest.parent[rows_t]
+        par_local = np.where(par >= 0, inverse[np.maximum(par, 0)] - a, -1)
+        lo, hi = np.zeros(len(t), np.int64), np.full(len(t), b - a, np.int64)
+        want = np.where(enc, enclosing(s[rows_t], e[rows_t], par_local, seg_lo=lo, seg_hi=hi, t=t),
+                        next_starting(s[rows_t], lo, hi, t))
+        assert got.tolist() == want.tolist()

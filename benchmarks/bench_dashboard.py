@@ -85,9 +85,10 @@ JS_SETUP = """
 performance.setResourceTimingBufferSize(100000);
 window.__marks = [];
 var gd = document.querySelector('#timeline-graph .js-plotly-plot');
-window.__z = gd.data[0].z;
+function strips() { return gd.data[0].source || gd.data[0].z; }   // the dashboard's image, the floor's heatmap
+window.__z = strips();
 gd.on('plotly_afterplot', function () {
-  if (window.__t0 !== undefined && gd.data[0].z !== window.__z) {
+  if (window.__t0 !== undefined && strips() !== window.__z) {
     var t1 = performance.now(), t0 = window.__t0;
     var reqs = performance.getEntriesByType('resource').filter(function (e) {
       return e.name.indexOf('_dash-update-component') >= 0 && e.startTime >= t0 && e.responseEnd <= t1;
@@ -96,7 +97,7 @@ gd.on('plotly_afterplot', function () {
     reqs.forEach(function (e) { if (!(e.responseEnd <= last)) last = e.responseEnd; });
     window.__marks.push({total: t1 - t0, dispatch: first - t0, server: last - first, client: t1 - last,
                          relayout: window.__relayout, requests: reqs.length});
-    window.__z = gd.data[0].z; window.__t0 = undefined;
+    window.__z = strips(); window.__t0 = undefined;
   }
 });
 """

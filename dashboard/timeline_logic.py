@@ -26,6 +26,7 @@ from profiler.figures import lanes as lanes_mod
 from profiler.figures import palette as pal
 from profiler.figures import viewport as vp
 from profiler.figures.raster import StripFrame, TimelineRow, rasterize, row_labels, timeline_rows
+from profiler.figures.strip_png import code_colours
 from profiler.figures.timefmt import ns_to_axis
 from profiler.figures.timeline import separator_shapes, strip_update, timeline_figure
 
@@ -94,10 +95,12 @@ class TimelineUpdate:
 
     def draw_payload(self, config: dict[str, Any] | None = None) -> Any:
         """For the timeline page's ``tl-draw`` store (drawn by ``assets/trnprof.js``): ``{"kind": "figure",
-        "figure", "config", "seq"}``, ``{"kind": "update", "data", "layout", "seq"}`` or ``dash.no_update``."""
+        "figure", "config", "seq", "colours"}`` (``colours``: the RGB of each strip code, for hover), ``{"kind":
+        "update", "data", "layout", "seq"}`` or ``dash.no_update``."""
         seq = self.state.get("seq", 0)
         if self.figure is not None:
-            return {"kind": "figure", "figure": self.figure, "config": config or {}, "seq": seq}
+            return {"kind": "figure", "figure": self.figure, "config": config or {}, "seq": seq,
+                    "colours": [list(rgb) for rgb in code_colours()]}
         if not self.changes:
             return dash.no_update
         return {"kind": "update", "data": {str(k): v for k, v in self.changes["data"].items()},
@@ -131,6 +134,7 @@ def view_data(frame: StripFrame, rows: list[TimelineRow], origin_ns: int) -> dic
     """What the browser's hover tooltip needs: row labels, legend names by slot, events when few are in view."""
     return {
         "origin": origin_ns,
+        "start": frame.start_ns - origin_ns,
         "labels": row_labels(rows),
         "rows": [list(r.track_ids) for r in rows],
         "groups": [r.group for r in rows],

@@ -20,6 +20,8 @@
   var mouseFrac = null; // last mouse x as a fraction of the plot width, null when outside
   var hoverView = null; // the `tl-view` store of the drawn timeline (row labels, legend, exact events)
   var eventSeq = 0;
+  var colourCodes = new Map();  // 0xRRGGBB -> strip code (the strips' PNG palette, sent with each whole figure)
+  var strip = {src: null, pending: null, codes: null, width: 0};  // the drawn strips' codes, decoded for hover
 
   function plotDiv() {
     var outer = document.getElementById(GRAPH_ID);
@@ -103,7 +105,35 @@
     resizeTimer = setTimeout(function () { setProps("tl-size", {width: plotWidth()}); }, 300);
   });
 
-  function hoverText(point, view) {
+  // The strip code under a hover point, read from the strips' PNG (decoded once per image, on first hover).
+  function stripCode(gd, row, x) {
+    var trace = gd.data && gd.data[0];
+    if (!trace || !trace.source) return null;
+    if (strip.src !== trace.source) {
+      if (strip.pending !== trace.source) {
+        var src = trace.source, img = new Image();
+        strip.pending = src;
+        img.onload = function () {
+          var c = document.createElement("canvas");
+          c.width = img.width; c.height = img.height;
+          var ctx = c.getContext("2d");
+          ctx.drawImage(img, 0, 0);
+          var px = ctx.getImageData(0, 0, img.width, img.height).data, codes = new Uint8Array(img.width * img.height);
+          for (var i = 0; i < codes.length; i++) {
+            codes[i] = colourCodes.get((px[4 * i] << 16) | (px[4 * i + 1] << 8) | px[4 * i + 2]) || 0;
+          }
+          if (strip.pending === src) strip = {src: src, pending: null, codes: codes, width: img.width};
+        };
+        img.src = src;
+      }
+      return null;
+    }
+    var col = Math.round((x - trace.x0) / trace.dx);
+    if (col < 0 || col >= strip.width || row < 0 || row * strip.width >= strip.codes.length) return 0;
+    return strip.codes[row * strip.width + col];
+  }
+
+  function hoverText(point, view, code) {
     var row = Math.round(point.y);
     var label = (view.labels || [])[row] || "";
     var tNs = point.x * 1e9;   // ns since origin
@@ -124,9 +154,9 @@
         return lines.join("\n");
       }
     }
-    var z = point.z;
-    if (!z) return label + "\nidle at +" + fmtDuration(tNs);
-    var slot = Math.floor((z - 1) / SHADES), shade = (z - 1) % SHADES;
+    if (code === null || code === undefined) return label + "\n+" + fmtDuration(tNs);
+    if (!code) return label + "\nidle at +" + fmtDuration(tNs);
+    var slot = Math.floor((code - 1) / SHADES), shade = (code - 1) % SHADES;
     var name = (view.legend || {})[String(slot)] || "other";
     var busy = shade >= SHADES - 1 ? "event start" :
       "busy " + Math.round(100 * shade / (SHADES - 1)) + "–" + Math.round(100 * (shade + 1) / (SHADES - 1)) + "%";
@@ -141,7 +171,8 @@
     if (!tip || !ev || !ev.points || !ev.points.length || !hoverView) return;
     var p = ev.points[0];
     if (p.curveNumber !== 0) { tip.style.display = "none"; return; }
-    tip.textContent = hoverText(p, hoverView);
+    var gd = plotDiv();
+    tip.textContent = hoverText(p, hoverView, gd ? stripCode(gd, Math.round(p.y), p.x) : null);
     var box = tip.parentElement.getBoundingClientRect();
     var x = (ev.event ? ev.event.clientX : box.left) - box.left, y = (ev.event ? ev.event.clientY : box.top) - box.top;
     tip.style.display = "block";
@@ -214,6 +245,14 @@
     window.Plotly.update(el, attrs, layout, indices);
   }
 
+  // What the tooltip says at (row, x in axis seconds) of the drawn timeline (null until the strips are decoded).
+  window.trnprofHoverText = function (row, x) {
+    var gd = plotDiv();
+    if (!gd || !hoverView) return null;
+    var code = stripCode(gd, row, x);
+    return code === null ? null : hoverText({x: x, y: row}, hoverView, code);
+  };
+
   window.dash_clientside = Object.assign({}, window.dash_clientside, {
     trnprof: {
       graphWidth: function () {
@@ -230,6 +269,12 @@
           if (payload.kind === "figure") {
             var fig = payload.figure || {};
             hideTooltip();
+            if (payload.colours) {
+              colourCodes = new Map();
+              payload.colours.forEach(function (rgb, code) {
+                colourCodes.set((rgb[0] << 16) | (rgb[1] << 8) | rgb[2], code);
+              });
+            }
             window.Plotly.react(el, fig.data || [], fig.layout || {}, payload.config || {}).then(function () {
               bindEvents(el);
             });

@@ -1,10 +1,10 @@
 """Category colours of the timeline strips and the discrete colour scale that encodes them.
 
-A timeline strip is one plotly heatmap whose every cell is a ``uint8`` *code*: ``0`` for an idle pixel, otherwise
-``1 + slot * SHADES + shade`` where ``slot`` is the pixel's colour category (an opcode, an engine or a layer) and
-``shade`` its busy fraction in ``SHADES - 1`` steps (the last shade, darker, marks where an event starts when
-events are wide enough to show their edges).  One colour scale, built once per figure, maps every code to its
-colour, so a zoom only ships the codes.
+Every pixel of a timeline strip is a ``uint8`` *code*: ``0`` for an idle pixel, otherwise ``1 + slot * SHADES +
+shade`` where ``slot`` is the pixel's colour category (an opcode, an engine or a layer) and ``shade`` its busy
+fraction in ``SHADES - 1`` steps (the last shade, darker, marks where an event starts when events are wide enough to
+show their edges).  The strips travel as a palette PNG whose palette maps every code to its colour
+(:mod:`profiler.figures.strip_png`), so a zoom only ships the codes.
 
 Colours stay stable while zooming: :class:`CategoryPalette` gives the names it is built with (a trace's opcodes,
 most time first) fixed slots, and any other name a slot chosen by a stable hash.
@@ -65,24 +65,6 @@ def shade_colour(colour: str, shade: int) -> str:
 def slot_colour(slot: int) -> str:
     """The full-strength colour of a slot."""
     return OTHER_COLOUR if slot == OTHER_SLOT else PALETTE[slot]
-
-
-def strip_colorscale() -> list[list[object]]:
-    """The stepped colour scale mapping every strip code (0..MAX_CODE) to its colour.
-
-    Use it with ``zmin=-0.5, zmax=MAX_CODE + 0.5`` so each integer code falls in the middle of its own band.
-    """
-    n = MAX_CODE + 1
-    scale: list[list[object]] = [[0.0, IDLE_COLOUR], [1 / n, IDLE_COLOUR]]
-    for slot in range(N_SLOTS):
-        base = slot_colour(slot)
-        for shade in range(SHADES):
-            code = 1 + slot * SHADES + shade
-            colour = shade_colour(base, shade)
-            scale.append([code / n, colour])
-            scale.append([(code + 1) / n, colour])
-    scale[-1][0] = 1.0
-    return scale
 
 
 def encode(slots: np.ndarray, busy: np.ndarray) -> np.ndarray:

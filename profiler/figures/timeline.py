@@ -1,8 +1,9 @@
 """The timeline figure: one row per track drawn as a per-pixel strip, counter lanes below, a shared time axis.
 
-A strip is one plotly heatmap of ``uint8`` codes (see :mod:`profiler.figures.palette`); it costs ~20 ms to draw in
-the browser whatever the zoom, and a zoom ships one byte per pixel per row (:func:`strip_update`).  The data come
-from :func:`profiler.figures.raster.rasterize`.
+The strips of all rows are one plotly ``image`` trace: a palette PNG with one pixel per strip code (see
+:mod:`profiler.figures.palette` and :mod:`profiler.figures.strip_png`).  The browser decodes and scales it natively,
+so drawing costs the same whatever the zoom, and a zoom ships the compressed codes (:func:`strip_update`), a few
+tens of KB.  The data come from :func:`profiler.figures.raster.rasterize`.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ import plotly.graph_objects as go
 from profiler.figures import palette as pal
 from profiler.figures.lanes import Lane, lane_axes, lane_traces
 from profiler.figures.raster import StripFrame, TimelineRow, row_labels
+from profiler.figures.strip_png import strip_data_uri
 from profiler.figures.timefmt import TIME_AXIS, ns_to_axis
-from profiler.figures.typed_arrays import typed_array
 
 #: Height of one track row, in pixels.
 ROW_HEIGHT_PX = 22
@@ -24,6 +25,8 @@ ROW_HEIGHT_PX = 22
 ROW_GAP_PX = 2
 #: Margins of the timeline figure (the left one holds the row labels).
 MARGIN = {"l": 170, "r": 16, "t": 8, "b": 36}
+#: Axis setting that spares plotly measuring every tick label against the figure's edges on every redraw.
+NO_LABEL_CHECK = {"ticklabeloverflow": "allow"}
 #: Vertical gap above each lane, in pixels.
 LANE_GAP_PX = 10
 
@@ -32,29 +35,19 @@ LANE_GAP_PX = 10
 # Figure
 # ------------------------------------------------------------------------------------------------------------
 def strip_update(frame: StripFrame, origin_ns: int) -> dict[str, Any]:
-    """The heatmap attributes a zoom changes: codes as a uint8 typed array, x0 and dx in axis seconds."""
+    """The strip trace's attributes a zoom changes: the codes as a palette PNG (``source``), ``x0`` and ``dx`` in
+    axis seconds (pixel ``i`` of the image is centred on ``x0 + i * dx``)."""
     return {
-        "z": typed_array(frame.codes),
+        "source": strip_data_uri(frame.codes),
         "x0": ns_to_axis(frame.start_ns + frame.resolution_ns / 2, origin_ns),
         "dx": frame.resolution_ns / 1e9,
     }
 
 
-def strip_heatmap(frame: StripFrame, rows: Sequence[TimelineRow], origin_ns: int) -> go.Heatmap:
-    """The heatmap trace drawing every row of ``frame`` (hover is handled by the caller)."""
-    return go.Heatmap(
-        **strip_update(frame, origin_ns),
-        y0=0, dy=1,
-        zmin=-0.5, zmax=pal.MAX_CODE + 0.5,
-        colorscale=pal.strip_colorscale(),
-        showscale=False,
-        hoverinfo="none",
-        # No gaps: a gapless, evenly spaced heatmap is drawn by plotly's fast path (one canvas pixel per cell,
-        # scaled up pixelated) instead of one rectangle per cell -- about 3x cheaper per redraw.  Rows are
-        # separated by white lines (separator_shapes).
-        xgap=0, ygap=0,
-        name="tracks",
-    )
+def strip_trace(frame: StripFrame, rows: Sequence[TimelineRow], origin_ns: int) -> go.Image:
+    """The image trace drawing every row of ``frame``: one image pixel per strip code, one image row per timeline
+    row (``y0=0, dy=1``), scaled up without smoothing (hover is handled by the caller)."""
+    return go.Image(**strip_update(frame, origin_ns), y0=0, dy=1, hoverinfo="none", name="tracks")
 
 
 def figure_height(n_rows: int, lane_heights_px: Sequence[int] = ()) -> int:
@@ -93,20 +86,21 @@ def timeline_layout(rows: Sequence[TimelineRow], origin_ns: int, x_range_ns: tup
         "uirevision": "timeline",
         **({"autosize": False, "width": plot_width_px + MARGIN["l"] + MARGIN["r"]} if plot_width_px else {}),
         "xaxis": {**TIME_AXIS, "range": [ns_to_axis(x_range_ns[0], origin_ns), ns_to_axis(x_range_ns[1], origin_ns)],
-                  "anchor": "y" if not n_lanes else f"y{n_lanes + 1}", "side": "bottom"},
+                  "anchor": "y" if not n_lanes else f"y{n_lanes + 1}", "side": "bottom", **NO_LABEL_CHECK},
     }
     y_bottom = 1.0 - n * ROW_HEIGHT_PX / plot_h if plot_h else 0.0
     layout["yaxis"] = {
-        "domain": [max(y_bottom, 0.0), 1.0], "range": [n - 0.5, -0.5], "fixedrange": True,
+        # scaleanchor False: an image trace would otherwise tie the row axis's scale to the time axis's
+        "domain": [max(y_bottom, 0.0), 1.0], "range": [n - 0.5, -0.5], "fixedrange": True, "scaleanchor": False,
         "tickmode": "array", "tickvals": list(range(n)), "ticktext": row_labels(rows), "showgrid": False,
-        "zeroline": False, "ticks": "", "tickfont": {"size": 11},
+        "zeroline": False, "ticks": "", "tickfont": {"size": 11}, **NO_LABEL_CHECK,
     }
     cursor = y_bottom
     for k, h_px in enumerate(lane_heights_px):
         top = cursor - LANE_GAP_PX / plot_h
         bottom = top - h_px / plot_h
         layout[f"yaxis{k + 2}"] = {"domain": [max(bottom, 0.0), max(top, 0.0)], "fixedrange": True,
-                                   "zeroline": False, "tickfont": {"size": 9}, "nticks": 3}
+                                   "zeroline": False, "tickfont": {"size": 9}, "nticks": 3, **NO_LABEL_CHECK}
         cursor = bottom
     layout["shapes"] = separator_shapes([r.group for r in rows])
     return layout
@@ -140,7 +134,7 @@ def timeline_figure(frame: StripFrame, rows: Sequence[TimelineRow], origin_ns: i
     layout = timeline_layout(rows, origin_ns, rng, [lane.height_px for lane in lanes], plot_width_px)
     for key, extra in lane_axes(lanes).items():
         layout[key] = {**layout.get(key, {}), **extra}
-    fig = go.Figure(data=[strip_heatmap(frame, rows, origin_ns), *lane_traces(lanes, origin_ns)], layout=layout)
+    fig = go.Figure(data=[strip_trace(frame, rows, origin_ns), *lane_traces(lanes, origin_ns)], layout=layout)
     if legend:
         for trace in legend_traces(frame):
             fig.add_trace(trace)

@@ -24,7 +24,7 @@ def _range(driver, side: str):
 def _drawn(driver, side: str) -> bool:
     g = _graph(side)
     return bool(driver.execute_script(f"return !!({g} && {g}.data && {g}.data.length "
-                                      f"&& {g}.data[0].type === 'heatmap');"))
+                                      f"&& {g}.data[0].type === 'image');"))
 
 
 @pytest.fixture(scope="module")

@@ -40,6 +40,14 @@ def test_timeline_has_one_row_per_engine_per_core(timeline):
             assert labels.count(f"NC{core} · {engine}") == 1, labels
     assert any("DMA (4 queues)" in label for label in labels)
     assert timeline.find_elements("css selector", "#tl-legend .legend-item")
+    # Hover reads each pixel's code back from the strips' PNG: iteration 5 of core 0 (the trace factory's layout)
+    # has MATMUL/LDWEIGHTS busy on Tensor at +1.2 µs and nothing on GpSimd at +8 µs.
+    tensor, gpsimd = labels.index("NC0 · Tensor"), labels.index("NC0 · GpSimd")
+    busy = wait_for(timeline, lambda d: d.execute_script(f"return window.trnprofHoverText({tensor}, 7.9e-6);"),
+                    "the hover text of a busy pixel")
+    assert "NC0 · Tensor" in busy and ("MATMUL" in busy or "LDWEIGHTS" in busy), busy
+    idle = timeline.execute_script(f"return window.trnprofHoverText({gpsimd}, 8.9e-6);")
+    assert idle.startswith("NC0 · GpSimd") and "idle" in idle, idle
     assert console_errors(timeline) == []
 
 

@@ -139,7 +139,7 @@ def test_compare_timelines_follow_each_other(registry):
     fig_b, state_b, _, _ = sides.update("b", {"cmp-pair"}, pair=pair, size=size, relayout=None, synced=None,
                                         state=None)
     assert fwd is dash.no_update and state_a["trace"] == "t0" and state_b["trace"] == "t1"
-    assert fig_a.data[0].type == fig_b.data[0].type == "heatmap" and len(fig_a.data) == 1  # strips, no lanes
+    assert fig_a.data[0].type == fig_b.data[0].type == "image" and len(fig_a.data) == 1  # strips, no lanes
     zoom = {"xaxis.range[0]": 1e-7, "xaxis.range[1]": 2e-7}
     _, state_a2, fwd, _ = sides.update("a", {"cmp-graph-a"}, pair=pair, size=size, relayout=zoom, synced=None,
                                       state=state_a)

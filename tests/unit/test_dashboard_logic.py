@@ -15,7 +15,7 @@ from dashboard import sql_logic
 from dashboard import timeline_logic as tl
 from profiler.figures import viewport as vp
 from profiler.figures.palette import decode
-from profiler.figures.typed_arrays import decode_typed_array
+from profiler.figures.strip_png import decode_strip_png
 from profiler.selection import selection_summary
 from tests.browser.trace_factory import write_kernel_trace
 
@@ -57,7 +57,7 @@ def test_first_view_is_a_whole_figure_then_zooms_are_small_patches(trace):
                               relayout={"xaxis.range[0]": 0.0, "xaxis.range[1]": span / 64 / 1e9})
     assert zoom.figure is None and zoom.fetched and zoom.changes["layout"] == {}
     strips = zoom.changes["data"][0]
-    codes = decode_typed_array(strips["z"])
+    codes = decode_strip_png(strips["source"])
     assert codes.shape[0] == len(labels) and codes.shape[1] <= vp.PREFETCH_FACTOR * WIDTH + 2
     assert strips["dx"] < first.figure.data[0].dx / 32
     assert set(zoom.changes["data"]) == set(range(len(first.figure.data)))      # the strips and every lane
@@ -66,7 +66,7 @@ def test_first_view_is_a_whole_figure_then_zooms_are_small_patches(trace):
     assert len(json.dumps(payload)) < 200_000
     # The same changes as a dcc.Graph Patch (the compare page).
     ops = {tuple(op["location"]): op["params"]["value"] for op in zoom.graph_output().to_plotly_json()["operations"]}
-    assert ops[("data", 0, "z")] == strips["z"]
+    assert ops[("data", 0, "source")] == strips["source"]
     # In this narrow view the Tensor row shows exact MATMUL / LDWEIGHTS bars.
     slots, _ = decode(codes[0])
     assert (slots >= 0).any() and zoom.view["events"] is not None
@@ -190,7 +190,7 @@ def test_rasterised_codes_match_the_engine_busy_time(trace):
     """The busy shading the browser gets agrees with the database's exact busy time (within a shade)."""
     t0, t1 = trace.time_range
     up = tl.update_timeline(trace, "t0", state=None, trigger="size", width_px=WIDTH)
-    codes = decode_typed_array(up.figure.to_plotly_json()["data"][0]["z"])
+    codes = decode_strip_png(up.figure.data[0].source)
     _slots, shade = decode(codes[0])
     frac = np.where(shade < 0, 0, (np.minimum(shade, 6) + 0.5) / 7).mean()
     exact = trace.busy_ns(int(trace.tracks().to_pylist()[0]["track_id"]), t0, t1) / (t1 - t0)

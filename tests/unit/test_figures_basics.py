@@ -21,15 +21,23 @@ def test_codes_round_trip_and_fit_a_byte():
     assert pal.encode(np.array([4]), np.array([0.0]))[0] == 0     # idle
 
 
-def test_colorscale_covers_every_code_in_order():
-    scale = pal.strip_colorscale()
-    positions = [p for p, _c in scale]
-    assert positions[0] == 0.0 and positions[-1] == 1.0 and positions == sorted(positions)
-    n = pal.MAX_CODE + 1
+def test_strip_png_round_trips_every_code_with_a_distinct_colour_each():
+    from profiler.figures import strip_png
+
+    colours = strip_png.code_colours()
+    assert len(colours) == pal.MAX_CODE + 1 and len(set(colours)) == len(colours)
+    assert colours[0] == (255, 255, 255)
     code = 1 + 3 * pal.SHADES + pal.EDGE_SHADE      # edge shade of slot 3
-    mid = (code + 0.5) / n    # where zmin=-0.5, zmax=MAX_CODE+0.5 puts the code
-    colour = [c for p, c in scale if p <= mid][-1]
-    assert colour == pal.shade_colour(pal.PALETTE[3], pal.EDGE_SHADE)
+    assert "rgb({},{},{})".format(*colours[code]) == pal.shade_colour(pal.PALETTE[3], pal.EDGE_SHADE)
+    rng = np.random.default_rng(1)
+    codes = rng.integers(0, pal.MAX_CODE + 1, size=(7, 3001)).astype(np.uint8)
+    uri = strip_png.strip_data_uri(codes)
+    np.testing.assert_array_equal(strip_png.decode_strip_png(uri), codes)
+    runs = np.repeat(codes[:, :30], 100, axis=1)             # strips are runs of equal codes: they compress
+    assert len(strip_png.encode_strip_png(runs)) < runs.size / 10
+    for bad in (np.zeros((0, 3)), np.zeros(5), np.full((2, 2), pal.MAX_CODE + 1)):
+        with pytest.raises(ValueError):
+            strip_png.encode_strip_png(bad)
 
 
 def test_palette_is_stable_and_ranked_names_are_distinct():

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from profiler import db_schema as dbs
 from profiler.figures import palette as pal
 from profiler.figures.raster import rasterize, timeline_rows
+from profiler.figures.strip_png import decode_strip_png
 from profiler.figures.timeline import timeline_figure
-from profiler.figures.typed_arrays import decode_typed_array
 
 
 def _tracks(*rows):
@@ -152,14 +152,13 @@ def test_unknown_colour_mode_is_rejected():
         rasterize(_window(0, 10, 1), timeline_rows(TRACKS), pal.CategoryPalette(), "rainbow")
 
 
-def test_figure_carries_codes_as_uint8_typed_array():
+def test_figure_carries_codes_as_a_palette_png():
     rows = timeline_rows(TRACKS)
     w = _window(0, 100, 10, events=[{"track_id": 1, "id": 1, "start_ts": 0, "end_ts": 50, "name": "MATMUL"}])
     frame = rasterize(w, rows, pal.CategoryPalette(["MATMUL"]), "opcode")
     fig = timeline_figure(frame, rows, origin_ns=0)
-    z = fig.data[0].z
-    spec = z if isinstance(z, dict) else fig.to_plotly_json()["data"][0]["z"]
-    assert spec["dtype"] == "u1"
-    np.testing.assert_array_equal(decode_typed_array(spec), frame.codes)
+    assert fig.data[0].type == "image" and fig.data[0].source.startswith("data:image/png;base64,")
+    np.testing.assert_array_equal(decode_strip_png(fig.data[0].source), frame.codes)
+    assert fig.data[0].x0 == pytest.approx(frame.resolution_ns / 2 / 1e9) and fig.data[0].dy == 1
     assert list(fig.layout.yaxis.ticktext) == [r.label for r in rows]
     assert [t.name for t in fig.data[1:]] == ["MATMUL"]   # legend entry

@@ -14,6 +14,7 @@ from profiler.analyses import queue_table, time_by
 from profiler.errors import QueryError
 from profiler.figures.palette import CategoryPalette
 from profiler.figures.raster import rasterize, row_labels, timeline_rows
+from profiler.figures.strip_png import decode_strip_png
 from profiler.figures.timefmt import ns_to_axis
 from profiler.figures.typed_arrays import decode_typed_array
 from profiler.notebook.timeline import HOVER_TRACE_NAME, ranked_names
@@ -37,13 +38,13 @@ def test_whole_trace_timeline_is_the_dashboard_raster_of_trace_window(trace, col
     t0, t1 = trace.time_range
     fig = trace.timeline(width_px=800, color_by=colour)
     rows, frame = _expected_frame(trace, t0, t1, 800, colour=colour)
-    np.testing.assert_array_equal(decode_typed_array(fig.data[0].z), frame.codes)
+    np.testing.assert_array_equal(decode_strip_png(fig.data[0].source), frame.codes)
     assert fig.data[0].dx == pytest.approx(frame.resolution_ns / 1e9)
     assert list(fig.layout.yaxis.ticktext) == row_labels(rows)
     assert list(fig.layout.xaxis.range) == pytest.approx([0.0, ns_to_axis(t1, t0)])
     assert not frame.exact.all(), "the fixture is meant to be drawn from index buckets when zoomed out"
     assert "per-pixel summaries" in fig.layout.title.text
-    legend = {d.name for d in fig.data if d.showlegend and d.type == "scatter" and d.mode == "markers"}
+    legend = {d.name for d in fig.data if d.type == "scatter" and d.showlegend and d.mode == "markers"}
     assert legend == set(frame.legend.values())
     if colour == "engine":
         assert {"Tensor", "Vector", "DMA"} <= legend
@@ -55,7 +56,7 @@ def test_zoomed_timeline_is_exact_and_its_hover_names_every_event_in_place(trace
     fig = trace.timeline(start, end, width_px=400, lanes=False, expand_dma=True)
     rows, frame = _expected_frame(trace, start, end, 400, expand_dma=True)
     assert frame.exact.all()
-    np.testing.assert_array_equal(decode_typed_array(fig.data[0].z), frame.codes)
+    np.testing.assert_array_equal(decode_strip_png(fig.data[0].source), frame.codes)
     hover = fig.data[-1]
     assert hover.name == HOVER_TRACE_NAME
     window = trace.window(start, end, 400, tracks=[tid for r in rows for tid in r.track_ids])

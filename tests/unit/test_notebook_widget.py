@@ -12,6 +12,7 @@ import profiler
 from profiler.errors import CommandError
 from profiler.figures.palette import CategoryPalette
 from profiler.figures.raster import rasterize, timeline_rows
+from profiler.figures.strip_png import decode_strip_png
 from profiler.figures.typed_arrays import decode_typed_array
 from profiler.notebook.timeline import ranked_names
 from profiler.notebook.widget import update_widget
@@ -27,7 +28,7 @@ def trace(notebook_synth_trace):
 
 
 def _codes(widget):
-    return decode_typed_array(widget.data[0].z)
+    return decode_strip_png(widget.data[0].source)
 
 
 def _raster_of(trace, buffer):

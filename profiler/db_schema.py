@@ -14,7 +14,8 @@ import pyarrow as pa
 from tracer import schema as ts
 
 #: Version of the trnprof DuckDB layout, MAJOR.MINOR, stored in the database's ``trnprof_info`` table.
-DB_FORMAT_VERSION = "1.0"
+#: 2.0: ``lod.value_sum``, ``counter_lod``, ``track.value_name``; keyed tables clustered by track in chunks.
+DB_FORMAT_VERSION = "2.0"
 
 TRACK_ID = "track_id"
 TABLE = "table_name"
@@ -23,6 +24,7 @@ BUSY_NS = "busy_ns"
 COUNT = "count"
 LONGEST_ID = "longest_id"
 TOP_NAME = "top_name"
+VALUE_SUM = "value_sum"              # lod: exact integral of the track's per-event value over the bucket
 BUSY_FRACTION = "busy_fraction"
 
 #: The database's own tables (Neuron-named trace tables keep their names from :mod:`tracer.schema`).
@@ -30,6 +32,7 @@ INFO_TABLE = "trnprof_info"          # key/value rows: format version, ingest so
 TRACK_TABLE = "track"
 SLICE_TABLE = "slice"
 LOD_TABLE = "lod"                    # the level-of-detail interval index, see docs/database.md
+COUNTER_LOD_TABLE = "counter_lod"    # the level-of-detail index of Counter tracks (step functions)
 
 #: ``trnprof_info`` columns and keys.
 INFO_KEY = "key"
@@ -50,10 +53,17 @@ EVENT_COUNT = "event_count"
 MAX_DUR_NS = "max_dur_ns"
 LOD_MIN_LEVEL = "lod_min_level"      # finest level stored in ``lod`` for the track (null: no index)
 OVERLAPPING = "overlapping"          # true when two of the track's intervals overlap
+VALUE_NAME = "value_name"            # column whose per-event values lod.value_sum integrates (null: none)
 
 #: ``lod`` columns.
 LEVEL = "level"                      # bucket width is 2**level ns
 BUCKET = "bucket"                    # bucket index: the bucket covers [bucket << level, (bucket + 1) << level)
+
+#: ``counter_lod`` columns (per bucket of a counter's step function; see docs/database.md).
+MIN_VALUE = "min_value"
+MAX_VALUE = "max_value"
+MEAN_VALUE = "mean_value"            # time-weighted mean over the part of the bucket after the first sample
+LAST_VALUE = "last_value"            # the step function's value at the end of the bucket
 
 #: Track kinds (``track.kind``).
 TRACK_KINDS: tuple[str, ...] = ("engine", "dma_queue", "span", "counter", "thread")
@@ -78,6 +88,7 @@ TRACK_STORED = pa.schema([
     pa.field(MAX_DUR_NS, pa.int64()),
     pa.field(LOD_MIN_LEVEL, pa.int32()),
     pa.field(OVERLAPPING, pa.bool_()),
+    pa.field(VALUE_NAME, pa.string()),      # e.g. transfer_bytes (DMA queues), adjusted_flops (Tensor engines)
 ])
 
 #: ``lod``: per track and power-of-two level, one row per bucket from the track's first to its last bucket.
@@ -89,6 +100,19 @@ LOD = pa.schema([
     pa.field(COUNT, pa.int64(), nullable=False),
     pa.field(LONGEST_ID, pa.int64()),
     pa.field(TOP_NAME, pa.string()),
+    pa.field(VALUE_SUM, pa.float64()),      # null for tracks without a value (track.value_name is null)
+])
+
+#: ``counter_lod``: per Counter track and level, one row per bucket from its first to its last sample's bucket.
+COUNTER_LOD = pa.schema([
+    pa.field(TRACK_ID, pa.int64(), nullable=False),
+    pa.field(LEVEL, pa.int32(), nullable=False),
+    pa.field(BUCKET, pa.int64(), nullable=False),
+    pa.field(COUNT, pa.int64(), nullable=False),       # samples in the bucket
+    pa.field(MIN_VALUE, pa.float64(), nullable=False),  # over the samples in the bucket and the value carried in
+    pa.field(MAX_VALUE, pa.float64(), nullable=False),
+    pa.field(MEAN_VALUE, pa.float64(), nullable=False),
+    pa.field(LAST_VALUE, pa.float64(), nullable=False),
 ])
 
 #: ``slice``: generic intervals (framework spans, imported host/GPU slices), Perfetto-style.

@@ -23,8 +23,8 @@ def ingest_bars(enabled: bool | None = None) -> Iterator[Callable[[str, int, int
             return
         bar = bars.get(phase)
         if bar is None:
-            unit = {"read": "B"}.get(phase, "track")
-            bar = tqdm(total=total, desc=PHASES.get(phase, phase), unit=unit, unit_scale=unit == "B",
+            unit = {"read": "B", "index": "event"}.get(phase, "item")
+            bar = tqdm(total=total, desc=PHASES.get(phase, phase), unit=unit, unit_scale=unit != "item",
                        leave=False, file=sys.stderr)
             bars[phase] = bar
         bar.total = total

@@ -1,12 +1,19 @@
 """Ingest: stream any :class:`~profiler.sources.TraceSource` into one DuckDB file, atomically, and build the index.
 
-The build never holds the trace in Python objects.  Record batches of the track-keyed tables (Instruction,
-DmaPacket, Span -> slice, Counter) are split by track as they stream in and staged per track
-(:mod:`profiler.db.staging`), then appended to DuckDB track by track, so each table is stored sorted by
-``(track_id, start_ts)`` (zone maps prune) without a global sort; other tables stream straight into DuckDB.  The
-level-of-detail index is then built one track at a time from that track's columns in numpy.  Everything is
-written into a temporary file beside the target and renamed over it only when complete, so an interrupted
-ingest never leaves a database that looks valid.
+The build never holds the trace in Python objects and reads its input once:
+
+1. **Store.**  Each run of a source's batches of one table is appended by one ``INSERT`` that DuckDB pulls from
+   a generator.  Track-keyed tables (Instruction, DmaPacket, Span -> slice, Counter) get their ``track_id``
+   (:mod:`profiler.db.tracks`) and are ordered by ``(track_id, time, id)`` within bounded chunks
+   (:mod:`profiler.db.staging`) on the way, so every DuckDB row group holds one track over a short time range;
+   per-track statistics and the index's name dictionaries are gathered meanwhile.  Other tables stream straight
+   in.  The Python work of a batch runs while DuckDB compresses earlier ones on its other threads.
+2. **Index.**  :mod:`profiler.db.index_build` reads the stored interval and counter tables back in storage order
+   (a few columns, sequentially) into streaming per-track builders that emit the level-of-detail rows.
+3. ``track`` and ``trnprof_info`` are written and the file is checkpointed.
+
+Everything is written into a temporary file beside the target and renamed over it only when complete, so an
+interrupted ingest never leaves a database that looks valid.
 """
 
 from __future__ import annotations
@@ -20,33 +27,29 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import duckdb
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from profiler import db_schema as dbs
 from profiler.db import lod
-from profiler.db.sqlutil import fetch_one, quote, registered
-from profiler.db.staging import TrackStage, plain_strings
-from profiler.db.tracks import TRACK_KEYS, TrackKeySpec, TrackRegistry
+from profiler.db.index_build import INTERVAL_NAME_COLUMNS, IndexBuilder
+from profiler.db.sqlutil import quote, registered
+from profiler.db.staging import ChunkOrderer
+from profiler.db.tracks import TRACK_KEYS, TrackKeySpec, TrackRegistry, TrackStats
 from profiler.sources import TraceSource
 from tracer import schema as ts
 from tracer._version import __version__
 from tracer.errors import TraceFormatError
 
-#: Called as ``progress(phase, done, total)``; phases: ``read`` (input bytes), ``index`` (tracks).
+#: Called as ``progress(phase, done, total)``; phases: ``read`` (input bytes), ``index`` (rows indexed).
 IngestProgress = Callable[[str, int, int], None]
 
 #: Tables every database has (empty when the source had none), so queries and the API never miss one.
 STANDARD_TABLES: tuple[str, ...] = (ts.INSTRUCTION.name, ts.DMA_PACKET.name, ts.SEMAPHORE_UPDATE.name,
                                     ts.FLOW.name, ts.METADATA.name, ts.COUNTER.name, dbs.SLICE_TABLE)
 
-#: Interval tables carrying tracks, and the column naming an event in the index (first non-null wins).
-INTERVAL_NAME_COLUMNS: dict[str, tuple[str, ...]] = {
-    ts.INSTRUCTION.name: (ts.OPCODE,),
-    ts.DMA_PACKET.name: (ts.VARIABLE, ts.QUEUE_NAME),
-    dbs.SLICE_TABLE: (ts.NAME,),
-}
+__all__ = ["INTERVAL_NAME_COLUMNS", "STANDARD_TABLES", "IngestProgress", "db_table_schema", "ingest",
+           "temporary_path"]
 
 
 def _db_arrow_type(t: pa.DataType) -> pa.DataType:
@@ -64,7 +67,7 @@ def db_table_schema(name: str) -> pa.Schema:
     return pa.schema(fields)
 
 
-def _slice_batch(batch: pa.RecordBatch, track_ids: np.ndarray) -> pa.RecordBatch:
+def _slice_batch(batch: pa.RecordBatch, track_ids: pa.Array) -> pa.RecordBatch:
     """A Span batch as ``slice`` rows (keeping any extra columns the source added)."""
     cols = {n: batch.column(n) for n in batch.schema.names}
     n = batch.num_rows
@@ -72,7 +75,7 @@ def _slice_batch(batch: pa.RecordBatch, track_ids: np.ndarray) -> pa.RecordBatch
     end = cols[ts.END_TS]
     out: dict[str, pa.Array] = {
         ts.ID: cols[ts.ID],
-        dbs.TRACK_ID: pa.array(track_ids, pa.int64()),
+        dbs.TRACK_ID: track_ids,
         ts.START_TS: start,
         ts.END_TS: end,
         dbs.DUR_NS: pc.subtract(end, start),
@@ -133,27 +136,37 @@ class _Runs:
         return name, rest()
 
 
-def _select_list(schema: pa.Schema) -> str:
+def select_list(schema: pa.Schema) -> str:
+    """SELECT list storing every column, dictionary and large/view strings as plain VARCHAR."""
     parts = []
     for f in schema:
         q = quote(f.name)
-        if pa.types.is_dictionary(f.type) or pa.types.is_large_string(f.type):
+        if pa.types.is_dictionary(f.type) or pa.types.is_large_string(f.type) or pa.types.is_string_view(f.type):
             parts.append(f"CAST({q} AS VARCHAR) AS {q}")
         else:
             parts.append(q)
     return ", ".join(parts)
 
 
+def _distinct(column: pa.Array) -> list[object]:
+    values = column.dictionary if pa.types.is_dictionary(column.type) else pc.unique(column)
+    return values.to_pylist()
+
+
 class _Builder:
     """State of one ingest into an open temporary database."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, source: TraceSource, stage: TrackStage) -> None:
+    def __init__(self, con: duckdb.DuckDBPyConnection, source: TraceSource) -> None:
         self.con = con
         self.source = source
-        self.stage = stage
         self.registry = TrackRegistry()
-        self.created: set[str] = set()
+        self.stats = TrackStats()
         self.stream_error: BaseException | None = None
+        self.created: set[str] = set()
+        self.schemas: dict[str, pa.Schema] = {}
+        self.buffers: dict[str, ChunkOrderer] = {}
+        self.sources: dict[str, str] = {}        # database table -> the source table its rows come from
+        self.names: dict[str, set[str]] = {}
 
     def convert(self, name: str, spec: TrackKeySpec | None, batch: pa.RecordBatch) -> pa.RecordBatch:
         if spec is None:
@@ -162,11 +175,10 @@ class _Builder:
             return batch
         time_cols = (ts.TIMESTAMP,) if spec.kind == "counter" else (ts.START_TS, ts.END_TS)
         _check_batch(self.source, name, batch, time_cols)
-        ids = self.registry.assign(spec, batch)
+        ids = pa.array(self.registry.assign(spec, batch), pa.int64())
         if spec.db_table == dbs.SLICE_TABLE:
             return _slice_batch(batch, ids)
-        return pa.RecordBatch.from_arrays([pa.array(ids, pa.int64()), *batch.columns],
-                                          names=[dbs.TRACK_ID, *batch.schema.names])
+        return pa.RecordBatch.from_arrays([ids, *batch.columns], names=[dbs.TRACK_ID, *batch.schema.names])
 
     def _conform(self, name: str, batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
         if batch.schema == schema:
@@ -177,43 +189,68 @@ class _Builder:
             raise TraceFormatError(f"{self.source.path}: table {name} changes its columns between record batches "
                                    f"({str(exc).splitlines()[0]})") from None
 
+    def _collect_names(self, target: str, batch: pa.RecordBatch) -> None:
+        """Remember the event names of an interval table (the index codes them against their sorted set)."""
+        acc = self.names.setdefault(target, set())
+        for column in INTERVAL_NAME_COLUMNS.get(target, ()):
+            if column in batch.schema.names:
+                acc.update(v for v in _distinct(batch.column(column)) if v is not None)
+
+    def _buffer(self, name: str, spec: TrackKeySpec | None, target: str) -> ChunkOrderer:
+        buffer = self.buffers.get(target)
+        if buffer is None:
+            if spec is None:
+                buffer = ChunkOrderer(None, None, None, None)
+            elif spec.kind == "counter":
+                buffer = ChunkOrderer(ts.TIMESTAMP, None, None, self.stats)
+            else:
+                buffer = ChunkOrderer(ts.START_TS, ts.ID, ts.END_TS, self.stats)
+            self.buffers[target] = buffer
+            self.sources[target] = name
+        return buffer
+
     def add_run(self, name: str, batches: Iterator[pa.RecordBatch]) -> None:
-        """Consume one run of batches of table ``name``: stage track-keyed tables, load the others."""
+        """Consume one run of batches of table ``name``; store the chunks it completes with one statement.
+
+        DuckDB pulls the chunks from a generator, so the Python work of the next batches (conversion, track ids,
+        ordering) runs while DuckDB's other threads compress the previous ones.  A chunk left unfinished at the end
+        of the run stays buffered for the table's next run (or the end of the stream).
+        """
         spec = TRACK_KEYS.get(name)
-        if spec is not None:
-            sort_column = _sort_column(spec)
-            for batch in batches:
-                converted = plain_strings(self.convert(name, spec, batch))
-                schema = self.stage.schema(spec.db_table)
-                if schema is not None:
-                    converted = self._conform(name, converted, schema)
-                self.stage.add(spec.db_table, converted, sort_column)
-            return
-        self._load_run(name, batches)
-
-    def _load_run(self, name: str, batches: Iterator[pa.RecordBatch]) -> None:
-        """Store a run of a table without tracks straight into DuckDB, in arrival order."""
-        target = name
+        target = spec.db_table if spec else name
         iterator = iter(batches)
-        converted_first = self.convert(name, None, next(iterator))
-        schema = converted_first.schema
+        first = self.convert(name, spec, next(iterator))
+        schema = self.schemas.setdefault(target, first.schema)
+        buffer = self._buffer(name, spec, target)
+        interval = target in INTERVAL_NAME_COLUMNS
 
-        def converted() -> Iterator[pa.RecordBatch]:
+        def chunks() -> Iterator[pa.RecordBatch]:
+            batch: pa.RecordBatch | None = first
+            while batch is not None:
+                batch = self._conform(name, batch, schema)
+                if interval:
+                    self._collect_names(target, batch)
+                yield from buffer.add(batch)
+                if buffer.bytes and sum(b.bytes for b in self.buffers.values()) > MAX_BUFFERED_BYTES:
+                    yield from buffer.flush()
+                nxt = next(iterator, None)
+                batch = None if nxt is None else self.convert(name, spec, nxt)
+
+        self._store(name, target, schema, chunks())
+
+    def _store(self, name: str, target: str, schema: pa.Schema, batches: Iterator[pa.RecordBatch]) -> None:
+        """One statement appending ``batches`` to ``target`` (creating it first); stream errors re-raised as is."""
+        def guarded() -> Iterator[pa.RecordBatch]:
             try:
-                yield from convert_rest()
+                yield from batches
             except BaseException as exc:  # DuckDB wraps errors of the stream; keep the original to re-raise
                 self.stream_error = exc
                 raise
 
-        def convert_rest() -> Iterator[pa.RecordBatch]:
-            yield converted_first
-            for b in iterator:
-                yield self._conform(name, self.convert(name, None, b), schema)
-
-        reader = pa.RecordBatchReader.from_batches(schema, converted())
+        reader = pa.RecordBatchReader.from_batches(schema, guarded())
         self.stream_error = None
         with registered(self.con, reader) as view:
-            select = f"SELECT {_select_list(schema)} FROM {view}"
+            select = f"SELECT {select_list(schema)} FROM {view}"
             try:
                 if target in self.created:
                     self.con.execute(f"INSERT INTO {quote(target)} BY NAME {select}")
@@ -226,23 +263,13 @@ class _Builder:
                 raise TraceFormatError(f"{self.source.path}: cannot store table {name}: "
                                        f"{' '.join(str(exc).split())[:300]}") from None
 
-    def load_staged(self) -> None:
-        """Append every staged track-keyed table to DuckDB in (track_id, time) order, track by track."""
-        for target in list(self.stage.tables):
-            sort_column = self.stage.tables[target].sort_column
-            for tids in self.stage.groups(target, LOAD_GROUP_ROWS):
-                # Staged track after track; a sort is needed only when a track arrived out of time order.
-                in_order = self.stage.in_order(target, tids)
-                order = "" if in_order else f" ORDER BY {quote(dbs.TRACK_ID)}, {quote(sort_column)}"
-                with registered(self.con, self.stage.reader(target, tids)) as view:
-                    if target in self.created:
-                        self.con.execute(f"INSERT INTO {quote(target)} SELECT * FROM {view}{order}")
-                    else:
-                        self.con.execute(f"CREATE TABLE {quote(target)} AS SELECT * FROM {view}{order}")
-                        self.created.add(target)
+    def finish_stream(self) -> None:
+        """Store the unfinished chunks of every table."""
+        for target, buffer in self.buffers.items():
+            if buffer.rows:
+                self._store(self.sources[target], target, self.schemas[target], iter(buffer.flush()))
 
     def finish_tables(self) -> None:
-        self.load_staged()
         for name in STANDARD_TABLES:
             if name not in self.created:
                 with registered(self.con, db_table_schema(name).empty_table()) as view:
@@ -262,62 +289,13 @@ class _Builder:
                     continue
                 self.con.execute(f"ALTER TABLE {quote(name)} ADD COLUMN {quote(f.name)} {sql_type}")
 
+    def sorted_names(self) -> dict[str, pa.Array]:
+        """Each interval table's distinct event names, sorted (the index's name codes)."""
+        return {t: pa.array(sorted(names), pa.string()) for t, names in self.names.items()}
+
 
 _SQL_TYPES = {pa.int64(): "BIGINT", pa.int32(): "INTEGER", pa.string(): "VARCHAR", pa.float32(): "FLOAT",
               pa.float64(): "DOUBLE", pa.bool_(): "BOOLEAN"}
-
-
-def _sort_column(spec: TrackKeySpec) -> str:
-    return ts.TIMESTAMP if spec.kind == "counter" else ts.START_TS
-
-
-def _name_expression(table: str) -> str:
-    cols = [quote(c) for c in INTERVAL_NAME_COLUMNS[table]]
-    return cols[0] if len(cols) == 1 else f"coalesce({', '.join(cols)})"
-
-
-def build_index(con: duckdb.DuckDBPyConnection, registry: TrackRegistry,
-                progress: IngestProgress | None = None) -> pa.Table:
-    """Build ``lod`` one track at a time; return the ``track`` table with its statistics."""
-    with registered(con, dbs.LOD.empty_table()) as view:
-        con.execute(f"CREATE TABLE {quote(dbs.LOD_TABLE)} AS SELECT * FROM {view}")
-    rows = registry.track_rows()
-    stats: list[dict[str, object]] = []
-    for i, row in enumerate(rows):
-        tid = int(row[dbs.TRACK_ID])
-        table = str(row[dbs.TABLE])
-        stat: dict[str, object] = {dbs.EVENT_COUNT: 0, ts.START_TS: None, ts.END_TS: None, dbs.MAX_DUR_NS: None,
-                                   dbs.LOD_MIN_LEVEL: None, dbs.OVERLAPPING: None}
-        if table in INTERVAL_NAME_COLUMNS:
-            data = con.sql(f"SELECT {quote(ts.START_TS)}, {quote(ts.END_TS)}, {quote(ts.ID)}, "
-                           f"{_name_expression(table)} AS name FROM {quote(table)} "
-                           f"WHERE {quote(dbs.TRACK_ID)} = $tid", params={"tid": tid}).to_arrow_table()
-            ev = lod.prepare(data.column(0).to_numpy(), data.column(1).to_numpy(), data.column(2).to_numpy(),
-                             data.column(3))
-            del data
-            if ev.n:
-                first, last = int(ev.start[0]), int(ev.run_max_end[-1])
-                k_min = lod.finest_level(*ev.span(), ev.n)
-                # Streamed: DuckDB pulls one level at a time, so a track's index is never whole in memory.
-                levels = pa.RecordBatchReader.from_batches(
-                    dbs.LOD, (b for level in lod.track_levels(ev, tid, k_min) for b in level.to_batches()))
-                with registered(con, levels) as view:
-                    con.execute(f"INSERT INTO {quote(dbs.LOD_TABLE)} SELECT * FROM {view}")
-                stat.update({dbs.EVENT_COUNT: ev.n, ts.START_TS: first, ts.END_TS: last,
-                             dbs.MAX_DUR_NS: int((ev.end - ev.start).max()), dbs.LOD_MIN_LEVEL: k_min,
-                             dbs.OVERLAPPING: bool(ev.n > 1 and np.any(ev.start[1:] < ev.run_max_end[:-1]))})
-            del ev
-        elif table == ts.COUNTER.name:
-            n, first, last = fetch_one(con,
-                f"SELECT count(*), min({quote(ts.TIMESTAMP)}), max({quote(ts.TIMESTAMP)}) FROM {quote(table)} "
-                f"WHERE {quote(dbs.TRACK_ID)} = ?", [tid])
-            stat.update({dbs.EVENT_COUNT: n, ts.START_TS: first, ts.END_TS: last})
-        stats.append({**row, **stat})
-        if progress is not None:
-            progress("index", i + 1, len(rows))
-    if not stats:
-        return dbs.TRACK_STORED.empty_table()
-    return pa.Table.from_pylist(stats, schema=dbs.TRACK_STORED)
 
 
 def _write_info(con: duckdb.DuckDBPyConnection, source: TraceSource, cache_key: str | None) -> None:
@@ -351,9 +329,8 @@ def _remove_database_files(path: Path) -> None:
 ROW_GROUP_ROWS = 16_384
 _BUILD_ALIAS = "trnprof_build"
 
-#: Staged tracks are appended to DuckDB in groups of consecutive tracks of at least this many rows, each group
-#: by one INSERT (sorting only when a track arrived out of time order; a group bounds what a sort may spill).
-LOAD_GROUP_ROWS = 8_000_000
+#: Bytes buffered over all tables' unfinished chunks before the largest is stored early.
+MAX_BUFFERED_BYTES = 512 << 20
 
 #: DuckDB's memory limit during an ingest; larger sorts spill to a directory beside the database.
 DEFAULT_MEMORY_LIMIT_MB = 4096
@@ -370,7 +347,8 @@ def ingest(source: TraceSource, db_path: str | os.PathLike[str], *, cache_key: s
         cache_key: stored in the database's info table (the ingest cache compares it).
         progress: called with ``(phase, done, total)``.
         threads: DuckDB threads (default: all cores).
-        memory_limit_mb: DuckDB's memory limit; sorts beyond it spill to disk beside the database.
+        memory_limit_mb: DuckDB's memory limit; sorts (of tracks stored out of time order) spill beyond it
+            to a directory beside the database.
     """
     db_path = Path(db_path)
     try:
@@ -387,7 +365,6 @@ def ingest(source: TraceSource, db_path: str | os.PathLike[str], *, cache_key: s
         if progress is not None:
             progress("read", min(done, total), total)
 
-    stage = TrackStage(tmp.with_name(tmp.name + ".stage"))
     con = duckdb.connect()
     try:
         literal = "'" + str(tmp).replace("'", "''") + "'"
@@ -398,14 +375,19 @@ def ingest(source: TraceSource, db_path: str | os.PathLike[str], *, cache_key: s
         con.execute(f"SET temp_directory = '{str(tmp) + '.spill'}'")
         if threads:
             con.execute(f"SET threads = {int(threads)}")
-        builder = _Builder(con, source, stage)
+        builder = _Builder(con, source)
         runs = _Runs(iter(source.read(on_bytes)))
         while (run := runs.next_run()) is not None:
             builder.add_run(*run)
+        builder.finish_stream()
         builder.finish_tables()
-        # The index build holds one track's columns in numpy: give DuckDB less room meanwhile.
-        con.execute(f"SET memory_limit = '{max(512, int(memory_limit_mb) // 2)}MB'")
-        track = build_index(con, builder.registry, progress)
+        reader = con.cursor()
+        try:
+            reader.execute(f"USE {quote(_BUILD_ALIAS)}")
+            track = IndexBuilder(con, reader, builder.registry, builder.stats, builder.sorted_names(),
+                                 progress=progress).build()
+        finally:
+            reader.close()
         with registered(con, track) as view:
             con.execute(f"CREATE TABLE {quote(dbs.TRACK_TABLE)} AS SELECT * FROM {view} ORDER BY {quote(dbs.TRACK_ID)}")
         _write_info(con, source, cache_key)
@@ -417,6 +399,4 @@ def ingest(source: TraceSource, db_path: str | os.PathLike[str], *, cache_key: s
         con.close()
         _remove_database_files(tmp)
         raise
-    finally:
-        stage.cleanup()
     return db_path

@@ -1,11 +1,12 @@
-"""The level-of-detail (LOD) interval index of one track, as pure numpy: building it and bucketing raw events.
+"""The level-of-detail (LOD) interval index of one track, as pure numpy: what a bucket holds, and the per-range
+bucket computation shared by the ingest's streaming build (:mod:`profiler.db.lod_build`) and by on-the-fly
+bucketing of raw events (:func:`bucketize`, used by the window planner for windows finer than the stored levels).
 
 A track's intervals are summarised per power-of-two *level* ``k``: bucket ``b`` of level ``k`` covers
 ``[b << k, (b + 1) << k)``.  Levels are stored densely (one row per bucket from the track's first to its last
 bucket) from a per-track finest level ``k_min`` — the finest level whose bucket count is at most half the track's
 event count — up to :data:`MAX_LEVEL`, so the index holds at most about one row per event in all, and a window at
-resolution ``2**k`` reads exactly its ``O(width)`` buckets.  Windows finer than ``k_min`` hold about two events per
-pixel or fewer and are answered from raw events, with :func:`bucketize` where they still hold too many.
+resolution ``2**k`` reads exactly its ``O(width)`` buckets.
 
 What a bucket holds (the same definitions for stored levels and for :func:`bucketize`):
 
@@ -21,6 +22,13 @@ What a bucket holds (the same definitions for stored levels and for :func:`bucke
 ``top_name``
     Among the events starting in the bucket, the name with the largest total duration (ties: the smallest
     name); when none starts in it but it is busy, the covering event's name.  Null for an idle bucket.
+``value_sum``
+    For tracks with a per-event value (DMA ``transfer_bytes``, Tensor ``adjusted_flops``): the integral over the
+    bucket of each event's value spread uniformly over its duration, ``sum(v * |[s, e) & bucket| / (e - s))``;
+    a zero-length event puts its whole value in its start bucket.  float64: single-bucket events add their value
+    exactly; crossing events are split at the bucket edges, with the full buckets inside an event filled from a
+    running sum of per-bucket rates that is reset to exactly zero wherever no crossing event is active.  The
+    error is a few ulps of the values involved (tested against exact rationals at a relative 1e-9).
 
 Zero-length events count and can be longest but add no busy time.
 """
@@ -28,7 +36,7 @@ Zero-length events count and can be longest but add no busy time.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -42,24 +50,21 @@ TIME_LIMIT = 1 << 62
 #: The finest stored level has at most ``event_count // EVENTS_PER_FINEST_BUCKET`` buckets.
 EVENTS_PER_FINEST_BUCKET = 2
 
-_NONE = -1
+NONE = -1
 _BIG = np.iinfo(np.int64).max
+_EMPTY = np.zeros(0, np.int64)
 
 
 @dataclass(frozen=True)
 class TrackEvents:
-    """One track's intervals sorted by (start, id), with the derived arrays every bucketing needs."""
+    """One track's intervals sorted by (start, id), names as codes into a sorted dictionary, optional values."""
 
     start: np.ndarray         # int64
     end: np.ndarray           # int64, >= start
     ids: np.ndarray           # int64
     codes: np.ndarray         # int64 index into names, -1 for a null name; names are sorted, so codes order like names
     names: pa.Array           # string
-    run_max_end: np.ndarray   # max(end[:i + 1])
-    run_max_idx: np.ndarray   # first index achieving run_max_end
-    union_start: np.ndarray   # disjoint union of the intervals, sorted
-    union_end: np.ndarray
-    union_before: np.ndarray  # total union length before union interval i
+    values: np.ndarray | None = None   # float64 per-event value (spread over the event's duration)
 
     @property
     def n(self) -> int:
@@ -68,71 +73,59 @@ class TrackEvents:
 
     def span(self) -> tuple[int, int]:
         """[first start, end) covering every event, zero-length events at the last instant included."""
-        return int(self.start[0]), max(int(self.run_max_end[-1]), int(self.start[-1]) + 1)
+        return int(self.start[0]), max(int(self.end.max()), int(self.start[-1]) + 1)
 
-    def cumulative_busy(self, t: np.ndarray) -> np.ndarray:
-        """Union length of the intervals within (-inf, t), for each t."""
-        j = np.searchsorted(self.union_start, t, side="right") - 1
-        jc = np.maximum(j, 0)
-        if len(self.union_start) == 0:
-            return np.zeros(len(t), dtype=np.int64)
-        part = np.clip(np.minimum(t, self.union_end[jc]) - self.union_start[jc], 0, None)
-        return np.where(j >= 0, self.union_before[jc] + part, 0).astype(np.int64)
+    @property
+    def run_max_end(self) -> np.ndarray:
+        """max(end[:i + 1]) for every i."""
+        return np.maximum.accumulate(self.end) if self.n else _EMPTY
 
 
-def prepare(start: np.ndarray, end: np.ndarray, ids: np.ndarray, names: pa.Array | pa.ChunkedArray) -> TrackEvents:
-    """Sort one track's events and derive running maxima and the union of the intervals (all vectorised)."""
-    start = np.asarray(start, dtype=np.int64)
-    end = np.maximum(np.asarray(end, dtype=np.int64), start)
-    ids = np.asarray(ids, dtype=np.int64)
+def name_codes(names: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:
+    """Per-row codes into the sorted distinct names (-1 for null), and those names."""
     if isinstance(names, pa.ChunkedArray):
         names = names.combine_chunks() if names.num_chunks else pa.array([], pa.string())
     if pa.types.is_dictionary(names.type):
         names = names.cast(pa.string())
-    n = len(start)
-    if n > 1 and not _sorted_by_start_id(start, ids):
-        order = np.lexsort((ids, start))
-        start, end, ids = start[order], end[order], ids[order]
-        names = names.take(pa.array(order))
-    enc = names.dictionary_encode() if n else pa.DictionaryArray.from_arrays(pa.array([], pa.int32()),
-                                                                            pa.array([], pa.string()))
+    n = len(names)
+    if n == 0:
+        return np.zeros(0, np.int64), pa.array([], pa.string())
+    enc = names.dictionary_encode()
     dictionary = enc.dictionary
     rank = np.argsort(np.asarray(dictionary.to_numpy(zero_copy_only=False), dtype=object), kind="stable") \
         if len(dictionary) else np.zeros(0, np.int64)
     remap = np.empty(len(dictionary), dtype=np.int64)
     remap[rank] = np.arange(len(dictionary))
     idx = enc.indices
-    raw = np.asarray(idx.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64) if n else np.zeros(0, np.int64)
+    raw = np.asarray(idx.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
     codes = remap[raw] if len(remap) else np.zeros(n, np.int64)
     if idx.null_count:
-        codes = np.where(np.asarray(idx.is_null().to_numpy(zero_copy_only=False)), _NONE, codes)
+        codes = np.where(np.asarray(idx.is_null().to_numpy(zero_copy_only=False)), NONE, codes)
     sorted_names = dictionary.take(pa.array(rank)) if len(dictionary) else pa.array([], pa.string())
-
-    run_max_end = np.maximum.accumulate(end) if n else np.zeros(0, np.int64)
-    rises = np.ones(n, dtype=bool)
-    if n > 1:
-        rises[1:] = end[1:] > run_max_end[:-1]
-    run_max_idx = np.maximum.accumulate(np.where(rises, np.arange(n), 0)) if n else np.zeros(0, np.int64)
-    # Union: a new piece starts where an interval starts after everything before it has ended.
-    new_piece = np.ones(n, dtype=bool)
-    if n > 1:
-        new_piece[1:] = start[1:] > run_max_end[:-1]
-    piece_first = np.flatnonzero(new_piece)
-    union_start = start[piece_first]
-    piece_last = np.r_[piece_first[1:] - 1, n - 1] if n else np.zeros(0, np.int64)
-    union_end = run_max_end[piece_last] if n else np.zeros(0, np.int64)
-    lengths = union_end - union_start
-    union_before = np.r_[0, np.cumsum(lengths)[:-1]].astype(np.int64) if n else np.zeros(0, np.int64)
-    return TrackEvents(start, end, ids, codes, sorted_names, run_max_end, run_max_idx,
-                       union_start, union_end, union_before)
+    return codes, sorted_names.cast(pa.string())
 
 
-def _sorted_by_start_id(start: np.ndarray, ids: np.ndarray) -> bool:
+def prepare(start: np.ndarray, end: np.ndarray, ids: np.ndarray, names: pa.Array | pa.ChunkedArray,
+            values: np.ndarray | None = None) -> TrackEvents:
+    """One track's events sorted by (start, id), names coded, ends clamped to starts (all vectorised)."""
+    start = np.asarray(start, dtype=np.int64)
+    end = np.maximum(np.asarray(end, dtype=np.int64), start)
+    ids = np.asarray(ids, dtype=np.int64)
+    vals = None if values is None else np.asarray(values, dtype=np.float64)
+    codes, sorted_names = name_codes(names)
+    if len(start) > 1 and not sorted_by_start_id(start, ids):
+        order = np.lexsort((ids, start))
+        start, end, ids, codes = start[order], end[order], ids[order], codes[order]
+        vals = None if vals is None else vals[order]
+    return TrackEvents(start, end, ids, codes, sorted_names, vals)
+
+
+def sorted_by_start_id(start: np.ndarray, ids: np.ndarray) -> bool:
+    """True when the events are in (start, id) order."""
     ds = np.diff(start)
     if np.any(ds < 0):
         return False
-    ties = ds == 0
-    return not np.any(ties & (np.diff(ids) < 0))
+    return not np.any((ds == 0) & (np.diff(ids) < 0))
 
 
 def finest_level(first_start: int, end: int, n: int) -> int:
@@ -145,40 +138,93 @@ def finest_level(first_start: int, end: int, n: int) -> int:
     return k
 
 
+def resolution_level(start_ns: int, end_ns: int, width_px: int) -> int:
+    """Perfetto's choice: log2 of ns-per-pixel rounded down to a power of two (at least 1 ns), at most MAX_LEVEL."""
+    ns_per_px = max(1, (end_ns - start_ns) // max(1, width_px))
+    return min(ns_per_px.bit_length() - 1, MAX_LEVEL)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Bucket rows of one level
+
+
 @dataclass
-class Level:
-    """Dense bucket arrays of one level over buckets [b0, b0 + len)."""
+class Rows:
+    """Bucket arrays of one level over buckets ``[b0, b0 + len)``, with what coarser levels need to combine them."""
 
     k: int
     b0: int
-    busy: np.ndarray        # int64
-    count: np.ndarray       # int64
-    longest: np.ndarray     # event index of the longest starter, -1 when none starts in the bucket
-    longest_dur: np.ndarray  # its duration, -1 when none
-    cover: np.ndarray       # event index of the covering event (meaningful where count == 0 and busy > 0)
-    top: np.ndarray         # name code of the dominant starter name, -1 when none
-    pair_bucket: np.ndarray  # (bucket, name) -> total starter duration, sorted by (bucket, code)
-    pair_code: np.ndarray
-    pair_dur: np.ndarray
+    busy: np.ndarray        # int64 union length
+    count: np.ndarray       # int64 events starting in the bucket
+    ldur: np.ndarray        # int64 duration of the longest starter, -1 when none starts
+    lid: np.ndarray         # int64 its id (meaningful where ldur >= 0)
+    cid: np.ndarray         # int64 id of the covering event (meaningful where cok)
+    ccode: np.ndarray       # int64 name code of the covering event
+    cok: np.ndarray         # bool: an event started before the bucket
+    value: np.ndarray | None    # float64 value sums, None for tracks without values
+    pb: np.ndarray = field(default_factory=lambda: _EMPTY)   # (bucket, name code) -> total starter duration,
+    pc: np.ndarray = field(default_factory=lambda: _EMPTY)   # sorted by (bucket, code)
+    pd: np.ndarray = field(default_factory=lambda: _EMPTY)
+
+    def __len__(self) -> int:
+        return len(self.busy)
 
     @property
     def b1(self) -> int:
         """One past the last bucket."""
         return self.b0 + len(self.busy)
 
+    def representative(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per bucket: (longest_id or covering id, whether it is set, top name code or -1)."""
+        started = self.count > 0
+        covered = (~started) & (self.busy > 0) & self.cok
+        rep = np.where(started, self.lid, self.cid)
+        top = top_from_pairs(self.pb, self.pc, self.pd, self.b0, len(self))
+        top = np.where(started, top, np.where(covered, self.ccode, NONE))
+        return rep, started | covered, top
 
-def _group_starts(keys: np.ndarray) -> np.ndarray:
+
+def idle_rows(k: int, b0: int, n: int, values: bool) -> Rows:
+    """``n`` idle buckets (nothing started before them either)."""
+    z = np.zeros(n, np.int64)
+    return Rows(k, b0, z, z.copy(), np.full(n, NONE, np.int64), z.copy(), z.copy(), np.full(n, NONE, np.int64),
+                np.zeros(n, bool), np.zeros(n, np.float64) if values else None)
+
+
+def concat_rows(a: Rows, b: Rows) -> Rows:
+    """``a`` followed by ``b`` (contiguous buckets of one level)."""
+    def cat(x: np.ndarray | None, y: np.ndarray | None) -> np.ndarray | None:
+        return None if x is None or y is None else np.concatenate([x, y])
+    return Rows(a.k, a.b0, cat(a.busy, b.busy), cat(a.count, b.count), cat(a.ldur, b.ldur), cat(a.lid, b.lid),
+                cat(a.cid, b.cid), cat(a.ccode, b.ccode), cat(a.cok, b.cok), cat(a.value, b.value),
+                cat(a.pb, b.pb), cat(a.pc, b.pc), cat(a.pd, b.pd))
+
+
+def split_rows(rows: Rows, n: int) -> tuple[Rows, Rows]:
+    """The first ``n`` buckets and the rest."""
+    cut = int(np.searchsorted(rows.pb, rows.b0 + n, side="left"))
+
+    def part(sl: slice, psl: slice, b0: int) -> Rows:
+        return Rows(rows.k, b0, rows.busy[sl], rows.count[sl], rows.ldur[sl], rows.lid[sl], rows.cid[sl],
+                    rows.ccode[sl], rows.cok[sl], None if rows.value is None else rows.value[sl],
+                    rows.pb[psl], rows.pc[psl], rows.pd[psl])
+    return part(slice(0, n), slice(0, cut), rows.b0), part(slice(n, None), slice(cut, None), rows.b0 + n)
+
+
+def group_starts(keys: np.ndarray) -> np.ndarray:
+    """Indices where a run of equal keys starts."""
     if len(keys) == 0:
         return np.zeros(0, dtype=np.int64)
     return np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
 
 
-def _top_from_pairs(pair_bucket: np.ndarray, pair_code: np.ndarray, pair_dur: np.ndarray,
-                    b0: int, nb: int) -> np.ndarray:
-    top = np.full(nb, _NONE, dtype=np.int64)
+def top_from_pairs(pair_bucket: np.ndarray, pair_code: np.ndarray, pair_dur: np.ndarray,
+                   b0: int, nb: int) -> np.ndarray:
+    """Per bucket of [b0, b0 + nb): the code with the largest total duration (ties: smallest code), -1 if none."""
+    top = np.full(nb, NONE, dtype=np.int64)
     if len(pair_bucket) == 0:
         return top
-    gs = _group_starts(pair_bucket)
+    gs = group_starts(pair_bucket)
     sizes = np.diff(np.r_[gs, len(pair_bucket)])
     best = np.maximum.reduceat(pair_dur, gs)
     cand = np.where(pair_dur == np.repeat(best, sizes), pair_code, _BIG)
@@ -186,111 +232,286 @@ def _top_from_pairs(pair_bucket: np.ndarray, pair_code: np.ndarray, pair_dur: np
     return top
 
 
-def _reduce_pairs(bucket: np.ndarray, code: np.ndarray, dur: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Sum ``dur`` per (bucket, code); the inputs are sorted by bucket, so the stable sort is nearly linear."""
+def reduce_pairs(bucket: np.ndarray, code: np.ndarray, dur: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Sum ``dur`` per (bucket, code), sorted by (bucket, code); inputs nearly sorted, so the sort is nearly linear."""
     if len(bucket) == 0:
         return bucket, code, dur
+    order = None
     span = int(code.max()) + 1
-    key = (bucket - bucket[0]) * span + code
-    if np.any(key[1:] < key[:-1]):
-        order = np.argsort(key, kind="stable")
-        key, bucket, code, dur = key[order], bucket[order], code[order], dur[order]
-    gs = _group_starts(key)
+    lo = int(bucket.min())
+    cells = (int(bucket.max()) - lo + 1) * span
+    if cells <= max(4 * len(bucket), 1 << 16) and int(dur.sum()) < (1 << 53):
+        # Few (bucket, code) cells: count and sum into a dense grid (exact: float64 holds these integer sums).
+        key = (bucket - lo) * span + code
+        present = np.flatnonzero(np.bincount(key, minlength=cells))
+        sums = np.bincount(key, weights=dur, minlength=cells)[present]
+        return present // span + lo, present % span, sums.astype(np.int64)
+    if span * (int(bucket.max()) - lo + 1) < (1 << 62):
+        key = (bucket - lo) * span + code
+        if np.any(key[1:] < key[:-1]):
+            order = np.argsort(key, kind="stable")
+            key = key[order]
+    else:   # huge (bucket, code) ranges: sort on the two keys
+        key = None
+        if np.any((bucket[1:] < bucket[:-1]) | ((bucket[1:] == bucket[:-1]) & (code[1:] < code[:-1]))):
+            order = np.lexsort((code, bucket))
+    if order is not None:
+        bucket, code, dur = bucket[order], code[order], dur[order]
+    if key is None:
+        gs = np.flatnonzero(np.r_[True, (bucket[1:] != bucket[:-1]) | (code[1:] != code[:-1])])
+    else:
+        gs = group_starts(key)
     return bucket[gs], code[gs], np.add.reduceat(dur, gs)
 
 
-def level_from_events(ev: TrackEvents, k: int, b0: int, b1: int) -> Level:
-    """Bucket arrays of level ``k`` over buckets [b0, b1), computed from the events.
+def coarsen(rows: Rows) -> Rows:
+    """The next level from an even-aligned, even-length run of buckets (pairs of children)."""
+    assert rows.b0 % 2 == 0 and len(rows) % 2 == 0
 
-    ``ev`` must hold every event overlapping ``[b0 << k, b1 << k)`` and every event starting in it.
+    def pairs(a: np.ndarray) -> np.ndarray:
+        return a.reshape(-1, 2)
+
+    ld, li = pairs(rows.ldur), pairs(rows.lid)
+    right_wins = (ld[:, 1] > ld[:, 0]) | ((ld[:, 1] == ld[:, 0]) & (li[:, 1] < li[:, 0]))
+    # The parent's covering event (events started before it) is its left child's.
+    pb, pc, pd = reduce_pairs(rows.pb >> 1, rows.pc, rows.pd)
+    return Rows(rows.k + 1, rows.b0 >> 1, pairs(rows.busy).sum(axis=1), pairs(rows.count).sum(axis=1),
+                np.where(right_wins, ld[:, 1], ld[:, 0]), np.where(right_wins, li[:, 1], li[:, 0]),
+                rows.cid[0::2].copy(), rows.ccode[0::2].copy(), rows.cok[0::2].copy(),
+                None if rows.value is None else pairs(rows.value).sum(axis=1), pb, pc, pd)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The finest level from events
+
+
+@dataclass
+class Prefix:
+    """What the events before a range leave for it: the open piece of their union and their covering event."""
+
+    piece_start: int
+    piece_end: int
+    cover_id: int
+    cover_code: int
+
+
+class EventContext:
+    """Union pieces and running maxima of a run of events sorted by (start, id), after an optional prefix."""
+
+    def __init__(self, s: np.ndarray, e: np.ndarray, ids: np.ndarray, codes: np.ndarray, *, k: int,
+                 prefix: Prefix | None) -> None:
+        self.s, self.e, self.ids, self.codes, self.k = s, e, ids, codes, k
+        self.sb = s >> k
+        self.has_prefix = prefix is not None
+        if prefix is not None:
+            s0 = np.r_[np.int64(prefix.piece_start), s]
+            e0 = np.r_[np.int64(prefix.piece_end), e]
+            self.id0 = np.r_[np.int64(prefix.cover_id), ids]
+            self.code0 = np.r_[np.int64(prefix.cover_code), codes]
+        else:
+            s0, e0, self.id0, self.code0 = s, e, ids, codes
+        n0 = len(s0)
+        self.run_max_end = np.maximum.accumulate(e0) if n0 else _EMPTY
+        rises = np.ones(n0, dtype=bool)
+        if n0 > 1:
+            rises[1:] = e0[1:] > self.run_max_end[:-1]
+        self.run_max_idx = np.maximum.accumulate(np.where(rises, np.arange(n0), 0)) if n0 else _EMPTY
+        # Union: a new piece starts where an interval starts after everything before it has ended.
+        new_piece = np.ones(n0, dtype=bool)
+        if n0 > 1:
+            new_piece[1:] = s0[1:] > self.run_max_end[:-1]
+        first = np.flatnonzero(new_piece)
+        self.union_start = s0[first]
+        last = np.r_[first[1:] - 1, n0 - 1] if n0 else _EMPTY
+        self.union_end = self.run_max_end[last] if n0 else _EMPTY
+        lengths = self.union_end - self.union_start
+        self.union_before = np.r_[0, np.cumsum(lengths)[:-1]].astype(np.int64) if n0 else _EMPTY
+        self.overlapping = bool(n0 > 1 and np.any(s0[1:] < self.run_max_end[:-1]))
+
+    def union_to(self, t: np.ndarray) -> np.ndarray:
+        """Union length of the prefix piece and the events within (-inf, t), for each t."""
+        if len(self.union_start) == 0:
+            return np.zeros(len(t), dtype=np.int64)
+        j = np.searchsorted(self.union_start, t, side="right") - 1
+        jc = np.maximum(j, 0)
+        part = np.clip(np.minimum(t, self.union_end[jc]) - self.union_start[jc], 0, None)
+        return np.where(j >= 0, self.union_before[jc] + part, 0).astype(np.int64)
+
+    def prefix_after(self) -> Prefix | None:
+        """The prefix these events (with the old prefix) leave for later ranges."""
+        if len(self.run_max_end) == 0:
+            return None
+        i = int(self.run_max_idx[-1])
+        return Prefix(int(self.union_start[-1]), int(self.union_end[-1]), int(self.id0[i]), int(self.code0[i]))
+
+    def closed_busy_in(self, lo: int, hi: int) -> int:
+        """Union length of the closed pieces (all but the last) within [lo, hi)."""
+        first = int(np.searchsorted(self.union_end[:-1], lo, side="right"))   # pieces are disjoint and sorted
+        us, ue = self.union_start[first:-1], self.union_end[first:-1]
+        if len(us) == 0:
+            return 0
+        return int(np.clip(np.minimum(ue, hi) - np.maximum(us, lo), 0, None).sum())
+
+    def rows(self, b0: int, b1: int, i0: int, i1: int, *, values: np.ndarray | None,
+             first_busy: int = 0) -> Rows:
+        """Rows of buckets [b0, b1) whose starters are events [i0, i1); ``first_busy`` adds to bucket b0's busy."""
+        k = self.k
+        nb = b1 - b0
+        rel = self.sb[i0:i1] - b0
+        count = np.bincount(rel, minlength=nb).astype(np.int64) if nb else _EMPTY
+        edges = np.arange(b0, b1 + 1, dtype=np.int64) << k
+        busy = np.diff(self.union_to(edges))
+        if nb:
+            busy[0] += first_busy
+        ldur = np.full(nb, NONE, dtype=np.int64)
+        lid = np.zeros(nb, dtype=np.int64)
+        if i1 > i0:
+            dur = self.e[i0:i1] - self.s[i0:i1]
+            ids = self.ids[i0:i1]
+            gs = group_starts(rel)
+            sizes = np.diff(np.r_[gs, len(rel)])
+            best = np.maximum.reduceat(dur, gs)
+            cand = np.where(dur == np.repeat(best, sizes), ids, _BIG)
+            lid[rel[gs]] = np.minimum.reduceat(cand, gs)
+            ldur[rel[gs]] = best
+            named = self.codes[i0:i1] >= 0
+            pb, pc, pd = reduce_pairs((rel + b0)[named], self.codes[i0:i1][named], dur[named])
+        else:
+            pb = pc = pd = _EMPTY
+        # Covering event of bucket b: the running maximum over every event (and the prefix) started before it.
+        before = np.searchsorted(self.s, edges[:-1], side="left") + (1 if self.has_prefix else 0) - 1
+        cok = before >= 0
+        ci = self.run_max_idx[np.maximum(before, 0)] if len(self.run_max_idx) else np.zeros(nb, np.int64)
+        cid = np.where(cok, self.id0[ci], 0) if len(self.id0) else np.zeros(nb, np.int64)
+        ccode = np.where(cok, self.code0[ci], NONE) if len(self.code0) else np.full(nb, NONE, np.int64)
+        return Rows(k, b0, busy, count, ldur, lid, cid, ccode, cok, values, pb, pc, pd)
+
+
+class ValueSpread:
+    """Per-bucket integrals of event values spread uniformly over the events' durations, bucket range by range.
+
+    Events are added in any order; :meth:`take` returns the dense sums of buckets [b0, b1) and forgets them, so
+    ranges must be taken in increasing order.  Full buckets inside a crossing event are filled from a running sum
+    of rate deltas, reset to exactly zero wherever no crossing event is active (no drift across idle time).
     """
-    nb = b1 - b0
-    sb = ev.start >> k
-    i0 = int(np.searchsorted(sb, b0, side="left"))
-    i1 = int(np.searchsorted(sb, b1, side="left"))
-    rel = sb[i0:i1] - b0
-    count = np.bincount(rel, minlength=nb).astype(np.int64) if nb else np.zeros(0, np.int64)
-    edges = np.arange(b0, b1 + 1, dtype=np.int64) << k
-    busy = np.diff(ev.cumulative_busy(edges))
-    longest = np.full(nb, _NONE, dtype=np.int64)
-    longest_dur = np.full(nb, _NONE, dtype=np.int64)
-    if i1 > i0:
-        dur = ev.end[i0:i1] - ev.start[i0:i1]
-        gs = _group_starts(rel)
-        sizes = np.diff(np.r_[gs, len(rel)])
-        best = np.maximum.reduceat(dur, gs)
-        cand = np.where(dur == np.repeat(best, sizes), ev.ids[i0:i1], _BIG)
-        min_id = np.minimum.reduceat(cand, gs)
-        # The event index of (bucket, min id among the longest): first row of the group holding that id.
-        hit = (dur == np.repeat(best, sizes)) & (ev.ids[i0:i1] == np.repeat(min_id, sizes))
-        first_hit = np.minimum.reduceat(np.where(hit, np.arange(i1 - i0), _BIG), gs)
-        longest[rel[gs]] = first_hit + i0
-        longest_dur[rel[gs]] = best
-        named = ev.codes[i0:i1] >= 0
-        pb, pc, pd = _reduce_pairs((rel + b0)[named], ev.codes[i0:i1][named], dur[named])
-    else:
-        pb = pc = pd = np.zeros(0, dtype=np.int64)
-    before = i0 + np.cumsum(count) - count          # events starting before each bucket
-    cover = np.where(before > 0, ev.run_max_idx[np.maximum(before - 1, 0)] if ev.n else 0, _NONE)
-    top = _top_from_pairs(pb, pc, pd, b0, nb)
-    return Level(k, b0, busy, count, longest, longest_dur, cover, top, pb, pc, pd)
+
+    def __init__(self, k: int) -> None:
+        self.k = k
+        self.add_pos: list[np.ndarray] = []
+        self.add_amt: list[np.ndarray] = []
+        self.d_pos: list[np.ndarray] = []
+        self.d_amt: list[np.ndarray] = []
+        self.d_cnt: list[np.ndarray] = []
+        self.run = 0.0
+        self.run_count = 0
+
+    def add(self, s: np.ndarray, e: np.ndarray, v: np.ndarray) -> None:
+        """Spread values ``v`` of events [s, e) (e >= s)."""
+        k = self.k
+        bs = s >> k
+        dur = e - s
+        be = np.where(dur > 0, (e - 1) >> k, bs)
+        single = be == bs
+        self.add_pos.append(bs[single])
+        self.add_amt.append(v[single])
+        cross = ~single
+        if not cross.any():
+            return
+        cs, ce, cv, cbs, cbe = s[cross], e[cross], v[cross], bs[cross], be[cross]
+        cd = (ce - cs).astype(np.float64)
+        self.add_pos.extend([cbs, cbe])
+        self.add_amt.extend([cv * (((cbs + 1) << k) - cs).astype(np.float64) / cd,
+                             cv * (ce - (cbe << k)).astype(np.float64) / cd])
+        inner = cbe - cbs > 1
+        if inner.any():
+            per_bucket = cv[inner] * float(1 << k) / cd[inner]
+            self.d_pos.extend([cbs[inner] + 1, cbe[inner]])
+            self.d_amt.extend([per_bucket, -per_bucket])
+            ones = np.ones(int(inner.sum()), np.int64)
+            self.d_cnt.extend([ones, -ones])
+
+    @staticmethod
+    def _split(pos: list[np.ndarray], vals: list[list[np.ndarray]], b1: int
+               ) -> tuple[np.ndarray, list[np.ndarray]]:
+        """Concatenate, keep entries at or after b1 pending; return (positions, values...) before b1."""
+        p = np.concatenate(pos) if pos else _EMPTY
+        cat = [np.concatenate(v) if v else np.zeros(0) for v in vals]
+        now = p < b1
+        later = ~now
+        pos.clear()
+        pos.append(p[later])
+        for v, c in zip(vals, cat, strict=True):
+            v.clear()
+            v.append(c[later])
+        return p[now], [c[now] for c in cat]
+
+    def take(self, b0: int, b1: int) -> np.ndarray:
+        """Dense value sums of buckets [b0, b1); entries before b0 are dropped (their rates carried)."""
+        nb = b1 - b0
+        ap, (aa,) = self._split(self.add_pos, [self.add_amt], b1)
+        dp, (da, dc) = self._split(self.d_pos, [self.d_amt, self.d_cnt], b1)
+        early = dp < b0
+        if early.any():
+            self.run += float(da[early].sum())
+            self.run_count += int(dc[early].sum())
+            if self.run_count == 0:
+                self.run = 0.0
+            dp, da, dc = dp[~early], da[~early], dc[~early]
+        keep = ap >= b0
+        out = np.bincount(ap[keep] - b0, weights=aa[keep], minlength=nb) if nb else np.zeros(0)
+        if len(dp) or self.run_count:
+            rate = self.run + np.cumsum(np.bincount(dp - b0, weights=da, minlength=nb))
+            active = self.run_count + np.cumsum(np.bincount(dp - b0, weights=dc, minlength=nb)).astype(np.int64)
+            idle = active == 0
+            if idle.any():
+                last_idle = np.maximum.accumulate(np.where(idle, np.arange(nb), -1))
+                rate = rate - np.where(last_idle >= 0, rate[np.maximum(last_idle, 0)], 0.0)
+            out = out + rate
+            if nb:
+                self.run, self.run_count = float(rate[-1]), int(active[-1])
+        return out.astype(np.float64)
 
 
-def coarser(level: Level, ev: TrackEvents) -> Level:
-    """The next level (buckets twice as wide), combined from ``level``'s buckets."""
-    pad_left = level.b0 & 1
-    n = len(level.busy) + pad_left
-    pad_right = n & 1
+def bucket_rows(ev: TrackEvents, k: int, b0: int, b1: int) -> Rows:
+    """Rows of level ``k`` over buckets [b0, b1), computed from the events.
 
-    def padded(a: np.ndarray, fill: int) -> np.ndarray:
-        parts = [np.full(pad_left, fill, a.dtype), a, np.full(pad_right, fill, a.dtype)]
-        return np.concatenate(parts).reshape(-1, 2)
-
-    busy = padded(level.busy, 0).sum(axis=1)
-    count = padded(level.count, 0).sum(axis=1)
-    ld = padded(level.longest_dur, _NONE)
-    li = padded(level.longest, _NONE)
-    lid = np.where(li >= 0, ev.ids[np.maximum(li, 0)] if ev.n else 0, _BIG)
-    right_wins = (ld[:, 1] > ld[:, 0]) | ((ld[:, 1] == ld[:, 0]) & (lid[:, 1] < lid[:, 0]))
-    longest = np.where(right_wins, li[:, 1], li[:, 0])
-    longest_dur = np.where(right_wins, ld[:, 1], ld[:, 0])
-    cov = padded(level.cover, _NONE)
-    # An empty parent's covering event is its left child's; a padded left child precedes every event.
-    cover = cov[:, 0].copy()
-    if pad_left:
-        cover[0] = cov[0, 1]
-    b0 = level.b0 >> 1
-    pb, pc, pd = _reduce_pairs(level.pair_bucket >> 1, level.pair_code, level.pair_dur)
-    top = _top_from_pairs(pb, pc, pd, b0, len(busy))
-    return Level(level.k + 1, b0, busy, count, longest, longest_dur, cover, top, pb, pc, pd)
+    ``ev`` must hold every event overlapping ``[b0 << k, b1 << k)`` and every event starting in it (events
+    starting before the range count for busy time, value sums and covering events).
+    """
+    ctx = EventContext(ev.start, ev.end, ev.ids, ev.codes, k=k, prefix=None)
+    i0 = int(np.searchsorted(ctx.sb, b0, side="left"))
+    i1 = int(np.searchsorted(ctx.sb, b1, side="left"))
+    values = None
+    if ev.values is not None:
+        spread = ValueSpread(k)
+        spread.add(ev.start[:i1], ev.end[:i1], ev.values[:i1])
+        values = spread.take(b0, b1)
+    return ctx.rows(b0, b1, i0, i1, values=values)
 
 
-def level_table(level: Level, ev: TrackEvents, track_id: int | None = None) -> pa.Table:
-    """The level's buckets as rows of :data:`profiler.db_schema.LOD` (or, without track_id, bucket columns)."""
-    nb = len(level.busy)
-    started = level.count > 0
-    covered = (~started) & (level.busy > 0) & (level.cover >= 0)
-    rep = np.where(started, level.longest, np.where(covered, level.cover, _NONE))
-    has_rep = rep >= 0
-    ids = ev.ids[np.maximum(rep, 0)] if ev.n else np.zeros(nb, np.int64)
-    longest_id = pa.array(ids, pa.int64(), mask=~has_rep)
-    code = np.where(started, level.top, np.where(covered, ev.codes[np.maximum(level.cover, 0)] if ev.n else _NONE,
-                                                 _NONE))
-    top_name = _names_of(code, ev.names)
-    columns = {
-        dbs.LEVEL: pa.array(np.full(nb, level.k, np.int32)),
-        dbs.BUCKET: pa.array(np.arange(level.b0, level.b1, dtype=np.int64)),
-        dbs.BUSY_NS: pa.array(level.busy.astype(np.int64)),
-        dbs.COUNT: pa.array(level.count.astype(np.int64)),
-        dbs.LONGEST_ID: longest_id,
-        dbs.TOP_NAME: top_name,
+def rows_table(rows: Rows, names: pa.Array, track_id: int | None = None) -> pa.Table:
+    """Rows as :data:`profiler.db_schema.LOD` rows (or, without track_id, the bucket columns only)."""
+    nb = len(rows)
+    rep, has_rep, top = rows.representative()
+    columns: dict[str, pa.Array] = {
+        dbs.LEVEL: pa.array(np.full(nb, rows.k, np.int32)),
+        dbs.BUCKET: pa.array(np.arange(rows.b0, rows.b1, dtype=np.int64)),
+        dbs.BUSY_NS: pa.array(rows.busy.astype(np.int64)),
+        dbs.COUNT: pa.array(rows.count.astype(np.int64)),
+        dbs.LONGEST_ID: pa.array(rep, pa.int64(), mask=~has_rep),
+        dbs.TOP_NAME: names_of(top, names),
     }
     if track_id is None:
+        if rows.value is not None:
+            columns[dbs.VALUE_SUM] = pa.array(rows.value, pa.float64())
         return pa.table(columns)
+    columns[dbs.VALUE_SUM] = pa.array(rows.value, pa.float64()) if rows.value is not None \
+        else pa.nulls(nb, pa.float64())
     return pa.table({dbs.TRACK_ID: pa.array(np.full(nb, track_id, np.int64)), **columns}, schema=dbs.LOD)
 
 
-def _names_of(code: np.ndarray, names: pa.Array) -> pa.Array:
+def names_of(code: np.ndarray, names: pa.Array) -> pa.Array:
+    """Names of codes (null for -1) as a plain string array."""
     if len(names) == 0:
         return pa.nulls(len(code), pa.string())
     valid = code >= 0
@@ -299,43 +520,34 @@ def _names_of(code: np.ndarray, names: pa.Array) -> pa.Array:
 
 
 def track_levels(ev: TrackEvents, track_id: int, k_min: int) -> Iterator[pa.Table]:
-    """Every stored level of one track, finest first, as :data:`profiler.db_schema.LOD` tables."""
-    if ev.n == 0:
-        return
-    lo, hi = ev.span()
-    level = level_from_events(ev, k_min, lo >> k_min, ((hi - 1) >> k_min) + 1)
-    while True:
-        table = level_table(level, ev, track_id)
-        yield table
-        if level.k >= MAX_LEVEL:
-            return
-        if len(level.busy) == 1 and level.b0 >> 1 == level.b0:
-            # One bucket at index 0 or -1: every coarser level holds the same row.
-            for k in range(level.k + 1, MAX_LEVEL + 1):
-                yield table.set_column(1, dbs.LOD.field(dbs.LEVEL), pa.array([k], pa.int32()))
-            return
-        level = coarser(level, ev)
+    """Every stored level of one track, finest first (see :func:`profiler.db.lod_build.track_levels`)."""
+    from profiler.db.lod_build import track_levels as build  # lod_build imports this module
+
+    return build(ev, track_id, k_min)
 
 
 def bucketize(ev: TrackEvents, k: int, b0: int, b1: int) -> pa.Table:
-    """Buckets [b0, b1) of level ``k`` computed from raw events (for windows finer than the stored levels)."""
-    return level_table(level_from_events(ev, k, b0, b1), ev)
+    """Buckets [b0, b1) of level ``k`` computed from raw events (for windows finer than the stored levels).
 
-
-def resolution_level(start_ns: int, end_ns: int, width_px: int) -> int:
-    """Perfetto's choice: log2 of ns-per-pixel rounded down to a power of two (at least 1 ns), at most MAX_LEVEL."""
-    ns_per_px = max(1, (end_ns - start_ns) // max(1, width_px))
-    return min(ns_per_px.bit_length() - 1, MAX_LEVEL)
+    Columns: level, bucket, busy_ns, count, longest_id, top_name, and value_sum when ``ev`` has values.
+    """
+    return rows_table(bucket_rows(ev, k, b0, b1), ev.names)
 
 
 __all__ = [
     "EVENTS_PER_FINEST_BUCKET",
     "MAX_LEVEL",
     "TIME_LIMIT",
+    "EventContext",
+    "Prefix",
+    "Rows",
     "TrackEvents",
+    "ValueSpread",
+    "bucket_rows",
     "bucketize",
     "finest_level",
     "prepare",
     "resolution_level",
+    "rows_table",
     "track_levels",
 ]

@@ -1,188 +1,138 @@
-"""Per-track staging of the ingest: rows split by track while streaming, buffered, spilled to Arrow IPC files.
+"""Bounded chunks of one track-keyed table's rows, ordered by (track_id, time, id) before DuckDB stores them.
 
-Storing a table sorted by ``(track_id, start_ts)`` would otherwise need a global sort of the whole trace (DuckDB
-spills that to disk at several times the trace's size).  Instead each record batch is split by track as it
-streams in; a track's rows are buffered and written out as ZSTD-compressed (level 1) Arrow IPC files beside the database
-once they reach :data:`FLUSH_ROWS` (or when all buffers together exceed :data:`MAX_BUFFERED_ROWS`).  At the end
-groups of consecutive tracks are appended to the database, each group by one INSERT that sorts only when a track
-arrived out of time order (checked while staging), so any sort (and what it spills) is bounded by a group rather
-than the whole trace.  Memory is bounded by the buffers; disk by
-one compressed copy of the keyed tables, deleted track by track as they are loaded.
+The ingest appends each track-keyed table in chunks of about :data:`CHUNK_ROWS` rows as they stream in; every
+chunk is first ordered by ``(track_id, start_ts, id)`` (``timestamp`` for counters; ties keep arrival order).
+So each DuckDB row group (16,384 rows) holds one track's rows over a short time range — zone maps prune a
+``track_id = ? AND start_ts BETWEEN ...`` scan to one or two row groups per track, as a global sort would — with
+no staging copy, no re-read and no sort beyond one chunk.  Ordering is cheap in the common cases: a chunk whose
+batches already hold runs of one track in time order is reordered by zero-copy slices; only rows interleaved
+more finely (e.g. threads of an imported trace) are gathered with one vectorised ``take``.
+
+Memory is bounded by one chunk (:data:`CHUNK_ROWS` rows or :data:`CHUNK_BYTES`, whichever comes first).
 """
 
 from __future__ import annotations
 
-import shutil
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-from pathlib import Path
-
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
-from pyarrow import ipc
 
-#: Rows buffered per track before they are written to a staging file.
-FLUSH_ROWS = 1 << 18
-#: Rows buffered over all tracks before the largest buffers are written out.
-MAX_BUFFERED_ROWS = 1 << 21
-#: Batches with more runs of one track than rows / MIN_RUN_ROWS are regrouped by a stable sort first.
-MIN_RUN_ROWS = 256
-#: ZSTD at level 1: fast enough to stay off the critical path, and small (LZ4 staging of a 10^9-event trace takes
-#: ~46 GB, about 3x more than this), which is what bounds the disk an ingest needs.
-_OPTIONS = ipc.IpcWriteOptions(compression=pa.Codec("zstd", compression_level=1))
+from profiler import db_schema as dbs
+from profiler.db.tracks import RunSummary, TrackStats
 
-
-def plain_strings(batch: pa.RecordBatch) -> pa.RecordBatch:
-    """``batch`` with dictionary and large-string columns as plain strings (one schema for every batch)."""
-    if not any(pa.types.is_dictionary(f.type) or pa.types.is_large_string(f.type) for f in batch.schema):
-        return batch
-    columns = []
-    for col, f in zip(batch.columns, batch.schema, strict=True):
-        plain = pa.types.is_dictionary(f.type) or pa.types.is_large_string(f.type)
-        columns.append(pc.cast(col, pa.string()) if plain else col)
-    return pa.RecordBatch.from_arrays(columns, names=batch.schema.names)
+#: Rows per ordered chunk.
+CHUNK_ROWS = 1 << 20
+#: Bytes per ordered chunk (wide rows, e.g. slices with large args, make smaller chunks).
+CHUNK_BYTES = 256 << 20
+#: A chunk is reordered by concatenating slices when they are on average at least this many rows long.
+MIN_RUN_ROWS = 64
+#: Rows per batch handed to DuckDB (a multiple of its row group size).
+OUT_BATCH_ROWS = 1 << 17
 
 
-@dataclass
-class _Track:
-    buffered: list[pa.RecordBatch] = field(default_factory=list)
-    buffered_rows: int = 0
-    files: list[Path] = field(default_factory=list)
-    rows: int = 0
-    last_key: int | None = None
-    in_order: bool = True
+def _column(batches: list[pa.RecordBatch], name: str) -> np.ndarray:
+    parts = [np.asarray(b.column(name).to_numpy(zero_copy_only=False), dtype=np.int64) for b in batches]
+    return np.concatenate(parts) if len(parts) > 1 else parts[0]
 
 
-@dataclass
-class _Table:
-    schema: pa.Schema
-    sort_column: str
-    tracks: dict[int, _Track] = field(default_factory=dict)
+def _track_order(tid: np.ndarray, key: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """For rows in runs of one track, each run sorted by (key, id): (run starts, run lengths) in (track, time)
+    order — runs of a track kept in arrival order — or None when that is not an ordering of the rows (runs
+    too short, or a run, or a track's consecutive runs, out of time order)."""
+    n = len(tid)
+    starts = np.flatnonzero(np.r_[True, tid[1:] != tid[:-1]])
+    if len(starts) > max(1, n // MIN_RUN_ROWS):
+        return None
+    dk = np.diff(key)
+    inside = np.ones(n - 1, bool) if n > 1 else np.zeros(0, bool)
+    inside[starts[1:] - 1] = False
+    if np.any(inside & ((dk < 0) | ((dk == 0) & (np.diff(ids) < 0)))):
+        return None
+    lengths = np.diff(np.r_[starts, n])
+    run_order = np.argsort(tid[starts], kind="stable")
+    rs, rl = starts[run_order], lengths[run_order]
+    rt = tid[rs]
+    first, last = rs[1:], (rs + rl - 1)[:-1]
+    same = rt[1:] == rt[:-1]
+    later = (key[first] > key[last]) | ((key[first] == key[last]) & (ids[first] >= ids[last]))
+    if np.any(same & ~later):
+        return None
+    return rs, rl
 
 
-class TrackStage:
-    """Staged rows of the track-keyed tables, per table and track."""
+class ChunkOrderer:
+    """Collects one table's batches and returns them in chunks, ordered by track when the table has tracks.
 
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
-        self.tables: dict[str, _Table] = {}
-        self.buffered_rows = 0
-        self._files = 0
+    Args:
+        key_column: the time column (``start_ts``, or ``timestamp`` for counters); None for a table without
+            tracks (chunks keep arrival order).
+        id_column: the tie-breaking id column, or None (ties keep arrival order).
+        end_column: the interval end column, or None (point rows).
+        stats: updated with every ordered chunk.
+        chunk_rows: rows per chunk (default :data:`CHUNK_ROWS`).
+    """
 
-    def schema(self, table: str) -> pa.Schema | None:
-        """The schema of ``table``'s staged rows (that of its first batch), or None before any."""
-        t = self.tables.get(table)
-        return t.schema if t else None
+    def __init__(self, key_column: str | None, id_column: str | None, end_column: str | None,
+                 stats: TrackStats | None, *, chunk_rows: int | None = None) -> None:
+        self.chunk_rows = chunk_rows or CHUNK_ROWS
+        self.key_column, self.id_column, self.end_column = key_column, id_column, end_column
+        self.stats = stats
+        self.batches: list[pa.RecordBatch] = []
+        self.rows = 0
+        self.bytes = 0
 
-    def add(self, table: str, batch: pa.RecordBatch, sort_column: str) -> None:
-        """Stage ``batch`` (first column ``track_id``, plain strings, the table's schema) of ``table``."""
+    def add(self, batch: pa.RecordBatch) -> list[pa.RecordBatch]:
+        """Buffer ``batch``; the ordered batches of the chunk it completes, if any."""
         if batch.num_rows == 0:
-            return
-        t = self.tables.get(table)
-        if t is None:
-            t = self.tables[table] = _Table(batch.schema, sort_column)
-        tids = batch.column(0).to_numpy()
-        cuts = np.flatnonzero(np.r_[True, tids[1:] != tids[:-1], True])
-        if len(cuts) - 1 > max(16, batch.num_rows // MIN_RUN_ROWS):
-            # Tracks interleaved row by row: group the rows by track (stable, so time order is kept).
-            order = np.argsort(tids, kind="stable")
-            batch = batch.take(pa.array(order))
-            tids = tids[order]
-            cuts = np.flatnonzero(np.r_[True, tids[1:] != tids[:-1], True])
-        # Runs of one track are zero-copy slices, appended in arrival order.
-        for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist(), strict=True):
-            self._add_track(t, int(tids[a]), batch.slice(a, b - a))
-        if self.buffered_rows > MAX_BUFFERED_ROWS:
-            self._flush_largest()
+            return []
+        self.batches.append(batch)
+        self.rows += batch.num_rows
+        self.bytes += batch.nbytes
+        if self.rows >= self.chunk_rows or self.bytes >= CHUNK_BYTES:
+            return self.flush()
+        return []
 
-    def _add_track(self, t: _Table, tid: int, part: pa.RecordBatch) -> None:
-        track = t.tracks.get(tid)
-        if track is None:
-            track = t.tracks[tid] = _Track()
-        keys = part.column(t.sort_column).to_numpy()
-        if track.in_order and (np.any(keys[1:] < keys[:-1]) or
-                               (track.last_key is not None and keys[0] < track.last_key)):
-            track.in_order = False
-        track.last_key = int(keys[-1]) if track.in_order else None
-        track.buffered.append(part)
-        track.buffered_rows += part.num_rows
-        track.rows += part.num_rows
-        self.buffered_rows += part.num_rows
-        if track.buffered_rows >= FLUSH_ROWS:
-            self._flush(t, track)
-
-    def _flush(self, t: _Table, track: _Track) -> None:
-        if not track.buffered:
-            return
-        self.directory.mkdir(parents=True, exist_ok=True)
-        path = self.directory / f"{self._files:08d}.arrows"
-        self._files += 1
-        with pa.OSFile(str(path), "wb") as f, ipc.new_stream(f, t.schema, options=_OPTIONS) as w:
-            for part in track.buffered:
-                w.write_batch(part)
-        track.files.append(path)
-        self.buffered_rows -= track.buffered_rows
-        track.buffered.clear()
-        track.buffered_rows = 0
-
-    def _flush_largest(self) -> None:
-        tracks = sorted(((tr.buffered_rows, id(tr), t, tr) for t in self.tables.values() for tr in t.tracks.values()),
-                        key=lambda x: x[:2], reverse=True)
-        for _, _, t, tr in tracks:
-            if self.buffered_rows <= MAX_BUFFERED_ROWS // 2:
-                return
-            self._flush(t, tr)
-
-    def track_ids(self, table: str) -> list[int]:
-        """The staged tracks of ``table`` in ascending id order."""
-        t = self.tables.get(table)
-        return sorted(t.tracks) if t else []
-
-    def rows(self, table: str, tid: int) -> int:
-        """Rows staged for one track (in files and buffers)."""
-        track = self.tables[table].tracks[tid]
-        return track.rows
-
-    def in_order(self, table: str, tids: list[int]) -> bool:
-        """True when every one of these tracks was staged in sort-column order (so no sort is needed)."""
-        tracks = self.tables[table].tracks
-        return all(tracks[tid].in_order for tid in tids)
-
-    def groups(self, table: str, min_rows: int) -> list[list[int]]:
-        """Consecutive tracks of ``table`` in id order, grouped so each group holds at least ``min_rows`` rows."""
-        groups: list[list[int]] = []
-        rows = 0
-        for tid in self.track_ids(table):
-            if not groups or rows >= min_rows:
-                groups.append([])
-                rows = 0
-            groups[-1].append(tid)
-            rows += self.tables[table].tracks[tid].rows
-        return groups
-
-    def reader(self, table: str, tids: list[int]) -> pa.RecordBatchReader:
-        """A stream of the tracks' staged rows, track after track in staging order; files are deleted once read."""
-        t = self.tables[table]
-
-        def batches() -> Iterator[pa.RecordBatch]:
-            for tid in tids:
-                track = t.tracks[tid]
-                for path in track.files:
-                    with pa.memory_map(str(path), "r") as source:
-                        yield from ipc.open_stream(source)
-                    path.unlink()
-                track.files.clear()
-                yield from track.buffered
-                self.buffered_rows -= track.buffered_rows
-                track.buffered.clear()
-                track.buffered_rows = 0
-
-        return pa.RecordBatchReader.from_batches(t.schema, batches())
-
-    def cleanup(self) -> None:
-        """Remove every staging file."""
-        shutil.rmtree(self.directory, ignore_errors=True)
+    def flush(self) -> list[pa.RecordBatch]:
+        """The buffered rows as ordered batches (empty when nothing is buffered)."""
+        batches, self.batches, self.rows, self.bytes = self.batches, [], 0, 0
+        if not batches or self.key_column is None or self.stats is None:
+            return batches
+        tid = _column(batches, dbs.TRACK_ID)
+        key = _column(batches, self.key_column)
+        n = len(tid)
+        ids = _column(batches, self.id_column) if self.id_column else np.zeros(n, np.int64)
+        end = np.maximum(_column(batches, self.end_column), key) if self.end_column else key
+        table = pa.Table.from_batches(batches)
+        runs = _track_order(tid, key, ids)
+        if runs is not None:
+            # The common case: runs of one track in time order, reordered by whole runs.
+            rs, rl = runs
+            ends = np.zeros(n, np.int64)      # per run, at its start: max end and max duration
+            durs = np.zeros(n, np.int64)
+            starts = np.sort(rs)
+            ends[starts] = np.maximum.reduceat(end, starts)
+            durs[starts] = np.maximum.reduceat(end - key, starts)
+            last = rs + rl - 1
+            self.stats.update_runs(RunSummary(tid[rs], key[rs], ids[rs], key[last], ids[last], ends[rs], durs[rs],
+                                              rl))
+            if np.all(rs[1:] > rs[:-1]):
+                return batches          # already in order
+            table = pa.concat_tables([table.slice(a, m) for a, m in zip(rs.tolist(), rl.tolist(), strict=True)])
+        else:
+            order = np.lexsort((ids, key, tid))
+            t, k, i, e = tid[order], key[order], ids[order], end[order]
+            first = np.flatnonzero(np.r_[True, t[1:] != t[:-1]])
+            last = np.r_[first[1:] - 1, n - 1]
+            self.stats.update_runs(RunSummary(t[first], k[first], i[first], k[last], i[last],
+                                              np.maximum.reduceat(e, first), np.maximum.reduceat(e - k, first),
+                                              last - first + 1))
+            if any(pa.types.is_dictionary(f.type) for f in table.schema):
+                table = table.unify_dictionaries()
+            table = table.take(pa.array(order))
+        # Batches of whole row groups: DuckDB writes those straight to the file (smaller ones wait for the
+        # checkpoint, which then compresses them a second time).
+        if any(pa.types.is_dictionary(f.type) for f in table.schema):
+            table = table.unify_dictionaries()
+        return table.combine_chunks().to_batches(max_chunksize=OUT_BATCH_ROWS)
 
 
-__all__ = ["FLUSH_ROWS", "MAX_BUFFERED_ROWS", "TrackStage", "plain_strings"]
+__all__ = ["CHUNK_BYTES", "CHUNK_ROWS", "ChunkOrderer"]

@@ -1,4 +1,5 @@
-"""Which timeline row (track) each trace row belongs to: the keys per table and the registry assigning track ids.
+"""Which timeline row (track) each trace row belongs to: the keys per table, the registry assigning track ids,
+the per-track statistics gathered while rows stream in, and which per-event value a track's index sums.
 
 Tracks are keyed by columns of the row, vectorised per record batch:
 
@@ -55,7 +56,9 @@ def _column_values(batch: pa.RecordBatch, name: str) -> tuple[np.ndarray, list[o
         col = pc.dictionary_encode(col)
     values = [*col.dictionary.to_pylist(), None]
     idx = col.indices
-    codes = np.asarray(idx.fill_null(len(values) - 1).to_numpy(zero_copy_only=False), dtype=np.int64)
+    if idx.null_count:
+        idx = idx.fill_null(len(values) - 1)
+    codes = np.asarray(idx.to_numpy(zero_copy_only=False), dtype=np.int64)
     return codes, values
 
 
@@ -74,7 +77,7 @@ class TrackRegistry:
             codes, values = _column_values(batch, name)
             combined = combined * len(values) + codes
             value_lists.append(values)
-        uniq, inverse = np.unique(combined, return_inverse=True)
+        uniq, inverse = _unique_inverse(combined)
         ids = np.empty(len(uniq), np.int64)
         for j, combined_code in enumerate(uniq.tolist()):
             parts = []
@@ -89,6 +92,10 @@ class TrackRegistry:
                 self.keys[key] = tid
             ids[j] = tid
         return ids[inverse.reshape(-1)]
+
+    def key_of(self) -> dict[int, tuple[str, tuple[object, ...]]]:
+        """Track id -> (trace table, key values)."""
+        return {tid: key for key, tid in self.keys.items()}
 
     def sort_orders(self) -> dict[int, int]:
         """Track id -> display position, ordering tracks by (core, kind, name)."""
@@ -120,6 +127,97 @@ class TrackRegistry:
                          dbs.GROUP_NAME: group, dbs.SORT_ORDER: order[tid], dbs.TABLE: spec.db_table})
         rows.sort(key=lambda r: r[dbs.TRACK_ID])
         return rows
+
+
+def _unique_inverse(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """np.unique(codes, return_inverse=True), by a lookup table when the codes are small (no sort)."""
+    if len(codes) and int(codes.min()) >= 0 and int(codes.max()) < (1 << 20):
+        present = np.bincount(codes)
+        uniq = np.flatnonzero(present)
+        lookup = np.zeros(len(present), np.int64)
+        lookup[uniq] = np.arange(len(uniq))
+        return uniq, lookup[codes]
+    return np.unique(codes, return_inverse=True)
+
+
+def value_name(table: str, key: tuple[object, ...]) -> str | None:
+    """The column whose per-event values the index sums for this track (DMA bytes, Tensor FLOPs), or None."""
+    if table == ts.DMA_PACKET.name:
+        return ts.TRANSFER_BYTES
+    if table == ts.INSTRUCTION.name and key[1] == ts.ENGINES[0]:     # the Tensor engine
+        return ts.ADJUSTED_FLOPS
+    return None
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """Runs of rows of one track each (per run: track, first and last (key, id), max end and duration, rows)."""
+
+    tid: np.ndarray
+    first_key: np.ndarray
+    first_id: np.ndarray
+    last_key: np.ndarray
+    last_id: np.ndarray
+    max_end: np.ndarray
+    max_dur: np.ndarray
+    count: np.ndarray
+
+
+class TrackStats:
+    """Running statistics of each track's rows, updated per ordered chunk (arrays indexed by track id).
+
+    ``in_order`` stays true while every chunk's rows of a track come after the previous chunk's in (time, id)
+    order, i.e. while the stored rows of the track, read in storage order, are sorted.
+    """
+
+    def __init__(self) -> None:
+        self.size = 0
+        self.count = np.zeros(0, np.int64)
+        self.min_start = np.zeros(0, np.int64)
+        self.max_start = np.zeros(0, np.int64)
+        self.max_end = np.zeros(0, np.int64)
+        self.max_dur = np.zeros(0, np.int64)
+        self.last_key = np.zeros(0, np.int64)
+        self.last_id = np.zeros(0, np.int64)
+        self.in_order = np.zeros(0, bool)
+
+    def _grow(self, size: int) -> None:
+        if size <= self.size:
+            return
+        new = max(size, 2 * self.size, 64)
+        lo, hi = np.iinfo(np.int64).min, np.iinfo(np.int64).max
+        for name, fill in (("count", 0), ("min_start", hi), ("max_start", lo), ("max_end", lo), ("max_dur", lo),
+                           ("last_key", lo), ("last_id", lo), ("in_order", True)):
+            old = getattr(self, name)
+            arr = np.full(new, fill, dtype=old.dtype)
+            arr[:len(old)] = old
+            setattr(self, name, arr)
+        self.size = new
+
+    def update_runs(self, runs: RunSummary) -> None:
+        """Runs of rows of one chunk, in stored order: runs of one track consecutive, each sorted by (key, id)."""
+        tid, first_key, first_id, last_key, last_id = runs.tid, runs.first_key, runs.first_id, runs.last_key, \
+            runs.last_id
+        max_end, max_dur, count = runs.max_end, runs.max_dur, runs.count
+        if len(tid) == 0:
+            return
+        g = np.flatnonzero(np.r_[True, tid[1:] != tid[:-1]])
+        gl = np.r_[g[1:] - 1, len(tid) - 1]
+        t = tid[g]
+        self._grow(int(t.max()) + 1)
+        fk, pk = first_key[g], self.last_key[t]
+        self.in_order[t] &= (fk > pk) | ((fk == pk) & (first_id[g] >= self.last_id[t]))
+        self.count[t] += np.add.reduceat(count, g)
+        self.min_start[t] = np.minimum(self.min_start[t], np.minimum.reduceat(first_key, g))
+        self.max_start[t] = np.maximum(self.max_start[t], np.maximum.reduceat(last_key, g))
+        self.max_end[t] = np.maximum(self.max_end[t], np.maximum.reduceat(max_end, g))
+        self.max_dur[t] = np.maximum(self.max_dur[t], np.maximum.reduceat(max_dur, g))
+        self.last_key[t] = last_key[gl]
+        self.last_id[t] = last_id[gl]
+
+    def span(self, tid: int) -> tuple[int, int]:
+        """[first start, end) of a track's rows, zero-length rows at the last instant included."""
+        return int(self.min_start[tid]), max(int(self.max_end[tid]), int(self.max_start[tid]) + 1)
 
 
 def _name_rank(spec: TrackKeySpec, key: tuple[object, ...]) -> int:

@@ -37,12 +37,12 @@ def test_tables_rows_and_order(synth):
     try:
         counts = dict(con.execute("SELECT table_name, estimated_size FROM duckdb_tables()").fetchall())
         for t in ("Instruction", "DmaPacket", "SemaphoreUpdate", "Flow", "Metadata", "Counter", "slice", "track",
-                  "lod", "trnprof_info"):
+                  "lod", "counter_lod", "trnprof_info"):
             assert t in counts
         n_inst = con.execute('SELECT count(*) FROM "Instruction"').fetchall()[0][0]
         n_dma = con.execute('SELECT count(*) FROM "DmaPacket"').fetchall()[0][0]
         assert n_inst + n_dma == 30_000
-        # Physically sorted by (track_id, start_ts): row order as stored.
+        # Stored in (track_id, start_ts) order within each chunk; these tables fit in one chunk.
         for table in ("Instruction", "DmaPacket", "slice"):
             rows = con.execute(f'SELECT track_id, start_ts FROM "{table}"').fetchnumpy()
             key = np.lexsort((rows["start_ts"], rows["track_id"]))
@@ -183,3 +183,21 @@ def test_timestamps_beyond_range_are_rejected(tmp_path):
     with pytest.raises(profiler.TraceFormatError, match="beyond"):
         ingest(TraceDirectorySource(trace_dir), tmp_path / "x.duckdb")
     assert not (tmp_path / "x.duckdb").exists()
+
+
+def test_older_database_format_is_refused_and_its_cache_rebuilt(tmp_path, monkeypatch):
+    """A database of an older major format (e.g. 1.x: no value sums, no counter index) is refused in one line
+    when opened directly; as the cache of a trace it is re-ingested automatically."""
+    monkeypatch.setenv(CACHE_DIR_ENV, str(tmp_path / "cache"))
+    trace_dir = write_trace(tmp_path / "k.trace", {"Instruction": instruction_columns(40)})
+    with profiler.open(trace_dir) as t:
+        db = t.db_path
+    con = duckdb.connect(str(db))
+    con.execute(f"UPDATE {dbs.INFO_TABLE} SET value = '1.0' WHERE key = '{dbs.INFO_FORMAT_VERSION}'")
+    con.execute(f"DROP TABLE {dbs.COUNTER_LOD_TABLE}")
+    con.close()
+    assert "re-run `trnprof ingest --force`" in _error(db)
+    with profiler.open(trace_dir) as t:
+        assert t.sql(f"SELECT value FROM {dbs.INFO_TABLE} WHERE key = '{dbs.INFO_FORMAT_VERSION}'").fetchall() == [
+            (dbs.DB_FORMAT_VERSION,)]
+        assert t.sql(f"SELECT count(*) FROM {dbs.COUNTER_LOD_TABLE}").fetchall() == [(0,)]

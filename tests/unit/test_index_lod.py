@@ -1,14 +1,18 @@
-"""The level-of-detail index (profiler.db.lod) against a brute-force oracle over the raw intervals."""
+"""The level-of-detail index (profiler.db.lod, lod_build) against a brute-force oracle over the raw intervals:
+every stored level built by the streaming builder fed in random chunks, and on-the-fly bucketing of any range."""
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import numpy as np
 import pyarrow as pa
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from profiler import db_schema as dbs
-from profiler.db import lod
+from profiler.db import lod, lod_build
 
 NAMES = ("MATMUL", "ACT", "COPY", None)
 
@@ -57,7 +61,19 @@ def tracks(draw, max_n=40):
     return np.array(s, np.int64), np.array(s, np.int64) + np.array(d, np.int64), np.array(ids, np.int64), names
 
 
-def _check(table, track, k):
+def oracle_value(track, values, bs, be):
+    """Exact value sum of bucket [bs, be): each value spread uniformly over its event (zero-length: at its start)."""
+    s, e = track[0], track[1]
+    total = Fraction(0)
+    for a, b, v in zip(s, e, values, strict=True):
+        if b == a:
+            total += v if bs <= a < be else 0
+        else:
+            total += Fraction(v * max(0, min(b, be) - max(a, bs)), b - a)
+    return total
+
+
+def _check(table, track, k, values=None):
     s, e, ids, names = track
     plain = (s.tolist(), e.tolist(), ids.tolist(), names)
     for row in table.to_pylist():
@@ -65,18 +81,23 @@ def _check(table, track, k):
         expect = oracle_bucket(plain, bs, bs + (1 << k))
         got = (row[dbs.BUSY_NS], row[dbs.COUNT], row[dbs.LONGEST_ID], row[dbs.TOP_NAME])
         assert got == expect, f"level {k} bucket {row[dbs.BUCKET]}: {got} != {expect}"
+        if values is not None:
+            exact = oracle_value(plain, values, bs, bs + (1 << k))
+            scale = sum(abs(v) for v in values) + 1
+            assert abs(row[dbs.VALUE_SUM] - float(exact)) <= 1e-9 * scale, (k, row[dbs.BUCKET], row, exact)
 
 
 @settings(max_examples=150, deadline=None)
-@given(tracks())
-def test_every_stored_level_matches_the_oracle(track):
+@given(tracks(), st.integers(1, 12), st.booleans())
+def test_every_stored_level_matches_the_oracle(track, chunk, with_values):
     s, e, ids, names = track
-    ev = lod.prepare(s, e, ids, pa.array(names, pa.string()))
+    values = [(i * 7919) % 1000 for i in range(len(s))] if with_values else None
+    ev = lod.prepare(s, e, ids, pa.array(names, pa.string()), values)
     if ev.n == 0:
-        assert list(lod.track_levels(ev, 0, 0)) == []
+        assert list(lod_build.track_levels(ev, 0, 0)) == []
         return
     k_min = lod.finest_level(*ev.span(), len(s))
-    levels = list(lod.track_levels(ev, 7, k_min))
+    levels = list(lod_build.track_levels(ev, 7, k_min, chunk=chunk))
     assert [t.column(dbs.LEVEL)[0].as_py() for t in levels] == list(range(k_min, lod.MAX_LEVEL + 1))
     assert levels[0].num_rows <= max(1, len(s) // lod.EVENTS_PER_FINEST_BUCKET)
     for table in levels[:8] + levels[-2:]:
@@ -87,19 +108,24 @@ def test_every_stored_level_matches_the_oracle(track):
         assert table.column(dbs.COUNT).to_numpy().sum() == len(s)
         assert table.column(dbs.BUSY_NS).to_numpy().sum() == oracle_bucket(
             (s.tolist(), e.tolist(), ids.tolist(), names), -(1 << 62), 1 << 62)[0]
-        _check(table, track, k)
+        if values is not None:
+            assert table.column(dbs.VALUE_SUM).to_numpy().sum() == pytest.approx(sum(values), rel=1e-12, abs=1e-9)
+        else:
+            assert table.column(dbs.VALUE_SUM).null_count == table.num_rows
+        _check(table, track, k, values)
 
 
 @settings(max_examples=60, deadline=None)
 @given(tracks(), st.integers(0, 9), st.integers(-600, 600), st.integers(1, 40))
 def test_bucketize_any_range_matches_the_oracle(track, k, offset, nb):
     s, e, ids, names = track
-    ev = lod.prepare(s, e, ids, pa.array(names, pa.string()))
+    values = [3 * i + 1 for i in range(len(s))]
+    ev = lod.prepare(s, e, ids, pa.array(names, pa.string()), values)
     base = int(s.min()) if len(s) else 0
     b0 = (base + offset) >> k
     table = lod.bucketize(ev, k, b0, b0 + nb)
     assert table.column(dbs.BUCKET).to_pylist() == list(range(b0, b0 + nb))
-    _check(table, track, k)
+    _check(table, track, k, values)
 
 
 def test_names_sort_lexicographically_for_ties():
@@ -121,5 +147,5 @@ def test_zero_length_event_at_the_very_end_is_indexed():
     e = np.array([0, 0, 0, 0, 0, 2, 3], np.int64)
     ev = lod.prepare(s, e, np.arange(7), pa.array(["A"] * 7))
     k_min = lod.finest_level(*ev.span(), 7)
-    for table in lod.track_levels(ev, 0, k_min):
+    for table in lod_build.track_levels(ev, 0, k_min):
         assert table.column(dbs.COUNT).to_numpy().sum() == 7

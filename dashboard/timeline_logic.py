@@ -12,6 +12,7 @@ between calls.
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -121,6 +122,22 @@ def rows_for(trace: Any, options: TimelineOptions) -> list[TimelineRow]:
     return timeline_rows(trace.tracks(), collapse_dma=not options.expand_dma)
 
 
+class TraceLayout:
+    """What a served trace's timeline needs on every call and never changes: its time range and its rows (per DMA
+    expansion), read once (each is a query) and shared by every browser session."""
+
+    def __init__(self, trace: Any) -> None:
+        self.trace = trace
+        self.time_range: tuple[int, int] = (int(trace.time_range[0]), int(trace.time_range[1]))
+        self._rows: dict[bool, list[TimelineRow]] = {}
+
+    def rows(self, options: TimelineOptions) -> list[TimelineRow]:
+        """The rows under ``options`` (computed on first use)."""
+        if options.expand_dma not in self._rows:
+            self._rows[options.expand_dma] = rows_for(self.trace, options)
+        return self._rows[options.expand_dma]
+
+
 def _track_ids(rows: list[TimelineRow]) -> list[int]:
     return [tid for r in rows for tid in r.track_ids]
 
@@ -169,7 +186,7 @@ def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, 
                     options: TimelineOptions | None = None, nav: dict[str, Any] | None = None,
                     palette: pal.CategoryPalette | None = None, lanes: bool = True,
                     overlay: Callable[[list[TimelineRow], int], list[Any]] | None = None,
-                    set_range: bool = False) -> TimelineUpdate | None:
+                    set_range: bool = False, layout: TraceLayout | None = None) -> TimelineUpdate | None:
     """Decide and build what the browser needs after ``trigger``.
 
     Args:
@@ -186,6 +203,7 @@ def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, 
         overlay: ``overlay(rows, origin_ns)`` -> extra traces drawn over the strips when the figure is rebuilt
             (after the lanes, so zoom patches leave them alone); used with ``options.critical_path``.
         set_range: send the x range even when the relayout came from this graph (a graph that follows another).
+        layout: the trace's cached time range and rows (read from ``trace`` when None).
 
     Returns:
         The update, or None when nothing changes (a relayout that does not move the time axis).
@@ -193,7 +211,8 @@ def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, 
     options = options or TimelineOptions()
     palette = palette or pal.CategoryPalette()
     width = clamp_width(width_px if width_px is not None else (state or {}).get("width"))
-    t_range = tuple(int(t) for t in trace.time_range)
+    layout = layout if layout is not None and layout.trace is trace else TraceLayout(trace)
+    t_range = layout.time_range
     origin = t_range[0]
     prev = state if isinstance(state, dict) and state.get("trace") == trace_id else None
     same_structure = (prev is not None and prev.get("colour_by") == options.colour_by
@@ -230,13 +249,17 @@ def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, 
     if not rebuild and not vp.needs_fetch(buffer, view, width):
         return TimelineUpdate(None, {"data": {}, "layout": moved} if moved else None, new_state)
 
-    rows = rows_for(trace, options)
+    rows = layout.rows(options)
     plan = vp.plan_buffer(view, width, t_range)
     window = trace.window(plan.start_ns, plan.end_ns, plan.width_px, tracks=_track_ids(rows))
     frame = rasterize(window, rows, palette, options.colour_by)
     lane_list = lanes_mod.engine_utilization_lanes(trace, rows, plan, plan.width_px) if lanes else []
     new_state["buffer"] = plan.to_dict()
-    legend = _legend_items(frame)
+    legend: Any = _legend_items(frame)
+    legend_key = zlib.crc32(repr(legend).encode())
+    new_state["legend_key"] = legend_key
+    if not rebuild and prev is not None and prev.get("legend_key") == legend_key:
+        legend = dash.no_update  # the browser shows this legend already: no re-render
     hover = view_data(frame, rows, origin)
     status = status_text(frame, view)
     info = {"window_events": frame.n_events, "rows": len(rows), "px": frame.width_px}

@@ -121,6 +121,7 @@ def trigger_name(triggered_prop_ids: Any) -> str:
 def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
     """Wire the timeline page onto ``app``."""
     palettes: dict[str, pal.CategoryPalette] = {}
+    layouts: dict[str, tl.TraceLayout] = {}
     overlays = CriticalPathOverlays()
 
     def palette_for(trace_id: str, trace: Any) -> pal.CategoryPalette:
@@ -152,10 +153,12 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
         width = size.get("width") if isinstance(size, dict) else None
         options = tl.TimelineOptions.parse(colour_by, "expand" in (expand or []), "on" in (critical or []))
         with registry.lock(trace_id):
+            if trace_id not in layouts or layouts[trace_id].trace is not trace:
+                layouts[trace_id] = tl.TraceLayout(trace)
             update = tl.update_timeline(trace, trace_id, state=state, trigger=trigger, relayout=relayout,
                                         width_px=width, options=options, nav=nav,
                                         palette=palette_for(trace_id, trace),
-                                        overlay=overlays.builder(trace_id, trace))
+                                        overlay=overlays.builder(trace_id, trace), layout=layouts[trace_id])
         if update is None:
             raise dash.exceptions.PreventUpdate
         legend = dash.no_update if update.legend is dash.no_update else legend_children(update.legend)

@@ -101,8 +101,13 @@ def _smoke_test() -> None:
     src.pair_codes(one, one, one.copy(), np.zeros(16, np.int64), np.zeros(16, np.int64), np.full(16, -1, np.int64),
                    one.copy())
     depth, parent = np.empty(3, np.int32), np.empty(3, np.int64)
-    nested = src.nest_stack(np.array([0, 1, 5]), np.array([10, 3, 5]), depth, parent, np.empty(3, np.int64))
+    s3, e3 = np.array([0, 1, 5]), np.array([10, 3, 5])
+    nested = src.nest_rows(s3, e3, np.arange(3), depth, parent, np.empty(3, np.int64))
     if not nested or depth.tolist() != [0, 1, 1] or parent.tolist() != [-1, 0, 0]:
+        raise RuntimeError("kernel self-check failed")
+    order = np.empty(3, np.int64)
+    if not src.order_by_track(np.array([1, 0, 1]), s3, e3, np.zeros(3, np.int64), np.full(2, -1, np.int64), order) \
+            or order.tolist() != [1, 0, 2]:
         raise RuntimeError("kernel self-check failed")
     bound = np.empty(2, np.int64)
     src.bind_flows(np.array([0, 1, 5]), np.array([10, 3, 5]), np.arange(3), parent, np.arange(3), 0,
@@ -231,15 +236,37 @@ def compiled() -> bool:
 
 def nest_stack(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """Depth (int32) and parent (local index or -1) of one track's slices sorted by (start, end descending), or
-    None when they do not nest (or the kernel is not compiled).  See :func:`json_kernel_src.nest_stack`."""
-    if not compiled():
-        return None
-    n = len(s)
-    depth = np.empty(n, np.int32)
-    parent = np.empty(n, np.int64)
-    ok = src.nest_stack(np.ascontiguousarray(s, np.int64), np.ascontiguousarray(e, np.int64), depth, parent,
-                        np.empty(n, np.int64))
+    None when they do not nest (or the kernel is not compiled).  See :func:`json_kernel_src.nest_rows`."""
+    depth = np.empty(len(s), np.int32)
+    parent = np.empty(len(s), np.int64)
+    ok = nest_track(np.ascontiguousarray(s, np.int64), np.ascontiguousarray(e, np.int64), np.arange(len(s)),
+                    depth, parent)
     return (depth, parent) if ok else None
+
+
+def nest_track(start: np.ndarray, end: np.ndarray, rows: np.ndarray, depth: np.ndarray, parent: np.ndarray) -> bool:
+    """Nest one track's slices ``rows`` of the whole columns in place (see :func:`json_kernel_src.nest_rows`);
+    False when they do not nest or the kernel is not compiled (``depth``/``parent`` at ``rows`` are then to be
+    rewritten)."""
+    if not compiled():
+        return False
+    return bool(src.nest_rows(start, end, np.ascontiguousarray(rows, np.int64), depth, parent,
+                              np.empty(len(rows), np.int64)))
+
+
+def order_by_track(track: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray | None:
+    """Indices sorting the rows by (track, start, end descending, index) in one counting sort, when every track's
+    rows already come in time order (as in most traces); None otherwise, or when the kernel is not compiled or the
+    tracks are not small non-negative integers."""
+    if not compiled() or not len(track):
+        return np.zeros(0, np.int64) if compiled() else None
+    lo, hi = int(track.min()), int(track.max())
+    if lo < 0 or hi >= 1 << 24:
+        return None
+    order = np.empty(len(track), np.int64)
+    ok = src.order_by_track(np.ascontiguousarray(track, np.int64), start, end, np.zeros(hi + 2, np.int64),
+                            np.full(hi + 1, -1, np.int64), order)
+    return order if ok else None
 
 
 def bind_flows(s: np.ndarray, e: np.ndarray, rows: np.ndarray, *, parent: np.ndarray, inverse: np.ndarray, first: int,

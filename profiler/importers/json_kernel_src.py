@@ -34,7 +34,7 @@ KEY_TABLE_LENGTHS = 64
 
 #: The functions numba compiles, callees before callers (json_kernel rebinds each name to its compiled version).
 COMPILED = ("_skip_ws", "_special", "_next_special", "_scan_string", "_scan_number", "_scan_literal",
-            "_scan_nested", "_match_key", "scan_elements", "pair_codes", "nest_stack", "bind_flows")
+            "_scan_nested", "_match_key", "scan_elements", "pair_codes", "nest_rows", "order_by_track", "bind_flows")
 
 
 def trailing_zeros(x: int) -> int:
@@ -528,25 +528,28 @@ def pair_codes(a: np.ndarray, b: np.ndarray, codes: np.ndarray, slot_a: np.ndarr
     return n_unique
 
 
-def nest_stack(s: np.ndarray, e: np.ndarray, depth: np.ndarray, parent: np.ndarray, stack: np.ndarray) -> bool:
-    """Depth and parent (local index or -1) of one track's slices sorted by (start, end descending), by a stack of
-    the open ones; False as soon as a slice is not inside the innermost open one (they do not nest).
+def nest_rows(start: np.ndarray, end: np.ndarray, rows: np.ndarray, depth: np.ndarray, parent: np.ndarray,
+              stack: np.ndarray) -> bool:
+    """Depth and parent (global index or -1) of one track's slices ``rows`` (sorted by start, end descending),
+    written into ``depth``/``parent`` at those rows, by a stack of the open ones; False as soon as a slice is not
+    inside the innermost open one (they do not nest; what was written is then meaningless).
 
     A slice is closed at ``t`` when it ends at or before ``t`` (an instant: before ``t``), as in
     :func:`profiler.importers.nesting._nest_sorted`, whose results this equals whenever it returns True.
     """
     top = 0
-    for i in range(len(s)):
-        si = s[i]
+    for k in range(len(rows)):
+        i = rows[k]
+        si = start[i]
         while top > 0:
             t = stack[top - 1]
-            if (e[t] <= si) if e[t] > s[t] else (e[t] < si):
+            if (end[t] <= si) if end[t] > start[t] else (end[t] < si):
                 top -= 1
             else:
                 break
         if top > 0:
             t = stack[top - 1]
-            if e[i] > e[t]:
+            if end[i] > end[t]:
                 return False
             parent[i] = t
         else:
@@ -555,6 +558,28 @@ def nest_stack(s: np.ndarray, e: np.ndarray, depth: np.ndarray, parent: np.ndarr
         stack[top] = i
         top += 1
     return True
+
+
+def order_by_track(track: np.ndarray, start: np.ndarray, end: np.ndarray, counts: np.ndarray, last: np.ndarray,
+                   order: np.ndarray) -> bool:
+    """Stable counting sort of the rows by ``track`` (0 <= track < len(counts) - 1) into ``order``; True when every
+    track's rows already come in (start, end descending) order, so that ``order`` sorts by (track, start, end
+    descending, index).  ``counts`` must be zeros and ``last`` (one per track) -1s."""
+    ok = True
+    for r in range(len(track)):
+        t = track[r]
+        counts[t + 1] += 1
+        p = last[t]
+        if p >= 0 and (start[r] < start[p] or (start[r] == start[p] and end[r] > end[p])):
+            ok = False
+        last[t] = r
+    for t in range(1, len(counts)):
+        counts[t] += counts[t - 1]
+    for r in range(len(track)):
+        t = track[r]
+        order[counts[t]] = r
+        counts[t] += 1
+    return ok
 
 
 def bind_flows(s: np.ndarray, e: np.ndarray, rows: np.ndarray, parent: np.ndarray, inverse: np.ndarray, first: int,

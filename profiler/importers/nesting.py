@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from profiler.importers.json_kernel import nest_stack
+from profiler.importers.json_kernel import nest_track, order_by_track
 
 
 @dataclass(frozen=True)
@@ -37,17 +37,12 @@ class Nesting:
 def track_order(track: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
     """Indices sorting the intervals by (track, start, end descending, index).
 
-    One stable radix sort by track when each track's intervals already come in (start, end descending) order, as
-    they do in most traces; three stable sorts, each nearly linear on mostly sorted columns, otherwise.
+    One compiled counting sort by track when each track's intervals already come in (start, end descending) order,
+    as they do in most traces; three stable sorts, each nearly linear on mostly sorted columns, otherwise.
     """
-    small = len(track) and track.min() >= 0 and track.max() < 2**16
-    if small:
-        order = np.argsort(track.astype(np.uint16), kind="stable")
-        s, e, t = start[order], end[order], track[order]
-        later = (t[1:] == t[:-1]) & ((s[1:] < s[:-1]) | ((s[1:] == s[:-1]) & (e[1:] > e[:-1])))
-        if not later.any():
-            return order
-        del s, e, t, later
+    order = order_by_track(track, start, end)   # compiled, when loaded: one pass, no temporaries
+    if order is not None:
+        return order
     order = np.argsort(-end, kind="stable")
     order = order[np.argsort(start[order], kind="stable")]
     tr = track[order]
@@ -82,9 +77,11 @@ def nest_intervals(track: np.ndarray, start: np.ndarray, end: np.ndarray) -> Nes
     overlapping_slices = 0
     for a, b in zip(seg_start, seg_end, strict=True):
         rows = order[a:b]
+        if nest_track(start, end, rows, depth, parent):   # one compiled pass, when loaded and the slices nest
+            continue
+        parent[rows] = -1
         s, e = start[rows], end[rows]
-        stacked = nest_stack(s, e)   # one compiled pass when the kernel is loaded and the slices nest
-        d, p, ok = (*stacked, True) if stacked is not None else _nest_sorted(s, e)
+        d, p, ok = _nest_sorted(s, e)
         if not ok:
             overlapping_tracks += 1
             overlapping_slices += b - a

@@ -189,3 +189,23 @@ UTILIZATION = pa.schema([
     pa.field(ts.END_TS, pa.int64(), nullable=False),
     pa.field(BUSY_FRACTION, pa.float64(), nullable=False),
 ])
+
+#: ``Trace.series``: one value per core and bucket (units by kind: see ``profiler.db.series_query.SERIES_KINDS``).
+SERIES = pa.schema([
+    pa.field(CORE, pa.int64()),                         # pcore_idx (null for tracks without a core)
+    pa.field(ts.START_TS, pa.int64(), nullable=False),
+    pa.field(ts.END_TS, pa.int64(), nullable=False),
+    pa.field(ts.VALUE, pa.float64()),                   # null when unknown (HFU without a Tensor peak)
+])
+
+#: ``Trace.counter_window`` / ``Window.counters``: per Counter track and bucket, a summary of its step function.
+COUNTER_BUCKETS = pa.schema([
+    pa.field(TRACK_ID, pa.int64(), nullable=False),
+    pa.field(ts.START_TS, pa.int64(), nullable=False),
+    pa.field(ts.END_TS, pa.int64(), nullable=False),
+    pa.field(COUNT, pa.int64(), nullable=False),        # samples in the bucket
+    pa.field(MIN_VALUE, pa.float64()),                  # null where the counter is undefined (before its first or
+    pa.field(MAX_VALUE, pa.float64()),                  # after its last sample)
+    pa.field(MEAN_VALUE, pa.float64()),
+    pa.field(LAST_VALUE, pa.float64()),
+])

@@ -24,6 +24,7 @@ from profiler.db.cache import resolve_database
 from profiler.db.connection import close_database, open_database, run_user_sql
 from profiler.db.ingest import IngestProgress
 from profiler.db.ranges import track_totals, union_busy_ns
+from profiler.db.series_query import query_counters, query_series
 from profiler.db.sqlutil import fetch_one, quote
 from profiler.db.track_info import TrackInfo, load_track_infos
 from profiler.db.window_query import MAX_WIDTH_PX, query_window
@@ -162,10 +163,13 @@ class Trace(NotebookMixin):
         if tracks is None:
             ids = sorted(t for t, info in self._infos.items() if info.is_interval)
         else:
-            if isinstance(tracks, (int, np.integer)):
-                tracks = [tracks]
-            ids = sorted({self.track_info(t).track_id for t in tracks})  # type: ignore[union-attr]
+            ids = self._track_ids(tracks)
         return start, end, width, ids
+
+    def _track_ids(self, tracks: object) -> list[int]:
+        if isinstance(tracks, (int, np.integer)):
+            tracks = [tracks]
+        return sorted({self.track_info(t).track_id for t in tracks})  # type: ignore[union-attr]
 
     def window(self, start_ns: int, end_ns: int, width_px: int, tracks: list[int] | None = None, *,
                attributes: bool = True) -> Window:
@@ -185,7 +189,54 @@ class Trace(NotebookMixin):
         start, end, width, ids = self._window_args(start_ns, end_ns, width_px, tracks)
         result = query_window(self._cursor(), self._infos, start, end, width, track_ids=ids,
                               attributes=bool(attributes), submit=self._submit)
+        counters = [t for t in ids if self._infos[t].is_counter]
+        if counters:
+            _, table = query_counters(self._cursor(), self._infos, start, end, width, track_ids=counters)
+            return Window(start, end, width, 1 << result.level, result.events, result.buckets, table)
         return Window(start, end, width, 1 << result.level, result.events, result.buckets)
+
+    def counter_window(self, start_ns: int, end_ns: int, width_px: int,
+                       tracks: list[int] | None = None) -> pa.Table:
+        """Counter tracks (SBUF usage, ...) in [start_ns, end_ns) at ``width_px``: per track and bucket the sample
+        count, min, max, time-weighted mean and the value at the bucket's end
+        (:data:`profiler.db_schema.COUNTER_BUCKETS`), on the same grid as :meth:`window`, from the counter index —
+        O(pixels), like a window.  ``tracks``: counter track ids (default: every Counter track).
+        """
+        start, end, width, _ = self._window_args(start_ns, end_ns, width_px, [])
+        if tracks is None:
+            ids = sorted(t for t, info in self._infos.items() if info.is_counter)
+        else:
+            ids = self._track_ids(tracks)
+            wrong = [t for t in ids if not self._infos[t].is_counter]
+            if wrong:
+                raise QueryError(f"track {wrong[0]} is not a Counter track (see Trace.tracks(), kind 'counter')")
+        return query_counters(self._cursor(), self._infos, start, end, width, track_ids=ids)[1]
+
+    def series(self, kind: str, start_ns: int, end_ns: int, width_px: int, core: int | None = None) -> pa.Table:
+        """A time series per core over [start_ns, end_ns) at ``width_px``, on the :meth:`window` grid, O(pixels).
+
+        Args:
+            kind: ``"dma_throughput"`` — bytes per second moved by the core's DMA queues (each packet's
+                ``transfer_bytes`` spread evenly over its duration); ``"hfu"`` — percent of the Tensor engine's peak
+                (each instruction's ``adjusted_flops``, else ``raw_flops``, spread over its duration, over
+                peak FLOP/ns × bucket width; null values when the Metadata gives no Tensor clock). Per-engine busy
+                fraction is :meth:`utilization`.
+            start_ns: start of the range.
+            end_ns: end of the range (exclusive).
+            width_px: pixels across the range.
+            core: one core (``pcore_idx``), or None for every core.
+
+        Returns:
+            :data:`profiler.db_schema.SERIES` rows (core, start_ts, end_ts, value), by core then time.
+        """
+        from profiler.summary import tensor_peak_flops_per_ns
+
+        start, end, width, _ = self._window_args(start_ns, end_ns, width_px, [])
+        if core is not None:
+            core = _as_int(core, "core")
+        peak = tensor_peak_flops_per_ns(self.metadata) if kind == "hfu" else None
+        return query_series(self._cursor(), self._infos, start, end, width, kind=kind, core=core,
+                            peak_flops_per_ns=peak, submit=self._submit)[1]
 
     def utilization(self, start_ns: int, end_ns: int, width_px: int, tracks: list[int] | None = None) -> pa.Table:
         """Busy fraction per track per bucket (:data:`profiler.db_schema.UTILIZATION`), from the same index."""

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pyarrow as pa
+
+from profiler import db_schema as dbs
 
 
 @dataclass(frozen=True)
@@ -20,6 +22,8 @@ class Window:
             every event overlapping [start_ns, end_ns), sorted by (track_id, start_ts, id).
         buckets: buckets (:data:`profiler.db_schema.WINDOW_BUCKETS`) of the other tracks; for each such track they
             tile [bucket_start_ns, bucket_end_ns) at ``resolution_ns`` without gaps or overlaps.
+        counters: buckets (:data:`profiler.db_schema.COUNTER_BUCKETS`) of the Counter tracks asked for by id,
+            tiling the same grid (empty unless ``Trace.window`` was given counter track ids).
     """
 
     start_ns: int
@@ -28,6 +32,7 @@ class Window:
     resolution_ns: int
     events: pa.Table
     buckets: pa.Table
+    counters: pa.Table = field(default_factory=dbs.COUNTER_BUCKETS.empty_table)
 
     @property
     def bucket_start_ns(self) -> int:

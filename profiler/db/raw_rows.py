@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 
 from profiler import db_schema as dbs
-from profiler.db import lod
+from profiler.db import index_build, lod
 from profiler.db.sqlutil import quote
 from profiler.db.track_info import TrackInfo
 from tracer import schema as ts
@@ -27,16 +27,24 @@ _ATTRIBUTE_SQL: dict[str, tuple[str, str, str]] = {
 }
 #: WINDOW_EVENTS attribution columns, in the order of :data:`_ATTRIBUTE_SQL`'s expressions.
 ATTRIBUTE_COLUMNS: tuple[str, str, str] = (ts.LAYER, dbs.OPERATOR, dbs.SOURCE)
+#: Column of the per-event value in raw rows fetched with ``values=True``.
+VALUE = ts.VALUE
+
+
+def value_sql(table: str) -> str | None:
+    """The SQL of a table's per-event value exactly as the index build integrates it (None: the table has none)."""
+    return index_build._VALUE_SQL.get(table)   # the build owns the definition
 
 
 def fetch_raw(cur: duckdb.DuckDBPyConnection, infos: list[TrackInfo], lo: int, hi: int, *,
-              attributes: bool = False, times_only: bool = False) -> pa.Table:
+              attributes: bool = False, times_only: bool = False, values: bool = False) -> pa.Table:
     """Rows of these tracks (any interval tables) that overlap [lo, hi), zero-length rows at lo included.
 
     One query: a UNION ALL of one range scan per table (in order of their first track id), each bounded below by
-    its tracks' maximum duration.  Columns: track_id, id, start_ts, end_ts, name, depth, and with ``attributes``
-    also :data:`ATTRIBUTE_COLUMNS`; with ``times_only`` just track_id, start_ts, end_ts.  Rows of tracks between
-    the wanted ones in a table may be included; callers select by track id.
+    its tracks' maximum duration.  Columns: track_id, id, start_ts, end_ts, name, depth, with ``attributes`` also
+    :data:`ATTRIBUTE_COLUMNS`, with ``values`` also :data:`VALUE` (the per-event value the index's ``value_sum``
+    integrates, the same SQL as the index build; null for tables without one); with ``times_only`` just track_id,
+    start_ts, end_ts.  Rows of tracks between the wanted ones in a table may be included; callers select by track.
     """
     parts = []
     params: dict[str, object] = {"hi": hi, "lo": lo}
@@ -57,6 +65,8 @@ def fetch_raw(cur: duckdb.DuckDBPyConnection, infos: list[TrackInfo], lo: int, h
                 exprs = _ATTRIBUTE_SQL.get(table, ("NULL", "NULL", "NULL"))
                 select += "".join(f", {e}::VARCHAR AS {quote(c)}"
                                   for e, c in zip(exprs, ATTRIBUTE_COLUMNS, strict=True))
+            if values:
+                select += f", {value_sql(table) or 'NULL'}::DOUBLE AS {quote(VALUE)}"
         parts.append(
             f"SELECT {select} FROM {quote(table)} WHERE {quote(dbs.TRACK_ID)} BETWEEN $t0_{j} AND $t1_{j} "
             f"AND {quote(ts.START_TS)} >= $scan_{j} AND {quote(ts.START_TS)} < $hi AND {quote(ts.END_TS)} >= $lo")
@@ -95,6 +105,10 @@ class RawRows:
         if self.order is not None:
             tid, start, end, ids = tid[self.order], start[self.order], end[self.order], ids[self.order]
         self.tid, self.start, self.end, self.ids = tid, start, end, ids
+        self.values: np.ndarray | None = None
+        if VALUE in data.column_names:
+            v = np.asarray(data.column(VALUE).fill_null(0.0).to_numpy(zero_copy_only=False), dtype=np.float64)
+            self.values = v if self.order is None else v[self.order]
 
     def source_rows(self, rows: np.ndarray) -> np.ndarray:
         """Row numbers in ``data`` of the given sorted positions."""
@@ -111,6 +125,13 @@ class RawRows:
         else:
             out = col.take(pa.array(self.source_rows(rows)))
         return out.combine_chunks() if isinstance(out, pa.ChunkedArray) else out
+
+
+def _events(rr: RawRows, rows: np.ndarray, shift: np.ndarray | int = 0) -> lod.TrackEvents:
+    """The raw rows at sorted positions ``rows`` (times moved by ``shift``) as events to bucket."""
+    values = None if rr.values is None else rr.values[rows]
+    return lod.prepare(rr.start[rows] + shift, rr.end[rows] + shift, rr.ids[rows], rr.take(ts.NAME, rows),
+                       values=values)
 
 
 def bucketize_tracks(rr: RawRows, runs: list[tuple[int, int, int]], k: int, b_lo: int,
@@ -134,23 +155,19 @@ def bucketize_tracks(rr: RawRows, runs: list[tuple[int, int, int]], k: int, b_lo
         if reach_lo + reach_hi <= 2 * nb and len(runs) > 1:
             packed.append((track_id, a, b, reach_lo, reach_hi))
             continue
-        names = rr.take(ts.NAME, np.arange(a, b))
-        ev = lod.prepare(rr.start[a:b], rr.end[a:b], rr.ids[a:b], names)
-        out.append((track_id, lod.bucketize(ev, k, b_lo, b_hi)))
+        out.append((track_id, lod.bucketize(_events(rr, np.arange(a, b)), k, b_lo, b_hi)))
     if not packed:
         return out
     stride = nb + max(p[3] for p in packed) + max(p[4] for p in packed) + 1       # buckets per region
     top = (b_hi + stride * len(packed)) << k
     if top >= lod.TIME_LIMIT or ((b_lo - stride) << k) <= -lod.TIME_LIMIT:
         for track_id, a, b, _, _ in packed:                                     # shifts would overflow
-            ev = lod.prepare(rr.start[a:b], rr.end[a:b], rr.ids[a:b], rr.take(ts.NAME, np.arange(a, b)))
-            out.append((track_id, lod.bucketize(ev, k, b_lo, b_hi)))
+            out.append((track_id, lod.bucketize(_events(rr, np.arange(a, b)), k, b_lo, b_hi)))
         return out
     rows = np.concatenate([np.arange(a, b) for _, a, b, _, _ in packed])
     shift = np.repeat(np.arange(len(packed), dtype=np.int64) * (stride << k),
                       [b - a for _, a, b, _, _ in packed])
-    ev = lod.prepare(rr.start[rows] + shift, rr.end[rows] + shift, rr.ids[rows], rr.take(ts.NAME, rows))
-    table = lod.bucketize(ev, k, b_lo, b_lo + stride * (len(packed) - 1) + nb)
+    table = lod.bucketize(_events(rr, rows, shift), k, b_lo, b_lo + stride * (len(packed) - 1) + nb)
     for j, (track_id, _, _, _, _) in enumerate(packed):
         out.append((track_id, table.slice(j * stride, nb)))
     return out

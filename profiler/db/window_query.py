@@ -83,16 +83,20 @@ def _events_table(raw: RawRows, rows: np.ndarray, infos: dict[int, TrackInfo], a
 class _BucketPieces:
     """Accumulates per-track bucket columns and builds one WINDOW_BUCKETS table at the end."""
 
-    def __init__(self, b_lo: int, b_hi: int, k: int) -> None:
+    def __init__(self, b_lo: int, b_hi: int, k: int, *, values: bool = False) -> None:
         self.b_lo, self.b_hi, self.k = b_lo, b_hi, k
         self.nb = b_hi - b_lo
+        self.values: list[np.ndarray] | None = [] if values else None
         self.track_ids: list[int] = []
         self.busy: list[np.ndarray] = []
         self.count: list[np.ndarray] = []
         self.longest: list[pa.Array] = []
         self.top: list[pa.Array] = []
 
-    def add(self, track_id: int, busy: np.ndarray, count: np.ndarray, longest: pa.Array, top: pa.Array) -> None:
+    def add(self, track_id: int, busy: np.ndarray, count: np.ndarray, longest: pa.Array, top: pa.Array, *,
+            value: np.ndarray | None = None) -> None:
+        if self.values is not None:
+            self.values.append(np.zeros(self.nb) if value is None else np.nan_to_num(np.asarray(value, np.float64)))
         self.track_ids.append(track_id)
         self.busy.append(np.asarray(busy, np.int64))
         self.count.append(np.asarray(count, np.int64))
@@ -109,12 +113,16 @@ class _BucketPieces:
                  pa.nulls(nb, pa.string()))
 
     def table(self) -> pa.Table:
+        schema = dbs.WINDOW_BUCKETS if self.values is None else _VALUED_BUCKETS
         if not self.track_ids:
-            return dbs.WINDOW_BUCKETS.empty_table()
+            return schema.empty_table()
         order = np.argsort(self.track_ids, kind="stable")
         nb, k = self.nb, self.k
         starts = np.arange(self.b_lo, self.b_hi, dtype=np.int64) << k
         m = len(order)
+        extra = {}
+        if self.values is not None:
+            extra[dbs.VALUE_SUM] = pa.array(np.concatenate([self.values[i] for i in order]))
         return pa.table({
             dbs.TRACK_ID: pa.array(np.repeat(np.asarray(self.track_ids, np.int64)[order], nb)),
             ts.START_TS: pa.array(np.tile(starts, m)),
@@ -123,7 +131,8 @@ class _BucketPieces:
             dbs.COUNT: pa.array(np.concatenate([self.count[i] for i in order])),
             dbs.LONGEST_ID: pa.concat_arrays([self.longest[i] for i in order]),
             dbs.TOP_NAME: pa.concat_arrays([self.top[i] for i in order]),
-        }, schema=dbs.WINDOW_BUCKETS)
+            **extra,
+        }, schema=schema)
 
 
 def _add_stored(pieces: _BucketPieces, rows: pa.Table, stored: list[TrackInfo], raw: list[TrackInfo], *,
@@ -147,6 +156,11 @@ def _add_stored(pieces: _BucketPieces, rows: pa.Table, stored: list[TrackInfo], 
     count[pos] = count_col
     source = np.full(len(ids) * nb, -1, np.int64)
     source[pos] = np.flatnonzero(valid)
+    value = None
+    if pieces.values is not None:
+        value = np.zeros(len(ids) * nb)
+        value[pos] = np.nan_to_num(np.asarray(rows.column(dbs.VALUE_SUM).to_numpy(zero_copy_only=False),
+                                              np.float64)[valid])
     starting = np.bincount(ti, weights=count_col, minlength=len(ids))
     present = np.bincount(ti, minlength=len(ids)) > 0
     keep = []
@@ -167,19 +181,25 @@ def _add_stored(pieces: _BucketPieces, rows: pa.Table, stored: list[TrackInfo], 
     top = rows.column(dbs.TOP_NAME).take(index).combine_chunks()
     for j, (i, track_id) in enumerate(keep):
         pieces.add(track_id, busy[i * nb:(i + 1) * nb], count[i * nb:(i + 1) * nb],
-                   longest.slice(j * nb, nb), top.slice(j * nb, nb))
+                   longest.slice(j * nb, nb), top.slice(j * nb, nb),
+                   value=None if value is None else value[i * nb:(i + 1) * nb])
 
 
-def _read_level(cur: duckdb.DuckDBPyConnection, stored: list[TrackInfo], k: int, b_lo: int, b_hi: int) -> pa.Table:
+def _read_level(cur: duckdb.DuckDBPyConnection, stored: list[TrackInfo], k: int, b_lo: int, b_hi: int, *,
+                values: bool = False) -> pa.Table:
     """Rows of level ``k`` in buckets [b_lo, b_hi) of these tracks (and of tracks between them: callers select)."""
     ids = sorted(i.track_id for i in stored)
+    value = f", {quote(dbs.VALUE_SUM)}" if values else ""
     return cur.sql(
         f"SELECT {quote(dbs.TRACK_ID)}, {quote(dbs.BUCKET)}, {quote(dbs.BUSY_NS)}, {quote(dbs.COUNT)}, "
-        f"{quote(dbs.LONGEST_ID)}, {quote(dbs.TOP_NAME)} FROM {quote(dbs.LOD_TABLE)} "
+        f"{quote(dbs.LONGEST_ID)}, {quote(dbs.TOP_NAME)}{value} FROM {quote(dbs.LOD_TABLE)} "
         f"WHERE {quote(dbs.LEVEL)} = $k AND {quote(dbs.TRACK_ID)} BETWEEN $t0 AND $t1 "
         f"AND {quote(dbs.BUCKET)} >= $b0 AND {quote(dbs.BUCKET)} < $b1",
         params={"k": k, "t0": ids[0], "t1": ids[-1], "b0": b_lo, "b1": b_hi}).to_arrow_table()
 
+
+#: Buckets with each bucket's ``value_sum`` (what :func:`query_window` returns with ``values=True``).
+_VALUED_BUCKETS = pa.schema([*dbs.WINDOW_BUCKETS, pa.field(dbs.VALUE_SUM, pa.float64(), nullable=False)])
 
 #: Runs a query function on another thread with that thread's own cursor (see :func:`query_window`).
 Submit = Callable[[Callable[[duckdb.DuckDBPyConnection], pa.Table]], "Future[pa.Table]"]
@@ -187,10 +207,11 @@ Submit = Callable[[Callable[[duckdb.DuckDBPyConnection], pa.Table]], "Future[pa.
 
 def query_window(cur: duckdb.DuckDBPyConnection, infos: dict[int, TrackInfo], start_ns: int, end_ns: int,
                  width_px: int, *, track_ids: list[int], buckets_only: bool = False,
-                 attributes: bool = True, submit: Submit | None = None) -> WindowResult:
+                 attributes: bool = True, values: bool = False, submit: Submit | None = None) -> WindowResult:
     """Events and buckets of ``track_ids`` in [start_ns, end_ns) at ``width_px`` (see the module docstring).
 
     ``attributes=False`` leaves the events' layer/operator/source columns null instead of reading them.
+    ``values=True`` (with ``buckets_only``) adds each bucket's ``value_sum`` (0 for tracks without values).
     With ``submit``, the index read and the raw-event scan of a window that needs both run concurrently.
     """
     k = lod.resolution_level(start_ns, end_ns, width_px)
@@ -201,7 +222,8 @@ def query_window(cur: duckdb.DuckDBPyConnection, infos: dict[int, TrackInfo], st
     wanted = [infos[t] for t in track_ids if infos[t].is_interval]
     stored = [i for i in wanted if i.event_count and i.lod_min_level is not None and k >= i.lod_min_level]
     raw = [i for i in wanted if i not in stored]
-    pieces = _BucketPieces(b_lo, b_hi, k)
+    values = values and buckets_only
+    pieces = _BucketPieces(b_lo, b_hi, k, values=values)
 
     fetch_attributes = attributes and not buckets_only
     raw = [info for info in raw if info.event_count]
@@ -209,20 +231,20 @@ def query_window(cur: duckdb.DuckDBPyConnection, infos: dict[int, TrackInfo], st
     if stored:
         if raw and submit is not None:
             # The level read and the raw scan are independent: run them side by side.
-            level_rows = submit(lambda c: _read_level(c, stored, k, b_lo, b_hi))
-            fetched.append(fetch_raw(cur, raw, span_lo, span_hi, attributes=fetch_attributes))
+            level_rows = submit(lambda c: _read_level(c, stored, k, b_lo, b_hi, values=values))
+            fetched.append(fetch_raw(cur, raw, span_lo, span_hi, attributes=fetch_attributes, values=values))
             rows = level_rows.result()
         else:
-            rows = _read_level(cur, stored, k, b_lo, b_hi)
+            rows = _read_level(cur, stored, k, b_lo, b_hi, values=values)
         before = len(raw)
         _add_stored(pieces, rows, stored, raw, limit=None if buckets_only else limit)
         late = raw[before:] if fetched else raw
         if late:
-            fetched.append(fetch_raw(cur, late, span_lo, span_hi, attributes=fetch_attributes))
+            fetched.append(fetch_raw(cur, late, span_lo, span_hi, attributes=fetch_attributes, values=values))
             if len(fetched) == 2:   # each scan may include rows of tracks between its own: keep its own only
                 fetched = [only(fetched[0], raw[:before]), only(fetched[1], late)]
     elif raw:
-        fetched.append(fetch_raw(cur, raw, span_lo, span_hi, attributes=fetch_attributes))
+        fetched.append(fetch_raw(cur, raw, span_lo, span_hi, attributes=fetch_attributes, values=values))
 
     events = dbs.WINDOW_EVENTS.empty_table()
     if raw:
@@ -248,8 +270,9 @@ def query_window(cur: duckdb.DuckDBPyConnection, infos: dict[int, TrackInfo], st
             a, b = (int(x) for x in np.searchsorted(rr.tid, [track_id, track_id + 1]))
             to_bucket.append((track_id, a, b))
         for track_id, bk in bucketize_tracks(rr, to_bucket, k, b_lo, b_hi):
+            value = bk.column(dbs.VALUE_SUM).to_numpy() if values and dbs.VALUE_SUM in bk.column_names else None
             pieces.add(track_id, bk.column(dbs.BUSY_NS).to_numpy(), bk.column(dbs.COUNT).to_numpy(),
-                       bk.column(dbs.LONGEST_ID), bk.column(dbs.TOP_NAME))
+                       bk.column(dbs.LONGEST_ID), bk.column(dbs.TOP_NAME), value=value)
     if buckets_only:
         # Tracks without events still tile the window (idle).
         have = set(pieces.track_ids)

@@ -16,7 +16,7 @@ every track bounded by :data:`MAX_BUFFERED_ROWS`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import duckdb
@@ -89,19 +89,20 @@ def _concat_counter(parts: list[CounterRows]) -> CounterRows:
 
 
 class LodWriter:
-    """Appends index rows to one DuckDB table in long runs of one (track, level), in bucket order."""
+    """Collects index rows into long runs of one (track, level), in bucket order, ready to be stored.
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, table: str,
-                 to_table: Callable[[int, list], pa.Table]) -> None:
-        self.con = con
-        self.table = table
+    Each (track, level) is buffered until it has :data:`RUN_ROWS` rows; all buffers together hold at most
+    :data:`MAX_BUFFERED_ROWS` rows (the largest are released early beyond that).  Released runs wait in
+    :attr:`ready` until :meth:`take` hands them to the statement storing them.
+    """
+
+    def __init__(self, to_table: Callable[[int, list], pa.Table]) -> None:
         self.to_table = to_table
         self.buffers: dict[tuple[int, int], list] = {}
         self.sizes: dict[tuple[int, int], int] = {}
         self.buffered = 0
         self.ready: list[pa.Table] = []
         self.ready_rows = 0
-        self.rows_written = 0
 
     def sink(self, track_id: int) -> Callable[[object], None]:
         """The row sink of one track's builder."""
@@ -115,15 +116,15 @@ class LodWriter:
             self.sizes[key] = size
             self.buffered += n
             if size >= RUN_ROWS:
-                self._make_ready(key)
+                self._release(key)
             if self.buffered > MAX_BUFFERED_ROWS:
                 for _, k in sorted(((s, k) for k, s in self.sizes.items()), reverse=True):
                     if self.buffered <= MAX_BUFFERED_ROWS // 2:
                         break
-                    self._make_ready(k)
+                    self._release(k)
         return add
 
-    def _make_ready(self, key: tuple[int, int]) -> None:
+    def _release(self, key: tuple[int, int]) -> None:
         parts = self.buffers.pop(key, None)
         if not parts:
             return
@@ -131,23 +132,20 @@ class LodWriter:
         table = self.to_table(key[0], parts)
         self.ready.append(table)
         self.ready_rows += table.num_rows
-        if self.ready_rows >= INSERT_ROWS:
-            self._insert()
 
-    def _insert(self) -> None:
-        if not self.ready:
-            return
-        data = pa.concat_tables(self.ready) if len(self.ready) > 1 else self.ready[0]
+    def take(self, at_least: int = 0) -> list[pa.RecordBatch]:
+        """The released rows as batches, once at least ``at_least`` rows are waiting (else nothing)."""
+        if not self.ready or self.ready_rows < at_least:
+            return []
+        batches = [b for t in self.ready for b in t.to_batches()]
         self.ready, self.ready_rows = [], 0
-        with registered(self.con, data) as view:
-            self.con.execute(f"INSERT INTO {quote(self.table)} SELECT * FROM {view}")
-        self.rows_written += data.num_rows
+        return batches
 
-    def close(self) -> None:
-        """Write everything buffered, in (track, level) order."""
+    def close(self) -> list[pa.RecordBatch]:
+        """Everything still buffered, in (track, level) order."""
         for key in sorted(self.buffers):
-            self._make_ready(key)
-        self._insert()
+            self._release(key)
+        return self.take()
 
 
 @dataclass
@@ -191,9 +189,9 @@ class IndexBuilder:
                 self.con.execute(f"CREATE TABLE {quote(table)} AS SELECT * FROM {view}")
         for table in INTERVAL_NAME_COLUMNS:
             if self.tables.get(table):
-                self._interval_table(table)
+                self._store(dbs.LOD_TABLE, lod.LOD_STREAM, self._interval_table(table))
         if self.tables.get(ts.COUNTER.name):
-            self._counter_table()
+            self._store(dbs.COUNTER_LOD_TABLE, dbs.COUNTER_LOD, self._counter_table())
         return self._track_table()
 
     def _tick(self, n: int) -> None:
@@ -204,10 +202,28 @@ class IndexBuilder:
     def _scan(self, sql: str) -> pa.RecordBatchReader:
         return self.reader.sql(sql).to_arrow_reader(SCAN_BATCH_ROWS)
 
-    def _interval_table(self, table: str) -> None:
+    def _store(self, table: str, schema: pa.Schema, rows: Iterator[pa.RecordBatch]) -> None:
+        """One INSERT into ``table`` pulling ``rows``: the builders run while DuckDB stores earlier rows."""
+        error: list[BaseException] = []
+
+        def guarded() -> Iterator[pa.RecordBatch]:
+            try:
+                yield from rows
+            except BaseException as exc:  # DuckDB wraps errors of the stream; keep the original to re-raise
+                error.append(exc)
+                raise
+
+        with registered(self.con, pa.RecordBatchReader.from_batches(schema, guarded())) as view:
+            try:
+                self.con.execute(f"INSERT INTO {quote(table)} SELECT * FROM {view}")
+            except duckdb.Error:
+                if error:
+                    raise error[0] from None
+                raise
+
+    def _interval_table(self, table: str) -> Iterator[pa.RecordBatch]:
         names = self.names.get(table, pa.array([], pa.string()))
-        writer = LodWriter(self.con, dbs.LOD_TABLE,
-                           lambda tid, parts: lod.rows_table(_concat_interval(parts), names, tid))
+        writer = LodWriter(lambda tid, parts: lod.rows_table(_concat_interval(parts), names, tid, dictionary=True))
         builders: dict[int, IntervalLodBuilder] = {}
         with_value: dict[int, bool] = {}
         for tid in self.tables[table]:
@@ -250,8 +266,10 @@ class IndexBuilder:
             while pending > MAX_PENDING_EVENTS:
                 feed(max(feeds, key=lambda x: feeds[x].rows))
             self._tick(n)
+            yield from writer.take(INSERT_ROWS)
         for t in sorted(feeds):
             feed(t)
+        yield from writer.take()
         for t in sorted(set(builders) - in_order):
             # Stored out of time order: DuckDB sorts this track (spilling beyond its memory limit).
             for batch in self._scan(f"{select} WHERE {quote(dbs.TRACK_ID)} = {int(t)} "
@@ -261,16 +279,17 @@ class IndexBuilder:
                                  np.asarray(batch.column(5).fill_null(0).to_numpy(zero_copy_only=False), np.float64)
                                  if with_value[t] else None)
                 self._tick(batch.num_rows)
+                yield from writer.take(INSERT_ROWS)
         for t in sorted(builders):
             builders[t].finish()
             self.overlapping[t] = builders[t].overlapping
-        writer.close()
+            yield from writer.take(INSERT_ROWS)
+        yield from writer.close()
 
-    def _counter_table(self) -> None:
+    def _counter_table(self) -> Iterator[pa.RecordBatch]:
         spans = {tid: (int(self.stats.min_start[tid]), int(self.stats.max_start[tid]))
                  for tid in self.tables[ts.COUNTER.name]}
-        writer = LodWriter(self.con, dbs.COUNTER_LOD_TABLE,
-                           lambda tid, parts: counter_table(_concat_counter(parts), *spans[tid], tid))
+        writer = LodWriter(lambda tid, parts: counter_table(_concat_counter(parts), *spans[tid], tid))
         builders = {}
         for tid, (first, last) in spans.items():
             k = lod.finest_level(first, last + 1, int(self.stats.count[tid]))
@@ -287,15 +306,18 @@ class IndexBuilder:
                 if int(tid[a]) in in_order:
                     builders[int(tid[a])].feed(t_col[a:b], v_col[a:b])
             self._tick(batch.num_rows)
+            yield from writer.take(INSERT_ROWS)
         for t in sorted(set(builders) - in_order):
             for batch in self._scan(f"{select} WHERE {quote(dbs.TRACK_ID)} = {int(t)} "
                                     f"ORDER BY {quote(ts.TIMESTAMP)}, rowid"):
                 builders[t].feed(batch.column(1).to_numpy(),
                                  np.asarray(batch.column(2).to_numpy(zero_copy_only=False), np.float64))
                 self._tick(batch.num_rows)
+                yield from writer.take(INSERT_ROWS)
         for t in sorted(builders):
             builders[t].finish()
-        writer.close()
+            yield from writer.take(INSERT_ROWS)
+        yield from writer.close()
 
     def _track_table(self) -> pa.Table:
         rows = self.registry.track_rows()

@@ -50,6 +50,10 @@ TIME_LIMIT = 1 << 62
 #: The finest stored level has at most ``event_count // EVENTS_PER_FINEST_BUCKET`` buckets.
 EVENTS_PER_FINEST_BUCKET = 2
 
+#: ``lod`` rows as the ingest streams them to DuckDB: top names dictionary-coded (stored as VARCHAR).
+LOD_STREAM = pa.schema([pa.field(dbs.TOP_NAME, pa.dictionary(pa.int32(), pa.string())) if f.name == dbs.TOP_NAME
+                        else f for f in dbs.LOD])
+
 NONE = -1
 _BIG = np.iinfo(np.int64).max
 _EMPTY = np.zeros(0, np.int64)
@@ -409,22 +413,22 @@ class ValueSpread:
         """Spread values ``v`` of events [s, e) (e >= s)."""
         k = self.k
         bs = s >> k
-        dur = e - s
-        be = np.where(dur > 0, (e - 1) >> k, bs)
-        single = be == bs
-        self.add_pos.append(bs[single])
-        self.add_amt.append(v[single])
-        cross = ~single
+        be = np.maximum(e - 1, s) >> k          # last bucket touched (a zero-length event: its start bucket)
+        cross = be > bs
         if not cross.any():
+            self.add_pos.append(bs)
+            self.add_amt.append(v)
             return
-        cs, ce, cv, cbs, cbe = s[cross], e[cross], v[cross], bs[cross], be[cross]
-        cd = (ce - cs).astype(np.float64)
-        self.add_pos.extend([cbs, cbe])
-        self.add_amt.extend([cv * (((cbs + 1) << k) - cs).astype(np.float64) / cd,
-                             cv * (ce - (cbe << k)).astype(np.float64) / cd])
+        # Every event adds to its first bucket: its whole value, or for a crossing event the share before the edge.
+        rate = v / np.maximum(e - s, 1).astype(np.float64)
+        first = np.where(cross, rate * (((bs + 1) << k) - s).astype(np.float64), v)
+        cbe, ce, cr = be[cross], e[cross], rate[cross]
+        self.add_pos.extend([bs, cbe])
+        self.add_amt.extend([first, cr * (ce - (cbe << k)).astype(np.float64)])
+        cbs = bs[cross]
         inner = cbe - cbs > 1
         if inner.any():
-            per_bucket = cv[inner] * float(1 << k) / cd[inner]
+            per_bucket = cr[inner] * float(1 << k)
             self.d_pos.extend([cbs[inner] + 1, cbe[inner]])
             self.d_amt.extend([per_bucket, -per_bucket])
             ones = np.ones(int(inner.sum()), np.int64)
@@ -489,8 +493,11 @@ def bucket_rows(ev: TrackEvents, k: int, b0: int, b1: int) -> Rows:
     return ctx.rows(b0, b1, i0, i1, values=values)
 
 
-def rows_table(rows: Rows, names: pa.Array, track_id: int | None = None) -> pa.Table:
-    """Rows as :data:`profiler.db_schema.LOD` rows (or, without track_id, the bucket columns only)."""
+def rows_table(rows: Rows, names: pa.Array, track_id: int | None = None, *, dictionary: bool = False) -> pa.Table:
+    """Rows as :data:`profiler.db_schema.LOD` rows (or, without track_id, the bucket columns only).
+
+    ``dictionary``: top names as a dictionary array over ``names`` (no strings materialised) instead of strings.
+    """
     nb = len(rows)
     rep, has_rep, top = rows.representative()
     columns: dict[str, pa.Array] = {
@@ -499,7 +506,7 @@ def rows_table(rows: Rows, names: pa.Array, track_id: int | None = None) -> pa.T
         dbs.BUSY_NS: pa.array(rows.busy.astype(np.int64)),
         dbs.COUNT: pa.array(rows.count.astype(np.int64)),
         dbs.LONGEST_ID: pa.array(rep, pa.int64(), mask=~has_rep),
-        dbs.TOP_NAME: names_of(top, names),
+        dbs.TOP_NAME: names_of(top, names, dictionary=dictionary),
     }
     if track_id is None:
         if rows.value is not None:
@@ -507,16 +514,19 @@ def rows_table(rows: Rows, names: pa.Array, track_id: int | None = None) -> pa.T
         return pa.table(columns)
     columns[dbs.VALUE_SUM] = pa.array(rows.value, pa.float64()) if rows.value is not None \
         else pa.nulls(nb, pa.float64())
-    return pa.table({dbs.TRACK_ID: pa.array(np.full(nb, track_id, np.int64)), **columns}, schema=dbs.LOD)
+    return pa.table({dbs.TRACK_ID: pa.array(np.full(nb, track_id, np.int64)), **columns},
+                    schema=LOD_STREAM if dictionary else dbs.LOD)
 
 
-def names_of(code: np.ndarray, names: pa.Array) -> pa.Array:
-    """Names of codes (null for -1) as a plain string array."""
-    if len(names) == 0:
-        return pa.nulls(len(code), pa.string())
+def names_of(code: np.ndarray, names: pa.Array, *, dictionary: bool = False) -> pa.Array:
+    """Names of codes (null for -1): a plain string array, or a dictionary array over ``names``."""
     valid = code >= 0
+    if len(names) == 0:
+        names = pa.array([""], pa.string())
+        valid = np.zeros(len(code), bool)
     idx = pa.array(np.maximum(code, 0).astype(np.int32), pa.int32(), mask=~valid)
-    return pa.DictionaryArray.from_arrays(idx, names).cast(pa.string())
+    out = pa.DictionaryArray.from_arrays(idx, names)
+    return out if dictionary else out.cast(pa.string())
 
 
 def track_levels(ev: TrackEvents, track_id: int, k_min: int) -> Iterator[pa.Table]:

@@ -70,14 +70,12 @@ def instrument(app: Any, timer: PhaseTimer) -> None:
 
     import profiler.trace
     from dashboard import timeline_logic
-    from profiler.figures import lanes
+    from profiler.figures import lane_data
 
     timer.wrap(profiler.trace.Trace, "window", "window")
     timer.wrap(timeline_logic, "rasterize", "rasterize")
     timer.wrap(timeline_logic, "update_timeline", "callback")
-    for name in dir(lanes):
-        if name.endswith("_lanes") and callable(getattr(lanes, name)):
-            timer.wrap(lanes, name, "lanes")
+    timer.wrap(lane_data, "timeline_lanes", "lanes")
 
     @app.server.before_request
     def _start() -> None:

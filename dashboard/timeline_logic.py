@@ -23,9 +23,11 @@ import plotly.graph_objects as go
 from dash import Patch
 
 from profiler import db_schema as dbs
+from profiler.figures import lane_data
 from profiler.figures import lanes as lanes_mod
 from profiler.figures import palette as pal
 from profiler.figures import viewport as vp
+from profiler.figures.fetch import drawing_window
 from profiler.figures.raster import StripFrame, TimelineRow, rasterize, row_labels, timeline_rows
 from profiler.figures.strip_png import code_colours
 from profiler.figures.timefmt import ns_to_axis
@@ -130,6 +132,14 @@ class TraceLayout:
         self.trace = trace
         self.time_range: tuple[int, int] = (int(trace.time_range[0]), int(trace.time_range[1]))
         self._rows: dict[bool, list[TimelineRow]] = {}
+        self._counters: list[dict[str, Any]] | None = None
+
+    @property
+    def counters(self) -> list[dict[str, Any]]:
+        """The trace's Counter tracks (drawn as lanes)."""
+        if self._counters is None:
+            self._counters = lane_data.counter_tracks(self.trace.tracks())
+        return self._counters
 
     def rows(self, options: TimelineOptions) -> list[TimelineRow]:
         """The rows under ``options`` (computed on first use)."""
@@ -251,9 +261,10 @@ def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, 
 
     rows = layout.rows(options)
     plan = vp.plan_buffer(view, width, t_range)
-    window = trace.window(plan.start_ns, plan.end_ns, plan.width_px, tracks=_track_ids(rows))
+    window = drawing_window(trace, plan.start_ns, plan.end_ns, plan.width_px, _track_ids(rows),
+                            colour_by=options.colour_by)
     frame = rasterize(window, rows, palette, options.colour_by)
-    lane_list = lanes_mod.engine_utilization_lanes(trace, rows, plan, plan.width_px) if lanes else []
+    lane_list = lane_data.timeline_lanes(trace, rows, plan, plan.width_px, layout.counters) if lanes else []
     new_state["buffer"] = plan.to_dict()
     legend: Any = _legend_items(frame)
     legend_key = zlib.crc32(repr(legend).encode())
@@ -266,12 +277,18 @@ def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, 
 
     if rebuild:
         fig = timeline_figure(frame, rows, origin, x_range_ns=view, legend=False, lanes=lane_list, plot_width_px=width)
+        new_state["lanes"] = [t.name for t in fig.data[1:]]
         if options.critical_path and overlay is not None:
             fig.add_traces(overlay(rows, origin))
         return TimelineUpdate(fig, None, new_state, hover, legend, status, True, info)
+    # Lanes by name: trace 1 + i of the drawn figure is the lane series named state["lanes"][i]; one without data
+    # at this zoom is emptied, one the figure does not have is left out.
+    drawn = (prev or {}).get("lanes") or []
+    new_state["lanes"] = drawn
+    updates = lanes_mod.lane_updates_by_name(lane_list, origin)
     data: dict[int, dict[str, Any]] = {0: strip_update(frame, origin)}
-    for i, values in enumerate(lanes_mod.lane_updates(lane_list, origin)):
-        data[1 + i] = values
+    for i, name in enumerate(drawn):
+        data[1 + i] = updates.get(name, lanes_mod.EMPTY_LANE)
     return TimelineUpdate(None, {"data": data, "layout": moved}, new_state, hover, legend, status, True, info)
 
 

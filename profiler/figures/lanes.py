@@ -1,8 +1,9 @@
-"""Counter lanes under the timeline: per-engine utilization, and any other time series, as small line charts.
+"""Counter lanes under the timeline, drawn as small line charts: per-engine busy %, DMA throughput, HFU over time,
+Counter tracks — any time series.
 
 A lane is a :class:`Lane` (bucket centres and one or more named series); :func:`lane_traces` draws lanes on the
-y axes ``y2``, ``y3``, ... of a timeline figure and :func:`lane_updates` gives the values a zoom changes, as typed
-arrays.  :func:`engine_utilization_lanes` computes the utilization lanes from a ``Trace`` (``Trace.utilization``).
+y axes ``y2``, ``y3``, ... of a timeline figure and :func:`lane_updates` / :func:`lane_updates_by_name` give the
+values a zoom changes, as typed arrays.  The lanes' data come from :mod:`profiler.figures.lane_data`.
 """
 
 from __future__ import annotations
@@ -14,11 +15,8 @@ from typing import Any
 import numpy as np
 import plotly.graph_objects as go
 
-from profiler import db_schema as dbs
-from profiler.figures import palette as pal
 from profiler.figures.timefmt import ns_to_axis
 from profiler.figures.typed_arrays import typed_array
-from tracer import schema as ts
 
 #: Pixels per lane point (a lane needs less detail than a strip).
 PX_PER_POINT = 4
@@ -39,14 +37,28 @@ class Lane:
     y_range: tuple[float, float] | None = None
 
 
+def trace_name(lane: Lane, series: str) -> str:
+    """The name of the plotly trace drawing ``series`` of ``lane`` (unique within a figure)."""
+    return f"{lane.title}: {series}"
+
+
 def lane_updates(lanes: Sequence[Lane], origin_ns: int) -> list[dict[str, Any]]:
     """Per trace drawn by :func:`lane_traces` (same order), its new ``x`` and ``y`` as typed arrays."""
-    out = []
+    return list(lane_updates_by_name(lanes, origin_ns).values())
+
+
+def lane_updates_by_name(lanes: Sequence[Lane], origin_ns: int) -> dict[str, dict[str, Any]]:
+    """:func:`lane_updates` keyed by trace name (:func:`trace_name`), in drawing order."""
+    out = {}
     for lane in lanes:
         x = typed_array(np.asarray(ns_to_axis(lane.x_ns, origin_ns), dtype=np.float64))
-        for values in lane.series.values():
-            out.append({"x": x, "y": typed_array(np.asarray(values, dtype=np.float32))})
+        for name, values in lane.series.items():
+            out[trace_name(lane, name)] = {"x": x, "y": typed_array(np.asarray(values, dtype=np.float32))}
     return out
+
+
+#: The update that empties a lane trace (its lane has no data at this zoom).
+EMPTY_LANE = {"x": typed_array(np.zeros(0)), "y": typed_array(np.zeros(0, dtype=np.float32))}
 
 
 def lane_traces(lanes: Sequence[Lane], origin_ns: int, first_axis: int = 2) -> list[go.Scatter]:
@@ -58,7 +70,7 @@ def lane_traces(lanes: Sequence[Lane], origin_ns: int, first_axis: int = 2) -> l
         for name in lane.series:
             u = next(updates)
             traces.append(go.Scatter(
-                x=u["x"], y=u["y"], yaxis=axis, mode="lines", name=f"{lane.title}: {name}",
+                x=u["x"], y=u["y"], yaxis=axis, mode="lines", name=trace_name(lane, name),
                 line={"width": 1.2, "shape": "hv", "color": lane.colours.get(name)},
                 hovertemplate=f"{name}: %{{y:.3g}}{lane.unit}<extra>{lane.title}</extra>",
             ))
@@ -73,44 +85,7 @@ def lane_axes(lanes: Sequence[Lane], first_axis: int = 2) -> dict[str, dict[str,
         axis: dict[str, Any] = {"title": {"text": lane.title, "font": {"size": 10}}, "ticksuffix": lane.unit}
         if lane.y_range is not None:
             axis["range"] = list(lane.y_range)
+        else:
+            axis["rangemode"] = "tozero"
         out[key] = axis
     return out
-
-
-def engine_utilization_lanes(trace: Any, rows: Sequence[Any], buffer: Any, width_px: int) -> list[Lane]:
-    """One lane per core: the busy percentage of each of its engines over the buffer.
-
-    Args:
-        trace: an opened ``Trace`` (uses ``Trace.utilization``).
-        rows: the timeline rows (:class:`profiler.figures.raster.TimelineRow`); their engine tracks are used.
-        buffer: anything with ``start_ns``, ``end_ns`` (the time range).
-        width_px: pixels across the range; a lane gets one point per PX_PER_POINT pixels.
-    """
-    engine_rows = [r for r in rows if r.kind == "engine"]
-    if not engine_rows:
-        return []
-    n = max(int(width_px) // PX_PER_POINT, 1)
-    ids = [r.track_ids[0] for r in engine_rows]
-    util = trace.utilization(int(buffer.start_ns), int(buffer.end_ns), n, tracks=ids)
-    tid = util.column(dbs.TRACK_ID).to_numpy()
-    start = util.column(ts.START_TS).to_numpy()
-    end = util.column(ts.END_TS).to_numpy()
-    frac = util.column(dbs.BUSY_FRACTION).to_numpy()
-    engine_palette = pal.CategoryPalette.for_engines()
-    lanes: dict[Any, Lane] = {}
-    for row in engine_rows:
-        sel = tid == row.track_ids[0]
-        if not sel.any():
-            continue
-        order = np.argsort(start[sel], kind="stable")
-        x = ((start[sel] + end[sel]) // 2)[order]
-        core = row.core
-        lane = lanes.get(core)
-        if lane is None:
-            title = "busy %" if len({r.core for r in engine_rows}) == 1 else f"NC{core} busy %"
-            lane = lanes[core] = Lane(title, "%", x, y_range=(0, 100))
-        if len(x) != len(lane.x_ns):
-            continue  # a track with different buckets cannot share the lane's x
-        lane.series[row.label] = (100.0 * frac[sel][order]).astype(np.float32)
-        lane.colours[row.label] = engine_palette.colour(row.engine_category)
-    return [lane for lane in lanes.values() if lane.series]

@@ -22,8 +22,10 @@ import plotly.graph_objects as go
 
 from profiler import db_schema as dbs
 from profiler.errors import QueryError
+from profiler.figures import lane_data
 from profiler.figures import lanes as lanes_mod
 from profiler.figures import palette as pal
+from profiler.figures.fetch import drawing_window
 from profiler.figures.raster import StripFrame, TimelineRow, rasterize, row_labels, timeline_rows
 from profiler.figures.timefmt import TIME_AXIS, format_duration, format_time, ns_to_axis
 from profiler.figures.timeline import MARGIN, legend_traces, timeline_figure
@@ -127,7 +129,7 @@ def track_ids(rows: Sequence[TimelineRow]) -> list[int]:
 def fetch_frame(trace: Trace, rows: Sequence[TimelineRow], palette: pal.CategoryPalette, color_by: str, *,
                 start_ns: int, end_ns: int, width_px: int) -> tuple[Window, StripFrame]:
     """``Trace.window`` of the rows' tracks over ``[start_ns, end_ns)`` at ``width_px``, rasterised."""
-    window = trace.window(start_ns, end_ns, width_px, tracks=track_ids(rows))
+    window = drawing_window(trace, start_ns, end_ns, width_px, track_ids(rows), colour_by=color_by)
     return window, rasterize(window, rows, palette, color_by)
 
 
@@ -223,7 +225,7 @@ def build_timeline(trace: Trace, start_ns: int | None = None, end_ns: int | None
     f0, f1 = fetch_ns or view
     f_width = int(fetch_width_px or width_px)
     window, frame = fetch_frame(trace, rows, palette, colour, start_ns=f0, end_ns=f1, width_px=f_width)
-    lane_list = lanes_mod.engine_utilization_lanes(trace, rows, window, f_width) if lanes else []
+    lane_list = lane_data.timeline_lanes(trace, rows, window, f_width) if lanes else []
     fig = timeline_figure(frame, rows, origin, x_range_ns=view, lanes=lane_list, legend=False)
     lane_names = [trace_.name for trace_ in fig.data[1:]]
     if critical_path:
@@ -271,7 +273,7 @@ def utilization_figure(trace: Trace, start_ns: int | None = None, end_ns: int | 
     """
     view = resolve_range(trace, start_ns, end_ns)
     rows = timeline_rows(trace.tracks())
-    lane_list = lanes_mod.engine_utilization_lanes(trace, rows, TimeRange(*view), int(width_px))
+    lane_list = lane_data.engine_utilization_lanes(trace, rows, TimeRange(*view), int(width_px))
     if not lane_list:
         raise QueryError(f"{trace.path}: no engine tracks, so no engine utilization to draw")
     origin = int(trace.time_range[0])

@@ -15,6 +15,7 @@ import functools
 from typing import TYPE_CHECKING, Any
 
 from profiler.errors import CommandError
+from profiler.figures import lane_data
 from profiler.figures import lanes as lanes_mod
 from profiler.figures.palette import CategoryPalette
 from profiler.figures.raster import StripFrame
@@ -105,7 +106,7 @@ def update_widget(widget: go.FigureWidget, live: LiveTimeline, x_range: Any = No
     try:
         window, frame = fetch_frame(live.trace, live.rows, live.palette, live.color_by,
                                     start_ns=buffer.start_ns, end_ns=buffer.end_ns, width_px=buffer.width_px)
-        lane_list = (lanes_mod.engine_utilization_lanes(live.trace, live.rows, window, buffer.width_px)
+        lane_list = (lane_data.timeline_lanes(live.trace, live.rows, window, buffer.width_px)
                      if live.lanes else [])
     except TrnprofError as exc:
         live.error = str(exc)
@@ -119,8 +120,7 @@ def update_widget(widget: go.FigureWidget, live: LiveTimeline, x_range: Any = No
 
 def _draw(widget: go.FigureWidget, live: LiveTimeline, frame: StripFrame, lane_list: list[lanes_mod.Lane]) -> None:
     """Replace the strips, lanes, hover layer and status line of ``widget`` in one message to the front end."""
-    lane_values = dict(zip([f"{lane.title}: {name}" for lane in lane_list for name in lane.series],
-                           lanes_mod.lane_updates(lane_list, live.origin_ns), strict=True))
+    lane_values = lanes_mod.lane_updates_by_name(lane_list, live.origin_ns)
     x, y, text = hover_points(frame, live.rows, live.origin_ns)
     with widget.batch_update():
         widget.data[0].update(strip_update(frame, live.origin_ns))

@@ -40,6 +40,9 @@ def test_timeline_has_one_row_per_engine_per_core(timeline):
             assert labels.count(f"NC{core} · {engine}") == 1, labels
     assert any("DMA (4 queues)" in label for label in labels)
     assert timeline.find_elements("css selector", "#tl-legend .legend-item")
+    lanes = _js(timeline, f"{GRAPH}.data.slice(1).map(function (t) {{ return t.name; }})")
+    for lane in ("NC0 busy %: Tensor", "DMA GB/s: NC1", "HFU %: NC0", "NC1 sbuf_usage_bytes: max"):
+        assert lane in lanes, lanes
     # Hover reads each pixel's code back from the strips' PNG: iteration 5 of core 0 (the trace factory's layout)
     # has MATMUL/LDWEIGHTS busy on Tensor at +1.2 µs and nothing on GpSimd at +8 µs.
     tensor, gpsimd = labels.index("NC0 · Tensor"), labels.index("NC0 · GpSimd")
@@ -60,6 +63,10 @@ def test_zoom_redraws_at_finer_detail(timeline):
              f"a finer redraw after zooming in (dx {before} -> {_dx(timeline)})")
     status = timeline.find_element("id", "tl-status").text
     assert "events drawn exactly" in status or "rows exact" in status
+    # The lanes were redrawn at the finer resolution too (their points now span the zoomed buffer only).
+    lane_span = _js(timeline, f"(function () {{ var x = {GRAPH}._fullData[1].x; return x[x.length - 1] - x[0]; }})()")
+    full = _js(timeline, f"{GRAPH}._fullLayout.xaxis.range[1] - {GRAPH}._fullLayout.xaxis.range[0]")
+    assert lane_span < full * 8, (lane_span, full)
     # The keyboard zooms too: W narrows the view (client side), the server redraws finer still.
     span = _js(timeline, f"{GRAPH}._fullLayout.xaxis.range[1] - {GRAPH}._fullLayout.xaxis.range[0]")
     timeline.find_element("tag name", "body").send_keys("w")

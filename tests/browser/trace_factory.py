@@ -2,6 +2,8 @@
 
 Per iteration: a DMA load on one of four queues, LDWEIGHTS + MATMUL on Tensor, ACTIVATE on Scalar, TENSOR_TENSOR on
 Vector, a DMA store, with Flow edges between them; every operation belongs to a layer span and an operator span.
+A Counter per core, ``sbuf_usage_bytes``, steps up by the loaded bytes when a load ends and down when the store
+starts (:data:`COUNTER_NAME`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from tracer import schema as ts
 
 LAYERS = ("attn", "mlp")
 SOURCE = "kernel.py:{}"
+COUNTER_NAME = "sbuf_usage_bytes"
+LOAD_BYTES = 65536
 
 
 def write_kernel_trace(path: Path, iterations: int = 200, cores: int = 1) -> Path:
@@ -29,6 +33,12 @@ def write_kernel_trace(path: Path, iterations: int = 200, cores: int = 1) -> Pat
                                               ts.GAP_TIME)}
     span: dict[str, list] = {k: [] for k in (ts.ID, ts.START_TS, ts.END_TS, ts.DURATION_NS, ts.NAME, ts.CATEGORY,
                                               ts.DEPTH, ts.TRACK_GROUP, ts.TRACK_NAME, ts.PCORE_IDX)}
+    counter: dict[str, list] = {k: [] for k in (ts.TIMESTAMP, ts.NAME, ts.VALUE, ts.UNIT, ts.PCORE_IDX)}
+
+    def add_sample(core, t, value):
+        for k, v in ((ts.TIMESTAMP, t), (ts.NAME, COUNTER_NAME), (ts.VALUE, float(value)), (ts.UNIT, "B"),
+                     (ts.PCORE_IDX, core)):
+            counter[k].append(v)
     pcs = {e: 0 for e in ts.ENGINES}
     next_id = [0, 0, 0]
 
@@ -73,7 +83,8 @@ def write_kernel_trace(path: Path, iterations: int = 200, cores: int = 1) -> Pat
             layer = LAYERS[(it * len(LAYERS)) // iterations]
             op = f"{layer}.dot{it % 3}"
             t_it = t
-            d = add_dma(core, f"qSyncIO{it % 4}", t, 400, 65536, f"{layer}_in")
+            d = add_dma(core, f"qSyncIO{it % 4}", t, 400, LOAD_BYTES, f"{layer}_in")
+            add_sample(core, t + 400, LOAD_BYTES)
             ldw = add_inst(core, "Tensor", "LDWEIGHTS", t + 420, 60, layer, op, 10)
             add_flow(DMA, d, INST, ldw, 20)
             mm = add_inst(core, "Tensor", "MATMUL", t + 490, 300, layer, op, 11, flops=2 * 128 * 128 * 512)
@@ -84,6 +95,7 @@ def write_kernel_trace(path: Path, iterations: int = 200, cores: int = 1) -> Pat
             add_flow(INST, act, INST, tt, 10)
             sync = add_inst(core, "Sync", "DMA_TRIGGER", t + 1085, 10, layer, op, 14)
             st = add_dma(core, f"qSyncIO{(it + 2) % 4}", t + 1100, 300, 32768, f"{layer}_out")
+            add_sample(core, t + 1100, 0)
             add_flow(INST, tt, INST, sync, 5)
             add_flow(INST, sync, DMA, st, 5)
             if it % 10 == 0:
@@ -99,4 +111,5 @@ def write_kernel_trace(path: Path, iterations: int = 200, cores: int = 1) -> Pat
         w.append(ts.DMA_PACKET.name, dma)
         w.append(ts.FLOW.name, flow)
         w.append(ts.SPAN.name, span)
+        w.append(ts.COUNTER.name, counter)
     return path

@@ -13,6 +13,7 @@ from dashboard import details as det
 from dashboard import search_logic as srch
 from dashboard import sql_logic
 from dashboard import timeline_logic as tl
+from profiler.figures import lanes as lanes_mod
 from profiler.figures import viewport as vp
 from profiler.figures.palette import decode
 from profiler.figures.strip_png import decode_strip_png
@@ -71,6 +72,15 @@ def test_first_view_is_a_whole_figure_then_zooms_are_small_patches(trace):
     slots, _ = decode(codes[0])
     assert (slots >= 0).any() and zoom.view["events"] is not None
     assert {"MATMUL", "LDWEIGHTS"} <= set(zoom.view["events"]["name"])
+    # Lanes are matched by name: busy %, DMA throughput, HFU and the Counter lanes are drawn; a lane series the
+    # figure has but this zoom lacks is emptied rather than shifting the others.
+    names = [t.name for t in first.figure.data[1:]]
+    assert first.state["lanes"] == names and {"DMA GB/s: DMA", "HFU %: HFU", "sbuf_usage_bytes: max"} <= set(names)
+    stale = {**first.state, "lanes": ["gone: lane", *names]}
+    shifted = tl.update_timeline(trace, "t0", state=stale, trigger="relayout", width_px=WIDTH,
+                                 relayout={"xaxis.range[0]": 0.0, "xaxis.range[1]": span / 64 / 1e9})
+    assert shifted.changes["data"][1] == lanes_mod.EMPTY_LANE
+    assert shifted.changes["data"][2] == zoom.changes["data"][1]
     # A follower graph (set_range) gets the range even for its own kind of relayout.
     follow = tl.update_timeline(trace, "t0", state=first.state, trigger="relayout", width_px=WIDTH, set_range=True,
                                 relayout={"xaxis.range[0]": 0.0, "xaxis.range[1]": span / 64 / 1e9})

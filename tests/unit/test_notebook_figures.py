@@ -46,6 +46,8 @@ def test_whole_trace_timeline_is_the_dashboard_raster_of_trace_window(trace, col
     assert "per-pixel summaries" in fig.layout.title.text
     legend = {d.name for d in fig.data if d.type == "scatter" and d.showlegend and d.mode == "markers"}
     assert legend == set(frame.legend.values())
+    lanes = [d.name for d in fig.data if d.type == "scatter" and d.mode == "lines"]     # the dashboard's lanes
+    assert {"NC0 busy %: Tensor", "DMA GB/s: NC0", "DMA GB/s: NC1", "HFU %: NC1"} <= set(lanes), lanes
     if colour == "engine":
         assert {"Tensor", "Vector", "DMA"} <= legend
 

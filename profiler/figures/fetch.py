@@ -1,0 +1,36 @@
+"""The window a timeline drawing asks ``Trace.window`` for, without reading strings it will not show.
+
+A drawing coloured by opcode or engine needs only the events' names; the ``layer``/``operator``/``source``
+attributes cost about as much again to read when a window holds tens of thousands of raw events.  They matter for
+colour-by-layer and for the hover text of exactly drawn events, which lists each event's source line — and events
+are listed for hover only when few are in view (:data:`profiler.figures.raster.HOVER_EVENT_LIMIT`).  So
+:func:`drawing_window` reads the window without attributes and, when it turns out to hold that few events, reads
+the attributes of just those events' tracks again (a cheap second query: few events).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+from profiler import db_schema as dbs
+from profiler.figures.raster import HOVER_EVENT_LIMIT
+
+
+def drawing_window(trace: Any, start_ns: int, end_ns: int, width_px: int, tracks: Sequence[int], *,
+                   colour_by: str) -> Any:
+    """``trace.window(start_ns, end_ns, width_px, tracks)`` with the attributes the drawing shows.
+
+    Returns:
+        The ``Window``; its events carry ``layer``/``operator``/``source`` when coloured by layer or when few
+        enough for hover, null attributes otherwise.
+    """
+    if colour_by == "layer":
+        return trace.window(start_ns, end_ns, width_px, tracks=list(tracks), attributes=True)
+    window = trace.window(start_ns, end_ns, width_px, tracks=list(tracks), attributes=False)
+    if not 0 < window.events.num_rows <= HOVER_EVENT_LIMIT:
+        return window
+    shown = sorted(set(window.events.column(dbs.TRACK_ID).to_pylist()))
+    detailed = trace.window(start_ns, end_ns, width_px, tracks=shown, attributes=True)
+    return dataclasses.replace(window, events=detailed.events)

@@ -1,0 +1,109 @@
+"""The timeline's counter lanes (profiler.figures.lane_data) on a real trace, against the raw events: DMA throughput
+and HFU integrate back to the trace's bytes and FLOPs, Counter lanes match the step function sample by sample."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+import profiler
+from profiler.figures import lane_data, lanes
+from profiler.figures.raster import timeline_rows
+from profiler.figures.typed_arrays import decode_typed_array
+from profiler.summary import tensor_peak_flops_per_ns
+from tests.browser.trace_factory import COUNTER_NAME, write_kernel_trace
+from tracer import TraceReader
+from tracer import schema as ts
+
+WIDTH = 800
+
+
+@pytest.fixture(scope="module")
+def kernel(tmp_path_factory):
+    path = write_kernel_trace(tmp_path_factory.mktemp("lanes") / "k.trace", iterations=120, cores=2)
+    with profiler.open(path) as trace:
+        yield trace, TraceReader(path)
+
+
+def _whole(trace):
+    t0, t1 = trace.time_range
+    return SimpleNamespace(start_ns=int(t0), end_ns=int(t1))
+
+
+def _width(lane):
+    return int(lane.x_ns[1] - lane.x_ns[0])
+
+
+def test_every_lane_of_a_two_core_trace_in_order(kernel):
+    trace, _ = kernel
+    rows = timeline_rows(trace.tracks())
+    got = lane_data.timeline_lanes(trace, rows, _whole(trace), WIDTH)
+    assert [lane.title for lane in got] == ["NC0 busy %", "NC1 busy %", lane_data.DMA_LANE_TITLE,
+                                           lane_data.HFU_LANE_TITLE, f"NC0 {COUNTER_NAME}", f"NC1 {COUNTER_NAME}"]
+    assert list(got[2].series) == list(got[3].series) == ["NC0", "NC1"]
+    assert list(got[4].series) == list(lane_data.COUNTER_SERIES)
+    for lane in got:
+        assert all(len(v) == len(lane.x_ns) for v in lane.series.values())
+        assert WIDTH // lanes.PX_PER_POINT <= len(lane.x_ns) <= 2 * WIDTH // lanes.PX_PER_POINT + 2
+    # No DMA rows, no Tensor rows, no counters: no such lanes.
+    vector_only = [r for r in rows if r.label == "Vector"]
+    assert [lane.title for lane in lane_data.timeline_lanes(trace, vector_only, _whole(trace), WIDTH, [])] == \
+        ["NC0 busy %", "NC1 busy %"]
+
+
+def test_dma_and_hfu_lanes_integrate_to_the_traces_bytes_and_flops(kernel):
+    trace, reader = kernel
+    dma = reader.read_table(ts.DMA_PACKET.name).to_pydict()
+    inst = reader.read_table(ts.INSTRUCTION.name).to_pydict()
+    peak = tensor_peak_flops_per_ns(trace.metadata)
+    dma_lane = lane_data.dma_throughput_lane(trace, _whole(trace), WIDTH)
+    hfu_lane = lane_data.hfu_lane(trace, _whole(trace), WIDTH)
+    for core in (0, 1):
+        nbytes = sum(b for b, c in zip(dma[ts.TRANSFER_BYTES], dma[ts.PCORE_IDX], strict=True) if c == core)
+        gbps = dma_lane.series[f"NC{core}"].astype(np.float64)
+        assert np.nansum(gbps) * _width(dma_lane) == pytest.approx(nbytes, rel=1e-5)   # GB/s x ns = bytes
+        flops = sum(f for f, e, c in zip(inst[ts.ADJUSTED_FLOPS], inst[ts.ENGINE], inst[ts.PCORE_IDX], strict=True)
+                    if e == "Tensor" and c == core)
+        hfu = hfu_lane.series[f"NC{core}"].astype(np.float64)
+        assert np.nansum(hfu) / 100 * peak * _width(hfu_lane) == pytest.approx(flops, rel=1e-5)
+        assert 0 < np.nanmax(hfu) <= 100
+
+
+def test_counter_lane_is_the_step_functions_max_and_mean_per_bucket(kernel):
+    trace, reader = kernel
+    samples = reader.read_table(ts.COUNTER.name).to_pydict()
+    lane = lane_data.counter_lanes(trace, lane_data.counter_tracks(trace.tracks()), _whole(trace), WIDTH)[0]
+    t = np.array([s for s, c in zip(samples[ts.TIMESTAMP], samples[ts.PCORE_IDX], strict=True) if c == 0])
+    v = np.array([s for s, c in zip(samples[ts.VALUE], samples[ts.PCORE_IDX], strict=True) if c == 0])
+    order = np.argsort(t, kind="stable")
+    t, v = t[order], v[order]
+    width = _width(lane)
+    checked = 0
+    for i, centre in enumerate(lane.x_ns.tolist()):
+        a, b = centre - width // 2, centre + width // 2
+        if a < t[0] or b > t[-1]:
+            continue  # the counter is defined from its first sample to its last
+        grid = np.arange(a, b)
+        value = v[np.searchsorted(t, grid, side="right") - 1]   # the step function at every ns of the bucket
+        # max: over the samples in the bucket and the value carried in (the last sample before it)
+        carried = v[np.searchsorted(t, a, side="left") - 1]
+        in_bucket = v[(t >= a) & (t < b)]
+        assert lane.series["max"][i] == pytest.approx(max(carried, in_bucket.max(initial=carried)), rel=1e-6)
+        assert lane.series["mean"][i] == pytest.approx(value.mean(), rel=1e-6)
+        checked += 1
+    assert checked > WIDTH // lanes.PX_PER_POINT // 2
+
+
+def test_lane_updates_are_keyed_by_trace_name_and_axes_start_at_zero():
+    a = lanes.Lane("DMA GB/s", "", np.array([10, 20]), {"NC0": np.array([1.0, np.nan])})
+    b = lanes.Lane("busy %", "%", np.array([10, 20]), {"Tensor": np.array([5.0, 6.0])}, y_range=(0, 100))
+    updates = lanes.lane_updates_by_name([a, b], origin_ns=0)
+    assert list(updates) == ["DMA GB/s: NC0", "busy %: Tensor"]
+    assert [t.name for t in lanes.lane_traces([a, b], 0)] == list(updates)
+    y = decode_typed_array(updates["DMA GB/s: NC0"]["y"])
+    assert y[0] == 1.0 and np.isnan(y[1])                      # unknown values stay gaps
+    axes = lanes.lane_axes([a, b])
+    assert axes["yaxis2"]["rangemode"] == "tozero" and axes["yaxis3"]["range"] == [0, 100]
+    assert len(decode_typed_array(lanes.EMPTY_LANE["x"])) == 0

@@ -257,8 +257,8 @@ class Trace(NotebookMixin):
         once; that reads the tracks' (start, end) columns over the range in bounded chunks.
         """
         start, end = _as_int(start_ns, "start_ns"), _as_int(end_ns, "end_ns")
-        if isinstance(track_id, (list, tuple, set, frozenset)):
-            infos = [self.track_info(t) for t in sorted(set(track_id))]
+        if isinstance(track_id, (list, tuple, set, frozenset, np.ndarray)):
+            infos = [self.track_info(t) for t in sorted({int(t) for t in track_id})]
             return union_busy_ns(self._cursor(), infos, start, end)
         return track_totals(self._cursor(), self.track_info(track_id), start, end)[0]
 

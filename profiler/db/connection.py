@@ -208,7 +208,12 @@ def run_user_sql(cursor: duckdb.DuckDBPyConnection, query: str, timeout_s: float
             return pa.table({})
         if max_rows is None:
             return relation.to_arrow_table()
-        return _first_rows(relation, max_rows)
+        try:
+            return _first_rows(relation, max_rows)
+        except (pa.ArrowException, OSError) as exc:   # an error while streaming arrives through Arrow's reader
+            if timed_out.is_set() or "interrupt" in str(exc).lower():
+                raise duckdb.InterruptException(str(exc)) from None
+            raise duckdb.Error(str(exc)) from None
     except duckdb.InterruptException:
         if timed_out.is_set():
             raise QueryError(f"query timed out after {timeout_s:g} s (raise timeout_s / --timeout, or narrow it "

@@ -45,3 +45,12 @@ def test_bad_caps_are_one_line_errors(trace, bad):
     with pytest.raises(profiler.QueryError, match="max_rows") as info:
         trace.sql("SELECT 1", max_rows=bad)
     assert "\n" not in str(info.value)
+
+
+def test_an_error_while_streaming_is_a_one_line_query_error(trace):
+    # The failing row comes long after the first batch, so the error arrives through the stream, not the start.
+    query = "SELECT CASE WHEN range > 100000 THEN CAST('x' AS INTEGER) ELSE range END FROM range(1000000)"
+    with pytest.raises(profiler.QueryError, match="Conversion Error") as info:
+        trace.sql(query, max_rows=10**6)
+    assert "\n" not in str(info.value)
+    assert trace.sql("SELECT 2", max_rows=1).fetchall() == [(2,)]

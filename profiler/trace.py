@@ -258,7 +258,7 @@ class Trace(NotebookMixin):
         """
         start, end = _as_int(start_ns, "start_ns"), _as_int(end_ns, "end_ns")
         if isinstance(track_id, (list, tuple, set, frozenset, np.ndarray)):
-            infos = [self.track_info(t) for t in sorted({int(t) for t in track_id})]
+            infos = [self.track_info(t) for t in self._track_ids(list(track_id))]
             return union_busy_ns(self._cursor(), infos, start, end)
         return track_totals(self._cursor(), self.track_info(track_id), start, end)[0]
 

@@ -73,7 +73,7 @@ WINDOWS = st.lists(st.tuples(st.integers(-300, 3_500), st.integers(1, 4_000), st
                    max_size=3)
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(device(), WINDOWS)
 def test_series_match_brute_force(tmp_path_factory, dev, windows):
     packets, inst = dev
@@ -134,7 +134,7 @@ def counter(draw):
     return [(t, float(draw(st.integers(-50, 50)))) for t in times]
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(counter(), counter(), WINDOWS)
 def test_counter_window_matches_brute_force(tmp_path_factory, a, b, windows):
     rows = [("sbuf", t, v) for t, v in a] + [("hbm", t, v) for t, v in b]

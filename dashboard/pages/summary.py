@@ -1,17 +1,23 @@
-"""The summary page: the ``trnprof summary`` metrics of a trace as cards and charts.
+"""The summary page: the ``trnprof summary`` metrics of a trace as cards and charts, its recommendations and bounds.
 
-The figures come from :mod:`profiler.figures.summary`; this page only lays them out.
+The figures come from :mod:`profiler.figures.summary` and :mod:`dashboard.analysis_views`; this page lays them out.
+The page appears at once with a spinner per part; each part is computed by its own callback, once per served trace
+(:class:`SummaryCache`) — the breakdown tables read every event, which takes minutes at 10^8 events — and without
+holding the trace's lock, so the timeline of the same trace stays responsive meanwhile.
 """
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from typing import Any
 
-from dash import Dash, dcc, html
+from dash import Dash, Input, Output, dcc, html
 
 from dashboard.analysis_views import analysis_section
+from dashboard.app import resolve_trace_id
 from dashboard.pages import PageContext
-from dashboard.registry import TraceRegistry
+from dashboard.registry import TraceRegistry, UnknownTraceError
 from dashboard.selection_view import _card, _si
 from profiler.figures import summary as sfig
 from profiler.figures.timefmt import format_duration
@@ -19,23 +25,15 @@ from tracer.errors import TrnprofError
 
 
 def layout(ctx: PageContext) -> Any:
-    """Cards of the headline numbers, then one chart per breakdown the summary has."""
-    trace = ctx.registry.open(ctx.trace_id)
-    try:
-        with ctx.registry.lock(ctx.trace_id):
-            inputs = sfig.summary_inputs(trace)
-    except (TrnprofError, ImportError) as exc:
-        return html.Div(f"no summary for this trace: {str(exc).splitlines()[0]}", className="error-panel")
-    cards = [_card(label, headline_text(value, unit)) for label, value, unit in sfig.headline_numbers(inputs.summary)]
-    charts = [dcc.Graph(figure=fig, config={"displaylogo": False}, id=f"summary-chart-{i}")
-              for i, fig in enumerate(sfig.summary_figures(inputs))]
-    with ctx.registry.lock(ctx.trace_id):
-        analyses = analysis_section(trace)
+    """The title and three placeholders (cards, analyses, charts) filled by the page's callbacks."""
+    def part(ident: str, class_name: str) -> Any:
+        return dcc.Loading(html.Div(id=ident, className=class_name), type="dot", delay_show=300)
+
     return html.Div([
         html.H2(f"Summary of {ctx.registry.entry(ctx.trace_id).label}"),
-        html.Div(cards, className="cards", id="summary-cards"),
-        analyses,
-        html.Div(charts, className="charts", id="summary-charts"),
+        part("summary-cards", "cards"),
+        part("summary-analyses", "analysis-section"),
+        part("summary-charts", "charts"),
     ], className="summary-page")
 
 
@@ -50,5 +48,61 @@ def headline_text(value: float, unit: str) -> str:
     return _si(value, unit)
 
 
+def summary_cards(summary: dict[str, Any]) -> list[Any]:
+    """One card per headline number of a ``Trace.summary()`` dict."""
+    return [_card(label, headline_text(value, unit)) for label, value, unit in sfig.headline_numbers(summary)]
+
+
+def summary_charts(inputs: sfig.SummaryInputs) -> list[Any]:
+    """One graph per chart the summary supports (``summary-chart-0``, ...)."""
+    return [dcc.Graph(figure=fig, config={"displaylogo": False}, id=f"summary-chart-{i}")
+            for i, fig in enumerate(sfig.summary_figures(inputs))]
+
+
+class SummaryCache:
+    """Per served trace and part, the computed result (computed once; concurrent requests wait for the first)."""
+
+    def __init__(self) -> None:
+        self._values: dict[tuple[str, str], Any] = {}
+        self._locks: dict[tuple[str, str], threading.Lock] = {}
+        self._guard = threading.Lock()
+
+    def get(self, trace_id: str, part: str, compute: Callable[[], Any]) -> Any:
+        """The cached ``part`` of ``trace_id``, computed by ``compute()`` the first time."""
+        key = (trace_id, part)
+        with self._guard:
+            lock = self._locks.setdefault(key, threading.Lock())
+        with lock:
+            if key not in self._values:
+                self._values[key] = compute()
+            return self._values[key]
+
+
+def _unavailable(exc: BaseException) -> Any:
+    return html.Div(f"no summary for this trace: {str(exc).splitlines()[0]}", className="error-panel")
+
+
 def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
-    """The summary page is static per trace: no callbacks."""
+    """The three parts of the page, each computed once per trace."""
+    cache = SummaryCache()
+
+    def computed(search: str | None, part: str, build: Callable[[Any], Any]) -> Any:
+        try:
+            trace_id = resolve_trace_id(registry, search)
+            trace = registry.open(trace_id)
+            # No trace lock: these are read-only queries on this thread's own cursor of the trace.
+            return cache.get(trace_id, part, lambda: build(trace))
+        except (UnknownTraceError, TrnprofError, ImportError) as exc:
+            return _unavailable(exc)
+
+    @app.callback(Output("summary-cards", "children"), Input("url", "search"))
+    def _cards(search: str | None) -> Any:
+        return computed(search, "cards", lambda trace: summary_cards(trace.summary()))
+
+    @app.callback(Output("summary-charts", "children"), Input("url", "search"))
+    def _charts(search: str | None) -> Any:
+        return computed(search, "charts", lambda trace: summary_charts(sfig.summary_inputs(trace)))
+
+    @app.callback(Output("summary-analyses", "children"), Input("url", "search"))
+    def _analyses(search: str | None) -> Any:
+        return computed(search, "analyses", analysis_section)

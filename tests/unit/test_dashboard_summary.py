@@ -6,7 +6,7 @@ from collections import defaultdict
 
 import numpy as np
 import pytest
-from dash import dcc
+from dash import dcc, html
 
 import profiler
 from dashboard.pages import PageContext
@@ -48,9 +48,12 @@ def _union_ns(starts: np.ndarray, ends: np.ndarray) -> int:
 
 
 def test_summary_page_draws_every_chart_with_the_raw_traces_values(served):
-    path, _trace, registry = served
+    path, trace, registry = served
     page = summary_page.layout(PageContext(registry, "t0", {}))
-    parts = list(_walk(page))
+    assert {p.id for p in _walk(page) if getattr(p, "id", None)} >= {"summary-cards", "summary-charts",
+                                                                   "summary-analyses"}
+    parts = [*_walk(html.Div(summary_page.summary_cards(trace.summary()))),
+             *_walk(html.Div(summary_page.summary_charts(sfig.summary_inputs(trace))))]
     graphs = {g.id: g.figure for g in parts if isinstance(g, dcc.Graph) and str(g.id).startswith("summary-chart")}
     figs = {f.layout.title.text: f.data[0] for f in graphs.values()}
     assert list(figs) == [sfig.ENGINE_TITLE, sfig.OPCODES_TITLE, sfig.OPERATORS_TITLE, sfig.QUEUES_TITLE,
@@ -95,3 +98,14 @@ def test_summary_page_draws_every_chart_with_the_raw_traces_values(served):
     assert cards["total time"] == format_duration(end - start)
     assert cards["instructions"] == f"{len(inst[ts.ID]):,}"
     assert cards["DMA bytes"].endswith("B") and "HFU" in cards
+
+
+def test_each_part_is_computed_once_per_trace():
+    cache = summary_page.SummaryCache()
+    calls = []
+    for _ in range(3):
+        assert cache.get("t0", "charts", lambda: calls.append(1) or "drawn") == "drawn"
+    assert cache.get("t1", "charts", lambda: "other") == "other" and len(calls) == 1
+    with pytest.raises(ZeroDivisionError):
+        cache.get("t2", "cards", lambda: 1 / 0)
+    assert cache.get("t2", "cards", lambda: "retried") == "retried"      # a failure is not remembered

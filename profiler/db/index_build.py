@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 from profiler import db_schema as dbs
 from profiler.db import lod
 from profiler.db.lod_build import IntervalLodBuilder
-from profiler.db.lod_counter import CounterLodBuilder, CounterRows, counter_table
+from profiler.db.lod_counter import CounterLodBuilder, CounterRows, counter_table_many
 from profiler.db.sqlutil import quote, registered
 from profiler.db.tracks import TRACK_KEYS, TrackRegistry, TrackStats, value_name
 from tracer import schema as ts
@@ -68,40 +68,21 @@ def name_sql(table: str) -> str:
     return cols[0] if len(cols) == 1 else f"coalesce({', '.join(cols)})"
 
 
-def _concat_interval(parts: list[lod.Rows]) -> lod.Rows:
-    if len(parts) == 1:
-        return parts[0]
-    first = parts[0]
-
-    def cat(name: str) -> np.ndarray:
-        return np.concatenate([getattr(p, name) for p in parts])
-    return lod.Rows(first.k, first.b0, cat("busy"), cat("count"), cat("ldur"), cat("lid"), cat("cid"),
-                    cat("ccode"), cat("cok"), None if first.value is None else cat("value"),
-                    cat("pb"), cat("pc"), cat("pd"))
-
-
-def _concat_counter(parts: list[CounterRows]) -> CounterRows:
-    first = parts[0]
-    if len(parts) == 1:
-        return first
-    return CounterRows(first.k, first.b0, *(np.concatenate([getattr(p, n) for p in parts])
-                                           for n in ("count", "vmin", "vmax", "integral", "last")))
-
-
 class LodWriter:
     """Collects index rows into long runs of one (track, level), in bucket order, ready to be stored.
 
     Each (track, level) is buffered until it has :data:`RUN_ROWS` rows; all buffers together hold at most
-    :data:`MAX_BUFFERED_ROWS` rows (the largest are released early beyond that).  Released runs wait in
-    :attr:`ready` until :meth:`take` hands them to the statement storing them.
+    :data:`MAX_BUFFERED_ROWS` rows (the largest are released early beyond that).  Released runs wait until
+    :meth:`take` converts them all at once (one vectorised pass, however many small tracks) for the statement
+    storing them.
     """
 
-    def __init__(self, to_table: Callable[[int, list], pa.Table]) -> None:
+    def __init__(self, to_table: Callable[[list[tuple[int, object]]], pa.Table]) -> None:
         self.to_table = to_table
         self.buffers: dict[tuple[int, int], list] = {}
         self.sizes: dict[tuple[int, int], int] = {}
         self.buffered = 0
-        self.ready: list[pa.Table] = []
+        self.ready: list[tuple[int, object]] = []
         self.ready_rows = 0
 
     def sink(self, track_id: int) -> Callable[[object], None]:
@@ -129,17 +110,16 @@ class LodWriter:
         if not parts:
             return
         self.buffered -= self.sizes.pop(key)
-        table = self.to_table(key[0], parts)
-        self.ready.append(table)
-        self.ready_rows += table.num_rows
+        self.ready.extend((key[0], p) for p in parts)
+        self.ready_rows += sum(len(p) for p in parts)
 
     def take(self, at_least: int = 0) -> list[pa.RecordBatch]:
         """The released rows as batches, once at least ``at_least`` rows are waiting (else nothing)."""
         if not self.ready or self.ready_rows < at_least:
             return []
-        batches = [b for t in self.ready for b in t.to_batches()]
+        table = self.to_table(self.ready)
         self.ready, self.ready_rows = [], 0
-        return batches
+        return table.to_batches()
 
     def close(self) -> list[pa.RecordBatch]:
         """Everything still buffered, in (track, level) order."""
@@ -223,7 +203,7 @@ class IndexBuilder:
 
     def _interval_table(self, table: str) -> Iterator[pa.RecordBatch]:
         names = self.names.get(table, pa.array([], pa.string()))
-        writer = LodWriter(lambda tid, parts: lod.rows_table(_concat_interval(parts), names, tid, dictionary=True))
+        writer = LodWriter(lambda items: lod.rows_table_many(items, names))
         builders: dict[int, IntervalLodBuilder] = {}
         with_value: dict[int, bool] = {}
         for tid in self.tables[table]:
@@ -289,7 +269,7 @@ class IndexBuilder:
     def _counter_table(self) -> Iterator[pa.RecordBatch]:
         spans = {tid: (int(self.stats.min_start[tid]), int(self.stats.max_start[tid]))
                  for tid in self.tables[ts.COUNTER.name]}
-        writer = LodWriter(lambda tid, parts: counter_table(_concat_counter(parts), *spans[tid], tid))
+        writer = LodWriter(lambda items: counter_table_many(items, spans))
         builders = {}
         for tid, (first, last) in spans.items():
             k = lod.finest_level(first, last + 1, int(self.stats.count[tid]))

@@ -518,6 +518,44 @@ def rows_table(rows: Rows, names: pa.Array, track_id: int | None = None, *, dict
                     schema=LOD_STREAM if dictionary else dbs.LOD)
 
 
+def rows_table_many(items: list[tuple[int, Rows]], names: pa.Array) -> pa.Table:
+    """Many tracks' and levels' rows as one :data:`LOD_STREAM` table (in the order given), converted at once."""
+    lengths = np.array([len(r) for _, r in items], np.int64)
+    total = int(lengths.sum())
+    offsets = np.r_[0, np.cumsum(lengths)[:-1]]
+
+    def cat(name: str) -> np.ndarray:
+        return np.concatenate([getattr(r, name) for _, r in items])
+
+    count = cat("count")
+    busy = cat("busy")
+    cok = cat("cok")
+    started = count > 0
+    covered = (~started) & (busy > 0) & cok
+    rep = np.where(started, cat("lid"), cat("cid"))
+    # The pairs of every item re-based onto one global row index, so one pass finds every row's top name.
+    pb = np.concatenate([r.pb - r.b0 + off for (_, r), off in zip(items, offsets.tolist(), strict=True)])
+    top = top_from_pairs(pb, cat("pc"), cat("pd"), 0, total)
+    top = np.where(started, top, np.where(covered, cat("ccode"), NONE))
+    valued = [r.value is not None for _, r in items]
+    if any(valued):
+        value = np.concatenate([r.value if r.value is not None else np.zeros(len(r)) for _, r in items])
+        value_arr = pa.array(value, pa.float64(), mask=~np.repeat(np.array(valued), lengths))
+    else:
+        value_arr = pa.nulls(total, pa.float64())
+    b0 = np.array([r.b0 for _, r in items], np.int64)
+    return pa.table({
+        dbs.TRACK_ID: pa.array(np.repeat(np.array([t for t, _ in items], np.int64), lengths)),
+        dbs.LEVEL: pa.array(np.repeat(np.array([r.k for _, r in items], np.int32), lengths)),
+        dbs.BUCKET: pa.array(np.repeat(b0 - offsets, lengths) + np.arange(total, dtype=np.int64)),
+        dbs.BUSY_NS: pa.array(busy.astype(np.int64)),
+        dbs.COUNT: pa.array(count.astype(np.int64)),
+        dbs.LONGEST_ID: pa.array(rep, pa.int64(), mask=~(started | covered)),
+        dbs.TOP_NAME: names_of(top, names, dictionary=True),
+        dbs.VALUE_SUM: value_arr,
+    }, schema=LOD_STREAM)
+
+
 def names_of(code: np.ndarray, names: pa.Array, *, dictionary: bool = False) -> pa.Array:
     """Names of codes (null for -1): a plain string array, or a dictionary array over ``names``."""
     valid = code >= 0
@@ -559,5 +597,6 @@ __all__ = [
     "prepare",
     "resolution_level",
     "rows_table",
+    "rows_table_many",
     "track_levels",
 ]

@@ -288,6 +288,35 @@ def counter_table(rows: CounterRows, first_ts: int, last_ts: int, track_id: int 
     return pa.table({dbs.TRACK_ID: pa.array(np.full(n, track_id, np.int64)), **columns}, schema=dbs.COUNTER_LOD)
 
 
+def counter_table_many(items: list[tuple[int, CounterRows]], spans: dict[int, tuple[int, int]]) -> pa.Table:
+    """Many counter tracks' and levels' rows as one COUNTER_LOD table, converted at once."""
+    lengths = np.array([len(r) for _, r in items], np.int64)
+    total = int(lengths.sum())
+    offsets = np.r_[0, np.cumsum(lengths)[:-1]]
+    b0 = np.array([r.b0 for _, r in items], np.int64)
+    k = np.repeat(np.array([r.k for _, r in items], np.int64), lengths)
+    bucket = np.repeat(b0 - offsets, lengths) + np.arange(total, dtype=np.int64)
+    first = np.repeat(np.array([spans[t][0] for t, _ in items], np.int64), lengths)
+    last_ts = np.repeat(np.array([spans[t][1] for t, _ in items], np.int64), lengths)
+
+    def cat(name: str) -> np.ndarray:
+        return np.concatenate([getattr(r, name) for _, r in items])
+
+    last = cat("last")
+    covered = np.minimum((bucket + 1) << k, last_ts) - np.maximum(bucket << k, first)
+    mean = np.where(covered > 0, cat("integral") / np.maximum(covered, 1).astype(np.float64), last)
+    return pa.table({
+        dbs.TRACK_ID: pa.array(np.repeat(np.array([t for t, _ in items], np.int64), lengths)),
+        dbs.LEVEL: pa.array(k.astype(np.int32)),
+        dbs.BUCKET: pa.array(bucket),
+        dbs.COUNT: pa.array(cat("count")),
+        dbs.MIN_VALUE: pa.array(cat("vmin")),
+        dbs.MAX_VALUE: pa.array(cat("vmax")),
+        dbs.MEAN_VALUE: pa.array(mean),
+        dbs.LAST_VALUE: pa.array(last),
+    }, schema=dbs.COUNTER_LOD)
+
+
 def counter_levels(t: np.ndarray, v: np.ndarray, track_id: int, chunk: int | None = None) -> list[pa.Table]:
     """Every stored level of one counter track (samples sorted by timestamp), finest first."""
     t = np.asarray(t, np.int64)
@@ -328,4 +357,5 @@ def counter_bucketize(t: np.ndarray, v: np.ndarray, k: int, b0: int, b1: int, *,
     return counter_table(rows, first_ts, last_ts)
 
 
-__all__ = ["CounterLodBuilder", "CounterRows", "counter_bucketize", "counter_levels", "counter_table"]
+__all__ = ["CounterLodBuilder", "CounterRows", "counter_bucketize", "counter_levels", "counter_table",
+           "counter_table_many"]

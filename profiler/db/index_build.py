@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from profiler import db_schema as dbs
-from profiler.db import lod
+from profiler.db import lod, lod_rows
 from profiler.db.lod_build import IntervalLodBuilder
 from profiler.db.lod_counter import CounterLodBuilder, CounterRows, counter_table_many
 from profiler.db.sqlutil import quote, registered
@@ -87,7 +87,7 @@ class LodWriter:
 
     def sink(self, track_id: int) -> Callable[[object], None]:
         """The row sink of one track's builder."""
-        def add(rows: lod.Rows | CounterRows) -> None:
+        def add(rows: lod_rows.Rows | CounterRows) -> None:
             n = len(rows)
             if n == 0:
                 return
@@ -169,7 +169,7 @@ class IndexBuilder:
                 self.con.execute(f"CREATE TABLE {quote(table)} AS SELECT * FROM {view}")
         for table in INTERVAL_NAME_COLUMNS:
             if self.tables.get(table):
-                self._store(dbs.LOD_TABLE, lod.LOD_STREAM, self._interval_table(table))
+                self._store(dbs.LOD_TABLE, lod_rows.LOD_STREAM, self._interval_table(table))
         if self.tables.get(ts.COUNTER.name):
             self._store(dbs.COUNTER_LOD_TABLE, dbs.COUNTER_LOD, self._counter_table())
         return self._track_table()
@@ -203,7 +203,7 @@ class IndexBuilder:
 
     def _interval_table(self, table: str) -> Iterator[pa.RecordBatch]:
         names = self.names.get(table, pa.array([], pa.string()))
-        writer = LodWriter(lambda items: lod.rows_table_many(items, names))
+        writer = LodWriter(lambda items: lod_rows.rows_table_many(items, names))
         builders: dict[int, IntervalLodBuilder] = {}
         with_value: dict[int, bool] = {}
         for tid in self.tables[table]:

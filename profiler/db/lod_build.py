@@ -23,8 +23,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from profiler.db import lod
-from profiler.db.lod import NONE, EventContext, Prefix, Rows, ValueSpread
+from profiler.db import lod, lod_rows
+from profiler.db.lod import EventContext, Prefix, ValueSpread
+from profiler.db.lod_rows import NONE, Rows
 
 #: Buckets computed per step (bounds the arrays of one step when a chunk spans a long range).
 RANGE_BUCKETS = 1 << 20
@@ -41,8 +42,8 @@ class _OpenBucket:
     count: int = 0
     ldur: int = NONE
     lid: int = 0
-    codes: np.ndarray = field(default_factory=lambda: lod._EMPTY)
-    durs: np.ndarray = field(default_factory=lambda: lod._EMPTY)
+    codes: np.ndarray = field(default_factory=lambda: lod_rows._EMPTY)
+    durs: np.ndarray = field(default_factory=lambda: lod_rows._EMPTY)
     closed_busy: int = 0     # union length of closed pieces inside the bucket
 
     def add(self, s: np.ndarray, e: np.ndarray, ids: np.ndarray, codes: np.ndarray) -> None:
@@ -59,7 +60,7 @@ class _OpenBucket:
         self.codes = np.concatenate([self.codes, codes[named]])
         self.durs = np.concatenate([self.durs, dur[named]])
         if len(self.codes) > 4096:      # keep the name totals small in a burst
-            _, self.codes, self.durs = lod.reduce_pairs(np.zeros(len(self.codes), np.int64), self.codes, self.durs)
+            _, self.codes, self.durs = lod_rows.reduce_pairs(np.zeros(len(self.codes), np.int64), self.codes, self.durs)
 
     def merge_into(self, rows: Rows) -> None:
         """Add these statistics to the first bucket of ``rows`` (which must be this bucket)."""
@@ -69,7 +70,7 @@ class _OpenBucket:
             rows.ldur[0], rows.lid[0] = self.ldur, self.lid
         if len(self.codes):
             pb = np.concatenate([np.full(len(self.codes), self.bucket, np.int64), rows.pb])
-            rows.pb, rows.pc, rows.pd = lod.reduce_pairs(pb, np.concatenate([self.codes, rows.pc]),
+            rows.pb, rows.pc, rows.pd = lod_rows.reduce_pairs(pb, np.concatenate([self.codes, rows.pc]),
                                                          np.concatenate([self.durs, rows.pd]))
 
 
@@ -91,20 +92,21 @@ class _Coarsener:
         if not self.started:
             self.started = True
             if child.b0 & 1:     # the left sibling lies before the track: idle
-                child = lod.concat_rows(lod.idle_rows(child.k, child.b0 - 1, 1, self.with_values), child)
-        rows = child if self.pending is None else lod.concat_rows(self.pending, child)
+                child = lod_rows.concat_rows(lod_rows.idle_rows(child.k, child.b0 - 1, 1, self.with_values), child)
+        rows = child if self.pending is None else lod_rows.concat_rows(self.pending, child)
         self.pending = None
         if len(rows) & 1:
-            rows, self.pending = lod.split_rows(rows, len(rows) - 1)
-        return self._out(lod.coarsen(rows)) if len(rows) else None
+            rows, self.pending = lod_rows.split_rows(rows, len(rows) - 1)
+        return self._out(lod_rows.coarsen(rows)) if len(rows) else None
 
     def finish(self) -> Rows | None:
         """The last parent (its right child idle) when a child is left unpaired."""
         if self.pending is None:
             return None
-        rows = lod.concat_rows(self.pending, lod.idle_rows(self.pending.k, self.pending.b1, 1, self.with_values))
+        idle = lod_rows.idle_rows(self.pending.k, self.pending.b1, 1, self.with_values)
+        rows = lod_rows.concat_rows(self.pending, idle)
         self.pending = None
-        return self._out(lod.coarsen(rows))
+        return self._out(lod_rows.coarsen(rows))
 
     def _out(self, rows: Rows) -> Rows:
         self.emitted += len(rows)
@@ -170,7 +172,8 @@ class IntervalLodBuilder:
         """Emit every remaining bucket of every level (call once, after the last feed)."""
         if self.events == 0:
             return
-        ctx = EventContext(lod._EMPTY, lod._EMPTY, lod._EMPTY, lod._EMPTY, k=self.k, prefix=self.prefix)
+        none = lod_rows._EMPTY
+        ctx = EventContext(none, none, none, none, k=self.k, prefix=self.prefix)
         self._finalize(ctx, self.open.bucket, self.last_bucket + 1, 0)
         d = 0
         while d < len(self.coarser):
@@ -249,7 +252,7 @@ def track_levels(ev: lod.TrackEvents, track_id: int, k_min: int, chunk: int | No
                      None if ev.values is None else ev.values[a:b])
     builder.finish()
     for k in sorted(levels):
-        parts = [lod.rows_table(r, ev.names, track_id) for r in levels[k]]
+        parts = [lod_rows.rows_table(r, ev.names, track_id) for r in levels[k]]
         yield pa.concat_tables(parts)
 
 

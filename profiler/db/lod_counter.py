@@ -26,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 
 from profiler import db_schema as dbs
-from profiler.db import lod
+from profiler.db import lod, lod_rows
 from profiler.db.lod_build import RANGE_BUCKETS
 
 _INF = np.inf
@@ -143,7 +143,7 @@ def counter_rows(t: np.ndarray, v: np.ndarray, k: int, b0: int, b1: int, *, carr
     vmin = np.where(np.isnan(carried_in), _INF, carried_in)
     vmax = np.where(np.isnan(carried_in), -_INF, carried_in)
     if len(t):
-        gs = lod.group_starts(rel)
+        gs = lod_rows.group_starts(rel)
         vmin[rel[gs]] = np.minimum(vmin[rel[gs]], np.minimum.reduceat(v, gs))
         vmax[rel[gs]] = np.maximum(vmax[rel[gs]], np.maximum.reduceat(v, gs))
     return CounterRows(k, b0, count, vmin, vmax, integral, last)

@@ -28,8 +28,14 @@ def test_sigkill_at_random_moments_leaves_readable_traces(tmp_path):
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         proc = subprocess.Popen([sys.executable, "-m", "tests.integration.recorder_script", str(path)],
                                 cwd=ROOT, env=env)
-        # kill anywhere from during interpreter start-up to well into the recording
-        time.sleep(rng.uniform(0.0, 1.2))
+        if i % 4 == 0:
+            # a kill during interpreter start-up or while the writer opens its files
+            time.sleep(rng.uniform(0.0, 0.6))
+        else:
+            # a kill at a random moment of the recording itself: timed from the writer's first file, so a slow,
+            # loaded machine shifts start-up but not where in the writing the kill lands
+            _wait_for(path / "Metadata.arrows", proc)
+            time.sleep(rng.uniform(0.0, 0.8))
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         if not (path / "Metadata.arrows").exists():
@@ -51,3 +57,12 @@ def test_sigkill_at_random_moments_leaves_readable_traces(tmp_path):
         totals.append(table.num_rows)
     # the random kills really did land while rows were being written
     assert sum(1 for t in totals if t > 0) >= KILLS // 2, totals
+
+
+def _wait_for(path: Path, proc: subprocess.Popen, timeout_s: float = 60.0) -> None:
+    """Wait until ``path`` exists (the recorder created its writer); fail if the recorder died first."""
+    deadline = time.monotonic() + timeout_s
+    while not path.exists():
+        assert proc.poll() is None, f"recorder exited with {proc.returncode} before writing"
+        assert time.monotonic() < deadline, f"recorder wrote nothing in {timeout_s} s"
+        time.sleep(0.005)

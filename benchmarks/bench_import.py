@@ -5,14 +5,19 @@ A synthetic PyTorch-profiler-shaped trace is generated (Kineto's event shapes an
 runs in its own process, timed from outside, with its peak RSS taken from ``wait4``:
 
 - ``trnprof``: :class:`profiler.importers.chrome_json.ChromeJsonSource` read to the end (every table produced),
-  with the compiled JSON kernel (the default for inputs of 32 MiB and more);
+  with the compiled JSON kernel (the default for inputs of 32 MiB and more), loaded from numba's on-disk cache
+  (warmed once before the runs);
+- ``trnprof-nocache``: the same with an empty numba cache (``NUMBA_CACHE_DIR`` set to a new directory), so the
+  kernels are compiled in the run, as on the first import after an install;
 - ``trnprof-vectorised``: the same with ``TRNPROF_JSON_KERNEL=0`` (the numpy scanner only, as before the kernel);
 - ``trnprof-ingest``: ``profiler.open`` — the importer plus the DuckDB ingest and index;
 - ``hta``: ``hta.trace_analysis.TraceAnalysis`` with its default JSON parser backend;
 - ``hta-ijson``: HTA with its streaming ``ijson_batch_and_compress`` backend.
 
-Times: ``wall`` is the child process from outside (interpreter start-up and imports included, as for HTA);
-``read`` is the import alone, timed inside the child from the first byte to the last batch.
+Times: ``wall`` and ``cpu`` are the child process from outside (interpreter start-up and imports included, as for
+HTA); ``read`` (and ``read_cpu``) is the import alone, timed inside the child from the first byte to the last
+batch, after the imports (``imports``) and the kernel's load or compilation (``kernel``).  The 1-minute load average
+when each run started is recorded (the machine may be shared).
 
 HTA is not a dependency of trnprof: install it in a separate virtualenv and pass its interpreter::
 
@@ -110,25 +115,31 @@ def generate(path: Path, events: int) -> int:
 
 # -- loaders (run in a child process) ---------------------------------------------------------------------------
 _TRNPROF = """
-import sys, time, warnings
-warnings.simplefilter("ignore")
-from profiler.importers.chrome_json import ChromeJsonSource
-rows = 0
+import json, sys, time, warnings
 t0 = time.perf_counter()
+warnings.simplefilter("ignore")
+from pathlib import Path
+from profiler.importers import json_kernel
+from profiler.importers.chrome_json import ChromeJsonSource
+from profiler.importers.json_stream import kernel_pays_off
+t1 = time.perf_counter()
+kernel = kernel_pays_off(Path(sys.argv[1])) and json_kernel.available()   # numba import + load or compile
+t2 = time.perf_counter()
+c2 = time.process_time()
+rows = 0
 for name, batch in ChromeJsonSource(sys.argv[1]).read():
     rows += batch.num_rows
-print(time.perf_counter() - t0)
-print(rows)
+print(json.dumps({"imports_s": t1 - t0, "kernel_s": t2 - t1, "read_s": time.perf_counter() - t2,
+                  "read_cpu_s": time.process_time() - c2, "kernel": kernel, "rows": rows}))
 """
 _TRNPROF_INGEST = """
-import sys, time, warnings
+import json, sys, time, warnings
 warnings.simplefilter("ignore")
 import profiler
 t0 = time.perf_counter()
 with profiler.open(sys.argv[1], force=True) as t:
     n = t.sql("select count(*) from slice").fetchall()[0][0]
-print(time.perf_counter() - t0)
-print(n)
+print(json.dumps({"read_s": time.perf_counter() - t0, "rows": n}))
 """
 _HTA = """
 import sys, logging
@@ -137,13 +148,15 @@ from hta.common.trace_parser import set_default_trace_parsing_backend
 from hta.configs.parser_config import ParserBackend
 set_default_trace_parsing_backend(ParserBackend(sys.argv[2]))
 from hta.trace_analysis import TraceAnalysis
+import json
 a = TraceAnalysis(trace_dir=sys.argv[1])
-print(sum(len(df) for df in a.t.traces.values()))
+print(json.dumps({"rows": sum(len(df) for df in a.t.traces.values())}))
 """
 
 
 def run_loader(kind: str, path: Path, hta_python: str | None) -> dict[str, float]:
-    """Run one loader in a child process: wall seconds, peak RSS (MiB) of it and its children, output."""
+    """Run one loader in a child process: wall and CPU seconds and peak RSS (MiB) of it and its children (from
+    ``wait4``), the load average when it started, and what the child reports (its import time, ...)."""
     if kind.startswith("hta"):
         if not hta_python:
             raise SystemExit("--hta-python is required for the HTA loaders")
@@ -155,23 +168,41 @@ def run_loader(kind: str, path: Path, hta_python: str | None) -> dict[str, float
     env = dict(os.environ)
     if kind == "trnprof-vectorised":
         env["TRNPROF_JSON_KERNEL"] = "0"
+    cache = None
+    if kind == "trnprof-nocache":
+        # An empty numba cache: the kernels are compiled in this run, as on the first import after an install.
+        cache = tempfile.mkdtemp(prefix="trnprof-numba-cache-")
+        env["NUMBA_CACHE_DIR"] = cache
+    load = os.getloadavg()[0]
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - t0
-    out = proc.stdout.read().decode().strip() if proc.stdout else ""
-    err = proc.stderr.read().decode().strip() if proc.stderr else ""
+    try:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        out = proc.stdout.read().decode().strip() if proc.stdout else ""
+        err = proc.stderr.read().decode().strip() if proc.stderr else ""
+    finally:
+        if cache is not None:
+            shutil.rmtree(cache, ignore_errors=True)
     if status != 0:
         raise SystemExit(f"{kind} failed ({status}): {err[-2000:]}")
-    lines = out.splitlines()
+    report = json.loads(out.splitlines()[-1])
     return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime, "peak_rss_mib": usage.ru_maxrss / 1024,
-            "rows": float(lines[-1]) if lines else 0.0,
-            "read_s": float(lines[-2]) if len(lines) > 1 and not kind.startswith("hta") else None}
+            "load_avg": load, **report}
+
+
+def _median(runs: list[dict], key: str) -> float | None:
+    values = [r[key] for r in runs if r.get(key) is not None]
+    return statistics.median(values) if values else None
 
 
 def measure(path: Path, events: int, loaders: list[str], *, repeat: int, hta_python: str | None,
             hta_repeat: int | None = None) -> dict:
-    """Run the loaders in turn (interleaved, ``repeat`` rounds, HTA ``hta_repeat`` of them); medians per loader."""
+    """Run the loaders in turn (interleaved, ``repeat`` rounds, HTA ``hta_repeat`` of them); medians per loader.
+
+    ``read_s`` is the import alone, timed inside the child (after start-up, imports and the kernel's load or
+    compilation, which are ``imports_s`` and ``kernel_s``); ``wall_s`` is the whole child process from outside.
+    """
     runs: dict[str, list[dict[str, float]]] = {k: [] for k in loaders}
     for i in range(repeat):
         for kind in loaders:
@@ -179,18 +210,25 @@ def measure(path: Path, events: int, loaders: list[str], *, repeat: int, hta_pyt
                 continue
             runs[kind].append(run_loader(kind, path, hta_python))
             print(f"{path.name} {kind}: {runs[kind][-1]}", file=sys.stderr, flush=True)
-    out = {}
+    out: dict[str, dict] = {}
     for kind, rs in runs.items():
-        wall = statistics.median(r["wall_s"] for r in rs)
-        reads = [r["read_s"] for r in rs if r["read_s"] is not None]
-        read = statistics.median(reads) if reads else None
-        out[kind] = {"wall_s": round(wall, 3), "best_wall_s": round(min(r["wall_s"] for r in rs), 3),
-                     "cpu_s": round(statistics.median(r["cpu_s"] for r in rs), 3),
-                     "read_s": round(read, 3) if read else None, "best_read_s": round(min(reads), 3) if reads else None,
-                     "peak_rss_mib": round(max(r["peak_rss_mib"] for r in rs)),
-                     "events_per_s": round(events / wall),
-                     "import_events_per_s": round(events / read) if read else None,
-                     "rows": rs[0]["rows"]}
+        if not rs:
+            continue
+        med = {k: _median(rs, k) for k in ("wall_s", "cpu_s", "read_s", "read_cpu_s", "imports_s", "kernel_s")}
+        row = {k: round(v, 3) for k, v in med.items() if v is not None}
+        row["best_wall_s"] = round(min(r["wall_s"] for r in rs), 3)
+        if med["read_s"] is not None:
+            row["best_read_s"] = round(min(r["read_s"] for r in rs), 3)
+            row["import_events_per_s"] = round(events / med["read_s"])
+            row["best_import_events_per_s"] = round(events / row["best_read_s"])
+        if med["read_cpu_s"] is not None:
+            row["import_events_per_cpu_s"] = round(events / med["read_cpu_s"])
+        row["events_per_s"] = round(events / med["wall_s"])
+        row["peak_rss_mib"] = round(max(r["peak_rss_mib"] for r in rs))
+        row["load_avg"] = [round(min(r["load_avg"] for r in rs), 2), round(max(r["load_avg"] for r in rs), 2)]
+        row["runs"] = len(rs)
+        row["rows"] = rs[0]["rows"]
+        out[kind] = row
     for base in ("hta", "hta-ijson"):
         if base in out and "trnprof" in out:
             out[f"ratio_{base}_over_trnprof"] = {
@@ -203,7 +241,7 @@ def measure(path: Path, events: int, loaders: list[str], *, repeat: int, hta_pyt
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--events", type=int, default=1_000_000, help="synthetic trace size (events)")
-    ap.add_argument("--loaders", default="trnprof,trnprof-vectorised,trnprof-ingest,hta,hta-ijson")
+    ap.add_argument("--loaders", default="trnprof,trnprof-nocache,trnprof-vectorised,trnprof-ingest,hta,hta-ijson")
     ap.add_argument("--hta-python", help="python of a virtualenv with holistictraceanalysis and ijson")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--hta-repeat", type=int, help="rounds for the (slow) HTA loaders (default: --repeat)")
@@ -211,6 +249,10 @@ def main() -> None:
     ap.add_argument("--keep", type=Path, help="directory to keep the generated trace in (default: temporary)")
     args = ap.parse_args()
     loaders = args.loaders.split(",")
+    if "trnprof" in loaders:
+        # Fill numba's default on-disk cache, so that ``trnprof`` runs load the kernels instead of compiling them.
+        subprocess.run([sys.executable, "-c", "from profiler.importers import json_kernel; json_kernel.available()"],
+                       check=True)
     work = args.keep or Path(tempfile.mkdtemp(prefix="trnprof-bench-import-"))
     work.mkdir(parents=True, exist_ok=True)
     results = {}

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from profiler.db import bucket_kernel
 from profiler.db.lod_rows import NONE, Rows, group_starts, reduce_pairs, rows_table
 
 #: Coarsest level stored; buckets of level 61 span 2**61 ns (73 years).
@@ -362,7 +363,11 @@ def bucketize(ev: TrackEvents, k: int, b0: int, b1: int) -> pa.Table:
     """Buckets [b0, b1) of level ``k`` computed from raw events (for windows finer than the stored levels).
 
     Columns: level, bucket, busy_ns, count, longest_id, top_name, and value_sum when ``ev`` has values.
+    Events without values are bucketed by the compiled kernel (:mod:`profiler.db.bucket_kernel`) when there are
+    enough of them, with the same result.
     """
+    if ev.values is None and bucket_kernel.available(ev.n):
+        return bucket_kernel.bucketize(ev, k, b0, b1)
     return rows_table(bucket_rows(ev, k, b0, b1), ev.names)
 
 

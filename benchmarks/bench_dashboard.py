@@ -228,7 +228,7 @@ def bench_db(db: Path, steps: int, paints: int) -> dict[str, Any]:
     floor_total = [m["total"] for m in floor_marks]
     sizes = [r["bytes"] for r in reqs]
     phases = {k: round(statistics.median([r.get(k, 0.0) for r in reqs]), 1) if reqs else None
-              for k in ("request", "callback", "window", "rasterize", "lanes")}
+              for k in ("request", "callback", "window", "rasterize", "lanes", "lanes_wait")}
     return {
         "db": str(db),
         "first_paint_ms": [round(p["total"]) for p in paint],

@@ -8,13 +8,15 @@ Prints ``READY <url>`` on stdout once listening.  ``GET /_bench/stats`` returns 
 ``GET /_bench/reset`` and this process's memory (VmRSS now, VmHWM peak) as JSON.  Phases of each timeline update
 request (ms): ``request`` (Flask sees the request -> response built, i.e. Dash's dispatch, the callback, JSON
 encoding), ``callback`` (``update_timeline``), ``window`` (``Trace.window``), ``rasterize``, ``lanes`` (the counter
-lanes' queries and arrays), plus the response ``bytes``.
+lanes' queries and arrays, summed over their jobs, which run concurrently with the window), ``lanes_wait`` (how
+long the request waited for the lanes once its strips were ready), plus the response ``bytes``.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import contextvars
 import json
 import sys
 import threading
@@ -38,15 +40,18 @@ def memory_mb() -> dict[str, float]:
 
 
 class PhaseTimer:
-    """Phase durations of the request being served on each thread; finished requests kept in a list."""
+    """Phase durations of the request being served (a context variable: the lanes' jobs, which run on the
+    dashboard's query pool in a copy of the request's context, add to the same request); finished requests are
+    kept in a list."""
 
     def __init__(self) -> None:
-        self.local = threading.local()
+        self.phases: contextvars.ContextVar[dict[str, float] | None] = contextvars.ContextVar("phases", default=None)
+        self.t0: contextvars.ContextVar[float] = contextvars.ContextVar("t0", default=0.0)
         self.requests: list[dict[str, float]] = []
         self.lock = threading.Lock()
 
     def current(self) -> dict[str, float] | None:
-        return getattr(self.local, "phases", None)
+        return self.phases.get()
 
     def wrap(self, owner: Any, attr: str, phase: str) -> None:
         """Replace ``owner.attr`` by a version adding its wall time to ``phase`` of the current request."""
@@ -59,7 +64,8 @@ class PhaseTimer:
             finally:
                 phases = self.current()
                 if phases is not None:
-                    phases[phase] = phases.get(phase, 0.0) + (time.perf_counter() - t) * 1e3
+                    with self.lock:
+                        phases[phase] = phases.get(phase, 0.0) + (time.perf_counter() - t) * 1e3
 
         setattr(owner, attr, timed)
 
@@ -75,21 +81,25 @@ def instrument(app: Any, timer: PhaseTimer) -> None:
     timer.wrap(profiler.trace.Trace, "window", "window")
     timer.wrap(timeline_logic, "rasterize", "rasterize")
     timer.wrap(timeline_logic, "update_timeline", "callback")
-    timer.wrap(lane_data, "timeline_lanes", "lanes")
+    # The lanes' queries (summed over the jobs, which run concurrently with the window) and the time the request
+    # waited for them once the strips were ready.
+    for fn in ("engine_utilization_lanes", "series_lane", "counter_lanes"):
+        timer.wrap(lane_data, fn, "lanes")
+    timer.wrap(lane_data.PendingLanes, "wait", "lanes_wait")
 
     @app.server.before_request
     def _start() -> None:
-        timer.local.phases = defaultdict(float)
-        timer.local.t0 = time.perf_counter()
+        timer.phases.set(defaultdict(float))
+        timer.t0.set(time.perf_counter())
 
     @app.server.after_request
     def _finish(resp: Any) -> Any:
         phases = timer.current()
-        timer.local.phases = None
+        timer.phases.set(None)
         if phases is not None and request.path == "/_dash-update-component" and resp.status_code == 200:
             body = resp.get_data()
             if b'"tl-draw"' in body and b"bdata" in body:
-                phases["request"] = (time.perf_counter() - timer.local.t0) * 1e3
+                phases["request"] = (time.perf_counter() - timer.t0.get()) * 1e3
                 phases["bytes"] = len(body)
                 with timer.lock:
                     timer.requests.append(dict(phases))

@@ -4,16 +4,17 @@
 buffered, at which resolution) and what just happened (a relayout, a jump, an option change), it decides whether
 anything must be fetched; if so it asks ``Trace.window`` for the buffer at the graph's pixel width, rasterises it
 (:mod:`profiler.figures.raster`) and returns either a whole figure (first view, new trace, new rows or colours) or
-only the changes: the strip codes (one byte per pixel per row, as a typed array) and the lanes (and the x range when
-the server moved the view).  The timeline page draws them with ``Plotly.update`` (``assets/trnprof.js``); a
-``dcc.Graph`` gets them as a ``dash.Patch`` (:meth:`TimelineUpdate.graph_output`).  The server keeps nothing
-between calls.
+only the changes: the strip codes (a palette PNG) and the lanes (and the x range when the server moved the view).
+The lanes' queries run on a small thread pool (:data:`QUERY_POOL`) while the strips' window is read.  The timeline
+page draws them with ``Plotly.update`` (``assets/trnprof.js``); a ``dcc.Graph`` gets them as a ``dash.Patch``
+(:meth:`TimelineUpdate.graph_output`).  The server keeps nothing between calls.
 """
 
 from __future__ import annotations
 
 import zlib
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -108,6 +109,11 @@ class TimelineUpdate:
             return dash.no_update
         return {"kind": "update", "data": {str(k): v for k, v in self.changes["data"].items()},
                 "layout": self.changes["layout"], "seq": seq}
+
+
+#: Threads running the lanes' queries next to the strips' window query (started on first use; each thread gets its
+#: own cursor of every trace it queries).
+QUERY_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="trnprof-lanes")
 
 
 def clamp_width(width: Any) -> int:
@@ -261,10 +267,17 @@ def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, 
 
     rows = layout.rows(options)
     plan = vp.plan_buffer(view, width, t_range)
-    window = drawing_window(trace, plan.start_ns, plan.end_ns, plan.width_px, _track_ids(rows),
-                            colour_by=options.colour_by)
-    frame = rasterize(window, rows, palette, options.colour_by)
-    lane_list = lane_data.timeline_lanes(trace, rows, plan, plan.width_px, layout.counters) if lanes else []
+    # The lanes' queries run on the pool while this thread reads and rasterises the strips' window.
+    pending = lane_data.submit_timeline_lanes(QUERY_POOL, trace, rows, plan, plan.width_px,
+                                              counters=layout.counters) if lanes else None
+    try:
+        window = drawing_window(trace, plan.start_ns, plan.end_ns, plan.width_px, _track_ids(rows),
+                                colour_by=options.colour_by)
+        frame = rasterize(window, rows, palette, options.colour_by)
+    finally:
+        if pending is not None:
+            pending.wait()   # no query of this call outlives it (the caller holds the trace's lock)
+    lane_list = pending.result() if pending is not None else []
     new_state["buffer"] = plan.to_dict()
     legend: Any = _legend_items(frame)
     legend_key = zlib.crc32(repr(legend).encode())
@@ -276,7 +289,8 @@ def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, 
     info = {"window_events": frame.n_events, "rows": len(rows), "px": frame.width_px}
 
     if rebuild:
-        fig = timeline_figure(frame, rows, origin, x_range_ns=view, legend=False, lanes=lane_list, plot_width_px=width)
+        fig = timeline_figure(frame, rows, origin, x_range_ns=view, legend=False, lanes=lane_list, plot_width_px=width,
+                              grid_x=True)
         new_state["lanes"] = [t.name for t in fig.data[1:]]
         if options.critical_path and overlay is not None:
             fig.add_traces(overlay(rows, origin))
@@ -285,7 +299,7 @@ def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, 
     # at this zoom is emptied, one the figure does not have is left out.
     drawn = (prev or {}).get("lanes") or []
     new_state["lanes"] = drawn
-    updates = lanes_mod.lane_updates_by_name(lane_list, origin)
+    updates = lanes_mod.lane_updates_by_name(lane_list, origin, grid_x=True)
     data: dict[int, dict[str, Any]] = {0: strip_update(frame, origin)}
     for i, name in enumerate(drawn):
         data[1 + i] = updates.get(name, lanes_mod.EMPTY_LANE)

@@ -5,12 +5,15 @@ usage (``Trace.counter_window``).
 :func:`timeline_lanes` gives every lane a timeline shows, in order — one busy % lane per core, one DMA throughput
 lane and one HFU lane (a series per core), one lane per Counter track — for the dashboard and the notebook alike.
 A lane gets one point per :data:`profiler.figures.lanes.PX_PER_POINT` pixels; lanes without data (no engine, no DMA
-queue, no Tensor peak FLOP rate, no counter) are left out.
+queue, no Tensor peak FLOP rate, no counter) are left out.  :func:`submit_timeline_lanes` runs the same queries
+concurrently on an executor (the dashboard overlaps them with the strips' window query).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextvars
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor, Future, wait
 from typing import Any
 
 import numpy as np
@@ -160,6 +163,52 @@ def counter_lanes(trace: Any, counters: Sequence[dict[str, Any]], buffer: Any, w
     return lanes
 
 
+def _listed(lane: Lane | None) -> list[Lane]:
+    return [] if lane is None else [lane]
+
+
+def lane_jobs(trace: Any, rows: Sequence[Any], buffer: Any, width_px: int,
+              counters: Sequence[dict[str, Any]]) -> list[Callable[[], list[Lane]]]:
+    """The independent queries behind :func:`timeline_lanes`, in lane order, each a callable giving its lanes.
+
+    Each job is one query on ``trace`` (a ``Trace`` gives every thread its own cursor), so they may run
+    concurrently with each other and with the strips' window query.
+    """
+    jobs: list[Callable[[], list[Lane]]] = [lambda: engine_utilization_lanes(trace, rows, buffer, width_px)]
+    if any(r.kind == "dma_queue" for r in rows):
+        jobs.append(lambda: _listed(dma_throughput_lane(trace, buffer, width_px)))
+    if any(r.kind == "engine" and r.engine_category == "Tensor" for r in rows):
+        jobs.append(lambda: _listed(hfu_lane(trace, buffer, width_px)))
+    if counters:
+        jobs.append(lambda: counter_lanes(trace, counters, buffer, width_px))
+    return jobs
+
+
+class PendingLanes:
+    """Lane queries running on an executor (:func:`submit_timeline_lanes`); :meth:`result` gathers them in order."""
+
+    def __init__(self, futures: list[Future[list[Lane]]]) -> None:
+        self._futures = futures
+
+    def result(self) -> list[Lane]:
+        """Every lane, in :func:`timeline_lanes` order (re-raises a job's error)."""
+        return [lane for future in self._futures for lane in future.result()]
+
+    def wait(self) -> None:
+        """Block until every job has finished (errors are left for :meth:`result`)."""
+        wait(self._futures)
+
+
+def submit_timeline_lanes(executor: Executor, trace: Any, rows: Sequence[Any], buffer: Any, width_px: int, *,
+                          counters: Sequence[dict[str, Any]]) -> PendingLanes:
+    """Start :func:`timeline_lanes`'s queries on ``executor``, one job per query, and return at once.
+
+    Each job runs in a copy of the caller's ``contextvars`` context (what a caller tracks per request follows it).
+    """
+    return PendingLanes([executor.submit(contextvars.copy_context().run, job)
+                         for job in lane_jobs(trace, rows, buffer, width_px, counters)])
+
+
 def timeline_lanes(trace: Any, rows: Sequence[Any], buffer: Any, width_px: int,
                    counters: Sequence[dict[str, Any]] | None = None) -> list[Lane]:
     """Every lane of a timeline over ``buffer``: busy % per core, DMA throughput, HFU, then each Counter track.
@@ -171,12 +220,6 @@ def timeline_lanes(trace: Any, rows: Sequence[Any], buffer: Any, width_px: int,
         width_px: pixels across the range.
         counters: the Counter tracks (:func:`counter_tracks`; read from ``trace`` when None).
     """
-    lanes = engine_utilization_lanes(trace, rows, buffer, width_px)
-    if any(r.kind == "dma_queue" for r in rows):
-        lanes.append(dma_throughput_lane(trace, buffer, width_px))
-    if any(r.kind == "engine" and r.engine_category == "Tensor" for r in rows):
-        lanes.append(hfu_lane(trace, buffer, width_px))
     if counters is None:
         counters = counter_tracks(trace.tracks())
-    lanes.extend(counter_lanes(trace, counters, buffer, width_px))
-    return [lane for lane in lanes if lane is not None]
+    return [lane for job in lane_jobs(trace, rows, buffer, width_px, counters) for lane in job()]

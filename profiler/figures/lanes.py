@@ -16,7 +16,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from profiler.figures.timefmt import ns_to_axis
-from profiler.figures.typed_arrays import typed_array
+from profiler.figures.typed_arrays import decode_typed_array, typed_array
 
 #: Pixels per lane point (a lane needs less detail than a strip).
 PX_PER_POINT = 4
@@ -42,35 +42,63 @@ def trace_name(lane: Lane, series: str) -> str:
     return f"{lane.title}: {series}"
 
 
-def lane_updates(lanes: Sequence[Lane], origin_ns: int) -> list[dict[str, Any]]:
-    """Per trace drawn by :func:`lane_traces` (same order), its new ``x`` and ``y`` as typed arrays."""
-    return list(lane_updates_by_name(lanes, origin_ns).values())
+def x_attributes(x_ns: np.ndarray, origin_ns: int, *, grid: bool = True) -> dict[str, Any]:
+    """The x of a lane's traces in axis seconds: with ``grid``, ``x0`` and ``dx`` when the points are evenly spaced
+    (a bucket grid, the usual case: nothing to ship but two numbers), else ``x`` as a float64 typed array.
+
+    Either way every key a trace's x can have is set (``x`` to None with ``x0``/``dx``), so an update replaces
+    whichever form the trace had.  Centres of integer-ns buckets may be off the grid by a nanosecond; that is
+    still evenly spaced here (well under a pixel).
+    """
+    x = np.asarray(x_ns, dtype=np.int64)
+    if grid and len(x) >= 2:
+        step = (int(x[-1]) - int(x[0])) / (len(x) - 1)
+        grid = x[0] + step * np.arange(len(x))
+        if step > 0 and float(np.max(np.abs(x - grid))) <= max(1.0, 1e-3 * step):
+            return {"x": None, "x0": ns_to_axis(int(x[0]), origin_ns), "dx": step / 1e9}
+    return {"x": typed_array(np.asarray(ns_to_axis(x, origin_ns), dtype=np.float64)), "x0": 0, "dx": 1}
 
 
-def lane_updates_by_name(lanes: Sequence[Lane], origin_ns: int) -> dict[str, dict[str, Any]]:
+def decode_x(update: dict[str, Any], n_points: int) -> np.ndarray:
+    """The axis x values an update or trace dict of :func:`x_attributes` form stands for (``n_points`` points)."""
+    x = update.get("x")
+    if x is None:
+        return float(update["x0"]) + float(update["dx"]) * np.arange(n_points)
+    return decode_typed_array(x) if isinstance(x, dict) else np.asarray(x, dtype=np.float64)
+
+
+def lane_updates(lanes: Sequence[Lane], origin_ns: int, *, grid_x: bool = False) -> list[dict[str, Any]]:
+    """Per trace drawn by :func:`lane_traces` (same order), its new x (:func:`x_attributes`; an explicit ``x``
+    array unless ``grid_x``) and ``y`` (a float32 typed array)."""
+    return list(lane_updates_by_name(lanes, origin_ns, grid_x=grid_x).values())
+
+
+def lane_updates_by_name(lanes: Sequence[Lane], origin_ns: int, *, grid_x: bool = False) -> dict[str, dict[str, Any]]:
     """:func:`lane_updates` keyed by trace name (:func:`trace_name`), in drawing order."""
     out = {}
     for lane in lanes:
-        x = typed_array(np.asarray(ns_to_axis(lane.x_ns, origin_ns), dtype=np.float64))
+        x = x_attributes(lane.x_ns, origin_ns, grid=grid_x)
         for name, values in lane.series.items():
-            out[trace_name(lane, name)] = {"x": x, "y": typed_array(np.asarray(values, dtype=np.float32))}
+            out[trace_name(lane, name)] = {**x, "y": typed_array(np.asarray(values, dtype=np.float32))}
     return out
 
 
 #: The update that empties a lane trace (its lane has no data at this zoom).
-EMPTY_LANE = {"x": typed_array(np.zeros(0)), "y": typed_array(np.zeros(0, dtype=np.float32))}
+EMPTY_LANE = {"x": typed_array(np.zeros(0)), "x0": 0, "dx": 1, "y": typed_array(np.zeros(0, dtype=np.float32))}
 
 
-def lane_traces(lanes: Sequence[Lane], origin_ns: int, first_axis: int = 2) -> list[go.Scatter]:
-    """The line traces of ``lanes``, lane ``k`` on y axis ``y{first_axis + k}``, titled by a y-axis-like label."""
+def lane_traces(lanes: Sequence[Lane], origin_ns: int, first_axis: int = 2, *,
+                grid_x: bool = False) -> list[go.Scatter]:
+    """The line traces of ``lanes``, lane ``k`` on y axis ``y{first_axis + k}``, titled by a y-axis-like label
+    (x as :func:`lane_updates` gives it)."""
     traces = []
-    updates = iter(lane_updates(lanes, origin_ns))
+    updates = iter(lane_updates(lanes, origin_ns, grid_x=grid_x))
     for k, lane in enumerate(lanes):
         axis = f"y{first_axis + k}"
         for name in lane.series:
             u = next(updates)
             traces.append(go.Scatter(
-                x=u["x"], y=u["y"], yaxis=axis, mode="lines", name=trace_name(lane, name),
+                **u, yaxis=axis, mode="lines", name=trace_name(lane, name),
                 line={"width": 1.2, "shape": "hv", "color": lane.colours.get(name)},
                 hovertemplate=f"{name}: %{{y:.3g}}{lane.unit}<extra>{lane.title}</extra>",
             ))

@@ -115,7 +115,7 @@ def legend_traces(frame: StripFrame) -> list[go.Scatter]:
 
 def timeline_figure(frame: StripFrame, rows: Sequence[TimelineRow], origin_ns: int, *,
                     x_range_ns: tuple[int, int] | None = None, lanes: Sequence[Lane] = (),
-                    legend: bool = True, plot_width_px: int | None = None) -> go.Figure:
+                    legend: bool = True, plot_width_px: int | None = None, grid_x: bool = False) -> go.Figure:
     """The whole timeline figure: the strips, counter lanes below them, a legend of the colours in view.
 
     Args:
@@ -126,6 +126,8 @@ def timeline_figure(frame: StripFrame, rows: Sequence[TimelineRow], origin_ns: i
         lanes: counter lanes (:mod:`profiler.figures.lanes`) drawn under the rows.
         legend: add legend entries for the colours (off in the dashboard, which draws its own legend).
         plot_width_px: fixed width of the plot area (default: follow the page).
+        grid_x: give evenly spaced lanes ``x0``/``dx`` instead of an ``x`` array (what the dashboard's zoom
+            updates send: :func:`profiler.figures.lanes.x_attributes`).
 
     Returns:
         The figure; trace 0 is the strips heatmap, then one trace per lane series.
@@ -134,7 +136,8 @@ def timeline_figure(frame: StripFrame, rows: Sequence[TimelineRow], origin_ns: i
     layout = timeline_layout(rows, origin_ns, rng, [lane.height_px for lane in lanes], plot_width_px)
     for key, extra in lane_axes(lanes).items():
         layout[key] = {**layout.get(key, {}), **extra}
-    fig = go.Figure(data=[strip_trace(frame, rows, origin_ns), *lane_traces(lanes, origin_ns)], layout=layout)
+    fig = go.Figure(data=[strip_trace(frame, rows, origin_ns), *lane_traces(lanes, origin_ns, grid_x=grid_x)],
+                    layout=layout)
     if legend:
         for trace in legend_traces(frame):
             fig.add_trace(trace)

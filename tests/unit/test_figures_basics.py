@@ -5,7 +5,7 @@ import pytest
 
 from profiler.figures import palette as pal
 from profiler.figures import summary as sfig
-from profiler.figures.lanes import Lane, lane_traces, lane_updates
+from profiler.figures.lanes import Lane, decode_x, lane_traces, lane_updates, x_attributes
 from profiler.figures.timefmt import axis_to_ns, format_duration, format_time, ns_to_axis
 from profiler.figures.typed_arrays import decode_typed_array, typed_array
 
@@ -77,11 +77,28 @@ def test_lanes_share_x_and_go_on_their_own_axes():
     lanes = [Lane("busy %", "%", np.array([10, 20]), {"Tensor": np.array([50.0, 100.0]),
                                                       "Vector": np.array([0.0, 25.0])}),
              Lane("GB/s", "", np.array([10, 20]), {"dma": np.array([1.0, 2.0])})]
-    traces = lane_traces(lanes, origin_ns=0)
+    traces = lane_traces(lanes, origin_ns=0, grid_x=True)
     assert [t.yaxis for t in traces] == ["y2", "y2", "y3"]
-    updates = lane_updates(lanes, origin_ns=0)
+    updates = lane_updates(lanes, origin_ns=0, grid_x=True)
     np.testing.assert_allclose(decode_typed_array(updates[1]["y"]), [0.0, 25.0])
-    np.testing.assert_allclose(decode_typed_array(updates[2]["x"]), [1e-8, 2e-8])
+    # Evenly spaced bucket centres travel as x0/dx (x unset), others as an explicit typed array.
+    assert updates[2]["x"] is None and traces[2].x is None
+    np.testing.assert_allclose(decode_x(updates[2], 2), [1e-8, 2e-8])
+    np.testing.assert_allclose(decode_x(traces[2].to_plotly_json(), 2), [1e-8, 2e-8])
+    explicit = lane_updates(lanes, origin_ns=0)   # the default (notebooks): an x array
+    np.testing.assert_allclose(decode_typed_array(explicit[2]["x"]), [1e-8, 2e-8])
+
+
+def test_lane_x_is_a_grid_only_when_the_points_are_evenly_spaced():
+    near_grid = x_attributes(np.array([1_000, 1_334, 1_667, 2_000]), origin_ns=1_000)   # centres rounded to ns
+    assert near_grid["x"] is None and near_grid["x0"] == 0.0
+    np.testing.assert_allclose(decode_x(near_grid, 4), np.array([0, 334, 667, 1000]) / 1e9, atol=1.5e-9)
+    gap = np.array([10, 20, 40, 50])   # a bucket missing: not a grid
+    uneven = x_attributes(gap, origin_ns=0)
+    assert uneven["x"] is not None
+    np.testing.assert_allclose(decode_x(uneven, 4), gap / 1e9)
+    single = x_attributes(np.array([70]), origin_ns=0)
+    np.testing.assert_allclose(decode_x(single, 1), [7e-8])
 
 
 def test_summary_charts_read_trace_summary_fields_and_skip_what_is_missing():

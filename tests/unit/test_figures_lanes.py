@@ -53,6 +53,23 @@ def test_every_lane_of_a_two_core_trace_in_order(kernel):
         ["NC0 busy %", "NC1 busy %"]
 
 
+def test_lanes_submitted_to_a_pool_are_the_sequential_lanes_in_order(kernel):
+    from concurrent.futures import ThreadPoolExecutor
+
+    trace, _ = kernel
+    rows = timeline_rows(trace.tracks())
+    counters = lane_data.counter_tracks(trace.tracks())
+    expected = lane_data.timeline_lanes(trace, rows, _whole(trace), WIDTH, counters)
+    with ThreadPoolExecutor(4) as pool:
+        got = lane_data.submit_timeline_lanes(pool, trace, rows, _whole(trace), WIDTH, counters=counters).result()
+    assert [lane.title for lane in got] == [lane.title for lane in expected]
+    for a, b in zip(got, expected, strict=True):
+        np.testing.assert_array_equal(a.x_ns, b.x_ns)
+        assert list(a.series) == list(b.series)
+        for name in a.series:
+            np.testing.assert_array_equal(a.series[name], b.series[name])
+
+
 def test_dma_and_hfu_lanes_integrate_to_the_traces_bytes_and_flops(kernel):
     trace, reader = kernel
     dma = reader.read_table(ts.DMA_PACKET.name).to_pydict()

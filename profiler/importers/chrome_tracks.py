@@ -303,12 +303,15 @@ def pair_async(events: list[tuple[int, str, str, int, str, int, str]], registry:
 
 def _bind(ftrack: np.ndarray, ts: np.ndarray, binds: np.ndarray, start: np.ndarray, end: np.ndarray, *,
           nest: Nesting) -> np.ndarray:
-    """The slice (index) each flow event binds to, or -1; one track at a time to keep temporaries small."""
+    """The slice (index) each flow event binds to, or -1; one track at a time.
+
+    The compiled search works on the whole columns through the track's sorted rows (no per-track copies); the
+    vectorised fallback, when the kernel is not loaded, on copies of one track's columns.
+    """
     slice_id = np.full(len(ts), -1, np.int64)
     if not len(nest.order):
         return slice_id
-    inverse = np.empty(len(nest.order), np.int64)
-    inverse[nest.order] = np.arange(len(nest.order))
+    inverse: np.ndarray | None = None
     seg_tracks = nest.segments[:, 0]
     for t in np.unique(ftrack).tolist():
         k = int(np.searchsorted(seg_tracks, t))
@@ -316,21 +319,24 @@ def _bind(ftrack: np.ndarray, ts: np.ndarray, binds: np.ndarray, start: np.ndarr
             continue
         a, b = int(nest.segments[k, 1]), int(nest.segments[k, 2])
         rows = nest.order[a:b]
-        s, e = start[rows], end[rows]
         q = np.flatnonzero(ftrack == t)
-        at = bind_flows(s, e, rows, parent=nest.parent, inverse=inverse, first=a, t=ts[q], enclosing=binds[q])
+        at = bind_flows(start, end, rows, parent=nest.parent, t=ts[q], enclosing=binds[q])
         if at is not None:
-            slice_id[q] = np.where(at >= 0, rows[np.maximum(at, 0)], -1)
+            slice_id[q] = at
             continue
+        if inverse is None:
+            inverse = np.empty(len(nest.order), np.int64)
+            inverse[nest.order] = np.arange(len(nest.order))
+        s, e = start[rows], end[rows]
         par = nest.parent[rows]
         par_local = np.where(par >= 0, inverse[np.maximum(par, 0)] - a, -1)
         lo, hi = np.zeros(len(q), np.int64), np.full(len(q), b - a, np.int64)
-        at = np.full(len(q), -1, np.int64)
+        local = np.full(len(q), -1, np.int64)
         enc = np.flatnonzero(binds[q])
-        at[enc] = enclosing(s, e, par_local, seg_lo=lo[enc], seg_hi=hi[enc], t=ts[q[enc]])
+        local[enc] = enclosing(s, e, par_local, seg_lo=lo[enc], seg_hi=hi[enc], t=ts[q[enc]])
         nxt = np.flatnonzero(~binds[q])
-        at[nxt] = next_starting(s, lo[nxt], hi[nxt], ts[q[nxt]])
-        slice_id[q] = np.where(at >= 0, rows[np.maximum(at, 0)], -1)
+        local[nxt] = next_starting(s, lo[nxt], hi[nxt], ts[q[nxt]])
+        slice_id[q] = np.where(local >= 0, rows[np.maximum(local, 0)], -1)
     return slice_id
 
 

@@ -110,8 +110,7 @@ def _smoke_test() -> None:
             or order.tolist() != [1, 0, 2]:
         raise RuntimeError("kernel self-check failed")
     bound = np.empty(2, np.int64)
-    src.bind_flows(np.array([0, 1, 5]), np.array([10, 3, 5]), np.arange(3), parent, np.arange(3), 0,
-                   np.array([4, 2]), np.array([True, False]), bound)
+    src.bind_flows(s3, e3, np.arange(3), parent, np.array([4, 2]), np.array([True, False]), bound)
     if bound.tolist() != [0, 2]:
         raise RuntimeError("kernel self-check failed")
 
@@ -269,14 +268,21 @@ def order_by_track(track: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.
     return order if ok else None
 
 
-def bind_flows(s: np.ndarray, e: np.ndarray, rows: np.ndarray, *, parent: np.ndarray, inverse: np.ndarray, first: int,
-               t: np.ndarray, enclosing: np.ndarray) -> np.ndarray | None:
-    """Flow binding for one track (see :func:`json_kernel_src.bind_flows`); None when not compiled."""
+def bind_flows(start: np.ndarray, end: np.ndarray, rows: np.ndarray, *, parent: np.ndarray, t: np.ndarray,
+               enclosing: np.ndarray) -> np.ndarray | None:
+    """The slice (global index, or -1) each flow event of one track binds to (see
+    :func:`json_kernel_src.bind_flows`); None when not compiled.
+
+    Args:
+        start / end / parent: every slice's times and parent (global index or -1), int64.
+        rows: the track's slices sorted by (start, end descending).
+        t: the events' times; enclosing: whether each binds to the enclosing slice (else the next starting).
+    """
     if not compiled():
         return None
     out = np.empty(len(t), np.int64)
-    src.bind_flows(np.ascontiguousarray(s, np.int64), np.ascontiguousarray(e, np.int64), rows, parent, inverse,
-                   first, np.ascontiguousarray(t, np.int64), np.ascontiguousarray(enclosing, np.bool_), out)
+    src.bind_flows(start, end, np.ascontiguousarray(rows, np.int64), parent, np.ascontiguousarray(t, np.int64),
+                   np.ascontiguousarray(enclosing, np.bool_), out)
     return out
 
 

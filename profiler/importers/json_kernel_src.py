@@ -34,7 +34,8 @@ KEY_TABLE_LENGTHS = 64
 
 #: The functions numba compiles, callees before callers (json_kernel rebinds each name to its compiled version).
 COMPILED = ("_skip_ws", "_special", "_next_special", "_scan_string", "_scan_number", "_scan_literal",
-            "_scan_nested", "_match_key", "scan_elements", "pair_codes", "nest_rows", "order_by_track", "bind_flows")
+            "_scan_nested", "_match_key", "scan_elements", "pair_codes", "nest_rows", "order_by_track", "_first_after",
+            "bind_flows")
 
 
 def trailing_zeros(x: int) -> int:
@@ -582,40 +583,63 @@ def order_by_track(track: np.ndarray, start: np.ndarray, end: np.ndarray, counts
     return ok
 
 
-def bind_flows(s: np.ndarray, e: np.ndarray, rows: np.ndarray, parent: np.ndarray, inverse: np.ndarray, first: int,
-               t: np.ndarray, enclosing: np.ndarray, out: np.ndarray) -> None:
-    """The slice each flow event of one track binds to, as a position in the track's sorted slices (-1: none).
+def _first_after(start: np.ndarray, rows: np.ndarray, tk: int, strict: bool, lo: int) -> int:
+    """First position p >= ``lo`` of ``rows`` (sorted by start) with ``start[rows[p]] > tk`` (``>= tk`` when
+    ``strict``), or ``len(rows)``; every position before ``lo`` must fail that test.
 
-    ``s``/``e``: the track's slices sorted by (start, end descending), which are ``rows`` (global indices, at
-    positions ``first ...`` of the whole sorted order ``inverse`` maps to); ``parent``: global parent indices.
-    An event with ``enclosing`` binds to the deepest slice containing ``t`` (the last one starting at or before
-    it, or the nearest ancestor of that one that contains it), otherwise to the first slice starting at or after
-    ``t`` — as :func:`profiler.importers.nesting.enclosing` and ``next_starting`` do.
+    Gallops forward from ``lo`` (probes at lo, lo+1, lo+3, lo+7, ...) before the binary search, so a query near
+    the previous one touches only nearby memory.
     """
-    n = len(s)
+    n = len(rows)
+    hi = lo
+    step = 1
+    while hi < n:
+        v = start[rows[hi]]
+        if (v >= tk) if strict else (v > tk):
+            break
+        lo = hi + 1
+        hi = lo + step
+        step *= 2
+    hi = min(hi, n)
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        v = start[rows[mid]]
+        if (v >= tk) if strict else (v > tk):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def bind_flows(start: np.ndarray, end: np.ndarray, rows: np.ndarray, parent: np.ndarray, t: np.ndarray,
+               enclosing: np.ndarray, out: np.ndarray) -> None:
+    """The slice (global index, -1: none) each flow event of one track binds to.
+
+    ``rows``: the track's slices (global indices into ``start``/``end``/``parent``) sorted by (start, end
+    descending).  An event with ``enclosing`` binds to the deepest slice containing ``t`` (the last one starting
+    at or before it, or the nearest ancestor of that one that contains it), otherwise to the first slice starting
+    at or after ``t`` — as :func:`profiler.importers.nesting.enclosing` and ``next_starting`` do.  Events usually
+    come in time order, so each search starts from the previous answer when its time is not earlier.
+    """
+    n = len(rows)
+    prev_enc_t = 0
+    prev_enc = -1     # -1: no previous enclosing search
+    prev_next_t = 0
+    prev_next = -1
     for k in range(len(t)):
         tk = t[k]
-        lo = 0
-        hi = n
         if enclosing[k]:
-            while lo < hi:
-                mid = (lo + hi) >> 1
-                if s[mid] <= tk:
-                    lo = mid + 1
-                else:
-                    hi = mid
-            c = lo - 1
+            lo = prev_enc if prev_enc >= 0 and tk >= prev_enc_t else 0
+            at = _first_after(start, rows, tk, False, lo)
+            prev_enc, prev_enc_t = at, tk
+            c = rows[at - 1] if at > 0 else -1
             while c >= 0:
-                if tk < e[c] or (s[c] == e[c] and tk == s[c]):
+                if tk < end[c] or (start[c] == end[c] and tk == start[c]):
                     break
-                p = parent[rows[c]]
-                c = inverse[p] - first if p >= 0 else -1
+                c = parent[c]
             out[k] = c
         else:
-            while lo < hi:
-                mid = (lo + hi) >> 1
-                if s[mid] < tk:
-                    lo = mid + 1
-                else:
-                    hi = mid
-            out[k] = lo if lo < n else -1
+            lo = prev_next if prev_next >= 0 and tk >= prev_next_t else 0
+            at = _first_after(start, rows, tk, True, lo)
+            prev_next, prev_next_t = at, tk
+            out[k] = rows[at] if at < n else -1

@@ -28,6 +28,7 @@ from profiler import db_schema as dbs
 from profiler.db import lod, lod_rows
 from profiler.db.lod_build import IntervalLodBuilder
 from profiler.db.lod_counter import CounterLodBuilder, CounterRows, counter_table_many
+from profiler.db.prefetch import prefetched
 from profiler.db.sqlutil import quote, registered
 from profiler.db.tracks import TRACK_KEYS, TrackRegistry, TrackStats, value_name
 from tracer import schema as ts
@@ -42,6 +43,8 @@ SCAN_BATCH_ROWS = 1 << 18
 RUN_ROWS = 1 << 16
 #: Index rows per INSERT.
 INSERT_ROWS = 1 << 20
+#: Batches of index rows produced ahead of DuckDB while it stores.
+PREFETCH_BATCHES = 2
 #: Index rows buffered over all (track, level) runs before the largest are written early.
 MAX_BUFFERED_ROWS = 1 << 22
 
@@ -186,14 +189,16 @@ class IndexBuilder:
         """One INSERT into ``table`` pulling ``rows``: the builders run while DuckDB stores earlier rows."""
         error: list[BaseException] = []
 
-        def guarded() -> Iterator[pa.RecordBatch]:
+        def guarded(ahead: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             try:
-                yield from rows
+                yield from ahead
             except BaseException as exc:  # DuckDB wraps errors of the stream; keep the original to re-raise
                 error.append(exc)
                 raise
 
-        with registered(self.con, pa.RecordBatchReader.from_batches(schema, guarded())) as view:
+        # The read-back and the builders run on a thread of their own while DuckDB stores earlier rows.
+        with prefetched(rows, depth=PREFETCH_BATCHES) as ahead, \
+                registered(self.con, pa.RecordBatchReader.from_batches(schema, guarded(ahead))) as view:
             try:
                 self.con.execute(f"INSERT INTO {quote(table)} SELECT * FROM {view}")
             except duckdb.Error:

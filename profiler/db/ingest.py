@@ -7,7 +7,8 @@ The build never holds the trace in Python objects and reads its input once:
    (:mod:`profiler.db.tracks`) and are ordered by ``(track_id, time, id)`` within bounded chunks
    (:mod:`profiler.db.staging`) on the way, so every DuckDB row group holds one track over a short time range;
    per-track statistics and the index's name dictionaries are gathered meanwhile.  Other tables stream straight
-   in.  The Python work of a batch runs while DuckDB compresses earlier ones on its other threads.
+   in.  That Python work runs on a thread of its own (:mod:`profiler.db.prefetch`) while DuckDB compresses the
+   batches before.
 2. **Index.**  :mod:`profiler.db.index_build` reads the stored interval and counter tables back in storage order
    (a few columns, sequentially) into streaming per-track builders that emit the level-of-detail rows.
 3. ``track`` and ``trnprof_info`` are written and the file is checkpointed.
@@ -33,6 +34,7 @@ import pyarrow.compute as pc
 from profiler import db_schema as dbs
 from profiler.db import lod
 from profiler.db.index_build import INTERVAL_NAME_COLUMNS, IndexBuilder
+from profiler.db.prefetch import prefetched
 from profiler.db.sqlutil import quote, registered
 from profiler.db.staging import ChunkOrderer
 from profiler.db.tracks import TRACK_KEYS, TrackKeySpec, TrackRegistry, TrackStats
@@ -240,16 +242,17 @@ class _Builder:
 
     def _store(self, name: str, target: str, schema: pa.Schema, batches: Iterator[pa.RecordBatch]) -> None:
         """One statement appending ``batches`` to ``target`` (creating it first); stream errors re-raised as is."""
-        def guarded() -> Iterator[pa.RecordBatch]:
+        def guarded(ahead: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             try:
-                yield from batches
+                yield from ahead
             except BaseException as exc:  # DuckDB wraps errors of the stream; keep the original to re-raise
                 self.stream_error = exc
                 raise
 
-        reader = pa.RecordBatchReader.from_batches(schema, guarded())
         self.stream_error = None
-        with registered(self.con, reader) as view:
+        # The batches are produced on a thread of their own while DuckDB stores the previous ones.
+        with prefetched(batches, depth=PREFETCH_BATCHES) as ahead, \
+                registered(self.con, pa.RecordBatchReader.from_batches(schema, guarded(ahead))) as view:
             select = f"SELECT {select_list(schema)} FROM {view}"
             try:
                 if target in self.created:
@@ -331,6 +334,9 @@ _BUILD_ALIAS = "trnprof_build"
 
 #: Bytes buffered over all tables' unfinished chunks before the largest is stored early.
 MAX_BUFFERED_BYTES = 512 << 20
+
+#: Record batches produced ahead of DuckDB while it stores (each up to staging.OUT_BATCH_ROWS rows).
+PREFETCH_BATCHES = 4
 
 #: DuckDB's memory limit during an ingest; larger sorts spill to a directory beside the database.
 DEFAULT_MEMORY_LIMIT_MB = 4096

@@ -43,10 +43,12 @@ SPAN_CLASSES = np.array([COMPLETE, BEGIN, INSTANT, ASYNC_BEGIN, ASYNC_INSTANT])
 ASYNC_CLASSES = (ASYNC_BEGIN, ASYNC_END, ASYNC_INSTANT)
 PENDING = -1   # end or track not known until the end of the input
 
-#: What the spill file holds per slice (in slice order; the builder knows each batch's first slice id).
+#: What the spill file holds per slice (in slice order; the builder knows each batch's first slice id).  Names and
+#: categories are dictionary-encoded here, as the Span table holds them: the end of the input then regroups and
+#: emits them without touching their texts.
 SPILL_SCHEMA = pa.schema([
-    pa.field(schema.NAME, pa.string()),
-    pa.field(schema.CATEGORY, pa.string()),
+    pa.field(schema.NAME, schema.SPAN.column(schema.NAME).type),
+    pa.field(schema.CATEGORY, schema.SPAN.column(schema.CATEGORY).type),
     pa.field(schema.ARGS, pa.string()),
 ])
 _JSON = msgspec.json.Decoder()
@@ -201,8 +203,8 @@ def _spans(block: ObjectBlock, out: DecodedBlock) -> None:
     if len(inst):
         s, _ = block.first_bytes("s")
         scope[inst] = s[rows[inst]]
-    names = block.strings("name", rows).fill_null("")
-    cats = block.strings("cat", rows)
+    names = pc.dictionary_encode(block.strings("name", rows).fill_null(""))
+    cats = pc.dictionary_encode(block.strings("cat", rows))
     args = block.raw("args", rows)
     if block.contains_byte("args", ord("\n"), rows):
         args = _compact_json(args)

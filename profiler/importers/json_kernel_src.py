@@ -512,6 +512,9 @@ def pair_codes(a: np.ndarray, b: np.ndarray, codes: np.ndarray, slot_a: np.ndarr
     n_unique = 0
     for r in range(len(a)):
         x, y = a[r], b[r]
+        if r > 0 and x == a[r - 1] and y == b[r - 1]:
+            codes[r] = codes[r - 1]   # runs of one pair (one thread's events) skip the hash table
+            continue
         h = (x * 0x9E3779B97F4A7C15 + y * 0xC2B2AE3D27D4EB4F) & mask
         while True:
             c = slot_code[h]

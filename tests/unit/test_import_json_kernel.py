@@ -212,3 +212,17 @@ def test_flow_identities_are_the_id_texts_whatever_their_json_type(tmp_path):
     name = {r["id"]: r["name"] for r in tables["Span"]}   # type: ignore[index]
     edges = sorted((name[r["out_id"]], name[r["in_id"]]) for r in tables["Flow"])   # type: ignore[index]
     assert edges == [("s0", "s1"), ("s2", "s3"), ("s4", "s5")]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(-2, 2), st.sampled_from([0, 7, -2**63, 2**63 - 1])), max_size=40))
+def test_pair_codes_number_distinct_pairs_in_order_of_first_appearance(pairs):
+    """The compiled hashing (with its shortcut for runs of one pair) matches a dictionary built row by row."""
+    json_kernel.available()
+    a = np.array([p[0] for p in pairs], np.int64)
+    b = np.array([p[1] for p in pairs], np.int64)
+    seen: dict[tuple[int, int], int] = {}
+    want = [seen.setdefault(p, len(seen)) for p in pairs]
+    first = [pairs.index(p) for p in seen]
+    codes, got_first = json_kernel.pair_codes(a, b)
+    assert codes.tolist() == want and got_first.tolist() == first

@@ -68,7 +68,7 @@ def test_fast_path_writes_the_general_paths_trace(tmp_path, monkeypatch, kernel,
 def test_an_error_inside_a_replayed_loop_is_the_general_paths_error(tmp_path):
     def kern(nc):
         x = nc.input("x", (128, 64 * 200), "bf16")
-        for i in nc.affine_range(200):
+        for i in nc.sequential_range(200):  # the body branches on the index: concrete iterations
             t = nc.sbuf_tile((128, 64), "bf16", name="t")
             if i != 150:
                 nc.dma_copy(t, x[:, i * 64:(i + 1) * 64])
@@ -107,7 +107,7 @@ def _looped_kernel(body, iters, deviate, carry, inner, scoped):  # noqa: PLR0917
             nc.memset(t, 1.0)
         prev = nc.sbuf_tile((128, 64), "bf16", name="prev")
         nc.memset(prev, 0.0, engine="Vector")
-        for i in nc.affine_range(iters):
+        for i in nc.sequential_range(iters):  # branches on i and carries tiles: concrete iterations
             local = [nc.sbuf_tile((128, 64), "bf16", name=f"l{j}") for j in range(2)]
             nc.dma_copy(local[0], x[:, i * 64:(i + 1) * 64])
             nc.tensor_copy(local[1], local[0])

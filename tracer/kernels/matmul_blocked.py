@@ -37,10 +37,10 @@ def matmul_blocked(nc: Any, *, M: int = 1024, N: int = 1024, K: int = 1024, bloc
 
     for mb in nc.affine_range(mt // block_m):
         # the new block is built before the old one is dropped, so both are alive while it loads
-        a_block = [[load_a(k, mb * block_m + i) for k in nc.affine_range(kt)] for i in range(block_m)]
+        a_block = [[load_a(k, mb * block_m + i) for k in nc.static_range(kt)] for i in range(block_m)]
         for n in nc.affine_range(nt):
             accs = [nc.psum_tile((TILE_M, tile_n), "fp32", name=f"acc{i}") for i in range(block_m)]
-            for k in nc.affine_range(kt):
+            for k in nc.static_range(kt):  # a_block[i][k]: a Python list index needs a concrete k
                 b_tile = nc.sbuf_tile((TILE_K, tile_n), dtype, name="b_tile")
                 nc.dma_copy(b_tile, b[k * TILE_K:(k + 1) * TILE_K, n * tile_n:(n + 1) * tile_n])
                 for i in range(block_m):

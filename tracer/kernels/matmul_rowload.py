@@ -46,13 +46,13 @@ def matmul_rowload(nc: Any, *, M: int = 1024, N: int = 1024, K: int = 1024, bloc
 
     for mb in nc.affine_range(mt // block_m):
         # the new block is built before the old one is dropped, so both are alive while it loads
-        a_rows = [load(a_t, k, mb * bw, bw, "a_rows") for k in nc.affine_range(kt)]
+        a_rows = [load(a_t, k, mb * bw, bw, "a_rows") for k in nc.static_range(kt)]
         for p in nc.affine_range(npanel):
-            panel = [load(b, k, p * row_n, row_n, "b_panel") for k in nc.affine_range(kt)]
+            panel = [load(b, k, p * row_n, row_n, "b_panel") for k in nc.static_range(kt)]
             for j in nc.affine_range(row_n // tile_n):
                 n0 = p * row_n + j * tile_n
                 accs = [nc.psum_tile((TILE_M, tile_n), "fp32", name=f"acc{i}") for i in range(block_m)]
-                for k in nc.affine_range(kt):
+                for k in nc.static_range(kt):  # a_rows[k], panel[k]: list indices need a concrete k
                     for i in range(block_m):
                         nc.matmul(accs[i], a_rows[k][:, i * TILE_M:(i + 1) * TILE_M],
                                   panel[k][:, j * tile_n:(j + 1) * tile_n])

@@ -43,9 +43,9 @@ def mlp(nc: Any, *, layers: int = 2, d_model: int = 256, d_ff: int = 1024, token
     w2 = [nc.input(f"w2_{i}", (d_ff, d_model), dtype,
                    init=lambda rng, s: rng.standard_normal(s) / math.sqrt(d_ff)) for i in range(layers)]
     y_t = nc.output("y_t", (d_model, tokens), dtype)
-    xs = []
+    xs = []  # lists of tiles indexed by loop indices (xs[d]): static_range loops (NKI would use 3-D tiles)
     with nc.operator("load_input"):
-        for d in nc.affine_range(kd):
+        for d in nc.static_range(kd):
             t = nc.sbuf_tile((128, tokens), dtype, name=f"x{d}")
             nc.dma_copy(t, x_t[d * 128:(d + 1) * 128, :])
             xs.append(t)
@@ -53,30 +53,30 @@ def mlp(nc: Any, *, layers: int = 2, d_model: int = 256, d_ff: int = 1024, token
         with nc.layer(f"layer{layer}"):
             with nc.operator(f"layer{layer}.load_weights"):
                 w1_tiles = []
-                for d in nc.affine_range(kd):
+                for d in nc.static_range(kd):
                     t = nc.sbuf_tile((128, d_ff), dtype, name=f"w1_{layer}_{d}")
                     nc.dma_copy(t, w1[layer][d * 128:(d + 1) * 128, :])
                     w1_tiles.append(t)
                 w2_tiles = []
-                for f in nc.affine_range(kf):
+                for f in nc.static_range(kf):
                     t = nc.sbuf_tile((128, d_model), dtype, name=f"w2_{layer}_{f}")
                     nc.dma_copy(t, w2[layer][f * 128:(f + 1) * 128, :])
                     w2_tiles.append(t)
             hs = []
-            for f in nc.affine_range(kf):
+            for f in nc.static_range(kf):
                 with nc.operator(f"layer{layer}.up_proj"):
                     ps = nc.psum_tile((128, tokens), "fp32", name="up_psum")
-                    for d in nc.affine_range(kd):
+                    for d in nc.static_range(kd):
                         nc.matmul(ps, w1_tiles[d][:, f * 128:(f + 1) * 128], xs[d])
                 with nc.operator(f"layer{layer}.gelu"):
                     h = nc.sbuf_tile((128, tokens), dtype, name=f"h{f}")
                     nc.activation(h, ps, "gelu")
                     hs.append(h)
             new_xs = []
-            for d in nc.affine_range(kd):
+            for d in nc.static_range(kd):
                 with nc.operator(f"layer{layer}.down_proj"):
                     ps = nc.psum_tile((128, tokens), "fp32", name="down_psum")
-                    for f in nc.affine_range(kf):
+                    for f in nc.static_range(kf):
                         nc.matmul(ps, w2_tiles[f][:, d * 128:(d + 1) * 128], hs[f])
                 with nc.operator(f"layer{layer}.residual"):
                     nx = nc.sbuf_tile((128, tokens), dtype, name=f"x{d}")
@@ -84,5 +84,5 @@ def mlp(nc: Any, *, layers: int = 2, d_model: int = 256, d_ff: int = 1024, token
                     new_xs.append(nx)
             xs = new_xs
     with nc.operator("store_output"):
-        for d in nc.affine_range(kd):
+        for d in nc.static_range(kd):
             nc.dma_copy(y_t[d * 128:(d + 1) * 128, :], xs[d])

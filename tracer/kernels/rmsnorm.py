@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from tracer.kernels import kernel
-from tracer.kernels._common import require
+from tracer.kernels._common import require, row_tiles
 
 
 def reference(inputs: dict[str, np.ndarray], eps: float = 1e-6, **_: Any) -> dict[str, np.ndarray]:
@@ -31,8 +31,8 @@ def rmsnorm(nc: Any, *, rows: int = 1024, cols: int = 2048, eps: float = 1e-6, d
     y = nc.output("y", (rows, cols), dtype)
     g = nc.sbuf_tile((128, cols), dtype, name="gamma")
     nc.dma_copy(g, gamma[0:1, :].broadcast(128))
-    for r0 in nc.affine_range(0, rows, 128):
-        p = min(128, rows - r0)
+    # full 128-row tiles in an nc.affine_range loop (r0 symbolic, p = 128), then the partial last tile if any
+    for r0, p in row_tiles(nc, rows):
         xt = nc.sbuf_tile((p, cols), dtype, name="x_tile")
         nc.dma_copy(xt, x[r0:r0 + p, :])
         sq = nc.sbuf_tile((p, cols), "fp32", name="square")

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from tracer.kernels import kernel
-from tracer.kernels._common import require
+from tracer.kernels._common import require, row_tiles
 
 
 def reference(inputs: dict[str, np.ndarray], **_: Any) -> dict[str, np.ndarray]:
@@ -27,8 +27,8 @@ def softmax(nc: Any, *, rows: int = 1024, cols: int = 2048, dtype: str = "bf16")
     require(rows > 0 and cols > 0, "softmax", "rows and cols must be positive")
     x = nc.input("x", (rows, cols), dtype)
     y = nc.output("y", (rows, cols), dtype)
-    for r0 in nc.affine_range(0, rows, 128):
-        p = min(128, rows - r0)
+    # full 128-row tiles in an nc.affine_range loop (r0 symbolic, p = 128), then the partial last tile if any
+    for r0, p in row_tiles(nc, rows):
         xt = nc.sbuf_tile((p, cols), dtype, name="x_tile")
         nc.dma_copy(xt, x[r0:r0 + p, :])
         neg_max = nc.sbuf_tile((p, 1), "fp32", name="neg_max")

@@ -24,6 +24,7 @@ import numpy as np
 
 from tracer.errors import KernelError
 from tracer.sim import tracker
+from tracer.sim.affine.events import ENTER, EXIT
 from tracer.sim.arch import CostModel
 from tracer.sim.core import Core
 from tracer.sim.dtypes import DType, dtype
@@ -42,7 +43,7 @@ class KernelContext(OpsMixin):
         seed: seed of the random input data.
     """
 
-    def __init__(self, core: Core, *, numerics: bool = False, seed: int = 0) -> None:
+    def __init__(self, core: Core, *, numerics: bool = False, seed: int = 0, symbolic: bool = True) -> None:
         self.core = core
         self.cm: CostModel = core.cm
         self.numerics = numerics
@@ -62,11 +63,32 @@ class KernelContext(OpsMixin):
         self.fast: Any = None
         #: The kernel's frame while the fast path calls an API method on its behalf (see caller_location).
         self.cl_frame: Any = None
+        #: The kernel line an expanded affine loop's statement comes from when it is in another file than the
+        #: loop's generated code (see tracer.sim.affine.codegen and caller_location).
+        self.cl_loc: str | None = None
+        #: ``nc.affine_range`` traces its body once with a symbolic index (NKI's contract) and the simulator
+        #: expands the iterations (:mod:`tracer.sim.affine`); False runs the body per iteration, concretely.
+        self.symbolic = symbolic
+        #: The recorder while an affine loop body is traced (see tracer.sim.affine.recorder).
+        self.symrec: Any = None
+        #: An error found where it could not be raised (a traced loop left early), raised at the next loop or
+        #: at the end of the kernel.
+        self.sym_error: KernelError | None = None
 
     # -- source locations ----------------------------------------------------------------------------------
     def caller_location(self, depth: int = 2) -> str:
         """``file.py:LINE`` of the kernel code that called the API (``depth`` frames up)."""
+        if self.cl_loc is not None:
+            return self.cl_loc
         f = self.cl_frame if self.cl_frame is not None and depth == 2 else sys._getframe(depth)
+        key = (f.f_code, f.f_lineno)
+        loc = self._locs.get(key)
+        if loc is None:
+            loc = self._locs[key] = f"{os.path.basename(f.f_code.co_filename)}:{f.f_lineno}"
+        return loc
+
+    def caller_location_of(self, f: Any) -> str:
+        """``file.py:LINE`` of frame ``f``."""
         key = (f.f_code, f.f_lineno)
         loc = self._locs.get(key)
         if loc is None:
@@ -157,19 +179,53 @@ class KernelContext(OpsMixin):
         self._usage_counter(tile.mem)
 
     # -- loops ------------------------------------------------------------------------------------------------
-    def affine_range(self, *args: int) -> Iterable[int]:
-        """Loop whose iterations are independent (like ``nl.affine_range``); iterates like ``range(*args)``."""
-        if self.fast is None:
-            return range(*args)
-        f = sys._getframe(1)
-        return _Loop(self.fast, range(*args), (f.f_code, f.f_lasti))
+    def affine_range(self, *args: int) -> Iterable[Any]:
+        """Loop whose iterations are independent (like ``nl.affine_range``), over ``range(*args)``.
+
+        As in NKI, the body is traced once with a symbolic index (an affine expression usable in slices) and the
+        simulator expands the iterations itself; see ``docs/kernels.md`` ("Loops") for the rules.  With
+        ``symbolic=False`` (``run_kernel(expand_symbolic=False)``) it iterates over concrete ints instead.
+        """
+        r = range(*args)
+        if self.symbolic:
+            from tracer.sim.affine.loops import affine_range
+
+            return affine_range(self, r, self.caller_location())
+        return self._concrete(r)
 
     def sequential_range(self, *args: int) -> Iterable[int]:
-        """Loop with a loop-carried dependency (like ``nl.sequential_range``); iterates like ``range(*args)``."""
+        """Loop with a loop-carried dependency (like ``nl.sequential_range``): concrete indices, one iteration
+        after the other (the body's Python runs per iteration)."""
+        return self._concrete(range(*args))
+
+    def static_range(self, *args: int) -> Iterable[int]:
+        """Loop unrolled with concrete indices (like ``nl.static_range``): for bodies that need the index's value
+        (list indices, names, Python branches) or keep tiles across iterations."""
+        return self._concrete(range(*args))
+
+    def _concrete(self, r: range) -> Iterable[int]:
+        rec = self.symrec
+        if rec is not None and rec.recording:
+            from tracer.sim.affine.loops import concrete_range
+
+            return concrete_range(self, r, self.caller_location(3))
         if self.fast is None:
-            return range(*args)
-        f = sys._getframe(1)
-        return _Loop(self.fast, range(*args), (f.f_code, f.f_lasti))
+            return r
+        f = sys._getframe(2)
+        return _Loop(self.fast, r, (f.f_code, f.f_lasti))
+
+    def raise_deferred(self) -> None:
+        """Raise the error found where it could not be raised (a traced loop left early), if any."""
+        if self.sym_error is not None:
+            err, self.sym_error = self.sym_error, None
+            raise err
+
+    def abort_symbolic(self) -> None:
+        """Stop tracing an affine loop body (the kernel raised while it was traced)."""
+        if self.symrec is not None:
+            from tracer.sim.affine.loops import abort
+
+            abort(self)
 
     # -- layer and operator scopes -----------------------------------------------------------------------------
     def layer(self, name: str) -> Scope:
@@ -218,6 +274,7 @@ class KernelContext(OpsMixin):
         """Issue the final barrier: Sync waits until every stream and DMA group has finished."""
         if self.closed:
             return
+        self.raise_deferred()
         if self.fast is not None:
             self.fast.finish()
         tid = self.core.template(("BAR",))
@@ -254,6 +311,10 @@ class Scope:
         self.depth = 0
 
     def __enter__(self) -> None:
+        rec = self.ctx.symrec
+        if rec is not None and rec.recording:
+            rec.append((ENTER, self.category, self.name))
+            return
         fast = self.ctx.fast
         if fast is not None:
             fast.scope_enter(self)
@@ -261,6 +322,10 @@ class Scope:
             self.ctx.scope_open(self)
 
     def __exit__(self, *exc: object) -> None:
+        rec = self.ctx.symrec
+        if rec is not None and rec.recording:
+            rec.append((EXIT, self.category, self.name))
+            return
         fast = self.ctx.fast
         if fast is not None:
             fast.scope_exit(self)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tracer.errors import KernelError
+from tracer.sim.affine.views import has_symbolic
 from tracer.sim.dtypes import DType
 
 if TYPE_CHECKING:
@@ -262,7 +263,11 @@ def _subview(tile: Tile, p0: int, p1: int, f0: int, f1: int, key: Any) -> TileVi
     fast = _fast_bounds(key, p1 - p0, f1 - f0)
     if fast is not None:
         return TileView(tile, p0 + fast[0], p0 + fast[1], f0 + fast[2], f0 + fast[3])
-    where = tile.ctx.caller_location(3)
+    ctx = tile.ctx
+    where = ctx.caller_location(3)
+    if ctx.symrec is not None and has_symbolic(key):
+        full = p0 == 0 and f0 == 0 and p1 == tile.p1 and f1 == tile.f1
+        return ctx.symrec.view(tile if full else TileView(tile, p0, p1, f0, f1), key, where)  # type: ignore[return-value]
     pk, fk = _split_key(key, where)
     a0, a1 = _slice_bounds(pk, p1 - p0, f"partitions of {tile.name}", where)
     b0, b1 = _slice_bounds(fk, f1 - f0, f"free dimension of {tile.name}", where)
@@ -302,6 +307,8 @@ class HbmTensor:
         if fast is not None:
             return HbmView(self, *fast)
         where = self.ctx.caller_location()
+        if self.ctx.symrec is not None and has_symbolic(key):
+            return self.ctx.symrec.view(self, key, where)  # type: ignore[no-any-return]
         rk, ck = _split_key(key, where)
         r0, r1 = _slice_bounds(rk, self.shape[0], f"rows of {self.name}", where)
         c0, c1 = _slice_bounds(ck, self.shape[1], f"columns of {self.name}", where)
@@ -506,3 +513,34 @@ class Tile:
 
     def __repr__(self) -> str:
         return f"Tile({self.name!r}, {self.shape}, {self.dtype.name}, {self.mem}@{self.block.addr:#x})"
+
+
+class SymTile(Tile):
+    """A tile allocated while an ``nc.affine_range`` body is traced: a shape and dtype, no memory yet.
+
+    Each iteration of the expanded loop allocates its own instance (see :mod:`tracer.sim.affine`); ``uid`` holds
+    the tile's slot in the trace.  When the loop has run, the tiles the kernel still holds become the last
+    iteration's instances (their class becomes :class:`Tile`).
+    """
+
+    __slots__ = ()
+
+    def __del__(self) -> None:
+        try:
+            rec = self.ctx.symrec
+            if rec is not None and rec.recording:
+                rec.free(self)
+        except Exception:
+            pass
+
+    def __repr__(self) -> str:
+        return f"Tile({self.name!r}, {self.shape}, {self.dtype.name}, {self.mem}, symbolic)"
+
+
+class DeadTile(Tile):
+    """An expansion's tile instance whose memory now belongs to another object (its release does nothing)."""
+
+    __slots__ = ()
+
+    def __del__(self) -> None:
+        pass

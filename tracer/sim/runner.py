@@ -110,7 +110,7 @@ def run_kernel(kernel: str | Callable[..., Any], params: Mapping[str, Any] | Non
                trace_path: str | os.PathLike[str] | None = None, overwrite: bool = False,
                numerics: bool = False, check: bool = False, seed: int = 0,
                progress: Callable[[int, int], None] | None = None, emit: str | None = None,
-               fast_path: bool | None = None) -> RunResult:
+               fast_path: bool | None = None, expand_symbolic: bool | None = None) -> RunResult:
     """Run ``kernel`` on a simulated NeuronCore and (with ``trace_path``) record its trace.
 
     Args:
@@ -129,6 +129,9 @@ def run_kernel(kernel: str | Callable[..., Any], params: Mapping[str, Any] | Non
             or ``inline``.  Default: the ``TRNPROF_EMIT`` environment variable, else ``process``.
         fast_path: replay recorded loop segments with generated scheduling code (same trace, much faster; see
             ``docs/cost-model.md``).  Default: on unless ``TRNPROF_FASTPATH=0``; always off with numerics.
+        expand_symbolic: ``nc.affine_range`` traces its body once with a symbolic index and the simulator expands
+            the iterations (NKI's contract, see ``docs/kernels.md``); False runs the body's Python once per
+            iteration with concrete indices instead (the same trace).  Default: on unless ``TRNPROF_SYMBOLIC=0``.
 
     Raises:
         KernelError: the kernel misused the core, or ``check`` found a mismatch.
@@ -145,7 +148,9 @@ def run_kernel(kernel: str | Callable[..., Any], params: Mapping[str, Any] | Non
         if trace_path is not None else None
     if sink is not None:
         core.sink = sink.submit
-    ctx = KernelContext(core, numerics=numerics, seed=seed)
+    if expand_symbolic is None:
+        expand_symbolic = os.environ.get("TRNPROF_SYMBOLIC", "1") not in ("0", "false", "no", "off")
+    ctx = KernelContext(core, numerics=numerics, seed=seed, symbolic=expand_symbolic)
     if fast_path is None:
         fast_path = os.environ.get("TRNPROF_FASTPATH", "1") not in ("0", "false", "no", "off")
     fast = FastPath(ctx) if fast_path and not numerics else None
@@ -158,6 +163,8 @@ def run_kernel(kernel: str | Callable[..., Any], params: Mapping[str, Any] | Non
         core.handoff()
         ok = True
     finally:
+        if not ok:
+            ctx.abort_symbolic()
         if not ok and ctx.fast is not None:
             with contextlib.suppress(Exception):  # keep what was issued before the error in the trace
                 ctx.fast.finish()

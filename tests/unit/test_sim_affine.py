@@ -1,0 +1,285 @@
+"""NKI's ``affine_range`` contract: a body traced once with a symbolic index, expanded by the simulator.
+
+The expansion must write exactly the trace concrete execution writes (the body's Python run once per iteration,
+general path): every shipped kernel, and random looped programs (hypothesis) that follow the contract -- nested
+affine loops, sequential / static / plain loops inside them, on-chip slices selected by the index, scopes, affine
+loops inside sequential ones.  Whatever breaks the contract is a one-line KernelError naming the kernel line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.unit.test_sim_dependencies import check_trace_dependencies
+from tracer import TraceReader
+from tracer.errors import KernelError
+from tracer.sim import run_kernel
+from tracer.sim.fastpath import controller
+
+HERE = "test_sim_affine.py:"
+
+
+def _run(tmp_path, kernel, params, arch, symbolic, fast):  # noqa: PLR0917
+    path = tmp_path / f"{'sym' if symbolic else 'concrete'}{'_fast' if fast else ''}.trace"
+    result = run_kernel(kernel, params, arch=arch, trace_path=path, overwrite=True, emit="inline", fast_path=fast,
+                        expand_symbolic=symbolic)
+    reader = TraceReader(path)
+    return result, {name: reader.read_table(name) for name in reader.table_names() if name != "Metadata"}
+
+
+def _assert_same(concrete, symbolic):
+    (rc, tc), (rs, ts) = concrete, symbolic
+    assert tc.keys() == ts.keys()
+    for name, table in tc.items():
+        assert ts[name].num_rows == table.num_rows, f"table {name}: {ts[name].num_rows} rows, expected {table.num_rows}"
+        assert ts[name].equals(table), f"table {name} differs when affine loops are expanded symbolically"
+    skip = {"wall_s", "trace_path", "fast_path_instructions"}
+    for f in dataclasses.fields(rc):
+        if f.name not in skip:
+            assert getattr(rs, f.name) == getattr(rc, f.name), f"result field {f.name} differs"
+
+
+KERNELS = [
+    ("matmul_naive", {"M": 256, "N": 1024, "K": 512}, "trn2"),
+    ("matmul_blocked", {"M": 512, "N": 1024, "K": 512, "block_m": 2}, "trn1"),
+    ("matmul_rowload", {"M": 512, "N": 2048, "K": 512}, "trn2"),
+    ("softmax", {"rows": 1000, "cols": 128}, "trn1"),             # full tiles, then a 104-row one
+    ("rmsnorm", {"rows": 640, "cols": 128}, "trn2"),
+    ("attention", {"seq": 512, "head_dim": 64, "kv_block": 64}, "trn2"),  # a sequential loop rolled in the body
+    ("mlp", {"layers": 2, "d_model": 256, "d_ff": 256, "tokens": 128}, "trn2"),
+    ("dma_stream", {"rows": 512, "cols": 1000, "tile_cols": 200}, "trn1"),
+]
+
+
+@pytest.mark.parametrize(("kernel", "params", "arch"), KERNELS, ids=[k[0] for k in KERNELS])
+def test_symbolic_expansion_writes_the_concrete_trace(tmp_path, kernel, params, arch):
+    concrete = _run(tmp_path, kernel, params, arch, False, False)
+    symbolic = _run(tmp_path, kernel, params, arch, True, True)
+    _assert_same(concrete, symbolic)
+
+
+# -- random looped programs ------------------------------------------------------------------------------------------
+OPS = ["load", "store", "vec", "act", "mm", "gp", "sb2sb", "wide", "scratch"]
+body_strategy = st.lists(st.tuples(st.sampled_from(OPS), st.integers(0, 3), st.integers(0, 3), st.integers(0, 3)),
+                         min_size=1, max_size=5)
+INNER = ["affine", "sequential", "static", "plain"]
+
+
+def _affine_kernel(body, n_outer, n_inner, inner, scoped, repeat):  # noqa: PLR0917
+    """A kernel following the affine contract: an outer nc.affine_range loop with per-iteration tiles, an inner
+    loop of kind ``inner`` running ``body`` (HBM slices and a slice of a wide tile selected by the indices), all of
+    it ``repeat`` times from a top-level sequential loop, then a second affine loop using the first's tiles."""
+    def kern(nc):
+        n = n_outer * n_inner
+        x = nc.input("x", (128, 64 * (n + 4)), "bf16")
+        y = nc.output("y", (128, 64 * (n + 4)), "bf16")
+        scratch = nc.scratch("scratch", (128, 64), "bf16")
+        outer = [nc.sbuf_tile((128, 64), "bf16", name=f"o{k}") for k in range(2)]
+        for t in outer:
+            nc.memset(t, 1.0)
+        wide = nc.sbuf_tile((128, 64 * n_inner), "bf16", name="wide")
+        nc.memset(wide, 0.0, engine="Vector")
+        for _rep in nc.sequential_range(repeat):
+            for i in nc.affine_range(n_outer):
+                local = [nc.sbuf_tile((128, 64), "bf16", name=f"l{k}") for k in range(2)]
+                nc.dma_copy(local[0], x[:, i * 64:(i + 1) * 64])
+                nc.tensor_copy(local[1], local[0])
+                tiles = [*local, *outer]
+                loop = {"affine": nc.affine_range, "sequential": nc.sequential_range, "static": nc.static_range,
+                        "plain": range}[inner](n_inner)
+                for j in loop:
+                    scope = nc.operator("step") if scoped else None
+                    if scope is not None:
+                        scope.__enter__()
+                    col = (i * n_inner + j) * 64
+                    for kind, a, b, c in body:
+                        ta, tb, tc = (tiles[k % len(tiles)] for k in (a, b, c))
+                        if kind == "load":
+                            nc.dma_copy(ta, x[:, col + a * 64:col + (a + 1) * 64], engine="Scalar" if b % 2 else "Sync")
+                        elif kind == "store":
+                            nc.dma_copy(y[:, col + b * 64:col + (b + 1) * 64], ta, engine="GpSimd")
+                        elif kind == "vec":
+                            nc.tensor_tensor(ta[:, 0:32], tb[:, 0:32], tc[:, 32:64], "add")
+                        elif kind == "act":
+                            nc.activation(ta, tb, "exp", bias=tc[:, 0:1])
+                        elif kind == "gp":
+                            nc.tensor_scalar(ta, tb, "multiply", 0.5, engine="GpSimd")
+                        elif kind == "sb2sb":
+                            nc.dma_copy(ta[:, 0:32], tb[:, 32:64])
+                        elif kind == "wide":
+                            nc.tensor_copy(wide[:, j * 64:(j + 1) * 64], ta, engine="Scalar" if c % 2 else "Vector")
+                        elif kind == "scratch":
+                            nc.dma_copy(scratch, ta)
+                            nc.dma_copy(tb, scratch, engine="GpSimd")
+                        else:
+                            ps = nc.psum_tile((64, 64), "fp32", name="ps")
+                            nc.matmul(ps, ta[:, 0:64], tb[:, 0:64])
+                            nc.tensor_copy(tc[0:64, :], ps, engine="Scalar" if c % 2 else "Vector")
+                    if scope is not None:
+                        scope.__exit__(None, None, None)
+                nc.dma_copy(y[:, i * 64:(i + 1) * 64], local[1])
+            for k in nc.affine_range(2):  # the first loop's last tiles, now real, used by a second loop
+                nc.tensor_tensor(wide[:, k * 32:(k + 1) * 32], local[1][:, 0:32], wide[:, k * 32:(k + 1) * 32], "add")
+
+    return kern
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(body=body_strategy, n_outer=st.integers(1, 9), n_inner=st.integers(1, 4), inner=st.sampled_from(INNER),
+       scoped=st.booleans(), repeat=st.integers(1, 2), arch=st.sampled_from(["trn1", "trn2"]))
+def test_random_affine_programs(tmp_path_factory, monkeypatch, body, n_outer, n_inner, inner, scoped, repeat,  # noqa: PLR0917
+                                arch):
+    monkeypatch.setattr(controller, "TARGET", 8)  # small segments: the fast path records and matches expansions
+    kern = _affine_kernel(body, n_outer, n_inner, inner, scoped, repeat)
+    tmp = tmp_path_factory.mktemp("affine")
+    concrete = _run(tmp, kern, {}, arch, False, False)
+    symbolic = _run(tmp, kern, {}, arch, True, True)
+    _assert_same(concrete, symbolic)
+    check_trace_dependencies(symbolic[1])
+
+
+# -- the contract's errors -------------------------------------------------------------------------------------------
+def _error(kern) -> str:
+    with pytest.raises(KernelError) as err:
+        run_kernel(kern, {})
+    return str(err.value)
+
+
+def _branch(nc):
+    x = nc.input("x", (128, 256))
+    for i in nc.affine_range(4):
+        t = nc.sbuf_tile((128, 64))
+        if i == 0:
+            nc.memset(t, 0.0)
+        nc.dma_copy(t, x[:, i * 64:(i + 1) * 64])
+
+
+def _list_index(nc):
+    tiles = [nc.sbuf_tile((128, 64)) for _ in range(4)]
+    for t in tiles:
+        nc.memset(t, 0.0)
+    for i in nc.affine_range(4):
+        u = nc.sbuf_tile((128, 64))
+        nc.tensor_copy(u, tiles[i])
+
+
+def _name(nc):
+    for i in nc.affine_range(4):
+        t = nc.sbuf_tile((128, 64), name=f"t{i}")
+        nc.memset(t, 0.0)
+
+
+def _product(nc):
+    x = nc.input("x", (128, 64 * 16))
+    for i in nc.affine_range(4):
+        for j in nc.affine_range(4):
+            t = nc.sbuf_tile((128, 64))
+            nc.dma_copy(t, x[:, i * j * 64:(i * j + 1) * 64])
+
+
+def _modulo(nc):
+    x = nc.input("x", (128, 64 * 4))
+    for i in nc.affine_range(4):
+        t = nc.sbuf_tile((128, 64))
+        nc.dma_copy(t, x[:, (i % 2) * 64:(i % 2 + 1) * 64])
+
+
+def _kept(nc):
+    kept = []
+    for _ in nc.affine_range(4):
+        t = nc.sbuf_tile((128, 64))
+        nc.memset(t, 0.0)
+        kept.append(t)
+
+
+def _carried(nc):
+    prev = nc.sbuf_tile((128, 64))
+    nc.memset(prev, 0.0)
+    for _ in nc.affine_range(4):
+        t = nc.sbuf_tile((128, 64))
+        nc.tensor_copy(t, prev)
+        prev = t
+
+
+def _early(nc):
+    for i in nc.affine_range(4):
+        t = nc.sbuf_tile((128, 64))
+        nc.memset(t, 0.0)
+        if nc.cm.partitions == 128:
+            break
+        _ = i
+
+
+def _tensor_inside(nc):
+    for _ in nc.affine_range(2):
+        nc.input("x", (128, 64))
+
+
+def _size(nc):
+    x = nc.input("x", (128, 64 * 4))
+    for i in nc.affine_range(4):
+        t = nc.sbuf_tile((128, 64))
+        nc.dma_copy(t, x[:, i * 64:i * 128 + 64])
+
+
+CONTRACT_ERRORS = [
+    (_branch, "comparing (==) a symbolic loop index (i); loop indices of nc.affine_range are symbolic"),
+    (_list_index, "using as a Python int (list index, range bound, ...) a symbolic loop index (i)"),
+    (_name, "formatting a symbolic loop index (i)"),
+    (_product, "the product of two loop indices is not affine"),
+    (_modulo, "i % 2 is not affine in the loop index"),
+    (_kept, "is still referenced two iterations later"),
+    (_carried, "uses a tile of the previous iteration"),
+    (_early, "leaving an nc.affine_range loop early (break or return) is not supported"),
+    (_tensor_inside, "declare HBM tensors (nc.input/output/scratch) before the nc.affine_range loop"),
+    (_size, "depends on the loop index"),
+]
+
+
+@pytest.mark.parametrize(("kern", "text"), CONTRACT_ERRORS, ids=[k.__name__.strip("_") for k, _ in CONTRACT_ERRORS])
+def test_breaking_the_contract_is_a_kernel_error_naming_the_line(kern, text):
+    message = _error(kern)
+    assert message.startswith(HERE), message
+    assert text in message, message
+    assert "\n" not in message
+
+
+def test_the_same_kernels_run_concretely_with_sequential_range():
+    def kern(nc):
+        x = nc.input("x", (128, 256))
+        prev = nc.sbuf_tile((128, 64))
+        nc.memset(prev, 0.0)
+        for i in nc.sequential_range(4):  # branches on i and carries a tile: allowed here
+            t = nc.sbuf_tile((128, 64), name=f"t{i}")
+            if i == 0:
+                nc.memset(t, 1.0)
+            else:
+                nc.dma_copy(t, x[:, i * 64:(i + 1) * 64])
+            nc.tensor_tensor(t, t, prev, "add")
+            prev = t
+
+    assert run_kernel(kern, {}).instructions == run_kernel(kern, {}, expand_symbolic=False).instructions == 10
+
+
+def test_loop_variables_keep_their_last_value_and_loops_their_length():
+    seen = {}
+
+    def kern(nc):
+        x = nc.input("x", (128, 64 * 12))
+        rows = nc.affine_range(3, 12, 3)
+        seen["len"] = len(rows)
+        for i in rows:
+            t = nc.sbuf_tile((128, 64))
+            nc.dma_copy(t, x[:, i * 64:(i + 1) * 64])
+            offset = i * 64 + 1
+        seen["i"], seen["offset"] = int(i), offset + 0
+        for _ in nc.affine_range(0):  # no iteration: nothing traced
+            raise AssertionError("an empty loop runs no body")
+
+    result = run_kernel(kern, {})
+    assert seen == {"len": 3, "i": 9, "offset": 577}
+    assert result.instructions == 4

@@ -154,6 +154,12 @@ class TraceLayout:
         return self._rows[options.expand_dma]
 
 
+def _expect_few(prev: dict[str, Any] | None, buffer: vp.Buffer | None, plan: vp.Buffer) -> bool:
+    """Whether the new window is likely hover-sized (its events listed): the previous one was, and the new one is at
+    the same resolution or a finer one (a pan or a zoom in), so it reads the events' attributes in its one query."""
+    return bool(prev and prev.get("few_events")) and buffer is not None and plan.resolution_ns <= buffer.resolution_ns
+
+
 def _track_ids(rows: list[TimelineRow]) -> list[int]:
     return [tid for r in rows for tid in r.track_ids]
 
@@ -272,13 +278,14 @@ def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, 
                                               counters=layout.counters) if lanes else None
     try:
         window = drawing_window(trace, plan.start_ns, plan.end_ns, plan.width_px, _track_ids(rows),
-                                colour_by=options.colour_by)
+                                colour_by=options.colour_by, expect_few=_expect_few(prev, buffer, plan))
         frame = rasterize(window, rows, palette, options.colour_by)
     finally:
         if pending is not None:
             pending.wait()   # no query of this call outlives it (the caller holds the trace's lock)
     lane_list = pending.result() if pending is not None else []
     new_state["buffer"] = plan.to_dict()
+    new_state["few_events"] = frame.hover_events is not None   # listed for hover: few enough
     legend: Any = _legend_items(frame)
     legend_key = zlib.crc32(repr(legend).encode())
     new_state["legend_key"] = legend_key

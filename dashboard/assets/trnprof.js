@@ -258,7 +258,8 @@
       graphWidth: function () {
         return {width: plotWidth()};
       },
-      // `tl-draw` -> the graph.  Returns the payload's sequence number (the `tl-drawn` store).
+      // `tl-draw` -> the graph.  Returns no_update: the `tl-drawn` output is only the callback's required sink
+      // (setting it would cost one more store update, and a re-render pass, per zoom).
       draw: function (payload, view) {
         var nu = window.dash_clientside.no_update;
         if (view) hoverView = view;
@@ -282,7 +283,7 @@
             applyUpdate(el, payload);
           }
         });
-        return payload.seq === undefined ? nu : payload.seq;
+        return nu;
       },
       // `tl-shapes` (and any other layout change) -> Plotly.relayout on the drawn graph.
       relayout: function (layout) {

@@ -5,7 +5,9 @@ attributes cost about as much again to read when a window holds tens of thousand
 colour-by-layer and for the hover text of exactly drawn events, which lists each event's source line — and events
 are listed for hover only when few are in view (:data:`profiler.figures.raster.HOVER_EVENT_LIMIT`).  So
 :func:`drawing_window` reads the window without attributes and, when it turns out to hold that few events, reads
-the attributes of just those events' tracks again (a cheap second query: few events).
+the attributes of just those events' tracks again (a second query: few events, but a query's fixed cost, about as
+much as the first at 10^7-10^8 events).  A caller that expects a hover-sized window (the dashboard, when the previous
+view at this resolution or a coarser one was) passes ``expect_few`` and gets both in one query.
 """
 
 from __future__ import annotations
@@ -19,14 +21,19 @@ from profiler.figures.raster import HOVER_EVENT_LIMIT
 
 
 def drawing_window(trace: Any, start_ns: int, end_ns: int, width_px: int, tracks: Sequence[int], *,
-                   colour_by: str) -> Any:
+                   colour_by: str, expect_few: bool = False) -> Any:
     """``trace.window(start_ns, end_ns, width_px, tracks)`` with the attributes the drawing shows.
+
+    Args:
+        expect_few: the caller expects a hover-sized window (e.g. the previous view, at this resolution or a coarser
+            one, was): read the attributes in the one query instead of a second one.  The result is the same
+            either way; a wrong guess only costs reading strings of events that are not listed.
 
     Returns:
         The ``Window``; its events carry ``layer``/``operator``/``source`` when coloured by layer or when few
-        enough for hover, null attributes otherwise.
+        enough for hover, null attributes otherwise (or, with ``expect_few``, whenever read).
     """
-    if colour_by == "layer":
+    if colour_by == "layer" or expect_few:
         return trace.window(start_ns, end_ns, width_px, tracks=list(tracks), attributes=True)
     window = trace.window(start_ns, end_ns, width_px, tracks=list(tracks), attributes=False)
     if not 0 < window.events.num_rows <= HOVER_EVENT_LIMIT:

@@ -92,6 +92,34 @@ def test_first_view_is_a_whole_figure_then_zooms_are_small_patches(trace):
                               width_px=WIDTH) is None
 
 
+def test_after_a_hover_sized_window_a_pan_or_zoom_in_reads_its_window_in_one_query(trace, monkeypatch):
+    first = tl.update_timeline(trace, "t0", state=None, trigger="size", width_px=WIDTH)
+    assert not first.state["few_events"]                       # the whole trace: too many events to list
+    calls = []
+    window = type(trace).window
+
+    def counting_window(self, *args, **kwargs):
+        calls.append(kwargs.get("attributes"))
+        return window(self, *args, **kwargs)
+
+    monkeypatch.setattr(type(trace), "window", counting_window)
+    near = tl.update_timeline(trace, "t0", state=first.state, trigger="relayout", width_px=WIDTH,
+                              relayout={"xaxis.range[0]": 0.0, "xaxis.range[1]": 2e-6})
+    assert near.state["few_events"] and near.view["events"] is not None
+    assert calls == [False, True]                              # no hint yet: names first, then the attributes
+    calls.clear()
+    span = 2e-6
+    panned = tl.update_timeline(trace, "t0", state=near.state, trigger="relayout", width_px=WIDTH,
+                                relayout={"xaxis.range[0]": 3 * span, "xaxis.range[1]": 4 * span})
+    assert panned.fetched and calls == [True]                  # the hint: one query with the attributes
+    events = panned.view["events"]
+    assert events is not None and any(events["source"])        # hover still lists source lines
+    calls.clear()
+    out = tl.update_timeline(trace, "t0", state=panned.state, trigger="relayout", width_px=WIDTH,
+                             relayout={"xaxis.range[0]": 0.0, "xaxis.range[1]": 1e-3})
+    assert out.fetched and calls[0] is False                   # zooming out: no guess
+
+
 def test_option_changes_rebuild_and_other_traces_state_is_ignored(trace):
     first = tl.update_timeline(trace, "t0", state=None, trigger="size", width_px=WIDTH)
     expanded = tl.update_timeline(trace, "t0", state=first.state, trigger="options", width_px=WIDTH,

@@ -32,5 +32,10 @@ def test_attributes_only_for_hover_sized_windows_or_colour_by_layer(trace):
     full = trace.window(t0, t0 + 20_000, 4096, tracks=_tracks(trace), attributes=True)
     assert 0 < few.events.num_rows <= HOVER_EVENT_LIMIT
     assert few.events.equals(full.events) and few.buckets.equals(full.buckets)   # as if read with attributes
+    hinted = drawing_window(trace, t0, t0 + 20_000, 4096, _tracks(trace), colour_by="opcode", expect_few=True)
+    assert hinted.events.equals(full.events) and hinted.buckets.equals(full.buckets)   # one query, same window
+    wrong_guess = drawing_window(trace, t0, t1, 4096, _tracks(trace), colour_by="opcode", expect_few=True)
+    assert wrong_guess.events.column(ts.NAME).equals(many.events.column(ts.NAME))     # still correct, with strings
+    assert wrong_guess.events.column(dbs.SOURCE).null_count < wrong_guess.events.num_rows
     layered = drawing_window(trace, t0, t1, 4096, _tracks(trace), colour_by="layer")
     assert layered.events.column(ts.LAYER).null_count < layered.events.num_rows

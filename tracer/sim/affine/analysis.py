@@ -192,11 +192,13 @@ def _check_survivors(al: _Align) -> None:
         if not any(n is node and p == 0 for n, p in info.anc):
             continue
         if info.freed is None and info.obj() is not None:
-            name, where = info.event[5] or "tile", info.event[6]
-            raise KernelError(f"{where}: tile {name} allocated in the nc.affine_range body at {node.where} is still "
+            name, where = info.event[5], info.event[6]
+            what = f"tile {name}" if name else "the tile"
+            raise KernelError(f"{where}: {what} allocated in the nc.affine_range body at {node.where} is still "
                               "referenced two iterations later (kept in a list or a variable the next iteration "
-                              f"does not replace); tiles of an affine loop live for one iteration -- {_HINT}, "
-                              "or allocate one larger tile before the loop")
+                              "does not replace); tiles of an affine loop live for one iteration; use "
+                              "nc.static_range(...) or range(...) for a loop that keeps its tiles, or allocate one "
+                              "larger tile before the loop")
 
 
 def _check_frees(al: _Align, body2: list[tuple[Any, ...]]) -> None:

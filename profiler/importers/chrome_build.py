@@ -178,7 +178,7 @@ class ChromeTraceBuilder:
         flow_batch, unbound = flow_edges(self.flows, self.registry, start, end, track, nest=nest)
         if unbound:
             self.problems["flow events not inside any slice of their thread (dropped)"] += unbound
-        labels = self.registry.labels(np.unique(track))
+        labels = self.registry.labels(nest.segments[:, 0])   # the tracks in use, one segment each
         yield from self._emit_spans(start, end, track, nest=nest, labels=labels, merged_args=merged_args)
         if self.counters:
             yield schema.COUNTER.name, self._counter_batch(labels)

@@ -313,13 +313,20 @@ def _bind(ftrack: np.ndarray, ts: np.ndarray, binds: np.ndarray, start: np.ndarr
         return slice_id
     inverse: np.ndarray | None = None
     seg_tracks = nest.segments[:, 0]
-    for t in np.unique(ftrack).tolist():
+    # The events grouped by track in one stable sort (a pass per track would cost tracks x events).
+    by_track = np.argsort(ftrack, kind="stable")
+    grouped = ftrack[by_track]
+    cuts = np.flatnonzero(grouped[1:] != grouped[:-1]) + 1
+    for lo_q, hi_q in zip([0, *cuts.tolist()], [*cuts.tolist(), len(grouped)], strict=True):
+        if lo_q == hi_q:
+            continue
+        t = int(grouped[lo_q])
         k = int(np.searchsorted(seg_tracks, t))
         if k >= len(seg_tracks) or seg_tracks[k] != t:
             continue
         a, b = int(nest.segments[k, 1]), int(nest.segments[k, 2])
         rows = nest.order[a:b]
-        q = np.flatnonzero(ftrack == t)
+        q = by_track[lo_q:hi_q]
         at = bind_flows(start, end, rows, parent=nest.parent, t=ts[q], enclosing=binds[q])
         if at is not None:
             slice_id[q] = at

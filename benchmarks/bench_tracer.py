@@ -7,9 +7,13 @@ CPU time when tracing, the trace-writing child's CPU time, DMA packets per instr
 row on disk.  ``--fast-path off`` measures the general path alone.  ``--first-write`` measures how soon a recording
 of millions of instructions has its first rows on disk.  Each line also carries the 1-minute load average: this
 machine has 2 vCPUs shared with other work, so wall-clock ratios are only meaningful on a quiet machine.
+``--symbolic off`` runs ``nc.affine_range`` bodies once per iteration (concrete indices) instead of tracing them once
+and expanding them; ``--compare-symbolic`` times untraced runs of both, alternating, and reports their instructions
+per CPU second and per wall second side by side.
 
     .venv/bin/python benchmarks/bench_tracer.py --pairs 5
     .venv/bin/python benchmarks/bench_tracer.py --pairs 3 --fast-path off
+    .venv/bin/python benchmarks/bench_tracer.py --compare-symbolic --pairs 5
     .venv/bin/python benchmarks/bench_tracer.py --first-write
 """
 
@@ -48,7 +52,7 @@ def _cpu() -> tuple[float, float]:
 
 
 def bench_case(kernel: str, params: dict, arch: str, pairs: int, tmp: Path, emit: str,  # noqa: PLR0917
-               fast_path: bool) -> dict:
+               fast_path: bool, symbolic: bool = True) -> dict:
     wall: dict[bool, list[float]] = {False: [], True: []}
     cpu: dict[bool, list[float]] = {False: [], True: []}
     child_cpu: list[float] = []
@@ -64,7 +68,7 @@ def bench_case(kernel: str, params: dict, arch: str, pairs: int, tmp: Path, emit
             c0 = _cpu()
             t0 = time.perf_counter()
             result = run_kernel(kernel, params, arch=arch, trace_path=path if trace else None, emit=emit,
-                                fast_path=fast_path)
+                                fast_path=fast_path, expand_symbolic=symbolic)
             wall[trace].append(time.perf_counter() - t0)
             c1 = _cpu()
             cpu[trace].append(c1[0] - c0[0])
@@ -79,7 +83,8 @@ def bench_case(kernel: str, params: dict, arch: str, pairs: int, tmp: Path, emit
     ratios = [t / p for t, p in zip(wall[True], wall[False], strict=True)]
     cpu_ratios = [t / p for t, p in zip(cpu[True], cpu[False], strict=True)]
     return {
-        "kernel": kernel, "arch": arch, "params": params, "emit": emit, "fast_path": fast_path, "instructions": n,
+        "kernel": kernel, "arch": arch, "params": params, "emit": emit, "fast_path": fast_path,
+        "symbolic": symbolic, "instructions": n,
         "fast_path_share": round(result.fast_path_instructions / n, 3),
         "packets_per_instruction": round(result.dma_packets / n, 1),
         "wall_s_no_trace_median": round(statistics.median(wall[False]), 3),
@@ -93,6 +98,30 @@ def bench_case(kernel: str, params: dict, arch: str, pairs: int, tmp: Path, emit
         "writer_child_cpu_s_median": round(statistics.median(child_cpu), 3) if child_cpu else None,
         "writer_packets_per_cpu_s": round(result.dma_packets / statistics.median(child_cpu)) if child_cpu else None,
         "instruction_bytes_per_row": round(size / rows, 2), "trace_mb": round(total_size / 1e6, 2),
+        "pairs": pairs, "load_average_1min": [round(min(loads), 2), round(max(loads), 2)],
+    }
+
+
+def compare_symbolic(kernel: str, params: dict, arch: str, pairs: int) -> dict:
+    """Untraced runs with affine loops expanded symbolically and run concretely, alternating: instructions/s."""
+    wall: dict[bool, list[float]] = {False: [], True: []}
+    cpu: dict[bool, list[float]] = {False: [], True: []}
+    loads: list[float] = []
+    n = 0
+    for i in range(pairs):
+        for symbolic in ((True, False) if i % 2 == 0 else (False, True)):
+            c0 = _cpu()[0]
+            t0 = time.perf_counter()
+            n = run_kernel(kernel, params, arch=arch, expand_symbolic=symbolic).instructions
+            wall[symbolic].append(time.perf_counter() - t0)
+            cpu[symbolic].append(_cpu()[0] - c0)
+            loads.append(os.getloadavg()[0])
+    med = {k: (statistics.median(wall[k]), statistics.median(cpu[k])) for k in (True, False)}
+    return {
+        "kernel": kernel, "arch": arch, "params": params, "instructions": n,
+        "symbolic_instr_per_cpu_s": round(n / med[True][1]), "symbolic_instr_per_wall_s": round(n / med[True][0]),
+        "concrete_instr_per_cpu_s": round(n / med[False][1]), "concrete_instr_per_wall_s": round(n / med[False][0]),
+        "cpu_time_ratio_symbolic_over_concrete": round(med[True][1] / med[False][1], 3),
         "pairs": pairs, "load_average_1min": [round(min(loads), 2), round(max(loads), 2)],
     }
 
@@ -128,6 +157,10 @@ def main() -> int:
                         help="where trace tables are built (default: a forked process)")
     parser.add_argument("--fast-path", choices=["on", "off"], default="on",
                         help="the loop fast path (default on; off = every instruction through the general path)")
+    parser.add_argument("--symbolic", choices=["on", "off"], default="on",
+                        help="trace nc.affine_range bodies once and expand them (off: concrete iterations)")
+    parser.add_argument("--compare-symbolic", action="store_true",
+                        help="untraced runs, symbolic and concrete affine loops side by side")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
@@ -139,8 +172,11 @@ def main() -> int:
         for kernel, params, arch in CASES:
             if args.kernels and kernel not in args.kernels:
                 continue
-            print(json.dumps(bench_case(kernel, params, arch, args.pairs, tmp, args.emit, args.fast_path == "on")),
-                  flush=True)
+            if args.compare_symbolic:
+                print(json.dumps(compare_symbolic(kernel, params, arch, args.pairs)), flush=True)
+                continue
+            print(json.dumps(bench_case(kernel, params, arch, args.pairs, tmp, args.emit, args.fast_path == "on",
+                                        args.symbolic == "on")), flush=True)
     return 0
 
 

@@ -283,3 +283,19 @@ def test_loop_variables_keep_their_last_value_and_loops_their_length():
     result = run_kernel(kern, {})
     assert seen == {"len": 3, "i": 9, "offset": 577}
     assert result.instructions == 4
+
+
+def test_identical_loops_on_other_lines_keep_their_own_lines(tmp_path):
+    def kern(nc):
+        x = nc.input("x", (128, 64 * 4))
+        for i in nc.affine_range(4):
+            t = nc.sbuf_tile((128, 64))
+            nc.dma_copy(t, x[:, i * 64:(i + 1) * 64])
+        for i in nc.affine_range(4):
+            t = nc.sbuf_tile((128, 64))
+            nc.dma_copy(t, x[:, i * 64:(i + 1) * 64])
+
+    concrete = _run(tmp_path, kern, {}, "trn2", False, False)
+    symbolic = _run(tmp_path, kern, {}, "trn2", True, True)
+    _assert_same(concrete, symbolic)
+    assert len(set(symbolic[1]["Instruction"].column("nki_source_location").to_pylist())) == 3  # 2 loops + barrier

@@ -36,8 +36,9 @@ if TYPE_CHECKING:
 
 #: (positional parameter count, keyword-only names) of each API method, from KernelContext's signatures.
 _SIGNATURES: dict[str, tuple[int, tuple[str, ...]]] = {}
-#: Compiled expansions by generated source and file (a loop nest met again with other tiles reuses its code).
-_CODE_CACHE: dict[tuple[str, str], Any] = {}
+#: Compiled expansions by generated source, file and lines (a loop nest met again, e.g. inside a sequential loop,
+#: with other tiles and tensors reuses its code).
+_CODE_CACHE: dict[tuple[Any, ...], Any] = {}
 _CODE_CACHE_MAX = 256
 
 
@@ -562,7 +563,7 @@ def _match_gap(g1: list[Any], g2: list[Any], smap: dict[int, int], moves: list[t
 
 def _compile(text: str, lines: list[tuple[str, int]], filename: str, first: int) -> Any:
     """Compile ``text`` (the generated function) with each statement at its kernel line in ``filename``."""
-    key = (text, filename)
+    key = (text, filename, first, tuple(ln for _, ln in lines))  # the same code at other lines is other code
     code = _CODE_CACHE.get(key)
     if code is not None:
         return code

@@ -98,7 +98,7 @@ def instrument(app: Any, timer: PhaseTimer) -> None:
         timer.phases.set(None)
         if phases is not None and request.path == "/_dash-update-component" and resp.status_code == 200:
             body = resp.get_data()
-            if b'"tl-draw"' in body and b"bdata" in body:
+            if b'"tl-draw"' in body and b'"source"' in body:   # a fetch: new strips (in a figure or an update)
                 phases["request"] = (time.perf_counter() - timer.t0.get()) * 1e3
                 phases["bytes"] = len(body)
                 with timer.lock:

@@ -265,6 +265,10 @@ def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, 
         "colour_by": options.colour_by, "expand_dma": options.expand_dma, "critical_path": options.critical_path,
         "buffer": buffer.to_dict() if buffer else None, "seq": int((prev or {}).get("seq", 0)) + 1,
     }
+    if prev is not None and not rebuild:
+        # What the drawn figure has (its lane traces, its legend, whether its window was hover-sized) carries over
+        # a step that fetches nothing, so the next fetch still updates every lane.
+        new_state.update({key: prev[key] for key in ("lanes", "legend_key", "few_events") if key in prev})
     axis_range = [ns_to_axis(view[0], origin), ns_to_axis(view[1], origin)]
     # The browser already shows the range it asked for; the server sets it only when it chose the view itself.
     moved = {} if trigger == "relayout" and asked == view and not set_range else {"xaxis.range": axis_range}

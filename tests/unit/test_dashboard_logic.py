@@ -51,6 +51,12 @@ def test_first_view_is_a_whole_figure_then_zooms_are_small_patches(trace):
     assert still.figure is None and not still.fetched and still.state["buffer"] == buf
     assert still.changes == {"data": {}, "layout": {"xaxis.range": [0.0, span / 1e9]}}
     assert still.draw_payload()["kind"] == "update" and still.graph_output() is not dash.no_update
+    assert still.state["lanes"] == first.state["lanes"] and still.state["legend_key"] == first.state["legend_key"]
+    # ... and the next fetch after it still updates every lane.
+    after = tl.update_timeline(trace, "t0", state=still.state, trigger="relayout", width_px=WIDTH,
+                               relayout={"xaxis.range[0]": 0.0, "xaxis.range[1]": span / 64 / 1e9})
+    assert after.fetched and sorted(after.changes["data"]) == list(range(1 + len(first.state["lanes"])))
+    assert after.legend is dash.no_update or after.state["legend_key"] != first.state["legend_key"]
 
     # Zooming in 64x: only the changed arrays, finer codes, one byte per pixel per row, a few tens of KB; the
     # browser already shows the range it asked for, so no range comes back.

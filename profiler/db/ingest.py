@@ -204,9 +204,9 @@ class _Builder:
             if spec is None:
                 buffer = ChunkOrderer(None, None, None, None)
             elif spec.kind == "counter":
-                buffer = ChunkOrderer(ts.TIMESTAMP, None, None, self.stats)
+                buffer = ChunkOrderer(ts.TIMESTAMP, None, None, self.stats, align_rows=ROW_GROUP_ROWS)
             else:
-                buffer = ChunkOrderer(ts.START_TS, ts.ID, ts.END_TS, self.stats)
+                buffer = ChunkOrderer(ts.START_TS, ts.ID, ts.END_TS, self.stats, align_rows=ROW_GROUP_ROWS)
             self.buffers[target] = buffer
             self.sources[target] = name
         return buffer

@@ -8,7 +8,11 @@ no staging copy, no re-read and no sort beyond one chunk.  Ordering is cheap in 
 batches already hold runs of one track in time order is reordered by zero-copy slices; only rows interleaved
 more finely (e.g. threads of an imported trace) are gathered with one vectorised ``take``.
 
-Memory is bounded by one chunk (:data:`CHUNK_ROWS` rows or :data:`CHUNK_BYTES`, whichever comes first).
+Each track's rows are stored in whole DuckDB row groups where possible (the rest of a track waits for the next
+chunk; see :meth:`ChunkOrderer.flush`), so that no row group's zone map spans two tracks' time ranges.
+
+Memory is bounded by one and a half chunks (:data:`CHUNK_ROWS` rows or :data:`CHUNK_BYTES`, whichever comes
+first, and at most half a chunk of rows held back).
 """
 
 from __future__ import annotations
@@ -69,11 +73,14 @@ class ChunkOrderer:
         end_column: the interval end column, or None (point rows).
         stats: updated with every ordered chunk.
         chunk_rows: rows per chunk (default :data:`CHUNK_ROWS`).
+        align_rows: DuckDB's row group size, to store each track's rows in whole row groups (see :meth:`flush`);
+            None stores every chunk whole.
     """
 
     def __init__(self, key_column: str | None, id_column: str | None, end_column: str | None,
-                 stats: TrackStats | None, *, chunk_rows: int | None = None) -> None:
+                 stats: TrackStats | None, *, chunk_rows: int | None = None, align_rows: int | None = None) -> None:
         self.chunk_rows = chunk_rows or CHUNK_ROWS
+        self.align_rows = align_rows
         self.key_column, self.id_column, self.end_column = key_column, id_column, end_column
         self.stats = stats
         self.batches: list[pa.RecordBatch] = []
@@ -88,11 +95,18 @@ class ChunkOrderer:
         self.rows += batch.num_rows
         self.bytes += batch.nbytes
         if self.rows >= self.chunk_rows or self.bytes >= CHUNK_BYTES:
-            return self.flush()
+            return self.flush(final=False)
         return []
 
-    def flush(self) -> list[pa.RecordBatch]:
-        """The buffered rows as ordered batches (empty when nothing is buffered)."""
+    def flush(self, *, final: bool = True) -> list[pa.RecordBatch]:
+        """The buffered rows as ordered batches (empty when nothing is buffered).
+
+        With ``align_rows`` and not ``final``, each track stores only a whole number of row groups of its rows
+        (its earliest); the rest waits for the next chunk, so no DuckDB row group holds the end of one track and
+        the start of another — such a row group's time range spans the whole chunk and every window over that
+        time would scan it.  The rows held back over all tracks stay under half a chunk (beyond that, the
+        chunk is stored whole).
+        """
         batches, self.batches, self.rows, self.bytes = self.batches, [], 0, 0
         if not batches or self.key_column is None or self.stats is None:
             return batches
@@ -101,38 +115,43 @@ class ChunkOrderer:
         n = len(tid)
         ids = _column(batches, self.id_column) if self.id_column else np.zeros(n, np.int64)
         end = np.maximum(_column(batches, self.end_column), key) if self.end_column else key
-        table = pa.Table.from_batches(batches)
         runs = _track_order(tid, key, ids)
         if runs is not None:
             # The common case: runs of one track in time order, reordered by whole runs.
             rs, rl = runs
-            ends = np.zeros(n, np.int64)      # per run, at its start: max end and max duration
-            durs = np.zeros(n, np.int64)
-            starts = np.sort(rs)
-            ends[starts] = np.maximum.reduceat(end, starts)
-            durs[starts] = np.maximum.reduceat(end - key, starts)
-            last = rs + rl - 1
-            self.stats.update_runs(RunSummary(tid[rs], key[rs], ids[rs], key[last], ids[last], ends[rs], durs[rs],
-                                              rl))
-            if np.all(rs[1:] > rs[:-1]):
-                return batches          # already in order
-            table = pa.concat_tables([table.slice(a, m) for a, m in zip(rs.tolist(), rl.tolist(), strict=True)])
+            offsets = np.repeat(rs - np.r_[0, np.cumsum(rl)[:-1]], rl)
+            order = np.arange(n, dtype=np.int64) + offsets
         else:
             order = np.lexsort((ids, key, tid))
+        t = tid[order]
+        first = np.flatnonzero(np.r_[True, t[1:] != t[:-1]])
+        sizes = np.diff(np.r_[first, n])
+        held = None
+        if not final and self.align_rows:
+            keep = sizes // self.align_rows * self.align_rows
+            if 0 < n - int(keep.sum()) <= self.chunk_rows // 2:
+                position = np.arange(n) - np.repeat(first, sizes)
+                stored = position < np.repeat(keep, sizes)
+                held, order = order[~stored], order[stored]
+                first, sizes = np.r_[0, np.cumsum(keep)[:-1]][keep > 0], keep[keep > 0]
+        if len(order):
+            last = first + sizes - 1
             t, k, i, e = tid[order], key[order], ids[order], end[order]
-            first = np.flatnonzero(np.r_[True, t[1:] != t[:-1]])
-            last = np.r_[first[1:] - 1, n - 1]
             self.stats.update_runs(RunSummary(t[first], k[first], i[first], k[last], i[last],
                                               np.maximum.reduceat(e, first), np.maximum.reduceat(e - k, first),
-                                              last - first + 1))
-            if any(pa.types.is_dictionary(f.type) for f in table.schema):
-                table = table.unify_dictionaries()
-            table = table.take(pa.array(order))
-        # Batches of whole row groups: DuckDB writes those straight to the file (smaller ones wait for the
-        # checkpoint, which then compresses them a second time).
+                                              sizes))
+        if held is None and np.all(order[1:] > order[:-1]):
+            return batches          # already in order
+        table = pa.Table.from_batches(batches)
         if any(pa.types.is_dictionary(f.type) for f in table.schema):
             table = table.unify_dictionaries()
-        return table.combine_chunks().to_batches(max_chunksize=OUT_BATCH_ROWS)
+        if held is not None:
+            rest = table.take(pa.array(held)).combine_chunks()
+            self.batches, self.rows, self.bytes = rest.to_batches(), rest.num_rows, rest.nbytes
+        out = table.take(pa.array(order))
+        # Batches of whole row groups: DuckDB writes those straight to the file (smaller ones wait for the
+        # checkpoint, which then compresses them a second time).
+        return out.combine_chunks().to_batches(max_chunksize=OUT_BATCH_ROWS)
 
 
 __all__ = ["CHUNK_BYTES", "CHUNK_ROWS", "ChunkOrderer"]

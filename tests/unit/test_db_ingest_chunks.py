@@ -112,3 +112,30 @@ def test_counters_keep_arrival_order_for_equal_timestamps():
     rows = pa.Table.from_batches(orderer.flush()).to_pylist()
     assert [(r[dbs.TRACK_ID], r[ts.TIMESTAMP], r[ts.VALUE]) for r in rows] == [
         (0, 3, 2.0), (0, 3, 4.0), (1, 2, 5.0), (1, 5, 1.0), (1, 5, 3.0)]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(0, 3), min_size=150, max_size=400), st.integers(2, 9), st.sampled_from([64, 100, 150]))
+def test_aligned_chunks_store_whole_row_groups_of_one_track_and_lose_nothing(tracks, align, chunk_rows):
+    """With align_rows, every chunk but the last stores a multiple of align_rows rows of each track (its earliest
+    rows), so row groups never straddle two tracks; all rows arrive once, each track in time order overall."""
+    n = len(tracks)
+    tid = np.array(tracks, np.int64)
+    start = np.arange(n, dtype=np.int64) // 3
+    batches = [pa.RecordBatch.from_pydict({
+        dbs.TRACK_ID: pa.array(tid[i:i + 25]), ts.ID: pa.array(np.arange(i, min(n, i + 25))),
+        ts.START_TS: pa.array(start[i:i + 25]), ts.END_TS: pa.array(start[i:i + 25] + 2)}) for i in range(0, n, 25)]
+    stats = TrackStats()
+    orderer = staging.ChunkOrderer(ts.START_TS, ts.ID, ts.END_TS, stats, chunk_rows=chunk_rows, align_rows=align)
+    parts = [orderer.add(b) for b in batches]
+    parts.append(orderer.flush())
+    for part in parts[:-1]:     # 4 tracks hold back at most 4 * (align - 1) <= chunk_rows // 2 rows
+        if part:
+            counts = np.bincount(pa.Table.from_batches(part).column(dbs.TRACK_ID).to_numpy(), minlength=4)
+            assert all(c % align == 0 for c in counts.tolist()), counts
+    stored = pa.Table.from_batches([b for part in parts for b in part])
+    assert sorted(stored.column(ts.ID).to_pylist()) == list(range(n))
+    for t in set(tracks):
+        mine = stored.column(ts.ID).to_numpy()[stored.column(dbs.TRACK_ID).to_numpy() == t].tolist()
+        assert mine == sorted(mine)
+        assert bool(stats.in_order[t]) and stats.count[t] == len(mine)

@@ -8,7 +8,8 @@ generated code carries the kernel's own line numbers and file (so ``caller_locat
 loop fast path's call sites are those of real code), and the loops are ``_Loop`` objects, so the fast path
 (:mod:`tracer.sim.fastpath`) segments, records and replays the expansion as it would the kernel's own loops.
 
-Tiles: each allocation stores its instance in ``E[slot]``; a release recorded while tracing is ``E[slot] = None``
+Tiles: each allocation stores its instance in ``E[slot]`` (a local variable ``e<slot>`` in the compiled code); a
+release recorded while tracing is ``E[slot] = None``
 (the last reference: the instance is freed by reference counting at exactly the point the kernel dropped it).
 Iteration ``k >= 2`` of an affine loop first moves the previous iteration's instances from the pass-2 slots to
 their pass-1 twins (the loop's ``pairs``), because pass 2's events name the previous iteration's tiles by their
@@ -34,15 +35,15 @@ from tracer.sim.memory import DeadTile, HbmView, SymTile, Tile, TileView
 if TYPE_CHECKING:
     from tracer.sim.context import KernelContext
 
-#: (positional parameter count, keyword-only names) of each API method, from KernelContext's signatures.
-_SIGNATURES: dict[str, tuple[int, tuple[str, ...]]] = {}
+#: (positional parameter count, keyword-only names, keyword-only defaults) of each API method (KernelContext's).
+_SIGNATURES: dict[str, tuple[int, tuple[str, ...], tuple[Any, ...]]] = {}
 #: Compiled expansions by generated source, file and lines (a loop nest met again, e.g. inside a sequential loop,
 #: with other tiles and tensors reuses its code).
 _CODE_CACHE: dict[tuple[Any, ...], Any] = {}
 _CODE_CACHE_MAX = 256
 
 
-def _signatures() -> dict[str, tuple[int, tuple[str, ...]]]:
+def _signatures() -> dict[str, tuple[int, tuple[str, ...], tuple[Any, ...]]]:
     if not _SIGNATURES:
         import inspect
 
@@ -51,7 +52,7 @@ def _signatures() -> dict[str, tuple[int, tuple[str, ...]]]:
         for name in (*OPS, *ALLOCS):
             params = list(inspect.signature(getattr(KernelContext, name)).parameters.values())[1:]
             npos = sum(p.kind is not inspect.Parameter.KEYWORD_ONLY for p in params)
-            _SIGNATURES[name] = (npos, tuple(p.name for p in params[npos:]))
+            _SIGNATURES[name] = (npos, tuple(p.name for p in params[npos:]), tuple(p.default for p in params[npos:]))
     return _SIGNATURES
 
 
@@ -166,6 +167,14 @@ class _Source:
         return ", ".join(out)
 
 
+def _is_default(desc: tuple[Any, ...], default: Any) -> bool:
+    """True when a recorded keyword argument is the parameter's default (left out of the generated call)."""
+    if desc[0] != "C":
+        return False
+    v = desc[1]
+    return type(v) is type(default) and type(v) in (str, int, float, bool, type(None)) and v == default
+
+
 def _views_used(ev: tuple[Any, ...], out: set[int]) -> None:
     k = ev[0]
     if k == OP:
@@ -193,19 +202,35 @@ def _body(src: _Source, body: list[tuple[Any, ...]], depth: int) -> None:
         for vid in used:
             if vid in last:
                 last[vid] = i
+    uses: dict[int, int] = {}
+    for ev in body:
+        used_here: set[int] = set()
+        _views_used(ev, used_here)
+        for vid in used_here:
+            uses[vid] = uses.get(vid, 0) + (sum(d[0] == "SV" and d[1] == vid for d in ev[3]) if ev[0] == OP else 2)
+    # a slice of an HBM tensor used once, by the next operation, on the same kernel line: written into the call
+    inline_ok = set()
+    for i, ev in enumerate(body[:-1]):
+        nxt = body[i + 1]
+        if ev[0] == VIEW and ev[2][0] == "H" and uses.get(ev[1]) == 1 and nxt[0] == OP and nxt[2] == ev[4] and \
+                any(d[0] == "SV" and d[1] == ev[1] for d in nxt[3]):
+            inline_ok.add(ev[1])
+    inline: dict[int, str] = {}
     drop_after: dict[int, list[int]] = {}
     for vid, i in last.items():
-        drop_after.setdefault(i, []).append(vid)
+        if vid not in inline_ok:
+            drop_after.setdefault(i, []).append(vid)
     sig = _signatures()
     emitted = False
     for i, ev in enumerate(body):
         k = ev[0]
         if k == OP:
             name, where, descs = ev[1], ev[2], ev[3]
-            npos, kw = sig[name]
-            args = [src.desc(d) for d in descs]
-            text = ", ".join(args[:npos] + [f"{n}={a}" for n, a in zip(kw, args[npos:], strict=True)])
-            src.line(depth, f"nc.{name}({text})", where)
+            npos, kw, defaults = sig[name]
+            args = [inline.pop(d[1]) if d[0] == "SV" and d[1] in inline else src.desc(d) for d in descs]
+            keywords = [f"{n}={a}" for n, a, d, default in zip(kw, args[npos:], descs[npos:], defaults, strict=True)
+                        if not _is_default(d, default)]
+            src.line(depth, f"nc.{name}({', '.join(args[:npos] + keywords)})", where)
         elif k == ALLOC:
             _, slot, mem, shape, d, tname, where = ev
             fn = "sbuf_tile" if mem == "SBUF" else "psum_tile"
@@ -219,6 +244,9 @@ def _body(src: _Source, body: list[tuple[Any, ...]], depth: int) -> None:
         elif k == VIEW:
             _, vid, base, parts, where = ev
             base_expr = src.tensor(base[1]) if base[0] == "H" else src.desc(base)
+            if vid in inline_ok:
+                inline[vid] = f"{base_expr}[{src.key(parts)}]"
+                continue
             src.line(depth, f"V{vid} = {base_expr}[{src.key(parts)}]", where)
         elif k == BCAST:
             _, vid, base_vid, partitions, where = ev
@@ -251,11 +279,15 @@ def _loop(src: _Source, node: LoopNode, depth: int) -> None:
             for t2, t1 in moves:
                 src.line(depth, f"E[{t2}] = E[{t1}]; E[{t1}] = None", None, True)
             src.line(depth, f"for {name} in LOOP({node.n}):", node.where, True)
-            if node.pairs:
-                src.line(depth + 1, f"if {name}:", node.where, True)
-                for s1, s2 in node.pairs:
-                    src.line(depth + 2, f"E[{s1}] = E[{s2}]; E[{s2}] = None", None, True)
+            head = len(src.lines)
             _body(src, node.bodies[1], depth + 1)
+            # only the previous iteration's tiles the body names need moving (the others are released already)
+            named = {int(x) for text, _ in src.lines[head:] for x in _SLOT.findall(text)}
+            rotate = [(s1, s2) for s1, s2 in node.pairs if s1 in named]
+            if rotate:
+                lines = [(f"{'    ' * (depth + 1)}if {name}:", 0)]
+                lines += [(f"{'    ' * (depth + 2)}E[{s1}] = E[{s2}]; E[{s2}] = None", 0) for s1, s2 in rotate]
+                src.lines[head:head] = lines
         else:
             src.line(depth + 1, f"if {name} == 0:", node.where, True)
             _body(src, node.bodies[0], depth + 2)
@@ -592,8 +624,13 @@ def generate(rec: Recorder, root: LoopNode) -> tuple[Any, _Source]:
     base = bases.most_common(1)[0][0] if bases else root.where.rpartition(":")[0]
     src = _Source(rec, base)
     _loop(src, root, 1)
-    body = [text for text, _ in src.lines]
-    text = "def _expand(nc, E, R, H, C, TV, HV, LOOP, SEQ, SEQEND, RELEASE, SIN, SOUT):\n" + "\n".join(body) + "\n"
+    # slots as local variables (cheaper than list items), all None at first, handed back at the end
+    named = sorted({int(x) for t, _ in src.lines for x in _SLOT.findall(t)})
+    src.lines[:0] = [(f"    {' = '.join(f'e{k}' for k in named[i:i + 32])} = None", 0)
+                     for i in range(0, len(named), 32)]
+    src.lines.append((f"    return {{{', '.join(f'{k}: e{k}' for k in named)}}}", 0))
+    body = [_SLOT.sub(r"e\1", text) for text, _ in src.lines]
+    text = "def _expand(nc, R, H, C, TV, HV, LOOP, SEQ, SEQEND, RELEASE, SIN, SOUT):\n" + "\n".join(body) + "\n"
     filename = rec.files.get(base, base)
     first = int(root.where.rpartition(":")[2]) if root.where.rpartition(":")[0] == base else 1
     code = _compile(text, src.lines, filename, first)
@@ -647,8 +684,11 @@ def expand(ctx: KernelContext, rec: Recorder, root: LoopNode) -> None:
     def scope_out() -> None:
         scopes.pop().__exit__(None, None, None)
 
-    fn(ctx, slots, src.tiles, src.tensors, src.consts, TileView, HbmView, loop, loop, seq_end, release, scope_in,
-       scope_out)
+    live = fn(ctx, src.tiles, src.tensors, src.consts, TileView, HbmView, loop, loop, seq_end, release, scope_in,
+              scope_out)
+    for k, inst in live.items():
+        slots[k] = inst
+    live.clear()
     _concretise(rec, slots)
 
 

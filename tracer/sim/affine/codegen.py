@@ -416,9 +416,12 @@ def _rolled(src: _Source, node: LoopNode, depth: int, seq: str) -> bool:
         src.lines.extend((("    " * depth) + t[4 * (depth + 1):], ln) for t, ln in texts[0])
         src.line(depth, f"for {j} in {seq}:", node.where, True)
         rotate = f"if {j} >= 2:"
-    if b0:
+    # only tiles the next iteration names (E[Pi]) move; the others are released within their own iteration
+    named_prev = {int(x) for t in normal1 for x in re.findall(r"E\[P(\d+)\]", t)}
+    pairs = [(t0, t1) for i, (t0, t1) in enumerate(zip(b0, b1, strict=True)) if i in named_prev]
+    if pairs:
         src.line(depth + 1, rotate, node.where, True)
-        for t0, t1 in zip(b0, b1, strict=True):
+        for t0, t1 in pairs:
             src.line(depth + 2, f"E[{t0}] = E[{t1}]; E[{t1}] = None", None, True)
     it = iter(deltas)
     views1 = allocs[1][1]
@@ -435,7 +438,7 @@ def _rolled(src: _Source, node: LoopNode, depth: int, seq: str) -> bool:
         out = [pieces[0]]
         for x, rest in zip(found, pieces[1:], strict=True):
             d = next(it)
-            out.append(x if d == 0 else f"({x} + {d}*({j} - 1))")
+            out.append(x if d == 0 else f"({int(x) - d} + {d}*{j})")
             out.append(rest)
         line = "".join(out)
         line = re.sub(r"E\[A(\d+)\]", lambda m: f"E[{b1[int(m.group(1))]}]", line)

@@ -299,3 +299,29 @@ def test_identical_loops_on_other_lines_keep_their_own_lines(tmp_path):
     symbolic = _run(tmp_path, kern, {}, "trn2", True, True)
     _assert_same(concrete, symbolic)
     assert len(set(symbolic[1]["Instruction"].column("nki_source_location").to_pylist())) == 3  # 2 loops + barrier
+
+
+def test_an_error_in_an_expanded_body_is_the_concrete_error_with_the_same_partial_trace(tmp_path):
+    def kern(nc):
+        x = nc.input("x", (128, 64 * 4))
+        t0 = nc.sbuf_tile((128, 64))
+        nc.dma_copy(t0, x[:, 0:64])
+        for i in nc.affine_range(4):
+            t = nc.sbuf_tile((128, 64))
+            nc.dma_copy(t, x[:, i * 64:(i + 1) * 64])
+            u = nc.sbuf_tile((128, 32))
+            nc.tensor_copy(u, t)  # shape mismatch: raised by the first iteration's call
+
+    messages, tables = [], []
+    for symbolic in (False, True):
+        path = tmp_path / f"{symbolic}.trace"
+        with pytest.raises(KernelError) as err:
+            run_kernel(kern, {}, trace_path=path, emit="inline", expand_symbolic=symbolic)
+        messages.append(str(err.value))
+        reader = TraceReader(path)
+        tables.append({n: reader.read_table(n) for n in reader.table_names() if n != "Metadata"})
+    assert messages[0] == messages[1] and "shape mismatch" in messages[0] and messages[0].startswith(HERE)
+    assert tables[0].keys() == tables[1].keys()
+    for name, table in tables[0].items():
+        assert tables[1][name].equals(table), name
+    assert tables[1]["Instruction"].num_rows == 2  # the load before the loop and the first iteration's load

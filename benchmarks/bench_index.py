@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -100,7 +101,7 @@ def bench(db: Path, windows: int, width: int, repeat: int, seed: int, *,
         "warm_cpu_p50_ms": percentile(warm_cpu, 50), "warm_cpu_p95_ms": percentile(warm_cpu, 95),
         "naive_p50_ms": percentile(naive, 50), "naive_p95_ms": percentile(naive, 95),
         "naive_timeouts": timeouts, "mean_events_per_window": shown["events"] / windows,
-        "mean_buckets_per_window": shown["buckets"] / windows,
+        "mean_buckets_per_window": shown["buckets"] / windows, "load_average": os.getloadavg(),
     }
 
 
@@ -122,13 +123,14 @@ def main() -> None:
     results = [bench(db, args.windows, args.width, args.repeat, args.seed, naive_timeout=args.naive_timeout)
                for db in dbs]
     print("| events | cold p50 / p95 (ms) | warm p50 / p95 (ms) | warm CPU p50 / p95 (ms) | "
-          "naive GROUP BY p50 / p95 (ms) | naive / index p95 |")
-    print("|---|---|---|---|---|---|")
+          "naive GROUP BY p50 / p95 (ms) | naive / index p95 | load avg (1 min) |")
+    print("|---|---|---|---|---|---|---|")
     for r in results:
         print(f"| {r['events']:,} | {r['cold_p50_ms']:.1f} / {r['cold_p95_ms']:.1f} | "
               f"{r['warm_p50_ms']:.1f} / {r['warm_p95_ms']:.1f} | "
               f"{r['warm_cpu_p50_ms']:.1f} / {r['warm_cpu_p95_ms']:.1f} | "
-              f"{r['naive_p50_ms']:.1f} / {r['naive_p95_ms']:.1f} | {r['naive_p95_ms'] / r['warm_p95_ms']:.1f}x |")
+              f"{r['naive_p50_ms']:.1f} / {r['naive_p95_ms']:.1f} | {r['naive_p95_ms'] / r['warm_p95_ms']:.1f}x | "
+              f"{r['load_average'][0]:.1f} |")
     if len(results) > 1:
         base = results[0]
         for r in results[1:]:

@@ -20,6 +20,9 @@ from profiler.importers.nesting import Nesting, enclosing, next_starting
 from tracer import schema
 
 GLOBAL_TRACK = 0
+#: Order of flow phases at equal times: ``s`` (0) before ``t`` (1) before ``f`` (2).
+_FLOW_RANK = np.full(256, 2, np.int8)
+_FLOW_RANK[ord("s")], _FLOW_RANK[ord("t")] = 0, 1
 _MISSING = "\x01"
 _LAST = 2**62
 
@@ -375,14 +378,14 @@ def flow_edges(flows: list[tuple[np.ndarray, ...]], registry: Registry, start: n
         ftrack = registry.track_remap()[ftrack]
     slice_id = _bind(ftrack, ts, binds, start, end, nest=nest)
     unbound = int((slice_id < 0).sum())
-    seq = np.arange(len(ts))
-    # At equal times a flow starts before it steps before it ends, whatever the order in the file.
-    rank = np.where(phase == ord("s"), 0, np.where(phase == ord("t"), 1, 2))
-    o = np.lexsort((seq, rank, ts, key_b, key_a))
-    a, b = o[:-1], o[1:]
-    link = (key_a[a] == key_a[b]) & (key_b[a] == key_b[b]) & (phase[a] != ord("f")) & (phase[b] != ord("s"))
-    link &= (slice_id[a] >= 0) & (slice_id[b] >= 0) & (slice_id[a] != slice_id[b])
-    out_id, in_id = slice_id[a[link]], slice_id[b[link]]
+    # At equal times a flow starts before it steps before it ends, whatever the order in the file (lexsort is
+    # stable: ties keep the file order).
+    o = np.lexsort((_FLOW_RANK[phase], ts, key_b, key_a))
+    # Each column gathered once in that order; neighbours are then compared as shifted views.
+    ka, kb, ph, sid = key_a[o], key_b[o], phase[o], slice_id[o]
+    link = (ka[:-1] == ka[1:]) & (kb[:-1] == kb[1:]) & (ph[:-1] != ord("f")) & (ph[1:] != ord("s"))
+    link &= (sid[:-1] >= 0) & (sid[1:] >= 0) & (sid[:-1] != sid[1:])
+    out_id, in_id = sid[:-1][link], sid[1:][link]
     n = len(out_id)
     span = schema.SPAN.name
     batch = table_batch(schema.FLOW, {

@@ -69,12 +69,13 @@ body_strategy = st.lists(st.tuples(st.sampled_from(OPS), st.integers(0, 3), st.i
 INNER = ["affine", "sequential", "static", "plain"]
 
 
-def _affine_kernel(body, n_outer, n_inner, inner, scoped, repeat):  # noqa: PLR0917
+def _affine_kernel(body, n_outer, n_inner, inner, scoped, repeat, deep=False):  # noqa: PLR0917
     """A kernel following the affine contract: an outer nc.affine_range loop with per-iteration tiles, an inner
-    loop of kind ``inner`` running ``body`` (HBM slices and a slice of a wide tile selected by the indices), all of
-    it ``repeat`` times from a top-level sequential loop, then a second affine loop using the first's tiles."""
+    loop of kind ``inner`` running ``body`` (HBM slices and a slice of a wide tile selected by the indices; with
+    ``deep``, inside a third, affine, loop with a tile of its own), all of it ``repeat`` times from a top-level
+    sequential loop, then a second affine loop using the first's tiles."""
     def kern(nc):
-        n = n_outer * n_inner
+        n = n_outer * n_inner * 2
         x = nc.input("x", (128, 64 * (n + 4)), "bf16")
         y = nc.output("y", (128, 64 * (n + 4)), "bf16")
         scratch = nc.scratch("scratch", (128, 64), "bf16")
@@ -95,30 +96,13 @@ def _affine_kernel(body, n_outer, n_inner, inner, scoped, repeat):  # noqa: PLR0
                     scope = nc.operator("step") if scoped else None
                     if scope is not None:
                         scope.__enter__()
-                    col = (i * n_inner + j) * 64
-                    for kind, a, b, c in body:
-                        ta, tb, tc = (tiles[k % len(tiles)] for k in (a, b, c))
-                        if kind == "load":
-                            nc.dma_copy(ta, x[:, col + a * 64:col + (a + 1) * 64], engine="Scalar" if b % 2 else "Sync")
-                        elif kind == "store":
-                            nc.dma_copy(y[:, col + b * 64:col + (b + 1) * 64], ta, engine="GpSimd")
-                        elif kind == "vec":
-                            nc.tensor_tensor(ta[:, 0:32], tb[:, 0:32], tc[:, 32:64], "add")
-                        elif kind == "act":
-                            nc.activation(ta, tb, "exp", bias=tc[:, 0:1])
-                        elif kind == "gp":
-                            nc.tensor_scalar(ta, tb, "multiply", 0.5, engine="GpSimd")
-                        elif kind == "sb2sb":
-                            nc.dma_copy(ta[:, 0:32], tb[:, 32:64])
-                        elif kind == "wide":
-                            nc.tensor_copy(wide[:, j * 64:(j + 1) * 64], ta, engine="Scalar" if c % 2 else "Vector")
-                        elif kind == "scratch":
-                            nc.dma_copy(scratch, ta)
-                            nc.dma_copy(tb, scratch, engine="GpSimd")
-                        else:
-                            ps = nc.psum_tile((64, 64), "fp32", name="ps")
-                            nc.matmul(ps, ta[:, 0:64], tb[:, 0:64])
-                            nc.tensor_copy(tc[0:64, :], ps, engine="Scalar" if c % 2 else "Vector")
+                    for q in (nc.affine_range(2) if deep else range(1)):
+                        col = ((i * n_inner + j) * 2 + q) * 64
+                        if deep:
+                            own = nc.sbuf_tile((128, 64), "bf16", name="deep")
+                            nc.dma_copy(own, x[:, col:col + 64])
+                            tiles = [own, *local, *outer]
+                        _ops(nc, body, tiles, x, y, scratch, wide, col, j)
                     if scope is not None:
                         scope.__exit__(None, None, None)
                 nc.dma_copy(y[:, i * 64:(i + 1) * 64], local[1])
@@ -128,13 +112,40 @@ def _affine_kernel(body, n_outer, n_inner, inner, scoped, repeat):  # noqa: PLR0
     return kern
 
 
+def _ops(nc, body, tiles, x, y, scratch, wide, col, j):  # noqa: PLR0917
+    """The operations of a generated body (``col``: the HBM column its slices start at; ``j``: the inner index)."""
+    for kind, a, b, c in body:
+        ta, tb, tc = (tiles[k % len(tiles)] for k in (a, b, c))
+        if kind == "load":
+            nc.dma_copy(ta, x[:, col + a * 64:col + (a + 1) * 64], engine="Scalar" if b % 2 else "Sync")
+        elif kind == "store":
+            nc.dma_copy(y[:, col + b * 64:col + (b + 1) * 64], ta, engine="GpSimd")
+        elif kind == "vec":
+            nc.tensor_tensor(ta[:, 0:32], tb[:, 0:32], tc[:, 32:64], "add")
+        elif kind == "act":
+            nc.activation(ta, tb, "exp", bias=tc[:, 0:1])
+        elif kind == "gp":
+            nc.tensor_scalar(ta, tb, "multiply", 0.5, engine="GpSimd")
+        elif kind == "sb2sb":
+            nc.dma_copy(ta[:, 0:32], tb[:, 32:64])
+        elif kind == "wide":
+            nc.tensor_copy(wide[:, j * 64:(j + 1) * 64], ta, engine="Scalar" if c % 2 else "Vector")
+        elif kind == "scratch":
+            nc.dma_copy(scratch, ta)
+            nc.dma_copy(tb, scratch, engine="GpSimd")
+        else:
+            ps = nc.psum_tile((64, 64), "fp32", name="ps")
+            nc.matmul(ps, ta[:, 0:64], tb[:, 0:64])
+            nc.tensor_copy(tc[0:64, :], ps, engine="Scalar" if c % 2 else "Vector")
+
+
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(body=body_strategy, n_outer=st.integers(1, 9), n_inner=st.integers(1, 4), inner=st.sampled_from(INNER),
-       scoped=st.booleans(), repeat=st.integers(1, 2), arch=st.sampled_from(["trn1", "trn2"]))
+       scoped=st.booleans(), repeat=st.integers(1, 2), deep=st.booleans(), arch=st.sampled_from(["trn1", "trn2"]))
 def test_random_affine_programs(tmp_path_factory, monkeypatch, body, n_outer, n_inner, inner, scoped, repeat,  # noqa: PLR0917
-                                arch):
+                                deep, arch):
     monkeypatch.setattr(controller, "TARGET", 8)  # small segments: the fast path records and matches expansions
-    kern = _affine_kernel(body, n_outer, n_inner, inner, scoped, repeat)
+    kern = _affine_kernel(body, n_outer, n_inner, inner, scoped, repeat, deep)
     tmp = tmp_path_factory.mktemp("affine")
     concrete = _run(tmp, kern, {}, arch, False, False)
     symbolic = _run(tmp, kern, {}, arch, True, True)

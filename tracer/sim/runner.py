@@ -242,6 +242,8 @@ def _call_kernel(spec: Any, ctx: KernelContext, params: Mapping[str, Any]) -> No
             tb = tb.tb_next
         if frames and Path(frames[-1]).resolve().is_relative_to(_TRACER_DIR):
             raise  # a bug in the simulator itself: let it surface as an internal error
+        if last.tb_frame.f_code.co_name == "_expand" and "__name__" not in last.tb_frame.f_globals:
+            raise  # the generated expansion of an affine loop (tracer/sim/affine/codegen.py): a simulator bug
         where = f"{Path(last.tb_frame.f_code.co_filename).name}:{last.tb_lineno}"
         raise KernelError(f"{where}: kernel {spec.name} raised {type(exc).__name__}: {exc}") from exc
 

@@ -16,8 +16,10 @@ runs in its own process, timed from outside, with its peak RSS taken from ``wait
 
 Times: ``wall`` and ``cpu`` are the child process from outside (interpreter start-up and imports included, as for
 HTA); ``read`` (and ``read_cpu``) is the import alone, timed inside the child from the first byte to the last
-batch, after the imports (``imports``) and the kernel's load or compilation (``kernel``).  The 1-minute load average
-when each run started is recorded (the machine may be shared).
+batch, after the imports (``imports``) and the kernel's load or compilation (``kernel``); ``main_cpu``,
+``scan_thread_cpu`` and ``end_pass_cpu`` split the import's CPU time between the main thread (decoding, filing,
+then the end-of-input pass, which is also given alone) and the background thread that reads and parses.  The
+1-minute load average when each run started is recorded (the machine may be shared).
 
 HTA is not a dependency of trnprof: install it in a separate virtualenv and pass its interpreter::
 
@@ -119,18 +121,34 @@ import json, sys, time, warnings
 t0 = time.perf_counter()
 warnings.simplefilter("ignore")
 from pathlib import Path
-from profiler.importers import json_kernel
-from profiler.importers.chrome_json import ChromeJsonSource
+from profiler.importers import chrome_build, chrome_json, json_kernel
 from profiler.importers.json_stream import kernel_pays_off
 t1 = time.perf_counter()
 kernel = kernel_pays_off(Path(sys.argv[1])) and json_kernel.available()   # numba import + load or compile
 t2 = time.perf_counter()
-c2 = time.process_time()
+c2, m2 = time.process_time(), time.thread_time()
+# Per-thread CPU: the background thread that reads and parses (the kernel), and the main thread's end-of-input pass.
+cpu = {}
+_prefetched, _finish = chrome_json.prefetched, chrome_build.ChromeTraceBuilder.finish
+def prefetched(items, transform, depth=2):
+    def timed():
+        s = time.thread_time()
+        try:
+            yield from items
+        finally:
+            cpu["scan_thread_cpu_s"] = time.thread_time() - s
+    return _prefetched(timed(), transform, depth)
+def finish(self, complete=True):
+    s = time.thread_time()
+    yield from _finish(self, complete)
+    cpu["end_pass_cpu_s"] = time.thread_time() - s
+chrome_json.prefetched, chrome_build.ChromeTraceBuilder.finish = prefetched, finish
 rows = 0
-for name, batch in ChromeJsonSource(sys.argv[1]).read():
+for name, batch in chrome_json.ChromeJsonSource(sys.argv[1]).read():
     rows += batch.num_rows
 print(json.dumps({"imports_s": t1 - t0, "kernel_s": t2 - t1, "read_s": time.perf_counter() - t2,
-                  "read_cpu_s": time.process_time() - c2, "kernel": kernel, "rows": rows}))
+                  "read_cpu_s": time.process_time() - c2, "main_cpu_s": time.thread_time() - m2, **cpu,
+                  "kernel": kernel, "rows": rows}))
 """
 _TRNPROF_INGEST = """
 import json, sys, time, warnings
@@ -214,7 +232,8 @@ def measure(path: Path, events: int, loaders: list[str], *, repeat: int, hta_pyt
     for kind, rs in runs.items():
         if not rs:
             continue
-        med = {k: _median(rs, k) for k in ("wall_s", "cpu_s", "read_s", "read_cpu_s", "imports_s", "kernel_s")}
+        med = {k: _median(rs, k) for k in ("wall_s", "cpu_s", "read_s", "read_cpu_s", "imports_s", "kernel_s",
+                                           "main_cpu_s", "scan_thread_cpu_s", "end_pass_cpu_s")}
         row = {k: round(v, 3) for k, v in med.items() if v is not None}
         row["best_wall_s"] = round(min(r["wall_s"] for r in rs), 3)
         if med["read_s"] is not None:

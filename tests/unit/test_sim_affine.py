@@ -346,3 +346,27 @@ def test_an_error_in_an_expanded_body_is_the_concrete_error_with_the_same_partia
     for name, table in tables[0].items():
         assert tables[1][name].equals(table), name
     assert tables[1]["Instruction"].num_rows == 2  # the load before the loop and the first iteration's load
+
+
+def test_a_body_calling_helpers_of_another_file_keeps_their_lines(tmp_path, monkeypatch):
+    (tmp_path / "affine_helper_mod.py").write_text(
+        "def load(nc, x, i):\n"
+        "    t = nc.sbuf_tile((128, 64), name='h')\n"
+        "    nc.dma_copy(t, x[:, i * 64:(i + 1) * 64])\n"
+        "    return t\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from affine_helper_mod import load  # written by this test
+
+    def kern(nc):
+        x = nc.input("x", (128, 64 * 6))
+        y = nc.output("y", (128, 64 * 6))
+        for i in nc.affine_range(6):
+            t = load(nc, x, i)
+            u = nc.sbuf_tile((128, 64), name="u")
+            nc.tensor_copy(u, t)
+            nc.dma_copy(y[:, i * 64:(i + 1) * 64], u)
+
+    concrete = _run(tmp_path, kern, {}, "trn2", False, False)
+    symbolic = _run(tmp_path, kern, {}, "trn2", True, True)
+    _assert_same(concrete, symbolic)
+    assert "affine_helper_mod.py:3" in symbolic[1]["Instruction"].column("nki_source_location").to_pylist()

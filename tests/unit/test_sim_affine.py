@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 
-import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.unit.test_sim_dependencies import check_trace_dependencies
+from tests.unit.test_sim_fastpath import plain_table as _plain
 from tracer import TraceReader
 from tracer.errors import KernelError
 from tracer.sim import run_kernel
@@ -30,15 +30,6 @@ def _run(tmp_path, kernel, params, arch, symbolic, fast):  # noqa: PLR0917
                         expand_symbolic=symbolic)
     reader = TraceReader(path)
     return result, {name: _plain(reader.read_table(name)) for name in reader.table_names() if name != "Metadata"}
-
-
-def _plain(table: pa.Table) -> pa.Table:
-    """``table`` with dictionary columns decoded and one chunk per column: its logical content.
-
-    The writer flushes at least once a second, so how rows split into record batches (and so the dictionary of
-    each batch) depends on wall time; the comparison must not."""
-    cols = [c.cast(c.type.value_type) if pa.types.is_dictionary(c.type) else c for c in table.columns]
-    return pa.table(cols, names=table.column_names).combine_chunks()
 
 
 def _assert_same(concrete, symbolic):

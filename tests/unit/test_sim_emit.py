@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.unit.test_sim_fastpath import plain_table
 from tracer import TraceReader
 from tracer.errors import ConfigError, TraceExistsError
 from tracer.sim import run_kernel
@@ -13,7 +14,7 @@ PARAMS = {"seq": 256, "head_dim": 64}
 
 def _tables(path):
     reader = TraceReader(path)
-    return {name: reader.read_table(name) for name in reader.table_names() if name != "Metadata"}
+    return {name: plain_table(reader.read_table(name)) for name in reader.table_names() if name != "Metadata"}
 
 
 def test_emit_modes_write_identical_tables(tmp_path):

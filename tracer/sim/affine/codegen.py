@@ -157,6 +157,39 @@ class _Source:
             return f"HV({self.tensor(d[1])}, {d[2]}, {d[3]}, {d[4]}, {d[5]}, {d[6]})"
         return self.const(d[1])
 
+    def span(self, x: Any) -> tuple[int, int]:
+        """(min, max) of a bound over every iteration of the loops in scope (ended loops at their last value)."""
+        if not isinstance(x, Affine):
+            return int(x), int(x)
+        lo = hi = x.const
+        for v, c in x.terms.items():
+            if v in self.names:
+                top = c * (v.n - 1)
+                lo += min(0, top)
+                hi += max(0, top)
+            else:
+                lo += c * (v.value or 0)
+                hi += c * (v.value or 0)
+        return lo, hi
+
+    def hbm_view(self, tensor: Any, parts: tuple[tuple[Any, ...], ...]) -> str | None:
+        """``HV(tensor, r0, r1, c0, c1, 0)`` for a slice of an HBM tensor that is in range in every iteration (what
+        ``tensor[key]`` makes, without parsing the key), else None (the slicing itself reports the error)."""
+        out = []
+        for p, size in zip(parts, tensor.shape, strict=True):
+            if p[0] == "s":
+                start = 0 if p[1] is None else p[1]
+                stop = size if p[2] is None else p[2]
+            else:
+                start, stop = p[1], p[1] + 1
+            lo, _ = self.span(start)
+            _, hi = self.span(stop)
+            n = stop - start
+            if isinstance(n, Affine) or n <= 0 or lo < 0 or hi > size:
+                return None
+            out += [self.expr(start), self.expr(stop)]
+        return f"HV({self.tensor(tensor)}, {', '.join(out)}, 0)"
+
     def key(self, parts: tuple[tuple[Any, ...], ...]) -> str:
         out = []
         for p in parts:
@@ -244,10 +277,12 @@ def _body(src: _Source, body: list[tuple[Any, ...]], depth: int) -> None:
         elif k == VIEW:
             _, vid, base, parts, where = ev
             base_expr = src.tensor(base[1]) if base[0] == "H" else src.desc(base)
+            view = (src.hbm_view(base[1], parts) if base[0] == "H" and len(parts) == 2 else None) or \
+                f"{base_expr}[{src.key(parts)}]"
             if vid in inline_ok:
-                inline[vid] = f"{base_expr}[{src.key(parts)}]"
+                inline[vid] = view
                 continue
-            src.line(depth, f"V{vid} = {base_expr}[{src.key(parts)}]", where)
+            src.line(depth, f"V{vid} = {view}", where)
         elif k == BCAST:
             _, vid, base_vid, partitions, where = ev
             src.line(depth, f"V{vid} = V{base_vid}.broadcast({partitions})", where)

@@ -184,12 +184,29 @@ def view_data(frame: StripFrame, rows: list[TimelineRow], origin_ns: int) -> dic
     }
 
 
+#: Hover event columns of strings, sent as indices into one string table (``"strings"``): a window's events repeat
+#: a few opcodes, source lines and table names, so this halves the hover list's bytes.
+HOVER_STRING_COLUMNS = ("name", "source", "table")
+
+
 def _relative_events(events: dict[str, list[Any]] | None, origin_ns: int) -> dict[str, list[Any]] | None:
-    """Hover events with times relative to the axis origin (what the browser's x values are)."""
+    """Hover events with times relative to the axis origin (what the browser's x values are) and the
+    :data:`HOVER_STRING_COLUMNS` as indices into ``"strings"``."""
     if events is None:
         return None
-    return {**events, "start": [s - origin_ns for s in events["start"]],
-            "end": [e - origin_ns for e in events["end"]]}
+    table: dict[Any, int] = {}
+    out = {**events, "start": [s - origin_ns for s in events["start"]],
+           "end": [e - origin_ns for e in events["end"]]}
+    for column in HOVER_STRING_COLUMNS:
+        if column in events:
+            out[column] = [table.setdefault(value, len(table)) for value in events[column]]
+    out["strings"] = list(table)
+    return out
+
+
+def hover_strings(events: dict[str, list[Any]], column: str) -> list[Any]:
+    """The values of a string column of the hover events :func:`view_data` sends (decoded from the string table)."""
+    return [events["strings"][i] for i in events[column]]
 
 
 def status_text(frame: StripFrame, view: tuple[int, int]) -> str:

@@ -147,10 +147,12 @@
         if (s - slack <= tNs && tNs < e + slack && e - s < bestLen) { best = i; bestLen = e - s; }
       }
       if (best >= 0) {
-        var lines = [ev.name[best] || "?", label,
+        var strings = ev.strings || [];   // name, source and table are indices into the string table
+        var source = strings[ev.source[best]];
+        var lines = [strings[ev.name[best]] || "?", label,
           "start +" + fmtDuration(ev.start[best]) + "  duration " + fmtDuration(ev.end[best] - ev.start[best])];
-        if (ev.source[best]) lines.push("source " + ev.source[best]);
-        lines.push(ev.table[best] + " " + ev.id[best] + " · click for details");
+        if (source) lines.push("source " + source);
+        lines.push(strings[ev.table[best]] + " " + ev.id[best] + " · click for details");
         return lines.join("\n");
       }
     }

@@ -83,6 +83,11 @@ def test_clicking_an_instruction_shows_its_details(timeline):
     timeline.execute_script(f"Plotly.relayout({GRAPH}, {{'xaxis.range[0]': 14.9e-6, 'xaxis.range[1]': 15.4e-6}});")
     wait_for(timeline, lambda d: (_dx(d) or 1) < 4e-9, "the zoomed-in redraw")
     wait_idle(timeline)
+    # Zoomed in this far the events are listed for hover: the tooltip names the instruction and its source line.
+    tensor = _ticktext(timeline).index("NC0 · Tensor")
+    hover = wait_for(timeline, lambda d: d.execute_script(f"return window.trnprofHoverText({tensor}, 15.15e-6);"),
+                     "the hover text of an exactly drawn instruction")
+    assert hover.startswith("MATMUL") and "source kernel.py:11" in hover and "Instruction" in hover, hover
     point = _js(timeline, f"""(function() {{
         var gd = {GRAPH}, xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
         var row = ya.ticktext.indexOf('NC0 · Tensor');

@@ -77,7 +77,11 @@ def test_first_view_is_a_whole_figure_then_zooms_are_small_patches(trace):
     # In this narrow view the Tensor row shows exact MATMUL / LDWEIGHTS bars.
     slots, _ = decode(codes[0])
     assert (slots >= 0).any() and zoom.view["events"] is not None
-    assert {"MATMUL", "LDWEIGHTS"} <= set(zoom.view["events"]["name"])
+    assert {"MATMUL", "LDWEIGHTS"} <= set(tl.hover_strings(zoom.view["events"], "name"))
+    events = zoom.view["events"]       # strings travel once, as a table the columns index
+    assert len(events["strings"]) == len(set(events["strings"])) < len(events["name"])
+    tables = tl.hover_strings(events, "table")
+    assert len(tables) == len(events["id"]) and "Instruction" in tables
     # Lanes are matched by name: busy %, DMA throughput, HFU and the Counter lanes are drawn; a lane series the
     # figure has but this zoom lacks is emptied rather than shifting the others.
     names = [t.name for t in first.figure.data[1:]]
@@ -119,7 +123,7 @@ def test_after_a_hover_sized_window_a_pan_or_zoom_in_reads_its_window_in_one_que
                                 relayout={"xaxis.range[0]": 3 * span, "xaxis.range[1]": 4 * span})
     assert panned.fetched and calls == [True]                  # the hint: one query with the attributes
     events = panned.view["events"]
-    assert events is not None and any(events["source"])        # hover still lists source lines
+    assert events is not None and any(tl.hover_strings(events, "source"))   # hover still lists source lines
     calls.clear()
     out = tl.update_timeline(trace, "t0", state=panned.state, trigger="relayout", width_px=WIDTH,
                              relayout={"xaxis.range[0]": 0.0, "xaxis.range[1]": 1e-3})

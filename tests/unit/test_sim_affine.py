@@ -361,3 +361,18 @@ def test_a_body_calling_helpers_of_another_file_keeps_their_lines(tmp_path, monk
     symbolic = _run(tmp_path, kern, {}, "trn2", True, True)
     _assert_same(concrete, symbolic)
     assert "affine_helper_mod.py:3" in symbolic[1]["Instruction"].column("nki_source_location").to_pylist()
+
+
+def test_names_with_digits_in_rolled_sequential_loops_stay_names(tmp_path):
+    def kern(nc):
+        x = nc.input("x", (128, 64 * 24))
+        for i in nc.affine_range(3):
+            for k in nc.sequential_range(6):  # rolled back into a loop; its names must not be rewritten
+                with nc.operator(f"step:{k}"):
+                    t = nc.sbuf_tile((128, 64), name=f"t-{k % 2}")
+                    nc.dma_copy(t, x[:, (i * 6 + k) * 64:(i * 6 + k + 1) * 64])
+
+    concrete = _run(tmp_path, kern, {}, "trn2", False, False)
+    symbolic = _run(tmp_path, kern, {}, "trn2", True, True)
+    _assert_same(concrete, symbolic)
+    assert "step:5" in symbolic[1]["Span"].column("name").to_pylist()

@@ -64,7 +64,7 @@ class _Source:
         self.base = base
         self.lines: list[tuple[str, int]] = []
         self.consts: list[Any] = []
-        self.const_ids: dict[int, int] = {}
+        self.const_ids: dict[Any, int] = {}
         self.tiles: list[Any] = []
         self.tile_ids: dict[int, int] = {}
         self.tensors: list[Any] = []
@@ -85,7 +85,7 @@ class _Source:
             elif not structural:
                 foreign = where
         if foreign is not None:  # another file: caller_location reads the location from the context
-            self.lines.append((f"{'    ' * depth}nc.cl_loc = {foreign!r}", 0))
+            self.lines.append((f"{'    ' * depth}nc.cl_loc = {self.const(foreign)}", 0))
             self.lines.append((f"{'    ' * depth}{text}", 0))
             self.lines.append((f"{'    ' * depth}nc.cl_loc = None", 0))
         else:
@@ -94,14 +94,17 @@ class _Source:
     # -- operands ----------------------------------------------------------------------------------------------
     def const(self, value: Any) -> str:
         """A Python expression for a constant argument."""
-        if value is None or isinstance(value, (bool, str)) or (type(value) is int) or \
+        # strings go to the table: digits inside a literal must never look like an integer of the code (the
+        # rolling of sequential loops rewrites those)
+        if value is None or isinstance(value, bool) or (type(value) is int) or \
                 (type(value) is float and math.isfinite(value)):
             return repr(value)
         if isinstance(value, tuple) and all(type(v) is int for v in value):
             return repr(value)
-        k = self.const_ids.get(id(value))
+        key = ("s", value) if isinstance(value, str) else id(value)
+        k = self.const_ids.get(key)
         if k is None:
-            k = self.const_ids[id(value)] = len(self.consts)
+            k = self.const_ids[key] = len(self.consts)
             self.consts.append(value)
         return f"C[{k}]"
 
@@ -267,7 +270,7 @@ def _body(src: _Source, body: list[tuple[Any, ...]], depth: int) -> None:
         elif k == ALLOC:
             _, slot, mem, shape, d, tname, where = ev
             fn = "sbuf_tile" if mem == "SBUF" else "psum_tile"
-            src.line(depth, f"E[{slot}] = nc.{fn}({shape!r}, {src.const(d)}, name={tname!r})", where)
+            src.line(depth, f"E[{slot}] = nc.{fn}({shape!r}, {src.const(d)}, name={src.const(tname)})", where)
         elif k == FREE:
             ref = ev[1]
             if isinstance(ref, int):
@@ -287,7 +290,7 @@ def _body(src: _Source, body: list[tuple[Any, ...]], depth: int) -> None:
             _, vid, base_vid, partitions, where = ev
             src.line(depth, f"V{vid} = V{base_vid}.broadcast({partitions})", where)
         elif k == ENTER:
-            src.line(depth, f"SIN({ev[1]!r}, {src.const(ev[2])})", None)
+            src.line(depth, f"SIN({src.const(ev[1])}, {src.const(ev[2])})", None)
         elif k == EXIT:
             src.line(depth, "SOUT()", None)
         elif k == LOOP:

@@ -97,7 +97,7 @@ class _Source:
         # strings go to the table: digits inside a literal must never look like an integer of the code (the
         # rolling of sequential loops rewrites those)
         if value is None or isinstance(value, bool) or (type(value) is int) or \
-                (type(value) is float and math.isfinite(value)):
+                (type(value) is float and math.isfinite(value) and "e" not in repr(value)):
             return repr(value)
         if isinstance(value, tuple) and all(type(v) is int for v in value):
             return repr(value)

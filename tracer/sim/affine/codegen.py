@@ -101,7 +101,7 @@ class _Source:
             return repr(value)
         if isinstance(value, tuple) and all(type(v) is int for v in value):
             return repr(value)
-        key = ("s", value) if isinstance(value, str) else id(value)
+        key = (type(value), value) if type(value) in (str, float) else id(value)  # equal values: one entry
         k = self.const_ids.get(key)
         if k is None:
             k = self.const_ids[key] = len(self.consts)

@@ -7,6 +7,7 @@
 * :mod:`~tracer.sim.affine.analysis` -- checking a trace against the contract (independent iterations);
 * :mod:`~tracer.sim.affine.codegen` -- compiling a traced loop nest to the Python loop nest that issues every
   iteration with concrete operands;
+* :mod:`~tracer.sim.affine.rolling` -- how iterations share one piece of that code (entry moves, rolled loops);
 * :mod:`~tracer.sim.affine.loops` -- ``nc.affine_range`` itself: tracing, checking, expanding.
 
 See ``docs/kernels.md`` ("Loops") for the rules a kernel follows and ``docs/cost-model.md`` ("Simulator speed")

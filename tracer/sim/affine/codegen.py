@@ -1,17 +1,18 @@
 """Expanding a traced ``nc.affine_range`` loop nest: the trace compiled to the Python loop nest it stands for.
 
 After tracing and checking (:mod:`tracer.sim.affine.analysis`), the outermost loop's events become one generated
-function: a ``for`` loop per affine loop (its first iteration runs the events of pass 1, later ones those of pass
-2), sequential loops unrolled (their iterations were recorded one by one), every operation a call of the kernel
-API with concrete operands -- symbolic slice bounds become integer expressions of the iteration counters.  The
+function: a ``for`` loop per affine loop running pass 2's events for every iteration (or pass 1's for the first
+one and pass 2's for the others when :func:`~tracer.sim.affine.rolling.entry_moves` cannot make pass 2's code do
+the first iteration's releases), sequential loops rolled back into loops (:func:`~tracer.sim.affine.rolling.roll`)
+or unrolled, every operation a call of the kernel API with concrete operands -- symbolic slice bounds become
+integer expressions of the iteration counters.  The
 generated code carries the kernel's own line numbers and file (so ``caller_location``, error messages and the
 loop fast path's call sites are those of real code), and the loops are ``_Loop`` objects, so the fast path
 (:mod:`tracer.sim.fastpath`) segments, records and replays the expansion as it would the kernel's own loops.
 
 Tiles: each allocation stores its instance in ``E[slot]`` (a local variable ``e<slot>`` in the compiled code); a
-release recorded while tracing is ``E[slot] = None``
-(the last reference: the instance is freed by reference counting at exactly the point the kernel dropped it).
-Iteration ``k >= 2`` of an affine loop first moves the previous iteration's instances from the pass-2 slots to
+release recorded while tracing is ``E[slot] = None`` (the last reference: the instance is freed by reference
+counting at exactly the point the kernel dropped it).  Each later iteration of an affine loop first moves the previous iteration's instances from the pass-2 slots to
 their pass-1 twins (the loop's ``pairs``), because pass 2's events name the previous iteration's tiles by their
 pass-1 slots.  This is NKI's per-iteration tile allocation (a rotating buffer): each iteration allocates its own
 tile, freed when the kernel's Python would have dropped it, so the allocator sees what concrete execution does.
@@ -21,15 +22,15 @@ from __future__ import annotations
 
 import ast
 import math
-import re
 import sys
 import weakref
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from tracer.sim.affine.events import AFFINE, ALLOC, BCAST, ENTER, EXIT, FREE, LOOP, OP, VIEW, LoopNode, iter_events
+from tracer.sim.affine.events import AFFINE, ALLOC, BCAST, ENTER, EXIT, FREE, LOOP, OP, VIEW, LoopNode
 from tracer.sim.affine.index import Affine
 from tracer.sim.affine.recorder import ALLOCS, OPS, Recorder
+from tracer.sim.affine.rolling import SLOT, entry_moves, roll
 from tracer.sim.memory import DeadTile, HbmView, SymTile, Tile, TileView
 
 if TYPE_CHECKING:
@@ -309,7 +310,7 @@ def _loop(src: _Source, node: LoopNode, depth: int) -> None:
     if node.kind == AFFINE:
         src.names[node.var] = name
         src.line(depth, f"for {name} in LOOP({node.n}):", node.where, True)
-        moves = _entry_moves(node) if len(node.bodies) == 2 else None
+        moves = entry_moves(node) if len(node.bodies) == 2 else None
         if len(node.bodies) == 1:
             _body(src, node.bodies[0], depth + 1)
         elif moves is not None:  # one body for every iteration: the first one set up to free what pass 1 did
@@ -320,7 +321,7 @@ def _loop(src: _Source, node: LoopNode, depth: int) -> None:
             head = len(src.lines)
             _body(src, node.bodies[1], depth + 1)
             # only the previous iteration's tiles the body names need moving (the others are released already)
-            named = {int(x) for text, _ in src.lines[head:] for x in _SLOT.findall(text)}
+            named = {int(x) for text, _ in src.lines[head:] for x in SLOT.findall(text)}
             rotate = [(s1, s2) for s1, s2 in node.pairs if s1 in named]
             if rotate:
                 lines = [(f"{'    ' * (depth + 1)}if {name}:", 0)]
@@ -338,7 +339,7 @@ def _loop(src: _Source, node: LoopNode, depth: int) -> None:
         src.names.pop(node.var, None)
         return
     seq = f"s{src.n_loops}"
-    if node.n == node.first_n and len(node.bodies) >= 3 and _rolled(src, node, depth, seq):
+    if node.n == node.first_n and len(node.bodies) >= 3 and roll(src, node, depth, seq, _body):
         return
     src.line(depth, f"{seq} = SEQ({node.first_n})", node.where, True)
     for body in node.bodies:
@@ -346,292 +347,6 @@ def _loop(src: _Source, node: LoopNode, depth: int) -> None:
         _body(src, body, depth)
     if node.n == node.first_n:
         src.line(depth, f"SEQEND({seq})", node.where, True)
-
-
-#: Integers that may vary between a sequential loop's iterations (not table indices such as ``E[3]``, ``C[0]``).
-_NUMBER = re.compile(r"(?<![\w.\[])-?\d+(?![\w.])")
-_SLOT = re.compile(r"E\[(\d+)\]")
-_VIEW = re.compile(r"\bV(\d+)\b")
-
-
-def _allocs(body: list[tuple[Any, ...]]) -> tuple[list[int], list[int]]:
-    """Slots allocated and views made by ``body`` (nested loops included), in order."""
-    slots, views = [], []
-    for ev in iter_events(body):
-        if ev[0] == ALLOC:
-            slots.append(ev[1])
-        elif ev[0] in (VIEW, BCAST):
-            views.append(ev[1])
-    return slots, views
-
-
-def _freed(body: list[tuple[Any, ...]]) -> set[Any]:
-    return {ev[1] for ev in iter_events(body) if ev[0] == FREE and isinstance(ev[1], int)}
-
-
-def _rolled(src: _Source, node: LoopNode, depth: int, seq: str) -> bool:
-    """Emit the sequential loop ``node`` as a Python loop when its recorded iterations 1, 2, ... differ only in
-    integers that grow linearly (slice bounds of the index) and in which tiles they allocate; False otherwise.
-
-    Iteration 0 keeps its own code; iteration ``k >= 2`` first moves iteration ``k - 1``'s tiles to the slots
-    iteration 0's tiles had (iteration 1's code names the previous iteration's tiles by those), as for affine
-    loops; afterwards the last two iterations' tiles move to the slots the code after the loop names them by.
-    """
-    bodies = node.bodies
-    allocs = [_allocs(b) for b in bodies]
-    freed = [_freed(b) for b in bodies]
-    for k in range(len(bodies) - 2):  # a tile must be dropped by the end of the next iteration
-        if any(t not in freed[k] and t not in freed[k + 1] for t in allocs[k][0]):
-            return False
-    base_loops = src.n_loops
-    saved = src.lines
-    texts: list[list[tuple[str, int]]] = []
-    top = base_loops
-    try:
-        for body in bodies:
-            src.lines = []
-            src.n_loops = base_loops
-            _body(src, body, depth + 1)
-            top = max(top, src.n_loops)
-            texts.append(src.lines)
-    finally:
-        src.lines = saved
-        src.n_loops = top
-    skeleton = None
-    normal1: list[str] = []
-    numbers: list[list[int]] = []
-    for k in range(1, len(bodies)):
-        own = {t: i for i, t in enumerate(allocs[k][0])}
-        prev = {t: i for i, t in enumerate(allocs[k - 1][0])}
-        own_views = {v: i for i, v in enumerate(allocs[k][1])}
-        prev_views = set(allocs[k - 1][1])
-
-        def slot(m: re.Match[str], own: dict[int, int] = own, prev: dict[int, int] = prev) -> str:
-            t = int(m.group(1))
-            if t in own:
-                return f"E[A{own[t]}]"
-            if t in prev:
-                return f"E[P{prev[t]}]"
-            return m.group(0)
-
-        def view(m: re.Match[str], own_views: dict[int, int] = own_views, prev_views: set[int] = prev_views) -> str:
-            v = int(m.group(1))
-            if v in prev_views:
-                raise _NotUniform
-            return f"VW{own_views[v]}" if v in own_views else m.group(0)
-
-        try:
-            lines = [_VIEW.sub(view, _SLOT.sub(slot, t)) for t, _ in texts[k]]
-        except _NotUniform:
-            return False
-        if k == 1:
-            normal1 = lines
-        text = "\n".join(lines)
-        nums = [int(x) for x in _NUMBER.findall(text)]
-        skel = _NUMBER.sub("#", text)
-        if skeleton is None:
-            skeleton = skel
-        elif skel != skeleton or len(nums) != len(numbers[0]):
-            return False
-        numbers.append(nums)
-    deltas = [b - a for a, b in zip(numbers[0], numbers[1], strict=True)]
-    for k, nums in enumerate(numbers):
-        if any(v != v1 + k * d for v, v1, d in zip(nums, numbers[0], deltas, strict=True)):
-            return False
-    b0, b1 = allocs[0][0], allocs[1][0]
-    j = f"j{base_loops}"
-    extras: list[tuple[int, str]] = []
-    moves = _first_as_later(texts[0], normal1, allocs[0], numbers[0], deltas, extras)
-    if moves is not None:  # iteration 1's code runs iteration 0 too, once it holds the tiles iteration 0 used
-        for i, x in moves:
-            src.line(depth, f"E[{b0[i]}] = E[{x}]; E[{x}] = None", None, True)
-        src.line(depth, f"{seq} = SEQ({node.first_n})", node.where, True)
-        src.line(depth, f"for {j} in {seq}:", node.where, True)
-        rotate = f"if {j}:"
-    else:  # iteration 0, then iterations 1.. with iteration 1's code, its integers as functions of the index
-        src.line(depth, f"{seq} = SEQ({node.first_n})", node.where, True)
-        src.line(depth, f"next({seq})", node.where, True)
-        src.lines.extend((("    " * depth) + t[4 * (depth + 1):], ln) for t, ln in texts[0])
-        src.line(depth, f"for {j} in {seq}:", node.where, True)
-        rotate = f"if {j} >= 2:"
-    # only tiles the next iteration names (E[Pi]) move; the others are released within their own iteration
-    named_prev = {int(x) for t in normal1 for x in re.findall(r"E\[P(\d+)\]", t)}
-    pairs = [(t0, t1) for i, (t0, t1) in enumerate(zip(b0, b1, strict=True)) if i in named_prev]
-    if pairs:
-        src.line(depth + 1, rotate, node.where, True)
-        for t0, t1 in pairs:
-            src.line(depth + 2, f"E[{t0}] = E[{t1}]; E[{t1}] = None", None, True)
-    it = iter(deltas)
-    views1 = allocs[1][1]
-    before: dict[int, list[str]] = {}
-    if moves is not None:
-        for k, e in extras:
-            before.setdefault(k, []).append(e)
-    for index, (t, (_, ln)) in enumerate(zip(normal1, texts[1], strict=True)):
-        for e in before.get(index, ()):
-            indent = e[:len(e) - len(e.lstrip())]
-            src.lines.append((f"{indent}if not {j}: {e.strip()}", 0))
-        pieces = _NUMBER.split(t)
-        found = _NUMBER.findall(t)
-        out = [pieces[0]]
-        for x, rest in zip(found, pieces[1:], strict=True):
-            d = next(it)
-            out.append(x if d == 0 else f"({int(x) - d} + {d}*{j})")
-            out.append(rest)
-        line = "".join(out)
-        line = re.sub(r"E\[A(\d+)\]", lambda m: f"E[{b1[int(m.group(1))]}]", line)
-        line = re.sub(r"E\[P(\d+)\]", lambda m: f"E[{b0[int(m.group(1))]}]", line)
-        line = re.sub(r"\bVW(\d+)\b", lambda m: f"V{views1[int(m.group(1))]}", line)
-        src.lines.append((line, ln))
-    for e in before.get(len(normal1), ()):
-        indent = e[:len(e) - len(e.lstrip())]
-        src.lines.append((f"{indent}if not {j}: {e.strip()}", 0))
-    last, penult = allocs[-1][0], allocs[-2][0]
-    for t_last, t1 in zip(last, b1, strict=True):  # the last iteration's tiles, under the names used after it
-        src.line(depth, f"E[{t_last}] = E[{t1}]; E[{t1}] = None", None, True)
-    for t_pen, t0 in zip(penult, b0, strict=True):
-        if t_pen != t0:
-            src.line(depth, f"E[{t_pen}] = E[{t0}]; E[{t0}] = None", None, True)
-    return True
-
-
-def _first_as_later(text0: list[tuple[str, int]], normal1: list[str], allocs0: tuple[list[int], list[int]],  # noqa: PLR0917
-                    numbers1: list[int], deltas: list[int],
-                    extras: list[tuple[int, str]]) -> list[tuple[int, Any]] | None:
-    """How iteration 1's code can run iteration 0: ``[(i, x)]`` -- slot ``x`` (a tile from before the loop) plays
-    the part of iteration 0's ``i``-th tile (``E[Pi]``, the previous iteration's) -- or None when it cannot.
-    ``extras`` receives the releases only iteration 0 makes: (index of the line of iteration 1 they precede, line).
-    """
-    own = {t: i for i, t in enumerate(allocs0[0])}
-    own_views = {v: i for i, v in enumerate(allocs0[1])}
-    lines0 = []
-    for raw, _ in text0:
-        t = _SLOT.sub(lambda m: f"E[A{own[int(m.group(1))]}]" if int(m.group(1)) in own else m.group(0), raw)
-        lines0.append(_VIEW.sub(lambda m: f"VW{own_views[int(m.group(1))]}" if int(m.group(1)) in own_views
-                                else m.group(0), t))
-    # releases of tiles from before the loop that only iteration 0 makes: kept, under ``if j == 0``
-    extra_free = re.compile(r"\s*E\[\d+\] = None")
-    pairs: list[tuple[str, str]] = []
-    extras.clear()
-    k = 0
-    for a in lines0:
-        if k < len(normal1) and _NUMBER.sub("#", _SLOT_ANY.sub("E[]", a)) == \
-                _NUMBER.sub("#", _SLOT_ANY.sub("E[]", normal1[k])):
-            pairs.append((a, normal1[k]))
-            k += 1
-        elif extra_free.fullmatch(a):
-            extras.append((k, a))
-        else:
-            return None
-    if k != len(normal1):
-        return None
-    prev = re.compile(r"E\[P(\d+)\]")
-    mapping: dict[int, str] = {}
-    freed: set[int] = set()
-    n0: list[int] = []
-    for a, b in pairs:
-        pa, pb = _SLOT_ANY.split(a), _SLOT_ANY.split(b)
-        sa, sb = _SLOT_ANY.findall(a), _SLOT_ANY.findall(b)
-        if len(sa) != len(sb) or len(pa) != len(pb):
-            return None
-        for x, y in zip(sa, sb, strict=True):
-            m = prev.fullmatch(y)
-            if m is None:
-                if x != y:
-                    return None
-                continue
-            i = int(m.group(1))
-            if x.startswith("E[A") or x.startswith("E[P") or mapping.setdefault(i, x) != x:
-                return None
-        m = re.fullmatch(r"\s*E\[P(\d+)\] = None", b)
-        if m is not None:
-            freed.add(int(m.group(1)))
-        ra, rb = _SLOT_ANY.sub("E[]", a), _SLOT_ANY.sub("E[]", b)
-        if _NUMBER.sub("#", ra) != _NUMBER.sub("#", rb):
-            return None
-        n0.extend(int(v) for v in _NUMBER.findall(ra))
-    if len(n0) != len(numbers1) or any(v != v1 - d for v, v1, d in zip(n0, numbers1, deltas, strict=True)):
-        return None
-    xs = list(mapping.values())
-    if len(set(xs)) != len(xs) or set(mapping) - freed or any(e.strip()[:-7] in xs for _, e in extras):
-        return None
-    return [(i, int(x[2:-1])) for i, x in sorted(mapping.items())]
-
-
-_SLOT_ANY = re.compile(r"E\[[AP]?\d+\]")
-
-
-class _NotUniform(Exception):
-    """An iteration uses a slice made by the previous one: the loop is not rolled."""
-
-
-def _entry_moves(node: LoopNode) -> list[tuple[int, int]] | None:
-    """How to run pass 2's events for the first iteration too, or None when they cannot stand for pass 1.
-
-    The passes differ only in their releases (the analysis checked the rest): where pass 2 drops the previous
-    iteration's tile (a pass-1 slot ``t2``), pass 1 dropped nothing or a tile from before the loop (slot ``t1``).
-    Moving ``E[t1]`` to ``E[t2]`` on entry makes iteration 0 free what pass 1 freed, at the same point.
-    """
-    smap = dict(node.pairs)
-    moves: list[tuple[int, int]] = []
-    if not _match_bodies(node.bodies[0], node.bodies[1], smap, moves):
-        return None
-    targets = [t2 for t2, _ in moves]
-    sources = [t1 for _, t1 in moves]
-    if len(set(targets)) != len(targets) or len(set(sources)) != len(sources):
-        return None
-    return moves
-
-
-def _match_bodies(b1: list[tuple[Any, ...]], b2: list[tuple[Any, ...]], smap: dict[int, int],
-                  moves: list[tuple[int, int]]) -> bool:
-    gaps1, evs1 = _gaps(b1)
-    gaps2, evs2 = _gaps(b2)
-    if len(evs1) != len(evs2):
-        return False
-    for g1, g2 in zip(gaps1, gaps2, strict=True):
-        if not _match_gap(g1, g2, smap, moves):
-            return False
-    for e1, e2 in zip(evs1, evs2, strict=True):
-        if e1[0] == LOOP:
-            n1, n2 = e1[1], e2[1]
-            if len(n1.bodies) != len(n2.bodies):
-                return False
-            for x1, x2 in zip(n1.bodies, n2.bodies, strict=True):
-                if not _match_bodies(x1, x2, smap, moves):
-                    return False
-    return True
-
-
-def _gaps(body: list[tuple[Any, ...]]) -> tuple[list[list[Any]], list[tuple[Any, ...]]]:
-    """The releases before each other event (and after the last), and those other events."""
-    gaps: list[list[Any]] = [[]]
-    evs = []
-    for ev in body:
-        if ev[0] == FREE:
-            gaps[-1].append(ev[1])
-        else:
-            evs.append(ev)
-            gaps.append([])
-    return gaps, evs
-
-
-def _match_gap(g1: list[Any], g2: list[Any], smap: dict[int, int], moves: list[tuple[int, int]]) -> bool:
-    previous = set(smap)  # pass-1 slots: in pass 2 they name the previous iteration's tiles
-    j = 0
-    for t2 in g2:
-        t1 = g1[j] if j < len(g1) else None
-        if isinstance(t1, int) and smap.get(t1) == t2:
-            j += 1
-            continue
-        if not (isinstance(t2, int) and t2 in previous):
-            return False
-        if t1 is not None and not (isinstance(t1, int) and t1 in previous):
-            if not isinstance(t1, int):  # a tile from before the loop: released explicitly, not by reference
-                return False
-            moves.append((t2, t1))
-            j += 1
-    return j == len(g1)
 
 
 def _compile(text: str, lines: list[tuple[str, int]], filename: str, first: int) -> Any:
@@ -666,11 +381,11 @@ def generate(rec: Recorder, root: LoopNode) -> tuple[Any, _Source]:
     src = _Source(rec, base)
     _loop(src, root, 1)
     # slots as local variables (cheaper than list items), all None at first, handed back at the end
-    named = sorted({int(x) for t, _ in src.lines for x in _SLOT.findall(t)})
+    named = sorted({int(x) for t, _ in src.lines for x in SLOT.findall(t)})
     src.lines[:0] = [(f"    {' = '.join(f'e{k}' for k in named[i:i + 32])} = None", 0)
                      for i in range(0, len(named), 32)]
     src.lines.append((f"    return {{{', '.join(f'{k}: e{k}' for k in named)}}}", 0))
-    body = [_SLOT.sub(r"e\1", text) for text, _ in src.lines]
+    body = [SLOT.sub(r"e\1", text) for text, _ in src.lines]
     text = "def _expand(nc, R, H, C, TV, HV, LOOP, SEQ, SEQEND, RELEASE, SIN, SOUT):\n" + "\n".join(body) + "\n"
     filename = rec.files.get(base, base)
     first = int(root.where.rpartition(":")[2]) if root.where.rpartition(":")[0] == base else 1

@@ -14,8 +14,9 @@ Tiles: each allocation stores its instance in ``E[slot]`` (a local variable ``e<
 release recorded while tracing is ``E[slot] = None`` (the last reference: the instance is freed by reference
 counting at exactly the point the kernel dropped it).  Each later iteration of an affine loop first moves the
 previous iteration's instances from the pass-2 slots to their pass-1 twins (the loop's ``pairs``), because pass
-2's events name the previous iteration's tiles by their pass-1 slots.  This is NKI's per-iteration tile allocation (a rotating buffer): each iteration allocates its own
-tile, freed when the kernel's Python would have dropped it, so the allocator sees what concrete execution does.
+2's events name the previous iteration's tiles by their pass-1 slots.  This is NKI's per-iteration tile
+allocation (a rotating buffer): each iteration allocates its own tile, freed when the kernel's Python would have
+dropped it, so the allocator sees what concrete execution does.
 """
 
 from __future__ import annotations

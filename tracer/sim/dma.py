@@ -19,6 +19,33 @@ from tracer.sim.arch import CostModel
 from tracer.sim.records import TABLE_PACKET, DmaPlan, Template
 
 
+def reserve(starts: list[int], ends: list[int], s: int, d: int) -> int:
+    """Reserve ``d`` ns at the earliest time >= ``s`` that is free in the sorted, disjoint reservations
+    ``[starts[i], ends[i])`` (updated in place, touching reservations merged); returns the start."""
+    if not ends or s >= ends[-1]:
+        if ends and s == ends[-1]:
+            ends[-1] = s + d
+        else:
+            starts.append(s)
+            ends.append(s + d)
+    else:
+        i = bisect.bisect_right(ends, s)
+        n = len(starts)
+        while i < n and starts[i] < s + d:
+            if ends[i] > s:
+                s = ends[i]
+            i += 1
+        starts.insert(i, s)
+        ends.insert(i, s + d)
+        if i + 1 < len(starts) and starts[i + 1] == s + d:
+            ends[i] = ends[i + 1]
+            del starts[i + 1], ends[i + 1]
+        if i > 0 and ends[i - 1] == s:
+            ends[i - 1] = ends[i]
+            del starts[i], ends[i]
+    return s
+
+
 class DmaQueues:
     """The DMA part of :class:`~tracer.sim.core.Core` (a mixin: it uses the core's trace columns)."""
 
@@ -150,28 +177,7 @@ class DmaQueues:
     def _place_uniform(self, t: int, d: int) -> int:
         """:meth:`_place` on the shared reservations of the uniform state."""
         starts, ends = self.u_starts, self.u_ends
-        s = t if t > self.u_floor else self.u_floor
-        if not ends or s >= ends[-1]:
-            if ends and s == ends[-1]:
-                ends[-1] = s + d
-            else:
-                starts.append(s)
-                ends.append(s + d)
-        else:
-            i = bisect.bisect_right(ends, s)
-            n = len(starts)
-            while i < n and starts[i] < s + d:
-                if ends[i] > s:
-                    s = ends[i]
-                i += 1
-            starts.insert(i, s)
-            ends.insert(i, s + d)
-            if i + 1 < len(starts) and starts[i + 1] == s + d:
-                ends[i] = ends[i + 1]
-                del starts[i + 1], ends[i + 1]
-            if i > 0 and ends[i - 1] == s:
-                ends[i - 1] = ends[i]
-                del starts[i], ends[i]
+        s = reserve(starts, ends, t if t > self.u_floor else self.u_floor, d)
         if len(starts) > 256:
             self._trim_uniform()
         return s
@@ -197,28 +203,7 @@ class DmaQueues:
         groups that were issued earlier but had to wait (the engine round-robins between its queues).
         """
         starts, ends = self.eng_starts[q], self.eng_ends[q]
-        s = t if t > self.eng_floor[q] else self.eng_floor[q]
-        if not ends or s >= ends[-1]:
-            if ends and s == ends[-1]:
-                ends[-1] = s + d
-            else:
-                starts.append(s)
-                ends.append(s + d)
-        else:
-            i = bisect.bisect_right(ends, s)
-            n = len(starts)
-            while i < n and starts[i] < s + d:
-                if ends[i] > s:
-                    s = ends[i]
-                i += 1
-            starts.insert(i, s)
-            ends.insert(i, s + d)
-            if i + 1 < len(starts) and starts[i + 1] == s + d:
-                ends[i] = ends[i + 1]
-                del starts[i + 1], ends[i + 1]
-            if i > 0 and ends[i - 1] == s:
-                ends[i - 1] = ends[i]
-                del starts[i], ends[i]
+        s = reserve(starts, ends, t if t > self.eng_floor[q] else self.eng_floor[q], d)
         if len(starts) > 256:
             self._trim(q)
         return s

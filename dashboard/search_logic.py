@@ -5,7 +5,6 @@ Also :func:`names_by_time`, the ranking of names that gives the most visible opc
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,6 +12,7 @@ from dash import html
 
 from dashboard.details import jump_link
 from profiler import db_schema as dbs
+from profiler.figures import palette as pal
 from profiler.figures.timefmt import format_duration, format_time
 from tracer import schema as ts
 from tracer.errors import TrnprofError
@@ -22,8 +22,6 @@ SEARCH_LIMIT = 500
 #: Shortest and longest search text.
 MIN_CHARS = 1
 MAX_CHARS = 200
-#: Pixels of the whole-trace window used to rank names by time.
-RANKING_WIDTH_PX = 2048
 
 
 @dataclass
@@ -88,25 +86,6 @@ def step_match(matches: Any, index: Any, step: int) -> tuple[int, dict[str, Any]
 
 
 def names_by_time(trace: Any) -> list[str]:
-    """Names (opcodes, DMA names, spans) ranked by the time they dominate in a whole-trace view.
-
-    Computed from one coarse ``Trace.window`` (cost set by pixels, not events): each bucket's busy time is
-    credited to its dominant name.
-    """
-    t0, t1 = (int(t) for t in trace.time_range)
-    if t1 <= t0:
-        return []
-    window = trace.window(t0, t1, RANKING_WIDTH_PX)
-    credit: dict[str, float] = defaultdict(float)
-    b = window.buckets
-    if b.num_rows:
-        for name, busy in zip(b.column(dbs.TOP_NAME).to_pylist(), b.column(dbs.BUSY_NS).to_pylist(), strict=True):
-            if name:
-                credit[name] += busy
-    e = window.events
-    if e.num_rows:
-        for name, s, en in zip(e.column(ts.NAME).to_pylist(), e.column(ts.START_TS).to_pylist(),
-                               e.column(ts.END_TS).to_pylist(), strict=True):
-            if name:
-                credit[name] += en - s
-    return [name for name, _ in sorted(credit.items(), key=lambda kv: (-kv[1], kv[0]))]
+    """Names ranked by the time they dominate (:func:`profiler.figures.palette.names_by_time`, shared with the
+    notebook figures so a trace gets the same colours in both)."""
+    return pal.names_by_time(trace)

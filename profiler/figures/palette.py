@@ -13,9 +13,14 @@ most time first) fixed slots, and any other name a slot chosen by a stable hash.
 from __future__ import annotations
 
 import zlib
+from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
+
+from profiler import db_schema as dbs
+from tracer import schema as ts
 
 #: How the timeline colours its strips.
 COLOUR_MODES: tuple[str, ...] = ("opcode", "engine", "layer")
@@ -28,6 +33,9 @@ PALETTE: tuple[str, ...] = (
     "#1616A7", "#DA60CA",
 )
 OTHER_COLOUR = "#9E9E9E"
+
+#: Width of the one coarse whole-trace window that ranks a trace's names for their colours.
+RANKING_WIDTH_PX = 2048
 OTHER = "other"
 #: Colour slots: the palette plus "other".
 N_SLOTS = len(PALETTE) + 1
@@ -141,3 +149,27 @@ class CategoryPalette:
     def colour(self, name: str | None) -> str:
         """Full-strength colour of ``name``."""
         return slot_colour(self.slot(name))
+
+
+def names_by_time(trace: Any) -> list[str]:
+    """Names (opcodes, DMA names, spans) ranked by the time they dominate in a whole-trace view, most first.
+
+    Computed from one coarse ``Trace.window`` (cost set by pixels, not events): each bucket's busy time is credited
+    to its dominant name, each raw event's duration to its name.  The dashboard and the notebook figures build
+    their :class:`CategoryPalette` from it, so a trace gets the same colours in both.
+    """
+    t0, t1 = (int(t) for t in trace.time_range)
+    if t1 <= t0:
+        return []
+    window = trace.window(t0, t1, RANKING_WIDTH_PX)
+    credit: dict[str, float] = defaultdict(float)
+    b = window.buckets
+    for name, busy in zip(b.column(dbs.TOP_NAME).to_pylist(), b.column(dbs.BUSY_NS).to_pylist(), strict=True):
+        if name:
+            credit[name] += busy
+    e = window.events
+    for name, s, en in zip(e.column(ts.NAME).to_pylist(), e.column(ts.START_TS).to_pylist(),
+                           e.column(ts.END_TS).to_pylist(), strict=True):
+        if name:
+            credit[name] += en - s
+    return [name for name, _ in sorted(credit.items(), key=lambda kv: (-kv[1], kv[0]))]

@@ -12,7 +12,6 @@ JavaScript: a hover layer naming the events under the pointer (:func:`hover_trac
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -20,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import plotly.graph_objects as go
 
-from profiler import db_schema as dbs
 from profiler.errors import QueryError
 from profiler.figures import lane_data
 from profiler.figures import lanes as lanes_mod
@@ -30,15 +28,12 @@ from profiler.figures.raster import StripFrame, TimelineRow, rasterize, row_labe
 from profiler.figures.timefmt import TIME_AXIS, format_duration, format_time, ns_to_axis
 from profiler.figures.timeline import MARGIN, legend_traces, timeline_figure
 from profiler.window import Window
-from tracer import schema as ts
 
 if TYPE_CHECKING:
     from profiler.trace import Trace
 
 #: Default raster width of notebook timelines (pixels across the time range; the figure follows the cell width).
 DEFAULT_WIDTH_PX = 1600
-#: Width of the one coarse window that ranks names by time (stable colours, as in the dashboard).
-RANKING_WIDTH_PX = 2048
 #: Hover points are spread this many pixels apart along each event (plotly hovers the nearest point, within 20 px).
 HOVER_STEP_PX = 16
 #: At most this many hover points per figure (each carries its event's text: the bulk of a zoom's payload).
@@ -100,25 +95,9 @@ def check_colour_mode(color_by: object) -> str:
 
 
 def ranked_names(trace: Trace) -> list[str]:
-    """Names (opcodes, DMA names, spans) by the time they dominate in one coarse whole-trace window.
-
-    The dashboard ranks its palette the same way, so a trace gets the same colours in both.
+    """Names (opcodes, DMA names, spans) by the time they dominate; see :func:`profiler.figures.palette.names_by_time`.
     """
-    t0, t1 = (int(t) for t in trace.time_range)
-    if t1 <= t0:
-        return []
-    window = trace.window(t0, t1, RANKING_WIDTH_PX)
-    credit: dict[str, float] = defaultdict(float)
-    b = window.buckets
-    for name, busy in zip(b.column(dbs.TOP_NAME).to_pylist(), b.column(dbs.BUSY_NS).to_pylist(), strict=True):
-        if name:
-            credit[name] += busy
-    e = window.events
-    for name, s, en in zip(e.column(ts.NAME).to_pylist(), e.column(ts.START_TS).to_pylist(),
-                           e.column(ts.END_TS).to_pylist(), strict=True):
-        if name:
-            credit[name] += en - s
-    return [name for name, _ in sorted(credit.items(), key=lambda kv: (-kv[1], kv[0]))]
+    return pal.names_by_time(trace)
 
 
 def track_ids(rows: Sequence[TimelineRow]) -> list[int]:

@@ -20,6 +20,7 @@ from profiler.importers.chrome_decode import KEY_SPEC, exact_times
 from profiler.importers.chrome_json import ChromeJsonSource
 from profiler.importers.decimal_text import decimal_text_to_ns
 from profiler.importers.json_stream import JsonArrayStream
+from tests.unit.test_import_fuzz import mutate, mutation
 from tracer.errors import TrnprofError
 
 pytestmark = pytest.mark.skipif(not json_kernel.available(),
@@ -100,27 +101,6 @@ def test_kernel_numbers_are_exact_or_left_to_the_decimal_path(txt):
         assert not txt.lstrip("-").isdigit() or txt == "-0" or abs(int(txt)) >= 2**62
 
 
-mutation = st.tuples(st.sampled_from(["flip", "insert", "delete", "truncate"]), st.floats(0, 1),
-                     st.binary(min_size=1, max_size=4))
-
-
-def _mutate(data: bytes, ops: list[tuple[str, float, bytes]]) -> bytes:
-    buf = bytearray(data)
-    for kind, where, blob in ops:
-        if not buf:
-            break
-        i = min(int(where * len(buf)), len(buf) - 1)
-        if kind == "flip":
-            buf[i] ^= blob[0] or 1
-        elif kind == "insert":
-            buf[i:i] = blob
-        elif kind == "delete":
-            del buf[i:i + len(blob)]
-        else:
-            del buf[i:]
-    return bytes(buf)
-
-
 def _import(path: Path, kernel: bool, block: int) -> tuple[dict[str, list[dict]] | str, list[str]]:
     """All tables as rows (or the error), and the warnings, of one import."""
     tables: dict[str, list[dict]] = {}
@@ -147,7 +127,7 @@ SAMPLE = json.dumps({"traceEvents": [e for e in _EVENTS if e["ph"] in "Mi"] + [
 @given(ops=st.lists(mutation, max_size=3), block=st.sampled_from([64, 700, 1 << 20]))
 def test_damaged_chrome_json_imports_the_same_with_and_without_the_kernel(tmp_path, ops, block):
     path = tmp_path / "t.json"
-    path.write_bytes(_mutate(SAMPLE, ops))
+    path.write_bytes(mutate(SAMPLE, ops))
     assert _import(path, True, block) == _import(path, False, block)
 
 

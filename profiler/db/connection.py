@@ -1,9 +1,10 @@
 """Opening a trnprof database: recognising and validating the file, and the locked-down DuckDB instance.
 
 Every database is opened read-only in a DuckDB instance whose configuration is locked before any user SQL can
-run: external access (files, URLs, ATTACH of other files, COPY) off, extension autoload/autoinstall off,
-``lock_configuration`` on so no ``SET`` can undo that.  Internal queries and user SQL use cursors of that one
-instance (a cursor per thread); user SQL runs under a timer that interrupts it.
+run: external access (files, URLs, ATTACH of other files, COPY) off, extension autoload/autoinstall off, the
+buffer pool capped (:func:`default_memory_limit`), ``lock_configuration`` on so no ``SET`` can undo that.
+Internal queries and user SQL use cursors of that one instance (a cursor per thread); user SQL runs under a timer
+that interrupts it.
 
 One file, one instance per process: DuckDB keeps a single instance per database file and hands every further
 ``duckdb.connect`` of the file a connection to it, so a second :func:`open_database` of the same file (a notebook
@@ -16,6 +17,7 @@ the old file); that is a one-line error.
 
 from __future__ import annotations
 
+import os
 import threading
 import weakref
 from pathlib import Path
@@ -57,6 +59,30 @@ SANDBOX_SETTINGS: dict[str, bool] = {
     "allow_community_extensions": False,
 }
 
+#: Environment variable that sets the DuckDB buffer-pool limit of each opened trace (a DuckDB size: ``2GiB``,
+#: ``500MB``); :func:`default_memory_limit` when unset.
+MEMORY_LIMIT_ENV = "TRNPROF_DB_MEMORY_LIMIT"
+#: The default limit: a quarter of physical memory, at most this much.
+MAX_DEFAULT_MEMORY_BYTES = 4 << 30
+
+
+def default_memory_limit() -> str:
+    """DuckDB's ``memory_limit`` for an opened trace: ``$TRNPROF_DB_MEMORY_LIMIT`` or 1/4 of RAM (<= 4 GiB).
+
+    DuckDB's own default (80% of RAM) lets a long-running server's buffer pool grow with every region of a large
+    trace it has read; with a limit it evicts (the file is read-only, so eviction is free) and serving memory is
+    bounded whatever the trace size.
+    """
+    env = os.environ.get(MEMORY_LIMIT_ENV, "").strip()
+    if env:
+        return env
+    try:
+        ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        ram = 4 * MAX_DEFAULT_MEMORY_BYTES
+    return f"{min(ram // 4, MAX_DEFAULT_MEMORY_BYTES) >> 20}MiB"
+
+
 _open_lock = threading.RLock()     # re-entrant: a finalizer may run (garbage collection) while it is held
 #: Per resolved database path opened by this process: (file identity when opened, live connections).
 _live: dict[str, tuple[tuple[int, int], int]] = {}
@@ -85,6 +111,12 @@ def _lock_down(con: duckdb.DuckDBPyConnection, path: Path) -> None:
     select = ", ".join(f"current_setting('{n}')" for n in names)
     row = fetch_one(con, f"SELECT {select}")
     if row is not None and not row[-2]:
+        limit = default_memory_limit()
+        try:
+            con.execute("SET memory_limit = ?", [limit])
+        except duckdb.Error as exc:
+            raise TraceFormatError(f"{path}: bad {MEMORY_LIMIT_ENV}={limit!r} ({_first_line(exc)}); use a size "
+                                   "such as 2GiB or 500MB") from None
         for name, value in SANDBOX_SETTINGS.items():
             con.execute(f"SET {name} = {str(value).lower()}")
         con.execute("SET lock_configuration = true")

@@ -80,3 +80,60 @@ def test_covering_event_is_the_first_to_reach_the_largest_end(compiled):
     assert table.column(dbs.TOP_NAME).to_pylist() == ["a", "a", None]
     assert table.column(dbs.BUSY_NS).to_pylist() == [64, 36, 0]
     assert table.equals(_vectorised(ev, 6, 0, 3))
+
+
+def _raw_rows(track_list):
+    from profiler.db.raw_rows import RawRows
+    from tracer import schema as ts
+
+    tid = np.concatenate([np.full(len(t[0]), j, np.int64) for j, t in enumerate(track_list)])
+    cols = [np.concatenate([t[i] for t in track_list]).astype(np.int64) for i in range(3)]
+    names = [n for t in track_list for n in t[3]]
+    return RawRows(pa.table({dbs.TRACK_ID: pa.array(tid, pa.int64()), ts.ID: pa.array(cols[2], pa.int64()),
+                             ts.START_TS: pa.array(cols[0], pa.int64()), ts.END_TS: pa.array(cols[1], pa.int64()),
+                             ts.NAME: pa.array(names, pa.string())}))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(tracks(max_n=30), min_size=1, max_size=4), st.integers(0, 6), st.integers(-300, 300),
+       st.integers(1, 30))
+def test_runs_of_several_tracks_match_each_track_alone_and_the_oracle(track_list, k, offset, nb):
+    # Several tracks' rows in (track, start, id) order, names coded once over all of them, bucketed in place.
+    rr = _raw_rows(track_list)
+    codes, names = rr.name_codes()
+    runs = np.array([np.searchsorted(rr.tid, [j, j + 1]) for j in range(len(track_list))], np.int64)
+    b0 = ((int(track_list[0][0].min()) if len(track_list[0][0]) else 0) + offset) >> k
+    events = (rr.start, np.maximum(rr.end, rr.start), rr.ids, codes)
+    got = bucket_kernel.bucketize_runs(events, names, runs, k, buckets=(b0, b0 + nb))
+    assert got.equals(bucket_kernel.bucketize_runs(events, names, runs, k, buckets=(b0, b0 + nb), compiled=False))
+    for j, track in enumerate(track_list):
+        mine = got.slice(j * nb, nb)
+        ev = lod.prepare(track[0], track[1], track[2], pa.array(track[3], pa.string()))
+        assert mine.equals(_vectorised(ev, k, b0, b0 + nb))
+        _check(mine, track, k)
+
+
+def test_window_bucketing_of_many_rows_uses_the_runs_kernel_with_the_same_result(monkeypatch):
+    from profiler.db.raw_rows import bucketize_tracks
+
+    rng = np.random.default_rng(3)
+    track_list = []
+    for j in range(3):
+        n = bucket_kernel.MIN_EVENTS // 2
+        s = np.sort(rng.integers(0, 50_000, n)) + j * 7
+        track_list.append((s, s + rng.integers(0, 40, n), rng.permutation(n) + 10 * n * j,
+                           rng.choice(["ld", "st", "mm"], n).tolist()))
+    rr = _raw_rows(track_list)
+    runs = [(j, *(int(x) for x in np.searchsorted(rr.tid, [j, j + 1]))) for j in range(3)]
+    calls = []
+    real = bucket_kernel.bucketize_runs
+    monkeypatch.setattr(bucket_kernel, "bucketize_runs", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    got = bucketize_tracks(rr, runs, 5, 100, 1_400)
+    assert calls == [1]
+    monkeypatch.setenv(bucket_kernel.ENV_SWITCH, "0")
+    want = bucketize_tracks(rr, runs, 5, 100, 1_400)
+    assert calls == [1]
+    cols = [dbs.BUSY_NS, dbs.COUNT, dbs.LONGEST_ID, dbs.TOP_NAME]
+    assert [t for t, _ in got] == [t for t, _ in want] == [0, 1, 2]
+    for (_, a), (_, b) in zip(got, want, strict=True):
+        assert a.select(cols).equals(b.select(cols))

@@ -39,94 +39,86 @@ _lock = threading.Lock()
 _state: dict[str, object] = {}
 
 
-def _bucket_pass(ev: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], runs: np.ndarray, at: tuple[int, int],
+def _bucket_pass(ev: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], k: int, b0: int,
                  out: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
                  scratch: np.ndarray) -> None:  # pragma: no cover - compiled; its Python form is tested directly
     """Fill the bucket arrays ``out`` (busy, count, representative id, whether it is set, top name code; pre-set
-    to zeros/-1) from the events ``ev`` (start, end, id, name code) of one or more tracks, at level ``k`` from
-    bucket ``b0`` (``at = (k, b0)``).
+    to zeros/-1) from the events ``ev`` (start, end, id, name code), sorted by (start, id) with end >= start.
 
-    Track ``t`` is the events ``runs[t, 0]:runs[t, 1]``, sorted by (start, id) with end >= start; its buckets
-    [b0, b0 + nb) are ``out[t * nb:(t + 1) * nb]`` with ``nb = len(out[0]) // len(runs)``.  ``scratch`` (one
-    zero per name code) holds the name totals of one bucket's starters at a time.
+    ``scratch`` (one zero per name code) holds the name totals of one bucket's starters at a time.
     """
     s, e, ids, codes = ev
     busy, count, rep, has_rep, top = out
-    k, b0 = at
-    nb = len(busy) // runs.shape[0]
+    n = len(s)
+    nb = len(busy)
     b1 = b0 + nb
     lo_t = b0 << k
     hi_t = b1 << k
-    for t in range(runs.shape[0]):
-        a = runs[t, 0]
-        n = runs[t, 1]
-        o = t * nb - b0       # out index of bucket b is o + b
-        # Union pieces: an event starting after everything before it has ended opens a new piece.
-        ps = 0
-        pe = 0
-        for i in range(a, n + 1):
-            if a < i < n and s[i] <= pe:
-                pe = max(pe, e[i])
-                continue
-            if i > a:       # close the piece [ps, pe): its length inside each bucket
-                cs = max(ps, lo_t)
-                ce = min(pe, hi_t)
-                if ce > cs:
-                    for b in range(cs >> k, ((ce - 1) >> k) + 1):
-                        busy[o + b] += min(ce, (b + 1) << k) - max(cs, b << k)
-            if i < n:
-                ps = s[i]
-                pe = e[i]
-        # Starters (contiguous per bucket, events being sorted by start): count, longest, dominant name.
-        i = a
-        while i < n and (s[i] >> k) < b0:
-            i += 1
-        while i < n and (s[i] >> k) < b1:
-            b = s[i] >> k
-            j = i
-            best = -1
-            best_id = 0
-            while j < n and (s[j] >> k) == b:
-                d = e[j] - s[j]
-                if d > best or (d == best and ids[j] < best_id):
-                    best = d
-                    best_id = ids[j]
-                if codes[j] >= 0:
-                    scratch[codes[j]] += d
-                j += 1
-            r = o + b
-            count[r] = j - i
-            rep[r] = best_id
+    # Union pieces: an event starting after everything before it has ended opens a new piece.
+    ps = 0
+    pe = 0
+    for i in range(n + 1):
+        if 0 < i < n and s[i] <= pe:
+            pe = max(pe, e[i])
+            continue
+        if i > 0:       # close the piece [ps, pe): its length inside each bucket
+            cs = max(ps, lo_t)
+            ce = min(pe, hi_t)
+            if ce > cs:
+                for b in range(cs >> k, ((ce - 1) >> k) + 1):
+                    busy[b - b0] += min(ce, (b + 1) << k) - max(cs, b << k)
+        if i < n:
+            ps = s[i]
+            pe = e[i]
+    # Starters (contiguous per bucket, events being sorted by start): count, longest, dominant name.
+    i = 0
+    while i < n and (s[i] >> k) < b0:
+        i += 1
+    while i < n and (s[i] >> k) < b1:
+        b = s[i] >> k
+        j = i
+        best = -1
+        best_id = 0
+        while j < n and (s[j] >> k) == b:
+            d = e[j] - s[j]
+            if d > best or (d == best and ids[j] < best_id):
+                best = d
+                best_id = ids[j]
+            if codes[j] >= 0:
+                scratch[codes[j]] += d
+            j += 1
+        r = b - b0
+        count[r] = j - i
+        rep[r] = best_id
+        has_rep[r] = True
+        tc = -1
+        td = -1
+        for m in range(i, j):
+            c = codes[m]
+            if c >= 0 and (scratch[c] > td or (scratch[c] == td and c < tc)):
+                td = scratch[c]
+                tc = c
+        for m in range(i, j):
+            if codes[m] >= 0:
+                scratch[codes[m]] = 0
+        top[r] = tc
+        i = j
+    # Buckets without starters that are busy show their covering event: of the events started before the bucket,
+    # the first to reach the largest end (a running maximum).
+    j = 0
+    run_end = 0
+    run_idx = -1
+    for r in range(nb):
+        edge = (b0 + r) << k
+        while j < n and s[j] < edge:
+            if run_idx < 0 or e[j] > run_end:
+                run_end = e[j]
+                run_idx = j
+            j += 1
+        if count[r] == 0 and busy[r] > 0 and run_idx >= 0:
+            rep[r] = ids[run_idx]
             has_rep[r] = True
-            tc = -1
-            td = -1
-            for m in range(i, j):
-                c = codes[m]
-                if c >= 0 and (scratch[c] > td or (scratch[c] == td and c < tc)):
-                    td = scratch[c]
-                    tc = c
-            for m in range(i, j):
-                if codes[m] >= 0:
-                    scratch[codes[m]] = 0
-            top[r] = tc
-            i = j
-        # Buckets without starters that are busy show their covering event: of the events started before the
-        # bucket, the first to reach the largest end (a running maximum).
-        j = a
-        run_end = 0
-        run_idx = -1
-        for b in range(b0, b1):
-            edge = b << k
-            while j < n and s[j] < edge:
-                if run_idx < 0 or e[j] > run_end:
-                    run_end = e[j]
-                    run_idx = j
-                j += 1
-            r = o + b
-            if count[r] == 0 and busy[r] > 0 and run_idx >= 0:
-                rep[r] = ids[run_idx]
-                has_rep[r] = True
-                top[r] = codes[run_idx]
+            top[r] = codes[run_idx]
 
 
 def _compiled() -> Callable[..., None] | None:
@@ -168,28 +160,13 @@ def _smoke_test(fn: Callable[..., None]) -> None:
 
 
 def _run(fn: Callable[..., None], ev: tuple[np.ndarray, ...], n_names: int, k: int, *,
-         buckets: tuple[int, int], runs: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
+         buckets: tuple[int, int]) -> tuple[np.ndarray, ...]:
     b0, b1 = buckets
-    if runs is None:
-        runs = np.array([[0, len(ev[0])]], np.int64)
-    size = (b1 - b0) * len(runs)
-    out = (np.zeros(size, np.int64), np.zeros(size, np.int64), np.zeros(size, np.int64), np.zeros(size, np.bool_),
-           np.full(size, NONE, np.int64))
-    fn(ev, runs, (k, b0), out, np.zeros(max(1, n_names), np.int64))
+    nb = b1 - b0
+    out = (np.zeros(nb, np.int64), np.zeros(nb, np.int64), np.zeros(nb, np.int64), np.zeros(nb, np.bool_),
+           np.full(nb, NONE, np.int64))
+    fn(ev, k, b0, out, np.zeros(max(1, n_names), np.int64))
     return out
-
-
-def _table(out: tuple[np.ndarray, ...], names: pa.Array, k: int, b0: int, b1: int) -> pa.Table:
-    busy, count, rep, has_rep, top = out
-    m = len(busy) // (b1 - b0)
-    return pa.table({
-        dbs.LEVEL: pa.array(np.full(len(busy), k, np.int32)),
-        dbs.BUCKET: pa.array(np.tile(np.arange(b0, b1, dtype=np.int64), m)),
-        dbs.BUSY_NS: pa.array(busy),
-        dbs.COUNT: pa.array(count),
-        dbs.LONGEST_ID: pa.array(rep, pa.int64(), mask=~has_rep),
-        dbs.TOP_NAME: names_of(top, names),
-    })
 
 
 def bucketize(ev: TrackEvents, k: int, b0: int, b1: int, *, compiled: bool = True) -> pa.Table:
@@ -201,32 +178,15 @@ def bucketize(ev: TrackEvents, k: int, b0: int, b1: int, *, compiled: bool = Tru
     if fn is None:
         raise RuntimeError("the compiled bucketing kernel is unavailable")
     arrays = tuple(np.ascontiguousarray(a, dtype=np.int64) for a in (ev.start, ev.end, ev.ids, ev.codes))
-    return _table(_run(fn, arrays, len(ev.names), k, buckets=(b0, b1)), ev.names, k, b0, b1)
+    busy, count, rep, has_rep, top = _run(fn, arrays, len(ev.names), k, buckets=(b0, b1))
+    return pa.table({
+        dbs.LEVEL: pa.array(np.full(b1 - b0, k, np.int32)),
+        dbs.BUCKET: pa.array(np.arange(b0, b1, dtype=np.int64)),
+        dbs.BUSY_NS: pa.array(busy),
+        dbs.COUNT: pa.array(count),
+        dbs.LONGEST_ID: pa.array(rep, pa.int64(), mask=~has_rep),
+        dbs.TOP_NAME: names_of(top, ev.names),
+    })
 
 
-def bucketize_runs(events: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], names: pa.Array,
-                   runs: np.ndarray, k: int, *, buckets: tuple[int, int], compiled: bool = True) -> pa.Table:
-    """:func:`bucketize` of several tracks at once, without copying their events apart.
-
-    Args:
-        events: start, end, id and name code (into the sorted distinct ``names``, -1 for null) of every event;
-            each track's events contiguous and sorted by (start, id), every end at or after its start.
-        names: the sorted distinct names.
-        runs: one ``[first, last + 1)`` row range of ``events`` per track (shape ``(tracks, 2)``).
-        k: the level.
-        buckets: the buckets ``[b0, b1)`` of level ``k`` to fill.
-        compiled: False runs the same code as plain Python (slow; for tests).
-
-    Returns:
-        The buckets of every track in ``runs`` order, ``b1 - b0`` rows each (columns as :func:`bucketize`).
-    """
-    b0, b1 = buckets
-    fn = _compiled() if compiled else _bucket_pass
-    if fn is None:
-        raise RuntimeError("the compiled bucketing kernel is unavailable")
-    arrays = tuple(np.require(a, np.int64, ["C", "W"]) for a in events)
-    spans = np.require(runs, np.int64, ["C", "W"]).reshape(-1, 2)
-    return _table(_run(fn, arrays, len(names), k, buckets=(b0, b1), runs=spans), names, k, b0, b1)
-
-
-__all__ = ["ENV_SWITCH", "MIN_EVENTS", "available", "bucketize", "bucketize_runs"]
+__all__ = ["ENV_SWITCH", "MIN_EVENTS", "available", "bucketize"]

@@ -108,20 +108,11 @@ def name_codes(names: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]
 def prepare(start: np.ndarray, end: np.ndarray, ids: np.ndarray, names: pa.Array | pa.ChunkedArray,
             values: np.ndarray | None = None) -> TrackEvents:
     """One track's events sorted by (start, id), names coded, ends clamped to starts (all vectorised)."""
-    codes, sorted_names = name_codes(names)
-    return prepare_coded(start, end, ids, codes, sorted_names, values=values)
-
-
-def prepare_coded(start: np.ndarray, end: np.ndarray, ids: np.ndarray, codes: np.ndarray, names: pa.Array,
-                  *, values: np.ndarray | None = None) -> TrackEvents:
-    """:func:`prepare` of events whose names are already coded: ``codes`` index the sorted distinct ``names``
-    (-1 for null; ``names`` may hold names no event has)."""
     start = np.asarray(start, dtype=np.int64)
     end = np.maximum(np.asarray(end, dtype=np.int64), start)
     ids = np.asarray(ids, dtype=np.int64)
-    codes = np.asarray(codes, dtype=np.int64)
     vals = None if values is None else np.asarray(values, dtype=np.float64)
-    sorted_names = names
+    codes, sorted_names = name_codes(names)
     if len(start) > 1 and not sorted_by_start_id(start, ids):
         order = np.lexsort((ids, start))
         start, end, ids, codes = start[order], end[order], ids[order], codes[order]
@@ -393,7 +384,6 @@ __all__ = [
     "bucketize",
     "finest_level",
     "prepare",
-    "prepare_coded",
     "resolution_level",
     "track_levels",
 ]

@@ -4,14 +4,12 @@ them on the fly — several tracks in one :func:`profiler.db.lod.bucketize` — 
 
 from __future__ import annotations
 
-from collections.abc import Collection
-
 import duckdb
 import numpy as np
 import pyarrow as pa
 
 from profiler import db_schema as dbs
-from profiler.db import bucket_kernel, index_build, lod
+from profiler.db import index_build, lod
 from profiler.db.sqlutil import quote
 from profiler.db.track_info import TrackInfo
 from tracer import schema as ts
@@ -27,16 +25,10 @@ _DEPTH_SQL: dict[str, str] = {dbs.SLICE_TABLE: f"{quote(ts.DEPTH)}::INTEGER"}
 _ATTRIBUTE_SQL: dict[str, tuple[str, str, str]] = {
     ts.INSTRUCTION.name: (quote(ts.LAYER), quote(ts.HLO_NAME), quote(ts.NKI_SOURCE_LOCATION)),
 }
-_NO_ATTRIBUTES = ("NULL", "NULL", "NULL")
 #: WINDOW_EVENTS attribution columns, in the order of :data:`_ATTRIBUTE_SQL`'s expressions.
 ATTRIBUTE_COLUMNS: tuple[str, str, str] = (ts.LAYER, dbs.OPERATOR, dbs.SOURCE)
 #: Column of the per-event value in raw rows fetched with ``values=True``.
 VALUE = ts.VALUE
-
-
-def has_attributes(table: str) -> bool:
-    """True when rows of ``table`` have attribution strings (:data:`ATTRIBUTE_COLUMNS`) to read."""
-    return table in _ATTRIBUTE_SQL
 
 
 def value_sql(table: str) -> str | None:
@@ -45,14 +37,12 @@ def value_sql(table: str) -> str | None:
 
 
 def fetch_raw(cur: duckdb.DuckDBPyConnection, infos: list[TrackInfo], lo: int, hi: int, *,
-              attributes: bool | Collection[int] = False, times_only: bool = False,
-              values: bool = False) -> pa.Table:
+              attributes: bool = False, times_only: bool = False, values: bool = False) -> pa.Table:
     """Rows of these tracks (any interval tables) that overlap [lo, hi), zero-length rows at lo included.
 
     One query: a UNION ALL of one range scan per table (in order of their first track id), each bounded below by
     its tracks' maximum duration.  Columns: track_id, id, start_ts, end_ts, name, depth, with ``attributes`` also
-    :data:`ATTRIBUTE_COLUMNS` (a collection of track ids instead of True: read only in the tables of those tracks,
-    null in the others), with ``values`` also :data:`VALUE` (the per-event value the index's ``value_sum``
+    :data:`ATTRIBUTE_COLUMNS`, with ``values`` also :data:`VALUE` (the per-event value the index's ``value_sum``
     integrates, the same SQL as the index build; null for tables without one); with ``times_only`` just track_id,
     start_ts, end_ts.  Rows of tracks between the wanted ones in a table may be included; callers select by track.
     """
@@ -71,9 +61,8 @@ def fetch_raw(cur: duckdb.DuckDBPyConnection, infos: list[TrackInfo], lo: int, h
             select = (f"{quote(dbs.TRACK_ID)}, {quote(ts.ID)}, {quote(ts.START_TS)}, {quote(ts.END_TS)}, "
                       f"{_NAME_SQL[table]}::VARCHAR AS {quote(ts.NAME)}, {_DEPTH_SQL.get(table, 'NULL::INTEGER')} AS "
                       f"{quote(ts.DEPTH)}")
-            if attributes is not False:
-                wanted = attributes is True or any(i.track_id in attributes for i in group)
-                exprs = _ATTRIBUTE_SQL.get(table, _NO_ATTRIBUTES) if wanted else _NO_ATTRIBUTES
+            if attributes:
+                exprs = _ATTRIBUTE_SQL.get(table, ("NULL", "NULL", "NULL"))
                 select += "".join(f", {e}::VARCHAR AS {quote(c)}"
                                   for e, c in zip(exprs, ATTRIBUTE_COLUMNS, strict=True))
             if values:
@@ -120,15 +109,6 @@ class RawRows:
         if VALUE in data.column_names:
             v = np.asarray(data.column(VALUE).fill_null(0.0).to_numpy(zero_copy_only=False), dtype=np.float64)
             self.values = v if self.order is None else v[self.order]
-        self._codes: tuple[np.ndarray, pa.Array] | None = None
-
-    def name_codes(self) -> tuple[np.ndarray, pa.Array]:
-        """Every row's name as a code into the fetch's sorted distinct names (-1: null), in sorted order, and
-        those names; coded once per fetch, on first use."""
-        if self._codes is None:
-            codes, names = lod.name_codes(self.data.column(ts.NAME))
-            self._codes = (codes if self.order is None else codes[self.order], names)
-        return self._codes
 
     def source_rows(self, rows: np.ndarray) -> np.ndarray:
         """Row numbers in ``data`` of the given sorted positions."""
@@ -150,9 +130,8 @@ class RawRows:
 def _events(rr: RawRows, rows: np.ndarray, shift: np.ndarray | int = 0) -> lod.TrackEvents:
     """The raw rows at sorted positions ``rows`` (times moved by ``shift``) as events to bucket."""
     values = None if rr.values is None else rr.values[rows]
-    codes, names = rr.name_codes()
-    return lod.prepare_coded(rr.start[rows] + shift, rr.end[rows] + shift, rr.ids[rows], codes[rows], names,
-                             values=values)
+    return lod.prepare(rr.start[rows] + shift, rr.end[rows] + shift, rr.ids[rows], rr.take(ts.NAME, rows),
+                       values=values)
 
 
 def bucketize_tracks(rr: RawRows, runs: list[tuple[int, int, int]], k: int, b_lo: int,
@@ -165,19 +144,10 @@ def bucketize_tracks(rr: RawRows, runs: list[tuple[int, int, int]], k: int, b_lo
     cut per region.  Per bucket, every definition (union busy time, starters, longest starter, covering event —
     the event started before the bucket that ends last, which for a busy bucket is always of the bucket's own
     track — and dominant name) then only sees one track's events.  Tracks whose events reach far outside the
-    window (a long carry-in) are bucketed on their own.  Events without values, when there are enough of them,
-    go to the compiled kernel instead (:func:`profiler.db.bucket_kernel.bucketize_runs`), which buckets every
-    track's run of rows where it lies.
+    window (a long carry-in) are bucketed on their own.
     """
-    nb = b_hi - b_lo
-    if runs and rr.values is None and bucket_kernel.available(sum(b - a for _, a, b in runs)):
-        # The compiled kernel buckets each track's run of rows in place (rows are in (track, start, id) order).
-        codes, names = rr.name_codes()
-        table = bucket_kernel.bucketize_runs(
-            (rr.start, np.maximum(rr.end, rr.start), rr.ids, codes), names,
-            np.array([(a, b) for _, a, b in runs], np.int64), k, buckets=(b_lo, b_hi))
-        return [(track_id, table.slice(j * nb, nb)) for j, (track_id, _, _) in enumerate(runs)]
     out: list[tuple[int, pa.Table]] = []
+    nb = b_hi - b_lo
     packed: list[tuple[int, int, int, int, int]] = []
     for track_id, a, b in runs:
         reach_lo = max(0, -((rr.start[a] >> k) - b_lo))                # buckets before the window
@@ -201,4 +171,11 @@ def bucketize_tracks(rr: RawRows, runs: list[tuple[int, int, int]], k: int, b_lo
     for j, (track_id, _, _, _, _) in enumerate(packed):
         out.append((track_id, table.slice(j * stride, nb)))
     return out
+
+
+def only(data: pa.Table, infos: list[TrackInfo]) -> pa.Table:
+    """The rows of ``data`` that belong to these tracks."""
+    ids = np.array([i.track_id for i in infos], dtype=np.int64)
+    return data.filter(pa.array(np.isin(data.column(dbs.TRACK_ID).to_numpy(), ids)))
+
 

@@ -26,7 +26,13 @@ import pyarrow as pa
 from profiler import db_schema as dbs
 from profiler.db import lod
 from profiler.db.lanes import assign_lanes
-from profiler.db.raw_rows import ATTRIBUTE_COLUMNS, RawRows, bucketize_tracks, fetch_raw, has_attributes
+from profiler.db.raw_rows import (
+    ATTRIBUTE_COLUMNS,
+    RawRows,
+    bucketize_tracks,
+    fetch_raw,
+    only,
+)
 from profiler.db.sqlutil import quote
 from profiler.db.track_info import TrackInfo
 from tracer import schema as ts
@@ -98,8 +104,8 @@ class _BucketPieces:
             longest = longest.combine_chunks()
         if isinstance(top, pa.ChunkedArray):
             top = top.combine_chunks()
-        self.longest.append(longest if longest.type == pa.int64() else longest.cast(pa.int64()))
-        self.top.append(top if top.type == pa.string() else top.cast(pa.string()))
+        self.longest.append(longest.cast(pa.int64()))
+        self.top.append(top.cast(pa.string()))
 
     def add_idle(self, track_id: int) -> None:
         nb = self.nb
@@ -221,55 +227,52 @@ def query_window(cur: duckdb.DuckDBPyConnection, infos: dict[int, TrackInfo], st
 
     fetch_attributes = attributes and not buckets_only
     raw = [info for info in raw if info.event_count]
-    shown: list[tuple[RawRows, np.ndarray]] = []
-
-    def add_raw(group: list[TrackInfo], attributes_of: bool | set[int]) -> None:
-        rr = RawRows(fetch_raw(cur, group, span_lo, span_hi, attributes=attributes_of, values=values))
-        rows = _add_raw(pieces, rr, group, start_ns, end_ns, limit=None if buckets_only else limit)
-        redo: list[TrackInfo] = []
-        if isinstance(attributes_of, set) and len(rows):
-            # Tracks guessed to be bucketed but shown as events, whose attributes were not read: read them again.
-            read = {i.table for i in group if i.track_id in attributes_of}
-            shown_ids = set(np.unique(rr.tid[rows]).tolist())
-            redo = [i for i in group if i.track_id in shown_ids and has_attributes(i.table) and i.table not in read]
-            if redo:
-                rows = rows[~np.isin(rr.tid[rows], [i.track_id for i in redo])]
-        if len(rows):
-            shown.append((rr, rows))
-        if redo:
-            add_raw(redo, True)
-
-    def first_read(group: list[TrackInfo]) -> None:
-        """Raw rows of ``group``, attributes read only for the tracks not likely to be bucketed."""
-        if not fetch_attributes:
-            add_raw(group, False)
+    fetched: list[pa.Table] = []
+    if stored:
+        if raw and submit is not None:
+            # The level read and the raw scan are independent: run them side by side.
+            level_rows = submit(lambda c: _read_level(c, stored, k, b_lo, b_hi, values=values))
+            fetched.append(fetch_raw(cur, raw, span_lo, span_hi, attributes=fetch_attributes, values=values))
+            rows = level_rows.result()
         else:
-            add_raw(group, {i.track_id for i in group if not _likely_bucketed(i, start_ns, end_ns, limit)})
-
-    early = list(raw) if stored and raw and submit is not None else []
-    if early:
-        # The level read and the raw scan are independent: run them side by side, and bucket the raw rows
-        # while the level read may still be running.
-        level_rows = submit(lambda c: _read_level(c, stored, k, b_lo, b_hi, values=values))
-        first_read(early)
-        rows = level_rows.result()
-    elif stored:
-        rows = _read_level(cur, stored, k, b_lo, b_hi, values=values)
-    late = raw
-    if stored:   # _add_stored appends to ``raw`` the stored tracks with few events in view
+            rows = _read_level(cur, stored, k, b_lo, b_hi, values=values)
+        before = len(raw)
         _add_stored(pieces, rows, stored, raw, limit=None if buckets_only else limit)
-        late = raw[len(early):]
-    if late:
-        first_read(late)
+        late = raw[before:] if fetched else raw
+        if late:
+            fetched.append(fetch_raw(cur, late, span_lo, span_hi, attributes=fetch_attributes, values=values))
+            if len(fetched) == 2:   # each scan may include rows of tracks between its own: keep its own only
+                fetched = [only(fetched[0], raw[:before]), only(fetched[1], late)]
+    elif raw:
+        fetched.append(fetch_raw(cur, raw, span_lo, span_hi, attributes=fetch_attributes, values=values))
 
     events = dbs.WINDOW_EVENTS.empty_table()
-    if shown:
-        parts = [_events_table(rr, rows, infos, attributes) for rr, rows in shown]
-        events = parts[0]
-        if len(parts) > 1:    # scans of disjoint tracks, each in (track, start, id) order: merge by track
-            events = pa.concat_tables(parts)
-            order = np.argsort(events.column(dbs.TRACK_ID).to_numpy(), kind="stable")
-            events = events.take(pa.array(order))
+    if raw:
+        rr = RawRows(fetched[0] if len(fetched) == 1 else pa.concat_tables(fetched))
+        ids = np.array(sorted(i.track_id for i in raw), dtype=np.int64)
+        ti = np.minimum(np.searchsorted(ids, rr.tid), len(ids) - 1)
+        mine = ids[ti] == rr.tid
+        in_view = _overlapping(rr.start, rr.end, start_ns, end_ns) & mine
+        seen = np.bincount(ti[mine], minlength=len(ids)) > 0
+        shown = np.bincount(ti, weights=in_view, minlength=len(ids))
+        as_events = np.zeros(len(ids), dtype=bool) if buckets_only else shown <= limit
+        shown_rows = np.flatnonzero(in_view & as_events[ti])
+        if len(shown_rows):
+            events = _events_table(rr, shown_rows, infos, attributes)
+        to_bucket = []
+        for i, track_id in enumerate(ids.tolist()):
+            if as_events[i]:
+                continue
+            if not seen[i]:
+                if buckets_only:
+                    pieces.add_idle(track_id)
+                continue
+            a, b = (int(x) for x in np.searchsorted(rr.tid, [track_id, track_id + 1]))
+            to_bucket.append((track_id, a, b))
+        for track_id, bk in bucketize_tracks(rr, to_bucket, k, b_lo, b_hi):
+            value = bk.column(dbs.VALUE_SUM).to_numpy() if values and dbs.VALUE_SUM in bk.column_names else None
+            pieces.add(track_id, bk.column(dbs.BUSY_NS).to_numpy(), bk.column(dbs.COUNT).to_numpy(),
+                       bk.column(dbs.LONGEST_ID), bk.column(dbs.TOP_NAME), value=value)
     if buckets_only:
         # Tracks without events still tile the window (idle).
         have = set(pieces.track_ids)
@@ -277,43 +280,3 @@ def query_window(cur: duckdb.DuckDBPyConnection, infos: dict[int, TrackInfo], st
             if info.track_id not in have:
                 pieces.add_idle(info.track_id)
     return WindowResult(k, events, pieces.table())
-
-
-def _likely_bucketed(info: TrackInfo, start_ns: int, end_ns: int, limit: int) -> bool:
-    """A guess, from the track's average density, that it has more than ``limit`` events in view (at least twice
-    as many expected).  It only decides whether the first read of the track's rows skips the attribution
-    strings, which a bucketed track does not show; a wrong guess costs a second read, never a different result."""
-    if info.start_ts is None or info.end_ts is None:
-        return False
-    overlap = min(end_ns, info.end_ts) - max(start_ns, info.start_ts)
-    return overlap > 0 and info.event_count * overlap > 2 * limit * max(1, info.end_ts - info.start_ts)
-
-
-def _add_raw(pieces: _BucketPieces, rr: RawRows, group: list[TrackInfo], start_ns: int, end_ns: int, *,
-             limit: int | None) -> np.ndarray:
-    """Bucket into ``pieces`` the tracks of ``group`` with more than ``limit`` events in view in the raw rows
-    ``rr`` (every track with ``limit`` None); return the sorted positions of the other tracks' events in view.
-
-    ``rr`` may hold rows of tracks outside ``group``: they are ignored.
-    """
-    ids = np.array(sorted(i.track_id for i in group), dtype=np.int64)
-    ti = np.minimum(np.searchsorted(ids, rr.tid), len(ids) - 1)
-    mine = ids[ti] == rr.tid
-    in_view = _overlapping(rr.start, rr.end, start_ns, end_ns) & mine
-    seen = np.bincount(ti[mine], minlength=len(ids)) > 0
-    if limit is None:
-        as_events = np.zeros(len(ids), dtype=bool)
-    else:
-        as_events = np.bincount(ti, weights=in_view, minlength=len(ids)) <= limit
-    to_bucket = []
-    for i, track_id in enumerate(ids.tolist()):
-        if as_events[i] or not seen[i]:    # unseen bucketed tracks become idle rows (buckets_only) or nothing
-            continue
-        a, b = (int(x) for x in np.searchsorted(rr.tid, [track_id, track_id + 1]))
-        to_bucket.append((track_id, a, b))
-    valued = pieces.values is not None
-    for track_id, bk in bucketize_tracks(rr, to_bucket, pieces.k, pieces.b_lo, pieces.b_hi):
-        value = bk.column(dbs.VALUE_SUM).to_numpy() if valued and dbs.VALUE_SUM in bk.column_names else None
-        pieces.add(track_id, bk.column(dbs.BUSY_NS).to_numpy(), bk.column(dbs.COUNT).to_numpy(),
-                   bk.column(dbs.LONGEST_ID), bk.column(dbs.TOP_NAME), value=value)
-    return np.flatnonzero(in_view & as_events[ti])

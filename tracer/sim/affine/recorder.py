@@ -23,6 +23,7 @@ from tracer.sim.affine.events import AFFINE, ALLOC, BCAST, FREE, LOOP, OP, SEQUE
 from tracer.sim.affine.index import Affine, LoopVar, bound, is_symbolic, var_name
 from tracer.sim.affine.views import SymView, extent, normalise
 from tracer.sim.dtypes import dtype
+from tracer.sim.fastpath.match import signature_text
 from tracer.sim.memory import HBM, PSUM, SBUF, HbmTensor, HbmView, SymTile, Tile, TileView
 
 if TYPE_CHECKING:
@@ -84,7 +85,7 @@ class Recorder:
             params = list(sig.parameters.values())[1:]
             names = [p.name for p in params]
             call = "REC.alloc" if name in ALLOCS else "REC.op"
-            src = (f"def {name}{_signature_text(sig)}:\n"
+            src = (f"def {name}{signature_text(sig)}:\n"
                    f" return {call}({name!r}, GF(1), ({''.join(n + ', ' for n in names)}))\n")
             ns: dict[str, Any] = {"GF": sys._getframe, "REC": self}
             for p in params:
@@ -300,17 +301,6 @@ class Recorder:
                     self.pop(node)
         finally:
             node.n = count
-
-
-def _signature_text(sig: inspect.Signature) -> str:
-    parts = []
-    star = False
-    for p in list(sig.parameters.values())[1:]:
-        if p.kind is inspect.Parameter.KEYWORD_ONLY and not star:
-            parts.append("*")
-            star = True
-        parts.append(p.name if p.default is inspect.Parameter.empty else f"{p.name}=D_{p.name}")
-    return f"({', '.join(parts)})"
 
 
 __all__ = ["AFFINE", "ALLOCS", "OPS", "SEQUENTIAL", "Recorder", "SlotInfo"]

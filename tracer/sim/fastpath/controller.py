@@ -93,7 +93,7 @@ class FastPath:
             sig = inspect.signature(getattr(cls, name))
             params = list(sig.parameters.values())[1:]
             names = [p.name for p in params]
-            src = (f"def {name}{match._signature_text(sig)}:\n"
+            src = (f"def {name}{match.signature_text(sig)}:\n"
                    f" return FP.record_call({name!r}, GF(1), ({''.join(n + ', ' for n in names)}))\n")
             ns: dict[str, Any] = {"GF": __import__("sys")._getframe, "FP": self}
             for p in params:

@@ -348,7 +348,7 @@ def make_methods(fast: FastPath) -> dict[str, Any]:
         tag = name if kind == OP else ALLOCS[name]
         args = "".join(n + ", " for n in names)
         body = [
-            f"def {name}{_signature_text(sig)}:",
+            f"def {name}{signature_text(sig)}:",
             " f = GF(1)",
             " M = FP.m",
             " c = f.f_code",
@@ -383,7 +383,8 @@ def make_methods(fast: FastPath) -> dict[str, Any]:
     return methods
 
 
-def _signature_text(sig: inspect.Signature) -> str:
+def signature_text(sig: inspect.Signature) -> str:
+    """A method's parameters after ``self`` as source text, defaults as ``D_<name>`` globals."""
     parts = []
     star = False
     for p in list(sig.parameters.values())[1:]:

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from profiler.importers import json_kernel_src as src
+from profiler.importers import json_kernel_tracks_src as tsrc
 from profiler.importers.json_kernel_src import (  # noqa: F401  (re-exported constants)
     ABSENT,
     ARRAY,
@@ -76,11 +77,12 @@ def _compile() -> bool:
             return False
         try:
             src.trailing_zeros = trailing_zeros
-            for name in src.COMPILED:
-                # No reference counting (_nrt=False): the kernels allocate nothing, and counting the references of
-                # every array handed to a helper would cost more than the helper.
-                setattr(src, name, numba.njit(nogil=True, cache=True, boundscheck=False, _nrt=False)(
-                    getattr(src, name)))
+            for module in (src, tsrc):
+                for name in module.COMPILED:
+                    # No reference counting (_nrt=False): the kernels allocate nothing, and counting the references
+                    # of every array handed to a helper would cost more than the helper.
+                    setattr(module, name, numba.njit(nogil=True, cache=True, boundscheck=False, _nrt=False)(
+                        getattr(module, name)))
             _smoke_test()
         except Exception as exc:
             warnings.warn(f"trnprof: the compiled JSON kernel is unavailable ({type(exc).__name__}: {exc}); "
@@ -98,19 +100,19 @@ def _smoke_test() -> None:
     if (res.count, res.status, int(res.number[0, 0]), int(res.number[1, 0])) != (2, ARRAY_END, 12500, 7):
         raise RuntimeError("kernel self-check failed")
     one = np.zeros(1, np.int64)
-    src.pair_codes(one, one, one.copy(), np.zeros(16, np.int64), np.zeros(16, np.int64), np.full(16, -1, np.int64),
+    tsrc.pair_codes(one, one, one.copy(), np.zeros(16, np.int64), np.zeros(16, np.int64), np.full(16, -1, np.int64),
                    one.copy())
     depth, parent = np.empty(3, np.int32), np.empty(3, np.int64)
     s3, e3 = np.array([0, 1, 5]), np.array([10, 3, 5])
-    nested = src.nest_rows(s3, e3, np.arange(3), depth, parent, np.empty(3, np.int64))
+    nested = tsrc.nest_rows(s3, e3, np.arange(3), depth, parent, np.empty(3, np.int64))
     if not nested or depth.tolist() != [0, 1, 1] or parent.tolist() != [-1, 0, 0]:
         raise RuntimeError("kernel self-check failed")
     order = np.empty(3, np.int64)
-    if not src.order_by_track(np.array([1, 0, 1]), s3, e3, np.zeros(3, np.int64), np.full(2, -1, np.int64), order) \
+    if not tsrc.order_by_track(np.array([1, 0, 1]), s3, e3, np.zeros(3, np.int64), np.full(2, -1, np.int64), order) \
             or order.tolist() != [1, 0, 2]:
         raise RuntimeError("kernel self-check failed")
     bound = np.empty(2, np.int64)
-    src.bind_flows(s3, e3, np.arange(3), parent, np.array([4, 2]), np.array([True, False]), bound)
+    tsrc.bind_flows(s3, e3, np.arange(3), parent, np.array([4, 2]), np.array([True, False]), bound)
     if bound.tolist() != [0, 2]:
         raise RuntimeError("kernel self-check failed")
 
@@ -235,7 +237,7 @@ def compiled() -> bool:
 
 def nest_stack(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """Depth (int32) and parent (local index or -1) of one track's slices sorted by (start, end descending), or
-    None when they do not nest (or the kernel is not compiled).  See :func:`json_kernel_src.nest_rows`."""
+    None when they do not nest (or the kernel is not compiled).  See :func:`json_kernel_tracks_src.nest_rows`."""
     depth = np.empty(len(s), np.int32)
     parent = np.empty(len(s), np.int64)
     ok = nest_track(np.ascontiguousarray(s, np.int64), np.ascontiguousarray(e, np.int64), np.arange(len(s)),
@@ -244,12 +246,12 @@ def nest_stack(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray] | 
 
 
 def nest_track(start: np.ndarray, end: np.ndarray, rows: np.ndarray, depth: np.ndarray, parent: np.ndarray) -> bool:
-    """Nest one track's slices ``rows`` of the whole columns in place (see :func:`json_kernel_src.nest_rows`);
+    """Nest one track's slices ``rows`` of the whole columns in place (see :func:`json_kernel_tracks_src.nest_rows`);
     False when they do not nest or the kernel is not compiled (``depth``/``parent`` at ``rows`` are then to be
     rewritten)."""
     if not compiled():
         return False
-    return bool(src.nest_rows(start, end, np.ascontiguousarray(rows, np.int64), depth, parent,
+    return bool(tsrc.nest_rows(start, end, np.ascontiguousarray(rows, np.int64), depth, parent,
                               np.empty(len(rows), np.int64)))
 
 
@@ -263,7 +265,7 @@ def order_by_track(track: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.
     if lo < 0 or hi >= 1 << 24:
         return None
     order = np.empty(len(track), np.int64)
-    ok = src.order_by_track(np.ascontiguousarray(track, np.int64), start, end, np.zeros(hi + 2, np.int64),
+    ok = tsrc.order_by_track(np.ascontiguousarray(track, np.int64), start, end, np.zeros(hi + 2, np.int64),
                             np.full(hi + 1, -1, np.int64), order)
     return order if ok else None
 
@@ -271,7 +273,7 @@ def order_by_track(track: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.
 def bind_flows(start: np.ndarray, end: np.ndarray, rows: np.ndarray, *, parent: np.ndarray, t: np.ndarray,
                enclosing: np.ndarray) -> np.ndarray | None:
     """The slice (global index, or -1) each flow event of one track binds to (see
-    :func:`json_kernel_src.bind_flows`); None when not compiled.
+    :func:`json_kernel_tracks_src.bind_flows`); None when not compiled.
 
     Args:
         start / end / parent: every slice's times and parent (global index or -1), int64.
@@ -281,7 +283,7 @@ def bind_flows(start: np.ndarray, end: np.ndarray, rows: np.ndarray, *, parent: 
     if not compiled():
         return None
     out = np.empty(len(t), np.int64)
-    src.bind_flows(start, end, np.ascontiguousarray(rows, np.int64), parent, np.ascontiguousarray(t, np.int64),
+    tsrc.bind_flows(start, end, np.ascontiguousarray(rows, np.int64), parent, np.ascontiguousarray(t, np.int64),
                    np.ascontiguousarray(enclosing, np.bool_), out)
     return out
 
@@ -308,6 +310,6 @@ def pair_codes(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         size *= 2
     codes = np.empty(n, np.int64)
     first = np.empty(n, np.int64)
-    k = src.pair_codes(a, b, codes, np.empty(size, np.int64), np.empty(size, np.int64), np.full(size, -1, np.int64),
+    k = tsrc.pair_codes(a, b, codes, np.empty(size, np.int64), np.empty(size, np.int64), np.full(size, -1, np.int64),
                        first)
     return codes, first[:k]

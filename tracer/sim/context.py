@@ -25,10 +25,11 @@ import numpy as np
 from tracer.errors import KernelError
 from tracer.sim import tracker
 from tracer.sim.affine.events import ENTER, EXIT
+from tracer.sim.allocator import Allocator
 from tracer.sim.arch import CostModel
 from tracer.sim.core import Core
 from tracer.sim.dtypes import DType, dtype
-from tracer.sim.memory import ALIGN, PSUM, SBUF, Allocator, HbmTensor, Tile
+from tracer.sim.memory import ALIGN, PSUM, SBUF, HbmTensor, Tile
 from tracer.sim.ops import OpsMixin
 
 TensorInit = np.ndarray | Callable[[np.random.Generator, tuple[int, int]], np.ndarray] | None

@@ -22,7 +22,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tracer.sim.memory import HBM, Block, HbmView
+from tracer.sim.allocator import Block
+from tracer.sim.memory import HBM, HbmView
 
 FLOW, ANTI, OUTPUT = 0, 1, 2
 DEP_NAMES = ("flow", "anti", "output")

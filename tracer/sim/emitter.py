@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracer import schema
+from tracer.sim.columns import Interned, dict_column, first_seen_column, i64, names_column, queue_starts
 from tracer.sim.core import Core
 from tracer.sim.fastpath.edges import SegmentEdges
 from tracer.sim.records import (
@@ -45,65 +46,6 @@ _BYTE_COLS = ("hbm_read_bytes", "hbm_write_bytes", "sbuf_read_bytes", "sbuf_writ
               "psum_write_bytes")
 
 
-def _i64(buf: Any) -> np.ndarray:
-    return np.frombuffer(buf, dtype=np.int64) if len(buf) else np.zeros(0, np.int64)
-
-
-def _queue_starts(flat: np.ndarray, uni: np.ndarray, nq: int) -> np.ndarray:
-    """Per transfer and queue, the time the queue started it (a uniform transfer stored one value for all)."""
-    offs = np.concatenate([[0], np.cumsum(np.where(uni, 1, nq))[:-1]]).astype(np.int64)
-    out = np.empty((len(uni), nq), np.int64)
-    out[uni] = flat[offs[uni]][:, None]
-    rest = ~uni
-    out[rest] = flat[offs[rest][:, None] + np.arange(nq)[None, :]]
-    return out
-
-
-def _names_column(codes: np.ndarray, names: list[str]) -> pa.DictionaryArray:
-    """A dictionary column of the names ``codes`` refer to (-1: null), with only the names used, in code order."""
-    used = np.unique(codes[codes >= 0])
-    remap = np.full(len(names) + 1, -1, np.int64)
-    remap[used] = np.arange(len(used))
-    return _dict_column(remap[codes], [names[c] for c in used.tolist()])
-
-
-def _first_seen_column(codes: np.ndarray, values: list[str]) -> pa.DictionaryArray:
-    """A dictionary column of ``values[codes]`` whose dictionary lists the values used, in order of first use."""
-    _uniq, first = np.unique(codes, return_index=True)
-    used = codes[np.sort(first)]
-    remap = np.zeros(len(values), np.int64)
-    remap[used] = np.arange(len(used))
-    return _dict_column(remap[codes], [values[c] for c in used.tolist()])
-
-
-def _dict_column(codes: np.ndarray, values: list[str]) -> pa.DictionaryArray:
-    if not len(codes) or codes.min() >= 0:
-        idx = pa.array(codes.astype(np.int32, copy=False))
-    else:
-        mask = codes < 0
-        idx = pa.array(np.where(mask, 0, codes).astype(np.int32), mask=mask)
-    return pa.DictionaryArray.from_arrays(idx, pa.array(values, pa.string()))
-
-
-class _Interned:
-    """Distinct string values of one template attribute, and each template's code (-1 = null)."""
-
-    def __init__(self) -> None:
-        self.values: list[str] = []
-        self.codes: dict[str, int] = {}
-        self.by_template: list[int] = []
-
-    def add(self, value: str | None) -> None:
-        if value is None:
-            self.by_template.append(-1)
-            return
-        code = self.codes.get(value)
-        if code is None:
-            code = self.codes[value] = len(self.values)
-            self.values.append(value)
-        self.by_template.append(code)
-
-
 class Emitter:
     """Builds trace tables from core chunks and appends them to ``writer`` (on a thread when ``threaded``)."""
 
@@ -112,7 +54,7 @@ class Emitter:
         self.writer = writer
         self.n_templates = 0
         self._arrays: dict[str, np.ndarray] = {}
-        self.attrs = {name: _Interned() for name in _STR_ATTRS}
+        self.attrs = {name: Interned() for name in _STR_ATTRS}
         self.t_engine: list[int] = []
         self.t_stream: list[int] = []
         self.t_flops_raw: list[int] = []
@@ -238,7 +180,7 @@ class Emitter:
 
     def _transfers(self, ch: Chunk, sem: list[tuple[np.ndarray, dict[str, Any]]]) -> dict[str, np.ndarray]:
         """Per-transfer arrays of ``ch`` (group, semaphore value, ...); queue the transfers' semaphore increments."""
-        x_tid = _i64(ch.x_tid)
+        x_tid = i64(ch.x_tid)
         nx = len(x_tid)
         x_group = self._arr("t_group")[x_tid]
         seqs = np.empty(nx, np.int64)
@@ -248,8 +190,8 @@ class Emitter:
             base = self.seq.get(g, 0)
             seqs[m] = base + 1 + np.arange(k)
             self.seq[g] = base + k
-        x_instr = _i64(ch.x_instr)
-        x_retire = _i64(ch.x_retire)
+        x_instr = i64(ch.x_instr)
+        x_retire = i64(ch.x_retire)
         sem.append((2 * x_instr + 1, {
             schema.TIMESTAMP: x_retire, schema.ID: (x_group, list(ch.streams)), schema.VALUE: seqs,
             "update_source": (np.zeros(nx, np.int64), ["AXI"]),
@@ -257,15 +199,15 @@ class Emitter:
             "update_trigger_timing": (np.zeros(nx, np.int64), ["complete"]), schema.PCORE_IDX: np.zeros(nx, np.int64),
         }))
         return {"tid": x_tid, "instr": x_instr, "retire": x_retire, "group": x_group, "seqs": seqs,
-                "out": _i64(ch.x_out), "pkt": _i64(ch.x_pkt)}
+                "out": i64(ch.x_out), "pkt": i64(ch.x_pkt)}
 
     def _edges(self, ch: Chunk, start: np.ndarray, end: np.ndarray, stream: np.ndarray, seqs: np.ndarray,  # noqa: PLR0917
                xf: dict[str, np.ndarray] | None) -> tuple[np.ndarray, ...]:
         """(in_id, out_id, out_table, dependency type, gap, stream, value) of the chunk's semaphore-wait edges:
         those the general path recorded and those of fast-path segments, in instruction order."""
-        general = (_i64(ch.f_in), _i64(ch.f_out), np.frombuffer(ch.f_table, np.int8).astype(np.int64),
-                   np.frombuffer(ch.f_dep, np.int8).astype(np.int64), _i64(ch.f_gap),
-                   np.frombuffer(ch.f_stream, np.int32).astype(np.int64), _i64(ch.f_value))
+        general = (i64(ch.f_in), i64(ch.f_out), np.frombuffer(ch.f_table, np.int8).astype(np.int64),
+                   np.frombuffer(ch.f_dep, np.int8).astype(np.int64), i64(ch.f_gap),
+                   np.frombuffer(ch.f_stream, np.int32).astype(np.int64), i64(ch.f_value))
         if not ch.segs:
             return general
         seg = self.seg_edges.expand(ch.segs, ch.first_id, ch.first_xfer, start, end, stream, seqs, xf)
@@ -279,8 +221,8 @@ class Emitter:
         """Write the Instruction rows of ``ch``; queue its semaphore increments and Flow edges; return end_ts."""
         n = len(ch)
         ids = np.arange(ch.first_id, ch.first_id + n, dtype=np.int64)
-        start, end, tid = _i64(ch.start), _i64(ch.end), _i64(ch.tid)
-        wait, aux = _i64(ch.wait), _i64(ch.aux)
+        start, end, tid = i64(ch.start), i64(ch.end), i64(ch.tid)
+        wait, aux = i64(ch.wait), i64(ch.aux)
         eng = self._arr('t_engine')[tid]
         stream = self._arr('t_stream')[tid]
         pcs = np.empty(n, np.int64)
@@ -299,19 +241,19 @@ class Emitter:
             self.seq[s] = base + k
         cols: dict[str, Any] = {
             schema.ID: ids, schema.START_TS: start, schema.END_TS: end, schema.DURATION_NS: end - start,
-            schema.ENGINE: _dict_column(eng, list(ENGINE_NAMES)),
+            schema.ENGINE: dict_column(eng, list(ENGINE_NAMES)),
             schema.PC: pcs, schema.PCORE_IDX: np.zeros(n, np.int64),
-            schema.TIMELINE_TRACK: _dict_column(stream, list(STREAM_TRACK)),
+            schema.TIMELINE_TRACK: dict_column(stream, list(STREAM_TRACK)),
             schema.EVT_WAIT_TIME_NS: wait,
         }
         for col, attr in ((schema.OPCODE, "opcode"), (schema.NKI_SOURCE_LOCATION, "loc"), (schema.LAYER, "lyr"),
                           (schema.HLO_NAME, "hlo"), ("scalar_activation_fn", "act_fn"),
                           ("performance_mode", "perf_mode"), (schema.TENSOR_INSTRUCTION_TYPE, "tensor_type")):
             if attr in ("lyr", "hlo"):  # recorded per instruction
-                cols[col] = _names_column(np.frombuffer(getattr(ch, attr), np.int32), self.core.names)
+                cols[col] = names_column(np.frombuffer(getattr(ch, attr), np.int32), self.core.names)
                 continue
             it = self.attrs[attr]
-            cols[col] = _dict_column(self._arr(attr)[tid], it.values)
+            cols[col] = dict_column(self._arr(attr)[tid], it.values)
         tb = self._arr('t_bytes')[tid]
         for i, col in enumerate(_BYTE_COLS):
             v = tb[:, i]
@@ -360,7 +302,7 @@ class Emitter:
                     values.extend(c[name][1])
                     offset += len(c[name][1])
                 code = np.concatenate(codes)
-                cols[name] = _dict_column(code if order is None else code[order], values)
+                cols[name] = dict_column(code if order is None else code[order], values)
             else:
                 arr = np.concatenate([c[name] for _key, c in parts])
                 cols[name] = arr if order is None else arr[order]
@@ -411,7 +353,7 @@ class Emitter:
         x_q0 = np.frombuffer(ch.x_q0, np.int32).astype(np.int64)
         nx = len(x_tid)
         nq = core.cm.dma_queues
-        qstart = _queue_starts(_i64(ch.x_qstart), np.frombuffer(ch.x_uni, np.int8).astype(bool), nq)
+        qstart = queue_starts(i64(ch.x_qstart), np.frombuffer(ch.x_uni, np.int8).astype(bool), nq)
         first = int(x_pkt[0])
         attrs = self._arr('t_dma')[x_tid]  # per transfer: shape, n, qtype, src, dst, var, queue base
         shape = attrs[:, 0]
@@ -440,15 +382,15 @@ class Emitter:
         self.writer.append(schema.DMA_PACKET.name, {
             schema.ID: np.arange(first, first + total, dtype=np.int64), schema.START_TS: start,
             schema.END_TS: start + dur, schema.DURATION_NS: dur,
-            schema.QUEUE_NAME: _dict_column(out["qname"], self.queue_names), schema.QUEUE_IDX: out["queue"],
-            schema.QUEUE_TYPE: _dict_column(out["qtype"], list(self.codes["qtype"])),
+            schema.QUEUE_NAME: dict_column(out["qname"], self.queue_names), schema.QUEUE_IDX: out["queue"],
+            schema.QUEUE_TYPE: dict_column(out["qtype"], list(self.codes["qtype"])),
             schema.ENGINE_IDX: out["queue"],
             schema.READ_BYTES: nbytes, schema.WRITE_BYTES: nbytes, schema.TRANSFER_BYTES: nbytes,
             schema.THROUGHPUT: (nbytes / dur * 1e9).astype(np.float32),
-            schema.VARIABLE: _dict_column(out["var"], list(self.codes["var"])),
+            schema.VARIABLE: dict_column(out["var"], list(self.codes["var"])),
             schema.PCORE_IDX: np.zeros(total, np.int64),
             "packet_idx": out["pidx"].astype(np.int32), "packet_aggregation_id": out["agg"],
-            "source": _dict_column(out["src"], list(mems)), "dest": _dict_column(out["dst"], list(mems)),
+            "source": dict_column(out["src"], list(mems)), "dest": dict_column(out["dst"], list(mems)),
         })
         x_instr = xf["instr"]
         # the trigger instruction -> the first packet of its transfer (packet_idx 0 of the first partition row)
@@ -529,9 +471,9 @@ class Emitter:
         n = len(ch.c_ts)
         kind = np.frombuffer(ch.c_kind, np.int8).astype(np.int64)
         self.writer.append(schema.COUNTER.name, {
-            schema.TIMESTAMP: _i64(ch.c_ts), schema.NAME: _first_seen_column(kind, [k[0] for k in COUNTER_KINDS]),
+            schema.TIMESTAMP: i64(ch.c_ts), schema.NAME: first_seen_column(kind, [k[0] for k in COUNTER_KINDS]),
             schema.VALUE: np.frombuffer(ch.c_val, np.float64),
-            schema.UNIT: _first_seen_column(kind, [k[1] for k in COUNTER_KINDS]),
-            schema.TRACK_GROUP: _dict_column(np.zeros(n, np.int64), [TRACK_GROUP]),
+            schema.UNIT: first_seen_column(kind, [k[1] for k in COUNTER_KINDS]),
+            schema.TRACK_GROUP: dict_column(np.zeros(n, np.int64), [TRACK_GROUP]),
             schema.PCORE_IDX: np.zeros(n, np.int64),
         })

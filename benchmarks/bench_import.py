@@ -130,14 +130,14 @@ c2, m2 = time.process_time(), time.thread_time()
 # Per-thread CPU: the background thread that reads and parses (the kernel), and the main thread's end-of-input pass.
 cpu = {}
 _prefetched, _finish = chrome_json.prefetched, chrome_build.ChromeTraceBuilder.finish
-def prefetched(items, transform, depth=2):
+def prefetched(items, **kwargs):
     def timed():
         s = time.thread_time()
         try:
             yield from items
         finally:
             cpu["scan_thread_cpu_s"] = time.thread_time() - s
-    return _prefetched(timed(), transform, depth)
+    return _prefetched(timed(), **kwargs)
 def finish(self, complete=True):
     s = time.thread_time()
     yield from _finish(self, complete)

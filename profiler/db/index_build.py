@@ -28,9 +28,9 @@ from profiler import db_schema as dbs
 from profiler.db import lod, lod_rows
 from profiler.db.lod_build import IntervalLodBuilder
 from profiler.db.lod_counter import CounterLodBuilder, CounterRows, counter_table_many
-from profiler.db.prefetch import prefetched
 from profiler.db.sqlutil import quote, registered
 from profiler.db.tracks import TRACK_KEYS, TrackRegistry, TrackStats, value_name
+from profiler.prefetch import prefetched
 from tracer import schema as ts
 
 #: Events handed to a track's builder at once.

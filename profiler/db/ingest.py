@@ -7,7 +7,7 @@ The build never holds the trace in Python objects and reads its input once:
    (:mod:`profiler.db.tracks`) and are ordered by ``(track_id, time, id)`` within bounded chunks
    (:mod:`profiler.db.staging`) on the way, so every DuckDB row group holds one track over a short time range;
    per-track statistics and the index's name dictionaries are gathered meanwhile.  Other tables stream straight
-   in.  That Python work runs on a thread of its own (:mod:`profiler.db.prefetch`) while DuckDB compresses the
+   in.  That Python work runs on a thread of its own (:mod:`profiler.prefetch`) while DuckDB compresses the
    batches before.
 2. **Index.**  :mod:`profiler.db.index_build` reads the stored interval and counter tables back in storage order
    (a few columns, sequentially) into streaming per-track builders that emit the level-of-detail rows.
@@ -34,10 +34,10 @@ import pyarrow.compute as pc
 from profiler import db_schema as dbs
 from profiler.db import lod
 from profiler.db.index_build import INTERVAL_NAME_COLUMNS, IndexBuilder
-from profiler.db.prefetch import prefetched
 from profiler.db.sqlutil import quote, registered
 from profiler.db.staging import ChunkOrderer
 from profiler.db.tracks import TRACK_KEYS, TrackKeySpec, TrackRegistry, TrackStats
+from profiler.prefetch import prefetched
 from profiler.sources import TraceSource
 from tracer import schema as ts
 from tracer._version import __version__

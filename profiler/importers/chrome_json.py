@@ -33,10 +33,10 @@ import pyarrow as pa
 from profiler.importers.json_stream import (
     DEFAULT_BLOCK_BYTES,
     JsonArrayStream,
-    prefetched,
     read_head,
     top_level_keys,
 )
+from profiler.prefetch import prefetched
 from profiler.sources import ProgressCallback
 
 FORMAT_NAME = "chrome-json"
@@ -83,13 +83,10 @@ class ChromeJsonSource:
                                  what="event", keys=KEY_SPEC, kernel=self.kernel)
         with ChromeTraceBuilder(self.path, spill_dir=self.spill_dir) as builder:
             # The kernel (no GIL) parses the next blocks on a background thread while this one is decoded.
-            for block in prefetched(stream.blocks(progress), _same):
-                builder.add(decode_block(block))
+            with prefetched(stream.blocks(progress), name="trnprof-json-scan") as blocks:
+                for block in blocks:
+                    builder.add(decode_block(block))
             yield from builder.finish(complete=stream.fault is None)
-
-
-def _same(block: T) -> T:
-    return block
 
 
 def looks_like_chrome_json(head: bytes) -> bool:

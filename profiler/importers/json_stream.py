@@ -19,7 +19,7 @@ import queue
 import threading
 import warnings
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TypeVar
 
@@ -458,52 +458,6 @@ class JsonArrayStream:
         kept_n = self.objects if kept is None else kept
         self.fault = f"{self.path}: {what}{where}; kept the {kept_n:,} complete {self.what}s before it"
         warnings.warn(TruncatedTraceWarning(self.fault), stacklevel=3)
-
-
-def prefetched(items: Iterator[T], transform: Callable[[T], U], depth: int = 2) -> Iterator[U]:
-    """``transform(item)`` for each of ``items``, computed on a background thread ``depth`` ahead of the consumer.
-
-    Producing an item (reading, the JSON kernel) and transforming it (decoding a block) then overlap the consumer's
-    work: the kernel holds no GIL, and numpy and Arrow release it in their bulk operations.  Exceptions are
-    re-raised in the consumer; closing the generator stops the producer.
-    """
-    q: queue.Queue[tuple[str, object]] = queue.Queue(maxsize=depth)
-    stop = threading.Event()
-
-    def put(item: tuple[str, object]) -> bool:
-        while not stop.is_set():
-            try:
-                q.put(item, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def run() -> None:
-        try:
-            for item in items:
-                if not put(("item", transform(item))):
-                    return
-            put(("end", None))
-        except BaseException as exc:  # re-raised in the consumer
-            put(("error", exc))
-
-    thread = threading.Thread(target=run, name="trnprof-json-scan", daemon=True)
-    thread.start()
-    try:
-        while True:
-            kind, value = q.get()
-            if kind == "end":
-                return
-            if kind == "error":
-                raise value  # type: ignore[misc]
-            yield value  # type: ignore[misc]
-    finally:
-        stop.set()
-        thread.join()
-        close = getattr(items, "close", None)
-        if close is not None and not thread.is_alive():
-            close()
 
 
 def _members(spec: json_kernel.KeySpec, res: json_kernel.ElementScan) -> dict[str, Member]:

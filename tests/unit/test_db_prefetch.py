@@ -1,4 +1,4 @@
-"""profiler.db.prefetch: items in order from a background producer, its errors re-raised, early exits stop it."""
+"""profiler.prefetch: items in order from a background producer, its errors re-raised, early exits stop it."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from profiler.db.prefetch import Prefetcher, prefetched
+from profiler.prefetch import Prefetcher, prefetched
 
 
 def test_items_arrive_in_order_from_another_thread():

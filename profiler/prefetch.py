@@ -1,10 +1,12 @@
 """Runs a producer (an iterator) on a background thread a few items ahead of its consumer.
 
-The ingest hands DuckDB record batches through a Python generator that DuckDB pulls while it stores: without
-prefetching, the Python work of the next batch (reading, track ids, ordering; reading back and indexing) only
-starts when DuckDB asks for it, so the two alternate on one core.  :func:`prefetched` moves the producer to a
-thread of its own; numpy, pyarrow and DuckDB release the GIL in their heavy parts, so producing and storing
-overlap on a second core.  Memory stays bounded: at most ``depth`` items wait between the two.
+Used where producing and consuming can overlap on two cores.  The JSON import: the compiled kernel parses the next
+blocks (without the GIL) while the current one is decoded.  The ingest: it hands DuckDB record batches through a
+Python generator that DuckDB pulls while it stores; without prefetching, the Python work of the next batch
+(reading, track ids, ordering; reading back and indexing) only starts when DuckDB asks for it, so the two alternate
+on one core.  :func:`prefetched` moves the producer to a thread of its own; numpy, pyarrow and DuckDB release the
+GIL in their heavy parts, so producing and consuming overlap on a second core.  Memory stays bounded: at most
+``depth`` items wait between the two.
 
 Errors of the producer are re-raised, unchanged, in the consumer; a consumer that stops early (DuckDB failing,
 an interrupt) stops the producer at its next item.
@@ -32,6 +34,7 @@ class Prefetcher(Generic[T]):
         self._queue: queue.Queue[tuple[int, object]] = queue.Queue(maxsize=max(1, depth))
         self._stop = threading.Event()
         self._finished = False
+        self._source = source
         self._thread = threading.Thread(target=self._produce, args=(source,), name=name, daemon=True)
         self._thread.start()
 
@@ -69,19 +72,23 @@ class Prefetcher(Generic[T]):
         raise StopIteration
 
     def close(self) -> None:
-        """Stop the producer (at its next item) and wait for its thread."""
+        """Stop the producer (at its next item), wait for its thread, and close the source if it can be closed (a
+        generator stopped early runs its ``finally`` blocks: files closed, temporary files removed)."""
         self._finished = True
         self._stop.set()
         while self._thread.is_alive():
             with contextlib.suppress(queue.Empty):
                 self._queue.get(timeout=_POLL_S)
         self._thread.join()
+        close = getattr(self._source, "close", None)
+        if close is not None:
+            close()
 
 
 @contextlib.contextmanager
-def prefetched(source: Iterator[T], *, depth: int = 2) -> Iterator[Prefetcher[T]]:
+def prefetched(source: Iterator[T], *, depth: int = 2, name: str = "trnprof-prefetch") -> Iterator[Prefetcher[T]]:
     """``source`` iterated ``depth`` items ahead on a background thread, stopped when the block exits."""
-    fetcher = Prefetcher(source, depth=depth)
+    fetcher = Prefetcher(source, depth=depth, name=name)
     try:
         yield fetcher
     finally:

@@ -56,3 +56,17 @@ def test_a_consumer_that_stops_early_stops_the_producer():
     assert not fetcher._thread.is_alive()
     with pytest.raises(StopIteration):
         next(fetcher)
+
+
+def test_stopping_early_closes_the_source_so_its_cleanup_runs():
+    cleaned = []
+
+    def produce():
+        try:
+            yield from range(10_000)
+        finally:
+            cleaned.append(True)          # e.g. a file closed, a spill file removed
+
+    with prefetched(produce(), depth=2) as ahead:
+        assert next(ahead) == 0
+    assert cleaned == [True]

@@ -116,22 +116,7 @@ class DmaQueues:
         # the transfer's last packet: highest index among the queues finishing last
         last = max(plan.last_packet(q, q0) for q in range(plan.nqueues) if totals[q] and qs[q] + totals[q] == end_max)
         self.queue_busy_ns += sum(totals)
-        pkt_base = self.n_packets
-        self.n_packets += plan.n
-        self.q0 = (q0 + plan.n) % plan.nqueues
-        retire = end_max if end_max > self.dma_retire[g] else self.dma_retire[g]
-        self.dma_retire[g] = retire
-        seq = self.dma_seq[g] = self.dma_seq[g] + 1
-        c = self._cols
-        c["x_instr"].append(idx)
-        c["x_tid"].append(tpl.id)
-        c["x_pkt"].append(pkt_base)
-        c["x_q0"].append(q0)
-        c["x_retire"].append(retire)
-        c["x_out"].append(pkt_base + last)
-        self.n_xfers += 1
-        self.dma_bytes += plan.rows * plan.chunk_bytes
-        return (g, seq, retire, TABLE_PACKET, pkt_base + last)
+        return self._commit_transfer(plan, tpl.id, idx, q0, g, end_max, last)
 
     def _transfer_uniform(self, plan: DmaPlan, tid: int, idx: int, ready: int, tot: int, q0: int,  # noqa: PLR0917
                           g: int) -> tuple[Any, ...]:
@@ -158,12 +143,18 @@ class DmaQueues:
         c["x_uni"].append(1)
         last = plan.last_all(q0)
         self.queue_busy_ns += tot * nq
+        return self._commit_transfer(plan, tid, idx, q0, g, e, last)
+
+    def _commit_transfer(self, plan: DmaPlan, tid: int, idx: int, q0: int, g: int, end: int,  # noqa: PLR0917
+                         last: int) -> tuple[Any, ...]:
+        """Number a placed transfer's packets, retire it in its group and record its columns; its completion."""
         pkt_base = self.n_packets
         self.n_packets += plan.n
-        self.q0 = (q0 + plan.n) % nq
-        retire = e if e > self.dma_retire[g] else self.dma_retire[g]
+        self.q0 = (q0 + plan.n) % plan.nqueues
+        retire = end if end > self.dma_retire[g] else self.dma_retire[g]
         self.dma_retire[g] = retire
         seq = self.dma_seq[g] = self.dma_seq[g] + 1
+        c = self._cols
         c["x_instr"].append(idx)
         c["x_tid"].append(tid)
         c["x_pkt"].append(pkt_base)

@@ -8,7 +8,7 @@ every stored level (see :mod:`profiler.db.lod` for what a bucket holds) as soon 
   piece of the union of the intervals, the covering (running-maximum) event, the busy time of closed pieces in
   the open bucket, the starter statistics of the open bucket (count, longest, name totals) and the value
   contributions of events still running into later buckets;
-* each coarser level from the finer one (:class:`_Coarsener`), pairs of buckets at a time, keeping at most one
+* each coarser level from the finer one (:class:`Coarsener`), pairs of buckets at a time, keeping at most one
   unpaired child.
 
 So memory is O(chunk + buckets of the chunk's range), whatever the track's length; bucket ranges are processed
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -26,6 +27,8 @@ import pyarrow as pa
 from profiler.db import lod, lod_rows
 from profiler.db.lod import EventContext, Prefix, ValueSpread
 from profiler.db.lod_rows import NONE, Rows
+
+R = TypeVar("R", bound=Any)
 
 #: Buckets computed per step (bounds the arrays of one step when a chunk spans a long range).
 RANGE_BUCKETS = 1 << 20
@@ -74,44 +77,54 @@ class _OpenBucket:
                                                          np.concatenate([self.durs, rows.pd]))
 
 
-class _Coarsener:
-    """Builds level ``k`` from the rows of level ``k - 1`` as they arrive (at most one unpaired child kept)."""
+class Coarsener(Generic[R]):
+    """Builds level ``k`` from the rows of level ``k - 1`` as they arrive (at most one unpaired child kept).
 
-    def __init__(self, k: int, with_values: bool) -> None:
-        self.k = k
-        self.with_values = with_values
-        self.pending: Rows | None = None
+    Generic over the row type: ``idle(k, b0, n)`` makes ``n`` idle buckets, ``concat``/``split`` join and cut
+    contiguous rows, ``coarsen`` pairs an even run of children into their parents (interval rows here, counter
+    rows in :mod:`profiler.db.lod_counter`).
+    """
+
+    def __init__(self, idle: Callable[[int, int, int], R], concat: Callable[[R, R], R],
+                 split: Callable[[R, int], tuple[R, R]], coarsen: Callable[[R], R]) -> None:
+        self._idle, self._concat, self._split, self._coarsen = idle, concat, split, coarsen
+        self.pending: R | None = None
         self.started = False
         self.emitted = 0
-        self.last_rows: Rows | None = None
+        self.last_rows: R | None = None
 
-    def push(self, child: Rows) -> Rows | None:
+    def push(self, child: R) -> R | None:
         """Children [b0, b1) of level k - 1 (continuing the previous push); the complete parents, if any."""
         if len(child) == 0:
             return None
         if not self.started:
             self.started = True
             if child.b0 & 1:     # the left sibling lies before the track: idle
-                child = lod_rows.concat_rows(lod_rows.idle_rows(child.k, child.b0 - 1, 1, self.with_values), child)
-        rows = child if self.pending is None else lod_rows.concat_rows(self.pending, child)
+                child = self._concat(self._idle(child.k, child.b0 - 1, 1), child)
+        rows = child if self.pending is None else self._concat(self.pending, child)
         self.pending = None
         if len(rows) & 1:
-            rows, self.pending = lod_rows.split_rows(rows, len(rows) - 1)
-        return self._out(lod_rows.coarsen(rows)) if len(rows) else None
+            rows, self.pending = self._split(rows, len(rows) - 1)
+        return self._out(self._coarsen(rows)) if len(rows) else None
 
-    def finish(self) -> Rows | None:
+    def finish(self) -> R | None:
         """The last parent (its right child idle) when a child is left unpaired."""
         if self.pending is None:
             return None
-        idle = lod_rows.idle_rows(self.pending.k, self.pending.b1, 1, self.with_values)
-        rows = lod_rows.concat_rows(self.pending, idle)
+        rows = self._concat(self.pending, self._idle(self.pending.k, self.pending.b1, 1))
         self.pending = None
-        return self._out(lod_rows.coarsen(rows))
+        return self._out(self._coarsen(rows))
 
-    def _out(self, rows: Rows) -> Rows:
+    def _out(self, rows: R) -> R:
         self.emitted += len(rows)
         self.last_rows = rows
         return rows
+
+
+def interval_coarsener(with_values: bool) -> Coarsener[Rows]:
+    """A :class:`Coarsener` of interval-track rows (value sums kept when ``with_values``)."""
+    return Coarsener(lambda k, b0, n: lod_rows.idle_rows(k, b0, n, with_values), lod_rows.concat_rows,
+                     lod_rows.split_rows, lod_rows.coarsen)
 
 
 class IntervalLodBuilder:
@@ -132,7 +145,7 @@ class IntervalLodBuilder:
         self.prefix: Prefix | None = None
         self.open = _OpenBucket(first_bucket)
         self.spread = ValueSpread(k_min) if with_values else None
-        self.coarser: list[_Coarsener] = []
+        self.coarser: list[Coarsener[Rows]] = []
         self.overlapping = False
         self.events = 0
         self._last_key: tuple[int, int] | None = None
@@ -193,7 +206,9 @@ class IntervalLodBuilder:
         top = d
         while top + 1 < len(self.coarser) and self.coarser[top + 1].emitted:
             top += 1        # levels already emitted as that single row (odd buckets pair with an idle sibling)
-        for k in range(self.coarser[top].k + 1, lod.MAX_LEVEL + 1):
+        level = self.coarser[top].last_rows     # emitted (above), so set; its rows are at the coarsener's level
+        assert level is not None
+        for k in range(level.k + 1, lod.MAX_LEVEL + 1):
             self.sink(_relevel(single, k))
         del self.coarser[top + 1:]
 
@@ -219,7 +234,7 @@ class IntervalLodBuilder:
         """Pass level-(k_min + depth) rows up the cascade."""
         while rows is not None and rows.k < lod.MAX_LEVEL:
             if depth == len(self.coarser):
-                self.coarser.append(_Coarsener(rows.k + 1, self.with_values))
+                self.coarser.append(interval_coarsener(self.with_values))
             parent = self.coarser[depth].push(rows)
             if parent is None:
                 return

@@ -27,7 +27,7 @@ import pyarrow as pa
 
 from profiler import db_schema as dbs
 from profiler.db import lod, lod_rows
-from profiler.db.lod_build import RANGE_BUCKETS
+from profiler.db.lod_build import RANGE_BUCKETS, Coarsener
 
 _INF = np.inf
 
@@ -76,41 +76,6 @@ def _coarsen(rows: CounterRows) -> CounterRows:
                        rows.vmin.reshape(-1, 2).min(axis=1), rows.vmax.reshape(-1, 2).max(axis=1),
                        rows.integral.reshape(-1, 2).sum(axis=1),
                        np.where(np.isnan(last[:, 1]), last[:, 0], last[:, 1]))
-
-
-class _Coarsener:
-    """Level ``k`` from the rows of level ``k - 1`` as they arrive (at most one unpaired child kept)."""
-
-    def __init__(self) -> None:
-        self.pending: CounterRows | None = None
-        self.started = False
-        self.emitted = 0
-        self.last_rows: CounterRows | None = None
-
-    def push(self, child: CounterRows) -> CounterRows | None:
-        if len(child) == 0:
-            return None
-        if not self.started:
-            self.started = True
-            if child.b0 & 1:
-                child = _concat(_idle(child.k, child.b0 - 1, 1), child)
-        rows = child if self.pending is None else _concat(self.pending, child)
-        self.pending = None
-        if len(rows) & 1:
-            rows, self.pending = _split(rows, len(rows) - 1)
-        return self._out(_coarsen(rows)) if len(rows) else None
-
-    def finish(self) -> CounterRows | None:
-        if self.pending is None:
-            return None
-        rows = _concat(self.pending, _idle(self.pending.k, self.pending.b1, 1))
-        self.pending = None
-        return self._out(_coarsen(rows))
-
-    def _out(self, rows: CounterRows) -> CounterRows:
-        self.emitted += len(rows)
-        self.last_rows = rows
-        return rows
 
 
 @dataclass
@@ -164,7 +129,7 @@ class CounterLodBuilder:
         self.sink = sink
         self.open = _Open(first_ts >> k_min)
         self.value = np.nan         # the last sample's value so far
-        self.coarser: list[_Coarsener] = []
+        self.coarser: list[Coarsener[CounterRows]] = []
         self.samples = 0
 
     def feed(self, t: np.ndarray, v: np.ndarray) -> None:
@@ -259,7 +224,7 @@ class CounterLodBuilder:
     def _up(self, rows: CounterRows | None, depth: int) -> None:
         while rows is not None and rows.k < lod.MAX_LEVEL:
             if depth == len(self.coarser):
-                self.coarser.append(_Coarsener())
+                self.coarser.append(Coarsener(_idle, _concat, _split, _coarsen))
             parent = self.coarser[depth].push(rows)
             if parent is None:
                 return

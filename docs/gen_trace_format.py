@@ -22,8 +22,10 @@ def _type_name(col: schema.Column) -> str:
 
 def tables_markdown() -> str:
     out: list[str] = []
-    for spec in schema.TABLES:
+    for spec in (*schema.TABLES, *schema.STORAGE_TABLES):
         origin = "Neuron Explorer table" if spec.neuron else "trnprof extension"
+        if spec.kind == "storage":
+            origin = f"storage of {', '.join(k for k, v in schema.STORED_AS.items() if spec.name in v)}"
         out.append(f"### `{spec.name}` — {spec.kind}, {origin}\n")
         out.append(f"{spec.doc}\n")
         out.append("| column | type | required | unit | meaning |")

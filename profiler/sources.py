@@ -58,14 +58,14 @@ class TraceDirectorySource:
         self.reader = TraceReader(self.path)
 
     def input_files(self) -> list[Path]:
-        return [self.reader.file_path(name) for name in self.reader.table_names()]
+        return [p for name in self.reader.table_names() for p in self.reader.table_files(name)]
 
     def input_size(self) -> int:
         return sum(p.stat().st_size for p in self.input_files())
 
     def read(self, progress: ProgressCallback | None = None) -> Iterator[tuple[str, pa.RecordBatch]]:
         for name in self.reader.table_names():
-            size = self.reader.file_path(name).stat().st_size
+            size = sum(p.stat().st_size for p in self.reader.table_files(name))
             for batch in self.reader.batches(name):
                 yield name, batch
             if progress is not None:

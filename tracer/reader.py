@@ -4,6 +4,10 @@ The reader validates every file against :mod:`tracer.schema` (table tag, columns
 raises :class:`~tracer.errors.TraceFormatError` naming the file and what is wrong.  A file whose tail is
 incomplete (the recording process was killed) yields every complete record batch and reports the damaged tail
 as one :class:`~tracer.errors.TruncatedTraceWarning`, never as an exception or garbage rows.
+
+A table may be stored in another form (:data:`tracer.schema.STORED_AS`): a simulator's ``DmaPacket`` rows are
+stored as ``DmaTransfer`` + ``DmaPacketLayout`` and expanded here (:mod:`tracer.packets`), so callers always read
+``DmaPacket``.
 """
 
 from __future__ import annotations
@@ -15,11 +19,13 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 from pyarrow import ipc
 
 from tracer import schema
 from tracer.errors import TraceFormatError, TruncatedTraceWarning
+from tracer.packets import PacketExpander
 
 _ARROW_ERRORS = (pa.ArrowInvalid, pa.ArrowIOError, pa.ArrowNotImplementedError, pa.ArrowTypeError, OSError)
 
@@ -86,23 +92,68 @@ class TraceReader:
         return bool(self.metadata.get("recording_complete"))
 
     def table_names(self) -> list[str]:
-        """Known tables present in the directory, in schema order."""
-        return [t.name for t in schema.TABLES if (self.path / t.file_name).exists()]
+        """Known tables present in the directory (stored row by row or in a compact form), in schema order."""
+        return [t.name for t in schema.TABLES if self.has_table(t.name)]
 
     def has_table(self, name: str) -> bool:
-        """True when the directory holds a file for table ``name``."""
-        return (self.path / schema.table_spec(name).file_name).exists()
+        """True when the directory holds table ``name`` (its file, or the files it is stored as)."""
+        return (self.path / schema.table_spec(name).file_name).exists() or self._stored(name)
+
+    def _stored(self, name: str) -> bool:
+        """True when table ``name`` is stored as other tables (and not row by row)."""
+        parts = schema.STORED_AS.get(name)
+        return parts is not None and not (self.path / schema.table_spec(name).file_name).exists() and \
+            (self.path / schema.table_spec(parts[0]).file_name).exists()
 
     def file_path(self, name: str) -> Path:
-        """Path of table ``name``'s file (which may not exist)."""
+        """Path of the file holding table ``name``'s rows (which may not exist); for a table stored in another
+        form, the file of its main storage table."""
+        if self._stored(name):
+            return self.path / schema.table_spec(schema.STORED_AS[name][0]).file_name
         return self.path / schema.table_spec(name).file_name
+
+    def table_files(self, name: str) -> list[Path]:
+        """The existing files table ``name`` is read from."""
+        names = schema.STORED_AS[name] if self._stored(name) else (name,)
+        return [p for p in (self.path / schema.table_spec(n).file_name for n in names) if p.exists()]
 
     def batches(self, name: str) -> Iterator[pa.RecordBatch]:
         """Stream the record batches of table ``name`` (nothing if the table is absent).
 
         A damaged tail ends the iteration with one TruncatedTraceWarning.
         """
-        spec = schema.table_spec(name)
+        if self._stored(name):
+            yield from self._expanded_packets()
+            return
+        yield from self._file_batches(schema.table_spec(name))
+
+    def _expanded_packets(self) -> Iterator[pa.RecordBatch]:
+        """DmaPacket batches expanded from DmaTransfer and DmaPacketLayout (see :mod:`tracer.packets`)."""
+        layout_spec = schema.DMA_PACKET_LAYOUT
+        layouts = list(self._file_batches(layout_spec))
+        try:
+            expander = PacketExpander(pa.Table.from_batches(layouts, schema=layout_spec.arrow_schema()))
+        except ValueError as exc:
+            raise TraceFormatError(f"{self.path / layout_spec.file_name}: {exc}") from None
+        warned = False
+        for stored in self._file_batches(schema.DMA_TRANSFER):
+            layout = np.asarray(stored.column("packet_layout"), np.int64)
+            rotation = np.asarray(stored.column("rotation"), np.int64)
+            ok = expander.known(layout, rotation)
+            batch = stored
+            if not ok.all():
+                if not warned:
+                    warnings.warn(f"{self.path / layout_spec.file_name}: packet layouts of some DMA transfers are "
+                                  "missing (the recording was interrupted); their packets are left out",
+                                  TruncatedTraceWarning, stacklevel=3)
+                    warned = True
+                batch = batch.filter(pa.array(ok))
+            if batch.num_rows:
+                yield from expander.expand(batch)
+
+    def _file_batches(self, spec: schema.TableSpec) -> Iterator[pa.RecordBatch]:
+        """The record batches of ``spec``'s own file (nothing if absent), validated; a damaged tail ends the
+        iteration with one TruncatedTraceWarning."""
         path = self.path / spec.file_name
         if not path.exists():
             return
@@ -113,7 +164,7 @@ class TraceReader:
             except _ARROW_ERRORS as exc:
                 if source.size() == 0 or _schema_prefix(spec).startswith(_read_all(path)):
                     warnings.warn(f"{path}: truncated before its first batch; the recording was interrupted, "
-                                  "table read as empty", TruncatedTraceWarning, stacklevel=2)
+                                  "table read as empty", TruncatedTraceWarning, stacklevel=3)
                     return
                 raise TraceFormatError(f"{path}: not a valid Arrow IPC stream ({_first_line(exc)})") from None
             _check_schema(path, spec, stream.schema)
@@ -126,7 +177,7 @@ class TraceReader:
                 except _ARROW_ERRORS as exc:
                     warnings.warn(f"{path}: damaged tail after {count} complete batch(es) ({_first_line(exc)}); "
                                   "the recording was interrupted, the complete batches are kept",
-                                  TruncatedTraceWarning, stacklevel=2)
+                                  TruncatedTraceWarning, stacklevel=3)
                     return
                 count += 1
                 yield batch

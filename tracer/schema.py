@@ -20,10 +20,13 @@ import pyarrow as pa
 
 from tracer.errors import TraceFormatError
 
-#: Version of the trnprof trace directory format, ``MAJOR.MINOR``.  A reader accepts any file whose MAJOR
-#: equals its own; MINOR bumps only add optional tables or columns.
-TRACE_FORMAT_VERSION = "1.0"
+#: Version of the trnprof trace directory format, ``MAJOR.MINOR``.  A reader accepts any file whose MAJOR it
+#: knows (:data:`READABLE_MAJORS`); MINOR bumps only add optional tables or columns.  2.0 stores ``DmaPacket`` as
+#: ``DmaTransfer`` + ``DmaPacketLayout`` (see :data:`STORAGE_TABLES`); 1.x traces store its rows.
+TRACE_FORMAT_VERSION = "2.0"
 TRACE_FORMAT_MAJOR = int(TRACE_FORMAT_VERSION.split(".", maxsplit=1)[0])
+#: Format majors this reader reads: 1 (``DmaPacket`` stored row by row) and 2.
+READABLE_MAJORS: tuple[int, ...] = (1, 2)
 
 #: The Neuron Explorer profile schema whose table and field names trnprof follows.
 NEURON_PROFILE_SCHEMA_VERSION = "7.4.0"
@@ -384,6 +387,59 @@ DMA_QUEUES_INFO = TableSpec(
     ),
 )
 
+DMA_TRANSFER = TableSpec(
+    name="DmaTransfer",
+    kind="storage",
+    neuron=False,
+    doc=(
+        "How a simulator stores DmaPacket compactly (format 2.0): one row per DMA transfer (descriptor); its "
+        "packets follow from DmaPacketLayout. Packet j (0 <= j < the layout's packets) of a transfer has id "
+        "first_packet_id + j and runs on the layout row's queue from queue_start_ts[queue] (or the only value) "
+        "plus the row's offset_ns. TraceReader reads it as DmaPacket rows; query DmaPacket, not this table."
+    ),
+    columns=(
+        _c("packet_aggregation_id", _I64, "id of the transfer (DmaPacket.packet_aggregation_id)", req=True),
+        _c("first_packet_id", _I64, "DmaPacket.id of the transfer's packet 0; its packets are numbered on", req=True),
+        _c("packet_layout", _I32, "DmaPacketLayout.packet_layout of its packets", req=True),
+        _c("rotation", _I32, "DmaPacketLayout.rotation: the queue of its packet 0", req=True),
+        _c("queue_start_ts", pa.list_(_I64),
+           "time each queue started its share, by queue index; one value when all queues started together",
+           req=True, unit="ns"),
+        _c("queue_group", _DICT, "queue name prefix, e.g. qSyncIO; a packet's queue_name is this + its queue index",
+           req=True),
+        _c(QUEUE_TYPE, _DICT, "DmaQueueType of its queues"),
+        _c(VARIABLE, _DICT, "tensor the transfer moves"),
+        _c(PCORE_IDX, _I64, "physical NeuronCore"),
+        _c("source", _DICT, "source memory: HBM, SBUF or PSUM"),
+        _c("dest", _DICT, "destination memory: HBM, SBUF or PSUM"),
+    ),
+)
+
+DMA_PACKET_LAYOUT = TableSpec(
+    name="DmaPacketLayout",
+    kind="storage",
+    neuron=False,
+    doc=(
+        "The packets of a DmaTransfer, per packet layout and rotation: one row per packet, in packet order "
+        "(format 2.0). Written before the first transfer that uses the layout."
+    ),
+    columns=(
+        _c("packet_layout", _I32, "layout id", req=True),
+        _c("rotation", _I32, "queue of packet 0", req=True),
+        _c("packet", _I32, "packet index within the transfer (its id is first_packet_id + packet)", req=True),
+        _c(QUEUE_IDX, _I32, "queue (and DMA engine) the packet runs on", req=True),
+        _c("offset_ns", _I64, "start of the packet after its queue's queue_start_ts", req=True, unit="ns"),
+        _c(DURATION_NS, _I64, "duration of the packet", req=True, unit="ns"),
+        _c(TRANSFER_BYTES, _I64, "bytes the packet moves (read, written and transferred)", req=True, unit="B"),
+        _c("packet_idx", _I32, "DmaPacket.packet_idx: packet index within its partition row's descriptor", req=True),
+    ),
+)
+
+#: Tables a trace may store instead of a logical table: TraceReader reads them as that table.
+STORAGE_TABLES: tuple[TableSpec, ...] = (DMA_TRANSFER, DMA_PACKET_LAYOUT)
+#: The logical table each storage table stands for.
+STORED_AS: Mapping[str, tuple[str, ...]] = {DMA_PACKET.name: (DMA_TRANSFER.name, DMA_PACKET_LAYOUT.name)}
+
 #: Every table of the trace format, in the order they are documented and written.
 TABLES: tuple[TableSpec, ...] = (
     INSTRUCTION,
@@ -396,12 +452,14 @@ TABLES: tuple[TableSpec, ...] = (
     DMA_QUEUES_INFO,
 )
 TABLES_BY_NAME: Mapping[str, TableSpec] = {t.name: t for t in TABLES}
+_ALL_SPECS: Mapping[str, TableSpec] = {t.name: t for t in (*TABLES, *STORAGE_TABLES)}
 
 
 def table_spec(name: str) -> TableSpec:
-    """The spec of trace table ``name``; TraceFormatError listing the known tables otherwise."""
+    """The spec of trace table ``name`` (a logical or a storage table); TraceFormatError listing the known tables
+    otherwise."""
     try:
-        return TABLES_BY_NAME[name]
+        return _ALL_SPECS[name]
     except KeyError:
         known = ", ".join(TABLES_BY_NAME)
         raise TraceFormatError(f"unknown trace table {name!r} (known tables: {known})") from None
@@ -431,7 +489,7 @@ def check_format_version(text: str, where: str) -> None:
             f"{where}: written in trace format {text}, newer than this trnprof reads "
             f"({TRACE_FORMAT_VERSION}); upgrade trnprof"
         )
-    if major < TRACE_FORMAT_MAJOR:
+    if major not in READABLE_MAJORS:
         raise TraceFormatError(
             f"{where}: written in old trace format {text}; this trnprof reads {TRACE_FORMAT_VERSION}, "
             "re-record the trace"

@@ -365,10 +365,13 @@ class TraceWriter:
         os.replace(tmp, final)
 
     # -- flushing and closing ----------------------------------------------------------------------------
-    def flush(self) -> None:
-        """Write every buffered row to disk now."""
+    def flush(self, table: str | None = None) -> None:
+        """Write the buffered rows of ``table`` (default: every table) to disk now."""
         with self._lock:
-            self._flush_all()
+            if table is None:
+                self._flush_all()
+            elif table in self._sinks:
+                self._sinks[table].flush(self.batch_rows)
 
     def _flush_all(self) -> None:
         for sink in self._sinks.values():

@@ -54,7 +54,7 @@ def test_unknown_table_names_the_known_ones():
         schema.INSTRUCTION.column("foo")
 
 
-@pytest.mark.parametrize("text", ["2.0", "17.3"])
+@pytest.mark.parametrize("text", ["3.0", "17.3"])
 def test_newer_major_version_is_refused(text):
     with pytest.raises(TraceFormatError, match="upgrade trnprof"):
         schema.check_format_version(text, "x")
@@ -62,5 +62,8 @@ def test_newer_major_version_is_refused(text):
 
 def test_same_major_newer_minor_is_accepted():
     schema.check_format_version(f"{schema.TRACE_FORMAT_MAJOR}.99", "x")
+    schema.check_format_version("1.0", "x")  # format 1 (DmaPacket stored row by row) is still read
+    with pytest.raises(TraceFormatError, match="re-record"):
+        schema.check_format_version("0.9", "x")
     with pytest.raises(TraceFormatError, match="unreadable"):
         schema.check_format_version("banana", "x")

@@ -1,5 +1,5 @@
-"""Column builders of the trace emitter (:mod:`tracer.sim.emitter`): int64 views of raw buffers, per-queue start
-offsets, dictionary columns from codes, and the interning of template attributes."""
+"""Column builders of the trace emitter (:mod:`tracer.sim.emitter`): int64 views of raw buffers, dictionary
+columns from codes, and the interning of template attributes."""
 
 from __future__ import annotations
 
@@ -12,16 +12,6 @@ import pyarrow as pa
 def i64(buf: Any) -> np.ndarray:
     """A raw int64 buffer (``array.array`` or bytes) as a numpy array without copying."""
     return np.frombuffer(buf, dtype=np.int64) if len(buf) else np.zeros(0, np.int64)
-
-
-def queue_starts(flat: np.ndarray, uni: np.ndarray, nq: int) -> np.ndarray:
-    """Per transfer and queue, the time the queue started it (a uniform transfer stored one value for all)."""
-    offs = np.concatenate([[0], np.cumsum(np.where(uni, 1, nq))[:-1]]).astype(np.int64)
-    out = np.empty((len(uni), nq), np.int64)
-    out[uni] = flat[offs[uni]][:, None]
-    rest = ~uni
-    out[rest] = flat[offs[rest][:, None] + np.arange(nq)[None, :]]
-    return out
 
 
 def names_column(codes: np.ndarray, names: list[str]) -> pa.DictionaryArray:

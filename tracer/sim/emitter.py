@@ -7,7 +7,8 @@ vectorised numpy/pyarrow, which releases the GIL).  From one :class:`~tracer.sim
   waits from the Flow edges + the static text + the dynamic HBM slice of DMA triggers), per-engine ``pc``;
 * ``Flow`` rows (one per semaphore wait), ``SemaphoreUpdate`` rows (each instruction increments its stream's
   semaphore at completion, each DMA transfer its group's semaphore at retirement);
-* ``DmaPacket`` rows, expanded from each transfer's per-queue start times and its packet plan;
+* ``DmaTransfer`` rows (each transfer's per-queue start times) and, per new packet layout, ``DmaPacketLayout``
+  rows: the compact form of ``DmaPacket`` (see :mod:`tracer.packets`; readers expand it);
 * ``Counter``, ``Span`` and ``DmaQueuesInfo`` rows.
 
 The emitter is bounded: the core blocks when more than a few chunks wait, so memory stays flat on long runs.
@@ -24,7 +25,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracer import schema
-from tracer.sim.columns import Interned, dict_column, first_seen_column, i64, names_column, queue_starts
+from tracer.packets import layout_columns
+from tracer.sim.columns import Interned, dict_column, first_seen_column, i64, names_column
 from tracer.sim.core import Core
 from tracer.sim.fastpath.edges import SegmentEdges
 from tracer.sim.records import (
@@ -64,17 +66,12 @@ class Emitter:
         self.t_dma: list[tuple[int, ...]] = []
         self.t_group: list[int] = []
         self.seg_edges = SegmentEdges()
-        self.shapes: list[DmaPlan] = []
-        self._tables: dict[str, np.ndarray] | None = None
-        self._tables_n = 0
         self.shape_ids: dict[tuple[Any, ...], int] = {}
         self.hbm_names: list[str] = []
         self.hbm_codes: dict[str, int] = {}
         self.pc = np.zeros(len(ENGINE_NAMES), np.int64)
         self.seq: dict[int, int] = {}
-        self.queue_names: list[str] = []
-        self.queue_base: dict[int, int] = {}
-        self.codes: dict[str, dict[str, int]] = {"qtype": {}, "mem": {}, "var": {}}
+        self.codes: dict[str, dict[str, int]] = {"qtype": {}, "mem": {}, "var": {}, "group": {}}
         self.error: BaseException | None = None
         self._queue: queue.Queue[Chunk | None] | None = None
         self._thread: threading.Thread | None = None
@@ -346,103 +343,63 @@ class Emitter:
 
     def _packets(self, ch: Chunk, xf: dict[str, np.ndarray], flow: list[tuple[np.ndarray, dict[str, Any]]],
                  end: np.ndarray | None) -> None:
-        """Write the DmaPacket rows of ``ch``; queue the transfers' trigger edges."""
-        core = self.core
+        """Write the chunk's DMA transfers as ``DmaTransfer`` rows (their packets are stored compactly, see
+        :mod:`tracer.packets`); queue the transfers' trigger edges."""
         x_tid = xf["tid"]
         x_pkt = xf["pkt"]
         x_q0 = np.frombuffer(ch.x_q0, np.int32).astype(np.int64)
         nx = len(x_tid)
-        nq = core.cm.dma_queues
-        qstart = queue_starts(i64(ch.x_qstart), np.frombuffer(ch.x_uni, np.int8).astype(bool), nq)
-        first = int(x_pkt[0])
-        attrs = self._arr('t_dma')[x_tid]  # per transfer: shape, n, qtype, src, dst, var, queue base
-        shape = attrs[:, 0]
-        sizes = attrs[:, 1]
-        total = int(sizes.sum())
-        # every packet at once: its transfer, its index in the transfer, then table look-ups by shape
-        xi = np.repeat(np.arange(nx, dtype=np.int64), sizes)
-        j = np.arange(total, dtype=np.int64) - np.repeat(x_pkt - first, sizes)
-        tables = self._packet_tables()
-        pshape = shape[xi]
-        sub = j % tables["per_row"][pshape]
-        queue = (x_q0[xi] + j) % nq
-        offset = tables["offsets"][tables["off_base"][pshape] + x_q0[xi] * tables["n"][pshape] + j]
-        sub_at = tables["sub_base"][pshape] + sub
-        out = {
-            "start": qstart.ravel()[xi * nq + queue] + offset,
-            "dur": tables["sub_ns"][sub_at], "bytes": tables["sub_bytes"][sub_at],
-            "queue": queue, "qname": np.repeat(attrs[:, 6], sizes) + queue, "agg": ch.first_xfer + xi, "pidx": sub,
-            "qtype": np.repeat(attrs[:, 2], sizes), "src": np.repeat(attrs[:, 3], sizes),
-            "dst": np.repeat(attrs[:, 4], sizes), "var": np.repeat(attrs[:, 5], sizes),
-        }
-        start = out["start"]
-        dur = out["dur"]
-        nbytes = out["bytes"]
-        mems = self.codes["mem"]
-        self.writer.append(schema.DMA_PACKET.name, {
-            schema.ID: np.arange(first, first + total, dtype=np.int64), schema.START_TS: start,
-            schema.END_TS: start + dur, schema.DURATION_NS: dur,
-            schema.QUEUE_NAME: dict_column(out["qname"], self.queue_names), schema.QUEUE_IDX: out["queue"],
-            schema.QUEUE_TYPE: dict_column(out["qtype"], list(self.codes["qtype"])),
-            schema.ENGINE_IDX: out["queue"],
-            schema.READ_BYTES: nbytes, schema.WRITE_BYTES: nbytes, schema.TRANSFER_BYTES: nbytes,
-            schema.THROUGHPUT: (nbytes / dur * 1e9).astype(np.float32),
-            schema.VARIABLE: dict_column(out["var"], list(self.codes["var"])),
-            schema.PCORE_IDX: np.zeros(total, np.int64),
-            "packet_idx": out["pidx"].astype(np.int32), "packet_aggregation_id": out["agg"],
-            "source": dict_column(out["src"], list(mems)), "dest": dict_column(out["dst"], list(mems)),
+        nq = self.core.cm.dma_queues
+        uni = np.frombuffer(ch.x_uni, np.int8).astype(bool)
+        flat = i64(ch.x_qstart)
+        offsets = np.zeros(nx + 1, np.int64)
+        np.cumsum(np.where(uni, 1, nq), out=offsets[1:])
+        attrs = self._arr("t_dma")[x_tid]  # per transfer: layout, packets, queue type, source, dest, variable, group
+        codes = self.codes
+        self.writer.append(schema.DMA_TRANSFER.name, {
+            "packet_aggregation_id": ch.first_xfer + np.arange(nx, dtype=np.int64), "first_packet_id": x_pkt,
+            "packet_layout": attrs[:, 0].astype(np.int32), "rotation": x_q0.astype(np.int32),
+            "queue_start_ts": pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(flat)),
+            "queue_group": dict_column(attrs[:, 6], list(codes["group"])),
+            schema.QUEUE_TYPE: dict_column(attrs[:, 2], list(codes["qtype"])),
+            schema.VARIABLE: dict_column(attrs[:, 5], list(codes["var"])),
+            schema.PCORE_IDX: np.zeros(nx, np.int64),
+            "source": dict_column(attrs[:, 3], list(codes["mem"])),
+            "dest": dict_column(attrs[:, 4], list(codes["mem"])),
         })
-        x_instr = xf["instr"]
-        # the trigger instruction -> the first packet of its transfer (packet_idx 0 of the first partition row)
         if end is not None:
-            pk0 = x_pkt - first
+            # the trigger instruction -> the transfer's packet 0 (on queue q0, at offset 0 from its queue's start)
+            first_start = flat[offsets[:-1] + np.where(uni, 0, x_q0)]
+            x_instr = xf["instr"]
             flow.append((2 * x_instr + 1, {
                 schema.IN_ID: x_pkt, schema.OUT_ID: x_instr,
                 schema.IN_TABLE: (np.full(nx, TABLE_PACKET, np.int64), list(_TABLE_NAMES)),
                 schema.OUT_TABLE: (np.full(nx, TABLE_INSTRUCTION, np.int64), list(_TABLE_NAMES)),
                 schema.DEPENDENCY_TYPE: (np.zeros(nx, np.int64), list(DEP_NAMES)),
-                schema.GAP_TIME: start[pk0] - end[x_instr - ch.first_id],
+                schema.GAP_TIME: first_start - end[x_instr - ch.first_id],
             }))
 
-    def _packet_tables(self) -> dict[str, np.ndarray]:
-        """Per packet-layout shape, flattened: packets per row, packets, sub-packet durations and bytes, and each
-        packet's offset from its queue's start for every rotation q0 (row q0 of a Q x n block)."""
-        if self._tables is not None and self._tables_n == len(self.shapes):
-            return self._tables
-        nq = self.core.cm.dma_queues
-        per_row, n, sub_base, off_base = [], [], [], []
-        sub_ns: list[np.ndarray] = []
-        sub_bytes: list[np.ndarray] = []
-        offsets: list[np.ndarray] = []
-        nsub = noff = 0
-        for plan in self.shapes:
-            per_row.append(plan.per_row)
-            n.append(plan.n)
-            sub_base.append(nsub)
-            off_base.append(noff)
-            sub_ns.append(plan.sub_ns)
-            sub_bytes.append(plan.sub_bytes)
-            nsub += len(plan.sub_ns)
-            for q0 in range(nq):
-                offsets.append(plan.layout(q0)[1])
-            noff += nq * plan.n
-        self._tables = {"per_row": np.asarray(per_row, np.int64), "n": np.asarray(n, np.int64),
-                        "sub_base": np.asarray(sub_base, np.int64), "off_base": np.asarray(off_base, np.int64),
-                        "sub_ns": np.concatenate(sub_ns), "sub_bytes": np.concatenate(sub_bytes),
-                        "offsets": np.concatenate(offsets)}
-        self._tables_n = len(self.shapes)
-        return self._tables
+    def _write_layout(self, layout: int, plan: DmaPlan) -> None:
+        """Write the ``DmaPacketLayout`` rows of a new packet layout, on disk before any transfer using it."""
+        sub = np.arange(plan.n, dtype=np.int64) % plan.per_row
+        rotations = []
+        for q0 in range(self.core.cm.dma_queues):
+            _totals, offsets, queue = plan.layout(q0)
+            rotations.append((queue, offsets))
+        self.writer.append(schema.DMA_PACKET_LAYOUT.name,
+                           layout_columns(layout, rotations, plan.sub_ns[sub], plan.sub_bytes[sub], sub))
+        self.writer.flush(schema.DMA_PACKET_LAYOUT.name)
 
     def _dma_attrs(self, plan: DmaPlan) -> tuple[int, ...]:
         """(packet-layout shape id, packets, queue type, source, dest, variable codes, queue-name base)."""
         key = (plan.n, plan.per_row, tuple(plan.sub_ns.tolist()), tuple(plan.sub_bytes.tolist()))
         shape = self.shape_ids.get(key)
         if shape is None:
-            shape = self.shape_ids[key] = len(self.shapes)
-            self.shapes.append(plan)
+            shape = self.shape_ids[key] = len(self.shape_ids)
+            self._write_layout(shape, plan)
         return (shape, plan.n, self._code("qtype", plan.queue_type), self._code("mem", plan.src_mem),
                 self._code("mem", plan.dst_mem), self._code("var", plan.variable),
-                self._queue_code(self.core, plan.group))
+                self._group_code(self.core, plan.group))
 
     def _code(self, kind: str, value: str) -> int:
         codes = self.codes[kind]
@@ -451,15 +408,13 @@ class Emitter:
             code = codes[value] = len(codes)
         return code
 
-    def _queue_code(self, core: Core, group: int) -> int:
-        """Code of queue 0 of ``group`` in the queue-name dictionary (queue q is that + q)."""
-        base = self.queue_base.get(group)
-        if base is None:
-            prefix = core.stream_names[group]
-            base = self.queue_base[group] = len(self.queue_names)
-            self.queue_names.extend(f"{prefix}{q}" for q in range(core.cm.dma_queues))
+    def _group_code(self, core: Core, group: int) -> int:
+        """Code of queue group ``group`` (its queue-name prefix) in the queue_group dictionary; a new group's
+        queues get their DmaQueuesInfo rows."""
+        prefix = core.stream_names[group]
+        if prefix not in self.codes["group"]:
             self._queue_info(core, prefix)
-        return base
+        return self._code("group", prefix)
 
     def _queue_info(self, core: Core, prefix: str) -> None:
         qtype = "data"

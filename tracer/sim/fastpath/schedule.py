@@ -16,24 +16,28 @@ local copies of the core's state, with the same arithmetic.  The trace columns a
 from __future__ import annotations
 
 import math
-from bisect import bisect_right
 from itertools import accumulate
 from typing import Any
 
+import numpy as np
+
+from tracer.sim.fastpath import schedule_jit
+from tracer.sim.fastpath.schedule_kernel import K_DMA, K_MATRIX, K_PLAIN, K_TENSOR, K_THROTTLE
 from tracer.sim.fastpath.trie import ALLOC, FREE, SRC_LEAF, Variant
 from tracer.sim.records import C_PSUM, C_SBUF, C_THROTTLE, S_MATRIX, S_TENSOR, TABLE_INSTRUCTION, TABLE_PACKET
 
-#: Kinds of instruction rows (the scheduling loop branches on them): any other engine, LoadStationary (loads the
-#: weights MultiplyMoving waits for), MultiplyMoving / transpose, the same under the Trn2 throttle, DMA trigger.
-K_PLAIN, K_TENSOR, K_MATRIX, K_THROTTLE, K_DMA = range(5)
+# Kinds of instruction rows (the scheduling loop branches on them; defined with the compiled loop): K_PLAIN any
+# other engine, K_TENSOR LoadStationary (loads the weights MultiplyMoving waits for), K_MATRIX MultiplyMoving /
+# transpose, K_THROTTLE the same under the Trn2 throttle, K_DMA a DMA trigger.
 _USAGE = {"SBUF": C_SBUF, "PSUM": C_PSUM}
 
 
 class Program:
     """A variant's instruction table and what to do around it."""
 
-    __slots__ = ("aux", "counters", "edge_leaves", "eng_counts", "exports", "flops", "has_dma", "has_throttle", "last",
-                 "n", "out_src", "rows", "scope_runs", "seq_counts", "uid")
+    __slots__ = ("aux", "aux_rows", "counter_before", "counter_kind", "counters", "edge_leaves", "eng_counts",
+                 "exports", "flops", "has_dma", "has_throttle", "jit", "last", "n", "out_src", "rows", "scope_runs",
+                 "seq_counts", "uid")
 
     def __init__(self, var: Variant) -> None:
         pos = var.positions
@@ -82,6 +86,9 @@ class Program:
         self.has_dma = any(p.dma for p in pos)
         self.has_throttle = any(p.throttle for p in pos)
         self.counters = counters
+        #: The same as columns: instructions before each usage sample, and its counter kind.
+        self.counter_before = [before for before, _k in counters]
+        self.counter_kind = [k for _before, k in counters]
         self.edge_leaves = list(var.edge_leaves)
         eng: dict[int, int] = {}
         for p in pos:
@@ -90,6 +97,10 @@ class Program:
         self.flops = sum(p.flops_adj for p in pos)
         self.last = var.last
         self.out_src = [(kind == SRC_LEAF, src) for _sig, _struct, srcs in var.outputs for kind, src in srcs]
+        #: The DMA rows that take the segment's dynamic aux values, in order.
+        self.aux_rows = [j for j, r in enumerate(rows) if r[4] == K_DMA and r[5]]
+        #: The compiled loop's arrays (:class:`tracer.sim.fastpath.schedule_jit.ProgramArrays`), made on first use.
+        self.jit: Any = None
 
 
 def run(prog: Program, core: Any, ctx: Any, leaves: list[Any], aux: list[int], tpls: list[Any],  # noqa: PLR0917
@@ -97,20 +108,81 @@ def run(prog: Program, core: Any, ctx: Any, leaves: list[Any], aux: list[int], t
         names: dict[tuple[str, int], Any]) -> tuple[tuple[Any, ...], list[int] | None, list[int] | None]:
     """Schedule the segment of ``prog``; returns (producers left in records, starts, finish times)."""
     n = prog.n
-    SF, EI, SQ = core.stream_free, core.engine_issue, core.stream_seq
+    SQ = core.stream_seq
     q_base = list(SQ)
-    fr, ln, pw = core.frontier, core.last_ns, core.pe_weights_ready
+    fr0 = core.frontier
     i0, x0 = core.n, core.n_xfers
+    A = list(prog.aux)
+    for j, a in zip(prog.aux_rows, aux):  # noqa: B905  (aux may hold more values than the rows take)
+        A[j] = a
+    P: dict[int, Any] = {}
+    if schedule_jit.use(n):  # arrays: S, E, W, R (and the column writes below take them as they are)
+        S, E, W, R, TC, rts = schedule_jit.schedule(prog, core, leaves, A, tpls, tids, P, fr0, _flush_dma)
+    else:
+        S, E, W, R, TC = _schedule(prog, core, leaves, A, tpls, P)
+        if prog.counters:
+            front = list(accumulate(S, max, initial=fr0))
+            rts = [front[before] for before in prog.counter_before]
+    if prog.counters or len(TC[0]):
+        _counters(core._cols, prog, cv, TC, rts if prog.counters else [])
+    for j2, s, k in prog.exports:
+        P[j2] = (s, q_base[s] + k, int(E[j2]), TABLE_INSTRUCTION, i0 + j2)
+    core.n = i0 + n
+    for s, k in prog.seq_counts:
+        SQ[s] += k
+    ipe = core.instructions_per_engine
+    for e, k in prog.eng_counts:
+        ipe[e] += k
+    if prog.flops:
+        core.pe_flops += prog.flops
+    cols = core._cols
+    put(cols["start"], S)
+    put(cols["end"], E)
+    put(cols["wait"], W)
+    cols["aux"].extend(A)
+    cols["tid"].extend(tids)
+    code = core.name_code
+    ly, hl = cols["lyr"], cols["hlo"]
+    for cnt, ls, os_ in prog.scope_runs:
+        ly.extend([code(names[ls])] * cnt)
+        hl.extend([code(names[os_])] * cnt)
+    lp = ctx.last_pinfo
+    for key, j2 in prog.last:
+        lp[key] = P[j2]
+    if segs is not None:
+        segs.append((prog.uid, i0, x0, tuple([leaves[k] for k in prog.edge_leaves])))
+    outs = tuple([leaves[src] if is_leaf else P[src] for is_leaf, src in prog.out_src])
+    if need_fins:
+        if type(S) is not list:
+            return outs, S.tolist(), R[:n].tolist()
+        return outs, S, R[:n]
+    return outs, None, None
+
+
+def put(col: Any, values: Any) -> None:
+    """Append ``values`` (a list, or a numpy array: copied as bytes, in the column's type) to the array ``col``."""
+    if type(values) is np.ndarray:
+        col.frombytes(memoryview(np.ascontiguousarray(values, col.typecode)).cast("B"))
+    else:
+        col.extend(values)
+
+
+def _schedule(prog: Program, core: Any, leaves: list[Any], A: list[int], tpls: list[Any],  # noqa: PLR0917
+              P: dict[int, Any]) -> tuple[list[int], list[int], list[int], list[int], tuple[list[int], ...]]:
+    """The Python scheduling loop: returns (starts, ends, waits, ready times of the rows then the leaves, throttle
+    level changes), fills ``P`` with the DMA rows' producers and updates the core's state."""
+    n = prog.n
+    SF, EI = core.stream_free, core.engine_issue
+    fr, ln, pw = core.frontier, core.last_ns, core.pe_weights_ready
+    i0 = core.n
     R = [0] * n
     R.extend([lv[2] for lv in leaves])
     S: list[int] = []
     E: list[int] = []
     W: list[int] = []
-    A = list(prog.aux)
-    P: dict[int, Any] = {}
-    fr0 = fr
-    TC: list[tuple[int, int, float]] = []  # throttle level changes: (position, time, percent)
-    ai = 0
+    TJ: list[int] = []  # throttle level changes: position, time, percent
+    TT: list[int] = []
+    TP: list[int] = []
     # DMA state (uniform transfers are done here; others by core._transfer after writing this back)
     dma = prog.has_dma
     if dma:
@@ -134,7 +206,7 @@ def run(prog: Program, core: Any, ctx: Any, leaves: list[Any], aux: list[int], t
         f0 = tcm.throttle_start_fraction
         win = core.thr_window
         t_busy, t_rs, t_pct = core.thr_busy, core.thr_ramp_start, core.thr_level_pct
-    for j, (s, e, dur0, deps, kind, auxd) in enumerate(prog.rows):
+    for j, (s, e, dur0, deps, kind, _auxd) in enumerate(prog.rows):
         r = SF[s]
         x = EI[e]
         if x > r:
@@ -184,7 +256,9 @@ def run(prog: Program, core: Any, ctx: Any, leaves: list[Any], aux: list[int], t
                 pct = round(level * 100)
             if pct != t_pct:
                 t_pct = pct
-                TC.append((j, r, float(pct)))
+                TJ.append(j)
+                TT.append(r)
+                TP.append(pct)
             win.append((r, r + dur))
             t_busy += dur
         en = r + dur
@@ -197,11 +271,6 @@ def run(prog: Program, core: Any, ctx: Any, leaves: list[Any], aux: list[int], t
         if kind == K_TENSOR:
             pw = en
         elif kind == K_DMA:
-            if auxd:
-                a = A[j] = aux[ai]
-                ai += 1
-            else:
-                a = -1
             tpl = tpls[j]
             plan = tpl.dma
             uni = plan.uniform(q0) if core.uniform else None
@@ -246,16 +315,12 @@ def run(prog: Program, core: Any, ctx: Any, leaves: list[Any], aux: list[int], t
             else:
                 _flush_dma(core, q0, npk, nx, qbusy, dbytes, XI, XT, XP, XQ, XR, XO, XS)
                 XI, XT, XP, XQ, XR, XO, XS = [], [], [], [], [], [], []
-                p = P[j] = core._transfer(tpl, i0 + j, r, a)
+                p = P[j] = core._transfer(tpl, i0 + j, r, A[j])
                 q0, npk, nx, qbusy, dbytes = core.q0, core.n_packets, core.n_xfers, core.queue_busy_ns, core.dma_bytes
                 en = p[2]
         R[j] = en
         if en > ln:
             ln = en
-    if prog.counters or TC:
-        _counters(core._cols, prog.counters, cv, TC, list(accumulate(S, max, initial=fr0)))
-    for j2, s, k in prog.exports:
-        P[j2] = (s, q_base[s] + k, E[j2], TABLE_INSTRUCTION, i0 + j2)
     if dma:
         _flush_dma(core, q0, npk, nx, qbusy, dbytes, XI, XT, XP, XQ, XR, XO, XS)
     if thr:
@@ -263,79 +328,54 @@ def run(prog: Program, core: Any, ctx: Any, leaves: list[Any], aux: list[int], t
     core.frontier = fr
     core.last_ns = ln
     core.pe_weights_ready = pw
-    core.n = i0 + n
-    for s, k in prog.seq_counts:
-        SQ[s] += k
-    ipe = core.instructions_per_engine
-    for e, k in prog.eng_counts:
-        ipe[e] += k
-    if prog.flops:
-        core.pe_flops += prog.flops
-    cols = core._cols
-    cols["start"].extend(S)
-    cols["end"].extend(E)
-    cols["wait"].extend(W)
-    cols["aux"].extend(A)
-    cols["tid"].extend(tids)
-    code = core.name_code
-    ly, hl = cols["lyr"], cols["hlo"]
-    for cnt, ls, os_ in prog.scope_runs:
-        ly.extend([code(names[ls])] * cnt)
-        hl.extend([code(names[os_])] * cnt)
-    lp = ctx.last_pinfo
-    for key, j2 in prog.last:
-        lp[key] = P[j2]
-    if segs is not None:
-        segs.append((prog.uid, i0, x0, tuple([leaves[k] for k in prog.edge_leaves])))
-    outs = tuple([leaves[src] if is_leaf else P[src] for is_leaf, src in prog.out_src])
-    if need_fins:
-        return outs, S, R[:n]
-    return outs, None, None
+    return S, E, W, R, (TJ, TT, TP)
 
 
-def _counters(cols: dict[str, Any], usage: list[tuple[int, int]], cv: list[float],
-              throttle: list[tuple[int, int, float]], front: list[int]) -> None:
+def _counters(cols: dict[str, Any], prog: Program, cv: list[float], throttle: tuple[Any, Any, Any],
+              rts: Any) -> None:
     """Append the segment's counter samples in the order the general path would: each usage sample (stamped with
-    the latest start issued before it, ``front[instructions before it]``) before the instruction it precedes, each
-    throttle level change at its instruction."""
+    the latest start issued before it, ``rts``) before the instruction it precedes, each throttle level change
+    (``throttle``: positions, times, percents) at its instruction."""
     ts, kind, val = cols["c_ts"], cols["c_kind"], cols["c_val"]
-    rts = [front[before] for before, _k in usage]
-    rkind = [k for _before, k in usage]
-    if not throttle:
-        ts.extend(rts)
-        kind.extend(rkind)
+    tj, tt, tp = throttle
+    if not len(tj):
+        put(ts, rts)
+        kind.extend(prog.counter_kind)
         val.extend(cv)
         return
-    befores = [before for before, _k in usage]
-    i = 0
-    for j, t, pct in throttle:
-        k = bisect_right(befores, j, i)  # usage samples issued before (or just before) instruction j come first
-        ts.extend(rts[i:k])
-        kind.extend(rkind[i:k])
-        val.extend(cv[i:k])
-        i = k
-        ts.append(t)
-        kind.append(C_THROTTLE)
-        val.append(pct)
-    ts.extend(rts[i:])
-    kind.extend(rkind[i:])
-    val.extend(cv[i:])
+    # usage samples issued before (or just before) instruction j come before its throttle sample
+    nu, nt = len(prog.counter_before), len(tj)
+    at = np.searchsorted(prog.counter_before, tj, side="right") + np.arange(nt)
+    usage = np.ones(nu + nt, bool)
+    usage[at] = False
+    t = np.empty(nu + nt, np.int64)
+    t[at] = tt
+    t[usage] = rts
+    k = np.empty(nu + nt, np.int64)
+    k[at] = C_THROTTLE
+    k[usage] = prog.counter_kind
+    v = np.empty(nu + nt, np.float64)
+    v[at] = tp
+    v[usage] = cv
+    put(ts, t)
+    put(kind, k)
+    put(val, v)
 
 
 def _flush_dma(core: Any, q0: int, npk: int, nx: int, qbusy: int, dbytes: int,  # noqa: PLR0917
-               xi: list[int], xt: list[int], xp: list[int], xq: list[int], xr: list[int], xo: list[int],
-               xs: list[int]) -> None:
-    """Write the DMA state and the columns of the transfers scheduled inline back to the core."""
+               xi: Any, xt: Any, xp: Any, xq: Any, xr: Any, xo: Any, xs: Any) -> None:
+    """Write the DMA state and the columns of the transfers scheduled inline (lists, or arrays from the compiled
+    loop) back to the core."""
     core.q0, core.n_packets, core.n_xfers, core.queue_busy_ns, core.dma_bytes = q0, npk, nx, qbusy, dbytes
-    if xi:
+    if len(xi):
         c = core._cols
-        c["x_instr"].extend(xi)
-        c["x_tid"].extend(xt)
-        c["x_pkt"].extend(xp)
-        c["x_q0"].extend(xs)
-        c["x_retire"].extend(xr)
-        c["x_out"].extend(xo)
-        c["x_qstart"].extend(xq)
+        put(c["x_instr"], xi)
+        put(c["x_tid"], xt)
+        put(c["x_pkt"], xp)
+        put(c["x_q0"], xs)
+        put(c["x_retire"], xr)
+        put(c["x_out"], xo)
+        put(c["x_qstart"], xq)
         c["x_uni"].extend([1] * len(xi))
 
 

@@ -1,0 +1,402 @@
+"""The compiled scheduling loop of the loop fast path: when to use it, the arrays it works on, and the hand-over
+between it and Python.
+
+:func:`tracer.sim.fastpath.schedule.run` schedules a matched segment; with the compiled loop on it calls
+:func:`schedule`, which runs :func:`tracer.sim.fastpath.schedule_kernel.schedule_rows` (numba) over the segment's
+rows and does in Python only what the kernel hands back: filling a template's entry in the per-template tables,
+growing the throttle window buffer, and DMA transfers that do not load every queue alike (or once the DMA state is
+no longer uniform), which :meth:`tracer.sim.core.Core._transfer` schedules as on the general path.  The trace is
+identical with the kernel on and off (``tests/unit/test_sim_jit.py``).
+
+What lives where:
+
+* per :class:`~tracer.sim.fastpath.schedule.Program` (:class:`ProgramArrays`, built once per variant): the row
+  table (stream, engine, duration, kind, dependency range), the dependency indices, and per set of templates the
+  template ids as an array;
+* per core (:class:`CoreArrays`): tables indexed by template id (DMA group, packets, bytes, queues, and per queue
+  rotation the uniform layout, filled on first use; throttle cycles and clock), the uniform DMA reservations and the
+  per-group queue state, the throttle window.  The DMA arrays stay valid while no transfer is scheduled outside the
+  kernel (the core's transfer count is unchanged) and the window while its last entry is the one written back;
+  otherwise they are rebuilt from the core.  After every segment the core's own lists and dicts are brought up to
+  date (only the part that changed), so the general path never sees a difference.
+
+numba costs ~0.2 s to import plus ~0.1 s to load the cached kernel (seconds to compile it the first time on a
+machine), so by default the kernel is only loaded once this process has scheduled :data:`ENGAGE_ROWS` instructions
+in Python fast-path segments; ``TRNPROF_JIT=0`` turns it off (the Python loop does everything), ``TRNPROF_JIT=1``
+uses it from the first segment.  When numba is missing or fails, a warning says so and the Python loop is used.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import warnings
+from collections import deque
+from typing import Any
+
+import numpy as np
+
+from tracer.sim.fastpath import schedule_kernel as K
+from tracer.sim.records import TABLE_PACKET
+
+#: ``TRNPROF_JIT=0``: never use the compiled loop; ``=1``: use it from the first segment; unset: once the process
+#: has scheduled :data:`ENGAGE_ROWS` instructions in Python (enough work to repay loading numba).
+ENV_SWITCH = "TRNPROF_JIT"
+#: Fast-path instructions scheduled in Python before numba is loaded (about 0.1-0.2 s of scheduling).
+ENGAGE_ROWS = 100_000
+#: Template-id arrays cached per program (one per set of templates; a variant rarely has more).
+_TIDS_CACHE = 64
+#: Initial capacity of the throttle window buffer (grown on demand).
+_WINDOW = 1024
+
+_lock = threading.Lock()
+_loaded: dict[str, Any] = {}
+_python_rows = [0]
+
+
+def use(n: int) -> bool:
+    """Whether the segment about to be scheduled (``n`` instructions) goes through the compiled loop."""
+    mode = os.environ.get(ENV_SWITCH)
+    if mode == "0":
+        return False
+    ok = _loaded.get("ok")
+    if ok is None:
+        if mode != "1":
+            _python_rows[0] += n
+            if _python_rows[0] < ENGAGE_ROWS:
+                return False
+        ok = _load()
+    return ok
+
+
+def _load() -> bool:
+    """Import numba and compile (or load from its cache) the kernel; False, with a warning, when that fails."""
+    with _lock:
+        if "ok" in _loaded:
+            return bool(_loaded["ok"])
+        try:
+            import numba  # lazy: ~0.2 s
+
+            for name in K.COMPILED:
+                fn = getattr(K, name)
+                setattr(K, name, numba.njit(nogil=True, cache=True, boundscheck=False, _nrt=False)(
+                    getattr(fn, "py_func", fn)))
+            _smoke_test()
+        except Exception as exc:  # any failure: the Python loop does the work
+            warnings.warn(f"trnprof: the compiled scheduling loop is unavailable ({type(exc).__name__}: {exc}); "
+                          "the simulator uses the slower Python loop", RuntimeWarning, stacklevel=3)
+            _loaded["ok"] = False
+            return False
+        _loaded["ok"] = True
+        return True
+
+
+def _smoke_test() -> None:
+    """Compile (or load) the kernel and check it on a two-row program (a wait, an engine conflict)."""
+    rows = np.array([[0, 0, 10, K.K_PLAIN, 0, 0], [1, 0, 5, K.K_PLAIN, 0, 1]], np.int64)
+    out = np.zeros((K.N_OUT, 2), np.int64)
+    R = np.array([0, 0, 30], np.int64)
+    st = np.zeros(K.N_STATE, np.int64)
+    one = np.zeros((1, 1), np.int64)
+    j = K.schedule_rows(0, 2, rows, np.array([2], np.int64), np.zeros(2, np.int64), R, out,
+                        np.zeros((K.N_X, 1), np.int64), np.zeros(2, np.int64),
+                        np.zeros(1, np.int64), st, np.zeros(2), one, np.zeros(1, np.int64), np.zeros(1, np.int64),
+                        one, np.zeros((1, 2)), np.zeros((2, 1), np.int64), np.zeros((3, 1), np.int64))
+    if j != 2 or out[K.O_START].tolist() != [0, 30] or out[K.O_WAIT].tolist() != [0, 30] or R[:2].tolist() != [10, 35]:
+        raise RuntimeError("kernel self-check failed")
+    us, ue = np.array([0, 100, 0, 0], np.int64), np.array([50, 200, 0, 0], np.int64)
+    if K.reserve(us, ue, 2, 40, 60) != (200, 2, 1) or ue[:2].tolist() != [50, 260]:
+        raise RuntimeError("kernel self-check failed")
+
+
+class ProgramArrays:
+    """A program's rows as arrays, and its template ids per set of templates."""
+
+    __slots__ = ("counter_before", "dep_idx", "dma_needed", "dma_rows", "n_dma", "rows", "tids")
+
+    def __init__(self, prog: Any) -> None:
+        rows = np.empty((prog.n, 6), np.int64)
+        deps: list[int] = []
+        for j, (s, e, dur, dj, kind, _auxd) in enumerate(prog.rows):
+            rows[j, :5] = (s, e, dur, kind, len(deps))
+            deps.extend(dj)
+            rows[j, K.R_DEP1] = len(deps)
+        self.rows = rows
+        self.dep_idx = np.array(deps or [0], np.int64)
+        #: DMA rows whose producer is needed after the segment (the others' producers are never built).
+        needed = {j for _key, j in prog.last} | {src for leaf, src in prog.out_src if not leaf}
+        self.dma_needed = sorted(needed & {j for j, r in enumerate(prog.rows) if r[4] == K.K_DMA})
+        self.tids: dict[int, tuple[list[int], np.ndarray, int]] = {}
+        self.counter_before = np.array(prog.counter_before, np.int64)
+        self.dma_rows = np.array([j for j, r in enumerate(prog.rows) if r[4] == K.K_DMA], np.int64)
+        self.n_dma = len(self.dma_rows)
+
+    def tid_array(self, tids: list[int]) -> tuple[np.ndarray, int, bool]:
+        """``tids`` as an array (cached while the same list comes back), its largest id, and whether it is new."""
+        hit = self.tids.get(id(tids))
+        if hit is not None and hit[0] is tids:
+            return hit[1], hit[2], False
+        arr = np.array(tids, np.int64)
+        top = int(arr.max()) if len(arr) else 0
+        if len(self.tids) >= _TIDS_CACHE:
+            self.tids.clear()
+        self.tids[id(tids)] = (tids, arr, top)
+        return arr, top, True
+
+
+class CoreArrays:
+    """The kernel's copy of one core's per-template tables, DMA state and throttle window."""
+
+    def __init__(self, core: Any) -> None:
+        cm = core.cm
+        self.nq = cm.dma_queues
+        self.ti = np.zeros((0, K.T_UNI + 2 * self.nq), np.int64)
+        self.tf = np.zeros((0, 2), np.float64)
+        self.n_templates = 0  # templates with a row in ti / tf
+        self.st = np.zeros(K.N_STATE, np.int64)
+        self.st[K.LAT], self.st[K.WIN_NS], self.st[K.RAMP_NS] = (cm.dma_start_latency_ns, cm.throttle_window_ns,
+                                                             cm.throttle_ramp_ns)
+        self.fp = np.array([cm.throttle_reset_utilization, cm.throttle_start_fraction], np.float64)
+        self.us = np.zeros(K.TRIM_AT + 2, np.int64)
+        self.ue = np.zeros(K.TRIM_AT + 2, np.int64)
+        self.grp = np.zeros((0, 3), np.int64)
+        self.groups: list[int] = []
+        self.dma_sync = -1  # core.n_xfers when us/ue/grp were last in step with the core (-1: never)
+        self.win = np.zeros((2, _WINDOW), np.int64)
+        self.win_last: Any = None  # the last entry of the core's window as written back (None: rebuild)
+        self.win_len = -1
+        self.no_tc = np.zeros((3, 1), np.int64)
+        self.no_x = np.zeros((K.N_X, 1), np.int64)
+
+    def grow_templates(self, core: Any, top: int) -> None:
+        """Table rows for templates up to ``top`` (and every other template the core has by now)."""
+        old = self.n_templates
+        new = max(top + 1, len(core.templates))
+        if new > self.ti.shape[0]:  # capacity doubles: a run may add templates with every segment
+            size = max(new, 2 * self.ti.shape[0], 256)
+            ti = np.zeros((size, self.ti.shape[1]), np.int64)
+            tf = np.zeros((size, 2), np.float64)
+            ti[:old] = self.ti[:old]
+            tf[:old] = self.tf[:old]
+            self.ti, self.tf = ti, tf
+        ti, tf = self.ti, self.tf
+        for t in range(old, new):
+            tpl = core.templates[t]
+            plan = tpl.dma
+            if plan is not None:
+                ti[t, :K.T_UNI] = (1, plan.group, plan.n, plan.bytes, plan.nqueues)
+                ti[t, K.T_UNI:K.T_UNI + self.nq] = K.UNKNOWN
+            if tpl.cycles is not None and tpl.clock:
+                tf[t] = (tpl.cycles, tpl.clock)
+        self.n_templates = new
+
+    def prefill_uniform(self, pa: ProgramArrays, tarr: np.ndarray, tpls: list[Any], q0: int) -> None:
+        """Fill the layouts the segment's DMA rows will look up (the queue rotation before each row is known in
+        advance: every transfer advances it by its packet count), so that the kernel does not stop for them."""
+        td = tarr[pa.dma_rows]
+        step = self.ti[td, K.T_NPKT]
+        q0s = (q0 + np.cumsum(step) - step) % self.nq
+        for k in np.flatnonzero(self.ti[td, K.T_UNI + q0s] == K.UNKNOWN).tolist():
+            self.fill_uniform(tpls[pa.dma_rows[k]], int(q0s[k]))
+
+    def fill_uniform(self, tpl: Any, q0: int) -> None:
+        """The template's layout for queue rotation ``q0``: every queue's busy time and the last packet, or
+        NOT_UNIFORM."""
+        uni = tpl.dma.uniform(q0)
+        row = self.ti[tpl.id]
+        if uni is None:
+            row[K.T_UNI + q0] = K.NOT_UNIFORM
+        else:
+            row[K.T_UNI + q0], row[K.T_UNI + self.nq + q0] = uni
+
+    # -- DMA state ----------------------------------------------------------------------------------------
+    def dma_in(self, core: Any) -> None:
+        """Load the core's DMA state into ``st``, rebuilding the arrays if a transfer was scheduled elsewhere."""
+        st = self.st
+        uniform = core.uniform
+        if core.n_xfers != self.dma_sync or len(core.u_qf) != len(self.groups):
+            if uniform:
+                n = len(core.u_ends)
+                self.us[:n] = core.u_starts
+                self.ue[:n] = core.u_ends
+            self.groups = sorted(core.u_qf)
+            self.grp = np.zeros((max(self.groups, default=0) + 1, 3), np.int64)
+            for g in self.groups:
+                self.grp[g] = (core.u_qf[g], core.dma_retire[g], core.dma_seq[g])
+        st[K.UL] = len(core.u_ends) if uniform else 0
+        st[K.UFLOOR] = core.u_floor
+        st[K.UNIFORM] = 1 if uniform else 0
+        st[K.Q0], st[K.NPK], st[K.NX], st[K.QBUSY], st[K.DBYTES] = (core.q0, core.n_packets, core.n_xfers,
+                                                                    core.queue_busy_ns, core.dma_bytes)
+        st[K.UTRIM] = 0
+        st[K.UMOD] = st[K.UL]
+
+    def dma_out(self, core: Any) -> None:
+        """Write the DMA state the kernel changed back to the core."""
+        st = self.st
+        v = st.tolist()
+        core.q0, core.n_packets, core.n_xfers, core.queue_busy_ns, core.dma_bytes = (
+            v[K.Q0], v[K.NPK], v[K.NX], v[K.QBUSY], v[K.DBYTES])
+        if v[K.UNIFORM]:
+            ul, lo = v[K.UL], (0 if v[K.UTRIM] else v[K.UMOD])
+            if lo < ul or len(core.u_ends) != ul:
+                del core.u_starts[lo:], core.u_ends[lo:]
+                core.u_starts.extend(self.us[lo:ul].tolist())
+                core.u_ends.extend(self.ue[lo:ul].tolist())
+            core.u_floor = v[K.UFLOOR]
+            st[K.UTRIM] = 0
+            st[K.UMOD] = ul
+        qf, rt, sq = core.u_qf, core.dma_retire, core.dma_seq
+        grp = self.grp.tolist()
+        for g in self.groups:
+            qf[g], rt[g], sq[g] = grp[g]
+        self.dma_sync = core.n_xfers
+
+    # -- throttle window -----------------------------------------------------------------------------------
+    def window_in(self, core: Any) -> None:
+        """Load the throttle state, rebuilding the window buffer if the general path changed the window."""
+        win = core.thr_window
+        st = self.st
+        if len(win) != self.win_len or (win and win[-1] is not self.win_last):
+            k = len(win)
+            if k + 1 > self.win.shape[1]:  # the kernel doubles it when it fills up (GROW)
+                self.win = np.zeros((2, k + 1), np.int64)
+            if k:
+                self.win[:, :k] = np.array(win, np.int64).T
+            st[K.WH] = 0
+            st[K.WK] = k
+        st[K.WPOP] = 0
+        st[K.NAPP] = 0
+        st[K.T_BUSY], st[K.T_RS], st[K.T_PCT] = core.thr_busy, core.thr_ramp_start, core.thr_level_pct
+
+    def window_grow(self) -> None:
+        """Twice the window buffer, entries moved to its start."""
+        st = self.st
+        wh, wk = int(st[K.WH]), int(st[K.WK])
+        new = np.zeros((2, 2 * self.win.shape[1]), np.int64)
+        new[:, :wk] = self.win[:, wh:wh + wk]
+        self.win = new
+        st[K.WH] = 0
+
+    def window_out(self, core: Any, k0: int) -> None:
+        """Bring the core's window deque (``k0`` entries before the segment) and throttle state up to date."""
+        st = self.st
+        wh, wk, pops, napp = int(st[K.WH]), int(st[K.WK]), int(st[K.WPOP]), int(st[K.NAPP])
+        win: deque[tuple[int, int]] = core.thr_window
+        if pops >= k0:
+            win.clear()
+            first = wh
+        else:
+            for _ in range(pops):
+                win.popleft()
+            first = wh + wk - napp
+        if first < wh + wk:
+            win.extend(zip(self.win[0, first:wh + wk].tolist(), self.win[1, first:wh + wk].tolist(), strict=True))
+        self.win_len = len(win)
+        self.win_last = win[-1] if win else None
+        core.thr_busy, core.thr_ramp_start, core.thr_level_pct = int(st[K.T_BUSY]), int(st[K.T_RS]), int(st[K.T_PCT])
+
+
+def core_arrays(core: Any) -> CoreArrays:
+    """The core's :class:`CoreArrays` (made on first use)."""
+    ca = getattr(core, "_fastpath_jit", None)
+    if ca is None:
+        ca = core._fastpath_jit = CoreArrays(core)
+    return ca
+
+
+def schedule(prog: Any, core: Any, leaves: list[Any], A: list[int], tpls: list[Any], tids: list[int],  # noqa: PLR0917
+             P: dict[int, Any], fr0: int, flush_dma: Any) -> tuple[Any, ...]:
+    """Schedule the segment of ``prog`` with the compiled loop.
+
+    Returns (starts, ends, waits, ready times of the rows then the leaves) as arrays, the throttle level changes
+    like the Python loop, and the time stamps of the usage counter samples (the latest start before each, from
+    ``fr0``); fills ``P`` with the producers of the DMA rows needed afterwards."""
+    pa: ProgramArrays | None = prog.jit
+    if pa is None:
+        pa = prog.jit = ProgramArrays(prog)
+    ca = core_arrays(core)
+    n = prog.n
+    tarr, top, fresh = pa.tid_array(tids)
+    if top >= ca.n_templates:
+        ca.grow_templates(core, top)
+    R = np.empty(n + len(leaves), np.int64)
+    R[n:] = [lv[2] for lv in leaves]
+    out = np.empty((K.N_OUT, n), np.int64)
+    SF, EI = core.stream_free, core.engine_issue
+    sf, ei = np.array(SF, np.int64), np.array(EI, np.int64)
+    st = ca.st
+    st[K.FR], st[K.LN], st[K.PW] = core.frontier, core.last_ns, core.pe_weights_ready
+    st[K.NTC] = 0
+    dma, thr = prog.has_dma, prog.has_throttle
+    if dma:
+        ca.dma_in(core)
+        if fresh and core.uniform:
+            ca.prefill_uniform(pa, tarr, tpls, core.q0)
+    else:
+        st[K.UNIFORM] = 0
+    if thr:
+        k0 = len(core.thr_window)
+        ca.window_in(core)
+        tc = np.empty((3, n), np.int64)
+    else:
+        tc = ca.no_tc
+    i0 = core.n
+    st[K.I0] = i0
+    st[K.NXI] = 0
+    X = np.empty((K.N_X, pa.n_dma), np.int64) if dma else ca.no_x
+    j = flushed = 0
+    kernel = K.schedule_rows
+    while True:
+        j = kernel(j, n, pa.rows, pa.dep_idx, tarr, R, out, X, sf, ei, st, ca.fp, ca.grp, ca.us, ca.ue, ca.ti, ca.tf,
+                   ca.win, tc)
+        reason = st[K.REASON]
+        if reason == K.DONE:
+            break
+        if reason == K.NEED:
+            ca.fill_uniform(tpls[j], int(st[K.Q0]))
+        elif reason == K.GROW:
+            ca.window_grow()
+        else:  # TRANSFER: row j's trigger is scheduled, its transfer is Python's
+            flushed = _flush_inline(core, ca, X, flushed, flush_dma)
+            p = P[j] = core._transfer(tpls[j], i0 + j, int(out[K.O_START, j]), A[j])
+            R[j] = p[2]
+            st[K.LN] = max(st[K.LN], p[2])
+            ca.dma_in(core)
+            j += 1
+    if dma:
+        _flush_inline(core, ca, X, flushed, flush_dma)
+        for jd in pa.dma_needed:
+            if jd not in P:
+                P[jd] = (int(ca.ti[tarr[jd], K.T_GROUP]), int(out[K.O_SEQ, jd]), int(R[jd]), TABLE_PACKET,
+                         int(out[K.O_OUT, jd]))
+    if thr:
+        ca.window_out(core, k0)
+        ntc = int(st[K.NTC])
+        TC = (tc[0, :ntc], tc[1, :ntc], tc[2, :ntc])
+    else:
+        TC = ((), (), ())
+    SF[:] = sf.tolist()
+    EI[:] = ei.tolist()
+    core.frontier, core.last_ns, core.pe_weights_ready = int(st[K.FR]), int(st[K.LN]), int(st[K.PW])
+    S = out[K.O_START]
+    rts = None
+    if prog.counters:
+        front = np.empty(n + 1, np.int64)
+        front[0] = fr0
+        front[1:] = S
+        np.maximum.accumulate(front, out=front)
+        rts = front[pa.counter_before]
+    return S, out[K.O_END], out[K.O_WAIT], R, TC, rts
+
+
+def _flush_inline(core: Any, ca: CoreArrays, X: np.ndarray, a: int, flush_dma: Any) -> int:
+    """Write the DMA state back to the core with the columns of the transfers the kernel placed since the
+    ``a``-th; returns how many it has placed."""
+    v = ca.st.tolist()
+    b = v[K.NXI]
+    ca.dma_out(core)
+    if b > a:
+        flush_dma(core, v[K.Q0], v[K.NPK], v[K.NX], v[K.QBUSY], v[K.DBYTES], X[K.X_INSTR, a:b], X[K.X_TID, a:b],
+                  X[K.X_PKT, a:b], X[K.X_QSTART, a:b], X[K.X_RETIRE, a:b], X[K.X_OUT, a:b], X[K.X_Q0, a:b])
+    return b

@@ -1,0 +1,283 @@
+"""Source of the compiled scheduling loop: :func:`schedule_rows` does, row by row, what the Python loop of
+:func:`tracer.sim.fastpath.schedule.run` does, on numpy copies of the core's state.
+
+These are plain Python functions; :mod:`tracer.sim.fastpath.schedule_jit` compiles them with numba (the names in
+:data:`COMPILED`) and owns the arrays they work on.  The arithmetic is the Python loop's, operation for operation
+(int64 nanoseconds; the Trn2 throttle's level in float64, in the same order), so the trace is the same row for row.
+
+:func:`schedule_rows` runs from row ``j`` until the segment ends or it meets something only Python can do, and
+returns the row it stopped at with the reason in ``st[REASON]``:
+
+* ``DONE``: every row is scheduled.
+* ``NEED``: DMA row ``j``'s transfer layout for the current queue rotation is not in the template table yet
+  (nothing of row ``j`` is done; the caller fills the entry and resumes at ``j``).
+* ``GROW``: the throttle window buffer is full (nothing of row ``j`` is done; the caller grows it and resumes).
+* ``TRANSFER``: DMA row ``j``'s trigger instruction is scheduled (start, end, wait, stream and engine state) but
+  its transfer does not load every queue alike, or the DMA state is no longer uniform: the caller schedules the
+  transfer with :meth:`tracer.sim.core.Core._transfer` and resumes at ``j + 1``.
+"""
+
+# Hot path, compiled: plain comparisons are kept as in the Python loop.
+# ruff: noqa: PLR1730, PLR0917
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+#: Row kinds (the same values as :mod:`tracer.sim.fastpath.schedule`).
+K_PLAIN, K_TENSOR, K_MATRIX, K_THROTTLE, K_DMA = range(5)
+#: Columns of a program's row table.
+R_STREAM, R_ENGINE, R_DUR, R_KIND, R_DEP0, R_DEP1 = range(6)
+#: Rows of the per-row output table (O_SEQ, O_OUT: for DMA rows the kernel placed).
+O_START, O_END, O_WAIT, O_SEQ, O_OUT = range(5)
+N_OUT = 5
+#: Rows of the table of transfers the kernel placed, in order (the DmaPacket columns of tracer.sim.dma):
+#: instruction index, template, first packet, queue start, retire time, last packet, queue rotation.
+X_INSTR, X_TID, X_PKT, X_QSTART, X_RETIRE, X_OUT, X_Q0 = range(7)
+N_X = 7
+#: Slots of the int64 state vector.
+(FR, LN, PW, Q0, NPK, NX, QBUSY, DBYTES, UL, UFLOOR, UNIFORM, T_BUSY, T_RS, T_PCT, WH, WK, WPOP, NAPP, NTC, REASON,
+ LAT, WIN_NS, RAMP_NS, UTRIM, UMOD, NXI, I0) = range(27)
+N_STATE = 27
+#: Slots of the float64 parameter vector: throttle reset utilisation, throttle start fraction.
+F_TR, F_F0 = range(2)
+#: Columns of the per-template int table: is a DMA trigger, queue group, packets, bytes, queues; then per queue
+#: rotation q0 the busy time of every queue (UNKNOWN: not computed yet, NOT_UNIFORM) and the last packet's index.
+T_DMA, T_GROUP, T_NPKT, T_BYTES, T_NQ, T_UNI = range(6)
+UNKNOWN, NOT_UNIFORM = -2, -1
+#: Columns of the per-template float table: cycles and clock (the throttle's stretched duration).
+TF_CYCLES, TF_CLOCK = range(2)
+#: Columns of the per-group table: queue free time, retire time, transfer sequence number.
+G_QF, G_RETIRE, G_SEQ = range(3)
+#: Stop reasons.
+DONE, NEED, GROW, TRANSFER = range(4)
+#: Reservations the uniform DMA state keeps before forgetting the oldest half (tracer.sim.dma).
+TRIM_AT = 256
+TRIM_BY = 128
+
+COMPILED = ("reserve", "schedule_rows")
+
+
+def reserve(us: np.ndarray, ue: np.ndarray, n: int, s: int, d: int) -> tuple[int, int, int]:
+    """:func:`tracer.sim.dma.reserve` on the first ``n`` entries of ``us`` / ``ue``; returns (start, new length,
+    lowest index changed)."""
+    if n == 0 or s >= ue[n - 1]:
+        if n > 0 and s == ue[n - 1]:
+            ue[n - 1] = s + d
+            return s, n, n - 1
+        us[n] = s
+        ue[n] = s + d
+        return s, n + 1, n
+    lo = 0
+    hi = n
+    while lo < hi:  # bisect_right(ue[:n], s)
+        mid = (lo + hi) // 2
+        if s < ue[mid]:
+            hi = mid
+        else:
+            lo = mid + 1
+    i = lo
+    while i < n and us[i] < s + d:
+        if ue[i] > s:
+            s = ue[i]
+        i += 1
+    for k in range(n, i, -1):
+        us[k] = us[k - 1]
+        ue[k] = ue[k - 1]
+    us[i] = s
+    ue[i] = s + d
+    n += 1
+    low = i
+    if i + 1 < n and us[i + 1] == s + d:
+        ue[i] = ue[i + 1]
+        for k in range(i + 1, n - 1):
+            us[k] = us[k + 1]
+            ue[k] = ue[k + 1]
+        n -= 1
+    if i > 0 and ue[i - 1] == s:
+        ue[i - 1] = ue[i]
+        for k in range(i, n - 1):
+            us[k] = us[k + 1]
+            ue[k] = ue[k + 1]
+        n -= 1
+        low = i - 1
+    return s, n, low
+
+
+def schedule_rows(j: int, n: int, rows: np.ndarray, dep_idx: np.ndarray, tids: np.ndarray, R: np.ndarray,
+                  out: np.ndarray, X: np.ndarray, SF: np.ndarray, EI: np.ndarray, st: np.ndarray, fp: np.ndarray,
+                  grp: np.ndarray, us: np.ndarray, ue: np.ndarray, ti: np.ndarray, tf: np.ndarray,
+                  win: np.ndarray, tc: np.ndarray) -> int:
+    """Schedule rows ``j``, ``j + 1``, ... of a segment (see the module docstring); returns the row it stopped at."""
+    fr, ln, pw = st[FR], st[LN], st[PW]
+    q0, npk, nx, qbusy, dbytes = st[Q0], st[NPK], st[NX], st[QBUSY], st[DBYTES]
+    ul, ufloor, uniform = st[UL], st[UFLOOR], st[UNIFORM]
+    t_busy, t_rs, t_pct = st[T_BUSY], st[T_RS], st[T_PCT]
+    wh, wk, wpop, napp, ntc = st[WH], st[WK], st[WPOP], st[NAPP], st[NTC]
+    lat, TW, TRAMP = st[LAT], st[WIN_NS], st[RAMP_NS]
+    utrim, umod = st[UTRIM], st[UMOD]
+    nxi, i0 = st[NXI], st[I0]
+    TR, f0 = fp[F_TR], fp[F_F0]
+    cap = win.shape[1]
+    reason = DONE
+    while j < n:
+        s = rows[j, R_STREAM]
+        e = rows[j, R_ENGINE]
+        dur = rows[j, R_DUR]
+        kind = rows[j, R_KIND]
+        tid = tids[j]
+        tot = NOT_UNIFORM
+        if kind == K_DMA and uniform:
+            tot = ti[tid, T_UNI + q0]
+            if tot == UNKNOWN:
+                reason = NEED
+                break
+        elif kind == K_THROTTLE and wh + wk >= cap:
+            if wk >= cap:
+                reason = GROW
+                break
+            for k in range(wk):
+                win[0, k] = win[0, wh + k]
+                win[1, k] = win[1, wh + k]
+            wh = 0
+        r = SF[s]
+        x = EI[e]
+        if x > r:
+            r = x
+        if kind >= K_MATRIX and kind != K_DMA and pw > r:
+            r = pw
+        w = 0
+        for k in range(rows[j, R_DEP0], rows[j, R_DEP1]):
+            v = R[dep_idx[k]]
+            if v > w:
+                w = v
+        if w > r:
+            out[O_WAIT, j] = w - r
+            r = w
+        else:
+            out[O_WAIT, j] = 0
+        if kind == K_THROTTLE:
+            if t_rs < 0:
+                reset = True
+            else:
+                lo = r - TW
+                while wk > 0 and win[1, wh] <= lo:
+                    t_busy -= win[1, wh] - win[0, wh]
+                    wh += 1
+                    wk -= 1
+                    wpop += 1
+                busy = t_busy
+                if wk > 0 and win[0, wh] < lo:
+                    busy -= lo - win[0, wh]
+                span = r - t_rs
+                if span > TW:
+                    span = TW
+                reset = span > 0 and busy < TR * span
+            if reset:
+                t_rs = r
+                wh += wk
+                wpop += wk
+                wk = 0
+                t_busy = 0
+            if r - t_rs >= TRAMP:
+                pct = 100
+            else:
+                level = f0 + (1.0 - f0) * (r - t_rs) / TRAMP
+                if level > 1.0:
+                    level = 1.0
+                if level < 1.0:
+                    d2 = math.ceil(tf[tid, TF_CYCLES] / (level * tf[tid, TF_CLOCK]) - 1e-9)
+                    if d2 > dur:
+                        dur = d2
+                pct = int(np.rint(level * 100))
+            if pct != t_pct:
+                t_pct = pct
+                tc[0, ntc] = j
+                tc[1, ntc] = r
+                tc[2, ntc] = pct
+                ntc += 1
+            win[0, wh + wk] = r
+            win[1, wh + wk] = r + dur
+            wk += 1
+            napp += 1
+            t_busy += dur
+        en = r + dur
+        SF[s] = en
+        EI[e] = r
+        if r > fr:
+            fr = r
+        out[O_START, j] = r
+        out[O_END, j] = en
+        if kind == K_TENSOR:
+            pw = en
+        elif kind == K_DMA:
+            if tot < 0:  # not uniform: Python schedules this transfer
+                reason = TRANSFER
+                break
+            g = ti[tid, T_GROUP]
+            ready = r + lat
+            q = grp[g, G_QF]
+            if ready > q:
+                q = ready
+            if ul > 0 and q >= ue[ul - 1] and q >= ufloor:
+                if q == ue[ul - 1]:
+                    ue[ul - 1] = q + tot
+                    if ul - 1 < umod:
+                        umod = ul - 1
+                else:
+                    us[ul] = q
+                    ue[ul] = q + tot
+                    if ul < umod:
+                        umod = ul
+                    ul += 1
+            else:
+                if ufloor > q:
+                    q = ufloor
+                q, ul, low = reserve(us, ue, ul, q, tot)
+                if low < umod:
+                    umod = low
+            if ul > TRIM_AT:
+                ufloor = ue[TRIM_BY - 1]
+                for k in range(ul - TRIM_BY):
+                    us[k] = us[k + TRIM_BY]
+                    ue[k] = ue[k + TRIM_BY]
+                ul -= TRIM_BY
+                utrim = 1
+            en = q + tot
+            grp[g, G_QF] = en
+            nq = ti[tid, T_NQ]
+            qbusy += tot * nq
+            last = npk + ti[tid, T_UNI + nq + q0]
+            X[X_INSTR, nxi] = i0 + j
+            X[X_TID, nxi] = tid
+            X[X_QSTART, nxi] = q
+            X[X_PKT, nxi] = npk
+            X[X_Q0, nxi] = q0
+            X[X_OUT, nxi] = last
+            out[O_OUT, j] = last
+            npk += ti[tid, T_NPKT]
+            q0 = (q0 + ti[tid, T_NPKT]) % nq
+            rt = grp[g, G_RETIRE]
+            if en < rt:
+                en = rt
+            grp[g, G_RETIRE] = en
+            X[X_RETIRE, nxi] = en
+            nxi += 1
+            grp[g, G_SEQ] += 1
+            out[O_SEQ, j] = grp[g, G_SEQ]
+            nx += 1
+            dbytes += ti[tid, T_BYTES]
+        R[j] = en
+        if en > ln:
+            ln = en
+        j += 1
+    st[FR], st[LN], st[PW] = fr, ln, pw
+    st[Q0], st[NPK], st[NX], st[QBUSY], st[DBYTES] = q0, npk, nx, qbusy, dbytes
+    st[UL], st[UFLOOR] = ul, ufloor
+    st[T_BUSY], st[T_RS], st[T_PCT] = t_busy, t_rs, t_pct
+    st[WH], st[WK], st[WPOP], st[NAPP], st[NTC] = wh, wk, wpop, napp, ntc
+    st[UTRIM], st[UMOD], st[NXI] = utrim, umod, nxi
+    st[REASON] = reason
+    return j

@@ -169,6 +169,31 @@ def _to_arrow(spec: schema.TableSpec, col: schema.Column, value: ColumnData, n: 
     return arr
 
 
+def prepare_trace_directory(path: str | os.PathLike[str], *, overwrite: bool) -> None:
+    """Create the trace directory ``path``, or empty an existing trace there when ``overwrite``.
+
+    Raises:
+        TraceExistsError: a trace exists and not ``overwrite``; the path is a file, a non-empty directory holding
+            no trace, or cannot be created.
+    """
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise TraceExistsError(f"{p}: exists and is not a directory; choose another output path")
+    if p.is_dir():
+        existing = [f for f in p.iterdir() if f.name.endswith(schema.TABLE_FILE_SUFFIX)]
+        others = [f for f in p.iterdir() if not f.name.endswith(schema.TABLE_FILE_SUFFIX)]
+        if existing and not overwrite:
+            raise TraceExistsError(f"{p}: a trace already exists here; pass overwrite=True (--force) to replace it")
+        if others and not existing:
+            raise TraceExistsError(f"{p}: directory is not empty and holds no trace; choose an empty or new path")
+        for f in existing:
+            f.unlink()
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise TraceExistsError(f"{p}: cannot create trace directory: {exc.strerror}") from None
+
+
 class TraceWriter:
     """Writes a trace directory, one Arrow IPC stream file per table.
 
@@ -215,7 +240,7 @@ class TraceWriter:
         self._first_ts: int | None = None
         self._last_ts: int | None = None
         self._metadata: dict[str, Any] = {}
-        self._prepare_directory(overwrite)
+        prepare_trace_directory(self.path, overwrite=overwrite)
         self._metadata = self._initial_metadata(metadata or {})
         self._write_metadata()
         self._stop = threading.Event()
@@ -225,24 +250,6 @@ class TraceWriter:
             self._thread.start()
 
     # -- set-up ------------------------------------------------------------------------------------------
-    def _prepare_directory(self, overwrite: bool) -> None:
-        p = self.path
-        if p.exists() and not p.is_dir():
-            raise TraceExistsError(f"{p}: exists and is not a directory; choose another output path")
-        if p.is_dir():
-            existing = [f for f in p.iterdir() if f.name.endswith(schema.TABLE_FILE_SUFFIX)]
-            others = [f for f in p.iterdir() if not f.name.endswith(schema.TABLE_FILE_SUFFIX)]
-            if existing and not overwrite:
-                raise TraceExistsError(f"{p}: a trace already exists here; pass overwrite=True (--force) to replace it")
-            if others and not existing:
-                raise TraceExistsError(f"{p}: directory is not empty and holds no trace; choose an empty or new path")
-            for f in existing:
-                f.unlink()
-        try:
-            p.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise TraceExistsError(f"{p}: cannot create trace directory: {exc.strerror}") from None
-
     def _initial_metadata(self, given: Mapping[str, Any]) -> dict[str, Any]:
         for key in given:
             if key not in schema.METADATA:

@@ -90,17 +90,26 @@ def test_kernels_command_lists_every_kernel(capsys):
     assert mlp["params"]["layers"] == {"default": 2, "type": "int"} and mlp["has_reference"]
 
 
-def _processes_mentioning(text: str) -> list[int]:
+def _children(pid: int) -> list[int]:
+    """Pids of the live processes whose parent is ``pid``."""
     found = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                stat = (entry / "stat").read_text()
             except OSError:
                 continue
-            if text in cmdline:
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
                 found.append(int(entry.name))
     return found
+
+
+def _alive(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie or a vanished process counts as gone)."""
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def test_killed_record_leaves_a_readable_trace(tmp_path):
@@ -118,14 +127,16 @@ def test_killed_record_leaves_a_readable_trace(tmp_path):
     while time.monotonic() < deadline and not flushed():
         assert proc.poll() is None, proc.stderr.read().decode()
         time.sleep(0.05)
+    writers = _children(proc.pid)
+    assert writers, "the trace is written by a child process"
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     proc.stderr.close()
-    # a helper process writing the trace notices its parent is gone, closes the trace and exits
+    # the child process writing the trace notices its parent is gone, closes the trace and exits
     deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and _processes_mentioning(str(out)):
+    while time.monotonic() < deadline and any(_alive(p) for p in writers):
         time.sleep(0.05)
-    assert not _processes_mentioning(str(out)), "a trace-writing process outlived the killed recording"
+    assert not any(_alive(p) for p in writers), "a trace-writing process outlived the killed recording"
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         reader = TraceReader(out)

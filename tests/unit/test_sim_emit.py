@@ -1,4 +1,4 @@
-"""The three ways of emitting a trace (forked process, thread, inline) write identical tables."""
+"""The three ways of emitting a trace (child process, thread, inline) write identical tables; writer failures."""
 
 from __future__ import annotations
 
@@ -35,3 +35,20 @@ def test_emitter_errors_surface_before_simulating(tmp_path):
         run_kernel("softmax", {"rows": 128, "cols": 64}, trace_path=tmp_path / "t")
     with pytest.raises(ConfigError, match="trace emission must be process, thread or inline"):
         run_kernel("softmax", {"rows": 128, "cols": 64}, trace_path=tmp_path / "u", emit="carrier-pigeon")
+
+
+def test_writer_process_failures_are_one_line_errors(tmp_path):
+    """The child writer failing to start, or dying mid-recording, is a TraceFormatError naming the trace."""
+    from tracer.errors import TraceFormatError
+    from tracer.sim.arch import cost_model
+    from tracer.sim.core import Core
+    from tracer.sim.emit_process import ProcessEmitter
+
+    core = Core(cost_model("trn2"))
+    bad = ProcessEmitter(core, tmp_path / "bad", overwrite=False, metadata={"no_such_field": 1})
+    with pytest.raises(TraceFormatError, match="Metadata has no field 'no_such_field'"):
+        bad.close()
+    dying = ProcessEmitter(core, tmp_path / "dying", overwrite=False, metadata={})
+    dying._proc.kill()
+    with pytest.raises(TraceFormatError, match=r"dying: the trace writer process died \(exit code -9\)"):
+        dying.close()

@@ -25,7 +25,7 @@ from tracer.errors import ConfigError, KernelError, TrnprofError
 from tracer.sim.arch import CostModel, cost_model
 from tracer.sim.context import KernelContext
 from tracer.sim.core import Core
-from tracer.sim.emit_process import ProcessEmitter, fork_available
+from tracer.sim.emit_process import ProcessEmitter, process_available
 from tracer.sim.emitter import Emitter
 from tracer.sim.fastpath import FastPath
 from tracer.sim.records import ENGINE_NAMES
@@ -222,7 +222,7 @@ def _open_sink(core: Core, path: str | os.PathLike[str], overwrite: bool, metada
     emit = emit or os.environ.get("TRNPROF_EMIT") or "process"
     if emit not in ("process", "thread", "inline"):
         raise ConfigError(f"trace emission must be process, thread or inline, not {emit!r} (emit= or TRNPROF_EMIT)")
-    if emit == "process" and fork_available():
+    if emit == "process" and process_available():
         return ProcessEmitter(core, path, overwrite=overwrite, metadata=metadata)
     return _ThreadSink(core, path, overwrite, metadata, threaded=emit != "inline")
 

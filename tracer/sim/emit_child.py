@@ -1,0 +1,107 @@
+"""The trace-writing child process of a recording: :func:`main` with the pipe descriptors ``IN_FD OUT_FD``.
+
+Started by :class:`tracer.sim.emit_process.ProcessEmitter` as a fresh interpreter (not a fork of the simulation,
+whose memory it would otherwise share copy-on-write and whose threads it would inherit).  It reads messages from
+the pipe ``IN_FD``: first ``("setup", path, overwrite, metadata, cost model)``, then ``("chunk", templates,
+variants, names, chunk)`` per :class:`~tracer.sim.records.Chunk`, then ``("close", complete)``; it runs the
+:class:`~tracer.sim.emitter.Emitter` into its own :class:`~tracer.writer.TraceWriter` and answers on ``OUT_FD``
+with ``("done",)`` or ``("error", exception)``.
+
+Crash behaviour: if the parent dies (even by SIGKILL) the pipe closes; the child writes what it has and closes the
+trace as incomplete, so it stays readable.  The child runs in its own session and ignores SIGINT, so Ctrl-C reaches
+only the parent, which then closes the child cleanly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+from multiprocessing.connection import Connection
+from types import SimpleNamespace
+from typing import Any
+
+from tracer.sim.arch import CostModel
+from tracer.sim.emitter import Emitter
+from tracer.sim.records import DmaPlan, Template
+from tracer.writer import TraceWriter
+
+#: The template fields the parent sends (see ``tracer.sim.emit_process._wire``), then the DMA plan's.
+WIRE_FIELDS = ("engine", "stream", "flops_raw", "flops_adj", "bytes", "opcode", "loc", "act_fn",
+               "perf_mode", "tensor_type", "text_pre", "text_post")
+
+
+class _CoreView:
+    """What the Emitter needs of the core, rebuilt in the child from what the parent sends."""
+
+    def __init__(self, cm: CostModel) -> None:
+        self.cm = cm
+        self.templates: list[Template] = []
+        self.stream_names: list[str] = []
+        self.variants: list[Any] = []
+        self.names: list[str] = []
+        self._plans: dict[tuple[Any, ...], DmaPlan] = {}
+
+    def add(self, wires: list[tuple[Any, ...]]) -> None:
+        """Rebuild templates sent with :func:`_wire` (DMA plans shared by equal descriptions)."""
+        for wire in wires:
+            tpl = Template(**dict(zip(WIRE_FIELDS, wire, strict=False)))
+            dma = wire[-1]
+            if dma is not None:
+                plan = self._plans.get(dma)
+                if plan is None:
+                    rows, chunk, group, prefix, qtype, src, dst, var, hbm = dma
+                    plan = self._plans[dma] = DmaPlan(self.cm, rows=rows, chunk_bytes=chunk, group=group,
+                                                      prefix=prefix, queue_type=qtype, src_mem=src, dst_mem=dst,
+                                                      variable=var, hbm=hbm)
+                tpl.dma = plan
+            tpl.id = len(self.templates)
+            self.templates.append(tpl)
+
+
+def serve(inbox: Connection, outbox: Connection) -> int:
+    """Write the trace the parent describes on ``inbox``; returns the exit status."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        tag, path, overwrite, metadata, cm = inbox.recv()
+        assert tag == "setup", tag
+        writer = TraceWriter(path, overwrite=overwrite, metadata=metadata)
+    except (EOFError, OSError):
+        return 1  # the parent is gone before it said anything
+    except BaseException as exc:
+        with contextlib.suppress(OSError, ValueError):
+            outbox.send(("error", exc))
+        return 1
+    view = _CoreView(cm)
+    emitter = Emitter(view, writer, threaded=False)  # type: ignore[arg-type]
+    complete = False
+    try:
+        while True:
+            try:
+                msg = inbox.recv()
+            except (EOFError, OSError):
+                break  # the parent is gone: keep what we have, marked incomplete
+            if msg[0] == "close":
+                complete = bool(msg[1])
+                break
+            _tag, templates, variants, names, chunk = msg
+            view.add(templates)
+            view.names.extend(names)
+            view.variants.extend(SimpleNamespace(uid=uid, emit_table=table) for uid, table in variants)
+            view.stream_names = list(chunk.streams)
+            emitter.emit(chunk)
+    except BaseException as exc:
+        writer.close(complete=False)
+        with contextlib.suppress(OSError, ValueError):
+            outbox.send(("error", exc))
+        return 1
+    writer.close(complete=complete)
+    with contextlib.suppress(OSError, ValueError):
+        outbox.send(("done",))
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    """Serve the parent on the pipe descriptors ``argv = [IN_FD, OUT_FD]``; returns the exit status."""
+    in_fd, out_fd = int(argv[0]), int(argv[1])
+    return serve(Connection(in_fd, writable=False), Connection(out_fd, readable=False))
+

@@ -4,7 +4,9 @@ For each kernel (sized to run about a second or more), runs ``--no-trace`` and t
 pairs (so the machine's noise hits both alike) and reports medians: instructions/s (wall and CPU time), the share
 of instructions the loop fast path scheduled, the traced/untraced wall-time ratio, the simulating process's extra
 CPU time when tracing, the trace-writing child's CPU time, DMA packets per instruction and bytes per Instruction
-row on disk.  ``--fast-path off`` measures the general path alone.  ``--first-write`` measures how soon a recording
+row on disk.  ``--fresh`` runs every recording in a new interpreter, as ``trnprof record`` does (so start-up costs
+of either kind are in), timing ``run_kernel`` inside it; ``--scale`` makes every recording N times longer.
+``--fast-path off`` measures the general path alone.  ``--first-write`` measures how soon a recording
 of millions of instructions has its first rows on disk.  Each line also carries the 1-minute load average: this
 machine has 2 vCPUs shared with other work, so wall-clock ratios are only meaningful on a quiet machine.
 ``--symbolic off`` runs ``nc.affine_range`` bodies once per iteration (concrete indices) instead of tracing them once
@@ -12,6 +14,8 @@ and expanding them; ``--compare-symbolic`` times untraced runs of both, alternat
 per CPU second and per wall second side by side.
 
     .venv/bin/python benchmarks/bench_tracer.py --pairs 5
+    .venv/bin/python benchmarks/bench_tracer.py --pairs 5 --fresh            # each run a new process
+    .venv/bin/python benchmarks/bench_tracer.py --pairs 3 --fresh --scale 4  # 4x longer recordings
     .venv/bin/python benchmarks/bench_tracer.py --pairs 3 --fast-path off
     .venv/bin/python benchmarks/bench_tracer.py --compare-symbolic --pairs 5
     .venv/bin/python benchmarks/bench_tracer.py --first-write
@@ -51,52 +55,73 @@ def _cpu() -> tuple[float, float]:
     return own.ru_utime + own.ru_stime, kids.ru_utime + kids.ru_stime
 
 
+#: The parameter each case's size scales with (``--scale``).
+SCALE_KEY = {"matmul_rowload": "M", "matmul_naive": "M", "attention": "seq", "mlp": "layers", "softmax": "rows"}
+
+
+def run_once(kernel: str, params: dict, arch: str, trace: Path | None, emit: str, fast_path: bool,  # noqa: PLR0917
+             symbolic: bool) -> dict:
+    """One recording in this process: wall and CPU seconds (own, and the trace writer child's) of run_kernel."""
+    if trace is not None and trace.exists():
+        shutil.rmtree(trace)
+    c0 = _cpu()
+    t0 = time.perf_counter()
+    result = run_kernel(kernel, params, arch=arch, trace_path=trace, emit=emit, fast_path=fast_path,
+                        expand_symbolic=symbolic)
+    wall = time.perf_counter() - t0
+    c1 = _cpu()
+    return {"wall": wall, "cpu": c1[0] - c0[0], "child_cpu": c1[1] - c0[1], "instructions": result.instructions,
+            "fast_path_instructions": result.fast_path_instructions, "dma_packets": result.dma_packets}
+
+
+def _run_fresh(args: list) -> dict:
+    """:func:`run_once` in a new interpreter (as ``trnprof record`` runs), timed from inside it."""
+    out = subprocess.run([sys.executable, __file__, "--one", json.dumps([*args[:3], str(args[3]) if args[3] else None,
+                                                                       *args[4:]])],
+                         check=True, capture_output=True, text=True, cwd=ROOT,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def bench_case(kernel: str, params: dict, arch: str, pairs: int, tmp: Path, emit: str,  # noqa: PLR0917
-               fast_path: bool, symbolic: bool = True) -> dict:
-    wall: dict[bool, list[float]] = {False: [], True: []}
-    cpu: dict[bool, list[float]] = {False: [], True: []}
-    child_cpu: list[float] = []
+               fast_path: bool, symbolic: bool = True, fresh: bool = False) -> dict:
+    """Alternating untraced/traced pairs of one kernel; medians and ratios."""
+    runs: dict[bool, list[dict]] = {False: [], True: []}
     loads: list[float] = []
-    result = None
-    size = rows = total_size = 0
+    path = tmp / f"{kernel}.trace"
     for i in range(pairs):
-        order = (False, True) if i % 2 == 0 else (True, False)
-        for trace in order:
-            path = tmp / f"{kernel}.trace"
-            if path.exists():
-                shutil.rmtree(path)
-            c0 = _cpu()
-            t0 = time.perf_counter()
-            result = run_kernel(kernel, params, arch=arch, trace_path=path if trace else None, emit=emit,
-                                fast_path=fast_path, expand_symbolic=symbolic)
-            wall[trace].append(time.perf_counter() - t0)
-            c1 = _cpu()
-            cpu[trace].append(c1[0] - c0[0])
+        for trace in ((False, True) if i % 2 == 0 else (True, False)):
+            args = [kernel, params, arch, path if trace else None, emit, fast_path, symbolic]
+            runs[trace].append(_run_fresh(args) if fresh else run_once(*args))
             loads.append(os.getloadavg()[0])
-            if trace:
-                child_cpu.append(c1[1] - c0[1])
-                size = (path / "Instruction.arrows").stat().st_size
-                rows = TraceReader(path).num_rows("Instruction")
-                total_size = sum(f.stat().st_size for f in path.iterdir())
-    assert result is not None
-    n = result.instructions
-    ratios = [t / p for t, p in zip(wall[True], wall[False], strict=True)]
-    cpu_ratios = [t / p for t, p in zip(cpu[True], cpu[False], strict=True)]
+    size = (path / "Instruction.arrows").stat().st_size
+    rows = TraceReader(path).num_rows("Instruction")
+    total_size = sum(f.stat().st_size for f in path.iterdir())
+    last = runs[False][-1]
+    n = last["instructions"]
+
+    def med(trace: bool, key: str) -> float:
+        return statistics.median(r[key] for r in runs[trace])
+
+    ratios = [t["wall"] / u["wall"] for t, u in zip(runs[True], runs[False], strict=True)]
+    cpu_ratios = [t["cpu"] / u["cpu"] for t, u in zip(runs[True], runs[False], strict=True)]
+    child = med(True, "child_cpu")
     return {
         "kernel": kernel, "arch": arch, "params": params, "emit": emit, "fast_path": fast_path,
-        "symbolic": symbolic, "instructions": n,
-        "fast_path_share": round(result.fast_path_instructions / n, 3),
-        "packets_per_instruction": round(result.dma_packets / n, 1),
-        "wall_s_no_trace_median": round(statistics.median(wall[False]), 3),
-        "instr_per_s_no_trace": round(n / statistics.median(wall[False])),
-        "instr_per_cpu_s_no_trace": round(n / statistics.median(cpu[False])),
-        "instr_per_s_traced": round(n / statistics.median(wall[True])),
+        "symbolic": symbolic, "fresh_process": fresh, "instructions": n,
+        "fast_path_share": round(last["fast_path_instructions"] / n, 3),
+        "packets_per_instruction": round(last["dma_packets"] / n, 1),
+        "wall_s_no_trace_median": round(med(False, "wall"), 3),
+        "wall_s_traced_median": round(med(True, "wall"), 3),
+        "instr_per_s_no_trace": round(n / med(False, "wall")),
+        "instr_per_cpu_s_no_trace": round(n / med(False, "cpu")),
+        "instr_per_s_traced": round(n / med(True, "wall")),
         "wall_overhead_median": round(statistics.median(ratios) - 1, 4),
         "wall_overhead_min_max": [round(min(ratios) - 1, 4), round(max(ratios) - 1, 4)],
         "sim_process_cpu_overhead_median": round(statistics.median(cpu_ratios) - 1, 4),
         "sim_process_cpu_overhead_min_max": [round(min(cpu_ratios) - 1, 4), round(max(cpu_ratios) - 1, 4)],
-        "writer_child_cpu_s_median": round(statistics.median(child_cpu), 3) if child_cpu else None,
-        "writer_packets_per_cpu_s": round(result.dma_packets / statistics.median(child_cpu)) if child_cpu else None,
+        "writer_child_cpu_s_median": round(child, 3),
+        "writer_child_cpu_per_instruction_us": round(child / n * 1e6, 2),
         "instruction_bytes_per_row": round(size / rows, 2), "trace_mb": round(total_size / 1e6, 2),
         "pairs": pairs, "load_average_1min": [round(min(loads), 2), round(max(loads), 2)],
     }
@@ -154,14 +179,23 @@ def main() -> int:
     parser.add_argument("--kernels", nargs="*", help="only these kernels")
     parser.add_argument("--first-write", action="store_true", help="measure time to the first rows on disk")
     parser.add_argument("--emit", choices=["process", "thread", "inline"], default="process",
-                        help="where trace tables are built (default: a forked process)")
+                        help="where trace tables are built (default: a child process)")
     parser.add_argument("--fast-path", choices=["on", "off"], default="on",
                         help="the loop fast path (default on; off = every instruction through the general path)")
     parser.add_argument("--symbolic", choices=["on", "off"], default="on",
                         help="trace nc.affine_range bodies once and expand them (off: concrete iterations)")
     parser.add_argument("--compare-symbolic", action="store_true",
                         help="untraced runs, symbolic and concrete affine loops side by side")
+    parser.add_argument("--fresh", action="store_true",
+                        help="every run in a new interpreter, as `trnprof record` runs (timed inside it)")
+    parser.add_argument("--scale", type=int, default=1,
+                        help="multiply each kernel's size parameter (M, seq, layers, rows) by this")
+    parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.one:
+        kernel, params, arch, trace, emit, fast, symbolic = json.loads(args.one)
+        print(json.dumps(run_once(kernel, params, arch, Path(trace) if trace else None, emit, fast, symbolic)))
+        return 0
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         if args.first_write:
@@ -169,14 +203,15 @@ def main() -> int:
             return 0
         # warm up (imports, pyarrow's lazy start-up) so the first measured pair is not penalised
         run_kernel("matmul_rowload", {"M": 512, "N": 1024, "K": 256}, trace_path=tmp / "warm.trace", emit=args.emit)
-        for kernel, params, arch in CASES:
+        for kernel, base, arch in CASES:
             if args.kernels and kernel not in args.kernels:
                 continue
+            params = {**base, SCALE_KEY[kernel]: base[SCALE_KEY[kernel]] * args.scale}
             if args.compare_symbolic:
                 print(json.dumps(compare_symbolic(kernel, params, arch, args.pairs)), flush=True)
                 continue
             print(json.dumps(bench_case(kernel, params, arch, args.pairs, tmp, args.emit, args.fast_path == "on",
-                                        args.symbolic == "on")), flush=True)
+                                        args.symbolic == "on", args.fresh)), flush=True)
     return 0
 
 

@@ -372,13 +372,17 @@ class TraceWriter:
         os.replace(tmp, final)
 
     # -- flushing and closing ----------------------------------------------------------------------------
-    def flush(self, table: str | None = None) -> None:
-        """Write the buffered rows of ``table`` (default: every table) to disk now."""
+    def flush(self, table: str | None = None, *, min_rows: int = 0) -> None:
+        """Write the buffered rows of ``table`` (default: every table) to disk now; with ``min_rows``, only
+        tables holding at least that many buffered rows (a producer with idle time can compress big buffers
+        early without writing many tiny batches)."""
         with self._lock:
-            if table is None:
+            if table is None and not min_rows:
                 self._flush_all()
-            elif table in self._sinks:
-                self._sinks[table].flush(self.batch_rows)
+                return
+            for name, sink in self._sinks.items():
+                if (table is None or name == table) and sink.pending_rows >= max(min_rows, 1):
+                    sink.flush(self.batch_rows)
 
     def _flush_all(self) -> None:
         for sink in self._sinks.values():

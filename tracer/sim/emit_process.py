@@ -17,6 +17,8 @@ Crash behaviour: see :mod:`tracer.sim.emit_child` (a killed parent leaves a read
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import queue
 import subprocess
@@ -35,8 +37,9 @@ from tracer.writer import prepare_trace_directory
 
 #: Seconds to wait for the writer process to finish writing once the simulation is done.
 CLOSE_TIMEOUT_S = 900.0
-#: Chunks queued for the sender thread before the simulation waits (bounds memory: a chunk is ~1-3 MB).
-MAX_PENDING = 8
+#: Chunks queued for the sender thread before the simulation waits: enough for the child's start-up (~0.4 s of
+#: imports while the simulation hands over a chunk every 20-100 ms); bounds memory (a chunk is ~0.5-3 MB).
+MAX_PENDING = 32
 
 
 #: The child's command line program (``-m tracer.sim.emit_child`` would import the module twice).
@@ -46,6 +49,14 @@ _CHILD_MAIN = "import sys; from tracer.sim.emit_child import main; sys.exit(main
 def process_available() -> bool:
     """True where the writer can run in a child process (POSIX: it is handed pipe file descriptors)."""
     return os.name == "posix"
+
+
+def _widen_pipe(fd: int) -> None:
+    """Give the pipe a 1 MiB buffer where Linux allows it (64 KiB by default): a chunk then goes out in a few
+    writes instead of dozens, each of which would wake the sender thread and take the GIL from the simulation."""
+    with contextlib.suppress(AttributeError, OSError):
+        size = int(Path("/proc/sys/fs/pipe-max-size").read_text())
+        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, min(size, 1 << 20))
 
 
 def _wire(tpl: Template) -> tuple[Any, ...]:
@@ -77,6 +88,7 @@ class ProcessEmitter:
         prepare_trace_directory(self.path, overwrite=overwrite)
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()
+        _widen_pipe(to_child_w)
         env = dict(os.environ)
         # the child imports this very tracer package, wherever it was imported from
         env["PYTHONPATH"] = os.pathsep.join([str(Path(tracer.__file__).resolve().parents[1]),

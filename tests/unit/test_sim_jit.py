@@ -49,6 +49,7 @@ def spy(monkeypatch):
 
 
 def _both(monkeypatch, tmp, kernel, params, arch, overrides=None):  # noqa: PLR0917
+    monkeypatch.setattr(schedule_jit, "MIN_ROWS", 0)  # every segment, however short
     monkeypatch.setenv(schedule_jit.ENV_SWITCH, "0")
     python = _run(tmp, kernel, params, arch, True, overrides)
     monkeypatch.setenv(schedule_jit.ENV_SWITCH, "1")
@@ -145,7 +146,8 @@ def test_switch_and_start_up(monkeypatch):
     monkeypatch.setattr(schedule_jit, "_python_rows", [0])
     monkeypatch.setattr(schedule_jit, "_load", lambda: True)
     assert not schedule_jit.use(schedule_jit.ENGAGE_ROWS - 1)  # not enough work yet to repay loading numba
-    assert schedule_jit.use(1)
+    assert not schedule_jit.use(schedule_jit.MIN_ROWS - 1)  # too short to repay the hand-over
+    assert schedule_jit.use(schedule_jit.MIN_ROWS)
 
 
 def test_a_broken_numba_falls_back_to_python_with_a_warning(monkeypatch):
@@ -154,6 +156,6 @@ def test_a_broken_numba_falls_back_to_python_with_a_warning(monkeypatch):
     monkeypatch.setenv(schedule_jit.ENV_SWITCH, "1")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        assert not schedule_jit.use(1)
+        assert not schedule_jit.use(schedule_jit.MIN_ROWS)
     assert any("compiled scheduling loop is unavailable" in str(w.message) for w in caught)
-    assert not schedule_jit.use(1)  # decided once
+    assert not schedule_jit.use(schedule_jit.MIN_ROWS)  # decided once

@@ -117,14 +117,12 @@ def run(prog: Program, core: Any, ctx: Any, leaves: list[Any], aux: list[int], t
         A[j] = a
     P: dict[int, Any] = {}
     if schedule_jit.use(n):  # arrays: S, E, W, R (and the column writes below take them as they are)
-        S, E, W, R, TC, rts = schedule_jit.schedule(prog, core, leaves, A, tpls, tids, P, fr0, _flush_dma)
+        S, E, W, R = schedule_jit.schedule(prog, core, leaves, A, tpls, tids, cv, P, put, _flush_dma)
     else:
         S, E, W, R, TC = _schedule(prog, core, leaves, A, tpls, P)
-        if prog.counters:
+        if prog.counters or TC[0]:
             front = list(accumulate(S, max, initial=fr0))
-            rts = [front[before] for before in prog.counter_before]
-    if prog.counters or len(TC[0]):
-        _counters(core._cols, prog, cv, TC, rts if prog.counters else [])
+            _counters(core._cols, prog, cv, TC, [front[before] for before in prog.counter_before])
     for j2, s, k in prog.exports:
         P[j2] = (s, q_base[s] + k, int(E[j2]), TABLE_INSTRUCTION, i0 + j2)
     core.n = i0 + n

@@ -23,7 +23,7 @@ What lives where:
 numba costs ~0.2 s to import plus ~0.1 s to load the cached kernel (seconds to compile it the first time on a
 machine), so by default the kernel is only loaded once this process has scheduled :data:`ENGAGE_ROWS` instructions
 in Python fast-path segments; ``TRNPROF_JIT=0`` turns it off (the Python loop does everything), ``TRNPROF_JIT=1``
-uses it from the first segment.  When numba is missing or fails, a warning says so and the Python loop is used.
+loads it at the first segment.  When numba is missing or fails, a warning says so and the Python loop is used.
 """
 
 from __future__ import annotations
@@ -39,13 +39,16 @@ import numpy as np
 from tracer.sim.fastpath import schedule_kernel as K
 from tracer.sim.records import TABLE_PACKET
 
-#: ``TRNPROF_JIT=0``: never use the compiled loop; ``=1``: use it from the first segment; unset: once the process
+#: ``TRNPROF_JIT=0``: never use the compiled loop; ``=1``: load it at the first segment; unset: once the process
 #: has scheduled :data:`ENGAGE_ROWS` instructions in Python (enough work to repay loading numba).
 ENV_SWITCH = "TRNPROF_JIT"
 #: Fast-path instructions scheduled in Python before numba is loaded (about 0.1-0.2 s of scheduling).
 ENGAGE_ROWS = 100_000
-#: Template-id arrays cached per program (one per set of templates; a variant rarely has more).
-_TIDS_CACHE = 64
+#: Template-id arrays cached per program (one per set of templates the variant met; forgotten all at once beyond).
+_TIDS_CACHE = 1024
+#: Segments shorter than this are scheduled by the Python loop: below it, handing the state to the kernel and back
+#: costs more than the loop (measured: ~15 us more for a 4-instruction segment, even at ~16).
+MIN_ROWS = 16
 #: Initial capacity of the throttle window buffer (grown on demand).
 _WINDOW = 1024
 
@@ -57,7 +60,7 @@ _python_rows = [0]
 def use(n: int) -> bool:
     """Whether the segment about to be scheduled (``n`` instructions) goes through the compiled loop."""
     mode = os.environ.get(ENV_SWITCH)
-    if mode == "0":
+    if mode == "0" or n < MIN_ROWS:
         return False
     ok = _loaded.get("ok")
     if ok is None:
@@ -79,7 +82,7 @@ def _load() -> bool:
 
             for name in K.COMPILED:
                 fn = getattr(K, name)
-                setattr(K, name, numba.njit(nogil=True, cache=True, boundscheck=False, _nrt=False)(
+                setattr(K, name, numba.njit(nogil=False, cache=True, boundscheck=False, _nrt=False)(
                     getattr(fn, "py_func", fn)))
             _smoke_test()
         except Exception as exc:  # any failure: the Python loop does the work
@@ -98,11 +101,15 @@ def _smoke_test() -> None:
     R = np.array([0, 0, 30], np.int64)
     st = np.zeros(K.N_STATE, np.int64)
     one = np.zeros((1, 1), np.int64)
+    C, Cv = np.zeros((2, 3), np.int64), np.zeros(3)
     j = K.schedule_rows(0, 2, rows, np.array([2], np.int64), np.zeros(2, np.int64), R, out,
                         np.zeros((K.N_X, 1), np.int64), np.zeros(2, np.int64),
                         np.zeros(1, np.int64), st, np.zeros(2), one, np.zeros(1, np.int64), np.zeros(1, np.int64),
-                        one, np.zeros((1, 2)), np.zeros((2, 1), np.int64), np.zeros((3, 1), np.int64))
+                        one, np.zeros((1, 2)), np.zeros((2, 1), np.int64), np.array([[1], [7]], np.int64),
+                        np.array([2.5]), C, Cv)
     if j != 2 or out[K.O_START].tolist() != [0, 30] or out[K.O_WAIT].tolist() != [0, 30] or R[:2].tolist() != [10, 35]:
+        raise RuntimeError("kernel self-check failed")
+    if st[K.NC] != 1 or C[:, 0].tolist() != [0, 7] or Cv[0] != 2.5:
         raise RuntimeError("kernel self-check failed")
     us, ue = np.array([0, 100, 0, 0], np.int64), np.array([50, 200, 0, 0], np.int64)
     if K.reserve(us, ue, 2, 40, 60) != (200, 2, 1) or ue[:2].tolist() != [50, 260]:
@@ -112,7 +119,7 @@ def _smoke_test() -> None:
 class ProgramArrays:
     """A program's rows as arrays, and its template ids per set of templates."""
 
-    __slots__ = ("counter_before", "dep_idx", "dma_needed", "dma_rows", "n_dma", "rows", "tids")
+    __slots__ = ("counters", "dep_idx", "dma_needed", "dma_rows", "n_dma", "rows", "tids")
 
     def __init__(self, prog: Any) -> None:
         rows = np.empty((prog.n, 6), np.int64)
@@ -127,7 +134,8 @@ class ProgramArrays:
         needed = {j for _key, j in prog.last} | {src for leaf, src in prog.out_src if not leaf}
         self.dma_needed = sorted(needed & {j for j, r in enumerate(prog.rows) if r[4] == K.K_DMA})
         self.tids: dict[int, tuple[list[int], np.ndarray, int]] = {}
-        self.counter_before = np.array(prog.counter_before, np.int64)
+        #: Usage counter samples: instructions before each, counter kind.
+        self.counters = np.array([prog.counter_before, prog.counter_kind], np.int64).reshape(2, -1)
         self.dma_rows = np.array([j for j, r in enumerate(prog.rows) if r[4] == K.K_DMA], np.int64)
         self.n_dma = len(self.dma_rows)
 
@@ -165,7 +173,8 @@ class CoreArrays:
         self.win = np.zeros((2, _WINDOW), np.int64)
         self.win_last: Any = None  # the last entry of the core's window as written back (None: rebuild)
         self.win_len = -1
-        self.no_tc = np.zeros((3, 1), np.int64)
+        self.no_c = np.zeros((2, 1), np.int64)
+        self.no_cv = np.zeros(1, np.float64)
         self.no_x = np.zeros((K.N_X, 1), np.int64)
 
     def grow_templates(self, core: Any, top: int) -> None:
@@ -306,12 +315,11 @@ def core_arrays(core: Any) -> CoreArrays:
 
 
 def schedule(prog: Any, core: Any, leaves: list[Any], A: list[int], tpls: list[Any], tids: list[int],  # noqa: PLR0917
-             P: dict[int, Any], fr0: int, flush_dma: Any) -> tuple[Any, ...]:
-    """Schedule the segment of ``prog`` with the compiled loop.
+             cv: list[float], P: dict[int, Any], put: Any, flush_dma: Any) -> tuple[np.ndarray, ...]:
+    """Schedule the segment of ``prog`` with the compiled loop and write its counter samples (usage values ``cv``).
 
-    Returns (starts, ends, waits, ready times of the rows then the leaves) as arrays, the throttle level changes
-    like the Python loop, and the time stamps of the usage counter samples (the latest start before each, from
-    ``fr0``); fills ``P`` with the producers of the DMA rows needed afterwards."""
+    Returns (starts, ends, waits, ready times of the rows then the leaves) as arrays; fills ``P`` with the
+    producers of the DMA rows needed afterwards."""
     pa: ProgramArrays | None = prog.jit
     if pa is None:
         pa = prog.jit = ProgramArrays(prog)
@@ -327,7 +335,7 @@ def schedule(prog: Any, core: Any, leaves: list[Any], A: list[int], tpls: list[A
     sf, ei = np.array(SF, np.int64), np.array(EI, np.int64)
     st = ca.st
     st[K.FR], st[K.LN], st[K.PW] = core.frontier, core.last_ns, core.pe_weights_ready
-    st[K.NTC] = 0
+    st[K.CI] = st[K.NC] = 0
     dma, thr = prog.has_dma, prog.has_throttle
     if dma:
         ca.dma_in(core)
@@ -338,9 +346,12 @@ def schedule(prog: Any, core: Any, leaves: list[Any], A: list[int], tpls: list[A
     if thr:
         k0 = len(core.thr_window)
         ca.window_in(core)
-        tc = np.empty((3, n), np.int64)
+    nu = len(cv)
+    if nu or thr:
+        C = np.empty((2, nu + n), np.int64)
+        Cv = np.empty(nu + n, np.float64)
     else:
-        tc = ca.no_tc
+        C, Cv = ca.no_c, ca.no_cv
     i0 = core.n
     st[K.I0] = i0
     st[K.NXI] = 0
@@ -349,7 +360,7 @@ def schedule(prog: Any, core: Any, leaves: list[Any], A: list[int], tpls: list[A
     kernel = K.schedule_rows
     while True:
         j = kernel(j, n, pa.rows, pa.dep_idx, tarr, R, out, X, sf, ei, st, ca.fp, ca.grp, ca.us, ca.ue, ca.ti, ca.tf,
-                   ca.win, tc)
+                   ca.win, pa.counters, np.array(cv, np.float64), C, Cv)
         reason = st[K.REASON]
         if reason == K.DONE:
             break
@@ -372,22 +383,16 @@ def schedule(prog: Any, core: Any, leaves: list[Any], A: list[int], tpls: list[A
                          int(out[K.O_OUT, jd]))
     if thr:
         ca.window_out(core, k0)
-        ntc = int(st[K.NTC])
-        TC = (tc[0, :ntc], tc[1, :ntc], tc[2, :ntc])
-    else:
-        TC = ((), (), ())
+    nc = int(st[K.NC])
+    if nc:
+        cols = core._cols
+        put(cols["c_ts"], C[0, :nc])
+        put(cols["c_kind"], C[1, :nc])
+        put(cols["c_val"], Cv[:nc])
     SF[:] = sf.tolist()
     EI[:] = ei.tolist()
     core.frontier, core.last_ns, core.pe_weights_ready = int(st[K.FR]), int(st[K.LN]), int(st[K.PW])
-    S = out[K.O_START]
-    rts = None
-    if prog.counters:
-        front = np.empty(n + 1, np.int64)
-        front[0] = fr0
-        front[1:] = S
-        np.maximum.accumulate(front, out=front)
-        rts = front[pa.counter_before]
-    return S, out[K.O_END], out[K.O_WAIT], R, TC, rts
+    return out[K.O_START], out[K.O_END], out[K.O_WAIT], R
 
 
 def _flush_inline(core: Any, ca: CoreArrays, X: np.ndarray, a: int, flush_dma: Any) -> int:

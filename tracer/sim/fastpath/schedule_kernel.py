@@ -26,6 +26,8 @@ import math
 
 import numpy as np
 
+from tracer.sim.records import C_THROTTLE
+
 #: Row kinds (the same values as :mod:`tracer.sim.fastpath.schedule`).
 K_PLAIN, K_TENSOR, K_MATRIX, K_THROTTLE, K_DMA = range(5)
 #: Columns of a program's row table.
@@ -38,9 +40,9 @@ N_OUT = 5
 X_INSTR, X_TID, X_PKT, X_QSTART, X_RETIRE, X_OUT, X_Q0 = range(7)
 N_X = 7
 #: Slots of the int64 state vector.
-(FR, LN, PW, Q0, NPK, NX, QBUSY, DBYTES, UL, UFLOOR, UNIFORM, T_BUSY, T_RS, T_PCT, WH, WK, WPOP, NAPP, NTC, REASON,
- LAT, WIN_NS, RAMP_NS, UTRIM, UMOD, NXI, I0) = range(27)
-N_STATE = 27
+(FR, LN, PW, Q0, NPK, NX, QBUSY, DBYTES, UL, UFLOOR, UNIFORM, T_BUSY, T_RS, T_PCT, WH, WK, WPOP, NAPP, REASON,
+ LAT, WIN_NS, RAMP_NS, UTRIM, UMOD, NXI, I0, CI, NC) = range(28)
+N_STATE = 28
 #: Slots of the float64 parameter vector: throttle reset utilisation, throttle start fraction.
 F_TR, F_F0 = range(2)
 #: Columns of the per-template int table: is a DMA trigger, queue group, packets, bytes, queues; then per queue
@@ -109,13 +111,20 @@ def reserve(us: np.ndarray, ue: np.ndarray, n: int, s: int, d: int) -> tuple[int
 def schedule_rows(j: int, n: int, rows: np.ndarray, dep_idx: np.ndarray, tids: np.ndarray, R: np.ndarray,
                   out: np.ndarray, X: np.ndarray, SF: np.ndarray, EI: np.ndarray, st: np.ndarray, fp: np.ndarray,
                   grp: np.ndarray, us: np.ndarray, ue: np.ndarray, ti: np.ndarray, tf: np.ndarray,
-                  win: np.ndarray, tc: np.ndarray) -> int:
-    """Schedule rows ``j``, ``j + 1``, ... of a segment (see the module docstring); returns the row it stopped at."""
+                  win: np.ndarray, cnt: np.ndarray, cval: np.ndarray, C: np.ndarray, Cv: np.ndarray) -> int:
+    """Schedule rows ``j``, ``j + 1``, ... of a segment (see the module docstring); returns the row it stopped at.
+
+    Counter samples go to ``C`` (time, kind) and ``Cv`` (value) in the general path's order: the usage samples
+    ``cnt`` (instructions before each, kind; values ``cval``), each stamped with the latest start before it, and
+    the throttle level changes at their instructions.
+    """
     fr, ln, pw = st[FR], st[LN], st[PW]
     q0, npk, nx, qbusy, dbytes = st[Q0], st[NPK], st[NX], st[QBUSY], st[DBYTES]
     ul, ufloor, uniform = st[UL], st[UFLOOR], st[UNIFORM]
     t_busy, t_rs, t_pct = st[T_BUSY], st[T_RS], st[T_PCT]
-    wh, wk, wpop, napp, ntc = st[WH], st[WK], st[WPOP], st[NAPP], st[NTC]
+    wh, wk, wpop, napp = st[WH], st[WK], st[WPOP], st[NAPP]
+    ci, nc = st[CI], st[NC]
+    nu = cnt.shape[1]
     lat, TW, TRAMP = st[LAT], st[WIN_NS], st[RAMP_NS]
     utrim, umod = st[UTRIM], st[UMOD]
     nxi, i0 = st[NXI], st[I0]
@@ -123,6 +132,12 @@ def schedule_rows(j: int, n: int, rows: np.ndarray, dep_idx: np.ndarray, tids: n
     cap = win.shape[1]
     reason = DONE
     while j < n:
+        while ci < nu and cnt[0, ci] <= j:
+            C[0, nc] = fr
+            C[1, nc] = cnt[1, ci]
+            Cv[nc] = cval[ci]
+            nc += 1
+            ci += 1
         s = rows[j, R_STREAM]
         e = rows[j, R_ENGINE]
         dur = rows[j, R_DUR]
@@ -194,10 +209,10 @@ def schedule_rows(j: int, n: int, rows: np.ndarray, dep_idx: np.ndarray, tids: n
                 pct = int(np.rint(level * 100))
             if pct != t_pct:
                 t_pct = pct
-                tc[0, ntc] = j
-                tc[1, ntc] = r
-                tc[2, ntc] = pct
-                ntc += 1
+                C[0, nc] = r
+                C[1, nc] = C_THROTTLE
+                Cv[nc] = pct
+                nc += 1
             win[0, wh + wk] = r
             win[1, wh + wk] = r + dur
             wk += 1
@@ -273,11 +288,19 @@ def schedule_rows(j: int, n: int, rows: np.ndarray, dep_idx: np.ndarray, tids: n
         if en > ln:
             ln = en
         j += 1
+    if reason == DONE:
+        while ci < nu:
+            C[0, nc] = fr
+            C[1, nc] = cnt[1, ci]
+            Cv[nc] = cval[ci]
+            nc += 1
+            ci += 1
     st[FR], st[LN], st[PW] = fr, ln, pw
     st[Q0], st[NPK], st[NX], st[QBUSY], st[DBYTES] = q0, npk, nx, qbusy, dbytes
     st[UL], st[UFLOOR] = ul, ufloor
     st[T_BUSY], st[T_RS], st[T_PCT] = t_busy, t_rs, t_pct
-    st[WH], st[WK], st[WPOP], st[NAPP], st[NTC] = wh, wk, wpop, napp, ntc
+    st[WH], st[WK], st[WPOP], st[NAPP] = wh, wk, wpop, napp
+    st[CI], st[NC] = ci, nc
     st[UTRIM], st[UMOD], st[NXI] = utrim, umod, nxi
     st[REASON] = reason
     return j

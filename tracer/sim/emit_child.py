@@ -3,7 +3,8 @@
 Started by :class:`tracer.sim.emit_process.ProcessEmitter` as a fresh interpreter (not a fork of the simulation,
 whose memory it would otherwise share copy-on-write and whose threads it would inherit).  It reads messages from
 the pipe ``IN_FD``: first ``("setup", path, overwrite, metadata, cost model)``, then ``("chunk", templates,
-variants, names, chunk)`` per :class:`~tracer.sim.records.Chunk`, then ``("close", complete)``; it runs the
+variants, names, chunk, column types)`` per :class:`~tracer.sim.records.Chunk` followed by its columns as raw
+buffers, then ``("close", complete)``; it runs the
 :class:`~tracer.sim.emitter.Emitter` into its own :class:`~tracer.writer.TraceWriter` and answers on ``OUT_FD``
 with ``("done",)`` or ``("error", exception)``.
 
@@ -18,6 +19,7 @@ import contextlib
 import os
 import signal
 import sys
+from array import array
 from multiprocessing.connection import Connection
 from types import SimpleNamespace
 from typing import Any
@@ -90,7 +92,11 @@ def serve(inbox: Connection, outbox: Connection) -> int:
             if msg[0] == "close":
                 complete = bool(msg[1])
                 break
-            _tag, templates, variants, names, chunk = msg
+            _tag, templates, variants, names, chunk, columns = msg
+            for name, typecode in columns:  # the chunk's columns follow as raw buffers
+                col = array(typecode)
+                col.frombytes(inbox.recv_bytes())
+                setattr(chunk, name, col)
             view.add(templates)
             view.names.extend(names)
             view.variants.extend(SimpleNamespace(uid=uid, emit_table=table) for uid, table in variants)

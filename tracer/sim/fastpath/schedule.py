@@ -116,7 +116,7 @@ def run(prog: Program, core: Any, ctx: Any, leaves: list[Any], aux: list[int], t
     for j, a in zip(prog.aux_rows, aux):  # noqa: B905  (aux may hold more values than the rows take)
         A[j] = a
     P: dict[int, Any] = {}
-    if schedule_jit.use(n):  # arrays: S, E, W, R (and the column writes below take them as they are)
+    if schedule_jit.use(n, prog.has_dma):  # arrays: S, E, W, R (and the column writes below take them as they are)
         S, E, W, R = schedule_jit.schedule(prog, core, leaves, A, tpls, tids, cv, P, put, _flush_dma)
     else:
         S, E, W, R, TC = _schedule(prog, core, leaves, A, tpls, P)
@@ -374,7 +374,7 @@ def _flush_dma(core: Any, q0: int, npk: int, nx: int, qbusy: int, dbytes: int,  
         put(c["x_retire"], xr)
         put(c["x_out"], xo)
         put(c["x_qstart"], xq)
-        c["x_uni"].extend([1] * len(xi))
+        put(c["x_uni"], np.ones(len(xi), np.int8))
 
 
 def program(var: Variant) -> Program:

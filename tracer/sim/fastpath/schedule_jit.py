@@ -46,8 +46,9 @@ ENV_SWITCH = "TRNPROF_JIT"
 ENGAGE_ROWS = 100_000
 #: Template-id arrays cached per program (one per set of templates the variant met; forgotten all at once beyond).
 _TIDS_CACHE = 1024
-#: Segments shorter than this are scheduled by the Python loop: below it, handing the state to the kernel and back
-#: costs more than the loop (measured: ~15 us more for a 4-instruction segment, even at ~16).
+#: Segments shorter than this are scheduled by the Python loop (handing the state to the kernel and back costs more
+#: than the loop: ~15 us more for a 4-instruction segment, even at ~16) unless they hold DMA transfers: transfers
+#: scheduled in Python make the kernel reload the DMA state at its next segment, which costs as much.
 MIN_ROWS = 16
 #: Initial capacity of the throttle window buffer (grown on demand).
 _WINDOW = 1024
@@ -57,10 +58,11 @@ _loaded: dict[str, Any] = {}
 _python_rows = [0]
 
 
-def use(n: int) -> bool:
-    """Whether the segment about to be scheduled (``n`` instructions) goes through the compiled loop."""
+def use(n: int, dma: bool) -> bool:
+    """Whether the segment about to be scheduled (``n`` instructions, with DMA transfers or not) goes through the
+    compiled loop."""
     mode = os.environ.get(ENV_SWITCH)
-    if mode == "0" or n < MIN_ROWS:
+    if mode == "0" or (n < MIN_ROWS and not dma):
         return False
     ok = _loaded.get("ok")
     if ok is None:
@@ -183,30 +185,35 @@ class CoreArrays:
         new = max(top + 1, len(core.templates))
         if new > self.ti.shape[0]:  # capacity doubles: a run may add templates with every segment
             size = max(new, 2 * self.ti.shape[0], 256)
-            ti = np.zeros((size, self.ti.shape[1]), np.int64)
+            ti = np.full((size, self.ti.shape[1]), K.UNKNOWN, np.int64)  # layouts: not computed yet
             tf = np.zeros((size, 2), np.float64)
             ti[:old] = self.ti[:old]
             tf[:old] = self.tf[:old]
             self.ti, self.tf = ti, tf
-        ti, tf = self.ti, self.tf
-        for t in range(old, new):
-            tpl = core.templates[t]
+        ints: list[int] = []
+        floats: list[float] = []
+        for tpl in core.templates[old:new]:
             plan = tpl.dma
-            if plan is not None:
-                ti[t, :K.T_UNI] = (1, plan.group, plan.n, plan.bytes, plan.nqueues)
-                ti[t, K.T_UNI:K.T_UNI + self.nq] = K.UNKNOWN
+            if plan is None:
+                ints += (0, 0, 0, 0, 0)
+            else:
+                ints += (1, plan.group, plan.n, plan.bytes, plan.nqueues)
             if tpl.cycles is not None and tpl.clock:
-                tf[t] = (tpl.cycles, tpl.clock)
+                floats += (tpl.cycles, tpl.clock)
+            else:
+                floats += (0.0, 0.0)
+        if ints:
+            self.ti[old:new, :K.T_UNI] = np.array(ints, np.int64).reshape(-1, K.T_UNI)
+            self.tf[old:new] = np.array(floats, np.float64).reshape(-1, 2)
         self.n_templates = new
 
     def prefill_uniform(self, pa: ProgramArrays, tarr: np.ndarray, tpls: list[Any], q0: int) -> None:
-        """Fill the layouts the segment's DMA rows will look up (the queue rotation before each row is known in
-        advance: every transfer advances it by its packet count), so that the kernel does not stop for them."""
-        td = tarr[pa.dma_rows]
-        step = self.ti[td, K.T_NPKT]
-        q0s = (q0 + np.cumsum(step) - step) % self.nq
-        for k in np.flatnonzero(self.ti[td, K.T_UNI + q0s] == K.UNKNOWN).tolist():
-            self.fill_uniform(tpls[pa.dma_rows[k]], int(q0s[k]))
+        """Fill the layouts the segment's DMA rows will look up, so that the kernel does not stop for them."""
+        miss = np.empty((2, pa.n_dma), np.int64)
+        k = K.missing_layouts(tarr, pa.dma_rows, self.ti, q0, self.nq, miss)
+        if k:
+            for j, q in zip(*miss[:, :k].tolist(), strict=True):
+                self.fill_uniform(tpls[j], q)
 
     def fill_uniform(self, tpl: Any, q0: int) -> None:
         """The template's layout for queue rotation ``q0``: every queue's busy time and the last packet, or

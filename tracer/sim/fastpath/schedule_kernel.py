@@ -59,7 +59,7 @@ DONE, NEED, GROW, TRANSFER = range(4)
 TRIM_AT = 256
 TRIM_BY = 128
 
-COMPILED = ("reserve", "schedule_rows")
+COMPILED = ("reserve", "missing_layouts", "schedule_rows")
 
 
 def reserve(us: np.ndarray, ue: np.ndarray, n: int, s: int, d: int) -> tuple[int, int, int]:
@@ -106,6 +106,22 @@ def reserve(us: np.ndarray, ue: np.ndarray, n: int, s: int, d: int) -> tuple[int
         n -= 1
         low = i - 1
     return s, n, low
+
+
+def missing_layouts(tids: np.ndarray, dma_rows: np.ndarray, ti: np.ndarray, q0: int, nq: int,
+                    miss: np.ndarray) -> int:
+    """The DMA rows of a segment whose layout for the queue rotation they will meet is not in ``ti`` yet (the
+    rotation before each transfer is known in advance: every transfer advances it by its packets): their row
+    indices and rotations go to ``miss`` (2 x rows); returns how many."""
+    k = 0
+    for j in dma_rows:
+        tid = tids[j]
+        if ti[tid, T_UNI + q0] == UNKNOWN:
+            miss[0, k] = j
+            miss[1, k] = q0
+            k += 1
+        q0 = (q0 + ti[tid, T_NPKT]) % nq
+    return k
 
 
 def schedule_rows(j: int, n: int, rows: np.ndarray, dep_idx: np.ndarray, tids: np.ndarray, R: np.ndarray,

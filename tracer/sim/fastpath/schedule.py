@@ -16,6 +16,7 @@ local copies of the core's state, with the same arithmetic.  The trace columns a
 from __future__ import annotations
 
 import math
+from array import array
 from itertools import accumulate
 from typing import Any
 
@@ -82,7 +83,7 @@ class Program:
         #: (instructions, layer name source, operator name source) runs, in order.
         self.scope_runs = [tuple(r) for r in runs]
         self.seq_counts = sorted(seq.items())
-        self.aux = [-1] * n
+        self.aux = array("q", [-1]) * n
         self.has_dma = any(p.dma for p in pos)
         self.has_throttle = any(p.throttle for p in pos)
         self.counters = counters
@@ -112,7 +113,7 @@ def run(prog: Program, core: Any, ctx: Any, leaves: list[Any], aux: list[int], t
     q_base = list(SQ)
     fr0 = core.frontier
     i0, x0 = core.n, core.n_xfers
-    A = list(prog.aux)
+    A = prog.aux[:]
     for j, a in zip(prog.aux_rows, aux):  # noqa: B905  (aux may hold more values than the rows take)
         A[j] = a
     P: dict[int, Any] = {}
@@ -123,8 +124,9 @@ def run(prog: Program, core: Any, ctx: Any, leaves: list[Any], aux: list[int], t
         if prog.counters or TC[0]:
             front = list(accumulate(S, max, initial=fr0))
             _counters(core._cols, prog, cv, TC, [front[before] for before in prog.counter_before])
+    Ex = E if type(E) is list else E.tolist()
     for j2, s, k in prog.exports:
-        P[j2] = (s, q_base[s] + k, int(E[j2]), TABLE_INSTRUCTION, i0 + j2)
+        P[j2] = (s, q_base[s] + k, Ex[j2], TABLE_INSTRUCTION, i0 + j2)
     core.n = i0 + n
     for s, k in prog.seq_counts:
         SQ[s] += k
@@ -137,13 +139,13 @@ def run(prog: Program, core: Any, ctx: Any, leaves: list[Any], aux: list[int], t
     put(cols["start"], S)
     put(cols["end"], E)
     put(cols["wait"], W)
-    cols["aux"].extend(A)
-    cols["tid"].extend(tids)
+    put(cols["aux"], A)
+    put(cols["tid"], tids if type(S) is list else prog.jit.tid_array(tids)[0])
     code = core.name_code
     ly, hl = cols["lyr"], cols["hlo"]
     for cnt, ls, os_ in prog.scope_runs:
-        ly.extend([code(names[ls])] * cnt)
-        hl.extend([code(names[os_])] * cnt)
+        ly.extend(array(ly.typecode, (code(names[ls]),)) * cnt)
+        hl.extend(array(hl.typecode, (code(names[os_]),)) * cnt)
     lp = ctx.last_pinfo
     for key, j2 in prog.last:
         lp[key] = P[j2]
@@ -157,10 +159,14 @@ def run(prog: Program, core: Any, ctx: Any, leaves: list[Any], aux: list[int], t
     return outs, None, None
 
 
-def put(col: Any, values: Any) -> None:
-    """Append ``values`` (a list, or a numpy array: copied as bytes, in the column's type) to the array ``col``."""
-    if type(values) is np.ndarray:
+def put(col: array, values: Any) -> None:
+    """Append ``values`` (a list, an array, or a numpy array: copied as bytes, in the column's type) to the array
+    ``col``."""
+    tv = type(values)
+    if tv is np.ndarray:
         col.frombytes(memoryview(np.ascontiguousarray(values, col.typecode)).cast("B"))
+    elif tv is array and values.typecode != col.typecode:
+        col.extend(values.tolist())
     else:
         col.extend(values)
 

@@ -140,15 +140,14 @@ def test_kernel_reserve_matches_the_python_reserve(case):
 
 def test_switch_and_start_up(monkeypatch):
     monkeypatch.setenv(schedule_jit.ENV_SWITCH, "0")
-    assert not schedule_jit.use(10 ** 9, True)
+    assert not schedule_jit.use(10 ** 9)
     monkeypatch.delenv(schedule_jit.ENV_SWITCH)
     monkeypatch.setattr(schedule_jit, "_loaded", {})
     monkeypatch.setattr(schedule_jit, "_python_rows", [0])
     monkeypatch.setattr(schedule_jit, "_load", lambda: True)
-    assert not schedule_jit.use(schedule_jit.ENGAGE_ROWS - 1, False)  # not enough work yet to repay loading numba
-    assert not schedule_jit.use(schedule_jit.MIN_ROWS - 1, False)  # too short to repay the hand-over
-    assert schedule_jit.use(schedule_jit.MIN_ROWS - 1, True)  # ... unless it holds DMA transfers
-    assert schedule_jit.use(schedule_jit.MIN_ROWS, False)
+    assert not schedule_jit.use(schedule_jit.ENGAGE_ROWS - 1)  # not enough work yet to repay loading numba
+    assert not schedule_jit.use(schedule_jit.MIN_ROWS - 1)  # too short to repay the hand-over
+    assert schedule_jit.use(schedule_jit.MIN_ROWS)
 
 
 def test_a_broken_numba_falls_back_to_python_with_a_warning(monkeypatch):
@@ -157,6 +156,6 @@ def test_a_broken_numba_falls_back_to_python_with_a_warning(monkeypatch):
     monkeypatch.setenv(schedule_jit.ENV_SWITCH, "1")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        assert not schedule_jit.use(schedule_jit.MIN_ROWS, False)
+        assert not schedule_jit.use(schedule_jit.MIN_ROWS)
     assert any("compiled scheduling loop is unavailable" in str(w.message) for w in caught)
-    assert not schedule_jit.use(schedule_jit.MIN_ROWS, False)  # decided once
+    assert not schedule_jit.use(schedule_jit.MIN_ROWS)  # decided once

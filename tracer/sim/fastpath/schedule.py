@@ -117,7 +117,7 @@ def run(prog: Program, core: Any, ctx: Any, leaves: list[Any], aux: list[int], t
     for j, a in zip(prog.aux_rows, aux):  # noqa: B905  (aux may hold more values than the rows take)
         A[j] = a
     P: dict[int, Any] = {}
-    if schedule_jit.use(n, prog.has_dma):  # arrays: S, E, W, R (and the column writes below take them as they are)
+    if schedule_jit.use(n):  # arrays: S, E, W, R (and the column writes below take them as they are)
         S, E, W, R = schedule_jit.schedule(prog, core, leaves, A, tpls, tids, cv, P, put, _flush_dma)
     else:
         S, E, W, R, TC = _schedule(prog, core, leaves, A, tpls, P)

@@ -20,10 +20,11 @@ What lives where:
   otherwise they are rebuilt from the core.  After every segment the core's own lists and dicts are brought up to
   date (only the part that changed), so the general path never sees a difference.
 
-numba costs ~0.2 s to import plus ~0.1 s to load the cached kernel (seconds to compile it the first time on a
-machine), so by default the kernel is only loaded once this process has scheduled :data:`ENGAGE_ROWS` instructions
-in Python fast-path segments; ``TRNPROF_JIT=0`` turns it off (the Python loop does everything), ``TRNPROF_JIT=1``
-loads it at the first segment.  When numba is missing or fails, a warning says so and the Python loop is used.
+numba costs ~0.27 CPU-s to import plus ~0.17 s to start LLVM and load the cached kernels (~1.6 s to compile them the
+first time on a machine), so by default the kernel is only loaded once this process has scheduled
+:data:`ENGAGE_ROWS` instructions in Python fast-path segments, and segments shorter than :data:`MIN_ROWS` always
+stay in Python.  ``TRNPROF_JIT=0`` turns it off (the Python loop does everything), ``TRNPROF_JIT=1`` loads it at
+the first segment.  When numba is missing or fails, a warning says so and the Python loop is used.
 """
 
 from __future__ import annotations
@@ -42,13 +43,13 @@ from tracer.sim.records import TABLE_PACKET
 #: ``TRNPROF_JIT=0``: never use the compiled loop; ``=1``: load it at the first segment; unset: once the process
 #: has scheduled :data:`ENGAGE_ROWS` instructions in Python (enough work to repay loading numba).
 ENV_SWITCH = "TRNPROF_JIT"
-#: Fast-path instructions scheduled in Python before numba is loaded (about 0.1-0.2 s of scheduling).
-ENGAGE_ROWS = 100_000
+#: Fast-path instructions scheduled in Python before numba is loaded: loading costs ~0.45 CPU-s and the kernel saves
+#: ~0.3-1 us per instruction, so a run that has done this much is likely to repay it (see BENCHMARKS.md).
+ENGAGE_ROWS = 500_000
 #: Template-id arrays cached per program (one per set of templates the variant met; forgotten all at once beyond).
 _TIDS_CACHE = 1024
-#: Segments shorter than this are scheduled by the Python loop (handing the state to the kernel and back costs more
-#: than the loop: ~15 us more for a 4-instruction segment, even at ~16) unless they hold DMA transfers: transfers
-#: scheduled in Python make the kernel reload the DMA state at its next segment, which costs as much.
+#: Segments shorter than this are scheduled by the Python loop: handing the state to the kernel and back costs more
+#: than the loop (~15 us more for a 4-instruction segment, about even at 16).
 MIN_ROWS = 16
 #: Initial capacity of the throttle window buffer (grown on demand).
 _WINDOW = 1024
@@ -58,11 +59,10 @@ _loaded: dict[str, Any] = {}
 _python_rows = [0]
 
 
-def use(n: int, dma: bool) -> bool:
-    """Whether the segment about to be scheduled (``n`` instructions, with DMA transfers or not) goes through the
-    compiled loop."""
+def use(n: int) -> bool:
+    """Whether the segment about to be scheduled (``n`` instructions) goes through the compiled loop."""
     mode = os.environ.get(ENV_SWITCH)
-    if mode == "0" or (n < MIN_ROWS and not dma):
+    if mode == "0" or n < MIN_ROWS:
         return False
     ok = _loaded.get("ok")
     if ok is None:

@@ -155,6 +155,20 @@ def test_memory_stays_bounded_by_batch_rows(tmp_path):
             assert w._sinks["Instruction"].pending_rows < 100
 
 
+def test_flush_one_table_or_only_big_buffers(tmp_path):
+    path = tmp_path / "t"
+    with TraceWriter(path, batch_rows=1_000_000, background_flush=False) as w:
+        w.append("Instruction", instruction_columns(50))
+        w.append("Counter", {"timestamp": [1, 2], "name": ["a", "a"], "value": [1.0, 2.0]})
+        w.flush(min_rows=10)  # only Instruction holds >= 10 rows
+        assert TraceReader(path).num_rows("Instruction") == 50 and not (path / "Counter.arrows").exists()
+        w.append("Instruction", instruction_columns(5, 50))
+        w.flush("Counter")
+        assert TraceReader(path).num_rows("Counter") == 2 and TraceReader(path).num_rows("Instruction") == 50
+        w.flush()
+        assert TraceReader(path).num_rows("Instruction") == 55
+
+
 # ---------------------------------------------------------------------------------------------- bad files
 def _expect_format_error(path, match):
     with pytest.raises(TraceFormatError, match=match):

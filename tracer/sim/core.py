@@ -34,7 +34,6 @@ from tracer.sim.dma import DmaQueues
 from tracer.sim.records import (
     C_THROTTLE,
     CHUNK_INSTRUCTIONS,
-    CHUNK_PACKETS,
     COMPUTE_STREAMS,
     COUNTER_KINDS,
     HANDOFF_INTERVAL_S,
@@ -95,7 +94,6 @@ class Core(DmaQueues):
         self._cols = new_columns()
         self._chunk_first = 0
         self._chunk_first_xfer = 0
-        self._chunk_packets = 0
         self._spans: list[dict[str, Any]] = []
         #: Segments scheduled by the loop fast path since the last handoff (see tracer.sim.fastpath), and the
         #: variants they refer to (the emitter rebuilds their Flow edges from these).
@@ -276,7 +274,7 @@ class Core(DmaQueues):
 
     # -- chunks -----------------------------------------------------------------------------------------
     def _maybe_handoff(self) -> None:
-        if self.n - self._chunk_first >= CHUNK_INSTRUCTIONS or self.n_packets - self._chunk_packets >= CHUNK_PACKETS \
+        if self.n - self._chunk_first >= CHUNK_INSTRUCTIONS \
                 or time.monotonic() - self._last_handoff >= HANDOFF_INTERVAL_S:
             self.handoff()
 
@@ -308,7 +306,6 @@ class Core(DmaQueues):
                       segs=self.segs, n_variants=len(self.variants), n_names=len(self.names), **c)
         self._chunk_first = self.n
         self._chunk_first_xfer = self.n_xfers
-        self._chunk_packets = self.n_packets
         self._cols = new_columns()
         self._spans = []
         self.segs = []

@@ -31,9 +31,11 @@ COUNTER_KINDS = (("sbuf_usage_bytes", "B"), ("psum_banks_in_use", "banks"), ("te
 C_SBUF, C_PSUM, C_THROTTLE = range(3)
 TABLE_INSTRUCTION, TABLE_PACKET = 0, 1
 
-CHUNK_INSTRUCTIONS = 16_384
-CHUNK_PACKETS = 524_288
-HANDOFF_INTERVAL_S = 0.1
+#: A chunk goes to the trace writer every HANDOFF_INTERVAL_S seconds of simulation or CHUNK_INSTRUCTIONS
+#: instructions, whichever comes first: often enough that the writer's work at the end (the last chunk) is short,
+#: seldom enough that the hand-over costs little (DMA packets no longer count: transfers are stored compactly).
+CHUNK_INSTRUCTIONS = 65_536
+HANDOFF_INTERVAL_S = 0.05
 
 
 class VKey(NamedTuple):

@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 
 from profiler.importers import json_kernel
 from profiler.importers.decimal_text import decimal_text_to_ns
-from profiler.importers.json_scan import ObjectBlock
+from profiler.importers.json_objects import ObjectBlock
 from profiler.importers.spill import serialize
 from tracer import schema
 

@@ -2,7 +2,7 @@
 
 Accepts the object form (``{"traceEvents": [...], ...}``) and the array form (``[...]``, closing bracket
 optional), plain or gzip-compressed, recognised by content.  Events are streamed in blocks through the vectorised
-scanner (:mod:`profiler.importers.json_scan`) and turned into trace tables by
+scanner (:mod:`profiler.importers.json_scan`, :mod:`profiler.importers.json_objects`) and turned into trace tables by
 :class:`profiler.importers.chrome_build.ChromeTraceBuilder`:
 
 ==========================  =================================================================================

@@ -27,6 +27,7 @@ import msgspec
 import numpy as np
 
 from profiler.importers import json_kernel
+from profiler.importers.json_objects import Member, ObjectBlock
 from profiler.importers.json_scan import (
     COLON,
     LBRACE,
@@ -34,8 +35,6 @@ from profiler.importers.json_scan import (
     QUOTE,
     RBRACE,
     RBRACKET,
-    Member,
-    ObjectBlock,
     scan_structure,
     skip_whitespace,
     strip_trailing,

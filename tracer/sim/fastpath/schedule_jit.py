@@ -363,11 +363,12 @@ def schedule(prog: Any, core: Any, leaves: list[Any], A: list[int], tpls: list[A
     st[K.I0] = i0
     st[K.NXI] = 0
     X = np.empty((K.N_X, pa.n_dma), np.int64) if dma else ca.no_x
+    cva = np.array(cv, np.float64) if nu else ca.no_cv
     j = flushed = 0
     kernel = K.schedule_rows
     while True:
         j = kernel(j, n, pa.rows, pa.dep_idx, tarr, R, out, X, sf, ei, st, ca.fp, ca.grp, ca.us, ca.ue, ca.ti, ca.tf,
-                   ca.win, pa.counters, np.array(cv, np.float64), C, Cv)
+                   ca.win, pa.counters, cva, C, Cv)
         reason = st[K.REASON]
         if reason == K.DONE:
             break
@@ -390,7 +391,8 @@ def schedule(prog: Any, core: Any, leaves: list[Any], A: list[int], tpls: list[A
                          int(out[K.O_OUT, jd]))
     if thr:
         ca.window_out(core, k0)
-    nc = int(st[K.NC])
+    v = st.tolist()
+    nc = v[K.NC]
     if nc:
         cols = core._cols
         put(cols["c_ts"], C[0, :nc])
@@ -398,7 +400,7 @@ def schedule(prog: Any, core: Any, leaves: list[Any], A: list[int], tpls: list[A
         put(cols["c_val"], Cv[:nc])
     SF[:] = sf.tolist()
     EI[:] = ei.tolist()
-    core.frontier, core.last_ns, core.pe_weights_ready = int(st[K.FR]), int(st[K.LN]), int(st[K.PW])
+    core.frontier, core.last_ns, core.pe_weights_ready = v[K.FR], v[K.LN], v[K.PW]
     return out[K.O_START], out[K.O_END], out[K.O_WAIT], R
 
 

@@ -124,9 +124,9 @@ def run_kernel(kernel: str | Callable[..., Any], params: Mapping[str, Any] | Non
         check: compare every output with the kernel's numpy reference; KernelError on a mismatch.
         seed: seed of the random inputs.
         progress: called with (instructions, simulated ns) about twice a second.
-        emit: where trace tables are built and written: ``process`` (a forked child process, the default:
-            no GIL shared with the simulation; falls back to ``thread`` where fork is unavailable), ``thread``
-            or ``inline``.  Default: the ``TRNPROF_EMIT`` environment variable, else ``process``.
+        emit: where trace tables are built and written: ``process`` (a child process, the default: no GIL
+            shared with the simulation; falls back to ``thread`` off POSIX), ``thread`` or ``inline``.
+            Default: the ``TRNPROF_EMIT`` environment variable, else ``process``.
         fast_path: replay recorded loop segments with generated scheduling code (same trace, much faster; see
             ``docs/cost-model.md``).  Default: on unless ``TRNPROF_FASTPATH=0``; always off with numerics.
         expand_symbolic: ``nc.affine_range`` traces its body once with a symbolic index and the simulator expands

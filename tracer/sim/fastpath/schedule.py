@@ -8,6 +8,10 @@ index into one list of ready times holding the segment's instructions then its i
 lookup and dependency resolution are gone.  DMA transfers that load every queue alike while the DMA state is
 uniform (:meth:`Core._transfer_uniform`) and the Trn2 throttle (:meth:`Core._throttled`) are computed inline, on
 local copies of the core's state, with the same arithmetic.  The trace columns are written in bulk.
+
+The loop itself runs compiled (:mod:`tracer.sim.fastpath.schedule_jit`, numba) once a run has enough fast-path work
+to repay loading numba; :func:`_schedule` here is the same loop in Python, used before that, for short segments,
+with ``TRNPROF_JIT=0`` and without numba.  Everything around the loop (producers, columns, counters) is shared.
 """
 
 # Hot path: `if a > b: b = a` is about twice as fast as `b = max(a, b)` in CPython.

@@ -13,12 +13,12 @@ What lives where:
 * per :class:`~tracer.sim.fastpath.schedule.Program` (:class:`ProgramArrays`, built once per variant): the row
   table (stream, engine, duration, kind, dependency range), the dependency indices, and per set of templates the
   template ids as an array;
-* per core (:class:`CoreArrays`): tables indexed by template id (DMA group, packets, bytes, queues, and per queue
-  rotation the uniform layout, filled on first use; throttle cycles and clock), the uniform DMA reservations and the
-  per-group queue state, the throttle window.  The DMA arrays stay valid while no transfer is scheduled outside the
-  kernel (the core's transfer count is unchanged) and the window while its last entry is the one written back;
-  otherwise they are rebuilt from the core.  After every segment the core's own lists and dicts are brought up to
-  date (only the part that changed), so the general path never sees a difference.
+* per core (:class:`CoreArrays`): per template its throttle cycles and clock and, for DMA triggers, a row of the DMA
+  template table (group, packets, bytes, queues, and per queue rotation the uniform layout, filled on first use);
+  the uniform DMA reservations and the per-group queue state; the throttle window.  The DMA arrays stay valid while
+  no transfer is scheduled outside the kernel (the core's transfer count is unchanged) and the window while its
+  last entry is the one written back; otherwise they are rebuilt from the core.  After every segment the core's own
+  lists and dicts are brought up to date (only the part that changed), so the general path never sees a difference.
 
 numba costs ~0.27 CPU-s to import plus ~0.17 s to start LLVM and load the cached kernels (~1.6 s to compile them the
 first time on a machine), so by default the kernel is only loaded once this process has scheduled
@@ -107,8 +107,8 @@ def _smoke_test() -> None:
     j = K.schedule_rows(0, 2, rows, np.array([2], np.int64), np.zeros(2, np.int64), R, out,
                         np.zeros((K.N_X, 1), np.int64), np.zeros(2, np.int64),
                         np.zeros(1, np.int64), st, np.zeros(2), one, np.zeros(1, np.int64), np.zeros(1, np.int64),
-                        one, np.zeros((1, 2)), np.zeros((2, 1), np.int64), np.array([[1], [7]], np.int64),
-                        np.array([2.5]), C, Cv)
+                        np.full(2, -1, np.int64), one, np.zeros((1, 2)), np.zeros((2, 1), np.int64),
+                        np.array([[1], [7]], np.int64), np.array([2.5]), C, Cv)
     if j != 2 or out[K.O_START].tolist() != [0, 30] or out[K.O_WAIT].tolist() != [0, 30] or R[:2].tolist() != [10, 35]:
         raise RuntimeError("kernel self-check failed")
     if st[K.NC] != 1 or C[:, 0].tolist() != [0, 7] or Cv[0] != 2.5:
@@ -160,9 +160,11 @@ class CoreArrays:
     def __init__(self, core: Any) -> None:
         cm = core.cm
         self.nq = cm.dma_queues
-        self.ti = np.zeros((0, K.T_UNI + 2 * self.nq), np.int64)
-        self.tf = np.zeros((0, 2), np.float64)
-        self.n_templates = 0  # templates with a row in ti / tf
+        self.tslot = np.zeros(0, np.int64)  # per template: its row in ti (DMA triggers) or -1
+        self.tf = np.zeros((0, 2), np.float64)  # per template: cycles, clock
+        self.n_templates = 0  # templates with an entry in tslot / tf
+        self.ti = np.zeros((0, K.T_UNI + 2 * self.nq), np.int64)  # per DMA template (see schedule_kernel)
+        self.n_dma = 0  # rows of ti in use
         self.st = np.zeros(K.N_STATE, np.int64)
         self.st[K.LAT], self.st[K.WIN_NS], self.st[K.RAMP_NS] = (cm.dma_start_latency_ns, cm.throttle_window_ns,
                                                              cm.throttle_ramp_ns)
@@ -180,37 +182,42 @@ class CoreArrays:
         self.no_x = np.zeros((K.N_X, 1), np.int64)
 
     def grow_templates(self, core: Any, top: int) -> None:
-        """Table rows for templates up to ``top`` (and every other template the core has by now)."""
+        """Table entries for templates up to ``top`` (and every other template the core has by now)."""
         old = self.n_templates
         new = max(top + 1, len(core.templates))
-        if new > self.ti.shape[0]:  # capacity doubles: a run may add templates with every segment
-            size = max(new, 2 * self.ti.shape[0], 256)
-            ti = np.full((size, self.ti.shape[1]), K.UNKNOWN, np.int64)  # layouts: not computed yet
-            tf = np.zeros((size, 2), np.float64)
-            ti[:old] = self.ti[:old]
-            tf[:old] = self.tf[:old]
-            self.ti, self.tf = ti, tf
-        ints: list[int] = []
+        if new > len(self.tslot):  # capacities double: a run may add templates with every segment
+            size = max(new, 2 * len(self.tslot), 256)
+            self.tslot = np.concatenate([self.tslot[:old], np.full(size - old, -1, np.int64)])
+            self.tf = np.concatenate([self.tf[:old], np.zeros((size - old, 2), np.float64)])
         floats: list[float] = []
+        dma: list[int] = []
+        plans: list[int] = []
         for tpl in core.templates[old:new]:
             plan = tpl.dma
-            if plan is None:
-                ints += (0, 0, 0, 0, 0)
-            else:
-                ints += (1, plan.group, plan.n, plan.bytes, plan.nqueues)
+            if plan is not None:
+                dma.append(tpl.id)
+                plans += (plan.group, plan.n, plan.bytes, plan.nqueues)
             if tpl.cycles is not None and tpl.clock:
                 floats += (tpl.cycles, tpl.clock)
             else:
                 floats += (0.0, 0.0)
-        if ints:
-            self.ti[old:new, :K.T_UNI] = np.array(ints, np.int64).reshape(-1, K.T_UNI)
+        if floats:
             self.tf[old:new] = np.array(floats, np.float64).reshape(-1, 2)
+        if dma:
+            d0, d1 = self.n_dma, self.n_dma + len(dma)
+            if d1 > len(self.ti):
+                ti = np.full((max(d1, 2 * len(self.ti), 64), self.ti.shape[1]), K.UNKNOWN, np.int64)  # not computed
+                ti[:d0] = self.ti[:d0]
+                self.ti = ti
+            self.ti[d0:d1, :K.T_UNI] = np.array(plans, np.int64).reshape(-1, K.T_UNI)
+            self.tslot[dma] = np.arange(d0, d1)
+            self.n_dma = d1
         self.n_templates = new
 
     def prefill_uniform(self, pa: ProgramArrays, tarr: np.ndarray, tpls: list[Any], q0: int) -> None:
         """Fill the layouts the segment's DMA rows will look up, so that the kernel does not stop for them."""
         miss = np.empty((2, pa.n_dma), np.int64)
-        k = K.missing_layouts(tarr, pa.dma_rows, self.ti, q0, self.nq, miss)
+        k = K.missing_layouts(tarr, pa.dma_rows, self.tslot, self.ti, q0, self.nq, miss)
         if k:
             for j, q in zip(*miss[:, :k].tolist(), strict=True):
                 self.fill_uniform(tpls[j], q)
@@ -219,7 +226,7 @@ class CoreArrays:
         """The template's layout for queue rotation ``q0``: every queue's busy time and the last packet, or
         NOT_UNIFORM."""
         uni = tpl.dma.uniform(q0)
-        row = self.ti[tpl.id]
+        row = self.ti[self.tslot[tpl.id]]
         if uni is None:
             row[K.T_UNI + q0] = K.NOT_UNIFORM
         else:
@@ -367,8 +374,8 @@ def schedule(prog: Any, core: Any, leaves: list[Any], A: list[int], tpls: list[A
     j = flushed = 0
     kernel = K.schedule_rows
     while True:
-        j = kernel(j, n, pa.rows, pa.dep_idx, tarr, R, out, X, sf, ei, st, ca.fp, ca.grp, ca.us, ca.ue, ca.ti, ca.tf,
-                   ca.win, pa.counters, cva, C, Cv)
+        j = kernel(j, n, pa.rows, pa.dep_idx, tarr, R, out, X, sf, ei, st, ca.fp, ca.grp, ca.us, ca.ue, ca.tslot,
+                   ca.ti, ca.tf, ca.win, pa.counters, cva, C, Cv)
         reason = st[K.REASON]
         if reason == K.DONE:
             break
@@ -387,7 +394,7 @@ def schedule(prog: Any, core: Any, leaves: list[Any], A: list[int], tpls: list[A
         _flush_inline(core, ca, X, flushed, flush_dma)
         for jd in pa.dma_needed:
             if jd not in P:
-                P[jd] = (int(ca.ti[tarr[jd], K.T_GROUP]), int(out[K.O_SEQ, jd]), int(R[jd]), TABLE_PACKET,
+                P[jd] = (int(ca.ti[ca.tslot[tarr[jd]], K.T_GROUP]), int(out[K.O_SEQ, jd]), int(R[jd]), TABLE_PACKET,
                          int(out[K.O_OUT, jd]))
     if thr:
         ca.window_out(core, k0)

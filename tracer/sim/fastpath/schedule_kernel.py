@@ -45,9 +45,10 @@ N_X = 7
 N_STATE = 28
 #: Slots of the float64 parameter vector: throttle reset utilisation, throttle start fraction.
 F_TR, F_F0 = range(2)
-#: Columns of the per-template int table: is a DMA trigger, queue group, packets, bytes, queues; then per queue
-#: rotation q0 the busy time of every queue (UNKNOWN: not computed yet, NOT_UNIFORM) and the last packet's index.
-T_DMA, T_GROUP, T_NPKT, T_BYTES, T_NQ, T_UNI = range(6)
+#: Columns of the table of DMA templates (row ``tslot[template id]``): queue group, packets, bytes, queues; then per
+#: queue rotation q0 the busy time of every queue (UNKNOWN: not computed yet, NOT_UNIFORM) and the last packet's
+#: index.
+T_GROUP, T_NPKT, T_BYTES, T_NQ, T_UNI = range(5)
 UNKNOWN, NOT_UNIFORM = -2, -1
 #: Columns of the per-template float table: cycles and clock (the throttle's stretched duration).
 TF_CYCLES, TF_CLOCK = range(2)
@@ -108,25 +109,25 @@ def reserve(us: np.ndarray, ue: np.ndarray, n: int, s: int, d: int) -> tuple[int
     return s, n, low
 
 
-def missing_layouts(tids: np.ndarray, dma_rows: np.ndarray, ti: np.ndarray, q0: int, nq: int,
+def missing_layouts(tids: np.ndarray, dma_rows: np.ndarray, tslot: np.ndarray, ti: np.ndarray, q0: int, nq: int,
                     miss: np.ndarray) -> int:
     """The DMA rows of a segment whose layout for the queue rotation they will meet is not in ``ti`` yet (the
     rotation before each transfer is known in advance: every transfer advances it by its packets): their row
     indices and rotations go to ``miss`` (2 x rows); returns how many."""
     k = 0
     for j in dma_rows:
-        tid = tids[j]
-        if ti[tid, T_UNI + q0] == UNKNOWN:
+        d = tslot[tids[j]]
+        if ti[d, T_UNI + q0] == UNKNOWN:
             miss[0, k] = j
             miss[1, k] = q0
             k += 1
-        q0 = (q0 + ti[tid, T_NPKT]) % nq
+        q0 = (q0 + ti[d, T_NPKT]) % nq
     return k
 
 
 def schedule_rows(j: int, n: int, rows: np.ndarray, dep_idx: np.ndarray, tids: np.ndarray, R: np.ndarray,
                   out: np.ndarray, X: np.ndarray, SF: np.ndarray, EI: np.ndarray, st: np.ndarray, fp: np.ndarray,
-                  grp: np.ndarray, us: np.ndarray, ue: np.ndarray, ti: np.ndarray, tf: np.ndarray,
+                  grp: np.ndarray, us: np.ndarray, ue: np.ndarray, tslot: np.ndarray, ti: np.ndarray, tf: np.ndarray,
                   win: np.ndarray, cnt: np.ndarray, cval: np.ndarray, C: np.ndarray, Cv: np.ndarray) -> int:
     """Schedule rows ``j``, ``j + 1``, ... of a segment (see the module docstring); returns the row it stopped at.
 
@@ -160,8 +161,10 @@ def schedule_rows(j: int, n: int, rows: np.ndarray, dep_idx: np.ndarray, tids: n
         kind = rows[j, R_KIND]
         tid = tids[j]
         tot = NOT_UNIFORM
+        d = -1
         if kind == K_DMA and uniform:
-            tot = ti[tid, T_UNI + q0]
+            d = tslot[tid]
+            tot = ti[d, T_UNI + q0]
             if tot == UNKNOWN:
                 reason = NEED
                 break
@@ -247,7 +250,7 @@ def schedule_rows(j: int, n: int, rows: np.ndarray, dep_idx: np.ndarray, tids: n
             if tot < 0:  # not uniform: Python schedules this transfer
                 reason = TRANSFER
                 break
-            g = ti[tid, T_GROUP]
+            g = ti[d, T_GROUP]
             ready = r + lat
             q = grp[g, G_QF]
             if ready > q:
@@ -278,9 +281,9 @@ def schedule_rows(j: int, n: int, rows: np.ndarray, dep_idx: np.ndarray, tids: n
                 utrim = 1
             en = q + tot
             grp[g, G_QF] = en
-            nq = ti[tid, T_NQ]
+            nq = ti[d, T_NQ]
             qbusy += tot * nq
-            last = npk + ti[tid, T_UNI + nq + q0]
+            last = npk + ti[d, T_UNI + nq + q0]
             X[X_INSTR, nxi] = i0 + j
             X[X_TID, nxi] = tid
             X[X_QSTART, nxi] = q
@@ -288,8 +291,8 @@ def schedule_rows(j: int, n: int, rows: np.ndarray, dep_idx: np.ndarray, tids: n
             X[X_Q0, nxi] = q0
             X[X_OUT, nxi] = last
             out[O_OUT, j] = last
-            npk += ti[tid, T_NPKT]
-            q0 = (q0 + ti[tid, T_NPKT]) % nq
+            npk += ti[d, T_NPKT]
+            q0 = (q0 + ti[d, T_NPKT]) % nq
             rt = grp[g, G_RETIRE]
             if en < rt:
                 en = rt
@@ -299,7 +302,7 @@ def schedule_rows(j: int, n: int, rows: np.ndarray, dep_idx: np.ndarray, tids: n
             grp[g, G_SEQ] += 1
             out[O_SEQ, j] = grp[g, G_SEQ]
             nx += 1
-            dbytes += ti[tid, T_BYTES]
+            dbytes += ti[d, T_BYTES]
         R[j] = en
         if en > ln:
             ln = en

@@ -240,6 +240,8 @@ class CoreArrays:
         if core.n_xfers != self.dma_sync or len(core.u_qf) != len(self.groups):
             if uniform:
                 n = len(core.u_ends)
+                if n > K.TRIM_AT:  # tracer.sim.dma trims at the same length: the buffers hold one more
+                    raise RuntimeError("trnprof fast path: more uniform DMA reservations than tracer.sim.dma keeps")
                 self.us[:n] = core.u_starts
                 self.ue[:n] = core.u_ends
             self.groups = sorted(core.u_qf)

@@ -57,12 +57,17 @@ class Core(DmaQueues):
         cm: the cost model.
         sink: receives each full :class:`Chunk` (``None``: records are dropped, as with ``--no-trace``).
         progress: called with (instructions so far, simulated ns) at each handoff.
+
+    ``pump`` (set by whoever owns the sink, default None) is called at every hand-off check -- every 256
+    instructions and every loop fast-path segment -- so a sink that queues data can keep it moving between
+    chunks.
     """
 
     def __init__(self, cm: CostModel, sink: Callable[[Chunk], None] | None = None,
                  progress: Callable[[int, int], None] | None = None) -> None:
         self.cm = cm
         self.sink = sink
+        self.pump: Callable[[], None] | None = None
         self.progress = progress
         self.templates: list[Template] = []
         self.template_ids: dict[tuple[Any, ...], int] = {}
@@ -277,6 +282,8 @@ class Core(DmaQueues):
         if self.n - self._chunk_first >= CHUNK_INSTRUCTIONS \
                 or time.monotonic() - self._last_handoff >= HANDOFF_INTERVAL_S:
             self.handoff()
+        elif self.pump is not None:
+            self.pump()
 
     def _account_busy(self, c: dict[str, array]) -> None:
         """Add the chunk's instruction intervals to each engine's busy time (union of intervals)."""

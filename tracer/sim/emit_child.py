@@ -70,7 +70,8 @@ def serve(inbox: Connection, outbox: Connection) -> int:
     try:
         tag, path, overwrite, metadata, cm = inbox.recv()
         assert tag == "setup", tag
-        writer = TraceWriter(path, overwrite=overwrite, metadata=metadata)
+        # no background flush thread: the loop below flushes while waiting (one thread less competing for a core)
+        writer = TraceWriter(path, overwrite=overwrite, metadata=metadata, background_flush=False)
     except (EOFError, OSError):
         return 1  # the parent is gone before it said anything
     except BaseException as exc:
@@ -84,8 +85,11 @@ def serve(inbox: Connection, outbox: Connection) -> int:
         while True:
             try:
                 if not inbox.poll():
-                    # idle until the next chunk: compress and write big buffers now rather than at close
+                    # idle until the next chunk: compress and write big buffers now rather than at close, and
+                    # everything at least once per flush interval (a slow simulation's rows reach the disk)
                     writer.flush(min_rows=IDLE_FLUSH_ROWS)
+                    while not inbox.poll(writer.flush_interval_s):
+                        writer.flush()
                 msg = inbox.recv()
             except (EOFError, OSError):
                 break  # the parent is gone: keep what we have, marked incomplete

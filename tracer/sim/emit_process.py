@@ -1,15 +1,18 @@
 """Trace emission in a child process, so building and compressing tables never competes for the GIL.
 
-The parent (the simulation) queues each :class:`~tracer.sim.core.Chunk` — compact ``array`` columns — and the
-templates created since the previous chunk; a sender thread pickles them into a pipe to the child
+The parent (the simulation) writes each :class:`~tracer.sim.core.Chunk` — compact ``array`` columns, sent as raw
+buffers — and the templates created since the previous chunk into a pipe to the child
 (:mod:`tracer.sim.emit_child`), which runs the :class:`~tracer.sim.emitter.Emitter` and owns the
-:class:`~tracer.writer.TraceWriter`.  On a 2-core machine the two run truly in parallel.
+:class:`~tracer.writer.TraceWriter`.  On a 2-core machine the two run truly in parallel.  The parent never waits
+for the child and runs no thread of its own (a sender thread would compete with the simulation for the GIL and for
+a core): the pipe is non-blocking, and what it cannot take yet waits in :class:`FramedPipe`'s queue, pumped out
+whenever the core checks for a hand-over (every 256 instructions or loop segment).
 
 The child is a fresh interpreter (``subprocess``), not a fork: a fork would share the simulation's memory
 copy-on-write (measured: ~14,000 extra page faults, +3% system time on a 1.5 s recording) and inherit its
 threads.  Start-up costs the simulation almost nothing: the parent checks and prepares the trace directory itself
 (so a bad output path fails before any simulation), starts the child and goes on simulating while the child
-imports its modules on the other core; chunks wait in a bounded queue meanwhile.  A failure in the child is
+imports its modules on the other core; chunks wait in the queue meanwhile.  A failure in the child is
 raised by the next :meth:`ProcessEmitter.submit` or by :meth:`ProcessEmitter.close`.
 
 Crash behaviour: see :mod:`tracer.sim.emit_child` (a killed parent leaves a readable trace marked incomplete).
@@ -17,16 +20,18 @@ Crash behaviour: see :mod:`tracer.sim.emit_child` (a killed parent leaves a read
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
-import fcntl
 import os
-import queue
+import select
+import struct
 import subprocess
 import sys
-import threading
+import time
 from array import array
 from multiprocessing.connection import Connection
+from multiprocessing.reduction import ForkingPickler
 from pathlib import Path
 from typing import Any
 
@@ -39,9 +44,12 @@ from tracer.writer import prepare_trace_directory
 
 #: Seconds to wait for the writer process to finish writing once the simulation is done.
 CLOSE_TIMEOUT_S = 900.0
-#: Chunks queued for the sender thread before the simulation waits: enough for the child's start-up (~0.4 s of
-#: imports while the simulation hands over a chunk every 20-100 ms); bounds memory (a chunk is ~0.5-3 MB).
-MAX_PENDING = 32
+#: Bytes queued for the child before the simulation waits for it: room for the child's start-up (~0.3 s of
+#: imports while the simulation hands over ~30 MB/s) and for bursts; bounds memory.
+MAX_BACKLOG_BYTES = 256 << 20
+#: After the pipe was found full, seconds before :meth:`ProcessEmitter.pump` tries again (the child needs about a
+#: millisecond to take in a full 1 MiB pipe; trying at every hand-off check would cost more than it moves).
+PUMP_RETRY_S = 0.0005
 
 
 #: The child's command line program (``-m tracer.sim.emit_child`` would import the module twice).
@@ -54,9 +62,11 @@ def process_available() -> bool:
 
 
 def _widen_pipe(fd: int) -> None:
-    """Give the pipe a 1 MiB buffer where Linux allows it (64 KiB by default): a chunk then goes out in a few
-    writes instead of dozens, each of which would wake the sender thread and take the GIL from the simulation."""
-    with contextlib.suppress(AttributeError, OSError):
+    """Give the pipe a 1 MiB buffer where Linux allows it (64 KiB by default): a chunk then goes out in one or
+    two writes, and the child can fall a whole chunk behind without holding up the simulation."""
+    with contextlib.suppress(AttributeError, ImportError, OSError, ValueError):
+        import fcntl  # POSIX only
+
         size = int(Path("/proc/sys/fs/pipe-max-size").read_text())
         fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, min(size, 1 << 20))
 
@@ -67,6 +77,60 @@ def _wire(tpl: Template) -> tuple[Any, ...]:
     dma = None if plan is None else (plan.rows, plan.chunk_bytes, plan.group, plan.prefix, plan.queue_type,
                                      plan.src_mem, plan.dst_mem, plan.variable, plan.hbm)
     return (*(getattr(tpl, name) for name in WIRE_FIELDS), dma)
+
+
+class FramedPipe:
+    """The write end of the pipe to the child, written without blocking: messages in
+    :class:`multiprocessing.connection.Connection` framing (a 4-byte big-endian length, then the bytes) wait in a
+    queue until the pipe takes them.
+
+    Args:
+        fd: the pipe's write end (set non-blocking here; closed by :meth:`close`).
+    """
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        os.set_blocking(fd, False)
+        self._queue: collections.deque[memoryview] = collections.deque()
+        #: Bytes queued and not yet written.
+        self.backlog = 0
+
+    def put(self, obj: Any) -> None:
+        """Queue ``obj``, pickled (the child reads it with ``Connection.recv``)."""
+        self.put_bytes(ForkingPickler.dumps(obj))
+
+    def put_bytes(self, buf: Any) -> None:
+        """Queue the raw bytes of ``buf`` (the child reads them with ``Connection.recv_bytes``); the buffer must
+        not change until written."""
+        view = memoryview(buf).cast("B")
+        if view.nbytes > 0x7FFFFFFF:
+            raise TraceFormatError(f"a trace chunk column of {view.nbytes} bytes is too large for the writer pipe")
+        self._queue.append(memoryview(struct.pack("!i", view.nbytes)))
+        self._queue.append(view)
+        self.backlog += view.nbytes + 4
+
+    def write(self, *, block: bool) -> None:
+        """Write what the pipe takes now (``block``: everything, waiting for the child to read)."""
+        queue, fd = self._queue, self.fd
+        while queue:
+            head = queue[0]
+            try:
+                n = os.write(fd, head)
+            except BlockingIOError:
+                if not block:
+                    return
+                select.select([], [fd], [])
+                continue
+            self.backlog -= n
+            if n == len(head):
+                queue.popleft()
+            else:
+                queue[0] = head[n:]
+
+    def close(self) -> None:
+        """Close the write end (the child sees the end of its input)."""
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
 
 
 class ProcessEmitter:
@@ -106,17 +170,15 @@ class ProcessEmitter:
                                    "with TRNPROF_EMIT=thread to write the trace from a thread instead") from None
         os.close(to_child_r)
         os.close(from_child_w)
-        self._out = Connection(to_child_w, readable=False)
+        self._pipe = FramedPipe(to_child_w)
         self._conn = Connection(from_child_r, writable=False)
         self._sent_templates = 0
         self._sent_variants = 0
         self._sent_names = 0
         self._closed = False
-        self._send_error: BaseException | None = None
-        self._outbox: queue.Queue[tuple[Any, ...] | None] = queue.Queue(maxsize=MAX_PENDING)
-        self._sender = threading.Thread(target=self._send_loop, name="trnprof-trace-sender", daemon=True)
-        self._sender.start()
-        self._put(("setup", str(self.path), overwrite, metadata, core.cm))
+        self._retry_at = 0.0
+        self._pipe.put(("setup", str(self.path), overwrite, metadata, core.cm))
+        self._flush(block=False)
 
     def _receive(self, timeout: float | None = None) -> tuple[Any, ...]:
         if timeout is not None and not self._conn.poll(timeout):
@@ -139,9 +201,10 @@ class ProcessEmitter:
         return msg
 
     def submit(self, chunk: Chunk) -> None:
-        """Queue ``chunk`` (and the templates it introduces) for the child; a sender thread writes it to the
-        pipe, so the simulation only waits when :data:`MAX_PENDING` chunks are already on their way."""
-        if self._send_error is not None or self._conn.poll():  # the child only speaks up to report an error
+        """Send ``chunk`` (and the templates it introduces) to the child without waiting for it: what the pipe
+        cannot take now stays queued and goes out at the next hand-over; the simulation only waits when more than
+        :data:`MAX_BACKLOG_BYTES` are queued."""
+        if self._conn.poll():  # the child only speaks up to report an error
             self._raise_child_error()
         new = [_wire(t) for t in self.core.templates[self._sent_templates:chunk.n_templates]]
         self._sent_templates = max(self._sent_templates, chunk.n_templates)
@@ -149,43 +212,29 @@ class ProcessEmitter:
         self._sent_variants = max(self._sent_variants, chunk.n_variants)
         names = self.core.names[self._sent_names:chunk.n_names]
         self._sent_names = max(self._sent_names, chunk.n_names)
-        self._put(("chunk", new, variants, names, chunk))
-
-    def _send(self, msg: tuple[Any, ...]) -> None:
-        """Write one message to the child.  A chunk's columns go out as raw buffers straight from their arrays
-        (the pipe write releases the GIL, and nothing is copied on this side); the rest is pickled."""
-        if msg[0] != "chunk":
-            self._out.send(msg)
-            return
-        chunk = msg[-1]
+        # the columns go out as raw buffers straight from their arrays (nothing copied here); the rest is pickled
         columns = {f.name: getattr(chunk, f.name) for f in dataclasses.fields(chunk)
                    if isinstance(getattr(chunk, f.name), array)}
         shell = dataclasses.replace(chunk, **{name: array(col.typecode) for name, col in columns.items()})
-        self._out.send((*msg[:-1], shell, [(name, col.typecode) for name, col in columns.items()]))
+        self._pipe.put(("chunk", new, variants, names, shell, [(name, col.typecode) for name, col in columns.items()]))
         for col in columns.values():
-            self._out.send_bytes(col)
+            self._pipe.put_bytes(col)
+        self._flush(block=self._pipe.backlog > MAX_BACKLOG_BYTES)
 
-    def _put(self, msg: tuple[Any, ...]) -> None:
-        """Hand ``msg`` to the sender thread, waiting while the queue is full (unless the child is gone)."""
-        while True:
-            try:
-                self._outbox.put(msg, timeout=0.5)
-                return
-            except queue.Full:
-                if self._send_error is not None or self._proc.poll() is not None:
-                    self._raise_child_error()
+    def pump(self) -> None:
+        """Write more of the queued data if the pipe has room (called often by the core: cheap when idle, and
+        after finding the pipe full it waits :data:`PUMP_RETRY_S` before trying again)."""
+        if self._pipe.backlog and time.monotonic() >= self._retry_at:
+            self._flush(block=False)
+            if self._pipe.backlog:
+                self._retry_at = time.monotonic() + PUMP_RETRY_S
 
-    def _send_loop(self) -> None:
-        """The sender thread: pickles each queued message into the pipe, in order, until ``None``."""
-        while True:
-            msg = self._outbox.get()
-            if msg is None:
-                return
-            try:
-                self._send(msg)
-            except (BrokenPipeError, OSError, ValueError) as exc:
-                self._send_error = exc
-                return
+    def _flush(self, *, block: bool) -> None:
+        """Write queued messages to the child; a closed pipe means the child died."""
+        try:
+            self._pipe.write(block=block)
+        except (BrokenPipeError, OSError):
+            self._raise_child_error()
 
     def _raise_child_error(self) -> None:
         """Raise what the child reported, or that it died."""
@@ -209,14 +258,10 @@ class ProcessEmitter:
             return
         self._closed = True
         try:
-            if self._send_error is None and self._sender.is_alive():
-                self._put(("close", complete))
-            self._put(None)
-            self._sender.join()
-            if self._send_error is not None:
-                self._raise_child_error()
+            self._pipe.put(("close", complete))
+            self._flush(block=True)
             self._receive(timeout=CLOSE_TIMEOUT_S)
         finally:
-            self._out.close()
+            self._pipe.close()
             self._conn.close()
             self._wait(timeout=30)

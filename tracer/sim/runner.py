@@ -148,6 +148,7 @@ def run_kernel(kernel: str | Callable[..., Any], params: Mapping[str, Any] | Non
         if trace_path is not None else None
     if sink is not None:
         core.sink = sink.submit
+        core.pump = getattr(sink, "pump", None)
     if expand_symbolic is None:
         expand_symbolic = os.environ.get("TRNPROF_SYMBOLIC", "1") not in ("0", "false", "no", "off")
     ctx = KernelContext(core, numerics=numerics, seed=seed, symbolic=expand_symbolic)

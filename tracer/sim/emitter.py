@@ -72,6 +72,7 @@ class Emitter:
         self.pc = np.zeros(len(ENGINE_NAMES), np.int64)
         self.seq: dict[int, int] = {}
         self.codes: dict[str, dict[str, int]] = {"qtype": {}, "mem": {}, "var": {}, "group": {}}
+        self.group_codes: dict[int, int] = {}
         self.error: BaseException | None = None
         self._queue: queue.Queue[Chunk | None] | None = None
         self._thread: threading.Thread | None = None
@@ -392,21 +393,22 @@ class Emitter:
 
     def _dma_attrs(self, plan: DmaPlan) -> tuple[int, ...]:
         """(packet-layout shape id, packets, queue type, source, dest, variable codes, queue-name base)."""
-        key = (plan.n, plan.per_row, tuple(plan.sub_ns.tolist()), tuple(plan.sub_bytes.tolist()))
+        # Within a run the packets' sizes and durations follow from (rows, bytes per row): that is the layout.
+        key = (plan.n, plan.per_row, plan.chunk_bytes)
         shape = self.shape_ids.get(key)
         if shape is None:
             shape = self.shape_ids[key] = len(self.shape_ids)
             self._write_layout(shape, plan)
-        return (shape, plan.n, self._code("qtype", plan.queue_type), self._code("mem", plan.src_mem),
-                self._code("mem", plan.dst_mem), self._code("var", plan.variable),
-                self._group_code(self.core, plan.group))
+        codes = self.codes
+        group = plan.group
+        gcode = self.group_codes.get(group)
+        if gcode is None:
+            gcode = self.group_codes[group] = self._group_code(self.core, group)
+        return (shape, plan.n, _intern(codes["qtype"], plan.queue_type), _intern(codes["mem"], plan.src_mem),
+                _intern(codes["mem"], plan.dst_mem), _intern(codes["var"], plan.variable), gcode)
 
     def _code(self, kind: str, value: str) -> int:
-        codes = self.codes[kind]
-        code = codes.get(value)
-        if code is None:
-            code = codes[value] = len(codes)
-        return code
+        return _intern(self.codes[kind], value)
 
     def _group_code(self, core: Core, group: int) -> int:
         """Code of queue group ``group`` (its queue-name prefix) in the queue_group dictionary; a new group's
@@ -432,3 +434,11 @@ class Emitter:
             schema.TRACK_GROUP: dict_column(np.zeros(n, np.int64), [TRACK_GROUP]),
             schema.PCORE_IDX: np.zeros(n, np.int64),
         })
+
+
+def _intern(codes: dict[str, int], value: str) -> int:
+    """The code of ``value`` in ``codes`` (value -> code, in order of first use), added when new."""
+    code = codes.get(value)
+    if code is None:
+        code = codes[value] = len(codes)
+    return code

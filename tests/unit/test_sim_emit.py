@@ -52,3 +52,27 @@ def test_writer_process_failures_are_one_line_errors(tmp_path):
     dying._proc.kill()
     with pytest.raises(TraceFormatError, match=r"dying: the trace writer process died \(exit code -9\)"):
         dying.close()
+
+
+def test_run_kernel_hands_frozen_objects_back_to_the_collector():
+    """run_kernel keeps pre-existing objects out of full GC passes during the run only, and leaves a caller's own
+    gc.freeze() alone."""
+    import gc
+
+    during = []
+
+    def probe(nc):
+        during.append(gc.get_freeze_count())
+        t = nc.sbuf_tile((128, 64), "bf16", name="t")
+        nc.dma_copy(t, nc.input("x", (128, 64), "bf16"))
+
+    try:
+        assert gc.get_freeze_count() == 0
+        run_kernel(probe)
+        assert during[-1] > 1000 and gc.get_freeze_count() == 0
+        gc.freeze()
+        frozen = gc.get_freeze_count()
+        run_kernel(probe)
+        assert during[-1] == frozen and gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()

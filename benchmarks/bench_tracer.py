@@ -55,8 +55,17 @@ def _cpu() -> tuple[float, float]:
     return own.ru_utime + own.ru_stime, kids.ru_utime + kids.ru_stime
 
 
-#: The parameter each case's size scales with (``--scale``).
+#: The parameter each case's size scales with (``--scale``), and the power of the scale it is multiplied by so that
+#: the instructions grow about ``scale``-fold (attention's grow with seq squared).
 SCALE_KEY = {"matmul_rowload": "M", "matmul_naive": "M", "attention": "seq", "mlp": "layers", "softmax": "rows"}
+SCALE_POWER = {"attention": 0.5}
+
+
+def scaled(kernel: str, params: dict, scale: int) -> dict:
+    """``params`` with the kernel's size parameter grown so the recording has about ``scale`` times the
+    instructions."""
+    key = SCALE_KEY[kernel]
+    return {**params, key: int(round(params[key] * scale ** SCALE_POWER.get(kernel, 1.0)))}
 
 
 def run_once(kernel: str, params: dict, arch: str, trace: Path | None, emit: str, fast_path: bool,  # noqa: PLR0917
@@ -189,7 +198,7 @@ def main() -> int:
     parser.add_argument("--fresh", action="store_true",
                         help="every run in a new interpreter, as `trnprof record` runs (timed inside it)")
     parser.add_argument("--scale", type=int, default=1,
-                        help="multiply each kernel's size parameter (M, seq, layers, rows) by this")
+                        help="make each recording about this many times longer (grows M, seq, layers or rows)")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
@@ -206,7 +215,7 @@ def main() -> int:
         for kernel, base, arch in CASES:
             if args.kernels and kernel not in args.kernels:
                 continue
-            params = {**base, SCALE_KEY[kernel]: base[SCALE_KEY[kernel]] * args.scale}
+            params = scaled(kernel, base, args.scale)
             if args.compare_symbolic:
                 print(json.dumps(compare_symbolic(kernel, params, arch, args.pairs)), flush=True)
                 continue

@@ -65,7 +65,7 @@ def scaled(kernel: str, params: dict, scale: int) -> dict:
     """``params`` with the kernel's size parameter grown so the recording has about ``scale`` times the
     instructions."""
     key = SCALE_KEY[kernel]
-    return {**params, key: int(round(params[key] * scale ** SCALE_POWER.get(kernel, 1.0)))}
+    return {**params, key: round(params[key] * scale ** SCALE_POWER.get(kernel, 1.0))}
 
 
 def run_once(kernel: str, params: dict, arch: str, trace: Path | None, emit: str, fast_path: bool,  # noqa: PLR0917

@@ -204,7 +204,7 @@ class ProcessEmitter:
         """Send ``chunk`` (and the templates it introduces) to the child without waiting for it: what the pipe
         cannot take now stays queued and goes out at the next hand-over; the simulation only waits when more than
         :data:`MAX_BACKLOG_BYTES` are queued."""
-        if self._conn.poll():  # the child only speaks up to report an error
+        if self._proc.poll() is not None:  # the child only ends early after reporting an error (or when killed)
             self._raise_child_error()
         new = [_wire(t) for t in self.core.templates[self._sent_templates:chunk.n_templates]]
         self._sent_templates = max(self._sent_templates, chunk.n_templates)
@@ -257,11 +257,16 @@ class ProcessEmitter:
         if self._closed:
             return
         self._closed = True
+        done = False
         try:
             self._pipe.put(("close", complete))
             self._flush(block=True)
             self._receive(timeout=CLOSE_TIMEOUT_S)
+            done = True
         finally:
             self._pipe.close()
             self._conn.close()
-            self._wait(timeout=30)
+            if done:
+                self._proc.wait()  # it exits right after saying so (a timed wait would poll in sleeps of up to 50 ms)
+            else:
+                self._wait(timeout=30)

@@ -100,9 +100,8 @@ class Core(DmaQueues):
         self._chunk_first = 0
         self._chunk_first_xfer = 0
         self._spans: list[dict[str, Any]] = []
-        #: Segments scheduled by the loop fast path since the last handoff (see tracer.sim.fastpath), and the
-        #: variants they refer to (the emitter rebuilds their Flow edges from these).
-        self.segs: list[tuple[Any, ...]] = []
+        #: The variants the loop fast path's segments refer to (the emitter rebuilds their Flow edges from these
+        #: and the segments recorded in the chunk columns ``s_*``, see tracer.sim.fastpath).
         self.variants: list[Any] = []
         # layer / operator names, recorded per instruction as codes into ``names`` (-1: none)
         self.names: list[str] = []
@@ -310,15 +309,14 @@ class Core(DmaQueues):
         self._account_busy(c)
         chunk = Chunk(first_id=self._chunk_first, first_xfer=self._chunk_first_xfer,
                       spans=self._spans, n_templates=len(self.templates), streams=tuple(self.stream_names),
-                      segs=self.segs, n_variants=len(self.variants), n_names=len(self.names), **c)
+                      n_variants=len(self.variants), n_names=len(self.names), **c)
         self._chunk_first = self.n
         self._chunk_first_xfer = self.n_xfers
         self._cols = new_columns()
         self._spans = []
-        self.segs = []
         self._bind()
         self._last_handoff = time.monotonic()
-        if self.sink is not None and (len(chunk) or len(chunk.c_ts) or chunk.spans or chunk.segs):
+        if self.sink is not None and (len(chunk) or len(chunk.c_ts) or chunk.spans or len(chunk.s_var)):
             self.sink(chunk)
         if self.progress is not None:
             self.progress(self.n, self.last_ns)

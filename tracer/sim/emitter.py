@@ -206,9 +206,9 @@ class Emitter:
         general = (i64(ch.f_in), i64(ch.f_out), np.frombuffer(ch.f_table, np.int8).astype(np.int64),
                    np.frombuffer(ch.f_dep, np.int8).astype(np.int64), i64(ch.f_gap),
                    np.frombuffer(ch.f_stream, np.int32).astype(np.int64), i64(ch.f_value))
-        if not ch.segs:
+        if not len(ch.s_var):
             return general
-        seg = self.seg_edges.expand(ch.segs, ch.first_id, ch.first_xfer, start, end, stream, seqs, xf)
+        seg = self.seg_edges.expand(ch, start, end, stream, seqs, xf)
         cols = tuple(np.concatenate([a, b]) for a, b in zip(general, seg, strict=True))
         order = np.argsort(cols[0], kind="stable")
         return tuple(c[order] for c in cols)

@@ -238,12 +238,16 @@ class Chunk:
     c_ts: array
     c_kind: array
     c_val: array
+    #: Loop fast path segments: variant id, first instruction, first transfer, and (all segments' in a row) the
+    #: producers its edges name, five ints each (stream, value, ready time, table, id).
+    s_var: array
+    s_i0: array
+    s_x0: array
+    s_leaf: array
     first_xfer: int
     spans: list[dict[str, Any]] = field(default_factory=list)
     n_templates: int = 0
     streams: tuple[str, ...] = ()
-    #: Loop fast path segments: (variant id, first instruction, first transfer, producers its edges name).
-    segs: list[tuple[Any, ...]] = field(default_factory=list)
     n_variants: int = 0
     n_names: int = 0
 
@@ -254,7 +258,7 @@ class Chunk:
 def new_columns() -> dict[str, array]:
     cols = {name: array("q") for name in ("start", "end", "tid", "wait", "aux", "f_in", "f_out", "f_gap",
                                           "f_value", "x_instr", "x_tid", "x_pkt", "x_retire", "x_qstart", "x_out",
-                                          "c_ts")}
+                                          "c_ts", "s_var", "s_i0", "s_x0", "s_leaf")}
     cols.update({name: array("b") for name in ("f_table", "f_dep", "x_uni", "c_kind")})
     cols["c_val"] = array("d")
     cols.update({name: array("i") for name in ("f_stream", "x_q0", "lyr", "hlo")})

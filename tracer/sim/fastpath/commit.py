@@ -64,7 +64,7 @@ def commit(fast: FastPath, var: Variant) -> None:
         prog = var.run = program(var)
     nf = bool(m.open0) or bool(m.scopes)
     outs, starts, fins = run(prog, core, ctx, m.leaves, m.aux, ent[1], ent[0], m.cv,
-                             core.segs if core.sink is not None else None, nf, m.names)
+                             core._cols if core.sink is not None else None, nf, m.names)
     seg = Seg(var, outs)
     chain = fast.chain
     r = 0

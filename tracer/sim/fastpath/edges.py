@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from tracer.sim.columns import i64
 from tracer.sim.fastpath.trie import SRC_DMA, SRC_INSTR, SRC_LEAF, Variant
 from tracer.sim.records import TABLE_INSTRUCTION, TABLE_PACKET
 
@@ -56,21 +57,27 @@ class SegmentEdges:
         """Register the edge table of variant ``uid``."""
         self.tables[uid] = _Table(table)
 
-    def expand(self, segs: list[tuple[Any, ...]], first_id: int, first_xfer: int, start: np.ndarray,  # noqa: PLR0917
-               end: np.ndarray, stream: np.ndarray, seqs: np.ndarray, xf: dict[str, np.ndarray] | None) -> EdgeArrays:
-        """(in_id, out_id, out_table, dependency type, gap, stream, value) of every edge of ``segs``, ordered by
-        segment then by edge."""
-        by_var: dict[int, list[tuple[Any, ...]]] = {}
-        for rec in segs:
-            by_var.setdefault(rec[0], []).append(rec)
+    def expand(self, ch: Any, start: np.ndarray, end: np.ndarray, stream: np.ndarray, seqs: np.ndarray,  # noqa: PLR0917
+               xf: dict[str, np.ndarray] | None) -> EdgeArrays:
+        """(in_id, out_id, out_table, dependency type, gap, stream, value) of every edge of the chunk ``ch``'s
+        segments (its ``s_*`` columns), ordered by variant, then segment, then edge."""
+        first_id, first_xfer = ch.first_id, ch.first_xfer
+        var, seg_i0, seg_x0, leaf = i64(ch.s_var), i64(ch.s_i0), i64(ch.s_x0), i64(ch.s_leaf)
+        uids = np.unique(var)
+        slots = np.zeros(int(uids.max()) + 1 if len(uids) else 0, np.int64)
+        for vid in uids.tolist():
+            slots[vid] = self.tables[vid].n_slots
+        leaf_at = np.zeros(len(var), np.int64)
+        np.cumsum(5 * slots[var][:-1], out=leaf_at[1:])
         parts = []
-        for vid, recs in by_var.items():
+        for vid in uids.tolist():
+            idx = np.flatnonzero(var == vid)
             tab = self.tables[vid]
             ne = len(tab.pos)
             if not ne:
                 continue
-            k = len(recs)
-            i0 = np.fromiter((r[1] for r in recs), np.int64, k)
+            k = len(idx)
+            i0 = seg_i0[idx]
             in_id = i0[:, None] + tab.pos[None, :]
             out_id = np.empty((k, ne), np.int64)
             table = np.empty((k, ne), np.int64)
@@ -88,7 +95,7 @@ class SegmentEdges:
             m = tab.kind == SRC_DMA
             if m.any():
                 assert xf is not None
-                x0 = np.fromiter((r[2] for r in recs), np.int64, k)
+                x0 = seg_x0[idx]
                 xi = x0[:, None] + tab.src[m][None, :] - first_xfer
                 out_id[:, m] = xf["out"][xi]
                 table[:, m] = TABLE_PACKET
@@ -97,7 +104,7 @@ class SegmentEdges:
                 value[:, m] = xf["seqs"][xi]
             m = tab.kind == SRC_LEAF
             if m.any():
-                vals = np.asarray([r[3] for r in recs], np.int64).reshape(k, tab.n_slots, 5)
+                vals = leaf[leaf_at[idx][:, None] + np.arange(5 * tab.n_slots)[None, :]].reshape(k, tab.n_slots, 5)
                 sel = vals[:, tab.src[m], :]
                 strm[:, m] = sel[..., 0]
                 value[:, m] = sel[..., 1]

@@ -109,7 +109,7 @@ class Program:
 
 
 def run(prog: Program, core: Any, ctx: Any, leaves: list[Any], aux: list[int], tpls: list[Any],  # noqa: PLR0917
-        tids: list[int], cv: list[float], segs: list[Any] | None, need_fins: bool,
+        tids: list[int], cv: list[float], segs: dict[str, Any] | None, need_fins: bool,
         names: dict[tuple[str, int], Any]) -> tuple[tuple[Any, ...], list[int] | None, list[int] | None]:
     """Schedule the segment of ``prog``; returns (producers left in records, starts, finish times)."""
     n = prog.n
@@ -154,7 +154,12 @@ def run(prog: Program, core: Any, ctx: Any, leaves: list[Any], aux: list[int], t
     for key, j2 in prog.last:
         lp[key] = P[j2]
     if segs is not None:
-        segs.append((prog.uid, i0, x0, tuple([leaves[k] for k in prog.edge_leaves])))
+        segs["s_var"].append(prog.uid)
+        segs["s_i0"].append(i0)
+        segs["s_x0"].append(x0)
+        add_leaf = segs["s_leaf"].extend
+        for k in prog.edge_leaves:
+            add_leaf(leaves[k])
     outs = tuple([leaves[src] if is_leaf else P[src] for is_leaf, src in prog.out_src])
     if need_fins:
         if type(S) is not list:

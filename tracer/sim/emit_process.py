@@ -23,6 +23,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import operator
 import os
 import select
 import struct
@@ -71,12 +72,16 @@ def _widen_pipe(fd: int) -> None:
         fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, min(size, 1 << 20))
 
 
+_WIRE_GET = operator.attrgetter(*WIRE_FIELDS)
+
+
 def _wire(tpl: Template) -> tuple[Any, ...]:
-    """The fields of a template the emitter needs, as a plain tuple (cheap to pickle)."""
+    """The fields of a template the emitter needs, as a plain tuple (cheap to pickle: no named tuples)."""
     plan = tpl.dma
     dma = None if plan is None else (plan.rows, plan.chunk_bytes, plan.group, plan.prefix, plan.queue_type,
-                                     plan.src_mem, plan.dst_mem, plan.variable, plan.hbm)
-    return (*(getattr(tpl, name) for name in WIRE_FIELDS), dma)
+                                     plan.src_mem, plan.dst_mem, plan.variable,
+                                     None if plan.hbm is None else tuple(plan.hbm))
+    return (*_WIRE_GET(tpl), dma)
 
 
 class FramedPipe:

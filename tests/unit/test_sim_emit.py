@@ -76,3 +76,12 @@ def test_run_kernel_hands_frozen_objects_back_to_the_collector():
         assert during[-1] == frozen and gc.get_freeze_count() == frozen
     finally:
         gc.unfreeze()
+
+
+def test_writer_process_imports_this_tracer_not_one_in_the_working_directory(tmp_path, monkeypatch):
+    decoy = tmp_path / "tracer"
+    decoy.mkdir()
+    (decoy / "__init__.py").write_text("raise ImportError('the decoy tracer package was imported')\n")
+    monkeypatch.chdir(tmp_path)
+    run_kernel("softmax", {"rows": 128, "cols": 64}, trace_path=tmp_path / "t.trace")
+    assert TraceReader(tmp_path / "t.trace").recording_complete

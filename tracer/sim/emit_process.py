@@ -54,7 +54,10 @@ PUMP_RETRY_S = 0.0005
 
 
 #: The child's command line program (``-m tracer.sim.emit_child`` would import the module twice).
-_CHILD_MAIN = "import sys; from tracer.sim.emit_child import main; sys.exit(main(sys.argv[1:]))"
+#: It imports this very tracer package, wherever it was imported from: its directory goes first on the path (before
+#: the working directory, which may hold another ``tracer``).
+_CHILD_MAIN = ("import sys; sys.path.insert(0, sys.argv[1]); from tracer.sim.emit_child import main; "
+               "sys.exit(main(sys.argv[2:]))")
 
 
 def process_available() -> bool:
@@ -160,14 +163,11 @@ class ProcessEmitter:
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()
         _widen_pipe(to_child_w)
-        env = dict(os.environ)
-        # the child imports this very tracer package, wherever it was imported from
-        env["PYTHONPATH"] = os.pathsep.join([str(Path(tracer.__file__).resolve().parents[1]),
-                                             *filter(None, [env.get("PYTHONPATH")])])
+        root = str(Path(tracer.__file__).resolve().parents[1])
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, "-c", _CHILD_MAIN, str(to_child_r), str(from_child_w)],
-                pass_fds=(to_child_r, from_child_w), stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+                [sys.executable, "-c", _CHILD_MAIN, root, str(to_child_r), str(from_child_w)],
+                pass_fds=(to_child_r, from_child_w), stdin=subprocess.DEVNULL, start_new_session=True)
         except OSError as exc:
             for fd in (to_child_r, to_child_w, from_child_r, from_child_w):
                 os.close(fd)

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import os
 import threading
-import warnings
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -49,6 +49,7 @@ from profiler.importers.json_kernel_src import (  # noqa: F401  (re-exported con
     STRING,
     UNSURE,
 )
+from tracer.jit import compile_functions
 
 #: ``TRNPROF_JSON_KERNEL=0`` turns the kernel off (the vectorised scanner does everything); ``=1`` uses it for
 #: every input, however small (by default only inputs large enough to repay its start-up).
@@ -69,28 +70,17 @@ def _compile() -> bool:
     with _lock:
         if "ok" in _state:
             return bool(_state["ok"])
-        try:
-            import numba
-            from numba.cpython.unsafe.numbers import trailing_zeros
-        except ImportError:  # pragma: no cover - only where numba is not installed
-            _state["ok"] = False
-            return False
-        try:
-            src.trailing_zeros = trailing_zeros
-            for module in (src, tsrc):
-                for name in module.COMPILED:
-                    # No reference counting (_nrt=False): the kernels allocate nothing, and counting the references
-                    # of every array handed to a helper would cost more than the helper.
-                    setattr(module, name, numba.njit(nogil=True, cache=True, boundscheck=False, _nrt=False)(
-                        getattr(module, name)))
-            _smoke_test()
-        except Exception as exc:
-            warnings.warn(f"trnprof: the compiled JSON kernel is unavailable ({type(exc).__name__}: {exc}); "
-                          "using the slower vectorised scanner", RuntimeWarning, stacklevel=3)
-            _state["ok"] = False
-            return False
-        _state["ok"] = True
-        return True
+        _state["ok"] = compile_functions((src, tsrc), smoke_test=_smoke_test, what="the compiled JSON kernel",
+                                         fallback="using the slower vectorised scanner", nogil=True,
+                                         prepare=_install_trailing_zeros)
+        return bool(_state["ok"])
+
+
+def _install_trailing_zeros(numba: Any) -> None:
+    """The scanner counts trailing zero bits with numba's intrinsic (its Python stand-in is slow)."""
+    from numba.cpython.unsafe.numbers import trailing_zeros
+
+    src.trailing_zeros = trailing_zeros
 
 
 def _smoke_test() -> None:

@@ -31,12 +31,12 @@ from __future__ import annotations
 
 import os
 import threading
-import warnings
 from collections import deque
 from typing import Any
 
 import numpy as np
 
+from tracer.jit import compile_functions
 from tracer.sim.fastpath import schedule_kernel as K
 from tracer.sim.records import TABLE_PACKET
 
@@ -79,21 +79,9 @@ def _load() -> bool:
     with _lock:
         if "ok" in _loaded:
             return bool(_loaded["ok"])
-        try:
-            import numba  # lazy: ~0.2 s
-
-            for name in K.COMPILED:
-                fn = getattr(K, name)
-                setattr(K, name, numba.njit(nogil=False, cache=True, boundscheck=False, _nrt=False)(
-                    getattr(fn, "py_func", fn)))
-            _smoke_test()
-        except Exception as exc:  # any failure: the Python loop does the work
-            warnings.warn(f"trnprof: the compiled scheduling loop is unavailable ({type(exc).__name__}: {exc}); "
-                          "the simulator uses the slower Python loop", RuntimeWarning, stacklevel=3)
-            _loaded["ok"] = False
-            return False
-        _loaded["ok"] = True
-        return True
+        _loaded["ok"] = compile_functions([K], smoke_test=_smoke_test, what="the compiled scheduling loop",
+                                          fallback="the simulator uses the slower Python loop")
+        return bool(_loaded["ok"])
 
 
 def _smoke_test() -> None:

@@ -73,7 +73,9 @@ def test_run_kernel_hands_frozen_objects_back_to_the_collector():
         gc.freeze()
         frozen = gc.get_freeze_count()
         run_kernel(probe)
-        assert during[-1] == frozen and gc.get_freeze_count() == frozen
+        # neither frozen again (that would add the objects made since) nor handed back (the count would drop to 0);
+        # frozen objects that die meanwhile leave the count, so it may shrink a little
+        assert 0 < during[-1] <= frozen and 0 < gc.get_freeze_count() <= frozen
     finally:
         gc.unfreeze()
 

@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.unit.test_sim_dependencies import check_trace_dependencies
+from tests.unit.test_sim_fastpath import issue_body
 from tests.unit.test_sim_fastpath import plain_table as _plain
 from tracer import TraceReader
 from tracer.errors import KernelError
@@ -103,7 +104,7 @@ def _affine_kernel(body, n_outer, n_inner, inner, scoped, repeat, deep=False):  
                             own = nc.sbuf_tile((128, 64), "bf16", name="deep")
                             nc.dma_copy(own, x[:, col:col + 64])
                             tiles = [own, *local, *outer]
-                        _ops(nc, body, tiles, x, y, scratch, wide, col, j)
+                        issue_body(nc, body, tiles, x, y, scratch, col, wide=wide, j=j)
                     if scope is not None:
                         scope.__exit__(None, None, None)
                 nc.dma_copy(y[:, i * 64:(i + 1) * 64], local[1])
@@ -111,33 +112,6 @@ def _affine_kernel(body, n_outer, n_inner, inner, scoped, repeat, deep=False):  
                 nc.tensor_tensor(wide[:, k * 32:(k + 1) * 32], local[1][:, 0:32], wide[:, k * 32:(k + 1) * 32], "add")
 
     return kern
-
-
-def _ops(nc, body, tiles, x, y, scratch, wide, col, j):  # noqa: PLR0917
-    """The operations of a generated body (``col``: the HBM column its slices start at; ``j``: the inner index)."""
-    for kind, a, b, c in body:
-        ta, tb, tc = (tiles[k % len(tiles)] for k in (a, b, c))
-        if kind == "load":
-            nc.dma_copy(ta, x[:, col + a * 64:col + (a + 1) * 64], engine="Scalar" if b % 2 else "Sync")
-        elif kind == "store":
-            nc.dma_copy(y[:, col + b * 64:col + (b + 1) * 64], ta, engine="GpSimd")
-        elif kind == "vec":
-            nc.tensor_tensor(ta[:, 0:32], tb[:, 0:32], tc[:, 32:64], "add")
-        elif kind == "act":
-            nc.activation(ta, tb, "exp", bias=tc[:, 0:1])
-        elif kind == "gp":
-            nc.tensor_scalar(ta, tb, "multiply", 0.5, engine="GpSimd")
-        elif kind == "sb2sb":
-            nc.dma_copy(ta[:, 0:32], tb[:, 32:64])
-        elif kind == "wide":
-            nc.tensor_copy(wide[:, j * 64:(j + 1) * 64], ta, engine="Scalar" if c % 2 else "Vector")
-        elif kind == "scratch":
-            nc.dma_copy(scratch, ta)
-            nc.dma_copy(tb, scratch, engine="GpSimd")
-        else:
-            ps = nc.psum_tile((64, 64), "fp32", name="ps")
-            nc.matmul(ps, ta[:, 0:64], tb[:, 0:64])
-            nc.tensor_copy(tc[0:64, :], ps, engine="Scalar" if c % 2 else "Vector")
 
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -104,6 +104,34 @@ body_strategy = st.lists(st.tuples(st.sampled_from(OPS), st.integers(0, 3), st.i
                          min_size=1, max_size=6)
 
 
+def issue_body(nc, body, tiles, x, y, scratch, col, *, wide=None, j=0):  # noqa: PLR0917
+    """Issue the operations of a generated body (``col``: the HBM column its slices start at; ``wide``/``j``: the
+    tile and inner index of ``wide`` operations)."""
+    for kind, a, b, c in body:
+        ta, tb, tc = (tiles[k % len(tiles)] for k in (a, b, c))
+        if kind == "load":
+            nc.dma_copy(ta, x[:, col + a * 64:col + (a + 1) * 64], engine="Scalar" if b % 2 else "Sync")
+        elif kind == "store":
+            nc.dma_copy(y[:, col + b * 64:col + (b + 1) * 64], ta, engine="GpSimd")
+        elif kind == "vec":
+            nc.tensor_tensor(ta[:, 0:32], tb[:, 0:32], tc[:, 32:64], "add")
+        elif kind == "act":
+            nc.activation(ta, tb, "exp", bias=tc[:, 0:1])
+        elif kind == "gp":
+            nc.tensor_scalar(ta, tb, "multiply", 0.5, engine="GpSimd")
+        elif kind == "sb2sb":
+            nc.dma_copy(ta[:, 0:32], tb[:, 32:64])
+        elif kind == "wide":
+            nc.tensor_copy(wide[:, j * 64:(j + 1) * 64], ta, engine="Scalar" if c % 2 else "Vector")
+        elif kind == "scratch":
+            nc.dma_copy(scratch, ta)
+            nc.dma_copy(tb, scratch, engine="GpSimd")
+        else:
+            ps = nc.psum_tile((64, 64), "fp32", name="ps")
+            nc.matmul(ps, ta[:, 0:64], tb[:, 0:64])
+            nc.tensor_copy(tc[0:64, :], ps, engine="Scalar" if c % 2 else "Vector")
+
+
 def _looped_kernel(body, iters, deviate, carry, inner, scoped):  # noqa: PLR0917
     """A kernel whose loop body runs ``body`` on tiles allocated in the iteration, tiles from before the loop,
     and (``carry``) a tile carried from the previous iteration; ``deviate`` = (every, at) adds an extra operation
@@ -127,27 +155,7 @@ def _looped_kernel(body, iters, deviate, carry, inner, scoped):  # noqa: PLR0917
                 scope = nc.operator(f"step{i % 2}") if scoped else None
                 if scope is not None:
                     scope.__enter__()
-                for kind, a, b, c in body:
-                    ta, tb, tc = (tiles[k % len(tiles)] for k in (a, b, c))
-                    if kind == "load":
-                        nc.dma_copy(ta, x[:, (i + a) * 64:(i + a + 1) * 64], engine="Scalar" if b % 2 else "Sync")
-                    elif kind == "store":
-                        nc.dma_copy(y[:, (i + b) * 64:(i + b + 1) * 64], ta, engine="GpSimd")
-                    elif kind == "vec":
-                        nc.tensor_tensor(ta[:, 0:32], tb[:, 0:32], tc[:, 32:64], "add")
-                    elif kind == "act":
-                        nc.activation(ta, tb, "exp", bias=tc[:, 0:1])
-                    elif kind == "gp":
-                        nc.tensor_scalar(ta, tb, "multiply", 0.5, engine="GpSimd")
-                    elif kind == "sb2sb":
-                        nc.dma_copy(ta[:, 0:32], tb[:, 32:64])
-                    elif kind == "scratch":
-                        nc.dma_copy(scratch, ta)
-                        nc.dma_copy(tb, scratch, engine="GpSimd")
-                    else:
-                        ps = nc.psum_tile((64, 64), "fp32", name="ps")
-                        nc.matmul(ps, ta[:, 0:64], tb[:, 0:64])
-                        nc.tensor_copy(tc[0:64, :], ps, engine="Scalar" if c % 2 else "Vector")
+                issue_body(nc, body, tiles, x, y, scratch, i * 64)
                 if scope is not None:
                     scope.__exit__(None, None, None)
             every, at = deviate

@@ -59,9 +59,17 @@ def percentile(values: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(values) * 1e3, q))
 
 
+def random_windows(lo: int, hi: int, n: int, seed: int) -> list[tuple[int, int]]:
+    """``n`` windows over ``[lo, hi)``: spans log-uniform from the whole range down to 2 us, starts uniform (the
+    windows every index benchmark times, so their figures compare)."""
+    rng = np.random.default_rng(seed)
+    spans = np.exp(rng.uniform(np.log(2_000), np.log(max(hi - lo, 2_001)), n)).astype(np.int64)
+    starts = lo + (rng.uniform(0, 1, n) * np.maximum(1, hi - lo - spans)).astype(np.int64)
+    return [(int(s), int(s + w)) for s, w in zip(starts, spans, strict=True)]
+
+
 def bench(db: Path, windows: int, width: int, repeat: int, seed: int, *,
           naive_timeout: float | None = None) -> dict[str, object]:
-    rng = np.random.default_rng(seed)
     with profiler.open(db) as trace:
         tracks = trace.tracks().to_pylist()
         core0 = [t for t in tracks if t["core"] in (0, None) and t["kind"] in ("engine", "dma_queue")]
@@ -71,25 +79,23 @@ def bench(db: Path, windows: int, width: int, repeat: int, seed: int, *,
             by_table.setdefault(t["table_name"], []).append(t["track_id"])
         events = sum(t["event_count"] for t in tracks if t["kind"] in ("engine", "dma_queue"))
         lo, hi = trace.time_range
-        spans = np.exp(rng.uniform(np.log(2_000), np.log(hi - lo), windows)).astype(np.int64)
-        starts = lo + (rng.uniform(0, 1, windows) * np.maximum(1, hi - lo - spans)).astype(np.int64)
         cold, warm, warm_cpu, naive = [], [], [], []
         timeouts = 0
         shown = {"events": 0, "buckets": 0}
-        for s, span in zip(starts.tolist(), spans.tolist(), strict=True):
+        for s, e in random_windows(lo, hi, windows, seed):
             t0 = time.perf_counter()
-            w = trace.window(s, s + span, width, ids)
+            w = trace.window(s, e, width, ids)
             cold.append(time.perf_counter() - t0)
             for _ in range(repeat):
                 t0, c0 = time.perf_counter(), time.process_time()
-                w = trace.window(s, s + span, width, ids)
+                w = trace.window(s, e, width, ids)
                 warm.append(time.perf_counter() - t0)
                 warm_cpu.append(time.process_time() - c0)
             shown["events"] += w.events.num_rows
             shown["buckets"] += w.buckets.num_rows
             t0 = time.perf_counter()
             try:
-                naive_query(trace, by_table, s, s + span, width, timeout_s=naive_timeout)
+                naive_query(trace, by_table, s, e, width, timeout_s=naive_timeout)
                 naive.append(time.perf_counter() - t0)
             except profiler.QueryError:          # timed out: counts as the timeout (a lower bound)
                 naive.append(float(naive_timeout or 0))

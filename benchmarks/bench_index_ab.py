@@ -16,6 +16,7 @@ import os
 import time
 
 import numpy as np
+from bench_index import random_windows
 
 import profiler
 from profiler.db import bucket_kernel
@@ -35,23 +36,20 @@ def main() -> None:
     first = traces[names[0]]
     ids = [t["track_id"] for t in first.tracks().to_pylist()
            if t["core"] in (0, None) and t["kind"] in ("engine", "dma_queue")]
-    rng = np.random.default_rng(args.seed)
     lo, hi = first.time_range
-    spans = np.exp(rng.uniform(np.log(2_000), np.log(hi - lo), args.windows)).astype(np.int64)
-    starts = lo + (rng.uniform(0, 1, args.windows) * np.maximum(1, hi - lo - spans)).astype(np.int64)
     variants = [(name, switch) for name in names for switch in ("0", "")]
     wall: dict[tuple[str, str], list[float]] = {v: [] for v in variants}
     cpu: dict[tuple[str, str], list[float]] = {v: [] for v in variants}
     saved = os.environ.get(bucket_kernel.ENV_SWITCH)
     try:
-        for s, span in zip(starts.tolist(), spans.tolist(), strict=True):
+        for s, e in random_windows(lo, hi, args.windows, args.seed):
             for trace in traces.values():
-                trace.window(s, s + span, args.width, ids)          # first touch: not timed
+                trace.window(s, e, args.width, ids)          # first touch: not timed
             for rep in range(args.repeat):
                 for name, switch in variants if rep % 2 == 0 else variants[::-1]:
                     os.environ[bucket_kernel.ENV_SWITCH] = switch
                     t0, c0 = time.perf_counter(), time.process_time()
-                    traces[name].window(s, s + span, args.width, ids)
+                    traces[name].window(s, e, args.width, ids)
                     wall[(name, switch)].append(time.perf_counter() - t0)
                     cpu[(name, switch)].append(time.process_time() - c0)
     finally:

@@ -24,6 +24,7 @@ import types
 from pathlib import Path
 
 import numpy as np
+from bench_index import random_windows
 
 import profiler
 from profiler import trace as trace_module
@@ -75,20 +76,17 @@ def main() -> None:
     trace = profiler.open(args.db)
     ids = [t["track_id"] for t in trace.tracks().to_pylist()
            if t["core"] in (0, None) and t["kind"] in ("engine", "dma_queue")]
-    rng = np.random.default_rng(args.seed)
     lo, hi = trace.time_range
-    spans = np.exp(rng.uniform(np.log(2_000), np.log(hi - lo), args.windows)).astype(np.int64)
-    starts = lo + (rng.uniform(0, 1, args.windows) * np.maximum(1, hi - lo - spans)).astype(np.int64)
     names = list(variants)
     wall: dict[str, list[float]] = {n: [] for n in names}
     cpu: dict[str, list[float]] = {n: [] for n in names}
     mismatches = 0
     try:
-        for i, (s, span) in enumerate(zip(starts.tolist(), spans.tolist(), strict=True)):
+        for i, (s, e) in enumerate(random_windows(lo, hi, args.windows, args.seed)):
             results = {}
             for name in names:                              # first touch: not timed; results compared
                 trace_module.query_window = variants[name]
-                results[name] = trace.window(s, s + span, args.width, ids)
+                results[name] = trace.window(s, e, args.width, ids)
             a, b = (results[n] for n in names)
             if not (a.buckets.equals(b.buckets) and a.events.equals(b.events)):
                 mismatches += 1
@@ -96,7 +94,7 @@ def main() -> None:
                 for name in names if (rep + i) % 2 == 0 else names[::-1]:
                     trace_module.query_window = variants[name]
                     t0, c0 = time.perf_counter(), time.process_time()
-                    trace.window(s, s + span, args.width, ids)
+                    trace.window(s, e, args.width, ids)
                     wall[name].append(time.perf_counter() - t0)
                     cpu[name].append(time.process_time() - c0)
     finally:

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from bench_index import random_windows
 
 import profiler
 from tracer import schema as ts
@@ -45,13 +46,6 @@ def counter_trace(workdir: Path, samples: int, seed: int = 7) -> Path:
     return path
 
 
-def _windows(lo: int, hi: int, n: int, seed: int) -> list[tuple[int, int]]:
-    rng = np.random.default_rng(seed)
-    spans = np.exp(rng.uniform(np.log(2_000), np.log(max(hi - lo, 2_001)), n)).astype(np.int64)
-    starts = lo + (rng.uniform(0, 1, n) * np.maximum(1, hi - lo - spans)).astype(np.int64)
-    return [(int(s), int(s + w)) for s, w in zip(starts, spans, strict=True)]
-
-
 def _time(fn, windows: list[tuple[int, int]], repeat: int) -> dict[str, float]:
     wall, cpu = [], []
     for s, e in windows:
@@ -71,7 +65,7 @@ def bench_db(db: Path, windows: int, width: int, repeat: int, seed: int) -> dict
         tracks = trace.tracks().to_pylist()
         core0 = [t["track_id"] for t in tracks if t["core"] in (0, None) and t["kind"] in ("engine", "dma_queue")]
         events = sum(t["event_count"] for t in tracks if t["kind"] in ("engine", "dma_queue"))
-        ws = _windows(*trace.time_range, windows, seed)
+        ws = random_windows(*trace.time_range, windows, seed)
         return {"db": str(db), "events": events, "width_px": width,
                 "window": _time(lambda s, e: trace.window(s, e, width, core0), ws, repeat),
                 "dma_throughput": _time(lambda s, e: trace.series("dma_throughput", s, e, width, core=0), ws, repeat),
@@ -81,7 +75,7 @@ def bench_db(db: Path, windows: int, width: int, repeat: int, seed: int) -> dict
 def bench_counters(path: Path, windows: int, width: int, repeat: int, seed: int) -> dict[str, object]:
     with profiler.open(path) as trace:
         samples = sum(t["event_count"] for t in trace.tracks().to_pylist() if t["kind"] == "counter")
-        ws = _windows(*trace.time_range, windows, seed)
+        ws = random_windows(*trace.time_range, windows, seed)
         return {"db": str(trace.db_path), "samples": samples, "width_px": width,
                 "counter_window": _time(lambda s, e: trace.counter_window(s, e, width), ws, repeat)}
 

@@ -407,16 +407,13 @@ class Emitter:
         return (shape, plan.n, _intern(codes["qtype"], plan.queue_type), _intern(codes["mem"], plan.src_mem),
                 _intern(codes["mem"], plan.dst_mem), _intern(codes["var"], plan.variable), gcode)
 
-    def _code(self, kind: str, value: str) -> int:
-        return _intern(self.codes[kind], value)
-
     def _group_code(self, core: Core, group: int) -> int:
         """Code of queue group ``group`` (its queue-name prefix) in the queue_group dictionary; a new group's
         queues get their DmaQueuesInfo rows."""
         prefix = core.stream_names[group]
         if prefix not in self.codes["group"]:
             self._queue_info(core, prefix)
-        return self._code("group", prefix)
+        return _intern(self.codes["group"], prefix)
 
     def _queue_info(self, core: Core, prefix: str) -> None:
         qtype = "data"

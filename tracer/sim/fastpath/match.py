@@ -90,9 +90,6 @@ def bump_sig_and_leaves(fast: FastPath, alloc: Any) -> tuple[int, Any]:
 
 
 # -- code generation for one node ------------------------------------------------------------------------------
-#: Generated matching functions by source: nodes of the same shape share code, their constants come in ``P``.
-_CODE: dict[str, Any] = {}
-
 
 class _Gen:
     def __init__(self, node: Node, n_leaves_before: int) -> None:
@@ -197,14 +194,15 @@ class _Gen:
         if not re.search(r"\bnv\b", "\n".join(body[2:])):
             body.remove(" nv = ()")
         src = "\n".join([f"def fn(M, {args}P):", *body]) + "\n"
-        key = f"{id(fast)}\n{src}"
-        code = _CODE.get(key)
+        # nodes of the same shape share code (their constants come in ``P``); the cache belongs to the run's FastPath,
+        # which the code refers to (a module-wide cache kept every finished run alive)
+        code = fast.match_code.get(src)
         if code is None:
             ns: dict[str, Any] = {"Tile": Tile, "TileView": TileView, "HbmView": HbmView, "HbmTensor": HbmTensor,
                                   "SIGLV": sig_and_leaves, "BUMP": bump_sig_and_leaves, "WSIG": _wsig, "FP": fast,
                                   "CTX": fast.ctx, "SBUF": SBUF, "TNEW": Tile.__new__, "DEQUE": deque}
             exec(compile(src, "<trnprof fast-path match>", "exec"), ns)
-            code = _CODE[key] = ns["fn"]
+            code = fast.match_code[src] = ns["fn"]
         return code, tuple(self.params)
 
 

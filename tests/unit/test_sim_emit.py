@@ -87,3 +87,27 @@ def test_writer_process_imports_this_tracer_not_one_in_the_working_directory(tmp
     monkeypatch.chdir(tmp_path)
     run_kernel("softmax", {"rows": 128, "cols": 64}, trace_path=tmp_path / "t.trace")
     assert TraceReader(tmp_path / "t.trace").recording_complete
+
+
+def test_writer_processes_are_reaped_without_the_run_waiting_for_them(tmp_path):
+    """A run returns once its writer process has closed every file (the trace is complete then), without waiting
+    for that process to exit; finished writers are reaped when the next one starts and at exit: none piles up."""
+    import os
+
+    from tracer.sim import emit_process
+
+    emit_process._reap(wait=True)  # writers of earlier tests
+    previous = None
+    for i in range(3):
+        run_kernel("softmax", {"rows": 256, "cols": 128}, trace_path=tmp_path / f"{i}.trace", emit="process")
+        assert TraceReader(tmp_path / f"{i}.trace").metadata["recording_complete"] is True
+        if previous is not None:
+            with pytest.raises(ChildProcessError):  # the previous writer was reaped when this one started
+                os.waitpid(previous, os.WNOHANG)
+        assert len(emit_process._EXITING) == 1
+        previous = emit_process._EXITING[0].pid
+        os.waitid(os.P_PID, previous, os.WEXITED | os.WNOWAIT)  # until it has exited (left for the reaper)
+    emit_process._reap(wait=True)
+    assert emit_process._EXITING == []
+    with pytest.raises(ChildProcessError):
+        os.waitpid(previous, os.WNOHANG)

@@ -130,8 +130,8 @@ class _NoPandas:
 def main(argv: list[str]) -> int:
     """Serve the parent on the pipe descriptors ``argv = [IN_FD, OUT_FD]``, then exit the process at once.
 
-    Every trace file is closed by then, so the interpreter's tear-down (~50 ms of freeing modules) is skipped:
-    the parent, which waits for this process to end, gets on with its work sooner.
+    Every trace file is closed by then, so the interpreter's tear-down (~50 ms of freeing modules) is skipped.
+    The parent does not wait for the exit (only for ``("done",)``); it reaps this process later.
     """
     sys.meta_path.insert(0, _NoPandas)  # type: ignore[arg-type]
     in_fd, out_fd = int(argv[0]), int(argv[1])

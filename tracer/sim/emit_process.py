@@ -20,6 +20,7 @@ Crash behaviour: see :mod:`tracer.sim.emit_child` (a killed parent leaves a read
 
 from __future__ import annotations
 
+import atexit
 import collections
 import contextlib
 import dataclasses
@@ -76,6 +77,23 @@ def _widen_pipe(fd: int) -> None:
 
 
 _WIRE_GET = operator.attrgetter(*WIRE_FIELDS)
+
+#: Writer processes that said "done" and are exiting (freeing their memory takes ~10 ms): nobody waits for them;
+#: they are reaped when the next writer starts and at interpreter exit.
+_EXITING: list[subprocess.Popen[bytes]] = []
+
+
+def _reap(*, wait: bool = False) -> None:
+    """Reap finished writer processes (``wait``: every one, waiting for those still exiting)."""
+    for proc in list(_EXITING):
+        if wait:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=5)
+        if proc.poll() is not None:
+            _EXITING.remove(proc)
+
+
+atexit.register(_reap, wait=True)
 
 
 def _wire(tpl: Template) -> tuple[Any, ...]:
@@ -160,6 +178,7 @@ class ProcessEmitter:
         self.core = core
         self.path = Path(path)
         prepare_trace_directory(self.path, overwrite=overwrite)
+        _reap()
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()
         _widen_pipe(to_child_w)
@@ -271,7 +290,7 @@ class ProcessEmitter:
         finally:
             self._pipe.close()
             self._conn.close()
-            if done:
-                self._proc.wait()  # it exits right after saying so (a timed wait would poll in sleeps of up to 50 ms)
+            if done:  # every file is closed: let it exit on its own time
+                _EXITING.append(self._proc)
             else:
                 self._wait(timeout=30)

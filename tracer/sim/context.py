@@ -335,16 +335,13 @@ class Scope:
             if row is not None:
                 self.ctx.core.span(row)
 
-    def row(self) -> dict[str, Any] | None:
-        """The Span row of the closed scope, from its box (None when it covered no instruction)."""
+    def row(self) -> tuple[Any, ...] | None:
+        """The Span row of the closed scope for :meth:`Core.span`, from its box (None when it covered no
+        instruction): (id, start, end, name, category, depth, parent id or None)."""
         box = self.box
         if not box[0] <= box[1]:
             return None
-        return {
-            "id": self.span_id, "start_ts": int(box[0]), "end_ts": int(box[1]), "duration_ns": int(box[1] - box[0]),
-            "name": self.name, "category": self.category, "depth": self.depth, "parent_id": self.parent,
-            "track_group": "NeuronCore 0", "track_name": self.category, "pcore_idx": 0,
-        }
+        return self.span_id, int(box[0]), int(box[1]), self.name, self.category, self.depth, self.parent
 
 
 class _Loop:

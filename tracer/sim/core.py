@@ -99,7 +99,6 @@ class Core(DmaQueues):
         self._cols = new_columns()
         self._chunk_first = 0
         self._chunk_first_xfer = 0
-        self._spans: list[dict[str, Any]] = []
         #: The variants the loop fast path's segments refer to (the emitter rebuilds their Flow edges from these
         #: and the segments recorded in the chunk columns ``s_*``, see tracer.sim.fastpath).
         self.variants: list[Any] = []
@@ -272,9 +271,17 @@ class Core(DmaQueues):
         c["c_kind"].append(COUNTER_KINDS.index((name, unit)))
         c["c_val"].append(float(value))
 
-    def span(self, row: dict[str, Any]) -> None:
-        """Record a Span row."""
-        self._spans.append(row)
+    def span(self, row: tuple[Any, ...]) -> None:
+        """Record a Span row: (id, start, end, name, category, depth, parent id or None)."""
+        span_id, start, end, name, category, depth, parent = row
+        c = self._cols
+        c["p_id"].append(span_id)
+        c["p_start"].append(start)
+        c["p_end"].append(end)
+        c["p_name"].append(self.name_code(name))
+        c["p_cat"].append(self.name_code(category))
+        c["p_depth"].append(depth)
+        c["p_parent"].append(-1 if parent is None else parent)
 
     # -- chunks -----------------------------------------------------------------------------------------
     def _maybe_handoff(self) -> None:
@@ -307,16 +314,14 @@ class Core(DmaQueues):
         """Hand the records gathered so far to the sink and start a new chunk."""
         c = self._cols
         self._account_busy(c)
-        chunk = Chunk(first_id=self._chunk_first, first_xfer=self._chunk_first_xfer,
-                      spans=self._spans, n_templates=len(self.templates), streams=tuple(self.stream_names),
-                      n_variants=len(self.variants), n_names=len(self.names), **c)
+        chunk = Chunk(first_id=self._chunk_first, first_xfer=self._chunk_first_xfer, n_templates=len(self.templates),
+                      streams=tuple(self.stream_names), n_variants=len(self.variants), n_names=len(self.names), **c)
         self._chunk_first = self.n
         self._chunk_first_xfer = self.n_xfers
         self._cols = new_columns()
-        self._spans = []
         self._bind()
         self._last_handoff = time.monotonic()
-        if self.sink is not None and (len(chunk) or len(chunk.c_ts) or chunk.spans or len(chunk.s_var)):
+        if self.sink is not None and (len(chunk) or len(chunk.c_ts) or len(chunk.p_id) or len(chunk.s_var)):
             self.sink(chunk)
         if self.progress is not None:
             self.progress(self.n, self.last_ns)

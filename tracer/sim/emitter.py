@@ -169,8 +169,8 @@ class Emitter:
         self._append_merged(schema.FLOW.name, flow)
         if len(chunk.c_ts):
             self._counters(chunk)
-        if chunk.spans:
-            self.writer.append_rows(schema.SPAN.name, chunk.spans)
+        if len(chunk.p_id):
+            self._spans(chunk)
 
     def _sync_variants(self, n: int) -> None:
         for var in self.core.variants[len(self.seg_edges.tables):n]:
@@ -420,6 +420,23 @@ class Emitter:
         self.writer.append_rows(schema.DMA_QUEUES_INFO.name, [
             {schema.NAME: f"{prefix}{q}", "type": qtype, schema.PCORE_IDX: 0, "idx": q, schema.ENGINE_IDX: q}
             for q in range(core.cm.dma_queues)])
+
+    def _spans(self, ch: Chunk) -> None:
+        n = len(ch.p_id)
+        start, end = i64(ch.p_start), i64(ch.p_end)
+        parent = i64(ch.p_parent)
+        names = self.core.names
+        cat = np.frombuffer(ch.p_cat, np.int32).astype(np.int64)
+        self.writer.append(schema.SPAN.name, {
+            schema.ID: i64(ch.p_id), schema.START_TS: start, schema.END_TS: end, schema.DURATION_NS: end - start,
+            schema.NAME: names_column(np.frombuffer(ch.p_name, np.int32).astype(np.int64), names),
+            schema.CATEGORY: names_column(cat, names),
+            schema.DEPTH: np.frombuffer(ch.p_depth, np.int32),
+            schema.PARENT_ID: pa.array(parent, mask=parent < 0),
+            schema.TRACK_GROUP: dict_column(np.zeros(n, np.int64), [TRACK_GROUP]),
+            schema.TRACK_NAME: names_column(cat, names),
+            schema.PCORE_IDX: np.zeros(n, np.int64),
+        })
 
     def _counters(self, ch: Chunk) -> None:
         n = len(ch.c_ts)

@@ -10,7 +10,7 @@ kernel API (:mod:`tracer.sim.ops`) and the emitters share one definition.
 from __future__ import annotations
 
 from array import array
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -244,8 +244,16 @@ class Chunk:
     s_i0: array
     s_x0: array
     s_leaf: array
+    #: Span rows of the scopes closed: id, start, end, name and category (codes into Core.names), depth, parent
+    #: span id (-1: none).
+    p_id: array
+    p_start: array
+    p_end: array
+    p_name: array
+    p_cat: array
+    p_depth: array
+    p_parent: array
     first_xfer: int
-    spans: list[dict[str, Any]] = field(default_factory=list)
     n_templates: int = 0
     streams: tuple[str, ...] = ()
     n_variants: int = 0
@@ -258,8 +266,9 @@ class Chunk:
 def new_columns() -> dict[str, array]:
     cols = {name: array("q") for name in ("start", "end", "tid", "wait", "aux", "f_in", "f_out", "f_gap",
                                           "f_value", "x_instr", "x_tid", "x_pkt", "x_retire", "x_qstart", "x_out",
-                                          "c_ts", "s_var", "s_i0", "s_x0", "s_leaf")}
+                                          "c_ts", "s_var", "s_i0", "s_x0", "s_leaf", "p_id", "p_start",
+                                          "p_end", "p_parent")}
     cols.update({name: array("b") for name in ("f_table", "f_dep", "x_uni", "c_kind")})
     cols["c_val"] = array("d")
-    cols.update({name: array("i") for name in ("f_stream", "x_q0", "lyr", "hlo")})
+    cols.update({name: array("i") for name in ("f_stream", "x_q0", "lyr", "hlo", "p_name", "p_cat", "p_depth")})
     return cols

@@ -169,7 +169,8 @@ class _Gen:
 
     def value(self, i: int, spec: tuple[Any, ...]) -> None:
         _v, typ, value = spec
-        self.fail(f"a{i}.__class__ is not {self.p(typ)} or a{i} != {self.p(value)}")
+        v = self.p(value)  # identity first: equal objects (dtypes, names) are usually the same object again
+        self.fail(f"a{i}.__class__ is not {self.p(typ)} or (a{i} is not {v} and a{i} != {v})")
 
     def guards(self) -> None:
         def leaf(k: int) -> str:
@@ -251,7 +252,8 @@ def build(fast: FastPath, node: Node, n_leaves_before: int) -> None:
         size = alloc.round_size(nbytes)
         al = "CTX.sbuf" if mem == "SBUF" else "CTX.psum"
         g.fail(f"a0.__class__ is not {g.p(tshape)} or a0 != {g.p(shape)}")
-        g.fail(f"a1.__class__ is not {g.p(tdt)} or a1 != {g.p(dt)}")
+        pdt = g.p(dt)
+        g.fail(f"a1.__class__ is not {g.p(tdt)} or (a1 is not {pdt} and a1 != {pdt})")
         g.fail(f"a2.__class__ is not {g.p(tname)} or (not a2) is {g.p(named)}")
         key = g.p((size, where))
         g.chk.append(f" al = {al}")

@@ -5,9 +5,13 @@ kernel receives), :func:`cost_model` and :class:`CostModel` (the architecture pr
 See ``docs/kernels.md`` for writing a kernel and ``docs/cost-model.md`` for the timing rules.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from tracer.sim.arch import PRESETS, CostModel, cost_model, overridable_names
-from tracer.sim.context import KernelContext
-from tracer.sim.runner import CheckResult, RunResult, run_kernel
+
+if TYPE_CHECKING:
+    from tracer.sim.context import KernelContext
+    from tracer.sim.runner import CheckResult, RunResult, run_kernel
 
 __all__ = [
     "PRESETS",
@@ -19,3 +23,17 @@ __all__ = [
     "overridable_names",
     "run_kernel",
 ]
+
+
+_LAZY = {"KernelContext": "tracer.sim.context", "CheckResult": "tracer.sim.runner", "RunResult": "tracer.sim.runner",
+         "run_kernel": "tracer.sim.runner"}
+
+
+def __getattr__(name: str) -> Any:
+    # imported on first use: the trace writer process (tracer.sim.emit_child) must not load the simulator
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)

@@ -42,3 +42,30 @@ def test_engines_are_shared_by_queue_groups():
     floor_ns = 2 * one.dma_bytes / 2 / cm.dma_bandwidth_gbps
     assert one.simulated_ns >= floor_ns
     assert one.dma_queue_busy_ns <= cm.dma_queues * one.simulated_ns
+
+
+def test_packet_layout_cache_is_bounded_and_plans_keep_theirs(monkeypatch):
+    """The per-geometry layout cache outlives runs; it is cleared when full (a session recording many shapes does
+    not grow without bound), and plans made before keep giving the same layouts."""
+    import numpy as np
+
+    from tracer.sim import records
+    from tracer.sim.arch import cost_model
+
+    monkeypatch.setattr(records, "_GEOMETRY_CACHE", {})
+    monkeypatch.setattr(records, "_GEOMETRY_CACHE_MAX", 4)
+    cm = cost_model("trn2")
+
+    def plan(rows: int) -> records.DmaPlan:
+        return records.DmaPlan(cm, rows=rows, chunk_bytes=1024, group=0, prefix="q", queue_type="input",
+                               src_mem="HBM", dst_mem="SBUF", variable="x", hbm=None)
+
+    first = plan(3)
+    before = first.layout(1)
+    for rows in range(4, 20):
+        plan(rows).layout(0)
+        assert len(records._GEOMETRY_CACHE) <= 4
+    after = first.layout(1)
+    assert after[0] == before[0] and np.array_equal(after[1], before[1]) and np.array_equal(after[2], before[2])
+    fresh = plan(3).layout(1)  # rebuilt from scratch after the clear: the same layout
+    assert fresh[0] == before[0] and np.array_equal(fresh[1], before[1]) and np.array_equal(fresh[2], before[2])

@@ -101,6 +101,9 @@ class Template:
 #: Per-rotation DMA layouts shared by the plans of one packet geometry: (packets, packets per row, queues,
 #: per-row packet durations) -> the four caches of :class:`DmaPlan`.
 _GEOMETRY_CACHE: dict[tuple[Any, ...], tuple[dict[int, Any], ...]] = {}
+#: Geometries kept at most (the cache outlives runs: a session recording many shapes must not grow without bound;
+#: plans keep the layouts they already share).
+_GEOMETRY_CACHE_MAX = 1024
 
 
 class DmaPlan:
@@ -137,6 +140,8 @@ class DmaPlan:
         geometry = (self.n, self.per_row, self.nqueues, tuple(self.sub_ns.tolist()))
         shared = _GEOMETRY_CACHE.get(geometry)
         if shared is None:
+            if len(_GEOMETRY_CACHE) >= _GEOMETRY_CACHE_MAX:
+                _GEOMETRY_CACHE.clear()
             shared = _GEOMETRY_CACHE[geometry] = ({}, {}, {}, {})
         #: Per rotation q0: layout, equal totals, last packet, uniform (busy time, last packet) or None.
         self._cache: dict[int, tuple[tuple[int, ...], np.ndarray, np.ndarray]] = shared[0]

@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 
 from tracer import TraceReader
-from tracer.sim import run_kernel
+from tracer.sim import emit_process, run_kernel
 
 CASES = [
     ("matmul_rowload", {"M": 16384, "N": 16384, "K": 4096}, "trn2"),
@@ -78,6 +78,7 @@ def run_once(kernel: str, params: dict, arch: str, trace: Path | None, emit: str
     result = run_kernel(kernel, params, arch=arch, trace_path=trace, emit=emit, fast_path=fast_path,
                         expand_symbolic=symbolic)
     wall = time.perf_counter() - t0
+    emit_process._reap(wait=True)  # the run does not wait for its writer process to exit: reap it to count its CPU
     c1 = _cpu()
     return {"wall": wall, "cpu": c1[0] - c0[0], "child_cpu": c1[1] - c0[1], "instructions": result.instructions,
             "fast_path_instructions": result.fast_path_instructions, "dma_packets": result.dma_packets}

@@ -150,6 +150,30 @@ def test_switch_and_start_up(monkeypatch):
     assert schedule_jit.use(schedule_jit.MIN_ROWS)
 
 
+def test_a_loop_predicting_a_long_run_loads_the_kernel_at_once(monkeypatch):
+    """After a loop's first iteration, its instructions times the iterations left predict the run ahead: at least
+    EXPECT_ROWS loads numba at the next segment instead of after ENGAGE_ROWS instructions in Python."""
+    monkeypatch.delenv(schedule_jit.ENV_SWITCH, raising=False)
+    monkeypatch.setattr(schedule_jit, "_loaded", {})
+    monkeypatch.setattr(schedule_jit, "_python_rows", [0])
+    monkeypatch.setattr(schedule_jit, "_expected", [False])
+    monkeypatch.setattr(schedule_jit, "_load", lambda: True)
+    schedule_jit.expect(schedule_jit.EXPECT_ROWS - 1)
+    assert not schedule_jit.use(schedule_jit.MIN_ROWS)
+    schedule_jit.expect(schedule_jit.EXPECT_ROWS)
+    assert not schedule_jit.use(schedule_jit.MIN_ROWS - 1)  # still too short to hand over
+    assert schedule_jit.use(schedule_jit.MIN_ROWS)
+
+    # the fast path makes the prediction: softmax's row loop (64 iterations of a few instructions each)
+    from tracer.sim import run_kernel
+
+    for limit, expected in ((10 ** 9, False), (100, True)):
+        monkeypatch.setattr(schedule_jit, "EXPECT_ROWS", limit)
+        monkeypatch.setattr(schedule_jit, "_expected", [False])
+        run_kernel("softmax", {"rows": 8192, "cols": 128})
+        assert schedule_jit._expected[0] is expected
+
+
 def test_a_broken_numba_falls_back_to_python_with_a_warning(monkeypatch):
     monkeypatch.setattr(schedule_jit, "_loaded", {})
     monkeypatch.setattr(schedule_jit, "_smoke_test", lambda: (_ for _ in ()).throw(RuntimeError("broken")))

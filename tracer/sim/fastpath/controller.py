@@ -28,7 +28,7 @@ import inspect
 from typing import Any
 
 from tracer.sim import tracker
-from tracer.sim.fastpath import match, state
+from tracer.sim.fastpath import match, schedule_jit, state
 from tracer.sim.fastpath.commit import commit, prepare
 from tracer.sim.fastpath.fallback import reissue
 from tracer.sim.fastpath.match import all_names
@@ -173,6 +173,8 @@ class FastPath:
             per = self.count() - loop.start_n
             stride = self.strides[site] = max(1, -(-TARGET // per)) if per and per * loop.n >= TARGET else 0
             commit = stride > 0 and (i < 0 or i % stride == 0)
+            if i > 0:  # a long run ahead loads the compiled scheduling loop now rather than after 500 K instructions
+                schedule_jit.expect(per * (loop.n - i))
         else:
             commit = stride > 0 and (i < 0 or i % stride == 0)
         spec = (site, i < 0)

@@ -21,9 +21,11 @@ What lives where:
   lists and dicts are brought up to date (only the part that changed), so the general path never sees a difference.
 
 numba costs ~0.27 CPU-s to import plus ~0.17 s to start LLVM and load the cached kernels (~1.6 s to compile them the
-first time on a machine), so by default the kernel is only loaded once this process has scheduled
-:data:`ENGAGE_ROWS` instructions in Python fast-path segments, and segments shorter than :data:`MIN_ROWS` always
-stay in Python.  ``TRNPROF_JIT=0`` turns it off (the Python loop does everything), ``TRNPROF_JIT=1`` loads it at
+first time on a machine), so by default the kernel is only loaded once the run is known to be long enough to repay
+that: when a loop's first iteration times its remaining iterations predicts :data:`EXPECT_ROWS` more instructions
+(:func:`expect`, called by the fast path after each loop's first iteration), or else once this process has
+scheduled :data:`ENGAGE_ROWS` instructions in Python fast-path segments.  Segments shorter than :data:`MIN_ROWS`
+always stay in Python.  ``TRNPROF_JIT=0`` turns it off (the Python loop does everything), ``TRNPROF_JIT=1`` loads it at
 the first segment.  When numba is missing or fails, a warning says so and the Python loop is used.
 """
 
@@ -46,6 +48,9 @@ ENV_SWITCH = "TRNPROF_JIT"
 #: Fast-path instructions scheduled in Python before numba is loaded: loading costs ~0.45 CPU-s and the kernel saves
 #: ~0.3-1 us per instruction, so a run that has done this much is likely to repay it (see BENCHMARKS.md).
 ENGAGE_ROWS = 500_000
+#: A loop whose remaining iterations are predicted to hold at least this many instructions loads the kernel at the
+#: next segment: at ~0.3-1 us saved per instruction, loading is repaid after ~0.5-1.5 M instructions.
+EXPECT_ROWS = 1_000_000
 #: Template-id arrays cached per program (one per set of templates the variant met; forgotten all at once beyond).
 _TIDS_CACHE = 1024
 #: Segments shorter than this are scheduled by the Python loop: handing the state to the kernel and back costs more
@@ -57,6 +62,14 @@ _WINDOW = 1024
 _lock = threading.Lock()
 _loaded: dict[str, Any] = {}
 _python_rows = [0]
+_expected = [False]
+
+
+def expect(rows: int) -> None:
+    """A loop predicts ``rows`` more instructions: with at least :data:`EXPECT_ROWS`, the next segment scheduled
+    loads the kernel (a prediction only decides when numba loads, never what is scheduled)."""
+    if rows >= EXPECT_ROWS:
+        _expected[0] = True
 
 
 def use(n: int) -> bool:
@@ -66,7 +79,7 @@ def use(n: int) -> bool:
         return False
     ok = _loaded.get("ok")
     if ok is None:
-        if mode != "1":
+        if mode != "1" and not _expected[0]:
             _python_rows[0] += n
             if _python_rows[0] < ENGAGE_ROWS:
                 return False

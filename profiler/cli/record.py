@@ -114,7 +114,9 @@ def _replace(out: Path, new: Path) -> None:
 
 
 class _Progress:
-    """A tqdm bar counting simulated instructions, with the simulated time as postfix."""
+    """A tqdm bar counting simulated instructions, with the simulated time as postfix; once the simulator predicts
+    the run's length (after the first iteration of its outermost loop) the bar gets that total, so it shows a
+    percentage and the time left."""
 
     def __init__(self) -> None:
         from tqdm import tqdm
@@ -123,7 +125,10 @@ class _Progress:
                              dynamic_ncols=True, leave=False)
         self.last = 0
 
-    def update(self, instructions: int, simulated_ns: int) -> None:
+    def update(self, instructions: int, simulated_ns: int, expected: int | None = None) -> None:
+        total = expected if expected is not None and expected >= instructions else None  # a low prediction: unknown
+        if total != self.bar.total:
+            self.bar.total = total
         self.bar.update(instructions - self.last)
         self.last = instructions
         self.bar.set_postfix_str(f"simulated {simulated_ns / 1000:,.1f} us", refresh=False)

@@ -56,7 +56,8 @@ class Core(DmaQueues):
     Args:
         cm: the cost model.
         sink: receives each full :class:`Chunk` (``None``: records are dropped, as with ``--no-trace``).
-        progress: called with (instructions so far, simulated ns) at each handoff.
+        progress: called with (instructions so far, simulated ns) at each handoff; a callback taking a third
+            argument also gets :attr:`expected_n` (None while there is no prediction).
 
     ``pump`` (set by whoever owns the sink, default None) is called at every hand-off check -- every 256
     instructions and every loop fast-path segment -- so a sink that queues data can keep it moving between
@@ -64,11 +65,15 @@ class Core(DmaQueues):
     """
 
     def __init__(self, cm: CostModel, sink: Callable[[Chunk], None] | None = None,
-                 progress: Callable[[int, int], None] | None = None) -> None:
+                 progress: Callable[..., None] | None = None) -> None:
         self.cm = cm
         self.sink = sink
         self.pump: Callable[[], None] | None = None
         self.progress = progress
+        self._progress_args = _positional_capacity(progress) if progress is not None else 0
+        #: Instructions the run is expected to reach: the loop fast path predicts it from the first iteration of each
+        #: loop (the largest of "instructions at the loop's start + first iteration's x iterations"); None until then.
+        self.expected_n: int | None = None
         self.templates: list[Template] = []
         self.template_ids: dict[tuple[Any, ...], int] = {}
         self.stream_names: list[str] = list(COMPUTE_STREAMS)
@@ -324,8 +329,24 @@ class Core(DmaQueues):
         if self.sink is not None and (len(chunk) or len(chunk.c_ts) or len(chunk.p_id) or len(chunk.s_var)):
             self.sink(chunk)
         if self.progress is not None:
-            self.progress(self.n, self.last_ns)
+            if self._progress_args >= 3:
+                self.progress(self.n, self.last_ns, self.expected_n)
+            else:
+                self.progress(self.n, self.last_ns)
 
     def finish_busy(self) -> list[int]:
         """Busy ns per engine (union of its instructions' intervals), after the last handoff."""
         return list(self.busy)
+
+
+def _positional_capacity(fn: Callable[..., Any]) -> int:
+    """How many positional arguments ``fn`` accepts (a large number for ``*args``; 2 when it cannot be told)."""
+    import inspect
+
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return 2
+    if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params):
+        return 1 << 30
+    return sum(p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD) for p in params)

@@ -110,7 +110,7 @@ def run_kernel(kernel: str | Callable[..., Any], params: Mapping[str, Any] | Non
                arch: str = "trn2", overrides: Mapping[str, Any] | None = None,
                trace_path: str | os.PathLike[str] | None = None, overwrite: bool = False,
                numerics: bool = False, check: bool = False, seed: int = 0,
-               progress: Callable[[int, int], None] | None = None, emit: str | None = None,
+               progress: Callable[..., None] | None = None, emit: str | None = None,
                fast_path: bool | None = None, expand_symbolic: bool | None = None) -> RunResult:
     """Run ``kernel`` on a simulated NeuronCore and (with ``trace_path``) record its trace.
 
@@ -124,7 +124,9 @@ def run_kernel(kernel: str | Callable[..., Any], params: Mapping[str, Any] | Non
         numerics: compute values with numpy (implied by ``check``).
         check: compare every output with the kernel's numpy reference; KernelError on a mismatch.
         seed: seed of the random inputs.
-        progress: called with (instructions, simulated ns) about twice a second.
+        progress: called with (instructions, simulated ns) at each hand-over of records (every ~50 ms); a callback
+            taking a third argument also gets the instructions the run is expected to reach (predicted from the
+            first iteration of each loop; None until a loop has run one).
         emit: where trace tables are built and written: ``process`` (a child process, the default: no GIL
             shared with the simulation; falls back to ``thread`` off POSIX), ``thread`` or ``inline``.
             Default: the ``TRNPROF_EMIT`` environment variable, else ``process``.

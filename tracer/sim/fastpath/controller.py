@@ -173,8 +173,13 @@ class FastPath:
             per = self.count() - loop.start_n
             stride = self.strides[site] = max(1, -(-TARGET // per)) if per and per * loop.n >= TARGET else 0
             commit = stride > 0 and (i < 0 or i % stride == 0)
-            if i > 0:  # a long run ahead loads the compiled scheduling loop now rather than after 500 K instructions
-                schedule_jit.expect(per * (loop.n - i))
+            if i > 0:  # predict where this loop ends (first iteration x iterations)
+                end = loop.start_n + per * loop.n
+                core = self.core
+                if core.expected_n is None or end > core.expected_n:
+                    core.expected_n = end  # the progress bar's total
+                # a long run ahead loads the compiled scheduling loop now rather than after 500 K instructions
+                schedule_jit.expect(end - self.count())
         else:
             commit = stride > 0 and (i < 0 or i % stride == 0)
         spec = (site, i < 0)

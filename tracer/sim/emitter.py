@@ -325,19 +325,24 @@ class Emitter:
         else:
             waits = pa.array([""] * n)
         # dynamic HBM slice text of DMA triggers: name[r0:r1,c0:c1], from the offset in ``aux``
-        hbm = self._arr('t_hbm_num')[tid]  # per row: name code, tensor columns, rows, cols, bcast
-        has = (aux >= 0) & (hbm[:, 0] >= 0)
-        if has.any():
-            ncols = np.where(has, hbm[:, 1], 1)
-            off = np.where(has, aux, 0)
-            r0, c0 = off // ncols, off % ncols
-            names = pa.array(self.hbm_names or [""]).take(pa.array(np.where(has, hbm[:, 0], 0)))
-            bcast = pa.array(np.array(["]", "]*"], dtype=object)[(hbm[:, 4] > 0).astype(np.int64)].tolist())
-            bval = pc.if_else(pa.array(hbm[:, 4] > 0), pa.array(hbm[:, 4]).cast(pa.string()), "")
+        hbm_all = self._arr('t_hbm_num')[tid]  # per row: name code, tensor columns, rows, cols, bcast
+        has = (aux >= 0) & (hbm_all[:, 0] >= 0)
+        rows = np.flatnonzero(has)
+        if len(rows):  # built for those rows only (DMA triggers), then put in place with one take
+            hbm = hbm_all[rows]
+            off = aux[rows]
+            r0, c0 = off // hbm[:, 1], off % hbm[:, 1]
+            names = pa.array(self.hbm_names).take(pa.array(hbm[:, 0]))
+            bc = hbm[:, 4] > 0
+            bcast = pa.DictionaryArray.from_arrays(pa.array(bc.astype(np.int32)), pa.array(["]", "]*"])) \
+                .cast(pa.string())
+            bval = pc.if_else(pa.array(bc), pa.array(hbm[:, 4]).cast(pa.string()), "")
             text = pc.binary_join_element_wise(
                 names, "[", pa.array(r0).cast(pa.string()), ":", pa.array(r0 + hbm[:, 2]).cast(pa.string()), ",",
                 pa.array(c0).cast(pa.string()), ":", pa.array(c0 + hbm[:, 3]).cast(pa.string()), bcast, bval, "")
-            dyn = pc.if_else(pa.array(has), text, "")
+            pos = np.zeros(n, np.int64)
+            pos[rows] = np.arange(1, len(rows) + 1)
+            dyn = pa.concat_arrays([pa.array([""]), text]).take(pa.array(pos))
         else:
             dyn = pa.array([""] * n)
         return pc.binary_join_element_wise(waits, pre, dyn, post, "")

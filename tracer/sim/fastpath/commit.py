@@ -23,6 +23,11 @@ if TYPE_CHECKING:
     from tracer.sim.fastpath.controller import FastPath
 
 
+#: Bindings (buffer addresses, tensor and tile names, templates) remembered per variant to rebuild only what
+#: differs in a new one.
+RECENT_BINDINGS = 4
+
+
 class Seg:
     """A committed segment, as referenced by the lazy records it left."""
 
@@ -44,6 +49,19 @@ def prepare(fast: FastPath, var: Variant) -> None:
     var.out_offs = offs  # type: ignore[attr-defined]
     var.pos_refs = [recipe_refs(p.recipe) for p in var.positions]  # type: ignore[attr-defined]
     var.pos_cache = {}  # type: ignore[attr-defined]
+    # which instructions refer to each block role, tensor role and tile-name role (for templates' partial rebuild)
+    by_block: dict[int, list[int]] = {}
+    by_tensor: dict[int, list[int]] = {}
+    by_name: dict[Any, list[int]] = {}
+    for j, (brefs, trefs, nrefs) in enumerate(var.pos_refs):  # type: ignore[attr-defined]
+        for r in brefs:
+            by_block.setdefault(r, []).append(j)
+        for r in trefs:
+            by_tensor.setdefault(r, []).append(j)
+        for r in nrefs:
+            by_name.setdefault(r, []).append(j)
+    var.pos_by_ref = (by_block, by_tensor, by_name)  # type: ignore[attr-defined]
+    var.recent_bindings = []  # type: ignore[attr-defined]
     var.uid = len(fast.variants)
     var.emit_table = emit_table(var)  # type: ignore[attr-defined]
     fast.variants.append(var)
@@ -87,22 +105,60 @@ def commit(fast: FastPath, var: Variant) -> None:
 
 def templates(core: Any, var: Variant, m: Segment) -> tuple[list[int], list[Any]]:
     """Template ids of the variant's instructions for the segment's blocks, tensors and names, cached per
-    instruction by the values its recipe refers to."""
+    instruction by the values its recipe refers to.  Only the instructions referring to a value that differs from
+    the closest of the variant's last :data:`RECENT_BINDINGS` bindings are looked up again (a layer's new weight
+    tensors; buffers rotating through a few addresses match an older binding); the rest keep that binding's
+    templates, which depend on nothing else."""
     cache = var.pos_cache  # type: ignore[attr-defined]
     blocks, tensors, names = m.blocks, m.tensors, m.names
-    tids, tpls = [], []
-    for j, (p, (brefs, trefs, nrefs)) in enumerate(zip(var.positions, var.pos_refs, strict=True)):  # type: ignore[attr-defined]
-        key = (j, *[blocks[r].addr for r in brefs], *[tensors[r].name for r in trefs],
-               *[names[r] for r in nrefs])
+    addrs = [b.addr for b in blocks]
+    tnames = [t.name for t in tensors]
+    by_block, by_tensor, by_name = var.pos_by_ref  # type: ignore[attr-defined]
+    nvals = {r: names[r] for r in by_name}
+    recent = var.recent_bindings  # type: ignore[attr-defined]
+    last = None
+    fewest = len(addrs) + len(tnames) + 1
+    for old in recent:
+        if len(old[0]) == len(addrs) and len(old[1]) == len(tnames):
+            n = sum(a != b for a, b in zip(old[0], addrs, strict=True)) + \
+                sum(a != b for a, b in zip(old[1], tnames, strict=True))
+            if n < fewest:
+                last, fewest = old, n
+    if last is None:
+        tids: list[int] = [0] * len(var.positions)
+        tpls: list[Any] = [None] * len(var.positions)
+        dirty: Any = range(len(var.positions))
+    else:
+        tids, tpls = list(last[3]), list(last[4])
+        marked: set[int] = set()
+        for r, (was, now) in enumerate(zip(last[0], addrs, strict=True)):
+            if was != now and r in by_block:
+                marked.update(by_block[r])
+        for r, (was, now) in enumerate(zip(last[1], tnames, strict=True)):
+            if was != now and r in by_tensor:
+                marked.update(by_tensor[r])
+        for r, now in nvals.items():
+            if last[2][r] != now:
+                marked.update(by_name[r])
+        dirty = marked
+    positions, refs = var.positions, var.pos_refs  # type: ignore[attr-defined]
+    for j in dirty:
+        p = positions[j]
+        brefs, trefs, nrefs = refs[j]
+        key = (j, *[addrs[r] for r in brefs], *[tnames[r] for r in trefs], *[nvals[r] for r in nrefs])
         tid = cache.get(key)
         if tid is None:
             tid = cache[key] = core.template(substitute(p.recipe, blocks, tensors, names))
             tpl = core.templates[tid]
             if tpl.stream != p.stream or tpl.engine != p.engine or tpl.dur != p.dur:
                 raise RuntimeError("trnprof loop fast path: a rebuilt template differs from the recorded one")
-        tids.append(tid)
-        tpls.append(core.templates[tid])
+        tids[j] = tid
+        tpls[j] = core.templates[tid]
+    recent.append((addrs, tnames, nvals, tids, tpls))
+    if len(recent) > RECENT_BINDINGS:
+        del recent[0]
     return tids, tpls
+
 
 def spans(core: Any, m: Segment, starts: list[int], fins: list[int]) -> None:
     """Update the Span boxes the segment's instructions fall in, then record the rows of the scopes it left."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -69,3 +70,25 @@ def test_packet_layout_cache_is_bounded_and_plans_keep_theirs(monkeypatch):
     assert after[0] == before[0] and np.array_equal(after[1], before[1]) and np.array_equal(after[2], before[2])
     fresh = plan(3).layout(1)  # rebuilt from scratch after the clear: the same layout
     assert fresh[0] == before[0] and np.array_equal(fresh[1], before[1]) and np.array_equal(fresh[2], before[2])
+
+
+def test_row_packets_are_shared_per_cost_model_and_read_only():
+    """A row's packet sizes and durations are computed once per (cost model, row bytes): another bandwidth gives
+    other durations, and the shared arrays cannot be changed through one plan."""
+    import numpy as np
+
+    from tracer.sim import records
+    from tracer.sim.arch import cost_model
+
+    def plan(cm, chunk):
+        return records.DmaPlan(cm, rows=4, chunk_bytes=chunk, group=0, prefix="q", queue_type="input",
+                               src_mem="HBM", dst_mem="SBUF", variable="x", hbm=None)
+
+    base, slow = cost_model("trn2"), cost_model("trn2", {"dma_bandwidth_gbps": "10"})
+    a, b, c = plan(base, 6000), plan(base, 6000), plan(slow, 6000)
+    assert a.sub_ns is b.sub_ns and a.sub_bytes.tolist() == [4096, 1904]
+    assert c.sub_ns is not a.sub_ns and (c.sub_ns > a.sub_ns).all()
+    assert c.sub_ns.tolist() == [slow.dma_packet_ns(s, 6000) for s in (4096, 1904)]
+    with pytest.raises(ValueError):
+        a.sub_ns[0] = 1
+    assert np.array_equal(plan(base, 6000).sub_ns, b.sub_ns)

@@ -104,6 +104,8 @@ _GEOMETRY_CACHE: dict[tuple[Any, ...], tuple[dict[int, Any], ...]] = {}
 #: Geometries kept at most (the cache outlives runs: a session recording many shapes must not grow without bound;
 #: plans keep the layouts they already share).
 _GEOMETRY_CACHE_MAX = 1024
+#: A row's packets by (cost model, row bytes): their sizes and durations (arrays) and the durations as a tuple.
+_ROW_PACKETS: dict[tuple[Any, int], tuple[np.ndarray, np.ndarray, tuple[int, ...]]] = {}
 
 
 class DmaPlan:
@@ -129,15 +131,23 @@ class DmaPlan:
         #: (side, tensor name, columns of the view, rows of the view, broadcast) when one side is HBM.
         self.hbm = hbm
         self.nqueues = cm.dma_queues
-        pkt = cm.dma_packet_bytes
-        full, rem = divmod(chunk_bytes, pkt)
-        sizes = [pkt] * full + ([rem] if rem else [])
-        self.per_row = len(sizes)
-        self.sub_bytes = np.array(sizes, np.int64)
-        self.sub_ns = np.array([cm.dma_packet_ns(s, chunk_bytes) for s in sizes], np.int64)
+        row = _ROW_PACKETS.get((cm, chunk_bytes))
+        if row is None:  # a row's packets depend only on the cost model and the row's bytes (arrays never written)
+            pkt = cm.dma_packet_bytes
+            full, rem = divmod(chunk_bytes, pkt)
+            sizes = [pkt] * full + ([rem] if rem else [])
+            sub_ns = [cm.dma_packet_ns(s, chunk_bytes) for s in sizes]
+            if len(_ROW_PACKETS) >= _GEOMETRY_CACHE_MAX:
+                _ROW_PACKETS.clear()
+            arrays = np.array(sizes, np.int64), np.array(sub_ns, np.int64)
+            for a in arrays:
+                a.setflags(write=False)  # shared by every plan of this geometry
+            row = _ROW_PACKETS[(cm, chunk_bytes)] = (*arrays, tuple(sub_ns))
+        self.sub_bytes, self.sub_ns, sub_ns_key = row
+        self.per_row = len(sub_ns_key)
         self.n = rows * self.per_row
         # the per-rotation results depend only on the packet geometry: plans with the same one share them
-        geometry = (self.n, self.per_row, self.nqueues, tuple(self.sub_ns.tolist()))
+        geometry = (self.n, self.per_row, self.nqueues, sub_ns_key)
         shared = _GEOMETRY_CACHE.get(geometry)
         if shared is None:
             if len(_GEOMETRY_CACHE) >= _GEOMETRY_CACHE_MAX:

@@ -16,7 +16,7 @@ from tracer.sim.fastpath import state
 from tracer.sim.fastpath.edges import emit_table
 from tracer.sim.fastpath.match import Segment, all_names
 from tracer.sim.fastpath.schedule import program, run
-from tracer.sim.fastpath.trie import ENTER, Variant, substitute
+from tracer.sim.fastpath.trie import ENTER, Variant, substitution
 from tracer.sim.records import HKey, VKey
 
 if TYPE_CHECKING:
@@ -49,6 +49,7 @@ def prepare(fast: FastPath, var: Variant) -> None:
     var.out_offs = offs  # type: ignore[attr-defined]
     var.pos_refs = [recipe_refs(p.recipe) for p in var.positions]  # type: ignore[attr-defined]
     var.pos_cache = {}  # type: ignore[attr-defined]
+    var.pos_subst = [substitution(p.recipe) for p in var.positions]  # type: ignore[attr-defined]
     # which instructions refer to each block role, tensor role and tile-name role (for templates' partial rebuild)
     by_block: dict[int, list[int]] = {}
     by_tensor: dict[int, list[int]] = {}
@@ -141,14 +142,14 @@ def templates(core: Any, var: Variant, m: Segment) -> tuple[list[int], list[Any]
             if last[2][r] != now:
                 marked.update(by_name[r])
         dirty = marked
-    positions, refs = var.positions, var.pos_refs  # type: ignore[attr-defined]
+    positions, refs, subst = var.positions, var.pos_refs, var.pos_subst  # type: ignore[attr-defined]
     for j in dirty:
         p = positions[j]
         brefs, trefs, nrefs = refs[j]
         key = (j, *[addrs[r] for r in brefs], *[tnames[r] for r in trefs], *[nvals[r] for r in nrefs])
         tid = cache.get(key)
         if tid is None:
-            tid = cache[key] = core.template(substitute(p.recipe, blocks, tensors, names))
+            tid = cache[key] = core.template(subst[j](blocks, tensors, names))
             tpl = core.templates[tid]
             if tpl.stream != p.stream or tpl.engine != p.engine or tpl.dur != p.dur:
                 raise RuntimeError("trnprof loop fast path: a rebuilt template differs from the recorded one")

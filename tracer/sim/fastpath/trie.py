@@ -15,6 +15,7 @@ buffers the kernel rotates through (:func:`substitute`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -163,6 +164,34 @@ def substitute(recipe: Any, blocks: list[Any], tensors: list[Any], names: dict[t
             return names[recipe[1]]
         return tuple(substitute(x, blocks, tensors, names) for x in recipe)
     return recipe
+
+
+def substitution(recipe: Any) -> Callable[[list[Any], list[Any], dict[Any, str]], Any]:
+    """``substitute`` for one recipe, prepared once: a function of (blocks, tensors, names) that rebuilds only the
+    parts of the recipe that name a role and reuses the rest as they are (a variant's recipes are substituted
+    again for every new set of buffers)."""
+    if not has_refs(recipe):
+        return lambda _b, _t, _n: recipe
+    new = tuple.__new__
+    if type(recipe) is VKey:
+        role, head, rest = recipe.addr[1], recipe[0], tuple(recipe[2:])
+        return lambda b, _t, _n: new(VKey, (head, b[role].addr, *rest))
+    if type(recipe) is HKey:
+        role, head, rest = recipe.name[1], recipe[0], tuple(recipe[2:])
+        return lambda _b, t, _n: new(HKey, (head, t[role].name, *rest))
+    if len(recipe) == 2 and recipe[0] == "@N":
+        role = recipe[1]
+        return lambda _b, _t, n: n[role]
+    base = list(recipe)
+    parts = [(i, substitution(x)) for i, x in enumerate(recipe) if has_refs(x)]
+
+    def rebuilt(b: list[Any], t: list[Any], n: dict[Any, str]) -> tuple[Any, ...]:
+        out = base.copy()
+        for i, sub in parts:
+            out[i] = sub(b, t, n)
+        return tuple(out)
+
+    return rebuilt
 
 
 def has_refs(recipe: Any) -> bool:

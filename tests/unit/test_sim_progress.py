@@ -49,3 +49,31 @@ def test_the_record_progress_bar_takes_the_prediction_as_its_total():
         assert bar.bar.total is None and bar.bar.n == 1500
     finally:
         bar.close()
+
+
+def test_callbacks_get_the_prediction_only_when_they_take_it(monkeypatch):
+    """Callables of every kind: ``*args`` and three-parameter ones get the prediction; bound methods and callable
+    objects with two parameters get two arguments; a callable whose signature cannot be read gets two."""
+    import functools
+
+    monkeypatch.setattr(core_module, "CHUNK_INSTRUCTIONS", 1024)
+    got: dict[str, list[int]] = {}
+
+    class Two:
+        def __call__(self, n, ns):
+            got.setdefault("callable object", []).append(2)
+
+        def method(self, n, ns):
+            got.setdefault("bound method", []).append(2)
+
+    def three(tag, n, ns, expected):
+        got.setdefault(tag, []).append(3)
+
+    callbacks = {"*args": lambda *a: got.setdefault("*args", []).append(len(a)),
+                 "callable object": Two(), "bound method": Two().method,
+                 "partial": functools.partial(three, "partial")}
+    for cb in callbacks.values():
+        run_kernel("softmax", {"rows": 1 << 14, "cols": 128}, progress=cb)
+    assert {k: set(v) for k, v in got.items()} == {"*args": {3}, "callable object": {2}, "bound method": {2},
+                                                   "partial": {3}}
+    assert core_module._positional_capacity(object()) == 2  # no readable signature: the two documented arguments

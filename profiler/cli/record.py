@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -85,7 +87,7 @@ class RecordCommand:
                 elif any(out.iterdir()):
                     raise TraceExistsError(f"{out}: directory is not empty and holds no trace; choose an empty or "
                                            "new path (-o)")
-        bar = _progress_bar(args.quiet)
+        bar = _progress_bar(args.quiet, target)
         try:
             result = run_kernel(args.kernel, params, arch=args.arch, overrides=overrides, trace_path=target,
                                 numerics=args.numerics, check=args.check, seed=args.seed,
@@ -114,33 +116,63 @@ def _replace(out: Path, new: Path) -> None:
 
 
 class _Progress:
-    """A tqdm bar counting simulated instructions, with the simulated time as postfix; once the simulator predicts
-    the run's length (after the first iteration of its outermost loop) the bar gets that total, so it shows a
-    percentage and the time left."""
+    """A tqdm bar counting simulated instructions, with the simulated time and the trace's size on disk as postfix.
 
-    def __init__(self) -> None:
+    Once the simulator predicts the run's length (after the first iteration of its outermost loop) the bar gets
+    that total, so it shows a percentage and the time left, and the postfix the trace size expected at the end:
+    the size so far scaled up to the predicted instructions, the largest such estimate since the prediction (the
+    writer trails the simulation and writes in batches, so each single estimate errs low).
+    """
+
+    #: Seconds between two looks at the trace directory's size.
+    SIZE_INTERVAL_S = 0.5
+
+    def __init__(self, trace_dir: Path | None = None) -> None:
         from tqdm import tqdm
 
         self.bar: Any = tqdm(unit=" instr", unit_scale=True, file=sys.stderr, desc="simulating",
                              dynamic_ncols=True, leave=False)
         self.last = 0
+        self.trace_dir = trace_dir
+        self._size = 0
+        self._size_at = -1.0
+        self._expected_size = 0.0
 
     def update(self, instructions: int, simulated_ns: int, expected: int | None = None) -> None:
         total = expected if expected is not None and expected >= instructions else None  # a low prediction: unknown
         if total != self.bar.total:
             self.bar.total = total
+            self._expected_size = 0.0
         self.bar.update(instructions - self.last)
         self.last = instructions
-        self.bar.set_postfix_str(f"simulated {simulated_ns / 1000:,.1f} us", refresh=False)
+        postfix = f"simulated {simulated_ns / 1000:,.1f} us"
+        size = self._trace_bytes()
+        if size:
+            postfix += f", trace {size / 1e6:,.1f} MB"
+            if total and instructions:
+                self._expected_size = max(self._expected_size, size * total / instructions)
+                postfix += f" (~{self._expected_size / 1e6:,.0f} MB at the end)"
+        self.bar.set_postfix_str(postfix, refresh=False)
+
+    def _trace_bytes(self) -> int:
+        """Bytes in the trace directory so far (looked up at most every :attr:`SIZE_INTERVAL_S`)."""
+        if self.trace_dir is None:
+            return 0
+        now = time.monotonic()
+        if now - self._size_at >= self.SIZE_INTERVAL_S:
+            self._size_at = now
+            with contextlib.suppress(OSError):  # the directory is being written: a file may come or go
+                self._size = sum(e.stat().st_size for e in os.scandir(self.trace_dir) if e.is_file())
+        return self._size
 
     def close(self) -> None:
         self.bar.close()
 
 
-def _progress_bar(quiet: bool) -> _Progress | None:
+def _progress_bar(quiet: bool, trace_dir: Path | None = None) -> _Progress | None:
     if quiet or not sys.stderr.isatty():
         return None
-    return _Progress()
+    return _Progress(trace_dir)
 
 
 COMMAND = RecordCommand()

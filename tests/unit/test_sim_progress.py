@@ -77,3 +77,27 @@ def test_callbacks_get_the_prediction_only_when_they_take_it(monkeypatch):
     assert {k: set(v) for k, v in got.items()} == {"*args": {3}, "callable object": {2}, "bound method": {2},
                                                    "partial": {3}}
     assert core_module._positional_capacity(object()) == 2  # no readable signature: the two documented arguments
+
+
+def test_the_record_progress_bar_shows_the_trace_size_and_the_size_expected(tmp_path):
+    pytest.importorskip("tqdm")
+    from profiler.cli.record import _Progress
+
+    (tmp_path / "Instruction.arrows").write_bytes(b"x" * 2_000_000)
+    bar = _Progress(tmp_path)
+    try:
+        bar.update(100, 50, 400)
+        postfix = bar.bar.postfix
+        assert "trace 2.0 MB" in postfix and "~8 MB at the end" in postfix  # 2 MB for a quarter of the run
+        bar.update(200, 55, 400)  # no new batch on disk yet: the estimate does not fall
+        assert "~8 MB at the end" in bar.bar.postfix
+        bar.update(300, 60)  # no prediction: the size so far only
+        assert "trace 2.0 MB" in bar.bar.postfix and "at the end" not in bar.bar.postfix
+    finally:
+        bar.close()
+    gone = _Progress(tmp_path / "missing")
+    try:
+        gone.update(10, 5, 100)  # a directory not there yet: no size, no error
+        assert "trace" not in gone.bar.postfix
+    finally:
+        gone.close()

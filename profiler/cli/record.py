@@ -130,8 +130,13 @@ class _Progress:
     def __init__(self, trace_dir: Path | None = None) -> None:
         from tqdm import tqdm
 
-        self.bar: Any = tqdm(unit=" instr", unit_scale=True, file=sys.stderr, desc="simulating",
-                             dynamic_ncols=True, leave=False)
+        try:  # a terminal that reports no size (some emulated ones): tqdm would hide the bar (0 rows, 0 columns)
+            size = os.get_terminal_size(sys.stderr.fileno())
+            sized = size.columns > 0 and size.lines > 0
+        except (OSError, ValueError, AttributeError):
+            sized = False
+        self.bar: Any = tqdm(unit=" instr", unit_scale=True, file=sys.stderr, desc="simulating", leave=False,
+                             dynamic_ncols=sized, ncols=None if sized else 100, nrows=None if sized else 24)
         self.last = 0
         self.trace_dir = trace_dir
         self._size = 0

@@ -101,3 +101,23 @@ def test_the_record_progress_bar_shows_the_trace_size_and_the_size_expected(tmp_
         assert "trace" not in gone.bar.postfix
     finally:
         gone.close()
+
+
+def test_the_record_progress_bar_shows_on_a_terminal_reporting_no_size(monkeypatch):
+    """Some emulated terminals report 0 x 0: tqdm would then hide the bar (no row for it), so it gets a fixed
+    size; a terminal with a size keeps tqdm's dynamic width."""
+    pytest.importorskip("tqdm")
+    import os
+
+    from profiler.cli import record
+
+    for size, fixed in ((os.terminal_size((0, 0)), True), (os.terminal_size((132, 40)), False)):
+        monkeypatch.setattr(record.os, "get_terminal_size", lambda *_a, s=size: s)
+        bar = record._Progress()
+        try:
+            if fixed:
+                assert (bar.bar.ncols, bar.bar.nrows) == (100, 24)
+            else:  # tqdm follows the terminal
+                assert bar.bar.dynamic_ncols and bar.bar.ncols > 100
+        finally:
+            bar.close()

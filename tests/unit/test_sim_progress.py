@@ -121,3 +121,26 @@ def test_the_record_progress_bar_shows_on_a_terminal_reporting_no_size(monkeypat
                 assert bar.bar.dynamic_ncols and bar.bar.ncols > 100
         finally:
             bar.close()
+
+
+def test_chunks_get_small_and_flagged_near_the_predicted_end(monkeypatch, tmp_path):
+    """Once the predicted end is near (within END_WINDOW_S at the current speed), chunks are handed over every
+    END_HANDOFF_INTERVAL_S and flagged ``ending`` (the writer then writes every row while it waits), so little is
+    left to do once the simulation is over; before the prediction, and without the fast path, nothing changes."""
+    from tracer.sim.emitter import Emitter
+
+    seen = []
+    real = Emitter.emit
+    monkeypatch.setattr(Emitter, "emit", lambda self, chunk: (seen.append(chunk.ending), real(self, chunk))[1])
+    monkeypatch.setattr(core_module, "CHUNK_INSTRUCTIONS", 1024)
+    monkeypatch.setattr(core_module, "END_WINDOW_S", 1e9)  # "near the end" as soon as there is a prediction
+    run_kernel("softmax", SOFTMAX, trace_path=tmp_path / "a.trace", emit="inline")
+    assert seen[-1] is True and seen.count(True) > 10
+    assert seen == sorted(seen)  # once near the end, it stays so
+    seen.clear()
+    monkeypatch.setattr(core_module, "END_WINDOW_S", float("-inf"))  # never near the end
+    run_kernel("softmax", SOFTMAX, trace_path=tmp_path / "c.trace", emit="inline")
+    assert seen and not any(seen)
+    seen.clear()
+    run_kernel("softmax", SOFTMAX, trace_path=tmp_path / "b.trace", emit="inline", fast_path=False)
+    assert seen and not any(seen)

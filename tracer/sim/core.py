@@ -36,6 +36,8 @@ from tracer.sim.records import (
     CHUNK_INSTRUCTIONS,
     COMPUTE_STREAMS,
     COUNTER_KINDS,
+    END_HANDOFF_INTERVAL_S,
+    END_WINDOW_S,
     HANDOFF_INTERVAL_S,
     KIND_DMA,
     KIND_MATMUL,
@@ -112,7 +114,8 @@ class Core(DmaQueues):
         self.name_codes: dict[str, int] = {}
         self.lyr_code = -1
         self.hlo_code = -1
-        self._last_handoff = time.monotonic()
+        self._last_handoff = self._started = time.monotonic()
+        self._handoff_interval = HANDOFF_INTERVAL_S
         self._bind()
 
     def _bind(self) -> None:
@@ -291,7 +294,7 @@ class Core(DmaQueues):
     # -- chunks -----------------------------------------------------------------------------------------
     def _maybe_handoff(self) -> None:
         if self.n - self._chunk_first >= CHUNK_INSTRUCTIONS \
-                or time.monotonic() - self._last_handoff >= HANDOFF_INTERVAL_S:
+                or time.monotonic() - self._last_handoff >= self._handoff_interval:
             self.handoff()
         elif self.pump is not None:
             self.pump()
@@ -319,13 +322,18 @@ class Core(DmaQueues):
         """Hand the records gathered so far to the sink and start a new chunk."""
         c = self._cols
         self._account_busy(c)
+        now = time.monotonic()
+        if self.expected_n is not None and self.n and self.sink is not None:  # near the predicted end: small chunks
+            left_s = (self.expected_n - self.n) * (now - self._started) / self.n
+            self._handoff_interval = END_HANDOFF_INTERVAL_S if left_s < END_WINDOW_S else HANDOFF_INTERVAL_S
         chunk = Chunk(first_id=self._chunk_first, first_xfer=self._chunk_first_xfer, n_templates=len(self.templates),
-                      streams=tuple(self.stream_names), n_variants=len(self.variants), n_names=len(self.names), **c)
+                      streams=tuple(self.stream_names), n_variants=len(self.variants), n_names=len(self.names),
+                      ending=self._handoff_interval == END_HANDOFF_INTERVAL_S, **c)
         self._chunk_first = self.n
         self._chunk_first_xfer = self.n_xfers
         self._cols = new_columns()
         self._bind()
-        self._last_handoff = time.monotonic()
+        self._last_handoff = now
         if self.sink is not None and (len(chunk) or len(chunk.c_ts) or len(chunk.p_id) or len(chunk.s_var)):
             self.sink(chunk)
         if self.progress is not None:

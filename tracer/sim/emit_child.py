@@ -81,13 +81,15 @@ def serve(inbox: Connection, outbox: Connection) -> int:
     view = _CoreView(cm)
     emitter = Emitter(view, writer, threaded=False)  # type: ignore[arg-type]
     complete = False
+    ending = False
     try:
         while True:
             try:
                 if not inbox.poll():
-                    # idle until the next chunk: compress and write big buffers now rather than at close, and
-                    # everything at least once per flush interval (a slow simulation's rows reach the disk)
-                    writer.flush(min_rows=IDLE_FLUSH_ROWS)
+                    # idle until the next chunk: compress and write big buffers now rather than at close (near the
+                    # predicted end of the run, every buffer: little is left for the end), and everything at least
+                    # once per flush interval (a slow simulation's rows reach the disk)
+                    writer.flush(min_rows=1 if ending else IDLE_FLUSH_ROWS)
                     while not inbox.poll(writer.flush_interval_s):
                         writer.flush()
                 msg = inbox.recv()
@@ -106,6 +108,7 @@ def serve(inbox: Connection, outbox: Connection) -> int:
             view.variants.extend(SimpleNamespace(uid=uid, emit_table=table) for uid, table in variants)
             view.stream_names = list(chunk.streams)
             emitter.emit(chunk)
+            ending = chunk.ending
     except BaseException as exc:
         writer.close(complete=False)
         with contextlib.suppress(OSError, ValueError):

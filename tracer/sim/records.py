@@ -36,6 +36,11 @@ TABLE_INSTRUCTION, TABLE_PACKET = 0, 1
 #: seldom enough that the hand-over costs little (DMA packets no longer count: transfers are stored compactly).
 CHUNK_INSTRUCTIONS = 65_536
 HANDOFF_INTERVAL_S = 0.05
+#: ... and every END_HANDOFF_INTERVAL_S once the run is predicted to end within END_WINDOW_S (the loop fast path's
+#: prediction of its length, at the current speed): the last chunk, which the run waits for the writer to finish,
+#: stays small.
+END_HANDOFF_INTERVAL_S = 0.01
+END_WINDOW_S = 0.1
 
 
 class VKey(NamedTuple):
@@ -276,6 +281,9 @@ class Chunk:
     streams: tuple[str, ...] = ()
     n_variants: int = 0
     n_names: int = 0
+    #: The run is predicted to end soon (chunks come every END_HANDOFF_INTERVAL_S): the writer writes every row out
+    #: while it waits for the next chunk, so that little is left for the end.
+    ending: bool = False
 
     def __len__(self) -> int:
         return len(self.start)

@@ -135,8 +135,10 @@ def test_chunks_get_small_and_flagged_near_the_predicted_end(monkeypatch, tmp_pa
     monkeypatch.setattr(core_module, "CHUNK_INSTRUCTIONS", 1024)
     monkeypatch.setattr(core_module, "END_WINDOW_S", 1e9)  # "near the end" as soon as there is a prediction
     run_kernel("softmax", SOFTMAX, trace_path=tmp_path / "a.trace", emit="inline")
-    assert seen[-1] is True and seen.count(True) > 10
-    assert seen == sorted(seen)  # once near the end, it stays so
+    assert seen.count(True) > 10 and seen[-2] is True  # the last chunk holds only the final barrier, past the
+    # predicted count: a prediction already passed says nothing about the end
+    ends = [i for i, e in enumerate(seen) if e]
+    assert ends == list(range(ends[0], ends[-1] + 1))  # once near the end, it stays so
     seen.clear()
     monkeypatch.setattr(core_module, "END_WINDOW_S", float("-inf"))  # never near the end
     run_kernel("softmax", SOFTMAX, trace_path=tmp_path / "c.trace", emit="inline")

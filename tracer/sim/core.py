@@ -324,8 +324,10 @@ class Core(DmaQueues):
         self._account_busy(c)
         now = time.monotonic()
         if self.expected_n is not None and self.n and self.sink is not None:  # near the predicted end: small chunks
+            # (a prediction already passed says nothing about the end: iterations may have grown)
             left_s = (self.expected_n - self.n) * (now - self._started) / self.n
-            self._handoff_interval = END_HANDOFF_INTERVAL_S if left_s < END_WINDOW_S else HANDOFF_INTERVAL_S
+            near = self.expected_n > self.n and left_s < END_WINDOW_S
+            self._handoff_interval = END_HANDOFF_INTERVAL_S if near else HANDOFF_INTERVAL_S
         chunk = Chunk(first_id=self._chunk_first, first_xfer=self._chunk_first_xfer, n_templates=len(self.templates),
                       streams=tuple(self.stream_names), n_variants=len(self.variants), n_names=len(self.names),
                       ending=self._handoff_interval == END_HANDOFF_INTERVAL_S, **c)

@@ -17,10 +17,16 @@ def _tables(path):
     return {name: plain_table(reader.read_table(name)) for name in reader.table_names() if name != "Metadata"}
 
 
-def test_emit_modes_write_identical_tables(tmp_path):
+@pytest.mark.parametrize(("kernel", "params"), [
+    ("attention", PARAMS),
+    # each layer's weights are new HBM tensors: their DMA templates reach the writer process as copies of the
+    # first layer's (emit_process.ProcessEmitter._encode)
+    ("mlp", {"layers": 5, "d_model": 256, "d_ff": 512, "tokens": 128}),
+])
+def test_emit_modes_write_identical_tables(tmp_path, kernel, params):
     results = {}
     for mode in ("process", "thread", "inline"):
-        run_kernel("attention", PARAMS, trace_path=tmp_path / mode, emit=mode)
+        run_kernel(kernel, params, trace_path=tmp_path / mode, emit=mode)
         results[mode] = _tables(tmp_path / mode)
         assert TraceReader(tmp_path / mode).recording_complete
     for mode in ("thread", "inline"):

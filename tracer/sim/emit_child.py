@@ -48,8 +48,12 @@ class _CoreView:
         self._plans: dict[tuple[Any, ...], DmaPlan] = {}
 
     def add(self, wires: list[tuple[Any, ...]]) -> None:
-        """Rebuild templates sent with :func:`_wire` (DMA plans shared by equal descriptions)."""
+        """Rebuild templates sent with :func:`_wire` (DMA plans shared by equal descriptions), and copies of earlier
+        DMA templates for another HBM tensor, sent as (that template's id, the tensor's name)."""
         for wire in wires:
+            if len(wire) == 2:
+                self._add_copy(*wire)
+                continue
             tpl = Template(**dict(zip(WIRE_FIELDS, wire, strict=False)))
             dma = wire[-1]
             if dma is not None:
@@ -62,6 +66,18 @@ class _CoreView:
                 tpl.dma = plan
             tpl.id = len(self.templates)
             self.templates.append(tpl)
+
+    def _add_copy(self, base_id: int, tensor: str) -> None:
+        base = self.templates[base_id]
+        if base.same_as is not None:  # a copy of a copy: the emitter copies from the one sent in full
+            base_id, base = base.same_as, self.templates[base.same_as]
+        p = base.dma
+        hbm = (p.hbm[0], tensor, *p.hbm[2:])
+        tpl = Template(**{name: getattr(base, name) for name in WIRE_FIELDS}, same_as=base_id)
+        tpl.dma = DmaPlan(self.cm, rows=p.rows, chunk_bytes=p.chunk_bytes, group=p.group, prefix=p.prefix,
+                          queue_type=p.queue_type, src_mem=p.src_mem, dst_mem=p.dst_mem, variable=tensor, hbm=hbm)
+        tpl.id = len(self.templates)
+        self.templates.append(tpl)
 
 
 def serve(inbox: Connection, outbox: Connection) -> int:

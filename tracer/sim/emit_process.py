@@ -96,6 +96,16 @@ def _reap(*, wait: bool = False) -> None:
 atexit.register(_reap, wait=True)
 
 
+def _tensor_free_key(tpl: Template) -> tuple[Any, ...] | None:
+    """A DMA template's key without its HBM tensor's name (None for other templates).  Templates with the same such
+    key differ only in that name (their DMA plan's ``variable`` and ``hbm``): see ``tracer.sim.templates._dma``."""
+    key = tpl.key
+    if key is None or key[0] != "DMA" or key[3] is None:
+        return None
+    hbm = key[3]
+    return key[1], key[2], hbm[0], hbm[2:], key[4:]
+
+
 def _wire(tpl: Template) -> tuple[Any, ...]:
     """The fields of a template the emitter needs, as a plain tuple (cheap to pickle: no named tuples)."""
     plan = tpl.dma
@@ -197,6 +207,8 @@ class ProcessEmitter:
         self._pipe = FramedPipe(to_child_w)
         self._conn = Connection(from_child_r, writable=False)
         self._sent_templates = 0
+        #: Tensor-free keys of the DMA templates sent in full -> their ids (see :meth:`_encode`).
+        self._dma_shapes: dict[tuple[Any, ...], int] = {}
         self._sent_variants = 0
         self._sent_names = 0
         self._closed = False
@@ -230,7 +242,7 @@ class ProcessEmitter:
         :data:`MAX_BACKLOG_BYTES` are queued."""
         if self._proc.poll() is not None:  # the child only ends early after reporting an error (or when killed)
             self._raise_child_error()
-        new = [_wire(t) for t in self.core.templates[self._sent_templates:chunk.n_templates]]
+        new = [self._encode(t) for t in self.core.templates[self._sent_templates:chunk.n_templates]]
         self._sent_templates = max(self._sent_templates, chunk.n_templates)
         variants = [(v.uid, v.emit_table) for v in self.core.variants[self._sent_variants:chunk.n_variants]]
         self._sent_variants = max(self._sent_variants, chunk.n_variants)
@@ -244,6 +256,17 @@ class ProcessEmitter:
         for col in columns.values():
             self._pipe.put_bytes(col)
         self._flush(block=self._pipe.backlog > MAX_BACKLOG_BYTES)
+
+    def _encode(self, tpl: Template) -> tuple[Any, ...]:
+        """What the child needs of a new template: its fields (:func:`_wire`), or, for a DMA template equal to one
+        sent before but for its HBM tensor (a new layer's weights, say), just (that template's id, the tensor)."""
+        shape = _tensor_free_key(tpl)
+        if shape is not None:
+            base = self._dma_shapes.get(shape)
+            if base is not None:
+                return base, tpl.dma.variable
+            self._dma_shapes[shape] = tpl.id
+        return _wire(tpl)
 
     def pump(self) -> None:
         """Write more of the queued data if the pipe has room (called often by the core: cheap when idle, and

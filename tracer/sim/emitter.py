@@ -115,6 +115,9 @@ class Emitter:
     # -- templates -----------------------------------------------------------------------------------------
     def _sync_templates(self, n: int) -> None:
         for tpl in self.core.templates[self.n_templates:n]:
+            if tpl.same_as is not None:
+                self._copy_template(tpl.same_as, tpl.dma.variable)
+                continue
             self.t_engine.append(tpl.engine)
             self.t_stream.append(tpl.stream)
             self.t_flops_raw.append(-1 if tpl.flops_raw is None else int(tpl.flops_raw))
@@ -134,6 +137,20 @@ class Emitter:
             for name in _STR_ATTRS:
                 self.attrs[name].add(getattr(tpl, name))
         self.n_templates = max(self.n_templates, n)
+
+    def _copy_template(self, base: int, tensor: str) -> None:
+        """Template attributes of a copy of template ``base`` (a DMA with an HBM side) for HBM tensor ``tensor``:
+        the same in everything but the tensor (see :mod:`tracer.sim.emit_process`)."""
+        for col in (self.t_engine, self.t_stream, self.t_flops_raw, self.t_flops_adj, self.t_bytes, self.t_group):
+            col.append(col[base])
+        d = self.t_dma[base]
+        self.t_dma.append((*d[:5], _intern(self.codes["var"], tensor), *d[6:]))
+        code = self.hbm_codes.setdefault(tensor, len(self.hbm_names))
+        if code == len(self.hbm_names):
+            self.hbm_names.append(tensor)
+        self.t_hbm_num.append((code, *self.t_hbm_num[base][1:]))
+        for attr in self.attrs.values():
+            attr.copy(base)
 
     def _arr(self, name: str) -> np.ndarray:
         """Template attribute ``name`` as an int64 array indexed by template id (extended as templates grow)."""

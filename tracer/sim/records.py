@@ -77,12 +77,14 @@ class Template:
 
     __slots__ = (
         "act_fn", "bytes", "clock", "cycles", "dma", "dur", "engine", "flops_adj", "flops_raw", "id", "key",
-        "kind", "loc", "opcode", "perf_mode", "stream", "tensor_type", "text_post", "text_pre",
+        "kind", "loc", "opcode", "perf_mode", "same_as", "stream", "tensor_type", "text_post", "text_pre",
     )
 
     def __init__(self, **kw: Any) -> None:
         get = kw.get
         self.key = get("key")
+        #: In the trace writer process: the id of the template this one copies for another HBM tensor (None: none).
+        self.same_as = get("same_as")
         self.act_fn = get("act_fn")
         self.bytes = get("bytes")
         self.clock = get("clock")

@@ -4,7 +4,8 @@ Started by :class:`tracer.sim.emit_process.ProcessEmitter` as a fresh interprete
 whose memory it would otherwise share copy-on-write and whose threads it would inherit).  It reads messages from
 the pipe ``IN_FD``: first ``("setup", path, overwrite, metadata, cost model)``, then ``("chunk", templates,
 variants, names, chunk, column types)`` per :class:`~tracer.sim.records.Chunk` followed by its columns as raw
-buffers, then ``("close", complete)``; it runs the
+buffers (each new template as its fields, or as ``(id, tensor)``: a copy of DMA template ``id`` for another HBM
+tensor), then ``("close", complete)``; it runs the
 :class:`~tracer.sim.emitter.Emitter` into its own :class:`~tracer.writer.TraceWriter` and answers on ``OUT_FD``
 with ``("done",)`` or ``("error", exception)``.
 

@@ -52,33 +52,29 @@ class _CoreView:
         """Rebuild templates sent with :func:`_wire` (DMA plans shared by equal descriptions), and copies of earlier
         DMA templates for another HBM tensor, sent as (that template's id, the tensor's name)."""
         for wire in wires:
-            if len(wire) == 2:
-                self._add_copy(*wire)
-                continue
-            tpl = Template(**dict(zip(WIRE_FIELDS, wire, strict=False)))
-            dma = wire[-1]
+            if len(wire) == 2:  # a copy (the parent only names templates it sent in full)
+                base_id, tensor = wire
+                base = self.templates[base_id]
+                p = base.dma
+                tpl = Template(**{name: getattr(base, name) for name in WIRE_FIELDS}, same_as=base_id)
+                dma = (p.rows, p.chunk_bytes, p.group, p.prefix, p.queue_type, p.src_mem, p.dst_mem, tensor,
+                       (p.hbm[0], tensor, *p.hbm[2:]))
+            else:
+                tpl = Template(**dict(zip(WIRE_FIELDS, wire, strict=False)))
+                dma = wire[-1]
             if dma is not None:
-                plan = self._plans.get(dma)
-                if plan is None:
-                    rows, chunk, group, prefix, qtype, src, dst, var, hbm = dma
-                    plan = self._plans[dma] = DmaPlan(self.cm, rows=rows, chunk_bytes=chunk, group=group,
-                                                      prefix=prefix, queue_type=qtype, src_mem=src, dst_mem=dst,
-                                                      variable=var, hbm=hbm)
-                tpl.dma = plan
+                tpl.dma = self._plan(dma)
             tpl.id = len(self.templates)
             self.templates.append(tpl)
 
-    def _add_copy(self, base_id: int, tensor: str) -> None:
-        base = self.templates[base_id]
-        if base.same_as is not None:  # a copy of a copy: the emitter copies from the one sent in full
-            base_id, base = base.same_as, self.templates[base.same_as]
-        p = base.dma
-        hbm = (p.hbm[0], tensor, *p.hbm[2:])
-        tpl = Template(**{name: getattr(base, name) for name in WIRE_FIELDS}, same_as=base_id)
-        tpl.dma = DmaPlan(self.cm, rows=p.rows, chunk_bytes=p.chunk_bytes, group=p.group, prefix=p.prefix,
-                          queue_type=p.queue_type, src_mem=p.src_mem, dst_mem=p.dst_mem, variable=tensor, hbm=hbm)
-        tpl.id = len(self.templates)
-        self.templates.append(tpl)
+    def _plan(self, dma: tuple[Any, ...]) -> DmaPlan:
+        """The DMA plan of a description as :func:`_wire` sends it (one per distinct description)."""
+        plan = self._plans.get(dma)
+        if plan is None:
+            rows, chunk, group, prefix, qtype, src, dst, var, hbm = dma
+            plan = self._plans[dma] = DmaPlan(self.cm, rows=rows, chunk_bytes=chunk, group=group, prefix=prefix,
+                                              queue_type=qtype, src_mem=src, dst_mem=dst, variable=var, hbm=hbm)
+        return plan
 
 
 def serve(inbox: Connection, outbox: Connection) -> int:

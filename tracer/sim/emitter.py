@@ -130,10 +130,7 @@ class Emitter:
                 self.t_hbm_num.append((-1, 1, 0, 0, 0))
             else:
                 _side, name, ncols, nrows, ncols_view, bcast = hbm
-                code = self.hbm_codes.setdefault(name, len(self.hbm_names))
-                if code == len(self.hbm_names):
-                    self.hbm_names.append(name)
-                self.t_hbm_num.append((code, ncols, nrows, ncols_view, bcast))
+                self.t_hbm_num.append((self._hbm_code(name), ncols, nrows, ncols_view, bcast))
             for name in _STR_ATTRS:
                 self.attrs[name].add(getattr(tpl, name))
         self.n_templates = max(self.n_templates, n)
@@ -145,12 +142,16 @@ class Emitter:
             col.append(col[base])
         d = self.t_dma[base]
         self.t_dma.append((*d[:5], _intern(self.codes["var"], tensor), *d[6:]))
-        code = self.hbm_codes.setdefault(tensor, len(self.hbm_names))
-        if code == len(self.hbm_names):
-            self.hbm_names.append(tensor)
-        self.t_hbm_num.append((code, *self.t_hbm_num[base][1:]))
+        self.t_hbm_num.append((self._hbm_code(tensor), *self.t_hbm_num[base][1:]))
         for attr in self.attrs.values():
             attr.copy(base)
+
+    def _hbm_code(self, name: str) -> int:
+        """Code of HBM tensor ``name`` in :attr:`hbm_names` (added when new)."""
+        code = self.hbm_codes.setdefault(name, len(self.hbm_names))
+        if code == len(self.hbm_names):
+            self.hbm_names.append(name)
+        return code
 
     def _arr(self, name: str) -> np.ndarray:
         """Template attribute ``name`` as an int64 array indexed by template id (extended as templates grow)."""

@@ -3,9 +3,9 @@
 Started by :class:`tracer.sim.emit_process.ProcessEmitter` as a fresh interpreter (not a fork of the simulation,
 whose memory it would otherwise share copy-on-write and whose threads it would inherit).  It reads messages from
 the pipe ``IN_FD``: first ``("setup", path, overwrite, metadata, cost model)``, then ``("chunk", templates,
-variants, names, chunk, column types)`` per :class:`~tracer.sim.records.Chunk` followed by its columns as raw
-buffers (each new template as its fields, or as ``(id, tensor)``: a copy of DMA template ``id`` for another HBM
-tensor), then ``("close", complete)``; it runs the
+variants, names, chunk, column types)`` per :class:`~tracer.sim.records.Chunk` (each new template as its fields,
+or as ``(id, tensor)``: a copy of DMA template ``id`` for another HBM tensor) followed by its columns as raw
+buffers and its ``s_leaf`` producer tuples marshalled, then ``("close", complete)``; it runs the
 :class:`~tracer.sim.emitter.Emitter` into its own :class:`~tracer.writer.TraceWriter` and answers on ``OUT_FD``
 with ``("done",)`` or ``("error", exception)``.
 
@@ -17,6 +17,7 @@ only the parent, which then closes the child cleanly.
 from __future__ import annotations
 
 import contextlib
+import marshal
 import os
 import signal
 import sys
@@ -116,6 +117,7 @@ def serve(inbox: Connection, outbox: Connection) -> int:
                 col = array(typecode)
                 col.frombytes(inbox.recv_bytes())
                 setattr(chunk, name, col)
+            chunk.s_leaf = marshal.loads(inbox.recv_bytes())  # then the segments' producer tuples
             view.add(templates)
             view.names.extend(names)
             view.variants.extend(SimpleNamespace(uid=uid, emit_table=table) for uid, table in variants)

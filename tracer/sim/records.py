@@ -9,8 +9,10 @@ kernel API (:mod:`tracer.sim.ops`) and the emitters share one definition.
 
 from __future__ import annotations
 
+import sys
 from array import array
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -264,11 +266,13 @@ class Chunk:
     c_kind: array
     c_val: array
     #: Loop fast path segments: variant id, first instruction, first transfer, and (all segments' in a row) the
-    #: producers its edges name, five ints each (stream, value, ready time, table, id).
+    #: producers its edges name: the producer tuples themselves, five ints each (stream, value, ready time, table,
+    #: id), kept as objects (a tuple's fields copied into an array cost ~35 ns each in the simulation, ~4% of
+    #: matmul_rowload's run; :func:`leaf_values` makes the int64 array where the chunk is emitted).
     s_var: array
     s_i0: array
     s_x0: array
-    s_leaf: array
+    s_leaf: list[tuple[int, int, int, int, int]]
     #: Span rows of the scopes closed: id, start, end, name and category (codes into Core.names), depth, parent
     #: span id (-1: none).
     p_id: array
@@ -291,12 +295,28 @@ class Chunk:
         return len(self.start)
 
 
-def new_columns() -> dict[str, array]:
-    cols = {name: array("q") for name in ("start", "end", "tid", "wait", "aux", "f_in", "f_out", "f_gap",
-                                          "f_value", "x_instr", "x_tid", "x_pkt", "x_retire", "x_qstart", "x_out",
-                                          "c_ts", "s_var", "s_i0", "s_x0", "s_leaf", "p_id", "p_start",
-                                          "p_end", "p_parent")}
+def new_columns() -> dict[str, Any]:
+    """Empty columns of a :class:`Chunk` (arrays, but ``s_leaf``: a list of producer tuples)."""
+    cols: dict[str, Any] = {name: array("q") for name in ("start", "end", "tid", "wait", "aux", "f_in", "f_out",
+                                                          "f_gap", "f_value", "x_instr", "x_tid", "x_pkt", "x_retire",
+                                                          "x_qstart", "x_out", "c_ts", "s_var", "s_i0", "s_x0",
+                                                          "p_id", "p_start", "p_end", "p_parent")}
+    cols["s_leaf"] = []
     cols.update({name: array("b") for name in ("f_table", "f_dep", "x_uni", "c_kind")})
     cols["c_val"] = array("d")
     cols.update({name: array("i") for name in ("f_stream", "x_q0", "lyr", "hlo", "p_name", "p_cat", "p_depth")})
     return cols
+
+
+def leaf_values(leaves: list[tuple[Any, ...]]) -> np.ndarray:
+    """``Chunk.s_leaf`` as one int64 array, the producers' five fields in a row.
+
+    Fields are ints; one that was a numpy integer and crossed to the writer process marshalled arrives as its raw
+    native-endian bytes (marshal writes any buffer as bytes), and is read back as the integer it was.
+    """
+    n = 5 * len(leaves)
+    try:
+        return np.fromiter(chain.from_iterable(leaves), np.int64, count=n)
+    except (TypeError, ValueError):
+        return np.fromiter((v if type(v) is not bytes else int.from_bytes(v, sys.byteorder, signed=True)
+                            for v in chain.from_iterable(leaves)), np.int64, count=n)

@@ -15,7 +15,7 @@ import numpy as np
 
 from tracer.sim.columns import i64
 from tracer.sim.fastpath.trie import SRC_DMA, SRC_INSTR, SRC_LEAF, Variant
-from tracer.sim.records import TABLE_INSTRUCTION, TABLE_PACKET
+from tracer.sim.records import TABLE_INSTRUCTION, TABLE_PACKET, leaf_values
 
 EdgeArrays = tuple[np.ndarray, ...]
 
@@ -62,7 +62,7 @@ class SegmentEdges:
         """(in_id, out_id, out_table, dependency type, gap, stream, value) of every edge of the chunk ``ch``'s
         segments (its ``s_*`` columns), ordered by variant, then segment, then edge."""
         first_id, first_xfer = ch.first_id, ch.first_xfer
-        var, seg_i0, seg_x0, leaf = i64(ch.s_var), i64(ch.s_i0), i64(ch.s_x0), i64(ch.s_leaf)
+        var, seg_i0, seg_x0, leaf = i64(ch.s_var), i64(ch.s_i0), i64(ch.s_x0), leaf_values(ch.s_leaf)
         uids = np.unique(var)
         slots = np.zeros(int(uids.max()) + 1 if len(uids) else 0, np.int64)
         for vid in uids.tolist():

@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from array import array
 from itertools import accumulate
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -40,9 +41,9 @@ _USAGE = {"SBUF": C_SBUF, "PSUM": C_PSUM}
 class Program:
     """A variant's instruction table and what to do around it."""
 
-    __slots__ = ("aux", "aux_rows", "counter_before", "counter_kind", "counters", "edge_leaves", "eng_counts",
-                 "exports", "flops", "has_dma", "has_throttle", "jit", "last", "n", "out_src", "rows", "scope_runs",
-                 "seq_counts", "uid")
+    __slots__ = ("aux", "aux_rows", "counter_before", "counter_kind", "counters", "edge_leaves", "edge_pick",
+                 "eng_counts", "exports", "flops", "has_dma", "has_throttle", "jit", "last", "n", "out_src", "rows",
+                 "scope_runs", "seq_counts", "uid")
 
     def __init__(self, var: Variant) -> None:
         pos = var.positions
@@ -95,6 +96,8 @@ class Program:
         self.counter_before = [before for before, _k in counters]
         self.counter_kind = [k for _before, k in counters]
         self.edge_leaves = list(var.edge_leaves)
+        #: ``leaves`` -> the leaves the segment's edges name (producer tuples), in order, for ``s_leaf``.
+        self.edge_pick = _picker(self.edge_leaves)
         eng: dict[int, int] = {}
         for p in pos:
             eng[p.engine] = eng.get(p.engine, 0) + 1
@@ -157,15 +160,24 @@ def run(prog: Program, core: Any, ctx: Any, leaves: list[Any], aux: list[int], t
         segs["s_var"].append(prog.uid)
         segs["s_i0"].append(i0)
         segs["s_x0"].append(x0)
-        add_leaf = segs["s_leaf"].extend
-        for k in prog.edge_leaves:
-            add_leaf(leaves[k])
+        if prog.edge_leaves:  # the tuples themselves (Chunk.s_leaf)
+            segs["s_leaf"].extend(prog.edge_pick(leaves))
     outs = tuple([leaves[src] if is_leaf else P[src] for is_leaf, src in prog.out_src])
     if need_fins:
         if type(S) is not list:
             return outs, S.tolist(), R[:n].tolist()
         return outs, S, R[:n]
     return outs, None, None
+
+
+def _picker(idx: list[int]) -> Any:
+    """A function: list -> tuple of its items at ``idx`` (a tuple even for one index; ``None`` for none)."""
+    if not idx:
+        return None
+    if len(idx) == 1:
+        k = idx[0]
+        return lambda values: (values[k],)
+    return itemgetter(*idx)
 
 
 def put(col: array, values: Any) -> None:

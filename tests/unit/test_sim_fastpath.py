@@ -98,6 +98,26 @@ def test_a_finished_run_keeps_nothing_alive(monkeypatch):
     assert live() == before
 
 
+def test_a_loop_site_names_one_code_object_for_the_whole_run():
+    """Loop sites are (id of the code object, offset), hashed cheaply; the fast path keeps each such code object
+    alive, so a code object freed during the run (an expanded loop nest once its loop is done) cannot pass its id
+    on to a new one, whose loops would then be taken for the old one's."""
+    import gc
+    import sys
+    from types import SimpleNamespace
+
+    fast = SimpleNamespace(_site_codes={})
+    sites = []
+    for i in range(20):
+        ns: dict[str, object] = {}
+        exec(compile(f"def body(site, fast, gf):\n    return site(fast, gf(0)), {i}\n", f"<loop {i}>", "exec"), ns)
+        sites.append(ns["body"](controller.FastPath.site, fast, sys._getframe)[0])  # type: ignore[operator]
+        del ns
+        gc.collect()
+    assert len(set(sites)) == len(sites)
+    assert all(type(a) is int and type(b) is int for a, b in sites)
+
+
 def test_an_error_inside_a_replayed_loop_is_the_general_paths_error(tmp_path):
     def kern(nc):
         x = nc.input("x", (128, 64 * 200), "bf16")

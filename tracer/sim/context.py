@@ -56,7 +56,8 @@ class KernelContext(OpsMixin):
         self.cur_operator: str | None = None
         self.last_pinfo: dict[int, tuple[Any, ...]] = {}
         self.closed = False
-        self._locs: dict[tuple[Any, int], str] = {}
+        #: ``file.py:LINE`` by (id of a code object, line), with that code object (which keeps the id its own).
+        self._locs: dict[tuple[int, int], tuple[str, Any]] = {}
         self._n_tiles = 0
         self._span_ids = 0
         self._span_stack: list[int] = []
@@ -82,19 +83,17 @@ class KernelContext(OpsMixin):
         if self.cl_loc is not None:
             return self.cl_loc
         f = self.cl_frame if self.cl_frame is not None and depth == 2 else sys._getframe(depth)
-        key = (f.f_code, f.f_lineno)
-        loc = self._locs.get(key)
-        if loc is None:
-            loc = self._locs[key] = f"{os.path.basename(f.f_code.co_filename)}:{f.f_lineno}"
-        return loc
+        return self.caller_location_of(f)
 
     def caller_location_of(self, f: Any) -> str:
-        """``file.py:LINE`` of frame ``f``."""
-        key = (f.f_code, f.f_lineno)
-        loc = self._locs.get(key)
-        if loc is None:
-            loc = self._locs[key] = f"{os.path.basename(f.f_code.co_filename)}:{f.f_lineno}"
-        return loc
+        """``file.py:LINE`` of frame ``f``.  Cached by the code object's id, not the code object: hashing one hashes
+        its constants and bytecode every time (~1.5 us for a kernel's expanded loop nest)."""
+        code = f.f_code
+        line = f.f_lineno
+        hit = self._locs.get((id(code), line))
+        if hit is None:
+            hit = self._locs[id(code), line] = (f"{os.path.basename(code.co_filename)}:{line}", code)
+        return hit[0]
 
     # -- HBM tensors -----------------------------------------------------------------------------------------
     def input(self, name: str, shape: tuple[int, int], dt: str | DType = "bf16", *,
@@ -212,8 +211,7 @@ class KernelContext(OpsMixin):
             return concrete_range(self, r, self.caller_location(3))
         if self.fast is None:
             return r
-        f = sys._getframe(2)
-        return _Loop(self.fast, r, (f.f_code, f.f_lasti))
+        return _Loop(self.fast, r, self.fast.site(sys._getframe(2)))
 
     def raise_deferred(self) -> None:
         """Raise the error found where it could not be raised (a traced loop left early), if any."""

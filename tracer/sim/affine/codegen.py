@@ -423,8 +423,7 @@ def expand(ctx: KernelContext, rec: Recorder, root: LoopNode) -> None:
         fast = ctx.fast
         if fast is None:
             return iter(range(n))
-        f = sys._getframe(1)
-        return _Loop(fast, range(n), (f.f_code, f.f_lasti))
+        return _Loop(fast, range(n), fast.site(sys._getframe(1)))
 
     def seq_end(it: Any) -> None:
         for _ in it:  # the final step: the fast path's end-of-loop marker

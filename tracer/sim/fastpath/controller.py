@@ -25,6 +25,7 @@ numerics (``--numerics`` / ``--check``) always use the general path.
 from __future__ import annotations
 
 import inspect
+from types import FrameType
 from typing import Any
 
 from tracer.sim import tracker
@@ -60,7 +61,9 @@ class FastPath:
         self.root_variants: dict[tuple[Any, ...], int] = {}
         self.seen: set[tuple[Any, ...]] = set()
         #: Per loop site: commit every ``stride`` iterations, 0 for a loop too small to commit at all.
-        self.strides: dict[tuple[Any, int], int] = {}
+        self.strides: dict[tuple[int, int], int] = {}
+        #: The code objects loop sites name by id (kept alive here, so an id names one code object for the run).
+        self._site_codes: dict[int, Any] = {}
         self.mode = GENERAL
         self.rec: Recorder | None = None
         self.rec_key: tuple[Any, ...] | None = None
@@ -78,6 +81,16 @@ class FastPath:
         self.core.variants = self.variants
 
     # -- bookkeeping -----------------------------------------------------------------------------------------------
+    def site(self, frame: FrameType) -> tuple[int, int]:
+        """The loop site of the ``for`` statement running in ``frame``: (id of its code object, its instruction
+        offset).  Not (code, offset): hashing a code object hashes its constants and bytecode every time (~1.5 us
+        for a kernel's expanded loop nest, once per loop iteration in the dicts keyed by site)."""
+        code = frame.f_code
+        key = id(code)
+        if key not in self._site_codes:
+            self._site_codes[key] = code
+        return key, frame.f_lasti
+
     def count(self) -> int:
         """Instructions issued so far, matched ones included."""
         return self.core.n + (self.m.n if self.m is not None else 0)

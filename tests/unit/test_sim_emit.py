@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 
 from tests.unit.test_sim_fastpath import plain_table
 from tracer import TraceReader
-from tracer.errors import ConfigError, TraceExistsError
+from tracer.errors import ConfigError, KernelError, TraceExistsError
 from tracer.sim import run_kernel
 
 PARAMS = {"seq": 256, "head_dim": 64}
@@ -84,6 +86,34 @@ def test_run_kernel_hands_frozen_objects_back_to_the_collector():
         assert 0 < during[-1] <= frozen and 0 < gc.get_freeze_count() <= frozen
     finally:
         gc.unfreeze()
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_run_kernel_makes_full_collections_rarer_during_the_run_only(fails):
+    """Full GC passes come at most every GC_FULL_EVERY middle-generation passes while a kernel runs; the caller's
+    thresholds are back afterwards, after a failing kernel too."""
+    import gc
+
+    from tracer.sim import runner
+
+    during = []
+
+    def probe(nc):
+        during.append(gc.get_threshold())
+        t = nc.sbuf_tile((128, 64), "bf16", name="t")
+        nc.dma_copy(t, nc.input("x", (128, 64), "bf16"))
+        if fails:
+            raise ValueError("the kernel's own bug")
+
+    saved = gc.get_threshold()
+    try:
+        gc.set_threshold(500, 7, 3)
+        with contextlib.nullcontext() if not fails else pytest.raises(KernelError, match="the kernel's own bug"):
+            run_kernel(probe)
+        assert during == [(500, 7, runner.GC_FULL_EVERY)]
+        assert gc.get_threshold() == (500, 7, 3)
+    finally:
+        gc.set_threshold(*saved)
 
 
 def test_writer_process_imports_this_tracer_not_one_in_the_working_directory(tmp_path, monkeypatch):

@@ -34,6 +34,13 @@ from tracer.writer import TraceWriter
 
 _TRACER_DIR = Path(__file__).resolve().parents[1]
 
+#: During a run, the cyclic garbage collector's full collections come at most once per this many collections of
+#: its middle generation (Python's default: 10).  The simulation's long-lived objects (templates, recorded
+#: segments, tiles' records) hardly ever become cyclic garbage: in ~1 M-instruction runs of the benchmark kernels
+#: full collections found 9 objects in all, yet cost 2-8% of the run (mlp: four of ~45 ms each in 2 s), each
+#: rescanning everything the run keeps.  Young garbage is collected as before.
+GC_FULL_EVERY = 100
+
 #: Relative/absolute tolerance of ``--check`` per output dtype (bf16 keeps 8 mantissa bits).
 CHECK_TOLERANCE = {"bf16": (3e-2, 3e-2), "fp16": (5e-3, 5e-3), "fp32": (1e-4, 1e-4)}
 
@@ -163,10 +170,13 @@ def run_kernel(kernel: str | Callable[..., Any], params: Mapping[str, Any] | Non
     ok = False
     # Objects that exist before the run (modules, numba, pyarrow: ~100 K) are left out of the cyclic garbage
     # collector's full passes during the run (each pass would scan them again: 10-40 ms each, ~8% of a 1 s run);
-    # they are handed back afterwards.  Skipped when the caller froze objects of its own.
+    # they are handed back afterwards.  Skipped when the caller froze objects of its own.  Full collections also
+    # come less often (GC_FULL_EVERY).
     freeze = gc.get_freeze_count() == 0
     if freeze:
         gc.freeze()
+    thresholds = gc.get_threshold()
+    gc.set_threshold(thresholds[0], thresholds[1], max(thresholds[2], GC_FULL_EVERY))
     try:
         _call_kernel(spec, ctx, kparams)
         ctx.finish()
@@ -180,6 +190,7 @@ def run_kernel(kernel: str | Callable[..., Any], params: Mapping[str, Any] | Non
                 ctx.fast.finish()
                 core.handoff()
         ctx.closed = True
+        gc.set_threshold(*thresholds)
         if freeze:
             gc.unfreeze()
         if sink is not None:

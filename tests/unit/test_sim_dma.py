@@ -92,3 +92,44 @@ def test_row_packets_are_shared_per_cost_model_and_read_only():
     with pytest.raises(ValueError):
         a.sub_ns[0] = 1
     assert np.array_equal(plan(base, 6000).sub_ns, b.sub_ns)
+
+
+@pytest.mark.parametrize("fast_path", [True, False])
+def test_dma_templates_for_another_tensor_are_copies_equal_to_a_fresh_build(monkeypatch, fast_path):
+    """A DMA template whose key differs from an earlier one's only in the HBM tensor (each mlp layer's weights) is
+    built as a copy of it: every field equals what building it from scratch gives, the plan names the new tensor,
+    and the plan's layouts are the shared ones."""
+    from tracer.sim import core as core_module
+    from tracer.sim import run_kernel
+    from tracer.sim.records import Template
+    from tracer.sim.templates import _dma_built, dma_shape_key
+
+    cores = []
+    init = core_module.Core.__init__
+
+    def keep(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        cores.append(self)
+
+    monkeypatch.setattr(core_module.Core, "__init__", keep)
+    run_kernel("mlp", {"layers": 3, "d_model": 256, "d_ff": 512, "tokens": 128}, fast_path=fast_path)
+    core = cores[-1]
+    copies = 0
+    for tpl in core.templates:
+        shape = dma_shape_key(tpl.key)
+        if shape is None:
+            continue
+        base = core.dma_shapes[shape]
+        if base is tpl:
+            continue
+        copies += 1
+        fresh = _dma_built(core.cm, core, tpl.key)
+        for name in set(Template.__slots__) - {"id", "dma"}:
+            assert getattr(tpl, name) == getattr(fresh, name), name
+        for name in ("rows", "chunk_bytes", "group", "prefix", "queue_type", "src_mem", "dst_mem", "variable",
+                     "hbm", "nqueues", "per_row", "n", "bytes"):
+            assert getattr(tpl.dma, name) == getattr(fresh.dma, name), name
+        assert tpl.dma.variable == tpl.key[3].name != base.dma.variable
+        assert tpl.dma.sub_ns.tolist() == fresh.dma.sub_ns.tolist()
+        assert tpl.dma.layout(3)[0] == fresh.dma.layout(3)[0] and tpl.dma._cache is base.dma._cache
+    assert copies >= 2 * 4  # layers 2 and 3: at least their two weight loads, input and output

@@ -43,6 +43,7 @@ from tracer.errors import TraceFormatError, TrnprofError
 from tracer.sim.core import Core
 from tracer.sim.emit_child import WIRE_FIELDS
 from tracer.sim.records import Chunk, Template
+from tracer.sim.templates import dma_shape_key
 from tracer.writer import prepare_trace_directory
 
 #: Seconds to wait for the writer process to finish writing once the simulation is done.
@@ -95,16 +96,6 @@ def _reap(*, wait: bool = False) -> None:
 
 
 atexit.register(_reap, wait=True)
-
-
-def _tensor_free_key(tpl: Template) -> tuple[Any, ...] | None:
-    """A DMA template's key without its HBM tensor's name (None for other templates).  Templates with the same such
-    key differ only in that name (their DMA plan's ``variable`` and ``hbm``): see ``tracer.sim.templates._dma``."""
-    key = tpl.key
-    if key is None or key[0] != "DMA" or key[3] is None:
-        return None
-    hbm = key[3]
-    return key[1], key[2], hbm[0], hbm[2:], key[4:]
 
 
 def _wire(tpl: Template) -> tuple[Any, ...]:
@@ -264,7 +255,7 @@ class ProcessEmitter:
     def _encode(self, tpl: Template) -> tuple[Any, ...]:
         """What the child needs of a new template: its fields (:func:`_wire`), or, for a DMA template equal to one
         sent before but for its HBM tensor (a new layer's weights, say), just (that template's id, the tensor)."""
-        shape = _tensor_free_key(tpl)
+        shape = None if tpl.key is None else dma_shape_key(tpl.key)
         if shape is not None:
             base = self._dma_shapes.get(shape)
             if base is not None:

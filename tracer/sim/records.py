@@ -106,6 +106,19 @@ class Template:
         self.text_post = get("text_post")
         self.text_pre = get("text_pre")
 
+    def for_tensor(self, key: tuple[Any, ...], hbm: HKey) -> Template:
+        """This DMA template for the key ``key`` that differs from its own only in the HBM tensor ``hbm`` names:
+        the same fields (texts leave the HBM operand out), a plan for that tensor, no id yet."""
+        new = Template.__new__(Template)
+        new.key, new.same_as, new.id = key, None, None
+        new.act_fn, new.bytes, new.clock, new.cycles = self.act_fn, self.bytes, self.clock, self.cycles
+        new.dur, new.engine, new.flops_adj, new.flops_raw = self.dur, self.engine, self.flops_adj, self.flops_raw
+        new.kind, new.loc, new.opcode, new.perf_mode = self.kind, self.loc, self.opcode, self.perf_mode
+        new.stream, new.tensor_type, new.text_post, new.text_pre = (self.stream, self.tensor_type, self.text_post,
+                                                                    self.text_pre)
+        new.dma = self.dma.for_tensor(hbm)
+        return new
+
 
 #: Per-rotation DMA layouts shared by the plans of one packet geometry: (packets, packets per row, queues,
 #: per-row packet durations) -> the four caches of :class:`DmaPlan`.
@@ -172,6 +185,17 @@ class DmaPlan:
         self._uni: dict[int, Any] = shared[3]
         #: Bytes the transfer moves.
         self.bytes = rows * chunk_bytes
+
+    def for_tensor(self, hbm: HKey) -> DmaPlan:
+        """This plan for another HBM tensor ``hbm`` (rows, packets and queues are the same: the layouts shared)."""
+        new = DmaPlan.__new__(DmaPlan)
+        new.rows, new.chunk_bytes, new.group, new.prefix = self.rows, self.chunk_bytes, self.group, self.prefix
+        new.queue_type, new.src_mem, new.dst_mem = self.queue_type, self.src_mem, self.dst_mem
+        new.variable, new.hbm = hbm.name, hbm
+        new.nqueues, new.sub_bytes, new.sub_ns, new.per_row = self.nqueues, self.sub_bytes, self.sub_ns, self.per_row
+        new.n, new.bytes = self.n, self.bytes
+        new._cache, new._equal, new._last, new._uni = self._cache, self._equal, self._last, self._uni
+        return new
 
     def layout(self, q0: int) -> tuple[tuple[int, ...], np.ndarray, np.ndarray]:
         """(per-queue busy ns, per-packet offset from its queue's start, per-packet queue) for rotation ``q0``."""

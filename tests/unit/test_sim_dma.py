@@ -98,7 +98,7 @@ def test_row_packets_are_shared_per_cost_model_and_read_only():
 def test_dma_templates_for_another_tensor_are_copies_equal_to_a_fresh_build(monkeypatch, fast_path):
     """A DMA template whose key differs from an earlier one's only in the HBM tensor (each mlp layer's weights) is
     built as a copy of it: every field equals what building it from scratch gives, the plan names the new tensor,
-    and the plan's layouts are the shared ones."""
+    the plan's layouts are the shared ones, and the copy names its original (the emitters copy its attributes)."""
     from tracer.sim import core as core_module
     from tracer.sim import run_kernel
     from tracer.sim.records import Template
@@ -124,8 +124,9 @@ def test_dma_templates_for_another_tensor_are_copies_equal_to_a_fresh_build(monk
             continue
         copies += 1
         fresh = _dma_built(core.cm, core, tpl.key)
-        for name in set(Template.__slots__) - {"id", "dma"}:
+        for name in set(Template.__slots__) - {"id", "dma", "same_as"}:
             assert getattr(tpl, name) == getattr(fresh, name), name
+        assert tpl.same_as == base.id is not None and base.same_as is None  # what the trace emitter copies
         for name in ("rows", "chunk_bytes", "group", "prefix", "queue_type", "src_mem", "dst_mem", "variable",
                      "hbm", "nqueues", "per_row", "n", "bytes"):
             assert getattr(tpl.dma, name) == getattr(fresh.dma, name), name

@@ -43,7 +43,6 @@ from tracer.errors import TraceFormatError, TrnprofError
 from tracer.sim.core import Core
 from tracer.sim.emit_child import WIRE_FIELDS
 from tracer.sim.records import Chunk, Template
-from tracer.sim.templates import dma_shape_key
 from tracer.writer import prepare_trace_directory
 
 #: Seconds to wait for the writer process to finish writing once the simulation is done.
@@ -199,8 +198,6 @@ class ProcessEmitter:
         self._pipe = FramedPipe(to_child_w)
         self._conn = Connection(from_child_r, writable=False)
         self._sent_templates = 0
-        #: Tensor-free keys of the DMA templates sent in full -> their ids (see :meth:`_encode`).
-        self._dma_shapes: dict[tuple[Any, ...], int] = {}
         self._sent_variants = 0
         self._sent_names = 0
         self._closed = False
@@ -254,13 +251,10 @@ class ProcessEmitter:
 
     def _encode(self, tpl: Template) -> tuple[Any, ...]:
         """What the child needs of a new template: its fields (:func:`_wire`), or, for a DMA template equal to one
-        sent before but for its HBM tensor (a new layer's weights, say), just (that template's id, the tensor)."""
-        shape = None if tpl.key is None else dma_shape_key(tpl.key)
-        if shape is not None:
-            base = self._dma_shapes.get(shape)
-            if base is not None:
-                return base, tpl.dma.variable
-            self._dma_shapes[shape] = tpl.id
+        sent before but for its HBM tensor (a new layer's weights, say: the simulation made it a copy of that one,
+        ``Template.same_as``), just (that template's id, the tensor)."""
+        if tpl.same_as is not None:
+            return tpl.same_as, tpl.dma.variable
         return _wire(tpl)
 
     def pump(self) -> None:

@@ -85,7 +85,7 @@ class Template:
     def __init__(self, **kw: Any) -> None:
         get = kw.get
         self.key = get("key")
-        #: In the trace writer process: the id of the template this one copies for another HBM tensor (None: none).
+        #: The id of the DMA template this one is a copy of for another HBM tensor (None: built from its key).
         self.same_as = get("same_as")
         self.act_fn = get("act_fn")
         self.bytes = get("bytes")
@@ -108,9 +108,10 @@ class Template:
 
     def for_tensor(self, key: tuple[Any, ...], hbm: HKey) -> Template:
         """This DMA template for the key ``key`` that differs from its own only in the HBM tensor ``hbm`` names:
-        the same fields (texts leave the HBM operand out), a plan for that tensor, no id yet."""
+        the same fields (texts leave the HBM operand out), a plan for that tensor, no id yet, ``same_as`` this
+        template's id (the trace emitter copies this template's attributes)."""
         new = Template.__new__(Template)
-        new.key, new.same_as, new.id = key, None, None
+        new.key, new.same_as, new.id = key, self.id, None
         new.act_fn, new.bytes, new.clock, new.cycles = self.act_fn, self.bytes, self.clock, self.cycles
         new.dur, new.engine, new.flops_adj, new.flops_raw = self.dur, self.engine, self.flops_adj, self.flops_raw
         new.kind, new.loc, new.opcode, new.perf_mode = self.kind, self.loc, self.opcode, self.perf_mode

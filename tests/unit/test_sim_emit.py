@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import os
+from pathlib import Path
 
 import pytest
 
@@ -60,6 +62,27 @@ def test_writer_process_failures_are_one_line_errors(tmp_path):
     dying._proc.kill()
     with pytest.raises(TraceFormatError, match=r"dying: the trace writer process died \(exit code -9\)"):
         dying.close()
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/environ"), reason="reads the writer's environment from /proc")
+def test_writer_process_keeps_freed_buffers_for_reuse(tmp_path, monkeypatch):
+    """The writer process starts with glibc's malloc told to keep big freed blocks (no page faults for every
+    chunk's buffers), unless the caller set those variables itself."""
+    from tracer.sim import cost_model
+    from tracer.sim.core import Core
+    from tracer.sim.emit_process import CHILD_MALLOC_ENV, ProcessEmitter
+
+    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "12345")
+    monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_", raising=False)
+    emitter = ProcessEmitter(Core(cost_model("trn2")), tmp_path / "t", overwrite=False, metadata={})
+    try:
+        raw = Path(f"/proc/{emitter._proc.pid}/environ").read_bytes()
+        env = dict(item.split("=", 1) for item in raw.decode().split("\0") if "=" in item)
+        assert env["MALLOC_MMAP_THRESHOLD_"] == CHILD_MALLOC_ENV["MALLOC_MMAP_THRESHOLD_"] == str(32 << 20)
+        assert env["MALLOC_TRIM_THRESHOLD_"] == "12345"
+    finally:
+        emitter.close(True)
+    assert TraceReader(tmp_path / "t").recording_complete
 
 
 def test_run_kernel_hands_frozen_objects_back_to_the_collector():

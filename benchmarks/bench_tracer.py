@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 
 from tracer import TraceReader
-from tracer.sim import emit_process, run_kernel
+from tracer.sim import emit_process, malloc_tuning, run_kernel
 
 CASES = [
     ("matmul_rowload", {"M": 16384, "N": 16384, "K": 4096}, "trn2"),
@@ -203,6 +203,7 @@ def main() -> int:
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
+        malloc_tuning.tune_this_process()  # as trnprof record does in its process
         kernel, params, arch, trace, emit, fast, symbolic = json.loads(args.one)
         print(json.dumps(run_once(kernel, params, arch, Path(trace) if trace else None, emit, fast, symbolic)))
         return 0

@@ -13,7 +13,7 @@ from typing import Any
 
 from tracer import schema
 from tracer.errors import ConfigError, TraceExistsError
-from tracer.sim import PRESETS, overridable_names, run_kernel
+from tracer.sim import PRESETS, malloc_tuning, overridable_names, run_kernel
 from tracer.sim.arch import parse_overrides
 
 
@@ -68,6 +68,7 @@ class RecordCommand:
         parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 
     def run(self, args: argparse.Namespace) -> int:
+        malloc_tuning.tune_this_process()  # this process only records: big freed blocks kept for reuse
         params = parse_params(args.params)
         overrides = parse_overrides(args.overrides)
         out: Path | None = None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import platform
 from pathlib import Path
 
 import pytest
@@ -70,7 +71,8 @@ def test_writer_process_keeps_freed_buffers_for_reuse(tmp_path, monkeypatch):
     chunk's buffers), unless the caller set those variables itself."""
     from tracer.sim import cost_model
     from tracer.sim.core import Core
-    from tracer.sim.emit_process import CHILD_MALLOC_ENV, ProcessEmitter
+    from tracer.sim.emit_process import ProcessEmitter
+    from tracer.sim.malloc_tuning import MALLOC_ENV
 
     monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "12345")
     monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_", raising=False)
@@ -78,7 +80,7 @@ def test_writer_process_keeps_freed_buffers_for_reuse(tmp_path, monkeypatch):
     try:
         raw = Path(f"/proc/{emitter._proc.pid}/environ").read_bytes()
         env = dict(item.split("=", 1) for item in raw.decode().split("\0") if "=" in item)
-        assert env["MALLOC_MMAP_THRESHOLD_"] == CHILD_MALLOC_ENV["MALLOC_MMAP_THRESHOLD_"] == str(32 << 20)
+        assert env["MALLOC_MMAP_THRESHOLD_"] == MALLOC_ENV["MALLOC_MMAP_THRESHOLD_"] == str(32 << 20)
         assert env["MALLOC_TRIM_THRESHOLD_"] == "12345"
     finally:
         emitter.close(True)
@@ -190,3 +192,28 @@ def test_segment_producers_cross_to_the_writer_process_as_ints():
                                           1, 2, 3_000_000_000_000, 0, 7]
     assert leaf_values(sent).tolist() == leaf_values(back).tolist()
     assert leaf_values([]).dtype == np.int64 and len(leaf_values([])) == 0
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc malloc settings")
+@pytest.mark.parametrize("tune", [False, True])
+def test_a_recording_process_keeps_big_blocks_in_its_heap(tune):
+    """tune_this_process (trnprof record calls it) makes glibc serve a 16 MiB block from the heap, where by default
+    it maps it fresh (the chunk header's IS_MMAPPED bit)."""
+    import subprocess
+    import sys
+
+    script = (
+        "import ctypes, sys\n"
+        "from tracer.sim import malloc_tuning\n"
+        "libc = ctypes.CDLL(None)\n"
+        "libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]\n"
+        "if sys.argv[1] == '1':\n"
+        "    assert malloc_tuning.tune_this_process()\n"
+        "p = libc.malloc(16 << 20)\n"
+        "print(ctypes.c_size_t.from_address(p - 8).value & 2)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
+    out = subprocess.run([sys.executable, "-c", script, "1" if tune else "0"], env=env, capture_output=True,
+                         text=True, check=True)
+    assert out.stdout.strip() == ("0" if tune else "2")

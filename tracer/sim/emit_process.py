@@ -40,6 +40,7 @@ from typing import Any
 
 import tracer
 from tracer.errors import TraceFormatError, TrnprofError
+from tracer.sim import malloc_tuning
 from tracer.sim.core import Core
 from tracer.sim.emit_child import WIRE_FIELDS
 from tracer.sim.records import Chunk, Template
@@ -60,20 +61,6 @@ PUMP_RETRY_S = 0.0005
 #: the working directory, which may hold another ``tracer``).
 _CHILD_MAIN = ("import sys; sys.path.insert(0, sys.argv[1]); from tracer.sim.emit_child import main; "
                "sys.exit(main(sys.argv[2:]))")
-
-
-#: glibc malloc settings of the writer process (environment variables read at its start; ignored by other C
-#: libraries): big blocks stay in the heap for reuse instead of each being mapped fresh and given back when freed.
-#: The writer allocates and frees large column buffers for every chunk; by default every one cost page faults (the
-#: kernel zeroing fresh pages): ~60 K faults and ~0.5 s of system time for a 1.2 M-instruction recording, about a
-#: fifth of the writer's CPU and memory traffic that slows the simulation on the other core.  A caller's own
-#: settings are kept.
-CHILD_MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(1 << 30)}
-
-
-def _child_env() -> dict[str, str]:
-    """The writer process's environment: this one, plus :data:`CHILD_MALLOC_ENV` where not set."""
-    return {**CHILD_MALLOC_ENV, **os.environ}
 
 
 def process_available() -> bool:
@@ -202,7 +189,7 @@ class ProcessEmitter:
             self._proc = subprocess.Popen(
                 [sys.executable, "-c", _CHILD_MAIN, root, str(to_child_r), str(from_child_w)],
                 pass_fds=(to_child_r, from_child_w), stdin=subprocess.DEVNULL, start_new_session=True,
-                env=_child_env())
+                env=malloc_tuning.child_env())  # big freed blocks kept for reuse (see that module)
         except OSError as exc:
             for fd in (to_child_r, to_child_w, from_child_r, from_child_w):
                 os.close(fd)

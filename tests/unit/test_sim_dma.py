@@ -74,7 +74,6 @@ def test_packet_layout_cache_is_bounded_and_plans_keep_theirs(monkeypatch):
 def test_row_packets_are_shared_per_cost_model_and_read_only():
     """A row's packet sizes and durations are computed once per (cost model, row bytes): another bandwidth gives
     other durations, and the shared arrays cannot be changed through one plan."""
-
     from tracer.sim import records
     from tracer.sim.arch import cost_model
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import sys
 from array import array
 from dataclasses import dataclass
-from itertools import chain
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -291,13 +290,14 @@ class Chunk:
     c_kind: array
     c_val: array
     #: Loop fast path segments: variant id, first instruction, first transfer, and (all segments' in a row) the
-    #: producers its edges name: the producer tuples themselves, five ints each (stream, value, ready time, table,
-    #: id), kept as objects (a tuple's fields copied into an array cost ~35 ns each in the simulation, ~4% of
-    #: matmul_rowload's run; :func:`leaf_values` makes the int64 array where the chunk is emitted).
+    #: producers its edges name, five ints each (stream, value, ready time, table, id), as a list of the int objects:
+    #: copying them into an array cost ~35 ns each in the simulation (~4% of matmul_rowload's run), and a list of
+    #: the producer tuples kept them alive for the garbage collector's young passes (~1% more); :func:`leaf_values`
+    #: makes the int64 array where the chunk is emitted.
     s_var: array
     s_i0: array
     s_x0: array
-    s_leaf: list[tuple[int, int, int, int, int]]
+    s_leaf: list[int]
     #: Span rows of the scopes closed: id, start, end, name and category (codes into Core.names), depth, parent
     #: span id (-1: none).
     p_id: array
@@ -321,7 +321,7 @@ class Chunk:
 
 
 def new_columns() -> dict[str, Any]:
-    """Empty columns of a :class:`Chunk` (arrays, but ``s_leaf``: a list of producer tuples)."""
+    """Empty columns of a :class:`Chunk` (arrays, but ``s_leaf``: a list of ints)."""
     cols: dict[str, Any] = {name: array("q") for name in ("start", "end", "tid", "wait", "aux", "f_in", "f_out",
                                                           "f_gap", "f_value", "x_instr", "x_tid", "x_pkt", "x_retire",
                                                           "x_qstart", "x_out", "c_ts", "s_var", "s_i0", "s_x0",
@@ -333,15 +333,14 @@ def new_columns() -> dict[str, Any]:
     return cols
 
 
-def leaf_values(leaves: list[tuple[Any, ...]]) -> np.ndarray:
-    """``Chunk.s_leaf`` as one int64 array, the producers' five fields in a row.
+def leaf_values(leaves: list[Any]) -> np.ndarray:
+    """``Chunk.s_leaf`` as an int64 array.
 
     Fields are ints; one that was a numpy integer and crossed to the writer process marshalled arrives as its raw
     native-endian bytes (marshal writes any buffer as bytes), and is read back as the integer it was.
     """
-    n = 5 * len(leaves)
     try:
-        return np.fromiter(chain.from_iterable(leaves), np.int64, count=n)
+        return np.fromiter(leaves, np.int64, count=len(leaves))
     except (TypeError, ValueError):
         return np.fromiter((v if type(v) is not bytes else int.from_bytes(v, sys.byteorder, signed=True)
-                            for v in chain.from_iterable(leaves)), np.int64, count=n)
+                            for v in leaves), np.int64, count=len(leaves))

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from array import array
-from itertools import accumulate
+from itertools import accumulate, chain
 from operator import itemgetter
 from typing import Any
 
@@ -160,8 +160,8 @@ def run(prog: Program, core: Any, ctx: Any, leaves: list[Any], aux: list[int], t
         segs["s_var"].append(prog.uid)
         segs["s_i0"].append(i0)
         segs["s_x0"].append(x0)
-        if prog.edge_leaves:  # the tuples themselves (Chunk.s_leaf)
-            segs["s_leaf"].extend(prog.edge_pick(leaves))
+        if prog.edge_leaves:  # their fields, as the int objects (Chunk.s_leaf)
+            segs["s_leaf"].extend(chain.from_iterable(prog.edge_pick(leaves)))
     outs = tuple([leaves[src] if is_leaf else P[src] for is_leaf, src in prog.out_src])
     if need_fins:
         if type(S) is not list:

@@ -28,7 +28,7 @@ from typing import Any
 
 from tracer.sim.arch import CostModel
 from tracer.sim.emitter import Emitter
-from tracer.sim.records import DmaPlan, Template
+from tracer.sim.records import DmaPlan, HKey, Template
 from tracer.writer import TraceWriter
 
 #: While waiting for the next chunk, tables with at least this many buffered rows are written out.
@@ -51,20 +51,17 @@ class _CoreView:
 
     def add(self, wires: list[tuple[Any, ...]]) -> None:
         """Rebuild templates sent with :func:`_wire` (DMA plans shared by equal descriptions), and copies of earlier
-        DMA templates for another HBM tensor, sent as (that template's id, the tensor's name)."""
+        DMA templates for another HBM tensor, sent as (that template's id, the tensor's name) and made with
+        ``Template.for_tensor`` as in the simulation."""
         for wire in wires:
             if len(wire) == 2:  # a copy (the parent only names templates it sent in full)
                 base_id, tensor = wire
                 base = self.templates[base_id]
-                p = base.dma
-                tpl = Template(**{name: getattr(base, name) for name in WIRE_FIELDS}, same_as=base_id)
-                dma = (p.rows, p.chunk_bytes, p.group, p.prefix, p.queue_type, p.src_mem, p.dst_mem, tensor,
-                       (p.hbm[0], tensor, *p.hbm[2:]))
+                tpl = base.for_tensor(None, HKey(base.dma.hbm[0], tensor, *base.dma.hbm[2:]))
             else:
                 tpl = Template(**dict(zip(WIRE_FIELDS, wire, strict=False)))
-                dma = wire[-1]
-            if dma is not None:
-                tpl.dma = self._plan(dma)
+                if wire[-1] is not None:
+                    tpl.dma = self._plan(wire[-1])
             tpl.id = len(self.templates)
             self.templates.append(tpl)
 

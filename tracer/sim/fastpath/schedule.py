@@ -41,8 +41,8 @@ _USAGE = {"SBUF": C_SBUF, "PSUM": C_PSUM}
 class Program:
     """A variant's instruction table and what to do around it."""
 
-    __slots__ = ("aux", "aux_rows", "counter_before", "counter_kind", "counters", "edge_leaves", "edge_pick",
-                 "eng_counts", "exports", "flops", "has_dma", "has_throttle", "jit", "last", "n", "out_src", "rows",
+    __slots__ = ("aux", "aux_rows", "counter_before", "counter_kind", "counters", "edge_pick", "eng_counts",
+                 "exports", "flops", "has_dma", "has_throttle", "jit", "last", "n", "out_src", "rows",
                  "scope_runs", "seq_counts", "uid")
 
     def __init__(self, var: Variant) -> None:
@@ -95,9 +95,8 @@ class Program:
         #: The same as columns: instructions before each usage sample, and its counter kind.
         self.counter_before = [before for before, _k in counters]
         self.counter_kind = [k for _before, k in counters]
-        self.edge_leaves = list(var.edge_leaves)
-        #: ``leaves`` -> the leaves the segment's edges name (producer tuples), in order, for ``s_leaf``.
-        self.edge_pick = _picker(self.edge_leaves)
+        #: ``leaves`` -> the leaves the segment's edges name (producer tuples), in order, for ``s_leaf`` (None: none).
+        self.edge_pick = _picker(list(var.edge_leaves))
         eng: dict[int, int] = {}
         for p in pos:
             eng[p.engine] = eng.get(p.engine, 0) + 1
@@ -160,7 +159,7 @@ def run(prog: Program, core: Any, ctx: Any, leaves: list[Any], aux: list[int], t
         segs["s_var"].append(prog.uid)
         segs["s_i0"].append(i0)
         segs["s_x0"].append(x0)
-        if prog.edge_leaves:  # their fields, as the int objects (Chunk.s_leaf)
+        if prog.edge_pick is not None:  # their fields, as the int objects (Chunk.s_leaf)
             segs["s_leaf"].extend(chain.from_iterable(prog.edge_pick(leaves)))
     outs = tuple([leaves[src] if is_leaf else P[src] for is_leaf, src in prog.out_src])
     if need_fins:

@@ -350,3 +350,70 @@ def test_names_with_digits_in_rolled_sequential_loops_stay_names(tmp_path):
     symbolic = _run(tmp_path, kern, {}, "trn2", True, True)
     _assert_same(concrete, symbolic)
     assert "step:5" in symbolic[1]["Span"].column("name").to_pylist()
+
+
+def _tile_slices(nc, n=4):
+    """On-chip slices selected by loop indices: of whole tiles and of fixed regions, by slice and by index, one
+    written across two lines of the call, one used three times."""
+    x = nc.input("x", (128, 128 * n))
+    wide = nc.sbuf_tile((128, 128 * n), "bf16", name="wide")
+    nc.dma_copy(wide, x)
+    for i in nc.affine_range(n):
+        acc = nc.sbuf_tile((128, 128), "bf16", name="acc")
+        nc.tensor_copy(acc[:, 0:64], wide[:, i * 64:(i + 1) * 64])
+        nc.tensor_copy(acc[:, 64:128],
+                       wide[:, 64 * n:128 * n][:, i * 64:(i + 1) * 64])  # a region of wide, then the index
+        for j in nc.affine_range(2):
+            part = acc[j * 64:(j + 1) * 64, :]
+            nc.tensor_tensor(part, part, part, "add")
+            nc.tensor_copy(acc[i, j * 64:(j + 1) * 64], wide[j, i * 64:(i + 1) * 64])
+        row = nc.sbuf_tile((1, 64), "bf16", name="row")
+        nc.dma_copy(row, x[i, 64:128])  # an HBM row selected by the index
+        nc.tensor_copy(acc[i + 1, 0:64], row)
+
+
+def test_tile_slices_selected_by_indices_are_made_without_parsing_their_keys(tmp_path, monkeypatch):
+    """In-range on-chip slices of the expansion are built directly, not by ``Tile.__getitem__`` (only tracing
+    slices: as many calls for 8 iterations as for 4), with the same trace as concrete execution."""
+    from tracer.sim import memory
+
+    concrete = _run(tmp_path, _tile_slices, {}, "trn2", False, False)
+    calls = []
+    for cls in (memory.Tile, memory.TileView):
+        def counting(self, key, _original=cls.__getitem__):
+            calls.append(key)
+            return _original(self, key)
+
+        monkeypatch.setattr(cls, "__getitem__", counting)
+    symbolic = _run(tmp_path, _tile_slices, {}, "trn2", True, True)
+    _assert_same(concrete, symbolic)
+    counts = []
+    for n in (4, 8):
+        calls.clear()
+        run_kernel(_tile_slices, {"n": n})
+        counts.append(len(calls))
+    assert counts[0] == counts[1] > 0, counts
+
+
+def _tile_slice_out_of_range(nc):
+    x = nc.input("x", (128, 64 * 4))
+    wide = nc.sbuf_tile((128, 64 * 3), "bf16", name="wide")
+    nc.dma_copy(wide, x[:, 0:192])
+    for i in nc.affine_range(4):
+        t = nc.sbuf_tile((128, 64), "bf16", name="t")
+        nc.tensor_copy(t, wide[:, i * 64:(i + 1) * 64])  # the 4th iteration is past the end of wide
+
+
+def test_a_tile_slice_out_of_range_in_a_later_iteration_is_the_concrete_error(tmp_path):
+    messages, tables = [], []
+    for symbolic in (False, True):
+        path = tmp_path / f"{symbolic}.trace"
+        with pytest.raises(KernelError) as err:
+            run_kernel(_tile_slice_out_of_range, {}, trace_path=path, emit="inline", expand_symbolic=symbolic)
+        messages.append(str(err.value))
+        reader = TraceReader(path)
+        tables.append({n: _plain(reader.read_table(n)) for n in reader.table_names() if n != "Metadata"})
+    assert messages[0] == messages[1] and messages[0].startswith(HERE), messages
+    for name, table in tables[0].items():
+        assert tables[1][name].equals(table), name
+    assert tables[1]["Instruction"].num_rows == 4  # the load and three iterations' copies

@@ -177,23 +177,62 @@ class _Source:
                 hi += c * (v.value or 0)
         return lo, hi
 
-    def hbm_view(self, tensor: Any, parts: tuple[tuple[Any, ...], ...]) -> str | None:
-        """``HV(tensor, r0, r1, c0, c1, 0)`` for a slice of an HBM tensor that is in range in every iteration (what
-        ``tensor[key]`` makes, without parsing the key), else None (the slicing itself reports the error)."""
+    def _bounds(self, parts: tuple[tuple[Any, ...], ...], shape: tuple[int, int],
+                offsets: tuple[int, int] = (0, 0)) -> list[str] | None:
+        """``[r0, r1, c0, c1]`` expressions of the 2-D key ``parts`` on a region of ``shape`` starting at
+        ``offsets``, when it is a non-empty fixed-size rectangle in range in every iteration, else None (the
+        slicing itself then reports the error or applies Python's rules for negative bounds)."""
+        if len(parts) != 2:
+            return None
         out = []
-        for p, size in zip(parts, tensor.shape, strict=True):
+        for p, size, off in zip(parts, shape, offsets, strict=True):
             if p[0] == "s":
                 start = 0 if p[1] is None else p[1]
                 stop = size if p[2] is None else p[2]
-            else:
-                start, stop = p[1], p[1] + 1
+            else:  # an index: no arithmetic on it here, which would fold the (ended) loops' variables
+                start = p[1]
+                stop = Affine(dict(start.terms), start.const + 1) if isinstance(start, Affine) else start + 1
             lo, _ = self.span(start)
             _, hi = self.span(stop)
-            n = stop - start
-            if isinstance(n, Affine) or n <= 0 or lo < 0 or hi > size:
+            if isinstance(start, Affine) or isinstance(stop, Affine):
+                same = isinstance(start, Affine) and isinstance(stop, Affine) and start.terms == stop.terms
+                if not same:
+                    return None
+                n = stop.const - start.const
+            else:
+                n = stop - start
+            if n <= 0 or lo < 0 or hi > size:
                 return None
-            out += [self.expr(start), self.expr(stop)]
-        return f"HV({self.tensor(tensor)}, {', '.join(out)}, 0)"
+            if off:
+                out += [f"({off} + {self.expr(start)})", f"({off} + {self.expr(stop)})"]
+            else:
+                out += [self.expr(start), self.expr(stop)]
+        return out
+
+    def hbm_view(self, tensor: Any, parts: tuple[tuple[Any, ...], ...]) -> str | None:
+        """``HV(tensor, r0, r1, c0, c1, 0)`` for a slice of an HBM tensor that is in range in every iteration (what
+        ``tensor[key]`` makes, without parsing the key), else None."""
+        out = self._bounds(parts, tensor.shape)
+        return None if out is None else f"HV({self.tensor(tensor)}, {', '.join(out)}, 0)"
+
+    def tile_view(self, base: tuple[Any, ...], parts: tuple[tuple[Any, ...], ...]) -> str | None:
+        """``TV(tile, p0, p1, f0, f1)`` for a slice of a whole tile (``("T", ref)``) or of a fixed region of one
+        (``("V", ref, p0, p1, f0, f1)``) that is in range in every iteration (what ``tile[key]`` makes, without
+        parsing the key), else None."""
+        ref = base[1]
+        if isinstance(ref, int):
+            shape = self.rec.slots[ref].event[3]
+        else:
+            obj = ref() if isinstance(ref, weakref.ref) else ref
+            if obj is None:
+                return None
+            shape = obj.shape
+        offsets = (0, 0)
+        if base[0] == "V":
+            _k, _r, p0, p1, f0, f1 = base
+            shape, offsets = (p1 - p0, f1 - f0), (p0, f0)
+        out = self._bounds(parts, shape, offsets)
+        return None if out is None else f"TV({self.tile(ref)}, {', '.join(out)})"
 
     def key(self, parts: tuple[tuple[Any, ...], ...]) -> str:
         out = []
@@ -246,11 +285,23 @@ def _body(src: _Source, body: list[tuple[Any, ...]], depth: int) -> None:
         _views_used(ev, used_here)
         for vid in used_here:
             uses[vid] = uses.get(vid, 0) + (sum(d[0] == "SV" and d[1] == vid for d in ev[3]) if ev[0] == OP else 2)
-    # a slice of an HBM tensor used once, by the next operation, on the same kernel line: written into the call
+    # views made without parsing a key (in range in every iteration: they cannot fail)
+    direct: dict[int, str | None] = {}
+    for ev in body:
+        if ev[0] == VIEW:
+            _, vid, base, parts, _where = ev
+            if base[0] == "H":
+                direct[vid] = src.hbm_view(base[1], parts)
+            elif base[0] in ("T", "V"):
+                direct[vid] = src.tile_view(base, parts)
+    # a slice of an HBM tensor or a tile used once, by the next operation: written into the call (made at the
+    # same point and dropped when the call returns, as the separate statements would). One that may fail must be
+    # on the operation's kernel line, where its error names it.
     inline_ok = set()
     for i, ev in enumerate(body[:-1]):
         nxt = body[i + 1]
-        if ev[0] == VIEW and ev[2][0] == "H" and uses.get(ev[1]) == 1 and nxt[0] == OP and nxt[2] == ev[4] and \
+        if ev[0] == VIEW and ev[2][0] in ("H", "T", "V") and uses.get(ev[1]) == 1 and nxt[0] == OP and \
+                (nxt[2] == ev[4] or direct.get(ev[1]) is not None) and \
                 any(d[0] == "SV" and d[1] == ev[1] for d in nxt[3]):
             inline_ok.add(ev[1])
     inline: dict[int, str] = {}
@@ -282,8 +333,7 @@ def _body(src: _Source, body: list[tuple[Any, ...]], depth: int) -> None:
         elif k == VIEW:
             _, vid, base, parts, where = ev
             base_expr = src.tensor(base[1]) if base[0] == "H" else src.desc(base)
-            view = (src.hbm_view(base[1], parts) if base[0] == "H" and len(parts) == 2 else None) or \
-                f"{base_expr}[{src.key(parts)}]"
+            view = direct.get(vid) or f"{base_expr}[{src.key(parts)}]"
             if vid in inline_ok:
                 inline[vid] = view
                 continue

@@ -417,3 +417,76 @@ def test_a_tile_slice_out_of_range_in_a_later_iteration_is_the_concrete_error(tm
     for name, table in tables[0].items():
         assert tables[1][name].equals(table), name
     assert tables[1]["Instruction"].num_rows == 4  # the load and three iterations' copies
+
+
+# -- slices picked by loop indices, every form ---------------------------------------------------------------------
+SLICE_FORMS = ["hbm_row", "hbm_cols", "hbm_block", "hbm_negative", "hbm_whole_row", "hbm_broadcast", "tile_row",
+               "tile_cols", "tile_region", "tile_negative", "tile_whole_row", "slice_of_slice", "tile_to_tile",
+               "tile_to_hbm_row"]
+
+
+def _slicing_kernel(n, m, nested, forms):
+    """An affine loop (and, with ``nested``, a second one inside it) whose body slices HBM tensors and a tile with
+    bounds and indices picked by the loop indices, in each of ``forms``."""
+    def kern(nc):
+        w = 64 * (n + 1) * (m + 1)
+        x = nc.input("x", (128, w), "bf16")
+        y = nc.output("y", (128, w), "bf16")
+        big = nc.sbuf_tile((128, w), "bf16", name="big")
+        nc.dma_copy(big, x)
+        for i in nc.affine_range(n):
+            for j in (nc.affine_range(m) if nested else range(1)):
+                for form in forms:
+                    if form == "hbm_row":
+                        t = nc.sbuf_tile((1, 64), "bf16", name="r")
+                        nc.dma_copy(t, x[i + j, 64:128])
+                    elif form == "hbm_cols":
+                        t = nc.sbuf_tile((128, 32), "bf16", name="c")
+                        nc.dma_copy(t, x[:, i * 32 + j * 8:i * 32 + j * 8 + 32])
+                    elif form == "hbm_block":
+                        t = nc.sbuf_tile((2, 16), "bf16", name="b")
+                        nc.dma_copy(t, x[2 * i:2 * i + 2, 16 * j:16 * j + 16])
+                    elif form == "hbm_negative":
+                        t = nc.sbuf_tile((128, 32), "bf16", name="n")
+                        nc.dma_copy(t, x[:, -32:])
+                        nc.dma_copy(y[:, i * 32:(i + 1) * 32], t)
+                    elif form == "hbm_whole_row":
+                        t = nc.sbuf_tile((1, w), "bf16", name="o")
+                        nc.dma_copy(t, x[i])
+                    elif form == "hbm_broadcast":
+                        t = nc.sbuf_tile((64, 16), "bf16", name="bc")
+                        nc.dma_copy(t, x[i:i + 1, 16 * j:16 * j + 16].broadcast(64))
+                    elif form == "tile_row":
+                        t = nc.sbuf_tile((1, 64), "bf16", name="tr")
+                        nc.tensor_copy(t, big[i + j, 0:64])
+                    elif form == "tile_cols":
+                        t = nc.sbuf_tile((128, 32), "bf16", name="tc")
+                        nc.tensor_copy(t, big[:, i * 32 + j:i * 32 + j + 32])
+                    elif form == "tile_region":
+                        t = nc.sbuf_tile((64, 16), "bf16", name="tg")
+                        nc.tensor_copy(t, big[32:96, 64:w][:, 16 * i + j:16 * i + j + 16])
+                    elif form == "tile_negative":
+                        t = nc.sbuf_tile((128, 32), "bf16", name="tn")
+                        nc.tensor_copy(t, big[:, -32:])
+                        nc.tensor_copy(big[:, i * 32:(i + 1) * 32], t)
+                    elif form == "tile_whole_row":
+                        t = nc.sbuf_tile((1, w), "bf16", name="t1")
+                        nc.tensor_copy(t, big[i])
+                    elif form == "slice_of_slice":
+                        t = nc.sbuf_tile((16, 8), "bf16", name="sv")
+                        nc.tensor_copy(t, big[:, i * 32:(i + 1) * 32][16:32, 8 * j:8 * j + 8])
+                    elif form == "tile_to_tile":
+                        nc.tensor_copy(big[i, j * 8:(j + 1) * 8], big[j, i * 8:(i + 1) * 8])
+                    else:  # tile_to_hbm_row
+                        nc.dma_copy(y[i, 8 * j:8 * j + 8], big[j + 1, 0:8])
+
+    return kern
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(n=st.integers(1, 5), m=st.integers(1, 3), nested=st.booleans(),
+       forms=st.lists(st.sampled_from(SLICE_FORMS), min_size=1, max_size=5))
+def test_slices_picked_by_loop_indices_expand_to_the_concrete_trace(tmp_path_factory, n, m, nested, forms):
+    kern = _slicing_kernel(n, m, nested, forms)
+    tmp = tmp_path_factory.mktemp("slices")
+    _assert_same(_run(tmp, kern, {}, "trn2", False, False), _run(tmp, kern, {}, "trn2", True, True))

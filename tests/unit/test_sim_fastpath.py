@@ -68,12 +68,50 @@ KERNEL_CASES = [
                          ids=[c[0] for c in KERNEL_CASES])
 def test_fast_path_writes_the_general_paths_trace(tmp_path, monkeypatch, kernel, params, arch, overrides):  # noqa: PLR0917
     monkeypatch.setattr(controller, "TARGET", 32)  # segments of a few loop iterations: these kernels are small
+    monkeypatch.setattr(controller, "MIN_SEGMENT", 2)  # (scaled down alike)
     general = _run(tmp_path, kernel, params, arch, False, overrides)
     fast = _run(tmp_path, kernel, params, arch, True, overrides)
     assert general[0].fast_path_instructions == 0
     share = fast[0].fast_path_instructions / fast[0].instructions
     assert share > 0.5, f"the fast path replayed only {share:.0%} of the instructions"
     _assert_same(general, fast)
+
+
+def _nested(nc):
+    """An outer loop whose iterations hold an inner commit loop between a few instructions."""
+    x = nc.input("x", (128, 64 * 8), "bf16")
+    for i in nc.sequential_range(8):
+        head = nc.sbuf_tile((128, 64), "bf16", name="head")
+        nc.dma_copy(head, x[:, i * 64:(i + 1) * 64])
+        for j in nc.sequential_range(300):
+            t = nc.sbuf_tile((128, 64), "bf16", name="t")
+            nc.tensor_copy(t, head, engine="Vector" if j % 2 else "Scalar")
+        nc.memset(head, 0.0)
+
+
+@pytest.mark.parametrize("min_segment", [1, 16])
+def test_commit_points_close_to_the_last_one_cut_no_tiny_segments(tmp_path, monkeypatch, min_segment):
+    """The inner loop's start and end come 1 instruction after the outer loop's iteration starts and 1 before it
+    ends: a commit there is a step instead (fewer than MIN_SEGMENT instructions since the last one), with the
+    same trace."""
+    sizes: list[int] = []
+    commit = controller.commit
+
+    def counting(fast, var):
+        sizes.append(len(var.positions))
+        commit(fast, var)
+
+    monkeypatch.setattr(controller, "commit", counting)
+    monkeypatch.setattr(controller, "MIN_SEGMENT", min_segment)
+    general = _run(tmp_path, _nested, {}, "trn2", False)
+    sizes.clear()
+    fast = _run(tmp_path, _nested, {}, "trn2", True)
+    _assert_same(general, fast)
+    assert fast[0].fast_path_instructions > fast[0].instructions / 2
+    if min_segment == 1:  # the kernel does have commit points 1-2 instructions apart
+        assert min(sizes) <= 2, sizes
+    else:
+        assert min(sizes) >= 16, sizes
 
 
 def test_a_finished_run_keeps_nothing_alive(monkeypatch):
@@ -217,6 +255,7 @@ def _looped_kernel(body, iters, deviate, carry, inner, scoped):  # noqa: PLR0917
 def test_random_looped_programs(tmp_path_factory, monkeypatch, body, iters, deviate, carry, inner, scoped,  # noqa: PLR0917
                                 arch):
     monkeypatch.setattr(controller, "TARGET", 4)  # tiny segments: many recordings, matches and fallbacks
+    monkeypatch.setattr(controller, "MIN_SEGMENT", 1)  # (elsewhere, commit points are also skipped: TARGET 8, 32)
     kern = _looped_kernel(body, iters, deviate, carry, inner, scoped)
     tmp = tmp_path_factory.mktemp("loop")
     general = _run(tmp, kern, {}, arch, False)

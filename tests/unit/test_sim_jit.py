@@ -62,6 +62,7 @@ def _both(monkeypatch, tmp, kernel, params, arch, overrides=None):  # noqa: PLR0
 def test_compiled_loop_writes_the_python_loops_trace(tmp_path, monkeypatch, spy, kernel, params, arch,  # noqa: PLR0917
                                                      overrides):
     monkeypatch.setattr(controller, "TARGET", 32)
+    monkeypatch.setattr(controller, "MIN_SEGMENT", 2)  # (scaled down alike)
     monkeypatch.setattr(schedule_jit, "_WINDOW", 1)  # the throttle window buffer has to grow
     # no layouts filled in advance: the kernel stops for each new (template, queue rotation)
     monkeypatch.setattr(schedule_jit.CoreArrays, "prefill_uniform", lambda *a: None)
@@ -89,6 +90,7 @@ def _uneven_dma_kernel(nc):
 
 def test_transfers_loading_queues_unevenly_go_to_python(tmp_path, monkeypatch, spy):
     monkeypatch.setattr(controller, "TARGET", 8)
+    monkeypatch.setattr(controller, "MIN_SEGMENT", 1)  # (scaled down alike: a kernel of 145 instructions)
     python, compiled = _both(monkeypatch, tmp_path, _uneven_dma_kernel, {}, "trn1")
     assert spy["rows"] > 0.5 * compiled[0].instructions
     assert spy["transfer"] > 0

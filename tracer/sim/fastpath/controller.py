@@ -40,6 +40,10 @@ from tracer.sim.records import S_VECTOR
 
 #: Instructions a segment aims at (a loop commits every ceil(TARGET / instructions per iteration) iterations).
 TARGET = 256
+#: A commit point reached fewer than this many instructions after the last one is a step instead: nested loops'
+#: starts and ends (an inner loop ending just before its outer loop's next iteration) would otherwise cut segments
+#: of a few instructions, each costing a whole commit (10-30 us against ~2 us per instruction).
+MIN_SEGMENT = 16
 #: Recordings longer than this are dropped (their generated code would be too long to be worth compiling).
 MAX_SEGMENT = 8192
 #: Recorded variants per segment start before the fast path stops recording it.
@@ -62,6 +66,8 @@ class FastPath:
         self.seen: set[tuple[Any, ...]] = set()
         #: Per loop site: commit every ``stride`` iterations, 0 for a loop too small to commit at all.
         self.strides: dict[tuple[int, int], int] = {}
+        #: ``count()`` at the last commit point (see :data:`MIN_SEGMENT`).
+        self.commit_at = 0
         #: The code objects loop sites name by id (kept alive here, so an id names one code object for the run).
         self._site_codes: dict[int, Any] = {}
         self.mode = GENERAL
@@ -196,7 +202,7 @@ class FastPath:
         else:
             commit = stride > 0 and (i < 0 or i % stride == 0)
         spec = (site, i < 0)
-        if commit:
+        if commit and self.count() - self.commit_at >= MIN_SEGMENT:
             self._boundary(spec)
         else:
             self._step(spec)
@@ -226,6 +232,7 @@ class FastPath:
                 self._fallback()
         if self.mode == RECORD:
             self._finish_record(spec)
+        self.commit_at = self.count()
         key = (spec,)
         root = self.roots.get(key)
         if root is not None and root.first is not None:

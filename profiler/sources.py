@@ -15,6 +15,7 @@ detectors, in order, whether it recognises the input by content.
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -22,7 +23,7 @@ from typing import Protocol, runtime_checkable
 import pyarrow as pa
 
 from tracer import schema
-from tracer.errors import TraceFormatError
+from tracer.errors import IncompleteTraceWarning, TraceFormatError
 from tracer.reader import TraceReader
 
 #: Called with the number of input bytes consumed since the previous call.
@@ -56,6 +57,9 @@ class TraceDirectorySource:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         self.reader = TraceReader(self.path)
+        if not self.reader.recording_complete:
+            warnings.warn(f"{self.path}: the recording is not complete (still running, killed or failed); using the "
+                          "rows it holds so far", IncompleteTraceWarning, stacklevel=2)
 
     def input_files(self) -> list[Path]:
         return [p for name in self.reader.table_names() for p in self.reader.table_files(name)]

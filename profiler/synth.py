@@ -15,6 +15,8 @@ Memory is bounded by ``chunk_events`` whatever ``N``: each chunk continues every
 from __future__ import annotations
 
 import os
+import shutil
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 
 from tracer import schema as ts
-from tracer.errors import ConfigError
+from tracer.errors import ConfigError, TraceExistsError
 from tracer.writer import TraceWriter
 
 ENGINE_TRACKS = len(ts.ENGINES)
@@ -196,7 +198,9 @@ def synth_trace(path: str | os.PathLike[str], events: int, tracks: int = TRACKS_
         events: number of interval events (instructions and DMA packets).
         tracks: number of engine + DMA queue tracks (21 per core).
         seed: random seed; the same arguments give the same trace.
-        overwrite: replace an existing trace at ``path``.
+        overwrite: replace an existing trace at ``path`` (only once the new one is complete: the trace is written
+            beside ``path`` and moved into place at the end, so an interrupted run leaves an existing trace as it
+            was).
         chunk_events: events generated per chunk (bounds memory).
         progress: called with (events written, events) after each chunk.
     """
@@ -213,14 +217,56 @@ def synth_trace(path: str | os.PathLike[str], events: int, tracks: int = TRACKS_
         "tensor_engine_clock_freq": 2.4, "neuroncore_clock_freq": 1.2, "dma_ddr_bandwidth": 368e9,
         "num_dma_engines_per_neuroncore": DMA_QUEUES,
     }
-    with TraceWriter(path, metadata=metadata, overwrite=overwrite, background_flush=False,
-                     batch_rows=1 << 17) as writer:
-        done = 0
-        while done < events:
-            n = min(chunk_events, events - done)
-            gen.chunk(writer, n)
-            done += n
-            if progress is not None:
-                progress(done, events)
-        writer.append(ts.SPAN.name, _layer_spans(int(gen.clock.max()), cores))
-    return Path(path)
+    target = Path(path)
+    _check_target(target, overwrite)
+    # written beside the target and moved into place once complete: an interrupted run leaves an existing trace
+    # as it was and nothing that looks like a trace
+    tmp = target.parent / f".{target.name}.{uuid.uuid4().hex[:8]}.tmp"
+    try:
+        tmp.mkdir()
+    except OSError as exc:
+        raise TraceExistsError(f"{target}: cannot write in {target.parent} ({exc.strerror or exc}); choose another "
+                               "output path") from None
+    try:
+        with TraceWriter(tmp, metadata=metadata, background_flush=False, batch_rows=1 << 17) as writer:
+            done = 0
+            while done < events:
+                n = min(chunk_events, events - done)
+                gen.chunk(writer, n)
+                done += n
+                if progress is not None:
+                    progress(done, events)
+            writer.append(ts.SPAN.name, _layer_spans(int(gen.clock.max()), cores))
+        _move_into_place(tmp, target)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def _check_target(target: Path, overwrite: bool) -> None:
+    """What :func:`tracer.writer.prepare_trace_directory` refuses, checked without touching anything."""
+    if target.exists() and not target.is_dir():
+        raise TraceExistsError(f"{target}: exists and is not a directory; choose another output path")
+    if target.is_dir():
+        names = [f.name for f in target.iterdir()]
+        tables = [n for n in names if n.endswith(ts.TABLE_FILE_SUFFIX)]
+        if tables and not overwrite:
+            raise TraceExistsError(f"{target}: a trace already exists here; pass --force to replace it")
+        if names and not tables:
+            raise TraceExistsError(f"{target}: directory is not empty and holds no trace; choose an empty or new "
+                                   "path")
+    if not target.parent.is_dir():
+        raise TraceExistsError(f"{target}: {target.parent} is not an existing directory; create it or choose "
+                               "another output path")
+
+
+def _move_into_place(tmp: Path, target: Path) -> None:
+    """Replace the trace files at ``target`` (other files there are kept) with the complete trace in ``tmp``."""
+    if not target.exists():
+        os.replace(tmp, target)
+        return
+    for f in target.iterdir():
+        if f.name.endswith(ts.TABLE_FILE_SUFFIX):
+            f.unlink()
+    for f in tmp.iterdir():
+        os.replace(f, target / f.name)

@@ -7,6 +7,7 @@ the exception hierarchy.  The tracer imports only numpy and pyarrow; it never im
 from tracer._version import __version__
 from tracer.errors import (
     ConfigError,
+    IncompleteTraceWarning,
     KernelError,
     TraceExistsError,
     TraceFormatError,
@@ -18,6 +19,7 @@ from tracer.writer import TraceWriter, write_trace
 
 __all__ = [
     "ConfigError",
+    "IncompleteTraceWarning",
     "KernelError",
     "TraceExistsError",
     "TraceFormatError",

@@ -45,3 +45,8 @@ class TruncatedTraceWarning(UserWarning):
 
     Every complete batch before the damaged tail is still returned.
     """
+
+
+class IncompleteTraceWarning(UserWarning):
+    """A trace whose recording did not finish (still running, killed, or stopped by an error) is being read:
+    it holds what was flushed so far."""

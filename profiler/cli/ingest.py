@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import tempfile
 import time
 from pathlib import Path
 
@@ -42,16 +43,40 @@ class IngestCommand:
             if not args.quiet:
                 print(f"{out} (up to date)")
             return 0
-        if out.exists() and not args.force:
-            raise CommandError(f"{out}: exists; pass --force to replace it")
-        if out.exists() and out.is_dir():
-            raise CommandError(f"{out}: is a directory; choose a file name for the database")
+        _check_output(out, src_path, force=args.force, cache=not args.output)
         t0 = time.perf_counter()
         with ingest_bars(None if not args.quiet else False) as progress:
             ingest(source, out, cache_key=key, progress=progress)
         if not args.quiet:
             print(f"{out} ({out.stat().st_size / 1e6:,.1f} MB, {time.perf_counter() - t0:.1f} s)")
         return 0
+
+
+def _check_output(out: Path, src: Path, *, force: bool, cache: bool) -> None:
+    """Refuse an output that would destroy something: the input itself (or a file inside the input trace), an
+    existing file without ``force``, anything but an earlier database with it (a directory, a device, another
+    file; a damaged file at the ``cache`` location is replaced), or a place where the database cannot be
+    written."""
+    o, i = out.resolve(), src.resolve()
+    if o == i or o.is_relative_to(i):
+        raise CommandError(f"{out}: the database would overwrite the input {src}; choose another output path")
+    if out.exists() or out.is_symlink():
+        if out.is_dir():
+            raise CommandError(f"{out}: is a directory; choose a file name for the database")
+        if not force:
+            raise CommandError(f"{out}: exists; pass --force to replace it")
+        if not out.is_file() or not (cache or is_duckdb_file(out)):
+            raise CommandError(f"{out}: exists and is not a DuckDB database; --force only replaces a database: "
+                               "choose another output path")
+    parent = out.parent
+    if not parent.is_dir():
+        raise CommandError(f"{out}: {parent} is not an existing directory; create it or choose another output path")
+    try:
+        with tempfile.NamedTemporaryFile(dir=parent, prefix=f".{out.name}.", suffix=".probe"):
+            pass
+    except OSError as exc:
+        raise CommandError(f"{out}: cannot write in {parent} ({exc.strerror or exc}); choose another output "
+                           "path") from None
 
 
 COMMAND = IngestCommand()

@@ -272,6 +272,13 @@ class _Builder:
             if buffer.rows:
                 self._store(self.sources[target], target, self.schemas[target], iter(buffer.flush()))
 
+    def has_events(self) -> bool:
+        """True when a table of events (intervals, instants, counter samples) got at least one row."""
+        for target in sorted({spec.db_table for spec in TRACK_KEYS.values()} & self.created):
+            if self.con.execute(f"SELECT EXISTS (SELECT 1 FROM {quote(target)})").fetchall()[0][0]:
+                return True
+        return False
+
     def finish_tables(self) -> None:
         for name in STANDARD_TABLES:
             if name not in self.created:
@@ -386,6 +393,9 @@ def ingest(source: TraceSource, db_path: str | os.PathLike[str], *, cache_key: s
         while (run := runs.next_run()) is not None:
             builder.add_run(*run)
         builder.finish_stream()
+        if not builder.has_events():
+            raise TraceFormatError(f"{source.path}: holds no events (no instructions, DMA packets, spans or "
+                                   "counters; a recording stopped before it issued anything, or an empty profile)")
         builder.finish_tables()
         reader = con.cursor()
         try:

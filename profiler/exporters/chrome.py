@@ -193,7 +193,7 @@ def export_chrome(trace: Trace, output: str | os.PathLike[str], *, window: TimeW
     stats = ExportStats(path=out_path)
     threads = _Threads(trace)
     tables = set(table_names(trace))
-    with atomic_output(out_path, force=force) as tmp:
+    with atomic_output(out_path, force=force, inputs=(trace.path, trace.db_path)) as tmp:
         opener = gzip.open if out_path.name.endswith(".gz") else open
         with opener(tmp, "wb") as raw:
             f: IO[bytes] = raw  # type: ignore[assignment]

@@ -10,7 +10,7 @@ import contextlib
 import os
 import shutil
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -115,24 +115,60 @@ def empty_schema(trace: Trace, select: str, table: str) -> pa.Schema:
     return result.schema
 
 
-@contextlib.contextmanager
-def atomic_output(path: Path, *, force: bool, directory: bool = False) -> Iterator[Path]:
-    """A temporary path beside ``path``, renamed over it when the block succeeds (removed when it fails).
+def _overlaps(out: Path, inputs: Sequence[str | os.PathLike[str]]) -> Path | None:
+    """The input that ``out`` is, lies inside, or holds (None when it touches none of them)."""
+    o = out.resolve()
+    for item in inputs:
+        i = Path(item).resolve()
+        if o == i or o.is_relative_to(i) or i.is_relative_to(o):
+            return Path(item)
+    return None
 
-    An existing ``path`` is an error unless ``force``; it is replaced only once the new output is complete.
-    """
-    if path.exists() and not force:
-        raise TraceExistsError(f"{path}: already exists; pass --force to replace it")
-    if path.exists() and directory != path.is_dir():
+
+def _check_replaceable(path: Path, directory: bool, suffix: str | None) -> None:
+    """Refuse to replace what is not an earlier output of the same kind: a device or other special file, a file
+    where a directory goes (or the reverse), a directory holding anything but ``*suffix`` files."""
+    if not (path.is_file() or path.is_dir()):
+        raise TraceExistsError(f"{path}: exists and is not a regular file or directory; choose another output path")
+    if directory != path.is_dir():
         kind = "a directory" if path.is_dir() else "a file"
         raise TraceExistsError(f"{path}: exists and is {kind}; choose another output path")
+    if directory and suffix is not None:
+        foreign = [f.name for f in path.iterdir() if not (f.is_file() and f.name.endswith(suffix))]
+        if foreign:
+            raise TraceExistsError(f"{path}: holds {foreign[0]!r}, which is not a {suffix} file of an export; "
+                                   "--force only replaces an earlier export: choose an empty or new directory")
+
+
+@contextlib.contextmanager
+def atomic_output(path: Path, *, force: bool, directory: bool = False, inputs: Sequence[str | os.PathLike[str]] = (),
+                  suffix: str | None = None) -> Iterator[Path]:
+    """A temporary path beside ``path``, renamed over it when the block succeeds (removed when it fails).
+
+    An existing ``path`` is an error unless ``force``; it is replaced only once the new output is complete, and
+    only when it is what this output would be (a regular file, or with ``directory`` a directory of ``*suffix``
+    files).  ``inputs`` are the paths being read: the output may not be one of them, lie inside one or hold one.
+    """
+    clash = _overlaps(path, inputs)
+    if clash is not None:
+        raise CommandError(f"{path}: the output would overwrite the input {clash}; choose another output path")
+    if path.exists() or path.is_symlink():
+        if not force:
+            raise TraceExistsError(f"{path}: already exists; pass --force to replace it")
+        _check_replaceable(path, directory, suffix)
     parent = path.parent
-    if not parent.exists():
-        raise CommandError(f"{parent}: no such directory for the output")
+    if not parent.is_dir():
+        raise CommandError(f"{path}: {parent} is not an existing directory; create it or choose another output path")
     tmp = parent / f".{path.name}.{uuid.uuid4().hex[:8]}.tmp"
     try:
-        if directory:
-            tmp.mkdir()
+        try:
+            if directory:
+                tmp.mkdir()
+            else:
+                tmp.touch(exist_ok=False)
+        except OSError as exc:
+            raise CommandError(f"{path}: cannot write in {parent} ({exc.strerror or exc}); choose another output "
+                               "path") from None
         yield tmp
         if path.exists():
             old = parent / f".{path.name}.{uuid.uuid4().hex[:8]}.old"

@@ -75,7 +75,8 @@ def export_parquet(trace: Trace, output: str | os.PathLike[str], *, window: Time
     window = window or TimeWindow()
     out_dir = Path(output)
     stats = ParquetStats()
-    with atomic_output(out_dir, force=force, directory=True) as tmp:
+    with atomic_output(out_dir, force=force, directory=True, inputs=(trace.path, trace.db_path),
+                       suffix=".parquet") as tmp:
         for table in table_names(trace):
             name, select = _select(trace, table)
             where, params = _window_condition(trace, table, window)

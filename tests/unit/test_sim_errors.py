@@ -153,12 +153,31 @@ def test_bad_kernel_gives_a_clear_error_naming_its_line(fn, pattern):
     assert "\n" not in str(info.value)
 
 
+def k_fails_after_one(nc):
+    t = nc.sbuf_tile((128, 64), "bf16", name="t")
+    nc.memset(t, 0.0)
+    k_unwritten(nc)
+
+
 def test_failed_recording_is_marked_incomplete(tmp_path):
     from tracer import TraceReader
 
     with pytest.raises(KernelError):
-        run_kernel(k_unwritten, trace_path=tmp_path / "t")
-    assert TraceReader(tmp_path / "t").recording_complete is False
+        run_kernel(k_fails_after_one, trace_path=tmp_path / "t")
+    reader = TraceReader(tmp_path / "t")
+    assert reader.recording_complete is False
+    assert reader.read_table("Instruction").num_rows == 1  # what was issued before the error is kept
+
+
+def test_a_recording_failing_before_its_first_instruction_leaves_no_trace(tmp_path):
+    """A directory holding only Metadata would look like a recording (and ingest as an empty one)."""
+    with pytest.raises(KernelError):
+        run_kernel(k_unwritten, trace_path=tmp_path / "new")
+    assert not (tmp_path / "new").exists()
+    (tmp_path / "empty").mkdir()  # a directory the user made stays, empty
+    with pytest.raises(ConfigError):
+        run_kernel("matmul_naive", {"N": 256}, trace_path=tmp_path / "empty", emit="process")
+    assert (tmp_path / "empty").is_dir() and not any((tmp_path / "empty").iterdir())
 
 
 def test_bad_parameters():

@@ -154,6 +154,10 @@ def run_kernel(kernel: str | Callable[..., Any], params: Mapping[str, Any] | Non
     cm = cost_model(arch, overrides)
     numerics = numerics or check
     core = Core(cm, progress=progress)
+    # a run that fails before its first instruction leaves no trace behind where there was none (a directory
+    # holding only Metadata would look like a recording)
+    fresh = trace_path is not None and not _holds_anything(Path(trace_path))
+    created = trace_path is not None and not os.path.lexists(trace_path)
     sink = _open_sink(core, trace_path, overwrite, _metadata(cm, spec.name, kparams), emit) \
         if trace_path is not None else None
     if sink is not None:
@@ -199,6 +203,8 @@ def run_kernel(kernel: str | Callable[..., Any], params: Mapping[str, Any] | Non
             else:
                 with contextlib.suppress(Exception):  # the original error matters more
                     sink.close(False)
+                if fresh and core.n == 0:
+                    _empty(Path(trace_path), remove=created)  # type: ignore[arg-type]
     wall = time.perf_counter() - t0
     busy = core.finish_busy()
     result = RunResult(
@@ -220,6 +226,25 @@ def run_kernel(kernel: str | Callable[..., Any], params: Mapping[str, Any] | Non
             raise KernelError(f"--check failed for kernel {spec.name}: output {c.name} differs from the numpy "
                               f"reference (max abs error {c.max_abs_error:.4g}, max rel error {c.max_rel_error:.4g})")
     return result
+
+
+def _holds_anything(path: Path) -> bool:
+    """True when ``path`` exists and is not an empty directory."""
+    try:
+        if not os.path.lexists(path):
+            return False
+        return not path.is_dir() or any(path.iterdir())
+    except OSError:
+        return True
+
+
+def _empty(path: Path, *, remove: bool) -> None:
+    """Delete what a failed run wrote in the directory ``path``, and the directory itself when ``remove``."""
+    with contextlib.suppress(OSError):
+        for f in path.iterdir():
+            f.unlink()
+        if remove:
+            path.rmdir()
 
 
 class _ThreadSink:

@@ -1,0 +1,135 @@
+"""Outputs never destroy what is not theirs: ``export``, ``ingest`` and ``synth`` refuse to overwrite their input,
+special files and foreign files or directories (even with ``--force``), say so in one line naming the path, and
+replace an earlier output only once the new one is complete."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from profiler.cli import main
+from profiler.synth import synth_trace
+from tracer import IncompleteTraceWarning, TraceReader, TraceWriter
+from tracer.errors import TraceFormatError
+from tracer.sim import run_kernel
+
+
+@pytest.fixture(scope="module")
+def trace_and_db(tmp_path_factory):
+    root = tmp_path_factory.mktemp("safety")
+    trace = root / "t1"
+    run_kernel("matmul_naive", {"M": 256, "N": 512, "K": 256}, trace_path=trace, emit="inline")
+    db = root / "t1.duckdb"
+    assert main(["ingest", str(trace), "-o", str(db), "--quiet"]) == 0
+    return trace, db
+
+
+def _one_line_error(capsys, *needles: str) -> str:
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith("trnprof: error: "), err
+    for needle in needles:
+        assert needle in err, err
+    return err
+
+
+def _snapshot(path):
+    return {p.name: p.read_bytes() for p in sorted(path.iterdir())} if path.is_dir() else path.read_bytes()
+
+
+def test_export_parquet_never_replaces_a_directory_that_is_not_an_export(trace_and_db, tmp_path, capsys):
+    _, db = trace_and_db
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "readme.txt").write_text("keep me")
+    assert main(["export", str(db), "--format", "parquet", "-o", str(mine), "--force", "--quiet"]) != 0
+    _one_line_error(capsys, str(mine), "readme.txt", "choose an empty or new directory")
+    assert (mine / "readme.txt").read_text() == "keep me"
+    # an earlier export is replaced
+    out = tmp_path / "pq"
+    for _ in range(2):
+        assert main(["export", str(db), "--format", "parquet", "-o", str(out), "--force", "--quiet"]) == 0
+    assert all(p.suffix == ".parquet" for p in out.iterdir())
+
+
+def test_export_never_replaces_a_special_file(trace_and_db, tmp_path, capsys):
+    _, db = trace_and_db
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    assert main(["export", str(db), "--format", "chrome", "-o", str(fifo), "--force", "--quiet"]) != 0
+    _one_line_error(capsys, str(fifo), "not a regular file")
+    assert fifo.is_fifo()
+
+
+def test_export_and_ingest_never_overwrite_their_input(trace_and_db, tmp_path, capsys):
+    trace, db = trace_and_db
+    before_db, before_trace = _snapshot(db), _snapshot(trace)
+    assert main(["export", str(db), "--format", "chrome", "-o", str(db), "--force", "--quiet"]) != 0
+    _one_line_error(capsys, "would overwrite the input")
+    assert main(["export", str(trace), "--format", "parquet", "-o", str(trace.parent), "--force", "--quiet"]) != 0
+    _one_line_error(capsys, "would overwrite the input")
+    assert main(["ingest", str(trace), "-o", str(trace / "Instruction.arrows"), "--force", "--quiet"]) != 0
+    _one_line_error(capsys, "would overwrite the input")
+    assert _snapshot(db) == before_db and _snapshot(trace) == before_trace
+
+
+def test_ingest_force_replaces_only_a_database(trace_and_db, tmp_path, capsys):
+    trace, _ = trace_and_db
+    notes = tmp_path / "notes.duckdb"
+    notes.write_text("my notes, not a database")
+    assert main(["ingest", str(trace), "-o", str(notes), "--force", "--quiet"]) != 0
+    _one_line_error(capsys, str(notes), "not a DuckDB database")
+    assert notes.read_text() == "my notes, not a database"
+    db = tmp_path / "db.duckdb"
+    for _ in range(2):  # an earlier database is replaced
+        assert main(["ingest", str(trace), "-o", str(db), "--force", "--quiet"]) == 0
+
+
+@pytest.mark.parametrize("command", ["ingest", "export"])
+def test_an_output_that_cannot_be_written_names_the_output(trace_and_db, tmp_path, capsys, command):
+    trace, db = trace_and_db
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    out = blocker / "out.x"  # its "directory" is a file
+    argv = ["ingest", str(trace), "-o", str(out)] if command == "ingest" else \
+        ["export", str(db), "--format", "chrome", "-o", str(out)]
+    assert main([*argv, "--quiet"]) != 0
+    _one_line_error(capsys, str(out), "not an existing directory")
+
+
+def test_an_interrupted_synth_leaves_the_old_trace_as_it_was(tmp_path):
+    out = tmp_path / "syn"
+    synth_trace(out, 1000)
+    before = _snapshot(out)
+
+    def stop(done: int, total: int) -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        synth_trace(out, 400_000, overwrite=True, chunk_events=100_000, progress=stop)
+    assert _snapshot(out) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["syn"]  # no temporary directory left
+    synth_trace(out, 2000, overwrite=True)
+    assert TraceReader(out).read_table("Instruction").num_rows + TraceReader(out).read_table("DmaPacket").num_rows \
+        == 2000
+
+
+def test_an_incomplete_recording_is_ingested_with_a_warning(tmp_path):
+    from profiler.sources import open_source
+
+    path = tmp_path / "partial"
+    TraceWriter(path, metadata={"arch": "trn2"}).close(complete=False)
+    with pytest.warns(IncompleteTraceWarning, match="not complete"):
+        open_source(path)
+
+
+def test_a_profile_without_events_is_refused(tmp_path):
+    from profiler.db.ingest import ingest
+    from profiler.sources import open_source
+
+    empty = tmp_path / "empty.json"
+    empty.write_text('{"traceEvents": []}')
+    with pytest.raises(TraceFormatError, match="holds no events"):
+        ingest(open_source(empty), tmp_path / "e.duckdb")
+    assert list(tmp_path.iterdir()) == [empty]  # nothing that looks like a database

@@ -100,6 +100,7 @@ class ServeCommand:
         """Ingest the inputs, build the app, open the browser, serve until Ctrl-C."""
         if not 0 < args.port < 65536:
             raise CommandError(f"--port {args.port} is not a TCP port (1-65535)")
+        _check_can_listen(args.host, args.port)  # before any work (ingesting inputs can take a while)
         inputs = [Path(p) for p in args.inputs]
         samples: list[Path] = []
         if not inputs:
@@ -119,7 +120,6 @@ class ServeCommand:
 
         registry = TraceRegistry(inputs, samples=samples, opener=lambda p: opened[p.resolve()])
         app = create_app(registry)
-        _check_can_listen(args.host, args.port)
         try:
             server = make_server(args.host, args.port, app.server, threaded=True)
         except (OSError, SystemExit) as exc:  # werkzeug exits when it cannot bind

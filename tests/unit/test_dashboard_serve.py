@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import warnings
 
 import pytest
 
@@ -33,7 +34,25 @@ def test_busy_port_and_public_host(tmp_path, capsys):
         s.bind(("0.0.0.0", 0))
         s.listen()
         port = s.getsockname()[1]
-        with pytest.warns(RuntimeWarning, match="NO authentication"):   # the warning comes before the bind
+        with warnings.catch_warnings(record=True) as caught:  # the address is checked first: one line, no warning
+            warnings.simplefilter("always")
             assert main(["serve", str(trace), "--host", "0.0.0.0", "--port", str(port), "--no-browser"]) == 2
     err = capsys.readouterr().err
     assert f"cannot listen on 0.0.0.0:{port}" in err and "--port" in err
+    assert len(err.strip().splitlines()) == 1 and not caught
+
+
+def test_a_public_host_is_warned_about(tmp_path, capsys, monkeypatch):
+    import werkzeug.serving
+
+    def no_server(*args, **kwargs):
+        raise OSError("stopped by the test")
+
+    monkeypatch.setattr(werkzeug.serving, "make_server", no_server)
+    trace = write_kernel_trace(tmp_path / "k.trace", iterations=5)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.warns(RuntimeWarning, match="NO authentication"):
+        assert main(["serve", str(trace), "--host", "0.0.0.0", "--port", str(port), "--no-browser"]) == 2
+    assert "stopped by the test" in capsys.readouterr().err

@@ -157,6 +157,9 @@ class TraceReader:
         path = self.path / spec.file_name
         if not path.exists():
             return
+        if not path.is_file():
+            raise TraceFormatError(f"{path}: is not a file (a trace keeps each table in one Arrow file); the trace "
+                                   "directory is damaged: record or export it again")
         source = pa.memory_map(str(path), "r")
         try:
             try:

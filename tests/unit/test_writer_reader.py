@@ -192,6 +192,13 @@ def test_random_bytes_are_a_format_error_naming_the_file(small_trace):
     _expect_format_error(small_trace, "Instruction.arrows: not a valid Arrow IPC stream")
 
 
+def test_a_table_file_that_is_a_directory_is_a_format_error_naming_it(small_trace):
+    target = small_trace / "Instruction.arrows"
+    target.unlink()
+    target.mkdir()
+    _expect_format_error(small_trace, "Instruction.arrows: is not a file .*record or export it again")
+
+
 def test_random_bytes_in_metadata_fail_on_open(small_trace):
     (small_trace / "Metadata.arrows").write_bytes(b"\x00garbage" * 100)
     with pytest.raises(TraceFormatError, match="Metadata.arrows"):

@@ -21,7 +21,7 @@ import warnings
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TypeVar
+from typing import BinaryIO, TypeVar
 
 import msgspec
 import numpy as np
@@ -46,6 +46,8 @@ GZIP_MAGIC = b"\x1f\x8b"
 DEFAULT_BLOCK_BYTES = 2 << 20
 #: Inputs (decompressed) from this size on are parsed with the compiled kernel by default.
 KERNEL_MIN_BYTES = 32 << 20
+#: Compressed bytes fed to the decompressor at a time.
+_GZIP_CHUNK = 1 << 18
 #: Assumed decompression ratio of gzip inputs when deciding that (Chrome traces compress 8-15x).
 GZIP_RATIO = 8
 #: Largest top-level value (other than the streamed array) kept for the caller, e.g. a ``summary`` list.
@@ -129,19 +131,51 @@ class _BlockReader:
             with open(self.path, "rb") as raw:
                 gz = raw.read(2) == GZIP_MAGIC
                 raw.seek(0)
-                src = gzip.GzipFile(fileobj=raw, mode="rb") if gz else raw
+                if gz:
+                    self._run_gzip(raw)
+                    return
                 last = 0
                 while not self._stop.is_set():
-                    data = src.read(self.block_bytes)
+                    data = raw.read(self.block_bytes)
                     if not data:
                         break
                     pos = raw.tell()
                     self._put((data, pos - last))
                     last = pos
-        except (OSError, EOFError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError
+        except (OSError, EOFError, zlib.error) as exc:
             self.error = exc
         finally:
             self._put(self._END)
+
+    def _run_gzip(self, raw: BinaryIO) -> None:
+        """Decompress ``raw`` (one or more gzip members) incrementally, so that everything before a corrupt or
+        truncated point is handed on (``GzipFile.read`` drops the block it was decompressing when it fails)."""
+        d = zlib.decompressobj(wbits=31)
+        out: list[bytes] = []
+        n_out = consumed = 0
+        try:
+            while not self._stop.is_set():
+                chunk = raw.read(_GZIP_CHUNK)
+                if not chunk:
+                    if not d.eof:
+                        raise EOFError("Compressed file ended before the end-of-stream marker was reached")
+                    break
+                consumed += len(chunk)
+                while chunk:
+                    piece = d.decompress(chunk)
+                    if piece:
+                        out.append(piece)
+                        n_out += len(piece)
+                    chunk = b""
+                    if d.eof and d.unused_data:  # another member follows
+                        chunk = d.unused_data
+                        d = zlib.decompressobj(wbits=31)
+                if n_out >= self.block_bytes:
+                    self._put((b"".join(out), consumed))
+                    out, n_out, consumed = [], 0, 0
+        finally:
+            if out:
+                self._put((b"".join(out), consumed))
 
     def _put(self, item: object) -> None:
         while not self._stop.is_set():

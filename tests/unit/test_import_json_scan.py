@@ -141,6 +141,30 @@ def test_corrupt_gzip_keeps_what_decompressed(tmp_path):
     assert [json.loads(g["ts"]) for g in got] == list(range(len(got)))
 
 
+def test_a_truncated_gzip_keeps_the_events_of_the_block_it_cuts(tmp_path):
+    """The cut falls inside the first (1 MiB) block read: what decompressed of it is kept (reading the gzip file a
+    block at a time lost the whole block, and the input read as empty)."""
+    events = [{"ph": "X", "ts": i, "name": "n" * 50} for i in range(2000)]
+    packed = gzip.compress(json.dumps(events).encode())
+    path = tmp_path / "t.json.gz"
+    path.write_bytes(packed[: len(packed) // 2])
+    with pytest.warns(TruncatedTraceWarning, match="compressed stream ends early"):
+        got, _ = _read(path, None, 1 << 20)
+    assert 0 < len(got) < 2000
+    assert [json.loads(g["ts"]) for g in got] == list(range(len(got)))
+
+
+def test_concatenated_gzip_members_read_as_one_stream(tmp_path):
+    events = [{"ph": "X", "ts": i, "name": "n"} for i in range(300)]
+    text = json.dumps(events).encode()
+    path = tmp_path / "t.json.gz"
+    path.write_bytes(gzip.compress(text[:1000]) + gzip.compress(text[1000:]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got, stream = _read(path, None, 256)
+    assert len(got) == 300 and stream.fault is None
+
+
 @pytest.mark.parametrize(("data", "match"), [
     (b"", "is empty"),
     (b"hello", "not JSON"),

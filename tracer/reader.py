@@ -27,7 +27,9 @@ from tracer import schema
 from tracer.errors import TraceFormatError, TruncatedTraceWarning
 from tracer.packets import PacketExpander
 
-_ARROW_ERRORS = (pa.ArrowInvalid, pa.ArrowIOError, pa.ArrowNotImplementedError, pa.ArrowTypeError, OSError)
+#: What pyarrow raises on a damaged stream; a garbage length field can ask for an absurd allocation (ArrowMemoryError).
+_ARROW_ERRORS = (pa.ArrowInvalid, pa.ArrowIOError, pa.ArrowNotImplementedError, pa.ArrowTypeError, pa.ArrowMemoryError,
+                 OSError)
 
 
 def _schema_prefix(spec: schema.TableSpec) -> bytes:

@@ -7,7 +7,7 @@ import warnings
 import numpy as np
 import pyarrow as pa
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from pyarrow import ipc
 
@@ -266,6 +266,7 @@ def test_truncation_at_every_length_keeps_a_clean_prefix(tmp_path):
 
 @settings(max_examples=60, deadline=None)
 @given(cut=st.integers(min_value=0), junk=st.binary(max_size=64))
+@example(cut=2895, junk=b"\x01" + b"\x00" * 16)  # a length field asking for an absurd allocation (ArrowMemoryError)
 def test_truncated_then_garbage_tail_never_raises(tmp_path_factory, cut, junk):
     path, data = _full_file(tmp_path_factory.mktemp("trunc"))
     cut %= len(data) + 1

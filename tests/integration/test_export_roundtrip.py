@@ -195,7 +195,7 @@ def test_export_command_errors_are_one_line(source_trace, tmp_path, capsys):
     assert "--start 'soon': expected a time" in capsys.readouterr().err
     assert out.read_bytes() == before                 # nothing already written is lost
     assert main(["export", str(source_trace), "--format", "parquet", "-o", str(tmp_path / "no" / "dir")]) == 2
-    assert "no such directory" in capsys.readouterr().err
+    assert "is not an existing directory; create it" in capsys.readouterr().err
     assert main(["export", str(source_trace), "--format", "chrome", "-o", str(out), "--force", "--relative",
                  "--start", "0", "--end", "1us"]) == 0
     assert "wrote" in capsys.readouterr().out

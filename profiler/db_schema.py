@@ -44,6 +44,12 @@ INFO_SOURCE_FORMAT = "source_format"
 INFO_CACHE_KEY = "cache_key"
 INFO_CREATED_AT = "created_at"
 
+#: ``trnprof_info``: one row per key.
+INFO = pa.schema([
+    pa.field(INFO_KEY, pa.string(), nullable=False),
+    pa.field(INFO_VALUE, pa.string(), nullable=False),
+])
+
 #: Extra ``track`` columns filled by the ingest (statistics of the track's rows, used by the query planner).
 CORE = "core"
 KIND = "kind"

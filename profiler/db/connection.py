@@ -17,9 +17,11 @@ the old file); that is a one-line error.
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import weakref
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,7 @@ import duckdb
 import pyarrow as pa
 
 from profiler import db_schema as dbs
+from profiler.db.ingest import STANDARD_TABLES, db_table_schema
 from profiler.db.sqlutil import fetch_one, quote
 from profiler.errors import QueryError
 from tracer.errors import TraceFormatError
@@ -44,6 +47,38 @@ def is_duckdb_file(path: Path) -> bool:
     except (IsADirectoryError, PermissionError, FileNotFoundError):
         return False
     return head[_MAGIC_OFFSET:] == _DUCKDB_MAGIC
+
+
+#: Leading bytes of files often mistaken for a database, and what to call them.
+_OTHER_MAGICS: tuple[tuple[bytes, str], ...] = (
+    (b"PAR1", "a Parquet file"),
+    (b"ARROW1", "an Arrow IPC file"),
+    (b"\xff\xff\xff\xff", "an Arrow IPC stream"),
+    (b"\x1f\x8b", "a gzip file"),
+    (b"SQLite format 3\0", "an SQLite database"),
+)
+
+
+def reingest_hint(path: Path) -> str:
+    """The fix for a database that cannot be used: how to re-create it."""
+    return f"re-create it with `trnprof ingest TRACE -o {path}`"
+
+
+def describe_non_database(path: Path) -> str:
+    """What ``path`` (a file that is not a DuckDB database) looks like: ``empty``, ``a Parquet file``, ..."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(512)
+    except OSError as exc:
+        return f"unreadable: {exc.strerror or exc}"
+    if not head:
+        return "the file is empty"
+    for magic, what in _OTHER_MAGICS:
+        if head.startswith(magic):
+            return f"it is {what}"
+    if all(b >= 0x20 or b in b"\t\r\n" for b in head):
+        return "it is a text file"
+    return "unrecognised binary content"
 
 
 def _first_line(exc: BaseException) -> str:
@@ -137,8 +172,12 @@ def open_database(path: Path) -> duckdb.DuckDBPyConnection:
     """
     if not path.exists():
         raise TraceFormatError(f"{path}: no such file or directory")
+    if not path.is_file():
+        raise TraceFormatError(f"{path}: not a file; a trnprof database is one .duckdb file made by "
+                               "`trnprof ingest TRACE -o FILE`")
     if not is_duckdb_file(path):
-        raise TraceFormatError(f"{path}: not a DuckDB database (expected a trnprof .duckdb file or a trace)")
+        raise TraceFormatError(f"{path}: not a DuckDB database ({describe_non_database(path)}); a trnprof "
+                               f"database is made by `trnprof ingest TRACE -o {path}`")
     key = str(path.resolve())
     with _open_lock:
         ident = _file_identity(path)
@@ -154,8 +193,8 @@ def open_database(path: Path) -> duckdb.DuckDBPyConnection:
             raise TraceFormatError(f"{path}: already open in this process by other code with other DuckDB settings "
                                    f"({_first_line(exc)}); close that connection, or use Trace.sql") from None
         except duckdb.Error as exc:
-            raise TraceFormatError(f"{path}: cannot open the database ({_first_line(exc)}); it may be damaged or "
-                                   "still being written — re-run `trnprof ingest`") from None
+            raise TraceFormatError(f"{path}: cannot open the database ({_first_line(exc)}); the file is damaged, "
+                                   f"truncated or still being written: {reingest_hint(path)}") from None
         try:
             _lock_down(con, path)
             check_database(con, path)
@@ -187,11 +226,31 @@ def read_info(con: duckdb.DuckDBPyConnection) -> dict[str, str] | None:
 
 
 def check_database(con: duckdb.DuckDBPyConnection, path: Path) -> dict[str, str]:
-    """Raise TraceFormatError unless ``con`` holds a trnprof database this version reads; return its info."""
-    info = read_info(con)
-    if info is None:
-        raise TraceFormatError(f"{path}: a DuckDB database, but not one trnprof wrote (no {dbs.INFO_TABLE} table); "
-                               "create one with `trnprof ingest TRACE`")
+    """Raise TraceFormatError unless ``con`` holds a complete trnprof database this version reads; return its info.
+
+    Checks, in order: the file is as long as its header says (not truncated), it has a ``trnprof_info`` table
+    (trnprof wrote it), its format version, and every table and column the ingest always creates
+    (:func:`expected_tables`) with a type of the right kind.  Only the catalog and the small info table are read,
+    never the trace data, so the cost does not grow with the trace.
+    """
+    try:
+        check_file_complete(con, path)
+        columns = stored_columns(con)
+        if dbs.INFO_TABLE.lower() not in columns:
+            raise TraceFormatError(f"{path}: a DuckDB database, but not one trnprof wrote (no {dbs.INFO_TABLE} "
+                                   f"table); create one with `trnprof ingest TRACE -o {path}`")
+        _raise_schema_problems(path, schema_problems(columns, {dbs.INFO_TABLE: dbs.INFO}))
+        info = read_info(con) or {}
+        _check_format_version(info, path)
+        _raise_schema_problems(path, schema_problems(columns, expected_tables()))
+    except duckdb.Error as exc:
+        raise TraceFormatError(f"{path}: cannot read the database ({_first_line(exc)}); the file is damaged: "
+                               f"{reingest_hint(path)}") from None
+    return info
+
+
+def _check_format_version(info: dict[str, str], path: Path) -> None:
+    """Raise TraceFormatError unless the info's format version has the MAJOR this trnprof reads."""
     version = info.get(dbs.INFO_FORMAT_VERSION, "")
     try:
         major = int(version.split(".")[0])
@@ -204,7 +263,115 @@ def check_database(con: duckdb.DuckDBPyConnection, path: Path) -> dict[str, str]
     if major < ours:
         raise TraceFormatError(f"{path}: database format {version} is older than this trnprof reads "
                                f"({dbs.DB_FORMAT_VERSION}); re-run `trnprof ingest --force` on the trace")
-    return info
+
+
+#: Bytes before a DuckDB file's first block: the main header and the two alternating database headers.
+_FILE_HEADER_BYTES = 3 * 4096
+
+
+def check_file_complete(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    """Raise TraceFormatError when ``path`` is too short to hold the blocks its DuckDB header records in use.
+
+    DuckDB reads blocks lazily, so a truncated file opens and fails only at the first query touching a lost
+    block.  Its used blocks have distinct numbers, so the file must reach at least the end of block
+    ``used_blocks - 1`` (``pragma_database_size``); trailing free blocks may legitimately be cut off by DuckDB.
+    """
+    row = fetch_one(con, "SELECT block_size, used_blocks FROM pragma_database_size() "
+                         "WHERE database_name = current_database()")
+    if row is None or row[0] is None or row[1] is None:
+        return
+    needed = _FILE_HEADER_BYTES + int(row[0]) * int(row[1])
+    size = path.stat().st_size
+    if size < needed:
+        raise TraceFormatError(f"{path}: truncated DuckDB database ({size:,} bytes; the {int(row[1]):,} blocks its "
+                               f"header records in use need at least {needed:,}); the file was cut short: "
+                               f"{reingest_hint(path)}")
+
+
+@functools.cache
+def expected_tables() -> Mapping[str, pa.Schema]:
+    """The tables ``trnprof ingest`` always creates, with the columns it always gives them.
+
+    The trace tables of :data:`profiler.db.ingest.STANDARD_TABLES` (created empty, or completed with their
+    missing columns, when the source has none) plus the profiler's own ``track``, ``lod``, ``counter_lod`` and
+    ``trnprof_info``.  Other tables (``DmaQueuesInfo``) and the extra columns a source adds are optional.
+    """
+    tables = {name: db_table_schema(name) for name in STANDARD_TABLES}
+    tables.update({dbs.TRACK_TABLE: dbs.TRACK_STORED, dbs.LOD_TABLE: dbs.LOD,
+                   dbs.COUNTER_LOD_TABLE: dbs.COUNTER_LOD, dbs.INFO_TABLE: dbs.INFO})
+    return tables
+
+
+def stored_columns(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, str]]:
+    """``{table: {column: DuckDB type}}`` of the database's main schema, names lower-cased (DuckDB resolves
+    names case-insensitively); one catalog query, no data read."""
+    rows = con.execute("SELECT table_name, column_name, data_type FROM duckdb_columns() "
+                       "WHERE database_name = current_database() AND schema_name = current_schema()").fetchall()
+    tables: dict[str, dict[str, str]] = {}
+    for table, column, sql_type in rows:
+        tables.setdefault(str(table).lower(), {})[str(column).lower()] = str(sql_type)
+    return tables
+
+
+#: DuckDB base types (``data_type`` up to any ``(``) by kind.
+_SQL_KINDS: Mapping[str, str] = {
+    **dict.fromkeys(("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER",
+                     "UBIGINT", "UHUGEINT"), "integer"),
+    **dict.fromkeys(("FLOAT", "DOUBLE", "DECIMAL"), "floating-point"),
+    "VARCHAR": "VARCHAR",
+    "BOOLEAN": "BOOLEAN",
+}
+
+
+_KIND_NAMES: Mapping[str, str] = {"integer": "an integer type", "floating-point": "a floating-point type"}
+
+
+def _arrow_kind(t: pa.DataType) -> str | None:
+    """The kind of :data:`_SQL_KINDS` an Arrow type is stored as; None for a type not checked."""
+    if pa.types.is_integer(t):
+        return "integer"
+    if pa.types.is_floating(t):
+        return "floating-point"
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return "VARCHAR"
+    if pa.types.is_boolean(t):
+        return "BOOLEAN"
+    return None
+
+
+def schema_problems(columns: Mapping[str, Mapping[str, str]], expected: Mapping[str, pa.Schema]) -> list[str]:
+    """What ``columns`` (:func:`stored_columns`) lacks of ``expected``: missing tables and columns, and columns
+    whose DuckDB type is of another kind (an integer, a floating-point number, VARCHAR, BOOLEAN) than expected."""
+    problems = []
+    for table, schema in expected.items():
+        have = columns.get(table.lower())
+        if have is None:
+            problems.append(f"table {table} is missing")
+            continue
+        for f in schema:
+            sql_type = have.get(f.name.lower())
+            want = _arrow_kind(f.type)
+            if sql_type is None:
+                problems.append(f"column {table}.{f.name} is missing")
+            elif want is not None and _SQL_KINDS.get(sql_type.split("(")[0].strip()) != want:
+                problems.append(f"column {table}.{f.name} is {sql_type}, expected {_KIND_NAMES.get(want, want)}")
+    return problems
+
+
+#: Problems named in the error; the rest are counted.
+_MAX_PROBLEMS_SHOWN = 3
+
+
+def _raise_schema_problems(path: Path, problems: list[str]) -> None:
+    """Raise one TraceFormatError naming ``path`` and the first ``problems``, if there are any."""
+    if not problems:
+        return
+    shown = "; ".join(problems[:_MAX_PROBLEMS_SHOWN])
+    more = len(problems) - _MAX_PROBLEMS_SHOWN
+    if more > 0:
+        shown += f"; and {more} more"
+    raise TraceFormatError(f"{path}: not a complete trnprof database ({shown}); it was damaged or altered after "
+                           f"`trnprof ingest`: {reingest_hint(path)}")
 
 
 #: Rows per Arrow batch when a capped result is streamed.

@@ -17,9 +17,10 @@ from pathlib import Path
 import duckdb
 
 from profiler import db_schema as dbs
-from profiler.db.connection import is_duckdb_file, read_info
+from profiler.db.connection import check_database, is_duckdb_file
 from profiler.db.ingest import IngestProgress, ingest
 from profiler.sources import TraceSource, open_source
+from tracer.errors import TraceFormatError
 
 CACHE_SUFFIX = ".trnprof.duckdb"
 CACHE_DIR_ENV = "TRNPROF_CACHE_DIR"
@@ -62,8 +63,8 @@ def stored_cache_key(db: Path) -> str | None:
     except duckdb.Error:
         return None
     try:
-        info = read_info(con)
-    except duckdb.Error:
+        info = check_database(con, db)  # a damaged or altered entry is rebuilt, not refused
+    except (duckdb.Error, TraceFormatError):
         return None
     finally:
         con.close()
@@ -76,7 +77,7 @@ def resolve_database(path: str | os.PathLike[str], *, force: bool = False,
                      progress: IngestProgress | None = None) -> Path:
     """The database for ``path``: the file itself when it is a DuckDB file, else the (re)built cache entry."""
     p = Path(path)
-    if p.is_file() and is_duckdb_file(p):
+    if p.is_file() and (is_duckdb_file(p) or p.suffix == ".duckdb"):  # (a damaged one: open_database says why)
         return p
     source = open_source(p)
     key = cache_key(source)

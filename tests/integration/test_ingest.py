@@ -201,3 +201,26 @@ def test_older_database_format_is_refused_and_its_cache_rebuilt(tmp_path, monkey
         assert t.sql(f"SELECT value FROM {dbs.INFO_TABLE} WHERE key = '{dbs.INFO_FORMAT_VERSION}'").fetchall() == [
             (dbs.DB_FORMAT_VERSION,)]
         assert t.sql(f"SELECT count(*) FROM {dbs.COUNTER_LOD_TABLE}").fetchall() == [(0,)]
+
+
+def test_a_damaged_or_altered_cache_entry_is_rebuilt(tmp_path, monkeypatch):
+    """The cache of a trace that was cut short or lost a table is re-ingested, not refused (the user never made
+    that file)."""
+    monkeypatch.setenv(CACHE_DIR_ENV, str(tmp_path / "cache"))
+    trace_dir = write_trace(tmp_path / "k.trace", {"Instruction": instruction_columns(40)})
+    with profiler.open(trace_dir) as t:
+        db = t.db_path
+    con = duckdb.connect(str(db))
+    con.execute("DROP TABLE Instruction")
+    con.close()
+    with profiler.open(trace_dir) as t:
+        assert t.sql("SELECT count(*) FROM Instruction").fetchall() == [(40,)]
+    db.write_bytes(db.read_bytes()[: db.stat().st_size // 2])
+    with profiler.open(trace_dir) as t:
+        assert t.sql("SELECT count(*) FROM Instruction").fetchall() == [(40,)]
+
+
+def test_a_file_named_duckdb_that_is_not_one_says_what_it_is(tmp_path):
+    fake = tmp_path / "notes.duckdb"
+    fake.write_text("some notes")
+    assert "not a DuckDB database (it is a text file)" in _error(fake)

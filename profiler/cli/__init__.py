@@ -12,11 +12,12 @@ import argparse
 import contextlib
 import importlib
 import os
+import re
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib.metadata import entry_points
-from typing import Protocol, runtime_checkable
+from typing import Any, NoReturn, Protocol, runtime_checkable
 
 from tracer._version import __version__
 from tracer.errors import TrnprofError
@@ -50,6 +51,75 @@ class Command(Protocol):
         """Do the work; return the exit code.  Raise a TrnprofError for user errors."""
 
 
+class ArgumentParser(argparse.ArgumentParser):
+    """An argparse parser whose usage errors are one line naming the command, the argument and the fix.
+
+    ``trnprof: error: export: argument --end: expected one argument (see `trnprof export --help`)`` instead of
+    the usage text; exit code 2.  ``--help`` and ``--version`` print as usual.
+    """
+
+    _EXPECTED_ONE = re.compile(r"^argument (?P<names>\S+): expected (?:at most )?one argument$")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._arg_strings: list[str] = []
+        self._commands: argparse._SubParsersAction | None = None  # type: ignore[type-arg]
+
+    def add_subparsers(self, **kwargs: Any) -> argparse._SubParsersAction:  # type: ignore[type-arg]
+        kwargs.setdefault("parser_class", type(self))
+        self._commands = super().add_subparsers(**kwargs)
+        return self._commands
+
+    def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                         namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:
+        self._arg_strings = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(self._arg_strings, namespace)
+
+    def parse_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                   namespace: argparse.Namespace | None = None) -> argparse.Namespace:
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:  # blame the subcommand that was given them, so the hint points at its --help
+            chosen = getattr(parsed, self._commands.dest, None) if self._commands is not None else None
+            target = self._commands.choices.get(chosen, self) if self._commands is not None else self
+            target.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed
+
+    def error(self, message: str) -> NoReturn:
+        """Print ``message`` as one line (with the command, a hint and where the help is) and exit with 2."""
+        command = self.prog.partition(" ")[2]
+        text = " ".join(message.split("\n")) + self._dash_value_hint(message)
+        self.exit(2, f"{PROG}: error: {command + ': ' if command else ''}{text} (see `{self.prog} --help`)\n")
+
+    def _dash_value_hint(self, message: str) -> str:
+        """For ``--end -1us`` (a value read as an option): the attached spelling ``--end=-1us``."""
+        m = self._EXPECTED_ONE.match(message)
+        if not m:
+            return ""
+        names = m.group("names").split("/")
+        long_name = next((n for n in names if n.startswith("--")), names[0])
+        for given, value in zip(self._arg_strings, self._arg_strings[1:], strict=False):
+            typed = given in names or (given.startswith("--") and long_name.startswith(given))
+            if typed and value.startswith("-") and value not in ("-", "--"):
+                return f"; a value starting with '-' must be attached: write {long_name}={value}"
+        return ""
+
+
+def int_arg(what: str, low: int, high: int) -> Callable[[str], int]:
+    """An argparse ``type``: an integer in ``[low, high]``, else an error naming ``what`` and the range."""
+
+    def parse(text: str) -> int:
+        shown = text if len(text) <= 40 else text[:37] + "..."
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"expected {what} from {low} to {high}, not {shown!r}")
+        return value
+
+    return parse
+
+
 def load_commands() -> list[Command]:
     """Built-in commands, then those registered by installed packages, sorted by name."""
     commands: dict[str, Command] = {}
@@ -71,13 +141,13 @@ def load_commands() -> list[Command]:
 
 def get_argument_parser(commands: Sequence[Command] | None = None) -> argparse.ArgumentParser:
     """The full ``trnprof`` argument parser (public so docs can be generated from it)."""
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog=PROG,
         description="trnprof: profile and analyse AWS Trainium NeuronCore traces.",
         epilog="Run `trnprof COMMAND --help` for the options of one command.",
     )
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands", parser_class=ArgumentParser)
     sub.required = True
     for cmd in commands if commands is not None else load_commands():
         doc = (type(cmd).__doc__ or cmd.help).strip()
@@ -96,6 +166,22 @@ def _format_warning(message: Warning | str, category: type[Warning], filename: s
 def _error(message: str) -> None:
     text = message.strip().splitlines()[0] if message.strip() else "unknown error"
     print(f"{PROG}: error: {text}", file=sys.stderr)
+
+
+def _is_query_interrupt(exc: BaseException) -> bool:
+    """Whether ``exc`` is DuckDB's answer to Ctrl-C during a query (``RuntimeError: Query interrupted``), or
+    its InterruptException, possibly as the cause of another error."""
+    duckdb = sys.modules.get("duckdb")
+    seen: BaseException | None = exc
+    for _ in range(5):
+        if seen is None:
+            return False
+        if isinstance(seen, RuntimeError) and str(seen).strip().lower() == "query interrupted":
+            return True
+        if duckdb is not None and isinstance(seen, duckdb.InterruptException):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -127,6 +213,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         _error(f"{where}{exc.strerror or exc}")
         return 1
     except Exception as exc:
+        if _is_query_interrupt(exc):  # Ctrl-C while DuckDB runs a query: DuckDB turns it into an exception
+            _error("interrupted")
+            return 130
         if os.environ.get("TRNPROF_DEBUG"):
             raise
         _error(f"internal error: {type(exc).__name__}: {exc} (a trnprof bug: rerun with TRNPROF_DEBUG=1 "

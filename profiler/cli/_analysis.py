@@ -15,12 +15,36 @@ from typing import Any
 import pyarrow as pa
 
 import profiler
+from profiler.cli import int_arg
 from profiler.cli._progress import ingest_bars
+from profiler.db.lod import TIME_LIMIT
 from profiler.errors import CommandError
 from profiler.trace import Trace
 
 FORMATS = ("table", "csv", "json")
 MAX_CELL = 100
+#: Largest ``--core`` (physical core index) accepted.
+MAX_CORE = 2**31 - 1
+#: Largest ``--limit`` accepted (rows; anything larger than a table shows all of it anyway).
+MAX_LIMIT = 2**62
+
+#: ``--core N``: a physical core index.
+core_index = int_arg("a core index (pcore_idx)", 0, MAX_CORE)
+#: ``--limit N``: a row count, 0 for all.
+row_limit = int_arg("a row count (0: all)", 0, MAX_LIMIT)
+
+
+def time_ns(text: str) -> int:
+    """argparse ``type`` of ``--start/--end``: integer nanoseconds within the database's +-2**62 ns."""
+    shown = text if len(text) <= 40 else text[:37] + "..."
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer number of nanoseconds, not {shown!r}") from None
+    if not -TIME_LIMIT <= value <= TIME_LIMIT:
+        raise argparse.ArgumentTypeError(f"{shown} ns is beyond +-2**62 ns ({TIME_LIMIT}), the range a trace "
+                                         "can hold; give a time within the trace")
+    return value
 
 
 def add_trace_argument(parser: argparse.ArgumentParser, name: str = "db", help_text: str | None = None) -> None:
@@ -31,9 +55,9 @@ def add_trace_argument(parser: argparse.ArgumentParser, name: str = "db", help_t
 
 def add_window_arguments(parser: argparse.ArgumentParser) -> None:
     """``--start``, ``--end`` (ns) and ``--core``."""
-    parser.add_argument("--start", type=int, metavar="NS", help="window start in ns (default: trace start)")
-    parser.add_argument("--end", type=int, metavar="NS", help="window end in ns, exclusive (default: trace end)")
-    parser.add_argument("--core", type=int, metavar="N", help="physical core (pcore_idx; default: every core)")
+    parser.add_argument("--start", type=time_ns, metavar="NS", help="window start in ns (default: trace start)")
+    parser.add_argument("--end", type=time_ns, metavar="NS", help="window end in ns, exclusive (default: trace end)")
+    parser.add_argument("--core", type=core_index, metavar="N", help="physical core (pcore_idx; default: every core)")
 
 
 def add_format_arguments(parser: argparse.ArgumentParser, *, limit: int | None = None) -> None:
@@ -41,7 +65,7 @@ def add_format_arguments(parser: argparse.ArgumentParser, *, limit: int | None =
     parser.add_argument("--format", choices=FORMATS, default="table", help="output format (default: table)")
     parser.add_argument("--json", action="store_const", const="json", dest="format", help="same as --format json")
     if limit is not None:
-        parser.add_argument("--limit", type=int, default=limit, metavar="N",
+        parser.add_argument("--limit", type=row_limit, default=limit, metavar="N",
                             help=f"show at most N rows (default: {limit}; 0: all)")
 
 

@@ -15,14 +15,25 @@ _TIME_RE = re.compile(r"^\s*(?P<num>[+-]?\d+(?:\.\d*)?|[+-]?\.\d+)\s*(?P<unit>ns
 
 
 def parse_time(text: str, option: str) -> int:
-    """``"1500"`` -> 1500 ns, ``"1.5us"`` -> 1500, ``"2ms"`` -> 2000000; CommandError otherwise."""
+    """``"1500"`` -> 1500 ns, ``"1.5us"`` -> 1500, ``"2ms"`` -> 2000000; CommandError otherwise.
+
+    Times beyond +-2**62 ns (what a trace can hold; int64 with headroom) are refused too.
+    """
+    from decimal import Decimal, localcontext
+
+    from profiler.db.lod import TIME_LIMIT
+
+    shown = text if len(text) <= 40 else text[:37] + "..."
     m = _TIME_RE.match(text)
     if not m:
-        raise CommandError(f"{option} {text!r}: expected a time such as 1500 (ns), 1.5us, 20ms or 2s")
-    from decimal import Decimal
-
-    value = Decimal(m.group("num")) * _UNITS[m.group("unit") or "ns"]
-    return int(value.to_integral_value())
+        raise CommandError(f"{option} {shown!r}: expected a time such as 1500 (ns), 1.5us, 20ms or 2s")
+    with localcontext() as ctx:
+        ctx.prec = 60  # whole ns exact for every time in range, however many digits are typed
+        value = int((Decimal(m.group("num")) * _UNITS[m.group("unit") or "ns"]).to_integral_value())
+    if not -TIME_LIMIT <= value <= TIME_LIMIT:
+        raise CommandError(f"{option} {shown!r}: beyond +-2**62 ns (about 146 years), the range a trace can hold; "
+                           "give a time within the trace")
+    return value
 
 
 class ExportCommand:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import math
 import sys
 from typing import Any
 
@@ -16,6 +17,21 @@ from profiler.trace import DEFAULT_SQL_TIMEOUT_S
 
 FORMATS = ("table", "csv", "json")
 MAX_CELL = 60
+#: Longest ``--timeout`` accepted, in seconds (one day; far below what threading.Timer can wait).
+MAX_TIMEOUT_S = 86_400.0
+
+
+def timeout_seconds(text: str) -> float:
+    """argparse ``type`` of ``--timeout``: a finite number of seconds in (0, :data:`MAX_TIMEOUT_S`]."""
+    shown = text if len(text) <= 40 else text[:37] + "..."
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value <= MAX_TIMEOUT_S:  # also refuses nan and inf
+        raise argparse.ArgumentTypeError(f"expected a number of seconds above 0 and at most {MAX_TIMEOUT_S:g} "
+                                         f"(one day), not {shown!r}")
+    return value
 
 
 def _cell(value: Any) -> str:
@@ -50,7 +66,7 @@ class SqlCommand:
         parser.add_argument("db", metavar="DB", help="database, trace directory or importable profile")
         parser.add_argument("query", metavar="QUERY", help="SQL query")
         parser.add_argument("--format", choices=FORMATS, default="table", help="output format (default: table)")
-        parser.add_argument("--timeout", type=float, default=DEFAULT_SQL_TIMEOUT_S,
+        parser.add_argument("--timeout", type=timeout_seconds, default=DEFAULT_SQL_TIMEOUT_S,
                             help=f"seconds before the query is interrupted (default: {DEFAULT_SQL_TIMEOUT_S:g})")
 
     def run(self, args: argparse.Namespace) -> int:

@@ -6,6 +6,7 @@ import argparse
 import json
 
 import profiler
+from profiler.cli._analysis import time_ns
 from profiler.cli._progress import ingest_bars
 from profiler.summary import format_summary
 
@@ -22,8 +23,8 @@ class SummaryCommand:
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("db", metavar="DB", help="database, trace directory or importable profile")
         parser.add_argument("--json", action="store_true", help="print the summary as JSON")
-        parser.add_argument("--start", type=int, help="start of the range (ns; default: trace start)")
-        parser.add_argument("--end", type=int, help="end of the range (ns; default: trace end)")
+        parser.add_argument("--start", type=time_ns, help="start of the range (ns; default: trace start)")
+        parser.add_argument("--end", type=time_ns, help="end of the range (ns; default: trace end)")
 
     def run(self, args: argparse.Namespace) -> int:
         with ingest_bars() as progress, profiler.open(args.db, progress=progress) as trace:

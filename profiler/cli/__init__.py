@@ -13,6 +13,7 @@ import contextlib
 import importlib
 import os
 import re
+import signal
 import sys
 import warnings
 from collections.abc import Callable, Sequence
@@ -192,8 +193,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, --version and usage errors
         return int(exc.code or 0) if isinstance(exc.code, int) or exc.code is None else 2
+    previous = _terminate_as_interrupt()
     try:
         return int(args._command.run(args) or 0)
+    except Terminated:
+        _error("terminated")
+        return 143
     except TrnprofError as exc:
         _error(str(exc))
         return exc.exit_code
@@ -216,11 +221,45 @@ def main(argv: Sequence[str] | None = None) -> int:
         if _is_query_interrupt(exc):  # Ctrl-C while DuckDB runs a query: DuckDB turns it into an exception
             _error("interrupted")
             return 130
+        duckdb = sys.modules.get("duckdb")
+        if duckdb is not None and _is_damaged_database(exc, duckdb):  # damage found while reading the data
+            _error(f"cannot read the database: {str(exc).strip().splitlines()[0] if str(exc).strip() else exc!r}; "
+                   "the file may be damaged: re-create it with `trnprof ingest TRACE -o FILE`")
+            return 2
         if os.environ.get("TRNPROF_DEBUG"):
             raise
         _error(f"internal error: {type(exc).__name__}: {exc} (a trnprof bug: rerun with TRNPROF_DEBUG=1 "
                "for the traceback and report it)")
         return 70
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _is_damaged_database(exc: Exception, duckdb: Any) -> bool:
+    """DuckDB's errors for a database file damaged where only reading its data finds it (a bad block checksum,
+    a block past the end)."""
+    text = str(exc)
+    return isinstance(exc, duckdb.IOException) or (
+        isinstance(exc, duckdb.Error) and ("Corrupt database file" in text or "Could not read enough bytes" in text))
+
+
+class Terminated(BaseException):
+    """SIGTERM arrived: raised in the main thread so that cleanup (``finally``, temporary outputs) runs."""
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    raise Terminated
+
+
+def _terminate_as_interrupt() -> Any:
+    """Make SIGTERM raise :class:`Terminated` while a command runs (the default would end the process at once and
+    leave temporary files behind); returns the handler to restore, None when it cannot be set (not the main
+    thread)."""
+    try:
+        return signal.signal(signal.SIGTERM, _raise_terminated)
+    except (ValueError, OSError):  # only the main thread may set handlers
+        return None
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -133,3 +133,45 @@ def test_a_profile_without_events_is_refused(tmp_path):
     with pytest.raises(TraceFormatError, match="holds no events"):
         ingest(open_source(empty), tmp_path / "e.duckdb")
     assert list(tmp_path.iterdir()) == [empty]  # nothing that looks like a database
+
+
+def test_sigterm_during_ingest_removes_the_temporary_database(tmp_path, capsys, monkeypatch):
+    """SIGTERM ends a command through its cleanup (by default it would kill the process and leave the hidden
+    temporary database behind)."""
+    import signal
+
+    import profiler.db.ingest as ingest_module
+
+    trace = tmp_path / "syn"
+    synth_trace(trace, 50_000)
+    real = ingest_module.IndexBuilder
+
+    class Killed(real):  # type: ignore[misc, valid-type]
+        def build(self):
+            os.kill(os.getpid(), signal.SIGTERM)  # arrives while the index is being built
+            return super().build()
+
+    monkeypatch.setattr(ingest_module, "IndexBuilder", Killed)
+    before = signal.getsignal(signal.SIGTERM)
+    assert main(["ingest", str(trace), "-o", str(tmp_path / "db.duckdb"), "--quiet"]) == 143
+    _one_line_error(capsys, "terminated")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["syn"]
+    assert signal.getsignal(signal.SIGTERM) == before  # the caller's handler is back
+
+
+def test_damage_found_only_when_reading_data_is_a_one_line_error(trace_and_db, tmp_path, capsys):
+    """Blocks overwritten inside a full-length database pass the open checks (they read the catalog only) and
+    fail at the query that reads them: a one-line error, never an internal error."""
+    _, db = trace_and_db
+    data = db.read_bytes()
+    failures = 0
+    for k in range(3, 20):
+        bad = tmp_path / f"bad{k}.duckdb"
+        at = len(data) * k // 20 // 4096 * 4096
+        bad.write_bytes(data[:at] + os.urandom(4096) + data[at + 4096:])
+        code = main(["summary", str(bad)])
+        err = capsys.readouterr().err
+        if code:
+            failures += 1
+            assert code == 2 and len(err.strip().splitlines()) == 1 and "internal error" not in err, err
+    assert failures > 0

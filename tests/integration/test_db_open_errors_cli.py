@@ -17,6 +17,7 @@ import pytest
 from profiler.db.ingest import ingest
 from profiler.sources import TraceDirectorySource
 from profiler.synth import synth_trace
+from tests.unit.test_db_open_errors import _alter
 
 
 @pytest.fixture(scope="module")
@@ -34,12 +35,7 @@ def _trnprof(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
 def _altered(*statements: str) -> Callable[[Path, Path], None]:
     def make(good: Path, dst: Path) -> None:
         shutil.copyfile(good, dst)
-        con = duckdb.connect(str(dst))
-        try:
-            for statement in statements:
-                con.execute(statement)
-        finally:
-            con.close()
+        _alter(dst, *statements)
     return make
 
 

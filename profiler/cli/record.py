@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from profiler.cli import int_arg
+from profiler.errors import CommandError
 from tracer import schema
 from tracer.errors import ConfigError, TraceExistsError
 from tracer.sim import PRESETS, malloc_tuning, overridable_names, run_kernel
@@ -94,10 +95,11 @@ class RecordCommand:
                     raise TraceExistsError(f"{out}: directory is not empty and holds no trace; choose an empty or "
                                            "new path (-o)")
         bar = _progress_bar(args.quiet, target)
+        guard = _DiskGuard(target, out) if target is not None and out is not None else None
+        progress = _both(bar.update if bar else None, guard.check if guard else None)
         try:
             result = run_kernel(args.kernel, params, arch=args.arch, overrides=overrides, trace_path=target,
-                                numerics=args.numerics, check=args.check, seed=args.seed,
-                                progress=bar.update if bar else None)
+                                numerics=args.numerics, check=args.check, seed=args.seed, progress=progress)
         except BaseException:
             if target is not None and target != out and target.exists():
                 shutil.rmtree(target, ignore_errors=True)
@@ -111,6 +113,63 @@ class RecordCommand:
         for line in result.summary_lines():
             print(line)
         return 0
+
+
+def _both(*callbacks: Any) -> Any:
+    """One progress callback calling each of ``callbacks`` that is not None (None when none is)."""
+    active = [c for c in callbacks if c is not None]
+    if not active:
+        return None
+    if len(active) == 1:
+        return active[0]
+
+    def call(*args: Any) -> None:
+        for c in active:
+            c(*args)
+
+    return call
+
+
+class _DiskGuard:
+    """Stops a recording whose trace is predicted to outgrow the free disk space, long before the disk fills.
+
+    Once the simulator predicts the run's length (``expected`` instructions), the trace's size so far scaled to
+    that length is compared with the free space: more than :attr:`MARGIN` times what is left ends the run with one
+    line naming the sizes and the fixes (the trace keeps what was written, marked incomplete).  The writer trails
+    the simulation, so the estimate errs low: a run is never stopped for a trace that would fit.
+    """
+
+    #: Seconds between two looks at the disk.
+    INTERVAL_S = 0.5
+    #: Predicted growth beyond the free space that stops the run.
+    MARGIN = 1.25
+    #: Instructions before the prediction is trusted.
+    MIN_INSTRUCTIONS = 10_000
+
+    def __init__(self, trace_dir: Path, shown: Path) -> None:
+        self.trace_dir = trace_dir
+        self.shown = shown
+        self._at = -1.0
+
+    def check(self, instructions: int, simulated_ns: int, expected: int | None = None) -> None:
+        if expected is None or instructions < self.MIN_INSTRUCTIONS or expected <= instructions:
+            return
+        now = time.monotonic()
+        if now - self._at < self.INTERVAL_S:
+            return
+        try:
+            size = sum(e.stat().st_size for e in os.scandir(self.trace_dir) if e.is_file())
+            free = shutil.disk_usage(self.trace_dir).free
+        except OSError:
+            return
+        if not size:  # nothing written yet: look again at the next hand-over
+            return
+        self._at = now
+        predicted = size * expected / instructions
+        if predicted - size > self.MARGIN * free:
+            raise CommandError(f"{self.shown}: the trace would grow to about {predicted / 1e9:,.1f} GB "
+                               f"({expected:,} instructions) but {free / 1e9:,.1f} GB are free; record smaller "
+                               "parameters, use --no-trace, or write elsewhere (-o)")
 
 
 def _replace(out: Path, new: Path) -> None:

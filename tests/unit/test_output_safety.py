@@ -175,3 +175,21 @@ def test_damage_found_only_when_reading_data_is_a_one_line_error(trace_and_db, t
             failures += 1
             assert code == 2 and len(err.strip().splitlines()) == 1 and "internal error" not in err, err
     assert failures > 0
+
+
+def test_a_recording_predicted_to_outgrow_the_disk_stops_early(tmp_path, capsys, monkeypatch):
+    import shutil
+    from collections import namedtuple
+
+    import profiler.cli.record as record_module
+
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(record_module.shutil, "disk_usage", lambda path: usage(10**12, 10**12 - 4096, 4096))
+    out = tmp_path / "big.trace"
+    argv = ["record", "matmul_naive", "-p", "M=16384", "-p", "N=8192", "-p", "K=8192", "-o", str(out), "-q"]
+    assert main(argv) != 0
+    _one_line_error(capsys, str(out), "GB are free", "--no-trace")
+    assert TraceReader(out).recording_complete is False  # what was written is kept, marked incomplete
+    monkeypatch.setattr(record_module.shutil, "disk_usage", shutil.disk_usage)  # with room, a small one runs
+    assert main(["record", "matmul_naive", "-p", "M=256", "-p", "N=512", "-p", "K=256", "-o", str(tmp_path / "s"),
+                 "-q"]) == 0

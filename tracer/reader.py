@@ -81,9 +81,15 @@ class TraceReader:
     @cached_property
     def metadata(self) -> dict[str, Any]:
         """The one Metadata row as a dict."""
-        table = self.read_table(schema.METADATA.name)
+        with warnings.catch_warnings(record=True) as caught:  # a damaged Metadata is the error itself
+            warnings.simplefilter("always", TruncatedTraceWarning)
+            table = self.read_table(schema.METADATA.name)
         if table.num_rows != 1:
-            raise TraceFormatError(f"{self.path / schema.METADATA.file_name}: holds {table.num_rows} rows, expected 1")
+            why = "truncated, " if any(issubclass(w.category, TruncatedTraceWarning) for w in caught) else ""
+            raise TraceFormatError(f"{self.path / schema.METADATA.file_name}: {why}holds {table.num_rows} rows, "
+                                   "expected 1; the trace cannot be read: record or export it again")
+        for w in caught:  # anything else is re-issued as it was
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         row = table.to_pylist()[0]
         schema.check_format_version(str(row.get("trace_format_version")), str(self.path))
         return row

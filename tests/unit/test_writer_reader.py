@@ -281,3 +281,12 @@ def test_truncated_then_garbage_tail_never_raises(tmp_path_factory, cut, junk):
             return
     if table.num_rows:
         check_instruction_rows(table)
+
+
+def test_a_truncated_metadata_is_one_error_not_a_warning_and_an_error(small_trace):
+    data = (small_trace / "Metadata.arrows").read_bytes()
+    (small_trace / "Metadata.arrows").write_bytes(data[:100])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no TruncatedTraceWarning before the error
+        with pytest.raises(TraceFormatError, match=r"Metadata\.arrows: truncated, holds 0 rows, expected 1"):
+            TraceReader(small_trace)

@@ -15,18 +15,17 @@ from __future__ import annotations
 
 import gzip
 import os
-import queue
-import threading
 import warnings
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO, TypeVar
+from typing import TypeVar
 
 import msgspec
 import numpy as np
 
 from profiler.importers import json_kernel
+from profiler.importers.json_blocks import GZIP_MAGIC, BlockReader
 from profiler.importers.json_objects import Member, ObjectBlock
 from profiler.importers.json_scan import (
     COLON,
@@ -41,13 +40,10 @@ from profiler.importers.json_scan import (
 )
 from tracer.errors import TraceFormatError, TruncatedTraceWarning
 
-GZIP_MAGIC = b"\x1f\x8b"
 #: Bytes per block: a few MiB keeps numpy's temporaries in cache (measured fastest between 1 and 4 MiB).
 DEFAULT_BLOCK_BYTES = 2 << 20
 #: Inputs (decompressed) from this size on are parsed with the compiled kernel by default.
 KERNEL_MIN_BYTES = 32 << 20
-#: Compressed bytes fed to the decompressor at a time.
-_GZIP_CHUNK = 1 << 18
 #: Assumed decompression ratio of gzip inputs when deciding that (Chrome traces compress 8-15x).
 GZIP_RATIO = 8
 #: Largest top-level value (other than the streamed array) kept for the caller, e.g. a ``summary`` list.
@@ -112,96 +108,6 @@ def top_level_keys(head: bytes) -> list[str] | None:
     return keys
 
 
-class _BlockReader:
-    """Reads (decompressed bytes, raw bytes consumed) blocks on a background thread."""
-
-    _END = object()
-
-    def __init__(self, path: Path, block_bytes: int) -> None:
-        self.path = path
-        self.block_bytes = block_bytes
-        self.error: BaseException | None = None
-        self._queue: queue.Queue[object] = queue.Queue(maxsize=3)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="trnprof-json-reader", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        try:
-            with open(self.path, "rb") as raw:
-                gz = raw.read(2) == GZIP_MAGIC
-                raw.seek(0)
-                if gz:
-                    self._run_gzip(raw)
-                    return
-                last = 0
-                while not self._stop.is_set():
-                    data = raw.read(self.block_bytes)
-                    if not data:
-                        break
-                    pos = raw.tell()
-                    self._put((data, pos - last))
-                    last = pos
-        except (OSError, EOFError, zlib.error) as exc:
-            self.error = exc
-        finally:
-            self._put(self._END)
-
-    def _run_gzip(self, raw: BinaryIO) -> None:
-        """Decompress ``raw`` (one or more gzip members) incrementally, so that everything before a corrupt or
-        truncated point is handed on (``GzipFile.read`` drops the block it was decompressing when it fails)."""
-        d = zlib.decompressobj(wbits=31)
-        out: list[bytes] = []
-        n_out = consumed = 0
-        try:
-            while not self._stop.is_set():
-                chunk = raw.read(_GZIP_CHUNK)
-                if not chunk:
-                    if not d.eof:
-                        raise EOFError("Compressed file ended before the end-of-stream marker was reached")
-                    break
-                consumed += len(chunk)
-                while chunk:
-                    piece = d.decompress(chunk)
-                    if piece:
-                        out.append(piece)
-                        n_out += len(piece)
-                    chunk = b""
-                    if d.eof and d.unused_data:  # another member follows
-                        chunk = d.unused_data
-                        d = zlib.decompressobj(wbits=31)
-                if n_out >= self.block_bytes:
-                    self._put((b"".join(out), consumed))
-                    out, n_out, consumed = [], 0, 0
-        finally:
-            if out:
-                self._put((b"".join(out), consumed))
-
-    def _put(self, item: object) -> None:
-        while not self._stop.is_set():
-            try:
-                self._queue.put(item, timeout=0.1)
-                return
-            except queue.Full:
-                continue
-
-    def __iter__(self) -> Iterator[tuple[bytes, int]]:
-        while True:
-            item = self._queue.get()
-            if item is self._END:
-                return
-            yield item  # type: ignore[misc]
-
-    def close(self) -> None:
-        self._stop.set()
-        while self._thread.is_alive():
-            try:
-                self._queue.get(timeout=0.05)
-            except queue.Empty:
-                continue
-        self._thread.join()
-
-
 class JsonArrayStream:
     """The objects of one JSON array in a file, in blocks.
 
@@ -251,7 +157,7 @@ class JsonArrayStream:
     # -- public --------------------------------------------------------------------------------------------------
     def blocks(self, progress: object | None = None) -> Iterator[ObjectBlock]:
         """Yield blocks of complete objects; ``progress(raw_bytes)`` is called as input is consumed."""
-        reader = _BlockReader(self.path, self.block_bytes)
+        reader = BlockReader(self.path, self.block_bytes)
         try:
             yield from self._blocks(reader, progress)
         finally:
@@ -260,7 +166,7 @@ class JsonArrayStream:
             self._fault_at(None, f"the file cannot be read to the end ({_describe(reader.error)})")
 
     # -- the state machine ---------------------------------------------------------------------------------------
-    def _blocks(self, reader: _BlockReader, progress: object | None) -> Iterator[ObjectBlock]:
+    def _blocks(self, reader: BlockReader, progress: object | None) -> Iterator[ObjectBlock]:
         carry = b""
         offset = 0          # input offset of carry[0]
         depth = 0

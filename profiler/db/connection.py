@@ -152,12 +152,19 @@ def _lock_down(con: duckdb.DuckDBPyConnection, path: Path) -> None:
         except duckdb.Error as exc:
             raise TraceFormatError(f"{path}: bad {MEMORY_LIMIT_ENV}={limit!r} ({_first_line(exc)}); use a size "
                                    "such as 2GiB or 500MB") from None
+        # No temporary directory: DuckDB lets queries read and write files in it even with external access off
+        # (COPY ... TO '<db>.tmp/x.csv', read_text, glob); without one, nothing can spill, and a query that would
+        # needs more memory instead (a one-line error naming MEMORY_LIMIT_ENV).
+        con.execute("SET temp_directory = ''")
         for name, value in SANDBOX_SETTINGS.items():
             con.execute(f"SET {name} = {str(value).lower()}")
         con.execute("SET lock_configuration = true")
         row = fetch_one(con, f"SELECT {select}")
     got = dict(zip(names, row or (), strict=False))
     wrong = [n for n, v in SANDBOX_SETTINGS.items() if got.get(n) != v]
+    allowed = fetch_one(con, "SELECT current_setting('allowed_directories')")
+    if allowed is not None and allowed[0]:  # a directory queries could still read and write
+        wrong.append("allowed_directories")
     if wrong or not got.get("lock_configuration") or str(got.get("access_mode")).lower() != "read_only":
         raise TraceFormatError(f"{path}: already open in this process with other DuckDB settings "
                                f"({', '.join(wrong) or 'access_mode/lock_configuration'}); close that connection "
@@ -449,4 +456,7 @@ def _describe_error(exc: duckdb.Error) -> str:
     if isinstance(exc, duckdb.PermissionException) or "external access" in text.lower() \
             or "read-only" in text.lower() or "read only" in text.lower():
         return f"not allowed: {text} (trace SQL is read-only and cannot touch files, URLs or extensions)"
+    if isinstance(exc, duckdb.OutOfMemoryException) or text.startswith("Out of Memory Error"):
+        return (f"{text.split(' (')[0]}: the query needs more than the trace's memory limit (nothing spills to disk); "
+                f"narrow it (a time window, LIMIT, fewer columns) or raise {MEMORY_LIMIT_ENV}")
     return text

@@ -198,3 +198,17 @@ def test_window_events_carry_lanes_for_overlapping_tracks(trace):
     assert dma.column("depth").to_pylist() == [0, 0, 0]        # one packet per queue at a time here
     names = dict(zip(dma.column("id").to_pylist(), dma.column("name").to_pylist(), strict=True))
     assert names == {10: "w", 11: "x", 12: "q0"}
+
+
+def test_no_directory_is_open_to_user_sql_not_even_duckdbs_temporary_one(trace):
+    """With external access off DuckDB still lets queries read and write its temporary directory
+    (``<db>.tmp/``): COPY into it, glob, read_text. The sandbox gives it none, so nothing can be written; a query
+    that would spill fails in one line naming the memory setting instead."""
+    assert trace.sql("SELECT current_setting('allowed_directories')").fetchall() == [([],)]
+    spill = trace.db_path.with_name(trace.db_path.name + ".tmp")
+    with pytest.raises(profiler.QueryError):
+        trace.sql(f"COPY (SELECT 'x' AS x) TO '{spill}/planted.csv'")
+    with pytest.raises(profiler.QueryError, match="TRNPROF_DB_MEMORY_LIMIT"):
+        trace.sql("SELECT count(*) FROM (SELECT range r, repeat('x', 60) || range::VARCHAR h FROM range(100000000) "
+                  "ORDER BY h DESC)", timeout_s=60)
+    assert not spill.exists()

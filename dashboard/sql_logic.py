@@ -102,7 +102,8 @@ def run_query(trace: Any, query: str | None, row_limit: Any = DEFAULT_ROW_LIMIT,
     timeout = bounded(timeout_s, DEFAULT_TIMEOUT_S, 0.1, MAX_TIMEOUT_S)
     t0 = time.perf_counter()
     try:
-        table = _to_arrow(trace.sql(text, timeout_s=timeout), limit)
+        # at most limit + 1 rows are fetched: the rest of the result is never built in the server's memory
+        table = _to_arrow(trace.sql(text, timeout_s=timeout, max_rows=limit + 1), limit)
     except TrnprofError as exc:
         return QueryResult(error=_one_line(str(exc)), elapsed_s=time.perf_counter() - t0)
     except Exception as exc:  # an engine error the sandbox did not translate: still one line, never a traceback

@@ -222,6 +222,22 @@ def test_sql_rows_limit_and_js_safe_values(trace):
     assert len(big.columns) == len(set(big.columns)) == 3
 
 
+def test_sql_page_fetches_no_more_than_the_row_limit(trace, monkeypatch):
+    """The result beyond the row limit is never built in the server's memory (a 10^9-row query is answered from
+    its first rows)."""
+    asked = []
+    real = type(trace).sql
+
+    def spy(self, query, timeout_s=30.0, params=None, *, max_rows=None):
+        asked.append(max_rows)
+        return real(self, query, timeout_s, params, max_rows=max_rows)
+
+    monkeypatch.setattr(type(trace), "sql", spy)
+    res = sql_logic.run_query(trace, "SELECT range AS r FROM range(1000000000)", row_limit=7)
+    assert res.error is None and len(res.rows) == 7 and res.truncated
+    assert asked == [8]
+
+
 @pytest.mark.parametrize("query", ["", "SELEC 1", "SELECT * FROM no_such_table", "x" * 200_000])
 def test_sql_errors_are_one_line(trace, query):
     res = sql_logic.run_query(trace, query)

@@ -381,6 +381,25 @@ def _raise_schema_problems(path: Path, problems: list[str]) -> None:
                            f"`trnprof ingest`: {reingest_hint(path)}")
 
 
+#: Statements user SQL may run: queries (SELECT, and DESCRIBE / SHOW / SUMMARIZE, which DuckDB parses as SELECT),
+#: EXPLAIN, and PRAGMA / CALL (the configuration is locked, so these can only read).  Anything else -- even a
+#: TEMP table or view, which would live in memory only -- is refused before it runs.
+_QUERY_STATEMENTS = frozenset({"SELECT", "EXPLAIN", "PRAGMA", "CALL"})
+
+
+def _check_statements(cursor: duckdb.DuckDBPyConnection, query: str) -> None:
+    """QueryError unless every statement of ``query`` is a query (:data:`_QUERY_STATEMENTS`)."""
+    try:
+        statements = cursor.extract_statements(query)
+    except duckdb.Error as exc:  # a syntax error: reported as running it would
+        raise QueryError(_describe_error(exc)) from None
+    for statement in statements:
+        kind = statement.type.name
+        if kind not in _QUERY_STATEMENTS:
+            raise QueryError(f"not allowed: {kind} statement (trace SQL is read-only: it runs queries -- SELECT, "
+                             "EXPLAIN, DESCRIBE, SHOW, PRAGMA -- and cannot create, change or load anything)")
+
+
 #: Rows per Arrow batch when a capped result is streamed.
 _CAPPED_BATCH_ROWS = 65_536
 
@@ -398,6 +417,7 @@ def run_user_sql(cursor: duckdb.DuckDBPyConnection, query: str, timeout_s: float
         raise QueryError("empty SQL query")
     if max_rows is not None and (isinstance(max_rows, bool) or not isinstance(max_rows, int) or max_rows < 0):
         raise QueryError(f"max_rows must be a non-negative integer or None, not {max_rows!r}")
+    _check_statements(cursor, query)
     timed_out = threading.Event()
 
     def interrupt() -> None:

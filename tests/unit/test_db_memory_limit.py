@@ -28,8 +28,10 @@ def test_environment_sets_the_limit_and_sql_cannot_raise_it(db_path, monkeypatch
     monkeypatch.setenv(MEMORY_LIMIT_ENV, "300MiB")
     with profiler.open(db_path) as t:
         assert _setting(t) == "300.0 MiB"
-        with pytest.raises(profiler.QueryError, match="locked"):
+        with pytest.raises(profiler.QueryError, match="not allowed: SET statement"):
             t.sql("SET memory_limit = '100GB'")
+        with pytest.raises(profiler.QueryError, match="not allowed: SET statement"):  # (the assignment form)
+            t.sql("PRAGMA memory_limit = '100GB'")
         assert _setting(t) == "300.0 MiB"
         assert t.sql("SELECT count(*) FROM Instruction").fetchall()[0][0] > 0
 

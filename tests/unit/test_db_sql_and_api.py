@@ -212,3 +212,13 @@ def test_no_directory_is_open_to_user_sql_not_even_duckdbs_temporary_one(trace):
         trace.sql("SELECT count(*) FROM (SELECT range r, repeat('x', 60) || range::VARCHAR h FROM range(100000000) "
                   "ORDER BY h DESC)", timeout_s=60)
     assert not spill.exists()
+
+
+@pytest.mark.parametrize("query", ["CREATE TEMP TABLE t AS SELECT 1 AS x", "CREATE TEMP VIEW v AS SELECT 1 AS x",
+                                   "SELECT 1; CREATE TEMP TABLE t AS SELECT 1 AS x", "SET threads = 1"])
+def test_only_queries_run_not_even_in_memory_writes(trace, query):
+    with pytest.raises(profiler.QueryError, match="not allowed: (CREATE|SET) statement"):
+        trace.sql(query)
+    for ok in ("DESCRIBE Instruction", "SHOW TABLES", "SUMMARIZE SELECT 1 AS x", "EXPLAIN SELECT 1",
+               "PRAGMA table_info('Instruction')", "FROM Instruction LIMIT 1"):
+        trace.sql(ok)

@@ -113,7 +113,9 @@ def resolve_core(trace: Trace, core: int | None) -> int | None:
     """``core`` checked against the trace; ``None`` means every core (fine when there is only one)."""
     if core is None:
         return None
-    core = _check_time(core, "core")
+    if isinstance(core, bool) or not isinstance(core, int | np.integer) or not 0 <= int(core) < 2**31:
+        raise QueryError(f"core must be a core index (pcore_idx, 0 or more), not {core!r}")
+    core = int(core)
     known = cores(trace)
     if known and core not in known:
         raise QueryError(f"{trace.path}: no core {core} (the trace has cores {', '.join(map(str, known))})")

@@ -78,6 +78,9 @@ def test_bounds_bad_window(trace):
         performance_bounds(trace, "0", 10)
     with pytest.raises(QueryError, match="no core 3"):
         performance_bounds(trace, core=3)
+    for bad in (-1, 2**40, "0", True):  # said as a core index, not as a time
+        with pytest.raises(QueryError, match=r"core must be a core index \(pcore_idx"):
+            performance_bounds(trace, core=bad)
 
 
 def test_waits(trace):

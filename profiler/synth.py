@@ -26,7 +26,7 @@ import pyarrow as pa
 
 from tracer import schema as ts
 from tracer.errors import ConfigError, TraceExistsError
-from tracer.writer import TraceWriter
+from tracer.writer import TraceWriter, check_trace_directory
 
 ENGINE_TRACKS = len(ts.ENGINES)
 DMA_QUEUES = 16
@@ -244,17 +244,9 @@ def synth_trace(path: str | os.PathLike[str], events: int, tracks: int = TRACKS_
 
 
 def _check_target(target: Path, overwrite: bool) -> None:
-    """What :func:`tracer.writer.prepare_trace_directory` refuses, checked without touching anything."""
-    if target.exists() and not target.is_dir():
-        raise TraceExistsError(f"{target}: exists and is not a directory; choose another output path")
-    if target.is_dir():
-        names = [f.name for f in target.iterdir()]
-        tables = [n for n in names if n.endswith(ts.TABLE_FILE_SUFFIX)]
-        if tables and not overwrite:
-            raise TraceExistsError(f"{target}: a trace already exists here; pass --force to replace it")
-        if names and not tables:
-            raise TraceExistsError(f"{target}: directory is not empty and holds no trace; choose an empty or new "
-                                   "path")
+    """What writing a trace at ``target`` would refuse (:func:`tracer.writer.check_trace_directory`), and a missing
+    parent directory, checked without touching anything."""
+    check_trace_directory(target, overwrite=overwrite)
     if not target.parent.is_dir():
         raise TraceExistsError(f"{target}: {target.parent} is not an existing directory; create it or choose "
                                "another output path")

@@ -105,11 +105,16 @@ class ArgumentParser(argparse.ArgumentParser):
         return ""
 
 
+def shown_value(text: str) -> str:
+    """A value the user typed, cut to 40 characters for an error message."""
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def int_arg(what: str, low: int, high: int) -> Callable[[str], int]:
     """An argparse ``type``: an integer in ``[low, high]``, else an error naming ``what`` and the range."""
 
     def parse(text: str) -> int:
-        shown = text if len(text) <= 40 else text[:37] + "..."
+        shown = shown_value(text)
         try:
             value = int(text)
         except ValueError:

@@ -15,7 +15,7 @@ from typing import Any
 import pyarrow as pa
 
 import profiler
-from profiler.cli import int_arg
+from profiler.cli import int_arg, shown_value
 from profiler.cli._progress import ingest_bars
 from profiler.db.lod import TIME_LIMIT
 from profiler.errors import CommandError
@@ -36,7 +36,7 @@ row_limit = int_arg("a row count (0: all)", 0, MAX_LIMIT)
 
 def time_ns(text: str) -> int:
     """argparse ``type`` of ``--start/--end``: integer nanoseconds within the database's +-2**62 ns."""
-    shown = text if len(text) <= 40 else text[:37] + "..."
+    shown = shown_value(text)
     try:
         value = int(text)
     except ValueError:

@@ -8,8 +8,15 @@ from typing import Any
 
 from profiler.analyses import schema as rs
 from profiler.analyses.diff import diff
-from profiler.cli import _analysis as cli
-from profiler.cli._analysis import add_trace_argument, check_limit, open_trace, print_json, print_table
+from profiler.cli._analysis import (
+    add_trace_argument,
+    check_limit,
+    core_index,
+    open_trace,
+    print_json,
+    print_table,
+    row_limit,
+)
 
 
 def _speed(metric: dict[str, Any]) -> str:
@@ -41,8 +48,8 @@ class DiffCommand:
         add_trace_argument(parser, "b", "the trace compared with it")
         parser.add_argument("--by", choices=tuple(rs.GROUP_KEYS), action="append",
                             help="per-identity tables to show (repeatable; default: all three)")
-        parser.add_argument("--core", type=cli.core_index, metavar="N", help="physical core (default: every core)")
-        parser.add_argument("--limit", type=cli.row_limit, default=15, metavar="N",
+        parser.add_argument("--core", type=core_index, metavar="N", help="physical core (default: every core)")
+        parser.add_argument("--limit", type=row_limit, default=15, metavar="N",
                             help="rows per delta table (default: 15; 0: all)")
         parser.add_argument("--json", action="store_true", help="print the comparison as JSON")
 

@@ -7,6 +7,7 @@ import re
 import sys
 from pathlib import Path
 
+from profiler.cli import shown_value
 from profiler.errors import CommandError
 
 #: Suffixes accepted by --start/--end, in nanoseconds.
@@ -23,7 +24,7 @@ def parse_time(text: str, option: str) -> int:
 
     from profiler.db.lod import TIME_LIMIT
 
-    shown = text if len(text) <= 40 else text[:37] + "..."
+    shown = shown_value(text)
     m = _TIME_RE.match(text)
     if not m:
         raise CommandError(f"{option} {shown!r}: expected a time such as 1500 (ns), 1.5us, 20ms or 2s")

@@ -115,6 +115,11 @@ class RecordCommand:
         return 0
 
 
+def _dir_bytes(path: Path) -> int:
+    """Bytes in the files of the directory ``path`` (OSError when it cannot be listed)."""
+    return sum(e.stat().st_size for e in os.scandir(path) if e.is_file())
+
+
 def _both(*callbacks: Any) -> Any:
     """One progress callback calling each of ``callbacks`` that is not None (None when none is)."""
     active = [c for c in callbacks if c is not None]
@@ -158,7 +163,7 @@ class _DiskGuard:
         if now - self._at < self.INTERVAL_S:
             return
         try:
-            size = sum(e.stat().st_size for e in os.scandir(self.trace_dir) if e.is_file())
+            size = _dir_bytes(self.trace_dir)
             free = shutil.disk_usage(self.trace_dir).free
         except OSError:
             return
@@ -232,7 +237,7 @@ class _Progress:
         if now - self._size_at >= self.SIZE_INTERVAL_S:
             self._size_at = now
             with contextlib.suppress(OSError):  # the directory is being written: a file may come or go
-                self._size = sum(e.stat().st_size for e in os.scandir(self.trace_dir) if e.is_file())
+                self._size = _dir_bytes(self.trace_dir)
         return self._size
 
     def close(self) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 import pyarrow as pa
 
 import profiler
+from profiler.cli import shown_value
 from profiler.cli._progress import ingest_bars
 from profiler.trace import DEFAULT_SQL_TIMEOUT_S
 
@@ -23,7 +24,7 @@ MAX_TIMEOUT_S = 86_400.0
 
 def timeout_seconds(text: str) -> float:
     """argparse ``type`` of ``--timeout``: a finite number of seconds in (0, :data:`MAX_TIMEOUT_S`]."""
-    shown = text if len(text) <= 40 else text[:37] + "..."
+    shown = shown_value(text)
     try:
         value = float(text)
     except ValueError:

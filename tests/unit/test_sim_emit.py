@@ -176,18 +176,20 @@ def test_writer_processes_are_reaped_without_the_run_waiting_for_them(tmp_path):
 
 
 def test_segment_producers_cross_to_the_writer_process_as_ints():
-    """Chunk.s_leaf (the producers' fields) reaches the writer process marshalled, as the writer process sends it,
-    and becomes one int64 array there: the same values in the same order, and a field that was a numpy integer
-    (marshal sends its raw bytes) read back as that integer."""
+    """Chunk.s_leaf (per segment, its producer tuples marshalled, as the fast path records them) reaches the writer
+    process in the marshalled list the writer process sends, and becomes one int64 array of their fields there:
+    the same values in the same order, segment by segment, and a field that was a numpy integer (marshal sends its
+    raw bytes) read back as that integer."""
     import marshal
 
     import numpy as np
 
     from tracer.sim.records import leaf_values
 
-    sent = [1, 2, 3_000_000_000_000, 0, 7, 4, np.int64(-5), 6, 1, 2**40]
+    sent = [marshal.dumps(((1, 2, 3_000_000_000_000, 0, 7),), 2),
+            marshal.dumps(((4, np.int64(-5), 6, 1, 2**40), (0, 1, 2, 1, 9)), 2)]
     back = marshal.loads(marshal.dumps(sent, 2))
-    assert leaf_values(back).tolist() == [1, 2, 3_000_000_000_000, 0, 7, 4, -5, 6, 1, 2**40]
+    assert leaf_values(back).tolist() == [1, 2, 3_000_000_000_000, 0, 7, 4, -5, 6, 1, 2**40, 0, 1, 2, 1, 9]
     assert leaf_values(sent).tolist() == leaf_values(back).tolist()
     assert leaf_values([]).dtype == np.int64 and len(leaf_values([])) == 0
 

@@ -5,9 +5,9 @@ whose memory it would otherwise share copy-on-write and whose threads it would i
 the pipe ``IN_FD``: first ``("setup", path, overwrite, metadata, cost model)``, then ``("chunk", templates,
 variants, names, chunk, column types)`` per :class:`~tracer.sim.records.Chunk` (each new template as its fields,
 or as ``(id, tensor)``: a copy of DMA template ``id`` for another HBM tensor) followed by its columns as raw
-buffers and its ``s_leaf`` producer fields marshalled, then ``("close", complete)``; it runs the
-:class:`~tracer.sim.emitter.Emitter` into its own :class:`~tracer.writer.TraceWriter` and answers on ``OUT_FD``
-with ``("done",)`` or ``("error", exception)``.
+buffers and its ``s_leaf`` (each segment's producers, marshalled) as a marshalled list, then ``("close",
+complete)``; it runs the :class:`~tracer.sim.emitter.Emitter` into its own :class:`~tracer.writer.TraceWriter` and
+answers on ``OUT_FD`` with ``("done",)`` or ``("error", exception)``.
 
 Crash behaviour: if the parent dies (even by SIGKILL) the pipe closes; the child writes what it has and closes the
 trace as incomplete, so it stays readable.  The child runs in its own session and ignores SIGINT, so Ctrl-C reaches
@@ -114,7 +114,7 @@ def serve(inbox: Connection, outbox: Connection) -> int:
                 col = array(typecode)
                 col.frombytes(inbox.recv_bytes())
                 setattr(chunk, name, col)
-            chunk.s_leaf = marshal.loads(inbox.recv_bytes())  # then the segments' producer fields
+            chunk.s_leaf = marshal.loads(inbox.recv_bytes())  # then the segments' marshalled producers
             view.add(templates)
             view.names.extend(names)
             view.variants.extend(SimpleNamespace(uid=uid, emit_table=table) for uid, table in variants)

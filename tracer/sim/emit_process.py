@@ -240,8 +240,8 @@ class ProcessEmitter:
         names = self.core.names[self._sent_names:chunk.n_names]
         self._sent_names = max(self._sent_names, chunk.n_names)
         # the columns go out as raw buffers straight from their arrays (nothing copied here), then the segments'
-        # producer fields marshalled (format 2: no back-references to look up; ~4x faster than pickle or than
-        # copying them into an array); the rest is pickled
+        # producers (marshalled per segment by the fast path, Chunk.s_leaf) as one marshalled list; the rest is
+        # pickled
         columns = {f.name: getattr(chunk, f.name) for f in dataclasses.fields(chunk)
                    if isinstance(getattr(chunk, f.name), array)}
         shell = dataclasses.replace(chunk, s_leaf=[], **{name: array(col.typecode) for name, col in columns.items()})

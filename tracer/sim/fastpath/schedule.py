@@ -19,9 +19,10 @@ with ``TRNPROF_JIT=0`` and without numba.  Everything around the loop (producers
 
 from __future__ import annotations
 
+import marshal
 import math
 from array import array
-from itertools import accumulate, chain
+from itertools import accumulate
 from operator import itemgetter
 from typing import Any
 
@@ -159,8 +160,8 @@ def run(prog: Program, core: Any, ctx: Any, leaves: list[Any], aux: list[int], t
         segs["s_var"].append(prog.uid)
         segs["s_i0"].append(i0)
         segs["s_x0"].append(x0)
-        if prog.edge_pick is not None:  # their fields, as the int objects (Chunk.s_leaf)
-            segs["s_leaf"].extend(chain.from_iterable(prog.edge_pick(leaves)))
+        if prog.edge_pick is not None:  # the producers its edges name, marshalled (Chunk.s_leaf)
+            segs["s_leaf"].append(marshal.dumps(prog.edge_pick(leaves), 2))
     outs = tuple([leaves[src] if is_leaf else P[src] for is_leaf, src in prog.out_src])
     if need_fins:
         if type(S) is not list:

@@ -1,13 +1,16 @@
-"""The trace-writing child process of a recording: :func:`main` with the pipe descriptors ``IN_FD OUT_FD``.
+"""The trace-writing child process of a recording: :func:`main` with the descriptors ``IN_FD OUT_FD [RING_FD
+RING_BYTES]``.
 
 Started by :class:`tracer.sim.emit_process.ProcessEmitter` as a fresh interpreter (not a fork of the simulation,
 whose memory it would otherwise share copy-on-write and whose threads it would inherit).  It reads messages from
 the pipe ``IN_FD``: first ``("setup", path, overwrite, metadata, cost model)``, then ``("chunk", templates,
-variants, names, chunk, column types)`` per :class:`~tracer.sim.records.Chunk` (each new template as its fields,
-or as ``(id, tensor)``: a copy of DMA template ``id`` for another HBM tensor) followed by its columns as raw
-buffers and its ``s_leaf`` (each segment's producers, marshalled) as a marshalled list, then ``("close",
-complete)``; it runs the :class:`~tracer.sim.emitter.Emitter` into its own :class:`~tracer.writer.TraceWriter` and
-answers on ``OUT_FD`` with ``("done",)`` or ``("error", exception)``.
+variants, names, chunk, column types, spans)`` per :class:`~tracer.sim.records.Chunk` (each new template as its
+fields, or as ``(id, tensor)``: a copy of DMA template ``id`` for another HBM tensor).  The chunk's columns and its
+``s_leaf`` (each segment's producers, marshalled, as a marshalled list) are in the shared-memory ring ``RING_FD``
+at ``spans`` (:mod:`tracer.sim.emit_ring`; acknowledged with ``("ack", position)`` on ``OUT_FD`` once copied out),
+or, when ``spans`` is None, follow on the pipe as raw buffers.  Last comes ``("close", complete)``.  It runs the
+:class:`~tracer.sim.emitter.Emitter` into its own :class:`~tracer.writer.TraceWriter` and answers on ``OUT_FD`` with
+``("done",)`` or ``("error", exception)``.
 
 Crash behaviour: if the parent dies (even by SIGKILL) the pipe closes; the child writes what it has and closes the
 trace as incomplete, so it stays readable.  The child runs in its own session and ignores SIGINT, so Ctrl-C reaches
@@ -27,6 +30,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from tracer.sim.arch import CostModel
+from tracer.sim.emit_ring import RingReader, Span
 from tracer.sim.emitter import Emitter
 from tracer.sim.records import DmaPlan, HKey, Template
 from tracer.writer import TraceWriter
@@ -75,8 +79,31 @@ class _CoreView:
         return plan
 
 
-def serve(inbox: Connection, outbox: Connection) -> int:
-    """Write the trace the parent describes on ``inbox``; returns the exit status."""
+def _read_columns(chunk: Any, columns: list[tuple[str, str]], spans: list[Span] | None,  # noqa: PLR0917
+                  inbox: Connection, outbox: Connection, ring: RingReader | None) -> None:
+    """Fill ``chunk``'s ``columns`` (name, array type) and its ``s_leaf`` (the segments' marshalled producers, as a
+    marshalled list) from the ring at ``spans``, then acknowledge them; or, when ``spans`` is None, from the raw
+    buffers that follow on ``inbox``."""
+    if spans is None:
+        for name, typecode in columns:
+            col = array(typecode)
+            col.frombytes(inbox.recv_bytes())
+            setattr(chunk, name, col)
+        chunk.s_leaf = marshal.loads(inbox.recv_bytes())
+        return
+    assert ring is not None, "the parent used a ring it did not pass"
+    for (name, typecode), span in zip(columns, spans, strict=False):
+        col = array(typecode)
+        col.frombytes(ring.view(span))
+        setattr(chunk, name, col)
+    chunk.s_leaf = marshal.loads(ring.view(spans[-1]))
+    with contextlib.suppress(OSError, ValueError):  # a parent that is gone needs no acknowledgement
+        outbox.send(("ack", RingReader.end(spans)))
+
+
+def serve(inbox: Connection, outbox: Connection, ring: RingReader | None = None) -> int:
+    """Write the trace the parent describes on ``inbox`` (columns in ``ring`` where the parent put them there);
+    returns the exit status."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         tag, path, overwrite, metadata, cm = inbox.recv()
@@ -109,12 +136,8 @@ def serve(inbox: Connection, outbox: Connection) -> int:
             if msg[0] == "close":
                 complete = bool(msg[1])
                 break
-            _tag, templates, variants, names, chunk, columns = msg
-            for name, typecode in columns:  # the chunk's columns follow as raw buffers
-                col = array(typecode)
-                col.frombytes(inbox.recv_bytes())
-                setattr(chunk, name, col)
-            chunk.s_leaf = marshal.loads(inbox.recv_bytes())  # then the segments' marshalled producers
+            _tag, templates, variants, names, chunk, columns, spans = msg
+            _read_columns(chunk, columns, spans, inbox, outbox, ring)
             view.add(templates)
             view.names.extend(names)
             view.variants.extend(SimpleNamespace(uid=uid, emit_table=table) for uid, table in variants)
@@ -143,14 +166,17 @@ class _NoPandas:
 
 
 def main(argv: list[str]) -> int:
-    """Serve the parent on the pipe descriptors ``argv = [IN_FD, OUT_FD]``, then exit the process at once.
+    """Serve the parent on the pipe descriptors ``argv = [IN_FD, OUT_FD]`` (and the ring ``RING_FD RING_BYTES``;
+    -1 or absent: none), then exit the process at once.
 
     Every trace file is closed by then, so the interpreter's tear-down (~50 ms of freeing modules) is skipped.
     The parent does not wait for the exit (only for ``("done",)``); it reaps this process later.
     """
     sys.meta_path.insert(0, _NoPandas)  # type: ignore[arg-type]
     in_fd, out_fd = int(argv[0]), int(argv[1])
-    status = serve(Connection(in_fd, writable=False), Connection(out_fd, readable=False))
+    ring_fd, ring_size = (int(argv[2]), int(argv[3])) if len(argv) >= 4 else (-1, 0)
+    ring = RingReader(ring_fd, ring_size) if ring_fd >= 0 else None
+    status = serve(Connection(in_fd, writable=False), Connection(out_fd, readable=False), ring)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(status)

@@ -1,12 +1,14 @@
 """Trace emission in a child process, so building and compressing tables never competes for the GIL.
 
-The parent (the simulation) writes each :class:`~tracer.sim.core.Chunk` — compact ``array`` columns, sent as raw
-buffers — and the templates created since the previous chunk into a pipe to the child
+The parent (the simulation) hands each :class:`~tracer.sim.core.Chunk` — compact ``array`` columns — to the child
 (:mod:`tracer.sim.emit_child`), which runs the :class:`~tracer.sim.emitter.Emitter` and owns the
-:class:`~tracer.writer.TraceWriter`.  On a 2-core machine the two run truly in parallel.  The parent never waits
-for the child and runs no thread of its own (a sender thread would compete with the simulation for the GIL and for
-a core): the pipe is non-blocking, and what it cannot take yet waits in :class:`FramedPipe`'s queue, pumped out
-whenever the core checks for a hand-over (every 256 instructions or loop segment).
+:class:`~tracer.writer.TraceWriter`: the columns are copied into a shared-memory ring
+(:mod:`tracer.sim.emit_ring`; through the pipe as raw buffers when the ring is full or missing), and a message
+naming them, with the templates created since the previous chunk, goes through a pipe.  On a 2-core machine the
+two run truly in parallel.  The parent never waits for the child and runs no thread of its own (a sender thread
+would compete with the simulation for the GIL and for a core): the pipe is non-blocking, and what it cannot take
+yet waits in :class:`FramedPipe`'s queue, pumped out whenever the core checks for a hand-over (every 256
+instructions or loop segment).
 
 The child is a fresh interpreter (``subprocess``), not a fork: a fork would share the simulation's memory
 copy-on-write (measured: ~14,000 extra page faults, +3% system time on a 1.5 s recording) and inherit its
@@ -40,7 +42,7 @@ from typing import Any
 
 import tracer
 from tracer.errors import TraceFormatError, TrnprofError
-from tracer.sim import malloc_tuning
+from tracer.sim import emit_ring, malloc_tuning
 from tracer.sim.core import Core
 from tracer.sim.emit_child import WIRE_FIELDS
 from tracer.sim.records import Chunk, Template
@@ -185,18 +187,26 @@ class ProcessEmitter:
         from_child_r, from_child_w = os.pipe()
         _widen_pipe(to_child_w)
         root = str(Path(tracer.__file__).resolve().parents[1])
+        #: The shared-memory ring the columns travel in (None: through the pipe).
+        self._ring = emit_ring.create_writer(emit_ring.RING_BYTES)
+        ring_args = [str(self._ring.fd), str(self._ring.size)] if self._ring is not None else ["-1", "0"]
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, "-c", _CHILD_MAIN, root, str(to_child_r), str(from_child_w)],
-                pass_fds=(to_child_r, from_child_w), stdin=subprocess.DEVNULL, start_new_session=True,
+                [sys.executable, "-c", _CHILD_MAIN, root, str(to_child_r), str(from_child_w), *ring_args],
+                pass_fds=(to_child_r, from_child_w) + ((self._ring.fd,) if self._ring is not None else ()),
+                stdin=subprocess.DEVNULL, start_new_session=True,
                 env=malloc_tuning.child_env())  # big freed blocks kept for reuse (see that module)
         except OSError as exc:
             for fd in (to_child_r, to_child_w, from_child_r, from_child_w):
                 os.close(fd)
+            if self._ring is not None:
+                self._ring.close()
             raise TraceFormatError(f"{self.path}: cannot start the trace writer process ({exc.strerror}); rerun "
                                    "with TRNPROF_EMIT=thread to write the trace from a thread instead") from None
         os.close(to_child_r)
         os.close(from_child_w)
+        if self._ring is not None:
+            self._ring.close_fd()
         self._pipe = FramedPipe(to_child_w)
         self._conn = Connection(from_child_r, writable=False)
         self._sent_templates = 0
@@ -208,24 +218,47 @@ class ProcessEmitter:
         self._flush(block=False)
 
     def _receive(self, timeout: float | None = None) -> tuple[Any, ...]:
-        if timeout is not None and not self._conn.poll(timeout):
-            self._proc.kill()
-            self._wait()
-            raise TraceFormatError(f"{self.path}: the trace writer process did not answer within {timeout:.0f} s; "
-                                   "rerun with TRNPROF_EMIT=thread to write the trace from a thread instead")
+        """The child's next answer (``("done",)``), taking the ring acknowledgements before it; raises what the
+        child reported, or that it died or did not answer within ``timeout`` seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            if deadline is not None and not self._conn.poll(max(0.0, deadline - time.monotonic())):
+                self._proc.kill()
+                self._wait()
+                raise TraceFormatError(f"{self.path}: the trace writer process did not answer within "
+                                       f"{timeout:.0f} s; rerun with TRNPROF_EMIT=thread to write the trace from a "
+                                       "thread instead")
+            msg = self._recv()
+            if not self._take(msg):
+                return msg
+
+    def _recv(self) -> tuple[Any, ...]:
         try:
-            msg = self._conn.recv()
+            return self._conn.recv()
         except (EOFError, OSError):
             self._wait()
             raise TraceFormatError(f"{self.path}: the trace writer process died (exit code "
                                    f"{self._proc.returncode}); the trace keeps what was written") from None
+
+    def _take(self, msg: tuple[Any, ...]) -> bool:
+        """Act on a message from the child: an acknowledgement frees ring space (True); an error is raised."""
+        if msg[0] == "ack":
+            if self._ring is not None:
+                self._ring.release(msg[1])
+            return True
         if msg[0] == "error":
             self._wait()
             exc = msg[1]
             if isinstance(exc, TrnprofError):
                 raise exc
             raise TraceFormatError(f"{self.path}: writing the trace failed: {type(exc).__name__}: {exc}")
-        return msg
+        return False
+
+    def _take_acks(self) -> None:
+        """Take the acknowledgements the child has sent (it sends one per chunk read from the ring)."""
+        fd = self._conn.fileno()
+        while select.select([fd], [], [], 0)[0]:  # Connection.poll builds a selector each time (~80 us)
+            self._take(self._recv())
 
     def submit(self, chunk: Chunk) -> None:
         """Send ``chunk`` (and the templates it introduces) to the child without waiting for it: what the pipe
@@ -239,16 +272,22 @@ class ProcessEmitter:
         self._sent_variants = max(self._sent_variants, chunk.n_variants)
         names = self.core.names[self._sent_names:chunk.n_names]
         self._sent_names = max(self._sent_names, chunk.n_names)
-        # the columns go out as raw buffers straight from their arrays (nothing copied here), then the segments'
-        # producers (marshalled per segment by the fast path, Chunk.s_leaf) as one marshalled list; the rest is
-        # pickled
+        # the columns, then the segments' producers (marshalled per segment by the fast path, Chunk.s_leaf) as one
+        # marshalled list, go into the ring, or when it has no room through the pipe as raw buffers straight from
+        # their arrays; the rest is pickled
         columns = {f.name: getattr(chunk, f.name) for f in dataclasses.fields(chunk)
                    if isinstance(getattr(chunk, f.name), array)}
+        buffers = [*columns.values(), marshal.dumps(chunk.s_leaf, 2)]
+        spans = None
+        if self._ring is not None:
+            self._take_acks()
+            spans = self._ring.put(buffers)
         shell = dataclasses.replace(chunk, s_leaf=[], **{name: array(col.typecode) for name, col in columns.items()})
-        self._pipe.put(("chunk", new, variants, names, shell, [(name, col.typecode) for name, col in columns.items()]))
-        for col in columns.values():
-            self._pipe.put_bytes(col)
-        self._pipe.put_bytes(marshal.dumps(chunk.s_leaf, 2))
+        self._pipe.put(("chunk", new, variants, names, shell, [(name, col.typecode) for name, col in columns.items()],
+                        spans))
+        if spans is None:
+            for buf in buffers:
+                self._pipe.put_bytes(buf)
         self._flush(block=self._pipe.backlog > MAX_BACKLOG_BYTES)
 
     def _encode(self, tpl: Template) -> tuple[Any, ...]:
@@ -276,8 +315,7 @@ class ProcessEmitter:
 
     def _raise_child_error(self) -> None:
         """Raise what the child reported, or that it died."""
-        if self._conn.poll():
-            self._receive()
+        self._take_acks()  # raises the child's error, if it sent one
         self._wait()
         raise TraceFormatError(f"{self.path}: the trace writer process died (exit code {self._proc.returncode}); "
                                "the trace keeps what was written")
@@ -304,6 +342,8 @@ class ProcessEmitter:
         finally:
             self._pipe.close()
             self._conn.close()
+            if self._ring is not None:
+                self._ring.close()
             if done:  # every file is closed: let it exit on its own time
                 _EXITING.append(self._proc)
             else:

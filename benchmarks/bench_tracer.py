@@ -9,6 +9,8 @@ of either kind are in), timing ``run_kernel`` inside it; ``--scale`` makes every
 ``--fast-path off`` measures the general path alone.  ``--first-write`` measures how soon a recording
 of millions of instructions has its first rows on disk.  Each line also carries the 1-minute load average: this
 machine has 2 vCPUs shared with other work, so wall-clock ratios are only meaningful on a quiet machine.
+``--neighbour`` times untraced runs alone and beside a busy loop in another process: on this machine the two
+vCPUs slow each other, so the trace writer's work costs the simulation time even on the other CPU.
 ``--symbolic off`` runs ``nc.affine_range`` bodies once per iteration (concrete indices) instead of tracing them once
 and expanding them; ``--compare-symbolic`` times untraced runs of both, alternating, and reports their instructions
 per CPU second and per wall second side by side.
@@ -19,6 +21,7 @@ per CPU second and per wall second side by side.
     .venv/bin/python benchmarks/bench_tracer.py --pairs 3 --fast-path off
     .venv/bin/python benchmarks/bench_tracer.py --compare-symbolic --pairs 5
     .venv/bin/python benchmarks/bench_tracer.py --first-write
+    .venv/bin/python benchmarks/bench_tracer.py --neighbour --pairs 3 --scale 4 --kernels matmul_rowload
 """
 
 from __future__ import annotations
@@ -161,6 +164,28 @@ def compare_symbolic(kernel: str, params: dict, arch: str, pairs: int) -> dict:
     }
 
 
+def neighbour_cost(kernel: str, params: dict, arch: str, pairs: int) -> dict:
+    """Untraced fresh runs alone and beside a busy pure-Python loop in another process, alternating: how much a
+    second process's CPU work slows the simulation on this machine (the trace writer is such a process)."""
+    wall: dict[bool, list[float]] = {False: [], True: []}
+    n = 0
+    for i in range(pairs):
+        for beside in ((False, True) if i % 2 == 0 else (True, False)):
+            loop = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if beside else None
+            try:
+                run = _run_fresh([kernel, params, arch, None, "process", True, True])
+            finally:
+                if loop is not None:
+                    loop.kill()
+                    loop.wait()
+            wall[beside].append(run["wall"])
+            n = run["instructions"]
+    alone, beside = statistics.median(wall[False]), statistics.median(wall[True])
+    return {"kernel": kernel, "arch": arch, "params": params, "instructions": n,
+            "wall_s_alone": [round(w, 3) for w in wall[False]], "wall_s_beside_loop": [round(w, 3) for w in wall[True]],
+            "slowdown_beside_loop_median": round(beside / alone - 1, 4), "cpus": os.cpu_count(), "pairs": pairs}
+
+
 def first_write(tmp: Path) -> dict:
     """Seconds until a multi-million-instruction recording has its first Instruction batch on disk."""
     out = tmp / "huge.trace"
@@ -198,6 +223,8 @@ def main() -> int:
                         help="untraced runs, symbolic and concrete affine loops side by side")
     parser.add_argument("--fresh", action="store_true",
                         help="every run in a new interpreter, as `trnprof record` runs (timed inside it)")
+    parser.add_argument("--neighbour", action="store_true",
+                        help="untraced runs alone and beside a busy loop in another process (do the CPUs interfere?)")
     parser.add_argument("--scale", type=int, default=1,
                         help="make each recording about this many times longer (grows M, seq, layers or rows)")
     parser.add_argument("--one", help=argparse.SUPPRESS)
@@ -218,6 +245,9 @@ def main() -> int:
             if args.kernels and kernel not in args.kernels:
                 continue
             params = scaled(kernel, base, args.scale)
+            if args.neighbour:
+                print(json.dumps(neighbour_cost(kernel, params, arch, args.pairs)), flush=True)
+                continue
             if args.compare_symbolic:
                 print(json.dumps(compare_symbolic(kernel, params, arch, args.pairs)), flush=True)
                 continue

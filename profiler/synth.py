@@ -257,8 +257,7 @@ def _move_into_place(tmp: Path, target: Path) -> None:
     if not target.exists():
         os.replace(tmp, target)
         return
-    for f in target.iterdir():
-        if f.name.endswith(ts.TABLE_FILE_SUFFIX):
-            f.unlink()
+    for f in check_trace_directory(target, overwrite=True):  # the old trace's table files
+        f.unlink()
     for f in tmp.iterdir():
         os.replace(f, target / f.name)

@@ -126,6 +126,14 @@ def int_arg(what: str, low: int, high: int) -> Callable[[str], int]:
     return parse
 
 
+#: Largest ``--seed`` (numpy's generators take any non-negative integer; 64 bits is plenty).
+MAX_SEED = 2**64 - 1
+
+
+#: ``--seed N``: a seed of the random inputs (``record``, ``synth``).
+seed_arg = int_arg("a seed", 0, MAX_SEED)
+
+
 def load_commands() -> list[Command]:
     """Built-in commands, then those registered by installed packages, sorted by name."""
     commands: dict[str, Command] = {}

@@ -11,15 +11,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from profiler.cli import int_arg
+from profiler.cli import seed_arg
 from profiler.errors import CommandError
 from tracer import schema
 from tracer.errors import ConfigError, TraceExistsError
 from tracer.sim import PRESETS, malloc_tuning, overridable_names, run_kernel
 from tracer.sim.arch import parse_overrides
-
-#: Largest ``--seed`` (numpy's generators take any non-negative integer; 64 bits is plenty).
-MAX_SEED = 2**64 - 1
 
 
 def parse_params(items: list[str] | None) -> dict[str, str]:
@@ -69,7 +66,7 @@ class RecordCommand:
         parser.add_argument("--numerics", action="store_true", help="compute values with numpy (slower)")
         parser.add_argument("--check", action="store_true",
                             help="compute values and compare every output with the kernel's numpy reference")
-        parser.add_argument("--seed", type=int_arg("a seed", 0, MAX_SEED), default=0,
+        parser.add_argument("--seed", type=seed_arg, default=0,
                             help="seed of the random inputs, 0 or more (default 0)")
         parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 

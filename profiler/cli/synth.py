@@ -10,7 +10,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from profiler.cli import int_arg
+from profiler.cli import int_arg, seed_arg
 from profiler.errors import CommandError
 from profiler.synth import TRACKS_PER_CORE, synth_trace
 
@@ -20,8 +20,6 @@ MAX_EVENTS = 100_000_000_000
 BYTES_PER_EVENT = 20
 #: Bytes of a trace besides its events (metadata, layer spans, Arrow framing; measured under 50 kB), rounded up.
 BYTES_FIXED = 1 << 20
-#: Largest ``--seed`` (numpy's generators take any non-negative integer; 64 bits is plenty).
-MAX_SEED = 2**64 - 1
 
 
 def _size_text(n: float) -> str:
@@ -57,7 +55,7 @@ class SynthCommand:
                             help="instructions + DMA packets to write (about 20 bytes each on disk)")
         parser.add_argument("--tracks", type=int_arg("a number of tracks", 1, 100_000), default=TRACKS_PER_CORE,
                             help=f"engine + DMA queue tracks, {TRACKS_PER_CORE} per core (default: one core)")
-        parser.add_argument("--seed", type=int_arg("a seed", 0, MAX_SEED), default=0,
+        parser.add_argument("--seed", type=seed_arg, default=0,
                             help="random seed, 0 or more (default: 0)")
         parser.add_argument("-o", "--output", required=True, help="trace directory to create")
         parser.add_argument("--force", action="store_true", help="replace an existing trace")

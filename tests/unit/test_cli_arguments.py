@@ -10,7 +10,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from profiler.cli import _analysis, main, sql, synth
+from profiler.cli import MAX_SEED, _analysis, main, sql, synth
 from profiler.cli.export import parse_time
 from profiler.db.lod import TIME_LIMIT
 
@@ -146,7 +146,7 @@ def test_seed_and_event_counts_are_checked_before_running(tmp_path, capsys, argv
 
 def test_synth_accepts_the_largest_seed(tmp_path, capsys):
     out_dir = tmp_path / "s.trace"
-    assert main(["synth", "--events", "500", "--seed", str(synth.MAX_SEED), "-o", str(out_dir)]) == 0
+    assert main(["synth", "--events", "500", "--seed", str(MAX_SEED), "-o", str(out_dir)]) == 0
     assert out_dir.is_dir()
 
 

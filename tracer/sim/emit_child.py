@@ -1,5 +1,5 @@
-"""The trace-writing child process of a recording: :func:`main` with the descriptors ``IN_FD OUT_FD [RING_FD
-RING_BYTES]``.
+"""The trace-writing child process of a recording: :func:`main` with the descriptors ``IN_FD OUT_FD RING_FD
+RING_BYTES``.
 
 Started by :class:`tracer.sim.emit_process.ProcessEmitter` as a fresh interpreter (not a fork of the simulation,
 whose memory it would otherwise share copy-on-write and whose threads it would inherit).  It reads messages from
@@ -166,15 +166,15 @@ class _NoPandas:
 
 
 def main(argv: list[str]) -> int:
-    """Serve the parent on the pipe descriptors ``argv = [IN_FD, OUT_FD]`` (and the ring ``RING_FD RING_BYTES``;
-    -1 or absent: none), then exit the process at once.
+    """Serve the parent on the pipe descriptors ``argv = [IN_FD, OUT_FD, RING_FD, RING_BYTES]`` (``RING_FD`` -1: no
+    ring), then exit the process at once.
 
     Every trace file is closed by then, so the interpreter's tear-down (~50 ms of freeing modules) is skipped.
     The parent does not wait for the exit (only for ``("done",)``); it reaps this process later.
     """
     sys.meta_path.insert(0, _NoPandas)  # type: ignore[arg-type]
     in_fd, out_fd = int(argv[0]), int(argv[1])
-    ring_fd, ring_size = (int(argv[2]), int(argv[3])) if len(argv) >= 4 else (-1, 0)
+    ring_fd, ring_size = int(argv[2]), int(argv[3])
     ring = RingReader(ring_fd, ring_size) if ring_fd >= 0 else None
     status = serve(Connection(in_fd, writable=False), Connection(out_fd, readable=False), ring)
     sys.stdout.flush()

@@ -39,8 +39,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from tracer import TraceReader
+from tracer import TraceReader, aot
 from tracer.sim import emit_process, malloc_tuning, run_kernel
+from tracer.sim.fastpath import schedule_jit, schedule_kernel
 
 CASES = [
     ("matmul_rowload", {"M": 16384, "N": 16384, "K": 4096}, "trn2"),
@@ -84,7 +85,8 @@ def run_once(kernel: str, params: dict, arch: str, trace: Path | None, emit: str
     emit_process._reap(wait=True)  # the run does not wait for its writer process to exit: reap it to count its CPU
     c1 = _cpu()
     return {"wall": wall, "cpu": c1[0] - c0[0], "child_cpu": c1[1] - c0[1], "instructions": result.instructions,
-            "fast_path_instructions": result.fast_path_instructions, "dma_packets": result.dma_packets}
+            "fast_path_instructions": result.fast_path_instructions, "dma_packets": result.dma_packets,
+            "compiled_loop": schedule_jit._loaded.get("via")}
 
 
 def _run_fresh(args: list) -> dict:
@@ -136,6 +138,7 @@ def bench_case(kernel: str, params: dict, arch: str, pairs: int, tmp: Path, emit
         "writer_child_cpu_s_median": round(child, 3),
         "writer_child_cpu_per_instruction_us": round(child / n * 1e6, 2),
         "instruction_bytes_per_row": round(size / rows, 2), "trace_mb": round(total_size / 1e6, 2),
+        "compiled_loop": sorted({str(r["compiled_loop"]) for rs in runs.values() for r in rs}),
         "pairs": pairs, "load_average_1min": [round(min(loads), 2), round(max(loads), 2)],
     }
 
@@ -239,6 +242,9 @@ def main() -> int:
         if args.first_write:
             print(json.dumps(first_write(tmp)))
             return 0
+        # the compiled scheduling loop's ahead-of-time build, as a user's second run finds it (TRNPROF_AOT=0: none)
+        if aot.enabled() and not aot.wait_for_build(schedule_kernel, timeout=300):
+            print(f"warning: no ahead-of-time build of the scheduling loop (see {aot.cache_dir()})", file=sys.stderr)
         # warm up (imports, pyarrow's lazy start-up) so the first measured pair is not penalised
         run_kernel("matmul_rowload", {"M": 512, "N": 1024, "K": 256}, trace_path=tmp / "warm.trace", emit=args.emit)
         for kernel, base, arch in CASES:

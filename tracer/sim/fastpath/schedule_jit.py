@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from tracer import aot
 from tracer.jit import compile_functions
 from tracer.sim.fastpath import schedule_kernel as K
 from tracer.sim.records import TABLE_PACKET
@@ -79,7 +80,7 @@ def use(n: int) -> bool:
         return False
     ok = _loaded.get("ok")
     if ok is None:
-        if mode != "1" and not _expected[0]:
+        if mode != "1" and not _expected[0] and not _built():
             _python_rows[0] += n
             if _python_rows[0] < ENGAGE_ROWS:
                 return False
@@ -87,14 +88,52 @@ def use(n: int) -> bool:
     return ok
 
 
+def _built() -> bool:
+    """Whether an ahead-of-time build of the kernel is in the cache (looked up once per process; when there is
+    none, its build is started in the background for later runs)."""
+    have = _loaded.get("built")
+    if have is None:
+        have = _loaded["built"] = aot.enabled() and aot.build_path(K).exists()
+        if not have:
+            aot.start_build(K)
+    return bool(have)
+
+
 def _load() -> bool:
-    """Import numba and compile (or load from its cache) the kernel; False, with a warning, when that fails."""
+    """Install the kernel: its ahead-of-time build when the cache has one (:mod:`tracer.aot`), else numba's JIT
+    (compiled, or loaded from numba's cache); False, with a warning, when neither works."""
     with _lock:
         if "ok" in _loaded:
             return bool(_loaded["ok"])
+        if _install_built():
+            _loaded["ok"] = True
+            return True
+        aot.start_build(K)
         _loaded["ok"] = compile_functions([K], smoke_test=_smoke_test, what="the compiled scheduling loop",
                                           fallback="the simulator uses the slower Python loop")
+        if _loaded["ok"]:
+            _loaded["via"] = "jit"
         return bool(_loaded["ok"])
+
+
+def _install_built() -> bool:
+    """Put the functions of the kernel's ahead-of-time build in place of the Python ones, checked by the smoke
+    test; False (the Python functions back, a failing build moved aside) when there is none or it fails."""
+    built = aot.load(K)
+    if built is None:
+        return False
+    python = {name: getattr(K, name) for name in K.COMPILED}
+    for name in K.AOT_SIGNATURES:
+        setattr(K, name, getattr(built, name))
+    try:
+        _smoke_test()
+    except Exception as exc:
+        for name, fn in python.items():
+            setattr(K, name, fn)
+        aot.discard(aot.build_path(K), f"{type(exc).__name__}: {exc}")
+        return False
+    _loaded["via"] = "aot"
+    return True
 
 
 def _smoke_test() -> None:

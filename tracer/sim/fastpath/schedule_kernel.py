@@ -61,6 +61,15 @@ TRIM_AT = 256
 TRIM_BY = 128
 
 COMPILED = ("reserve", "missing_layouts", "schedule_rows")
+#: The exported functions' argument types for the ahead-of-time build (:mod:`tracer.aot`): i8 = int64, f8 = float64,
+#: ``[:]`` / ``[:,:]`` arrays of any layout; a call with other types raises TypeError.
+_I1, _I2, _F1, _F2 = "i8[:]", "i8[:,:]", "f8[:]", "f8[:,:]"
+AOT_SIGNATURES = {
+    "reserve": f"UniTuple(i8, 3)({_I1}, {_I1}, i8, i8, i8)",
+    "missing_layouts": f"i8({_I1}, {_I1}, {_I1}, {_I2}, i8, i8, {_I2})",
+    "schedule_rows": (f"i8(i8, i8, {_I2}, {_I1}, {_I1}, {_I1}, {_I2}, {_I2}, {_I1}, {_I1}, {_I1}, {_F1}, {_I2}, {_I1}, "
+                      f"{_I1}, {_I1}, {_I2}, {_F2}, {_I2}, {_I2}, {_F1}, {_I2}, {_F1})"),
+}
 
 
 def reserve(us: np.ndarray, ue: np.ndarray, n: int, s: int, d: int) -> tuple[int, int, int]:

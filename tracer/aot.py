@@ -35,10 +35,12 @@ import warnings
 from pathlib import Path
 from types import ModuleType
 
+from tracer.user_cache import CACHE_DIR_ENV, user_cache_dir
+
 #: ``TRNPROF_AOT=0``: never load nor build ahead-of-time kernels.
 ENV_SWITCH = "TRNPROF_AOT"
-#: Where the cache lives (default: ``$XDG_CACHE_HOME/trnprof`` or ``~/.cache/trnprof``).
-ENV_CACHE = "TRNPROF_CACHE_DIR"
+#: Where the cache lives (see :mod:`tracer.user_cache`).
+ENV_CACHE = CACHE_DIR_ENV
 #: A lock older than this is a build that died: another may start.
 STALE_LOCK_S = 600.0
 #: Bumped when the way builds are made changes (a new name for every build).
@@ -54,12 +56,8 @@ def enabled() -> bool:
 
 
 def cache_dir() -> Path:
-    """The directory ahead-of-time builds live in."""
-    base = os.environ.get(ENV_CACHE)
-    if base:
-        return Path(base) / "aot"
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "trnprof" / "aot"
+    """The directory ahead-of-time builds live in (``aot`` in :func:`tracer.user_cache.user_cache_dir`)."""
+    return user_cache_dir() / "aot"
 
 
 _names: dict[str, str] = {}

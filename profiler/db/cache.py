@@ -21,9 +21,9 @@ from profiler.db.connection import check_database, is_duckdb_file
 from profiler.db.ingest import IngestProgress, ingest
 from profiler.sources import TraceSource, open_source
 from tracer.errors import TraceFormatError
+from tracer.user_cache import CACHE_DIR_ENV, user_cache_dir
 
 CACHE_SUFFIX = ".trnprof.duckdb"
-CACHE_DIR_ENV = "TRNPROF_CACHE_DIR"
 
 
 def cache_key(source: TraceSource) -> str:
@@ -34,15 +34,6 @@ def cache_key(source: TraceSource) -> str:
         files.append([str(f.resolve()), st.st_size, st.st_mtime_ns])
     text = json.dumps([source.format_name, dbs.DB_FORMAT_VERSION, files])
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-def user_cache_dir() -> Path:
-    """The per-user directory for cached databases."""
-    env = os.environ.get(CACHE_DIR_ENV)
-    if env:
-        return Path(env)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "trnprof"
 
 
 def cache_path(input_path: Path) -> Path:

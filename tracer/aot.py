@@ -8,16 +8,18 @@ long enough to repay it.  An ahead-of-time build (numba's ``pycc``, exporting ea
 first segment.
 
 How a build happens: the first time a process wants a kernel module and finds no build of it, :func:`start_build`
-starts a detached, low-priority process (``python -m tracer.aot``-style, :func:`main`) that compiles it into a
-temporary file in the cache and renames it into place (the current process goes on with numba's JIT or the Python
-loop; the build takes ~4 CPU-s once per machine and kernel source).  A lock file keeps to one build at a time; a
-failed build leaves a ``.failed`` file with its error, so it is not retried until the source changes.
+starts a detached, low-priority interpreter (:func:`main`) that compiles it into a temporary file in the cache and
+renames it into place (the current process goes on with numba's JIT or the Python loop; the build takes ~4 CPU-s
+once per machine and kernel source).  A lock file keeps to one build at a time; a failed build (no C compiler, a
+numba without ``pycc``, which numba has marked for deprecation) leaves a ``.failed`` file with its error, so it is
+not retried until the source changes, and runs use numba's JIT as before.
 
 The build's name carries a hash of everything it depends on (the module's source, the constants it reads, the
 signatures, numpy's version, the interpreter), so editing the kernel source makes a new build and an old one is
 never loaded.  A build that cannot be loaded, or whose functions fail the caller's check, is moved aside
-(``.bad``) with a warning.  ``TRNPROF_AOT=0`` turns all of this off; ``TRNPROF_CACHE_DIR`` moves the cache (default
-``$XDG_CACHE_HOME/trnprof``, else ``~/.cache/trnprof``).
+(``.bad``) with a warning, and not built again from that source (delete the file to retry).  ``TRNPROF_AOT=0``
+turns all of this off; ``TRNPROF_CACHE_DIR`` moves the cache (default ``$XDG_CACHE_HOME/trnprof``, else
+``~/.cache/trnprof``; builds go to its ``aot`` directory).
 """
 
 from __future__ import annotations
@@ -118,21 +120,24 @@ def load(module: ModuleType) -> ModuleType | None:
 
 
 def discard(path: Path, why: str) -> None:
-    """Move an unusable build aside (``.bad``) with a warning; a later process builds a new one."""
-    warnings.warn(f"trnprof: ignoring the compiled kernel {path} ({why}); it was moved aside and will be rebuilt",
-                  RuntimeWarning, stacklevel=3)
+    """Move an unusable build aside (``.bad``) with a warning.  It is not built again from the same source (a build
+    that fails this way would fail again): deleting the ``.bad`` file lets the next run build it."""
+    bad = path.with_name(path.name + ".bad")
+    warnings.warn(f"trnprof: ignoring the compiled kernel {path} ({why}); moved aside to {bad.name} (delete it to "
+                  "build again); numba's JIT is used instead", RuntimeWarning, stacklevel=3)
     with contextlib.suppress(OSError):
-        os.replace(path, path.with_name(path.name + ".bad"))
+        os.replace(path, bad)
 
 
 def start_build(module: ModuleType) -> bool:
     """Start building ``module`` in a detached low-priority process unless it is built, being built, or failed to
-    build from this source; True when a build was started.  Never raises (a cache it cannot write: no build)."""
+    build from this source (``.failed``, ``.bad``); True when a build was started.  Never raises (a cache it cannot
+    write: no build)."""
     if not enabled():
         return False
     try:
         path = build_path(module)
-        if path.exists() or side_file(path, ".failed").exists():
+        if path.exists() or side_file(path, ".failed").exists() or path.with_name(path.name + ".bad").exists():
             return False
         path.parent.mkdir(parents=True, exist_ok=True)
         lock = side_file(path, ".lock")

@@ -224,6 +224,9 @@ class TraceWriter:
         batch_rows: rows per record batch.
         flush_interval_s: buffered rows are written within this many seconds while recording.
         background_flush: run a timer thread so rows are flushed on time even if appends stop.
+        compression_threads: compress each batch's buffers on pyarrow's thread pool (faster alone).  A writer
+            working beside a busy process on a small machine should not: the threads take CPU time from it (the
+            simulator's writers pass False; BENCHMARKS.md, "Tracer", round 11).
     """
 
     def __init__(
@@ -236,6 +239,7 @@ class TraceWriter:
         batch_rows: int = DEFAULT_BATCH_ROWS,
         flush_interval_s: float = DEFAULT_FLUSH_INTERVAL_S,
         background_flush: bool = True,
+        compression_threads: bool = True,
     ) -> None:
         if compression not in COMPRESSIONS:
             raise ValueError(f"compression must be one of {COMPRESSIONS}, not {compression!r}")
@@ -244,7 +248,8 @@ class TraceWriter:
         self.path = Path(path)
         self.batch_rows = batch_rows
         self.flush_interval_s = flush_interval_s
-        self._options = ipc.IpcWriteOptions(compression=compression, emit_dictionary_deltas=True)
+        self._options = ipc.IpcWriteOptions(compression=compression, emit_dictionary_deltas=True,
+                                            use_threads=compression_threads)
         self._sinks: dict[str, _TableSink] = {}
         self._lock = threading.RLock()
         self._last_flush = time.monotonic()

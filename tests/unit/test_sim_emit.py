@@ -217,3 +217,31 @@ def test_a_recording_process_keeps_big_blocks_in_its_heap(tune):
     out = subprocess.run([sys.executable, "-c", script, "1" if tune else "0"], env=env, capture_output=True,
                          text=True, check=True)
     assert out.stdout.strip() == ("0" if tune else "2")
+
+
+@pytest.mark.parametrize("emit", ["process", "thread", "inline"])
+def test_the_simulators_writers_compress_on_one_thread(tmp_path, monkeypatch, emit):
+    """Every way of emitting a recording builds its TraceWriter with compression_threads=False: pyarrow's pool
+    threads would take CPU time from the simulation (BENCHMARKS.md, "Tracer", round 11)."""
+    from multiprocessing.connection import Pipe
+
+    from tracer.sim import cost_model, emit_child, runner
+
+    made = []
+
+    class Spy(runner.TraceWriter):
+        def __init__(self, *args, **kwargs):
+            made.append(kwargs.get("compression_threads", True))
+            super().__init__(*args, **kwargs)
+
+    if emit == "process":  # the child's serve loop, run here on a pipe
+        monkeypatch.setattr(emit_child, "TraceWriter", Spy)
+        to_child, inbox = Pipe()
+        outbox, from_child = Pipe()
+        to_child.send(("setup", str(tmp_path / "t"), False, {}, cost_model("trn2")))
+        to_child.close()
+        assert emit_child.serve(inbox, outbox) is not None
+    else:
+        monkeypatch.setattr(runner, "TraceWriter", Spy)
+        run_kernel("softmax", {"rows": 256, "cols": 64}, trace_path=tmp_path / "t", emit=emit)
+    assert made == [False]

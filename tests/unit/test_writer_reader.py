@@ -2,6 +2,7 @@
 
 import os
 import time
+from pathlib import Path
 import warnings
 
 import numpy as np
@@ -290,3 +291,36 @@ def test_a_truncated_metadata_is_one_error_not_a_warning_and_an_error(small_trac
         warnings.simplefilter("error")  # no TruncatedTraceWarning before the error
         with pytest.raises(TraceFormatError, match=r"Metadata\.arrows: truncated, holds 0 rows, expected 1"):
             TraceReader(small_trace)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts the process's threads in /proc")
+def test_compression_threads_off_writes_the_same_bytes_on_one_thread(tmp_path):
+    """``compression_threads=False`` (the simulator's writers: the simulation needs the other CPU) compresses on the
+    writing thread, starting none of pyarrow's pool threads, and writes the same file."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent("""
+        import os, sys
+        import numpy as np
+        from tracer import TraceWriter
+        from tests.conftest import instruction_columns
+        before = len(os.listdir("/proc/self/task"))
+        with TraceWriter(sys.argv[1], compression_threads=sys.argv[2] == "1", background_flush=False,
+                         batch_rows=4096) as w:
+            for first in range(0, 40_000, 8_000):
+                w.append("Instruction", instruction_columns(8_000, first))
+            after = len(os.listdir("/proc/self/task"))
+        print(after - before)
+    """)
+    root = str(Path(__file__).resolve().parents[2])
+    extra = {}
+    for threads in ("1", "0"):
+        done = subprocess.run([sys.executable, "-c", code, str(tmp_path / threads), threads], capture_output=True,
+                              text=True, check=True, timeout=120, env={**os.environ, "PYTHONPATH": root})
+        extra[threads] = int(done.stdout.strip().splitlines()[-1])
+    if os.cpu_count() and os.cpu_count() > 1:
+        assert extra["1"] > 0  # pyarrow compressed on its pool (so the switch below is what keeps it off)
+    assert extra["0"] == 0
+    assert (tmp_path / "1" / "Instruction.arrows").read_bytes() == (tmp_path / "0" / "Instruction.arrows").read_bytes()

@@ -109,7 +109,8 @@ def serve(inbox: Connection, outbox: Connection, ring: RingReader | None = None)
         tag, path, overwrite, metadata, cm = inbox.recv()
         assert tag == "setup", tag
         # no background flush thread: the loop below flushes while waiting (one thread less competing for a core)
-        writer = TraceWriter(path, overwrite=overwrite, metadata=metadata, background_flush=False)
+        writer = TraceWriter(path, overwrite=overwrite, metadata=metadata, background_flush=False,
+                             compression_threads=False)  # the simulation has the other CPU
     except (EOFError, OSError):
         return 1  # the parent is gone before it said anything
     except BaseException as exc:

@@ -252,7 +252,7 @@ class _ThreadSink:
 
     def __init__(self, core: Core, path: str | os.PathLike[str], overwrite: bool, metadata: dict[str, Any],
                  threaded: bool) -> None:
-        self.writer = TraceWriter(path, overwrite=overwrite, metadata=metadata)
+        self.writer = TraceWriter(path, overwrite=overwrite, metadata=metadata, compression_threads=False)
         self.emitter = Emitter(core, self.writer, threaded=threaded)
         self.submit = self.emitter.submit
 

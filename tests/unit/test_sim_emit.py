@@ -237,7 +237,7 @@ def test_the_simulators_writers_compress_on_one_thread(tmp_path, monkeypatch, em
     if emit == "process":  # the child's serve loop, run here on a pipe
         monkeypatch.setattr(emit_child, "TraceWriter", Spy)
         to_child, inbox = Pipe()
-        outbox, from_child = Pipe()
+        outbox, _from_child = Pipe()
         to_child.send(("setup", str(tmp_path / "t"), False, {}, cost_model("trn2")))
         to_child.close()
         assert emit_child.serve(inbox, outbox) is not None

@@ -2,8 +2,8 @@
 
 import os
 import time
-from pathlib import Path
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa

@@ -149,7 +149,17 @@ def start_build(module: ModuleType) -> bool:
                              stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     except OSError:
         return False
+    _started.append(path)
     return True
+
+
+_started: list[Path] = []
+
+
+def started_builds() -> list[Path]:
+    """The builds this process started (where each will be), so a command can tell its user about the background
+    work (``trnprof record`` does)."""
+    return list(_started)
 
 
 def wait_for_build(module: ModuleType, timeout: float = 120.0) -> bool:

@@ -13,7 +13,7 @@ from typing import Any
 
 from profiler.cli import seed_arg
 from profiler.errors import CommandError
-from tracer import schema
+from tracer import aot, schema
 from tracer.errors import ConfigError, TraceExistsError
 from tracer.sim import PRESETS, malloc_tuning, overridable_names, run_kernel
 from tracer.sim.arch import parse_overrides
@@ -109,6 +109,10 @@ class RecordCommand:
             result.trace_path = out
         for line in result.summary_lines():
             print(line)
+        for build in aot.started_builds():
+            print(f"note: compiling the simulator's scheduling loop in the background, once (~4 CPU-s, into "
+                  f"{build.parent}); later recordings load it at once (TRNPROF_AOT=0 turns this off)",
+                  file=sys.stderr)
         return 0
 
 

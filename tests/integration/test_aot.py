@@ -266,3 +266,35 @@ def test_the_cache_location(monkeypatch, tmp_path):
     assert aot.cache_dir() == tmp_path / "home" / ".cache" / "trnprof" / "aot"
     monkeypatch.setenv(aot.ENV_CACHE, str(tmp_path / "c"))
     assert aot.cache_dir() == tmp_path / "c" / "aot"
+
+
+def test_record_tells_its_user_about_the_build_it_started(monkeypatch, tmp_path, capsys):
+    """The first recording on a machine starts the build (a detached process, here a spy) and says so in one
+    line; the recording itself is unchanged."""
+    from profiler.cli import main
+
+    spawned = []
+
+    class Popen:
+        def __init__(self, argv, **kwargs):
+            spawned.append((argv, kwargs))
+
+    monkeypatch.setattr(aot.subprocess, "Popen", Popen)
+    monkeypatch.setattr(aot, "_started", [])
+    monkeypatch.setenv(aot.ENV_CACHE, str(tmp_path / "cache"))
+    monkeypatch.setenv(aot.ENV_SWITCH, "1")
+    monkeypatch.delenv(schedule_jit.ENV_SWITCH, raising=False)
+    monkeypatch.setattr(schedule_jit, "_loaded", {})
+    args = ["record", "matmul_rowload", "-p", "M=4096", "-p", "N=4096", "-p", "K=1024", "--no-trace", "-q"]
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    path = aot.build_path(K)
+    assert f"compiling the simulator's scheduling loop in the background, once (~4 CPU-s, into {path.parent})" in err
+    ((argv, kwargs),) = spawned
+    assert argv[-2:] == [K.__name__, str(path)] and kwargs["start_new_session"] is True
+    assert aot.side_file(path, ".lock").exists()  # held for the build process, which releases it
+    # a second recording in the same state starts nothing more and says nothing
+    monkeypatch.setattr(aot, "_started", [])
+    monkeypatch.setattr(schedule_jit, "_loaded", {})
+    assert main(args) == 0
+    assert "compiling" not in capsys.readouterr().err and len(spawned) == 1

@@ -240,7 +240,13 @@ def test_the_simulators_writers_compress_on_one_thread(tmp_path, monkeypatch, em
         outbox, _from_child = Pipe()
         to_child.send(("setup", str(tmp_path / "t"), False, {}, cost_model("trn2")))
         to_child.close()
+        # serve ignores SIGINT (the child leaves Ctrl-C to its parent): not in this process, whose later
+        # subprocesses would inherit the ignored signal
+        import signal
+
+        monkeypatch.setattr(emit_child.signal, "signal", lambda *args: None)
         assert emit_child.serve(inbox, outbox) is not None
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     else:
         monkeypatch.setattr(runner, "TraceWriter", Spy)
         run_kernel("softmax", {"rows": 256, "cols": 64}, trace_path=tmp_path / "t", emit=emit)

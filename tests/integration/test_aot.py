@@ -10,8 +10,10 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import shutil
 import subprocess
 import sys
+import sysconfig
 import textwrap
 import time
 import warnings
@@ -26,6 +28,9 @@ from tracer.sim.fastpath import schedule_kernel as K
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(not schedule_jit._load(), reason="numba is not available")
+#: pycc links the build with the platform's C compiler: without one the build fails (and runs use numba's JIT).
+needs_cc = pytest.mark.skipif(
+    shutil.which((sysconfig.get_config_var("CC") or "cc").split()[0]) is None, reason="no C compiler to build with")
 
 
 def _env(cache: Path, **extra: str) -> dict[str, str]:
@@ -52,6 +57,7 @@ def use_cache(monkeypatch, cache):
     return cache
 
 
+@needs_cc
 def test_the_build_lands_complete_and_alone(cache):
     files = sorted(p.name for p in (cache / "aot").iterdir())
     name = aot.build_name(K)
@@ -59,6 +65,7 @@ def test_the_build_lands_complete_and_alone(cache):
     assert files == [name + importlib.machinery.EXTENSION_SUFFIXES[0]]
 
 
+@needs_cc
 def test_a_fresh_process_loads_the_build_without_numba_and_writes_the_python_loops_trace(cache, tmp_path):
     """``trnprof record`` as a user runs it, twice: with the build in the cache, and with the Python loop only."""
     code = textwrap.dedent("""
@@ -89,6 +96,7 @@ def test_a_fresh_process_loads_the_build_without_numba_and_writes_the_python_loo
 
 @pytest.mark.parametrize(("kernel", "params", "arch", "overrides"), KERNEL_CASES,
                          ids=[c[0] for c in KERNEL_CASES])
+@needs_cc
 def test_the_built_kernel_writes_the_python_loops_trace(tmp_path, monkeypatch, use_cache, kernel, params, arch,  # noqa: PLR0917
                                                         overrides):
     monkeypatch.setattr(controller, "TARGET", 32)
@@ -212,6 +220,7 @@ def test_one_build_at_a_time_and_a_dead_builds_lock_is_taken_over(tmp_path):
     assert lock.read_text() == str(os.getpid())
 
 
+@needs_cc
 def test_a_built_kernel_is_not_rebuilt_and_a_locked_one_not_started_twice(monkeypatch, use_cache, tmp_path):
     assert not aot.start_build(K)  # built already
     monkeypatch.setenv(aot.ENV_CACHE, str(tmp_path))
@@ -241,6 +250,7 @@ def test_the_build_name_follows_the_source_and_its_constants(monkeypatch, tmp_pa
     assert name_of(base.replace("N = 4", "from math import pi as N")) != first  # a constant it imports
 
 
+@needs_cc
 def test_switched_off_nothing_is_loaded_or_built(monkeypatch, use_cache):
     assert aot.load(K) is not None
     monkeypatch.setenv(aot.ENV_SWITCH, "0")

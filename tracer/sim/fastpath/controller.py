@@ -80,7 +80,7 @@ class FastPath:
         self.error: BaseException | None = None
         self.stats = {"matched": 0, "recorded": 0, "fallbacks": 0, "instructions": 0}
         self.partitions = ctx.cm.partitions
-        #: Generated matching functions by source (:func:`match.build`), for this run only.
+        #: Generated matching functions by their untrimmed source (:func:`match.build`), for this run only.
         self.match_code: dict[str, Any] = {}
         self.match_methods = match.make_methods(self)
         self.record_methods = self._make_record_methods(KernelContext)

@@ -189,22 +189,31 @@ class _Gen:
         if self.n_new:
             self.app.append(" M.leaves.extend(nv)")
         args = "".join(f"a{i}, " for i in range(nargs))
-        body = [*self.chk, *self.app, f" return {result}"]
-        if not re.search(r"\bu\b", "\n".join(body[2:])):
-            body.remove(" u = M.ub + 1")
-        if not re.search(r"\bnv\b", "\n".join(body[2:])):
-            body.remove(" nv = ()")
-        src = "\n".join([f"def fn(M, {args}P):", *body]) + "\n"
+        body = [f"def fn(M, {args}P):", *self.chk, *self.app, f" return {result}"]
         # nodes of the same shape share code (their constants come in ``P``); the cache belongs to the run's FastPath,
-        # which the code refers to (a module-wide cache kept every finished run alive)
-        code = fast.match_code.get(src)
+        # which the code refers to (a module-wide cache kept every finished run alive).  Keyed by the untrimmed
+        # source: a shape seen before skips the searches below (a recording of a few thousand events builds one
+        # function per event, most of them shapes seen before)
+        key = "\n".join(body)
+        code = fast.match_code.get(key)
         if code is None:
+            used = "\n".join(body[3:])
+            if not _U.search(used):
+                body.remove(" u = M.ub + 1")
+            if not _NV.search(used):
+                body.remove(" nv = ()")
+            src = "\n".join(body) + "\n"
             ns: dict[str, Any] = {"Tile": Tile, "TileView": TileView, "HbmView": HbmView, "HbmTensor": HbmTensor,
                                   "SIGLV": sig_and_leaves, "BUMP": bump_sig_and_leaves, "WSIG": _wsig, "FP": fast,
                                   "CTX": fast.ctx, "SBUF": SBUF, "TNEW": Tile.__new__, "DEQUE": deque}
             exec(compile(src, "<trnprof fast-path match>", "exec"), ns)
-            code = fast.match_code[src] = ns["fn"]
+            code = fast.match_code[key] = ns["fn"]
         return code, tuple(self.params)
+
+
+#: Whether a generated body uses ``u`` / ``nv`` (their set-up lines are dropped when not).
+_U = re.compile(r"\bu\b")
+_NV = re.compile(r"\bnv\b")
 
 
 def _wsig(tile: Tile) -> Any:

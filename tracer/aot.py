@@ -228,7 +228,7 @@ def build(module_name: str, target: Path) -> None:
 
 def main(argv: list[str]) -> int:
     """The build process: ``MODULE TARGET``, at the lowest priority (see :func:`build_or_fail`)."""
-    with contextlib.suppress(OSError):
+    with contextlib.suppress(OSError, AttributeError):  # no os.nice on Windows
         os.nice(19)
     return build_or_fail(argv[0], Path(argv[1]))
 

@@ -16,7 +16,7 @@ not retried until the source changes, and runs use numba's JIT as before.
 
 The build's name carries a hash of everything it depends on (the module's source, the constants it reads, the
 signatures, numpy's version, the interpreter), so editing the kernel source makes a new build and an old one is
-never loaded.  A build that cannot be loaded, or whose functions fail the caller's check, is moved aside
+never loaded; a finished build deletes all but the :data:`KEEP_BUILDS` newest builds of its module.  A build that cannot be loaded, or whose functions fail the caller's check, is moved aside
 (``.bad``) with a warning, and not built again from that source (delete the file to retry).  ``TRNPROF_AOT=0``
 turns all of this off; ``TRNPROF_CACHE_DIR`` moves the cache (default ``$XDG_CACHE_HOME/trnprof``, else
 ``~/.cache/trnprof``; builds go to its ``aot`` directory).
@@ -47,6 +47,8 @@ ENV_CACHE = CACHE_DIR_ENV
 STALE_LOCK_S = 600.0
 #: Bumped when the way builds are made changes (a new name for every build).
 BUILD_FORMAT = 1
+#: Builds of one module kept in the cache (the newest; other checkouts or versions may still use older ones).
+KEEP_BUILDS = 4
 
 _CHILD = ("import sys; sys.path.insert(0, sys.argv[1]); from tracer import aot; "
           "sys.exit(aot.main(sys.argv[2:]))")
@@ -226,6 +228,21 @@ def build(module_name: str, target: Path) -> None:
             tmp.rmdir()
 
 
+def prune(target: Path, keep: int) -> None:
+    """Delete all but the ``keep`` newest builds of ``target``'s module (every kernel edit makes a new one), with
+    the files beside them; ``target`` itself is always kept."""
+    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
+    module_part = target.name[: -len(suffix)].rpartition("_")[0]
+    builds = [p for p in target.parent.glob(f"{module_part}_*{suffix}")
+              if p.name[len(module_part) + 1: -len(suffix)].isalnum()]
+    builds.sort(key=lambda p: (p == target, p.stat().st_mtime), reverse=True)
+    for old in builds[keep:]:
+        stem = old.name[: -len(suffix)]
+        for p in old.parent.glob(f"{stem}*"):
+            with contextlib.suppress(OSError):
+                p.unlink()
+
+
 def main(argv: list[str]) -> int:
     """The build process: ``MODULE TARGET``, at the lowest priority (see :func:`build_or_fail`)."""
     with contextlib.suppress(OSError, AttributeError):  # no os.nice on Windows
@@ -239,6 +256,8 @@ def build_or_fail(module_name: str, target: Path) -> int:
     try:
         build(module_name, target)
         side_file(target, ".log").unlink(missing_ok=True)  # kept only to explain a failure
+        with contextlib.suppress(OSError):  # another process pruning at the same time
+            prune(target, KEEP_BUILDS)
     except Exception as exc:
         side_file(target, ".failed").write_text(f"{type(exc).__name__}: {exc}\n")
         print(f"trnprof: building {target.name} failed: {type(exc).__name__}: {exc}", file=sys.stderr)

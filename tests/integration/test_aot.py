@@ -308,3 +308,24 @@ def test_record_tells_its_user_about_the_build_it_started(monkeypatch, tmp_path,
     monkeypatch.setattr(schedule_jit, "_loaded", {})
     assert main(args) == 0
     assert "compiling" not in capsys.readouterr().err and len(spawned) == 1
+
+
+def test_a_finished_build_prunes_all_but_the_newest_builds_of_its_module(tmp_path):
+    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
+    mod = "tracer_sim_fastpath_schedule_kernel"
+    names = [f"{mod}_{i:016x}" for i in range(7)]
+    for age, name in enumerate(reversed(names)):  # names[0] is the oldest
+        for ext in (suffix, ".log"):
+            p = tmp_path / (name + ext)
+            p.write_text("x")
+            os.utime(p, (1e9 + 10 * (7 - age), 1e9 + 10 * (7 - age)))
+    (tmp_path / (names[0] + suffix + ".bad")).write_text("x")
+    other = [tmp_path / f"{mod}_extra_{0:016x}{suffix}", tmp_path / f"tracer_jit_other_{0:016x}{suffix}"]
+    for p in other:
+        p.write_text("x")
+        os.utime(p, (1, 1))
+    target = tmp_path / (names[2] + suffix)  # the build just made (not the newest file: clocks differ)
+    aot.prune(target, 3)
+    left = sorted(p.name for p in tmp_path.iterdir())
+    kept = [names[2], names[6], names[5]]  # the target, then the newest two
+    assert left == sorted([*(n + e for n in kept for e in (suffix, ".log")), *(p.name for p in other)])

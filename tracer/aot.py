@@ -16,10 +16,11 @@ not retried until the source changes, and runs use numba's JIT as before.
 
 The build's name carries a hash of everything it depends on (the module's source, the constants it reads, the
 signatures, numpy's version, the interpreter), so editing the kernel source makes a new build and an old one is
-never loaded; a finished build deletes all but the :data:`KEEP_BUILDS` newest builds of its module.  A build that cannot be loaded, or whose functions fail the caller's check, is moved aside
-(``.bad``) with a warning, and not built again from that source (delete the file to retry).  ``TRNPROF_AOT=0``
-turns all of this off; ``TRNPROF_CACHE_DIR`` moves the cache (default ``$XDG_CACHE_HOME/trnprof``, else
-``~/.cache/trnprof``; builds go to its ``aot`` directory).
+never loaded; a finished build deletes all but the :data:`KEEP_BUILDS` newest builds of its module. A build that
+cannot be loaded, or whose functions fail the caller's check, is moved aside (``.bad``) with a warning, and not
+built again from that source (delete the file to retry). ``TRNPROF_AOT=0`` turns all of this off;
+``TRNPROF_CACHE_DIR`` moves the cache (default ``$XDG_CACHE_HOME/trnprof``, else ``~/.cache/trnprof``; builds go to
+its ``aot`` directory).
 """
 
 from __future__ import annotations

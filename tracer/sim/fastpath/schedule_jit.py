@@ -27,6 +27,10 @@ that: when a loop's first iteration times its remaining iterations predicts :dat
 scheduled :data:`ENGAGE_ROWS` instructions in Python fast-path segments.  Segments shorter than :data:`MIN_ROWS`
 always stay in Python.  ``TRNPROF_JIT=0`` turns it off (the Python loop does everything), ``TRNPROF_JIT=1`` loads it at
 the first segment.  When numba is missing or fails, a warning says so and the Python loop is used.
+
+When trnprof's cache holds an ahead-of-time build of the kernel (:mod:`tracer.aot`), loading it costs ~1 ms and no
+numba, so it is used from the first segment of :data:`MIN_ROWS` or more; a process that finds no build starts one
+in the background for later runs.
 """
 
 from __future__ import annotations

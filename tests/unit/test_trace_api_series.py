@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import profiler
@@ -29,8 +29,11 @@ def _spread(events, bs, be):
     return total
 
 
-def _close(a, b):
-    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
+def _close(a, b, scale=1.0):
+    """Equal within 1e-9 relative, or 1e-12 of ``scale`` (the largest value the sums could hold): the index spreads
+    values over buckets in floating point, so a bucket the oracle finds empty can hold a rounding residue of the
+    values beside it (~1e-16 of them), which the division by a bucket of a few ns magnifies."""
+    return math.isclose(a, b, rel_tol=1e-9, abs_tol=max(1e-9, 1e-12 * scale))
 
 
 @st.composite
@@ -75,6 +78,24 @@ WINDOWS = st.lists(st.tuples(st.integers(-300, 3_500), st.integers(1, 4_000), st
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(device(), WINDOWS)
+# found by CI: rounding residues in buckets the oracle finds empty (DMA of core 1; core=1 alone against all cores)
+@example(dev=([(0, "q0", 474, 489, 1), *[(0, "q0", 0, 0, 0)] * 11, (1, "q0", 248, 497, 0),
+               *[(0, "q0", 0, 0, 0)] * 8, (1, "q0", 468, 488, 4)], []), windows=[(488, 113, 8)])
+@example(dev=([(0, "q0", 74, 74, 116), (0, "q0", 558, 558, 154), (0, "q0", 41, 41, 747), (0, "q0", 248, 248, 34),
+               (0, "q0", 661, 661, 320), (0, "q0", 132, 132, 481), (0, "q0", 491, 491, 165), (1, "q1", 0, 45, 2252),
+               (0, "q0", 237, 237, 18), (1, "q0", 515, 549, 250), (0, "q1", 1977, 2019, 409), (0, "q1", 84, 84, 354),
+               (1, "q1", 10, 345, 1772), (0, "q0", 2877, 3051, 246), (1, "q0", 402, 402, 3373),
+               (1, "q1", 615, 615, 1657), (0, "q1", 1, 16, 256), (1, "q0", 66, 649, 312), (1, "q0", 250, 938, 0),
+               (1, "q1", 3000, 3000, 275), (0, "q0", 505, 510, 898), (1, "q1", 255, 281, 1886),
+               (0, "q0", 2574, 2939, 4607), (1, "q0", 834, 1146, 542), (0, "q1", 335, 591, 443),
+               (0, "q1", 323, 658, 1500), (1, "q1", 853, 853, 771), (1, "q0", 668, 708, 1049),
+               (1, "q1", 372, 375, 801)],
+              [(61, 61, 180, False), *[(61, 61, 0, False)] * 7, (61, 61, 1, False), (61, 61, 128, False),
+               (61, 61, 116, False), (61, 61, 156, False), (106, 106, 0, False), (107, 107, 182, False),
+               (162, 258, 88, False), (360, 518, 1434, False), (635, 635, 206, False), (694, 694, 460, False),
+               (894, 1063, 849, False), (1120, 1120, 70, False), (1280, 1280, 816, False),
+               (1389, 1485, 1127, True)]),
+         windows=[(0, 1, 1), (523, 481, 26)])
 def test_series_match_brute_force(tmp_path_factory, dev, windows):
     packets, inst = dev
     path = tmp_path_factory.mktemp("s") / "t.trace"
@@ -88,23 +109,25 @@ def test_series_match_brute_force(tmp_path_factory, dev, windows):
             r = trace.window(start, end, width).resolution_ns
             cores = sorted({p[0] for p in packets})
             assert sorted(set(dma.column(dbs.CORE).to_pylist())) == cores
+            scale = {c: sum(p[4] for p in packets if p[0] == c) / r * 1e9 for c in cores}  # all bytes in a bucket
             for row in dma.to_pylist():
                 bs, be = row[ts.START_TS], row[ts.END_TS]
                 assert be - bs == r
                 moved = _spread([(p[2], p[3], p[4]) for p in packets if p[0] == row[dbs.CORE]], bs, be)
-                assert _close(row[ts.VALUE], moved / r * 1e9)
+                assert _close(row[ts.VALUE], moved / r * 1e9, scale[row[dbs.CORE]])
             only1 = trace.series("dma_throughput", start, end, width, core=1).to_pylist()
             all1 = [x for x in dma.to_pylist() if x[dbs.CORE] == 1]
             assert [(x[ts.START_TS], x[dbs.CORE]) for x in only1] == [(x[ts.START_TS], x[dbs.CORE]) for x in all1]
-            assert all(_close(x[ts.VALUE], y[ts.VALUE]) for x, y in zip(only1, all1, strict=True))
+            assert all(_close(x[ts.VALUE], y[ts.VALUE], scale.get(1, 0.0)) for x, y in zip(only1, all1, strict=True))
             hfu = trace.series("hfu", start, end, width)
             if not inst:
                 assert hfu.num_rows == 0
                 continue
+            hfu_scale = 100 * sum(i[2] for i in inst) / (PEAK * r)
             for row in hfu.to_pylist():
                 bs, be = row[ts.START_TS], row[ts.END_TS]
                 flops = _spread([(i[0], i[1], i[2]) for i in inst], bs, be)
-                assert row[dbs.CORE] == 0 and _close(row[ts.VALUE], 100 * flops / (PEAK * r))
+                assert row[dbs.CORE] == 0 and _close(row[ts.VALUE], 100 * flops / (PEAK * r), hfu_scale)
 
 
 def _step(samples, bs, be, first, last):

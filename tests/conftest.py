@@ -6,12 +6,17 @@ import os
 
 import numpy as np
 import pytest
+from hypothesis import settings
 
 # The suite must not depend on what this machine's trnprof cache holds, nor start background builds into it:
 # ahead-of-time kernels are off unless a test turns them on (tests/integration/test_aot.py, with its own cache).
 os.environ["TRNPROF_AOT"] = "0"
 
 from tracer import schema
+
+# tests/run.sh (the CI command) runs the property tests with `--hypothesis-profile=ci`: the same examples every
+# run, so a red CI means a change broke something; plain `pytest` keeps exploring new examples.
+settings.register_profile("ci", derandomize=True, print_blob=True)
 
 ENGINE_CYCLE = schema.ENGINES
 OPCODES = ("MATMUL", "LDWEIGHTS", "ACTIVATE", "TENSOR_TENSOR", "DMA_TRIGGER")

@@ -32,4 +32,4 @@ echo "== ruff"
 "$VENV/bin/ruff" check .
 
 echo "== pytest"
-exec "$VENV/bin/python" -m pytest "$@"
+exec "$VENV/bin/python" -m pytest --hypothesis-profile=ci "$@"

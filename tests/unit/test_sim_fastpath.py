@@ -64,17 +64,50 @@ KERNEL_CASES = [
 ]
 
 
+@pytest.mark.parametrize("lengthen", [False, True], ids=["segments", "longer-segments"])
 @pytest.mark.parametrize(("kernel", "params", "arch", "overrides"), KERNEL_CASES,
                          ids=[c[0] for c in KERNEL_CASES])
-def test_fast_path_writes_the_general_paths_trace(tmp_path, monkeypatch, kernel, params, arch, overrides):  # noqa: PLR0917
+def test_fast_path_writes_the_general_paths_trace(tmp_path, monkeypatch, kernel, params, arch, overrides,  # noqa: PLR0917
+                                                  lengthen):
     monkeypatch.setattr(controller, "TARGET", 32)  # segments of a few loop iterations: these kernels are small
     monkeypatch.setattr(controller, "MIN_SEGMENT", 2)  # (scaled down alike)
+    # longer-segments: a "long run" early in every kernel, so loops decide their strides again mid-run
+    monkeypatch.setattr(controller, "LONG_RUN", 64 if lengthen else 10 ** 12)
+    calls = []
+    real = controller.FastPath._lengthen
+    monkeypatch.setattr(controller.FastPath, "_lengthen", lambda self: calls.append(self.count()) or real(self))
     general = _run(tmp_path, kernel, params, arch, False, overrides)
     fast = _run(tmp_path, kernel, params, arch, True, overrides)
     assert general[0].fast_path_instructions == 0
-    share = fast[0].fast_path_instructions / fast[0].instructions
-    assert share > 0.5, f"the fast path replayed only {share:.0%} of the instructions"
     _assert_same(general, fast)
+    share = fast[0].fast_path_instructions / fast[0].instructions
+    # (with longer segments these small kernels are mostly recording: test_a_long_run_... measures the replay)
+    assert lengthen or share > 0.5, f"the fast path replayed only {share:.0%} of the instructions"
+    assert len(calls) == (1 if lengthen else 0)  # once per run, and only in a long one
+
+
+def test_a_long_run_cuts_longer_segments_from_its_prediction_on(monkeypatch):
+    """Loops decide their strides for LONG_FACTOR x TARGET once a loop predicts LONG_RUN more instructions: the
+    loop that predicts it at once, the others at their next run; fewer, longer segments, the same instructions."""
+    monkeypatch.setattr(controller, "MIN_SEGMENT", 2)
+    seen = {}
+    real_finish = controller.FastPath.finish
+
+    def finish(self):
+        seen.update(self.stats, target=self.target, strides=dict(self.strides))
+        return real_finish(self)
+
+    monkeypatch.setattr(controller.FastPath, "finish", finish)
+    runs = {}
+    for long_run in (10 ** 12, 1_000):
+        monkeypatch.setattr(controller, "LONG_RUN", long_run)
+        result = run_kernel("matmul_rowload", {"M": 32768, "N": 4096, "K": 1024}, arch="trn2")
+        runs[long_run] = (result.instructions, dict(seen))
+    (n_short, short), (n_long, long_) = runs[10 ** 12], runs[1_000]
+    assert n_short == n_long
+    assert short["target"] == controller.TARGET and long_["target"] == controller.TARGET * controller.LONG_FACTOR
+    assert long_["matched"] < 0.6 * short["matched"]  # segments about LONG_FACTOR times longer
+    assert long_["instructions"] > 0.8 * n_long
 
 
 def _nested(nc):
@@ -252,11 +285,13 @@ def _looped_kernel(body, iters, deviate, carry, inner, scoped):  # noqa: PLR0917
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(body=body_strategy, iters=st.integers(6, 40), deviate=st.tuples(st.integers(0, 7), st.integers(0, 6)),
-       carry=st.booleans(), inner=st.booleans(), scoped=st.booleans(), arch=st.sampled_from(["trn1", "trn2"]))
+       carry=st.booleans(), inner=st.booleans(), scoped=st.booleans(), arch=st.sampled_from(["trn1", "trn2"]),
+       long_run=st.sampled_from([10 ** 12, 8, 40]))
 def test_random_looped_programs(tmp_path_factory, monkeypatch, body, iters, deviate, carry, inner, scoped,  # noqa: PLR0917
-                                arch):
+                                arch, long_run):
     monkeypatch.setattr(controller, "TARGET", 4)  # tiny segments: many recordings, matches and fallbacks
     monkeypatch.setattr(controller, "MIN_SEGMENT", 1)  # (elsewhere, commit points are also skipped: TARGET 8, 32)
+    monkeypatch.setattr(controller, "LONG_RUN", long_run)  # strides decided again mid-run (8, 40) or never
     kern = _looped_kernel(body, iters, deviate, carry, inner, scoped)
     tmp = tmp_path_factory.mktemp("loop")
     general = _run(tmp, kern, {}, arch, False)

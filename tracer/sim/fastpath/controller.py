@@ -40,6 +40,12 @@ from tracer.sim.records import S_VECTOR
 
 #: Instructions a segment aims at (a loop commits every ceil(TARGET / instructions per iteration) iterations).
 TARGET = 256
+#: Once a loop predicts at least LONG_RUN more instructions, segments aim at LONG_FACTOR x TARGET: the per-segment
+#: work (matching the commit, template look-ups, handing state to the compiled loop and back, ~90 us) is then
+#: spread over more instructions, which repays recording the longer segments (BENCHMARKS.md, round 11).  Short runs
+#: keep TARGET: for them the longer recordings cost more than they save.
+LONG_RUN = 1_000_000
+LONG_FACTOR = 3
 #: A commit point reached fewer than this many instructions after the last one is a step instead: nested loops'
 #: starts and ends (an inner loop ending just before its outer loop's next iteration) would otherwise cut segments
 #: of a few instructions, each costing a whole commit (10-30 us against ~2 us per instruction).
@@ -66,6 +72,12 @@ class FastPath:
         self.seen: set[tuple[Any, ...]] = set()
         #: Per loop site: commit every ``stride`` iterations, 0 for a loop too small to commit at all.
         self.strides: dict[tuple[int, int], int] = {}
+        #: The segment length strides are decided for (TARGET, then LONG_FACTOR x TARGET in a long run).
+        self.target = TARGET
+        #: Loop sites between their start and end markers, and those of them to decide again once they end.
+        self._running: set[tuple[int, int]] = set()
+        self._stale: set[tuple[int, int]] = set()
+        self._epoch = 0
         #: ``count()`` at the last commit point (see :data:`MIN_SEGMENT`).
         self.commit_at = 0
         #: The code objects loop sites name by id (kept alive here, so an id names one code object for the run).
@@ -187,11 +199,10 @@ class FastPath:
         stride = self.strides.get(site)
         if i == 0:
             loop.start_n = self.count()
+            self._running.add(site)
             commit = stride is not None and stride > 0
         elif stride is None:  # first run of this loop, after its first iteration (or at the end of a short loop)
             per = self.count() - loop.start_n
-            stride = self.strides[site] = max(1, -(-TARGET // per)) if per and per * loop.n >= TARGET else 0
-            commit = stride > 0 and (i < 0 or i % stride == 0)
             if i > 0:  # predict where this loop ends (first iteration x iterations)
                 end = loop.start_n + per * loop.n
                 core = self.core
@@ -199,13 +210,37 @@ class FastPath:
                     core.expected_n = end  # the progress bar's total
                 # a long run ahead loads the compiled scheduling loop now rather than after 500 K instructions
                 schedule_jit.expect(end - self.count())
+                if end - self.count() >= LONG_RUN and self.target == TARGET:
+                    self._lengthen()  # this loop's stride, decided below, is for the longer segments too
+            target = self.target
+            stride = self.strides[site] = max(1, -(-target // per)) if per and per * loop.n >= target else 0
+            commit = stride > 0 and (i < 0 or i % stride == 0)
         else:
             commit = stride > 0 and (i < 0 or i % stride == 0)
-        spec = (site, i < 0)
+        # the epoch keeps segments cut the new way after _lengthen apart from the old ones' recordings (a loop that
+        # was a step can be a commit now: the same site and end flag must not meet both kinds in one trie)
+        spec = (site, i < 0, self._epoch)
         if commit and self.count() - self.commit_at >= MIN_SEGMENT:
             self._boundary(spec)
         else:
             self._step(spec)
+        if i < 0:
+            self._running.discard(site)
+            if site in self._stale:  # its next run decides its stride for the longer segments
+                self._stale.discard(site)
+                del self.strides[site]
+
+    def _lengthen(self) -> None:
+        """A long run ahead: decide every loop's stride again for segments of LONG_FACTOR x TARGET instructions,
+        each loop at its next run (a running loop keeps its stride until it ends).  The trace is the same: only
+        where segments are cut changes, and the first segments cut the new way are recorded."""
+        self.target = TARGET * LONG_FACTOR
+        self._epoch += 1
+        for site in list(self.strides):
+            if site in self._running:
+                self._stale.add(site)
+            else:
+                del self.strides[site]
 
     def _step(self, spec: tuple[Any, ...]) -> None:
         if self.mode == MATCH:

@@ -2,7 +2,8 @@
 
 A kernel's ``nc.affine_range`` / ``nc.sequential_range`` loops cut its run into *segments*: a loop commits at its
 start, at its end and every ``stride`` iterations, ``stride`` chosen from its first iteration so a segment holds
-about :data:`TARGET` instructions.  Each segment runs in one of three modes:
+about :data:`TARGET` instructions (:data:`LONG_FACTOR` times that once the run is predicted to go on for
+:data:`LONG_RUN` instructions or more).  Each segment runs in one of three modes:
 
 * **general**: every event goes through the general path (as with the fast path off);
 * **record**: the general path runs it and the :class:`~tracer.sim.fastpath.record.Recorder` turns it into a trie

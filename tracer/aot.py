@@ -31,6 +31,7 @@ import importlib
 import importlib.machinery
 import importlib.util
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -224,9 +225,7 @@ def build(module_name: str, target: Path) -> None:
             cc.compile()
             os.replace(tmp / target.name, target)
         finally:
-            for p in tmp.glob("*"):
-                p.unlink()
-            tmp.rmdir()
+            shutil.rmtree(tmp, ignore_errors=True)  # whatever pycc left there, files or directories
 
 
 def prune(target: Path, keep: int) -> None:

@@ -73,12 +73,11 @@ class FastPath:
         self.seen: set[tuple[Any, ...]] = set()
         #: Per loop site: commit every ``stride`` iterations, 0 for a loop too small to commit at all.
         self.strides: dict[tuple[int, int], int] = {}
-        #: The segment length strides are decided for (TARGET, then LONG_FACTOR x TARGET in a long run).
+        #: The segment length strides are decided for (TARGET, then LONG_FACTOR x TARGET in a long run), and how
+        #: many times that changed; per loop site, the epoch its stride was decided in.
         self.target = TARGET
-        #: Loop sites between their start and end markers, and those of them to decide again once they end.
-        self._running: set[tuple[int, int]] = set()
-        self._stale: set[tuple[int, int]] = set()
         self._epoch = 0
+        self._stride_epoch: dict[tuple[int, int], int] = {}
         #: ``count()`` at the last commit point (see :data:`MIN_SEGMENT`).
         self.commit_at = 0
         #: The code objects loop sites name by id (kept alive here, so an id names one code object for the run).
@@ -200,7 +199,10 @@ class FastPath:
         stride = self.strides.get(site)
         if i == 0:
             loop.start_n = self.count()
-            self._running.add(site)
+            if stride is not None and self._stride_epoch[site] != self._epoch:
+                # decided before _lengthen: decided again in this run (a run in progress then kept its stride)
+                del self.strides[site]
+                stride = None
             commit = stride is not None and stride > 0
         elif stride is None:  # first run of this loop, after its first iteration (or at the end of a short loop)
             per = self.count() - loop.start_n
@@ -215,6 +217,7 @@ class FastPath:
                     self._lengthen()  # this loop's stride, decided below, is for the longer segments too
             target = self.target
             stride = self.strides[site] = max(1, -(-target // per)) if per and per * loop.n >= target else 0
+            self._stride_epoch[site] = self._epoch
             commit = stride > 0 and (i < 0 or i % stride == 0)
         else:
             commit = stride > 0 and (i < 0 or i % stride == 0)
@@ -225,23 +228,13 @@ class FastPath:
             self._boundary(spec)
         else:
             self._step(spec)
-        if i < 0:
-            self._running.discard(site)
-            if site in self._stale:  # its next run decides its stride for the longer segments
-                self._stale.discard(site)
-                del self.strides[site]
 
     def _lengthen(self) -> None:
-        """A long run ahead: decide every loop's stride again for segments of LONG_FACTOR x TARGET instructions,
-        each loop at its next run (a running loop keeps its stride until it ends).  The trace is the same: only
-        where segments are cut changes, and the first segments cut the new way are recorded."""
+        """A long run ahead: every loop decides its stride again for segments of LONG_FACTOR x TARGET instructions,
+        at its next run (a running loop keeps its stride until it ends).  The trace is the same: only where
+        segments are cut changes, and the first segments cut the new way are recorded."""
         self.target = TARGET * LONG_FACTOR
         self._epoch += 1
-        for site in list(self.strides):
-            if site in self._running:
-                self._stale.add(site)
-            else:
-                del self.strides[site]
 
     def _step(self, spec: tuple[Any, ...]) -> None:
         if self.mode == MATCH:

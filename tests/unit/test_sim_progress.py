@@ -146,3 +146,20 @@ def test_chunks_get_small_and_flagged_near_the_predicted_end(monkeypatch, tmp_pa
     seen.clear()
     run_kernel("softmax", SOFTMAX, trace_path=tmp_path / "b.trace", emit="inline", fast_path=False)
     assert seen and not any(seen)
+
+
+@pytest.mark.parametrize(("recent_s", "near"), [(0.001, True), (0.5, False)])
+def test_the_end_is_predicted_at_the_current_speed_not_the_average(monkeypatch, recent_s, near):
+    """A run whose start was slow (the first 900 instructions took 10 s) and whose last chunk of 100 instructions
+    took ``recent_s``: 1,000 instructions before the predicted end are 0.01 s away at the chunk's speed (near the
+    end) but 10 s at the run's average; at the chunk's 5 ms per instruction they are 5 s away (not near)."""
+    from tracer.sim.arch import cost_model
+
+    now = 1000.0
+    monkeypatch.setattr(core_module.time, "monotonic", lambda: now)
+    core = core_module.Core(cost_model("trn2"), sink=lambda chunk: None)
+    core.n, core._chunk_first, core.expected_n = 1000, 900, 2000
+    core._started, core._last_handoff = now - 10.0, now - recent_s
+    core.handoff()
+    expect = core_module.END_HANDOFF_INTERVAL_S if near else core_module.HANDOFF_INTERVAL_S
+    assert core._handoff_interval == expect

@@ -328,7 +328,13 @@ class Core(DmaQueues):
         now = time.monotonic()
         if self.expected_n is not None and self.n and self.sink is not None:  # near the predicted end: small chunks
             # (a prediction already passed says nothing about the end: iterations may have grown)
-            left_s = (self.expected_n - self.n) * (now - self._started) / self.n
+            # at the faster of the run's average speed and this chunk's: the start of a run is slower, so the average
+            # alone put the end later than it came, and the writer got a full chunk just before it
+            per_s = (now - self._started) / self.n
+            k = self.n - self._chunk_first
+            if k > 0 and now > self._last_handoff:
+                per_s = min(per_s, (now - self._last_handoff) / k)
+            left_s = (self.expected_n - self.n) * per_s
             near = self.expected_n > self.n and left_s < END_WINDOW_S
             self._handoff_interval = END_HANDOFF_INTERVAL_S if near else HANDOFF_INTERVAL_S
         chunk = Chunk(first_id=self._chunk_first, first_xfer=self._chunk_first_xfer, n_templates=len(self.templates),

@@ -40,9 +40,11 @@ CHUNK_INSTRUCTIONS = 65_536
 HANDOFF_INTERVAL_S = 0.05
 #: ... and every END_HANDOFF_INTERVAL_S once the run is predicted to end within END_WINDOW_S (the loop fast path's
 #: prediction of its length, at the current speed): the last chunk, which the run waits for the writer to finish,
-#: stays small.
+#: stays small.  The window is long enough for the writer to finish its big pieces of work before the end (the
+#: last full chunk, ~25 ms, and compressing every buffered row, ~15 ms): with 0.1 s it was often still busy with
+#: them when the run ended (BENCHMARKS.md, "Tracer", round 12).
 END_HANDOFF_INTERVAL_S = 0.01
-END_WINDOW_S = 0.1
+END_WINDOW_S = 0.25
 
 
 class VKey(NamedTuple):

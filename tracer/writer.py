@@ -37,6 +37,8 @@ DEFAULT_BATCH_ROWS = 65_536
 #: Maximum time buffered rows stay in memory while recording.
 DEFAULT_FLUSH_INTERVAL_S = 1.0
 COMPRESSIONS = ("zstd", "lz4", None)
+#: Dictionaries per column whose mapping to the file's dictionary is kept (see ``_DictionaryState.encode``).
+_MAPPINGS_KEPT = 16
 
 ColumnData = Any  # numpy array, pyarrow Array/ChunkedArray, or a Python sequence
 
@@ -44,34 +46,42 @@ ColumnData = Any  # numpy array, pyarrow Array/ChunkedArray, or a Python sequenc
 class _DictionaryState:
     """The file-wide dictionary of one dictionary-encoded column: value -> code, append-only."""
 
-    __slots__ = ("_arrow", "_arrow_len", "codes", "values")
+    __slots__ = ("_arrow", "_arrow_len", "_mappings", "codes", "values")
 
     def __init__(self) -> None:
         self.codes: dict[str, int] = {}
         self.values: list[str] = []
         self._arrow: pa.Array = pa.array([], pa.string())
         self._arrow_len = 0
+        #: Mappings of dictionaries seen before, by their buffers (each entry keeps its dictionary alive, so no
+        #: other array can have those buffers while it is here).
+        self._mappings: dict[tuple[int, ...], tuple[pa.Array, np.ndarray]] = {}
 
     def encode(self, arr: pa.Array) -> pa.Array:
         """Int32 codes (with nulls preserved) of ``arr`` (strings or a DictionaryArray) in this dictionary."""
+        key = None
         if pa.types.is_dictionary(arr.type):
             local_dict = arr.dictionary
             indices = arr.indices
+            # a producer that sends the same dictionary array with every batch (the simulator's emitter) has it
+            # mapped once
+            key = (local_dict.offset, len(local_dict), *(b.address if b is not None else 0
+                                                         for b in local_dict.buffers()))
         else:
             if pa.types.is_large_string(arr.type) or pa.types.is_null(arr.type):
                 arr = arr.cast(pa.string())
             enc = pc.dictionary_encode(arr)
             local_dict = enc.dictionary
             indices = enc.indices
-        mapping = np.empty(len(local_dict), dtype=np.int32)
-        codes = self.codes
-        for i, value in enumerate(local_dict.to_pylist()):
-            code = codes.get(value)
-            if code is None:
-                code = len(self.values)
-                codes[value] = code
-                self.values.append(value)
-            mapping[i] = code
+        hit = self._mappings.get(key) if key is not None else None
+        if hit is not None:
+            mapping = hit[1]
+        else:
+            mapping = self._map(local_dict)
+            if key is not None:
+                if len(self._mappings) >= _MAPPINGS_KEPT:
+                    del self._mappings[next(iter(self._mappings))]
+                self._mappings[key] = (local_dict, mapping)
         if len(indices) == 0:
             return pa.array([], pa.int32())
         idx = indices.cast(pa.int32())
@@ -81,6 +91,19 @@ class _DictionaryState:
             filled = np.asarray(idx.fill_null(0))
             return pa.array(mapping[filled], pa.int32(), mask=np.asarray(idx.is_null()))
         return pa.array(mapping[np.asarray(idx)], pa.int32())
+
+    def _map(self, local_dict: pa.Array) -> np.ndarray:
+        """This dictionary's code of each value of ``local_dict`` (values new to it are added)."""
+        mapping = np.empty(len(local_dict), dtype=np.int32)
+        codes = self.codes
+        for i, value in enumerate(local_dict.to_pylist()):
+            code = codes.get(value)
+            if code is None:
+                code = len(self.values)
+                codes[value] = code
+                self.values.append(value)
+            mapping[i] = code
+        return mapping
 
     def dictionary(self) -> pa.Array:
         """The dictionary as an Arrow string array (cached; it only ever grows)."""

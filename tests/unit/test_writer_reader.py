@@ -59,6 +59,38 @@ def test_dictionary_array_input_is_remapped(tmp_path):
     assert t.column("layer").null_count == 3  # optional column not given -> nulls
 
 
+def test_a_dictionary_sent_again_is_mapped_once_and_any_other_afresh(tmp_path, monkeypatch):
+    """A producer that sends the same dictionary array with every batch (the simulator's emitter) has it mapped to
+    the file's dictionary once; another dictionary of the same length, even one made after the first was dropped,
+    is mapped on its own values."""
+    from tracer import writer as writer_module
+
+    mapped = []
+    real = writer_module._DictionaryState._map
+    monkeypatch.setattr(writer_module._DictionaryState, "_map",
+                        lambda self, d: (mapped.append(d.to_pylist()), real(self, d))[1])
+    engines = pa.array(["Vector", "Tensor"])
+    batches = [(engines, [1, 0, 1]), (engines, [0, 0, 0]), (pa.array(["Sync", "Vector"]), [0, 1, 0]),
+               (engines, [1, 1, 1])]
+    opcodes = pa.array(["Nop"])
+    path = tmp_path / "t"
+    with TraceWriter(path, background_flush=False) as w:
+        for i, (values, codes) in enumerate(batches):
+            cols = instruction_columns(3, 3 * i)
+            cols["engine"] = pa.DictionaryArray.from_arrays(pa.array(codes, pa.int32()), values)
+            cols["opcode"] = pa.DictionaryArray.from_arrays(pa.array([0, 0, 0], pa.int32()), opcodes)
+            w.append("Instruction", cols)
+        engines = None  # dropped: a new array may get its buffers
+        cols = instruction_columns(3, 12)
+        cols["engine"] = pa.DictionaryArray.from_arrays(pa.array([0, 1, 1], pa.int32()), pa.array(["Scalar", "Tensor"]))
+        cols["opcode"] = pa.DictionaryArray.from_arrays(pa.array([0, 0, 0], pa.int32()), opcodes)
+        w.append("Instruction", cols)
+    assert mapped == [["Vector", "Tensor"], ["Nop"], ["Sync", "Vector"], ["Scalar", "Tensor"]]
+    got = TraceReader(path).read_table("Instruction").column("engine").to_pylist()
+    assert got == ["Tensor", "Vector", "Tensor"] + ["Vector"] * 3 + ["Sync", "Vector", "Sync"] + ["Tensor"] * 3 + \
+        ["Scalar", "Tensor", "Tensor"]
+
+
 def test_absent_table_reads_as_empty_with_schema(small_trace):
     t = TraceReader(small_trace).read_table("DmaPacket")
     assert t.num_rows == 0

@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 
 from tracer import schema
 from tracer.packets import layout_columns
-from tracer.sim.columns import Interned, dict_column, first_seen_column, i64, names_column
+from tracer.sim.columns import Interned, StringArrays, dict_column, first_seen_column, i64, names_column
 from tracer.sim.core import Core
 from tracer.sim.fastpath.edges import SegmentEdges
 from tracer.sim.records import (
@@ -44,6 +44,7 @@ from tracer.writer import TraceWriter
 TRACK_GROUP = "NeuronCore 0"
 _TABLE_NAMES = (schema.INSTRUCTION.name, schema.DMA_PACKET.name)
 _STR_ATTRS = ("opcode", "loc", "act_fn", "perf_mode", "tensor_type", "text_pre", "text_post")
+_AXI, _SEM_INC, _COMPLETE = ("AXI",), ("sem_inc",), ("complete",)
 _BYTE_COLS = ("hbm_read_bytes", "hbm_write_bytes", "sbuf_read_bytes", "sbuf_write_bytes", "psum_read_bytes",
               "psum_write_bytes")
 
@@ -74,6 +75,9 @@ class Emitter:
         self.codes: dict[str, dict[str, int]] = {"qtype": {}, "mem": {}, "var": {}, "group": {}}
         self.group_codes: dict[int, int] = {}
         self.error: BaseException | None = None
+        self.strings = StringArrays()
+        #: (templates, their whole static texts, text_pre, text_post) as of the last chunk (_static_texts).
+        self._texts: tuple[int, pa.Array, pa.Array, pa.Array] | None = None
         self._queue: queue.Queue[Chunk | None] | None = None
         self._thread: threading.Thread | None = None
         if threaded:
@@ -209,10 +213,10 @@ class Emitter:
         x_instr = i64(ch.x_instr)
         x_retire = i64(ch.x_retire)
         sem.append((2 * x_instr + 1, {
-            schema.TIMESTAMP: x_retire, schema.ID: (x_group, list(ch.streams)), schema.VALUE: seqs,
-            "update_source": (np.zeros(nx, np.int64), ["AXI"]),
-            "update_operation_type": (np.zeros(nx, np.int64), ["sem_inc"]),
-            "update_trigger_timing": (np.zeros(nx, np.int64), ["complete"]), schema.PCORE_IDX: np.zeros(nx, np.int64),
+            schema.TIMESTAMP: x_retire, schema.ID: (x_group, ch.streams), schema.VALUE: seqs,
+            "update_source": (np.zeros(nx, np.int64), _AXI),
+            "update_operation_type": (np.zeros(nx, np.int64), _SEM_INC),
+            "update_trigger_timing": (np.zeros(nx, np.int64), _COMPLETE), schema.PCORE_IDX: np.zeros(nx, np.int64),
         }))
         return {"tid": x_tid, "instr": x_instr, "retire": x_retire, "group": x_group, "seqs": seqs,
                 "out": i64(ch.x_out), "pkt": i64(ch.x_pkt)}
@@ -257,19 +261,19 @@ class Emitter:
             self.seq[s] = base + k
         cols: dict[str, Any] = {
             schema.ID: ids, schema.START_TS: start, schema.END_TS: end, schema.DURATION_NS: end - start,
-            schema.ENGINE: dict_column(eng, list(ENGINE_NAMES)),
+            schema.ENGINE: dict_column(eng, self.strings(ENGINE_NAMES)),
             schema.PC: pcs, schema.PCORE_IDX: np.zeros(n, np.int64),
-            schema.TIMELINE_TRACK: dict_column(stream, list(STREAM_TRACK)),
+            schema.TIMELINE_TRACK: dict_column(stream, self.strings(STREAM_TRACK)),
             schema.EVT_WAIT_TIME_NS: wait,
         }
         for col, attr in ((schema.OPCODE, "opcode"), (schema.NKI_SOURCE_LOCATION, "loc"), (schema.LAYER, "lyr"),
                           (schema.HLO_NAME, "hlo"), ("scalar_activation_fn", "act_fn"),
                           ("performance_mode", "perf_mode"), (schema.TENSOR_INSTRUCTION_TYPE, "tensor_type")):
             if attr in ("lyr", "hlo"):  # recorded per instruction
-                cols[col] = names_column(np.frombuffer(getattr(ch, attr), np.int32), self.core.names)
+                cols[col] = names_column(np.frombuffer(getattr(ch, attr), np.int32), self.core.names, self.strings)
                 continue
             it = self.attrs[attr]
-            cols[col] = dict_column(self._arr(attr)[tid], it.values)
+            cols[col] = dict_column(self._arr(attr)[tid], self.strings(it.values))
         tb = self._arr('t_bytes')[tid]
         for i, col in enumerate(_BYTE_COLS):
             v = tb[:, i]
@@ -281,20 +285,19 @@ class Emitter:
         cols[schema.OPERANDS] = self._operands(ch, n, tid, aux, edges)
         self.writer.append(schema.INSTRUCTION.name, cols)
         # semaphore increments at completion
-        names = list(ch.streams)
         sem.append((2 * ids, {
-            schema.TIMESTAMP: end, schema.ID: (stream, names), schema.VALUE: seqs,
-            "update_source": (eng, list(ENGINE_NAMES)), "update_operation_type": (np.zeros(n, np.int64), ["sem_inc"]),
-            "update_trigger_timing": (np.zeros(n, np.int64), ["complete"]), schema.PCORE_IDX: np.zeros(n, np.int64),
+            schema.TIMESTAMP: end, schema.ID: (stream, ch.streams), schema.VALUE: seqs,
+            "update_source": (eng, ENGINE_NAMES), "update_operation_type": (np.zeros(n, np.int64), _SEM_INC),
+            "update_trigger_timing": (np.zeros(n, np.int64), _COMPLETE), schema.PCORE_IDX: np.zeros(n, np.int64),
         }))
         f_in, f_out, f_table, f_dep, f_gap, _f_stream, _f_value = edges
         if len(f_in):
             m = len(f_in)
             flow.append((2 * f_in, {
                 schema.IN_ID: f_in, schema.OUT_ID: f_out,
-                schema.IN_TABLE: (np.full(m, TABLE_INSTRUCTION, np.int64), list(_TABLE_NAMES)),
-                schema.OUT_TABLE: (f_table, list(_TABLE_NAMES)),
-                schema.DEPENDENCY_TYPE: (f_dep, list(DEP_NAMES)),
+                schema.IN_TABLE: (np.full(m, TABLE_INSTRUCTION, np.int64), _TABLE_NAMES),
+                schema.OUT_TABLE: (f_table, _TABLE_NAMES),
+                schema.DEPENDENCY_TYPE: (f_dep, DEP_NAMES),
                 schema.GAP_TIME: f_gap,
             }))
         return end
@@ -302,7 +305,7 @@ class Emitter:
     def _append_merged(self, table: str, parts: list[tuple[np.ndarray, dict[str, Any]]]) -> None:
         """Append the rows of ``parts`` (each: per-row sort keys, columns) to ``table`` in key order (stable).
 
-        Columns are numpy arrays, or ``(codes, values)`` pairs for dictionary-encoded strings.
+        Columns are numpy arrays, or ``(codes, values)`` pairs for dictionary-encoded strings (values: a tuple).
         """
         parts = [p for p in parts if len(p[0])]
         if not parts:
@@ -312,13 +315,18 @@ class Emitter:
         for name in parts[0][1]:
             first = parts[0][1][name]
             if isinstance(first, tuple):
-                codes, values, offset = [], [], 0
-                for _key, c in parts:
-                    codes.append(np.where(c[name][0] < 0, -1, c[name][0] + offset))
-                    values.extend(c[name][1])
-                    offset += len(c[name][1])
-                code = np.concatenate(codes)
-                cols[name] = dict_column(code if order is None else code[order], values)
+                if all(c[name][1] is first[1] for _key, c in parts):  # one dictionary for all parts
+                    code = np.concatenate([c[name][0] for _key, c in parts])
+                    values = first[1]
+                else:
+                    codes, merged, offset = [], [], 0
+                    for _key, c in parts:
+                        codes.append(np.where(c[name][0] < 0, -1, c[name][0] + offset))
+                        merged.extend(c[name][1])
+                        offset += len(c[name][1])
+                    code = np.concatenate(codes)
+                    values = tuple(merged)
+                cols[name] = dict_column(code if order is None else code[order], self.strings(values))
             else:
                 arr = np.concatenate([c[name] for _key, c in parts])
                 cols[name] = arr if order is None else arr[order]
@@ -326,27 +334,26 @@ class Emitter:
             cols[schema.VALUE] = cols[schema.VALUE].astype(np.int32)
         self.writer.append(table, cols)
 
+    def _static_texts(self) -> tuple[pa.Array, pa.Array, pa.Array]:
+        """Per template: its operand text without the dynamic parts (``text_pre + text_post``), ``text_pre`` and
+        ``text_post``, as Arrow arrays indexed by template id (rebuilt only when templates were added)."""
+        n = self.n_templates
+        if self._texts is None or self._texts[0] != n:
+            pre_it, post_it = self.attrs["text_pre"], self.attrs["text_post"]
+            pre = self.strings(pre_it.values).take(pa.array(self._arr("text_pre")[:n]))
+            post = self.strings(post_it.values).take(pa.array(self._arr("text_post")[:n]))
+            self._texts = (n, pc.binary_join_element_wise(pre, post, ""), pre, post)
+        return self._texts[1:]
+
     def _operands(self, ch: Chunk, n: int, tid: np.ndarray, aux: np.ndarray,
                   edges: tuple[np.ndarray, ...]) -> pa.Array:
-        pre_it = self.attrs["text_pre"]
-        pre = pa.array(pre_it.values).take(pa.array(self._arr('text_pre')[tid]))
-        post_it = self.attrs["text_post"]
-        post = pa.array(post_it.values).take(pa.array(self._arr('text_post')[tid]))
-        # semaphore waits, from the Flow edges (appended in consumer order)
-        if len(edges[0]):
-            f_in = edges[0] - ch.first_id
-            stream_names = pa.array(list(ch.streams))
-            texts = pc.binary_join_element_wise("$", stream_names.take(pa.array(edges[5])), ">=",
-                                                pa.array(edges[6]).cast(pa.string()), " ", "")
-            offsets = np.searchsorted(f_in, np.arange(n + 1)).astype(np.int32)
-            waits = pc.binary_join(pa.ListArray.from_arrays(pa.array(offsets), texts), "")
-        else:
-            waits = pa.array([""] * n)
-        # dynamic HBM slice text of DMA triggers: name[r0:r1,c0:c1], from the offset in ``aux``
+        """The operand text of each row: its semaphore waits, then its template's text, in a DMA trigger with the
+        HBM slice it moves (from the offset in ``aux``) between ``text_pre`` and ``text_post``."""
+        whole, pre, post = self._static_texts()
+        # the dynamic HBM slice text of DMA triggers: name[r0:r1,c0:c1], built for those rows only
         hbm_all = self._arr('t_hbm_num')[tid]  # per row: name code, tensor columns, rows, cols, bcast
-        has = (aux >= 0) & (hbm_all[:, 0] >= 0)
-        rows = np.flatnonzero(has)
-        if len(rows):  # built for those rows only (DMA triggers), then put in place with one take
+        rows = np.flatnonzero((aux >= 0) & (hbm_all[:, 0] >= 0))
+        if len(rows):
             hbm = hbm_all[rows]
             off = aux[rows]
             r0, c0 = off // hbm[:, 1], off % hbm[:, 1]
@@ -355,15 +362,25 @@ class Emitter:
             bcast = pa.DictionaryArray.from_arrays(pa.array(bc.astype(np.int32)), pa.array(["]", "]*"])) \
                 .cast(pa.string())
             bval = pc.if_else(pa.array(bc), pa.array(hbm[:, 4]).cast(pa.string()), "")
+            rt = pa.array(tid[rows])
             text = pc.binary_join_element_wise(
-                names, "[", pa.array(r0).cast(pa.string()), ":", pa.array(r0 + hbm[:, 2]).cast(pa.string()), ",",
-                pa.array(c0).cast(pa.string()), ":", pa.array(c0 + hbm[:, 3]).cast(pa.string()), bcast, bval, "")
-            pos = np.zeros(n, np.int64)
-            pos[rows] = np.arange(1, len(rows) + 1)
-            dyn = pa.concat_arrays([pa.array([""]), text]).take(pa.array(pos))
+                pre.take(rt), names, "[", pa.array(r0).cast(pa.string()), ":",
+                pa.array(r0 + hbm[:, 2]).cast(pa.string()), ",", pa.array(c0).cast(pa.string()), ":",
+                pa.array(c0 + hbm[:, 3]).cast(pa.string()), bcast, bval, post.take(rt), "")
+            pick = tid.copy()
+            pick[rows] = len(whole) + np.arange(len(rows))
+            body = pa.concat_arrays([whole, text]).take(pa.array(pick))
         else:
-            dyn = pa.array([""] * n)
-        return pc.binary_join_element_wise(waits, pre, dyn, post, "")
+            body = whole.take(pa.array(tid))
+        if not len(edges[0]):
+            return body
+        # semaphore waits, from the Flow edges (in consumer order): "$<semaphore>>=<value> " each
+        prefix = pa.array([f"${name}>=" for name in ch.streams], pa.string())
+        texts = pc.binary_join_element_wise(prefix.take(pa.array(edges[5])), pa.array(edges[6]).cast(pa.string()),
+                                            " ", "")
+        offsets = np.searchsorted(edges[0] - ch.first_id, np.arange(n + 1)).astype(np.int32)
+        waits = pc.binary_join(pa.ListArray.from_arrays(pa.array(offsets), texts), "")
+        return pc.binary_join_element_wise(waits, body, "")
 
     def _packets(self, ch: Chunk, xf: dict[str, np.ndarray], flow: list[tuple[np.ndarray, dict[str, Any]]],
                  end: np.ndarray | None) -> None:
@@ -384,12 +401,12 @@ class Emitter:
             "packet_aggregation_id": ch.first_xfer + np.arange(nx, dtype=np.int64), "first_packet_id": x_pkt,
             "packet_layout": attrs[:, 0].astype(np.int32), "rotation": x_q0.astype(np.int32),
             "queue_start_ts": pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(flat)),
-            "queue_group": dict_column(attrs[:, 6], list(codes["group"])),
-            schema.QUEUE_TYPE: dict_column(attrs[:, 2], list(codes["qtype"])),
-            schema.VARIABLE: dict_column(attrs[:, 5], list(codes["var"])),
+            "queue_group": dict_column(attrs[:, 6], self.strings(codes["group"])),
+            schema.QUEUE_TYPE: dict_column(attrs[:, 2], self.strings(codes["qtype"])),
+            schema.VARIABLE: dict_column(attrs[:, 5], self.strings(codes["var"])),
             schema.PCORE_IDX: np.zeros(nx, np.int64),
-            "source": dict_column(attrs[:, 3], list(codes["mem"])),
-            "dest": dict_column(attrs[:, 4], list(codes["mem"])),
+            "source": dict_column(attrs[:, 3], self.strings(codes["mem"])),
+            "dest": dict_column(attrs[:, 4], self.strings(codes["mem"])),
         })
         if end is not None:
             # the trigger instruction -> the transfer's packet 0 (on queue q0, at offset 0 from its queue's start)
@@ -397,9 +414,9 @@ class Emitter:
             x_instr = xf["instr"]
             flow.append((2 * x_instr + 1, {
                 schema.IN_ID: x_pkt, schema.OUT_ID: x_instr,
-                schema.IN_TABLE: (np.full(nx, TABLE_PACKET, np.int64), list(_TABLE_NAMES)),
-                schema.OUT_TABLE: (np.full(nx, TABLE_INSTRUCTION, np.int64), list(_TABLE_NAMES)),
-                schema.DEPENDENCY_TYPE: (np.zeros(nx, np.int64), list(DEP_NAMES)),
+                schema.IN_TABLE: (np.full(nx, TABLE_PACKET, np.int64), _TABLE_NAMES),
+                schema.OUT_TABLE: (np.full(nx, TABLE_INSTRUCTION, np.int64), _TABLE_NAMES),
+                schema.DEPENDENCY_TYPE: (np.zeros(nx, np.int64), DEP_NAMES),
                 schema.GAP_TIME: first_start - end[x_instr - ch.first_id],
             }))
 
@@ -452,12 +469,12 @@ class Emitter:
         cat = np.frombuffer(ch.p_cat, np.int32).astype(np.int64)
         self.writer.append(schema.SPAN.name, {
             schema.ID: i64(ch.p_id), schema.START_TS: start, schema.END_TS: end, schema.DURATION_NS: end - start,
-            schema.NAME: names_column(np.frombuffer(ch.p_name, np.int32).astype(np.int64), names),
-            schema.CATEGORY: names_column(cat, names),
+            schema.NAME: names_column(np.frombuffer(ch.p_name, np.int32).astype(np.int64), names, self.strings),
+            schema.CATEGORY: names_column(cat, names, self.strings),
             schema.DEPTH: np.frombuffer(ch.p_depth, np.int32),
             schema.PARENT_ID: pa.array(parent, mask=parent < 0),
-            schema.TRACK_GROUP: dict_column(np.zeros(n, np.int64), [TRACK_GROUP]),
-            schema.TRACK_NAME: names_column(cat, names),
+            schema.TRACK_GROUP: dict_column(np.zeros(n, np.int64), self.strings((TRACK_GROUP,))),
+            schema.TRACK_NAME: names_column(cat, names, self.strings),
             schema.PCORE_IDX: np.zeros(n, np.int64),
         })
 
@@ -465,10 +482,11 @@ class Emitter:
         n = len(ch.c_ts)
         kind = np.frombuffer(ch.c_kind, np.int8).astype(np.int64)
         self.writer.append(schema.COUNTER.name, {
-            schema.TIMESTAMP: i64(ch.c_ts), schema.NAME: first_seen_column(kind, [k[0] for k in COUNTER_KINDS]),
+            schema.TIMESTAMP: i64(ch.c_ts),
+            schema.NAME: first_seen_column(kind, [k[0] for k in COUNTER_KINDS], self.strings),
             schema.VALUE: np.frombuffer(ch.c_val, np.float64),
-            schema.UNIT: first_seen_column(kind, [k[1] for k in COUNTER_KINDS]),
-            schema.TRACK_GROUP: dict_column(np.zeros(n, np.int64), [TRACK_GROUP]),
+            schema.UNIT: first_seen_column(kind, [k[1] for k in COUNTER_KINDS], self.strings),
+            schema.TRACK_GROUP: dict_column(np.zeros(n, np.int64), self.strings((TRACK_GROUP,))),
             schema.PCORE_IDX: np.zeros(n, np.int64),
         })
 

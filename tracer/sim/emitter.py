@@ -374,13 +374,16 @@ class Emitter:
             body = whole.take(pa.array(tid))
         if not len(edges[0]):
             return body
-        # semaphore waits, from the Flow edges (in consumer order): "$<semaphore>>=<value> " each
-        prefix = pa.array([f"${name}>=" for name in ch.streams], pa.string())
+        # semaphore waits, from the Flow edges (in consumer order): "$<semaphore>>=<value>" each, then a space; a
+        # row without waits is null in the list, and the join then skips it
+        prefix = self.strings(tuple([f"${name}" for name in ch.streams]))
         texts = pc.binary_join_element_wise(prefix.take(pa.array(edges[5])), pa.array(edges[6]).cast(pa.string()),
-                                            " ", "")
-        offsets = np.searchsorted(edges[0] - ch.first_id, np.arange(n + 1)).astype(np.int32)
-        waits = pc.binary_join(pa.ListArray.from_arrays(pa.array(offsets), texts), "")
-        return pc.binary_join_element_wise(waits, body, "")
+                                            ">=")
+        counts = np.bincount(edges[0] - ch.first_id, minlength=n)
+        offsets = np.zeros(n + 1, np.int32)
+        np.cumsum(counts, out=offsets[1:])
+        waits = pc.binary_join(pa.ListArray.from_arrays(pa.array(offsets), texts, mask=pa.array(counts == 0)), " ")
+        return pc.binary_join_element_wise(waits, body, " ", null_handling="skip")
 
     def _packets(self, ch: Chunk, xf: dict[str, np.ndarray], flow: list[tuple[np.ndarray, dict[str, Any]]],
                  end: np.ndarray | None) -> None:

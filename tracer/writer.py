@@ -55,7 +55,7 @@ class _DictionaryState:
         self._arrow_len = 0
         #: Mappings of dictionaries seen before, by their buffers (each entry keeps its dictionary alive, so no
         #: other array can have those buffers while it is here).
-        self._mappings: dict[tuple[int, ...], tuple[pa.Array, np.ndarray]] = {}
+        self._mappings: dict[tuple[int, ...], tuple[pa.Array, np.ndarray, bool]] = {}
 
     def encode(self, arr: pa.Array) -> pa.Array:
         """Int32 codes (with nulls preserved) of ``arr`` (strings or a DictionaryArray) in this dictionary."""
@@ -75,16 +75,19 @@ class _DictionaryState:
             indices = enc.indices
         hit = self._mappings.get(key) if key is not None else None
         if hit is not None:
-            mapping = hit[1]
+            _dict, mapping, same = hit
         else:
             mapping = self._map(local_dict)
+            same = bool((mapping == np.arange(len(mapping))).all())  # codes are already the file's
             if key is not None:
                 if len(self._mappings) >= _MAPPINGS_KEPT:
                     del self._mappings[next(iter(self._mappings))]
-                self._mappings[key] = (local_dict, mapping)
+                self._mappings[key] = (local_dict, mapping, same)
         if len(indices) == 0:
             return pa.array([], pa.int32())
-        idx = indices.cast(pa.int32())
+        idx = indices if indices.type == pa.int32() else indices.cast(pa.int32())
+        if same and not idx.null_count:
+            return idx
         if idx.null_count:
             if idx.null_count == len(idx):  # all null (the dictionary may be empty)
                 return pa.nulls(len(idx), pa.int32())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
+from array import array
 from pathlib import Path
 
 import pytest
@@ -251,3 +252,99 @@ def test_the_simulators_writers_compress_on_one_thread(tmp_path, monkeypatch, em
         monkeypatch.setattr(runner, "TraceWriter", Spy)
         run_kernel("softmax", {"rows": 256, "cols": 64}, trace_path=tmp_path / "t", emit=emit)
     assert made == [False]
+
+
+def _chunks_of(kernel, params, monkeypatch):
+    """The chunks a recording hands over (every 512 instructions), and its core."""
+    from tracer.sim import core as core_module
+    from tracer.sim import runner
+
+    chunks, cores = [], []
+
+    class Keep:
+        def submit(self, chunk):
+            chunks.append(chunk)
+
+        def close(self, complete):
+            pass
+
+    monkeypatch.setattr(core_module, "CHUNK_INSTRUCTIONS", 512)
+    monkeypatch.setattr(runner, "_open_sink", lambda core, *args, **kwargs: (cores.append(core), Keep())[1])
+    run_kernel(kernel, params, trace_path="unused")
+    return chunks, cores[0]
+
+
+@pytest.mark.parametrize(("kernel", "params"), [  # ~4-7 K instructions, most on the loop fast path
+    ("attention", {"seq": 2048, "head_dim": 64}), ("mlp", {"layers": 48, "d_model": 512, "d_ff": 1024, "tokens": 256}),
+    ("matmul_naive", {"M": 2048, "N": 2048, "K": 2048}),
+])
+def test_chunks_merged_write_the_same_tables(tmp_path, monkeypatch, kernel, params):
+    """The writer process merges chunks that wait for it (Chunk.absorb): every way of grouping a recording's chunks
+    writes the same tables (ids in a chunk are absolute; rows are ordered by instruction, not by chunk)."""
+    from tracer.sim.emitter import Emitter
+    from tracer.sim.records import Chunk
+    from tracer.writer import TraceWriter
+
+    chunks, core = _chunks_of(kernel, params, monkeypatch)
+    assert len(chunks) > 6
+    results = []
+    for group in (1, 2, 5, len(chunks)):
+        merged = []
+        for i, chunk in enumerate(chunks):
+            copy = Chunk(**{f: (array(v.typecode, v) if isinstance(v, array) else list(v) if isinstance(v, list)
+                                else v) for f, v in vars(chunk).items()})  # absorb extends in place
+            if i % group:
+                merged[-1].absorb(copy)
+            else:
+                merged.append(copy)
+        path = tmp_path / f"g{group}"
+        with TraceWriter(path, background_flush=False) as writer:
+            emitter = Emitter(core, writer, threaded=False)
+            for chunk in merged:
+                emitter.emit(chunk)
+        results.append(_tables(path))
+    for other in results[1:]:
+        assert other.keys() == results[0].keys()
+        for name, table in results[0].items():
+            assert other[name].equals(table), f"table {name} differs"
+    with pytest.raises(ValueError, match="does not follow"):
+        chunks[2].absorb(chunks[4])
+
+
+@pytest.mark.skipif(platform.system() != "Linux", reason="stops the writer process with SIGSTOP")
+def test_a_writer_process_that_fell_behind_writes_the_same_trace(tmp_path, monkeypatch):
+    """The writer process stopped from the first chunk to the end of the simulation finds every chunk waiting
+    (through the ring and, once it is full, the pipe), merges them as it reads them, and writes the tables the
+    inline emitter writes."""
+    import signal
+
+    from tracer.sim import core as core_module
+    from tracer.sim import emit_process
+
+    monkeypatch.setattr(core_module, "CHUNK_INSTRUCTIONS", 512)
+    real_submit, real_close = emit_process.ProcessEmitter.submit, emit_process.ProcessEmitter.close
+    stopped = []
+
+    def submit(self, chunk):
+        if not stopped:
+            os.kill(self._proc.pid, signal.SIGSTOP)
+            stopped.append(self._proc.pid)
+        real_submit(self, chunk)
+
+    def close(self, complete=True):
+        os.kill(self._proc.pid, signal.SIGCONT)
+        real_close(self, complete)
+
+    monkeypatch.setattr(emit_process.ProcessEmitter, "submit", submit)
+    monkeypatch.setattr(emit_process.ProcessEmitter, "close", close)
+    params = {"layers": 48, "d_model": 512, "d_ff": 1024, "tokens": 256}
+    result = run_kernel("mlp", params, trace_path=tmp_path / "process", emit="process")
+    assert stopped and result.instructions > 10 * 512
+    monkeypatch.setattr(emit_process.ProcessEmitter, "submit", real_submit)
+    monkeypatch.setattr(emit_process.ProcessEmitter, "close", real_close)
+    run_kernel("mlp", params, trace_path=tmp_path / "inline", emit="inline")
+    process, inline = _tables(tmp_path / "process"), _tables(tmp_path / "inline")
+    assert process.keys() == inline.keys()
+    for name, table in inline.items():
+        assert process[name].equals(table), f"table {name} differs"
+    assert TraceReader(tmp_path / "process").recording_complete

@@ -10,7 +10,10 @@ fields, or as ``(id, tensor)``: a copy of DMA template ``id`` for another HBM te
 at ``spans`` (:mod:`tracer.sim.emit_ring`; acknowledged with ``("ack", position)`` on ``OUT_FD`` once copied out),
 or, when ``spans`` is None, follow on the pipe as raw buffers.  Last comes ``("close", complete)``.  It runs the
 :class:`~tracer.sim.emitter.Emitter` into its own :class:`~tracer.writer.TraceWriter` and answers on ``OUT_FD`` with
-``("done",)`` or ``("error", exception)``.
+``("done",)`` or ``("error", exception)``.  Chunks that are already waiting when it takes one (it fell behind: at
+its start, or near the end of a run, where chunks are small) are merged into one (:meth:`Chunk.absorb
+<tracer.sim.records.Chunk.absorb>`, up to :data:`MERGE_ROWS` instructions), so its fixed work per chunk is paid
+once.
 
 Crash behaviour: if the parent dies (even by SIGKILL) the pipe closes; the child writes what it has and closes the
 trace as incomplete, so it stays readable.  The child runs in its own session and ignores SIGINT, so Ctrl-C reaches
@@ -37,6 +40,8 @@ from tracer.writer import TraceWriter
 
 #: While waiting for the next chunk, tables with at least this many buffered rows are written out.
 IDLE_FLUSH_ROWS = 16_384
+#: Chunks waiting to be written are merged into one of up to this many instructions (at least one chunk).
+MERGE_ROWS = 65_536
 #: The template fields the parent sends (see ``tracer.sim.emit_process._wire``), then the DMA plan's.
 WIRE_FIELDS = ("engine", "stream", "flops_raw", "flops_adj", "bytes", "opcode", "loc", "act_fn",
                "perf_mode", "tensor_type", "text_pre", "text_post")
@@ -119,10 +124,22 @@ def serve(inbox: Connection, outbox: Connection, ring: RingReader | None = None)
         return 1
     view = _CoreView(cm)
     emitter = Emitter(view, writer, threaded=False)  # type: ignore[arg-type]
+
+    def take(msg: tuple[Any, ...]) -> Any:
+        """The chunk of a chunk message, its columns read and its templates, variants and names taken in."""
+        _tag, templates, variants, names, chunk, columns, spans = msg
+        _read_columns(chunk, columns, spans, inbox, outbox, ring)
+        view.add(templates)
+        view.names.extend(names)
+        view.variants.extend(SimpleNamespace(uid=uid, emit_table=table) for uid, table in variants)
+        view.stream_names = list(chunk.streams)
+        return chunk
+
     complete = False
     ending = False
+    closing: tuple[Any, ...] | None = None
     try:
-        while True:
+        while closing is None:
             try:
                 if not inbox.poll():
                     # idle until the next chunk: compress and write big buffers now rather than at close (near the
@@ -135,16 +152,25 @@ def serve(inbox: Connection, outbox: Connection, ring: RingReader | None = None)
             except (EOFError, OSError):
                 break  # the parent is gone: keep what we have, marked incomplete
             if msg[0] == "close":
-                complete = bool(msg[1])
+                closing = msg
                 break
-            _tag, templates, variants, names, chunk, columns, spans = msg
-            _read_columns(chunk, columns, spans, inbox, outbox, ring)
-            view.add(templates)
-            view.names.extend(names)
-            view.variants.extend(SimpleNamespace(uid=uid, emit_table=table) for uid, table in variants)
-            view.stream_names = list(chunk.streams)
+            chunk = take(msg)
+            # chunks already waiting are written as one (up to MERGE_ROWS instructions): each costs ~1.5 ms of
+            # fixed work, which a writer that fell behind (at its start, or near the end of a run, where chunks
+            # are small) need not pay for each
+            try:
+                while len(chunk) < MERGE_ROWS and inbox.poll():
+                    msg = inbox.recv()
+                    if msg[0] == "close":
+                        closing = msg
+                        break
+                    chunk.absorb(take(msg))
+            except (EOFError, OSError):
+                closing = ("gone",)
             emitter.emit(chunk)
             ending = chunk.ending
+        if closing is not None and closing[0] == "close":
+            complete = bool(closing[1])
     except BaseException as exc:
         writer.close(complete=False)
         with contextlib.suppress(OSError, ValueError):

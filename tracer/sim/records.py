@@ -322,6 +322,22 @@ class Chunk:
     def __len__(self) -> int:
         return len(self.start)
 
+    def absorb(self, later: Chunk) -> None:
+        """Append the records of ``later``, the chunk handed over right after this one: ids in a chunk's columns are
+        absolute, so the two then read as one chunk (the trace writer process merges chunks that wait for it, and
+        pays its per-chunk costs once).
+
+        Raises:
+            ValueError: ``later`` does not follow this chunk.
+        """
+        if later.first_id != self.first_id + len(self) or later.first_xfer != self.first_xfer + len(self.x_instr):
+            raise ValueError(f"chunk at instruction {later.first_id} does not follow the one at {self.first_id}")
+        for name in _ARRAY_FIELDS:
+            getattr(self, name).extend(getattr(later, name))
+        self.s_leaf.extend(later.s_leaf)
+        self.n_templates, self.streams = later.n_templates, later.streams
+        self.n_variants, self.n_names, self.ending = later.n_variants, later.n_names, later.ending
+
 
 def new_columns() -> dict[str, Any]:
     """Empty columns of a :class:`Chunk` (arrays, but ``s_leaf``: a list of bytes)."""
@@ -348,3 +364,7 @@ def leaf_values(segments: list[bytes]) -> np.ndarray:
     except (TypeError, ValueError):
         return np.fromiter((v if type(v) is not bytes else int.from_bytes(v, sys.byteorder, signed=True)
                             for v in values), np.int64, count=len(values))
+
+
+#: The array columns of a :class:`Chunk`.
+_ARRAY_FIELDS = tuple(name for name in new_columns() if name != "s_leaf")

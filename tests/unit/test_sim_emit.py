@@ -348,3 +348,53 @@ def test_a_writer_process_that_fell_behind_writes_the_same_trace(tmp_path, monke
     for name, table in inline.items():
         assert process[name].equals(table), f"table {name} differs"
     assert TraceReader(tmp_path / "process").recording_complete
+
+
+def test_a_bad_message_after_waiting_chunks_keeps_their_rows(tmp_path, monkeypatch):
+    """The writer process's serve loop, run here on a pipe holding three chunks and then a message it cannot read:
+    it merges the chunks waiting, fails on the bad message with a one-message error to its parent, and the trace
+    keeps every row of the chunks read before it (marked incomplete)."""
+    import dataclasses
+    import marshal
+    import threading
+    import time
+    from multiprocessing.connection import Pipe
+
+    from tracer.sim import cost_model, emit_child
+    from tracer.sim.emit_process import _wire
+
+    chunks, core = _chunks_of("matmul_naive", {"M": 2048, "N": 2048, "K": 2048}, monkeypatch)
+    to_child, inbox = Pipe()
+    outbox, from_child = Pipe()
+    def feed():  # a thread: the pipe holds far less than three chunks
+        to_child.send(("setup", str(tmp_path / "t"), False, {}, cost_model("trn2")))
+        sent = [0, 0, 0]
+        for chunk in chunks[:3]:
+            columns = {f.name: getattr(chunk, f.name) for f in dataclasses.fields(chunk)
+                       if isinstance(getattr(chunk, f.name), array)}
+            new = [(t.same_as, t.dma.variable) if t.same_as is not None else _wire(t)
+                   for t in core.templates[sent[0]:chunk.n_templates]]
+            variants = [(v.uid, v.emit_table) for v in core.variants[sent[1]:chunk.n_variants]]
+            names = core.names[sent[2]:chunk.n_names]
+            sent = [chunk.n_templates, chunk.n_variants, chunk.n_names]
+            shell = dataclasses.replace(chunk, s_leaf=[],
+                                        **{name: array(col.typecode) for name, col in columns.items()})
+            to_child.send(("chunk", new, variants, names, shell, [(n, c.typecode) for n, c in columns.items()],
+                           None))
+            for col in columns.values():
+                to_child.send_bytes(col)
+            to_child.send_bytes(marshal.dumps(chunk.s_leaf, 2))
+        to_child.send(("chunk", "not a chunk message"))
+        to_child.close()
+
+    feeder = threading.Thread(target=feed, daemon=True)
+    feeder.start()
+    time.sleep(0.5)  # the three chunks wait in the pipe (the feeder blocks on a full pipe until serve reads)
+    monkeypatch.setattr(emit_child.signal, "signal", lambda *args: None)  # see the compression-threads test
+    assert emit_child.serve(inbox, outbox) == 1
+    feeder.join(timeout=10)
+    assert from_child.recv()[0] == "error"
+    reader = TraceReader(tmp_path / "t")
+    assert not reader.recording_complete
+    ids = reader.read_table("Instruction").column("id").to_pylist()
+    assert ids == list(range(sum(len(c) for c in chunks[:3])))

@@ -167,6 +167,10 @@ def serve(inbox: Connection, outbox: Connection, ring: RingReader | None = None)
                     chunk.absorb(take(msg))
             except (EOFError, OSError):
                 closing = ("gone",)
+            except BaseException:
+                with contextlib.suppress(Exception):  # keep the chunks read before the one that failed
+                    emitter.emit(chunk)
+                raise
             emitter.emit(chunk)
             ending = chunk.ending
         if closing is not None and closing[0] == "close":

@@ -1,5 +1,6 @@
 """Column builders of the trace emitter (:mod:`tracer.sim.emitter`): int64 views of raw buffers, dictionary
-columns from codes, and the interning of template attributes."""
+columns from codes, the Arrow string arrays of their dictionaries (converted once), and the interning of template
+attributes."""
 
 from __future__ import annotations
 
@@ -13,8 +14,6 @@ import pyarrow as pa
 def i64(buf: Any) -> np.ndarray:
     """A raw int64 buffer (``array.array`` or bytes) as a numpy array without copying."""
     return np.frombuffer(buf, dtype=np.int64) if len(buf) else np.zeros(0, np.int64)
-
-
 
 
 def dict_column(codes: np.ndarray, values: Sequence[str] | pa.Array) -> pa.DictionaryArray:

@@ -3,8 +3,9 @@
 Runs on its own thread so the simulation never waits for compression or disk (most of the work here is
 vectorised numpy/pyarrow, which releases the GIL).  From one :class:`~tracer.sim.core.Chunk` it builds:
 
-* ``Instruction`` rows: static columns gathered from the templates, operand text assembled in bulk (semaphore
-  waits from the Flow edges + the static text + the dynamic HBM slice of DMA triggers), per-engine ``pc``;
+* ``Instruction`` rows: static columns gathered from the templates, operand text assembled in bulk
+  (:mod:`tracer.sim.operand_text`: semaphore waits from the Flow edges + the static text + the dynamic HBM slice of
+  DMA triggers), per-engine ``pc``;
 * ``Flow`` rows (one per semaphore wait), ``SemaphoreUpdate`` rows (each instruction increments its stream's
   semaphore at completion, each DMA transfer its group's semaphore at retirement);
 * ``DmaTransfer`` rows (each transfer's per-queue start times) and, per new packet layout, ``DmaPacketLayout``
@@ -22,13 +23,13 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from tracer import schema
 from tracer.packets import layout_columns
 from tracer.sim.columns import Interned, StringArrays, dict_column, first_seen_column, i64, names_column
 from tracer.sim.core import Core
 from tracer.sim.fastpath.edges import SegmentEdges
+from tracer.sim.operand_text import OperandText
 from tracer.sim.records import (
     COUNTER_KINDS,
     ENGINE_NAMES,
@@ -76,8 +77,7 @@ class Emitter:
         self.group_codes: dict[int, int] = {}
         self.error: BaseException | None = None
         self.strings = StringArrays()
-        #: (templates, their whole static texts, text_pre, text_post) as of the last chunk (_static_texts).
-        self._texts: tuple[int, pa.Array, pa.Array, pa.Array] | None = None
+        self.operand_text = OperandText(self.strings)
         self._queue: queue.Queue[Chunk | None] | None = None
         self._thread: threading.Thread | None = None
         if threaded:
@@ -282,7 +282,12 @@ class Emitter:
             v = self._arr(src)[tid]
             cols[col] = pa.array(v, mask=v < 0)
         edges = self._edges(ch, start, end, stream, seqs, xf)
-        cols[schema.OPERANDS] = self._operands(ch, n, tid, aux, edges)
+        static = self.operand_text.static_texts(
+            self.n_templates, (self.attrs["text_pre"].values, self._arr("text_pre")),
+            (self.attrs["text_post"].values, self._arr("text_post")))
+        cols[schema.OPERANDS] = self.operand_text.column(
+            static, tid, aux, self._arr("t_hbm_num")[tid], self.hbm_names,
+            (edges[0] - ch.first_id, edges[5], edges[6], ch.streams))
         self.writer.append(schema.INSTRUCTION.name, cols)
         # semaphore increments at completion
         sem.append((2 * ids, {
@@ -333,57 +338,6 @@ class Emitter:
         if schema.VALUE in cols and table == schema.SEMAPHORE_UPDATE.name:
             cols[schema.VALUE] = cols[schema.VALUE].astype(np.int32)
         self.writer.append(table, cols)
-
-    def _static_texts(self) -> tuple[pa.Array, pa.Array, pa.Array]:
-        """Per template: its operand text without the dynamic parts (``text_pre + text_post``), ``text_pre`` and
-        ``text_post``, as Arrow arrays indexed by template id (rebuilt only when templates were added)."""
-        n = self.n_templates
-        if self._texts is None or self._texts[0] != n:
-            pre_it, post_it = self.attrs["text_pre"], self.attrs["text_post"]
-            pre = self.strings(pre_it.values).take(pa.array(self._arr("text_pre")[:n]))
-            post = self.strings(post_it.values).take(pa.array(self._arr("text_post")[:n]))
-            self._texts = (n, pc.binary_join_element_wise(pre, post, ""), pre, post)
-        return self._texts[1:]
-
-    def _operands(self, ch: Chunk, n: int, tid: np.ndarray, aux: np.ndarray,
-                  edges: tuple[np.ndarray, ...]) -> pa.Array:
-        """The operand text of each row: its semaphore waits, then its template's text, in a DMA trigger with the
-        HBM slice it moves (from the offset in ``aux``) between ``text_pre`` and ``text_post``."""
-        whole, pre, post = self._static_texts()
-        # the dynamic HBM slice text of DMA triggers: name[r0:r1,c0:c1], built for those rows only
-        hbm_all = self._arr('t_hbm_num')[tid]  # per row: name code, tensor columns, rows, cols, bcast
-        rows = np.flatnonzero((aux >= 0) & (hbm_all[:, 0] >= 0))
-        if len(rows):
-            hbm = hbm_all[rows]
-            off = aux[rows]
-            r0, c0 = off // hbm[:, 1], off % hbm[:, 1]
-            names = pa.array(self.hbm_names).take(pa.array(hbm[:, 0]))
-            bc = hbm[:, 4] > 0
-            bcast = pa.DictionaryArray.from_arrays(pa.array(bc.astype(np.int32)), pa.array(["]", "]*"])) \
-                .cast(pa.string())
-            bval = pc.if_else(pa.array(bc), pa.array(hbm[:, 4]).cast(pa.string()), "")
-            rt = pa.array(tid[rows])
-            text = pc.binary_join_element_wise(
-                pre.take(rt), names, "[", pa.array(r0).cast(pa.string()), ":",
-                pa.array(r0 + hbm[:, 2]).cast(pa.string()), ",", pa.array(c0).cast(pa.string()), ":",
-                pa.array(c0 + hbm[:, 3]).cast(pa.string()), bcast, bval, post.take(rt), "")
-            pick = tid.copy()
-            pick[rows] = len(whole) + np.arange(len(rows))
-            body = pa.concat_arrays([whole, text]).take(pa.array(pick))
-        else:
-            body = whole.take(pa.array(tid))
-        if not len(edges[0]):
-            return body
-        # semaphore waits, from the Flow edges (in consumer order): "$<semaphore>>=<value>" each, then a space; a
-        # row without waits is null in the list, and the join then skips it
-        prefix = self.strings(tuple([f"${name}" for name in ch.streams]))
-        texts = pc.binary_join_element_wise(prefix.take(pa.array(edges[5])), pa.array(edges[6]).cast(pa.string()),
-                                            ">=")
-        counts = np.bincount(edges[0] - ch.first_id, minlength=n)
-        offsets = np.zeros(n + 1, np.int32)
-        np.cumsum(counts, out=offsets[1:])
-        waits = pc.binary_join(pa.ListArray.from_arrays(pa.array(offsets), texts, mask=pa.array(counts == 0)), " ")
-        return pc.binary_join_element_wise(waits, body, " ", null_handling="skip")
 
     def _packets(self, ch: Chunk, xf: dict[str, np.ndarray], flow: list[tuple[np.ndarray, dict[str, Any]]],
                  end: np.ndarray | None) -> None:

@@ -28,7 +28,7 @@ from typing import Any
 from tracer.sim import core as core_module
 from tracer.sim import malloc_tuning, run_kernel, runner
 from tracer.sim.emit_child import _CoreView
-from tracer.sim.emit_process import _wire
+from tracer.sim.emit_process import encode_template
 from tracer.sim.emitter import Emitter
 from tracer.writer import TraceWriter
 
@@ -62,7 +62,7 @@ def capture(kernel: str, params: dict, arch: str, chunk: int | None) -> tuple[An
         core_module.CHUNK_INSTRUCTIONS, core_module.HANDOFF_INTERVAL_S, core_module.END_WINDOW_S = saved
     core = cores[0]
     view = _CoreView(core.cm)
-    view.add([(t.same_as, t.dma.variable) if t.same_as is not None else _wire(t) for t in core.templates])
+    view.add([encode_template(t) for t in core.templates])
     view.names.extend(core.names)
     view.variants.extend(SimpleNamespace(uid=v.uid, emit_table=v.emit_table) for v in core.variants)
     view.stream_names = list(core.stream_names)

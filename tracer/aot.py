@@ -39,12 +39,10 @@ import warnings
 from pathlib import Path
 from types import ModuleType
 
-from tracer.user_cache import CACHE_DIR_ENV, user_cache_dir
+from tracer.user_cache import user_cache_dir
 
 #: ``TRNPROF_AOT=0``: never load nor build ahead-of-time kernels.
 ENV_SWITCH = "TRNPROF_AOT"
-#: Where the cache lives (see :mod:`tracer.user_cache`).
-ENV_CACHE = CACHE_DIR_ENV
 #: A lock older than this is a build that died: another may start.
 STALE_LOCK_S = 600.0
 #: Bumped when the way builds are made changes (a new name for every build).

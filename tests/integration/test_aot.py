@@ -25,6 +25,7 @@ from tests.unit.test_sim_fastpath import KERNEL_CASES, _assert_same, _run
 from tracer import aot
 from tracer.sim.fastpath import controller, schedule_jit
 from tracer.sim.fastpath import schedule_kernel as K
+from tracer.user_cache import CACHE_DIR_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(not schedule_jit._load(), reason="numba is not available")
@@ -34,7 +35,7 @@ needs_cc = pytest.mark.skipif(
 
 
 def _env(cache: Path, **extra: str) -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(ROOT), aot.ENV_CACHE: str(cache), aot.ENV_SWITCH: "1", **extra}
+    return {**os.environ, "PYTHONPATH": str(ROOT), CACHE_DIR_ENV: str(cache), aot.ENV_SWITCH: "1", **extra}
 
 
 @pytest.fixture(scope="session")
@@ -52,7 +53,7 @@ def cache(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def use_cache(monkeypatch, cache):
-    monkeypatch.setenv(aot.ENV_CACHE, str(cache))
+    monkeypatch.setenv(CACHE_DIR_ENV, str(cache))
     monkeypatch.setenv(aot.ENV_SWITCH, "1")
     return cache
 
@@ -140,7 +141,7 @@ def test_with_a_build_the_compiled_loop_is_used_from_the_first_segment(monkeypat
 def test_a_run_without_a_build_starts_one_once(monkeypatch, tmp_path):
     started = []
     monkeypatch.setattr(aot, "start_build", lambda module: started.append(module) or True)
-    monkeypatch.setenv(aot.ENV_CACHE, str(tmp_path))
+    monkeypatch.setenv(CACHE_DIR_ENV, str(tmp_path))
     monkeypatch.setenv(aot.ENV_SWITCH, "1")
     monkeypatch.delenv(schedule_jit.ENV_SWITCH, raising=False)
     monkeypatch.setattr(schedule_jit, "_loaded", {})
@@ -152,7 +153,7 @@ def test_a_run_without_a_build_starts_one_once(monkeypatch, tmp_path):
 
 
 def test_a_damaged_build_is_moved_aside_not_rebuilt_and_the_run_goes_on_with_numba(monkeypatch, tmp_path):
-    monkeypatch.setenv(aot.ENV_CACHE, str(tmp_path))
+    monkeypatch.setenv(CACHE_DIR_ENV, str(tmp_path))
     monkeypatch.setenv(aot.ENV_SWITCH, "1")
     path = aot.build_path(K)
     path.parent.mkdir(parents=True)
@@ -172,7 +173,7 @@ def test_a_damaged_build_is_moved_aside_not_rebuilt_and_the_run_goes_on_with_num
 
 
 def test_a_build_giving_wrong_answers_is_not_used(monkeypatch, tmp_path):
-    monkeypatch.setenv(aot.ENV_CACHE, str(tmp_path))
+    monkeypatch.setenv(CACHE_DIR_ENV, str(tmp_path))
     path = aot.build_path(K)
     path.parent.mkdir(parents=True)
     path.write_bytes(b"stands for a build")
@@ -195,7 +196,7 @@ def test_a_build_giving_wrong_answers_is_not_used(monkeypatch, tmp_path):
 
 
 def test_a_failing_build_is_recorded_and_not_retried(monkeypatch, tmp_path):
-    monkeypatch.setenv(aot.ENV_CACHE, str(tmp_path))
+    monkeypatch.setenv(CACHE_DIR_ENV, str(tmp_path))
     monkeypatch.setenv(aot.ENV_SWITCH, "1")
     path = aot.build_path(K)
     path.parent.mkdir(parents=True)
@@ -223,7 +224,7 @@ def test_one_build_at_a_time_and_a_dead_builds_lock_is_taken_over(tmp_path):
 @needs_cc
 def test_a_built_kernel_is_not_rebuilt_and_a_locked_one_not_started_twice(monkeypatch, use_cache, tmp_path):
     assert not aot.start_build(K)  # built already
-    monkeypatch.setenv(aot.ENV_CACHE, str(tmp_path))
+    monkeypatch.setenv(CACHE_DIR_ENV, str(tmp_path))
     path = aot.build_path(K)
     path.parent.mkdir(parents=True)
     aot.side_file(path, ".lock").write_text("1")
@@ -261,20 +262,20 @@ def test_switched_off_nothing_is_loaded_or_built(monkeypatch, use_cache):
 def test_a_cache_that_cannot_be_written_does_not_stop_a_run(monkeypatch, tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("")
-    monkeypatch.setenv(aot.ENV_CACHE, str(blocker))  # the cache directory would have to be inside a file
+    monkeypatch.setenv(CACHE_DIR_ENV, str(blocker))  # the cache directory would have to be inside a file
     monkeypatch.setenv(aot.ENV_SWITCH, "1")
     assert aot.load(K) is None
     assert not aot.start_build(K)
 
 
 def test_the_cache_location(monkeypatch, tmp_path):
-    monkeypatch.delenv(aot.ENV_CACHE, raising=False)
+    monkeypatch.delenv(CACHE_DIR_ENV, raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert aot.cache_dir() == tmp_path / "trnprof" / "aot"
     monkeypatch.delenv("XDG_CACHE_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     assert aot.cache_dir() == tmp_path / "home" / ".cache" / "trnprof" / "aot"
-    monkeypatch.setenv(aot.ENV_CACHE, str(tmp_path / "c"))
+    monkeypatch.setenv(CACHE_DIR_ENV, str(tmp_path / "c"))
     assert aot.cache_dir() == tmp_path / "c" / "aot"
 
 
@@ -291,7 +292,7 @@ def test_record_tells_its_user_about_the_build_it_started(monkeypatch, tmp_path,
 
     monkeypatch.setattr(aot.subprocess, "Popen", Popen)
     monkeypatch.setattr(aot, "_started", [])
-    monkeypatch.setenv(aot.ENV_CACHE, str(tmp_path / "cache"))
+    monkeypatch.setenv(CACHE_DIR_ENV, str(tmp_path / "cache"))
     monkeypatch.setenv(aot.ENV_SWITCH, "1")
     monkeypatch.delenv(schedule_jit.ENV_SWITCH, raising=False)
     monkeypatch.setattr(schedule_jit, "_loaded", {})

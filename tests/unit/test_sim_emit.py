@@ -26,7 +26,7 @@ def _tables(path):
 @pytest.mark.parametrize(("kernel", "params"), [
     ("attention", PARAMS),
     # each layer's weights are new HBM tensors: their DMA templates reach the writer process as copies of the
-    # first layer's (emit_process.ProcessEmitter._encode)
+    # first layer's (emit_process.encode_template)
     ("mlp", {"layers": 5, "d_model": 256, "d_ff": 512, "tokens": 128}),
 ])
 def test_emit_modes_write_identical_tables(tmp_path, kernel, params):
@@ -354,14 +354,12 @@ def test_a_bad_message_after_waiting_chunks_keeps_their_rows(tmp_path, monkeypat
     """The writer process's serve loop, run here on a pipe holding three chunks and then a message it cannot read:
     it merges the chunks waiting, fails on the bad message with a one-message error to its parent, and the trace
     keeps every row of the chunks read before it (marked incomplete)."""
-    import dataclasses
-    import marshal
     import threading
     import time
     from multiprocessing.connection import Pipe
 
     from tracer.sim import cost_model, emit_child
-    from tracer.sim.emit_process import _wire
+    from tracer.sim.emit_process import encode_template, split_chunk
 
     chunks, core = _chunks_of("matmul_naive", {"M": 2048, "N": 2048, "K": 2048}, monkeypatch)
     to_child, inbox = Pipe()
@@ -369,21 +367,16 @@ def test_a_bad_message_after_waiting_chunks_keeps_their_rows(tmp_path, monkeypat
     def feed():  # a thread: the pipe holds far less than three chunks
         to_child.send(("setup", str(tmp_path / "t"), False, {}, cost_model("trn2")))
         sent = [0, 0, 0]
-        for chunk in chunks[:3]:
-            columns = {f.name: getattr(chunk, f.name) for f in dataclasses.fields(chunk)
-                       if isinstance(getattr(chunk, f.name), array)}
-            new = [(t.same_as, t.dma.variable) if t.same_as is not None else _wire(t)
-                   for t in core.templates[sent[0]:chunk.n_templates]]
+        for chunk in chunks[:3]:  # as ProcessEmitter.submit sends them without a ring
+            new = [encode_template(t) for t in core.templates[sent[0]:chunk.n_templates]]
             variants = [(v.uid, v.emit_table) for v in core.variants[sent[1]:chunk.n_variants]]
             names = core.names[sent[2]:chunk.n_names]
             sent = [chunk.n_templates, chunk.n_variants, chunk.n_names]
-            shell = dataclasses.replace(chunk, s_leaf=[],
-                                        **{name: array(col.typecode) for name, col in columns.items()})
+            columns, buffers, shell = split_chunk(chunk)
             to_child.send(("chunk", new, variants, names, shell, [(n, c.typecode) for n, c in columns.items()],
                            None))
-            for col in columns.values():
-                to_child.send_bytes(col)
-            to_child.send_bytes(marshal.dumps(chunk.s_leaf, 2))
+            for buf in buffers:
+                to_child.send_bytes(buf)
         to_child.send(("chunk", "not a chunk message"))
         to_child.close()
 

@@ -42,7 +42,7 @@ from tracer.writer import TraceWriter
 IDLE_FLUSH_ROWS = 16_384
 #: Chunks waiting to be written are merged into one of up to this many instructions (at least one chunk).
 MERGE_ROWS = 65_536
-#: The template fields the parent sends (see ``tracer.sim.emit_process._wire``), then the DMA plan's.
+#: The template fields the parent sends (see ``tracer.sim.emit_process.encode_template``), then the DMA plan's.
 WIRE_FIELDS = ("engine", "stream", "flops_raw", "flops_adj", "bytes", "opcode", "loc", "act_fn",
                "perf_mode", "tensor_type", "text_pre", "text_post")
 

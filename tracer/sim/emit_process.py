@@ -109,6 +109,26 @@ def _wire(tpl: Template) -> tuple[Any, ...]:
     return (*_WIRE_GET(tpl), dma)
 
 
+def encode_template(tpl: Template) -> tuple[Any, ...]:
+    """What the writer process needs of a new template: its fields (:func:`_wire`), or, for a DMA template equal to
+    one sent before but for its HBM tensor (a new layer's weights, say: the simulation made it a copy of that one,
+    ``Template.same_as``), just (that template's id, the tensor)."""
+    if tpl.same_as is not None:
+        return tpl.same_as, tpl.dma.variable
+    return _wire(tpl)
+
+
+def split_chunk(chunk: Chunk) -> tuple[dict[str, array], list[Any], Chunk]:
+    """A chunk as it travels: its array columns by name; the buffers to send (those columns, then the segments'
+    producers, marshalled per segment by the fast path (``Chunk.s_leaf``), as one marshalled list); and the chunk
+    without them (empty columns), which is pickled."""
+    columns = {f.name: getattr(chunk, f.name) for f in dataclasses.fields(chunk)
+               if isinstance(getattr(chunk, f.name), array)}
+    buffers = [*columns.values(), marshal.dumps(chunk.s_leaf, 2)]
+    shell = dataclasses.replace(chunk, s_leaf=[], **{name: array(col.typecode) for name, col in columns.items()})
+    return columns, buffers, shell
+
+
 class FramedPipe:
     """The write end of the pipe to the child, written without blocking: messages in
     :class:`multiprocessing.connection.Connection` framing (a 4-byte big-endian length, then the bytes) wait in a
@@ -266,37 +286,25 @@ class ProcessEmitter:
         :data:`MAX_BACKLOG_BYTES` are queued."""
         if self._proc.poll() is not None:  # the child only ends early after reporting an error (or when killed)
             self._raise_child_error()
-        new = [self._encode(t) for t in self.core.templates[self._sent_templates:chunk.n_templates]]
+        new = [encode_template(t) for t in self.core.templates[self._sent_templates:chunk.n_templates]]
         self._sent_templates = max(self._sent_templates, chunk.n_templates)
         variants = [(v.uid, v.emit_table) for v in self.core.variants[self._sent_variants:chunk.n_variants]]
         self._sent_variants = max(self._sent_variants, chunk.n_variants)
         names = self.core.names[self._sent_names:chunk.n_names]
         self._sent_names = max(self._sent_names, chunk.n_names)
-        # the columns, then the segments' producers (marshalled per segment by the fast path, Chunk.s_leaf) as one
-        # marshalled list, go into the ring, or when it has no room through the pipe as raw buffers straight from
-        # their arrays; the rest is pickled
-        columns = {f.name: getattr(chunk, f.name) for f in dataclasses.fields(chunk)
-                   if isinstance(getattr(chunk, f.name), array)}
-        buffers = [*columns.values(), marshal.dumps(chunk.s_leaf, 2)]
+        # the buffers go into the ring, or when it has no room through the pipe straight from their arrays; the rest
+        # is pickled
+        columns, buffers, shell = split_chunk(chunk)
         spans = None
         if self._ring is not None:
             self._take_acks()
             spans = self._ring.put(buffers)
-        shell = dataclasses.replace(chunk, s_leaf=[], **{name: array(col.typecode) for name, col in columns.items()})
         self._pipe.put(("chunk", new, variants, names, shell, [(name, col.typecode) for name, col in columns.items()],
                         spans))
         if spans is None:
             for buf in buffers:
                 self._pipe.put_bytes(buf)
         self._flush(block=self._pipe.backlog > MAX_BACKLOG_BYTES)
-
-    def _encode(self, tpl: Template) -> tuple[Any, ...]:
-        """What the child needs of a new template: its fields (:func:`_wire`), or, for a DMA template equal to one
-        sent before but for its HBM tensor (a new layer's weights, say: the simulation made it a copy of that one,
-        ``Template.same_as``), just (that template's id, the tensor)."""
-        if tpl.same_as is not None:
-            return tpl.same_as, tpl.dma.variable
-        return _wire(tpl)
 
     def pump(self) -> None:
         """Write more of the queued data if the pipe has room (called often by the core: cheap when idle, and

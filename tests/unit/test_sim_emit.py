@@ -372,9 +372,8 @@ def test_a_bad_message_after_waiting_chunks_keeps_their_rows(tmp_path, monkeypat
             variants = [(v.uid, v.emit_table) for v in core.variants[sent[1]:chunk.n_variants]]
             names = core.names[sent[2]:chunk.n_names]
             sent = [chunk.n_templates, chunk.n_variants, chunk.n_names]
-            columns, buffers, shell = split_chunk(chunk)
-            to_child.send(("chunk", new, variants, names, shell, [(n, c.typecode) for n, c in columns.items()],
-                           None))
+            buffers, header = split_chunk(chunk)
+            to_child.send(("chunk", new, variants, names, header, None))
             for buf in buffers:
                 to_child.send_bytes(buf)
         to_child.send(("chunk", "not a chunk message"))

@@ -4,7 +4,7 @@ RING_BYTES``.
 Started by :class:`tracer.sim.emit_process.ProcessEmitter` as a fresh interpreter (not a fork of the simulation,
 whose memory it would otherwise share copy-on-write and whose threads it would inherit).  It reads messages from
 the pipe ``IN_FD``: first ``("setup", path, overwrite, metadata, cost model)``, then ``("chunk", templates,
-variants, names, chunk, column types, spans)`` per :class:`~tracer.sim.records.Chunk` (each new template as its
+variants, names, chunk header, spans)`` per :class:`~tracer.sim.records.Chunk` (each new template as its
 fields, or as ``(id, tensor)``: a copy of DMA template ``id`` for another HBM tensor).  The chunk's columns and its
 ``s_leaf`` (each segment's producers, marshalled, as a marshalled list) are in the shared-memory ring ``RING_FD``
 at ``spans`` (:mod:`tracer.sim.emit_ring`; acknowledged with ``("ack", position)`` on ``OUT_FD`` once copied out),
@@ -35,7 +35,7 @@ from typing import Any
 from tracer.sim.arch import CostModel
 from tracer.sim.emit_ring import RingReader, Span
 from tracer.sim.emitter import Emitter
-from tracer.sim.records import DmaPlan, HKey, Template
+from tracer.sim.records import CHUNK_COLUMNS, Chunk, DmaPlan, HKey, Template
 from tracer.writer import TraceWriter
 
 #: While waiting for the next chunk, tables with at least this many buffered rows are written out.
@@ -84,26 +84,27 @@ class _CoreView:
         return plan
 
 
-def _read_columns(chunk: Any, columns: list[tuple[str, str]], spans: list[Span] | None,  # noqa: PLR0917
-                  inbox: Connection, outbox: Connection, ring: RingReader | None) -> None:
-    """Fill ``chunk``'s ``columns`` (name, array type) and its ``s_leaf`` (the segments' marshalled producers, as a
-    marshalled list) from the ring at ``spans``, then acknowledge them; or, when ``spans`` is None, from the raw
-    buffers that follow on ``inbox``."""
+def _read_chunk(header: tuple[Any, ...], spans: list[Span] | None, inbox: Connection, outbox: Connection,
+                ring: RingReader | None) -> Chunk:
+    """The chunk of ``header``: its columns (:data:`~tracer.sim.records.CHUNK_COLUMNS`) and its ``s_leaf`` (the
+    segments' marshalled producers, as a marshalled list) read from the ring at ``spans``, then acknowledged; or,
+    when ``spans`` is None, from the raw buffers that follow on ``inbox``."""
+    columns: dict[str, array] = {}
     if spans is None:
-        for name, typecode in columns:
-            col = array(typecode)
+        for name, typecode in CHUNK_COLUMNS:
+            col = columns[name] = array(typecode)
             col.frombytes(inbox.recv_bytes())
-            setattr(chunk, name, col)
-        chunk.s_leaf = marshal.loads(inbox.recv_bytes())
-        return
+        return Chunk.from_parts(header, columns, marshal.loads(inbox.recv_bytes()))
     assert ring is not None, "the parent used a ring it did not pass"
-    for (name, typecode), span in zip(columns, spans, strict=False):
-        col = array(typecode)
+    if len(spans) != len(CHUNK_COLUMNS) + 1:
+        raise ValueError(f"a trace chunk of {len(spans)} buffers, expected {len(CHUNK_COLUMNS) + 1}")
+    for (name, typecode), span in zip(CHUNK_COLUMNS, spans, strict=False):
+        col = columns[name] = array(typecode)
         col.frombytes(ring.view(span))
-        setattr(chunk, name, col)
-    chunk.s_leaf = marshal.loads(ring.view(spans[-1]))
+    s_leaf = marshal.loads(ring.view(spans[-1]))
     with contextlib.suppress(OSError, ValueError):  # a parent that is gone needs no acknowledgement
         outbox.send(("ack", RingReader.end(spans)))
+    return Chunk.from_parts(header, columns, s_leaf)
 
 
 def serve(inbox: Connection, outbox: Connection, ring: RingReader | None = None) -> int:
@@ -127,8 +128,8 @@ def serve(inbox: Connection, outbox: Connection, ring: RingReader | None = None)
 
     def take(msg: tuple[Any, ...]) -> Any:
         """The chunk of a chunk message, its columns read and its templates, variants and names taken in."""
-        _tag, templates, variants, names, chunk, columns, spans = msg
-        _read_columns(chunk, columns, spans, inbox, outbox, ring)
+        _tag, templates, variants, names, header, spans = msg
+        chunk = _read_chunk(header, spans, inbox, outbox, ring)
         view.add(templates)
         view.names.extend(names)
         view.variants.extend(SimpleNamespace(uid=uid, emit_table=table) for uid, table in variants)

@@ -25,7 +25,6 @@ from __future__ import annotations
 import atexit
 import collections
 import contextlib
-import dataclasses
 import marshal
 import operator
 import os
@@ -34,7 +33,6 @@ import struct
 import subprocess
 import sys
 import time
-from array import array
 from multiprocessing.connection import Connection
 from multiprocessing.reduction import ForkingPickler
 from pathlib import Path
@@ -45,7 +43,7 @@ from tracer.errors import TraceFormatError, TrnprofError
 from tracer.sim import emit_ring, malloc_tuning
 from tracer.sim.core import Core
 from tracer.sim.emit_child import WIRE_FIELDS
-from tracer.sim.records import Chunk, Template
+from tracer.sim.records import CHUNK_COLUMNS, Chunk, Template
 from tracer.writer import prepare_trace_directory
 
 #: Seconds to wait for the writer process to finish writing once the simulation is done.
@@ -118,15 +116,13 @@ def encode_template(tpl: Template) -> tuple[Any, ...]:
     return _wire(tpl)
 
 
-def split_chunk(chunk: Chunk) -> tuple[dict[str, array], list[Any], Chunk]:
-    """A chunk as it travels: its array columns by name; the buffers to send (those columns, then the segments'
-    producers, marshalled per segment by the fast path (``Chunk.s_leaf``), as one marshalled list); and the chunk
-    without them (empty columns), which is pickled."""
-    columns = {f.name: getattr(chunk, f.name) for f in dataclasses.fields(chunk)
-               if isinstance(getattr(chunk, f.name), array)}
-    buffers = [*columns.values(), marshal.dumps(chunk.s_leaf, 2)]
-    shell = dataclasses.replace(chunk, s_leaf=[], **{name: array(col.typecode) for name, col in columns.items()})
-    return columns, buffers, shell
+def split_chunk(chunk: Chunk) -> tuple[list[Any], tuple[Any, ...]]:
+    """A chunk as it travels: the buffers to send (its array columns in :data:`~tracer.sim.records.CHUNK_COLUMNS`
+    order, then the segments' producers, marshalled per segment by the fast path (``Chunk.s_leaf``), as one
+    marshalled list), and its :meth:`~tracer.sim.records.Chunk.header`, which is pickled."""
+    buffers: list[Any] = [getattr(chunk, name) for name, _typecode in CHUNK_COLUMNS]
+    buffers.append(marshal.dumps(chunk.s_leaf, 2))
+    return buffers, chunk.header()
 
 
 class FramedPipe:
@@ -294,13 +290,12 @@ class ProcessEmitter:
         self._sent_names = max(self._sent_names, chunk.n_names)
         # the buffers go into the ring, or when it has no room through the pipe straight from their arrays; the rest
         # is pickled
-        columns, buffers, shell = split_chunk(chunk)
+        buffers, header = split_chunk(chunk)
         spans = None
         if self._ring is not None:
             self._take_acks()
             spans = self._ring.put(buffers)
-        self._pipe.put(("chunk", new, variants, names, shell, [(name, col.typecode) for name, col in columns.items()],
-                        spans))
+        self._pipe.put(("chunk", new, variants, names, header, spans))
         if spans is None:
             for buf in buffers:
                 self._pipe.put_bytes(buf)

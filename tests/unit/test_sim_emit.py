@@ -390,3 +390,28 @@ def test_a_bad_message_after_waiting_chunks_keeps_their_rows(tmp_path, monkeypat
     assert not reader.recording_complete
     ids = reader.read_table("Instruction").column("id").to_pylist()
     assert ids == list(range(sum(len(c) for c in chunks[:3])))
+
+
+def test_a_chunk_travels_as_its_buffers_and_header(monkeypatch):
+    """What the writer process is sent of a chunk (split_chunk: its columns in CHUNK_COLUMNS order, its marshalled
+    producers, its header) puts the same chunk together again; parts that are not a chunk's are refused."""
+    import marshal
+    from array import array
+
+    from tracer.sim.emit_process import split_chunk
+    from tracer.sim.records import CHUNK_COLUMNS, Chunk
+
+    chunks, _core = _chunks_of("matmul_naive", {"M": 2048, "N": 2048, "K": 2048}, monkeypatch)
+    chunk = max(chunks, key=lambda c: (len(c.s_leaf), len(c.x_instr), len(c)))
+    assert len(chunk) and len(chunk.s_leaf) and len(chunk.x_instr)
+    buffers, header = split_chunk(chunk)
+    assert len(buffers) == len(CHUNK_COLUMNS) + 1
+    columns = {}
+    for (name, typecode), buf in zip(CHUNK_COLUMNS, buffers, strict=False):
+        columns[name] = array(typecode, bytes(memoryview(buf).cast("B")))  # as the bytes arrive
+    again = Chunk.from_parts(header, columns, marshal.loads(buffers[-1]))
+    assert vars(again) == vars(chunk)
+    with pytest.raises(ValueError, match="not the parts of a trace chunk"):
+        Chunk.from_parts(header[:-1], columns, [])
+    with pytest.raises(ValueError, match="not the parts of a trace chunk"):
+        Chunk.from_parts(header, {k: v for k, v in columns.items() if k != "start"}, [])

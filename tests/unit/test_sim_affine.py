@@ -490,3 +490,35 @@ def test_slices_picked_by_loop_indices_expand_to_the_concrete_trace(tmp_path_fac
     kern = _slicing_kernel(n, m, nested, forms)
     tmp = tmp_path_factory.mktemp("slices")
     _assert_same(_run(tmp, kern, {}, "trn2", False, False), _run(tmp, kern, {}, "trn2", True, True))
+
+
+@pytest.mark.parametrize(("kernel", "params", "arch"), [
+    ("matmul_naive", {"M": 512, "N": 1024, "K": 512}, "trn2"),
+    ("matmul_blocked", {"M": 512, "N": 1024, "K": 512}, "trn2"),
+    ("matmul_rowload", {"M": 1024, "N": 2048, "K": 512}, "trn2"),
+    ("softmax", {"rows": 2048, "cols": 256}, "trn1"),
+    ("rmsnorm", {"rows": 1024, "cols": 256}, "trn2"),
+    ("attention", {"seq": 512, "head_dim": 64}, "trn2"),
+    ("dma_stream", {"rows": 2048, "cols": 2000, "tile_cols": 200}, "trn1"),
+])
+def test_an_expansion_knows_the_instructions_it_issues(monkeypatch, kernel, params, arch):
+    """events.instruction_count over a traced nest is exactly what its expansion then issues (every shipped kernel
+    with affine loops): the fast path's up-front prediction of the run (FastPath.expect) is that count."""
+    from tracer.sim.affine import codegen
+    from tracer.sim.affine.events import instruction_count
+    from tracer.sim.ops import INSTRUCTIONS_ISSUED
+
+    pairs, expected = [], []
+    real_expand, real_expect = codegen.expand, controller.FastPath.expect
+
+    def expand(ctx, rec, root):
+        n0 = ctx.core.n
+        real_expand(ctx, rec, root)
+        pairs.append((instruction_count(root, INSTRUCTIONS_ISSUED), ctx.core.n - n0))
+
+    monkeypatch.setattr(codegen, "expand", expand)
+    monkeypatch.setattr(controller.FastPath, "expect", lambda self, n: expected.append(n) or real_expect(self, n))
+    result = run_kernel(kernel, params, arch=arch)
+    assert pairs and all(predicted == issued for predicted, issued in pairs), pairs
+    assert expected == [predicted for predicted, _issued in pairs]
+    assert sum(issued for _p, issued in pairs) <= result.instructions

@@ -110,6 +110,18 @@ def test_a_long_run_cuts_longer_segments_from_its_prediction_on(monkeypatch):
     assert long_["instructions"] > 0.8 * n_long
 
 
+def test_a_long_affine_nest_cuts_longer_segments_from_its_first_instruction(monkeypatch):
+    """An nc.affine_range nest predicted long before it runs (FastPath.expect) lengthens the segments before its
+    first one, so its first segments are not recorded twice (cut short, then again after its outermost loop's first
+    iteration predicted a long run); the trace is the same (test_fast_path_writes_the_general_paths_trace)."""
+    monkeypatch.setattr(controller, "LONG_RUN", 1_000)
+    calls = []
+    real = controller.FastPath._lengthen
+    monkeypatch.setattr(controller.FastPath, "_lengthen", lambda self: calls.append(self.count()) or real(self))
+    result = run_kernel("matmul_rowload", {"M": 4096, "N": 4096, "K": 1024}, arch="trn2")
+    assert calls == [0] and result.instructions > 1_000
+
+
 def _nested(nc):
     """An outer loop whose iterations hold an inner commit loop between a few instructions."""
     x = nc.input("x", (128, 64 * 8), "bf16")

@@ -163,3 +163,17 @@ def test_the_end_is_predicted_at_the_current_speed_not_the_average(monkeypatch, 
     core.handoff()
     expect = core_module.END_HANDOFF_INTERVAL_S if near else core_module.HANDOFF_INTERVAL_S
     assert core._handoff_interval == expect
+
+
+def test_an_affine_nest_predicts_the_run_before_its_first_iteration(monkeypatch):
+    """An nc.affine_range nest knows the instructions it issues before it runs (its traced body, its loops' ranges):
+    the very first report already carries the run's length, to within the epilogue (the final barrier), long
+    before the first iteration of the outermost loop (an eighth of this run) could predict it."""
+    monkeypatch.setattr(core_module, "CHUNK_INSTRUCTIONS", 256)
+    calls = []
+    result = run_kernel("matmul_rowload", {"M": 4096, "N": 4096, "K": 1024}, arch="trn2",
+                        progress=lambda n, ns, expected: calls.append((n, expected)))
+    total = result.instructions
+    first_n, first_expected = calls[0]
+    assert first_n < total // 16 and first_expected is not None
+    assert total - 2 <= first_expected <= total

@@ -36,6 +36,10 @@ _ENGINES = {"Vector": E_VECTOR, "Scalar": E_SCALAR, "GpSimd": E_GPSIMD, "Sync": 
 View = Tile | TileView | HbmView
 
 
+#: Instructions an operation issues, where not one: the PE array's LoadStationary (LDWEIGHTS), then the multiply.
+INSTRUCTIONS_ISSUED = {"matmul": 2, "transpose": 2}
+
+
 def _engine(name: str, allowed: tuple[str, ...], where: str) -> int:
     if name not in allowed:
         raise KernelError(f"{where}: engine {name!r} cannot run this operation; choose one of {', '.join(allowed)}")

@@ -28,11 +28,24 @@ import weakref
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from tracer.sim.affine.events import AFFINE, ALLOC, BCAST, ENTER, EXIT, FREE, LOOP, OP, VIEW, LoopNode
+from tracer.sim.affine.events import (
+    AFFINE,
+    ALLOC,
+    BCAST,
+    ENTER,
+    EXIT,
+    FREE,
+    LOOP,
+    OP,
+    VIEW,
+    LoopNode,
+    instruction_count,
+)
 from tracer.sim.affine.index import Affine
 from tracer.sim.affine.recorder import ALLOCS, OPS, Recorder
 from tracer.sim.affine.rolling import SLOT, entry_moves, roll
 from tracer.sim.memory import DeadTile, HbmView, SymTile, Tile, TileView
+from tracer.sim.ops import INSTRUCTIONS_ISSUED
 
 if TYPE_CHECKING:
     from tracer.sim.context import KernelContext
@@ -466,6 +479,8 @@ def expand(ctx: KernelContext, rec: Recorder, root: LoopNode) -> None:
     from tracer.sim.context import Scope, _Loop
 
     fn, src = generate(rec, root)
+    if ctx.fast is not None:  # the fast path cuts its segments for the run ahead from the start
+        ctx.fast.expect(instruction_count(root, INSTRUCTIONS_ISSUED))
     slots: list[Any] = [None] * len(rec.slots)
     scopes: list[Any] = []
 

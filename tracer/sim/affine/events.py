@@ -85,6 +85,26 @@ def iter_events(body: list[tuple[Any, ...]]) -> Any:
                 yield from iter_events(b)
 
 
+def instruction_count(node: LoopNode, issued: dict[str, int]) -> int:
+    """Instructions the loop issues over all its iterations, nested loops included: ``issued[name]`` for each
+    operation named in it, 1 for the others."""
+    if node.kind == AFFINE:
+        if not node.n:
+            return 0
+        return _body_count(node.bodies[0], issued) + (node.n - 1) * _body_count(node.bodies[-1], issued)
+    return sum(_body_count(body, issued) for body in node.bodies)
+
+
+def _body_count(body: list[tuple[Any, ...]], issued: dict[str, int]) -> int:
+    total = 0
+    for ev in body:
+        if ev[0] == OP:
+            total += issued.get(ev[1], 1)
+        elif ev[0] == LOOP:
+            total += instruction_count(ev[1], issued)
+    return total
+
+
 def nodes(body: list[tuple[Any, ...]]) -> Any:
     """Every loop node nested in ``body`` (depth first)."""
     for ev in body:

@@ -229,6 +229,21 @@ class FastPath:
         else:
             self._step(spec)
 
+    def expect(self, instructions: int) -> None:
+        """At least ``instructions`` more are coming: an ``nc.affine_range`` nest about to be expanded knows how many
+        it issues before it runs.  The progress total is known at once, a long run cuts its segments longer from the
+        start (instead of recording its first segments twice, once cut for a short run and again after the first
+        iteration of its outermost loop predicted a long one: ~5% of a 1 M-instruction run), and the compiled
+        scheduling loop loads at once when it is worth it.  Loops predict their own end after their first
+        iteration too (:meth:`marker`)."""
+        core = self.core
+        end = self.count() + instructions
+        if core.expected_n is None or end > core.expected_n:
+            core.expected_n = end
+        schedule_jit.expect(instructions)
+        if instructions >= LONG_RUN and self.target == TARGET:
+            self._lengthen()
+
     def _lengthen(self) -> None:
         """A long run ahead: every loop decides its stride again for segments of LONG_FACTOR x TARGET instructions,
         at its next run (a running loop keeps its stride until it ends).  The trace is the same: only where

@@ -233,7 +233,7 @@ class FastPath:
         """At least ``instructions`` more are coming: an ``nc.affine_range`` nest about to be expanded knows how many
         it issues before it runs.  The progress total is known at once, a long run cuts its segments longer from the
         start (instead of recording its first segments twice, once cut for a short run and again after the first
-        iteration of its outermost loop predicted a long one: ~5% of a 1 M-instruction run), and the compiled
+        iteration of its outermost loop predicted a long one: matmul_rowload at 4x ran 1.07x faster), and the compiled
         scheduling loop loads at once when it is worth it.  Loops predict their own end after their first
         iteration too (:meth:`marker`)."""
         core = self.core

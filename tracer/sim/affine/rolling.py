@@ -292,7 +292,7 @@ def _gaps(body: list[tuple[Any, ...]]) -> tuple[list[list[Any]], list[tuple[Any,
 
 
 def _match_gap(g1: list[Any], g2: list[Any], smap: dict[int, int], moves: list[tuple[int, int]]) -> bool:
-    previous = set(smap)  # pass-1 slots: in pass 2 they name the previous iteration's tiles
+    previous = smap.keys()  # pass-1 slots: in pass 2 they name the previous iteration's tiles (a view: no copy)
     j = 0
     for t2 in g2:
         t1 = g1[j] if j < len(g1) else None

@@ -57,7 +57,7 @@ class KernelContext(OpsMixin):
         self.last_pinfo: dict[int, tuple[Any, ...]] = {}
         self.closed = False
         #: ``file.py:LINE`` by (id of a code object, line), with that code object (which keeps the id its own).
-        self._locs: dict[tuple[int, int], tuple[str, Any]] = {}
+        self._locs: dict[tuple[int, int], tuple[str, Any]] = {}  # (id(code), f_lasti) -> (location, code)
         self._n_tiles = 0
         self._span_ids = 0
         self._span_stack: list[int] = []
@@ -86,13 +86,15 @@ class KernelContext(OpsMixin):
         return self.caller_location_of(f)
 
     def caller_location_of(self, f: Any) -> str:
-        """``file.py:LINE`` of frame ``f``.  Cached by the code object's id, not the code object: hashing one hashes
-        its constants and bytecode every time (~1.5 us for a kernel's expanded loop nest)."""
+        """``file.py:LINE`` of frame ``f``.  Cached by the code object's id and the frame's instruction offset: not
+        by the code object (hashing one hashes its constants and bytecode every time, ~1.5 us for a kernel's
+        expanded loop nest), and not by ``f_lineno``, which decodes the code's line table from its start on every
+        read (a third of the general path's time in matmul_rowload's expanded loop nest)."""
         code = f.f_code
-        line = f.f_lineno
-        hit = self._locs.get((id(code), line))
+        key = (id(code), f.f_lasti)
+        hit = self._locs.get(key)
         if hit is None:
-            hit = self._locs[id(code), line] = (f"{os.path.basename(code.co_filename)}:{line}", code)
+            hit = self._locs[key] = (f"{os.path.basename(code.co_filename)}:{f.f_lineno}", code)
         return hit[0]
 
     # -- HBM tensors -----------------------------------------------------------------------------------------

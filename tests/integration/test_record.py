@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -27,6 +28,8 @@ def test_record_writes_a_trace_and_prints_a_summary(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "kernel matmul_rowload on trn1: simulated time" in text
     assert "engines busy: Tensor" in text and f"trace: {out}" in text and "check c: OK" in text
+    rate = re.search(r"s wall \(([0-9.,]+)( [KM])? instructions/s\)", text)  # a small run's rate is not "0.00 M"
+    assert rate and float(rate.group(1).replace(",", "")) > 0, text
     reader = TraceReader(out)
     assert reader.recording_complete and reader.metadata["arch"] == "trn1"
     assert reader.num_rows("Instruction") > 0 and reader.num_rows("DmaPacket") > 0

@@ -177,3 +177,13 @@ def test_an_affine_nest_predicts_the_run_before_its_first_iteration(monkeypatch)
     first_n, first_expected = calls[0]
     assert first_n < total // 16 and first_expected is not None
     assert total - 2 <= first_expected <= total
+
+
+@pytest.mark.parametrize(("per_s", "text"), [
+    (0.0, "0"), (12.345, "12.3"), (999.0, "999"), (999.7, "1 K"), (1072.0, "1.07 K"), (412_242.0, "412 K"),
+    (999_400.0, "999 K"), (999_999.0, "1 M"), (1_150_977.0, "1.15 M"), (12_345_678_901.0, "12,346 M"),
+])
+def test_the_result_reports_its_rate_with_three_significant_digits(per_s, text):
+    from tracer.sim.runner import _rate
+
+    assert _rate(per_s) == text

@@ -101,7 +101,7 @@ class RunResult:
             f"engines busy: {busy}; DMA queues busy {100 * self.dma_queue_busy_ns / dma_cap:.1f}%",
             f"{self.instructions:,} instructions, {self.dma_transfers:,} DMA transfers ({self.dma_packets:,} packets, "
             f"{self.dma_bytes / 2**20:,.2f} MiB) in {self.wall_s:.2f} s wall "
-            f"({self.instructions_per_second / 1e6:.2f} M instructions/s)",
+            f"({_rate(self.instructions_per_second)} instructions/s)",
         ]
         if cm and self.simulated_ns:
             lines.append(f"Tensor engine: {self.pe_flops / self.simulated_ns / 1e3:,.2f} TFLOPS "
@@ -111,6 +111,15 @@ class RunResult:
                          f"max rel error {c.max_rel_error:.3g})")
         lines.append(f"trace: {self.trace_path}" if self.trace_path else "trace: not written (--no-trace)")
         return lines
+
+
+def _rate(per_s: float) -> str:
+    """A rate with a unit that keeps three significant digits: ``1.15 M``, ``412 K``, ``96.5``."""
+    for scale, unit in ((1e6, " M"), (1e3, " K")):
+        if per_s >= 0.9995 * scale:  # what rounds to 1000 K is 1 M
+            value = per_s / scale
+            return (f"{value:.3g}" if value < 999.5 else f"{value:,.0f}") + unit
+    return f"{per_s:.3g}"
 
 
 def run_kernel(kernel: str | Callable[..., Any], params: Mapping[str, Any] | None = None, *,

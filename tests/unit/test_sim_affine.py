@@ -116,10 +116,13 @@ def _affine_kernel(body, n_outer, n_inner, inner, scoped, repeat, deep=False):  
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(body=body_strategy, n_outer=st.integers(1, 9), n_inner=st.integers(1, 4), inner=st.sampled_from(INNER),
-       scoped=st.booleans(), repeat=st.integers(1, 2), deep=st.booleans(), arch=st.sampled_from(["trn1", "trn2"]))
+       scoped=st.booleans(), repeat=st.integers(1, 2), deep=st.booleans(), arch=st.sampled_from(["trn1", "trn2"]),
+       long_run=st.sampled_from([10 ** 12, 16, 64]))
 def test_random_affine_programs(tmp_path_factory, monkeypatch, body, n_outer, n_inner, inner, scoped, repeat,  # noqa: PLR0917
-                                deep, arch):
+                                deep, arch, long_run):
     monkeypatch.setattr(controller, "TARGET", 8)  # small segments: the fast path records and matches expansions
+    # a "long run" predicted by an expansion before it runs (FastPath.expect) or by a loop after its first iteration
+    monkeypatch.setattr(controller, "LONG_RUN", long_run)
     kern = _affine_kernel(body, n_outer, n_inner, inner, scoped, repeat, deep)
     tmp = tmp_path_factory.mktemp("affine")
     concrete = _run(tmp, kern, {}, arch, False, False)

@@ -415,3 +415,23 @@ def test_a_chunk_travels_as_its_buffers_and_header(monkeypatch):
         Chunk.from_parts(header[:-1], columns, [])
     with pytest.raises(ValueError, match="not the parts of a trace chunk"):
         Chunk.from_parts(header, {k: v for k, v in columns.items() if k != "start"}, [])
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="counts threads in /proc")
+def test_the_writer_process_runs_one_thread(tmp_path, monkeypatch):
+    """The writer process starts no thread pools (numpy's OpenBLAS would start a spinning thread per CPU when it
+    imports numpy, pyarrow's compression pool one per CPU): its threads would take CPU time from the simulation."""
+    from tracer.sim import emit_process
+
+    threads = []
+    real_close = emit_process.ProcessEmitter.close
+
+    def close(self, complete=True):
+        status = Path(f"/proc/{self._proc.pid}/status").read_text()
+        threads.append(int(next(ln for ln in status.splitlines() if ln.startswith("Threads:")).split()[1]))
+        return real_close(self, complete)
+
+    monkeypatch.setattr(emit_process.ProcessEmitter, "close", close)
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "4")  # a user's setting for their own process: not the writer's
+    run_kernel("matmul_naive", {"M": 1024, "N": 1024, "K": 1024}, trace_path=tmp_path / "t", emit="process")
+    assert threads == [1]

@@ -56,8 +56,9 @@ class KernelContext(OpsMixin):
         self.cur_operator: str | None = None
         self.last_pinfo: dict[int, tuple[Any, ...]] = {}
         self.closed = False
-        #: ``file.py:LINE`` by (id of a code object, line), with that code object (which keeps the id its own).
-        self._locs: dict[tuple[int, int], tuple[str, Any]] = {}  # (id(code), f_lasti) -> (location, code)
+        #: ``file.py:LINE`` by (id of a code object, instruction offset), with that code object (which keeps the id
+        #: its own).
+        self._locs: dict[tuple[int, int], tuple[str, Any]] = {}
         self._n_tiles = 0
         self._span_ids = 0
         self._span_stack: list[int] = []

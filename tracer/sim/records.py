@@ -12,7 +12,7 @@ from __future__ import annotations
 import marshal
 import sys
 from array import array
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -335,8 +335,9 @@ class Chunk:
         for name in _ARRAY_FIELDS:
             getattr(self, name).extend(getattr(later, name))
         self.s_leaf.extend(later.s_leaf)
-        self.n_templates, self.streams = later.n_templates, later.streams
-        self.n_variants, self.n_names, self.ending = later.n_variants, later.n_names, later.ending
+        for name in CHUNK_SCALARS:  # the later chunk's counts, streams and flag (the first ids stay this chunk's)
+            if name not in ("first_id", "first_xfer"):
+                setattr(self, name, getattr(later, name))
 
     def header(self) -> tuple[Any, ...]:
         """The chunk's fields that are not columns (:data:`CHUNK_SCALARS`), as a plain tuple: with its array columns
@@ -387,7 +388,7 @@ def leaf_values(segments: list[bytes]) -> np.ndarray:
 #: writer process.
 CHUNK_COLUMNS: tuple[tuple[str, str], ...] = tuple((name, col.typecode) for name, col in new_columns().items()
                                                   if name != "s_leaf")
-#: The fields of a :class:`Chunk` that are neither array columns nor ``s_leaf`` (see :meth:`Chunk.header`).
-CHUNK_SCALARS = ("first_id", "first_xfer", "n_templates", "streams", "n_variants", "n_names", "ending")
 _ARRAY_FIELDS = tuple(name for name, _typecode in CHUNK_COLUMNS)
 _ARRAY_SET = frozenset(_ARRAY_FIELDS)
+#: The fields of a :class:`Chunk` that are neither array columns nor ``s_leaf`` (see :meth:`Chunk.header`).
+CHUNK_SCALARS = tuple(f.name for f in fields(Chunk) if f.name not in _ARRAY_SET and f.name != "s_leaf")

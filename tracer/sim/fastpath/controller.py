@@ -206,15 +206,9 @@ class FastPath:
             commit = stride is not None and stride > 0
         elif stride is None:  # first run of this loop, after its first iteration (or at the end of a short loop)
             per = self.count() - loop.start_n
-            if i > 0:  # predict where this loop ends (first iteration x iterations)
-                end = loop.start_n + per * loop.n
-                core = self.core
-                if core.expected_n is None or end > core.expected_n:
-                    core.expected_n = end  # the progress bar's total
-                # a long run ahead loads the compiled scheduling loop now rather than after 500 K instructions
-                schedule_jit.expect(end - self.count())
-                if end - self.count() >= LONG_RUN and self.target == TARGET:
-                    self._lengthen()  # this loop's stride, decided below, is for the longer segments too
+            if i > 0:  # predict where this loop ends (first iteration x iterations); in a long run ahead, this
+                # loop's stride, decided below, is for the longer segments too
+                self._predict(loop.start_n + per * loop.n - self.count())
             target = self.target
             stride = self.strides[site] = max(1, -(-target // per)) if per and per * loop.n >= target else 0
             self._stride_epoch[site] = self._epoch
@@ -231,15 +225,19 @@ class FastPath:
 
     def expect(self, instructions: int) -> None:
         """At least ``instructions`` more are coming: an ``nc.affine_range`` nest about to be expanded knows how many
-        it issues before it runs.  The progress total is known at once, a long run cuts its segments longer from the
-        start (instead of recording its first segments twice, once cut for a short run and again after the first
-        iteration of its outermost loop predicted a long one: matmul_rowload at 4x ran 1.07x faster), and the compiled
-        scheduling loop loads at once when it is worth it.  Loops predict their own end after their first
-        iteration too (:meth:`marker`)."""
+        it issues before it runs.  A long run then cuts longer segments from its start (instead of recording its first
+        segments twice, once cut for a short run and again after the first iteration of its outermost loop predicted
+        a long one: matmul_rowload at 4x ran 1.07x faster); see :meth:`_predict`."""
+        self._predict(instructions)
+
+    def _predict(self, instructions: int) -> None:
+        """At least ``instructions`` more are coming (told by :meth:`expect`, or predicted by a loop after its first
+        iteration in :meth:`marker`): the prediction becomes the progress total, loads the compiled scheduling loop
+        when a long run is ahead (rather than after 500 K instructions), and in a long run cuts longer segments."""
         core = self.core
         end = self.count() + instructions
         if core.expected_n is None or end > core.expected_n:
-            core.expected_n = end
+            core.expected_n = end  # the progress bar's total
         schedule_jit.expect(instructions)
         if instructions >= LONG_RUN and self.target == TARGET:
             self._lengthen()

@@ -10,6 +10,7 @@ the segment get their Span boxes and rows here, in the order the general path wo
 
 from __future__ import annotations
 
+from operator import ne
 from typing import TYPE_CHECKING, Any
 
 from tracer.sim.fastpath import state
@@ -121,8 +122,7 @@ def templates(core: Any, var: Variant, m: Segment) -> tuple[list[int], list[Any]
     fewest = len(addrs) + len(tnames) + 1
     for old in recent:
         if len(old[0]) == len(addrs) and len(old[1]) == len(tnames):
-            n = sum(a != b for a, b in zip(old[0], addrs, strict=True)) + \
-                sum(a != b for a, b in zip(old[1], tnames, strict=True))
+            n = sum(map(ne, old[0], addrs)) + sum(map(ne, old[1], tnames))  # lengths checked just above
             if n < fewest:
                 last, fewest = old, n
     if last is None:

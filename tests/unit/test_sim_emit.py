@@ -88,6 +88,23 @@ def test_writer_process_keeps_freed_buffers_for_reuse(tmp_path, monkeypatch):
     assert TraceReader(tmp_path / "t").recording_complete
 
 
+def test_writer_process_allocates_arrow_buffers_with_glibc(monkeypatch):
+    """The writer process's Arrow buffers come from glibc malloc (where the settings above apply), not pyarrow's
+    mimalloc (system-time stalls in the writer): pyarrow started with the writer's environment uses the system pool,
+    and a pool the caller chose is kept."""
+    import subprocess
+    import sys
+
+    from tracer.sim import emit_process
+
+    probe = [sys.executable, "-c", "import pyarrow as pa; print(pa.default_memory_pool().backend_name)"]
+    monkeypatch.delenv("ARROW_DEFAULT_MEMORY_POOL", raising=False)
+    env = emit_process._child_env()
+    assert subprocess.run(probe, env=env, capture_output=True, text=True, check=True).stdout.strip() == "system"
+    monkeypatch.setenv("ARROW_DEFAULT_MEMORY_POOL", "jemalloc")
+    assert emit_process._child_env()["ARROW_DEFAULT_MEMORY_POOL"] == "jemalloc"
+
+
 def test_run_kernel_hands_frozen_objects_back_to_the_collector():
     """run_kernel keeps pre-existing objects out of full GC passes during the run only, and leaves a caller's own
     gc.freeze() alone."""

@@ -69,8 +69,8 @@ _SINGLE_THREADED = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NU
 
 
 def _child_env() -> dict[str, str]:
-    """The writer process's environment: this one, with big freed blocks kept for reuse (:mod:`malloc_tuning`)
-    and no BLAS or OpenMP thread pools (it does no linear algebra)."""
+    """The writer process's environment: this one, with big freed blocks kept for reuse and Arrow allocating through
+    glibc malloc (:mod:`malloc_tuning`), and no BLAS or OpenMP thread pools (it does no linear algebra)."""
     return {**malloc_tuning.child_env(), **_SINGLE_THREADED}
 
 

@@ -6,6 +6,12 @@ big block fresh and gives it back when freed, so every chunk costs page faults (
 slows the simulation on the other core.  With a fixed 32 MiB mmap threshold and a 1 GiB trim threshold, freed
 blocks stay in the heap and are reused (~17 K faults; the writer needs about a fifth less CPU).
 
+The writer process also has Arrow allocate through glibc malloc (``ARROW_DEFAULT_MEMORY_POOL=system``, so the
+settings above apply to its Arrow buffers too) instead of pyarrow's bundled mimalloc: with mimalloc the writer
+spent ~0.19 s of system time per 1.15 M-instruction recording (0.08 s with glibc), its CPU time was ~9% higher, and
+about one short recording in eight had it stall for 0.2-0.3 s of system time and fall behind the simulation (a
+60-150 ms wait at the end; BENCHMARKS.md, "Tracer", round 14).
+
 Only processes that do nothing but record get these settings: the writer process through its environment, and the
 ``trnprof record`` command through ``mallopt`` (:func:`tune_this_process`).  :func:`tracer.sim.run_kernel` called
 from a user's own process leaves its malloc alone.  Variables the user set are kept; other C libraries ignore them.
@@ -21,11 +27,14 @@ _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 #: The settings, as glibc reads them from the environment at a process's start.
 MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(1 << 30)}
 _PARAMS = {"MALLOC_MMAP_THRESHOLD_": _M_MMAP_THRESHOLD, "MALLOC_TRIM_THRESHOLD_": _M_TRIM_THRESHOLD}
+#: Arrow's memory pool in a process started to record, read by pyarrow at its start: glibc malloc (see above).
+ARROW_ENV = {"ARROW_DEFAULT_MEMORY_POOL": "system"}
 
 
 def child_env() -> dict[str, str]:
-    """This process's environment plus :data:`MALLOC_ENV` where not set (for a process started to record)."""
-    return {**MALLOC_ENV, **os.environ}
+    """This process's environment plus :data:`MALLOC_ENV` and :data:`ARROW_ENV` where not set (for a process
+    started to record)."""
+    return {**MALLOC_ENV, **ARROW_ENV, **os.environ}
 
 
 def tune_this_process() -> bool:

@@ -11,6 +11,8 @@ of millions of instructions has its first rows on disk.  Each line also carries 
 machine has 2 vCPUs shared with other work, so wall-clock ratios are only meaningful on a quiet machine.
 ``--neighbour`` times untraced runs alone and beside a busy loop in another process: on this machine the two
 vCPUs slow each other, so the trace writer's work costs the simulation time even on the other CPU.
+``--compare-env NAME=VALUE ...`` runs untraced, traced, and traced with the variables set (the writer process
+inherits them), in rotating order, and reports medians, means and the runs that waited for the writer at their end.
 ``--symbolic off`` runs ``nc.affine_range`` bodies once per iteration (concrete indices) instead of tracing them once
 and expanding them; ``--compare-symbolic`` times untraced runs of both, alternating, and reports their instructions
 per CPU second and per wall second side by side.
@@ -22,6 +24,8 @@ per CPU second and per wall second side by side.
     .venv/bin/python benchmarks/bench_tracer.py --compare-symbolic --pairs 5
     .venv/bin/python benchmarks/bench_tracer.py --first-write
     .venv/bin/python benchmarks/bench_tracer.py --neighbour --pairs 3 --scale 4 --kernels matmul_rowload
+    .venv/bin/python benchmarks/bench_tracer.py --compare-env ARROW_DEFAULT_MEMORY_POOL=mimalloc --pairs 16 \
+        --kernels matmul_naive                                            # the writer's allocator, side by side
 """
 
 from __future__ import annotations
@@ -53,10 +57,11 @@ CASES = [
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _cpu() -> tuple[float, float]:
+def _cpu() -> tuple[float, float, float]:
+    """CPU seconds of this process and of its reaped children, and the children's system time alone."""
     own = resource.getrusage(resource.RUSAGE_SELF)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime, kids.ru_utime + kids.ru_stime
+    return own.ru_utime + own.ru_stime, kids.ru_utime + kids.ru_stime, kids.ru_stime
 
 
 #: The parameter each case's size scales with (``--scale``), and the power of the scale it is multiplied by so that
@@ -84,17 +89,19 @@ def run_once(kernel: str, params: dict, arch: str, trace: Path | None, emit: str
     wall = time.perf_counter() - t0
     emit_process._reap(wait=True)  # the run does not wait for its writer process to exit: reap it to count its CPU
     c1 = _cpu()
-    return {"wall": wall, "cpu": c1[0] - c0[0], "child_cpu": c1[1] - c0[1], "instructions": result.instructions,
+    return {"wall": wall, "cpu": c1[0] - c0[0], "child_cpu": c1[1] - c0[1], "child_sys": c1[2] - c0[2],
+            "instructions": result.instructions,
             "fast_path_instructions": result.fast_path_instructions, "dma_packets": result.dma_packets,
             "compiled_loop": schedule_jit._loaded.get("via")}
 
 
-def _run_fresh(args: list) -> dict:
-    """:func:`run_once` in a new interpreter (as ``trnprof record`` runs), timed from inside it."""
+def _run_fresh(args: list, env: dict[str, str] | None = None) -> dict:
+    """:func:`run_once` in a new interpreter (as ``trnprof record`` runs), timed from inside it; ``env``: variables
+    to add to its environment."""
     out = subprocess.run([sys.executable, __file__, "--one", json.dumps([*args[:3], str(args[3]) if args[3] else None,
                                                                        *args[4:]])],
                          check=True, capture_output=True, text=True, cwd=ROOT,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+                         env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -189,6 +196,39 @@ def neighbour_cost(kernel: str, params: dict, arch: str, pairs: int) -> dict:
             "slowdown_beside_loop_median": round(beside / alone - 1, 4), "cpus": os.cpu_count(), "pairs": pairs}
 
 
+def compare_env(kernel: str, params: dict, arch: str, runs: int, tmp: Path, *, env: dict[str, str]) -> dict:
+    """Fresh untraced runs, traced runs, and traced runs with ``env`` added to the environment (the trace writer
+    process inherits it), in rotating order: does a setting change what tracing costs, in the median and in the
+    tail (runs that wait for the writer at their end)?"""
+    modes = ("untraced", "traced", "traced_with_env")
+    res: dict[str, list[dict]] = {m: [] for m in modes}
+    path = tmp / f"{kernel}.trace"
+    for i in range(runs):
+        for k in range(3):
+            mode = modes[(i + k) % 3]
+            args = [kernel, params, arch, None if mode == "untraced" else path, "process", True, True]
+            res[mode].append(_run_fresh(args, env if mode == "traced_with_env" else None))
+    base = statistics.median(r["wall"] for r in res["untraced"])
+    base_mean = statistics.mean(r["wall"] for r in res["untraced"])
+    out: dict = {"kernel": kernel, "arch": arch, "params": params, "env": env, "runs_per_mode": runs,
+                 "instructions": res["untraced"][-1]["instructions"]}
+    for mode in modes:
+        rs = res[mode]
+        wall = [r["wall"] for r in rs]
+        out[mode] = {
+            "wall_s_median": round(statistics.median(wall), 3),
+            "wall_vs_untraced_median": round(statistics.median(wall) / base - 1, 4),
+            "wall_vs_untraced_mean": round(statistics.mean(wall) / base_mean - 1, 4),
+            "wall_s_max": round(max(wall), 3),
+            "waits_over_40ms": sum(r["wall"] - r["cpu"] > 0.04 for r in rs),
+            "writer_cpu_s_median": round(statistics.median(r["child_cpu"] for r in rs), 3),
+            "writer_system_s_median_max": [round(statistics.median(r["child_sys"] for r in rs), 3),
+                                           round(max(r["child_sys"] for r in rs), 3)],
+        }
+    out["load_average_1min"] = round(os.getloadavg()[0], 2)
+    return out
+
+
 def first_write(tmp: Path) -> dict:
     """Seconds until a multi-million-instruction recording has its first Instruction batch on disk."""
     out = tmp / "huge.trace"
@@ -230,6 +270,9 @@ def main() -> int:
                         help="untraced runs alone and beside a busy loop in another process (do the CPUs interfere?)")
     parser.add_argument("--scale", type=int, default=1,
                         help="make each recording about this many times longer (grows M, seq, layers or rows)")
+    parser.add_argument("--compare-env", nargs="+", metavar="NAME=VALUE",
+                        help="fresh untraced, traced and traced-with-these-variables runs in rotating order "
+                             "(e.g. ARROW_DEFAULT_MEMORY_POOL=mimalloc: the writer process's allocator)")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
@@ -253,6 +296,10 @@ def main() -> int:
             params = scaled(kernel, base, args.scale)
             if args.neighbour:
                 print(json.dumps(neighbour_cost(kernel, params, arch, args.pairs)), flush=True)
+                continue
+            if args.compare_env:
+                env = dict(item.split("=", 1) for item in args.compare_env)
+                print(json.dumps(compare_env(kernel, params, arch, args.pairs, tmp, env=env)), flush=True)
                 continue
             if args.compare_symbolic:
                 print(json.dumps(compare_symbolic(kernel, params, arch, args.pairs)), flush=True)

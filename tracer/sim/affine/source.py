@@ -74,19 +74,11 @@ class Source:
         if isinstance(ref, int):
             return f"E[{ref}]"
         obj = ref() if isinstance(ref, weakref.ref) else ref
-        k = self.tile_ids.get(id(obj))
-        if k is None:
-            k = self.tile_ids[id(obj)] = len(self.tiles)
-            self.tiles.append(obj)
-        return f"R[{k}]"
+        return f"R[{_entry(self.tiles, self.tile_ids, obj)}]"
 
     def tensor(self, t: Any) -> str:
         """The expression of an HBM tensor."""
-        k = self.tensor_ids.get(id(t))
-        if k is None:
-            k = self.tensor_ids[id(t)] = len(self.tensors)
-            self.tensors.append(t)
-        return f"H[{k}]"
+        return f"H[{_entry(self.tensors, self.tensor_ids, t)}]"
 
     def expr(self, x: Any) -> str:
         """An integer expression of the iteration counters in scope (None for an absent slice bound)."""
@@ -201,3 +193,12 @@ class Source:
             else:
                 out.append(self.expr(p[1]))
         return ", ".join(out)
+
+
+def _entry(table: list[Any], index: dict[int, int], obj: Any) -> int:
+    """The position of ``obj`` in ``table`` (by identity), appended on first use."""
+    k = index.get(id(obj))
+    if k is None:
+        k = index[id(obj)] = len(table)
+        table.append(obj)
+    return k

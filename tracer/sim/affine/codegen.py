@@ -9,6 +9,7 @@ integer expressions of the iteration counters.  The
 generated code carries the kernel's own line numbers and file (so ``caller_location``, error messages and the
 loop fast path's call sites are those of real code), and the loops are ``_Loop`` objects, so the fast path
 (:mod:`tracer.sim.fastpath`) segments, records and replays the expansion as it would the kernel's own loops.
+The statements and their operand expressions are written through :class:`~tracer.sim.affine.source.Source`.
 
 Tiles: each allocation stores its instance in ``E[slot]`` (a local variable ``e<slot>`` in the compiled code); a
 release recorded while tracing is ``E[slot] = None`` (the last reference: the instance is freed by reference

@@ -395,6 +395,9 @@ def _check_statements(cursor: duckdb.DuckDBPyConnection, query: str) -> None:
         raise QueryError(_describe_error(exc)) from None
     for statement in statements:
         kind = statement.type.name
+        if kind == "LOAD":  # DuckDB parses INSTALL (and FORCE INSTALL) as LOAD: name it as the user wrote it
+            words = statement.query.upper().split()
+            kind = " ".join(words[:2] if words[:1] == ["FORCE"] else words[:1]) or kind
         if kind not in _QUERY_STATEMENTS:
             raise QueryError(f"not allowed: {kind} statement (trace SQL is read-only: it runs queries -- SELECT, "
                              "EXPLAIN, DESCRIBE, SHOW, PRAGMA -- and cannot create, change or load anything)")

@@ -251,6 +251,14 @@ def first_write(tmp: Path) -> dict:
             "load_average_1min": round(os.getloadavg()[0], 2)}
 
 
+def _assignment(text: str) -> tuple[str, str]:
+    """``NAME=VALUE`` (an argparse type)."""
+    name, eq, value = text.partition("=")
+    if not eq or not name:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, not {text!r}")
+    return name, value
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=5, help="paired runs per kernel (default 5)")
@@ -270,7 +278,7 @@ def main() -> int:
                         help="untraced runs alone and beside a busy loop in another process (do the CPUs interfere?)")
     parser.add_argument("--scale", type=int, default=1,
                         help="make each recording about this many times longer (grows M, seq, layers or rows)")
-    parser.add_argument("--compare-env", nargs="+", metavar="NAME=VALUE",
+    parser.add_argument("--compare-env", nargs="+", metavar="NAME=VALUE", type=_assignment,
                         help="fresh untraced, traced and traced-with-these-variables runs in rotating order "
                              "(e.g. ARROW_DEFAULT_MEMORY_POOL=mimalloc: the writer process's allocator)")
     parser.add_argument("--one", help=argparse.SUPPRESS)
@@ -298,7 +306,7 @@ def main() -> int:
                 print(json.dumps(neighbour_cost(kernel, params, arch, args.pairs)), flush=True)
                 continue
             if args.compare_env:
-                env = dict(item.split("=", 1) for item in args.compare_env)
+                env = dict(args.compare_env)
                 print(json.dumps(compare_env(kernel, params, arch, args.pairs, tmp, env=env)), flush=True)
                 continue
             if args.compare_symbolic:

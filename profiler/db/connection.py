@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import threading
 import weakref
 from collections.abc import Mapping
@@ -385,6 +386,8 @@ def _raise_schema_problems(path: Path, problems: list[str]) -> None:
 #: EXPLAIN, and PRAGMA / CALL (the configuration is locked, so these can only read).  Anything else -- even a
 #: TEMP table or view, which would live in memory only -- is refused before it runs.
 _QUERY_STATEMENTS = frozenset({"SELECT", "EXPLAIN", "PRAGMA", "CALL"})
+#: The words a statement DuckDB calls LOAD starts with (after any comments).
+_LOAD_WORDS = re.compile(r"\b(?:FORCE\s+INSTALL|INSTALL|LOAD)\b", re.IGNORECASE)
 
 
 def _check_statements(cursor: duckdb.DuckDBPyConnection, query: str) -> None:
@@ -396,8 +399,8 @@ def _check_statements(cursor: duckdb.DuckDBPyConnection, query: str) -> None:
     for statement in statements:
         kind = statement.type.name
         if kind == "LOAD":  # DuckDB parses INSTALL (and FORCE INSTALL) as LOAD: name it as the user wrote it
-            words = statement.query.upper().split()
-            kind = " ".join(words[:2] if words[:1] == ["FORCE"] else words[:1]) or kind
+            said = _LOAD_WORDS.search(statement.query)
+            kind = " ".join(said.group(0).upper().split()) if said else kind
         if kind not in _QUERY_STATEMENTS:
             raise QueryError(f"not allowed: {kind} statement (trace SQL is read-only: it runs queries -- SELECT, "
                              "EXPLAIN, DESCRIBE, SHOW, PRAGMA -- and cannot create, change or load anything)")

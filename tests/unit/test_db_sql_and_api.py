@@ -66,8 +66,10 @@ def test_hostile_sql_is_refused_in_one_line(trace, query):
     assert trace.sql("SELECT count(*) FROM Instruction").fetchall() == [(4,)]
 
 
-@pytest.mark.parametrize(("query", "named"), [("INSTALL httpfs", "INSTALL"), ("force install httpfs", "FORCE INSTALL"),
-                                             ("LOAD httpfs", "LOAD"), ("ATTACH 'x.duckdb'", "ATTACH")])
+@pytest.mark.parametrize(("query", "named"), [
+    ("INSTALL httpfs", "INSTALL"), ("force install httpfs", "FORCE INSTALL"), ("LOAD httpfs", "LOAD"),
+    ("-- a comment\ninstall httpfs", "INSTALL"), ("ATTACH 'x.duckdb'", "ATTACH"),
+])
 def test_a_refused_statement_is_named_as_written(trace, query, named):
     with pytest.raises(profiler.QueryError, match=f"^not allowed: {named} statement "):
         trace.sql(query)

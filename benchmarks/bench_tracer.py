@@ -42,6 +42,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from tracer import TraceReader, aot
 from tracer.sim import emit_process, malloc_tuning, run_kernel
@@ -95,14 +96,18 @@ def run_once(kernel: str, params: dict, arch: str, trace: Path | None, emit: str
             "compiled_loop": schedule_jit._loaded.get("via")}
 
 
+def run_script_fresh(script: str, payload: Any, env: dict[str, str] | None = None) -> dict:
+    """Run benchmark ``script`` with ``--one <payload as JSON>`` in a new interpreter (``env``: variables to add to
+    its environment); the JSON object its last line of output holds."""
+    out = subprocess.run([sys.executable, script, "--one", json.dumps(payload)], check=True, capture_output=True,
+                         text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def _run_fresh(args: list, env: dict[str, str] | None = None) -> dict:
     """:func:`run_once` in a new interpreter (as ``trnprof record`` runs), timed from inside it; ``env``: variables
     to add to its environment."""
-    out = subprocess.run([sys.executable, __file__, "--one", json.dumps([*args[:3], str(args[3]) if args[3] else None,
-                                                                       *args[4:]])],
-                         check=True, capture_output=True, text=True, cwd=ROOT,
-                         env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run_script_fresh(__file__, [*args[:3], str(args[3]) if args[3] else None, *args[4:]], env)
 
 
 def bench_case(kernel: str, params: dict, arch: str, pairs: int, tmp: Path, emit: str,  # noqa: PLR0917

@@ -19,7 +19,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -28,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_tracer import CASES, ROOT, scaled
+from bench_tracer import CASES, run_script_fresh, scaled
 
 TENTHS = np.linspace(0.0, 1.0, 11)
 
@@ -88,10 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     runs: dict[bool, list[dict]] = {False: [], True: []}
     for i in range(args.pairs):
         for traced in ((False, True) if i % 2 == 0 else (True, False)):
-            out = subprocess.run([sys.executable, __file__, "--one", json.dumps([kernel, params, arch, traced])],
-                                 check=True, capture_output=True, text=True, cwd=ROOT,
-                                 env={**os.environ, "PYTHONPATH": str(ROOT)})
-            runs[traced].append(json.loads(out.stdout.strip().splitlines()[-1]))
+            runs[traced].append(run_script_fresh(__file__, [kernel, params, arch, traced]))
     med = {t: np.median(np.array([tenths(r) for r in runs[t]]), axis=0) for t in (False, True)}
 
     def median(traced: bool, key: str) -> float:

@@ -5,9 +5,28 @@ Imports point one way: the profiler uses :mod:`tracer`; it never imports :mod:`d
 ``profiler.open(path) -> Trace`` is the entry point to a trace's data (see :mod:`profiler.trace`).
 """
 
+from typing import TYPE_CHECKING, Any
+
 from profiler.errors import CommandError, QueryError, TraceFormatError, TrnprofError
-from profiler.trace import Trace, open
-from profiler.window import Window
 from tracer._version import __version__
 
+if TYPE_CHECKING:
+    from profiler.trace import Trace, open
+    from profiler.window import Window
+
 __all__ = ["CommandError", "QueryError", "Trace", "TraceFormatError", "TrnprofError", "Window", "__version__", "open"]
+
+#: Imported on first use (they load duckdb, pyarrow and numpy): the ``trnprof`` command line imports this package
+#: for its errors, and a command that needs none of them starts without them.
+_LAZY = {"Trace": "profiler.trace", "open": "profiler.trace", "Window": "profiler.window"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

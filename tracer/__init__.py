@@ -4,6 +4,8 @@ Public surface: the trace schema (:mod:`tracer.schema`), :class:`TraceWriter` an
 the exception hierarchy.  The tracer imports only numpy and pyarrow; it never imports duckdb, dash or plotly.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from tracer._version import __version__
 from tracer.errors import (
     ConfigError,
@@ -14,8 +16,10 @@ from tracer.errors import (
     TrnprofError,
     TruncatedTraceWarning,
 )
-from tracer.reader import TraceReader, open_trace, read_trace
-from tracer.writer import TraceWriter, write_trace
+
+if TYPE_CHECKING:
+    from tracer.reader import TraceReader, open_trace, read_trace
+    from tracer.writer import TraceWriter, write_trace
 
 __all__ = [
     "ConfigError",
@@ -32,3 +36,18 @@ __all__ = [
     "read_trace",
     "write_trace",
 ]
+
+#: Imported on first use (they load numpy and pyarrow): ``trnprof --help`` and the errors need neither.
+_LAZY = {"TraceReader": "tracer.reader", "open_trace": "tracer.reader", "read_trace": "tracer.reader",
+         "TraceWriter": "tracer.writer", "write_trace": "tracer.writer"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -26,14 +26,28 @@ from tracer.errors import TrnprofError
 PROG = "trnprof"
 ENTRY_POINT_GROUP = "trnprof.commands"
 
-#: Modules of the built-in subcommands; each defines ``COMMAND``.
-BUILTIN_COMMAND_MODULES: tuple[str, ...] = (
-    "profiler.cli.export", "profiler.cli.info", "profiler.cli.kernels", "profiler.cli.record",
-    "profiler.cli.ingest", "profiler.cli.summary", "profiler.cli.sql", "profiler.cli.synth",
+#: The built-in subcommands: name -> (the module defining its ``COMMAND``, its one-line help).  The help is
+#: repeated here so that ``trnprof --help`` lists every command without importing any (their modules import numpy,
+#: pyarrow, duckdb...); ``tests/unit/test_cli.py`` checks it is each command's own ``help``.
+BUILTIN_COMMANDS: dict[str, tuple[str, str]] = {
+    "export": ("profiler.cli.export", "write a trace as Chrome trace JSON (Perfetto) or Neuron-shaped Parquet"),
+    "info": ("profiler.cli.info", "show what a trace directory holds"),
+    "kernels": ("profiler.cli.kernels", "list the shipped kernels and their parameters"),
+    "record": ("profiler.cli.record", "run a kernel on the simulated NeuronCore and record its trace"),
+    "ingest": ("profiler.cli.ingest", "ingest a trace into a DuckDB database"),
+    "summary": ("profiler.cli.summary", "summarise a trace (engines, HFU/MFU, DMA)"),
+    "sql": ("profiler.cli.sql", "run read-only SQL on a trace"),
+    "synth": ("profiler.cli.synth", "write a synthetic trace"),
     # analyses (issue 7)
-    "profiler.cli.bounds", "profiler.cli.critical_path", "profiler.cli.diff", "profiler.cli.dma",
-    "profiler.cli.gaps", "profiler.cli.operators", "profiler.cli.recommend", "profiler.cli.waits",
-)
+    "bounds": ("profiler.cli.bounds", "performance bounds, their gaps and the bottleneck engine"),
+    "critical-path": ("profiler.cli.critical_path", "the critical path and its time per engine and opcode"),
+    "diff": ("profiler.cli.diff", "compare two traces (B relative to A)"),
+    "dma": ("profiler.cli.dma", "DMA efficiency: sizes, queues, reloads, small transfers"),
+    "gaps": ("profiler.cli.gaps", "idle gaps per engine, longest first, with their causes"),
+    "operators": ("profiler.cli.operators", "time, FLOPs, bytes and MFU per operator, opcode or source line"),
+    "recommend": ("profiler.cli.recommend", "ranked recommendations, each citing its numbers"),
+    "waits": ("profiler.cli.waits", "what each engine waited for (dependency waits)"),
+}
 
 
 @runtime_checkable
@@ -135,21 +149,79 @@ seed_arg = int_arg("a seed", 0, MAX_SEED)
 
 
 def load_commands() -> list[Command]:
-    """Built-in commands, then those registered by installed packages, sorted by name."""
-    commands: dict[str, Command] = {}
-    for module_name in BUILTIN_COMMAND_MODULES:
-        cmd = importlib.import_module(module_name).COMMAND
-        commands[cmd.name] = cmd
+    """Built-in commands, then those registered by installed packages, sorted by name (every module imported)."""
+    commands: dict[str, Command] = {name: _builtin(name) for name in BUILTIN_COMMANDS}
+    for name, ep in _plugins().items():
+        if name not in commands:
+            cmd = _plugin(ep)
+            if cmd is not None:
+                commands[cmd.name] = cmd
+    return [commands[name] for name in sorted(commands)]
+
+
+class _Listed:
+    """A command that is only listed (``trnprof --help``, or a run of another command): its name and help,
+    without importing its module."""
+
+    def __init__(self, name: str, help: str) -> None:
+        self.name = name
+        self.help = help
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        """No arguments: the parser only lists the command."""
+
+    def run(self, args: argparse.Namespace) -> int:  # pragma: no cover - main() loads the command it runs
+        raise RuntimeError(f"trnprof: command {self.name!r} was not loaded")
+
+
+def _builtin(name: str) -> Command:
+    return importlib.import_module(BUILTIN_COMMANDS[name][0]).COMMAND
+
+
+def _plugins() -> dict[str, Any]:
+    """Entry points of the ``trnprof.commands`` group by name (the first of a name wins)."""
+    found: dict[str, Any] = {}
     for ep in entry_points(group=ENTRY_POINT_GROUP):
-        if ep.name in commands:
-            continue
-        try:
-            factory = ep.load()
-        except ImportError as exc:  # a broken plugin must not take the whole CLI down
-            warnings.warn(f"command {ep.name!r} unavailable: {exc}", RuntimeWarning, stacklevel=2)
-            continue
-        cmd = factory() if isinstance(factory, type) else factory
-        commands[cmd.name] = cmd
+        found.setdefault(ep.name, ep)
+    return found
+
+
+def _plugin(ep: Any) -> Command | None:
+    try:
+        factory = ep.load()
+    except ImportError as exc:  # a broken plugin must not take the whole CLI down
+        warnings.warn(f"command {ep.name!r} unavailable: {exc}", RuntimeWarning, stacklevel=3)
+        return None
+    return factory() if isinstance(factory, type) else factory
+
+
+def _command_word(argv: Sequence[str]) -> str | None:
+    """The subcommand named on the command line: the first word that is not an option (the top-level options,
+    ``--help`` and ``--version``, take no value); None when the top-level help comes first (``trnprof --help
+    record`` lists every command)."""
+    for word in argv:
+        if word in ("-h", "--help", "--"):
+            return None
+        if not word.startswith("-"):
+            return word
+    return None
+
+
+def commands_for(argv: Sequence[str]) -> list[Command]:
+    """What :func:`main` needs to parse ``argv``: the named command loaded, every other built-in one only listed.
+    Plugins are left out when a built-in command is named (argparse needs no other name to run it), else loaded
+    to be run or listed with their help; their modules are light (the dashboard's ``serve`` imports Dash only
+    when it runs)."""
+    chosen = _command_word(argv)
+    commands: dict[str, Command] = {
+        name: _builtin(name) if name == chosen else _Listed(name, help_)
+        for name, (_module, help_) in BUILTIN_COMMANDS.items()}
+    if chosen not in BUILTIN_COMMANDS:
+        for name, ep in _plugins().items():
+            if name not in commands:
+                cmd = _plugin(ep)
+                if cmd is not None:
+                    commands[cmd.name] = cmd
     return [commands[name] for name in sorted(commands)]
 
 
@@ -164,7 +236,7 @@ def get_argument_parser(commands: Sequence[Command] | None = None) -> argparse.A
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands", parser_class=ArgumentParser)
     sub.required = True
     for cmd in commands if commands is not None else load_commands():
-        doc = (type(cmd).__doc__ or cmd.help).strip()
+        doc = cmd.help if isinstance(cmd, _Listed) else (type(cmd).__doc__ or cmd.help).strip()
         p = sub.add_parser(cmd.name, help=cmd.help, description=doc,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         cmd.add_arguments(p)
@@ -201,9 +273,10 @@ def _is_query_interrupt(exc: BaseException) -> bool:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``trnprof`` with ``argv`` (default: ``sys.argv[1:]``); return the exit code."""
     warnings.formatwarning = _format_warning  # type: ignore[assignment]
-    parser = get_argument_parser()
+    words = list(sys.argv[1:] if argv is None else argv)
+    parser = get_argument_parser(commands_for(words))
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(words)
     except SystemExit as exc:  # --help, --version and usage errors
         return int(exc.code or 0) if isinstance(exc.code, int) or exc.code is None else 2
     previous = _terminate_as_interrupt()

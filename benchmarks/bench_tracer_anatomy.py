@@ -30,14 +30,14 @@ def anatomy(kernel: str, params: dict, arch: str) -> dict:
     from tracer.sim import run_kernel
     from tracer.sim.fastpath import commit as commit_mod
     from tracer.sim.fastpath import controller, match, schedule_jit
-    from tracer.sim.fastpath.trie import ALLOC, ENTER, EXIT, FREE, OP
+    from tracer.sim.fastpath.trie import ALLOC, FREE, OP
 
-    kinds = {ALLOC: "allocations", FREE: "releases", OP: "operations", ENTER: "scopes", EXIT: "scopes"}
+    kinds = {ALLOC: "allocations", FREE: "releases", OP: "operations"}
     calls: collections.Counter[str] = collections.Counter()
     spent = {"commit": 0.0, "schedule": 0.0, "templates": 0.0}
     commits = 0
     real = {"finish": match._Gen.finish, "commit": controller.commit, "schedule": schedule_jit.schedule,
-            "templates": commit_mod.templates}
+            "templates": commit_mod.templates, "scope": controller.FastPath._scope_match}
 
     def finish(gen: Any, fast: Any, nargs: int, result: str) -> tuple[Any, tuple[Any, ...]]:
         fn, params_ = real["finish"](gen, fast, nargs, result)
@@ -50,6 +50,12 @@ def anatomy(kernel: str, params: dict, arch: str) -> dict:
             return out
 
         return counted, params_
+
+    def scope_match(fast: Any, kind: int, scope: Any) -> bool:  # scope events are matched without generated code
+        matched = real["scope"](fast, kind, scope)
+        if matched:
+            calls["scopes"] += 1
+        return matched
 
     def timed(name: str) -> Any:
         def wrapper(*args: Any) -> Any:
@@ -66,6 +72,7 @@ def anatomy(kernel: str, params: dict, arch: str) -> dict:
         timed("commit")(fast, var)
 
     match._Gen.finish = finish
+    controller.FastPath._scope_match = scope_match
     controller.commit = commit
     schedule_jit.schedule = timed("schedule")
     commit_mod.templates = timed("templates")
@@ -75,6 +82,7 @@ def anatomy(kernel: str, params: dict, arch: str) -> dict:
         wall = time.perf_counter() - t0
     finally:
         match._Gen.finish = real["finish"]
+        controller.FastPath._scope_match = real["scope"]
         controller.commit = real["commit"]
         schedule_jit.schedule = real["schedule"]
         commit_mod.templates = real["templates"]

@@ -159,6 +159,33 @@ def test_commit_points_close_to_the_last_one_cut_no_tiny_segments(tmp_path, monk
         assert min(sizes) >= 16, sizes
 
 
+def _steps_inside(nc):
+    """A commit loop whose iterations hold small inner loops (steps inside its segments), as mlp's static loops."""
+    x = nc.input("x", (128, 64), "bf16")
+    for _i in nc.sequential_range(400):
+        for _j in nc.static_range(4):
+            t = nc.sbuf_tile((128, 64), "bf16", name="t")
+            nc.dma_copy(t, x)
+            for _k in nc.static_range(3):
+                nc.tensor_copy(t, t, engine="Vector")
+
+
+def test_loops_inside_segments_tell_the_fast_path_nothing_once_known(tmp_path, monkeypatch):
+    """An inner loop found to be a step inside segments stops calling the fast path's marker at every iteration
+    (mlp makes ~0.65 marker calls per instruction otherwise); segments are recorded and matched the same way and
+    the trace is the same."""
+    calls: list[int] = []
+    marker = controller.FastPath.marker
+    monkeypatch.setattr(controller.FastPath, "marker", lambda self, loop, i: calls.append(i) or marker(self, loop, i))
+    general = _run(tmp_path, _steps_inside, {}, "trn2", False)
+    calls.clear()
+    fast = _run(tmp_path, _steps_inside, {}, "trn2", True)
+    _assert_same(general, fast)
+    assert fast[0].fast_path_instructions > 0.6 * fast[0].instructions
+    # the outer loop's 401 markers, and the inner loops' first runs (each decided after its first iteration)
+    assert len(calls) < 401 + 50, len(calls)  # every step marked would be 401 + 400 * (5 + 4 * 4) = 8801
+
+
 def test_a_finished_run_keeps_nothing_alive(monkeypatch):
     """Everything a run built (core, templates, recorded segments, generated matching code) is freed when it ends,
     so a notebook can record many kernels in one process.  A module-wide cache of the generated matching

@@ -282,6 +282,19 @@ class Core(DmaQueues):
         c["c_kind"].append(COUNTER_KINDS.index((name, unit)))
         c["c_val"].append(float(value))
 
+    def spans(self, rows: list[tuple[Any, ...]]) -> None:
+        """Record Span rows (as :meth:`span`), several at once."""
+        ids, starts, ends, names, cats, depths, parents = zip(*rows, strict=True)
+        code = self.name_code
+        c = self._cols
+        c["p_id"].extend(ids)
+        c["p_start"].extend(starts)
+        c["p_end"].extend(ends)
+        c["p_name"].extend([code(x) for x in names])
+        c["p_cat"].extend([code(x) for x in cats])
+        c["p_depth"].extend(depths)
+        c["p_parent"].extend([-1 if x is None else x for x in parents])
+
     def span(self, row: tuple[Any, ...]) -> None:
         """Record a Span row: (id, start, end, name, category, depth, parent id or None)."""
         span_id, start, end, name, category, depth, parent = row

@@ -7,8 +7,9 @@ the first iteration's releases), sequential loops rolled back into loops (:func:
 or unrolled, every operation a call of the kernel API with concrete operands -- symbolic slice bounds become
 integer expressions of the iteration counters.  The
 generated code carries the kernel's own line numbers and file (so ``caller_location``, error messages and the
-loop fast path's call sites are those of real code), and the loops are ``_Loop`` objects, so the fast path
-(:mod:`tracer.sim.fastpath`) segments, records and replays the expansion as it would the kernel's own loops.
+loop fast path's call sites are those of real code), and the loops are what the kernel's own loops would be
+(:func:`tracer.sim.context.loop_range`), so the fast path (:mod:`tracer.sim.fastpath`) segments, records and
+replays the expansion as it would the kernel's own loops.
 The statements and their operand expressions are written through :class:`~tracer.sim.affine.source.Source`.
 
 Tiles: each allocation stores its instance in ``E[slot]`` (a local variable ``e<slot>`` in the compiled code); a
@@ -289,7 +290,7 @@ def _wheres(node: LoopNode) -> Any:
 
 def expand(ctx: KernelContext, rec: Recorder, root: LoopNode) -> None:
     """Issue every iteration of the traced loop ``root``; the tiles the kernel holds become the last instances."""
-    from tracer.sim.context import Scope, _Loop
+    from tracer.sim.context import Scope, loop_range
 
     fn, src = generate(rec, root)
     if ctx.fast is not None:  # the fast path cuts its segments for the run ahead from the start
@@ -301,7 +302,7 @@ def expand(ctx: KernelContext, rec: Recorder, root: LoopNode) -> None:
         fast = ctx.fast
         if fast is None:
             return iter(range(n))
-        return _Loop(fast, range(n), fast.site(sys._getframe(1)))
+        return iter(loop_range(fast, range(n), sys._getframe(1)))  # SEQEND takes what a loop left of it
 
     def seq_end(it: Any) -> None:
         for _ in it:  # the final step: the fast path's end-of-loop marker

@@ -164,29 +164,30 @@ def templates(core: Any, var: Variant, m: Segment) -> tuple[list[int], list[Any]
 def spans(core: Any, m: Segment, starts: list[int], fins: list[int]) -> None:
     """Update the Span boxes the segment's instructions fall in, then record the rows of the scopes it left."""
     n = len(starts)
-    opened: dict[int, int] = {id(box): 0 for box in m.open0}
-    boxes = {id(box): box for box in m.open0}
+    open_ = [(box, 0) for box in m.open0]  # (box, the segment's first instruction in it), innermost last
     ranges = []
     exits = []
     for kind, pos, scope in m.scopes:
         if kind == ENTER:
-            opened[id(scope.box)] = pos
-            boxes[id(scope.box)] = scope.box
+            open_.append((scope.box, pos))
+            continue
+        box = scope.box
+        if open_[-1][0] is box:  # scopes are left in the reverse order of entry (``with`` blocks)
+            a = open_.pop()[1]
         else:
-            a = opened.pop(id(scope.box))
-            ranges.append((scope.box, a, pos))
-            exits.append(scope)
-    ranges.extend((boxes[b], a, n) for b, a in opened.items())
+            a = open_.pop(next(i for i, (b, _a) in enumerate(open_) if b is box))[1]
+        ranges.append((box, a, pos))
+        exits.append(scope)
+    ranges.extend((box, a, n) for box, a in open_)
     for box, a, b in ranges:
         if a < b:
             lo = min(starts[a:b])
             hi = max(fins[a:b])
             box[0] = min(box[0], lo)
             box[1] = max(box[1], hi)
-    for scope in exits:
-        row = scope.row()
-        if row is not None:
-            core.span(row)
+    rows = [row for row in [scope.row() for scope in exits] if row is not None]
+    if rows:
+        core.spans(rows)
 
 
 def recipe_refs(recipe: Any) -> tuple[tuple[int, ...], tuple[int, ...], tuple[Any, ...]]:

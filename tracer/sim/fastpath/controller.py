@@ -78,6 +78,10 @@ class FastPath:
         self.target = TARGET
         self._epoch = 0
         self._stride_epoch: dict[tuple[int, int], int] = {}
+        #: Sites of the loops decided (in this epoch) to be steps inside segments: a later run of one calls no marker
+        #: (:func:`tracer.sim.context.loop_range`); a recording made while a loop was still being decided has its
+        #: steps, and a match against it falls back once and records the segment again.
+        self.steps: set[tuple[int, int]] = set()
         #: ``count()`` at the last commit point (see :data:`MIN_SEGMENT`).
         self.commit_at = 0
         #: The code objects loop sites name by id (kept alive here, so an id names one code object for the run).
@@ -202,6 +206,7 @@ class FastPath:
             if stride is not None and self._stride_epoch[site] != self._epoch:
                 # decided before _lengthen: decided again in this run (a run in progress then kept its stride)
                 del self.strides[site]
+                self.steps.discard(site)
                 stride = None
             commit = stride is not None and stride > 0
         elif stride is None:  # first run of this loop, after its first iteration (or at the end of a short loop)
@@ -211,6 +216,8 @@ class FastPath:
                 self._predict(loop.start_n + per * loop.n - self.count())
             target = self.target
             stride = self.strides[site] = max(1, -(-target // per)) if per and per * loop.n >= target else 0
+            if stride == 0:
+                self.steps.add(site)
             self._stride_epoch[site] = self._epoch
             commit = stride > 0 and (i < 0 or i % stride == 0)
         else:
@@ -248,6 +255,7 @@ class FastPath:
         segments are cut changes, and the first segments cut the new way are recorded."""
         self.target = TARGET * LONG_FACTOR
         self._epoch += 1
+        self.steps.clear()
 
     def _step(self, spec: tuple[Any, ...]) -> None:
         if self.mode == MATCH:
@@ -308,7 +316,7 @@ class FastPath:
             self.root_variants[key] = self.root_variants.get(key, 0) + 1
         k0 = 0
         for n in node.path():
-            if n.fn is None and n.kind in (OP, ALLOC, FREE, ENTER, EXIT):
+            if n.fn is None and n.kind in (OP, ALLOC, FREE):
                 match.build(self, n, k0)
             k0 += _new_leaves(self, n)
 
@@ -358,24 +366,25 @@ class FastPath:
             self.core.span(row)
 
     def _scope_match(self, kind: int, scope: Any) -> bool:
-        node = self.m.node.first
+        """A scope entered or left while matching: the recorded continuation with this event and category, and the
+        event's live part (no generated check: the category is the only argument a scope event is checked by)."""
+        m = self.m
+        category = scope.category
+        node = m.node.first
         while node is not None:
-            if node.kind == kind and node.fn(self.m, scope, node.params) is not None:
-                self.m.node = node
+            if node.kind == kind and node.spec[0] == category:
+                m.node = node
+                if kind == ENTER:
+                    m.names[("S", m.nsc)] = scope.name
+                    m.nsc += 1
+                    self.ctx.scope_open(scope)
+                else:
+                    self.ctx.scope_close(scope, row=False)
+                m.scopes.append((kind, m.n, scope))
                 return True
             node = node.sib
         self._fallback()
         return False
-
-    def scope_event(self, m: match.Segment, scope: Any, kind: int) -> None:
-        """Live part of a matched scope event."""
-        if kind == ENTER:
-            m.names[("S", m.nsc)] = scope.name
-            m.nsc += 1
-            self.ctx.scope_open(scope)
-        else:
-            self.ctx.scope_close(scope, row=False)
-        m.scopes.append((kind, m.n, scope))
 
     def free_mismatch(self, tile: Tile) -> None:
         """A matched-mode release that fits no recorded continuation: fall back, then release generally."""

@@ -1,7 +1,8 @@
 """Matching a running kernel against recorded segments: generated checks per trie node, and the API methods.
 
-While a segment is matched, the kernel's calls (``nc.matmul(...)``, ``nc.sbuf_tile(...)``, a tile released, a
-scope entered...) go to the methods built here instead of the general path.  Each method looks for the child of
+While a segment is matched, the kernel's calls (``nc.matmul(...)``, ``nc.sbuf_tile(...)``, a tile released) go to
+the methods built here instead of the general path (a scope entered or left is matched by its category alone, in
+:meth:`tracer.sim.fastpath.controller.FastPath._scope_match`).  Each method looks for the child of
 the current trie node recorded at the same call site whose generated function ``fn`` accepts the arguments --
 same tiles (by role: allocated in this segment, or bound to an outer role), same bounds, same HBM tensors and view
 shapes, same plain values, and, for blocks and tensors touched for the first time, the same record structure and
@@ -20,7 +21,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from tracer.sim.fastpath import state
-from tracer.sim.fastpath.trie import ALLOC, ENTER, EXIT, FREE, OP, Node
+from tracer.sim.fastpath.trie import ALLOC, FREE, OP, Node
 from tracer.sim.memory import SBUF, HbmTensor, HbmView, Tile, TileView
 
 if TYPE_CHECKING:
@@ -332,15 +333,14 @@ def build(fast: FastPath, node: Node, n_leaves_before: int) -> None:
             (f" M.cv.append(float(al.in_use * {g.p(fast.ctx.cm.partitions)}))" if mem == "SBUF"
              else " M.cv.append(float(al.in_use // al.unit))"),
         ]
-    elif kind in (ENTER, EXIT):
-        g.fail(f"a0.category != {g.p(spec[0])}")
-        g.app.append(f" FP.scope_event(M, a0, {g.p(kind)})")
     if kind == OP:
         node.fn, node.params = g.finish(fast, len(spec[1]), "True")
     elif kind == ALLOC:
         node.fn, node.params = g.finish(fast, 3, "t")
-    else:
+    elif kind == FREE:
         node.fn, node.params = g.finish(fast, 1, "True")
+    else:  # scope events are matched by FastPath._scope_match itself
+        raise ValueError(f"trnprof fast path: no generated check for a node of kind {kind}")
 
 
 # -- the API methods used while matching ---------------------------------------------------------------------------

@@ -241,9 +241,12 @@ def build(fast: FastPath, node: Node, n_leaves_before: int) -> None:
                 g.value(i, s)
         for i in OPS[name]:
             if i < len(specs) and specs[i][0] in ("L", "O", "O1"):
-                t = f"a{i}" + (".tile" if specs[i][1] == "V" else "")
-                g.app.append(f" t = {t}")
-                g.app.append(f" if not t.full_written: t.mark_written(a{i})")
+                if specs[i][1] == "V":
+                    g.app.append(f" t = a{i}.tile")
+                    g.app.append(f" if not t.full_written: t.mark_written(a{i})")
+                else:  # the whole tile written: what Tile.mark_written does for it, inline
+                    g.app.append(f" t = a{i}")
+                    g.app.append(" if not t.full_written: t.full_written = True; t.written = None")
         if any(p.aux_dynamic for p in node.positions):
             for i, s in enumerate(specs):
                 if s[0] in ("H", "H1"):

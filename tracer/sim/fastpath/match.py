@@ -170,8 +170,8 @@ class _Gen:
 
     def value(self, i: int, spec: tuple[Any, ...]) -> None:
         _v, typ, value = spec
-        v = self.p(value)  # identity first: equal objects (dtypes, names) are usually the same object again
-        self.fail(f"a{i}.__class__ is not {self.p(typ)} or (a{i} is not {v} and a{i} != {v})")
+        v = self.p(value)  # identity first: the same object again (a constant of the call site) needs no other test
+        self.fail(f"a{i} is not {v} and (a{i}.__class__ is not {self.p(typ)} or a{i} != {v})")
 
     def guards(self) -> None:
         def leaf(k: int) -> str:
@@ -264,9 +264,10 @@ def build(fast: FastPath, node: Node, n_leaves_before: int) -> None:
         alloc = fast.ctx.sbuf if mem == "SBUF" else fast.ctx.psum
         size = alloc.round_size(nbytes)
         al = "CTX.sbuf" if mem == "SBUF" else "CTX.psum"
-        g.fail(f"a0.__class__ is not {g.p(tshape)} or a0 != {g.p(shape)}")
+        psh = g.p(shape)  # identity first, as for values
+        g.fail(f"a0 is not {psh} and (a0.__class__ is not {g.p(tshape)} or a0 != {psh})")
         pdt = g.p(dt)
-        g.fail(f"a1.__class__ is not {g.p(tdt)} or (a1 is not {pdt} and a1 != {pdt})")
+        g.fail(f"a1 is not {pdt} and (a1.__class__ is not {g.p(tdt)} or a1 != {pdt})")
         g.fail(f"a2.__class__ is not {g.p(tname)} or (not a2) is {g.p(named)}")
         key = g.p((size, where))
         g.chk.append(f" al = {al}")
@@ -301,8 +302,9 @@ def build(fast: FastPath, node: Node, n_leaves_before: int) -> None:
             f"  n = al.in_use = al.in_use + {g.p(size)}",
             "  if n > al.peak: al.peak = n",
             "  al.live[id(b)] = b",
-            (f" M.cv.append(float(al.in_use * {g.p(fast.ctx.cm.partitions)}))" if mem == "SBUF"
-             else " M.cv.append(float(al.in_use // al.unit))"),
+            # usage counter values as ints (exact; the counter columns are float64 and take them as they are)
+            (f" M.cv.append(al.in_use * {g.p(fast.ctx.cm.partitions)})" if mem == "SBUF"
+             else " M.cv.append(al.in_use // al.unit)"),
             " M.lnames.append(name)",
             " t = TNEW(Tile); t.uid = uid; t.ctx = c; t.name = name; t.block = b; t.data = None; t.written = None",
             f" t.shape = {g.p((int(shape[0]), int(shape[1])))}; t.p1 = {g.p(int(shape[0]))}; "
@@ -333,8 +335,9 @@ def build(fast: FastPath, node: Node, n_leaves_before: int) -> None:
             "  q = al.free_by_key.get(k)",
             "  if q is None: q = al.free_by_key[k] = DEQUE()",
             "  q.append(b)",
-            (f" M.cv.append(float(al.in_use * {g.p(fast.ctx.cm.partitions)}))" if mem == "SBUF"
-             else " M.cv.append(float(al.in_use // al.unit))"),
+            # usage counter values as ints (exact; the counter columns are float64 and take them as they are)
+            (f" M.cv.append(al.in_use * {g.p(fast.ctx.cm.partitions)})" if mem == "SBUF"
+             else " M.cv.append(al.in_use // al.unit)"),
         ]
     if kind == OP:
         node.fn, node.params = g.finish(fast, len(spec[1]), "True")

@@ -13,9 +13,10 @@ machine has 2 vCPUs shared with other work, so wall-clock ratios are only meanin
 vCPUs slow each other, so the trace writer's work costs the simulation time even on the other CPU.
 ``--compare-env NAME=VALUE ...`` runs untraced, traced, and traced with the variables set (the writer process
 inherits them), in rotating order, and reports medians, means and the runs that waited for the writer at their end.
-``--symbolic off`` runs ``nc.affine_range`` bodies once per iteration (concrete indices) instead of tracing them once
-and expanding them; ``--compare-symbolic`` times untraced runs of both, alternating, and reports their instructions
-per CPU second and per wall second side by side.
+``--against CHECKOUT`` times fresh untraced runs of this code and of another checkout's, alternating, and reports
+the speed-up.  ``--symbolic off`` runs ``nc.affine_range`` bodies once per iteration (concrete indices) instead of
+tracing them once and expanding them; ``--compare-symbolic`` times untraced runs of both, alternating, and reports
+their instructions per CPU second and per wall second side by side.
 
     .venv/bin/python benchmarks/bench_tracer.py --pairs 5
     .venv/bin/python benchmarks/bench_tracer.py --pairs 5 --fresh            # each run a new process
@@ -26,6 +27,8 @@ per CPU second and per wall second side by side.
     .venv/bin/python benchmarks/bench_tracer.py --neighbour --pairs 3 --scale 4 --kernels matmul_rowload
     .venv/bin/python benchmarks/bench_tracer.py --compare-env ARROW_DEFAULT_MEMORY_POOL=mimalloc --pairs 16 \
         --kernels matmul_naive                                            # the writer's allocator, side by side
+    git worktree add -f /tmp/wt-before HEAD~1 --detach
+    .venv/bin/python benchmarks/bench_tracer.py --against /tmp/wt-before --pairs 4 --scale 4  # a change's speed-up
 """
 
 from __future__ import annotations
@@ -234,6 +237,26 @@ def compare_env(kernel: str, params: dict, arch: str, runs: int, tmp: Path, *, e
     return out
 
 
+def compare_code(kernel: str, params: dict, arch: str, pairs: int, against: Path) -> dict:
+    """Fresh untraced runs of this checkout's code and of the checkout ``against`` (first on ``PYTHONPATH``), in
+    alternating order: a change's speed-up, side by side on a noisy machine.  (The other checkout's compiled
+    scheduling loop is built ahead of time only if its kernel module's source matches this one's.)"""
+    runs: dict[str, list[dict]] = {"this": [], "against": []}
+    for i in range(pairs):
+        for code in (("this", "against") if i % 2 == 0 else ("against", "this")):
+            env = {"PYTHONPATH": str(against)} if code == "against" else None
+            runs[code].append(_run_fresh([kernel, params, arch, None, "process", True, True], env))
+    n = runs["this"][-1]["instructions"]
+    if runs["against"][-1]["instructions"] != n:
+        raise SystemExit(f"bench_tracer: {kernel} issues {n} instructions here but "
+                         f"{runs['against'][-1]['instructions']} in {against}: not the same recording")
+    med = {code: statistics.median(r["wall"] for r in rs) for code, rs in runs.items()}
+    return {"kernel": kernel, "arch": arch, "params": params, "instructions": n, "against": str(against),
+            "pairs": pairs, "wall_s_median": round(med["this"], 3), "against_wall_s_median": round(med["against"], 3),
+            "instr_per_s": round(n / med["this"]), "against_instr_per_s": round(n / med["against"]),
+            "speedup": round(med["against"] / med["this"], 3), "load_average_1min": round(os.getloadavg()[0], 2)}
+
+
 def first_write(tmp: Path) -> dict:
     """Seconds until a multi-million-instruction recording has its first Instruction batch on disk."""
     out = tmp / "huge.trace"
@@ -286,6 +309,9 @@ def main() -> int:
     parser.add_argument("--compare-env", nargs="+", metavar="NAME=VALUE", type=_assignment,
                         help="fresh untraced, traced and traced-with-these-variables runs in rotating order "
                              "(e.g. ARROW_DEFAULT_MEMORY_POOL=mimalloc: the writer process's allocator)")
+    parser.add_argument("--against", type=Path, metavar="CHECKOUT",
+                        help="untraced fresh runs of this code and of another checkout's (e.g. a git worktree of the "
+                             "commit before a change), alternating: the speed-up")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
@@ -313,6 +339,9 @@ def main() -> int:
             if args.compare_env:
                 env = dict(args.compare_env)
                 print(json.dumps(compare_env(kernel, params, arch, args.pairs, tmp, env=env)), flush=True)
+                continue
+            if args.against:
+                print(json.dumps(compare_code(kernel, params, arch, args.pairs, args.against.resolve())), flush=True)
                 continue
             if args.compare_symbolic:
                 print(json.dumps(compare_symbolic(kernel, params, arch, args.pairs)), flush=True)

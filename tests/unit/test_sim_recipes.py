@@ -29,8 +29,7 @@ _ints = st.integers(0, 1 << 20)
 _names = st.sampled_from(["a", "b", "w1_0", "x"])
 _vkeys = st.builds(VKey, st.sampled_from(["SBUF", "PSUM"]), st.one_of(_ints, st.tuples(st.just("@B"),
                    st.integers(0, N_ROLES - 1))), st.sampled_from(["bf16", "fp32"]), _ints, _ints, _ints, _ints)
-_hkeys = st.builds(HKey, st.sampled_from(["src", "dst"]), st.one_of(_names, st.tuples(st.just("@T"),
-                   st.integers(0, N_ROLES - 1))), _ints, _ints, _ints, _ints)
+_hkeys = st.builds(HKey, st.sampled_from(["src", "dst"]), _ints, _ints, _ints, _ints)  # no role: the tensor is in aux
 _leaves = st.one_of(_ints, _names, st.none(), st.booleans(), _vkeys, _hkeys,
                     st.tuples(st.just("@N"), st.tuples(st.sampled_from(["L", "O"]), st.integers(0, N_ROLES - 1))))
 _recipes = st.recursive(_leaves, lambda inner: st.lists(inner, max_size=6).map(tuple), max_leaves=30)

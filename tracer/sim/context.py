@@ -31,6 +31,7 @@ from tracer.sim.core import Core
 from tracer.sim.dtypes import DType, dtype
 from tracer.sim.memory import ALIGN, PSUM, SBUF, HbmTensor, Tile
 from tracer.sim.ops import OpsMixin
+from tracer.sim.records import AUX_OFFSET_MASK
 
 TensorInit = np.ndarray | Callable[[np.random.Generator, tuple[int, int]], np.ndarray] | None
 
@@ -121,6 +122,9 @@ class KernelContext(OpsMixin):
             raise KernelError(f"{where}: tensor name must be a non-empty string")
         if name in self.tensors:
             raise KernelError(f"{where}: tensor {name!r} is declared twice; give each HBM tensor its own name")
+        if shape[0] * shape[1] > AUX_OFFSET_MASK:
+            raise KernelError(f"{where}: tensor {name!r} of shape {shape} has 2**40 elements or more; HBM holds far "
+                              "less: split it")
         data = None
         if self.numerics:
             if init is None:

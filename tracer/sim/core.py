@@ -78,9 +78,6 @@ class Core(DmaQueues):
         self.expected_n: int | None = None
         self.templates: list[Template] = []
         self.template_ids: dict[tuple[Any, ...], int] = {}
-        #: The first DMA template built per key without its HBM tensor's name (tracer.sim.templates.dma_shape_key):
-        #: templates for another tensor (a new layer's weights) are copies of it.
-        self.dma_shapes: dict[tuple[Any, ...], Template] = {}
         self.stream_names: list[str] = list(COMPUTE_STREAMS)
         self.stream_engine: list[int] = list(STREAM_ENGINE)
         self.dma_groups: dict[str, int] = {}

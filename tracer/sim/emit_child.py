@@ -35,7 +35,7 @@ from typing import Any
 from tracer.sim.arch import CostModel
 from tracer.sim.emit_ring import RingReader, Span
 from tracer.sim.emitter import Emitter
-from tracer.sim.records import CHUNK_COLUMNS, Chunk, DmaPlan, HKey, Template
+from tracer.sim.records import CHUNK_COLUMNS, Chunk, DmaPlan, Template
 from tracer.writer import TraceWriter
 
 #: While waiting for the next chunk, tables with at least this many buffered rows are written out.
@@ -59,23 +59,17 @@ class _CoreView:
         self._plans: dict[tuple[Any, ...], DmaPlan] = {}
 
     def add(self, wires: list[tuple[Any, ...]]) -> None:
-        """Rebuild templates sent with :func:`_wire` (DMA plans shared by equal descriptions), and copies of earlier
-        DMA templates for another HBM tensor, sent as (that template's id, the tensor's name) and made with
-        ``Template.for_tensor`` as in the simulation."""
+        """Rebuild templates sent with :func:`tracer.sim.emit_process.encode_template` (DMA plans shared by equal
+        descriptions)."""
         for wire in wires:
-            if len(wire) == 2:  # a copy (the parent only names templates it sent in full)
-                base_id, tensor = wire
-                base = self.templates[base_id]
-                tpl = base.for_tensor(None, HKey(base.dma.hbm[0], tensor, *base.dma.hbm[2:]))
-            else:
-                tpl = Template(**dict(zip(WIRE_FIELDS, wire, strict=False)))
-                if wire[-1] is not None:
-                    tpl.dma = self._plan(wire[-1])
+            tpl = Template(**dict(zip(WIRE_FIELDS, wire, strict=False)))
+            if wire[-1] is not None:
+                tpl.dma = self._plan(wire[-1])
             tpl.id = len(self.templates)
             self.templates.append(tpl)
 
     def _plan(self, dma: tuple[Any, ...]) -> DmaPlan:
-        """The DMA plan of a description as :func:`_wire` sends it (one per distinct description)."""
+        """The DMA plan of a description as ``encode_template`` sends it (one per distinct description)."""
         plan = self._plans.get(dma)
         if plan is None:
             rows, chunk, group, prefix, qtype, src, dst, var, hbm = dma

@@ -109,22 +109,14 @@ def _reap(*, wait: bool = False) -> None:
 atexit.register(_reap, wait=True)
 
 
-def _wire(tpl: Template) -> tuple[Any, ...]:
-    """The fields of a template the emitter needs, as a plain tuple (cheap to pickle: no named tuples)."""
+def encode_template(tpl: Template) -> tuple[Any, ...]:
+    """The fields of a template the writer process's emitter needs, as a plain tuple (cheap to pickle: no named
+    tuples)."""
     plan = tpl.dma
     dma = None if plan is None else (plan.rows, plan.chunk_bytes, plan.group, plan.prefix, plan.queue_type,
                                      plan.src_mem, plan.dst_mem, plan.variable,
                                      None if plan.hbm is None else tuple(plan.hbm))
     return (*_WIRE_GET(tpl), dma)
-
-
-def encode_template(tpl: Template) -> tuple[Any, ...]:
-    """What the writer process needs of a new template: its fields (:func:`_wire`), or, for a DMA template equal to
-    one sent before but for its HBM tensor (a new layer's weights, say: the simulation made it a copy of that one,
-    ``Template.same_as``), just (that template's id, the tensor)."""
-    if tpl.same_as is not None:
-        return tpl.same_as, tpl.dma.variable
-    return _wire(tpl)
 
 
 def split_chunk(chunk: Chunk) -> tuple[list[Any], tuple[Any, ...]]:

@@ -31,6 +31,7 @@ from tracer.sim.core import Core
 from tracer.sim.fastpath.edges import SegmentEdges
 from tracer.sim.operand_text import OperandText
 from tracer.sim.records import (
+    AUX_TENSOR_SHIFT,
     COUNTER_KINDS,
     ENGINE_NAMES,
     STREAM_TRACK,
@@ -69,8 +70,6 @@ class Emitter:
         self.t_group: list[int] = []
         self.seg_edges = SegmentEdges()
         self.shape_ids: dict[tuple[Any, ...], int] = {}
-        self.hbm_names: list[str] = []
-        self.hbm_codes: dict[str, int] = {}
         self.pc = np.zeros(len(ENGINE_NAMES), np.int64)
         self.seq: dict[int, int] = {}
         self.codes: dict[str, dict[str, int]] = {"qtype": {}, "mem": {}, "var": {}, "group": {}}
@@ -119,9 +118,6 @@ class Emitter:
     # -- templates -----------------------------------------------------------------------------------------
     def _sync_templates(self, n: int) -> None:
         for tpl in self.core.templates[self.n_templates:n]:
-            if tpl.same_as is not None:
-                self._copy_template(tpl.same_as, tpl.dma.variable)
-                continue
             self.t_engine.append(tpl.engine)
             self.t_stream.append(tpl.stream)
             self.t_flops_raw.append(-1 if tpl.flops_raw is None else int(tpl.flops_raw))
@@ -132,30 +128,12 @@ class Emitter:
             hbm = tpl.dma.hbm if tpl.dma is not None else None
             if hbm is None:
                 self.t_hbm_num.append((-1, 1, 0, 0, 0))
-            else:
-                _side, name, ncols, nrows, ncols_view, bcast = hbm
-                self.t_hbm_num.append((self._hbm_code(name), ncols, nrows, ncols_view, bcast))
+            else:  # the tensor is each instruction's (its aux)
+                _side, ncols, nrows, ncols_view, bcast = hbm
+                self.t_hbm_num.append((0, ncols, nrows, ncols_view, bcast))
             for name in _STR_ATTRS:
                 self.attrs[name].add(getattr(tpl, name))
         self.n_templates = max(self.n_templates, n)
-
-    def _copy_template(self, base: int, tensor: str) -> None:
-        """Template attributes of a copy of template ``base`` (a DMA with an HBM side) for HBM tensor ``tensor``:
-        the same in everything but the tensor (see :mod:`tracer.sim.emit_process`)."""
-        for col in (self.t_engine, self.t_stream, self.t_flops_raw, self.t_flops_adj, self.t_bytes, self.t_group):
-            col.append(col[base])
-        d = self.t_dma[base]
-        self.t_dma.append((*d[:5], _intern(self.codes["var"], tensor), *d[6:]))
-        self.t_hbm_num.append((self._hbm_code(tensor), *self.t_hbm_num[base][1:]))
-        for attr in self.attrs.values():
-            attr.copy(base)
-
-    def _hbm_code(self, name: str) -> int:
-        """Code of HBM tensor ``name`` in :attr:`hbm_names` (added when new)."""
-        code = self.hbm_codes.setdefault(name, len(self.hbm_names))
-        if code == len(self.hbm_names):
-            self.hbm_names.append(name)
-        return code
 
     def _arr(self, name: str) -> np.ndarray:
         """Template attribute ``name`` as an int64 array indexed by template id (extended as templates grow)."""
@@ -286,7 +264,7 @@ class Emitter:
             self.n_templates, (self.attrs["text_pre"].values, self._arr("text_pre")),
             (self.attrs["text_post"].values, self._arr("text_post")))
         cols[schema.OPERANDS] = self.operand_text.column(
-            static, tid, aux, self._arr("t_hbm_num")[tid], self.hbm_names,
+            static, tid, aux, self._arr("t_hbm_num")[tid], self.core.names,
             (edges[0] - ch.first_id, edges[5], edges[6], ch.streams))
         self.writer.append(schema.INSTRUCTION.name, cols)
         # semaphore increments at completion
@@ -354,13 +332,14 @@ class Emitter:
         np.cumsum(np.where(uni, 1, nq), out=offsets[1:])
         attrs = self._arr("t_dma")[x_tid]  # per transfer: layout, packets, queue type, source, dest, variable, group
         codes = self.codes
+        var = self._variables(ch, xf, attrs[:, 5])
         self.writer.append(schema.DMA_TRANSFER.name, {
             "packet_aggregation_id": ch.first_xfer + np.arange(nx, dtype=np.int64), "first_packet_id": x_pkt,
             "packet_layout": attrs[:, 0].astype(np.int32), "rotation": x_q0.astype(np.int32),
             "queue_start_ts": pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(flat)),
             "queue_group": dict_column(attrs[:, 6], self.strings(codes["group"])),
             schema.QUEUE_TYPE: dict_column(attrs[:, 2], self.strings(codes["qtype"])),
-            schema.VARIABLE: dict_column(attrs[:, 5], self.strings(codes["var"])),
+            schema.VARIABLE: dict_column(var, self.strings(codes["var"])),
             schema.PCORE_IDX: np.zeros(nx, np.int64),
             "source": dict_column(attrs[:, 3], self.strings(codes["mem"])),
             "dest": dict_column(attrs[:, 4], self.strings(codes["mem"])),
@@ -388,6 +367,22 @@ class Emitter:
                            layout_columns(layout, rotations, plan.sub_ns[sub], plan.sub_bytes[sub], sub))
         self.writer.flush(schema.DMA_PACKET_LAYOUT.name)
 
+    def _variables(self, ch: Chunk, xf: dict[str, np.ndarray], var: np.ndarray) -> np.ndarray:
+        """Each transfer's ``variable`` code: its template's (an on-chip copy's tile), or, with an HBM side (-1
+        there), the HBM tensor its trigger instruction's ``aux`` names (records.dma_aux)."""
+        hbm = np.flatnonzero(var < 0)
+        if not len(hbm):
+            return var
+        at = xf["instr"][hbm] - ch.first_id
+        if at.min() < 0 or at.max() >= len(ch):
+            raise RuntimeError("trnprof trace emitter: a DMA transfer's trigger is not in its chunk")
+        used, inv = np.unique(i64(ch.aux)[at] >> AUX_TENSOR_SHIFT, return_inverse=True)
+        names = self.core.names
+        codes = np.array([_intern(self.codes["var"], names[c]) for c in used.tolist()], np.int64)
+        var = var.copy()
+        var[hbm] = codes[inv]
+        return var
+
     def _dma_attrs(self, plan: DmaPlan) -> tuple[int, ...]:
         """(packet-layout shape id, packets, queue type, source, dest, variable codes, queue-name base)."""
         # Within a run the packets' sizes and durations follow from (rows, bytes per row): that is the layout.
@@ -402,7 +397,8 @@ class Emitter:
         if gcode is None:
             gcode = self.group_codes[group] = self._group_code(self.core, group)
         return (shape, plan.n, _intern(codes["qtype"], plan.queue_type), _intern(codes["mem"], plan.src_mem),
-                _intern(codes["mem"], plan.dst_mem), _intern(codes["var"], plan.variable), gcode)
+                _intern(codes["mem"], plan.dst_mem),
+                -1 if plan.variable is None else _intern(codes["var"], plan.variable), gcode)
 
     def _group_code(self, core: Core, group: int) -> int:
         """Code of queue group ``group`` (its queue-name prefix) in the queue_group dictionary; a new group's

@@ -104,6 +104,9 @@ class HbmTensor:
         self.kind = kind
         self.data = data
         self.index = index
+        #: The code of its name among the core's names: DMA triggers name the tensor in their ``aux``
+        #: (:func:`tracer.sim.records.dma_aux`), not in their template.
+        self.code = ctx.core.name_code(name)
         #: Dependency records per stream: the latest writer and reader (pinfo tuples), tensor granularity.
         self.writers: dict[int, tuple[Any, ...]] = {}
         self.readers: dict[int, tuple[Any, ...]] = {}

@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracer.sim.columns import StringArrays
+from tracer.sim.records import AUX_OFFSET_MASK, AUX_TENSOR_SHIFT
 
 
 class OperandText:
@@ -43,16 +44,16 @@ class OperandText:
         return self._texts[1:]
 
     def column(self, static: tuple[pa.Array, pa.Array, pa.Array], tid: np.ndarray, aux: np.ndarray,  # noqa: PLR0917
-               hbm_num: np.ndarray, hbm_names: list[str], waits: tuple[Any, ...]) -> pa.Array:
+               hbm_num: np.ndarray, names: list[str], waits: tuple[Any, ...]) -> pa.Array:
         """The operand text of each row of a chunk.
 
         Args:
             static: :meth:`static_texts`.
             tid: each row's template id.
-            aux: each row's dynamic operand (a DMA trigger's offset in its HBM tensor; -1: none).
-            hbm_num: per row, (HBM tensor name code, tensor columns, rows, columns, broadcast) of its template
-                (name code -1: no HBM side).
-            hbm_names: the HBM tensor names the codes refer to.
+            aux: each row's dynamic operand (a DMA trigger's HBM tensor and offset in it,
+                :func:`tracer.sim.records.dma_aux`; -1: none).
+            hbm_num: per row, (0, tensor columns, rows, columns, broadcast) of its template (-1 first: no HBM side).
+            names: the names the tensor codes in ``aux`` refer to (the core's).
             waits: (each edge's row in the chunk, in row order; its semaphore code; its value; the semaphore names).
         """
         whole, pre, post = static
@@ -60,16 +61,18 @@ class OperandText:
         rows = np.flatnonzero((aux >= 0) & (hbm_num[:, 0] >= 0))  # DMA triggers: their slice between pre and post
         if len(rows):
             hbm = hbm_num[rows]
-            off = aux[rows]
+            off = aux[rows] & AUX_OFFSET_MASK
+            codes = aux[rows] >> AUX_TENSOR_SHIFT
+            used, at = np.unique(codes, return_inverse=True)
+            tensor = pa.array([names[c] for c in used.tolist()]).take(pa.array(at))
             r0, c0 = off // hbm[:, 1], off % hbm[:, 1]
-            names = pa.array(hbm_names).take(pa.array(hbm[:, 0]))
             bc = hbm[:, 4] > 0
             bcast = pa.DictionaryArray.from_arrays(pa.array(bc.astype(np.int32)), pa.array(["]", "]*"])) \
                 .cast(pa.string())
             bval = pc.if_else(pa.array(bc), pa.array(hbm[:, 4]).cast(pa.string()), "")
             rt = pa.array(tid[rows])
             text = pc.binary_join_element_wise(
-                pre.take(rt), names, "[", pa.array(r0).cast(pa.string()), ":",
+                pre.take(rt), tensor, "[", pa.array(r0).cast(pa.string()), ":",
                 pa.array(r0 + hbm[:, 2]).cast(pa.string()), ",", pa.array(c0).cast(pa.string()), ":",
                 pa.array(c0 + hbm[:, 3]).cast(pa.string()), bcast, bval, post.take(rt), "")
             pick = tid.copy()

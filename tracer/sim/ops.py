@@ -27,7 +27,7 @@ import numpy as np
 from tracer.errors import KernelError
 from tracer.sim import numerics as nm
 from tracer.sim.memory import HBM, PSUM, SBUF, HbmTensor, HbmView, Tile, TileView
-from tracer.sim.records import E_GPSIMD, E_SCALAR, E_SYNC, E_VECTOR, S_VECTOR, HKey, VKey
+from tracer.sim.records import E_GPSIMD, E_SCALAR, E_SYNC, E_VECTOR, S_VECTOR, HKey, VKey, dma_aux
 
 if TYPE_CHECKING:
     from tracer.sim.context import KernelContext
@@ -163,9 +163,9 @@ class OpsMixin:
         self.core.dma_group(prefix)
         if hbm_view is not None:
             t = hbm_view.tensor
-            hbm = HKey("src" if hbm_view is s else "dst", t.name, t.shape[1], hbm_view.r1 - hbm_view.r0,
+            hbm = HKey("src" if hbm_view is s else "dst", t.shape[1], hbm_view.r1 - hbm_view.r0,
                        hbm_view.c1 - hbm_view.c0, hbm_view.bcast)
-            aux = hbm_view.r0 * t.shape[1] + hbm_view.c0
+            aux = dma_aux(t.code, hbm_view.r0 * t.shape[1] + hbm_view.c0)
             sb_var = None
         else:
             hbm = None

@@ -60,15 +60,26 @@ class VKey(NamedTuple):
 
 
 class HKey(NamedTuple):
-    """The HBM side of a DMA in a template key: side (src/dst), tensor name, tensor columns, view rows and columns,
-    broadcast partitions (0: none)."""
+    """The HBM side of a DMA in a template key: side (src/dst), tensor columns, view rows and columns, broadcast
+    partitions (0: none).  Not the tensor: the instruction's ``aux`` names it (:func:`dma_aux`), so one template
+    serves every tensor of a shape (each layer's weights)."""
 
     side: str
-    name: Any
     ncols: int
     nrows: int
     ncols_view: int
     bcast: int
+
+
+#: ``aux`` of a DMA trigger with an HBM side: the HBM tensor's code (its name's in ``Core.names``) shifted by this
+#: many bits, plus the view's first element's offset in the tensor (tensors have fewer than 2**40 elements).
+AUX_TENSOR_SHIFT = 40
+AUX_OFFSET_MASK = (1 << AUX_TENSOR_SHIFT) - 1
+
+
+def dma_aux(code: int, offset: int) -> int:
+    """``aux`` of a DMA trigger reading or writing the HBM tensor of name code ``code`` from element ``offset``."""
+    return (code << AUX_TENSOR_SHIFT) | offset
 
 
 class Template:
@@ -81,14 +92,12 @@ class Template:
 
     __slots__ = (
         "act_fn", "bytes", "clock", "cycles", "dma", "dur", "engine", "flops_adj", "flops_raw", "id", "key",
-        "kind", "loc", "opcode", "perf_mode", "same_as", "stream", "tensor_type", "text_post", "text_pre",
+        "kind", "loc", "opcode", "perf_mode", "stream", "tensor_type", "text_post", "text_pre",
     )
 
     def __init__(self, **kw: Any) -> None:
         get = kw.get
         self.key = get("key")
-        #: The id of the DMA template this one is a copy of for another HBM tensor (None: built from its key).
-        self.same_as = get("same_as")
         self.act_fn = get("act_fn")
         self.bytes = get("bytes")
         self.clock = get("clock")
@@ -107,20 +116,6 @@ class Template:
         self.tensor_type = get("tensor_type")
         self.text_post = get("text_post")
         self.text_pre = get("text_pre")
-
-    def for_tensor(self, key: tuple[Any, ...], hbm: HKey) -> Template:
-        """This DMA template for the key ``key`` that differs from its own only in the HBM tensor ``hbm`` names:
-        the same fields (texts leave the HBM operand out), a plan for that tensor, no id yet, ``same_as`` this
-        template's id (the trace emitter copies this template's attributes)."""
-        new = Template.__new__(Template)
-        new.key, new.same_as, new.id = key, self.id, None
-        new.act_fn, new.bytes, new.clock, new.cycles = self.act_fn, self.bytes, self.clock, self.cycles
-        new.dur, new.engine, new.flops_adj, new.flops_raw = self.dur, self.engine, self.flops_adj, self.flops_raw
-        new.kind, new.loc, new.opcode, new.perf_mode = self.kind, self.loc, self.opcode, self.perf_mode
-        new.stream, new.tensor_type, new.text_post, new.text_pre = (self.stream, self.tensor_type, self.text_post,
-                                                                    self.text_pre)
-        new.dma = self.dma.for_tensor(hbm)
-        return new
 
 
 #: Per-rotation DMA layouts shared by the plans of one packet geometry: (packets, packets per row, queues,
@@ -145,7 +140,7 @@ class DmaPlan:
                  "nqueues", "per_row", "prefix", "queue_type", "rows", "src_mem", "sub_bytes", "sub_ns", "variable")
 
     def __init__(self, cm: CostModel, *, rows: int, chunk_bytes: int, group: int, prefix: str, queue_type: str,
-                 src_mem: str, dst_mem: str, variable: str, hbm: tuple[Any, ...] | None) -> None:
+                 src_mem: str, dst_mem: str, variable: str | None, hbm: tuple[Any, ...] | None) -> None:
         self.rows = rows
         self.chunk_bytes = chunk_bytes
         self.group = group
@@ -153,8 +148,11 @@ class DmaPlan:
         self.queue_type = queue_type
         self.src_mem = src_mem
         self.dst_mem = dst_mem
+        #: The trace's ``variable`` of an on-chip copy (its destination tile); None with an HBM side, whose tensor
+        #: is the instruction's (:func:`dma_aux`).
         self.variable = variable
-        #: (side, tensor name, columns of the view, rows of the view, broadcast) when one side is HBM.
+        #: (side, tensor columns, view rows, view columns, broadcast) when one side is HBM (the tensor is the
+        #: instruction's: see :func:`dma_aux`).
         self.hbm = hbm
         self.nqueues = cm.dma_queues
         # keyed by the cost model's id (hashing the frozen dataclass costs ~1.6 us); the entry holds the model, so
@@ -188,17 +186,6 @@ class DmaPlan:
         self._uni: dict[int, Any] = shared[3]
         #: Bytes the transfer moves.
         self.bytes = rows * chunk_bytes
-
-    def for_tensor(self, hbm: HKey) -> DmaPlan:
-        """This plan for another HBM tensor ``hbm`` (rows, packets and queues are the same: the layouts shared)."""
-        new = DmaPlan.__new__(DmaPlan)
-        new.rows, new.chunk_bytes, new.group, new.prefix = self.rows, self.chunk_bytes, self.group, self.prefix
-        new.queue_type, new.src_mem, new.dst_mem = self.queue_type, self.src_mem, self.dst_mem
-        new.variable, new.hbm = hbm.name, hbm
-        new.nqueues, new.sub_bytes, new.sub_ns, new.per_row = self.nqueues, self.sub_bytes, self.sub_ns, self.per_row
-        new.n, new.bytes = self.n, self.bytes
-        new._cache, new._equal, new._last, new._uni = self._cache, self._equal, self._last, self._uni
-        return new
 
     def layout(self, q0: int) -> tuple[tuple[int, ...], np.ndarray, np.ndarray]:
         """(per-queue busy ns, per-packet offset from its queue's start, per-packet queue) for rotation ``q0``."""

@@ -90,28 +90,7 @@ def _elementwise(cm: CostModel, _core: Core, key: tuple[Any, ...]) -> Template:
                  f"src={','.join(vtext(v) for v in reads) or '-'} {dst.p1 - dst.p0}x{work}", text_post="")
 
 
-def dma_shape_key(key: tuple[Any, ...]) -> tuple[Any, ...] | None:
-    """A DMA template key without its HBM tensor's name (None for other keys and for on-chip copies).  Keys with
-    the same such key build templates that differ only in that name: their plan's ``variable`` and ``hbm``."""
-    if key[0] != "DMA" or key[3] is None:
-        return None
-    hbm = key[3]
-    return key[1], key[2], hbm[0], hbm[2:], key[4:]
-
-
 def _dma(cm: CostModel, core: Core, key: tuple[Any, ...]) -> Template:
-    hbm = key[3]
-    if hbm is None:
-        return _dma_built(cm, core, key)
-    shape = dma_shape_key(key)
-    base = core.dma_shapes.get(shape)
-    if base is not None:  # another tensor, as a new layer's weights: a copy (~4x cheaper than building it)
-        return base.for_tensor(key, hbm)
-    tpl = core.dma_shapes[shape] = _dma_built(cm, core, key)  # type: ignore[index]
-    return tpl
-
-
-def _dma_built(cm: CostModel, core: Core, key: tuple[Any, ...]) -> Template:
     (_, engine, prefix, hbm, chip, rows, cols, src_mem, dst_mem, where, sb_var) = key
     itemsize = DTYPES[chip[0].dtype].itemsize
     stream = STREAM_OF[engine]
@@ -124,7 +103,7 @@ def _dma_built(cm: CostModel, core: Core, key: tuple[Any, ...]) -> Template:
         src, dst = chip[0], None
     qtype = "input" if src_mem == HBM else ("output" if dst_mem == HBM else "data")
     plan = DmaPlan(cm, rows=rows, chunk_bytes=cols * itemsize, group=group, prefix=prefix, queue_type=qtype,
-                   src_mem=src_mem, dst_mem=dst_mem, variable=hbm.name if hbm is not None else sb_var, hbm=hbm)
+                   src_mem=src_mem, dst_mem=dst_mem, variable=None if hbm is not None else sb_var, hbm=hbm)
     total = rows * cols * itemsize
     b = [0] * 6
     b[0 if src_mem == HBM else 2] += total

@@ -18,14 +18,14 @@ from tracer.sim.fastpath.edges import emit_table
 from tracer.sim.fastpath.match import Segment, all_names
 from tracer.sim.fastpath.schedule import program, run
 from tracer.sim.fastpath.trie import ENTER, Variant, substitution
-from tracer.sim.records import HKey, VKey
+from tracer.sim.records import VKey
 
 if TYPE_CHECKING:
     from tracer.sim.fastpath.controller import FastPath
 
 
-#: Bindings (buffer addresses, tensor and tile names, templates) remembered per variant to rebuild only what
-#: differs in a new one.
+#: Bindings (buffer addresses, tile names, templates) remembered per variant to rebuild only what differs in a new
+#: one.  (HBM tensors are no part of a template: a DMA trigger's ``aux`` names its tensor.)
 RECENT_BINDINGS = 4
 
 
@@ -51,18 +51,15 @@ def prepare(fast: FastPath, var: Variant) -> None:
     var.pos_refs = [recipe_refs(p.recipe) for p in var.positions]  # type: ignore[attr-defined]
     var.pos_cache = {}  # type: ignore[attr-defined]
     var.pos_subst = [substitution(p.recipe) for p in var.positions]  # type: ignore[attr-defined]
-    # which instructions refer to each block role, tensor role and tile-name role (for templates' partial rebuild)
+    # which instructions refer to each block role and tile-name role (for templates' partial rebuild)
     by_block: dict[int, list[int]] = {}
-    by_tensor: dict[int, list[int]] = {}
     by_name: dict[Any, list[int]] = {}
-    for j, (brefs, trefs, nrefs) in enumerate(var.pos_refs):  # type: ignore[attr-defined]
+    for j, (brefs, nrefs) in enumerate(var.pos_refs):  # type: ignore[attr-defined]
         for r in brefs:
             by_block.setdefault(r, []).append(j)
-        for r in trefs:
-            by_tensor.setdefault(r, []).append(j)
         for r in nrefs:
             by_name.setdefault(r, []).append(j)
-    var.pos_by_ref = (by_block, by_tensor, by_name)  # type: ignore[attr-defined]
+    var.pos_by_ref = (by_block, by_name)  # type: ignore[attr-defined]
     var.recent_bindings = []  # type: ignore[attr-defined]
     var.uid = len(fast.variants)
     var.emit_table = emit_table(var)  # type: ignore[attr-defined]
@@ -74,8 +71,7 @@ def commit(fast: FastPath, var: Variant) -> None:
     m = fast.m
     core, ctx = fast.core, fast.ctx
     names = all_names(m) if var.name_roles else m.names
-    binding = (tuple([b.addr for b in m.blocks]), tuple([t.name for t in m.tensors]),
-               tuple([names[r] for r in var.name_roles]))
+    binding = (tuple([b.addr for b in m.blocks]), tuple([names[r] for r in var.name_roles]))
     ent = var.tids.get(binding)
     if ent is None:
         ent = var.tids[binding] = templates(core, var, m)
@@ -106,23 +102,21 @@ def commit(fast: FastPath, var: Variant) -> None:
     core._maybe_handoff()
 
 def templates(core: Any, var: Variant, m: Segment) -> tuple[list[int], list[Any]]:
-    """Template ids of the variant's instructions for the segment's blocks, tensors and names, cached per
-    instruction by the values its recipe refers to.  Only the instructions referring to a value that differs from
-    the closest of the variant's last :data:`RECENT_BINDINGS` bindings are looked up again (a layer's new weight
-    tensors; buffers rotating through a few addresses match an older binding); the rest keep that binding's
-    templates, which depend on nothing else."""
+    """Template ids of the variant's instructions for the segment's blocks and names, cached per instruction by the
+    values its recipe refers to.  Only the instructions referring to a value that differs from the closest of the
+    variant's last :data:`RECENT_BINDINGS` bindings are looked up again (buffers rotating through a few addresses
+    match an older binding); the rest keep that binding's templates, which depend on nothing else."""
     cache = var.pos_cache  # type: ignore[attr-defined]
-    blocks, tensors, names = m.blocks, m.tensors, m.names
+    blocks, names = m.blocks, m.names
     addrs = [b.addr for b in blocks]
-    tnames = [t.name for t in tensors]
-    by_block, by_tensor, by_name = var.pos_by_ref  # type: ignore[attr-defined]
+    by_block, by_name = var.pos_by_ref  # type: ignore[attr-defined]
     nvals = {r: names[r] for r in by_name}
     recent = var.recent_bindings  # type: ignore[attr-defined]
     last = None
-    fewest = len(addrs) + len(tnames) + 1
+    fewest = len(addrs) + 1
     for old in recent:
-        if len(old[0]) == len(addrs) and len(old[1]) == len(tnames):
-            n = sum(map(ne, old[0], addrs)) + sum(map(ne, old[1], tnames))  # lengths checked just above
+        if len(old[0]) == len(addrs):
+            n = sum(map(ne, old[0], addrs))  # lengths checked just above
             if n < fewest:
                 last, fewest = old, n
     if last is None:
@@ -130,32 +124,29 @@ def templates(core: Any, var: Variant, m: Segment) -> tuple[list[int], list[Any]
         tpls: list[Any] = [None] * len(var.positions)
         dirty: Any = range(len(var.positions))
     else:
-        tids, tpls = list(last[3]), list(last[4])
+        tids, tpls = list(last[2]), list(last[3])
         marked: set[int] = set()
         for r, (was, now) in enumerate(zip(last[0], addrs, strict=True)):
             if was != now and r in by_block:
                 marked.update(by_block[r])
-        for r, (was, now) in enumerate(zip(last[1], tnames, strict=True)):
-            if was != now and r in by_tensor:
-                marked.update(by_tensor[r])
         for r, now in nvals.items():
-            if last[2][r] != now:
+            if last[1][r] != now:
                 marked.update(by_name[r])
         dirty = marked
     positions, refs, subst = var.positions, var.pos_refs, var.pos_subst  # type: ignore[attr-defined]
     for j in dirty:
         p = positions[j]
-        brefs, trefs, nrefs = refs[j]
-        key = (j, *[addrs[r] for r in brefs], *[tnames[r] for r in trefs], *[nvals[r] for r in nrefs])
+        brefs, nrefs = refs[j]
+        key = (j, *[addrs[r] for r in brefs], *[nvals[r] for r in nrefs])
         tid = cache.get(key)
         if tid is None:
-            tid = cache[key] = core.template(subst[j](blocks, tensors, names))
+            tid = cache[key] = core.template(subst[j](blocks, m.tensors, names))
             tpl = core.templates[tid]
             if tpl.stream != p.stream or tpl.engine != p.engine or tpl.dur != p.dur:
                 raise RuntimeError("trnprof loop fast path: a rebuilt template differs from the recorded one")
         tids[j] = tid
         tpls[j] = core.templates[tid]
-    recent.append((addrs, tnames, nvals, tids, tpls))
+    recent.append((addrs, nvals, tids, tpls))
     if len(recent) > RECENT_BINDINGS:
         del recent[0]
     return tids, tpls
@@ -190,10 +181,9 @@ def spans(core: Any, m: Segment, starts: list[int], fins: list[int]) -> None:
         core.spans(rows)
 
 
-def recipe_refs(recipe: Any) -> tuple[tuple[int, ...], tuple[int, ...], tuple[Any, ...]]:
-    """Block roles, tensor roles and tile-name roles a recipe refers to."""
+def recipe_refs(recipe: Any) -> tuple[tuple[int, ...], tuple[Any, ...]]:
+    """Block roles and tile-name roles a recipe refers to."""
     blocks: list[int] = []
-    tensors: list[int] = []
     names: list[Any] = []
 
     def walk(x: Any) -> None:
@@ -201,9 +191,6 @@ def recipe_refs(recipe: Any) -> tuple[tuple[int, ...], tuple[int, ...], tuple[An
         if tx is VKey:
             if type(x.addr) is tuple:
                 blocks.append(x.addr[1])
-        elif tx is HKey:
-            if type(x.name) is tuple:
-                tensors.append(x.name[1])
         elif tx is tuple:
             if len(x) == 2 and x[0] == "@N":
                 names.append(x[1])
@@ -212,4 +199,4 @@ def recipe_refs(recipe: Any) -> tuple[tuple[int, ...], tuple[int, ...], tuple[An
                     walk(y)
 
     walk(recipe)
-    return tuple(blocks), tuple(tensors), tuple(names)
+    return tuple(blocks), tuple(names)

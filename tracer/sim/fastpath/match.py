@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from tracer.sim.fastpath import state
 from tracer.sim.fastpath.trie import ALLOC, FREE, OP, Node
 from tracer.sim.memory import SBUF, HbmTensor, HbmView, Tile, TileView
+from tracer.sim.records import AUX_TENSOR_SHIFT
 
 if TYPE_CHECKING:
     from tracer.sim.fastpath.controller import FastPath
@@ -250,10 +251,11 @@ def build(fast: FastPath, node: Node, n_leaves_before: int) -> None:
         if any(p.aux_dynamic for p in node.positions):
             for i, s in enumerate(specs):
                 if s[0] in ("H", "H1"):
-                    if s[1] == "HV":
-                        g.app.append(f" v = a{i}; M.aux.append(v.r0 * v.tensor.shape[1] + v.c0)")
+                    if s[1] == "HV":  # the tensor's code, then the view's offset (records.dma_aux)
+                        g.app.append(f" v = a{i}; h = v.tensor; M.aux.append((h.code << {AUX_TENSOR_SHIFT}) | "
+                                     "(v.r0 * h.shape[1] + v.c0))")
                     else:
-                        g.app.append(" M.aux.append(0)")
+                        g.app.append(f" M.aux.append(a{i}.code << {AUX_TENSOR_SHIFT})")
         g.app.append(f" M.n += {g.p(len(node.positions))}")
     elif kind == ALLOC:
         from tracer.sim.dtypes import dtype

@@ -37,7 +37,7 @@ from tracer.sim.fastpath.trie import (
     Variant,
 )
 from tracer.sim.memory import HbmTensor, HbmView, Tile, TileView
-from tracer.sim.records import KIND_DMA, KIND_MATMUL, S_VECTOR, HKey, VKey
+from tracer.sim.records import KIND_DMA, KIND_MATMUL, S_VECTOR, VKey
 
 #: Plain argument types an event spec can hold (matched by type and value).
 VALUE_TYPES = (str, bool, int, float, type(None), np.floating, np.integer)
@@ -333,11 +333,6 @@ class Recorder:
                 if blk.addr == x.addr and blk.mem == x.mem and blk.touch is self.token:
                     return x._replace(addr=("@B", r))
             raise Unrecordable("a template names a block outside the segment")
-        if tx is HKey:
-            for r, t in enumerate(self.tensors):
-                if t.name == x.name:
-                    return x._replace(name=("@T", r))
-            raise Unrecordable("a template names a tensor outside the segment")
         if tx is tuple:
             if len(x) == 2 and x[0] == "@N":
                 return x

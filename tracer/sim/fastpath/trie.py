@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tracer.sim.records import HKey, VKey
+from tracer.sim.records import VKey
 
 OP, ALLOC, FREE, ENTER, EXIT, MARK, COMMIT = range(7)
 #: Sources of a dependency or of a produced record: an instruction of the segment, a DMA transfer of the
@@ -154,11 +154,6 @@ def substitute(recipe: Any, blocks: list[Any], tensors: list[Any], names: dict[t
         if type(addr) is tuple:
             return VKey(recipe[0], blocks[addr[1]].addr, *recipe[2:])
         return recipe
-    if type(recipe) is HKey:
-        name = recipe.name
-        if type(name) is tuple:
-            return HKey(recipe[0], tensors[name[1]].name, *recipe[2:])
-        return recipe
     if type(recipe) is tuple:
         if len(recipe) == 2 and recipe[0] == "@N":
             return names[recipe[1]]
@@ -176,9 +171,6 @@ def substitution(recipe: Any) -> Callable[[list[Any], list[Any], dict[Any, str]]
     if type(recipe) is VKey:
         role, head, rest = recipe.addr[1], recipe[0], tuple(recipe[2:])
         return lambda b, _t, _n: new(VKey, (head, b[role].addr, *rest))
-    if type(recipe) is HKey:
-        role, head, rest = recipe.name[1], recipe[0], tuple(recipe[2:])
-        return lambda _b, t, _n: new(HKey, (head, t[role].name, *rest))
     if len(recipe) == 2 and recipe[0] == "@N":
         role = recipe[1]
         return lambda _b, _t, n: n[role]
@@ -198,8 +190,6 @@ def has_refs(recipe: Any) -> bool:
     """True when ``recipe`` names a role (else it is already a key)."""
     if type(recipe) is VKey:
         return type(recipe.addr) is tuple
-    if type(recipe) is HKey:
-        return type(recipe.name) is tuple
     if type(recipe) is tuple:
         if len(recipe) == 2 and recipe[0] == "@N":
             return True

@@ -5,9 +5,10 @@ Imports point one way: the profiler uses :mod:`tracer`; it never imports :mod:`d
 ``profiler.open(path) -> Trace`` is the entry point to a trace's data (see :mod:`profiler.trace`).
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from profiler.errors import CommandError, QueryError, TraceFormatError, TrnprofError
+from tracer._lazy import lazy_attributes
 from tracer._version import __version__
 
 if TYPE_CHECKING:
@@ -19,14 +20,4 @@ __all__ = ["CommandError", "QueryError", "Trace", "TraceFormatError", "TrnprofEr
 #: Imported on first use (they load duckdb, pyarrow and numpy): the ``trnprof`` command line imports this package
 #: for its errors, and a command that needs none of them starts without them.
 _LAZY = {"Trace": "profiler.trace", "open": "profiler.trace", "Window": "profiler.window"}
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_attributes(__name__, _LAZY)

@@ -4,8 +4,9 @@ Public surface: the trace schema (:mod:`tracer.schema`), :class:`TraceWriter` an
 the exception hierarchy.  The tracer imports only numpy and pyarrow; it never imports duckdb, dash or plotly.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from tracer._lazy import lazy_attributes
 from tracer._version import __version__
 from tracer.errors import (
     ConfigError,
@@ -40,14 +41,4 @@ __all__ = [
 #: Imported on first use (they load numpy and pyarrow): ``trnprof --help`` and the errors need neither.
 _LAZY = {"TraceReader": "tracer.reader", "open_trace": "tracer.reader", "read_trace": "tracer.reader",
          "TraceWriter": "tracer.writer", "write_trace": "tracer.writer"}
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_attributes(__name__, _LAZY)

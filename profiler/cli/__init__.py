@@ -151,11 +151,7 @@ seed_arg = int_arg("a seed", 0, MAX_SEED)
 def load_commands() -> list[Command]:
     """Built-in commands, then those registered by installed packages, sorted by name (every module imported)."""
     commands: dict[str, Command] = {name: _builtin(name) for name in BUILTIN_COMMANDS}
-    for name, ep in _plugins().items():
-        if name not in commands:
-            cmd = _plugin(ep)
-            if cmd is not None:
-                commands[cmd.name] = cmd
+    _add_plugins(commands)
     return [commands[name] for name in sorted(commands)]
 
 
@@ -186,11 +182,20 @@ def _plugins() -> dict[str, Any]:
     return found
 
 
+def _add_plugins(commands: dict[str, Command]) -> None:
+    """Load the installed plugin commands into ``commands`` (a name already there keeps its command)."""
+    for name, ep in _plugins().items():
+        if name not in commands:
+            cmd = _plugin(ep)
+            if cmd is not None:
+                commands[cmd.name] = cmd
+
+
 def _plugin(ep: Any) -> Command | None:
     try:
         factory = ep.load()
     except ImportError as exc:  # a broken plugin must not take the whole CLI down
-        warnings.warn(f"command {ep.name!r} unavailable: {exc}", RuntimeWarning, stacklevel=3)
+        warnings.warn(f"command {ep.name!r} unavailable: {exc}", RuntimeWarning, stacklevel=4)
         return None
     return factory() if isinstance(factory, type) else factory
 
@@ -217,11 +222,7 @@ def commands_for(argv: Sequence[str]) -> list[Command]:
         name: _builtin(name) if name == chosen else _Listed(name, help_)
         for name, (_module, help_) in BUILTIN_COMMANDS.items()}
     if chosen not in BUILTIN_COMMANDS:
-        for name, ep in _plugins().items():
-            if name not in commands:
-                cmd = _plugin(ep)
-                if cmd is not None:
-                    commands[cmd.name] = cmd
+        _add_plugins(commands)
     return [commands[name] for name in sorted(commands)]
 
 

@@ -5,8 +5,9 @@ kernel receives), :func:`cost_model` and :class:`CostModel` (the architecture pr
 See ``docs/kernels.md`` for writing a kernel and ``docs/cost-model.md`` for the timing rules.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from tracer._lazy import lazy_attributes
 from tracer.sim.arch import PRESETS, CostModel, cost_model, overridable_names
 
 if TYPE_CHECKING:
@@ -25,15 +26,7 @@ __all__ = [
 ]
 
 
+#: Imported on first use: the trace writer process (tracer.sim.emit_child) must not load the simulator.
 _LAZY = {"KernelContext": "tracer.sim.context", "CheckResult": "tracer.sim.runner", "RunResult": "tracer.sim.runner",
          "run_kernel": "tracer.sim.runner"}
-
-
-def __getattr__(name: str) -> Any:
-    # imported on first use: the trace writer process (tracer.sim.emit_child) must not load the simulator
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_attributes(__name__, _LAZY)

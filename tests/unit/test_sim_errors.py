@@ -123,6 +123,17 @@ def k_duplicate_tensor(nc):
     nc.input("x", (128, 64), "fp32")  # BAD
 
 
+def k_huge_tensor(nc):
+    nc.input("x", (1 << 20, 1 << 20), "bf16")  # BAD
+
+
+def k_tensor_after_many_names(nc):
+    for i in range(4):
+        with nc.layer(f"layer{i}"):
+            pass
+    nc.input("late", (128, 64), "bf16")  # BAD
+
+
 CASES = [
     (k_partitions, r"tile has 256 partitions; the partition dimension is at most 128"),
     (k_sbuf_overflow, r"SBUF overflow allocating tile big\d .*live tiles"),
@@ -141,6 +152,7 @@ CASES = [
     (k_gpsimd_psum, r"GpSimd cannot access PSUM"),
     (k_python_error, r"kernel k_python_error raised AttributeError"),
     (k_duplicate_tensor, r"tensor 'x' is declared twice"),
+    (k_huge_tensor, r"tensor 'x' of shape \(1048576, 1048576\) has 2\*\*40 elements or more"),
 ]
 
 
@@ -151,6 +163,16 @@ def test_bad_kernel_gives_a_clear_error_naming_its_line(fn, pattern):
     line = _line_of(fn, "# BAD")
     assert str(info.value).startswith(f"{HERE}:{line}: "), str(info.value)
     assert "\n" not in str(info.value)
+
+
+def test_a_tensor_declared_after_too_many_names_is_refused(monkeypatch):
+    """A DMA trigger's aux holds its tensor's name code in 23 bits (records.dma_aux)."""
+    from tracer.sim import context
+
+    monkeypatch.setattr(context, "AUX_MAX_TENSOR_CODE", 3)
+    with pytest.raises(KernelError, match=r"tensor .late. is declared after 4 layer, operator and tensor") as info:
+        run_kernel(k_tensor_after_many_names)
+    assert str(info.value).startswith(f"{HERE}:{_line_of(k_tensor_after_many_names, '# BAD')}: ")
 
 
 def k_fails_after_one(nc):

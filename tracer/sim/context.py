@@ -31,7 +31,7 @@ from tracer.sim.core import Core
 from tracer.sim.dtypes import DType, dtype
 from tracer.sim.memory import ALIGN, PSUM, SBUF, HbmTensor, Tile
 from tracer.sim.ops import OpsMixin
-from tracer.sim.records import AUX_OFFSET_MASK
+from tracer.sim.records import AUX_MAX_TENSOR_CODE, AUX_OFFSET_MASK
 
 TensorInit = np.ndarray | Callable[[np.random.Generator, tuple[int, int]], np.ndarray] | None
 
@@ -137,6 +137,9 @@ class KernelContext(OpsMixin):
                 if data.shape != shape:
                     raise KernelError(f"{where}: init of {name} has shape {data.shape}, expected {shape}")
             data = d.round(np.array(data, np.float32))
+        if len(self.core.names) >= AUX_MAX_TENSOR_CODE:
+            raise KernelError(f"{where}: tensor {name!r} is declared after {len(self.core.names):,} layer, operator "
+                              "and tensor names; declare HBM tensors before the kernel's loops")
         t = HbmTensor(self, name, shape, d, kind, data, len(self.tensors))
         self.tensors[name] = t
         return t

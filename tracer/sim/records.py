@@ -75,6 +75,8 @@ class HKey(NamedTuple):
 #: many bits, plus the view's first element's offset in the tensor (tensors have fewer than 2**40 elements).
 AUX_TENSOR_SHIFT = 40
 AUX_OFFSET_MASK = (1 << AUX_TENSOR_SHIFT) - 1
+#: Name codes a tensor's can be below (``aux`` is an int64).
+AUX_MAX_TENSOR_CODE = 1 << (63 - AUX_TENSOR_SHIFT)
 
 
 def dma_aux(code: int, offset: int) -> int:

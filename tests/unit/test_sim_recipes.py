@@ -16,11 +16,6 @@ class _Block:
         self.addr = addr
 
 
-class _Tensor:
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-
 def _kinds(x):
     return (type(x), tuple(_kinds(y) for y in x)) if isinstance(x, tuple) else type(x)
 
@@ -37,14 +32,12 @@ _recipes = st.recursive(_leaves, lambda inner: st.lists(inner, max_size=6).map(t
 
 @settings(max_examples=300, deadline=None)
 @given(recipe=_recipes, addrs=st.lists(_ints, min_size=N_ROLES, max_size=N_ROLES),
-       tnames=st.lists(_names, min_size=N_ROLES, max_size=N_ROLES),
        tiles=st.lists(_names, min_size=2 * N_ROLES, max_size=2 * N_ROLES))
-def test_prepared_substitution_equals_substitute(recipe, addrs, tnames, tiles):
+def test_prepared_substitution_equals_substitute(recipe, addrs, tiles):
     blocks = [_Block(a) for a in addrs]
-    tensors = [_Tensor(t) for t in tnames]
     names = {(kind, i): tiles[k * N_ROLES + i] for k, kind in enumerate("LO") for i in range(N_ROLES)}
-    want = substitute(recipe, blocks, tensors, names)
-    got = substitution(recipe)(blocks, tensors, names)
+    want = substitute(recipe, blocks, names)
+    got = substitution(recipe)(blocks, names)
     assert got == want
     assert _kinds(got) == _kinds(want)  # VKey/HKey are namedtuples: == alone would not tell them from tuples
     if not has_refs(recipe):

@@ -140,7 +140,7 @@ def templates(core: Any, var: Variant, m: Segment) -> tuple[list[int], list[Any]
         key = (j, *[addrs[r] for r in brefs], *[nvals[r] for r in nrefs])
         tid = cache.get(key)
         if tid is None:
-            tid = cache[key] = core.template(subst[j](blocks, m.tensors, names))
+            tid = cache[key] = core.template(subst[j](blocks, names))
             tpl = core.templates[tid]
             if tpl.stream != p.stream or tpl.engine != p.engine or tpl.dur != p.dur:
                 raise RuntimeError("trnprof loop fast path: a rebuilt template differs from the recorded one")

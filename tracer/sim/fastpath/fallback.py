@@ -62,7 +62,7 @@ def reissue(fast: FastPath, m: Segment, path: list[Node], rec: Recorder | None) 
             rec.adopt(node, m)
         if kind == OP:
             for p in node.positions:
-                tid = core.template(substitute(p.recipe, m.blocks, m.tensors, m.names))
+                tid = core.template(substitute(p.recipe, m.blocks, m.names))
                 aux = -1
                 if p.aux_dynamic:
                     aux = m.aux[ai]

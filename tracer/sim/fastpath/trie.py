@@ -147,8 +147,9 @@ class Variant:
     commits: int = 0
 
 
-def substitute(recipe: Any, blocks: list[Any], tensors: list[Any], names: dict[tuple[str, int], str]) -> Any:
-    """The template key of ``recipe`` with the segment's current blocks, tensors and tile names."""
+def substitute(recipe: Any, blocks: list[Any], names: dict[tuple[str, int], str]) -> Any:
+    """The template key of ``recipe`` with the segment's current blocks and tile names (HBM tensors are no part of
+    a key: a DMA trigger's ``aux`` names its tensor)."""
     if type(recipe) is VKey:
         addr = recipe.addr
         if type(addr) is tuple:
@@ -157,30 +158,30 @@ def substitute(recipe: Any, blocks: list[Any], tensors: list[Any], names: dict[t
     if type(recipe) is tuple:
         if len(recipe) == 2 and recipe[0] == "@N":
             return names[recipe[1]]
-        return tuple(substitute(x, blocks, tensors, names) for x in recipe)
+        return tuple(substitute(x, blocks, names) for x in recipe)
     return recipe
 
 
-def substitution(recipe: Any) -> Callable[[list[Any], list[Any], dict[Any, str]], Any]:
-    """``substitute`` for one recipe, prepared once: a function of (blocks, tensors, names) that rebuilds only the
+def substitution(recipe: Any) -> Callable[[list[Any], dict[Any, str]], Any]:
+    """``substitute`` for one recipe, prepared once: a function of (blocks, names) that rebuilds only the
     parts of the recipe that name a role and reuses the rest as they are (a variant's recipes are substituted
     again for every new set of buffers)."""
     if not has_refs(recipe):
-        return lambda _b, _t, _n: recipe
+        return lambda _b, _n: recipe
     new = tuple.__new__
     if type(recipe) is VKey:
         role, head, rest = recipe.addr[1], recipe[0], tuple(recipe[2:])
-        return lambda b, _t, _n: new(VKey, (head, b[role].addr, *rest))
+        return lambda b, _n: new(VKey, (head, b[role].addr, *rest))
     if len(recipe) == 2 and recipe[0] == "@N":
         role = recipe[1]
-        return lambda _b, _t, n: n[role]
+        return lambda _b, n: n[role]
     base = list(recipe)
     parts = [(i, substitution(x)) for i, x in enumerate(recipe) if has_refs(x)]
 
-    def rebuilt(b: list[Any], t: list[Any], n: dict[Any, str]) -> tuple[Any, ...]:
+    def rebuilt(b: list[Any], n: dict[Any, str]) -> tuple[Any, ...]:
         out = base.copy()
         for i, sub in parts:
-            out[i] = sub(b, t, n)
+            out[i] = sub(b, n)
         return tuple(out)
 
     return rebuilt

@@ -13,9 +13,8 @@ from typing import Any
 
 from profiler.cli import seed_arg
 from profiler.errors import CommandError
-from tracer import aot, schema
 from tracer.errors import ConfigError, TraceExistsError
-from tracer.sim import PRESETS, malloc_tuning, overridable_names, run_kernel
+from tracer.sim import PRESETS, emit_spawn, malloc_tuning, overridable_names
 from tracer.sim.arch import parse_overrides
 
 
@@ -37,6 +36,8 @@ def default_output(kernel: str, arch: str) -> Path:
 
 
 def _holds_trace(path: Path) -> bool:
+    from tracer import schema
+
     return path.is_dir() and any(f.name.endswith(schema.TABLE_FILE_SUFFIX) for f in path.iterdir())
 
 
@@ -72,6 +73,13 @@ class RecordCommand:
 
     def run(self, args: argparse.Namespace) -> int:
         malloc_tuning.tune_this_process()  # this process only records: big freed blocks kept for reuse
+        if not args.no_trace and os.environ.get("TRNPROF_EMIT", "process") == "process":
+            # the trace writer's imports (~0.17 s) overlap this process's own from here on, instead of holding up
+            # the end of a short recording (a writer no recording takes ends when this process exits)
+            emit_spawn.prestart()
+        from tracer import aot  # the simulator's modules, after the writer has started
+        from tracer.sim import run_kernel
+
         params = parse_params(args.params)
         overrides = parse_overrides(args.overrides)
         out: Path | None = None

@@ -95,14 +95,14 @@ def test_writer_process_allocates_arrow_buffers_with_glibc(monkeypatch):
     import subprocess
     import sys
 
-    from tracer.sim import emit_process
+    from tracer.sim import emit_spawn
 
     probe = [sys.executable, "-c", "import pyarrow as pa; print(pa.default_memory_pool().backend_name)"]
     monkeypatch.delenv("ARROW_DEFAULT_MEMORY_POOL", raising=False)
-    env = emit_process._child_env()
+    env = emit_spawn.child_env()
     assert subprocess.run(probe, env=env, capture_output=True, text=True, check=True).stdout.strip() == "system"
     monkeypatch.setenv("ARROW_DEFAULT_MEMORY_POOL", "jemalloc")
-    assert emit_process._child_env()["ARROW_DEFAULT_MEMORY_POOL"] == "jemalloc"
+    assert emit_spawn.child_env()["ARROW_DEFAULT_MEMORY_POOL"] == "jemalloc"
 
 
 def test_run_kernel_hands_frozen_objects_back_to_the_collector():
@@ -452,3 +452,35 @@ def test_the_writer_process_runs_one_thread(tmp_path, monkeypatch):
     monkeypatch.setenv("OPENBLAS_NUM_THREADS", "4")  # a user's setting for their own process: not the writer's
     run_kernel("matmul_naive", {"M": 1024, "N": 1024, "K": 1024}, trace_path=tmp_path / "t", emit="process")
     assert threads == [1]
+
+
+def test_a_writer_started_ahead_is_taken_by_the_next_recording(tmp_path):
+    """``trnprof record`` starts the writer process before importing the simulator (emit_spawn.prestart): the
+    recording takes that writer instead of starting its own, and the trace is whole."""
+    from tracer.sim import emit_spawn
+
+    emit_spawn.discard_prestarted()
+    emit_spawn.prestart()
+    waiting = emit_spawn._prestarted[0].proc
+    run_kernel("softmax", {"rows": 256, "cols": 256}, trace_path=tmp_path / "t")
+    assert emit_spawn._prestarted == []
+    assert waiting.wait(timeout=30) == 0  # it wrote the trace and ended normally (one told nothing exits with 1)
+    reader = TraceReader(tmp_path / "t")
+    assert reader.recording_complete and reader.read_table("Instruction").num_rows > 0
+
+
+def test_a_writer_started_ahead_and_not_taken_ends_quietly(monkeypatch, capfd):
+    """A writer no recording takes exits when its pipes close, silently; one whose environment no longer matches
+    is not taken (the recording starts its own)."""
+    from tracer.sim import emit_spawn
+
+    emit_spawn.discard_prestarted()
+    emit_spawn.prestart()
+    proc = emit_spawn._prestarted[0].proc
+    emit_spawn.discard_prestarted()
+    assert proc.poll() is not None and emit_spawn._prestarted == []
+    emit_spawn.prestart()
+    proc = emit_spawn._prestarted[0].proc
+    monkeypatch.setenv("TRNPROF_TEST_CHANGED", "1")
+    assert emit_spawn.take() is None and proc.poll() is not None
+    assert capfd.readouterr().err == ""

@@ -13,8 +13,9 @@ instructions or loop segment).
 The child is a fresh interpreter (``subprocess``), not a fork: a fork would share the simulation's memory
 copy-on-write (measured: ~14,000 extra page faults, +3% system time on a 1.5 s recording) and inherit its
 threads.  Start-up costs the simulation almost nothing: the parent checks and prepares the trace directory itself
-(so a bad output path fails before any simulation), starts the child and goes on simulating while the child
-imports its modules on the other core; chunks wait in the queue meanwhile.  A failure in the child is
+(so a bad output path fails before any simulation), starts the child (:mod:`tracer.sim.emit_spawn`; or takes the
+one ``trnprof record`` started before importing the simulator) and goes on simulating while the child imports its
+modules on the other core; chunks wait in the queue meanwhile.  A failure in the child is
 raised by the next :meth:`ProcessEmitter.submit` or by :meth:`ProcessEmitter.close`.
 
 Crash behaviour: see :mod:`tracer.sim.emit_child` (a killed parent leaves a readable trace marked incomplete).
@@ -31,16 +32,14 @@ import os
 import select
 import struct
 import subprocess
-import sys
 import time
 from multiprocessing.connection import Connection
 from multiprocessing.reduction import ForkingPickler
 from pathlib import Path
 from typing import Any
 
-import tracer
 from tracer.errors import TraceFormatError, TrnprofError
-from tracer.sim import emit_ring, malloc_tuning
+from tracer.sim import emit_spawn
 from tracer.sim.core import Core
 from tracer.sim.emit_child import WIRE_FIELDS
 from tracer.sim.records import CHUNK_COLUMNS, Chunk, Template
@@ -54,39 +53,6 @@ MAX_BACKLOG_BYTES = 256 << 20
 #: After the pipe was found full, seconds before :meth:`ProcessEmitter.pump` tries again (the child needs about a
 #: millisecond to take in a full 1 MiB pipe; trying at every hand-off check would cost more than it moves).
 PUMP_RETRY_S = 0.0005
-
-
-#: The child's command line program (``-m tracer.sim.emit_child`` would import the module twice).
-#: It imports this very tracer package, wherever it was imported from: its directory goes first on the path (before
-#: the working directory, which may hold another ``tracer``).
-_CHILD_MAIN = ("import sys; sys.path.insert(0, sys.argv[1]); from tracer.sim.emit_child import main; "
-               "sys.exit(main(sys.argv[2:]))")
-
-
-#: Thread pools the writer process never uses: numpy's OpenBLAS otherwise starts a spinning thread per CPU when the
-#: child imports numpy (~0.1 s of CPU on a 2-vCPU machine, taken from the simulation just as the run starts).
-_SINGLE_THREADED = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-
-
-def _child_env() -> dict[str, str]:
-    """The writer process's environment: this one, with big freed blocks kept for reuse and Arrow allocating through
-    glibc malloc (:mod:`malloc_tuning`), and no BLAS or OpenMP thread pools (it does no linear algebra)."""
-    return {**malloc_tuning.child_env(), **_SINGLE_THREADED}
-
-
-def process_available() -> bool:
-    """True where the writer can run in a child process (POSIX: it is handed pipe file descriptors)."""
-    return os.name == "posix"
-
-
-def _widen_pipe(fd: int) -> None:
-    """Give the pipe a 1 MiB buffer where Linux allows it (64 KiB by default): a chunk then goes out in one or
-    two writes, and the child can fall a whole chunk behind without holding up the simulation."""
-    with contextlib.suppress(AttributeError, ImportError, OSError, ValueError):
-        import fcntl  # POSIX only
-
-        size = int(Path("/proc/sys/fs/pipe-max-size").read_text())
-        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, min(size, 1 << 20))
 
 
 _WIRE_GET = operator.attrgetter(*WIRE_FIELDS)
@@ -202,32 +168,19 @@ class ProcessEmitter:
         self.path = Path(path)
         prepare_trace_directory(self.path, overwrite=overwrite)
         _reap()
-        to_child_r, to_child_w = os.pipe()
-        from_child_r, from_child_w = os.pipe()
-        _widen_pipe(to_child_w)
-        root = str(Path(tracer.__file__).resolve().parents[1])
+        spawned = emit_spawn.take()  # one started ahead of the recording (trnprof record), else a new one
+        if spawned is None:
+            try:
+                spawned = emit_spawn.spawn()
+            except OSError as exc:
+                raise TraceFormatError(f"{self.path}: cannot start the trace writer process ({exc.strerror}); "
+                                       "rerun with TRNPROF_EMIT=thread to write the trace from a thread "
+                                       "instead") from None
+        self._proc = spawned.proc
         #: The shared-memory ring the columns travel in (None: through the pipe).
-        self._ring = emit_ring.create_writer(emit_ring.RING_BYTES)
-        ring_args = [str(self._ring.fd), str(self._ring.size)] if self._ring is not None else ["-1", "0"]
-        try:
-            self._proc = subprocess.Popen(
-                [sys.executable, "-c", _CHILD_MAIN, root, str(to_child_r), str(from_child_w), *ring_args],
-                pass_fds=(to_child_r, from_child_w) + ((self._ring.fd,) if self._ring is not None else ()),
-                stdin=subprocess.DEVNULL, start_new_session=True,
-                env=_child_env())
-        except OSError as exc:
-            for fd in (to_child_r, to_child_w, from_child_r, from_child_w):
-                os.close(fd)
-            if self._ring is not None:
-                self._ring.close()
-            raise TraceFormatError(f"{self.path}: cannot start the trace writer process ({exc.strerror}); rerun "
-                                   "with TRNPROF_EMIT=thread to write the trace from a thread instead") from None
-        os.close(to_child_r)
-        os.close(from_child_w)
-        if self._ring is not None:
-            self._ring.close_fd()
-        self._pipe = FramedPipe(to_child_w)
-        self._conn = Connection(from_child_r, writable=False)
+        self._ring = spawned.ring
+        self._pipe = FramedPipe(spawned.to_child)
+        self._conn = Connection(spawned.from_child, writable=False)
         self._sent_templates = 0
         self._sent_variants = 0
         self._sent_names = 0

@@ -26,7 +26,8 @@ from tracer.errors import ConfigError, KernelError, TrnprofError
 from tracer.sim.arch import CostModel, cost_model
 from tracer.sim.context import KernelContext
 from tracer.sim.core import Core
-from tracer.sim.emit_process import ProcessEmitter, process_available
+from tracer.sim.emit_process import ProcessEmitter
+from tracer.sim.emit_spawn import process_available
 from tracer.sim.emitter import Emitter
 from tracer.sim.fastpath import FastPath
 from tracer.sim.records import ENGINE_NAMES

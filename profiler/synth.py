@@ -26,7 +26,8 @@ import pyarrow as pa
 
 from tracer import schema as ts
 from tracer.errors import ConfigError, TraceExistsError
-from tracer.writer import TraceWriter, check_trace_directory
+from tracer.trace_dir import check_trace_directory
+from tracer.writer import TraceWriter
 
 ENGINE_TRACKS = len(ts.ENGINES)
 DMA_QUEUES = 16
@@ -244,7 +245,7 @@ def synth_trace(path: str | os.PathLike[str], events: int, tracks: int = TRACKS_
 
 
 def _check_target(target: Path, overwrite: bool) -> None:
-    """What writing a trace at ``target`` would refuse (:func:`tracer.writer.check_trace_directory`), and a missing
+    """What writing a trace at ``target`` would refuse (:func:`tracer.trace_dir.check_trace_directory`), and a missing
     parent directory, checked without touching anything."""
     check_trace_directory(target, overwrite=overwrite)
     if not target.parent.is_dir():

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
+from tracer import trace_dir
 from tracer.errors import TraceFormatError
 
 #: Version of the trnprof trace directory format, ``MAJOR.MINOR``.  A reader accepts any file whose MAJOR it
@@ -31,8 +32,8 @@ READABLE_MAJORS: tuple[int, ...] = (1, 2)
 #: The Neuron Explorer profile schema whose table and field names trnprof follows.
 NEURON_PROFILE_SCHEMA_VERSION = "7.4.0"
 
-#: File name suffix of one table's Arrow IPC stream file.
-TABLE_FILE_SUFFIX = ".arrows"
+#: File name suffix of one table's Arrow IPC stream file (the directory layout's: :mod:`tracer.trace_dir`).
+TABLE_FILE_SUFFIX = trace_dir.TABLE_FILE_SUFFIX
 
 #: Keys in each file's Arrow schema metadata.
 META_KEY_TABLE = b"trnprof.table"

@@ -30,7 +30,8 @@ from pyarrow import ipc
 
 from tracer import schema
 from tracer._version import __version__
-from tracer.errors import TraceExistsError, TraceFormatError
+from tracer.errors import TraceFormatError
+from tracer.trace_dir import prepare_trace_directory
 
 #: Rows per record batch.  Large enough for good compression, small enough to bound memory.
 DEFAULT_BATCH_ROWS = 65_536
@@ -193,43 +194,6 @@ def _to_arrow(spec: schema.TableSpec, col: schema.Column, value: ColumnData, n: 
     if col.required and arr.null_count:
         raise TraceFormatError(f"{where}: required column holds {arr.null_count} null value(s)")
     return arr
-
-
-def check_trace_directory(path: str | os.PathLike[str], *, overwrite: bool) -> list[Path]:
-    """The table files of an existing trace at ``path`` that writing a new one there would replace; nothing is
-    touched.
-
-    Raises:
-        TraceExistsError: a trace exists and not ``overwrite``; the path is a file or a non-empty directory holding
-            no trace.
-    """
-    p = Path(path)
-    if p.exists() and not p.is_dir():
-        raise TraceExistsError(f"{p}: exists and is not a directory; choose another output path")
-    if not p.is_dir():
-        return []
-    existing = [f for f in p.iterdir() if f.name.endswith(schema.TABLE_FILE_SUFFIX)]
-    others = [f for f in p.iterdir() if not f.name.endswith(schema.TABLE_FILE_SUFFIX)]
-    if existing and not overwrite:
-        raise TraceExistsError(f"{p}: a trace already exists here; pass overwrite=True (--force) to replace it")
-    if others and not existing:
-        raise TraceExistsError(f"{p}: directory is not empty and holds no trace; choose an empty or new path")
-    return existing
-
-
-def prepare_trace_directory(path: str | os.PathLike[str], *, overwrite: bool) -> None:
-    """Create the trace directory ``path``, or empty an existing trace there when ``overwrite``.
-
-    Raises:
-        TraceExistsError: what :func:`check_trace_directory` refuses, or the directory cannot be created.
-    """
-    p = Path(path)
-    for f in check_trace_directory(p, overwrite=overwrite):
-        f.unlink()
-    try:
-        p.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise TraceExistsError(f"{p}: cannot create trace directory: {exc.strerror}") from None
 
 
 class TraceWriter:

@@ -16,6 +16,7 @@ from profiler.errors import CommandError
 from tracer.errors import ConfigError, TraceExistsError
 from tracer.sim import PRESETS, emit_spawn, malloc_tuning, overridable_names
 from tracer.sim.arch import parse_overrides
+from tracer.trace_dir import TABLE_FILE_SUFFIX
 
 
 def parse_params(items: list[str] | None) -> dict[str, str]:
@@ -36,9 +37,7 @@ def default_output(kernel: str, arch: str) -> Path:
 
 
 def _holds_trace(path: Path) -> bool:
-    from tracer import schema
-
-    return path.is_dir() and any(f.name.endswith(schema.TABLE_FILE_SUFFIX) for f in path.iterdir())
+    return path.is_dir() and any(f.name.endswith(TABLE_FILE_SUFFIX) for f in path.iterdir())
 
 
 class RecordCommand:

@@ -243,11 +243,12 @@ def test_the_simulators_writers_compress_on_one_thread(tmp_path, monkeypatch, em
     threads would take CPU time from the simulation (BENCHMARKS.md, "Tracer", round 11)."""
     from multiprocessing.connection import Pipe
 
-    from tracer.sim import cost_model, emit_child, runner
+    from tracer import writer
+    from tracer.sim import cost_model, emit_child
 
     made = []
 
-    class Spy(runner.TraceWriter):
+    class Spy(writer.TraceWriter):
         def __init__(self, *args, **kwargs):
             made.append(kwargs.get("compression_threads", True))
             super().__init__(*args, **kwargs)
@@ -266,7 +267,7 @@ def test_the_simulators_writers_compress_on_one_thread(tmp_path, monkeypatch, em
         assert emit_child.serve(inbox, outbox) is not None
         assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     else:
-        monkeypatch.setattr(runner, "TraceWriter", Spy)
+        monkeypatch.setattr(writer, "TraceWriter", Spy)  # runner imports it when it writes the trace itself
         run_kernel("softmax", {"rows": 256, "cols": 64}, trace_path=tmp_path / "t", emit=emit)
     assert made == [False]
 
@@ -484,3 +485,20 @@ def test_a_writer_started_ahead_and_not_taken_ends_quietly(monkeypatch, capfd):
     monkeypatch.setenv("TRNPROF_TEST_CHANGED", "1")
     assert emit_spawn.take() is None and proc.poll() is not None
     assert capfd.readouterr().err == ""
+
+
+def test_the_simulating_process_does_not_load_arrow(tmp_path):
+    """The trace is built in the writer process: a traced recording (and an untraced one) leaves pyarrow unloaded
+    in the simulating process (~0.05-0.08 s of a short `trnprof record`'s start)."""
+    import json
+    import subprocess
+    import sys
+
+    probe = ("import json, sys\nfrom tracer.sim import run_kernel\n"
+             f"run_kernel('softmax', {{'rows': 256, 'cols': 256}}, trace_path={str(tmp_path / 't')!r})\n"
+             "run_kernel('softmax', {'rows': 256, 'cols': 256})\n"
+             "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('pyarrow', 'duckdb'))))")
+    env = {**os.environ, "TRNPROF_EMIT": "process"}
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, env=env)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == []
+    assert TraceReader(tmp_path / "t").recording_complete

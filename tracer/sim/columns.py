@@ -11,11 +11,6 @@ import numpy as np
 import pyarrow as pa
 
 
-def i64(buf: Any) -> np.ndarray:
-    """A raw int64 buffer (``array.array`` or bytes) as a numpy array without copying."""
-    return np.frombuffer(buf, dtype=np.int64) if len(buf) else np.zeros(0, np.int64)
-
-
 def dict_column(codes: np.ndarray, values: Sequence[str] | pa.Array) -> pa.DictionaryArray:
     """A dictionary column of ``values[codes]`` (-1: null); ``values`` as strings or an Arrow string array."""
     if not len(codes) or codes.min() >= 0:

@@ -35,16 +35,13 @@ from typing import Any
 from tracer.sim.arch import CostModel
 from tracer.sim.emit_ring import RingReader, Span
 from tracer.sim.emitter import Emitter
-from tracer.sim.records import CHUNK_COLUMNS, Chunk, DmaPlan, Template
+from tracer.sim.records import CHUNK_COLUMNS, WIRE_FIELDS, Chunk, DmaPlan, Template
 from tracer.writer import TraceWriter
 
 #: While waiting for the next chunk, tables with at least this many buffered rows are written out.
 IDLE_FLUSH_ROWS = 16_384
 #: Chunks waiting to be written are merged into one of up to this many instructions (at least one chunk).
 MERGE_ROWS = 65_536
-#: The template fields the parent sends (see ``tracer.sim.emit_process.encode_template``), then the DMA plan's.
-WIRE_FIELDS = ("engine", "stream", "flops_raw", "flops_adj", "bytes", "opcode", "loc", "act_fn",
-               "perf_mode", "tensor_type", "text_pre", "text_post")
 
 
 class _CoreView:

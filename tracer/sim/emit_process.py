@@ -41,9 +41,8 @@ from typing import Any
 from tracer.errors import TraceFormatError, TrnprofError
 from tracer.sim import emit_spawn
 from tracer.sim.core import Core
-from tracer.sim.emit_child import WIRE_FIELDS
-from tracer.sim.records import CHUNK_COLUMNS, Chunk, Template
-from tracer.writer import prepare_trace_directory
+from tracer.sim.records import CHUNK_COLUMNS, WIRE_FIELDS, Chunk, Template
+from tracer.trace_dir import prepare_trace_directory
 
 #: Seconds to wait for the writer process to finish writing once the simulation is done.
 CLOSE_TIMEOUT_S = 900.0

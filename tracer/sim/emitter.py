@@ -26,7 +26,7 @@ import pyarrow as pa
 
 from tracer import schema
 from tracer.packets import layout_columns
-from tracer.sim.columns import Interned, StringArrays, dict_column, first_seen_column, i64, names_column
+from tracer.sim.columns import Interned, StringArrays, dict_column, first_seen_column, names_column
 from tracer.sim.core import Core
 from tracer.sim.fastpath.edges import SegmentEdges
 from tracer.sim.operand_text import OperandText
@@ -39,6 +39,7 @@ from tracer.sim.records import (
     TABLE_PACKET,
     Chunk,
     DmaPlan,
+    i64,
 )
 from tracer.sim.tracker import DEP_NAMES
 from tracer.writer import TraceWriter

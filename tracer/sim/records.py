@@ -84,6 +84,17 @@ def dma_aux(code: int, offset: int) -> int:
     return (code << AUX_TENSOR_SHIFT) | offset
 
 
+def i64(buf: Any) -> np.ndarray:
+    """A raw int64 buffer (a chunk's ``array.array`` column, or bytes) as a numpy array without copying."""
+    return np.frombuffer(buf, dtype=np.int64) if len(buf) else np.zeros(0, np.int64)
+
+
+#: The template fields the simulation sends the writer process (``tracer.sim.emit_process.encode_template``), in
+#: order; the DMA plan's description follows them.
+WIRE_FIELDS = ("engine", "stream", "flops_raw", "flops_adj", "bytes", "opcode", "loc", "act_fn",
+               "perf_mode", "tensor_type", "text_pre", "text_post")
+
+
 class Template:
     """Everything static about an instruction; interned, so a loop body's instructions share a few templates.
 

@@ -28,10 +28,8 @@ from tracer.sim.context import KernelContext
 from tracer.sim.core import Core
 from tracer.sim.emit_process import ProcessEmitter
 from tracer.sim.emit_spawn import process_available
-from tracer.sim.emitter import Emitter
 from tracer.sim.fastpath import FastPath
 from tracer.sim.records import ENGINE_NAMES
-from tracer.writer import TraceWriter
 
 _TRACER_DIR = Path(__file__).resolve().parents[1]
 
@@ -262,6 +260,9 @@ class _ThreadSink:
 
     def __init__(self, core: Core, path: str | os.PathLike[str], overwrite: bool, metadata: dict[str, Any],
                  threaded: bool) -> None:
+        from tracer.sim.emitter import Emitter  # Arrow, loaded only where this process writes the trace itself
+        from tracer.writer import TraceWriter
+
         self.writer = TraceWriter(path, overwrite=overwrite, metadata=metadata, compression_threads=False)
         self.emitter = Emitter(core, self.writer, threaded=threaded)
         self.submit = self.emitter.submit

@@ -13,9 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from tracer.sim.columns import i64
 from tracer.sim.fastpath.trie import SRC_DMA, SRC_INSTR, SRC_LEAF, Variant
-from tracer.sim.records import TABLE_INSTRUCTION, TABLE_PACKET, leaf_values
+from tracer.sim.records import TABLE_INSTRUCTION, TABLE_PACKET, i64, leaf_values
 
 EdgeArrays = tuple[np.ndarray, ...]
 

@@ -318,7 +318,7 @@ class FastPath:
         for n in node.path():
             if n.fn is None and n.kind in (OP, ALLOC, FREE):
                 match.build(self, n, k0)
-            k0 += _new_leaves(self, n)
+            k0 += match.new_leaves(self, n)
 
     # -- events called from the kernel API -------------------------------------------------------------------------
     def on_free(self, tile: Tile) -> bool:
@@ -486,20 +486,3 @@ class FastPath:
         self.rec = None
         self.m = None
         self.ctx.fast = None
-
-
-def _new_leaves(fast: FastPath, node: Node) -> int:
-    """Input leaves the node's first touches add."""
-    spec = node.spec
-    sigs = []
-    if node.kind == OP:
-        for s in spec[1]:
-            if s[0] == "O1":
-                sigs.append(s[8])
-            elif s[0] == "H1":
-                sigs.append(s[9])
-    elif node.kind == ALLOC and spec[7][0] == "new":
-        sigs.append(spec[7][1])
-    elif node.kind == FREE and spec[1][0] == "O1":
-        sigs.append(spec[1][3])
-    return sum(state.n_leaves(fast.interner.structs[s]) for s in sigs)

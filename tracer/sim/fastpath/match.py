@@ -351,6 +351,24 @@ def build(fast: FastPath, node: Node, n_leaves_before: int) -> None:
         raise ValueError(f"trnprof fast path: no generated check for a node of kind {kind}")
 
 
+def new_leaves(fast: FastPath, node: Node) -> int:
+    """Input leaves the node's first touches add (the leaves before the next node: :func:`build`'s
+    ``n_leaves_before``)."""
+    spec = node.spec
+    sigs = []
+    if node.kind == OP:
+        for s in spec[1]:
+            if s[0] == "O1":
+                sigs.append(s[8])
+            elif s[0] == "H1":
+                sigs.append(s[9])
+    elif node.kind == ALLOC and spec[7][0] == "new":
+        sigs.append(spec[7][1])
+    elif node.kind == FREE and spec[1][0] == "O1":
+        sigs.append(spec[1][3])
+    return sum(state.n_leaves(fast.interner.structs[s]) for s in sigs)
+
+
 # -- the API methods used while matching ---------------------------------------------------------------------------
 def make_methods(fast: FastPath) -> dict[str, Any]:
     """Bound replacements for the kernel API methods, with the same signatures."""

@@ -72,7 +72,7 @@ class RecordCommand:
 
     def run(self, args: argparse.Namespace) -> int:
         malloc_tuning.tune_this_process()  # this process only records: big freed blocks kept for reuse
-        if not args.no_trace and os.environ.get("TRNPROF_EMIT", "process") == "process":
+        if not args.no_trace and emit_spawn.emit_mode() == "process":
             # the trace writer's imports (~0.17 s) overlap this process's own from here on, instead of holding up
             # the end of a short recording (a writer no recording takes ends when this process exits)
             emit_spawn.prestart()

@@ -78,10 +78,6 @@ class Interned:
         self.codes: dict[str, int] = {}
         self.by_template: list[int] = []
 
-    def copy(self, template: int) -> None:
-        """Give the next template the value of template ``template``."""
-        self.by_template.append(self.by_template[template])
-
     def add(self, value: str | None) -> None:
         """Intern the next template's value (None: null)."""
         if value is None:

@@ -280,7 +280,7 @@ class Core(DmaQueues):
         c["c_val"].append(float(value))
 
     def spans(self, rows: list[tuple[Any, ...]]) -> None:
-        """Record Span rows (as :meth:`span`), several at once."""
+        """Record Span rows (each as :meth:`span` takes it), several at once."""
         ids, starts, ends, names, cats, depths, parents = zip(*rows, strict=True)
         code = self.name_code
         c = self._cols
@@ -294,15 +294,7 @@ class Core(DmaQueues):
 
     def span(self, row: tuple[Any, ...]) -> None:
         """Record a Span row: (id, start, end, name, category, depth, parent id or None)."""
-        span_id, start, end, name, category, depth, parent = row
-        c = self._cols
-        c["p_id"].append(span_id)
-        c["p_start"].append(start)
-        c["p_end"].append(end)
-        c["p_name"].append(self.name_code(name))
-        c["p_cat"].append(self.name_code(category))
-        c["p_depth"].append(depth)
-        c["p_parent"].append(-1 if parent is None else parent)
+        self.spans([row])
 
     # -- chunks -----------------------------------------------------------------------------------------
     def _maybe_handoff(self) -> None:

@@ -43,6 +43,12 @@ def child_env() -> dict[str, str]:
     return {**malloc_tuning.child_env(), **_SINGLE_THREADED}
 
 
+def emit_mode(emit: str | None = None) -> str:
+    """How a recording writes its trace: ``emit`` if given, else ``$TRNPROF_EMIT``, else ``process`` (checked by
+    :func:`tracer.sim.run_kernel`)."""
+    return emit or os.environ.get("TRNPROF_EMIT") or "process"
+
+
 def process_available() -> bool:
     """True where the writer can run in a child process (POSIX: it is handed pipe file descriptors)."""
     return os.name == "posix"

@@ -27,7 +27,7 @@ from tracer.sim.arch import CostModel, cost_model
 from tracer.sim.context import KernelContext
 from tracer.sim.core import Core
 from tracer.sim.emit_process import ProcessEmitter
-from tracer.sim.emit_spawn import process_available
+from tracer.sim.emit_spawn import emit_mode, process_available
 from tracer.sim.fastpath import FastPath
 from tracer.sim.records import ENGINE_NAMES
 
@@ -278,7 +278,7 @@ class _ThreadSink:
 
 def _open_sink(core: Core, path: str | os.PathLike[str], overwrite: bool, metadata: dict[str, Any],
                emit: str | None) -> Any:
-    emit = emit or os.environ.get("TRNPROF_EMIT") or "process"
+    emit = emit_mode(emit)
     if emit not in ("process", "thread", "inline"):
         raise ConfigError(f"trace emission must be process, thread or inline, not {emit!r} (emit= or TRNPROF_EMIT)")
     if emit == "process" and process_available():

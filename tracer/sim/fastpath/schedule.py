@@ -44,7 +44,7 @@ class Program:
 
     __slots__ = ("aux", "aux_rows", "counter_before", "counter_kind", "counters", "edge_pick", "eng_counts",
                  "exports", "flops", "has_dma", "has_throttle", "jit", "last", "n", "out_src", "rows",
-                 "scope_lengths", "scope_runs", "scope_sources", "seq_counts", "uid")
+                 "scope_lengths", "scope_sources", "seq_counts", "uid")
 
     def __init__(self, var: Variant) -> None:
         pos = var.positions
@@ -86,12 +86,10 @@ class Program:
                 runs[-1][0] += 1
             else:
                 runs.append([1, p.lsrc, p.osrc])
-        #: (instructions, layer name source, operator name source) runs, in order.
-        self.scope_runs = [tuple(r) for r in runs]
-        #: The same for a segment with several runs (a kernel's layers and operators): their lengths as an array, and
-        #: the layer and the operator name sources, so that their codes are repeated by numpy.
-        self.scope_lengths = np.array([r[0] for r in runs], np.int64) if len(runs) > 1 else None
+        #: Runs of instructions with the same layer and operator, in order: their layer and operator name sources,
+        #: and their lengths (numpy repeats the runs' name codes when there are several).
         self.scope_sources = ([r[1] for r in runs], [r[2] for r in runs])
+        self.scope_lengths = np.array([r[0] for r in runs], np.int64)
         self.seq_counts = sorted(seq.items())
         self.aux = array("q", [-1]) * n
         self.has_dma = any(p.dma for p in pos)
@@ -154,15 +152,13 @@ def run(prog: Program, core: Any, ctx: Any, leaves: list[Any], aux: list[int], t
     put(cols["tid"], tids if type(S) is list else prog.jit.tid_array(tids)[0])
     code = core.name_code
     ly, hl = cols["lyr"], cols["hlo"]
-    lengths = prog.scope_lengths
-    if lengths is None:  # one run: every instruction has the same layer and operator
-        for cnt, ls, os_ in prog.scope_runs:
-            ly.extend(array(ly.typecode, (code(names[ls]),)) * cnt)
-            hl.extend(array(hl.typecode, (code(names[os_]),)) * cnt)
-    else:
-        lsrc, osrc = prog.scope_sources
-        put(ly, np.repeat(np.array([code(names[r]) for r in lsrc], np.int64), lengths))
-        put(hl, np.repeat(np.array([code(names[r]) for r in osrc], np.int64), lengths))
+    lsrc, osrc = prog.scope_sources
+    if len(lsrc) == 1:  # every instruction has the same layer and operator
+        ly.extend(array(ly.typecode, (code(names[lsrc[0]]),)) * n)
+        hl.extend(array(hl.typecode, (code(names[osrc[0]]),)) * n)
+    elif lsrc:
+        put(ly, np.repeat(np.array([code(names[r]) for r in lsrc], np.int64), prog.scope_lengths))
+        put(hl, np.repeat(np.array([code(names[r]) for r in osrc], np.int64), prog.scope_lengths))
     lp = ctx.last_pinfo
     for key, j2 in prog.last:
         lp[key] = P[j2]

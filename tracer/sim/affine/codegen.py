@@ -41,6 +41,7 @@ from tracer.sim.affine.events import (
     LoopNode,
     instruction_count,
 )
+from tracer.sim.affine.hoist import hoist_views
 from tracer.sim.affine.recorder import ALLOCS, OPS, Recorder
 from tracer.sim.affine.rolling import SLOT, entry_moves, roll
 from tracer.sim.affine.source import Source
@@ -258,6 +259,7 @@ def generate(rec: Recorder, root: LoopNode) -> tuple[Any, Source]:
     base = bases.most_common(1)[0][0] if bases else root.where.rpartition(":")[0]
     src = Source(rec, base)
     _loop(src, root, 1)
+    src.lines = hoist_views(src.lines)
     # slots as local variables (cheaper than list items), all None at first, handed back at the end
     named = sorted({int(x) for t, _ in src.lines for x in SLOT.findall(t)})
     src.lines[:0] = [(f"    {' = '.join(f'e{k}' for k in named[i:i + 32])} = None", 0)

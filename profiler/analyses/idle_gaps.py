@@ -33,6 +33,7 @@ from profiler.analyses.inputs import (
     resolve_scope,
 )
 from profiler.analyses.waits import binding_predecessors_sql
+from profiler.errors import QueryError
 from profiler.trace import Trace
 from tracer import schema as ts
 
@@ -46,6 +47,17 @@ def _engine_rows(trace: Trace, scope: Scope) -> pa.Table:
         WHERE {q(ts.START_TS)} < {int(scope.end_ns)} AND {q(ts.END_TS)} >= {int(scope.start_ns)}
           AND {scope.core_sql()} AND {q(ts.OPCODE)} NOT IN ({waits})
         ORDER BY engine, s, id""")
+
+
+def _trace_engines(trace: Trace) -> list[str]:
+    """Every engine with instructions anywhere in the trace (in display order), and ``DMA`` when it has DMA
+    packets."""
+    rows = fetch(trace, f"SELECT DISTINCT {q(ts.ENGINE)} AS engine FROM {INSTRUCTION} WHERE {q(ts.ENGINE)} IS NOT NULL")
+    present = {str(e) for e in rows.column("engine").to_pylist()}
+    out = [e for e in ts.ENGINES if e in present] + sorted(present - set(ts.ENGINES))
+    if event_range(trace, None, dma_only=True) is not None:
+        out.append(rs.DMA)
+    return out
 
 
 def _causes(trace: Trace, ids: list[int]) -> dict[int, dict[str, object]]:
@@ -148,6 +160,11 @@ def idle_gaps(trace: Trace, start_ns: int | None = None, end_ns: int | None = No
             wanted.append(rs.DMA)
     else:
         wanted = list(engines)
+        known = _trace_engines(trace)
+        unknown = [e for e in wanted if e not in known]
+        if unknown:
+            raise QueryError(f"{trace.path}: no engine {unknown[0]!r} in this trace; engines: {', '.join(known)} "
+                             "(names are case-sensitive)")
     gaps: list[dict[str, object]] = []
     for engine in wanted:
         gaps.extend(_dma_gaps(trace, scope) if engine == rs.DMA else _engine_gaps(trace, scope, rows, engine))

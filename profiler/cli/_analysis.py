@@ -62,8 +62,9 @@ def add_window_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_format_arguments(parser: argparse.ArgumentParser, *, limit: int | None = None) -> None:
     """``--format`` (and ``--json`` as its shorthand), and ``--limit`` when the command lists rows."""
-    parser.add_argument("--format", choices=FORMATS, default="table", help="output format (default: table)")
-    parser.add_argument("--json", action="store_const", const="json", dest="format", help="same as --format json")
+    group = parser.add_mutually_exclusive_group()  # `--json --format csv` would otherwise print CSV quietly
+    group.add_argument("--format", choices=FORMATS, default="table", help="output format (default: table)")
+    group.add_argument("--json", action="store_const", const="json", dest="format", help="same as --format json")
     if limit is not None:
         parser.add_argument("--limit", type=row_limit, default=limit, metavar="N",
                             help=f"show at most N rows (default: {limit}; 0: all)")

@@ -37,6 +37,10 @@ def format_bounds(bounds: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+#: Largest --necessary-bytes accepted (an exbibyte: more than any trace's kernel moves).
+MAX_NECESSARY_BYTES = 1 << 60
+
+
 class BoundsCommand:
     """Performance bounds of a trace: how long it would take under idealising assumptions, and what each gap costs.
 
@@ -57,8 +61,9 @@ class BoundsCommand:
         parser.add_argument("--csv", action="store_true", help="print the bounds table as CSV")
 
     def run(self, args: argparse.Namespace) -> int:
-        if args.necessary_bytes is not None and args.necessary_bytes < 0:
-            raise CommandError(f"--necessary-bytes must be non-negative, not {args.necessary_bytes}")
+        if args.necessary_bytes is not None and not 0 <= args.necessary_bytes <= MAX_NECESSARY_BYTES:
+            raise CommandError(f"--necessary-bytes must be 0..{MAX_NECESSARY_BYTES:,} (1 EiB), not "
+                               f"{args.necessary_bytes:,}")
         if args.json and args.csv:
             raise CommandError("choose one of --json and --csv")
         with open_trace(args.db) as trace:

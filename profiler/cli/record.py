@@ -61,7 +61,9 @@ class RecordCommand:
                                  + ", ".join(overridable_names()))
         parser.add_argument("-o", "--output", metavar="TRACE_DIR",
                             help="trace directory to write (default: ./KERNEL-ARCH.trace)")
-        parser.add_argument("--force", action="store_true", help="replace an existing trace at the output path")
+        parser.add_argument("--force", action="store_true",
+                            help="replace an existing trace at the output path (a directory holding anything "
+                                 "but the trace's table files is never replaced)")
         parser.add_argument("--no-trace", action="store_true", help="simulate only; write no trace")
         parser.add_argument("--numerics", action="store_true", help="compute values with numpy (slower)")
         parser.add_argument("--check", action="store_true",
@@ -93,6 +95,12 @@ class RecordCommand:
                     if not args.force:
                         raise TraceExistsError(f"{out}: a trace already exists here; pass --force to replace it "
                                                "or -o to choose another path")
+                    foreign = sorted(f.name for f in out.iterdir()
+                                     if not (f.is_file() and f.name.endswith(TABLE_FILE_SUFFIX)))
+                    if foreign:  # --force replaces a trace, never files that are not part of one
+                        raise TraceExistsError(f"{out}: holds {foreign[0]!r}, which is not part of a trace, so --force "
+                                               "will not replace the directory; move it away or choose another "
+                                               "path (-o)")
                     # record beside it; the old trace is replaced only when the new one is complete
                     target = out.with_name(f".{out.name}.recording-{os.getpid()}")
                 elif any(out.iterdir()):

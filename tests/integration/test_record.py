@@ -54,6 +54,21 @@ def test_record_refuses_to_overwrite_and_replaces_with_force(tmp_path, capsys):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.trace"], "no temporary directories left behind"
 
 
+def test_force_never_replaces_files_that_are_not_part_of_a_trace(tmp_path, capsys):
+    out = tmp_path / "s.trace"
+    args = ["record", "softmax", "-p", "rows=128", "-p", "cols=128", "-o", str(out), "-q", "--force"]
+    assert main(args) == 0
+    (out / "notes.txt").write_text("precious")
+    (out / "sub").mkdir()
+    capsys.readouterr()
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"trnprof: error: {out}: holds 'notes.txt', which is not part of a trace") \
+        and err.count("\n") == 1
+    assert (out / "notes.txt").read_text() == "precious" and (out / "sub").is_dir()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.trace"]
+
+
 def test_record_errors_are_one_line(tmp_path, capsys):
     cases = [
         (["record", "nope", "--no-trace"], "unknown kernel 'nope'"),

@@ -95,6 +95,12 @@ def test_diff(traces, capsys):
     (["waits", "{junk}"], "junk"),
     (["bounds", "{a}", "--start", str(-10**30)], "beyond"),
     (["recommend", "{spans}"], "no instructions or DMA packets"),
+    (["bounds", "{a}", "--necessary-bytes", str(10**23)], "--necessary-bytes must be 0.."),
+    (["gaps", "{a}", "--engine", "Bogus"], "no engine 'Bogus' in this trace; engines: "),
+    (["gaps", "{a}", "--engine", "tensor"], "(names are case-sensitive)"),
+    (["waits", "{a}", "--json", "--format", "csv"], "not allowed with argument --json"),
+    (["summary", "{a}", "--start", "100", "--end", "100"], "summary range is empty"),
+    (["summary", "{a}", "--start", str(10**12), "--end", str(2 * 10**12)], "holds no event: the trace spans"),
 ])
 def test_bad_input_is_one_line(traces, tmp_path, capsys, argv, message):
     junk = tmp_path / "junk.bin"

@@ -215,6 +215,64 @@ def test_bad_parameters():
         run_kernel("softmax", {"dtype": "int4"})
 
 
+@pytest.mark.parametrize(("kernel", "params", "message"), [
+    ("matmul_naive", {"tile_n": 0}, "tile_n=0 must be positive"),            # was a ZeroDivisionError
+    ("matmul_naive", {"tile_n": -512}, "tile_n=-512 must be positive"),      # was an empty kernel
+    ("matmul_blocked", {"tile_n": 0}, "tile_n=0 must be positive"),
+    ("matmul_rowload", {"tile_n": 0}, "tile_n=0 must be positive"),
+    ("matmul_rowload", {"row_n": -1024}, "row_n=-1024 must be a positive multiple of tile_n"),
+    ("matmul_rowload", {"row_n": 1000}, "row_n=1000 must be a positive multiple of tile_n=512"),
+    ("dma_stream", {"tile_cols": -2048}, "tile_cols=-2048 must be positive"),
+])
+def test_tile_sizes_must_be_positive(kernel, params, message):
+    with pytest.raises(ConfigError, match=message):
+        run_kernel(kernel, params)
+
+
+def test_a_kernel_calling_sys_exit_is_a_kernel_error(tmp_path):
+    """Not a silent exit of `trnprof record` with no trace."""
+    src = tmp_path / "quits.py"
+    src.write_text("def k(nc):\n    import sys\n    sys.exit(3)\n")
+    with pytest.raises(KernelError, match=r"quits.py:3: kernel k called sys.exit\(3\); a kernel must return"):
+        run_kernel(f"{src}:k", {})
+
+
+def test_errors_name_the_users_line_not_a_library_line(tmp_path):
+    src = tmp_path / "big.py"
+    src.write_text("import numpy as np\n\ndef k(nc):\n    np.zeros((1 << 62,))\n")
+    with pytest.raises(KernelError, match=r"^big.py:4: kernel k raised ValueError"):
+        run_kernel(f"{src}:k", {})
+
+
+REFERENCE_KERNEL = """
+from tracer.kernels import kernel
+
+def ref(inputs):
+    {body}
+
+@kernel(reference=ref)
+def k(nc):
+    x = nc.input("x", (128, 64), "fp32")
+    y = nc.output("y", (128, 64), "fp32")
+    t = nc.sbuf_tile((128, 64), "fp32")
+    nc.dma_copy(t, x)
+    nc.dma_copy(y, t)
+"""
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    ("raise ValueError('refboom')", r"ref.py:5: the numpy reference of kernel k raised ValueError: refboom"),
+    ("return [1]", "the numpy reference of kernel k returned list; it must return a dict"),
+    ("return {'y': 'notarray'}", "gives output 'y' a value that is not a numeric array"),
+])
+def test_a_failing_reference_is_the_users_error(tmp_path, body, message):
+    """--check with a reference that fails: a KernelError (exit 2), not an internal error blamed on trnprof."""
+    src = tmp_path / "ref.py"
+    src.write_text(REFERENCE_KERNEL.format(body=body))
+    with pytest.raises(KernelError, match=message):
+        run_kernel(f"{src}:k", {}, check=True)
+
+
 def test_user_kernel_files(tmp_path):
     good = tmp_path / "mine.py"
     good.write_text(textwrap.dedent("""
@@ -241,6 +299,8 @@ def test_user_kernel_files(tmp_path):
         load_file_kernel(f"{good}:triple")
     with pytest.raises(ConfigError, match="no such kernel file"):
         load_file_kernel(f"{tmp_path}/missing.py:f")
+    with pytest.raises(ConfigError, match="is a directory; name the kernel's Python file"):
+        load_file_kernel(f"{tmp_path}:f")
     with pytest.raises(ConfigError, match="expected path/to/file.py:function"):
         resolve_kernel(str(good))
     broken = tmp_path / "broken.py"

@@ -146,6 +146,8 @@ def load_file_kernel(target: str) -> KernelSpec:
     path = Path(path_text)
     if not path_text or not func or func.endswith(".py"):
         raise ConfigError(f"{target}: expected path/to/file.py:function (the kernel function after a colon)")
+    if path.is_dir():
+        raise ConfigError(f"{path}: is a directory; name the kernel's Python file: path/to/file.py:function")
     if not path.is_file():
         raise ConfigError(f"{path}: no such kernel file")
     mod_name = f"trnprof_user_kernel_{abs(hash(str(path.resolve())))}"

@@ -14,9 +14,13 @@ def require(condition: bool, kernel: str, message: str) -> None:
         raise ConfigError(f"kernel {kernel}: {message}")
 
 
-def multiple(value: int, of: int, name: str, kernel: str) -> int:
-    """``value // of``, requiring a positive multiple."""
-    require(value > 0 and value % of == 0, kernel, f"{name}={value} must be a positive multiple of {of}")
+def multiple(value: int, of: int, name: str, kernel: str, of_name: str | None = None) -> int:
+    """``value // of``, requiring a positive multiple; ``of_name`` names ``of`` when it is a parameter too (then
+    it must be positive itself)."""
+    if of_name is not None:
+        require(of > 0, kernel, f"{of_name}={of} must be positive")
+    require(value > 0 and value % of == 0, kernel, f"{name}={value} must be a positive multiple of "
+            + (f"{of_name}={of}" if of_name else str(of)))
     return value // of
 
 

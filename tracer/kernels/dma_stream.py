@@ -23,7 +23,7 @@ def dma_stream(nc: Any, *, rows: int = 1024, cols: int = 4096, tile_cols: int = 
     efficiency depends on (>= 4 KiB per partition saturates).
     """
     rt = multiple(rows, 128, "rows", "dma_stream")
-    ct = multiple(cols, tile_cols, "cols", "dma_stream")
+    ct = multiple(cols, tile_cols, "cols", "dma_stream", "tile_cols")
     x = nc.input("x", (rows, cols), dtype)
     y = nc.output("y", (rows, cols), dtype)
     for r in nc.affine_range(rt):

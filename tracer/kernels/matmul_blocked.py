@@ -19,7 +19,7 @@ def matmul_blocked(nc: Any, *, M: int = 1024, N: int = 1024, K: int = 1024, bloc
     """
     mt = multiple(M, TILE_M, "M", "matmul_blocked")
     kt = multiple(K, TILE_K, "K", "matmul_blocked")
-    nt = multiple(N, tile_n, "N", "matmul_blocked")
+    nt = multiple(N, tile_n, "N", "matmul_blocked", "tile_n")
     require(1 <= block_m <= 8 and mt % block_m == 0, "matmul_blocked",
             f"block_m={block_m} must be 1..8 and divide M/128={mt} (one PSUM bank per accumulator)")
     # accumulators of consecutive output tiles are double-buffered when two sets fit in the 8 PSUM banks

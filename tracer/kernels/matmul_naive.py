@@ -29,7 +29,7 @@ def matmul_naive(nc: Any, *, M: int = 1024, N: int = 1024, K: int = 1024, tile_n
     """
     mt = multiple(M, TILE_M, "M", "matmul_naive")
     kt = multiple(K, TILE_K, "K", "matmul_naive")
-    nt = multiple(N, tile_n, "N", "matmul_naive")
+    nt = multiple(N, tile_n, "N", "matmul_naive", "tile_n")
     a_t = nc.input("a_t", (K, M), dtype)
     b = nc.input("b", (K, N), dtype)
     c = nc.output("c", (M, N), dtype)

@@ -20,8 +20,8 @@ def matmul_rowload(nc: Any, *, M: int = 1024, N: int = 1024, K: int = 1024, bloc
     """
     mt = multiple(M, TILE_M, "M", "matmul_rowload")
     kt = multiple(K, TILE_K, "K", "matmul_rowload")
-    multiple(row_n, tile_n, "row_n", "matmul_rowload")
-    npanel = multiple(N, row_n, "N", "matmul_rowload")
+    multiple(row_n, tile_n, "row_n", "matmul_rowload", "tile_n")
+    npanel = multiple(N, row_n, "N", "matmul_rowload", "row_n")
     require(1 <= block_m <= 8 and mt % block_m == 0, "matmul_rowload",
             f"block_m={block_m} must be 1..8 and divide M/128={mt} (one PSUM bank per accumulator)")
     # accumulators of consecutive output tiles are double-buffered when two sets fit in the 8 PSUM banks

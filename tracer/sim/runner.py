@@ -287,11 +287,15 @@ def _open_sink(core: Core, path: str | os.PathLike[str], overwrite: bool, metada
 
 
 def _call_kernel(spec: Any, ctx: KernelContext, params: Mapping[str, Any]) -> None:
-    """Run the kernel body; a Python error raised by the kernel's own code becomes a KernelError naming its line."""
+    """Run the kernel body; a Python error raised by the kernel's own code (or ``sys.exit``) becomes a KernelError
+    naming its line."""
     try:
         spec.fn(ctx, **params)
     except TrnprofError:
         raise
+    except SystemExit as exc:  # the kernel must return: exiting would end `trnprof record` without a word
+        raise KernelError(f"{_user_line(exc, spec.fn)}: kernel {spec.name} called sys.exit({exc.code!r}); a kernel "
+                          "must return normally (raise an exception to report an error)") from None
     except Exception as exc:
         frames = []
         tb = exc.__traceback__
@@ -303,8 +307,32 @@ def _call_kernel(spec: Any, ctx: KernelContext, params: Mapping[str, Any]) -> No
             raise  # a bug in the simulator itself: let it surface as an internal error
         if last.tb_frame.f_code.co_name == "_expand" and "__name__" not in last.tb_frame.f_globals:
             raise  # the generated expansion of an affine loop (tracer/sim/affine/codegen.py): a simulator bug
-        where = f"{Path(last.tb_frame.f_code.co_filename).name}:{last.tb_lineno}"
-        raise KernelError(f"{where}: kernel {spec.name} raised {type(exc).__name__}: {exc}") from exc
+        raise KernelError(f"{_user_line(exc, spec.fn)}: kernel {spec.name} raised {type(exc).__name__}: {exc}") \
+            from exc
+
+
+def _user_line(exc: BaseException, fn: Any) -> str:
+    """``file.py:LINE`` of the innermost traceback frame of the user's own code -- not of an installed library
+    (numpy, ...), the standard library or trnprof (except ``fn``'s own file) -- else of ``fn``'s file, else of the
+    innermost frame."""
+    import sysconfig
+
+    libraries = tuple({str(Path(sysconfig.get_paths()[k]).resolve()) for k in ("stdlib", "purelib", "platlib")})
+    own = getattr(getattr(fn, "__code__", None), "co_filename", None)
+    user = in_fn = last = None
+    tb = exc.__traceback__
+    while tb is not None:
+        name = tb.tb_frame.f_code.co_filename
+        here = f"{Path(name).name}:{tb.tb_lineno}"
+        last = here
+        if name == own:
+            in_fn = here
+        path = Path(name)
+        if path.is_absolute() and not str(path.resolve()).startswith(libraries) and \
+                (name == own or not path.resolve().is_relative_to(_TRACER_DIR)):
+            user = here
+        tb = tb.tb_next
+    return user or in_fn or last or "?"
 
 
 def check_outputs(spec: Any, ctx: KernelContext, params: Mapping[str, Any]) -> list[CheckResult]:
@@ -316,14 +344,27 @@ def check_outputs(spec: Any, ctx: KernelContext, params: Mapping[str, Any]) -> l
         raise KernelError(f"kernel {spec.name} declares no output tensor, so --check has nothing to compare; "
                           "declare results with nc.output(...)")
     inputs = {n: t.data.copy() for n, t in ctx.tensors.items() if t.kind == "input"}
-    expected = spec.reference(inputs, **params)
+    try:
+        expected = spec.reference(inputs, **params)
+    except TrnprofError:
+        raise
+    except Exception as exc:  # the user's reference, not trnprof, failed
+        raise KernelError(f"{_user_line(exc, spec.reference)}: the numpy reference of kernel {spec.name} raised "
+                          f"{type(exc).__name__}: {exc}") from exc
+    if not isinstance(expected, Mapping):
+        raise KernelError(f"the numpy reference of kernel {spec.name} returned {type(expected).__name__}; it must "
+                          "return a dict of output name -> array")
     checks = []
     for name, t in ctx.tensors.items():
         if t.kind != "output":
             continue
         if name not in expected:
             raise KernelError(f"reference of kernel {spec.name} returns no value for output {name!r}")
-        want = t.dtype.round(np.asarray(expected[name], np.float32))
+        try:
+            want = t.dtype.round(np.asarray(expected[name], np.float32))
+        except (TypeError, ValueError) as exc:
+            raise KernelError(f"the numpy reference of kernel {spec.name} gives output {name!r} a value that is not "
+                              f"a numeric array ({type(expected[name]).__name__}: {exc})") from None
         got = t.data
         if want.shape != got.shape:
             raise KernelError(f"reference of kernel {spec.name} gives {name} shape {want.shape}, kernel {got.shape}")

@@ -161,10 +161,10 @@ def idle_gaps(trace: Trace, start_ns: int | None = None, end_ns: int | None = No
     else:
         wanted = list(engines)
         known = _trace_engines(trace)
-        unknown = [e for e in wanted if e not in known]
+        unknown = [e for e in wanted if e not in known and e not in ts.ENGINES]  # an idle engine: one whole gap
         if unknown:
-            raise QueryError(f"{trace.path}: no engine {unknown[0]!r} in this trace; engines: {', '.join(known)} "
-                             "(names are case-sensitive)")
+            raise QueryError(f"{trace.path}: no engine {unknown[0]!r}; engines: {', '.join(ts.ENGINES)} and "
+                             f"{rs.DMA}, or one this trace names ({', '.join(known)}); names are case-sensitive")
     gaps: list[dict[str, object]] = []
     for engine in wanted:
         gaps.extend(_dma_gaps(trace, scope) if engine == rs.DMA else _engine_gaps(trace, scope, rows, engine))

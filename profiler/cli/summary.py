@@ -8,6 +8,7 @@ import json
 import profiler
 from profiler.cli._analysis import time_ns
 from profiler.cli._progress import ingest_bars
+from profiler.errors import QueryError
 from profiler.summary import format_summary
 
 
@@ -28,12 +29,31 @@ class SummaryCommand:
 
     def run(self, args: argparse.Namespace) -> int:
         with ingest_bars() as progress, profiler.open(args.db, progress=progress) as trace:
+            if args.start is not None or args.end is not None:
+                check_range(trace, args.start, args.end)
             summary = trace.summary(args.start, args.end)
         if args.json:
             print(json.dumps(summary, indent=2))
         else:
             print(format_summary(summary))
         return 0
+
+
+def check_range(trace: profiler.Trace, start: int | None, end: int | None) -> None:
+    """Refuse a ``--start``/``--end`` range that is empty or holds no event of the trace (most likely a unit
+    mistake: times are nanoseconds).
+
+    Raises:
+        QueryError: naming the trace and its span.
+    """
+    first, last = trace.time_range
+    a = first if start is None else start
+    b = last if end is None else end
+    if b <= a:
+        raise QueryError(f"summary range is empty: --end ({b} ns) must be greater than --start ({a} ns)")
+    if last > first and (b <= first or a >= last):
+        raise QueryError(f"{trace.path}: the range [{a:,}, {b:,}) ns holds no event: the trace spans "
+                         f"[{first:,}, {last:,}) ns (times are nanoseconds)")
 
 
 COMMAND = SummaryCommand()

@@ -12,6 +12,7 @@ from typing import Any
 
 from dash import dcc, html
 
+from dashboard.errors import public_message
 from profiler.analyses import critical_path, performance_bounds, recommendations
 from profiler.analyses import schema as rs
 from profiler.figures.analyses import bounds_figure, critical_path_overlay
@@ -21,8 +22,7 @@ from tracer.errors import TrnprofError
 
 
 def _unavailable(what: str, exc: BaseException) -> html.Div:
-    return html.Div(f"{what} unavailable: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}",
-                    className="muted")
+    return html.Div(f"{what} unavailable: {public_message(exc)}", className="muted")
 
 
 def bounds_table(bounds: dict[str, Any]) -> html.Div:

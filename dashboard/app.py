@@ -4,6 +4,9 @@ Everything an app needs — its trace registry, pages and callbacks — is creat
 and nothing is registered at import time, so tests can build several apps in one process.  The server keeps no
 per-browser-session state: what a browser looks at (trace id, visible range, buffered range) travels with each
 request in ``dcc.Store`` components.
+
+Every request passes the host check of :mod:`dashboard.hosts` (DNS rebinding); an unexpected error in a callback
+becomes one line in the page's error banner and a traceback in the server log (:mod:`dashboard.errors`).
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from urllib.parse import parse_qs, urlencode
 import dash
 from dash import Dash, Input, Output, dcc, html
 
+from dashboard import errors
+from dashboard.hosts import HostPolicy, install_host_check
 from dashboard.pages import Page, PageContext, default_pages
 from dashboard.registry import TraceRegistry, UnknownTraceError
 
@@ -59,7 +64,7 @@ def _header(pages: Sequence[Page], registry: TraceRegistry, current_path: str, t
 def render_page(pages: Sequence[Page], registry: TraceRegistry, pathname: str | None, search: str | None) -> Any:
     """The content of the page at ``pathname`` for the trace ``search`` names (an error panel when none)."""
     by_path = {p.path: p for p in pages}
-    path = pathname if pathname in by_path else None
+    path = pathname if isinstance(pathname, str) and pathname in by_path else None
     if not len(registry):
         return html.Div("No trace is served: start the dashboard with `trnprof serve TRACE_OR_DB`.",
                         className="error-panel")
@@ -77,7 +82,8 @@ def render_page(pages: Sequence[Page], registry: TraceRegistry, pathname: str | 
 
 
 def create_app(traces: Iterable[str | Path] | TraceRegistry = (), *, samples: Iterable[str | Path] = (),
-               pages: Sequence[Page] | None = None, title: str = "trnprof") -> Dash:
+               pages: Sequence[Page] | None = None, title: str = "trnprof",
+               allowed_hosts: Iterable[str] | HostPolicy | None = None) -> Dash:
     """Build the dashboard for ``traces``.
 
     Args:
@@ -86,6 +92,9 @@ def create_app(traces: Iterable[str | Path] | TraceRegistry = (), *, samples: It
         samples: bundled sample traces listed after ``traces`` in the picker.
         pages: the pages to serve (default :func:`dashboard.pages.default_pages`).
         title: browser tab title.
+        allowed_hosts: host names requests may be for besides the loopback ones (``*``: any), or a ready
+            :class:`~dashboard.hosts.HostPolicy`; default: ``$TRNPROF_DASHBOARD_ALLOW_HOSTS``, else loopback only.
+            Other requests get HTTP 403 (DNS rebinding, cross-site requests).
 
     Returns:
         The Dash app; ``app.server`` is its Flask server and ``app.trnprof_registry`` its trace registry.
@@ -100,15 +109,18 @@ def create_app(traces: Iterable[str | Path] | TraceRegistry = (), *, samples: It
         suppress_callback_exceptions=True,
         serve_locally=True,
         compress=False,
+        on_error=errors.callback_error,
     )
     app.layout = html.Div([
         dcc.Location(id="url", refresh=False),
+        html.Div(id=errors.BANNER_ID, className="app-error", role="alert"),
         html.Div(id="page-content"),
     ])
 
-    @app.callback(Output("page-content", "children"), Input("url", "pathname"), Input("url", "search"))
+    @app.callback(Output("page-content", "children"), Output(errors.BANNER_ID, "children"),
+                  Input("url", "pathname"), Input("url", "search"))
     def _route(pathname: str | None, search: str | None) -> Any:
-        return render_page(page_list, registry, pathname, search)
+        return render_page(page_list, registry, pathname, search), None  # a new page clears the error banner
 
     @app.callback(Output("url", "search"), Input("trace-dropdown", "value"), prevent_initial_call=True)
     def _switch_trace(trace_id: str | None) -> Any:
@@ -118,6 +130,14 @@ def create_app(traces: Iterable[str | Path] | TraceRegistry = (), *, samples: It
 
     for page in page_list:
         page.register_callbacks(app, registry)
+    if isinstance(allowed_hosts, HostPolicy):
+        policy = allowed_hosts
+    elif allowed_hosts is None:
+        policy = HostPolicy.from_environment()
+    else:
+        policy = HostPolicy.from_names([allowed_hosts] if isinstance(allowed_hosts, str) else allowed_hosts)
+    install_host_check(app.server, policy)
+    errors.install_request_errors(app.server)
     _harden(app)
     app.trnprof_registry = registry  # type: ignore[attr-defined]
     return app

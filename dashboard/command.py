@@ -3,34 +3,27 @@
 Registered through the ``trnprof.commands`` entry point so the profiler never imports the dashboard.  Inputs are
 ingested (or found in the ingest cache) before the server starts, with a progress bar, so a bad input fails here
 with one line instead of in the browser.  The server binds the loopback interface unless told otherwise, and says
-so loudly when it is told otherwise: the dashboard has no authentication and its SQL page reads every served trace.
+so loudly (on stderr, whatever the warning filters) when it is told otherwise: the dashboard has no
+authentication and its SQL page reads every served trace.  Requests must name an accepted host
+(:mod:`dashboard.hosts`: loopback names, the ``--host`` address, ``--allow-host`` names), which stops DNS rebinding.
 """
 
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import sys
 import threading
-import warnings
 import webbrowser
 from pathlib import Path
 from typing import Any
 
+from dashboard.hosts import WILDCARD_ADDRESSES, HostPolicy, is_loopback, strip_brackets, url_host
 from profiler.errors import CommandError
+
+__all__ = ["ServeCommand", "is_loopback", "open_inputs", "public_warning", "served_url"]
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8050
-
-
-def is_loopback(host: str) -> bool:
-    """True for ``localhost`` and loopback addresses (127.0.0.0/8, ::1)."""
-    if host.strip().lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def _sample_paths() -> list[Path]:
@@ -76,23 +69,45 @@ def _check_can_listen(host: str, port: int) -> None:
                                "stop the program using it)") from None
 
 
+def served_url(host: str, port: int) -> str:
+    """The URL to open for a server bound to ``host``: loopback for every interface, IPv6 in brackets."""
+    host = strip_brackets(host)
+    if host in WILDCARD_ADDRESSES:
+        host = "::1" if host == "::" else "127.0.0.1"
+    return f"http://{url_host(host)}:{port}/"
+
+
+def public_warning(host: str, port: int, policy: HostPolicy) -> str:
+    """The warning printed when the server binds a non-loopback address."""
+    hosts = ("any Host name (restrict with --allow-host NAME)" if policy.any_host
+             else "Host names " + ", ".join(sorted({"localhost", *policy.names})))
+    return (f"trnprof: warning: binding {host}: the dashboard has NO authentication and anyone who can reach port "
+            f"{port} can read every served trace (requests for {hosts} are answered); use the default 127.0.0.1 "
+            "unless you mean it")
+
+
 class ServeCommand:
     """Serve the trnprof dashboard on http://127.0.0.1:8050 for the given traces (default: the samples).
 
     Each input is a trnprof trace directory, a .duckdb database written by `trnprof ingest`, or a file an importer
     recognises; it is ingested once and cached.  The dashboard binds the loopback interface only, unless --host
-    says otherwise.
+    says otherwise, and answers only requests naming an accepted host (localhost, 127.0.0.1, [::1], the --host
+    address, --allow-host names), which protects it from DNS rebinding: open it at the URL it prints.
     """
 
     name = "serve"
     help = "open the dashboard on traces or databases (default: the bundled samples)"
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        """Inputs, --host, --port, --no-browser."""
+        """Inputs, --host, --allow-host, --port, --no-browser."""
         parser.add_argument("inputs", nargs="*", metavar="DB_OR_TRACE", help="databases, trace directories or "
                             "importable files (default: the bundled sample traces)")
         parser.add_argument("--host", default=DEFAULT_HOST, help="address to bind (default: 127.0.0.1, loopback "
                             "only; anything else exposes every served trace to the network)")
+        parser.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                            help="also answer requests for this host name (repeatable; '*' for any).  Requests "
+                            "naming another host get HTTP 403 (DNS rebinding): by default loopback names, plus the "
+                            "--host address; with --host 0.0.0.0 or :: any name unless --allow-host lists them")
         parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default: {DEFAULT_PORT})")
         parser.add_argument("--no-browser", action="store_true", help="do not open a web browser")
 
@@ -100,7 +115,8 @@ class ServeCommand:
         """Ingest the inputs, build the app, open the browser, serve until Ctrl-C."""
         if not 0 < args.port < 65536:
             raise CommandError(f"--port {args.port} is not a TCP port (1-65535)")
-        _check_can_listen(args.host, args.port)  # before any work (ingesting inputs can take a while)
+        host = strip_brackets(args.host)
+        _check_can_listen(host, args.port)  # before any work (ingesting inputs can take a while)
         inputs = [Path(p) for p in args.inputs]
         samples: list[Path] = []
         if not inputs:
@@ -109,24 +125,22 @@ class ServeCommand:
                 raise CommandError("no trace given and no bundled samples found; pass a trace directory or database "
                                    "(record one with `trnprof record`)")
         opened = open_inputs(inputs + samples)
-        if not is_loopback(args.host):
-            warnings.warn(f"binding {args.host}: the dashboard has NO authentication and anyone who can reach "
-                          f"port {args.port} can read every served trace; use the default 127.0.0.1 unless you "
-                          "mean it", RuntimeWarning, stacklevel=1)
+        policy = HostPolicy.for_server(host, args.allow_host)
+        if not is_loopback(host):
+            print(public_warning(host, args.port, policy), file=sys.stderr, flush=True)
         from werkzeug.serving import make_server
 
         from dashboard.app import create_app
         from dashboard.registry import TraceRegistry
 
         registry = TraceRegistry(inputs, samples=samples, opener=lambda p: opened[p.resolve()])
-        app = create_app(registry)
+        app = create_app(registry, allowed_hosts=policy)
         try:
-            server = make_server(args.host, args.port, app.server, threaded=True)
+            server = make_server(host, args.port, app.server, threaded=True)
         except (OSError, SystemExit) as exc:  # werkzeug exits when it cannot bind
             raise CommandError(f"cannot listen on {args.host}:{args.port}: {exc} (pick another --port, or stop "
                                "the program using it)") from None
-        shown_host = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
-        url = f"http://{shown_host}:{server.server_port}/"
+        url = served_url(host, server.server_port)
         print(f"trnprof dashboard on {url} ({len(registry)} trace{'s' if len(registry) != 1 else ''}); "
               "Ctrl-C stops it", file=sys.stderr, flush=True)
         if not args.no_browser:

@@ -16,6 +16,7 @@ import dash
 from dash import dcc, html
 
 from dashboard import timeline_logic as tl
+from dashboard.errors import public_message
 from dashboard.registry import TraceRegistry
 from profiler.analyses import diff
 from profiler.analyses import schema as rs
@@ -146,7 +147,7 @@ def compare_outputs(registry: TraceRegistry, diffs: DiffCache, a: Any, b: Any, *
     try:
         result = diffs.get(registry, a, b)
     except TrnprofError as exc:
-        return None, html.Div(str(exc), className="error-panel", id="cmp-error"), [], [], "A", "B"
+        return None, html.Div(public_message(exc), className="error-panel", id="cmp-error"), [], [], "A", "B"
     pair = dash.no_update if by_only else {"a": a, "b": b}
     return (pair, headline(result, labels), charts(result, labels), delta_view(result, str(by)),
             f"A: {labels[0]}", f"B: {labels[1]}")

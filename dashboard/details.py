@@ -11,14 +11,21 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import dash
 import pyarrow as pa
 from dash import html
 
+from dashboard.errors import public_message
+from dashboard.inputs import as_int
 from profiler import db_schema as dbs
+from profiler.db.track_info import INTERVAL_TABLES
 from profiler.figures.timefmt import format_duration, format_time
 from tracer import schema as ts
 
 JUMP_TYPE = "tl-jump"
+#: The tables whose rows the details panel shows: the timeline's interval events (each has an ``id``), and ``Span``,
+#: the trace format's name of ``slice``.
+EVENT_TABLES = (*sorted(INTERVAL_TABLES), ts.SPAN.name)
 #: Dependencies listed per direction before "and N more".
 MAX_FLOWS_SHOWN = 50
 _TIME_FIELDS = {ts.START_TS, ts.END_TS, ts.TIMESTAMP}
@@ -44,7 +51,7 @@ def parse_jump_index(index: Any) -> dict[str, Any] | None:
         nums = [int(p) if p else None for p in parts[1:]]
     except ValueError:
         return None
-    if nums[0] is None:
+    if nums[0] is None or any(n is not None and as_int(n) is None for n in nums):
         return None
     return {"table": parts[0], "id": nums[0], "start_ns": nums[1], "end_ns": nums[2], dbs.TRACK_ID: nums[3]}
 
@@ -121,17 +128,47 @@ def details_panel(fields: dict[str, Any], table: str, preds: pa.Table | None, su
     ], className="details")
 
 
-def event_details(trace: Any, table: str, event_id: int) -> html.Div:
-    """Fetch the event and its flows from ``trace`` and render :func:`details_panel` (an error line otherwise)."""
+def jump_target(index: Any, clicks: Any) -> tuple[dict[str, Any], Any] | None:
+    """What a click on the jump link ``index`` selects and where the timeline goes (``tl-nav``, or no_update when
+    the link has no times); None when no link was clicked or the index is malformed."""
+    counts = [c for c in clicks if isinstance(c, int) and not isinstance(c, bool)] if isinstance(clicks, list) else []
+    if not any(counts):
+        return None
+    target = parse_jump_index(index)
+    if target is None:
+        return None
+    nav: Any = dash.no_update
+    if target["start_ns"] is not None and target["end_ns"] is not None:
+        nav = {"start_ns": target["start_ns"], "end_ns": target["end_ns"], "seq": sum(counts) % 2**31}
+    return target, nav
+
+
+def selected_event(selected: Any) -> tuple[str, int] | str | None:
+    """``(table, id)`` of a ``tl-selected`` store; a message when it names no event the panel can show; None when
+    nothing is selected."""
+    if not isinstance(selected, dict) or not selected.get("table"):
+        return None
+    table, ident = selected.get("table"), as_int(selected.get("id"), -(2**63), 2**63 - 1)
+    if not isinstance(table, str) or table not in EVENT_TABLES:
+        return (f"Details are shown for timeline events ({', '.join(sorted(INTERVAL_TABLES))}), not for "
+                f"{str(table)[:40]!r}.")
+    if ident is None:
+        return f"No event: the selection names no {table} id."
+    return table, ident
+
+
+def event_details(trace: Any, table: str, event_id: int, label: str | None = None) -> html.Div:
+    """Fetch the event and its flows from ``trace`` and render :func:`details_panel` (an error line otherwise;
+    ``label``: the trace's name in messages, instead of its files)."""
     from tracer.errors import TrnprofError
 
     try:
         fields = trace.event(table, int(event_id))
     except (TrnprofError, KeyError, ValueError, TypeError) as exc:
-        return html.Div(str(exc).splitlines()[0] if str(exc) else "no such event", className="error")
+        return html.Div(public_message(exc, trace, label=label) if str(exc) else "no such event", className="error")
     try:
         preds, succs = trace.flows(table, int(event_id))
     except (TrnprofError, KeyError, ValueError) as exc:
         preds = succs = None
-        fields = {**fields, "flows": f"unavailable: {exc}"}
+        fields = {**fields, "flows": f"unavailable: {public_message(exc, trace, label=label)}"}
     return details_panel(fields, table, preds, succs, int(trace.time_range[0]))

@@ -11,6 +11,8 @@ from typing import Any
 from dash import html
 
 from dashboard.details import jump_link
+from dashboard.errors import public_message
+from dashboard.inputs import as_int, as_time_range
 from profiler import db_schema as dbs
 from profiler.figures import palette as pal
 from profiler.figures.timefmt import format_duration, format_time
@@ -42,7 +44,7 @@ def run_search(trace: Any, text: Any) -> SearchResult:
     try:
         table = trace.search(query, limit=SEARCH_LIMIT + 1)
     except TrnprofError as exc:
-        return SearchResult(message=str(exc).splitlines()[0])
+        return SearchResult(message=public_message(exc, trace))
     rows = table.to_pylist()
     more = len(rows) > SEARCH_LIMIT
     rows = sorted(rows[:SEARCH_LIMIT], key=lambda r: (r[ts.START_TS], r[ts.ID]))
@@ -71,17 +73,19 @@ def step_match(matches: Any, index: Any, step: int) -> tuple[int, dict[str, Any]
     """Move ``step`` matches from ``index`` (wrapping around); the new index, its target and a label."""
     if not isinstance(matches, list) or not matches:
         return None
-    try:
-        i = int(index)
-    except (TypeError, ValueError):
-        i = -1
+    i = as_int(index, -1, len(matches))
+    i = -1 if i is None else i
     fresh = i < 0 or i >= len(matches)
     new = (0 if step > 0 else len(matches) - 1) if fresh else (i + step) % len(matches)
     m = matches[new]
-    if not isinstance(m, dict) or "start_ns" not in m:
+    if not isinstance(m, dict):
         return None
-    target = {"table": m.get("table"), "id": m.get("id"), "start_ns": m["start_ns"], "end_ns": m["end_ns"],
-              dbs.TRACK_ID: m.get(dbs.TRACK_ID)}
+    span = as_time_range([m.get("start_ns"), m.get("end_ns")])
+    ident = as_int(m.get("id"), -(2**63), 2**63 - 1)
+    if span is None or ident is None or not isinstance(m.get("table"), str):
+        return None
+    target = {"table": m["table"], "id": ident, "start_ns": span[0], "end_ns": span[1],
+              dbs.TRACK_ID: as_int(m.get(dbs.TRACK_ID), 0, 2**63 - 1)}
     return new, target, f"match {new + 1:,} of {len(matches):,}"
 
 

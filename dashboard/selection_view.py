@@ -6,8 +6,11 @@ from typing import Any
 
 from dash import html
 
+from dashboard.errors import public_message
+from dashboard.timeline_picks import clip_range, selection_range
 from profiler.figures.timefmt import format_duration
 from profiler.selection import SelectionSummary, selection_summary
+from tracer.errors import TrnprofError
 
 
 def _si(value: float | None, unit: str) -> str:
@@ -57,3 +60,19 @@ def selection_panel(trace: Any, start_ns: int, end_ns: int) -> Any:
 
     return html.Div([render_selection(selection_summary(trace, start_ns, end_ns)),
                      bounds_section(trace, start_ns, end_ns)])
+
+
+def selection_outputs(trace: Any, box: Any, state: Any) -> Any:
+    """The panel for a box selection (``tl-range`` data), else for the visible range of ``state``; None when
+    neither is a valid range.  The range is ordered and cut to the trace's time range."""
+    rng = selection_range(box, state)
+    if rng is None:
+        return None
+    t0, t1 = trace.time_range
+    clipped = clip_range(rng, (int(t0), int(t1)))
+    if clipped is None:
+        return html.Div("The range is outside the trace: nothing to summarize.", className="muted")
+    try:
+        return selection_panel(trace, *clipped)
+    except TrnprofError as exc:
+        return html.Div(public_message(exc, trace), className="error")

@@ -1,8 +1,9 @@
-"""The SQL page's logic: run one read-only query through ``Trace.sql`` and shape the result for the grid.
+"""The SQL page's logic: run one read-only query through ``Trace.sql_arrow`` and shape the result for the grid.
 
-The dashboard writes no SQL of its own: the user's text goes to the sandboxed ``Trace.sql`` (read-only, no file
-access, timeout), and this module only bounds what comes back (row limit) and converts values to what a browser
-grid can show exactly (integers beyond 2**53 and binary values become strings).
+The dashboard writes no SQL of its own: the user's text goes to the sandboxed ``Trace.sql_arrow`` (read-only, no file
+access, timeout, one statement), and this module only bounds what comes back — a row limit and a byte budget, both
+applied while the result streams so the rest is never built — and converts values to what a browser grid can show
+exactly (integers beyond 2**53 and binary values become strings, very long values are cut, saying how long).
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import pyarrow as pa
-
+from dashboard.errors import public_message
+from profiler.db.user_sql import rows_within
 from tracer.errors import TrnprofError
 
 #: Rows shown by default and at most.
@@ -24,29 +25,53 @@ DEFAULT_TIMEOUT_S = 10.0
 MAX_TIMEOUT_S = 120.0
 #: Longest query text accepted.
 MAX_QUERY_CHARS = 100_000
+#: Most Arrow data a result may bring into the server (rows beyond it are not fetched, and not shown).
+MAX_RESULT_BYTES = 32 << 20
+#: Longest text shown in one cell (longer strings, binary values and lists are cut, saying how long they were).
+MAX_CELL_CHARS = 10_000
 _JS_SAFE_INT = 2**53
 
 
 @dataclass
 class QueryResult:
-    """What the grid shows: column names, rows as dicts, whether rows were cut, timing, or an error."""
+    """What the grid shows: column names, rows as dicts keyed by :attr:`fields` (``c0``, ``c1``, ...: ids any
+    grid can use whatever the names hold — dots, brackets, repeats), whether and why rows were cut, timing, or an
+    error."""
 
     columns: list[str] = field(default_factory=list)
     rows: list[dict[str, Any]] = field(default_factory=list)
     truncated: bool = False
     elapsed_s: float = 0.0
     error: str | None = None
+    #: Why rows are missing when ``truncated`` (what to do for more).
+    note: str = ""
+
+    @property
+    def fields(self) -> list[str]:
+        """The row keys of the columns, in order."""
+        return [field_id(i) for i in range(len(self.columns))]
+
+
+def field_id(index: int) -> str:
+    """The row key of column ``index``."""
+    return f"c{index}"
 
 
 def bounded(value: Any, default: float, low: float, high: float) -> float:
     """``value`` as a number clamped to ``[low, high]`` (``default`` when it is not a finite number)."""
+    if isinstance(value, bool):
+        return default
     try:
         v = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return default
     if not math.isfinite(v):
         return default
     return min(max(v, low), high)
+
+
+def _cut(text: str, length: int, unit: str) -> str:
+    return text if length <= MAX_CELL_CHARS else f"{text[:MAX_CELL_CHARS]}… ({length:,} {unit})"
 
 
 def _grid_value(v: Any) -> Any:
@@ -57,42 +82,31 @@ def _grid_value(v: Any) -> Any:
     if isinstance(v, float):
         return v if math.isfinite(v) else str(v)
     if isinstance(v, bytes | bytearray | memoryview):
-        return bytes(v).hex()
+        raw = bytes(v)
+        if 2 * len(raw) <= MAX_CELL_CHARS:
+            return raw.hex()
+        return f"{raw[: MAX_CELL_CHARS // 2].hex()}… ({len(raw):,} bytes)"
     if isinstance(v, str):
-        return v
-    return str(v)
+        return _cut(v, len(v), "characters")
+    text = str(v)
+    return _cut(text, len(text), "characters")
 
 
-def _to_arrow(result: Any, limit: int) -> pa.Table:
-    """The first ``limit + 1`` rows of whatever ``Trace.sql`` returned, as an Arrow table."""
-    if result is None:
-        return pa.table({})
-    if isinstance(result, pa.Table):
-        return result.slice(0, limit + 1)
-    if isinstance(result, pa.RecordBatchReader):
-        batches, n = [], 0
-        for batch in result:
-            batches.append(batch)
-            n += batch.num_rows
-            if n > limit:
-                break
-        return pa.Table.from_batches(batches, schema=result.schema).slice(0, limit + 1)
-    limited = result.limit(limit + 1) if hasattr(result, "limit") else result
-    for method in ("to_arrow_table", "fetch_arrow_table", "arrow"):
-        fn = getattr(limited, method, None)
-        if callable(fn):
-            out = fn()
-            return _to_arrow(out, limit) if not isinstance(out, pa.Table) else out.slice(0, limit + 1)
-    raise TypeError(f"Trace.sql returned an unsupported result type {type(result).__name__}")
+def _mib(n: int) -> str:
+    return f"{n / (1 << 20):,.1f} MiB"
 
 
-def run_query(trace: Any, query: str | None, row_limit: Any = DEFAULT_ROW_LIMIT,
-              timeout_s: Any = DEFAULT_TIMEOUT_S) -> QueryResult:
-    """Run ``query`` on ``trace`` (read-only sandbox) and return at most ``row_limit`` rows for the grid.
+def run_query(trace: Any, query: Any, row_limit: Any = DEFAULT_ROW_LIMIT, timeout_s: Any = DEFAULT_TIMEOUT_S,
+              *, label: str | None = None) -> QueryResult:
+    """Run ``query`` on ``trace`` (read-only sandbox) and return at most ``row_limit`` rows for the grid, and at most
+    :data:`MAX_RESULT_BYTES` of data (cells cut to :data:`MAX_CELL_CHARS` characters).
 
-    Errors — syntax, unknown table, forbidden statement, timeout — come back in ``QueryResult.error`` as one line;
-    they never raise.
+    Errors — not text, syntax, unknown table, forbidden statement, timeout, a first row too large — come back in
+    ``QueryResult.error`` as one line naming the trace by ``label`` (or its name), never its files; they never
+    raise.
     """
+    if query is not None and not isinstance(query, str):
+        return QueryResult(error=f"The query must be text, not {type(query).__name__}.")
     text = (query or "").strip()
     if not text:
         return QueryResult(error="Enter a query, or pick an example.")
@@ -102,21 +116,34 @@ def run_query(trace: Any, query: str | None, row_limit: Any = DEFAULT_ROW_LIMIT,
     timeout = bounded(timeout_s, DEFAULT_TIMEOUT_S, 0.1, MAX_TIMEOUT_S)
     t0 = time.perf_counter()
     try:
-        # at most limit + 1 rows are fetched: the rest of the result is never built in the server's memory
-        table = _to_arrow(trace.sql(text, timeout_s=timeout, max_rows=limit + 1), limit)
+        # at most limit + 1 rows and about MAX_RESULT_BYTES are fetched: the rest is never built in the server
+        table = trace.sql_arrow(text, timeout_s=timeout, max_rows=limit + 1, max_bytes=MAX_RESULT_BYTES)
     except TrnprofError as exc:
-        return QueryResult(error=_one_line(str(exc)), elapsed_s=time.perf_counter() - t0)
+        return QueryResult(error=public_message(exc, trace, label=label), elapsed_s=time.perf_counter() - t0)
     except Exception as exc:  # an engine error the sandbox did not translate: still one line, never a traceback
-        return QueryResult(error=_one_line(f"{type(exc).__name__}: {exc}"), elapsed_s=time.perf_counter() - t0)
+        return QueryResult(error=public_message(f"{type(exc).__name__}: {exc}", trace, label=label),
+                           elapsed_s=time.perf_counter() - t0)
     elapsed = time.perf_counter() - t0
-    truncated = table.num_rows > limit
-    table = table.slice(0, limit)
+    fits = rows_within(table, MAX_RESULT_BYTES)
+    if fits == 0 and table.num_rows:
+        big = table.slice(0, 1).nbytes
+        return QueryResult(error=f"The first row alone holds {_mib(big)}, more than the {_mib(MAX_RESULT_BYTES)} "
+                                 "a result may bring to the page: select less of it (e.g. left(col, 1000), "
+                                 "list_slice(col, 1, 1000)) or fewer columns.", elapsed_s=elapsed)
+    note = ""
+    if fits < table.num_rows and fits < limit:
+        note = (f"the result is larger than the {_mib(MAX_RESULT_BYTES)} the page shows: select fewer columns or "
+                "shorter values (e.g. left(col, 1000)) for more rows")
+    elif table.num_rows > limit:
+        note = "raise the row limit for more"
+    table = table.slice(0, min(fits, limit))
     columns = _unique_names(table.column_names)
+    fields = [field_id(i) for i in range(len(columns))]
     rows = [
-        {name: _grid_value(v) for name, v in zip(columns, values, strict=True)}
+        {key: _grid_value(v) for key, v in zip(fields, values, strict=True)}
         for values in zip(*(col.to_pylist() for col in table.columns), strict=True)
     ] if table.num_columns else []
-    return QueryResult(columns, rows, truncated, elapsed)
+    return QueryResult(columns, rows, bool(note), elapsed, note=note)
 
 
 def _unique_names(names: list[str]) -> list[str]:
@@ -132,8 +159,3 @@ def _unique_names(names: list[str]) -> list[str]:
             seen[key] = 1
         out.append(key)
     return out
-
-
-def _one_line(message: str) -> str:
-    lines = [ln.strip() for ln in message.strip().splitlines() if ln.strip()]
-    return (lines[0] if lines else "query failed")[:500]

@@ -19,11 +19,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import dash
-import numpy as np
 import plotly.graph_objects as go
 from dash import Patch
 
-from profiler import db_schema as dbs
+from dashboard.inputs import as_float, as_int, as_time_range
 from profiler.figures import lane_data
 from profiler.figures import lanes as lanes_mod
 from profiler.figures import palette as pal
@@ -32,7 +31,7 @@ from profiler.figures.fetch import drawing_window
 from profiler.figures.raster import StripFrame, TimelineRow, rasterize, row_labels, timeline_rows
 from profiler.figures.strip_png import code_colours
 from profiler.figures.timefmt import ns_to_axis
-from profiler.figures.timeline import separator_shapes, strip_update, timeline_figure
+from profiler.figures.timeline import strip_update, timeline_figure
 
 #: Graph width assumed until the browser reports its own.
 DEFAULT_WIDTH_PX = 1200
@@ -117,12 +116,50 @@ QUERY_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="trnprof-lanes
 
 
 def clamp_width(width: Any) -> int:
-    """The graph width a client reported, as a bounded int."""
-    try:
-        w = int(float(width))
-    except (TypeError, ValueError):
+    """The graph width a client reported, as a bounded int (the default for anything but a finite number)."""
+    w = as_float(width)
+    if w is None:
         return DEFAULT_WIDTH_PX
-    return min(max(w, MIN_WIDTH_PX), MAX_WIDTH_PX)
+    return int(min(max(w, MIN_WIDTH_PX), MAX_WIDTH_PX))
+
+
+#: Longest list of lane names a state may carry.
+MAX_LANES = 1000
+
+
+def clean_state(state: Any, trace_id: str) -> dict[str, Any] | None:
+    """The browser's ``tl-state`` reduced to well-formed values: None when it is another trace's or not one the
+    server wrote (no list of lane names); a malformed view, width or sequence number is dropped (the view then
+    restarts at the whole trace, a missing width rebuilds the figure)."""
+    if not isinstance(state, dict) or state.get("trace") != trace_id:
+        return None
+    lanes = state.get("lanes")
+    if not isinstance(lanes, list) or len(lanes) > MAX_LANES or not all(isinstance(n, str) for n in lanes):
+        return None
+    clean: dict[str, Any] = {
+        "trace": trace_id,
+        "colour_by": state.get("colour_by") if isinstance(state.get("colour_by"), str) else None,
+        "expand_dma": state.get("expand_dma") is True,
+        "critical_path": state.get("critical_path") is True,
+        "width": as_int(state.get("width"), MIN_WIDTH_PX, MAX_WIDTH_PX),
+        "buffer": state.get("buffer"),   # vp.Buffer.from_dict checks it
+        "seq": as_int(state.get("seq"), 0, 2**53) or 0,
+        "few_events": state.get("few_events") is True,
+        "lanes": lanes,
+    }
+    view = as_time_range(state.get("view"))
+    if view is not None:
+        clean["view"] = list(view)
+    if as_int(state.get("legend_key"), 0, 2**32) is not None:
+        clean["legend_key"] = state["legend_key"]
+    return clean
+
+
+def nav_range(nav: Any) -> tuple[int, int] | None:
+    """The ``(start_ns, end_ns)`` a ``tl-nav`` store asks to focus on; None when it is malformed."""
+    if not isinstance(nav, dict):
+        return None
+    return as_time_range([nav.get("start_ns"), nav.get("end_ns")])
 
 
 def rows_for(trace: Any, options: TimelineOptions) -> list[TimelineRow]:
@@ -249,17 +286,17 @@ def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, 
     """
     options = options or TimelineOptions()
     palette = palette or pal.CategoryPalette()
-    width = clamp_width(width_px if width_px is not None else (state or {}).get("width"))
+    prev = clean_state(state, trace_id)
+    width = clamp_width(width_px if width_px is not None else (state if isinstance(state, dict) else {}).get("width"))
     layout = layout if layout is not None and layout.trace is trace else TraceLayout(trace)
     t_range = layout.time_range
     origin = t_range[0]
-    prev = state if isinstance(state, dict) and state.get("trace") == trace_id else None
     same_structure = (prev is not None and prev.get("colour_by") == options.colour_by
                       and bool(prev.get("expand_dma")) == options.expand_dma and prev.get("width") == width
                       and bool(prev.get("critical_path")) == options.critical_path)
     rebuild = prev is None or not same_structure or trigger in REBUILD_TRIGGERS
     buffer = vp.Buffer.from_dict(prev.get("buffer")) if prev else None
-    prev_view = tuple(prev["view"]) if prev and isinstance(prev.get("view"), list) else None
+    prev_view = tuple(prev["view"]) if prev and "view" in prev else None
 
     asked: Any = None
     if trigger == "relayout":
@@ -270,8 +307,8 @@ def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, 
         view = t_range if asked == "reset" else asked
     elif trigger in {"reset", "trace"} or prev_view is None:
         view = t_range
-    elif trigger == "nav" and isinstance(nav, dict) and "start_ns" in nav and "end_ns" in nav:
-        view = vp.focus_view(int(nav["start_ns"]), int(nav["end_ns"]), t_range)
+    elif trigger == "nav" and nav_range(nav) is not None:
+        view = vp.focus_view(*nav_range(nav), t_range)  # type: ignore[misc]
     else:
         view = prev_view
     view = vp.clamp_view(int(view[0]), int(view[1]), t_range)
@@ -280,7 +317,7 @@ def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, 
     new_state: dict[str, Any] = {
         "trace": trace_id, "view": list(view), "width": width, "origin": origin,
         "colour_by": options.colour_by, "expand_dma": options.expand_dma, "critical_path": options.critical_path,
-        "buffer": buffer.to_dict() if buffer else None, "seq": int((prev or {}).get("seq", 0)) + 1,
+        "buffer": buffer.to_dict() if buffer else None, "seq": (prev or {}).get("seq", 0) + 1,
     }
     if prev is not None and not rebuild:
         # What the drawn figure has (its lane traces, its legend, whether its window was hover-sized) carries over
@@ -334,26 +371,6 @@ def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, 
     return TimelineUpdate(None, {"data": data, "layout": moved}, new_state, hover, legend, status, True, info)
 
 
-def highlight_shapes(rows_track_ids: list[list[int]], groups: list[str] | None, selected: dict[str, Any] | None,
-                     origin_ns: int) -> list[dict[str, Any]]:
-    """Layout shapes: core separators plus an outline around the selected event."""
-    shapes = separator_shapes(groups or [])
-    if not isinstance(selected, dict):
-        return shapes
-    tid = selected.get(dbs.TRACK_ID)
-    row = next((i for i, ids in enumerate(rows_track_ids) if tid in ids), None)
-    try:
-        s, e = int(selected["start_ns"]), int(selected["end_ns"])
-    except (KeyError, TypeError, ValueError):
-        return shapes
-    if row is None:
-        return shapes
-    shapes.append({"type": "rect", "xref": "x", "yref": "y", "x0": ns_to_axis(s, origin_ns),
-                   "x1": ns_to_axis(max(e, s + 1), origin_ns), "y0": row - 0.5, "y1": row + 0.5,
-                   "line": {"color": "#000", "width": 2}, "fillcolor": "rgba(0,0,0,0)", "name": "selected"})
-    return shapes
-
-
 def empty_figure(message: str) -> go.Figure:
     """A blank figure carrying a message (no trace, failed query)."""
     fig = go.Figure()
@@ -361,109 +378,3 @@ def empty_figure(message: str) -> go.Figure:
                       annotations=[{"text": message, "showarrow": False, "xref": "paper", "yref": "paper",
                                     "x": 0.5, "y": 0.5}])
     return fig
-
-
-def pixel_event_window(t_ns: int, resolution_ns: int) -> tuple[int, int]:
-    """The time range to look for the event under a click at ``t_ns`` (one pixel either side)."""
-    res = max(int(resolution_ns), 1)
-    return t_ns - res, t_ns + res + 1
-
-
-def pick_event(window: Any, t_ns: int) -> dict[str, Any] | None:
-    """The event a click at ``t_ns`` means, from a narrow window around it.
-
-    Exact events win: the one containing ``t_ns`` (the shortest when several do, as the innermost span), else
-    the nearest.  When the window has only buckets, the bucket's representative (longest) event.
-    """
-    events = window.events
-    if events.num_rows:
-        start = events.column("start_ts").to_numpy()
-        end = events.column("end_ts").to_numpy()
-        inside = np.flatnonzero((start <= t_ns) & (t_ns < np.maximum(end, start + 1)))
-        if len(inside):
-            i = int(inside[np.argmin(end[inside] - start[inside])])
-        else:
-            dist = np.minimum(np.abs(start - t_ns), np.abs(end - t_ns))
-            i = int(np.argmin(dist))
-        row = events.slice(i, 1).to_pylist()[0]
-        return {"table": row[dbs.TABLE], "id": row["id"], dbs.TRACK_ID: row[dbs.TRACK_ID],
-                "start_ns": row["start_ts"], "end_ns": row["end_ts"]}
-    buckets = window.buckets
-    if buckets.num_rows:
-        b = buckets.to_pylist()
-        covering = [r for r in b if r["start_ts"] <= t_ns < r["end_ts"] and r[dbs.LONGEST_ID] is not None]
-        best = covering[0] if covering else next((r for r in b if r[dbs.LONGEST_ID] is not None), None)
-        if best is not None:
-            return {"table": None, "id": best[dbs.LONGEST_ID], dbs.TRACK_ID: best[dbs.TRACK_ID],
-                    "start_ns": None, "end_ns": None}
-    return None
-
-
-def event_at_click(trace: Any, click: Any, view: Any, state: Any) -> dict[str, Any] | None:
-    """The event under a click on the strips: ``{"table", "id", "track_id", "start_ns", "end_ns"}`` or None.
-
-    The click's row and time come from plotly's ``clickData``; the event is looked up in a one-pixel-wide
-    ``Trace.window`` around it (exact events there, or the bucket's representative when the pixel holds many).
-    """
-    if not isinstance(click, dict) or not isinstance(view, dict):
-        return None
-    points = click.get("points") or []
-    if not points or not isinstance(points[0], dict) or points[0].get("curveNumber", 0) != 0:
-        return None
-    try:
-        row = round(float(points[0]["y"]))
-        x = float(points[0]["x"])
-        rows = view["rows"]
-        origin = int(view["origin"])
-        res = int(view.get("res") or 1)
-    except (KeyError, TypeError, ValueError):
-        return None
-    if not 0 <= row < len(rows):
-        return None
-    from profiler.figures.timefmt import axis_to_ns
-
-    track_ids = [int(t) for t in rows[row]]
-    t_ns = axis_to_ns(x, origin)
-    lo, hi = pixel_event_window(t_ns, res)
-    window = trace.window(lo, hi, 2, tracks=track_ids)
-    picked = pick_event(window, t_ns)
-    if picked is None:
-        return None
-    if picked["table"] is None or picked["start_ns"] is None:
-        tracks = trace.tracks().to_pylist()
-        table = picked["table"] or next((t[dbs.TABLE] for t in tracks if t[dbs.TRACK_ID] == picked[dbs.TRACK_ID]),
-                                        None)
-        if table is None:
-            return None
-        fields = trace.event(table, int(picked["id"]))
-        picked = {**picked, "table": table, "start_ns": fields.get("start_ts"), "end_ns": fields.get("end_ts")}
-    return picked
-
-
-def highlight_layout(view: Any, selected: Any) -> Any:
-    """The layout change outlining the selected event on the strips, ``{"shapes": [...]}`` (no_update without a
-    view)."""
-    if not isinstance(view, dict) or "rows" not in view:
-        return dash.no_update
-    return {"shapes": highlight_shapes(view["rows"], view.get("groups"), selected, int(view["origin"]))}
-
-
-def selection_range(selected: Any, state: Any) -> tuple[int, int] | None:
-    """The time range to summarise: a box selection's x range, else the visible range (None without either)."""
-    from profiler.figures.timefmt import axis_to_ns
-
-    if not isinstance(state, dict):
-        return None
-    origin = int(state.get("origin", 0))
-    if isinstance(selected, dict) and isinstance(selected.get("range"), dict):
-        xr = selected["range"].get("x")
-        if isinstance(xr, list) and len(xr) == 2:
-            try:
-                a, b = axis_to_ns(float(xr[0]), origin), axis_to_ns(float(xr[1]), origin)
-            except (TypeError, ValueError):
-                return None
-            return (min(a, b), max(a, b)) if a != b else None
-    view = state.get("view")
-    if isinstance(view, list) and len(view) == 2:
-        return int(view[0]), int(view[1])
-    return None

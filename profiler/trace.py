@@ -2,13 +2,15 @@
 
 Everything the dashboard, notebooks and commands read goes through here, so nobody above this layer writes SQL
 against the database layout.  A ``Trace`` is safe to use from several threads: each thread gets its own DuckDB
-cursor of the one read-only, locked-down instance.
+cursor of the one read-only, locked-down instance, closed once the thread has ended (a server running each request
+on a new thread keeps as many cursors as it has live threads).
 """
 
 from __future__ import annotations
 
 import os
 import threading
+import weakref
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -21,12 +23,13 @@ import pyarrow as pa
 from profiler import db_schema as dbs
 from profiler.db import lod
 from profiler.db.cache import resolve_database
-from profiler.db.connection import close_database, open_database, run_user_sql
+from profiler.db.connection import close_database, open_database
 from profiler.db.ingest import IngestProgress
 from profiler.db.ranges import track_totals, union_busy_ns
 from profiler.db.series_query import query_counters, query_series
 from profiler.db.sqlutil import fetch_one, quote
 from profiler.db.track_info import TrackInfo, load_track_infos
+from profiler.db.user_sql import run_user_sql
 from profiler.db.window_query import MAX_WIDTH_PX, query_window
 from profiler.errors import QueryError
 from profiler.notebook import NotebookMixin
@@ -66,7 +69,8 @@ class Trace(NotebookMixin):
         self.name = path.name.removesuffix(".duckdb").removesuffix(".trnprof") or str(path)
         self._con: duckdb.DuckDBPyConnection | None = open_database(db_path)
         self._local = threading.local()
-        self._cursors: list[duckdb.DuckDBPyConnection] = []
+        #: Every cursor handed out, with the thread it belongs to (cursors of ended threads are closed and dropped).
+        self._cursors: list[tuple[weakref.ref[threading.Thread], duckdb.DuckDBPyConnection]] = []
         self._lock = threading.Lock()
         self._worker: ThreadPoolExecutor | None = None
         self._infos = load_track_infos(self._cursor())
@@ -78,13 +82,28 @@ class Trace(NotebookMixin):
             raise QueryError(f"{self.db_path}: the trace is closed")
         cur = getattr(self._local, "cursor", None)
         if cur is None:
+            thread = threading.current_thread()
             with self._lock:
                 if self._con is None:
                     raise QueryError(f"{self.db_path}: the trace is closed")
+                self._drop_ended_cursors()
                 cur = self._con.cursor()
-                self._cursors.append(cur)
+                self._cursors.append((weakref.ref(thread), cur))
             self._local.cursor = cur
         return cur
+
+    def _drop_ended_cursors(self) -> None:
+        """Close the cursors of threads that have ended (called with the lock held, before adding one): a thread
+        that has ended runs no query, and without this a server with a thread per request would keep a cursor
+        per request it ever served."""
+        live = []
+        for ref, cur in self._cursors:
+            thread = ref()
+            if thread is not None and thread.is_alive():
+                live.append((ref, cur))
+            else:
+                cur.close()
+        self._cursors = live
 
     def _submit(self, fn: Callable[[duckdb.DuckDBPyConnection], pa.Table]) -> Future[pa.Table]:
         """Run ``fn(cursor)`` on the trace's helper thread, with that thread's own cursor."""
@@ -103,7 +122,7 @@ class Trace(NotebookMixin):
         with self._lock:
             if self._con is None:
                 return
-            for cur in self._cursors:
+            for _thread, cur in self._cursors:
                 cur.close()
             self._cursors.clear()
             close_database(self._con)
@@ -269,11 +288,12 @@ class Trace(NotebookMixin):
 
     # -- SQL and look-ups ----------------------------------------------------------------------------------
     def sql(self, query: str, timeout_s: float | None = DEFAULT_SQL_TIMEOUT_S, params: Any = None, *,
-            max_rows: int | None = None) -> duckdb.DuckDBPyRelation:
+            max_rows: int | None = None, max_bytes: int | None = None) -> duckdb.DuckDBPyRelation:
         """Run read-only SQL; the result as a relation (``.to_arrow_table()``, ``.df()``, ``.fetchall()`` work).
 
-        The query runs under ``timeout_s`` (then QueryError); the returned relation reads the fetched result.
-        Files, URLs, extensions and writes are refused (QueryError).
+        The query runs under ``timeout_s`` (then QueryError); the returned relation reads the fetched result, on
+        this thread's cursor (use it on this thread).  Files, URLs, extensions and writes are refused, and so is
+        more than one statement (QueryError).
 
         Args:
             query: one DuckDB SQL statement.
@@ -282,10 +302,29 @@ class Trace(NotebookMixin):
             max_rows: fetch at most this many rows, streaming: the rest of the result is never produced or
                 converted, so ``SELECT * FROM Instruction`` on a huge trace returns at once.  To learn whether
                 a result has more than N rows, ask for N + 1.
+            max_bytes: stop fetching once the rows fetched hold more than this many bytes of Arrow data (the
+                first row past the budget is kept; :meth:`sql_arrow` tells exactly whether the result was cut).
         """
         cur = self._cursor()
-        table = run_user_sql(cur, query, timeout_s, params, max_rows=max_rows)
+        table = run_user_sql(cur, query, timeout_s, params, max_rows=max_rows, max_bytes=max_bytes)
         return cur.from_arrow(table)
+
+    def sql_arrow(self, query: str, timeout_s: float | None = DEFAULT_SQL_TIMEOUT_S, params: Any = None, *,
+                  max_rows: int | None = None, max_bytes: int | None = None,
+                  sink: Callable[[pa.RecordBatch], None] | None = None) -> pa.Table:
+        """:meth:`sql` with the fetched Arrow table itself as the result, or the result streamed to ``sink``.
+
+        Args:
+            query, timeout_s, params, max_rows: as for :meth:`sql`.
+            max_bytes: stop fetching at the first row that takes the table's ``nbytes`` beyond ``max_bytes``; that
+                row is kept, so ``result.nbytes > max_bytes`` exactly when the result was cut (the rows within the
+                budget are :func:`profiler.db.user_sql.rows_within`).
+            sink: hand each Arrow batch (at most 2,048 rows) to ``sink(batch)`` as it is fetched, keeping none:
+                any result size in constant memory (what ``trnprof sql`` prints with).  The timeout then counts
+                the query's time, not the sink's.  The returned table is empty, with the result's columns.
+        """
+        return run_user_sql(self._cursor(), query, timeout_s, params, max_rows=max_rows, max_bytes=max_bytes,
+                            sink=sink)
 
     def summary(self, start_ns: int | None = None, end_ns: int | None = None) -> dict[str, Any]:
         """The ``trnprof summary --json`` dict for the whole trace or [start_ns, end_ns)."""
@@ -294,20 +333,36 @@ class Trace(NotebookMixin):
         return summarize(self, start_ns, end_ns)
 
     def _check_table(self, table_name: str) -> str:
+        """The database table of ``table_name`` (``Span`` is stored as ``slice``), which must have an ``id``
+        column (an event table: Instruction, DmaPacket, slice, ...); QueryError otherwise."""
+        if not isinstance(table_name, str):
+            raise QueryError(f"a table name must be a string, not {str(table_name)[:40]!r}")
         if table_name == ts.SPAN.name:
             table_name = dbs.SLICE_TABLE
-        known = {r[0] for r in self._cursor().execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+        rows = self._cursor().execute(
+            "SELECT table_name, bool_or(lower(column_name) = $id) FROM duckdb_columns() WHERE database_name = "
+            "current_database() AND schema_name = current_schema() GROUP BY table_name", {"id": ts.ID}).fetchall()
+        known = dict(rows)
         if table_name not in known:
-            raise QueryError(f"{self.db_path}: no table {table_name!r} (tables: {', '.join(sorted(known))})")
+            raise QueryError(f"{self.db_path}: no table {table_name[:80]!r} (tables: {', '.join(sorted(known))})")
+        if not known[table_name]:
+            with_id = ", ".join(sorted(t for t, has_id in known.items() if has_id))
+            raise QueryError(f"{self.db_path}: table {table_name} has no {ts.ID} column, so it has no events to "
+                             f"look up by id (tables with one: {with_id})")
         return table_name
 
     def event(self, table_name: str, id: int) -> dict[str, Any]:
-        """Every field of row ``id`` of ``table_name`` (Instruction, DmaPacket, slice, ...)."""
+        """Every field of row ``id`` of ``table_name`` (Instruction, DmaPacket, slice: a table with an ``id``)."""
         table = self._check_table(table_name)
+        if isinstance(id, bool) or not isinstance(id, (int, np.integer)):
+            raise QueryError(f"an event id must be an integer, not {str(id)[:40]!r}")
+        ident = int(id)
+        if not -(1 << 63) <= ident < 1 << 63:
+            raise QueryError(f"{self.db_path}: {table} has no row with id {ident}")
         rows = self._cursor().sql(f"SELECT * FROM {quote(table)} WHERE {quote(ts.ID)} = $id LIMIT 1",
-                                  params={"id": _as_int(id, "id")}).to_arrow_table().to_pylist()
+                                  params={"id": ident}).to_arrow_table().to_pylist()
         if not rows:
-            raise QueryError(f"{self.db_path}: {table} has no row with id {id}")
+            raise QueryError(f"{self.db_path}: {table} has no row with id {ident}")
         return rows[0]
 
     def search(self, text: str, limit: int = 100) -> pa.Table:

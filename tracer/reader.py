@@ -1,9 +1,13 @@
 """Reading trace directories written by :class:`tracer.writer.TraceWriter`.
 
 The reader validates every file against :mod:`tracer.schema` (table tag, columns, types, format version) and
-raises :class:`~tracer.errors.TraceFormatError` naming the file and what is wrong.  A file whose tail is
-incomplete (the recording process was killed) yields every complete record batch and reports the damaged tail
-as one :class:`~tracer.errors.TruncatedTraceWarning`, never as an exception or garbage rows.
+every record batch fully (offsets, dictionary codes, UTF-8, no nulls in required columns) before handing it on,
+and raises :class:`~tracer.errors.TraceFormatError` naming the file and what is wrong.  Damage is told apart from
+an interrupted recording by the trace's Metadata: in a trace whose recording did not complete, a file whose tail
+is incomplete (the recording process was killed) yields every complete record batch and reports the damaged
+tail as one :class:`~tracer.errors.TruncatedTraceWarning`, never as an exception or garbage rows; in a trace whose
+recording completed, every file must hold whole batches up to its end-of-stream marker, and anything else is a
+corrupt file (an error: rows would be lost).
 
 A table may be stored in another form (:data:`tracer.schema.STORED_AS`): a simulator's ``DmaPacket`` rows are
 stored as ``DmaTransfer`` + ``DmaPacketLayout`` and expanded here (:mod:`tracer.packets`), so callers always read
@@ -21,15 +25,16 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyarrow import ipc
 
 from tracer import schema
 from tracer.errors import TraceFormatError, TruncatedTraceWarning
 from tracer.packets import PacketExpander
 
-#: What pyarrow raises on a damaged stream; a garbage length field can ask for an absurd allocation (ArrowMemoryError).
-_ARROW_ERRORS = (pa.ArrowInvalid, pa.ArrowIOError, pa.ArrowNotImplementedError, pa.ArrowTypeError, pa.ArrowMemoryError,
-                 OSError)
+#: What pyarrow raises on a damaged stream: any Arrow error (a garbage length field can ask for an absurd allocation,
+#: ArrowMemoryError; a garbage dictionary id is an ArrowKeyError), or an I/O error.
+_ARROW_ERRORS = (pa.ArrowException, OSError)
 
 
 def _schema_prefix(spec: schema.TableSpec) -> bytes:
@@ -126,9 +131,10 @@ class TraceReader:
         return [p for p in (self.path / schema.table_spec(n).file_name for n in names) if p.exists()]
 
     def batches(self, name: str) -> Iterator[pa.RecordBatch]:
-        """Stream the record batches of table ``name`` (nothing if the table is absent).
+        """Stream the record batches of table ``name`` (nothing if the table is absent), each fully validated.
 
-        A damaged tail ends the iteration with one TruncatedTraceWarning.
+        In a recording that did not complete, a damaged tail ends the iteration with one TruncatedTraceWarning;
+        in a completed one, any damage raises TraceFormatError naming the file (see :meth:`_file_batches`).
         """
         if self._stored(name):
             yield from self._expanded_packets()
@@ -138,11 +144,17 @@ class TraceReader:
     def _expanded_packets(self) -> Iterator[pa.RecordBatch]:
         """DmaPacket batches expanded from DmaTransfer and DmaPacketLayout (see :mod:`tracer.packets`)."""
         layout_spec = schema.DMA_PACKET_LAYOUT
-        layouts = list(self._file_batches(layout_spec))
+        layout_path = self.path / layout_spec.file_name
+        transfer_path = self.path / schema.DMA_TRANSFER.file_name
+        layouts = pa.Table.from_batches(list(self._file_batches(layout_spec)), schema=layout_spec.arrow_schema())
+        problem = _layout_problem(layouts)
+        if problem is not None:
+            raise TraceFormatError(f"{layout_path}: {problem}; the trace is damaged: record or export it again")
         try:
-            expander = PacketExpander(pa.Table.from_batches(layouts, schema=layout_spec.arrow_schema()))
+            expander = PacketExpander(layouts)
         except ValueError as exc:
-            raise TraceFormatError(f"{self.path / layout_spec.file_name}: {exc}") from None
+            raise TraceFormatError(f"{layout_path}: {exc}") from None
+        queues = _queues_needed(layouts, expander.rotations)
         warned = False
         for stored in self._file_batches(schema.DMA_TRANSFER):
             layout = np.asarray(stored.column("packet_layout"), np.int64)
@@ -151,42 +163,80 @@ class TraceReader:
             batch = stored
             if not ok.all():
                 if not warned:
-                    warnings.warn(f"{self.path / layout_spec.file_name}: packet layouts of some DMA transfers are "
-                                  "missing (the recording was interrupted); their packets are left out",
-                                  TruncatedTraceWarning, stacklevel=3)
+                    why = ("the trace is corrupt: its recording completed, so they were written" if
+                           self.recording_complete else "the recording was interrupted")
+                    warnings.warn(f"{layout_path}: packet layouts of some DMA transfers are missing ({why}); "
+                                  "their packets are left out", TruncatedTraceWarning, stacklevel=3)
                     warned = True
                 batch = batch.filter(pa.array(ok))
-            if batch.num_rows:
+            if not batch.num_rows:
+                continue
+            problem = _transfer_problem(batch, queues, expander.rotations)
+            if problem is not None:
+                raise TraceFormatError(f"{transfer_path}: {problem}; the trace is damaged: record or export it again")
+            try:
                 yield from expander.expand(batch)
+            except (IndexError, ValueError, OverflowError, pa.ArrowException) as exc:
+                raise TraceFormatError(f"{transfer_path}: DMA transfers that do not fit their packet layouts "
+                                       f"({_first_line(exc)[:160]}); the trace is damaged: record or export it "
+                                       "again") from None
 
     def _file_batches(self, spec: schema.TableSpec) -> Iterator[pa.RecordBatch]:
-        """The record batches of ``spec``'s own file (nothing if absent), validated; a damaged tail ends the
-        iteration with one TruncatedTraceWarning."""
+        """The record batches of ``spec``'s own file (nothing if absent), each fully validated.
+
+        A damaged tail of a recording that did not complete ends the iteration with one TruncatedTraceWarning;
+        in a trace whose recording completed (Metadata says so) any damage is a TraceFormatError, and so is a
+        damaged batch followed by intact ones (an interrupted recording only ever damages the tail).
+        """
         path = self.path / spec.file_name
         if not path.exists():
             return
         if not path.is_file():
             raise TraceFormatError(f"{path}: is not a file (a trace keeps each table in one Arrow file); the trace "
                                    "directory is damaged: record or export it again")
+        # Metadata is written atomically (write, rename): any damage to it is reported by `metadata` itself.
+        complete = spec.name != schema.METADATA.name and self.recording_complete
         source = pa.memory_map(str(path), "r")
         try:
             try:
                 stream = ipc.open_stream(source)
             except _ARROW_ERRORS as exc:
                 if source.size() == 0 or _schema_prefix(spec).startswith(_read_all(path)):
+                    if complete:
+                        raise TraceFormatError(f"{path}: truncated before its first batch {_DAMAGED}; record or "
+                                               "export the trace again") from None
                     warnings.warn(f"{path}: truncated before its first batch; the recording was interrupted, "
                                   "table read as empty", TruncatedTraceWarning, stacklevel=3)
                     return
                 raise TraceFormatError(f"{path}: not a valid Arrow IPC stream ({_first_line(exc)})") from None
-            _check_schema(path, spec, stream.schema)
+            try:
+                _check_schema(path, spec, stream.schema)
+            except UnicodeDecodeError:
+                raise TraceFormatError(f"{path}: damaged schema (column names that are not UTF-8); the trace is "
+                                       "damaged: record or export it again") from None
             count = 0
             while True:
                 try:
                     batch = stream.read_next_batch()
                 except StopIteration:
+                    if complete:
+                        _check_stream_end(path, source, count)
                     return
                 except _ARROW_ERRORS as exc:
+                    if complete:
+                        raise _corrupt(path, count, _first_line(exc), _DAMAGED) from None
                     warnings.warn(f"{path}: damaged tail after {count} complete batch(es) ({_first_line(exc)}); "
+                                  "the recording was interrupted, the complete batches are kept",
+                                  TruncatedTraceWarning, stacklevel=3)
+                    return
+                problem = batch_problem(spec, batch)
+                if problem is not None:
+                    if complete:
+                        raise _corrupt(path, count, problem, _DAMAGED)
+                    if _another_batch(stream):
+                        raise _corrupt(path, count, problem, "intact batches follow it, so the file is damaged, "
+                                       "not cut short by an interrupted recording")
+                    warnings.warn(f"{path}: damaged tail after {count} complete batch(es) ({problem}); "
                                   "the recording was interrupted, the complete batches are kept",
                                   TruncatedTraceWarning, stacklevel=3)
                     return
@@ -209,6 +259,108 @@ class TraceReader:
 
     def __repr__(self) -> str:
         return f"TraceReader({str(self.path)!r})"
+
+
+#: Why damage in a completed recording is an error (appended to the messages).
+_DAMAGED = "in a completed recording (its Metadata says so: damage, not an interrupted recording)"
+#: The end-of-stream marker a writer closing an Arrow IPC stream appends (continuation token, zero length).
+_END_OF_STREAM = b"\xff\xff\xff\xff\x00\x00\x00\x00"
+#: Packet layout keys (layout x rotations) allowed per DmaPacketLayout row: each key has at least one row, so a
+#: denser key range than this holds garbage values (and would make the expander allocate for them).
+_LAYOUT_KEYS_PER_ROW = 64
+
+
+def batch_problem(spec: schema.TableSpec, batch: pa.RecordBatch) -> str | None:
+    """Why record batch ``batch`` of table ``spec`` cannot be used, or None when it is sound.
+
+    A full Arrow validation (offsets within their buffers, dictionary codes within their dictionary, valid
+    UTF-8): a batch decoded from damaged bytes may otherwise crash the process in the first kernel that trusts
+    it.  And no nulls in a required column (the writer never writes one).  Costs ~1% of reading the batch.
+    """
+    try:
+        batch.validate(full=True)
+    except _ARROW_ERRORS as exc:
+        return _first_line(exc)[:200]
+    names = batch.schema.names
+    for col in spec.columns:
+        if col.required and col.name in names:
+            nulls = batch.column(col.name).null_count
+            if nulls:
+                return f"required column {col.name!r} holds {nulls:,} null value(s)"
+    return None
+
+
+def _another_batch(stream: ipc.RecordBatchStreamReader) -> bool:
+    """True when ``stream`` still yields an intact record batch."""
+    try:
+        stream.read_next_batch()
+    except StopIteration:
+        return False
+    except _ARROW_ERRORS:
+        return False
+    return True
+
+
+def _corrupt(path: Path, count: int, problem: str, why: str) -> TraceFormatError:
+    return TraceFormatError(f"{path}: corrupt record batch {count + 1} ({problem}) {why}; record or export the "
+                            "trace again")
+
+
+def _check_stream_end(path: Path, source: pa.MemoryMappedFile, count: int) -> None:
+    """In a completed recording, raise TraceFormatError unless the stream ended at its end-of-stream marker, at
+    the end of the file (a cut at a batch boundary would otherwise lose the rows after it silently)."""
+    end, size = source.tell(), source.size()
+    marker = b""
+    if end >= len(_END_OF_STREAM):
+        source.seek(end - len(_END_OF_STREAM))
+        marker = source.read(len(_END_OF_STREAM))
+    if marker != _END_OF_STREAM:
+        raise TraceFormatError(f"{path}: ends after record batch {count} without its end-of-stream marker (the file "
+                               f"was cut short) {_DAMAGED}; record or export the trace again")
+    if end < size:
+        raise TraceFormatError(f"{path}: {size - end:,} stray bytes after its end-of-stream marker {_DAMAGED}; "
+                               "record or export the trace again")
+
+
+def _layout_problem(layouts: pa.Table) -> str | None:
+    """Why the DmaPacketLayout rows cannot be expanded from, or None."""
+    if not layouts.num_rows:
+        return None
+    lid = pc.min_max(layouts.column("packet_layout")).as_py()
+    rot = pc.min_max(layouts.column("rotation")).as_py()
+    queue = pc.min(layouts.column(schema.QUEUE_IDX)).as_py()
+    if min(lid["min"], rot["min"], queue) < 0:
+        return "negative packet_layout, rotation or queue_idx values"
+    if (lid["max"] + 1) * (rot["max"] + 1) > _LAYOUT_KEYS_PER_ROW * layouts.num_rows + 4096:
+        return (f"implausible packet_layout/rotation values (up to {lid['max']:,} and {rot['max']:,} for "
+                f"{layouts.num_rows:,} rows)")
+    return None
+
+
+def _queues_needed(layouts: pa.Table, rotations: int) -> np.ndarray:
+    """Per layout key (``packet_layout * rotations + rotation``): 1 + the highest queue its packets run on."""
+    if not layouts.num_rows:
+        return np.zeros(0, np.int64)
+    key = (np.asarray(layouts.column("packet_layout"), np.int64) * rotations
+           + np.asarray(layouts.column("rotation"), np.int64))
+    need = np.zeros(int(key.max()) + 1, np.int64)
+    np.maximum.at(need, key, np.asarray(layouts.column(schema.QUEUE_IDX), np.int64) + 1)
+    return need
+
+
+def _transfer_problem(batch: pa.RecordBatch, queues: np.ndarray, rotations: int) -> str | None:
+    """Why DmaTransfer rows (of known layouts) cannot be expanded (beyond what :func:`batch_problem` checks)."""
+    starts = batch.column("queue_start_ts")
+    lengths = np.asarray(pc.list_value_length(starts).fill_null(0), np.int64)
+    if starts.null_count or not lengths.all():
+        return "DMA transfers without queue start times"
+    if starts.values.null_count:
+        return "null queue start times"
+    key = (np.asarray(batch.column("packet_layout"), np.int64) * rotations
+           + np.asarray(batch.column("rotation"), np.int64))
+    if np.any((lengths > 1) & (lengths < queues[key])):
+        return "DMA transfers with fewer queue start times than their packets' queues"
+    return None
 
 
 def _read_all(path: Path) -> bytes:

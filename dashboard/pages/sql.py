@@ -1,7 +1,9 @@
 """The SQL page: an editor with example queries, results in a sortable grid, errors inline, read-only.
 
-Queries run through the sandboxed ``Trace.sql`` (see :mod:`dashboard.sql_logic`); the page adds a row limit and a
-timeout the user can set within bounds.
+Queries run through the sandboxed ``Trace.sql_arrow`` (see :mod:`dashboard.sql_logic`); the page adds a row limit
+and a timeout the user can set within bounds.  Grid columns are keyed by ids (``c0``, ``c1``, ...) with the result's
+names as headers: AG Grid reads a field with a dot (``a.b``, ``(1.5 * 2)``) as a path into nested data, which would
+show blank cells.
 """
 
 from __future__ import annotations
@@ -9,13 +11,25 @@ from __future__ import annotations
 from typing import Any
 
 import dash_ag_grid as dag
-from dash import Dash, Input, Output, State, dcc, html
+from dash import Dash, Input, Output, State, dcc, html, no_update
 
 from dashboard.app import resolve_trace_id
+from dashboard.inputs import as_int
 from dashboard.pages import PageContext
 from dashboard.registry import TraceRegistry, UnknownTraceError
-from dashboard.sql_logic import DEFAULT_ROW_LIMIT, DEFAULT_TIMEOUT_S, MAX_ROW_LIMIT, MAX_TIMEOUT_S, run_query
+from dashboard.sql_logic import (
+    DEFAULT_ROW_LIMIT,
+    DEFAULT_TIMEOUT_S,
+    MAX_ROW_LIMIT,
+    MAX_TIMEOUT_S,
+    QueryResult,
+    run_query,
+)
 from profiler.sql_examples import EXAMPLE_QUERIES
+
+#: AG Grid options: pages of 100 rows, selectable text, and field names taken literally (never as paths).
+GRID_OPTIONS = {"pagination": True, "paginationPageSize": 100, "enableCellTextSelection": True,
+                "suppressFieldDotNotation": True}
 
 
 def layout(ctx: PageContext) -> Any:
@@ -35,18 +49,21 @@ def layout(ctx: PageContext) -> Any:
         html.Div(id="sql-status", className="sql-status"),
         dag.AgGrid(id="sql-grid", rowData=[], columnDefs=[],
                    defaultColDef={"sortable": True, "filter": True, "resizable": True},
-                   dashGridOptions={"pagination": True, "paginationPageSize": 100,
-                                    "enableCellTextSelection": True},
+                   dashGridOptions=GRID_OPTIONS,
                    className="ag-theme-alpine sql-grid", style={"height": "60vh"}),
     ])
 
 
 def example_query(index: Any) -> str | None:
     """The text of example ``index`` (None for no selection or a bad index)."""
-    try:
-        return EXAMPLE_QUERIES[int(index)][1]
-    except (TypeError, ValueError, IndexError):
-        return None
+    i = as_int(index, 0, len(EXAMPLE_QUERIES) - 1)
+    return None if i is None else EXAMPLE_QUERIES[i][1]
+
+
+def column_defs(result: QueryResult) -> list[dict[str, Any]]:
+    """The grid's column definitions: the row key of each column as its field, its name as its header."""
+    return [{"field": key, "headerName": name, "headerTooltip": name}
+            for key, name in zip(result.fields, result.columns, strict=True)]
 
 
 def query_outputs(registry: TraceRegistry, search: str | None, query: str | None, limit: Any,
@@ -57,13 +74,13 @@ def query_outputs(registry: TraceRegistry, search: str | None, query: str | None
         trace = registry.open(trace_id)
     except UnknownTraceError as exc:
         return [], [], html.Span(str(exc), className="error", id="sql-error")
-    result = run_query(trace, query, limit, timeout)  # Trace is thread-safe: a slow query blocks no one else
+    # Trace is thread-safe: a slow query blocks no one else
+    result = run_query(trace, query, limit, timeout, label=registry.entry(trace_id).label)
     if result.error:
         return [], [], html.Span(result.error, className="error", id="sql-error")
-    cols = [{"field": c, "headerName": c} for c in result.columns]
-    more = f" (first {len(result.rows):,} shown: raise the row limit for more)" if result.truncated else ""
+    more = f" (first {len(result.rows):,} shown: {result.note})" if result.truncated else ""
     status = html.Span(f"{len(result.rows):,} rows in {result.elapsed_s * 1000:.0f} ms{more}", id="sql-ok")
-    return result.rows, cols, status
+    return result.rows, column_defs(result), status
 
 
 def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
@@ -72,11 +89,7 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
     @app.callback(Output("sql-query", "value"), Input("sql-example", "value"), prevent_initial_call=True)
     def _pick_example(index: Any) -> Any:
         text = example_query(index)
-        if text is None:
-            from dash import no_update
-
-            return no_update
-        return text
+        return no_update if text is None else text
 
     @app.callback(Output("sql-grid", "rowData"), Output("sql-grid", "columnDefs"), Output("sql-status", "children"),
                   Input("sql-run", "n_clicks"), State("sql-query", "value"), State("sql-limit", "value"),

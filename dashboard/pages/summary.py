@@ -16,6 +16,7 @@ from dash import Dash, Input, Output, dcc, html
 
 from dashboard.analysis_views import analysis_section
 from dashboard.app import resolve_trace_id
+from dashboard.errors import public_message
 from dashboard.pages import PageContext
 from dashboard.registry import TraceRegistry, UnknownTraceError
 from dashboard.selection_view import _card, _si
@@ -79,7 +80,7 @@ class SummaryCache:
 
 
 def _unavailable(exc: BaseException) -> Any:
-    return html.Div(f"no summary for this trace: {str(exc).splitlines()[0]}", className="error-panel")
+    return html.Div(f"no summary for this trace: {public_message(exc)}", className="error-panel")
 
 
 def register_callbacks(app: Dash, registry: TraceRegistry) -> None:

@@ -2,7 +2,8 @@
 selection summary, keyboard navigation.
 
 The callbacks here are thin: each reads its inputs, calls a plain function (:mod:`dashboard.timeline_logic`,
-:mod:`dashboard.details`, :mod:`dashboard.search_logic`, :mod:`profiler.selection`) and returns what it built.
+:mod:`dashboard.timeline_picks`, :mod:`dashboard.details`, :mod:`dashboard.search_logic`,
+:mod:`dashboard.selection_view`) and returns what it built; those functions check what the browser sent.
 
 The graph is not a ``dcc.Graph``: ``assets/trnprof.js`` draws it with plotly.js in the ``timeline-graph`` div from
 the ``tl-draw`` store (a whole figure, or the arrays a zoom changes, applied with one ``Plotly.update``) and reports
@@ -22,11 +23,13 @@ from dash import ALL, ClientsideFunction, Dash, Input, Output, State, ctx, dcc, 
 from dashboard import details as det
 from dashboard import search_logic as srch
 from dashboard import timeline_logic as tl
+from dashboard import timeline_picks as picks
 from dashboard.analysis_views import CriticalPathOverlays
 from dashboard.app import resolve_trace_id
+from dashboard.inputs import is_checked
 from dashboard.pages import PageContext
 from dashboard.registry import TraceRegistry, UnknownTraceError
-from dashboard.selection_view import selection_panel
+from dashboard.selection_view import selection_outputs
 from profiler.figures import palette as pal
 
 GRAPH_ID = "timeline-graph"
@@ -151,7 +154,7 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
             return {"kind": "figure", "figure": tl.empty_figure(str(exc)), "config": GRAPH_CONFIG, "seq": -1}, \
                 None, None, [], str(exc)
         width = size.get("width") if isinstance(size, dict) else None
-        options = tl.TimelineOptions.parse(colour_by, "expand" in (expand or []), "on" in (critical or []))
+        options = tl.TimelineOptions.parse(colour_by, is_checked(expand, "expand"), is_checked(critical, "on"))
         with registry.lock(trace_id):
             if trace_id not in layouts or layouts[trace_id].trace is not trace:
                 layouts[trace_id] = tl.TraceLayout(trace)
@@ -177,7 +180,7 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
         except UnknownTraceError:
             raise dash.exceptions.PreventUpdate from None
         with registry.lock(trace_id):
-            picked = tl.event_at_click(trace, click, view, state)
+            picked = picks.event_at_click(trace, click, view, state)
         if picked is None:
             raise dash.exceptions.PreventUpdate
         return picked
@@ -186,29 +189,27 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
                   Input({"type": det.JUMP_TYPE, "index": ALL}, "n_clicks"), prevent_initial_call=True)
     def _jump(clicks: list[Any]) -> Any:
         trig = ctx.triggered_id
-        if not isinstance(trig, dict) or not any(clicks or []):
+        jump = det.jump_target(trig.get("index") if isinstance(trig, dict) else None, clicks)
+        if jump is None:
             raise dash.exceptions.PreventUpdate
-        target = det.parse_jump_index(trig.get("index"))
-        if target is None:
-            raise dash.exceptions.PreventUpdate
-        nav = dash.no_update
-        if target["start_ns"] is not None and target["end_ns"] is not None:
-            nav = {"start_ns": target["start_ns"], "end_ns": target["end_ns"], "seq": sum(c or 0 for c in clicks)}
-        return target, nav
+        return jump
 
     @app.callback(Output("tl-details", "children"), Output("tl-shapes", "data"),
                   Input("tl-selected", "data"), State("tl-view", "data"), State("url", "search"),
                   prevent_initial_call=True)
     def _details(selected: Any, view: Any, search: str | None) -> Any:
-        if not isinstance(selected, dict) or not selected.get("table"):
+        event = det.selected_event(selected)
+        if event is None:
             raise dash.exceptions.PreventUpdate
+        if isinstance(event, str):
+            return html.Div(event, className="error"), dash.no_update
         try:
             trace_id, trace = _trace(registry, search)
         except UnknownTraceError as exc:
             return str(exc), dash.no_update
         with registry.lock(trace_id):
-            panel = det.event_details(trace, selected["table"], selected["id"])
-        return panel, tl.highlight_layout(view, selected)
+            panel = det.event_details(trace, *event, label=registry.entry(trace_id).label)
+        return panel, picks.highlight_layout(view, selected)
 
     @app.callback(Output("search-results", "data"), Output("search-index", "data"),
                   Output("search-list", "children"), Output("search-count", "children"),
@@ -245,11 +246,11 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
             trace_id, trace = _trace(registry, search)
         except UnknownTraceError as exc:
             return str(exc)
-        rng = tl.selection_range(selected if ctx.triggered_id == "tl-range" else None, state)
-        if rng is None:
-            raise dash.exceptions.PreventUpdate
         with registry.lock(trace_id):
-            return selection_panel(trace, *rng)
+            panel = selection_outputs(trace, selected if ctx.triggered_id == "tl-range" else None, state)
+        if panel is None:
+            raise dash.exceptions.PreventUpdate
+        return panel
 
 
 def legend_children(items: list[dict[str, str]]) -> list[Any]:

@@ -310,8 +310,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 130
         duckdb = sys.modules.get("duckdb")
         if duckdb is not None and _is_damaged_database(exc, duckdb):  # damage found while reading the data
-            _error(f"cannot read the database: {str(exc).strip().splitlines()[0] if str(exc).strip() else exc!r}; "
-                   "the file may be damaged: re-create it with `trnprof ingest TRACE -o FILE`")
+            from pathlib import Path
+
+            from profiler.db.connection import last_opened_path, reingest_hint
+
+            path = last_opened_path()
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+            fix = reingest_hint(path if path is not None else Path("FILE"))
+            _error(f"{path if path is not None else 'the database'}: cannot read the database: {reason}; the file "
+                   f"may be damaged: {fix}")
             return 2
         if os.environ.get("TRNPROF_DEBUG"):
             raise

@@ -7,10 +7,14 @@ import tempfile
 import time
 from pathlib import Path
 
+import duckdb
+
 from profiler.cli._progress import ingest_bars
-from profiler.db.cache import cache_key, cache_path, stored_cache_key
-from profiler.db.connection import is_duckdb_file
+from profiler.db import ingest_warnings
+from profiler.db.cache import cache_key, cache_path, stored_info
+from profiler.db.connection import is_duckdb_file, read_info
 from profiler.db.ingest import ingest
+from profiler.db_schema import INFO_CACHE_KEY, INFO_FORMAT_VERSION, INFO_TABLE
 from profiler.errors import CommandError
 from profiler.sources import open_source
 
@@ -36,17 +40,26 @@ class IngestCommand:
         src_path = Path(args.input)
         if src_path.is_file() and is_duckdb_file(src_path):
             raise CommandError(f"{src_path}: already a DuckDB database; nothing to ingest")
-        source = open_source(src_path)
+        with ingest_warnings.collecting() as opened:
+            source = open_source(src_path)
         out = Path(args.output) if args.output else cache_path(src_path)
         key = cache_key(source)
-        if not args.output and not args.force and stored_cache_key(out) == key:
+        info = None if args.output or args.force else stored_info(out)
+        if info is not None and info.get(INFO_CACHE_KEY) == key:
+            ingest_warnings.repeat(ingest_warnings.decode(info), already_shown=opened)
             if not args.quiet:
                 print(f"{out} (up to date)")
             return 0
+        if not args.output:  # the cache directory is ours to create (profiler.open creates it too)
+            try:
+                out.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise CommandError(f"{out.parent}: cannot create the cache directory ({exc.strerror or exc}); set "
+                                   "TRNPROF_CACHE_DIR to a writable directory or pass -o") from None
         _check_output(out, src_path, force=args.force, cache=not args.output)
         t0 = time.perf_counter()
         with ingest_bars(None if not args.quiet else False) as progress:
-            ingest(source, out, cache_key=key, progress=progress)
+            ingest(source, out, cache_key=key, progress=progress, warned=opened)
         if not args.quiet:
             print(f"{out} ({out.stat().st_size / 1e6:,.1f} MB, {time.perf_counter() - t0:.1f} s)")
         return 0
@@ -66,8 +79,13 @@ def _check_output(out: Path, src: Path, *, force: bool, cache: bool) -> None:
         if not force:
             raise CommandError(f"{out}: exists; pass --force to replace it")
         if not out.is_file() or not (cache or is_duckdb_file(out)):
-            raise CommandError(f"{out}: exists and is not a DuckDB database; --force only replaces a database: "
-                               "choose another output path")
+            raise CommandError(f"{out}: exists and is not a DuckDB database; --force only replaces a trnprof "
+                               "database: choose another output path")
+        if not cache:
+            why = _not_trnprof_database(out)
+            if why is not None:
+                raise CommandError(f"{out}: exists and is {why}; --force only replaces a trnprof database: "
+                                   "choose another output path (or delete the file yourself)")
     parent = out.parent
     if not parent.is_dir():
         raise CommandError(f"{out}: {parent} is not an existing directory; create it or choose another output path")
@@ -77,6 +95,24 @@ def _check_output(out: Path, src: Path, *, force: bool, cache: bool) -> None:
     except OSError as exc:
         raise CommandError(f"{out}: cannot write in {parent} ({exc.strerror or exc}); choose another output "
                            "path") from None
+
+
+def _not_trnprof_database(path: Path) -> str | None:
+    """None when ``path`` is a database trnprof wrote (it has ``trnprof_info`` with a format version), else what
+    it is instead.  A damaged database whose info cannot be read is not recognised either: it may be anyone's."""
+    try:
+        con = duckdb.connect(str(path), read_only=True)
+    except (duckdb.Error, OSError) as exc:
+        return f"a DuckDB file that cannot be opened ({str(exc).strip().splitlines()[0][:160] if str(exc) else exc!r})"
+    try:
+        info = read_info(con)
+    except duckdb.Error as exc:
+        return f"a DuckDB file that cannot be read ({str(exc).strip().splitlines()[0][:160] if str(exc) else exc!r})"
+    finally:
+        con.close()
+    if not info or not info.get(INFO_FORMAT_VERSION):
+        return f"a DuckDB database trnprof did not write (no {INFO_TABLE} table)"
+    return None
 
 
 COMMAND = IngestCommand()

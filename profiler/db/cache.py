@@ -17,6 +17,7 @@ from pathlib import Path
 import duckdb
 
 from profiler import db_schema as dbs
+from profiler.db import ingest_warnings
 from profiler.db.connection import check_database, is_duckdb_file
 from profiler.db.ingest import IngestProgress, ingest
 from profiler.sources import TraceSource, open_source
@@ -45,8 +46,9 @@ def cache_path(input_path: Path) -> Path:
     return user_cache_dir() / f"{resolved.name}-{digest}{CACHE_SUFFIX}"
 
 
-def stored_cache_key(db: Path) -> str | None:
-    """The cache key stored in database ``db``, or None when it is missing, foreign or of another format."""
+def stored_info(db: Path) -> dict[str, str] | None:
+    """The ``trnprof_info`` of database ``db`` when it is a sound trnprof database of this format, else None
+    (missing, foreign, damaged or of another format)."""
     if not db.exists() or not is_duckdb_file(db):
         return None
     try:
@@ -61,18 +63,32 @@ def stored_cache_key(db: Path) -> str | None:
         con.close()
     if info is None or info.get(dbs.INFO_FORMAT_VERSION) != dbs.DB_FORMAT_VERSION:
         return None
-    return info.get(dbs.INFO_CACHE_KEY)
+    return info
+
+
+def stored_cache_key(db: Path) -> str | None:
+    """The cache key stored in database ``db``, or None when it is missing, foreign or of another format."""
+    info = stored_info(db)
+    return None if info is None else info.get(dbs.INFO_CACHE_KEY)
 
 
 def resolve_database(path: str | os.PathLike[str], *, force: bool = False,
                      progress: IngestProgress | None = None) -> Path:
-    """The database for ``path``: the file itself when it is a DuckDB file, else the (re)built cache entry."""
+    """The database for ``path``: the file itself when it is a DuckDB file, else the (re)built cache entry.
+
+    The warnings the database's ingest gave (a damaged or incomplete input) are given again
+    (:mod:`profiler.db.ingest_warnings`), so a cached or stored database of a damaged trace never looks clean.
+    """
     p = Path(path)
     if p.is_file() and (is_duckdb_file(p) or p.suffix == ".duckdb"):  # (a damaged one: open_database says why)
+        ingest_warnings.repeat(ingest_warnings.read_stored(p))
         return p
-    source = open_source(p)
+    with ingest_warnings.collecting() as opened:
+        source = open_source(p)
     key = cache_key(source)
     db = cache_path(p)
-    if not force and stored_cache_key(db) == key:
+    info = None if force else stored_info(db)
+    if info is not None and info.get(dbs.INFO_CACHE_KEY) == key:
+        ingest_warnings.repeat(ingest_warnings.decode(info), already_shown=opened)
         return db
-    return ingest(source, db, cache_key=key, progress=progress)
+    return ingest(source, db, cache_key=key, progress=progress, warned=opened)

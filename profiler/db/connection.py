@@ -3,8 +3,8 @@
 Every database is opened read-only in a DuckDB instance whose configuration is locked before any user SQL can
 run: external access (files, URLs, ATTACH of other files, COPY) off, extension autoload/autoinstall off, the
 buffer pool capped (:func:`default_memory_limit`), ``lock_configuration`` on so no ``SET`` can undo that.
-Internal queries and user SQL use cursors of that one instance (a cursor per thread); user SQL runs under a timer
-that interrupts it.
+Internal queries and user SQL use cursors of that one instance (a cursor per thread); user SQL runs through
+:mod:`profiler.db.user_sql` (one read-only statement, under a timer that interrupts it).
 
 One file, one instance per process: DuckDB keeps a single instance per database file and hands every further
 ``duckdb.connect`` of the file a connection to it, so a second :func:`open_database` of the same file (a notebook
@@ -19,12 +19,10 @@ from __future__ import annotations
 
 import functools
 import os
-import re
 import threading
 import weakref
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import duckdb
 import pyarrow as pa
@@ -32,7 +30,6 @@ import pyarrow as pa
 from profiler import db_schema as dbs
 from profiler.db.ingest import STANDARD_TABLES, db_table_schema
 from profiler.db.sqlutil import fetch_one, quote
-from profiler.errors import QueryError
 from tracer.errors import TraceFormatError
 
 #: First bytes of a DuckDB database file: 8 bytes of checksum, then the magic.
@@ -126,6 +123,15 @@ _live: dict[str, tuple[tuple[int, int], int]] = {}
 _finalizers: dict[int, weakref.finalize] = {}
 
 
+#: The database this process opened last (what an error met while reading data later names).
+_opened: list[Path] = []
+
+
+def last_opened_path() -> Path | None:
+    """The database file :func:`open_database` opened last in this process (None before any)."""
+    return _opened[-1] if _opened else None
+
+
 def _file_identity(path: Path) -> tuple[int, int]:
     st = path.stat()
     return (st.st_dev, st.st_ino)
@@ -210,6 +216,8 @@ def open_database(path: Path) -> duckdb.DuckDBPyConnection:
             con.close()
             raise
         _live[key] = (ident, (known[1] if known is not None and known[0] == ident else 0) + 1)
+        _opened.append(Path(key))
+        del _opened[:-1]
         _finalizers[id(con)] = weakref.finalize(con, _release, key, id(con))
     return con
 
@@ -380,109 +388,3 @@ def _raise_schema_problems(path: Path, problems: list[str]) -> None:
         shown += f"; and {more} more"
     raise TraceFormatError(f"{path}: not a complete trnprof database ({shown}); it was damaged or altered after "
                            f"`trnprof ingest`: {reingest_hint(path)}")
-
-
-#: Statements user SQL may run: queries (SELECT, and DESCRIBE / SHOW / SUMMARIZE, which DuckDB parses as SELECT),
-#: EXPLAIN, and PRAGMA / CALL (the configuration is locked, so these can only read).  Anything else -- even a
-#: TEMP table or view, which would live in memory only -- is refused before it runs.
-_QUERY_STATEMENTS = frozenset({"SELECT", "EXPLAIN", "PRAGMA", "CALL"})
-#: The words a statement DuckDB calls LOAD starts with (after any comments).
-_LOAD_WORDS = re.compile(r"\b(?:FORCE\s+INSTALL|INSTALL|LOAD)\b", re.IGNORECASE)
-
-
-def _check_statements(cursor: duckdb.DuckDBPyConnection, query: str) -> None:
-    """QueryError unless every statement of ``query`` is a query (:data:`_QUERY_STATEMENTS`)."""
-    try:
-        statements = cursor.extract_statements(query)
-    except duckdb.Error as exc:  # a syntax error: reported as running it would
-        raise QueryError(_describe_error(exc)) from None
-    for statement in statements:
-        kind = statement.type.name
-        if kind == "LOAD":  # DuckDB parses INSTALL (and FORCE INSTALL) as LOAD: name it as the user wrote it
-            said = _LOAD_WORDS.search(statement.query)
-            kind = " ".join(said.group(0).upper().split()) if said else kind
-        if kind not in _QUERY_STATEMENTS:
-            raise QueryError(f"not allowed: {kind} statement (trace SQL is read-only: it runs queries -- SELECT, "
-                             "EXPLAIN, DESCRIBE, SHOW, PRAGMA -- and cannot create, change or load anything)")
-
-
-#: Rows per Arrow batch when a capped result is streamed.
-_CAPPED_BATCH_ROWS = 65_536
-
-
-def run_user_sql(cursor: duckdb.DuckDBPyConnection, query: str, timeout_s: float | None,
-                 params: Any = None, max_rows: int | None = None) -> pa.Table:
-    """Run one user query on ``cursor`` under a timeout; the result as an Arrow table; QueryError otherwise.
-
-    With ``max_rows`` the result is streamed and only its first ``max_rows`` rows are fetched: DuckDB stops
-    producing rows once they are read, so ``SELECT * FROM Instruction`` costs what its first rows cost, not the
-    table (a query that must see every row before its first — ORDER BY, GROUP BY — still runs to completion
-    inside DuckDB, but only the first rows are converted and kept).
-    """
-    if not isinstance(query, str) or not query.strip():
-        raise QueryError("empty SQL query")
-    if max_rows is not None and (isinstance(max_rows, bool) or not isinstance(max_rows, int) or max_rows < 0):
-        raise QueryError(f"max_rows must be a non-negative integer or None, not {max_rows!r}")
-    _check_statements(cursor, query)
-    timed_out = threading.Event()
-
-    def interrupt() -> None:
-        timed_out.set()
-        cursor.interrupt()
-
-    timer = threading.Timer(timeout_s, interrupt) if timeout_s else None
-    if timer is not None:
-        timer.daemon = True
-        timer.start()
-    try:
-        relation = cursor.sql(query, params=params)
-        if relation is None:
-            return pa.table({})
-        if max_rows is None:
-            return relation.to_arrow_table()
-        try:
-            return _first_rows(relation, max_rows)
-        except (pa.ArrowException, OSError) as exc:   # an error while streaming arrives through Arrow's reader
-            if timed_out.is_set() or "interrupt" in str(exc).lower():
-                raise duckdb.InterruptException(str(exc)) from None
-            raise duckdb.Error(str(exc)) from None
-    except duckdb.InterruptException:
-        if timed_out.is_set():
-            raise QueryError(f"query timed out after {timeout_s:g} s (raise timeout_s / --timeout, or narrow it "
-                             "with WHERE start_ts BETWEEN ...)") from None
-        raise QueryError("query interrupted") from None
-    except duckdb.Error as exc:
-        raise QueryError(_describe_error(exc)) from None
-    finally:
-        if timer is not None:
-            timer.cancel()
-
-
-def _first_rows(relation: duckdb.DuckDBPyRelation, max_rows: int) -> pa.Table:
-    """The first ``max_rows`` rows of ``relation``, streamed; the rest is never fetched."""
-    reader = relation.to_arrow_reader(max(1, min(max_rows, _CAPPED_BATCH_ROWS)))
-    try:
-        batches = []
-        n = 0
-        while n < max_rows:
-            try:
-                batch = reader.read_next_batch()
-            except StopIteration:
-                break
-            batch = batch.slice(0, max_rows - n)
-            batches.append(batch)
-            n += batch.num_rows
-        return pa.Table.from_batches(batches, schema=reader.schema)
-    finally:
-        reader.close()
-
-
-def _describe_error(exc: duckdb.Error) -> str:
-    text = " ".join(str(exc).split())
-    if isinstance(exc, duckdb.PermissionException) or "external access" in text.lower() \
-            or "read-only" in text.lower() or "read only" in text.lower():
-        return f"not allowed: {text} (trace SQL is read-only and cannot touch files, URLs or extensions)"
-    if isinstance(exc, duckdb.OutOfMemoryException) or text.startswith("Out of Memory Error"):
-        return (f"{text.split(' (')[0]}: the query needs more than the trace's memory limit (nothing spills to disk); "
-                f"narrow it (a time window, LIMIT, fewer columns) or raise {MEMORY_LIMIT_ENV}")
-    return text

@@ -24,7 +24,7 @@ import datetime as _dt
 import os
 import shutil
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import duckdb
@@ -32,8 +32,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from profiler import db_schema as dbs
-from profiler.db import lod
+from profiler.db import ingest_warnings
 from profiler.db.index_build import INTERVAL_NAME_COLUMNS, IndexBuilder
+from profiler.db.ingest_checks import IntervalRepairs, check_times
 from profiler.db.sqlutil import quote, registered
 from profiler.db.staging import ChunkOrderer
 from profiler.db.tracks import TRACK_KEYS, TrackKeySpec, TrackRegistry, TrackStats
@@ -90,20 +91,6 @@ def _slice_batch(batch: pa.RecordBatch, track_ids: pa.Array) -> pa.RecordBatch:
         if name not in consumed:
             out[name] = col
     return pa.RecordBatch.from_pydict(out)
-
-
-def _check_batch(source: TraceSource, table: str, batch: pa.RecordBatch, time_columns: tuple[str, ...]) -> None:
-    for col in time_columns:
-        if col not in batch.schema.names:
-            raise TraceFormatError(f"{source.path}: table {table} has no {col} column")
-        if batch.num_rows == 0:
-            continue
-        mm = pc.min_max(batch.column(col)).as_py()
-        if mm["min"] is None:
-            raise TraceFormatError(f"{source.path}: table {table} has null {col} values")
-        if mm["min"] < -lod.TIME_LIMIT or mm["max"] >= lod.TIME_LIMIT:
-            raise TraceFormatError(f"{source.path}: table {table} has {col} values beyond +-2**62 ns; timestamps "
-                                   "must be nanoseconds (did the source write a different unit?)")
 
 
 class _Runs:
@@ -169,14 +156,18 @@ class _Builder:
         self.buffers: dict[str, ChunkOrderer] = {}
         self.sources: dict[str, str] = {}        # database table -> the source table its rows come from
         self.names: dict[str, set[str]] = {}
+        self.repairs = IntervalRepairs(source)
 
     def convert(self, name: str, spec: TrackKeySpec | None, batch: pa.RecordBatch) -> pa.RecordBatch:
         if spec is None:
             if name in ts.TABLES_BY_NAME and ts.TABLES_BY_NAME[name].kind == "interval":
-                _check_batch(self.source, name, batch, (ts.START_TS, ts.END_TS))
+                check_times(self.source, name, batch, (ts.START_TS, ts.END_TS))
+                batch = self.repairs.repair(name, batch)
             return batch
         time_cols = (ts.TIMESTAMP,) if spec.kind == "counter" else (ts.START_TS, ts.END_TS)
-        _check_batch(self.source, name, batch, time_cols)
+        check_times(self.source, name, batch, time_cols)
+        if spec.kind != "counter":
+            batch = self.repairs.repair(name, batch)
         ids = pa.array(self.registry.assign(spec, batch), pa.int64())
         if spec.db_table == dbs.SLICE_TABLE:
             return _slice_batch(batch, ids)
@@ -308,7 +299,8 @@ _SQL_TYPES = {pa.int64(): "BIGINT", pa.int32(): "INTEGER", pa.string(): "VARCHAR
               pa.float64(): "DOUBLE", pa.bool_(): "BOOLEAN"}
 
 
-def _write_info(con: duckdb.DuckDBPyConnection, source: TraceSource, cache_key: str | None) -> None:
+def _write_info(con: duckdb.DuckDBPyConnection, source: TraceSource, cache_key: str | None,
+                warned: list[ingest_warnings.Stored]) -> None:
     info = {
         dbs.INFO_FORMAT_VERSION: dbs.DB_FORMAT_VERSION,
         dbs.INFO_TOOL_VERSION: f"trnprof {__version__}",
@@ -317,6 +309,8 @@ def _write_info(con: duckdb.DuckDBPyConnection, source: TraceSource, cache_key: 
         dbs.INFO_CACHE_KEY: cache_key or "",
         dbs.INFO_CREATED_AT: _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
     }
+    if warned:
+        info[ingest_warnings.INFO_WARNINGS] = ingest_warnings.encode(warned)
     rows = pa.table({dbs.INFO_KEY: list(info), dbs.INFO_VALUE: list(info.values())})
     with registered(con, rows) as view:
         con.execute(f"CREATE TABLE {quote(dbs.INFO_TABLE)} AS SELECT * FROM {view}")
@@ -349,9 +343,42 @@ PREFETCH_BATCHES = 4
 DEFAULT_MEMORY_LIMIT_MB = 4096
 
 
+def _build(con: duckdb.DuckDBPyConnection, tmp: Path, source: TraceSource, *, on_bytes: Callable[[int], None],
+           progress: IngestProgress | None, threads: int | None, memory_limit_mb: int) -> None:
+    """Store ``source`` into a new database at ``tmp`` attached to ``con``, then its index and ``track`` table."""
+    literal = "'" + str(tmp).replace("'", "''") + "'"
+    con.execute(f"ATTACH {literal} AS {quote(_BUILD_ALIAS)} (ROW_GROUP_SIZE {ROW_GROUP_ROWS})")
+    con.execute(f"USE {quote(_BUILD_ALIAS)}")
+    con.execute("SET enable_progress_bar = false")
+    con.execute(f"SET memory_limit = '{int(memory_limit_mb)}MB'")
+    con.execute(f"SET temp_directory = '{str(tmp) + '.spill'}'")
+    if threads:
+        con.execute(f"SET threads = {int(threads)}")
+    builder = _Builder(con, source)
+    runs = _Runs(iter(source.read(on_bytes)))
+    while (run := runs.next_run()) is not None:
+        builder.add_run(*run)
+    builder.finish_stream()
+    builder.repairs.warn()
+    if not builder.has_events():
+        raise TraceFormatError(f"{source.path}: holds no events (no instructions, DMA packets, spans or "
+                               "counters; a recording stopped before it issued anything, or an empty profile)")
+    builder.finish_tables()
+    reader = con.cursor()
+    try:
+        reader.execute(f"USE {quote(_BUILD_ALIAS)}")
+        track = IndexBuilder(con, reader, builder.registry, builder.stats, builder.sorted_names(),
+                             progress=progress).build()
+    finally:
+        reader.close()
+    with registered(con, track) as view:
+        con.execute(f"CREATE TABLE {quote(dbs.TRACK_TABLE)} AS SELECT * FROM {view} ORDER BY {quote(dbs.TRACK_ID)}")
+
+
 def ingest(source: TraceSource, db_path: str | os.PathLike[str], *, cache_key: str | None = None,
            progress: IngestProgress | None = None, threads: int | None = None,
-           memory_limit_mb: int = DEFAULT_MEMORY_LIMIT_MB) -> Path:
+           memory_limit_mb: int = DEFAULT_MEMORY_LIMIT_MB,
+           warned: Iterable[ingest_warnings.Stored] = ()) -> Path:
     """Ingest ``source`` into a new DuckDB file at ``db_path`` (replacing it atomically); return the path.
 
     Args:
@@ -362,6 +389,8 @@ def ingest(source: TraceSource, db_path: str | os.PathLike[str], *, cache_key: s
         threads: DuckDB threads (default: all cores).
         memory_limit_mb: DuckDB's memory limit; sorts (of tracks stored out of time order) spill beyond it
             to a directory beside the database.
+        warned: warnings already shown for this input (opening the source), stored with the ones the ingest
+            shows (:mod:`profiler.db.ingest_warnings`) so that every later open of the database repeats them.
     """
     db_path = Path(db_path)
     try:
@@ -380,33 +409,11 @@ def ingest(source: TraceSource, db_path: str | os.PathLike[str], *, cache_key: s
 
     con = duckdb.connect()
     try:
-        literal = "'" + str(tmp).replace("'", "''") + "'"
-        con.execute(f"ATTACH {literal} AS {quote(_BUILD_ALIAS)} (ROW_GROUP_SIZE {ROW_GROUP_ROWS})")
-        con.execute(f"USE {quote(_BUILD_ALIAS)}")
-        con.execute("SET enable_progress_bar = false")
-        con.execute(f"SET memory_limit = '{int(memory_limit_mb)}MB'")
-        con.execute(f"SET temp_directory = '{str(tmp) + '.spill'}'")
-        if threads:
-            con.execute(f"SET threads = {int(threads)}")
-        builder = _Builder(con, source)
-        runs = _Runs(iter(source.read(on_bytes)))
-        while (run := runs.next_run()) is not None:
-            builder.add_run(*run)
-        builder.finish_stream()
-        if not builder.has_events():
-            raise TraceFormatError(f"{source.path}: holds no events (no instructions, DMA packets, spans or "
-                                   "counters; a recording stopped before it issued anything, or an empty profile)")
-        builder.finish_tables()
-        reader = con.cursor()
-        try:
-            reader.execute(f"USE {quote(_BUILD_ALIAS)}")
-            track = IndexBuilder(con, reader, builder.registry, builder.stats, builder.sorted_names(),
-                                 progress=progress).build()
-        finally:
-            reader.close()
-        with registered(con, track) as view:
-            con.execute(f"CREATE TABLE {quote(dbs.TRACK_TABLE)} AS SELECT * FROM {view} ORDER BY {quote(dbs.TRACK_ID)}")
-        _write_info(con, source, cache_key)
+        with ingest_warnings.collecting() as seen:
+            seen[:0] = list(warned)
+            _build(con, tmp, source, on_bytes=on_bytes, progress=progress, threads=threads,
+                   memory_limit_mb=memory_limit_mb)
+        _write_info(con, source, cache_key, seen)
         con.execute("CHECKPOINT")
         con.close()
         os.replace(tmp, db_path)

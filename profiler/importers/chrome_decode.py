@@ -126,10 +126,10 @@ def decode_block(block: ObjectBlock) -> DecodedBlock:
         cls[bad_ts] = IGNORED
     out = DecodedBlock(n=len(block), cls=cls, ts=ts_ns, threads=_threads(block), problems=problems,
                        unknown_phases=unknown_phases)
-    ok_ts = ts_ns[timed & ts_ok]
+    _spans(block, out)  # first: it skips X events ending beyond the time limit
+    ok_ts = ts_ns[timed & ts_ok & (cls != IGNORED)]
     if len(ok_ts):
         out.t_min, out.t_max = int(ok_ts.min()), int(ok_ts.max())
-    _spans(block, out)
     _begin_end(block, out)
     if np.isin(cls, ASYNC_CLASSES).any():
         _async(block, out)
@@ -178,7 +178,29 @@ def _threads(block: ObjectBlock) -> Threads:
     return out
 
 
+def _complete_durations(block: ObjectBlock, out: DecodedBlock) -> np.ndarray:
+    """The durations of the block's X events, in row order, after skipping (``IGNORED``, counted) those that end
+    beyond the time limit; an invalid or negative ``dur`` makes the event zero-length (counted)."""
+    rows = np.flatnonzero(out.cls == COMPLETE)
+    if not len(rows):
+        return np.zeros(0, np.int64)
+    dur, dur_ok = exact_times(block, "dur", rows)
+    if not dur_ok.all():
+        out.problems["X events without a valid dur (made zero-length)"] += int((~dur_ok).sum())
+    negative = dur < 0
+    if negative.any():
+        out.problems["X events with a negative dur (made zero-length)"] += int(negative.sum())
+    dur = np.where(dur_ok & ~negative, dur, 0)
+    beyond = dur > TIME_LIMIT - 1 - out.ts[rows]  # start + dur >= 2**62, without overflowing
+    if beyond.any():
+        out.problems["X events ending beyond 2**62 ns (skipped)"] += int(beyond.sum())
+        out.cls[rows[beyond]] = IGNORED
+        dur = dur[~beyond]
+    return dur
+
+
 def _spans(block: ObjectBlock, out: DecodedBlock) -> None:
+    dur = _complete_durations(block, out)
     cls = out.cls
     rows = np.flatnonzero(np.isin(cls, SPAN_CLASSES))
     if not len(rows):
@@ -188,14 +210,7 @@ def _spans(block: ObjectBlock, out: DecodedBlock) -> None:
     end = start.copy()
     x = np.flatnonzero(c == COMPLETE)
     if len(x):
-        dur, dur_ok = exact_times(block, "dur", rows[x])
-        if not dur_ok.all():
-            out.problems["X events without a valid dur (made zero-length)"] += int((~dur_ok).sum())
-        negative = dur < 0
-        if negative.any():
-            out.problems["X events with a negative dur (made zero-length)"] += int(negative.sum())
-            dur[negative] = 0
-        end[x] = start[x] + np.minimum(dur, TIME_LIMIT - 1 - start[x])
+        end[x] = start[x] + dur
         out.x_end_max = int(end[x].max())
     end[(c == BEGIN) | (c == ASYNC_BEGIN)] = PENDING
     scope = np.zeros(len(rows), np.uint8)

@@ -48,6 +48,9 @@ KERNEL_MIN_BYTES = 32 << 20
 GZIP_RATIO = 8
 #: Largest top-level value (other than the streamed array) kept for the caller, e.g. a ``summary`` list.
 MAX_KEPT_VALUE_BYTES = 64 << 20
+#: Deepest nesting of arrays and objects accepted anywhere in the file.  Deeper input is refused: decoding it
+#: (msgspec, recursively) would exhaust Python's stack (~1,000 levels), and no trace nests that deep.
+MAX_DEPTH = 512
 _WS = b" \t\r\n"
 _VALIDATOR = msgspec.json.Decoder(msgspec.Raw)
 T = TypeVar("T")
@@ -253,6 +256,7 @@ class JsonArrayStream:
         st = scan_structure(data, depth)
         b = np.frombuffer(data, np.uint8)
         pos, char, dep = st.pos, st.char, st.depth
+        self._check_depth(st, offset)
         sq = pos[(char == QUOTE) & (dep == 1)]
         if st.open_string >= 0:
             sq = sq[sq < st.open_string]
@@ -331,6 +335,7 @@ class JsonArrayStream:
         """:meth:`_events` with the vectorised scanner and msgspec's validation."""
         st = scan_structure(data, level)
         pos, char, dep = st.pos, st.char, st.depth
+        self._check_depth(st, offset)
         ends = np.flatnonzero((char == RBRACKET) & (dep == level - 1))
         end_k = int(ends[0]) if len(ends) else len(pos)
         lim_pos = pos[:end_k]
@@ -373,6 +378,14 @@ class JsonArrayStream:
 
     _bad_reason = ""
 
+    def _check_depth(self, st: object, offset: int) -> None:
+        """TraceFormatError naming the file and byte when the scanned text nests deeper than :data:`MAX_DEPTH`."""
+        dep = st.depth  # type: ignore[attr-defined]
+        if len(dep) and int(dep.max()) > MAX_DEPTH:
+            byte = offset + int(st.pos[int(np.argmax(dep > MAX_DEPTH))])  # type: ignore[attr-defined]
+            raise TraceFormatError(f"{self.path}: JSON nested deeper than {MAX_DEPTH} levels at byte {byte:,}; not a "
+                                   "trace trnprof reads: export it without such deep values")
+
     def _validate(self, data: bytes, start: int, stop: int, *, need_comma: bool, close: bool = True) -> int | None:
         """Byte position (in ``data``) of the first JSON fault in ``data[start:stop]``, or None.
 
@@ -385,6 +398,9 @@ class JsonArrayStream:
         try:
             _VALIDATOR.decode(prefix + body + (b"]" if close else b""))
             return None
+        except RecursionError:  # unreachable after _check_depth, unless the stack is already deep
+            raise TraceFormatError(f"{self.path}: JSON nested too deeply to validate (in {self.what} "
+                                   f"{self.objects:,} or after); not a trace trnprof reads") from None
         except msgspec.DecodeError as exc:
             msg = str(exc)
             self._bad_reason = msg.split(" (byte ", maxsplit=1)[0].replace("JSON is malformed: ", "")

@@ -124,12 +124,38 @@ def test_sql_query_returns_rows(browser, dashboard_server):
     cells = wait_for(browser, lambda d: d.find_elements("css selector", "#sql-grid .ag-cell"), "grid cells")
     assert any(c.text == "Tensor" for c in cells)
     # A write is refused inline, as one line.
+    from selenium.webdriver.common.keys import Keys
+
     editor = browser.find_element("id", "sql-query")
-    editor.clear()
+    editor.send_keys(Keys.CONTROL, "a")   # (clear() empties the DOM, not the React component's value)
+    editor.send_keys(Keys.DELETE)
     editor.send_keys("COPY Instruction TO '/tmp/trnprof-should-not-exist.csv'")
     run.click()
     err = wait_for(browser, lambda d: d.find_elements("id", "sql-error"), "the inline error")[0]
-    assert err.text and "\n" not in err.text
+    assert err.text.startswith("not allowed: COPY") and "\n" not in err.text
+    assert console_errors(browser) == []
+
+
+def test_sql_grid_shows_columns_whose_names_have_dots(browser, dashboard_server):
+    """AG Grid reads a field with a dot as a path into nested data; the page keys columns so every cell shows."""
+    browser.get(dashboard_server.url + "/sql?trace=t0")
+    run = wait_for(browser, lambda d: d.find_elements("id", "sql-run"), "the SQL page")[0]
+    from selenium.webdriver.common.keys import Keys
+
+    editor = browser.find_element("id", "sql-query")
+    editor.send_keys(Keys.CONTROL, "a")   # (clear() empties the DOM, not the React component's value)
+    editor.send_keys(Keys.DELETE)
+    editor.send_keys('SELECT 1.5 * 2 AS plain, 1.5 * 2, 42 AS "a.b"')
+    run.click()
+    wait_for(browser, lambda d: d.find_elements("id", "sql-ok"), "query results")
+
+    def cells(d):
+        found = d.find_elements("css selector", "#sql-grid .ag-row .ag-cell")
+        return [c.text for c in found] if len(found) == 3 else None
+
+    assert wait_for(browser, cells, "three grid cells") == ["3.0", "3.0", "42"]
+    headers = [h.text for h in browser.find_elements("css selector", "#sql-grid .ag-header-cell-text")]
+    assert headers == ["plain", "(1.5 * 2)", "a.b"]
     assert console_errors(browser) == []
 
 

@@ -95,3 +95,29 @@ def test_good_database_still_works(good_db: Path, tmp_path: Path) -> None:
     run = _trnprof("sql", good_db, "SELECT count(*) > 0 AS ok FROM Instruction", cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     assert "true" in run.stdout.lower()
+
+
+def test_a_damaged_block_found_while_reading_names_the_database(good_db: Path, tmp_path: Path, capsys) -> None:
+    """A data block whose checksum fails is found only when a query reads it, after the database opened cleanly:
+    the one-line error still names the file and the `trnprof ingest -o` fix for it."""
+    from profiler.cli import main
+
+    size = good_db.stat().st_size
+    block = 256 * 1024  # DuckDB's block size: damage one block at a time, headers (the first 12 KiB) left alone
+    seen = []
+    for start in range(3 * 4096, size - 4096, block):
+        bad = tmp_path / f"b{start}.duckdb"
+        shutil.copyfile(good_db, bad)
+        with open(bad, "r+b") as f:
+            f.seek(start + 64)
+            f.write(b"A" * 4096)
+        for argv in (["sql", str(bad), "SELECT sum(start_ts), count(*), max(name) FROM slice"],
+                     ["summary", str(bad)]):
+            code = main(argv)
+            err = capsys.readouterr().err
+            if "cannot read the database" in err:
+                seen.append(argv[0])
+                assert code == 2 and err.count("\n") == 1
+                assert err.startswith(f"trnprof: error: {bad.resolve()}: cannot read the database"), err
+                assert f"re-create it with `trnprof ingest TRACE -o {bad.resolve()}`" in err, err
+    assert "sql" in seen and "summary" in seen, seen

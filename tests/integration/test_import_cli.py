@@ -7,6 +7,7 @@ import json
 import shutil
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pyarrow as pa
@@ -14,6 +15,7 @@ import pyarrow.parquet as pq
 
 import profiler
 from profiler.cli import main
+from tracer.errors import TruncatedTraceWarning
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "pytorch"
 
@@ -43,7 +45,13 @@ def test_truncated_trace_is_ingested_with_one_warning_line(tmp_path):
     err = run.stderr.strip().splitlines()
     assert all(line.startswith("trnprof: warning: ") for line in err), err
     assert any("cut.json: the file ends inside event 951 (truncated?)" in line for line in err)
-    with profiler.open(tmp_path / "cut.duckdb") as t:
+    # the database keeps the ingest's warnings and gives them again whenever it is opened
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        t = profiler.open(tmp_path / "cut.duckdb")
+    assert any(issubclass(w.category, TruncatedTraceWarning) and "cut.json: the file ends inside event 951"
+               in str(w.message) for w in caught), [str(w.message) for w in caught]
+    with t:
         assert 0 < t.sql("SELECT count(*) FROM slice").fetchall()[0][0] < 870
         assert t.metadata["recording_complete"] is False
 

@@ -13,6 +13,7 @@ from dashboard import details as det
 from dashboard import search_logic as srch
 from dashboard import sql_logic
 from dashboard import timeline_logic as tl
+from dashboard import timeline_picks as picks
 from profiler.figures import lanes as lanes_mod
 from profiler.figures import viewport as vp
 from profiler.figures.palette import decode
@@ -160,11 +161,11 @@ def test_nav_focuses_on_an_event_and_click_finds_it(trace):
     assert v0 < mm_start < mm_end < v1 and v1 - v0 < 10 * (mm_end - mm_start)
     row = list(first.figure.layout.yaxis.ticktext).index("Tensor")
     click = {"points": [{"curveNumber": 0, "x": (mm_start + 100 - t0) / 1e9, "y": row}]}
-    picked = tl.event_at_click(trace, click, nav.view, nav.state)
+    picked = picks.event_at_click(trace, click, nav.view, nav.state)
     assert picked["table"] == "Instruction" and picked["start_ns"] == mm_start
     assert trace.event("Instruction", picked["id"])["opcode"] == "MATMUL"
-    assert tl.event_at_click(trace, {"points": [{"x": "bad", "y": 0}]}, nav.view, nav.state) is None
-    assert tl.event_at_click(trace, {"points": [{"x": 0.0, "y": 999}]}, nav.view, nav.state) is None
+    assert picks.event_at_click(trace, {"points": [{"x": "bad", "y": 0}]}, nav.view, nav.state) is None
+    assert picks.event_at_click(trace, {"points": [{"x": 0.0, "y": 999}]}, nav.view, nav.state) is None
 
 
 def test_details_panel_lists_fields_and_dependencies(trace):
@@ -207,9 +208,9 @@ def test_selection_summary_is_exact_for_engines(trace):
     tensor = next(e for e in s.engines if e[0] == "Tensor")
     assert tensor[2] == 60 + 300 and tensor[3] == pytest.approx(360 / 1450)
     assert s.top_names and s.top_names[0][0] in {"MATMUL", "ACTIVATE", "TENSOR_TENSOR"}
-    assert tl.selection_range({"range": {"x": [2e-6, 1e-6]}}, {"origin": 10, "view": [0, 5]}) == (1010, 2010)
-    assert tl.selection_range(None, {"origin": 0, "view": [3, 9]}) == (3, 9)
-    assert tl.selection_range(None, None) is None
+    assert picks.selection_range({"range": {"x": [2e-6, 1e-6]}}, {"origin": 10, "view": [0, 5]}) == (1010, 2010)
+    assert picks.selection_range(None, {"origin": 0, "view": [3, 9]}) == (3, 9)
+    assert picks.selection_range(None, None) is None
 
 
 # -- SQL ----------------------------------------------------------------------------------------------------
@@ -218,7 +219,8 @@ def test_sql_rows_limit_and_js_safe_values(trace):
     assert res.error is None and len(res.rows) == 5 and res.truncated
     assert res.columns == ["id", "start_ts", "opcode"]
     big = sql_logic.run_query(trace, "SELECT 9007199254740993 AS big, 1 AS big, 'x'::BLOB AS b")
-    assert big.rows[0]["big"] == "9007199254740993" and big.rows[0]["b"] == "78"
+    row = dict(zip(big.columns, (big.rows[0][f] for f in big.fields), strict=True))
+    assert row["big"] == "9007199254740993" and row["b"] == "78"
     assert len(big.columns) == len(set(big.columns)) == 3
 
 
@@ -226,16 +228,16 @@ def test_sql_page_fetches_no_more_than_the_row_limit(trace, monkeypatch):
     """The result beyond the row limit is never built in the server's memory (a 10^9-row query is answered from
     its first rows)."""
     asked = []
-    real = type(trace).sql
+    real = type(trace).sql_arrow
 
-    def spy(self, query, timeout_s=30.0, params=None, *, max_rows=None):
-        asked.append(max_rows)
-        return real(self, query, timeout_s, params, max_rows=max_rows)
+    def spy(self, query, timeout_s=30.0, params=None, **caps):
+        asked.append(caps)
+        return real(self, query, timeout_s, params, **caps)
 
-    monkeypatch.setattr(type(trace), "sql", spy)
+    monkeypatch.setattr(type(trace), "sql_arrow", spy)
     res = sql_logic.run_query(trace, "SELECT range AS r FROM range(1000000000)", row_limit=7)
-    assert res.error is None and len(res.rows) == 7 and res.truncated
-    assert asked == [8]
+    assert res.error is None and len(res.rows) == 7 and res.truncated and "row limit" in res.note
+    assert asked == [{"max_rows": 8, "max_bytes": sql_logic.MAX_RESULT_BYTES}]
 
 
 @pytest.mark.parametrize("query", ["", "SELEC 1", "SELECT * FROM no_such_table", "x" * 200_000])

@@ -57,8 +57,8 @@ def test_secret_file_path_as_trace_id_is_refused(served):
     for search in (f"?trace={root / 'secret.txt'}", "?trace=../secret.txt", "?trace=t0/../../secret.txt",
                    "?trace=" + "A" * 5000):
         payload = {
-            "output": "page-content.children",
-            "outputs": {"id": "page-content", "property": "children"},
+            "output": "..page-content.children...app-error.children..",
+            "outputs": [{"id": "page-content", "property": "children"}, {"id": "app-error", "property": "children"}],
             "inputs": [{"id": "url", "property": "pathname", "value": "/"},
                        {"id": "url", "property": "search", "value": search}],
             "changedPropIds": ["url.search"], "state": [],
@@ -129,3 +129,74 @@ def test_sql_route_goes_through_the_sandbox(served):
     body = resp.get_data(as_text=True)
     assert SECRET not in body and "sql-error" in body
     assert Path(root / "secret.txt").read_text() == SECRET
+
+
+# -- DNS rebinding: Host and Origin ----------------------------------------------------------------------------
+def _sql_payload(query: str = "SELECT 42 AS answer") -> dict:
+    return {
+        "output": "..sql-grid.rowData...sql-grid.columnDefs...sql-status.children..",
+        "outputs": [{"id": "sql-grid", "property": "rowData"}, {"id": "sql-grid", "property": "columnDefs"},
+                    {"id": "sql-status", "property": "children"}],
+        "inputs": [{"id": "sql-run", "property": "n_clicks", "value": 1}],
+        "state": [{"id": "sql-query", "property": "value", "value": query},
+                  {"id": "sql-limit", "property": "value", "value": 10},
+                  {"id": "sql-timeout", "property": "value", "value": 5},
+                  {"id": "url", "property": "search", "value": "?trace=t0"}],
+        "changedPropIds": ["sql-run.n_clicks"],
+    }
+
+
+@pytest.mark.parametrize("headers", [
+    {"Host": "evil.example:8765", "Origin": "http://evil.example"},   # the rebinding attack itself
+    {"Host": "evil.example:8765"},
+    {"Host": "127.0.0.1.evil.example"},
+    {"Host": "localhost.evil.example:8050"},
+    {"Host": "localhost:8050", "Origin": "http://evil.example"},      # a cross-site request
+    {"Host": "localhost:8050", "Origin": "null"},
+    {"Host": "localhost:8050", "Origin": "http://localhost:notaport"},
+    {"Host": "[::1"},
+    {"Host": "user@localhost"},
+    {"Host": "10.1.2.3:8050"},
+])
+def test_requests_for_other_hosts_are_refused(served, headers):
+    app, _ = served
+    client = app.server.test_client()
+    for resp in (client.post("/_dash-update-component", data=json.dumps(_sql_payload()),
+                             content_type="application/json", headers=headers),
+                 client.get("/", headers=headers), client.get("/_dash-layout", headers=headers)):
+        assert resp.status_code == 403
+        body = resp.get_data(as_text=True)
+        assert body.count("\n") == 1 and "42" not in body and "--allow-host" in body
+
+
+@pytest.mark.parametrize("headers", [
+    {"Host": "localhost:8765"}, {"Host": "LOCALHOST"}, {"Host": "127.0.0.1:8050"}, {"Host": "127.8.9.10"},
+    {"Host": "[::1]:8050"}, {"Host": "app.localhost:8050"},
+    {"Host": "127.0.0.1:8050", "Origin": "http://127.0.0.1:8050"}, {"Host": "[::1]:1", "Origin": "http://[::1]:1"},
+    {"Host": "localhost:8050", "Origin": "https://localhost"},
+    {"Host": "0.0.0.0:8050", "Origin": "http://0.0.0.0:8050"},   # a server on every interface, opened as 0.0.0.0
+])
+def test_loopback_hosts_and_origins_are_served(served, headers):
+    app, _ = served
+    resp = app.server.test_client().post("/_dash-update-component", data=json.dumps(_sql_payload()),
+                                         content_type="application/json", headers=headers)
+    assert resp.status_code == 200 and "42" in resp.get_data(as_text=True)
+
+
+def test_allowed_hosts_widen_the_check(tmp_path, monkeypatch):
+    from dashboard.hosts import ALLOW_HOSTS_ENV, HostPolicy
+
+    trace = write_kernel_trace(tmp_path / "k.trace", iterations=5)
+    named = create_app([trace], allowed_hosts=["dash.example"]).server.test_client()
+    assert named.get("/", headers={"Host": "dash.example:8050"}).status_code == 200
+    assert named.get("/", headers={"Host": "dash.example", "Origin": "http://dash.example:8050"}).status_code == 200
+    assert named.get("/", headers={"Host": "other.example"}).status_code == 403
+    anyone = create_app([trace], allowed_hosts=HostPolicy.for_server("0.0.0.0")).server.test_client()
+    assert anyone.get("/", headers={"Host": "box.lan:8050"}).status_code == 200
+    # serving any host, a request must still come from the dashboard's own origin (or a loopback one)
+    assert anyone.get("/", headers={"Host": "box.lan:8050", "Origin": "http://box.lan:8050"}).status_code == 200
+    assert anyone.get("/", headers={"Host": "box.lan:8050", "Origin": "http://evil.example"}).status_code == 403
+    monkeypatch.setenv(ALLOW_HOSTS_ENV, "proxy.example, *.ignored")
+    from_env = create_app([trace]).server.test_client()
+    assert from_env.get("/", headers={"Host": "proxy.example"}).status_code == 200
+    assert from_env.get("/", headers={"Host": "evil.example"}).status_code == 403

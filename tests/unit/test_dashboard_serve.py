@@ -42,7 +42,7 @@ def test_busy_port_and_public_host(tmp_path, capsys):
     assert len(err.strip().splitlines()) == 1 and not caught
 
 
-def test_a_public_host_is_warned_about(tmp_path, capsys, monkeypatch):
+def test_a_public_host_is_warned_about_on_stderr_whatever_the_warning_filters(tmp_path, capsys, monkeypatch):
     import werkzeug.serving
 
     def no_server(*args, **kwargs):
@@ -53,6 +53,77 @@ def test_a_public_host_is_warned_about(tmp_path, capsys, monkeypatch):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    with pytest.warns(RuntimeWarning, match="NO authentication"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # `python -W ignore` must not hide it
         assert main(["serve", str(trace), "--host", "0.0.0.0", "--port", str(port), "--no-browser"]) == 2
-    assert "stopped by the test" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "trnprof: warning: binding 0.0.0.0: the dashboard has NO authentication" in err
+    assert "any Host name" in err and "stopped by the test" in err
+
+
+class _FakeServer:
+    def __init__(self, host, port, app, threaded):
+        self.server_port = port
+        self.app = app
+
+    def serve_forever(self):
+        raise KeyboardInterrupt
+
+    def server_close(self):
+        pass
+
+
+@pytest.mark.parametrize("host, shown", [("::1", "http://[::1]:{port}/"), ("[::1]", "http://[::1]:{port}/"),
+                                         ("127.0.0.1", "http://127.0.0.1:{port}/"),
+                                         ("0.0.0.0", "http://127.0.0.1:{port}/"), ("::", "http://[::1]:{port}/")])
+def test_the_printed_and_opened_url_is_valid_for_ipv6(tmp_path, capsys, monkeypatch, host, shown):
+    import threading
+
+    import werkzeug.serving
+
+    from dashboard import command
+
+    servers = []
+    monkeypatch.setattr(werkzeug.serving, "make_server", lambda *a, **k: servers.append(_FakeServer(*a, **k))
+                        or servers[-1])
+    monkeypatch.setattr(command, "_check_can_listen", lambda host, port: None)
+    opened = []
+
+    class NowTimer:
+        def __init__(self, _delay, fn, args):
+            self.fn, self.args = fn, args
+
+        def start(self):
+            opened.append(self.args[0])
+
+    monkeypatch.setattr(threading, "Timer", NowTimer)
+    trace = write_kernel_trace(tmp_path / "k.trace", iterations=5)
+    assert main(["serve", str(trace), "--host", host, "--port", "8765"]) == 0
+    url = shown.format(port=8765)
+    assert f"trnprof dashboard on {url} " in capsys.readouterr().err
+    assert opened == [url]
+    assert command.served_url(host, 8765) == url
+
+
+def test_serve_answers_the_hosts_it_is_bound_for(tmp_path, monkeypatch):
+    import werkzeug.serving
+
+    from dashboard import command
+
+    servers = []
+    monkeypatch.setattr(werkzeug.serving, "make_server", lambda *a, **k: servers.append(_FakeServer(*a, **k))
+                        or servers[-1])
+    monkeypatch.setattr(command, "_check_can_listen", lambda host, port: None)
+    trace = write_kernel_trace(tmp_path / "k.trace", iterations=5)
+
+    def status(args, host):
+        servers.clear()
+        assert main(["serve", str(trace), "--no-browser", *args]) == 0
+        return servers[0].app.test_client().get("/", headers={"Host": host}).status_code
+
+    assert status([], "localhost:8050") == 200 and status([], "evil.example:8050") == 403
+    assert status(["--allow-host", "my.box"], "my.box:8050") == 200
+    assert status(["--host", "192.0.2.7"], "192.0.2.7:8050") == 200
+    assert status(["--host", "192.0.2.7"], "evil.example") == 403
+    assert status(["--host", "0.0.0.0"], "anything.example") == 200
+    assert status(["--host", "0.0.0.0", "--allow-host", "my.box"], "anything.example") == 403

@@ -86,6 +86,32 @@ def test_ingest_force_replaces_only_a_database(trace_and_db, tmp_path, capsys):
         assert main(["ingest", str(trace), "-o", str(db), "--force", "--quiet"]) == 0
 
 
+def test_ingest_force_never_replaces_a_duckdb_database_trnprof_did_not_write(trace_and_db, tmp_path, capsys):
+    """--force replaces an earlier trnprof database only: someone's own DuckDB file (no trnprof_info), or one that
+    cannot be read to tell, is refused in one line naming it and kept as it was."""
+    import duckdb
+
+    trace, db = trace_and_db
+    mine = tmp_path / "my.duckdb"
+    con = duckdb.connect(str(mine))
+    con.execute("CREATE TABLE customers AS SELECT * FROM range(1000)")
+    con.close()
+    before = mine.read_bytes()
+    assert main(["ingest", str(trace), "-o", str(mine), "--force", "--quiet"]) == 2
+    _one_line_error(capsys, str(mine), "a DuckDB database trnprof did not write", "--force only replaces a trnprof "
+                    "database")
+    assert mine.read_bytes() == before
+    con = duckdb.connect(str(mine), read_only=True)
+    assert con.execute("SELECT count(*) FROM customers").fetchall() == [(1000,)]
+    con.close()
+    damaged = tmp_path / "damaged.duckdb"
+    data = db.read_bytes()
+    damaged.write_bytes(data[:12288] + os.urandom(4096) + data[16384:])  # its first block: the catalog
+    assert main(["ingest", str(trace), "-o", str(damaged), "--force", "--quiet"]) == 2
+    _one_line_error(capsys, str(damaged), "cannot be")
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
 @pytest.mark.parametrize("command", ["ingest", "export"])
 def test_an_output_that_cannot_be_written_names_the_output(trace_and_db, tmp_path, capsys, command):
     trace, db = trace_and_db

@@ -269,15 +269,18 @@ def test_newer_format_version_is_refused(tmp_path):
     _expect_format_error(path, r"format 9\.0, newer than this trnprof reads .*upgrade trnprof")
 
 
-def _full_file(tmp_path):
+def _full_file(tmp_path, *, complete=False):
+    """A trace of 400 instructions in batches of 50; ``complete=False`` marks it as an interrupted recording."""
     path = tmp_path / "full"
-    with TraceWriter(path, batch_rows=50, background_flush=False) as w:
-        w.append("Instruction", instruction_columns(400))
+    w = TraceWriter(path, batch_rows=50, background_flush=False)
+    w.append("Instruction", instruction_columns(400))
+    w.close(complete=complete)
     return path, (path / "Instruction.arrows").read_bytes()
 
 
 def test_truncation_at_every_length_keeps_a_clean_prefix(tmp_path):
-    """Cut the file at many lengths: the reader returns whole batches of correct rows and at most warns."""
+    """Cut the file of an interrupted recording at many lengths: the reader returns whole batches of correct rows
+    and at most warns."""
     path, data = _full_file(tmp_path)
     target = path / "Instruction.arrows"
     lengths = sorted(set(range(0, len(data), max(1, len(data) // 400))) | {len(data) - 8, len(data) - 1})
@@ -314,6 +317,146 @@ def test_truncated_then_garbage_tail_never_raises(tmp_path_factory, cut, junk):
             return
     if table.num_rows:
         check_instruction_rows(table)
+
+
+def test_truncating_a_completed_recording_at_any_length_is_an_error_naming_the_file(tmp_path):
+    """In a trace whose Metadata says the recording completed, a cut file is damage, never a silent loss of rows:
+    at a batch boundary too (the end-of-stream marker is missing) and with stray bytes after the marker."""
+    path, data = _full_file(tmp_path, complete=True)
+    target = path / "Instruction.arrows"
+    lengths = sorted(set(range(0, len(data), max(1, len(data) // 200))) | {len(data) - 8, len(data) - 1})
+    for length in lengths:
+        target.write_bytes(data[:length])
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # an error, not a warning
+            with pytest.raises(TraceFormatError, match=r"Instruction\.arrows: .*completed recording.*record or export"):
+                TraceReader(path).read_table("Instruction")
+    target.write_bytes(data + b"\x00" * 16)
+    with pytest.raises(TraceFormatError, match="16 stray bytes after its end-of-stream marker"):
+        TraceReader(path).read_table("Instruction")
+    target.write_bytes(data)
+    assert TraceReader(path).read_table("Instruction").num_rows == 400
+
+
+def _overwrite(path, offset, junk):
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        f.write(junk)
+
+
+def _uncompressed_trace(tmp_path, *, complete):
+    """Two batches of Instruction rows written without compression, so overwritten bytes decode as garbage offsets
+    and dictionary codes instead of failing decompression."""
+    path = tmp_path / "plain"
+    w = TraceWriter(path, batch_rows=200, background_flush=False, compression=None)
+    w.append("Instruction", instruction_columns(400))
+    w.close(complete=complete)
+    return path, path / "Instruction.arrows"
+
+
+def _batch_bodies(file):
+    """(offset, size) of each record batch message's body in an Arrow IPC stream file."""
+    source = pa.memory_map(str(file))
+    reader = ipc.MessageReader.open_stream(source)
+    out = []
+    while True:
+        try:
+            message = reader.read_next_message()
+        except StopIteration:
+            return out
+        if message.type == "record batch":
+            out.append((source.tell() - message.body.size, message.body.size))
+
+
+@pytest.mark.parametrize("column", ["operands", "engine"])
+def test_garbage_offsets_or_dictionary_codes_are_a_corrupt_batch_error_not_a_crash(tmp_path, column):
+    """Bytes overwritten inside a batch whose framing is intact used to reach pyarrow kernels unvalidated
+    (a segmentation fault in `take`, an IndexError): full validation reports the batch instead."""
+    path, file = _uncompressed_trace(tmp_path, complete=True)
+    table = TraceReader(path).read_table("Instruction")
+    body, size = _batch_bodies(file)[0]
+    # Overwrite the whole buffer region of the column: its offsets (string) or indices (dictionary).
+    data = file.read_bytes()
+    batch0 = table.to_batches()[0]
+    col = batch0.column(column)
+    buffers = [b for b in (col.indices if column == "engine" else col).buffers() if b is not None]
+    target = buffers[-2] if column == "operands" else buffers[-1]  # string offsets / dictionary codes
+    at = data.find(target.to_pybytes(), body, body + size)
+    assert at > 0
+    _overwrite(file, at + 8, b"A" * 64)
+    with pytest.raises(TraceFormatError, match=r"Instruction\.arrows: corrupt record batch 1 \(.*\) in a completed "
+                                               "recording .*record or export the trace again"):
+        TraceReader(path).read_table("Instruction")
+
+
+def test_a_damaged_last_batch_of_an_interrupted_recording_is_still_a_warning(tmp_path):
+    path, file = _uncompressed_trace(tmp_path, complete=False)
+    body, size = _batch_bodies(file)[-1]
+    _overwrite(file, body, b"A" * size)  # the validity/offset buffers of the last batch
+    with pytest.warns(TruncatedTraceWarning, match=r"damaged tail after 1 complete batch\(es\)"):
+        table = TraceReader(path).read_table("Instruction")
+    assert table.num_rows == 200
+    check_instruction_rows(table)
+
+
+def test_a_damaged_batch_followed_by_intact_ones_is_damage_even_when_interrupted(tmp_path):
+    path, file = _uncompressed_trace(tmp_path, complete=False)
+    body, size = _batch_bodies(file)[0]
+    _overwrite(file, body, b"A" * size)
+    with pytest.raises(TraceFormatError, match="corrupt record batch 1 .*intact batches follow it"):
+        TraceReader(path).read_table("Instruction")
+
+
+def test_nulls_in_a_required_column_are_a_corrupt_batch(small_trace):
+    t = TraceReader(small_trace).read_table("Instruction")
+    i = t.schema.get_field_index("start_ts")
+    nullable = t.schema.set(i, pa.field("start_ts", pa.int64(), nullable=True))
+    t = pa.Table.from_arrays([*t.columns[:i], pa.array([None] * t.num_rows, pa.int64()), *t.columns[i + 1:]],
+                             schema=nullable)
+    _write_stream(small_trace / "Instruction.arrows", t)
+    _expect_format_error(small_trace, r"corrupt record batch 1 \(required column 'start_ts' holds 128 null value")
+
+
+def _transfer_trace(path, *, complete, starts=((0,),), layout=0, rotation=0, layout_id=0):
+    """DMA transfers (one per ``starts`` entry) of a two-packet layout ``layout_id`` over 4 queues."""
+    from tracer import packets
+
+    rot = [((q0 + np.arange(2)) % 4, np.zeros(2, np.int64)) for q0 in range(4)]
+    w = TraceWriter(path, background_flush=False)
+    w.append("DmaPacketLayout", packets.layout_columns(layout_id, rot, np.full(2, 5), np.full(2, 8),
+                                                       np.zeros(2, np.int64)))
+    w.append("DmaTransfer", {
+        "packet_aggregation_id": list(range(len(starts))), "first_packet_id": [2 * i for i in range(len(starts))],
+        "packet_layout": [layout] * len(starts), "rotation": [rotation] * len(starts),
+        "queue_start_ts": pa.array([list(s) for s in starts], pa.list_(pa.int64())),
+        "queue_group": ["qSyncIO"] * len(starts)})
+    w.close(complete=complete)
+    return path
+
+
+def test_a_transfer_naming_a_missing_layout_in_a_completed_recording_is_called_corrupt(tmp_path):
+    path = _transfer_trace(tmp_path / "t", complete=True, layout=1)
+    with pytest.warns(TruncatedTraceWarning, match=r"packet layouts .* missing \(the trace is corrupt"):
+        assert TraceReader(path).read_table("DmaPacket").num_rows == 0
+
+
+@pytest.mark.parametrize(("starts", "message"), [
+    (((),), "DMA transfers without queue start times"),
+    # per-queue starts for 2 of 4 queues, the packets on queues 2 and 3: one transfer would read past the values,
+    # several would read the next transfer's starts
+    (((0, 1),), "DMA transfers with fewer queue start times than their packets' queues"),
+    (((0, 1), (2, 3, 4, 5)), "DMA transfers with fewer queue start times than their packets' queues"),
+])
+def test_transfers_that_cannot_be_expanded_are_an_error_naming_the_file(tmp_path, starts, message):
+    path = _transfer_trace(tmp_path / "t", complete=True, starts=starts, rotation=2)
+    with pytest.raises(TraceFormatError, match=rf"DmaTransfer\.arrows: {message}"):
+        TraceReader(path).read_table("DmaPacket")
+
+
+def test_implausible_layout_ids_are_refused_before_any_allocation(tmp_path):
+    path = _transfer_trace(tmp_path / "t", complete=True, layout=2**30, layout_id=2**30)
+    with pytest.raises(TraceFormatError, match=r"DmaPacketLayout\.arrows: implausible packet_layout"):
+        TraceReader(path).read_table("DmaPacket")
 
 
 def test_a_truncated_metadata_is_one_error_not_a_warning_and_an_error(small_trace):

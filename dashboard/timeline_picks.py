@@ -1,0 +1,179 @@
+"""What the user points at on the timeline: the event under a click, the outline of the selected event, and the
+time range to summarise.
+
+Plain functions over the ``tl-view`` / ``tl-state`` stores and plotly's click and selection data, all of which come
+back from the browser: anything malformed, non-finite or beyond the time limit gives None (the callback then
+updates nothing) instead of an exception.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dash
+import numpy as np
+
+from dashboard.inputs import as_float, as_int, as_time_range
+from profiler import db_schema as dbs
+from profiler.db.lod import TIME_LIMIT
+from profiler.figures.timefmt import axis_to_ns, ns_to_axis
+from profiler.figures.timeline import separator_shapes
+from tracer.errors import TrnprofError
+
+#: Rows a view may list (a bound on what a client can make the server iterate over).
+MAX_ROWS = 10_000
+
+
+def _axis_ns(x: Any, origin_ns: int) -> int | None:
+    """An axis value (seconds since ``origin_ns``) as a valid timestamp; None when it is not one."""
+    seconds = as_float(x, -TIME_LIMIT / 1e9, TIME_LIMIT / 1e9)
+    if seconds is None:
+        return None
+    return as_int(axis_to_ns(seconds, origin_ns))
+
+
+def view_rows(view: Any) -> list[list[int]] | None:
+    """The ``rows`` of a ``tl-view`` store (each a list of track ids), or None when malformed."""
+    rows = view.get("rows") if isinstance(view, dict) else None
+    if not isinstance(rows, list) or len(rows) > MAX_ROWS:
+        return None
+    out = []
+    for row in rows:
+        if not isinstance(row, list):
+            return None
+        ids = [as_int(t, 0, 2**63 - 1) for t in row]
+        if any(i is None for i in ids):
+            return None
+        out.append([int(i) for i in ids if i is not None])
+    return out
+
+
+def highlight_shapes(rows_track_ids: list[list[int]], groups: list[str] | None, selected: dict[str, Any] | None,
+                     origin_ns: int) -> list[dict[str, Any]]:
+    """Layout shapes: core separators plus an outline around the selected event."""
+    shapes = separator_shapes(groups or [])
+    if not isinstance(selected, dict):
+        return shapes
+    tid = selected.get(dbs.TRACK_ID)
+    row = next((i for i, ids in enumerate(rows_track_ids) if tid in ids), None)
+    s, e = as_int(selected.get("start_ns")), as_int(selected.get("end_ns"))
+    if row is None or s is None or e is None:
+        return shapes
+    shapes.append({"type": "rect", "xref": "x", "yref": "y", "x0": ns_to_axis(s, origin_ns),
+                   "x1": ns_to_axis(max(e, s + 1), origin_ns), "y0": row - 0.5, "y1": row + 0.5,
+                   "line": {"color": "#000", "width": 2}, "fillcolor": "rgba(0,0,0,0)", "name": "selected"})
+    return shapes
+
+
+def highlight_layout(view: Any, selected: Any) -> Any:
+    """The layout change outlining the selected event on the strips, ``{"shapes": [...]}`` (no_update without a
+    valid view)."""
+    rows = view_rows(view)
+    origin = as_int(view.get("origin")) if isinstance(view, dict) else None
+    if rows is None or origin is None:
+        return dash.no_update
+    groups = view.get("groups")
+    groups = groups if isinstance(groups, list) and all(isinstance(g, str) for g in groups) else []
+    return {"shapes": highlight_shapes(rows, groups, selected, origin)}
+
+
+def pixel_event_window(t_ns: int, resolution_ns: int) -> tuple[int, int]:
+    """The time range to look for the event under a click at ``t_ns`` (one pixel either side)."""
+    res = max(int(resolution_ns), 1)
+    return t_ns - res, t_ns + res + 1
+
+
+def pick_event(window: Any, t_ns: int) -> dict[str, Any] | None:
+    """The event a click at ``t_ns`` means, from a narrow window around it.
+
+    Exact events win: the one containing ``t_ns`` (the shortest when several do, as the innermost span), else
+    the nearest.  When the window has only buckets, the bucket's representative (longest) event.
+    """
+    events = window.events
+    if events.num_rows:
+        start = events.column("start_ts").to_numpy()
+        end = events.column("end_ts").to_numpy()
+        inside = np.flatnonzero((start <= t_ns) & (t_ns < np.maximum(end, start + 1)))
+        if len(inside):
+            i = int(inside[np.argmin(end[inside] - start[inside])])
+        else:
+            dist = np.minimum(np.abs(start - t_ns), np.abs(end - t_ns))
+            i = int(np.argmin(dist))
+        row = events.slice(i, 1).to_pylist()[0]
+        return {"table": row[dbs.TABLE], "id": row["id"], dbs.TRACK_ID: row[dbs.TRACK_ID],
+                "start_ns": row["start_ts"], "end_ns": row["end_ts"]}
+    buckets = window.buckets
+    if buckets.num_rows:
+        b = buckets.to_pylist()
+        covering = [r for r in b if r["start_ts"] <= t_ns < r["end_ts"] and r[dbs.LONGEST_ID] is not None]
+        best = covering[0] if covering else next((r for r in b if r[dbs.LONGEST_ID] is not None), None)
+        if best is not None:
+            return {"table": None, "id": best[dbs.LONGEST_ID], dbs.TRACK_ID: best[dbs.TRACK_ID],
+                    "start_ns": None, "end_ns": None}
+    return None
+
+
+def event_at_click(trace: Any, click: Any, view: Any, state: Any) -> dict[str, Any] | None:
+    """The event under a click on the strips: ``{"table", "id", "track_id", "start_ns", "end_ns"}`` or None.
+
+    The click's row and time come from plotly's ``clickData``; the event is looked up in a one-pixel-wide
+    ``Trace.window`` around it (exact events there, or the bucket's representative when the pixel holds many).
+    None for a click on nothing, or for click or view data that is not what the page sends.
+    """
+    if not isinstance(click, dict) or not isinstance(view, dict):
+        return None
+    points = click.get("points")
+    if not isinstance(points, list) or not points or not isinstance(points[0], dict) \
+            or points[0].get("curveNumber", 0) != 0:
+        return None
+    rows = view_rows(view)
+    origin = as_int(view.get("origin"))
+    res = as_int(view.get("res") or 1, 1, TIME_LIMIT // 4)
+    y = as_float(points[0].get("y"), -1, MAX_ROWS)
+    if rows is None or origin is None or res is None or y is None:
+        return None
+    row = round(y)
+    t_ns = _axis_ns(points[0].get("x"), origin)
+    if t_ns is None or not 0 <= row < len(rows) or not rows[row]:
+        return None
+    lo, hi = pixel_event_window(t_ns, res)
+    try:
+        window = trace.window(max(lo, -TIME_LIMIT), min(hi, TIME_LIMIT), 2, tracks=rows[row])
+        picked = pick_event(window, t_ns)
+        if picked is None:
+            return None
+        if picked["table"] is None or picked["start_ns"] is None:
+            tracks = trace.tracks().to_pylist()
+            table = picked["table"] or next((t[dbs.TABLE] for t in tracks
+                                             if t[dbs.TRACK_ID] == picked[dbs.TRACK_ID]), None)
+            if table is None:
+                return None
+            fields = trace.event(table, int(picked["id"]))
+            picked = {**picked, "table": table, "start_ns": fields.get("start_ts"), "end_ns": fields.get("end_ts")}
+    except TrnprofError:  # a track or range the view names but the trace does not have
+        return None
+    return picked
+
+
+def selection_range(selected: Any, state: Any) -> tuple[int, int] | None:
+    """The time range to summarise: a box selection's x range, else the visible range (None without either, or
+    when they are malformed); always ordered."""
+    if not isinstance(state, dict):
+        return None
+    origin = as_int(state.get("origin", 0))
+    if origin is None:
+        return None
+    if isinstance(selected, dict) and isinstance(selected.get("range"), dict):
+        xr = selected["range"].get("x")
+        if isinstance(xr, list) and len(xr) == 2:
+            a, b = _axis_ns(xr[0], origin), _axis_ns(xr[1], origin)
+            if a is None or b is None or a == b:
+                return None
+            return min(a, b), max(a, b)
+    return as_time_range(state.get("view"))
+
+
+def clip_range(rng: tuple[int, int], trace_range: tuple[int, int]) -> tuple[int, int] | None:
+    """``rng`` within the trace's ``[start, end]``; None when they do not overlap."""
+    lo, hi = max(rng[0], trace_range[0]), min(rng[1], trace_range[1])
+    return (lo, hi) if lo < hi else None

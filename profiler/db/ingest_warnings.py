@@ -1,0 +1,121 @@
+"""The warnings an ingest produced, kept in the database and repeated whenever it is opened again.
+
+A trace read with damage (a truncated table of an interrupted recording, events an importer skipped or repaired)
+is ingested with warnings.  They are shown while it is ingested; :func:`collecting` also records them, the ingest
+stores them in ``trnprof_info`` (key :data:`INFO_WARNINGS`, a JSON list of ``[category, message]``), and
+:func:`repeat` issues them again each time the database answers for its input later (the ingest cache, or the
+``.duckdb`` file opened directly), so a cached damaged trace never looks clean.
+
+Only trnprof's own warnings (categories defined in the ``tracer`` and ``profiler`` packages) are kept, each once,
+at most :data:`MAX_STORED` of them, each cut to :data:`MAX_CHARS` characters.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import warnings
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from tracer.errors import IncompleteTraceWarning, TruncatedTraceWarning
+
+#: ``trnprof_info`` key of the stored warnings.
+INFO_WARNINGS = "ingest_warnings"
+#: At most this many warnings are stored (the rest are counted in a last one).
+MAX_STORED = 20
+#: A stored warning's message is cut to this many characters.
+MAX_CHARS = 1000
+
+#: One warning as stored: (category name, message).
+Stored = tuple[str, str]
+
+
+def _is_trnprof_warning(category: type[Warning]) -> bool:
+    return issubclass(category, UserWarning) and category.__module__.split(".")[0] in ("tracer", "profiler")
+
+
+@contextlib.contextmanager
+def collecting() -> Iterator[list[Stored]]:
+    """Record the trnprof warnings shown while the block runs (from any thread); they are still shown as usual.
+
+    Works by wrapping :func:`warnings.showwarning` for the duration, so it records what the active filters let
+    through.  Not meant to be nested with other code changing ``warnings.showwarning`` concurrently.
+    """
+    seen: list[Stored] = []
+    with warnings.catch_warnings():
+        shown = warnings.showwarning
+
+        def tee(message: Warning | str, category: type[Warning], filename: str, lineno: int, *rest: Any) -> None:
+            if _is_trnprof_warning(category):
+                seen.append((category.__name__, str(message)))
+            shown(message, category, filename, lineno, *rest)
+
+        warnings.showwarning = tee
+        yield seen
+
+
+def encode(items: Iterable[Stored]) -> str:
+    """The ``trnprof_info`` value holding ``items`` (each kept once, in order, bounded)."""
+    unique = list(dict.fromkeys((c, m[:MAX_CHARS]) for c, m in items))
+    if len(unique) > MAX_STORED:
+        rest = len(unique) - MAX_STORED + 1
+        unique = [*unique[:MAX_STORED - 1], ("TraceImportWarning", f"... and {rest:,} more ingest warning(s)")]
+    return json.dumps([list(item) for item in unique])
+
+
+def decode(info: Mapping[str, str] | None) -> list[Stored]:
+    """The warnings stored in a database's ``trnprof_info`` (empty when none, or unreadable)."""
+    text = (info or {}).get(INFO_WARNINGS)
+    if not text:
+        return []
+    try:
+        items = json.loads(text)
+    except ValueError:
+        return []
+    if not isinstance(items, list):
+        return []
+    return [(str(i[0]), str(i[1])[:MAX_CHARS]) for i in items[:MAX_STORED]
+            if isinstance(i, list) and len(i) == 2]
+
+
+def _category(name: str) -> type[Warning]:
+    if name == TruncatedTraceWarning.__name__:
+        return TruncatedTraceWarning
+    if name == IncompleteTraceWarning.__name__:
+        return IncompleteTraceWarning
+    from profiler.importers.common import TraceImportWarning
+
+    return TraceImportWarning if name == TraceImportWarning.__name__ else UserWarning
+
+
+def repeat(stored: Iterable[Stored], *, already_shown: Iterable[Stored] = ()) -> None:
+    """Issue ``stored`` warnings again (as their own category), except those in ``already_shown`` (shown again
+    by this very open, e.g. a trace directory's "recording is not complete")."""
+    skip = {m for _c, m in already_shown}
+    for name, message in stored:
+        if message not in skip:
+            warnings.warn(_category(name)(message), stacklevel=3)
+
+
+def read_stored(db: Path) -> list[Stored]:
+    """The warnings stored in database file ``db``; empty when it has none or cannot be read (opening it later
+    reports why)."""
+    from profiler.db.connection import read_info
+
+    try:
+        con = duckdb.connect(str(db), read_only=True)
+    except (duckdb.Error, OSError):
+        return []
+    try:
+        return decode(read_info(con))
+    except duckdb.Error:
+        return []
+    finally:
+        con.close()
+
+
+__all__ = ["INFO_WARNINGS", "MAX_CHARS", "MAX_STORED", "collecting", "decode", "encode", "read_stored", "repeat"]

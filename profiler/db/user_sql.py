@@ -1,0 +1,244 @@
+"""User SQL on a trace database: the read-only statement check, the timeout, and fetching the result bounded by
+rows and bytes, or streamed batch by batch.
+
+Every user query goes through :func:`run_user_sql` on a cursor of the locked-down instance
+(:mod:`profiler.db.connection`): it must be exactly one query statement, it runs under a timer that interrupts it,
+and every failure is a one-line :class:`~profiler.errors.QueryError`.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from profiler.db.connection import MEMORY_LIMIT_ENV
+from profiler.db.sqlutil import quote
+from profiler.errors import QueryError
+
+#: Statements user SQL may run: queries (SELECT, and DESCRIBE / SHOW / SUMMARIZE, which DuckDB parses as SELECT),
+#: EXPLAIN, and PRAGMA / CALL (the configuration is locked, so these can only read).  Anything else -- even a
+#: TEMP table or view, which would live in memory only -- is refused before it runs.
+_QUERY_STATEMENTS = frozenset({"SELECT", "EXPLAIN", "PRAGMA", "CALL"})
+#: The words a statement DuckDB calls LOAD starts with (after any comments).
+_LOAD_WORDS = re.compile(r"\b(?:FORCE\s+INSTALL|INSTALL|LOAD)\b", re.IGNORECASE)
+#: Comments, blanks and opening parentheses before a statement's first word.
+_LEADING = re.compile(r"(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/|\()*", re.DOTALL)
+#: First words of a query.  DuckDB runs a ``PIVOT`` whose values come from the data (no ``IN`` list) as a "MULTI"
+#: statement: a temporary ENUM type of the values, then the query; that is allowed when the statement is a query.
+_QUERY_WORDS = frozenset({"SELECT", "FROM", "WITH", "PIVOT", "PIVOT_WIDER", "UNPIVOT", "EXPLAIN", "DESCRIBE",
+                          "SUMMARIZE", "SHOW", "VALUES", "TABLE"})
+_PIVOT_WORD = re.compile(r"\bPIVOT(?:_WIDER)?\b", re.IGNORECASE)
+#: The temporary ENUM types such a PIVOT leaves behind (dropped after the query).
+_PIVOT_TYPES = "__pivot_enum_"
+
+#: Rows per Arrow batch when a capped result is streamed by rows only.
+_CAPPED_BATCH_ROWS = 65_536
+#: Rows per Arrow batch when bytes matter (``max_bytes`` or a sink): one DuckDB vector, so a batch of huge values
+#: costs no more than DuckDB already holds for them.
+_BYTES_BATCH_ROWS = 2048
+
+
+def _first_word(statement: str) -> str:
+    rest = statement[_LEADING.match(statement).end():]  # type: ignore[union-attr]  # matches the empty string
+    m = re.match(r"[A-Za-z_]+", rest)
+    return m.group(0).upper() if m else ""
+
+
+def check_statements(cursor: duckdb.DuckDBPyConnection, query: str) -> bool:
+    """QueryError unless ``query`` is exactly one query (:data:`_QUERY_STATEMENTS`); True when it is a PIVOT that
+    leaves a temporary type behind (:func:`drop_pivot_types`)."""
+    try:
+        statements = cursor.extract_statements(query)
+    except duckdb.Error as exc:  # a syntax error: reported as running it would
+        raise QueryError(describe_error(exc)) from None
+    pivot = False
+    for statement in statements:
+        kind = statement.type.name
+        if kind == "LOAD":  # DuckDB parses INSTALL (and FORCE INSTALL) as LOAD: name it as the user wrote it
+            said = _LOAD_WORDS.search(statement.query)
+            kind = " ".join(said.group(0).upper().split()) if said else kind
+        if kind == "MULTI":
+            if _first_word(statement.query) in _QUERY_WORDS and _PIVOT_WORD.search(statement.query):
+                pivot = True
+                continue
+            kind = _first_word(statement.query) or kind
+        if kind not in _QUERY_STATEMENTS:
+            raise QueryError(f"not allowed: {kind} statement (trace SQL is read-only: it runs queries -- SELECT, "
+                             "EXPLAIN, DESCRIBE, SHOW, PIVOT, PRAGMA -- and cannot create, change or load anything)")
+    if not statements:
+        raise QueryError("empty SQL query: it has only comments or ';' (write one SELECT ...)")
+    if len(statements) > 1:
+        raise QueryError(f"one statement at a time: the query has {len(statements)} statements separated by ';' "
+                         "(run them one by one)")
+    return pivot
+
+
+def drop_pivot_types(cursor: duckdb.DuckDBPyConnection) -> None:
+    """Drop the temporary ENUM types a data-driven PIVOT created on ``cursor`` (they would pile up otherwise)."""
+    try:
+        names = cursor.execute("SELECT schema_name, type_name FROM duckdb_types() WHERE database_name = 'temp' "
+                               "AND starts_with(type_name, ?)", [_PIVOT_TYPES]).fetchall()
+        for schema, name in names:
+            cursor.execute(f"DROP TYPE IF EXISTS temp.{quote(schema)}.{quote(name)}")
+    except duckdb.Error:  # best effort: the cursor may be interrupted; its types go when it is closed
+        pass
+
+
+class _Deadline:
+    """Interrupts ``cursor`` once the time spent inside :meth:`running` blocks reaches ``timeout_s`` in total, so a
+    streamed result's time in its consumer (writing output) does not count."""
+
+    def __init__(self, cursor: duckdb.DuckDBPyConnection, timeout_s: float | None) -> None:
+        self.cursor = cursor
+        self.remaining = float(timeout_s) if timeout_s else None
+        self.timed_out = threading.Event()
+
+    def _interrupt(self) -> None:
+        self.timed_out.set()
+        self.cursor.interrupt()
+
+    @contextmanager
+    def running(self) -> Iterator[None]:
+        """Run the block under what is left of the timeout."""
+        if self.remaining is None:
+            yield
+            return
+        if self.remaining <= 0:
+            self.timed_out.set()
+            raise duckdb.InterruptException("timed out")
+        timer = threading.Timer(self.remaining, self._interrupt)
+        timer.daemon = True
+        t0 = time.monotonic()
+        timer.start()
+        try:
+            yield
+        finally:
+            timer.cancel()
+            self.remaining -= time.monotonic() - t0
+
+
+def _check_cap(value: Any, name: str) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+        raise QueryError(f"{name} must be a non-negative integer or None, not {value!r}")
+
+
+def run_user_sql(cursor: duckdb.DuckDBPyConnection, query: str, timeout_s: float | None,
+                 params: Any = None, max_rows: int | None = None, *, max_bytes: int | None = None,
+                 sink: Callable[[pa.RecordBatch], None] | None = None) -> pa.Table:
+    """Run one user query on ``cursor`` under a timeout; the result as an Arrow table; QueryError otherwise.
+
+    Args:
+        cursor: a cursor of the locked-down instance.
+        query: exactly one query statement.
+        timeout_s: seconds of query time before it is interrupted (None or 0: no limit).
+        params: values for placeholders.
+        max_rows: fetch at most this many rows, streaming: DuckDB stops producing rows once they are read, so
+            ``SELECT * FROM Instruction`` costs what its first rows cost, not the table (a query that must see
+            every row before its first — ORDER BY, GROUP BY — still runs to completion inside DuckDB, but only the
+            first rows are converted and kept).
+        max_bytes: stop fetching at the first row that takes the Arrow data fetched (``Table.nbytes``) beyond
+            this many bytes; that row is kept, so a result whose ``nbytes`` exceeds ``max_bytes`` was cut there.
+        sink: hand each Arrow batch of the result to ``sink`` as it is fetched instead of keeping it (constant
+            memory whatever the result size); the timeout counts DuckDB's time, not the sink's; the returned table
+            is then empty, with the result's columns.
+    """
+    if not isinstance(query, str) or not query.strip():
+        raise QueryError("empty SQL query")
+    _check_cap(max_rows, "max_rows")
+    _check_cap(max_bytes, "max_bytes")
+    pivot = check_statements(cursor, query)
+    deadline = _Deadline(cursor, timeout_s)
+    try:
+        with deadline.running():
+            relation = cursor.sql(query, params=params)
+            if relation is None:
+                return pa.table({})
+            if max_rows is None and max_bytes is None and sink is None:
+                return relation.to_arrow_table()
+            small = max_bytes is not None or sink is not None
+            batch = _BYTES_BATCH_ROWS if small else _CAPPED_BATCH_ROWS
+            reader = relation.to_arrow_reader(max(1, min(max_rows or batch, batch)))
+        try:
+            return _fetch(reader, deadline, max_rows, max_bytes, sink)
+        finally:
+            reader.close()
+    except duckdb.InterruptException:
+        if deadline.timed_out.is_set():
+            raise QueryError(f"query timed out after {timeout_s:g} s (raise timeout_s / --timeout, or narrow it "
+                             "with WHERE start_ts BETWEEN ...)") from None
+        raise QueryError("query interrupted") from None
+    except duckdb.Error as exc:
+        raise QueryError(describe_error(exc)) from None
+    finally:
+        if pivot:
+            drop_pivot_types(cursor)
+
+
+def _next_batch(reader: pa.RecordBatchReader, deadline: _Deadline) -> pa.RecordBatch | None:
+    """The next batch (None at the end); errors while streaming arrive through Arrow and become DuckDB's."""
+    try:
+        with deadline.running():
+            return reader.read_next_batch()
+    except StopIteration:
+        return None
+    except (pa.ArrowException, OSError) as exc:
+        if deadline.timed_out.is_set() or "interrupt" in str(exc).lower():
+            raise duckdb.InterruptException(str(exc)) from None
+        raise duckdb.Error(str(exc)) from None
+
+
+def rows_within(batch: pa.RecordBatch | pa.Table, max_bytes: int) -> int:
+    """How many leading rows of ``batch`` hold at most ``max_bytes`` bytes of Arrow data (``nbytes``)."""
+    if batch.nbytes <= max_bytes:
+        return batch.num_rows
+    lo, hi = 0, batch.num_rows  # slice(0, lo) fits, slice(0, hi) does not
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if batch.slice(0, mid).nbytes <= max_bytes:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def _fetch(reader: pa.RecordBatchReader, deadline: _Deadline, max_rows: int | None, max_bytes: int | None,
+           sink: Callable[[pa.RecordBatch], None] | None) -> pa.Table:
+    """The result's rows within ``max_rows`` and ``max_bytes`` (see :func:`run_user_sql`), or to ``sink``."""
+    kept: list[pa.RecordBatch] = []
+    rows = size = 0
+    done = False
+    while not done and (max_rows is None or rows < max_rows):
+        batch = _next_batch(reader, deadline)
+        if batch is None:
+            break
+        if max_rows is not None:
+            batch = batch.slice(0, max_rows - rows)
+        if max_bytes is not None and size + batch.nbytes > max_bytes:
+            batch = batch.slice(0, rows_within(batch, max_bytes - size) + 1)  # with the row that does not fit
+            done = True
+        rows += batch.num_rows
+        size += batch.nbytes
+        if sink is not None:
+            sink(batch)
+        else:
+            kept.append(batch)
+    return pa.Table.from_batches(kept, schema=reader.schema)
+
+
+def describe_error(exc: duckdb.Error) -> str:
+    """DuckDB's error on one line, with the fix for the sandbox's and the memory limit's refusals."""
+    text = " ".join(str(exc).split())
+    if isinstance(exc, duckdb.PermissionException) or "external access" in text.lower() \
+            or "read-only" in text.lower() or "read only" in text.lower():
+        return f"not allowed: {text} (trace SQL is read-only and cannot touch files, URLs or extensions)"
+    if isinstance(exc, duckdb.OutOfMemoryException) or text.startswith("Out of Memory Error"):
+        return (f"{text.split(' (')[0]}: the query needs more than the trace's memory limit (nothing spills to disk); "
+                f"narrow it (a time window, LIMIT, fewer columns) or raise {MEMORY_LIMIT_ENV}")
+    return text

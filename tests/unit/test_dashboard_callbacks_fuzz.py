@@ -1,0 +1,265 @@
+"""Malformed but valid JSON sent to the real callbacks (POST /_dash-update-component through Flask's test client):
+never an HTTP 500; a clear one-line message in the page, or no update.
+
+Each payload is what a hostile or buggy client can send for one callback's inputs and states: wrong types, non-finite
+or huge numbers, missing keys, tables without ids.  The callback must answer 200 (with what it shows) or 204 (no
+update); an unexpected exception would be answered by the app's safety net — one line in the error banner — and the
+tests check that the logic functions catch these cases themselves (no banner), except where noted.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from dashboard.app import create_app
+from tests.browser.trace_factory import write_kernel_trace
+
+#: The JSON spellings of values Python's json module writes only when asked (non-finite numbers).
+INF, NAN = float("inf"), float("nan")
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory):
+    trace = write_kernel_trace(tmp_path_factory.mktemp("fuzz") / "k.trace", iterations=30)
+    app = create_app([trace])
+    app.trnprof_registry.open("t0")
+    yield app
+    app.trnprof_registry.close()
+
+
+def _outputs(key: str) -> list[dict[str, str]] | dict[str, str]:
+    """The ``outputs`` of a request for the callback whose ``callback_map`` key is ``key``."""
+    def one(spec: str) -> dict[str, str]:
+        ident, prop = spec.rsplit(".", 1)
+        return {"id": json.loads(ident) if ident.startswith("{") else ident, "property": prop}
+
+    if key.startswith(".."):
+        return [one(part) for part in key[2:-2].split("...")]
+    return one(key)
+
+
+def post(app: Any, output: str, values: dict[str, Any], changed: str | None = None) -> Any:
+    """POST the callback whose outputs start with ``output`` with ``values`` (``"id.prop": value``; others None);
+    ``changed``: the input that triggered it (default: the first given)."""
+    key = next(k for k in app.callback_map if k.lstrip(".").startswith(output))
+    cb = app.callback_map[key]
+
+    def items(specs: list[dict[str, Any]]) -> list[Any]:
+        out = []
+        for spec in specs:
+            name = f"{spec['id']}.{spec['property']}"
+            if spec["id"].startswith("{"):  # a pattern-matching input: a list of (id, value)
+                out.append([{"id": ident, "property": spec["property"], "value": v}
+                            for ident, v in values.get(name, [])])
+            else:
+                out.append({"id": spec["id"], "property": spec["property"], "value": values.get(name)})
+        return out
+
+    payload = {"output": key, "outputs": _outputs(key), "inputs": items(cb["inputs"]),
+               "state": items(cb.get("state", [])), "changedPropIds": [changed or next(iter(values))]}
+    return app.server.test_client().post("/_dash-update-component", data=json.dumps(payload),
+                                         content_type="application/json")
+
+
+def _view(app: Any) -> dict[str, Any]:
+    """A real tl-view store (from a first draw) to start malformed variants from."""
+    resp = post(app, "tl-draw.data", {"url.search": "?trace=t0", "tl-size.data": {"width": 800}}, "tl-size.data")
+    assert resp.status_code == 200
+    return resp.get_json()["response"]["tl-view"]["data"]
+
+
+STATE = {"trace": "t0", "view": [0, 1000], "width": 800, "origin": 0, "colour_by": "opcode", "expand_dma": False,
+         "critical_path": False, "buffer": None, "seq": 1, "lanes": []}
+UPDATE = "tl-draw.data"
+CLICK = "tl-selected.data"
+DETAILS = "tl-details.children"
+SELECTION = "tl-selection.children"
+
+CASES: list[tuple[str, str, dict[str, Any], str | None]] = [
+    # (name, callback outputs, values, changed input)
+    *[(f"state view {v!r}", UPDATE, {"url.search": "?trace=t0", "tl-state.data": {**STATE, "view": v},
+                                     "colour-by.value": "engine"}, "colour-by.value")
+      for v in (["a", "b"], [1], [None, None], [1e300, -1e300], "x", [INF, 0])],
+    *[(f"state seq {v!r}", UPDATE, {"url.search": "?trace=t0", "tl-state.data": {**STATE, "seq": v},
+                                    "tl-reset.n_clicks": 1}, "tl-reset.n_clicks") for v in ("abc", None, 1e300)],
+    ("state lanes 5", UPDATE, {"url.search": "?trace=t0", "tl-state.data": {**STATE, "lanes": 5},
+                               "tl-reset.n_clicks": 1}, "tl-reset.n_clicks"),
+    ("state lanes unhashable", UPDATE, {"url.search": "?trace=t0", "tl-state.data": {**STATE, "lanes": [[1]]},
+                                        "tl-reset.n_clicks": 1}, "tl-reset.n_clicks"),
+    *[(f"nav {v!r}", UPDATE, {"url.search": "?trace=t0", "tl-state.data": STATE,
+                              "tl-nav.data": {"start_ns": v, "end_ns": 1}}, "tl-nav.data")
+      for v in ("abc", None, [1], 1e300, INF)],
+    ("nav not a dict", UPDATE, {"url.search": "?trace=t0", "tl-state.data": STATE, "tl-nav.data": [1, 2]},
+     "tl-nav.data"),
+    ("dma-expand 5", UPDATE, {"url.search": "?trace=t0", "dma-expand.value": 5}, "dma-expand.value"),
+    ("cp-toggle 5", UPDATE, {"url.search": "?trace=t0", "cp-toggle.value": 5}, "cp-toggle.value"),
+    ("colour-by list", UPDATE, {"url.search": "?trace=t0", "colour-by.value": ["opcode"]}, "colour-by.value"),
+    *[(f"tl-size width {v!r}", UPDATE, {"url.search": "?trace=t0", "tl-size.data": {"width": v}}, "tl-size.data")
+      for v in (INF, -INF, NAN, "1e400", 1e300, [1])],
+    ("relayout garbage", UPDATE, {"url.search": "?trace=t0", "tl-state.data": STATE,
+                                  "tl-relayout.data": {"xaxis.range": ["a", INF]}}, "tl-relayout.data"),
+    *[(f"cmp-size width {v!r}", "cmp-graph-a.figure",
+       {"cmp-pair.data": {"a": "t0", "b": "t0"}, "cmp-size.data": {"width": v}}, "cmp-size.data")
+      for v in (INF, "1e400")],
+    ("compare pair unhashable", "cmp-graph-a.figure", {"cmp-pair.data": {"a": ["t0"], "b": {}}}, "cmp-pair.data"),
+    ("compare pickers unhashable", "cmp-pair.data", {"cmp-a.value": ["t0"], "cmp-b.value": {"x": 1},
+                                                     "cmp-by.value": [1]}, "cmp-a.value"),
+]
+
+
+@pytest.mark.parametrize("name, output, values, changed", CASES, ids=[c[0] for c in CASES])
+def test_malformed_inputs_never_fail_the_request(app, name, output, values, changed):
+    resp = post(app, output, values, changed)
+    assert resp.status_code in (200, 204), resp.get_data(as_text=True)[:300]
+    assert "app-error" not in resp.get_data(as_text=True), "the logic let an exception through"
+
+
+def _click(point: dict[str, Any], view: dict[str, Any]) -> dict[str, Any]:
+    return {"tl-click.data": {"points": [{"curveNumber": 0, **point}]}, "tl-view.data": view,
+            "tl-state.data": STATE, "url.search": "?trace=t0"}
+
+
+@pytest.mark.parametrize("point", [{"x": 1e300, "y": 0}, {"x": "nan", "y": 0}, {"x": "1e400", "y": 0},
+                                   {"x": 0.0, "y": "inf"}, {"x": 0.0, "y": 1e300}, {"x": [1], "y": 0},
+                                   {"y": 0}, {"x": None, "y": None}])
+def test_malformed_clicks_select_nothing(app, point):
+    resp = post(app, CLICK, _click(point, _view(app)), "tl-click.data")
+    assert resp.status_code == 204
+
+
+@pytest.mark.parametrize("change", [{"res": 1e20}, {"res": "x"}, {"rows": [[999999]]}, {"rows": [["a"]]},
+                                   {"rows": [5]}, {"rows": 5}, {"origin": 1e30}, {"origin": "x"}, {"origin": INF}])
+def test_malformed_views_under_a_click_select_nothing(app, change):
+    resp = post(app, CLICK, _click({"x": 1e-6, "y": 0}, {**_view(app), **change}), "tl-click.data")
+    assert resp.status_code == 204
+
+
+@pytest.mark.parametrize("selected, needle", [
+    ({"table": "Metadata", "id": 1}, "Details are shown for timeline events"),
+    ({"table": "DmaQueuesInfo", "id": 1}, "Details are shown"), ({"table": "Flow", "id": 1}, "Details are shown"),
+    ({"table": "Counter", "id": 1}, "Details are shown"), ({"table": "lod", "id": 1}, "Details are shown"),
+    ({"table": "track", "id": 1}, "Details are shown"), ({"table": "counter_lod", "id": 1}, "Details are shown"),
+    ({"table": "trnprof_info", "id": 1}, "Details are shown"), ({"table": "nope", "id": 1}, "Details are shown"),
+    ({"table": ["Instruction"], "id": 1}, "Details are shown"),
+    ({"table": "Instruction"}, "no Instruction id"), ({"table": "Instruction", "id": INF}, "no Instruction id"),
+    ({"table": "Instruction", "id": "7"}, "no Instruction id"),
+    ({"table": "Instruction", "id": 10**15}, "has no row with id"),
+])
+def test_details_of_what_is_not_an_event_is_one_line(app, selected, needle):
+    resp = post(app, DETAILS, {"tl-selected.data": selected, "tl-view.data": None, "url.search": "?trace=t0"})
+    assert resp.status_code == 200
+    body = resp.get_data(as_text=True)
+    assert needle in body and "/tmp" not in body and ".duckdb" not in body, body[:300]
+
+
+@pytest.mark.parametrize("view", [{"origin": "x", "rows": [[0]]}, {"origin": 0, "rows": 5},
+                                  {"origin": 0, "rows": [[0]], "groups": 5}, {"origin": 1e30, "rows": [[0]]}])
+def test_details_outline_ignores_a_malformed_view(app, view):
+    selected = {"table": "Instruction", "id": 0, "start_ns": 0, "end_ns": 5, "track_id": 0}
+    resp = post(app, DETAILS, {"tl-selected.data": selected, "tl-view.data": view, "url.search": "?trace=t0"})
+    assert resp.status_code == 200 and "Instruction" in resp.get_data(as_text=True)
+
+
+@pytest.mark.parametrize("rng, state", [
+    ({"range": {"x": [0, 1e300]}}, STATE), ({"range": {"x": [0, "inf"]}}, STATE),
+    ({"range": {"x": ["a", 1]}}, STATE), ({"range": {"x": [0, 1e-3]}}, {**STATE, "origin": "x"}),
+    ({"range": {"x": [0, 1e-3]}}, {**STATE, "origin": 1e30}), ({"range": {"x": [0, 1e-3]}}, "x"),
+])
+def test_malformed_selections_are_ignored(app, rng, state):
+    resp = post(app, SELECTION, {"tl-range.data": rng, "tl-state.data": state, "url.search": "?trace=t0"},
+                "tl-range.data")
+    assert resp.status_code in (200, 204)
+    assert "app-error" not in resp.get_data(as_text=True)
+
+
+def test_a_reversed_view_is_summarised_in_order(app):
+    from profiler.figures.timefmt import format_duration
+
+    t0, _t1 = app.trnprof_registry.open("t0").time_range
+    state = {**STATE, "origin": t0, "view": [t0 + 20_000, t0 + 5]}
+    resp = post(app, SELECTION, {"tl-summarize.n_clicks": 1, "tl-state.data": state, "url.search": "?trace=t0"})
+    assert resp.status_code == 200
+    def find(node: Any, ident: str) -> Any:
+        if isinstance(node, dict):
+            if node.get("props", {}).get("id") == ident:
+                return node
+            return next((f for v in node.values() if (f := find(v, ident)) is not None), None)
+        if isinstance(node, list):
+            return next((f for v in node if (f := find(v, ident)) is not None), None)
+        return None
+
+    card = find(resp.get_json()["response"], "sel-duration")
+    assert card["props"]["children"][0]["props"]["children"] == format_duration(19_995)
+
+
+@pytest.mark.parametrize("values", [
+    {"search-results.data": [{"start_ns": 1}], "search-index.data": 0},
+    {"search-results.data": [{"table": "Instruction", "id": 1, "start_ns": "a", "end_ns": 2}]},
+    {"search-results.data": [5], "search-index.data": "x"},
+    {"search-results.data": {"a": 1}},
+])
+def test_malformed_search_matches_step_nowhere(app, values):
+    resp = post(app, "search-index.data", {"search-next.n_clicks": 1, **values}, "search-next.n_clicks")
+    assert resp.status_code == 204
+
+
+@pytest.mark.parametrize("clicks", [["a"], [None], [1e300], [True, "x"], [[1]]])
+def test_malformed_jump_clicks(app, clicks):
+    ident = {"type": "tl-jump", "index": "Instruction:1:10:20:0"}
+    name = '{"index":["ALL"],"type":"tl-jump"}.n_clicks'
+    key = json.dumps(ident, separators=(",", ":"), sort_keys=True) + ".n_clicks"
+    resp = post(app, "tl-selected.data@", {name: [(ident, c) for c in clicks]}, key)
+    assert resp.status_code in (200, 204)
+    assert "app-error" not in resp.get_data(as_text=True)
+
+
+@pytest.mark.parametrize("index", [INF, -INF, 1e300, -1, "x", [0], True, 10**6])
+def test_malformed_example_choices(app, index):
+    resp = post(app, "sql-query.value", {"sql-example.value": index})
+    assert resp.status_code in (200, 204) and "SELECT" not in resp.get_data(as_text=True)
+
+
+@pytest.mark.parametrize("query", [12345, ["SELECT 1"], {}, True, 1.5])
+def test_sql_console_refuses_non_text_queries_in_one_line(app, query):
+    resp = post(app, "sql-grid.rowData", {"sql-run.n_clicks": 1, "sql-query.value": query,
+                                          "sql-limit.value": INF, "sql-timeout.value": "x",
+                                          "url.search": "?trace=t0"}, "sql-run.n_clicks")
+    assert resp.status_code == 200
+    assert "The query must be text" in resp.get_data(as_text=True)
+
+
+@pytest.mark.parametrize("pathname", [["x"], {"a": 1}, 5, None, "/" + "x" * 5000])
+def test_the_router_answers_any_pathname(app, pathname):
+    resp = post(app, "page-content.children", {"url.pathname": pathname, "url.search": "?trace=t0"})
+    assert resp.status_code == 200
+    assert "No page at" in resp.get_data(as_text=True)
+
+
+# -- the safety net ---------------------------------------------------------------------------------------------
+def test_an_unexpected_error_is_one_line_in_the_banner_and_a_traceback_in_the_log(app, monkeypatch, caplog):
+    from dashboard import search_logic
+
+    def broken(trace, text):
+        raise RuntimeError("boom at /srv/secret/cache/x.duckdb\nsecond line")
+
+    monkeypatch.setattr(search_logic, "run_search", broken)
+    resp = post(app, "search-results.data", {"search-go.n_clicks": 1, "search-input.value": "x",
+                                             "url.search": "?trace=t0"}, "search-go.n_clicks")
+    assert resp.status_code == 200
+    banner = resp.get_json()["sideUpdate"]["app-error"]["children"]
+    assert "RuntimeError" in banner and "boom" in banner and "/srv/secret" not in banner and "\n" not in banner
+    assert "server log" in banner and "x.duckdb" in banner
+    logged = [r for r in caplog.records if r.exc_info and "callback" in r.getMessage()]
+    assert logged and "search-results.data" in logged[0].getMessage()
+
+
+def test_a_malformed_callback_request_is_a_one_line_400(app):
+    client = app.server.test_client()
+    for body in ({"output": "no-such.children", "outputs": {"id": "x", "property": "y"}, "inputs": [],
+                  "changedPropIds": []}, {"inputs": 5}, [1, 2]):
+        resp = client.post("/_dash-update-component", data=json.dumps(body), content_type="application/json")
+        assert resp.status_code == 400, resp.get_data(as_text=True)[:200]
+        assert resp.get_data(as_text=True).count("\n") == 1

@@ -1,0 +1,87 @@
+"""The SQL page's logic: results bounded by bytes as well as rows, long cells cut, columns keyed so any name shows,
+messages without server paths."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from dashboard import sql_logic
+from dashboard.errors import public_message
+from dashboard.pages import sql as sql_page
+from tests.browser.trace_factory import write_kernel_trace
+
+
+@pytest.fixture(scope="module")
+def trace(tmp_path_factory):
+    import profiler
+
+    t = profiler.open(write_kernel_trace(tmp_path_factory.mktemp("sqlpage") / "k.trace", iterations=20))
+    yield t
+    t.close()
+
+
+def test_huge_values_are_cut_to_the_byte_budget_and_marked(trace):
+    t0 = time.perf_counter()
+    # 20 values of 10 MB: beyond the 32 MiB budget after 4 rows (a generous timeout: the machine may be busy)
+    res = sql_logic.run_query(trace, "SELECT repeat('x', 10000000) AS s FROM range(20)", row_limit=200, timeout_s=60)
+    assert time.perf_counter() - t0 < 60
+    assert res.error is None and res.truncated and 1 <= len(res.rows) <= 4
+    assert "larger than the 32.0 MiB" in res.note and "left(col, 1000)" in res.note
+    cell = res.rows[0]["c0"]
+    assert cell == "x" * sql_logic.MAX_CELL_CHARS + "… (10,000,000 characters)"
+
+
+def test_a_first_row_beyond_the_budget_is_a_one_line_error(trace):
+    res = sql_logic.run_query(trace, "SELECT list(range) AS l FROM range(10000000)", timeout_s=30)
+    assert res.error and "\n" not in res.error and not res.rows
+    assert res.error.startswith("The first row alone holds 7") and "list_slice(col, 1, 1000)" in res.error
+
+
+def test_long_values_of_every_kind_are_cut_saying_how_long(trace):
+    res = sql_logic.run_query(trace, "SELECT repeat('ab', 6000) AS s, repeat('x', 9000)::BLOB AS b, "
+                                     "range(20000) AS l, 'short' AS t")
+    s, b, lst, t = (res.rows[0][f] for f in res.fields)
+    assert s.endswith("… (12,000 characters)") and len(s) == sql_logic.MAX_CELL_CHARS + len("… (12,000 characters)")
+    assert b.startswith("7878") and b.endswith("… (9,000 bytes)")
+    assert lst.startswith("[0, 1, 2") and lst.endswith(" characters)") and t == "short"
+
+
+@pytest.mark.parametrize("query", [12345, ["SELECT 1"], {}, True])
+def test_a_query_that_is_not_text_is_refused(trace, query):
+    assert sql_logic.run_query(trace, query).error.startswith("The query must be text")
+
+
+@pytest.mark.parametrize("query, needle", [(";", "empty SQL query"), ("-- only comment", "empty SQL query"),
+                                           ("SELECT 1; SELECT 2", "one statement at a time")])
+def test_empty_and_multiple_statements_are_clear(trace, query, needle):
+    res = sql_logic.run_query(trace, query)
+    assert res.error.startswith(needle) and "InvalidInput" not in res.error
+
+
+def test_columns_with_dots_get_safe_fields_and_their_names_as_headers(trace):
+    """AG Grid reads a field with a dot as a path into nested data: ``a.b`` would show blank cells."""
+    res = sql_logic.run_query(trace, 'SELECT 1.5 * 2 AS plain, 1.5 * 2, 42 AS "a.b", 7 AS "x[0]", 1 AS plain')
+    defs = sql_page.column_defs(res)
+    assert [d["headerName"] for d in defs] == ["plain", "(1.5 * 2)", "a.b", "x[0]", "plain_2"]
+    assert all(d["field"].isalnum() and "." not in d["field"] for d in defs)
+    assert [res.rows[0][d["field"]] for d in defs] == ["3.0", "3.0", 42, 7, 1]
+    assert sql_page.GRID_OPTIONS["suppressFieldDotNotation"] is True
+
+
+class _FakeTrace:
+    name = "k"
+    db_path = Path("/tmp/pytest-of-x/cache/ab12/k.trace.trnprof.duckdb")
+    path = Path("/home/user/traces/k.trace")
+
+
+def test_messages_name_the_trace_not_its_files():
+    text = f"{_FakeTrace.db_path}: no table 'nope' (tables: Instruction)"
+    assert public_message(text, _FakeTrace()) == "k: no table 'nope' (tables: Instruction)"
+    assert public_message(text, _FakeTrace(), label="my kernel").startswith("my kernel: no table")
+    other = public_message(ValueError("cannot read /var/lib/secret/store.bin now\nmore"))
+    assert other == "cannot read …/store.bin now"
+    assert public_message("SELECT 1/2/3 failed at https://x.example/a/b") == "SELECT 1/2/3 failed at https://x.example/a/b"
+    assert public_message(RuntimeError()) == "RuntimeError"

@@ -77,8 +77,18 @@ def tile_views(text: str) -> list[tuple[str, str, list[str]]]:
 
 
 class _Names:
+    """The pass's state: the count of locals made, and each statement's views (a statement is scanned once, not
+    once per loop around it)."""
+
     def __init__(self) -> None:
         self.n = 0
+        self.views: dict[str, list[tuple[str, str, list[str]]]] = {}
+
+    def of(self, text: str) -> list[tuple[str, str, list[str]]]:
+        found = self.views.get(text)
+        if found is None:
+            found = self.views[text] = tile_views(text) if "TV(" in text else []
+        return found
 
     def new(self) -> str:
         self.n += 1
@@ -127,7 +137,7 @@ def _hoist_loop(header: Line, body: list[Line], indent: str, var: str,
         in_loop = bool(loops)
         if _FOR.match(text):
             loops.append(depth)
-        for call, base, bounds in tile_views(text):
+        for call, base, bounds in names.of(text):
             if _BASE.match(base) is None or base in assigned:
                 continue
             used = {n for bound in bounds for n in _NAME.findall(bound)}
@@ -148,10 +158,19 @@ def _hoist_loop(header: Line, body: list[Line], indent: str, var: str,
     if not before and not top:
         return [], body, []
     local = {call: names.new() for call in before + top}
-    pattern = re.compile("|".join(re.escape(c) for c in sorted(local, key=len, reverse=True)))
-    new_body = [(pattern.sub(lambda mm: local[mm.group(0)], text), ln) for text, ln in body]
+    new_body = [(_substitute(text, names.of(text), local), ln) for text, ln in body]
     inside = " " * body_depth
     pre = [(f"{indent}{local[c]} = {c}", 0) for c in before]
     head = [(f"{inside}{local[c]} = {c}", 0) for c in top]
     post = [(f"{indent}{' = '.join(local[c] for c in before + top)} = None", 0)]
     return pre, head + new_body, post
+
+
+def _substitute(text: str, calls: list[tuple[str, str, list[str]]], local: dict[str, str]) -> str:
+    """``text`` with each of its view ``calls`` that has a local replaced by that local (a call's text is a whole
+    ``TV(...)`` expression, never part of another one)."""
+    for call, _base, _bounds in calls:
+        name = local.get(call)
+        if name is not None:
+            text = text.replace(call, name)
+    return text

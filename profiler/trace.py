@@ -31,7 +31,7 @@ from profiler.db.sqlutil import fetch_one, quote
 from profiler.db.track_info import TrackInfo, load_track_infos
 from profiler.db.user_sql import run_user_sql
 from profiler.db.window_query import MAX_WIDTH_PX, query_window
-from profiler.errors import QueryError
+from profiler.errors import QueryError, TraceFormatError
 from profiler.notebook import NotebookMixin
 from profiler.window import Window
 from tracer import schema as ts
@@ -50,10 +50,26 @@ _EVENT_NAME = {ts.INSTRUCTION.name: quote(ts.OPCODE),
                dbs.SLICE_TABLE: quote(ts.NAME)}
 
 
-def _as_int(value: object, what: str) -> int:
+def _as_int(value: object, what: str, unit: str = "an integer number of nanoseconds") -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise QueryError(f"{what} must be an integer number of nanoseconds, not {value!r}")
+        raise QueryError(f"{what} must be {unit}, not {repr(value)[:60]}")
     return int(value)
+
+
+def _as_time(value: object, what: str) -> int:
+    """An integer time within the +-2**62 ns the database can hold."""
+    t = _as_int(value, what)
+    if not -lod.TIME_LIMIT <= t <= lod.TIME_LIMIT:
+        raise QueryError(f"{what} = {t} is beyond +-2**62 ns; give a time within the trace (see Trace.time_range)")
+    return t
+
+
+def _as_range(start_ns: object, end_ns: object) -> tuple[int, int]:
+    """(start, end) of a range that may be empty (start == end) but not reversed."""
+    start, end = _as_time(start_ns, "start_ns"), _as_time(end_ns, "end_ns")
+    if end < start:
+        raise QueryError(f"reversed range: end_ns ({end}) is before start_ns ({start}); swap them")
+    return start, end
 
 
 class Trace(NotebookMixin):
@@ -162,21 +178,29 @@ class Trace(NotebookMixin):
 
     def track_info(self, track_id: int) -> TrackInfo:
         """Planner facts of one track; QueryError for an unknown id."""
-        try:
-            return self._infos[int(track_id)]
-        except (KeyError, TypeError, ValueError):
-            raise QueryError(f"{self.db_path}: no track {track_id!r} (see Trace.tracks())") from None
+        if isinstance(track_id, bool) or not isinstance(track_id, (int, np.integer)):
+            raise QueryError(f"a track id must be an integer (see Trace.tracks()), not {repr(track_id)[:60]}")
+        info = self._infos.get(int(track_id))
+        if info is None:
+            raise QueryError(f"{self.db_path}: no track {int(track_id)} (see Trace.tracks())")
+        return info
+
+    def _interval_info(self, track_id: object) -> TrackInfo:
+        """track_info of an interval track (busy time and event counts exist only for those)."""
+        info = self.track_info(track_id)
+        if info.is_counter:
+            raise QueryError(f"track {info.track_id} is a Counter track, which has samples, not busy time or "
+                             "events; use Trace.counter_window for it")
+        return info
 
     # -- the timeline --------------------------------------------------------------------------------------
     def _window_args(self, start_ns: object, end_ns: object, width_px: object,
                      tracks: object) -> tuple[int, int, int, list[int]]:
-        start = _as_int(start_ns, "start_ns")
-        end = _as_int(end_ns, "end_ns")
-        width = _as_int(width_px, "width_px")
+        start = _as_time(start_ns, "start_ns")
+        end = _as_time(end_ns, "end_ns")
+        width = _as_int(width_px, "width_px", "an integer number of pixels")
         if end <= start:
             raise QueryError(f"empty window: end_ns ({end}) must be greater than start_ns ({start})")
-        if start < -lod.TIME_LIMIT or end > lod.TIME_LIMIT:
-            raise QueryError("window beyond +-2**62 ns")
         if not 1 <= width <= MAX_WIDTH_PX:
             raise QueryError(f"width_px must be between 1 and {MAX_WIDTH_PX}, not {width}")
         if tracks is None:
@@ -186,8 +210,11 @@ class Trace(NotebookMixin):
         return start, end, width, ids
 
     def _track_ids(self, tracks: object) -> list[int]:
-        if isinstance(tracks, (int, np.integer)):
+        if isinstance(tracks, (int, np.integer)) and not isinstance(tracks, bool):
             tracks = [tracks]
+        if isinstance(tracks, (str, bytes, dict)) or not hasattr(tracks, "__iter__"):
+            raise QueryError(f"tracks must be a track id or a list of track ids (see Trace.tracks()), "
+                             f"not {str(tracks)[:40]!r}")
         return sorted({self.track_info(t).track_id for t in tracks})  # type: ignore[union-attr]
 
     def window(self, start_ns: int, end_ns: int, width_px: int, tracks: list[int] | None = None, *,
@@ -252,7 +279,11 @@ class Trace(NotebookMixin):
 
         start, end, width, _ = self._window_args(start_ns, end_ns, width_px, [])
         if core is not None:
-            core = _as_int(core, "core")
+            core = _as_int(core, "core", "a core index (pcore_idx)")
+            known = sorted({i.core for i in self._infos.values() if i.core is not None})
+            if core not in known:
+                cores = ", ".join(map(str, known)) or "none"
+                raise QueryError(f"{self.path}: no core {core} (the trace has cores {cores})")
         peak = tensor_peak_flops_per_ns(self.metadata) if kind == "hfu" else None
         return query_series(self._cursor(), self._infos, start, end, width, kind=kind, core=core,
                             peak_flops_per_ns=peak, submit=self._submit)[1]
@@ -260,6 +291,8 @@ class Trace(NotebookMixin):
     def utilization(self, start_ns: int, end_ns: int, width_px: int, tracks: list[int] | None = None) -> pa.Table:
         """Busy fraction per track per bucket (:data:`profiler.db_schema.UTILIZATION`), from the same index."""
         start, end, width, ids = self._window_args(start_ns, end_ns, width_px, tracks)
+        for t in ids:
+            self._interval_info(t)
         result = query_window(self._cursor(), self._infos, start, end, width, track_ids=ids,
                               buckets_only=True, submit=self._submit)
         b = result.buckets
@@ -275,16 +308,16 @@ class Trace(NotebookMixin):
         (e.g. every DMA queue of a core: "time any queue was moving data"), overlaps *between* the tracks count
         once; that reads the tracks' (start, end) columns over the range in bounded chunks.
         """
-        start, end = _as_int(start_ns, "start_ns"), _as_int(end_ns, "end_ns")
+        start, end = _as_range(start_ns, end_ns)
         if isinstance(track_id, (list, tuple, set, frozenset, np.ndarray)):
-            infos = [self.track_info(t) for t in self._track_ids(list(track_id))]
+            infos = [self._interval_info(t) for t in self._track_ids(list(track_id))]
             return union_busy_ns(self._cursor(), infos, start, end)
-        return track_totals(self._cursor(), self.track_info(track_id), start, end)[0]
+        return track_totals(self._cursor(), self._interval_info(track_id), start, end)[0]
 
     def event_count(self, track_id: int, start_ns: int, end_ns: int) -> int:
         """Exact number of one track's events starting in [start_ns, end_ns) (from the index, edges from raw)."""
-        info = self.track_info(track_id)
-        return track_totals(self._cursor(), info, _as_int(start_ns, "start_ns"), _as_int(end_ns, "end_ns"))[1]
+        info = self._interval_info(track_id)
+        return track_totals(self._cursor(), info, *_as_range(start_ns, end_ns))[1]
 
     # -- SQL and look-ups ----------------------------------------------------------------------------------
     def sql(self, query: str, timeout_s: float | None = DEFAULT_SQL_TIMEOUT_S, params: Any = None, *,
@@ -372,6 +405,9 @@ class Trace(NotebookMixin):
         """
         if not isinstance(text, str) or not text:
             raise QueryError("search text must be a non-empty string")
+        limit = _as_int(limit, "limit", "a whole number of rows")
+        if limit < 0:
+            raise QueryError(f"limit must be 0 or more rows, not {limit}")
         parts = []
         for table, fields in SEARCH_FIELDS.items():
             for field in fields:
@@ -381,14 +417,14 @@ class Trace(NotebookMixin):
                     f"'{field}' AS {quote(dbs.MATCHED_FIELD)} FROM {quote(table)} "
                     f"WHERE contains(lower({quote(field)}), lower($q))")
         sql = " UNION ALL ".join(parts) + f" ORDER BY {quote(ts.START_TS)}, {quote(ts.ID)} LIMIT $limit"
-        table = self._cursor().sql(sql, params={"q": text, "limit": max(0, int(limit))}).to_arrow_table()
+        table = self._cursor().sql(sql, params={"q": text, "limit": min(limit, 2**62)}).to_arrow_table()
         return table.cast(dbs.SEARCH_RESULTS)
 
     def flows(self, table_name: str, id: int) -> tuple[pa.Table, pa.Table]:
         """(predecessors, successors) of one row from the ``Flow`` table (:data:`profiler.db_schema.FLOW_ENDS`)."""
         table = self._check_table(table_name)
         flow_name = ts.SPAN.name if table == dbs.SLICE_TABLE else table
-        ident = _as_int(id, "id")
+        ident = _as_int(id, "an event id", "an integer")
         out = []
         for mine, other in (("in", "out"), ("out", "in")):
             edges = self._cursor().execute(
@@ -418,6 +454,16 @@ def open(path: str | os.PathLike[str], *, force: bool = False,
     Inputs that are not a database are ingested once into a cache keyed by their files' sizes and mtimes and
     reused while they are unchanged (``force=True`` rebuilds).
     """
+    if not isinstance(path, (str, os.PathLike)) or isinstance(path, bytes):
+        raise TraceFormatError(f"profiler.open needs a path (str or pathlib.Path), not {str(path)[:60]!r}")
+    if not isinstance(force, (bool, np.bool_)):
+        raise QueryError(f"force must be True or False, not {str(force)[:40]!r}")
     p = Path(path)
-    db = resolve_database(p, force=force, progress=progress)
+    if not str(path):
+        raise TraceFormatError("profiler.open needs a path: give a trace directory, a .duckdb file or an "
+                               "importable trace file, not ''")
+    try:
+        db = resolve_database(p, force=bool(force), progress=progress)
+    except OSError as exc:  # a name too long, a permission denied, ...: the file system's reason, on one line
+        raise TraceFormatError(f"{str(p)[:200]}: cannot open ({exc.strerror or exc})") from None
     return Trace(p, db)

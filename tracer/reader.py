@@ -70,8 +70,14 @@ class TraceReader:
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
+        if not isinstance(path, (str, os.PathLike)) or isinstance(path, bytes) or not str(path):
+            raise TraceFormatError(f"TraceReader needs a trace directory path (str or pathlib.Path), not {path!r:.60}")
         self.path = Path(path)
-        if not self.path.exists():
+        try:
+            exists = self.path.exists()
+        except OSError as exc:  # a name too long, ...
+            raise TraceFormatError(f"{str(self.path)[:200]}: cannot open ({exc.strerror or exc})") from None
+        if not exists:
             raise TraceFormatError(f"{self.path}: no such trace directory")
         if not self.path.is_dir():
             raise TraceFormatError(f"{self.path}: is a file, not a trace directory (a trace is a directory of "

@@ -30,11 +30,13 @@ from pyarrow import ipc
 
 from tracer import schema
 from tracer._version import __version__
-from tracer.errors import TraceFormatError
+from tracer.errors import ConfigError, TraceFormatError
 from tracer.trace_dir import prepare_trace_directory
 
 #: Rows per record batch.  Large enough for good compression, small enough to bound memory.
 DEFAULT_BATCH_ROWS = 65_536
+#: Largest batch_rows (an Arrow record batch holds at most 2**31 - 1 rows).
+MAX_BATCH_ROWS = 1 << 30
 #: Maximum time buffered rows stay in memory while recording.
 DEFAULT_FLUSH_INTERVAL_S = 1.0
 COMPRESSIONS = ("zstd", "lz4", None)
@@ -231,10 +233,18 @@ class TraceWriter:
         background_flush: bool = True,
         compression_threads: bool = True,
     ) -> None:
+        if not isinstance(path, (str, os.PathLike)) or isinstance(path, bytes) or not str(path):
+            raise TraceFormatError(f"TraceWriter needs a trace directory path (str or pathlib.Path), not {path!r:.60}")
         if compression not in COMPRESSIONS:
-            raise ValueError(f"compression must be one of {COMPRESSIONS}, not {compression!r}")
-        if batch_rows <= 0:
-            raise ValueError("batch_rows must be positive")
+            raise ConfigError(f"compression must be one of {COMPRESSIONS}, not {compression!r:.40}")
+        if isinstance(batch_rows, bool) or not isinstance(batch_rows, (int, np.integer)) \
+                or not 0 < batch_rows <= MAX_BATCH_ROWS:
+            raise ConfigError(f"batch_rows must be a whole number of rows from 1 to {MAX_BATCH_ROWS}, "
+                              f"not {batch_rows!r:.40}")
+        if metadata is not None and not isinstance(metadata, Mapping):
+            raise TraceFormatError(f"metadata must be a dict of Metadata fields (see tracer.schema.METADATA), "
+                                   f"not {metadata!r:.40}")
+        batch_rows = int(batch_rows)
         self.path = Path(path)
         self.batch_rows = batch_rows
         self.flush_interval_s = flush_interval_s
@@ -282,6 +292,9 @@ class TraceWriter:
         spec = schema.table_spec(table)
         if isinstance(columns, (pa.RecordBatch, pa.Table)):
             columns = {name: columns.column(name) for name in columns.schema.names}
+        if not isinstance(columns, Mapping):
+            raise TraceFormatError(f"{spec.name}: columns must be a dict of column name to values, an Arrow "
+                                   f"RecordBatch or Table, not {columns!r:.40}")
         unknown = [k for k in columns if k not in spec]
         if unknown:
             raise TraceFormatError(

@@ -145,8 +145,19 @@ def small_transfer_regions(trace: Trace, start_ns: int | None = None, end_ns: in
     return _small_regions(trace, scope, small_bytes, bucket_ns, min_fraction)
 
 
+def _check_small_bytes(small_bytes: object) -> int:
+    if isinstance(small_bytes, bool) or not isinstance(small_bytes, int | np.integer) or small_bytes < 0 \
+            or small_bytes > 2**62:
+        raise QueryError(f"small_bytes must be a whole number of bytes, 0 or more, not {repr(small_bytes)[:40]}")
+    return int(small_bytes)
+
+
 def _small_regions(trace: Trace, scope: Scope, small_bytes: int, bucket_ns: int | None,
                    min_fraction: float) -> pa.Table:
+    small_bytes = _check_small_bytes(small_bytes)
+    if isinstance(min_fraction, bool) or not isinstance(min_fraction, int | float | np.number) \
+            or not 0 <= float(min_fraction) <= 1:
+        raise QueryError(f"min_fraction must be a number from 0 to 1, not {repr(min_fraction)[:40]}")
     if bucket_ns is not None and (isinstance(bucket_ns, bool) or not isinstance(bucket_ns, int) or bucket_ns <= 0):
         raise QueryError(f"bucket_ns must be a positive number of nanoseconds, not {bucket_ns!r}")
     width = bucket_ns or max(1, -(-scope.length_ns // REGION_BUCKETS))
@@ -197,6 +208,7 @@ def dma_efficiency(trace: Trace, start_ns: int | None = None, end_ns: int | None
         throughput (bytes / active time, GB/s) and the Metadata peak; the tables ``histogram``, ``queues``,
         ``tensors`` and ``small_regions`` as returned by the functions above; ``start_ns`` and ``end_ns``.
     """
+    small_bytes = _check_small_bytes(small_bytes)
     scope = resolve_scope(trace, start_ns, end_ns, core)
     hist = _size_histogram(trace, scope)
     packets = int(column(hist, rs.PACKETS).sum())

@@ -45,6 +45,8 @@ ANALYSIS_SQL_TIMEOUT_S = 600.0
 
 def fetch(trace: Trace, sql: str, params: dict[str, Any] | None = None) -> pa.Table:
     """Run read-only ``sql`` on ``trace``; the result as an Arrow table."""
+    if not callable(getattr(trace, "sql", None)):
+        raise QueryError(f"the analyses take a trace opened with profiler.open(path), not {repr(trace)[:60]}")
     rel = trace.sql(sql, timeout_s=ANALYSIS_SQL_TIMEOUT_S, params=params)
     return rel.to_arrow_table() if hasattr(rel, "to_arrow_table") else rel.arrow()
 

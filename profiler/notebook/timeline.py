@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import plotly.graph_objects as go
 
+from profiler.db.lod import TIME_LIMIT
+from profiler.db.window_query import MAX_WIDTH_PX
 from profiler.errors import QueryError
 from profiler.figures import lane_data
 from profiler.figures import lanes as lanes_mod
@@ -82,9 +84,21 @@ def resolve_range(trace: Trace, start_ns: int | None, end_ns: int | None) -> tup
     for value, what in ((start, "start_ns"), (end, "end_ns")):
         if isinstance(value, bool) or not isinstance(value, int | np.integer):
             raise QueryError(f"{what} must be an integer number of nanoseconds, not {value!r}")
+        if not -TIME_LIMIT <= int(value) <= TIME_LIMIT:
+            raise QueryError(f"{what} = {int(value)} is beyond +-2**62 ns; give a time within the trace "
+                             "(see Trace.time_range)")
     if int(end) <= int(start):
         raise QueryError(f"empty time range: end_ns ({end}) must be greater than start_ns ({start})")
     return int(start), int(end)
+
+
+def check_width(width_px: object) -> int:
+    """``width_px`` if it is a whole number of pixels the window query accepts; QueryError otherwise."""
+    if isinstance(width_px, bool) or not isinstance(width_px, int | np.integer):
+        raise QueryError(f"width_px must be an integer number of pixels, not {str(width_px)[:40]!r}")
+    if not 1 <= int(width_px) <= MAX_WIDTH_PX:
+        raise QueryError(f"width_px must be between 1 and {MAX_WIDTH_PX}, not {int(width_px)}")
+    return int(width_px)
 
 
 def check_colour_mode(color_by: object) -> str:
@@ -196,6 +210,7 @@ def build_timeline(trace: Trace, start_ns: int | None = None, end_ns: int | None
     """
     view = resolve_range(trace, start_ns, end_ns)
     colour = check_colour_mode(color_by)
+    width_px = check_width(width_px)
     palette = palette or pal.CategoryPalette(ranked_names(trace))
     rows = timeline_rows(trace.tracks(), collapse_dma=not expand_dma)
     if not rows:
@@ -251,8 +266,9 @@ def utilization_figure(trace: Trace, start_ns: int | None = None, end_ns: int | 
     one point per :data:`~profiler.figures.lanes.PX_PER_POINT` pixels of ``width_px``.
     """
     view = resolve_range(trace, start_ns, end_ns)
+    width = check_width(width_px)
     rows = timeline_rows(trace.tracks())
-    lane_list = lane_data.engine_utilization_lanes(trace, rows, TimeRange(*view), int(width_px))
+    lane_list = lane_data.engine_utilization_lanes(trace, rows, TimeRange(*view), width)
     if not lane_list:
         raise QueryError(f"{trace.path}: no engine tracks, so no engine utilization to draw")
     origin = int(trace.time_range[0])

@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Any
 
-from profiler.errors import CommandError
+from profiler.errors import CommandError, QueryError
 from profiler.figures import lane_data
 from profiler.figures import lanes as lanes_mod
 from profiler.figures.palette import CategoryPalette
@@ -28,6 +28,7 @@ from profiler.notebook.timeline import (
     TimelineBuild,
     build_timeline,
     check_colour_mode,
+    check_width,
     fetch_frame,
     hover_points,
     resolve_range,
@@ -151,8 +152,12 @@ def make_widget(trace: Trace, start_ns: int | None = None, end_ns: int | None = 
     _require_widgets()
     colour = check_colour_mode(color_by)
     trace_range = (int(trace.time_range[0]), int(trace.time_range[1]))
-    view = clamp_view(*resolve_range(trace, start_ns, end_ns), trace_range)
-    width = int(width_px)
+    asked = resolve_range(trace, start_ns, end_ns)
+    if asked[1] <= trace_range[0] or asked[0] >= trace_range[1]:
+        raise QueryError(f"the view [{asked[0]}, {asked[1]}) ns is outside the trace's range [{trace_range[0]}, "
+                         f"{trace_range[1]}) ns (see Trace.time_range); the live timeline only shows the trace")
+    view = clamp_view(*asked, trace_range)
+    width = check_width(width_px)
     buffer = plan_buffer(view, width, trace_range)
     build = build_timeline(trace, *view, width_px=width, color_by=colour, expand_dma=expand_dma, lanes=lanes,
                            full_legend=True, palette=palette, fetch_ns=(buffer.start_ns, buffer.end_ns),

@@ -311,3 +311,18 @@ def test_user_kernel_files(tmp_path):
     nodefault.write_text("def k(nc, n):\n    pass\n")
     with pytest.raises(ConfigError, match="parameter 'n' needs a default value"):
         load_file_kernel(f"{nodefault}:k")
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"kernel": None}, "a kernel is a name, path/to/file.py:function or a function, not NoneType"),
+    ({"kernel": 5}, "not int 5"),
+    ({"params": 5}, "parameters must be a mapping of name -> value, not int 5"),
+    ({"trace_path": 5}, "trace_path must be a path"),
+    ({"seed": "x"}, "seed must be an integer >= 0, not 'x'"),
+    ({"seed": -1}, "seed must be an integer >= 0"),
+    ({"emit": "bogus"}, "trace emission must be process, thread or inline, not 'bogus'"),
+])
+def test_run_kernel_arguments_of_the_wrong_kind(kwargs, message):
+    args = {"kernel": "softmax", "params": {"rows": 128, "cols": 128}, **kwargs}
+    with pytest.raises(ConfigError, match=message):
+        run_kernel(args.pop("kernel"), args.pop("params"), **args)

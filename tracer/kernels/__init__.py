@@ -80,6 +80,9 @@ class KernelSpec:
 
     def bind(self, given: Mapping[str, Any]) -> dict[str, Any]:
         """Defaults overridden by ``given``; ConfigError naming the valid parameters for an unknown one."""
+        if not isinstance(given, Mapping):
+            raise ConfigError(f"kernel {self.name}: parameters must be a mapping of name -> value, not "
+                              f"{type(given).__name__} {given!r}")
         by_name = {p.name: p for p in self.params}
         out = {p.name: p.default for p in self.params}
         for key, value in given.items():
@@ -180,6 +183,9 @@ def resolve_kernel(kernel_ref: str | Callable[..., Any] | KernelSpec) -> KernelS
         return kernel_ref
     if callable(kernel_ref):
         return spec_of(kernel_ref)
+    if not isinstance(kernel_ref, str):
+        raise ConfigError(f"a kernel is a name, path/to/file.py:function or a function, not "
+                          f"{type(kernel_ref).__name__} {kernel_ref!r}")
     if ":" in kernel_ref or kernel_ref.endswith(".py") or "/" in kernel_ref or os.sep in kernel_ref:
         return load_file_kernel(kernel_ref)
     return builtin(kernel_ref)

@@ -157,6 +157,13 @@ def run_kernel(kernel: str | Callable[..., Any], params: Mapping[str, Any] | Non
     """
     from tracer.kernels import resolve_kernel
 
+    if trace_path is not None and not isinstance(trace_path, (str, os.PathLike)):
+        raise ConfigError(f"trace_path must be a path (str or os.PathLike) or None, not {type(trace_path).__name__} "
+                          f"{trace_path!r}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ConfigError(f"seed must be an integer >= 0, not {seed!r}")
+    if emit is not None and emit not in ("process", "thread", "inline"):
+        raise ConfigError(f"trace emission must be process, thread or inline, not {emit!r} (emit= or TRNPROF_EMIT)")
     spec = resolve_kernel(kernel)
     kparams = spec.bind(params or {})
     cm = cost_model(arch, overrides)

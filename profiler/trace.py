@@ -425,6 +425,7 @@ class Trace(NotebookMixin):
         table = self._check_table(table_name)
         flow_name = ts.SPAN.name if table == dbs.SLICE_TABLE else table
         ident = _as_int(id, "an event id", "an integer")
+        self.event(table, ident)  # QueryError for a row that does not exist, as event() gives
         out = []
         for mine, other in (("in", "out"), ("out", "in")):
             edges = self._cursor().execute(

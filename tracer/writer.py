@@ -290,6 +290,8 @@ class TraceWriter:
         DictionaryArrays (whose dictionary is merged into the file's).
         """
         spec = schema.table_spec(table)
+        if self._closed:  # checked again under the lock below; here so a closed writer is the error reported
+            raise TraceFormatError(f"{self.path}: trace writer is closed")
         if isinstance(columns, (pa.RecordBatch, pa.Table)):
             columns = {name: columns.column(name) for name in columns.schema.names}
         if not isinstance(columns, Mapping):

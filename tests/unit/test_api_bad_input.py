@@ -184,3 +184,19 @@ def test_writer_metadata_and_columns_types(tmp_path):
         for columns in (None, 5, np.arange(3)):
             with pytest.raises(TraceFormatError, match="columns must be a dict"):
                 w.append("Instruction", columns)
+
+
+def test_flows_of_a_row_that_does_not_exist(trace):
+    """As ``event()``: a QueryError, not two empty tables that look like an event without dependencies."""
+    with pytest.raises(QueryError, match="has no row with id 999999999"):
+        trace.flows("Instruction", 999_999_999)
+    linked = trace.sql("SELECT in_id FROM Flow WHERE in_table = 'Instruction' LIMIT 1").fetchall()[0][0]
+    ins, outs = trace.flows("Instruction", linked)  # an existing row with dependencies still answers
+    assert ins.num_rows + outs.num_rows >= 1
+
+
+def test_appending_to_a_closed_writer(tmp_path):
+    w = TraceWriter(tmp_path / "w.trace", metadata={})
+    w.close()
+    with pytest.raises(TraceFormatError, match="trace writer is closed"):
+        w.append("Instruction", {"id": [1]})

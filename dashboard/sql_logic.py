@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dashboard.errors import public_message
+from dashboard.inputs import as_float
 from profiler.db.user_sql import rows_within
 from tracer.errors import TrnprofError
 
@@ -59,15 +60,8 @@ def field_id(index: int) -> str:
 
 def bounded(value: Any, default: float, low: float, high: float) -> float:
     """``value`` as a number clamped to ``[low, high]`` (``default`` when it is not a finite number)."""
-    if isinstance(value, bool):
-        return default
-    try:
-        v = float(value)
-    except (TypeError, ValueError, OverflowError):
-        return default
-    if not math.isfinite(v):
-        return default
-    return min(max(v, low), high)
+    v = as_float(value)
+    return default if v is None else min(max(v, low), high)
 
 
 def _cut(text: str, length: int, unit: str) -> str:

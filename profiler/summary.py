@@ -51,11 +51,11 @@ def _pct(part: float, whole: float) -> float | None:
 
 def summarize(trace: Trace, start_ns: int | None = None, end_ns: int | None = None) -> dict[str, Any]:
     """The summary dict (keys exactly as ``trnprof summary --json`` prints them; see ``docs/database.md``)."""
-    from profiler.trace import _as_time
+    from profiler.trace import check_time
 
     first, last = trace.time_range
-    start = first if start_ns is None else _as_time(start_ns, "start_ns")
-    end = last if end_ns is None else _as_time(end_ns, "end_ns")
+    start = first if start_ns is None else check_time(start_ns, "start_ns")
+    end = last if end_ns is None else check_time(end_ns, "end_ns")
     if end < start:
         raise QueryError(f"summary range is empty: end ({end}) < start ({start})")
     total = end - start

@@ -56,8 +56,9 @@ def _as_int(value: object, what: str, unit: str = "an integer number of nanoseco
     return int(value)
 
 
-def _as_time(value: object, what: str) -> int:
-    """An integer time within the +-2**62 ns the database can hold."""
+def check_time(value: object, what: str) -> int:
+    """``value`` as an int if it is an integer time within the +-2**62 ns a database can hold; QueryError naming
+    ``what`` otherwise (the one check of a time argument: Trace methods, summaries, analyses, notebook views)."""
     t = _as_int(value, what)
     if not -lod.TIME_LIMIT <= t <= lod.TIME_LIMIT:
         raise QueryError(f"{what} = {t} is beyond +-2**62 ns; give a time within the trace (see Trace.time_range)")
@@ -66,7 +67,7 @@ def _as_time(value: object, what: str) -> int:
 
 def _as_range(start_ns: object, end_ns: object) -> tuple[int, int]:
     """(start, end) of a range that may be empty (start == end) but not reversed."""
-    start, end = _as_time(start_ns, "start_ns"), _as_time(end_ns, "end_ns")
+    start, end = check_time(start_ns, "start_ns"), check_time(end_ns, "end_ns")
     if end < start:
         raise QueryError(f"reversed range: end_ns ({end}) is before start_ns ({start}); swap them")
     return start, end
@@ -196,8 +197,8 @@ class Trace(NotebookMixin):
     # -- the timeline --------------------------------------------------------------------------------------
     def _window_args(self, start_ns: object, end_ns: object, width_px: object,
                      tracks: object) -> tuple[int, int, int, list[int]]:
-        start = _as_time(start_ns, "start_ns")
-        end = _as_time(end_ns, "end_ns")
+        start = check_time(start_ns, "start_ns")
+        end = check_time(end_ns, "end_ns")
         width = _as_int(width_px, "width_px", "an integer number of pixels")
         if end <= start:
             raise QueryError(f"empty window: end_ns ({end}) must be greater than start_ns ({start})")

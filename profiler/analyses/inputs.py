@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from profiler.db.sqlutil import quote
 from profiler.errors import QueryError
-from profiler.trace import Trace
+from profiler.trace import Trace, check_time
 from tracer import schema as ts
 
 INSTRUCTION = quote(ts.INSTRUCTION.name)
@@ -92,18 +92,6 @@ class Scope:
                 f"AND {self.core_sql(alias)}")
 
 
-#: Timestamps the database accepts (see profiler.db.lod.TIME_LIMIT).
-TIME_LIMIT = 1 << 62
-
-
-def _check_time(value: object, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer):
-        raise QueryError(f"{what} must be an integer number of nanoseconds, not {value!r}")
-    if not -TIME_LIMIT <= int(value) <= TIME_LIMIT:
-        raise QueryError(f"{what} = {int(value)} is beyond +-2**62 ns; give a time within the trace")
-    return int(value)
-
-
 def cores(trace: Trace) -> list[int]:
     """The physical cores (``pcore_idx``) with instructions or DMA packets."""
     rows = fetch(trace, f"SELECT DISTINCT coalesce({q(ts.PCORE_IDX)}, 0) AS c FROM {INSTRUCTION} UNION "
@@ -150,8 +138,8 @@ def resolve_scope(trace: Trace, start_ns: int | None = None, end_ns: int | None 
         QueryError: a bound that is not an integer, an empty window, or a trace with no events at all.
     """
     core = resolve_core(trace, core)
-    t0 = None if start_ns is None else _check_time(start_ns, "start_ns")
-    t1 = None if end_ns is None else _check_time(end_ns, "end_ns")
+    t0 = None if start_ns is None else check_time(start_ns, "start_ns")
+    t1 = None if end_ns is None else check_time(end_ns, "end_ns")
     if t0 is None or t1 is None:
         extent = (event_range(trace, core, dma_only=True) if kernel_window else None) or event_range(trace, core)
         if extent is None:

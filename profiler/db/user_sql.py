@@ -138,7 +138,7 @@ def run_user_sql(cursor: duckdb.DuckDBPyConnection, query: str, timeout_s: float
         cursor: a cursor of the locked-down instance.
         query: exactly one query statement.
         timeout_s: seconds of query time before it is interrupted (None or 0: no limit).
-        params: values for placeholders.
+        params: values for the query's ``?`` / ``$name`` placeholders (DuckDB parameters), or None.
         max_rows: fetch at most this many rows, streaming: DuckDB stops producing rows once they are read, so
             ``SELECT * FROM Instruction`` costs what its first rows cost, not the table (a query that must see
             every row before its first — ORDER BY, GROUP BY — still runs to completion inside DuckDB, but only the

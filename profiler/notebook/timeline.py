@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import plotly.graph_objects as go
 
-from profiler.db.lod import TIME_LIMIT
 from profiler.db.window_query import MAX_WIDTH_PX
 from profiler.errors import QueryError
 from profiler.figures import lane_data
@@ -81,15 +80,12 @@ def resolve_range(trace: Trace, start_ns: int | None, end_ns: int | None) -> tup
         raise QueryError(f"{trace.path}: the trace has no timed events to draw")
     start = t0 if start_ns is None else start_ns
     end = t1 if end_ns is None else end_ns
-    for value, what in ((start, "start_ns"), (end, "end_ns")):
-        if isinstance(value, bool) or not isinstance(value, int | np.integer):
-            raise QueryError(f"{what} must be an integer number of nanoseconds, not {value!r}")
-        if not -TIME_LIMIT <= int(value) <= TIME_LIMIT:
-            raise QueryError(f"{what} = {int(value)} is beyond +-2**62 ns; give a time within the trace "
-                             "(see Trace.time_range)")
-    if int(end) <= int(start):
+    from profiler.trace import check_time
+
+    start, end = check_time(start, "start_ns"), check_time(end, "end_ns")
+    if end <= start:
         raise QueryError(f"empty time range: end_ns ({end}) must be greater than start_ns ({start})")
-    return int(start), int(end)
+    return start, end
 
 
 def check_width(width_px: object) -> int:

@@ -162,8 +162,8 @@ def run_kernel(kernel: str | Callable[..., Any], params: Mapping[str, Any] | Non
                           f"{trace_path!r}")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ConfigError(f"seed must be an integer >= 0, not {seed!r}")
-    if emit is not None and emit not in ("process", "thread", "inline"):
-        raise ConfigError(f"trace emission must be process, thread or inline, not {emit!r} (emit= or TRNPROF_EMIT)")
+    if emit is not None:  # an explicit choice is checked even when nothing is traced
+        _checked_emit(emit)
     spec = resolve_kernel(kernel)
     kparams = spec.bind(params or {})
     cm = cost_model(arch, overrides)
@@ -283,11 +283,17 @@ class _ThreadSink:
         self.writer.close(complete=complete)
 
 
+def _checked_emit(emit: str | None) -> str:
+    """The emission mode ``emit`` (or ``$TRNPROF_EMIT``) asks for; ConfigError when it is none of the three."""
+    mode = emit_mode(emit)
+    if mode not in ("process", "thread", "inline"):
+        raise ConfigError(f"trace emission must be process, thread or inline, not {mode!r} (emit= or TRNPROF_EMIT)")
+    return mode
+
+
 def _open_sink(core: Core, path: str | os.PathLike[str], overwrite: bool, metadata: dict[str, Any],
                emit: str | None) -> Any:
-    emit = emit_mode(emit)
-    if emit not in ("process", "thread", "inline"):
-        raise ConfigError(f"trace emission must be process, thread or inline, not {emit!r} (emit= or TRNPROF_EMIT)")
+    emit = _checked_emit(emit)
     if emit == "process" and process_available():
         return ProcessEmitter(core, path, overwrite=overwrite, metadata=metadata)
     return _ThreadSink(core, path, overwrite, metadata, threaded=emit != "inline")

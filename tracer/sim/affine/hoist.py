@@ -31,7 +31,7 @@ _FOR = re.compile(r"^(\s*)for (\w+) in ")
 _ASSIGNED = re.compile(r"E\[(\d+)\] = ")
 _RELEASED = re.compile(r"RELEASE\((R\[\d+\])\)")
 _NAME = re.compile(r"[A-Za-z_]\w*")
-_BASE = re.compile(r"(?:E|R)\[(\d+)\]$")
+_BASE = re.compile(r"[ER]\[\d+\]$")
 
 
 def _indent(text: str) -> int:
@@ -110,7 +110,7 @@ def _hoist(lines: list[Line], names: _Names) -> list[Line]:
             i += 1
             continue
         end = _block_end(lines, i)
-        pre, body, post = _hoist_loop(lines[i], lines[i + 1:end], m.group(1), m.group(2), names)
+        pre, body, post = _hoist_loop(lines[i + 1:end], m.group(1), m.group(2), names)
         out += pre
         out.append(lines[i])
         out += _hoist(body, names)  # the loops inside: what is left to hoist out of them
@@ -119,8 +119,7 @@ def _hoist(lines: list[Line], names: _Names) -> list[Line]:
     return out
 
 
-def _hoist_loop(header: Line, body: list[Line], indent: str, var: str,
-                names: _Names) -> tuple[list[Line], list[Line], list[Line]]:
+def _hoist_loop(body: list[Line], indent: str, var: str, names: _Names) -> tuple[list[Line], list[Line], list[Line]]:
     """(statements before the loop, its body, statements after it) with its invariant views hoisted."""
     inner = {m.group(2) for text, _ in body if (m := _FOR.match(text))}
     assigned = {f"E[{x}]" for text, _ in body for x in _ASSIGNED.findall(text)}

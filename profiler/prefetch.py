@@ -20,6 +20,8 @@ import threading
 from collections.abc import Iterator
 from typing import Generic, TypeVar
 
+from profiler.db import ingest_warnings
+
 T = TypeVar("T")
 
 _ITEM, _END, _ERROR = 0, 1, 2
@@ -35,7 +37,9 @@ class Prefetcher(Generic[T]):
         self._stop = threading.Event()
         self._finished = False
         self._source = source
-        self._thread = threading.Thread(target=self._produce, args=(source,), name=name, daemon=True)
+        # the warnings the producer shows belong to the work that started it (an ingest records its own)
+        self._thread = threading.Thread(target=ingest_warnings.carrying(self._produce), args=(source,), name=name,
+                                        daemon=True)
         self._thread.start()
 
     def _produce(self, source: Iterator[T]) -> None:

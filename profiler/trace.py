@@ -1,20 +1,20 @@
 """``Trace``: the public query API over one trnprof database (``profiler.open(path)``).
 
 Everything the dashboard, notebooks and commands read goes through here, so nobody above this layer writes SQL
-against the database layout.  A ``Trace`` is safe to use from several threads: each thread gets its own DuckDB
-cursor of the one read-only, locked-down instance, closed once the thread has ended (a server running each request
-on a new thread keeps as many cursors as it has live threads).
+against the database layout.  A ``Trace`` is safe to use from several threads (:mod:`profiler.db.cursors`): each
+thread gets its own DuckDB cursor of the one read-only, locked-down instance, closed once the thread has ended, and
+closing the trace while other threads query it gives them a QueryError.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
-import threading
-import weakref
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import duckdb
 import numpy as np
@@ -23,7 +23,8 @@ import pyarrow as pa
 from profiler import db_schema as dbs
 from profiler.db import lod
 from profiler.db.cache import resolve_database
-from profiler.db.connection import close_database, open_database
+from profiler.db.connection import open_database
+from profiler.db.cursors import CursorPool
 from profiler.db.ingest import IngestProgress
 from profiler.db.ranges import track_totals, union_busy_ns
 from profiler.db.series_query import query_counters, query_series
@@ -48,6 +49,19 @@ SEARCH_FIELDS: dict[str, tuple[str, ...]] = {
 _EVENT_NAME = {ts.INSTRUCTION.name: quote(ts.OPCODE),
                ts.DMA_PACKET.name: f"coalesce({quote(ts.VARIABLE)}, {quote(ts.QUEUE_NAME)})",
                dbs.SLICE_TABLE: quote(ts.NAME)}
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _guarded(method: F) -> F:
+    """Run a public ``Trace`` method as one call of its cursor pool (see :meth:`Trace._call`)."""
+    @functools.wraps(method)
+    def run(self: Trace, *args: Any, **kwargs: Any) -> Any:
+        with self._pool.call():
+            return method(self, *args, **kwargs)
+
+    return run  # type: ignore[return-value]
 
 
 def _as_int(value: object, what: str, unit: str = "an integer number of nanoseconds") -> int:
@@ -84,66 +98,26 @@ class Trace(NotebookMixin):
         self.path = path
         self.db_path = db_path
         self.name = path.name.removesuffix(".duckdb").removesuffix(".trnprof") or str(path)
-        self._con: duckdb.DuckDBPyConnection | None = open_database(db_path)
-        self._local = threading.local()
-        #: Every cursor handed out, with the thread it belongs to (cursors of ended threads are closed and dropped).
-        self._cursors: list[tuple[weakref.ref[threading.Thread], duckdb.DuckDBPyConnection]] = []
-        self._lock = threading.Lock()
-        self._worker: ThreadPoolExecutor | None = None
+        self._pool = CursorPool(open_database(db_path), db_path)
         self._infos = load_track_infos(self._cursor())
         self._metadata: dict[str, Any] | None = None
 
-    # -- plumbing ------------------------------------------------------------------------------------------
+    # -- plumbing (threads, closing: profiler.db.cursors) ------------------------------------------------
     def _cursor(self) -> duckdb.DuckDBPyConnection:
-        if self._con is None:
-            raise QueryError(f"{self.db_path}: the trace is closed")
-        cur = getattr(self._local, "cursor", None)
-        if cur is None:
-            thread = threading.current_thread()
-            with self._lock:
-                if self._con is None:
-                    raise QueryError(f"{self.db_path}: the trace is closed")
-                self._drop_ended_cursors()
-                cur = self._con.cursor()
-                self._cursors.append((weakref.ref(thread), cur))
-            self._local.cursor = cur
-        return cur
-
-    def _drop_ended_cursors(self) -> None:
-        """Close the cursors of threads that have ended (called with the lock held, before adding one): a thread
-        that has ended runs no query, and without this a server with a thread per request would keep a cursor
-        per request it ever served."""
-        live = []
-        for ref, cur in self._cursors:
-            thread = ref()
-            if thread is not None and thread.is_alive():
-                live.append((ref, cur))
-            else:
-                cur.close()
-        self._cursors = live
+        return self._pool.cursor()
 
     def _submit(self, fn: Callable[[duckdb.DuckDBPyConnection], pa.Table]) -> Future[pa.Table]:
         """Run ``fn(cursor)`` on the trace's helper thread, with that thread's own cursor."""
-        with self._lock:
-            if self._worker is None:
-                self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trnprof-query")
-            worker = self._worker
-        return worker.submit(lambda: fn(self._cursor()))
+        return self._pool.submit(fn)
+
+    def _call(self) -> contextlib.AbstractContextManager[None]:
+        """The context a public call runs in (refused once closing; a query cut short by close says so)."""
+        return self._pool.call()
 
     def close(self) -> None:
-        """Close the database (idempotent)."""
-        with self._lock:
-            worker, self._worker = self._worker, None
-        if worker is not None:
-            worker.shutdown(wait=True)
-        with self._lock:
-            if self._con is None:
-                return
-            for _thread, cur in self._cursors:
-                cur.close()
-            self._cursors.clear()
-            close_database(self._con)
-            self._con = None
+        """Close the database (idempotent, from any thread): calls under way in other threads are interrupted and
+        get QueryError("... the trace was closed while this call ran"); later calls get QueryError too."""
+        self._pool.close()
 
     def __enter__(self) -> Trace:
         return self
@@ -156,6 +130,7 @@ class Trace(NotebookMixin):
 
     # -- facts -------------------------------------------------------------------------------------------
     @property
+    @_guarded
     def metadata(self) -> dict[str, Any]:
         """The Metadata row (empty when the source had none)."""
         if self._metadata is None:
@@ -164,6 +139,7 @@ class Trace(NotebookMixin):
         return dict(self._metadata)
 
     @property
+    @_guarded
     def time_range(self) -> tuple[int, int]:
         """(first start_ts, last end_ts) over all tracks; (0, 0) for an empty trace."""
         row = fetch_one(self._cursor(), f"SELECT min({quote(ts.START_TS)}), max({quote(ts.END_TS)}) "
@@ -172,6 +148,7 @@ class Trace(NotebookMixin):
             return (0, 0)
         return (int(row[0]), int(row[1]))
 
+    @_guarded
     def tracks(self) -> pa.Table:
         """The ``track`` table (:data:`profiler.db_schema.TRACK_STORED`), in display order."""
         return self._cursor().sql(f"SELECT * FROM {quote(dbs.TRACK_TABLE)} "
@@ -218,6 +195,7 @@ class Trace(NotebookMixin):
                              f"not {str(tracks)[:40]!r}")
         return sorted({self.track_info(t).track_id for t in tracks})  # type: ignore[union-attr]
 
+    @_guarded
     def window(self, start_ns: int, end_ns: int, width_px: int, tracks: list[int] | None = None, *,
                attributes: bool = True) -> Window:
         """The timeline in [start_ns, end_ns) at ``width_px`` pixels: raw events or buckets per track.
@@ -242,6 +220,7 @@ class Trace(NotebookMixin):
             return Window(start, end, width, 1 << result.level, result.events, result.buckets, table)
         return Window(start, end, width, 1 << result.level, result.events, result.buckets)
 
+    @_guarded
     def counter_window(self, start_ns: int, end_ns: int, width_px: int,
                        tracks: list[int] | None = None) -> pa.Table:
         """Counter tracks (SBUF usage, ...) in [start_ns, end_ns) at ``width_px``: per track and bucket the sample
@@ -259,6 +238,7 @@ class Trace(NotebookMixin):
                 raise QueryError(f"track {wrong[0]} is not a Counter track (see Trace.tracks(), kind 'counter')")
         return query_counters(self._cursor(), self._infos, start, end, width, track_ids=ids)[1]
 
+    @_guarded
     def series(self, kind: str, start_ns: int, end_ns: int, width_px: int, core: int | None = None) -> pa.Table:
         """A time series per core over [start_ns, end_ns) at ``width_px``, on the :meth:`window` grid, O(pixels).
 
@@ -289,6 +269,7 @@ class Trace(NotebookMixin):
         return query_series(self._cursor(), self._infos, start, end, width, kind=kind, core=core,
                             peak_flops_per_ns=peak, submit=self._submit)[1]
 
+    @_guarded
     def utilization(self, start_ns: int, end_ns: int, width_px: int, tracks: list[int] | None = None) -> pa.Table:
         """Busy fraction per track per bucket (:data:`profiler.db_schema.UTILIZATION`), from the same index."""
         start, end, width, ids = self._window_args(start_ns, end_ns, width_px, tracks)
@@ -302,6 +283,7 @@ class Trace(NotebookMixin):
                          ts.END_TS: b.column(ts.END_TS), dbs.BUSY_FRACTION: pa.array(busy / (1 << result.level))},
                         schema=dbs.UTILIZATION)
 
+    @_guarded
     def busy_ns(self, track_id: int | list[int], start_ns: int, end_ns: int) -> int:
         """Exact union busy time within [start_ns, end_ns) of one track, or of several tracks together.
 
@@ -315,12 +297,14 @@ class Trace(NotebookMixin):
             return union_busy_ns(self._cursor(), infos, start, end)
         return track_totals(self._cursor(), self._interval_info(track_id), start, end)[0]
 
+    @_guarded
     def event_count(self, track_id: int, start_ns: int, end_ns: int) -> int:
         """Exact number of one track's events starting in [start_ns, end_ns) (from the index, edges from raw)."""
         info = self._interval_info(track_id)
         return track_totals(self._cursor(), info, *_as_range(start_ns, end_ns))[1]
 
     # -- SQL and look-ups ----------------------------------------------------------------------------------
+    @_guarded
     def sql(self, query: str, timeout_s: float | None = DEFAULT_SQL_TIMEOUT_S, params: Any = None, *,
             max_rows: int | None = None, max_bytes: int | None = None) -> duckdb.DuckDBPyRelation:
         """Run read-only SQL; the result as a relation (``.to_arrow_table()``, ``.df()``, ``.fetchall()`` work).
@@ -343,6 +327,7 @@ class Trace(NotebookMixin):
         table = run_user_sql(cur, query, timeout_s, params, max_rows=max_rows, max_bytes=max_bytes)
         return cur.from_arrow(table)
 
+    @_guarded
     def sql_arrow(self, query: str, timeout_s: float | None = DEFAULT_SQL_TIMEOUT_S, params: Any = None, *,
                   max_rows: int | None = None, max_bytes: int | None = None,
                   sink: Callable[[pa.RecordBatch], None] | None = None) -> pa.Table:
@@ -360,6 +345,7 @@ class Trace(NotebookMixin):
         return run_user_sql(self._cursor(), query, timeout_s, params, max_rows=max_rows, max_bytes=max_bytes,
                             sink=sink)
 
+    @_guarded
     def summary(self, start_ns: int | None = None, end_ns: int | None = None) -> dict[str, Any]:
         """The ``trnprof summary --json`` dict for the whole trace or [start_ns, end_ns)."""
         from profiler.summary import summarize
@@ -385,6 +371,7 @@ class Trace(NotebookMixin):
                              f"look up by id (tables with one: {with_id})")
         return table_name
 
+    @_guarded
     def event(self, table_name: str, id: int) -> dict[str, Any]:
         """Every field of row ``id`` of ``table_name`` (Instruction, DmaPacket, slice: a table with an ``id``)."""
         table = self._check_table(table_name)
@@ -399,6 +386,7 @@ class Trace(NotebookMixin):
             raise QueryError(f"{self.db_path}: {table} has no row with id {ident}")
         return rows[0]
 
+    @_guarded
     def search(self, text: str, limit: int = 100) -> pa.Table:
         """Events whose opcode, operator, layer, source line or name contains ``text`` (case-insensitive).
 
@@ -421,6 +409,7 @@ class Trace(NotebookMixin):
         table = self._cursor().sql(sql, params={"q": text, "limit": min(limit, 2**62)}).to_arrow_table()
         return table.cast(dbs.SEARCH_RESULTS)
 
+    @_guarded
     def flows(self, table_name: str, id: int) -> tuple[pa.Table, pa.Table]:
         """(predecessors, successors) of one row from the ``Flow`` table (:data:`profiler.db_schema.FLOW_ENDS`)."""
         table = self._check_table(table_name)

@@ -92,15 +92,17 @@ class TraceReader:
     @cached_property
     def metadata(self) -> dict[str, Any]:
         """The one Metadata row as a dict."""
-        with warnings.catch_warnings(record=True) as caught:  # a damaged Metadata is the error itself
-            warnings.simplefilter("always", TruncatedTraceWarning)
-            table = self.read_table(schema.METADATA.name)
+        # a damaged Metadata is the error itself: its truncation notes come back here rather than as warnings
+        # (not through warnings.catch_warnings, which changes process-wide state under other threads' feet)
+        notes: list[str] = []
+        batches = list(self._file_batches(schema.METADATA, notes))
+        table = pa.Table.from_batches(batches) if batches else schema.METADATA.arrow_schema().empty_table()
         if table.num_rows != 1:
-            why = "truncated, " if any(issubclass(w.category, TruncatedTraceWarning) for w in caught) else ""
+            why = "truncated, " if notes else ""
             raise TraceFormatError(f"{self.path / schema.METADATA.file_name}: {why}holds {table.num_rows} rows, "
                                    "expected 1; the trace cannot be read: record or export it again")
-        for w in caught:  # anything else is re-issued as it was
-            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        for message in notes:
+            warnings.warn(message, TruncatedTraceWarning, stacklevel=2)
         row = table.to_pylist()[0]
         schema.check_format_version(str(row.get("trace_format_version")), str(self.path))
         return row
@@ -187,10 +189,11 @@ class TraceReader:
                                        f"({_first_line(exc)[:160]}); the trace is damaged: record or export it "
                                        "again") from None
 
-    def _file_batches(self, spec: schema.TableSpec) -> Iterator[pa.RecordBatch]:
+    def _file_batches(self, spec: schema.TableSpec, notes: list[str] | None = None) -> Iterator[pa.RecordBatch]:
         """The record batches of ``spec``'s own file (nothing if absent), each fully validated.
 
-        A damaged tail of a recording that did not complete ends the iteration with one TruncatedTraceWarning;
+        A damaged tail of a recording that did not complete ends the iteration with one TruncatedTraceWarning
+        (its message appended to ``notes`` instead, when given);
         in a trace whose recording completed (Metadata says so) any damage is a TraceFormatError, and so is a
         damaged batch followed by intact ones (an interrupted recording only ever damages the tail).
         """
@@ -211,8 +214,8 @@ class TraceReader:
                     if complete:
                         raise TraceFormatError(f"{path}: truncated before its first batch {_DAMAGED}; record or "
                                                "export the trace again") from None
-                    warnings.warn(f"{path}: truncated before its first batch; the recording was interrupted, "
-                                  "table read as empty", TruncatedTraceWarning, stacklevel=3)
+                    _truncated(notes, f"{path}: truncated before its first batch; the recording was interrupted, "
+                               "table read as empty")
                     return
                 raise TraceFormatError(f"{path}: not a valid Arrow IPC stream ({_first_line(exc)})") from None
             try:
@@ -231,9 +234,8 @@ class TraceReader:
                 except _ARROW_ERRORS as exc:
                     if complete:
                         raise _corrupt(path, count, _first_line(exc), _DAMAGED) from None
-                    warnings.warn(f"{path}: damaged tail after {count} complete batch(es) ({_first_line(exc)}); "
-                                  "the recording was interrupted, the complete batches are kept",
-                                  TruncatedTraceWarning, stacklevel=3)
+                    _truncated(notes, f"{path}: damaged tail after {count} complete batch(es) "
+                               f"({_first_line(exc)}); the recording was interrupted, the complete batches are kept")
                     return
                 problem = batch_problem(spec, batch)
                 if problem is not None:
@@ -242,9 +244,8 @@ class TraceReader:
                     if _another_batch(stream):
                         raise _corrupt(path, count, problem, "intact batches follow it, so the file is damaged, "
                                        "not cut short by an interrupted recording")
-                    warnings.warn(f"{path}: damaged tail after {count} complete batch(es) ({problem}); "
-                                  "the recording was interrupted, the complete batches are kept",
-                                  TruncatedTraceWarning, stacklevel=3)
+                    _truncated(notes, f"{path}: damaged tail after {count} complete batch(es) ({problem}); "
+                               "the recording was interrupted, the complete batches are kept")
                     return
                 count += 1
                 yield batch
@@ -274,6 +275,15 @@ _END_OF_STREAM = b"\xff\xff\xff\xff\x00\x00\x00\x00"
 #: Packet layout keys (layout x rotations) allowed per DmaPacketLayout row: each key has at least one row, so a
 #: denser key range than this holds garbage values (and would make the expander allocate for them).
 _LAYOUT_KEYS_PER_ROW = 64
+
+
+def _truncated(notes: list[str] | None, message: str) -> None:
+    """Report a damaged tail: append ``message`` to ``notes``, or (None) warn with it, naming the caller of the
+    reader's public method (batches, read_table, ...)."""
+    if notes is not None:
+        notes.append(message)
+    else:
+        warnings.warn(message, TruncatedTraceWarning, stacklevel=4)
 
 
 def batch_problem(spec: schema.TableSpec, batch: pa.RecordBatch) -> str | None:

@@ -381,7 +381,8 @@ class TraceWriter:
     @property
     def metadata(self) -> dict[str, Any]:
         """The Metadata row as it stands."""
-        return dict(self._metadata)
+        with self._lock:
+            return dict(self._metadata)
 
     def _write_metadata(self) -> None:
         spec = schema.METADATA
@@ -423,7 +424,8 @@ class TraceWriter:
     @property
     def rows_written(self) -> dict[str, int]:
         """Rows on disk per table so far (buffered rows not included)."""
-        return {name: sink.rows_written for name, sink in self._sinks.items()}
+        with self._lock:  # another thread's append may be adding a table's sink
+            return {name: sink.rows_written for name, sink in self._sinks.items()}
 
     def close(self, *, complete: bool = True) -> None:
         """Flush, end every stream and finalize Metadata.  Idempotent.

@@ -9,9 +9,12 @@ forces that directory.  A database whose stored key differs from the input's cur
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
@@ -91,4 +94,39 @@ def resolve_database(path: str | os.PathLike[str], *, force: bool = False,
     if info is not None and info.get(dbs.INFO_CACHE_KEY) == key:
         ingest_warnings.repeat(ingest_warnings.decode(info), already_shown=opened)
         return db
-    return ingest(source, db, cache_key=key, progress=progress, warned=opened)
+    with _ingest_lock(db):  # another thread or process may be ingesting the same input: wait for it, then reuse
+        info = None if force else stored_info(db)
+        if info is not None and info.get(dbs.INFO_CACHE_KEY) == key:
+            ingest_warnings.repeat(ingest_warnings.decode(info), already_shown=opened)
+            return db
+        return ingest(source, db, cache_key=key, progress=progress, warned=opened)
+
+
+#: One lock per cache entry for the threads of this process (the file lock below serializes processes).
+_THREAD_LOCKS: dict[str, threading.Lock] = {}
+_THREAD_LOCKS_GUARD = threading.Lock()
+
+
+@contextlib.contextmanager
+def _ingest_lock(db: Path) -> Iterator[None]:
+    """Hold the right to (re)build cache entry ``db``: a lock for this process's threads, and an exclusive
+    ``fcntl`` lock on ``<db>.lock`` for other processes (where the platform has it and the file can be made)."""
+    with _THREAD_LOCKS_GUARD:
+        lock = _THREAD_LOCKS.setdefault(str(db), threading.Lock())
+    with lock:
+        try:
+            import fcntl
+        except ImportError:  # not POSIX: threads only
+            yield
+            return
+        try:
+            db.parent.mkdir(parents=True, exist_ok=True)  # (the user cache directory may not exist yet)
+            fd = os.open(db.with_name(db.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError:  # a directory we may read but not write: the ingest itself says why it cannot write
+            yield
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # releases the lock

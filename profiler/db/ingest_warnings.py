@@ -14,14 +14,17 @@ from __future__ import annotations
 
 import contextlib
 import json
+import threading
 import warnings
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import duckdb
 
 from tracer.errors import IncompleteTraceWarning, TruncatedTraceWarning
+
+R = TypeVar("R")
 
 #: ``trnprof_info`` key of the stored warnings.
 INFO_WARNINGS = "ingest_warnings"
@@ -38,24 +41,93 @@ def _is_trnprof_warning(category: type[Warning]) -> bool:
     return issubclass(category, UserWarning) and category.__module__.split(".")[0] in ("tracer", "profiler")
 
 
+#: The collectors active on each thread (a stack: blocks may nest).
+_active = threading.local()
+_install_lock = threading.Lock()
+
+
+def _collectors() -> list[list[Stored]]:
+    stack = getattr(_active, "stack", None)
+    if stack is None:
+        stack = _active.stack = []
+    return stack
+
+
+#: How many :func:`collecting` blocks are active, in all threads (the hook is in place while there are any).
+_users = [0]
+
+
+def _install_hook() -> None:
+    """Put the recording hook in front of :func:`warnings.showwarning` (unless it is there already) for one more
+    :func:`collecting` block.  It records only into blocks active on the warning's thread, so blocks running at
+    the same time in several threads share it; the last one to end takes it out again (:func:`_remove_hook`)."""
+    with _install_lock:
+        shown = warnings.showwarning
+        if not getattr(shown, "_trnprof_collector", False):
+
+            def hook(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                     *rest: Any) -> None:
+                stack = getattr(_active, "stack", None)
+                if stack and _is_trnprof_warning(category):
+                    for seen in stack:
+                        seen.append((category.__name__, str(message)))
+                shown(message, category, filename, lineno, *rest)
+
+            hook._trnprof_collector = True  # type: ignore[attr-defined]
+            hook._trnprof_previous = shown  # type: ignore[attr-defined]
+            warnings.showwarning = hook
+        _users[0] += 1
+
+
+def _remove_hook() -> None:
+    """One :func:`collecting` block fewer; the last one puts back what the hook stood in front of (unless other
+    code has replaced the hook meanwhile: then that code's function stays)."""
+    with _install_lock:
+        _users[0] -= 1
+        shown = warnings.showwarning
+        if _users[0] == 0 and getattr(shown, "_trnprof_collector", False):
+            warnings.showwarning = shown._trnprof_previous
+
+
 @contextlib.contextmanager
 def collecting() -> Iterator[list[Stored]]:
-    """Record the trnprof warnings shown while the block runs (from any thread); they are still shown as usual.
+    """Record the trnprof warnings shown on this thread (or on threads started for its work with
+    :func:`carrying`) while the block runs; they are still shown as usual.
 
-    Works by wrapping :func:`warnings.showwarning` for the duration, so it records what the active filters let
-    through.  Not meant to be nested with other code changing ``warnings.showwarning`` concurrently.
+    Another thread's warnings (another ingest running at the same time) are not recorded.  Works through a hook in
+    front of :func:`warnings.showwarning`, so it records what the active filters let through.
     """
     seen: list[Stored] = []
-    with warnings.catch_warnings():
-        shown = warnings.showwarning
-
-        def tee(message: Warning | str, category: type[Warning], filename: str, lineno: int, *rest: Any) -> None:
-            if _is_trnprof_warning(category):
-                seen.append((category.__name__, str(message)))
-            shown(message, category, filename, lineno, *rest)
-
-        warnings.showwarning = tee
+    _install_hook()
+    stack = _collectors()
+    stack.append(seen)
+    try:
         yield seen
+    finally:
+        for i in range(len(stack) - 1, -1, -1):  # by identity (two empty lists are equal)
+            if stack[i] is seen:
+                del stack[i]
+                break
+        _remove_hook()
+
+
+def carrying(fn: Callable[..., R]) -> Callable[..., R]:
+    """``fn``, to be run on another thread, recording the warnings it shows into the :func:`collecting` blocks
+    active on this thread now (a producer thread working for an ingest: its warnings are the ingest's)."""
+    carried = list(getattr(_active, "stack", None) or ())
+    if not carried:
+        return fn
+
+    def run(*args: Any, **kwargs: Any) -> R:
+        stack = _collectors()
+        depth = len(stack)
+        stack.extend(carried)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            del stack[depth:]
+
+    return run
 
 
 def encode(items: Iterable[Stored]) -> str:
@@ -118,4 +190,5 @@ def read_stored(db: Path) -> list[Stored]:
         con.close()
 
 
-__all__ = ["INFO_WARNINGS", "MAX_CHARS", "MAX_STORED", "collecting", "decode", "encode", "read_stored", "repeat"]
+__all__ = ["INFO_WARNINGS", "MAX_CHARS", "MAX_STORED", "carrying", "collecting", "decode", "encode", "read_stored",
+           "repeat"]

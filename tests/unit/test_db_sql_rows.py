@@ -137,7 +137,7 @@ def test_cursors_of_ended_threads_are_closed(trace):
         t = threading.Thread(target=query)
         t.start()
         t.join()
-    assert len(trace._cursors) <= 2
+    assert trace._pool.cursor_count() <= 2
     # a live thread keeps its cursor while others come and go
     ready, done = threading.Event(), threading.Event()
     results = []
@@ -157,4 +157,4 @@ def test_cursors_of_ended_threads_are_closed(trace):
         t.join()
     done.set()
     keeper.join()
-    assert results == [[(2,)]] and len(trace._cursors) <= 3
+    assert results == [[(2,)]] and trace._pool.cursor_count() <= 3

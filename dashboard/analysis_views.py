@@ -13,6 +13,7 @@ from typing import Any
 from dash import dcc, html
 
 from dashboard.errors import public_message
+from dashboard.graph_config import graph_config
 from profiler.analyses import critical_path, performance_bounds, recommendations
 from profiler.analyses import schema as rs
 from profiler.figures.analyses import bounds_figure, critical_path_overlay
@@ -86,7 +87,7 @@ def analysis_section(trace: Any) -> html.Div:
     return html.Div([
         html.H3("Recommendations"),
         recommendation_list(recs),
-        dcc.Graph(figure=bounds_figure(bounds), config={"displaylogo": False}, id="summary-bounds-chart"),
+        dcc.Graph(figure=bounds_figure(bounds), config=graph_config(), id="summary-bounds-chart"),
     ], className="analysis-section")
 
 

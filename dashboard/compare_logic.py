@@ -17,6 +17,7 @@ from dash import dcc, html
 
 from dashboard import timeline_logic as tl
 from dashboard.errors import public_message
+from dashboard.graph_config import graph_config
 from dashboard.registry import TraceRegistry
 from profiler.analyses import diff
 from profiler.analyses import schema as rs
@@ -100,9 +101,9 @@ def charts(result: dict[str, Any], labels: tuple[str, str]) -> list[Any]:
     """Per-engine active time and the bounds of both traces, side by side."""
     return [
         dcc.Graph(figure=metrics_figure(result[rs.DIFF_ENGINES], "Active time per engine", labels),
-                  config={"displaylogo": False}, id="cmp-engines-chart"),
+                  config=graph_config(), id="cmp-engines-chart"),
         dcc.Graph(figure=metrics_figure(result[rs.DIFF_BOUNDS], "Performance bounds and gaps", labels),
-                  config={"displaylogo": False}, id="cmp-bounds-chart"),
+                  config=graph_config(), id="cmp-bounds-chart"),
     ]
 
 
@@ -131,7 +132,7 @@ def delta_view(result: dict[str, Any], by: str, limit: int = 30) -> html.Div:
         html.Table([html.Thead(html.Tr([html.Th(h) for h in header])), html.Tbody(body)],
                    className="mini-table", id="cmp-delta-table"),
         more,
-        dcc.Graph(figure=delta_figure(table, by), config={"displaylogo": False}, id="cmp-delta-chart"),
+        dcc.Graph(figure=delta_figure(table, by), config=graph_config(), id="cmp-delta-chart"),
     ])
 
 
@@ -183,7 +184,7 @@ class SideUpdater:
         with self.registry.lock(trace_id):
             update = tl.update_timeline(trace, trace_id, state=state, trigger=trigger, relayout=relayout,
                                         width_px=width, palette=self.palette_for((pair["a"], pair["b"])),
-                                        lanes=False, set_range=synced_zoom)
+                                        lanes=False, set_range=synced_zoom, range_select=False)
         if update is None:
             return None
         forward: Any = dash.no_update

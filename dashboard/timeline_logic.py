@@ -31,7 +31,7 @@ from profiler.figures.fetch import drawing_window
 from profiler.figures.raster import StripFrame, TimelineRow, rasterize, row_labels, timeline_rows
 from profiler.figures.strip_png import code_colours
 from profiler.figures.timefmt import ns_to_axis
-from profiler.figures.timeline import strip_update, timeline_figure
+from profiler.figures.timeline import range_select_trace, strip_update, timeline_figure
 
 #: Graph width assumed until the browser reports its own.
 DEFAULT_WIDTH_PX = 1200
@@ -262,7 +262,8 @@ def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, 
                     options: TimelineOptions | None = None, nav: dict[str, Any] | None = None,
                     palette: pal.CategoryPalette | None = None, lanes: bool = True,
                     overlay: Callable[[list[TimelineRow], int], list[Any]] | None = None,
-                    set_range: bool = False, layout: TraceLayout | None = None) -> TimelineUpdate | None:
+                    set_range: bool = False, layout: TraceLayout | None = None,
+                    range_select: bool = True) -> TimelineUpdate | None:
     """Decide and build what the browser needs after ``trigger``.
 
     Args:
@@ -280,6 +281,8 @@ def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, 
             (after the lanes, so zoom patches leave them alone); used with ``options.critical_path``.
         set_range: send the x range even when the relayout came from this graph (a graph that follows another).
         layout: the trace's cached time range and rows (read from ``trace`` when None).
+        range_select: make Box Select available (an invisible selectable trace, last in the figure) so a dragged
+            time range is reported for the selection summary.
 
     Returns:
         The update, or None when nothing changes (a relayout that does not move the time axis).
@@ -359,6 +362,8 @@ def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, 
         new_state["lanes"] = [t.name for t in fig.data[1:]]
         if options.critical_path and overlay is not None:
             fig.add_traces(overlay(rows, origin))
+        if range_select:  # last: Box Select summarises a dragged time range
+            fig.add_trace(range_select_trace(t_range, origin))
         return TimelineUpdate(fig, None, new_state, hover, legend, status, True, info)
     # Lanes by name: trace 1 + i of the drawn figure is the lane series named state["lanes"][i]; one without data
     # at this zoom is emptied, one the figure does not have is left out.

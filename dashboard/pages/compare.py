@@ -17,14 +17,15 @@ from dash import Dash, Input, Output, State, ctx, dcc, html
 from dashboard import compare_logic as cl
 from dashboard import search_logic as srch
 from dashboard import timeline_logic as tl
+from dashboard.graph_config import graph_config
 from dashboard.pages import PageContext
 from dashboard.registry import TraceRegistry
 from profiler.analyses import schema as rs
 from profiler.figures import palette as pal
 
 SIDES = ("a", "b")
-GRAPH_CONFIG = {"scrollZoom": True, "displaylogo": False, "doubleClick": "autosize",
-                "modeBarButtonsToRemove": ["lasso2d", "autoScale2d", "toImage", "select2d"], "responsive": False}
+GRAPH_CONFIG = graph_config(scrollZoom=True, doubleClick="autosize", responsive=False,
+                            modeBarButtonsToRemove=["lasso2d", "autoScale2d", "toImage", "select2d"])
 WIDTH_JS = """function (_) {
     var c = document.getElementById("cmp-timelines");
     var w = c ? c.clientWidth : window.innerWidth;

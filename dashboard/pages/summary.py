@@ -17,6 +17,7 @@ from dash import Dash, Input, Output, dcc, html
 from dashboard.analysis_views import analysis_section
 from dashboard.app import resolve_trace_id
 from dashboard.errors import public_message
+from dashboard.graph_config import graph_config
 from dashboard.pages import PageContext
 from dashboard.registry import TraceRegistry, UnknownTraceError
 from dashboard.selection_view import _card, _si
@@ -56,7 +57,7 @@ def summary_cards(summary: dict[str, Any]) -> list[Any]:
 
 def summary_charts(inputs: sfig.SummaryInputs) -> list[Any]:
     """One graph per chart the summary supports (``summary-chart-0``, ...)."""
-    return [dcc.Graph(figure=fig, config={"displaylogo": False}, id=f"summary-chart-{i}")
+    return [dcc.Graph(figure=fig, config=graph_config(), id=f"summary-chart-{i}")
             for i, fig in enumerate(sfig.summary_figures(inputs))]
 
 

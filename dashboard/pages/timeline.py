@@ -26,6 +26,7 @@ from dashboard import timeline_logic as tl
 from dashboard import timeline_picks as picks
 from dashboard.analysis_views import CriticalPathOverlays
 from dashboard.app import resolve_trace_id
+from dashboard.graph_config import graph_config
 from dashboard.inputs import is_checked
 from dashboard.pages import PageContext
 from dashboard.registry import TraceRegistry, UnknownTraceError
@@ -33,13 +34,8 @@ from dashboard.selection_view import selection_outputs
 from profiler.figures import palette as pal
 
 GRAPH_ID = "timeline-graph"
-GRAPH_CONFIG = {
-    "scrollZoom": True,
-    "displaylogo": False,
-    "doubleClick": "autosize",
-    "modeBarButtonsToRemove": ["lasso2d", "autoScale2d", "toImage"],
-    "responsive": False,
-}
+GRAPH_CONFIG = graph_config(scrollZoom=True, doubleClick="autosize", responsive=False,
+                            modeBarButtonsToRemove=["lasso2d", "autoScale2d", "toImage"])
 
 
 def layout(ctx_: PageContext) -> Any:

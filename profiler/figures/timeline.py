@@ -80,6 +80,7 @@ def timeline_layout(rows: Sequence[TimelineRow], origin_ns: int, x_range_ns: tup
         "height": height,
         "margin": MARGIN,
         "dragmode": "zoom",
+        "selectdirection": "h",  # Box Select picks a time range: rows are not part of it
         "hovermode": "closest",
         "plot_bgcolor": "#FFFFFF",
         "showlegend": False,
@@ -104,6 +105,16 @@ def timeline_layout(rows: Sequence[TimelineRow], origin_ns: int, x_range_ns: tup
         cursor = bottom
     layout["shapes"] = separator_shapes([r.group for r in rows])
     return layout
+
+
+def range_select_trace(x_range_ns: tuple[int, int], origin_ns: int) -> go.Scatter:
+    """An invisible trace that makes the figure box-selectable: plotly offers Box Select (and reports a selected
+    time range) only when some trace has selectable points, which the strips image and the lanes' lines are not.
+    Add it last, so the indices of the other traces do not move."""
+    x = [ns_to_axis(x_range_ns[0], origin_ns), ns_to_axis(x_range_ns[1], origin_ns)]
+    return go.Scatter(x=x, y=[0, 0], mode="markers", name="range select", showlegend=False, hoverinfo="skip",
+                      marker={"opacity": 0, "size": 1}, selected={"marker": {"opacity": 0}},
+                      unselected={"marker": {"opacity": 0}})
 
 
 def legend_traces(frame: StripFrame) -> list[go.Scatter]:

@@ -115,6 +115,30 @@ def test_search_steps_through_matches(timeline):
     assert console_errors(timeline) == []
 
 
+def test_box_select_summarizes_the_dragged_range(timeline):
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    wait_idle(timeline)
+    timeline.execute_script(f"Plotly.relayout({GRAPH}, {{'xaxis.range[0]': 0, 'xaxis.range[1]': 20e-6}});")
+    wait_idle(timeline)
+    titles = _js(timeline, "Array.prototype.map.call(document.querySelectorAll('#timeline-graph .modebar-btn'),"
+                           " function (b) { return b.getAttribute('data-title'); })")
+    assert "Box Select" in titles, titles
+    assert not [t for t in titles if "Share" in t or "Cloud" in t or "Studio" in t], titles  # nothing uploads data
+    timeline.find_element("css selector", '#timeline-graph .modebar-btn[data-title="Box Select"]').click()
+    drag = timeline.find_element("css selector", "#timeline-graph .nsewdrag")
+    width = drag.size["width"]
+    # drag from 1/4 to 3/4 of the plot, across the rows: the range summarised is about [5, 15] µs
+    ActionChains(timeline).move_to_element_with_offset(drag, -width // 4, 0).click_and_hold() \
+        .move_by_offset(width // 8, 5).move_by_offset(width // 8, 5).move_by_offset(width // 4, 5).release().perform()
+    text = wait_for(timeline, lambda d: d.find_element("id", "sel-duration").text
+                    if d.find_elements("id", "sel-duration") else None, "the selection summary")
+    assert "µs" in text and 8.0 < float(text.split()[0]) < 12.0, text
+    assert timeline.find_element("id", "sel-engines").text
+    timeline.find_element("css selector", '#timeline-graph .modebar-btn[data-title="Zoom"]').click()  # as it was
+    assert console_errors(timeline) == []
+
+
 def test_sql_query_returns_rows(browser, dashboard_server):
     browser.get(dashboard_server.url + "/sql?trace=t0")
     run = wait_for(browser, lambda d: d.find_elements("id", "sql-run"), "the SQL page")[0]

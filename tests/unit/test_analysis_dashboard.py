@@ -82,7 +82,7 @@ def test_critical_path_overlay_on_the_timeline(registry):
     lit = tl.update_timeline(trace, "t0", state=plain.state, trigger="options", width_px=800, options=on,
                              palette=palette, overlay=builder)
     names = [t.name for t in lit.figure.data]
-    assert names[-2:] == ["critical path links", "critical path"]
+    assert names[-3:] == ["critical path links", "critical path", "range select"]
     assert len(lit.figure.data) == len(plain.figure.data) + 2  # after the strips and lanes: patches leave them be
     assert lit.state["critical_path"] is True
     # the path is computed once per trace

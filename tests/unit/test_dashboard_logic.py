@@ -68,7 +68,9 @@ def test_first_view_is_a_whole_figure_then_zooms_are_small_patches(trace):
     codes = decode_strip_png(strips["source"])
     assert codes.shape[0] == len(labels) and codes.shape[1] <= vp.PREFETCH_FACTOR * WIDTH + 2
     assert strips["dx"] < first.figure.data[0].dx / 32
-    assert set(zoom.changes["data"]) == set(range(len(first.figure.data)))      # the strips and every lane
+    # the strips and every lane; the last trace is the invisible one that makes Box Select available
+    assert first.figure.data[-1].name == "range select" and first.figure.layout.selectdirection == "h"
+    assert set(zoom.changes["data"]) == set(range(len(first.figure.data) - 1))
     payload = zoom.draw_payload()
     assert payload["kind"] == "update" and payload["seq"] == first.state["seq"] + 1
     assert len(json.dumps(payload)) < 200_000
@@ -85,7 +87,7 @@ def test_first_view_is_a_whole_figure_then_zooms_are_small_patches(trace):
     assert len(tables) == len(events["id"]) and "Instruction" in tables
     # Lanes are matched by name: busy %, DMA throughput, HFU and the Counter lanes are drawn; a lane series the
     # figure has but this zoom lacks is emptied rather than shifting the others.
-    names = [t.name for t in first.figure.data[1:]]
+    names = [t.name for t in first.figure.data[1:-1]]   # (the last: the range select trace)
     assert first.state["lanes"] == names and {"DMA GB/s: DMA", "HFU %: HFU", "sbuf_usage_bytes: max"} <= set(names)
     stale = {**first.state, "lanes": ["gone: lane", *names]}
     shifted = tl.update_timeline(trace, "t0", state=stale, trigger="relayout", width_px=WIDTH,

@@ -46,16 +46,32 @@ class QueryResult:
     error: str | None = None
     #: Why rows are missing when ``truncated`` (what to do for more).
     note: str = ""
+    #: Each column's grid data type (AG Grid ``cellDataType``: ``number``, ``boolean`` or ``text``), from the values
+    #: as sent; it is part of the column's row key (:func:`field_id`).
+    kinds: list[str] = field(default_factory=list)
 
     @property
     def fields(self) -> list[str]:
         """The row keys of the columns, in order."""
-        return [field_id(i) for i in range(len(self.columns))]
+        kinds = self.kinds or ["text"] * len(self.columns)
+        return [field_id(i, kind) for i, kind in enumerate(kinds)]
 
 
-def field_id(index: int) -> str:
-    """The row key of column ``index``."""
-    return f"c{index}"
+def field_id(index: int, kind: str) -> str:
+    """The row key of column ``index`` holding values of grid data type ``kind`` (``c0n``, ``c1t``, ...): a column
+    whose type changes from one result to the next gets a new key, so the grid makes it a new column (AG Grid keeps
+    a column's data type for its key: text where it had numbers would show as "Invalid Number")."""
+    return f"c{index}{kind[0]}"
+
+
+def cell_kind(values: list[Any]) -> str:
+    """The grid data type of a column holding ``values`` (grid values: None, bool, int, float or str)."""
+    kinds = {type(v) for v in values if v is not None}
+    if kinds and kinds <= {int, float}:
+        return "number"
+    if kinds == {bool}:
+        return "boolean"
+    return "text"
 
 
 def bounded(value: Any, default: float, low: float, high: float) -> float:
@@ -132,12 +148,11 @@ def run_query(trace: Any, query: Any, row_limit: Any = DEFAULT_ROW_LIMIT, timeou
         note = "raise the row limit for more"
     table = table.slice(0, min(fits, limit))
     columns = _unique_names(table.column_names)
-    fields = [field_id(i) for i in range(len(columns))]
-    rows = [
-        {key: _grid_value(v) for key, v in zip(fields, values, strict=True)}
-        for values in zip(*(col.to_pylist() for col in table.columns), strict=True)
-    ] if table.num_columns else []
-    return QueryResult(columns, rows, bool(note), elapsed, note=note)
+    values = [[_grid_value(v) for v in col.to_pylist()] for col in table.columns]
+    kinds = [cell_kind(vs) for vs in values]
+    fields = [field_id(i, kind) for i, kind in enumerate(kinds)]
+    rows = [dict(zip(fields, row, strict=True)) for row in zip(*values, strict=True)] if values else []
+    return QueryResult(columns, rows, bool(note), elapsed, note=note, kinds=kinds)
 
 
 def _unique_names(names: list[str]) -> list[str]:

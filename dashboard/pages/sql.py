@@ -61,9 +61,11 @@ def example_query(index: Any) -> str | None:
 
 
 def column_defs(result: QueryResult) -> list[dict[str, Any]]:
-    """The grid's column definitions: the row key of each column as its field, its name as its header."""
-    return [{"field": key, "headerName": name, "headerTooltip": name}
-            for key, name in zip(result.fields, result.columns, strict=True)]
+    """The grid's column definitions: the row key of each column as its field, its name as its header, its data
+    type (:attr:`QueryResult.kinds`) given, not guessed."""
+    kinds = result.kinds or ["text"] * len(result.columns)
+    return [{"field": key, "headerName": name, "headerTooltip": name, "cellDataType": kind}
+            for key, name, kind in zip(result.fields, result.columns, kinds, strict=True)]
 
 
 def query_outputs(registry: TraceRegistry, search: str | None, query: str | None, limit: Any,

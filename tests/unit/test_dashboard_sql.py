@@ -30,7 +30,7 @@ def test_huge_values_are_cut_to_the_byte_budget_and_marked(trace):
     assert time.perf_counter() - t0 < 60
     assert res.error is None and res.truncated and 1 <= len(res.rows) <= 4
     assert "larger than the 32.0 MiB" in res.note and "left(col, 1000)" in res.note
-    cell = res.rows[0]["c0"]
+    cell = res.rows[0][res.fields[0]]
     assert cell == "x" * sql_logic.MAX_CELL_CHARS + "… (10,000,000 characters)"
 
 
@@ -69,6 +69,21 @@ def test_columns_with_dots_get_safe_fields_and_their_names_as_headers(trace):
     assert all(d["field"].isalnum() and "." not in d["field"] for d in defs)
     assert [res.rows[0][d["field"]] for d in defs] == ["3.0", "3.0", 42, 7, 1]
     assert sql_page.GRID_OPTIONS["suppressFieldDotNotation"] is True
+
+
+def test_every_column_says_its_grid_data_type(trace):
+    """The grid keys columns c0, c1, ... in every result; without a type per run it keeps the type it guessed for
+    c0 from the last result and shows the next result's text there as "Invalid Number"."""
+    res = sql_logic.run_query(trace, "SELECT 1 AS n, 2.5 AS d, 'x' AS s, true AS b, NULL AS z, "
+                                     "(2::HUGEINT << 70) AS h, 'nan'::DOUBLE AS f")
+    assert res.kinds == ["number", "text", "text", "boolean", "text", "text", "text"]  # decimal, huge, NaN: strings
+    assert [d["cellDataType"] for d in sql_page.column_defs(res)] == res.kinds
+    mixed = sql_logic.run_query(trace, "SELECT * FROM (VALUES (1), (NULL), (3)) t(v)")
+    assert mixed.kinds == ["number"]
+    assert sql_logic.cell_kind([1, 2.5, None]) == "number" and sql_logic.cell_kind([True, 1]) == "text"
+    # a column whose type changes between results gets another key: the grid makes it a new column
+    text = sql_logic.run_query(trace, "SELECT 'x' AS v")
+    assert mixed.fields != text.fields and set(text.rows[0]) == set(text.fields)
 
 
 class _FakeTrace:

@@ -390,7 +390,8 @@ class Trace(NotebookMixin):
     def search(self, text: str, limit: int = 100) -> pa.Table:
         """Events whose opcode, operator, layer, source line or name contains ``text`` (case-insensitive).
 
-        Returns :data:`profiler.db_schema.SEARCH_RESULTS`, ordered by start time, at most ``limit`` rows.
+        Returns :data:`profiler.db_schema.SEARCH_RESULTS`, ordered by start time, at most ``limit`` rows: each event
+        once, ``matched_field`` naming the first of its fields (in :data:`SEARCH_FIELDS` order) that matches.
         """
         if not isinstance(text, str) or not text:
             raise QueryError("search text must be a non-empty string")
@@ -398,13 +399,14 @@ class Trace(NotebookMixin):
         if limit < 0:
             raise QueryError(f"limit must be 0 or more rows, not {limit}")
         parts = []
-        for table, fields in SEARCH_FIELDS.items():
-            for field in fields:
-                parts.append(
-                    f"SELECT {quote(dbs.TRACK_ID)}, '{table}' AS {quote(dbs.TABLE)}, {quote(ts.ID)}, "
-                    f"{quote(ts.START_TS)}, {quote(ts.END_TS)}, {_EVENT_NAME[table]} AS {quote(ts.NAME)}, "
-                    f"'{field}' AS {quote(dbs.MATCHED_FIELD)} FROM {quote(table)} "
-                    f"WHERE contains(lower({quote(field)}), lower($q))")
+        for table, fields in SEARCH_FIELDS.items():  # one row per event: the first of its fields that matches
+            hits = [f"contains(lower({quote(field)}), lower($q))" for field in fields]
+            which = "CASE " + " ".join(f"WHEN {hit} THEN '{field}'" for hit, field in zip(hits, fields, strict=True)) \
+                + " END"
+            parts.append(
+                f"SELECT {quote(dbs.TRACK_ID)}, '{table}' AS {quote(dbs.TABLE)}, {quote(ts.ID)}, "
+                f"{quote(ts.START_TS)}, {quote(ts.END_TS)}, {_EVENT_NAME[table]} AS {quote(ts.NAME)}, "
+                f"{which} AS {quote(dbs.MATCHED_FIELD)} FROM {quote(table)} WHERE {' OR '.join(hits)}")
         sql = " UNION ALL ".join(parts) + f" ORDER BY {quote(ts.START_TS)}, {quote(ts.ID)} LIMIT $limit"
         table = self._cursor().sql(sql, params={"q": text, "limit": min(limit, 2**62)}).to_arrow_table()
         return table.cast(dbs.SEARCH_RESULTS)

@@ -35,7 +35,6 @@ from tracer import TraceReader, TraceWriter, TruncatedTraceWarning
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
 SAMPLE_TRACE = SAMPLES / "mlp-trn2.trace"
-SAMPLE_DB = SAMPLES / "mlp-trn2.trace.trnprof.duckdb"
 JOIN_S = 60.0
 #: A query that runs far longer than any test waits (it is always interrupted or timed out).
 ENDLESS_SQL = "SELECT sum(a.range * b.range) FROM range(300000) a, range(300000) b"
@@ -101,18 +100,28 @@ def query_threads(prefix: str) -> set[int]:
     return {th.ident for th in threading.enumerate() if th.name.startswith(prefix) and th.is_alive()}
 
 
+@pytest.fixture(scope="module")
+def sample_db(tmp_path_factory):
+    """The mlp sample ingested into a database of this module (a clean checkout has no cached one)."""
+    from profiler.cli import main
+
+    dst = tmp_path_factory.mktemp("sample") / "mlp-trn2.duckdb"
+    assert main(["ingest", str(SAMPLE_TRACE), "-o", str(dst)]) == 0
+    return dst
+
+
 @pytest.fixture
-def private_db(tmp_path):
+def private_db(tmp_path, sample_db):
     """A copy of a sample database: its DuckDB instance is this test's alone (connection counts are exact)."""
-    dst = tmp_path / SAMPLE_DB.name
-    shutil.copyfile(SAMPLE_DB, dst)
+    dst = tmp_path / sample_db.name
+    shutil.copyfile(sample_db, dst)
     return dst
 
 
 @pytest.fixture(scope="module")
-def shared_trace(tmp_path_factory):
-    dst = tmp_path_factory.mktemp("threads") / SAMPLE_DB.name
-    shutil.copyfile(SAMPLE_DB, dst)
+def shared_trace(tmp_path_factory, sample_db):
+    dst = tmp_path_factory.mktemp("threads") / sample_db.name
+    shutil.copyfile(sample_db, dst)
     t = profiler.open(dst)
     yield t
     t.close()

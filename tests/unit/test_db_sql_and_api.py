@@ -231,3 +231,30 @@ def test_only_queries_run_not_even_in_memory_writes(trace, query):
     for ok in ("DESCRIBE Instruction", "SHOW TABLES", "SUMMARIZE SELECT 1 AS x", "EXPLAIN SELECT 1",
                "PRAGMA table_info('Instruction')", "FROM Instruction LIMIT 1"):
         trace.sql(ok)
+
+
+@pytest.mark.parametrize("text", ["layer2", "LAYER1.UP", "matmul", "mlp.py", "w2_", "zzz-none"])
+def test_search_lists_each_matching_event_once(text, tmp_path_factory):
+    """Against a brute-force oracle over every searched field: each event once (an instruction whose layer and
+    operator both hold the text is one match, not two), named by the first field that matches."""
+    from pathlib import Path
+
+    from profiler.trace import SEARCH_FIELDS
+
+    sample = Path(__file__).resolve().parents[2] / "sample_traces" / "mlp-trn2.trace"
+    db = tmp_path_factory.getbasetemp() / "search-mlp.duckdb"   # one ingest for every case (a clean checkout has none)
+    if not db.exists():
+        assert main(["ingest", str(sample), "-o", str(db)]) == 0
+    with profiler.open(db) as t:
+        want = {}
+        for table, fields in SEARCH_FIELDS.items():
+            cols = ", ".join(f'"{f}"' for f in ("id", *fields))
+            for row in t.sql_arrow(f'SELECT {cols} FROM "{table}"', max_rows=None).to_pylist():
+                first = next((f for f in fields if row[f] is not None and text.lower() in row[f].lower()), None)
+                if first is not None:
+                    want[(table, row["id"])] = first
+        hits = t.search(text, limit=1_000_000).to_pylist()
+    got = {(h["table_name"], h["id"]): h["matched_field"] for h in hits}
+    assert len(got) == len(hits)            # no event twice
+    assert got == want
+    assert [h["start_ts"] for h in hits] == sorted(h["start_ts"] for h in hits)

@@ -144,7 +144,8 @@ class StripFrame:
     end_ns: int
     resolution_ns: int
     codes: np.ndarray
-    #: Category name of every slot that appears in ``codes`` (legend), slot -> name.
+    #: Category name of every slot that appears in ``codes`` (legend), slot -> name; a slot that several names in
+    #: view share (more names than colours) is labelled with all of them (:func:`legend_label`), never just one.
     legend: dict[int, str]
     #: Per row: True when the row was drawn from exact events (or is empty), False from buckets.
     exact: np.ndarray
@@ -163,8 +164,25 @@ class StripFrame:
         return self.counts.get("events", 0)
 
 
+#: A legend label names at most this many of the names sharing its colour (then "+N more").
+LEGEND_NAMES = 3
+
+
+def _note(legend: dict[int, list[str]], slot: int, name: str | None) -> None:
+    name = name or pal.OTHER
+    names = legend.setdefault(slot, [])
+    if name not in names:
+        names.append(name)
+
+
+def legend_label(names: Sequence[str]) -> str:
+    """The legend (and coarse hover) label of a colour shared by ``names``: ``"A / B"``, ``"A / B / C +2 more"``."""
+    shown = " / ".join(names[:LEGEND_NAMES])
+    return shown if len(names) <= LEGEND_NAMES else f"{shown} +{len(names) - LEGEND_NAMES} more"
+
+
 def _name_slots(names: pa.ChunkedArray | pa.Array, palette: pal.CategoryPalette,
-                legend: dict[int, str]) -> np.ndarray:
+                legend: dict[int, list[str]]) -> np.ndarray:
     """Slot per row of a string column (dictionary-encode, map the few distinct names)."""
     if len(names) == 0:
         return np.zeros(0, dtype=np.int64)
@@ -177,7 +195,7 @@ def _name_slots(names: pa.ChunkedArray | pa.Array, palette: pal.CategoryPalette,
     nulls = enc.indices.is_null().to_numpy(zero_copy_only=False)
     slots = np.where(nulls, pal.OTHER_SLOT, dict_slots[idx] if len(dict_slots) else pal.OTHER_SLOT)
     for name, slot in zip(dictionary, dict_slots.tolist(), strict=True):
-        legend.setdefault(slot, name)
+        _note(legend, slot, name)
     return slots.astype(np.int64)
 
 
@@ -240,7 +258,7 @@ def rasterize(window: WindowLike, rows: Sequence[TimelineRow], palette: pal.Cate
     slots = np.full((n_rows, n), pal.OTHER_SLOT, dtype=np.int64)
     exact = np.zeros(n_rows, dtype=bool)
     edge_mask = np.zeros((n_rows, n), dtype=bool)
-    legend: dict[int, str] = {}
+    legend: dict[int, list[str]] = {}
     row_of = _track_positions(rows)
     engine_palette = pal.CategoryPalette.for_engines()
 
@@ -257,12 +275,13 @@ def rasterize(window: WindowLike, rows: Sequence[TimelineRow], palette: pal.Cate
     name_col = ts.LAYER if colour_by == "layer" else ts.NAME
     ev_slots = _name_slots(events.column(name_col), palette, legend) if events.num_rows and colour_by != "engine" \
         else np.zeros(events.num_rows, np.int64)
-    bucket_legend: dict[int, str] = {}
+    bucket_legend: dict[int, list[str]] = {}
     bk_slots = _name_slots(buckets.column(dbs.TOP_NAME), palette, bucket_legend) \
         if buckets.num_rows and colour_by != "engine" else np.zeros(buckets.num_rows, np.int64)
     if colour_by == "opcode":
-        for slot, name in bucket_legend.items():
-            legend.setdefault(slot, name)
+        for slot, names in bucket_legend.items():
+            for name in names:
+                _note(legend, slot, name)
     span_name_slots = None
     if colour_by == "layer" and events.num_rows:
         span_name_slots = _name_slots(events.column(ts.NAME), palette, {})
@@ -320,7 +339,8 @@ def rasterize(window: WindowLike, rows: Sequence[TimelineRow], palette: pal.Cate
                     sl[px] = bk_slots[sel][owner]
                     if colour_by == "layer" and row.kind == _SPAN_KIND:
                         for slot in np.unique(bk_slots[sel]).tolist():
-                            legend.setdefault(slot, bucket_legend.get(slot, pal.OTHER))
+                            for name in bucket_legend.get(slot, [pal.OTHER]):
+                                _note(legend, slot, name)
             per_track_busy[tid], per_track_slots[tid] = b, sl
             per_track_edges[tid] = np.zeros(n, dtype=bool)
 
@@ -351,14 +371,16 @@ def rasterize(window: WindowLike, rows: Sequence[TimelineRow], palette: pal.Cate
     codes = np.where(edge_mask & (codes > 0), edge_codes, codes)
 
     if colour_by == "engine":
-        legend = {engine_palette.slot(r.engine_category): r.engine_category for r in rows}
+        legend = {}
+        for r in rows:
+            _note(legend, engine_palette.slot(r.engine_category), r.engine_category)
     present = set(np.unique(slots[busy > 0]).tolist())
-    legend = {s: name for s, name in legend.items() if s in present}
+    labels = {s: legend_label(names) for s, names in legend.items() if s in present}
     if pal.OTHER_SLOT in present:
-        legend.setdefault(pal.OTHER_SLOT, pal.OTHER)
+        labels.setdefault(pal.OTHER_SLOT, pal.OTHER)
 
     hover = _hover_events(events, row_of, 0) if 0 < events.num_rows <= HOVER_EVENT_LIMIT else None
-    return StripFrame(w0, int(window.end_ns), res, codes, legend, exact, hover,
+    return StripFrame(w0, int(window.end_ns), res, codes, labels, exact, hover,
                       {"events": int(events.num_rows), "buckets": int(buckets.num_rows)})
 
 

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from profiler import db_schema as dbs
 from profiler.figures import palette as pal
-from profiler.figures.raster import rasterize, timeline_rows
+from profiler.figures.raster import legend_label, rasterize, timeline_rows
 from profiler.figures.strip_png import decode_strip_png
 from profiler.figures.timeline import timeline_figure
 
@@ -68,6 +68,24 @@ def test_events_drawn_exactly_with_edges_and_hover():
     assert frame.legend == {0: "MATMUL", 1: "LDWEIGHTS"}
     assert frame.exact[0] and frame.hover_events["id"] == [1, 2]
     assert frame.hover_events["source"][0] == "k.py:3"
+
+
+def test_a_colour_shared_by_several_names_in_view_is_labelled_with_all_of_them():
+    """More names than colours: names past the palette share a slot; the legend (and the coarse hover, which reads
+    it) must not give the colour to one of them alone."""
+    ranked = [f"OP{i}" for i in range(len(pal.PALETTE))]
+    palette = pal.CategoryPalette(ranked)
+    extra = next(f"X{i}" for i in range(1000) if palette.slot(f"X{i}") == 0)    # shares OP0's slot
+    rows = timeline_rows(TRACKS)
+    w = _window(0, 100, 10, events=[
+        {"track_id": 1, "id": 1, "start_ts": 0, "end_ts": 40, "name": "OP0"},
+        {"track_id": 2, "id": 2, "start_ts": 50, "end_ts": 90, "name": extra},
+        {"track_id": 2, "id": 3, "start_ts": 0, "end_ts": 20, "name": "OP1"},
+    ])
+    frame = rasterize(w, rows, palette, "opcode")
+    assert frame.legend == {0: f"OP0 / {extra}", 1: "OP1"}
+    many = [f"N{i}" for i in range(5)]
+    assert legend_label(many) == "N0 / N1 / N2 +2 more" and legend_label(["A"]) == "A"
 
 
 def test_buckets_give_busy_shading_and_dominant_name():

@@ -106,10 +106,11 @@ class CriticalPathOverlays:
             return self._paths[trace_id]
 
     def builder(self, trace_id: str, trace: Any) -> Any:
-        """An ``overlay(rows, origin_ns)`` callable for :func:`dashboard.timeline_logic.update_timeline`."""
-        def overlay(rows: list[TimelineRow], origin_ns: int) -> list[Any]:
+        """An ``overlay(rows, origin_ns, window)`` callable for :func:`dashboard.timeline_logic.update_timeline`:
+        the path's two traces for the fetched window ``(start_ns, end_ns, width_px)``, at its resolution."""
+        def overlay(rows: list[TimelineRow], origin_ns: int, window: tuple[int, int, int]) -> list[Any]:
             try:
-                return critical_path_overlay(self.path(trace_id, trace), rows, origin_ns)
+                return critical_path_overlay(self.path(trace_id, trace), rows, origin_ns, window)
             except TrnprofError:
                 return []
         return overlay

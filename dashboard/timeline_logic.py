@@ -152,6 +152,9 @@ def clean_state(state: Any, trace_id: str) -> dict[str, Any] | None:
         clean["view"] = list(view)
     if as_int(state.get("legend_key"), 0, 2**32) is not None:
         clean["legend_key"] = state["legend_key"]
+    overlay_traces = as_int(state.get("overlay_traces"), 0, 2)   # the critical path's traces the figure has
+    if overlay_traces is not None:
+        clean["overlay_traces"] = overlay_traces
     return clean
 
 
@@ -261,7 +264,7 @@ def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, 
                     relayout: dict[str, Any] | None = None, width_px: Any = None,
                     options: TimelineOptions | None = None, nav: dict[str, Any] | None = None,
                     palette: pal.CategoryPalette | None = None, lanes: bool = True,
-                    overlay: Callable[[list[TimelineRow], int], list[Any]] | None = None,
+                    overlay: Callable[[list[TimelineRow], int, tuple[int, int, int]], list[Any]] | None = None,
                     set_range: bool = False, layout: TraceLayout | None = None,
                     range_select: bool = True) -> TimelineUpdate | None:
     """Decide and build what the browser needs after ``trigger``.
@@ -277,8 +280,9 @@ def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, 
         nav: ``{"start_ns", "end_ns"}`` to focus, for ``nav``.
         palette: opcode/layer colours (stable per trace).
         lanes: draw the counter lanes.
-        overlay: ``overlay(rows, origin_ns)`` -> extra traces drawn over the strips when the figure is rebuilt
-            (after the lanes, so zoom patches leave them alone); used with ``options.critical_path``.
+        overlay: ``overlay(rows, origin_ns, (start_ns, end_ns, width_px))`` -> extra traces drawn over the strips
+            for the fetched window (after the lanes; a zoom that fetches patches their x, y and text too); used
+            with ``options.critical_path``.
         set_range: send the x range even when the relayout came from this graph (a graph that follows another).
         layout: the trace's cached time range and rows (read from ``trace`` when None).
         range_select: make Box Select available (an invisible selectable trace, last in the figure) so a dragged
@@ -325,7 +329,8 @@ def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, 
     if prev is not None and not rebuild:
         # What the drawn figure has (its lane traces, its legend, whether its window was hover-sized) carries over
         # a step that fetches nothing, so the next fetch still updates every lane.
-        new_state.update({key: prev[key] for key in ("lanes", "legend_key", "few_events") if key in prev})
+        new_state.update({key: prev[key] for key in ("lanes", "legend_key", "few_events", "overlay_traces")
+                          if key in prev})
     axis_range = [ns_to_axis(view[0], origin), ns_to_axis(view[1], origin)]
     # The browser already shows the range it asked for; the server sets it only when it chose the view itself.
     moved = {} if trigger == "relayout" and asked == view and not set_range else {"xaxis.range": axis_range}
@@ -361,7 +366,9 @@ def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, 
                               grid_x=True)
         new_state["lanes"] = [t.name for t in fig.data[1:]]
         if options.critical_path and overlay is not None:
-            fig.add_traces(overlay(rows, origin))
+            traces = overlay(rows, origin, (plan.start_ns, plan.end_ns, plan.width_px))
+            fig.add_traces(traces)
+            new_state["overlay_traces"] = len(traces)
         if range_select:  # last: Box Select summarises a dragged time range
             fig.add_trace(range_select_trace(t_range, origin))
         return TimelineUpdate(fig, None, new_state, hover, legend, status, True, info)
@@ -373,7 +380,20 @@ def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, 
     data: dict[int, dict[str, Any]] = {0: strip_update(frame, origin)}
     for i, name in enumerate(drawn):
         data[1 + i] = updates.get(name, lanes_mod.EMPTY_LANE)
+    n_overlay = int((prev or {}).get("overlay_traces") or 0)
+    new_state["overlay_traces"] = n_overlay
+    if options.critical_path and overlay is not None and n_overlay:
+        # the overlay follows the fetched window too (drawn at its resolution: its size grows with the pixels)
+        traces = overlay(rows, origin, (plan.start_ns, plan.end_ns, plan.width_px))
+        for k, trace_obj in enumerate(traces[:n_overlay]):
+            data[1 + len(drawn) + k] = overlay_update(trace_obj)
     return TimelineUpdate(None, {"data": data, "layout": moved}, new_state, hover, legend, status, True, info)
+
+
+def overlay_update(trace_obj: Any) -> dict[str, Any]:
+    """The ``x``, ``y`` and ``text`` of an overlay trace, as a zoom patch sends them."""
+    return {"x": list(trace_obj.x or ()), "y": list(trace_obj.y or ()),
+            "text": list(trace_obj.text) if trace_obj.text is not None else None}
 
 
 def empty_figure(message: str) -> go.Figure:

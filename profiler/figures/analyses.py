@@ -160,38 +160,89 @@ def dma_histogram_figure(histogram: pa.Table) -> go.Figure:
     return fig
 
 
-def critical_path_overlay(path: pa.Table, rows: Sequence[TimelineRow], origin_ns: int) -> list[go.Scatter]:
-    """Traces that highlight ``path`` on a timeline figure with these ``rows``: a thick dark segment over every step
-    on its row, and thin dotted links between consecutive steps.  Steps on tracks without a row are left out."""
+#: A windowed overlay draws the dotted links between consecutive steps only when at most this many steps are in
+#: view (more are a solid smear at that zoom, and cost the browser for nothing).
+MAX_LINKED_STEPS = 2_000
+
+
+def critical_path_overlay_data(path: pa.Table, rows: Sequence[TimelineRow], origin_ns: int,
+                               window: tuple[int, int, int] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``x``/``y`` (and the segments' ``text``) of the two overlay traces: (links, segments).
+
+    With ``window = (start_ns, end_ns, width_px)`` only the steps overlapping the window are drawn, and the steps of
+    one row closer than a pixel merge into one segment ("N steps"), so what is sent grows with the pixels, not with
+    the path (a path of 10^6 steps at a whole-trace zoom is a few thousand segments).  Without a window every step
+    is drawn as it is.
+    """
     row_of = {tid: i for i, row in enumerate(rows) for tid in row.track_ids}
     tracks = path.column(rs.TRACK_ID).to_pylist()
     keep = np.array([t is not None and t in row_of for t in tracks], dtype=bool)
-    if not keep.any():
+    y = np.array([row_of[t] for t, k in zip(tracks, keep, strict=True) if k], dtype=np.int64)
+    starts = np.asarray(path.column(rs.START_NS).to_numpy(zero_copy_only=False), dtype=np.int64)[keep]
+    ends = np.asarray(path.column(rs.END_NS).to_numpy(zero_copy_only=False), dtype=np.int64)[keep]
+    names: list[Any] = [n for n, k in zip(path.column(rs.NAME).to_pylist(), keep, strict=True) if k]
+    counts = np.ones(len(y), dtype=np.int64)
+    busy = ends - starts
+    if window is not None:
+        w0, w1, width = window
+        inside = (ends > w0) & (starts < w1)
+        y, starts, ends, busy, counts = y[inside], starts[inside], ends[inside], busy[inside], counts[inside]
+        names = [n for n, k in zip(names, inside, strict=True) if k]
+    links_x: list[Any] = []
+    links_y: list[Any] = []
+    if len(y) > 1 and (window is None or len(y) <= MAX_LINKED_STEPS):
+        for k in range(len(y) - 1):
+            links_x += [ns_to_axis(int(ends[k]), origin_ns), ns_to_axis(int(starts[k + 1]), origin_ns), None]
+            links_y += [int(y[k]), int(y[k + 1]), None]
+    if window is not None and len(y):
+        y, starts, ends, busy, counts, names = _merge_per_row(y, starts, ends, busy, names,
+                                                              res=max((w1 - w0) / max(width, 1), 1.0))
+    seg_x: list[Any] = []
+    seg_y: list[Any] = []
+    text: list[Any] = []
+    for k in range(len(y)):
+        label = (f"critical path: {names[k]} ({format_duration(int(busy[k]))})" if counts[k] == 1 else
+                 f"critical path: {int(counts[k]):,} steps, {format_duration(int(busy[k]))} in "
+                 f"{format_duration(int(ends[k] - starts[k]))}")
+        seg_x += [ns_to_axis(int(starts[k]), origin_ns), ns_to_axis(int(ends[k]), origin_ns), None]
+        seg_y += [int(y[k]), int(y[k]), None]
+        text += [label, label, None]
+    return {"x": links_x, "y": links_y}, {"x": seg_x, "y": seg_y, "text": text}
+
+
+def _merge_per_row(y: np.ndarray, starts: np.ndarray, ends: np.ndarray, busy: np.ndarray, names: list[Any], *,
+                   res: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[Any]]:
+    """Per row, steps less than ``res`` ns apart merged into one (start, end, summed busy time, count)."""
+    out: list[tuple[int, int, int, int, int, Any]] = []
+    for row in np.unique(y).tolist():
+        idx = np.flatnonzero(y == row)
+        idx = idx[np.argsort(starts[idx], kind="stable")]
+        s, e, b = starts[idx], ends[idx], busy[idx]
+        reach = np.maximum.accumulate(e)
+        first = np.flatnonzero(np.r_[True, s[1:] > reach[:-1] + res])
+        last_end = np.maximum.reduceat(e, first)
+        sums = np.add.reduceat(b, first)
+        sizes = np.diff(np.r_[first, len(idx)])
+        for g, at in enumerate(first.tolist()):
+            out.append((row, int(s[at]), int(last_end[g]), int(sums[g]), int(sizes[g]), names[idx[at]]))
+    out.sort(key=lambda r: (r[1], r[0]))
+    cols = list(zip(*out, strict=True))
+    return (np.array(cols[0]), np.array(cols[1]), np.array(cols[2]), np.array(cols[3]), np.array(cols[4]),
+            list(cols[5]))
+
+
+def critical_path_overlay(path: pa.Table, rows: Sequence[TimelineRow], origin_ns: int,
+                          window: tuple[int, int, int] | None = None) -> list[go.Scattergl]:
+    """Traces that highlight ``path`` on a timeline figure with these ``rows``: a thick dark segment over every step
+    on its row, and thin dotted links between consecutive steps.  Steps on tracks without a row are left out; with
+    ``window`` only what that window shows, at its resolution (:func:`critical_path_overlay_data`).  Without a
+    window, a path with no step on these rows gives no traces."""
+    links, segments = critical_path_overlay_data(path, rows, origin_ns, window)
+    if window is None and not segments["x"]:
         return []
-    y = np.array([row_of[t] for t, k in zip(tracks, keep, strict=True) if k], dtype=np.float64)
-    starts = np.asarray(path.column(rs.START_NS).to_numpy())[keep]
-    ends = np.asarray(path.column(rs.END_NS).to_numpy())[keep]
-    names = [n for n, k in zip(path.column(rs.NAME).to_pylist(), keep, strict=True) if k]
-    n = len(y)
-    seg_x = np.full(3 * n, np.nan)
-    seg_y = np.full(3 * n, np.nan)
-    seg_x[0::3] = ns_to_axis(starts, origin_ns)
-    seg_x[1::3] = ns_to_axis(ends, origin_ns)
-    seg_y[0::3] = y
-    seg_y[1::3] = y
-    link_x = np.full(3 * max(n - 1, 0), np.nan)
-    link_y = np.full(3 * max(n - 1, 0), np.nan)
-    if n > 1:
-        link_x[0::3] = ns_to_axis(ends[:-1], origin_ns)
-        link_x[1::3] = ns_to_axis(starts[1:], origin_ns)
-        link_y[0::3] = y[:-1]
-        link_y[1::3] = y[1:]
-    hover = [f"critical path: {name} ({format_duration(e - s)})" for name, s, e in zip(names, starts, ends,
-                                                                                      strict=True)]
-    seg_text = [t for h in hover for t in (h, h, None)]
     return [
-        go.Scattergl(x=link_x, y=link_y, mode="lines", line={"color": PATH_LINK_COLOUR, "width": 1, "dash": "dot"},
+        go.Scattergl(**links, mode="lines", line={"color": PATH_LINK_COLOUR, "width": 1, "dash": "dot"},
                      hoverinfo="skip", name="critical path links", showlegend=False),
-        go.Scattergl(x=seg_x, y=seg_y, mode="lines", line={"color": PATH_COLOUR, "width": 4},
-                     text=seg_text, hoverinfo="text", name="critical path", showlegend=False),
+        go.Scattergl(**segments, mode="lines", line={"color": PATH_COLOUR, "width": 4},
+                     hoverinfo="text", name="critical path", showlegend=False),
     ]

@@ -3,6 +3,8 @@ of the timeline, and the compare page's logic (pair choice, synchronised zoom, c
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import dash
 import pytest
 from dash import html
@@ -14,6 +16,8 @@ from dashboard.registry import TraceRegistry
 from profiler.analyses import recommendations
 from profiler.figures.palette import CategoryPalette
 from tests.golden.handmade import write_handmade
+
+SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +87,7 @@ def test_critical_path_overlay_on_the_timeline(registry):
                              palette=palette, overlay=builder)
     names = [t.name for t in lit.figure.data]
     assert names[-3:] == ["critical path links", "critical path", "range select"]
-    assert len(lit.figure.data) == len(plain.figure.data) + 2  # after the strips and lanes: patches leave them be
+    assert len(lit.figure.data) == len(plain.figure.data) + 2  # after the strips and lanes
     assert lit.state["critical_path"] is True
     # the path is computed once per trace
     assert overlays.path("t0", trace) is overlays.path("t0", trace)
@@ -91,6 +95,40 @@ def test_critical_path_overlay_on_the_timeline(registry):
     again = tl.update_timeline(trace, "t0", state=lit.state, trigger="options", width_px=800, palette=palette,
                                overlay=builder)
     assert len(again.figure.data) == len(plain.figure.data)
+
+
+def test_a_zoom_patches_the_critical_path_overlay_for_its_window(tmp_path):
+    """The overlay is drawn for the fetched window at its resolution, rebuilt or patched: what the browser gets
+    grows with the pixels, not with the path."""
+    import profiler
+    from profiler.cli import main
+
+    db = tmp_path / "mlp.duckdb"
+    assert main(["ingest", str(SAMPLES / "mlp-trn2.trace"), "-o", str(db)]) == 0
+    with profiler.open(db) as trace:
+        overlays = CriticalPathOverlays()
+        builder = overlays.builder("t0", trace)
+        palette = CategoryPalette()
+        on = tl.TimelineOptions.parse("opcode", False, True)
+        lit = tl.update_timeline(trace, "t0", state=None, trigger="initial", width_px=800, options=on,
+                                 palette=palette, overlay=builder)
+        t0, t1 = trace.time_range
+        a, b = t0 + (t1 - t0) // 3, t0 + (t1 - t0) // 3 + (t1 - t0) // 50
+        origin = lit.state["origin"]
+        zoom = tl.update_timeline(trace, "t0", state=lit.state, trigger="relayout", width_px=800, options=on,
+                                  palette=palette, overlay=builder,
+                                  relayout={"xaxis.range[0]": (a - origin) / 1e9, "xaxis.range[1]": (b - origin) / 1e9})
+        assert zoom.figure is None and zoom.fetched
+        first_overlay = len(lit.figure.data) - 3         # (links, segments, then the range select trace)
+        patched = zoom.changes["data"]
+        assert {first_overlay, first_overlay + 1} <= set(patched) and first_overlay + 2 not in patched
+        seg = patched[first_overlay + 1]
+        whole = next(t for t in lit.figure.data if t.name == "critical path")
+        assert set(seg) == {"x", "y", "text"} and 0 < len(seg["x"]) < len(whole.x)   # only the zoomed window
+        buf = zoom.state["buffer"]   # every segment overlaps the fetched window
+        spans = [(seg["x"][k] * 1e9 + origin, seg["x"][k + 1] * 1e9 + origin) for k in range(0, len(seg["x"]), 3)]
+        assert all(e > buf["start_ns"] - 1 and s < buf["end_ns"] + 1 for s, e in spans)
+        assert len(spans) == len({(round(s), round(e)) for s, e in spans})
 
 
 def test_pair_choice(registry):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import math
+import itertools
 
 import pytest
 
@@ -71,9 +71,39 @@ def test_critical_path_overlay_sits_on_the_timeline_rows(pair):
         assert segments.y[3 * k] == segments.y[3 * k + 1] == row_of[step[rs.TRACK_ID]]
         assert segments.x[3 * k] == pytest.approx(ns_to_axis(step[rs.START_NS], 0))
         assert segments.x[3 * k + 1] == pytest.approx(ns_to_axis(step[rs.END_NS], 0))
-        assert math.isnan(segments.x[3 * k + 2])
+        assert segments.x[3 * k + 2] is None            # a gap between segments
     assert len(links.x) == 3 * (len(steps) - 1)
     assert fa.critical_path_overlay(path.slice(0, 0), rows, 0) == []
+
+
+@pytest.mark.parametrize("width", [3, 40, 4000])
+def test_a_windowed_critical_path_overlay_draws_what_the_window_shows_at_its_resolution(pair, width):
+    """Against the steps themselves: every step overlapping the window lies inside one drawn segment of its row,
+    the segments of a row are more than a pixel apart, their step counts add up, and links only when few."""
+    t = pair[0]
+    path = critical_path(t)
+    rows = timeline_rows(t.tracks())
+    row_of = {tid: i for i, r in enumerate(rows) for tid in r.track_ids}
+    steps = [s for s in path.to_pylist() if s[rs.TRACK_ID] in row_of]
+    t0, t1 = t.time_range
+    w0, w1 = t0 + (t1 - t0) // 4, t0 + 3 * (t1 - t0) // 4
+    links, segments = fa.critical_path_overlay_data(path, rows, t0, (w0, w1, width))
+    inside = [s for s in steps if s[rs.END_NS] > w0 and s[rs.START_NS] < w1]
+    assert inside and len(segments["x"]) == len(segments["y"]) == len(segments["text"])
+    segs = [(segments["y"][k], segments["x"][k], segments["x"][k + 1], segments["text"][k])
+            for k in range(0, len(segments["x"]), 3)]
+    res_s = (w1 - w0) / width / 1e9
+    for s in inside:
+        a, b = ns_to_axis(s[rs.START_NS], t0), ns_to_axis(s[rs.END_NS], t0)
+        assert any(row == row_of[s[rs.TRACK_ID]] and x0 <= a + 1e-15 and b <= x1 + 1e-15
+                   for row, x0, x1, _ in segs), s
+    for row in {r for r, *_ in segs}:
+        spans = sorted((x0, x1) for r, x0, x1, _ in segs if r == row)
+        assert all(nxt[0] > prev[1] + res_s * 0.999 for prev, nxt in itertools.pairwise(spans))
+    counted = sum(int(text.split()[2].replace(",", "")) if " steps, " in text else 1 for *_, text in segs)
+    assert counted == len(inside)
+    assert len(segs) <= len(rows) * (width + 1)
+    assert (len(links["x"]) == 3 * (len(inside) - 1)) == (len(inside) <= fa.MAX_LINKED_STEPS)
 
 
 def test_compare_figures(pair):

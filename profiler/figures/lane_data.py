@@ -135,12 +135,17 @@ def counter_tracks(tracks: pa.Table) -> list[dict[str, Any]]:
 
 
 def counter_lanes(trace: Any, counters: Sequence[dict[str, Any]], buffer: Any, width_px: int) -> list[Lane]:
-    """One lane per Counter track: its maximum and time-weighted mean per bucket (``Trace.counter_window``); gaps
-    where the counter is undefined (before its first sample, after its last)."""
+    """One lane per Counter track: its maximum and time-weighted mean per bucket (``Trace.counter_window``).
+
+    A counter is a step function: after its last sample the last value holds, and the lane draws it so to the end
+    of the window (as Perfetto does; the database itself calls the counter undefined there, see
+    :mod:`profiler.db.lod_counter`).  Before the first sample there is a gap.
+    """
     if not counters:
         return []
-    table = trace.counter_window(int(buffer.start_ns), int(buffer.end_ns), _points(width_px),
-                                 tracks=[c[dbs.TRACK_ID] for c in counters])
+    points = _points(width_px)
+    b0, b1 = int(buffer.start_ns), int(buffer.end_ns)
+    table = trace.counter_window(b0, b1, points, tracks=[c[dbs.TRACK_ID] for c in counters])
     tid = table.column(dbs.TRACK_ID).to_numpy()
     start = table.column(ts.START_TS).to_numpy()
     end = table.column(ts.END_TS).to_numpy()
@@ -149,18 +154,53 @@ def counter_lanes(trace: Any, counters: Sequence[dict[str, Any]], buffer: Any, w
     lanes = []
     for counter in counters:
         sel = np.flatnonzero(tid == counter[dbs.TRACK_ID])
-        if not len(sel):
-            continue
         order = sel[np.argsort(start[sel], kind="stable")]
+        x = (start[order] + end[order]) // 2
+        values = {series: _floats(table.column(column).take(pa.array(order)))
+                  for series, column in COUNTER_SERIES.items()}
+        x, values = _held_after_last_sample(trace, counter, x, values, starts=start[order], ends=end[order],
+                                            window=(b0, b1, points))
+        if not len(x):
+            continue
         name = str(counter[ts.NAME])
         title = f"{_core_label(counter[dbs.CORE], several, '')} {name}".strip()
-        lane = Lane(title, "", (start[order] + end[order]) // 2)
+        lane = Lane(title, "", x)
         colour = palette.colour(name)
-        for series, column in COUNTER_SERIES.items():
-            lane.series[series] = _floats(table.column(column).take(pa.array(order))).astype(np.float32)
+        for series, v in values.items():
+            lane.series[series] = v.astype(np.float32)
             lane.colours[series] = colour if series == "max" else pal.OTHER_COLOUR
         lanes.append(lane)
     return lanes
+
+
+def _held_after_last_sample(trace: Any, counter: dict[str, Any], x: np.ndarray, values: dict[str, np.ndarray], *,
+                            starts: np.ndarray, ends: np.ndarray,
+                            window: tuple[int, int, int]) -> tuple[np.ndarray, dict[str, Any]]:
+    """``x`` and ``values`` at the last sample's value from the counter's last sample to the window's end: the
+    buckets after it (undefined in the database) filled, and the grid continued to the window's end where the
+    buckets stop short of it (unchanged when the window ends before the last sample)."""
+    b0, b1, points = window
+    last_ts = counter.get(ts.END_TS)
+    if last_ts is None or b1 <= int(last_ts) or points < 1:
+        return x, values
+    last_ts = int(last_ts)
+    step = int(ends[-1] - ends[-2]) if len(x) >= 2 else max((b1 - b0) // points, 1)
+    next_start = int(ends[-1]) if len(x) else b0  # (a window wholly after the last sample: a grid of its own)
+    after = starts > last_ts
+    if (next_start >= b1 or step <= 0) and not after.any():
+        return x, values
+    held = trace.counter_window(last_ts, last_ts + 1, 1, tracks=[counter[dbs.TRACK_ID]])
+    last = _floats(held.column(dbs.LAST_VALUE)) if held.num_rows else np.array([np.nan])
+    if not np.isfinite(last[-1]):
+        return x, values
+    if after.any():
+        values = {series: np.where(after, last[-1], v) for series, v in values.items()}
+    if next_start >= b1 or step <= 0:
+        return x, values
+    n = -(-(b1 - next_start) // step)
+    extra = next_start + step // 2 + step * np.arange(n, dtype=np.int64)
+    return (np.concatenate([x, extra]),
+            {series: np.concatenate([v, np.full(n, last[-1])]) for series, v in values.items()})
 
 
 def _listed(lane: Lane | None) -> list[Lane]:

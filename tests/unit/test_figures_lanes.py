@@ -113,6 +113,35 @@ def test_counter_lane_is_the_step_functions_max_and_mean_per_bucket(kernel):
     assert checked > WIDTH // lanes.PX_PER_POINT // 2
 
 
+def test_counter_lane_holds_the_last_value_to_the_end_of_the_window(kernel):
+    """A counter is a step function: after its last sample its last value holds (drawn to the window's end, on
+    the lane's bucket grid); a window wholly after the last sample is one flat line at that value."""
+    trace, reader = kernel
+    samples = reader.read_table(ts.COUNTER.name).to_pydict()
+    counters = lane_data.counter_tracks(trace.tracks())
+    counter = counters[0]
+    core, name = counter["core"], counter["name"]
+    mine = sorted((t, v) for t, v, c, n in zip(samples[ts.TIMESTAMP], samples[ts.VALUE], samples[ts.PCORE_IDX],
+                                               samples[ts.NAME], strict=True) if c == core and n == name)
+    last_t, last_v = mine[-1]
+    t0, t1 = trace.time_range
+    beyond = SimpleNamespace(start_ns=int(t0), end_ns=int(t1) + (int(t1) - int(t0)) // 2)   # window past the end
+    lane = lane_data.counter_lanes(trace, [counter], beyond, WIDTH)[0]
+    after = lane.x_ns > last_t + _width(lane)
+    assert after.any() and lane.x_ns[-1] > beyond.end_ns - _width(lane)
+    assert np.all(lane.series["max"][after] == np.float32(last_v))
+    assert np.all(lane.series["mean"][after] == np.float32(last_v))
+    steps = np.diff(lane.x_ns)
+    assert steps.max() - steps.min() <= 1                      # one even grid: the update ships as x0/dx
+    late = SimpleNamespace(start_ns=last_t + 10, end_ns=last_t + 10_010)
+    flat = lane_data.counter_lanes(trace, [counter], late, WIDTH)[0]
+    assert len(flat.x_ns) and np.all(flat.series["max"] == np.float32(last_v))
+    early = SimpleNamespace(start_ns=int(t0) - 20_000, end_ns=int(mine[0][0]) + 20_000)
+    lane_e = lane_data.counter_lanes(trace, [counter], early, WIDTH)[0]
+    before = lane_e.x_ns < mine[0][0] - _width(lane_e)            # before the first sample: a gap, not held
+    assert not np.isfinite(lane_e.series["max"][before]).any()
+
+
 def test_lane_updates_are_keyed_by_trace_name_and_axes_start_at_zero():
     a = lanes.Lane("DMA GB/s", "", np.array([10, 20]), {"NC0": np.array([1.0, np.nan])})
     b = lanes.Lane("busy %", "%", np.array([10, 20]), {"Tensor": np.array([5.0, 6.0])}, y_range=(0, 100))

@@ -129,7 +129,9 @@ def run_query(trace: Any, query: Any, row_limit: Any = DEFAULT_ROW_LIMIT, timeou
         # at most limit + 1 rows and about MAX_RESULT_BYTES are fetched: the rest is never built in the server
         table = trace.sql_arrow(text, timeout_s=timeout, max_rows=limit + 1, max_bytes=MAX_RESULT_BYTES)
     except TrnprofError as exc:
-        return QueryResult(error=public_message(exc, trace, label=label), elapsed_s=time.perf_counter() - t0)
+        message = public_message(exc, trace, label=label).replace(  # (the library's hint names its own knobs)
+            "raise timeout_s / --timeout", f"raise the page's Timeout, up to {MAX_TIMEOUT_S:g} s")
+        return QueryResult(error=message, elapsed_s=time.perf_counter() - t0)
     except Exception as exc:  # an engine error the sandbox did not translate: still one line, never a traceback
         return QueryResult(error=public_message(f"{type(exc).__name__}: {exc}", trace, label=label),
                            elapsed_s=time.perf_counter() - t0)
@@ -145,7 +147,8 @@ def run_query(trace: Any, query: Any, row_limit: Any = DEFAULT_ROW_LIMIT, timeou
         note = (f"the result is larger than the {_mib(MAX_RESULT_BYTES)} the page shows: select fewer columns or "
                 "shorter values (e.g. left(col, 1000)) for more rows")
     elif table.num_rows > limit:
-        note = "raise the row limit for more"
+        note = ("raise the row limit for more" if limit < MAX_ROW_LIMIT else
+                f"the page shows at most {MAX_ROW_LIMIT:,} rows: `trnprof sql DB \"...\" --format csv` streams all")
     table = table.slice(0, min(fits, limit))
     columns = _unique_names(table.column_names)
     values = [[_grid_value(v) for v in col.to_pylist()] for col in table.columns]

@@ -39,10 +39,14 @@ def layout(ctx: PageContext) -> Any:
         html.Div(className="sql-toolbar", children=[
             dcc.Dropdown(id="sql-example", options=examples, placeholder="Example queries…", clearable=True,
                          className="sql-example"),
-            html.Label(["Row limit ", dcc.Input(id="sql-limit", type="number", min=1, max=MAX_ROW_LIMIT, step=1,
-                                                value=DEFAULT_ROW_LIMIT, className="num-input")]),
-            html.Label(["Timeout (s) ", dcc.Input(id="sql-timeout", type="number", min=0.1, max=MAX_TIMEOUT_S,
-                                                   value=DEFAULT_TIMEOUT_S, className="num-input")]),
+            # no max on the inputs: the browser would send an empty value above it (and the page fall back to the
+            # default); the server caps the values and the status line says so (sql_logic.run_query)
+            html.Label(["Row limit ", dcc.Input(id="sql-limit", type="number", min=1, step=1,
+                                                value=DEFAULT_ROW_LIMIT, className="num-input")],
+                       title=f"rows to show (at most {MAX_ROW_LIMIT:,})"),
+            html.Label(["Timeout (s) ", dcc.Input(id="sql-timeout", type="number", min=0.1,
+                                                   value=DEFAULT_TIMEOUT_S, className="num-input")],
+                       title=f"seconds (at most {MAX_TIMEOUT_S:g})"),
             html.Button("Run (Ctrl+Enter)", id="sql-run", n_clicks=0, className="btn primary"),
         ]),
         dcc.Textarea(id="sql-query", value=EXAMPLE_QUERIES[0][1], className="sql-editor", spellCheck=False),

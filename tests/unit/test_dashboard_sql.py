@@ -100,3 +100,32 @@ def test_messages_name_the_trace_not_its_files():
     assert other == "cannot read …/store.bin now"
     assert public_message("SELECT 1/2/3 failed at https://x.example/a/b") == "SELECT 1/2/3 failed at https://x.example/a/b"
     assert public_message(RuntimeError()) == "RuntimeError"
+
+
+def test_limits_past_the_maximum_are_capped_and_said_so(trace):
+    res = sql_logic.run_query(trace, f"SELECT * FROM range({sql_logic.MAX_ROW_LIMIT + 5})", row_limit=10**9)
+    assert len(res.rows) == sql_logic.MAX_ROW_LIMIT and res.truncated
+    assert f"at most {sql_logic.MAX_ROW_LIMIT:,} rows" in res.note and "--format csv" in res.note
+    small = sql_logic.run_query(trace, "SELECT * FROM range(20)", row_limit=5)
+    assert small.note == "raise the row limit for more"
+    slow = sql_logic.run_query(trace, "SELECT sum(a.range * b.range) FROM range(300000) a, range(300000) b",
+                               timeout_s=0.2)
+    assert "timed out" in slow.error and "page's Timeout" in slow.error and "--timeout" not in slow.error
+
+
+def test_the_limit_inputs_have_no_maximum_the_browser_would_enforce():
+    from dash import dcc
+
+    from dashboard.pages import PageContext
+
+    tree = sql_page.layout(PageContext(registry=None, trace_id="t0", query={}))  # (the toolbar needs neither)
+    found = {}
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dcc.Input):
+            found[node.id] = node
+        children = getattr(node, "children", None)
+        stack.extend(children if isinstance(children, list) else [children] if children is not None else [])
+    assert {"sql-limit", "sql-timeout"} <= set(found)
+    assert all(getattr(found[i], "max", None) is None for i in ("sql-limit", "sql-timeout"))

@@ -16,6 +16,7 @@ from dashboard.errors import public_message
 from dashboard.graph_config import graph_config
 from profiler.analyses import critical_path, performance_bounds, recommendations
 from profiler.analyses import schema as rs
+from profiler.analyses.recommendations import stake_text
 from profiler.figures.analyses import bounds_figure, critical_path_overlay
 from profiler.figures.raster import TimelineRow
 from profiler.figures.timefmt import format_duration
@@ -66,10 +67,9 @@ def recommendation_list(recs: Any) -> html.Div:
     """Ranked recommendations: title, time at stake and speedup, the message citing its numbers."""
     items = []
     for r in recs.to_pylist():
-        speedup = f", up to {r[rs.SPEEDUP]:.2f}x faster" if r[rs.SPEEDUP] else ""
         items.append(html.Li([
             html.Strong(r[rs.TITLE]),
-            html.Span(f" — {format_duration(r[rs.IMPACT_NS])} at stake{speedup}", className="muted"),
+            html.Span(f" — {stake_text(r)}", className="muted"),
             html.Div(r[rs.MESSAGE], className="recommendation-message"),
         ], className="recommendation", **{"data-rule": r[rs.RULE]}))
     if not items:

@@ -6,7 +6,7 @@ import argparse
 import textwrap
 
 from profiler.analyses import schema as rs
-from profiler.analyses.recommendations import recommendations
+from profiler.analyses.recommendations import recommendations, stake_text
 from profiler.cli._analysis import (
     add_format_arguments,
     add_trace_argument,
@@ -15,7 +15,6 @@ from profiler.cli._analysis import (
     open_trace,
     print_table,
 )
-from profiler.figures.timefmt import format_duration
 
 
 class RecommendCommand:
@@ -42,8 +41,7 @@ class RecommendCommand:
             print("no recommendation: no rule fired (see docs/analyses.md for the thresholds)")
             return 0
         for r in recs.slice(0, limit).to_pylist():
-            speedup = f", up to {r[rs.SPEEDUP]:.2f}x faster" if r[rs.SPEEDUP] else ""
-            print(f"{r[rs.RANK]}. {r[rs.TITLE]} [{r[rs.RULE]}: {format_duration(r[rs.IMPACT_NS])} at stake{speedup}]")
+            print(f"{r[rs.RANK]}. {r[rs.TITLE]} [{r[rs.RULE]}: {stake_text(r)}]")
             print(textwrap.indent(textwrap.fill(r[rs.MESSAGE], 100), "   "))
         return 0
 

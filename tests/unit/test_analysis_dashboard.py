@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import dash
+import pyarrow as pa
 import pytest
 from dash import html
 
@@ -14,6 +15,7 @@ from dashboard import timeline_logic as tl
 from dashboard.analysis_views import CriticalPathOverlays, analysis_section, bounds_section, recommendation_list
 from dashboard.registry import TraceRegistry
 from profiler.analyses import recommendations
+from profiler.analyses import schema as rs
 from profiler.figures.palette import CategoryPalette
 from tests.golden.handmade import write_handmade
 
@@ -191,3 +193,15 @@ def test_compare_timelines_follow_each_other(registry):
     assert echo is None or echo[2] is dash.no_update
     assert sides.update("a", {"cmp-pair"}, pair={"a": "t0", "b": "t0"}, size=size, relayout=None, synced=None,
                         state=None) is None
+
+
+def test_what_a_recommendation_stands_to_gain_never_reads_as_1x_faster():
+    from profiler.analyses.recommendations import stake_text
+
+    base = {rs.IMPACT_NS: 23_160_000}
+    assert stake_text({**base, rs.SPEEDUP: None}) == "23.16 ms at stake"
+    assert stake_text({**base, rs.SPEEDUP: 1.0}) == "23.16 ms at stake, no faster until the bottleneck moves"
+    assert stake_text({**base, rs.SPEEDUP: 1.25}) == "23.16 ms at stake, up to 1.25x faster"
+    items = recommendation_list(pa.table({rs.TITLE: ["t"], rs.IMPACT_NS: [23_160_000], rs.SPEEDUP: [1.0],
+                                          rs.MESSAGE: ["m"], rs.RULE: ["r"]}))
+    assert "1.00x" not in str(items) and "no faster until the bottleneck moves" in str(items)

@@ -11,6 +11,7 @@ builders below are pure: inputs in, figures or plain values out.  A builder retu
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -107,6 +108,11 @@ def _label(row: Mapping[str, Any], keys: tuple[str, ...], sep: str) -> str:
     return sep.join(str(row[k]) if row.get(k) is not None else "-" for k in keys)
 
 
+def natural_key(text: str) -> tuple[tuple[int, Any], ...]:
+    """A sort key that orders the numbers inside ``text`` by value: ``q2`` before ``q10``."""
+    return tuple((0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", text) if part)
+
+
 def breakdown_figure(table: pa.Table | None, title: str, name_keys: tuple[str, ...], value_key: str, unit: str,
                      *, sep: str = " ", scale: float = 1.0, top: int = TOP_ROWS) -> go.Figure | None:
     """Horizontal bars of ``table``'s ``value_key`` times ``scale``, largest first (``top`` rows), labelled by
@@ -119,7 +125,8 @@ def breakdown_figure(table: pa.Table | None, title: str, name_keys: tuple[str, .
     rows = [r for r in table.select([*name_keys, value_key]).to_pylist() if (r[value_key] or 0) > 0]
     if not rows:
         return None
-    rows = sorted(rows, key=lambda r: -r[value_key])[:top]
+    # largest first; ties in natural order (qSyncIO2 before qSyncIO10)
+    rows = sorted(rows, key=lambda r: (-r[value_key], natural_key(_label(r, name_keys, sep))))[:top]
     names = [_label(r, name_keys, sep) for r in rows]
     palette = CategoryPalette()
     return _bar(title, names, [r[value_key] * scale for r in rows], unit, [palette.colour(n) for n in names])

@@ -126,3 +126,16 @@ def test_summary_charts_read_trace_summary_fields_and_skip_what_is_missing():
                        rs.ADJUSTED_FLOPS: [7]})
     assert sfig.operators_figure(no_ops) is None and sfig.flops_figure(no_ops) is None
     assert sfig.summary_figures(sfig.SummaryInputs({})) == [] and sfig.headline_numbers(None) == []
+
+
+def test_breakdown_bars_are_largest_first_and_ties_in_natural_order():
+    import pyarrow as pa
+
+    from profiler.analyses import schema as rs
+    from profiler.figures.summary import natural_key, queues_figure
+
+    names = ["qSyncIO10", "qSyncIO2", "qSyncIO1", "qBig"]
+    fig = queues_figure(pa.table({rs.QUEUE: names, rs.BYTES: [5, 5, 5, 9]}))
+    assert list(fig.data[0].y) in (["qBig", "qSyncIO1", "qSyncIO2", "qSyncIO10"],
+                                   ["qSyncIO10", "qSyncIO2", "qSyncIO1", "qBig"])   # (bars may be drawn bottom-up)
+    assert sorted(["a10b", "a9b", "a10a"], key=natural_key) == ["a9b", "a10a", "a10b"]

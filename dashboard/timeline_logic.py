@@ -127,6 +127,10 @@ def clamp_width(width: Any) -> int:
 MAX_LANES = 1000
 
 
+#: The longest status detail a browser's state may carry back (the server writes ~80 characters).
+MAX_STATUS_CHARS = 200
+
+
 def clean_state(state: Any, trace_id: str) -> dict[str, Any] | None:
     """The browser's ``tl-state`` reduced to well-formed values: None when it is another trace's or not one the
     server wrote (no list of lane names); a malformed view, width or sequence number is dropped (the view then
@@ -155,6 +159,9 @@ def clean_state(state: Any, trace_id: str) -> dict[str, Any] | None:
     overlay_traces = as_int(state.get("overlay_traces"), 0, 2)   # the critical path's traces the figure has
     if overlay_traces is not None:
         clean["overlay_traces"] = overlay_traces
+    detail = state.get("status_detail")
+    if isinstance(detail, str) and len(detail) <= MAX_STATUS_CHARS:
+        clean["status_detail"] = detail
     return clean
 
 
@@ -249,15 +256,24 @@ def hover_strings(events: dict[str, list[Any]], column: str) -> list[Any]:
     return [events["strings"][i] for i in events[column]]
 
 
-def status_text(frame: StripFrame, view: tuple[int, int]) -> str:
-    """One line under the graph: what is in view and at which level of detail."""
+def status_detail(frame: StripFrame) -> str:
+    """The part of the status line the drawn frame sets: its resolution and how exactly it is drawn."""
     from profiler.figures.timefmt import format_duration
 
     exact = int(frame.exact.sum())
     detail = (f"{frame.n_events:,} events drawn exactly" if exact == len(frame.exact)
               else f"{exact} of {len(frame.exact)} rows exact, others per-pixel summaries")
-    return (f"view {format_duration(view[1] - view[0])} · {format_duration(frame.resolution_ns)}/px · "
-            f"{detail}")
+    return f"{format_duration(frame.resolution_ns)}/px · {detail}"
+
+
+def status_line(view: tuple[int, int], detail: str) -> str:
+    """One line under the graph: what is in view and at which level of detail."""
+    from profiler.figures.timefmt import format_duration
+
+    return f"view {format_duration(view[1] - view[0])} · {detail}"
+
+
+
 
 
 def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, trigger: str,
@@ -329,13 +345,16 @@ def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, 
     if prev is not None and not rebuild:
         # What the drawn figure has (its lane traces, its legend, whether its window was hover-sized) carries over
         # a step that fetches nothing, so the next fetch still updates every lane.
-        new_state.update({key: prev[key] for key in ("lanes", "legend_key", "few_events", "overlay_traces")
-                          if key in prev})
+        new_state.update({key: prev[key] for key in ("lanes", "legend_key", "few_events", "overlay_traces",
+                                                     "status_detail") if key in prev})
     axis_range = [ns_to_axis(view[0], origin), ns_to_axis(view[1], origin)]
     # The browser already shows the range it asked for; the server sets it only when it chose the view itself.
     moved = {} if trigger == "relayout" and asked == view and not set_range else {"xaxis.range": axis_range}
     if not rebuild and not vp.needs_fetch(buffer, view, width):
-        return TimelineUpdate(None, {"data": {}, "layout": moved} if moved else None, new_state)
+        # the drawn frame serves the view: only the status line's span changes
+        detail = (prev or {}).get("status_detail")
+        status = status_line(view, detail) if isinstance(detail, str) else dash.no_update
+        return TimelineUpdate(None, {"data": {}, "layout": moved} if moved else None, new_state, status=status)
 
     rows = layout.rows(options)
     plan = vp.plan_buffer(view, width, t_range)
@@ -358,7 +377,8 @@ def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, 
     if not rebuild and prev is not None and prev.get("legend_key") == legend_key:
         legend = dash.no_update  # the browser shows this legend already: no re-render
     hover = view_data(frame, rows, origin)
-    status = status_text(frame, view)
+    new_state["status_detail"] = status_detail(frame)
+    status = status_line(view, new_state["status_detail"])
     info = {"window_events": frame.n_events, "rows": len(rows), "px": frame.width_px}
 
     if rebuild:

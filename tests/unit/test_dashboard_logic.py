@@ -18,6 +18,7 @@ from profiler.figures import lanes as lanes_mod
 from profiler.figures import viewport as vp
 from profiler.figures.palette import decode
 from profiler.figures.strip_png import decode_strip_png
+from profiler.figures.timefmt import format_duration
 from profiler.selection import selection_summary
 from tests.browser.trace_factory import write_kernel_trace
 
@@ -53,6 +54,15 @@ def test_first_view_is_a_whole_figure_then_zooms_are_small_patches(trace):
     assert still.changes == {"data": {}, "layout": {"xaxis.range": [0.0, span / 1e9]}}
     assert still.draw_payload()["kind"] == "update" and still.graph_output() is not dash.no_update
     assert still.state["lanes"] == first.state["lanes"] and still.state["legend_key"] == first.state["legend_key"]
+    # a zoom the drawn frame serves still updates the status line's span (it kept the old one)
+    for factor in (0.97, 0.94, 0.9, 0.85, 0.8, 0.75, 0.7, 0.6):   # a zoom at the same resolution
+        narrower = tl.update_timeline(trace, "t0", state=first.state, trigger="relayout", width_px=WIDTH,
+                                      relayout={"xaxis.range[0]": 0.0, "xaxis.range[1]": span * factor / 1e9})
+        if not narrower.fetched:
+            break
+    assert not narrower.fetched and narrower.status != first.status
+    assert narrower.status.startswith(f"view {format_duration(narrower.state['view'][1] - t0)} · ")
+    assert narrower.status.split(" · ", 1)[1] == first.status.split(" · ", 1)[1]
     # ... and the next fetch after it still updates every lane.
     after = tl.update_timeline(trace, "t0", state=still.state, trigger="relayout", width_px=WIDTH,
                                relayout={"xaxis.range[0]": 0.0, "xaxis.range[1]": span / 64 / 1e9})

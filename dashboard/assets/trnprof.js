@@ -42,6 +42,18 @@
     return Math.round(ns) + " ns";
   }
 
+  // A time offset with as many decimals as resolving `resNs` takes (a pixel's width, an event's exact ns):
+  // "+35.500123 ms" at 1 ns per pixel where four significant digits read "+35.50 ms", 10 µs coarse.
+  function fmtTime(ns, resNs) {
+    var a = Math.abs(ns), unit = 1, name = " ns";
+    if (a >= 1e9) { unit = 1e9; name = " s"; }
+    else if (a >= 1e6) { unit = 1e6; name = " ms"; }
+    else if (a >= 1e3) { unit = 1e3; name = " µs"; }
+    var digits = Math.min(9, Math.max(0, Math.ceil(Math.log10(unit / Math.max(resNs || 1, 1)))));
+    return (ns / unit).toFixed(digits) + name;
+  }
+  window.trnprofFmtTime = fmtTime;
+
   function plotWidth() {
     var c = document.getElementById("timeline-container");
     var w = c ? c.clientWidth : window.innerWidth;
@@ -150,19 +162,19 @@
         var strings = ev.strings || [];   // name, source and table are indices into the string table
         var source = strings[ev.source[best]];
         var lines = [strings[ev.name[best]] || "?", label,
-          "start +" + fmtDuration(ev.start[best]) + "  duration " + fmtDuration(ev.end[best] - ev.start[best])];
+          "start +" + fmtTime(ev.start[best], 1) + "  duration " + fmtTime(ev.end[best] - ev.start[best], 1)];
         if (source) lines.push("source " + source);
         lines.push(strings[ev.table[best]] + " " + ev.id[best] + " · click for details");
         return lines.join("\n");
       }
     }
-    if (code === null || code === undefined) return label + "\n+" + fmtDuration(tNs);
-    if (!code) return label + "\nidle at +" + fmtDuration(tNs);
+    if (code === null || code === undefined) return label + "\n+" + fmtTime(tNs, view.res);
+    if (!code) return label + "\nidle at +" + fmtTime(tNs, view.res);
     var slot = Math.floor((code - 1) / SHADES), shade = (code - 1) % SHADES;
     var name = (view.legend || {})[String(slot)] || "other";
     var busy = shade >= SHADES - 1 ? "event start" :
       "busy " + Math.round(100 * shade / (SHADES - 1)) + "–" + Math.round(100 * (shade + 1) / (SHADES - 1)) + "%";
-    return name + "\n" + label + "\n+" + fmtDuration(tNs) + " · " + busy + " of " + fmtDuration(view.res || 1) +
+    return name + "\n" + label + "\n+" + fmtTime(tNs, view.res) + " · " + busy + " of " + fmtDuration(view.res || 1) +
       "\n(mostly " + name + "; zoom in for single instructions)";
   }
 

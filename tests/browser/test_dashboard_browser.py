@@ -51,6 +51,10 @@ def test_timeline_has_one_row_per_engine_per_core(timeline):
     assert "NC0 · Tensor" in busy and ("MATMUL" in busy or "LDWEIGHTS" in busy), busy
     idle = timeline.execute_script(f"return window.trnprofHoverText({gpsimd}, 8.9e-6);")
     assert idle.startswith("NC0 · GpSimd") and "idle" in idle, idle
+    # times in the tooltip resolve what is drawn: every ns of an exact event, a pixel's width otherwise
+    fmt = [timeline.execute_script(f"return window.trnprofFmtTime({ns}, {res});")
+           for ns, res in ((35_500_123, 1), (35_500_123, 10_000), (1_500, 1), (300, 1))]
+    assert fmt == ["35.500123 ms", "35.50 ms", "1.500 µs", "300 ns"], fmt
     assert console_errors(timeline) == []
 
 

@@ -13,6 +13,9 @@ machine has 2 vCPUs shared with other work, so wall-clock ratios are only meanin
 vCPUs slow each other, so the trace writer's work costs the simulation time even on the other CPU.
 ``--compare-env NAME=VALUE ...`` runs untraced, traced, and traced with the variables set (the writer process
 inherits them), in rotating order, and reports medians, means and the runs that waited for the writer at their end.
+``--stages`` splits what tracing costs into the writer process's stages: traced runs whose writer only receives
+the chunks, or also builds the tables without writing the big ones (``benchmarks/writer_stages/``), beside
+untraced and fully traced runs, rotating.
 ``--against CHECKOUT`` times fresh untraced runs of this code and of another checkout's, alternating, and reports
 the speed-up.  ``--symbolic off`` runs ``nc.affine_range`` bodies once per iteration (concrete indices) instead of
 tracing them once and expanding them; ``--compare-symbolic`` times untraced runs of both, alternating, and reports
@@ -25,6 +28,7 @@ their instructions per CPU second and per wall second side by side.
     .venv/bin/python benchmarks/bench_tracer.py --compare-symbolic --pairs 5
     .venv/bin/python benchmarks/bench_tracer.py --first-write
     .venv/bin/python benchmarks/bench_tracer.py --neighbour --pairs 3 --scale 4 --kernels matmul_rowload
+    .venv/bin/python benchmarks/bench_tracer.py --stages --pairs 6 --scale 4 --kernels matmul_rowload matmul_naive
     .venv/bin/python benchmarks/bench_tracer.py --compare-env ARROW_DEFAULT_MEMORY_POOL=mimalloc --pairs 16 \
         --kernels matmul_naive                                            # the writer's allocator, side by side
     git worktree add -f /tmp/wt-before HEAD~1 --detach
@@ -237,6 +241,36 @@ def compare_env(kernel: str, params: dict, arch: str, runs: int, tmp: Path, *, e
     return out
 
 
+#: ``--stages``: the writer's work cut short by ``benchmarks/writer_stages/sitecustomize.py`` (see its docstring).
+STAGE_HOOKS = ROOT / "benchmarks" / "writer_stages"
+
+
+def writer_stages(kernel: str, params: dict, arch: str, runs: int, tmp: Path) -> dict:
+    """Fresh runs in rotating order: untraced; traced with the writer process only receiving the chunks; traced
+    with it also building the tables but not writing the big ones; traced in full.  Each stage's median wall time
+    over the untraced median: what receiving, building and writing add to a recording's wall time."""
+    modes = ("untraced", "receive", "build", "traced")
+    res: dict[str, list[float]] = {m: [] for m in modes}
+    path = tmp / f"{kernel}.trace"
+    n = 0
+    for i in range(runs):
+        for k in range(len(modes)):
+            mode = modes[(i + k) % len(modes)]
+            args = [kernel, params, arch, None if mode == "untraced" else path, "process", True, True]
+            env = None
+            if mode in ("receive", "build"):
+                env = {"TRNPROF_BENCH_WRITER_STAGE": mode,
+                       "PYTHONPATH": os.pathsep.join([str(STAGE_HOOKS), str(ROOT)])}
+            run = _run_fresh(args, env)
+            res[mode].append(run["wall"])
+            n = run["instructions"]
+    base = statistics.median(res["untraced"])
+    return {"kernel": kernel, "arch": arch, "params": params, "instructions": n, "runs_per_mode": runs,
+            "wall_s_median": {m: round(statistics.median(res[m]), 3) for m in modes},
+            "wall_vs_untraced_median": {m: round(statistics.median(res[m]) / base - 1, 4) for m in modes[1:]},
+            "load_average_1min": round(os.getloadavg()[0], 2)}
+
+
 def compare_code(kernel: str, params: dict, arch: str, pairs: int, against: Path) -> dict:
     """Fresh untraced runs of this checkout's code and of the checkout ``against`` (first on ``PYTHONPATH``), in
     alternating order: a change's speed-up, side by side on a noisy machine.  (The other checkout's compiled
@@ -309,6 +343,9 @@ def main() -> int:
     parser.add_argument("--compare-env", nargs="+", metavar="NAME=VALUE", type=_assignment,
                         help="fresh untraced, traced and traced-with-these-variables runs in rotating order "
                              "(e.g. ARROW_DEFAULT_MEMORY_POOL=mimalloc: the writer process's allocator)")
+    parser.add_argument("--stages", action="store_true",
+                        help="split what tracing costs: fresh untraced runs and traced runs whose writer process "
+                             "only receives the chunks, also builds the tables, or does everything, rotating")
     parser.add_argument("--against", type=Path, metavar="CHECKOUT",
                         help="untraced fresh runs of this code and of another checkout's (e.g. a git worktree of the "
                              "commit before a change), alternating: the speed-up")
@@ -339,6 +376,9 @@ def main() -> int:
             if args.compare_env:
                 env = dict(args.compare_env)
                 print(json.dumps(compare_env(kernel, params, arch, args.pairs, tmp, env=env)), flush=True)
+                continue
+            if args.stages:
+                print(json.dumps(writer_stages(kernel, params, arch, args.pairs, tmp)), flush=True)
                 continue
             if args.against:
                 print(json.dumps(compare_code(kernel, params, arch, args.pairs, args.against.resolve())), flush=True)

@@ -42,7 +42,8 @@ def bounds_figure(bounds: Mapping[str, Any]) -> go.Figure:
     values = [total] + [bounds.get(k) for k in rs.BOUND_KEYS]
     colours = [TOTAL_COLOUR] + [FAMILY_COLOURS[rs.BOUND_FAMILY[k]] for k in rs.BOUND_KEYS]
     gap_of = {lo: (g, meaning) for g, (_hi, lo, meaning) in rs.GAPS.items() if lo in rs.BOUND_KEYS}
-    hover = ["total time: " + format_duration(total)]
+    # (the summary's total time is the trace's whole span, which can be longer)
+    hover = [f"total time: {format_duration(total)}<br>from the first event's start to the last event's end"]
     for key in rs.BOUND_KEYS:
         value = bounds.get(key)
         gap_key, meaning = gap_of[key]

@@ -60,6 +60,27 @@ def run_threads(targets: list[Callable[[], None]], timeout_s: float = JOIN_S) ->
     assert not any(th.is_alive() for th in threads), "threads still running: deadlock or hang"
 
 
+def against_oracle(orders: list[list[Any]], compute: Callable[[Any], Any], oracle: dict[Any, Any],
+                   same: Callable[[Any, Any], bool] = lambda a, b: a == b) -> tuple[list[str], list[Any]]:
+    """Run ``compute(key)`` for every key of ``orders[i]`` on thread ``i``, all at once: (errors, keys whose
+    result was not ``same`` as ``oracle[key]``)."""
+    errors: list[str] = []
+    wrong: list[Any] = []
+
+    def worker(order: list[Any]) -> Callable[[], None]:
+        def run() -> None:
+            for key in order:
+                try:
+                    if not same(compute(key), oracle[key]):
+                        wrong.append(key)
+                except Exception as exc:
+                    errors.append(f"{key}: {type(exc).__module__}.{type(exc).__name__}: {exc}")
+        return run
+
+    run_threads([worker(order) for order in orders])
+    return errors, wrong
+
+
 def plain(x: Any) -> Any:
     """A comparable plain-Python form of an API result (tables, windows, figures, dicts; NaN made comparable)."""
     if isinstance(x, (pa.Table, pa.RecordBatch)):
@@ -182,22 +203,8 @@ def test_every_api_call_from_many_threads_equals_the_serial_result(shared_trace)
     calls = _api_calls(shared_trace)
     oracle = {name: plain(fn()) for name, fn in calls.items()}
     names = list(calls)
-    wrong: list[str] = []
-    errors: list[str] = []
-
-    def worker(i: int) -> Callable[[], None]:
-        order = names[i * 5 % len(names):] + names[:i * 5 % len(names)]  # each thread starts elsewhere
-
-        def run() -> None:
-            for name in order:
-                try:
-                    if plain(calls[name]()) != oracle[name]:
-                        wrong.append(name)
-                except Exception as exc:
-                    errors.append(f"{name}: {type(exc).__module__}.{type(exc).__name__}: {exc}")
-        return run
-
-    run_threads([worker(i) for i in range(4)])
+    orders = [names[i * 5 % len(names):] + names[:i * 5 % len(names)] for i in range(4)]  # each starts elsewhere
+    errors, wrong = against_oracle(orders, lambda name: plain(calls[name]()), oracle)
     assert errors == []
     assert sorted(set(wrong)) == []
 
@@ -231,21 +238,8 @@ def test_zoomed_windows_from_many_threads_equal_the_serial_ones(synth_trace):
         return getattr(t, kind)(*v)
 
     oracle = [call(*c) for c in calls]
-    wrong: list[int] = []
-    errors: list[str] = []
-
-    def worker(i: int) -> Callable[[], None]:
-        def run() -> None:
-            for j in range(len(calls)):
-                k = (j + 3 * i) % len(calls)
-                try:
-                    if not same(call(*calls[k]), oracle[k]):
-                        wrong.append(k)
-                except Exception as exc:
-                    errors.append(f"{calls[k]}: {type(exc).__name__}: {exc}")
-        return run
-
-    run_threads([worker(i) for i in range(4)])
+    orders = [[(j + 3 * i) % len(calls) for j in range(len(calls))] for i in range(4)]
+    errors, wrong = against_oracle(orders, lambda k: call(*calls[k]), dict(enumerate(oracle)), same)
     assert errors == []
     assert wrong == []
     assert t._pool._worker is not None        # whole-trace windows read the index on the helper thread beside raw scans

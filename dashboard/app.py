@@ -17,7 +17,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlencode
 
 import dash
-from dash import Dash, Input, Output, State, dcc, html
+from dash import Dash, Input, Output, dcc, html
 
 from dashboard import errors
 from dashboard.hosts import HostPolicy, install_host_check
@@ -39,13 +39,6 @@ def query_values(search: str | None) -> dict[str, str]:
 def trace_search(trace_id: str) -> str:
     """The URL query selecting ``trace_id``."""
     return "?" + urlencode({TRACE_PARAM: trace_id})
-
-
-def with_trace(search: str | None, trace_id: str) -> str:
-    """The URL query ``search`` with its trace replaced by ``trace_id`` and its other values kept (the compare
-    page's ``b``)."""
-    values = {k: v for k, v in query_values(search).items() if k != TRACE_PARAM}
-    return "?" + urlencode({TRACE_PARAM: trace_id, **values})
 
 
 def resolve_trace_id(registry: TraceRegistry, search: str | None) -> str:
@@ -129,12 +122,11 @@ def create_app(traces: Iterable[str | Path] | TraceRegistry = (), *, samples: It
     def _route(pathname: str | None, search: str | None) -> Any:
         return render_page(page_list, registry, pathname, search), None  # a new page clears the error banner
 
-    @app.callback(Output("url", "search"), Input("trace-dropdown", "value"), State("url", "search"),
-                  prevent_initial_call=True)
-    def _switch_trace(trace_id: str | None, search: str | None) -> Any:
-        if trace_id not in registry or trace_id == query_values(search).get(TRACE_PARAM):
+    @app.callback(Output("url", "search"), Input("trace-dropdown", "value"), prevent_initial_call=True)
+    def _switch_trace(trace_id: str | None) -> Any:
+        if trace_id not in registry:
             return dash.no_update
-        return with_trace(search, trace_id)
+        return trace_search(trace_id)
 
     for page in page_list:
         page.register_callbacks(app, registry)

@@ -263,35 +263,3 @@ def test_a_malformed_callback_request_is_a_one_line_400(app):
         resp = client.post("/_dash-update-component", data=json.dumps(body), content_type="application/json")
         assert resp.status_code == 400, resp.get_data(as_text=True)[:200]
         assert resp.get_data(as_text=True).count("\n") == 1
-
-
-def test_switching_trace_keeps_the_other_query_values():
-    """The header's trace picker replaces ``trace`` and keeps the rest of the URL query (the compare page's b)."""
-    from dashboard.app import query_values, with_trace
-
-    assert query_values(with_trace("?trace=t0&b=t1", "t2")) == {"trace": "t2", "b": "t1"}
-    assert with_trace(None, "t1") == "?trace=t1" and with_trace("?trace=t0", "t1") == "?trace=t1"
-
-
-def test_the_trace_picker_callback_keeps_b(tmp_path):
-    a = write_kernel_trace(tmp_path / "a.trace", iterations=5)
-    b = write_kernel_trace(tmp_path / "b.trace", iterations=6)
-    app = create_app([a, b])
-    try:
-        resp = post(app, "url.search", {"trace-dropdown.value": "t1", "url.search": "?trace=t0&b=t0"},
-                    "trace-dropdown.value")
-        assert resp.status_code == 200
-        search = resp.get_json()["response"]["url"]["search"]
-        assert query_values_of(search) == {"trace": "t1", "b": "t0"}
-        same = post(app, "url.search", {"trace-dropdown.value": "t0", "url.search": "?trace=t0&b=t1"},
-                    "trace-dropdown.value")
-        # already the URL's trace: the URL is left alone
-        assert same.status_code == 204 or "url" not in (same.get_json() or {}).get("response", {})
-    finally:
-        app.trnprof_registry.close()
-
-
-def query_values_of(search: str) -> dict[str, str]:
-    from dashboard.app import query_values
-
-    return query_values(search)

@@ -223,3 +223,16 @@ def test_summary_page_shows_its_charts(browser, dashboard_server):
     assert "Tensor MATMUL" in browser.find_element("id", "summary-chart-1").text
     assert len(browser.find_elements("css selector", "#summary-cards .card")) >= 5
     assert console_errors(browser) == []
+
+
+def test_a_narrow_window_wraps_the_header_instead_of_scrolling_sideways(browser, dashboard_server):
+    size = browser.get_window_size()
+    try:
+        browser.set_window_size(700, 900)
+        browser.get(dashboard_server.url + "/sql?trace=t0")
+        wait_for(browser, lambda d: d.find_elements("id", "sql-run"), "the SQL page")
+        widths = _js(browser, "[document.documentElement.scrollWidth, document.documentElement.clientWidth]")
+        assert widths[0] <= widths[1], widths                      # no sideways scroll
+        assert browser.find_element("id", "trace-dropdown").is_displayed()
+    finally:
+        browser.set_window_size(size["width"], size["height"])

@@ -17,7 +17,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlencode
 
 import dash
-from dash import Dash, Input, Output, dcc, html
+from dash import Dash, Input, Output, State, dcc, html
 
 from dashboard import errors
 from dashboard.hosts import HostPolicy, install_host_check
@@ -41,12 +41,20 @@ def trace_search(trace_id: str) -> str:
     return "?" + urlencode({TRACE_PARAM: trace_id})
 
 
+def with_trace(query: Any, trace_id: str) -> str:
+    """The URL query ``query`` (the page's query values) with its trace set to ``trace_id``, its other values kept
+    (the compare page's ``b``, a timeline view's ``start`` and ``end``)."""
+    values = {str(k): str(v) for k, v in query.items() if k != TRACE_PARAM} if isinstance(query, dict) else {}
+    return "?" + urlencode({TRACE_PARAM: trace_id, **values})
+
+
 def resolve_trace_id(registry: TraceRegistry, search: str | None) -> str:
     """The trace id a URL query names (the default trace when it names none); UnknownTraceError otherwise."""
     return registry.entry(query_values(search).get(TRACE_PARAM)).id
 
 
-def _header(pages: Sequence[Page], registry: TraceRegistry, current_path: str, trace_id: str) -> html.Header:
+def _header(pages: Sequence[Page], registry: TraceRegistry, current_path: str, trace_id: str,
+            query: dict[str, str] | None = None) -> html.Header:
     links = [
         dcc.Link(p.title, href=p.path + trace_search(trace_id),
                  className="nav-link active" if p.path == current_path else "nav-link", id=f"nav-{p.title.lower()}")
@@ -58,6 +66,7 @@ def _header(pages: Sequence[Page], registry: TraceRegistry, current_path: str, t
         html.Nav(links, className="nav"),
         dcc.Dropdown(id="trace-dropdown", options=options, value=trace_id, clearable=False, searchable=True,
                      className="trace-dropdown"),
+        dcc.Store(id="url-query", data=query or {}),   # the page's URL query, for the picker to keep
     ])
 
 
@@ -78,7 +87,8 @@ def render_page(pages: Sequence[Page], registry: TraceRegistry, pathname: str | 
                          html.Div(f"No page at {str(pathname)[:80]!r}.", className="error-panel", id="page-error")])
     page = by_path[path]
     ctx = PageContext(registry, trace_id, query_values(search))
-    return html.Div([_header(pages, registry, page.path, trace_id), html.Main(page.layout(ctx), className="page")])
+    return html.Div([_header(pages, registry, page.path, trace_id, ctx.query),
+                     html.Main(page.layout(ctx), className="page")])
 
 
 def create_app(traces: Iterable[str | Path] | TraceRegistry = (), *, samples: Iterable[str | Path] = (),
@@ -122,11 +132,14 @@ def create_app(traces: Iterable[str | Path] | TraceRegistry = (), *, samples: It
     def _route(pathname: str | None, search: str | None) -> Any:
         return render_page(page_list, registry, pathname, search), None  # a new page clears the error banner
 
-    @app.callback(Output("url", "search"), Input("trace-dropdown", "value"), prevent_initial_call=True)
-    def _switch_trace(trace_id: str | None) -> Any:
+    @app.callback(Output("url", "search"), Input("trace-dropdown", "value"), State("url-query", "data"),
+                  prevent_initial_call=True)
+    def _switch_trace(trace_id: str | None, query: Any) -> Any:
+        # It also runs when a page renders its header; it then gives back the page's own query, unchanged (the
+        # page's callbacks that take url.search wait for it: a no_update here would leave them waiting for good).
         if trace_id not in registry:
             return dash.no_update
-        return trace_search(trace_id)
+        return with_trace(query, trace_id)
 
     for page in page_list:
         page.register_callbacks(app, registry)

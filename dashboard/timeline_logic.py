@@ -131,6 +131,19 @@ MAX_LANES = 1000
 MAX_STATUS_CHARS = 200
 
 
+def view_link(search: str | None, state: dict[str, Any] | None) -> str | None:
+    """The URL query of a link to the view ``state`` shows: ``search``'s values with ``start`` and ``end`` (ns) set
+    to the view (None without a view)."""
+    from urllib.parse import parse_qsl, urlencode
+
+    view = as_time_range((state or {}).get("view"))
+    if view is None:
+        return None
+    values = dict(parse_qsl((search or "").lstrip("?")[:2000]))
+    values.update({"start": str(view[0]), "end": str(view[1])})
+    return "?" + urlencode(values)
+
+
 def clean_state(state: Any, trace_id: str) -> dict[str, Any] | None:
     """The browser's ``tl-state`` reduced to well-formed values: None when it is another trace's or not one the
     server wrote (no list of lane names); a malformed view, width or sequence number is dropped (the view then
@@ -282,7 +295,7 @@ def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, 
                     palette: pal.CategoryPalette | None = None, lanes: bool = True,
                     overlay: Callable[[list[TimelineRow], int, tuple[int, int, int]], list[Any]] | None = None,
                     set_range: bool = False, layout: TraceLayout | None = None,
-                    range_select: bool = True) -> TimelineUpdate | None:
+                    range_select: bool = True, initial_view: Any = None) -> TimelineUpdate | None:
     """Decide and build what the browser needs after ``trigger``.
 
     Args:
@@ -303,6 +316,9 @@ def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, 
         layout: the trace's cached time range and rows (read from ``trace`` when None).
         range_select: make Box Select available (an invisible selectable trace, last in the figure) so a dragged
             time range is reported for the selection summary.
+        initial_view: ``(start_ns, end_ns)`` to show first instead of the whole trace (a link to a view: the
+            URL's ``start`` and ``end``); used when there is no state yet, cut to the trace, ignored when
+            malformed.
 
     Returns:
         The update, or None when nothing changes (a relayout that does not move the time axis).
@@ -328,6 +344,8 @@ def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, 
             return None
         asked = asked or "reset"
         view = t_range if asked == "reset" else asked
+    elif prev_view is None and trigger != "reset" and as_time_range(initial_view) is not None:
+        view = as_time_range(initial_view)  # (cut to the trace below)
     elif trigger in {"reset", "trace"} or prev_view is None:
         view = t_range
     elif trigger == "nav" and nav_range(nav) is not None:

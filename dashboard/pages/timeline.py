@@ -25,7 +25,7 @@ from dashboard import search_logic as srch
 from dashboard import timeline_logic as tl
 from dashboard import timeline_picks as picks
 from dashboard.analysis_views import CriticalPathOverlays
-from dashboard.app import resolve_trace_id
+from dashboard.app import query_values, resolve_trace_id
 from dashboard.graph_config import graph_config
 from dashboard.inputs import is_checked
 from dashboard.pages import PageContext
@@ -82,7 +82,11 @@ def layout(ctx_: PageContext) -> Any:
             dcc.Graph(id="tl-plotly-loader", figure={"data": [], "layout": {}}, style={"display": "none"},
                       config={"staticPlot": True}),
         ]),
-        html.Div(id="tl-status", className="status-line"),
+        html.Div(className="status-row", children=[
+            html.Div(id="tl-status", className="status-line"),
+            html.A("link to this view", id="tl-link", href="", className="view-link",
+                   title="this page at the current zoom (copy it to share the view)"),
+        ]),
         html.Div(className="help-line", children=(
             "W/S zoom · A/D pan · R reset · drag to zoom · box-select (toolbar) to summarize a range · "
             "click an instruction for details")),
@@ -95,6 +99,17 @@ def layout(ctx_: PageContext) -> Any:
             html.Section([html.H3("Search results"), html.Div(id="search-list")], className="panel search-panel"),
         ]),
     ])
+
+
+def url_view(search: str | None) -> tuple[int, int] | None:
+    """The ``(start, end)`` ns a URL's ``start`` and ``end`` values ask the timeline to show first (a link to a
+    view); None when either is missing or not a whole number."""
+    values = query_values(search)
+    try:
+        start, end = int(values["start"]), int(values["end"])
+    except (KeyError, ValueError):
+        return None
+    return (start, end) if start < end else None
 
 
 def _trace(registry: TraceRegistry, search: str | None) -> tuple[str, Any]:
@@ -134,7 +149,7 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
 
     @app.callback(
         Output("tl-draw", "data"), Output("tl-state", "data"), Output("tl-view", "data"),
-        Output("tl-legend", "children"), Output("tl-status", "children"),
+        Output("tl-legend", "children"), Output("tl-status", "children"), Output("tl-link", "href"),
         Input("url", "search"), Input("tl-size", "data"), Input("tl-relayout", "data"),
         Input("colour-by", "value"), Input("dma-expand", "value"), Input("tl-reset", "n_clicks"),
         Input("tl-nav", "data"), Input("cp-toggle", "value"),
@@ -148,7 +163,7 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
             trace_id, trace = _trace(registry, search)
         except UnknownTraceError as exc:
             return {"kind": "figure", "figure": tl.empty_figure(str(exc)), "config": GRAPH_CONFIG, "seq": -1}, \
-                None, None, [], str(exc)
+                None, None, [], str(exc), dash.no_update
         width = size.get("width") if isinstance(size, dict) else None
         options = tl.TimelineOptions.parse(colour_by, is_checked(expand, "expand"), is_checked(critical, "on"))
         with registry.lock(trace_id):
@@ -157,11 +172,14 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
             update = tl.update_timeline(trace, trace_id, state=state, trigger=trigger, relayout=relayout,
                                         width_px=width, options=options, nav=nav,
                                         palette=palette_for(trace_id, trace),
-                                        overlay=overlays.builder(trace_id, trace), layout=layouts[trace_id])
+                                        overlay=overlays.builder(trace_id, trace), layout=layouts[trace_id],
+                                        initial_view=url_view(search))
         if update is None:
             raise dash.exceptions.PreventUpdate
         legend = dash.no_update if update.legend is dash.no_update else legend_children(update.legend)
-        return update.draw_payload(GRAPH_CONFIG), update.state, update.view, legend, update.status
+        link = tl.view_link(search, update.state)
+        return (update.draw_payload(GRAPH_CONFIG), update.state, update.view, legend, update.status,
+                dash.no_update if link is None else link)
 
     app.clientside_callback(ClientsideFunction("trnprof", "draw"), Output("tl-drawn", "data"),
                             Input("tl-draw", "data"), State("tl-view", "data"))

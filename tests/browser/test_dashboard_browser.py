@@ -236,3 +236,15 @@ def test_a_narrow_window_wraps_the_header_instead_of_scrolling_sideways(browser,
         assert browser.find_element("id", "trace-dropdown").is_displayed()
     finally:
         browser.set_window_size(size["width"], size["height"])
+
+
+def test_a_link_to_a_view_opens_there_and_the_page_offers_one(browser, dashboard_server):
+    browser.get(dashboard_server.url + "/?trace=t0&start=10000&end=15000")
+    wait_for(browser, _ticktext, "the timeline rows")
+    wait_idle(browser)
+    rng = _js(browser, f"{GRAPH}._fullLayout.xaxis.range")     # (axis seconds from the trace's start)
+    assert abs((rng[1] - rng[0]) * 1e9 - 5_000) < 50, rng
+    assert "start=10000" in browser.current_url                  # the page kept the link's view in its URL
+    href = wait_for(browser, lambda d: d.find_element("id", "tl-link").get_attribute("href") or None, "the link")
+    assert "start=10000" in href and "end=15000" in href and "trace=t0" in href
+    assert console_errors(browser) == []

@@ -263,3 +263,25 @@ def test_a_malformed_callback_request_is_a_one_line_400(app):
         resp = client.post("/_dash-update-component", data=json.dumps(body), content_type="application/json")
         assert resp.status_code == 400, resp.get_data(as_text=True)[:200]
         assert resp.get_data(as_text=True).count("\n") == 1
+
+
+def test_the_trace_picker_keeps_the_other_query_values(tmp_path):
+    """The header's picker sets ``trace`` and keeps the rest of the page's query (the compare page's b, a
+    timeline view's start and end); rendering a page gives back its own query unchanged."""
+    from dashboard.app import query_values, with_trace
+
+    assert query_values(with_trace({"trace": "t0", "b": "t1"}, "t2")) == {"trace": "t2", "b": "t1"}
+    assert with_trace(None, "t1") == "?trace=t1" and with_trace(["junk"], "t1") == "?trace=t1"
+    a = write_kernel_trace(tmp_path / "a.trace", iterations=5)
+    b = write_kernel_trace(tmp_path / "b.trace", iterations=6)
+    app = create_app([a, b])
+    try:
+        resp = post(app, "url.search", {"trace-dropdown.value": "t1",
+                                         "url-query.data": {"trace": "t0", "b": "t0", "start": "5"}},
+                    "trace-dropdown.value")
+        assert query_values(resp.get_json()["response"]["url"]["search"]) == {"trace": "t1", "b": "t0", "start": "5"}
+        same = post(app, "url.search", {"trace-dropdown.value": "t0", "url-query.data": {"trace": "t0", "b": "t1"}},
+                    "trace-dropdown.value")
+        assert query_values(same.get_json()["response"]["url"]["search"]) == {"trace": "t0", "b": "t1"}
+    finally:
+        app.trnprof_registry.close()

@@ -273,3 +273,24 @@ def test_rasterised_codes_match_the_engine_busy_time(trace):
     frac = np.where(shade < 0, 0, (np.minimum(shade, 6) + 0.5) / 7).mean()
     exact = trace.busy_ns(int(trace.tracks().to_pylist()[0]["track_id"]), t0, t1) / (t1 - t0)
     assert abs(frac - exact) < 0.15
+
+
+def test_a_link_to_a_view_opens_at_that_view(trace):
+    """The URL's start and end (ns) give the first view; the page's link carries the current view."""
+    from dashboard.pages.timeline import url_view
+
+    t0, t1 = trace.time_range
+    a, b = t0 + (t1 - t0) // 4, t0 + (t1 - t0) // 2
+    first = tl.update_timeline(trace, "t0", state=None, trigger="size", width_px=WIDTH, initial_view=(a, b))
+    assert first.state["view"] == [a, b]
+    assert tl.update_timeline(trace, "t0", state=None, trigger="size", width_px=WIDTH,
+                              initial_view=("x", b)).state["view"] == [t0, t1]      # malformed: the whole trace
+    far = tl.update_timeline(trace, "t0", state=None, trigger="size", width_px=WIDTH, initial_view=(a, t1 + 10**12))
+    assert t0 <= far.state["view"][0] < far.state["view"][1] <= t1                 # cut to the trace
+    later = tl.update_timeline(trace, "t0", state=first.state, trigger="size", width_px=WIDTH, initial_view=(t0, t1))
+    assert later.state["view"] == [a, b]                                           # only the first view
+    link = tl.view_link("?trace=t0&b=t1", first.state)
+    assert url_view(link) == (a, b) and "trace=t0" in link and "b=t1" in link
+    assert url_view("?trace=t0&start=5") is None and url_view("?start=9&end=3") is None
+    assert url_view("?start=1e3&end=2000") is None and url_view(None) is None
+    assert tl.view_link("?trace=t0", None) is None

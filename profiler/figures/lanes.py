@@ -8,6 +8,7 @@ values a zoom changes, as typed arrays.  The lanes' data come from :mod:`profile
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,6 +41,38 @@ class Lane:
 def trace_name(lane: Lane, series: str) -> str:
     """The name of the plotly trace drawing ``series`` of ``lane`` (unique within a figure)."""
     return f"{lane.title}: {series}"
+
+
+#: A lane label's line length before it wraps (at a space or underscore), in characters.
+LABEL_LINE_CHARS = 18
+
+
+def _wrapped(text: str, width: int = LABEL_LINE_CHARS) -> str:
+    """``text`` broken into lines of about ``width`` characters at spaces or after underscores (``<br>``)."""
+    lines: list[str] = []
+    line = ""
+    for word in re.split(r"(?<=[ _])", text):
+        if line and len(line) + len(word.rstrip()) > width:
+            lines.append(line.rstrip())
+            line = ""
+        line += word
+    if line:
+        lines.append(line.rstrip())
+    return "<br>".join(lines)
+
+
+def lane_title_annotations(lanes: Sequence[Lane], first_axis: int = 2,
+                           tick_px: int = 34) -> list[dict[str, Any]]:
+    """Each lane's title written horizontally in the left margin beside its lane, right-aligned like the rows'
+    labels and wrapped to a few short lines (a vertical axis title longer than a short lane ran into its
+    neighbours).  ``tick_px``: room left for the lane's tick labels."""
+    out = []
+    for k, lane in enumerate(lanes):
+        axis = "y" if first_axis + k == 1 else f"y{first_axis + k}"
+        out.append({"text": _wrapped(lane.title), "xref": "paper", "x": 0, "xanchor": "right", "xshift": -tick_px,
+                    "yref": f"{axis} domain", "y": 0.5, "yanchor": "middle", "showarrow": False,
+                    "align": "right", "font": {"size": 9, "color": "#444"}})
+    return out
 
 
 def x_attributes(x_ns: np.ndarray, origin_ns: int, *, grid: bool = True) -> dict[str, Any]:
@@ -105,12 +138,15 @@ def lane_traces(lanes: Sequence[Lane], origin_ns: int, first_axis: int = 2, *,
     return traces
 
 
-def lane_axes(lanes: Sequence[Lane], first_axis: int = 2) -> dict[str, dict[str, Any]]:
-    """Extra y-axis settings of each lane (title, range), to merge into a figure layout."""
+def lane_axes(lanes: Sequence[Lane], first_axis: int = 2, *, titles: bool = True) -> dict[str, dict[str, Any]]:
+    """Extra y-axis settings of each lane (title, range), to merge into a figure layout.  ``titles=False`` leaves
+    the axis titles out (a figure of short lanes labels them with :func:`lane_title_annotations` instead)."""
     out = {}
     for k, lane in enumerate(lanes):
         key = "yaxis" if first_axis + k == 1 else f"yaxis{first_axis + k}"
-        axis: dict[str, Any] = {"title": {"text": lane.title, "font": {"size": 10}}, "ticksuffix": lane.unit}
+        axis: dict[str, Any] = {"ticksuffix": lane.unit}
+        if titles:
+            axis["title"] = {"text": lane.title, "font": {"size": 10}}
         if lane.y_range is not None:
             axis["range"] = list(lane.y_range)
         else:

@@ -14,7 +14,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from profiler.figures import palette as pal
-from profiler.figures.lanes import Lane, lane_axes, lane_traces
+from profiler.figures.lanes import Lane, lane_axes, lane_title_annotations, lane_traces
 from profiler.figures.raster import StripFrame, TimelineRow, row_labels
 from profiler.figures.strip_png import strip_data_uri
 from profiler.figures.timefmt import TIME_AXIS, ns_to_axis
@@ -145,8 +145,10 @@ def timeline_figure(frame: StripFrame, rows: Sequence[TimelineRow], origin_ns: i
     """
     rng = x_range_ns or (frame.start_ns, frame.end_ns)
     layout = timeline_layout(rows, origin_ns, rng, [lane.height_px for lane in lanes], plot_width_px)
-    for key, extra in lane_axes(lanes).items():
+    for key, extra in lane_axes(lanes, titles=False).items():
         layout[key] = {**layout.get(key, {}), **extra}
+    if lanes:  # titles in the left margin, horizontal: a vertical title is longer than a short lane
+        layout["annotations"] = [*layout.get("annotations", []), *lane_title_annotations(lanes)]
     fig = go.Figure(data=[strip_trace(frame, rows, origin_ns), *lane_traces(lanes, origin_ns, grid_x=grid_x)],
                     layout=layout)
     if legend:

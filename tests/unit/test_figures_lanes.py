@@ -153,3 +153,17 @@ def test_lane_updates_are_keyed_by_trace_name_and_axes_start_at_zero():
     axes = lanes.lane_axes([a, b])
     assert axes["yaxis2"]["rangemode"] == "tozero" and axes["yaxis3"]["range"] == [0, 100]
     assert len(decode_typed_array(lanes.EMPTY_LANE["x"])) == 0
+
+
+def test_short_lanes_are_titled_horizontally_in_the_left_margin():
+    """A vertical axis title longer than a 56 px lane ran into the lanes beside it: the timeline figure writes
+    each lane's title as a right-aligned annotation beside its lane, wrapped to short lines."""
+    long = lanes.Lane("NC1 tensor_throttle_percent", "%", np.array([10, 20]), {"v": np.array([1.0, 2.0])})
+    short = lanes.Lane("busy %", "%", np.array([10, 20]), {"Tensor": np.array([5.0, 6.0])})
+    notes = lanes.lane_title_annotations([long, short])
+    assert [n["yref"] for n in notes] == ["y2 domain", "y3 domain"]
+    assert notes[0]["text"] == "NC1 tensor_<br>throttle_percent" and notes[1]["text"] == "busy %"
+    assert all(n["xref"] == "paper" and n["x"] == 0 and n["xanchor"] == "right" for n in notes)
+    assert all(max(len(line) for line in n["text"].split("<br>")) <= lanes.LABEL_LINE_CHARS for n in notes)
+    axes = lanes.lane_axes([long, short], titles=False)
+    assert "title" not in axes["yaxis2"] and "title" in lanes.lane_axes([long])["yaxis2"]

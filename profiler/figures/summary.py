@@ -46,15 +46,20 @@ class SummaryInputs:
     opcodes: pa.Table | None = None
     operators: pa.Table | None = None
     queues: pa.Table | None = None
+    #: The trace's names ranked for colours (:func:`profiler.figures.palette.names_by_time`): the opcode chart
+    #: colours each opcode as the timeline does.
+    names: tuple[str, ...] = ()
 
 
 def summary_inputs(trace: Trace, start_ns: int | None = None, end_ns: int | None = None) -> SummaryInputs:
     """The summary of ``[start_ns, end_ns)`` (default: the whole trace) with its per-opcode, per-operator and
     per-queue tables (``profiler.analyses``)."""
     from profiler.analyses import queue_table, time_by
+    from profiler.figures.palette import names_by_time
 
     return SummaryInputs(trace.summary(start_ns, end_ns), time_by(trace, "opcode", start_ns, end_ns),
-                         time_by(trace, "operator", start_ns, end_ns), queue_table(trace, start_ns, end_ns))
+                         time_by(trace, "operator", start_ns, end_ns), queue_table(trace, start_ns, end_ns),
+                         tuple(names_by_time(trace)))
 
 
 def headline_numbers(summary: Mapping[str, Any] | None) -> list[tuple[str, float, str]]:
@@ -114,9 +119,11 @@ def natural_key(text: str) -> tuple[tuple[int, Any], ...]:
 
 
 def breakdown_figure(table: pa.Table | None, title: str, name_keys: tuple[str, ...], value_key: str, unit: str,
-                     *, sep: str = " ", scale: float = 1.0, top: int = TOP_ROWS) -> go.Figure | None:
+                     *, sep: str = " ", scale: float = 1.0, top: int = TOP_ROWS,
+                     colour_by: tuple[str, CategoryPalette] | None = None) -> go.Figure | None:
     """Horizontal bars of ``table``'s ``value_key`` times ``scale``, largest first (``top`` rows), labelled by
-    ``name_keys`` joined with ``sep``.
+    ``name_keys`` joined with ``sep``; coloured by the label, or with ``colour_by = (key, palette)`` by that
+    column's value in that palette (the timeline's colours; ``key`` is one of ``name_keys``).
 
     None when the table is missing, empty, or has no positive value.
     """
@@ -128,13 +135,20 @@ def breakdown_figure(table: pa.Table | None, title: str, name_keys: tuple[str, .
     # largest first; ties in natural order (qSyncIO2 before qSyncIO10)
     rows = sorted(rows, key=lambda r: (-r[value_key], natural_key(_label(r, name_keys, sep))))[:top]
     names = [_label(r, name_keys, sep) for r in rows]
-    palette = CategoryPalette()
-    return _bar(title, names, [r[value_key] * scale for r in rows], unit, [palette.colour(n) for n in names])
+    if colour_by is not None:  # (the key is one of name_keys)
+        key, palette = colour_by
+        colours = [palette.colour(r[key]) for r in rows]
+    else:
+        palette = CategoryPalette()
+        colours = [palette.colour(n) for n in names]
+    return _bar(title, names, [r[value_key] * scale for r in rows], unit, colours)
 
 
-def opcodes_figure(opcodes: pa.Table | None) -> go.Figure | None:
-    """Busy time per (engine, opcode) (``time_by(trace, "opcode")``), in seconds (the axis reads ns, µs, ms)."""
-    return breakdown_figure(opcodes, OPCODES_TITLE, (rs.ENGINE, rs.OPCODE), rs.BUSY_NS, "s", scale=1 / NS_PER_S)
+def opcodes_figure(opcodes: pa.Table | None, names: tuple[str, ...] = ()) -> go.Figure | None:
+    """Busy time per (engine, opcode) (``time_by(trace, "opcode")``), in seconds (the axis reads ns, µs, ms), each
+    opcode in its timeline colour (``names``: :attr:`SummaryInputs.names`)."""
+    return breakdown_figure(opcodes, OPCODES_TITLE, (rs.ENGINE, rs.OPCODE), rs.BUSY_NS, "s", scale=1 / NS_PER_S,
+                            colour_by=(rs.OPCODE, CategoryPalette(names)))
 
 
 def operators_figure(operators: pa.Table | None) -> go.Figure | None:
@@ -161,6 +175,6 @@ def queues_figure(queues: pa.Table | None) -> go.Figure | None:
 def summary_figures(inputs: SummaryInputs) -> list[go.Figure]:
     """Every chart the inputs support, in this order: engine utilization, top opcodes, top operators, DMA bytes
     per queue, FLOPs by operator."""
-    figs = [engine_utilization_figure(inputs.summary), opcodes_figure(inputs.opcodes),
+    figs = [engine_utilization_figure(inputs.summary), opcodes_figure(inputs.opcodes, inputs.names),
             operators_figure(inputs.operators), queues_figure(inputs.queues), flops_figure(inputs.operators)]
     return [f for f in figs if f is not None]

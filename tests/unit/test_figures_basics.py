@@ -139,3 +139,19 @@ def test_breakdown_bars_are_largest_first_and_ties_in_natural_order():
     assert list(fig.data[0].y) in (["qBig", "qSyncIO1", "qSyncIO2", "qSyncIO10"],
                                    ["qSyncIO10", "qSyncIO2", "qSyncIO1", "qBig"])   # (bars may be drawn bottom-up)
     assert sorted(["a10b", "a9b", "a10a"], key=natural_key) == ["a9b", "a10a", "a10b"]
+
+
+def test_the_opcode_chart_colours_each_opcode_as_the_timeline_does():
+    import pyarrow as pa
+
+    from profiler.analyses import schema as rs
+    from profiler.figures.summary import opcodes_figure
+
+    names = ("LDWEIGHTS", "MATMUL", "ACTIVATE")           # the trace's ranking: the timeline's palette
+    table = pa.table({rs.ENGINE: ["Tensor", "Tensor", "Scalar"], rs.OPCODE: ["MATMUL", "LDWEIGHTS", "ACTIVATE"],
+                      rs.BUSY_NS: [30, 20, 10]})
+    fig = opcodes_figure(table, names)
+    timeline = pal.CategoryPalette(names)
+    assert list(fig.data[0].marker.color) == [timeline.colour("MATMUL"), timeline.colour("LDWEIGHTS"),
+                                              timeline.colour("ACTIVATE")]
+    assert fig.data[0].marker.color[0] == pal.PALETTE[1]   # MATMUL is second in the ranking

@@ -89,6 +89,20 @@ def step_match(matches: Any, index: Any, step: int) -> tuple[int, dict[str, Any]
     return new, target, f"match {new + 1:,} of {len(matches):,}"
 
 
+def match_of(matches: Any, selected: Any) -> tuple[int, str] | None:
+    """The index of the selected event (``tl-selected`` data: ``table`` and ``id``) among ``matches`` and its
+    "match k of n" label; None when it is not one of them (or either is malformed)."""
+    if not isinstance(matches, list) or not isinstance(selected, dict):
+        return None
+    table, ident = selected.get("table"), as_int(selected.get("id"), -(2**63), 2**63 - 1)
+    if not isinstance(table, str) or ident is None:
+        return None
+    for k, m in enumerate(matches):
+        if isinstance(m, dict) and m.get("table") == table and as_int(m.get("id"), -(2**63), 2**63 - 1) == ident:
+            return k, f"match {k + 1:,} of {len(matches):,}"
+    return None
+
+
 def names_by_time(trace: Any) -> list[str]:
     """Names ranked by the time they dominate (:func:`profiler.figures.palette.names_by_time`, shared with the
     notebook figures so a trace gets the same colours in both)."""

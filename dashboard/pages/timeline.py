@@ -252,6 +252,16 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
         nav = {"start_ns": target["start_ns"], "end_ns": target["end_ns"], "seq": new_index}
         return new_index, target, nav, label
 
+    @app.callback(Output("search-index", "data", allow_duplicate=True),
+                  Output("search-count", "children", allow_duplicate=True),
+                  Input("tl-selected", "data"), State("search-results", "data"), prevent_initial_call=True)
+    def _selected_match(selected: Any, matches: Any) -> Any:
+        # a match picked in the results list (or reached by stepping, or clicked on the timeline) is "k of n"
+        found = srch.match_of(matches, selected)
+        if found is None:
+            raise dash.exceptions.PreventUpdate
+        return found
+
     @app.callback(Output("tl-selection", "children"), Input("tl-range", "data"),
                   Input("tl-summarize", "n_clicks"), State("tl-state", "data"), State("url", "search"),
                   prevent_initial_call=True)

@@ -116,6 +116,11 @@ def test_search_steps_through_matches(timeline):
     wait_for(timeline, lambda d: "ACTIVATE" in d.find_element("id", "tl-details").text, "details of match 1")
     timeline.find_element("id", "search-next").click()
     wait_for(timeline, lambda d: "match 2 of" in d.find_element("id", "search-count").text, "the next match")
+    # picking a result in the list makes it the current match too
+    timeline.find_elements("css selector", "#search-list .link-button")[3].click()
+    wait_for(timeline, lambda d: "match 4 of" in d.find_element("id", "search-count").text, "the picked match")
+    timeline.find_element("id", "search-next").click()
+    wait_for(timeline, lambda d: "match 5 of" in d.find_element("id", "search-count").text, "the match after it")
     assert console_errors(timeline) == []
 
 

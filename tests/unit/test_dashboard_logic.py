@@ -212,6 +212,12 @@ def test_search_and_stepping(trace):
     assert "no match" in srch.run_search(trace, "NO_SUCH_OPCODE").message
     ranked = srch.names_by_time(trace)
     assert ranked[0] in {"MATMUL", "attn", "mlp"} and "MATMUL" in ranked
+    # a match picked from the results list is "k of n" (the list's jump link selects it by table and id)
+    third = result.matches[2]
+    assert srch.match_of(result.matches, {"table": third["table"], "id": third["id"], "start_ns": 0}) == \
+        (2, f"match 3 of {n:,}")
+    assert srch.match_of(result.matches, {"table": "Instruction", "id": -5}) is None
+    assert srch.match_of(result.matches, {"table": None, "id": 1}) is None and srch.match_of(None, {}) is None
 
 
 def test_selection_summary_is_exact_for_engines(trace):

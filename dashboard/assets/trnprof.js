@@ -28,6 +28,14 @@
     return outer ? outer.querySelector(".js-plotly-plot") : null;
   }
 
+  // The graph the keys move: the timeline's, else the compare page's trace A (trace B follows it).
+  function keyPlot() {
+    var gd = plotDiv();
+    if (gd) return gd;
+    var a = document.getElementById("cmp-graph-a");
+    return a ? a.querySelector(".js-plotly-plot") : null;
+  }
+
   // Set a dcc.Store of the timeline page (stores render no element: the page is there when its graph is).
   function setProps(id, value) {
     var dc = window.dash_clientside;
@@ -83,7 +91,7 @@
     }
     if (tag === "input" || tag === "textarea" || tag === "select" || (t && t.isContentEditable)) return;
     if (ev.ctrlKey || ev.metaKey || ev.altKey) return;
-    var gd = plotDiv();
+    var gd = keyPlot();
     if (!gd) return;
     var k = ev.key.toLowerCase();
     if (k === "w") zoomPan(gd, ZOOM, 0);

@@ -17,7 +17,7 @@ import pyarrow as pa
 from profiler.analyses import schema as rs
 from profiler.figures.palette import CategoryPalette
 from profiler.figures.raster import TimelineRow
-from profiler.figures.timefmt import format_duration, ns_to_axis
+from profiler.figures.timefmt import NS_PER_S, TIME_AXIS, format_duration, ns_to_axis
 
 _HEIGHT = 340
 _MARGIN = {"l": 200, "r": 24, "t": 44, "b": 44}
@@ -28,10 +28,13 @@ PATH_COLOUR = "rgba(17, 17, 17, 0.85)"
 PATH_LINK_COLOUR = "rgba(17, 17, 17, 0.5)"
 
 
-def _layout(fig: go.Figure, title: str, *, height: int = _HEIGHT, x_title: str = "") -> go.Figure:
+def _layout(fig: go.Figure, title: str, *, height: int = _HEIGHT, x_title: str = "",
+            x_time: bool = False) -> go.Figure:
+    """Title, size and axes of a bar chart; ``x_time``: x holds seconds, its ticks read ns, µs, ms or s."""
+    xaxis: dict[str, Any] = {**TIME_AXIS, "showgrid": True} if x_time else {}
+    xaxis["title"] = {"text": x_title}
     fig.update_layout(title={"text": title, "font": {"size": 14}}, height=height, margin=_MARGIN,
-                      yaxis={"autorange": "reversed"}, xaxis={"title": {"text": x_title}},
-                      showlegend=False, bargap=0.25)
+                      yaxis={"autorange": "reversed"}, xaxis=xaxis, showlegend=False, bargap=0.25)
     return fig
 
 
@@ -51,10 +54,10 @@ def bounds_figure(bounds: Mapping[str, Any]) -> go.Figure:
         hover.append(f"{key}: {format_duration(value) if value is not None else 'unknown'}"
                      + (f"<br>gap {format_duration(gap)}: {meaning}" if gap is not None else ""))
     labels = [n.removesuffix("_ns") for n in names]
-    fig = go.Figure(go.Bar(x=[0.0 if v is None else float(v) / 1e3 for v in values], y=labels, orientation="h",
+    fig = go.Figure(go.Bar(x=[0.0 if v is None else float(v) / NS_PER_S for v in values], y=labels, orientation="h",
                            marker={"color": colours}, hovertext=hover, hoverinfo="text"))
-    fig.add_vline(x=total / 1e3, line={"color": TOTAL_COLOUR, "dash": "dot", "width": 1})
-    return _layout(fig, f"Performance bounds — bottleneck: {bounds[rs.BOTTLENECK]}", x_title="µs")
+    fig.add_vline(x=total / NS_PER_S, line={"color": TOTAL_COLOUR, "dash": "dot", "width": 1})
+    return _layout(fig, f"Performance bounds — bottleneck: {bounds[rs.BOTTLENECK]}", x_time=True)
 
 
 def engine_active_figure(bounds: Mapping[str, Any]) -> go.Figure:
@@ -112,12 +115,12 @@ def idle_gaps_figure(gaps: pa.Table, top: int = 20) -> go.Figure:
     pal = CategoryPalette()
     labels = [f"#{r[rs.RANK]} {r[rs.ENGINE]} @ {r[rs.START_NS]:,} ns" for r in rows]
     causes = [r[rs.CAUSE_RESOURCE] or r[rs.CAUSE] for r in rows]
-    fig = go.Figure(go.Bar(x=[r[rs.DUR_NS] / 1e3 for r in rows], y=labels, orientation="h",
+    fig = go.Figure(go.Bar(x=[r[rs.DUR_NS] / NS_PER_S for r in rows], y=labels, orientation="h",
                            marker={"color": [pal.colour(c) for c in causes]},
                            hovertext=[f"{lab}: {format_duration(r[rs.DUR_NS])}, cause {r[rs.CAUSE]}"
                                       + (f" ({c})" if c != r[rs.CAUSE] else "")
                                       for lab, r, c in zip(labels, rows, causes, strict=True)], hoverinfo="text"))
-    return _layout(fig, "Longest idle gaps", height=max(_HEIGHT, 22 * len(rows) + 90), x_title="µs")
+    return _layout(fig, "Longest idle gaps", height=max(_HEIGHT, 22 * len(rows) + 90), x_time=True)
 
 
 def operator_figure(table: pa.Table) -> go.Figure:

@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 import pyarrow as pa
 
 from profiler.analyses import schema as rs
-from profiler.figures.timefmt import format_duration
+from profiler.figures.timefmt import NS_PER_S, TIME_AXIS, format_duration
 
 A_COLOUR = "#4C78A8"
 B_COLOUR = "#F58518"
@@ -25,14 +25,14 @@ def metrics_figure(metrics: pa.Table, title: str, labels: tuple[str, str] = ("A"
     fig = go.Figure()
     for side, label, colour in ((rs.A, labels[0], A_COLOUR), (rs.B, labels[1], B_COLOUR)):
         values = [r[side] for r in rows]
-        fig.add_trace(go.Bar(x=[None if v is None else v / 1e3 for v in values], y=names, orientation="h",
+        fig.add_trace(go.Bar(x=[None if v is None else v / NS_PER_S for v in values], y=names, orientation="h",
                              name=label, marker={"color": colour},
                              hovertext=[f"{label} {n}: {format_duration(v)}" for n, v in zip(names, values,
                                                                                              strict=True)],
                              hoverinfo="text"))
     fig.update_layout(title={"text": title, "font": {"size": 14}}, barmode="group",
                       height=max(260, 44 * len(rows) + 90), margin={"l": 220, "r": 24, "t": 44, "b": 44},
-                      yaxis={"autorange": "reversed"}, xaxis={"title": {"text": "µs"}}, legend={"orientation": "h"})
+                      yaxis={"autorange": "reversed"}, xaxis=dict(TIME_AXIS), legend={"orientation": "h"})
     return fig
 
 
@@ -43,11 +43,11 @@ def delta_figure(deltas: pa.Table, by: str, top: int = 15) -> go.Figure:
     rows = deltas.slice(0, top).to_pylist()
     labels = [" / ".join("-" if r[k] is None else str(r[k]) for k in keys) for r in rows]
     fig = go.Figure(go.Bar(
-        x=[r[rs.DELTA_NS] / 1e3 for r in rows], y=labels, orientation="h",
+        x=[r[rs.DELTA_NS] / NS_PER_S for r in rows], y=labels, orientation="h",
         marker={"color": [FASTER_COLOUR if r[rs.DELTA_NS] < 0 else SLOWER_COLOUR for r in rows]},
         hovertext=[f"{lab}: {format_duration(r[rs.A_NS])} -> {format_duration(r[rs.B_NS])} ({r[rs.PRESENCE]})"
                    for lab, r in zip(labels, rows, strict=True)], hoverinfo="text"))
     fig.update_layout(title={"text": f"Time change per {by} (B - A)", "font": {"size": 14}},
                       height=max(260, 24 * len(rows) + 90), margin={"l": 220, "r": 24, "t": 44, "b": 44},
-                      yaxis={"autorange": "reversed"}, xaxis={"title": {"text": "µs"}}, showlegend=False)
+                      yaxis={"autorange": "reversed"}, xaxis=dict(TIME_AXIS), showlegend=False)
     return fig

@@ -38,7 +38,9 @@ def test_bounds_and_engine_figures(pair):
     fig = fa.bounds_figure(b)
     bar = fig.data[0]
     assert list(bar.y) == ["total_time", *(k.removesuffix("_ns") for k in rs.BOUND_KEYS)]
-    assert list(bar.x) == pytest.approx([0.370, 0.115, 0.0625, 0.0375, 0.150, 0.070, 0.050, 0.150])
+    # seconds on an axis whose ticks read ns, µs, ms or s (a µs axis read "10k µs" for 10 ms)
+    assert list(bar.x) == pytest.approx([v * 1e-6 for v in (0.370, 0.115, 0.0625, 0.0375, 0.150, 0.070, 0.050, 0.150)])
+    assert fig.layout.xaxis.ticksuffix == "s" and "~s" in fig.layout.xaxis.tickformat
     assert "bottleneck: Tensor" in fig.layout.title.text
     assert "DMA idle time" in bar.hovertext[1]
     active = fa.engine_active_figure(b).data[0]
@@ -52,7 +54,7 @@ def test_table_figures(pair):
     cp = fa.critical_path_figure(critical_path_breakdown(critical_path(t)))
     assert cp.data[0].y[0] == "Tensor MATMUL" and cp.data[0].x[0] == pytest.approx(100 * 150 / 370)
     gaps = fa.idle_gaps_figure(idle_gaps(t), top=3)
-    assert list(gaps.data[0].x) == pytest.approx([0.35, 0.30, 0.24])
+    assert list(gaps.data[0].x) == pytest.approx([0.35e-6, 0.30e-6, 0.24e-6])
     ops = fa.operator_figure(time_by(t, "operator")).data[0]
     values = dict(zip(ops.ids, ops.values, strict=True))
     assert values["L0"] == values["L0/mm"] + values["L0/store"] + values["L0/load"] == 240

@@ -193,4 +193,23 @@ class SideUpdater:
             moved = sync_relayout(relayout)
             if moved is not None:
                 forward = {"relayout": moved, "seq": next(self._seq)}
-        return update.graph_output(), update.state, forward, update.status
+        status = update.status
+        if synced_zoom and clamped(relayout, update.state):
+            detail = update.state.get("status_detail")
+            line = tl.status_line(tuple(update.state["view"]), detail) if isinstance(detail, str) else ""
+            status = f"{line} · {CLAMPED_NOTE}" if line else CLAMPED_NOTE
+        return update.graph_output(), update.state, forward, status
+
+
+#: Said under a graph that could not show the range the other graph asked for (this trace is shorter).
+CLAMPED_NOTE = "this trace is shorter: it shows the nearest range it has, not the other side's offsets"
+
+
+def clamped(relayout: Any, state: dict[str, Any]) -> bool:
+    """True when the view ``state`` shows differs from the range a forwarded zoom ``relayout`` asked for (by more
+    than a nanosecond): the trace is too short for it and the view was moved into it."""
+    asked = vp.view_from_relayout(relayout, int(state.get("origin") or 0))
+    view = state.get("view")
+    if asked is None or not isinstance(view, list) or len(view) != 2:
+        return False
+    return abs(int(view[0]) - asked[0]) > 1 or abs(int(view[1]) - asked[1]) > 1

@@ -188,6 +188,15 @@ def test_compare_timelines_follow_each_other(registry):
                                        state=state_b)
     assert state_b2["view"] == [100, 200]
     assert back is dash.no_update  # a forwarded zoom is not sent back
+    # a zoom B is too short to follow: B shows the nearest range it has, and says so
+    t1_end = registry.open("t1").time_range[1]
+    late = {"relayout": {"xaxis.range[0]": (t1_end + 50) / 1e9, "xaxis.range[1]": (t1_end + 150) / 1e9}, "seq": 9}
+    _, state_b3, _, status = sides.update("b", {"cmp-sync-b"}, pair=pair, size=size, relayout=None, synced=late,
+                                          state=state_b2)
+    assert state_b3["view"][1] <= t1_end and cl.CLAMPED_NOTE in status
+    _, _, _, plain = sides.update("b", {"cmp-sync-b"}, pair=pair, size=size, relayout=None, synced=fwd,
+                                  state=state_b3)
+    assert plain is dash.no_update or cl.CLAMPED_NOTE not in str(plain)
     # an echo of the same range on A moves nothing, so nothing is forwarded again
     echo = sides.update("a", {"cmp-graph-a"}, pair=pair, size=size, relayout=zoom, synced=None, state=state_a2)
     assert echo is None or echo[2] is dash.no_update

@@ -163,8 +163,8 @@ class SideUpdater:
         self._seq = itertools.count(1)
 
     def update(self, side: str, triggered: set[str], *, pair: Any, size: Any, relayout: Any, synced: Any,
-               state: Any) -> tuple[Any, Any, Any, Any] | None:
-        """``(figure, state, sync for the other side, status)`` after ``triggered`` (component ids); None when
+               state: Any) -> tuple[Any, Any, Any, Any, Any] | None:
+        """``(figure, state, sync for the other side, status, legend)`` after ``triggered`` (component ids); None when
         nothing changes.  Only a zoom the user made on this side is forwarded, and only when it moved the view
         (an echo of a forwarded zoom moves nothing, so the two graphs never ping-pong)."""
         if not isinstance(pair, dict) or check_pair(self.registry, pair.get("a"), pair.get("b")) is not None:
@@ -198,7 +198,8 @@ class SideUpdater:
             detail = update.state.get("status_detail")
             line = tl.status_line(tuple(update.state["view"]), detail) if isinstance(detail, str) else ""
             status = f"{line} · {CLAMPED_NOTE}" if line else CLAMPED_NOTE
-        return update.graph_output(), update.state, forward, status
+        legend = dash.no_update if update.legend is dash.no_update else tl.legend_children(update.legend)
+        return update.graph_output(), update.state, forward, status, legend
 
 
 #: Said under a graph that could not show the range the other graph asked for (this trace is shorter).

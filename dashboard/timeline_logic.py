@@ -229,6 +229,14 @@ def _legend_items(frame: StripFrame) -> list[dict[str, str]]:
             for slot, name in sorted(frame.legend.items(), key=lambda kv: (kv[1] == pal.OTHER, str(kv[1])))]
 
 
+def legend_children(items: list[dict[str, str]]) -> list[Any]:
+    """Swatches of the colours in view (the timeline's and the compare page's legends)."""
+    from dash import html
+
+    return [html.Span([html.Span(className="swatch", style={"background": it["colour"]}), it["name"]],
+                      className="legend-item") for it in items]
+
+
 def view_data(frame: StripFrame, rows: list[TimelineRow], origin_ns: int) -> dict[str, Any]:
     """What the browser's hover tooltip needs: row labels, legend names by slot, events when few are in view."""
     return {

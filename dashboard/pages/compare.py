@@ -52,6 +52,7 @@ def layout(ctx_: PageContext) -> Any:
         html.H3(f"{side.upper()}", id=f"cmp-title-{side}"),
         dcc.Graph(id=graph_id(side), figure=tl.empty_figure("loading…"), config=GRAPH_CONFIG),
         html.Div(id=f"cmp-status-{side}", className="status-line"),
+        html.Div(id=f"cmp-legend-{side}", className="legend"),
     ]) for side in SIDES]
     return html.Div(className="compare-page", children=[
         dcc.Store(id="cmp-pair"), dcc.Store(id="cmp-size"),
@@ -103,7 +104,7 @@ def _register_side(app: Dash, sides: cl.SideUpdater, side: str, other: str) -> N
     graph = graph_id(side)
 
     @app.callback(Output(graph, "figure"), Output(f"cmp-state-{side}", "data"), Output(f"cmp-sync-{other}", "data"),
-                  Output(f"cmp-status-{side}", "children"),
+                  Output(f"cmp-status-{side}", "children"), Output(f"cmp-legend-{side}", "children"),
                   Input("cmp-pair", "data"), Input("cmp-size", "data"), Input(graph, "relayoutData"),
                   Input(f"cmp-sync-{side}", "data"), State(f"cmp-state-{side}", "data"), prevent_initial_call=True)
     def _update(pair: Any, size: Any, relayout: Any, synced: Any, state: Any) -> Any:

@@ -176,7 +176,7 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
                                         initial_view=url_view(search))
         if update is None:
             raise dash.exceptions.PreventUpdate
-        legend = dash.no_update if update.legend is dash.no_update else legend_children(update.legend)
+        legend = dash.no_update if update.legend is dash.no_update else tl.legend_children(update.legend)
         link = tl.view_link(search, update.state)
         return (update.draw_payload(GRAPH_CONFIG), update.state, update.view, legend, update.status,
                 dash.no_update if link is None else link)
@@ -276,8 +276,3 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
             raise dash.exceptions.PreventUpdate
         return panel
 
-
-def legend_children(items: list[dict[str, str]]) -> list[Any]:
-    """Swatches of the colours in view."""
-    return [html.Span([html.Span(className="swatch", style={"background": it["colour"]}), it["name"]],
-                      className="legend-item") for it in items]

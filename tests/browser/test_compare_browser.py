@@ -49,6 +49,9 @@ def test_compare_page_stacks_two_synchronised_timelines(browser, compare_server)
         "var e = document.getElementById('cmp-total'); return e && e.textContent;"), "the total-time headline")
     assert "B is 1.67x slower" in total  # B runs 200 iterations, A 120
     assert browser.execute_script("return document.querySelectorAll('#cmp-delta-table tbody tr').length") > 0
+    for side in ("a", "b"):   # each timeline has its colour legend
+        wait_for(browser, lambda d, s=side: d.find_elements("css selector", f"#cmp-legend-{s} .legend-item"),
+                 f"the legend of {side}")
     console_errors(browser)  # start clean
 
     browser.execute_script(f"window.Plotly.relayout({_graph('a')}, "

@@ -174,27 +174,29 @@ def test_compare_timelines_follow_each_other(registry):
     sides = cl.SideUpdater(registry, lambda pair: CategoryPalette())
     pair = {"a": "t0", "b": "t1"}
     size = {"width": 600}
-    fig_a, state_a, fwd, _ = sides.update("a", {"cmp-pair"}, pair=pair, size=size, relayout=None, synced=None,
+    fig_a, state_a, fwd, _, legend_a = sides.update("a", {"cmp-pair"}, pair=pair, size=size, relayout=None, synced=None,
                                          state=None)
-    fig_b, state_b, _, _ = sides.update("b", {"cmp-pair"}, pair=pair, size=size, relayout=None, synced=None,
+    fig_b, state_b, _, _, _ = sides.update("b", {"cmp-pair"}, pair=pair, size=size, relayout=None, synced=None,
                                         state=None)
     assert fwd is dash.no_update and state_a["trace"] == "t0" and state_b["trace"] == "t1"
     assert fig_a.data[0].type == fig_b.data[0].type == "image" and len(fig_a.data) == 1  # strips, no lanes
+    names = [str(item.children[1]) for item in legend_a]         # each side has a colour legend
+    assert legend_a and "MATMUL" in names
     zoom = {"xaxis.range[0]": 1e-7, "xaxis.range[1]": 2e-7}
-    _, state_a2, fwd, _ = sides.update("a", {"cmp-graph-a"}, pair=pair, size=size, relayout=zoom, synced=None,
+    _, state_a2, fwd, _, _ = sides.update("a", {"cmp-graph-a"}, pair=pair, size=size, relayout=zoom, synced=None,
                                       state=state_a)
     assert state_a2["view"] == [100, 200] and fwd["relayout"] == zoom
-    _, state_b2, back, _ = sides.update("b", {"cmp-sync-b"}, pair=pair, size=size, relayout=None, synced=fwd,
+    _, state_b2, back, _, _ = sides.update("b", {"cmp-sync-b"}, pair=pair, size=size, relayout=None, synced=fwd,
                                        state=state_b)
     assert state_b2["view"] == [100, 200]
     assert back is dash.no_update  # a forwarded zoom is not sent back
     # a zoom B is too short to follow: B shows the nearest range it has, and says so
     t1_end = registry.open("t1").time_range[1]
     late = {"relayout": {"xaxis.range[0]": (t1_end + 50) / 1e9, "xaxis.range[1]": (t1_end + 150) / 1e9}, "seq": 9}
-    _, state_b3, _, status = sides.update("b", {"cmp-sync-b"}, pair=pair, size=size, relayout=None, synced=late,
+    _, state_b3, _, status, _ = sides.update("b", {"cmp-sync-b"}, pair=pair, size=size, relayout=None, synced=late,
                                           state=state_b2)
     assert state_b3["view"][1] <= t1_end and cl.CLAMPED_NOTE in status
-    _, _, _, plain = sides.update("b", {"cmp-sync-b"}, pair=pair, size=size, relayout=None, synced=fwd,
+    _, _, _, plain, _ = sides.update("b", {"cmp-sync-b"}, pair=pair, size=size, relayout=None, synced=fwd,
                                   state=state_b3)
     assert plain is dash.no_update or cl.CLAMPED_NOTE not in str(plain)
     # an echo of the same range on A moves nothing, so nothing is forwarded again

@@ -8,6 +8,7 @@ values a zoom changes, as typed arrays.  The lanes' data come from :mod:`profile
 
 from __future__ import annotations
 
+import html
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -61,15 +62,36 @@ def _wrapped(text: str, width: int = LABEL_LINE_CHARS) -> str:
     return "<br>".join(lines)
 
 
+def series_key(lane: Lane, width: int = LABEL_LINE_CHARS) -> str:
+    """The names of a lane's series, each in its line's colour, wrapped (``""`` for a lane of one series: its
+    title says it all)."""
+    if len(lane.series) < 2:
+        return ""
+    lines: list[list[str]] = [[]]
+    length = 0
+    for name in lane.series:
+        text = html.escape(str(name))
+        if lines[-1] and length + 1 + len(str(name)) > width:
+            lines.append([])
+            length = 0
+        colour = lane.colours.get(name, "#444")
+        lines[-1].append(f'<span style="color:{colour}">{text}</span>')
+        length += len(str(name)) + (1 if length else 0)
+    return "<br>".join(" ".join(parts) for parts in lines)
+
+
 def lane_title_annotations(lanes: Sequence[Lane], first_axis: int = 2,
                            tick_px: int = 34) -> list[dict[str, Any]]:
     """Each lane's title written horizontally in the left margin beside its lane, right-aligned like the rows'
     labels and wrapped to a few short lines (a vertical axis title longer than a short lane ran into its
-    neighbours).  ``tick_px``: room left for the lane's tick labels."""
+    neighbours), with its series' names in their colours when it has several.  ``tick_px``: room left for the
+    lane's tick labels."""
     out = []
     for k, lane in enumerate(lanes):
         axis = "y" if first_axis + k == 1 else f"y{first_axis + k}"
-        out.append({"text": _wrapped(lane.title), "xref": "paper", "x": 0, "xanchor": "right", "xshift": -tick_px,
+        key = series_key(lane)
+        text = _wrapped(lane.title) + (f"<br>{key}" if key else "")
+        out.append({"text": text, "xref": "paper", "x": 0, "xanchor": "right", "xshift": -tick_px,
                     "yref": f"{axis} domain", "y": 0.5, "yanchor": "middle", "showarrow": False,
                     "align": "right", "font": {"size": 9, "color": "#444"}})
     return out

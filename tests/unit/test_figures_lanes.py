@@ -167,3 +167,16 @@ def test_short_lanes_are_titled_horizontally_in_the_left_margin():
     assert all(max(len(line) for line in n["text"].split("<br>")) <= lanes.LABEL_LINE_CHARS for n in notes)
     axes = lanes.lane_axes([long, short], titles=False)
     assert "title" not in axes["yaxis2"] and "title" in lanes.lane_axes([long])["yaxis2"]
+
+
+def test_a_lane_of_several_series_names_them_in_their_colours():
+    busy = lanes.Lane("busy %", "%", np.array([10, 20]),
+                      {n: np.array([1.0, 2.0]) for n in ("Tensor", "Vector", "Scalar", "<b>x</b>")},
+                      colours={"Tensor": "#111111", "Vector": "#222222", "Scalar": "#333333"})
+    key = lanes.series_key(busy)
+    assert '<span style="color:#111111">Tensor</span>' in key and '<span style="color:#333333">Scalar</span>' in key
+    assert "&lt;b&gt;x&lt;/b&gt;" in key and "<b>" not in key          # names are text, never markup
+    assert key.count("<br>") >= 1                                        # wrapped to short lines
+    assert lanes.lane_title_annotations([busy])[0]["text"] == f"busy %<br>{key}"
+    one = lanes.Lane("DMA GB/s", "", np.array([10]), {"NC0": np.array([1.0])})
+    assert lanes.series_key(one) == "" and lanes.lane_title_annotations([one])[0]["text"] == "DMA GB/s"

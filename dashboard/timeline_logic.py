@@ -134,14 +134,14 @@ MAX_STATUS_CHARS = 200
 def view_link(search: str | None, state: dict[str, Any] | None) -> str | None:
     """The URL query of a link to the view ``state`` shows: ``search``'s values with ``start`` and ``end`` (ns) set
     to the view (None without a view)."""
-    from urllib.parse import parse_qsl, urlencode
+    from urllib.parse import urlencode
+
+    from dashboard.app import query_values  # (the app imports the pages, which import this module)
 
     view = as_time_range((state or {}).get("view"))
     if view is None:
         return None
-    values = dict(parse_qsl((search or "").lstrip("?")[:2000]))
-    values.update({"start": str(view[0]), "end": str(view[1])})
-    return "?" + urlencode(values)
+    return "?" + urlencode({**query_values(search), "start": str(view[0]), "end": str(view[1])})
 
 
 def clean_state(state: Any, trace_id: str) -> dict[str, Any] | None:
@@ -292,9 +292,6 @@ def status_line(view: tuple[int, int], detail: str) -> str:
     from profiler.figures.timefmt import format_duration
 
     return f"view {format_duration(view[1] - view[0])} · {detail}"
-
-
-
 
 
 def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, trigger: str,

@@ -58,7 +58,7 @@ def _guarded(method: F) -> F:
     """Run a public ``Trace`` method as one call of its cursor pool (see :meth:`Trace._call`)."""
     @functools.wraps(method)
     def run(self: Trace, *args: Any, **kwargs: Any) -> Any:
-        with self._pool.call():
+        with self._call():
             return method(self, *args, **kwargs)
 
     return run  # type: ignore[return-value]

@@ -90,16 +90,20 @@ def resolve_database(path: str | os.PathLike[str], *, force: bool = False,
         source = open_source(p)
     key = cache_key(source)
     db = cache_path(p)
-    info = None if force else stored_info(db)
-    if info is not None and info.get(dbs.INFO_CACHE_KEY) == key:
-        ingest_warnings.repeat(ingest_warnings.decode(info), already_shown=opened)
-        return db
-    with _ingest_lock(db):  # another thread or process may be ingesting the same input: wait for it, then reuse
+
+    def current() -> dict[str, str] | None:
+        """The cache entry's info when it answers for the input as it is now."""
         info = None if force else stored_info(db)
-        if info is not None and info.get(dbs.INFO_CACHE_KEY) == key:
-            ingest_warnings.repeat(ingest_warnings.decode(info), already_shown=opened)
-            return db
-        return ingest(source, db, cache_key=key, progress=progress, warned=opened)
+        return info if info is not None and info.get(dbs.INFO_CACHE_KEY) == key else None
+
+    info = current()
+    if info is None:
+        with _ingest_lock(db):  # another thread or process may be ingesting the same input: wait, then reuse it
+            info = current()
+            if info is None:
+                return ingest(source, db, cache_key=key, progress=progress, warned=opened)
+    ingest_warnings.repeat(ingest_warnings.decode(info), already_shown=opened)
+    return db
 
 
 #: One lock per cache entry for the threads of this process (the file lock below serializes processes).

@@ -58,11 +58,6 @@ class CursorPool:
         self._closing = False
         self._worker: ThreadPoolExecutor | None = None
 
-    @property
-    def closed(self) -> bool:
-        """True once :meth:`close` has begun."""
-        return self._closing
-
     def _closed_error(self, detail: str = "the trace is closed") -> QueryError:
         exc = QueryError(f"{self.db_path}: {detail}")
         exc.trace_closed = True  # type: ignore[attr-defined]

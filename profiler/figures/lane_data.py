@@ -159,6 +159,7 @@ def counter_lanes(trace: Any, counters: Sequence[dict[str, Any]], buffer: Any, w
         values = {series: _floats(table.column(column).take(pa.array(order)))
                   for series, column in COUNTER_SERIES.items()}
         x, values = _held_after_last_sample(trace, counter, x, values, starts=start[order], ends=end[order],
+                                            lasts=table.column(dbs.LAST_VALUE).take(pa.array(order)),
                                             window=(b0, b1, points))
         if not len(x):
             continue
@@ -174,11 +175,12 @@ def counter_lanes(trace: Any, counters: Sequence[dict[str, Any]], buffer: Any, w
 
 
 def _held_after_last_sample(trace: Any, counter: dict[str, Any], x: np.ndarray, values: dict[str, np.ndarray], *,
-                            starts: np.ndarray, ends: np.ndarray,
+                            starts: np.ndarray, ends: np.ndarray, lasts: pa.Array,
                             window: tuple[int, int, int]) -> tuple[np.ndarray, dict[str, Any]]:
     """``x`` and ``values`` at the last sample's value from the counter's last sample to the window's end: the
     buckets after it (undefined in the database) filled, and the grid continued to the window's end where the
-    buckets stop short of it (unchanged when the window ends before the last sample)."""
+    buckets stop short of it (unchanged when the window ends before the last sample).  ``lasts``: the buckets'
+    ``last_value`` (the bucket holding the last sample gives its value; only a window wholly after it asks)."""
     b0, b1, points = window
     last_ts = counter.get(ts.END_TS)
     if last_ts is None or b1 <= int(last_ts) or points < 1:
@@ -189,8 +191,12 @@ def _held_after_last_sample(trace: Any, counter: dict[str, Any], x: np.ndarray, 
     after = starts > last_ts
     if (next_start >= b1 or step <= 0) and not after.any():
         return x, values
-    held = trace.counter_window(last_ts, last_ts + 1, 1, tracks=[counter[dbs.TRACK_ID]])
-    last = _floats(held.column(dbs.LAST_VALUE)) if held.num_rows else np.array([np.nan])
+    holding = np.flatnonzero((starts <= last_ts) & (last_ts < ends))
+    if len(holding):
+        last = _floats(lasts.take(pa.array(holding[-1:])))
+    else:
+        held = trace.counter_window(last_ts, last_ts + 1, 1, tracks=[counter[dbs.TRACK_ID]])
+        last = _floats(held.column(dbs.LAST_VALUE)) if held.num_rows else np.array([np.nan])
     if not np.isfinite(last[-1]):
         return x, values
     if after.any():

@@ -368,24 +368,24 @@ def test_a_writer_process_that_fell_behind_writes_the_same_trace(tmp_path, monke
     assert TraceReader(tmp_path / "process").recording_complete
 
 
-def test_a_bad_message_after_waiting_chunks_keeps_their_rows(tmp_path, monkeypatch):
-    """The writer process's serve loop, run here on a pipe holding three chunks and then a message it cannot read:
-    it merges the chunks waiting, fails on the bad message with a one-message error to its parent, and the trace
-    keeps every row of the chunks read before it (marked incomplete)."""
+def _feed_serve(path, chunks, core, *, tail=()):
+    """A pipe to a writer process's serve loop holding ``setup``, then ``chunks`` as ProcessEmitter.submit sends
+    them without a ring, then the messages of ``tail``; fed from a thread (the pipe holds far less than a few
+    chunks) that has filled it by the time this returns.  Returns (inbox, outbox, answers, feeder)."""
     import threading
     import time
     from multiprocessing.connection import Pipe
 
-    from tracer.sim import cost_model, emit_child
+    from tracer.sim import cost_model
     from tracer.sim.emit_process import encode_template, split_chunk
 
-    chunks, core = _chunks_of("matmul_naive", {"M": 2048, "N": 2048, "K": 2048}, monkeypatch)
     to_child, inbox = Pipe()
     outbox, from_child = Pipe()
-    def feed():  # a thread: the pipe holds far less than three chunks
-        to_child.send(("setup", str(tmp_path / "t"), False, {}, cost_model("trn2")))
+
+    def feed():
+        to_child.send(("setup", str(path), False, {}, cost_model("trn2")))
         sent = [0, 0, 0]
-        for chunk in chunks[:3]:  # as ProcessEmitter.submit sends them without a ring
+        for chunk in chunks:
             new = [encode_template(t) for t in core.templates[sent[0]:chunk.n_templates]]
             variants = [(v.uid, v.emit_table) for v in core.variants[sent[1]:chunk.n_variants]]
             names = core.names[sent[2]:chunk.n_names]
@@ -394,20 +394,66 @@ def test_a_bad_message_after_waiting_chunks_keeps_their_rows(tmp_path, monkeypat
             to_child.send(("chunk", new, variants, names, header, None))
             for buf in buffers:
                 to_child.send_bytes(buf)
-        to_child.send(("chunk", "not a chunk message"))
+        for msg in tail:
+            to_child.send(msg)
         to_child.close()
 
     feeder = threading.Thread(target=feed, daemon=True)
     feeder.start()
-    time.sleep(0.5)  # the three chunks wait in the pipe (the feeder blocks on a full pipe until serve reads)
+    time.sleep(0.5)  # the chunks wait in the pipe (the feeder blocks on a full pipe until serve reads)
+    return inbox, outbox, from_child, feeder
+
+
+def test_a_bad_message_after_waiting_chunks_keeps_their_rows(tmp_path, monkeypatch):
+    """The writer process's serve loop, run here on a pipe holding three chunks and then a message it cannot read:
+    it merges the chunks waiting, fails on the bad message with a one-message error to its parent, and the trace
+    keeps every row of the chunks read before it (marked incomplete)."""
+    from tracer.sim import emit_child
+
+    chunks, core = _chunks_of("matmul_naive", {"M": 2048, "N": 2048, "K": 2048}, monkeypatch)
+    inbox, outbox, answers, feeder = _feed_serve(tmp_path / "t", chunks[:3], core,
+                                                 tail=[("chunk", "not a chunk message")])
     monkeypatch.setattr(emit_child.signal, "signal", lambda *args: None)  # see the compression-threads test
     assert emit_child.serve(inbox, outbox) == 1
     feeder.join(timeout=10)
-    assert from_child.recv()[0] == "error"
+    assert answers.recv()[0] == "error"
     reader = TraceReader(tmp_path / "t")
     assert not reader.recording_complete
     ids = reader.read_table("Instruction").column("id").to_pylist()
     assert ids == list(range(sum(len(c) for c in chunks[:3])))
+
+
+def test_near_the_end_the_writer_writes_each_chunk_out_before_taking_the_next(tmp_path, monkeypatch):
+    """Chunks the simulation marks as near the predicted end are written out to disk as soon as they are built,
+    even with the next chunk already waiting: when the last one comes, only its own work is left (not a table's
+    buffer that fills up to its batch size right then).  Chunks of the run's middle stay buffered."""
+    import dataclasses
+
+    from tracer.sim import emit_child
+    from tracer.sim.emitter import Emitter
+
+    chunks, core = _chunks_of("matmul_naive", {"M": 2048, "N": 2048, "K": 2048}, monkeypatch)
+    assert len(chunks) >= 6
+    chunks = [dataclasses.replace(c, ending=i >= 3) for i, c in enumerate(chunks[:6])]
+    buffered_at_emit = []
+    real_emit = Emitter.emit
+
+    def emit(self, chunk):
+        buffered_at_emit.append(sum(s.pending_rows for s in self.writer._sinks.values()))
+        real_emit(self, chunk)
+
+    monkeypatch.setattr(Emitter, "emit", emit)
+    monkeypatch.setattr(emit_child, "MERGE_ROWS", 1)  # one chunk per emit, though all are waiting
+    inbox, outbox, answers, feeder = _feed_serve(tmp_path / "t", chunks, core, tail=[("close", True)])
+    monkeypatch.setattr(emit_child.signal, "signal", lambda *args: None)  # see the compression-threads test
+    assert emit_child.serve(inbox, outbox) == 0
+    feeder.join(timeout=10)
+    assert answers.recv() == ("done",)
+    assert len(buffered_at_emit) == 6
+    assert all(n > 0 for n in buffered_at_emit[1:4])  # the middle's chunks wait in the buffers
+    assert buffered_at_emit[4:] == [0, 0]  # each chunk near the end was written before the next was built
+    ids = TraceReader(tmp_path / "t").read_table("Instruction").column("id").to_pylist()
+    assert ids == list(range(sum(len(c) for c in chunks)))
 
 
 def test_a_chunk_travels_as_its_buffers_and_header(monkeypatch):

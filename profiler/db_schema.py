@@ -15,7 +15,8 @@ from tracer import schema as ts
 
 #: Version of the trnprof DuckDB layout, MAJOR.MINOR, stored in the database's ``trnprof_info`` table.
 #: 2.0: ``lod.value_sum``, ``counter_lod``, ``track.value_name``; keyed tables clustered by track in chunks.
-DB_FORMAT_VERSION = "2.0"
+#: 3.0: spans are keyed by their depth too (``track.span_depth``): each nesting level of a thread is a track of its own.
+DB_FORMAT_VERSION = "3.0"
 
 TRACK_ID = "track_id"
 TABLE = "table_name"
@@ -60,6 +61,7 @@ MAX_DUR_NS = "max_dur_ns"
 LOD_MIN_LEVEL = "lod_min_level"      # finest level stored in ``lod`` for the track (null: no index)
 OVERLAPPING = "overlapping"          # true when two of the track's intervals overlap
 VALUE_NAME = "value_name"            # column whose per-event values lod.value_sum integrates (null: none)
+SPAN_DEPTH = "span_depth"            # span tracks: the depth of their slices (a thread has a track per depth)
 
 #: ``lod`` columns.
 LEVEL = "level"                      # bucket width is 2**level ns
@@ -83,6 +85,7 @@ TRACK = pa.schema([
     pa.field("group_name", pa.string()),     # e.g. NeuronCore 0, or a process
     pa.field("sort_order", pa.int64(), nullable=False),
     pa.field(TABLE, pa.string(), nullable=False),  # table of its rows: Instruction, DmaPacket, slice, Counter
+    pa.field(SPAN_DEPTH, pa.int32()),        # span tracks: the depth of their slices (null: other kinds)
 ])
 
 #: ``track`` as stored: :data:`TRACK` plus the statistics the ingest computes per track.

@@ -348,7 +348,8 @@ SPAN = TableSpec(
         *_interval_columns(),
         _c(NAME, _DICT, "span name, e.g. mlp.up_proj or aten::matmul", req=True),
         _c(CATEGORY, _DICT, "kind of span: layer, operator, kernel, or the Chrome 'cat' field"),
-        _c(DEPTH, _I32, "nesting depth on its row, 0 = outermost"),
+        _c(DEPTH, _I32, "nesting depth on its row, 0 = outermost; spans of one row and depth do not overlap (a "
+           "recording puts its pipelined layers and operators on lanes: depth 1, 2, ... of their row)"),
         _c(PARENT_ID, _I64, "id of the enclosing span"),
         _c(TRACK_GROUP, _DICT, "row group, e.g. 'NeuronCore 0' or a process"),
         _c(TRACK_NAME, _DICT, "row, e.g. 'operator' or a thread"),

@@ -8,9 +8,13 @@ table           key                                        kind
 ==============  =========================================  =============
 Instruction     (pcore_idx, engine)                        ``engine``
 DmaPacket       (pcore_idx, queue_name)                    ``dma_queue``
-Span -> slice   (pcore_idx, track_group, track_name)       ``span``
+Span -> slice   (pcore_idx, track_group, track_name, depth) ``span``
 Counter         (pcore_idx, track_group, name)             ``counter``
 ==============  =========================================  =============
+
+A span row of a thread is split by depth: each nesting level is a track of its own (the same ``name``, its
+``depth`` in ``track.span_depth``), so nested slices are drawn on rows of their own, Perfetto-style, at every zoom
+level, and every level has its own index.
 """
 
 from __future__ import annotations
@@ -39,7 +43,8 @@ TRACK_KEYS: dict[str, TrackKeySpec] = {
     ts.INSTRUCTION.name: TrackKeySpec(ts.INSTRUCTION.name, ts.INSTRUCTION.name, "engine", (ts.PCORE_IDX, ts.ENGINE)),
     ts.DMA_PACKET.name: TrackKeySpec(ts.DMA_PACKET.name, ts.DMA_PACKET.name, "dma_queue",
                                      (ts.PCORE_IDX, ts.QUEUE_NAME)),
-    ts.SPAN.name: TrackKeySpec(ts.SPAN.name, dbs.SLICE_TABLE, "span", (ts.PCORE_IDX, ts.TRACK_GROUP, ts.TRACK_NAME)),
+    ts.SPAN.name: TrackKeySpec(ts.SPAN.name, dbs.SLICE_TABLE, "span",
+                               (ts.PCORE_IDX, ts.TRACK_GROUP, ts.TRACK_NAME, ts.DEPTH)),
     ts.COUNTER.name: TrackKeySpec(ts.COUNTER.name, ts.COUNTER.name, "counter", (ts.PCORE_IDX, ts.TRACK_GROUP, ts.NAME)),
 }
 
@@ -103,7 +108,11 @@ class TrackRegistry:
             (table, key), _ = item
             spec = TRACK_KEYS[table]
             core = key[0] if key[0] is not None else -1
-            return (core, _KIND_RANK.get(spec.kind, 99), _name_rank(spec, key), tuple(str(k) for k in key[1:]))
+            if spec.kind == "span":  # a thread's depths together, in numeric order
+                rest: tuple[object, ...] = (str(key[1]), str(key[2]), _depth(key) or 0)
+            else:
+                rest = tuple(str(k) for k in key[1:])
+            return (core, _KIND_RANK.get(spec.kind, 99), _name_rank(spec, key), rest)
         ranked = sorted(self.keys.items(), key=order)
         return {tid: position for position, (_, tid) in enumerate(ranked)}
 
@@ -114,7 +123,9 @@ class TrackRegistry:
         for (table, key), tid in self.keys.items():
             spec = TRACK_KEYS[table]
             core = key[0]
+            depth = None
             if spec.kind == "span":
+                depth = _depth(key) or 0
                 group, name = key[1], key[2]
                 name = name if name is not None else (group if group is not None else "spans")
             elif spec.kind == "counter":
@@ -124,9 +135,15 @@ class TrackRegistry:
             if group is None and core is not None:
                 group = f"NeuronCore {core}"
             rows.append({dbs.TRACK_ID: tid, dbs.CORE: core, dbs.KIND: spec.kind, ts.NAME: str(name),
-                         dbs.GROUP_NAME: group, dbs.SORT_ORDER: order[tid], dbs.TABLE: spec.db_table})
+                         dbs.GROUP_NAME: group, dbs.SORT_ORDER: order[tid], dbs.TABLE: spec.db_table,
+                         dbs.SPAN_DEPTH: depth})
         rows.sort(key=lambda r: r[dbs.TRACK_ID])
         return rows
+
+
+def _depth(key: tuple[object, ...]) -> int | None:
+    """The depth of a span track's key (None when its rows have none)."""
+    return None if len(key) < 4 or key[3] is None else int(key[3])  # type: ignore[call-overload]
 
 
 def _unique_inverse(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

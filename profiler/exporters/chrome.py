@@ -71,12 +71,25 @@ class _Threads:
         self._name: dict[int, str] = {}
         self._position: dict[int, int] = {}
         self._lanes: dict[tuple[int, int], int] = {}
+        #: Track id of a thread's deeper nesting level -> the track id of its first level (the thread's own).
+        self.level_of: dict[int, int] = {}
         #: (database table, row id) -> tid, for flow endpoints that went to a lane thread.
         self.row_tid: dict[tuple[str, int], int] = {}
         pid_of_group: dict[str, int] = {}
         tracks = trace.tracks().to_pylist()
         self._next_tid = len(tracks) + 1
+        # the nesting levels of one thread are tracks of their own in the database (track.span_depth), one thread here
+        level_of = self.level_of = {}
+        first_level: dict[tuple[Any, ...], int] = {}
+        for t in sorted(tracks, key=lambda t: t.get(dbs.SPAN_DEPTH) or 0):
+            if t.get(dbs.SPAN_DEPTH) is not None:
+                base = first_level.setdefault((t[dbs.CORE], t[dbs.GROUP_NAME], t[ts.NAME], t[dbs.KIND]),
+                                              t[dbs.TRACK_ID])
+                if base != t[dbs.TRACK_ID]:
+                    level_of[t[dbs.TRACK_ID]] = base
         for position, t in enumerate(tracks):
+            if t[dbs.TRACK_ID] in level_of:
+                continue
             group = t[dbs.GROUP_NAME] or "trace"
             p = pid_of_group.get(group)
             if p is None:
@@ -94,6 +107,9 @@ class _Threads:
                                   "args": {"name": t[ts.NAME]}})
                 self.meta.append({"ph": "M", "name": "thread_sort_index", "pid": p, "tid": position + 1,
                                   "args": {"sort_index": position * 1000}})
+        for level, base in level_of.items():
+            self.pid[level], self.tid[level] = self.pid[base], self.tid[base]
+            self._name[level], self._position[level] = self._name[base], self._position[base]
 
     def lane_tids(self, track: np.ndarray, lane: np.ndarray) -> np.ndarray:
         """tid of each (track, lane); lane 0 is the track's own thread."""
@@ -229,9 +245,11 @@ def _intervals(trace: Trace, w: _Writer, table: str, *, sql: tuple[str, str, str
         pids = np.array([threads.pid.get(int(k), 0) for k in keys], np.int64)[inverse] if len(keys) else track
         s = np.asarray(page.column("s"))
         e = np.asarray(page.column("e"))
-        # Slices carry their own nesting (lanes of overlapping slices are flagged by depth without parent);
-        # instructions and packets are laid out here.
-        lane = _lanes(track, s, e) if table != dbs.SLICE_TABLE else np.zeros(len(s), np.int64)
+        # A thread's nesting levels (tracks of their own) go back to its thread; rows that overlap without nesting
+        # there (instructions and packets of one queue, pipelined layers' spans) are laid out on lane threads.
+        if threads.level_of:
+            track = np.array([threads.level_of.get(t, t) for t in track.tolist()], np.int64)
+        lane = _lanes(track, s, e)
         tids = threads.lane_tids(track, lane)
         if len(endpoints) and (lane > 0).any():
             ids = np.asarray(page.column("i"))

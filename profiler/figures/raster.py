@@ -34,6 +34,8 @@ _ENGINE_KIND = "engine"
 _COUNTER_KIND = "counter"
 #: Span track holding the layer each instruction belongs to (colour-by-layer at coarse zoom).
 LAYER_TRACK_NAME = ts.LAYER
+#: Marks the depth in the label of a span row's deeper levels: ``thread 12 (python) ›3``.
+DEPTH_MARK = "›"
 
 
 class WindowLike(Protocol):
@@ -104,9 +106,13 @@ def timeline_rows(tracks: pa.Table, collapse_dma: bool | Collection[int | None] 
 
     rows: list[TimelineRow] = []
     dma_row_index: dict[int | None, int] = {}
+    top = _top_depths(recs)
     for r in recs:
         core, kind, name = r["core"], r["kind"], r[ts.NAME]
         group = r["group_name"] or (f"NeuronCore {core}" if core is not None else "host")
+        depth = r.get(dbs.SPAN_DEPTH)
+        if kind == _SPAN_KIND and depth is not None and depth > top[(core, r["group_name"], name)]:
+            name = f"{name} {DEPTH_MARK}{depth}"  # a nesting level of a thread (or a lane of a row) below its first
         if kind == _DMA_KIND and collapsed(core):
             if core in dma_row_index:
                 i = dma_row_index[core]
@@ -121,12 +127,30 @@ def timeline_rows(tracks: pa.Table, collapse_dma: bool | Collection[int | None] 
     return rows
 
 
+def _top_depths(recs: Sequence[dict[str, Any]]) -> dict[tuple[Any, Any, Any], int]:
+    """The first (lowest) depth of each span row's tracks, by (core, group, name)."""
+    top: dict[tuple[Any, Any, Any], int] = {}
+    for r in recs:
+        depth = r.get(dbs.SPAN_DEPTH)
+        if r["kind"] == _SPAN_KIND and depth is not None:
+            key = (r["core"], r["group_name"], r[ts.NAME])
+            top[key] = min(depth, top.get(key, depth))
+    return top
+
+
 def row_labels(rows: Sequence[TimelineRow]) -> list[str]:
-    """Y-axis labels: the row name, prefixed with its core where a trace has several groups."""
+    """Y-axis labels: the row name, prefixed with its core where a trace has several groups (not on the deeper
+    levels of a span row, which follow their first level)."""
     groups = {r.group for r in rows}
     if len(groups) <= 1:
         return [r.label for r in rows]
-    return [f"{_short_group(r.group)} · {r.label}" for r in rows]
+    labels = []
+    for i, r in enumerate(rows):
+        base = r.label.split(f" {DEPTH_MARK}")[0]
+        follows = i > 0 and r.kind == _SPAN_KIND and r.label != base and rows[i - 1].group == r.group \
+            and rows[i - 1].label.split(f" {DEPTH_MARK}")[0] == base
+        labels.append(r.label if follows else f"{_short_group(r.group)} · {r.label}")
+    return labels
 
 
 def _short_group(group: str) -> str:
@@ -346,9 +370,13 @@ def rasterize(window: WindowLike, rows: Sequence[TimelineRow], palette: pal.Cate
 
     if colour_by == "layer":
         for row in rows:
-            if row.kind == _SPAN_KIND and row.label == LAYER_TRACK_NAME:
+            # the layer row's lanes (pipelined layers overlap): a pixel takes the first lane's layer busy there
+            if row.kind == _SPAN_KIND and (row.label == LAYER_TRACK_NAME
+                                           or row.label.startswith(f"{LAYER_TRACK_NAME} {DEPTH_MARK}")):
                 tid = row.track_ids[0]
-                layer_slots[row.core] = np.where(per_track_busy[tid] > 0, per_track_slots[tid], pal.OTHER_SLOT)
+                lane = np.where(per_track_busy[tid] > 0, per_track_slots[tid], pal.OTHER_SLOT)
+                have = layer_slots.get(row.core)
+                layer_slots[row.core] = lane if have is None else np.where(have == pal.OTHER_SLOT, lane, have)
         _apply_layer_fallback(rows, per_track_slots, tracks_with_events, layer_slots)
 
     for i, row in enumerate(rows):

@@ -114,19 +114,68 @@ def test_chrome_export_nests_every_thread_for_perfetto(source_trace, tmp_path):
                              "a.id < b.id AND a.start_ts < b.end_ts AND b.start_ts < a.end_ts").fetchall()[0][0]
     assert overlapping > 0                       # the fixture really has packets in flight together
     doc = json.loads((tmp_path / "t.json").read_text())
-    threads: dict[tuple[int, int], list[tuple[float, float]]] = {}
+    _assert_threads_nest(doc)
+    lanes = [e for e in doc["traceEvents"] if e["ph"] == "M" and "lane_of" in e.get("args", {})]
+    assert lanes and all(e["args"]["name"].startswith("qSyncIO") for e in lanes)
+
+
+def _assert_threads_nest(doc: dict) -> None:
+    """The X events of every (pid, tid) of a Chrome trace nest."""
+    threads: dict[tuple[int, int], list[tuple[int, int]]] = {}
     for e in doc["traceEvents"]:
-        if e["ph"] == "X":
-            threads.setdefault((e["pid"], e["tid"]), []).append((e["ts"], e["ts"] + e["dur"]))
+        if e["ph"] == "X":  # exact ns (the file's µs have three decimals)
+            start = round(e["ts"] * 1000)
+            threads.setdefault((e["pid"], e["tid"]), []).append((start, start + round(e["dur"] * 1000)))
     for key, spans in threads.items():
-        stack: list[float] = []
+        stack: list[int] = []
         for s, e in sorted(spans, key=lambda x: (x[0], -x[1])):
             while stack and stack[-1] <= s:
                 stack.pop()
-            assert not stack or e <= stack[-1] + 1e-9, key
+            assert not stack or e <= stack[-1], key
             stack.append(e)
-    lanes = [e for e in doc["traceEvents"] if e["ph"] == "M" and "lane_of" in e.get("args", {})]
-    assert lanes and all(e["args"]["name"].startswith("qSyncIO") for e in lanes)
+
+
+def test_chrome_export_puts_a_threads_nesting_levels_back_on_its_thread(tmp_path):
+    """Each depth of a thread is a track of its own in the database; exported, they are one thread again (the
+    nesting Perfetto draws), and imported back, the same depths."""
+    events = [
+        {"ph": "M", "name": "thread_name", "pid": 1, "tid": 2, "args": {"name": "main"}},
+        {"ph": "X", "name": "step", "pid": 1, "tid": 2, "ts": 0, "dur": 100},
+        {"ph": "X", "name": "fwd", "pid": 1, "tid": 2, "ts": 10, "dur": 30},
+        {"ph": "X", "name": "matmul", "pid": 1, "tid": 2, "ts": 20, "dur": 5},
+        {"ph": "X", "name": "bwd", "pid": 1, "tid": 2, "ts": 50, "dur": 40},
+    ]
+    (tmp_path / "in.json").write_text(json.dumps(events))
+    query = "SELECT s.name, s.depth, k.name, k.span_depth FROM slice s JOIN track k USING (track_id) ORDER BY ALL"
+    with _open(tmp_path / "in.json") as db:
+        assert db.sql(query).fetchall() == [("bwd", 1, "main", 1), ("fwd", 1, "main", 1), ("matmul", 2, "main", 2),
+                                             ("step", 0, "main", 0)]
+        export_chrome(db, tmp_path / "out.json")
+    doc = json.loads((tmp_path / "out.json").read_text())
+    placed = {e["name"]: (e["pid"], e["tid"]) for e in doc["traceEvents"] if e["ph"] == "X"}
+    assert len(set(placed.values())) == 1
+    names = [e["args"]["name"] for e in doc["traceEvents"] if e["ph"] == "M" and e["name"] == "thread_name"]
+    assert names == ["main"]
+    with _open(tmp_path / "out.json") as back:
+        assert back.sql(query).fetchall() == [("bwd", 1, "main", 1), ("fwd", 1, "main", 1),
+                                              ("matmul", 2, "main", 2), ("step", 0, "main", 0)]
+
+
+def test_chrome_export_of_pipelined_layers_nests_every_thread(tmp_path):
+    """A recording's layers and operators overlap without nesting (they run pipelined) and lie on lanes: exported,
+    each row's lanes that overlap go to lane threads, so every thread nests for Perfetto."""
+    from tracer.sim import run_kernel
+
+    run_kernel("mlp", {"layers": 3}, trace_path=tmp_path / "t.trace")
+    with _open(tmp_path / "t.trace") as db:
+        lanes = db.sql("SELECT count(*) FROM track WHERE kind = 'span' AND span_depth > 0").fetchall()[0][0]
+        export_chrome(db, tmp_path / "t.json")
+    assert lanes >= 1
+    doc = json.loads((tmp_path / "t.json").read_text())
+    _assert_threads_nest(doc)
+    span_lanes = [e for e in doc["traceEvents"] if e["ph"] == "M" and "lane_of" in e.get("args", {})
+                  and e["args"]["name"] in ("layer", "operator")]
+    assert span_lanes
 
 
 def test_parquet_export_then_import_gives_the_same_tables(source_trace, tmp_path):

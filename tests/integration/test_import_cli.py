@@ -27,10 +27,19 @@ def test_ingest_real_pytorch_trace(tmp_path, capsys):
     assert main(["ingest", str(src), "-o", str(db), "--quiet"]) == 0
     assert capsys.readouterr().err == ""
     with profiler.open(db) as t:
-        tracks = {(r["group_name"], r["name"]): r["event_count"] for r in t.tracks().to_pylist()}
-        assert tracks[("pyper:trainer:0:0 (GPU 0)", "stream 7")] == 1052
-        assert tracks[("pyper:trainer:0:0 (CPU)", "thread 4037 (python3.8)")] == 1828
-        assert t.sql("SELECT max(depth) FROM slice").fetchall()[0][0] >= 5
+        tracks: dict[tuple[str, str], dict[int, int]] = {}
+        for r in t.tracks().to_pylist():
+            tracks.setdefault((r["group_name"], r["name"]), {})[r["span_depth"]] = r["event_count"]
+        assert tracks[("pyper:trainer:0:0 (GPU 0)", "stream 7")] == {0: 1052}
+        # a thread's nesting levels are tracks of their own: one per depth, the same name
+        thread = tracks[("pyper:trainer:0:0 (CPU)", "thread 4037 (python3.8)")]
+        assert sorted(thread) == list(range(11)) and sum(thread.values()) == 1828
+        per_depth = dict(t.sql("SELECT depth, count(*) FROM slice s JOIN track k USING (track_id) "
+                               "WHERE k.name = 'thread 4037 (python3.8)' GROUP BY ALL").fetchall())
+        assert per_depth == thread
+        assert t.sql("SELECT count(*) FROM slice s JOIN track k USING (track_id) WHERE s.depth <> k.span_depth")\
+            .fetchall() == [(0,)]
+        assert not any(r["overlapping"] for r in t.tracks().to_pylist() if r["kind"] == "span")
         assert t.metadata["tool_version"].endswith("import of Chrome trace JSON")
 
 

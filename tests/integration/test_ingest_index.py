@@ -102,7 +102,7 @@ def test_interval_index_equals_the_builder_on_each_track_alone(mixed_db):
     con = mixed_db
     tracks = con.execute("SELECT track_id, table_name, name, lod_min_level, value_name FROM track "
                          "WHERE kind <> 'counter'").fetchall()
-    assert len(tracks) == 6
+    assert len(tracks) == 7  # 3 engines, 2 queues, and the span row's two depths
     assert {t[1] for t in tracks} == {"Instruction", "DmaPacket", "slice"}
     for tid, table, name, k_min, value_name in tracks:
         label = {"Instruction": "opcode", "DmaPacket": "coalesce(variable, queue_name)", "slice": "name"}[table]
@@ -143,6 +143,16 @@ def test_counter_index_equals_the_builder_on_each_counter_alone(mixed_db):
                                        np.asarray(expected.column(col).to_pylist(), float), rtol=1e-12)
 
 
+def test_nested_spans_get_a_track_per_depth(mixed_db):
+    """The outer and inner spans of one row overlap (each inner lies in an outer); each depth is a track of the
+    same name, its depth in span_depth, so neither track overlaps itself and both are drawn in full."""
+    rows = mixed_db.execute("SELECT t.name, t.span_depth, t.event_count, t.overlapping, min(s.name), max(s.name) "
+                            "FROM track t JOIN slice s USING (track_id) GROUP BY ALL ORDER BY 2").fetchall()
+    assert rows == [("spans", 0, 40, False, "outer", "outer"), ("spans", 1, 40, False, "inner", "inner")]
+    kinds = dict(mixed_db.execute("SELECT kind, count(span_depth) FROM track GROUP BY ALL").fetchall())
+    assert kinds == {"engine": 0, "dma_queue": 0, "counter": 0, "span": 2}
+
+
 def test_track_statistics_and_storage_order(mixed_db):
     con = mixed_db
     stats = con.execute("""
@@ -158,7 +168,7 @@ def test_track_statistics_and_storage_order(mixed_db):
                         SELECT track_id, start_ts, end_ts, id FROM DmaPacket UNION ALL
                         SELECT track_id, start_ts, end_ts, id FROM slice))
             GROUP BY track_id) x USING (track_id)""").fetchall()
-    assert len(stats) == 6
+    assert len(stats) == 7
     for row in stats:
         assert row[1:5] == row[6:10] and bool(row[5]) == bool(row[10]), row
     # Rows are clustered: each chunk (here >= 700 rows) is stored in (track, start, id) order.

@@ -16,8 +16,8 @@ from profiler.figures.timeline import timeline_figure
 
 
 def _tracks(*rows):
-    keys = ("track_id", "core", "kind", "name", "group_name", "sort_order", "table_name")
-    return pa.Table.from_pylist([dict(zip(keys, r, strict=True)) for r in rows], schema=dbs.TRACK)
+    keys = ("track_id", "core", "kind", "name", "group_name", "sort_order", "table_name", "span_depth")
+    return pa.Table.from_pylist([dict(zip(keys, r, strict=False)) for r in rows], schema=dbs.TRACK)
 
 
 TRACKS = _tracks(
@@ -125,6 +125,42 @@ def test_layer_mode_uses_event_layer_and_layer_track_for_buckets():
     assert set(pal.decode(frame.codes[0])[0].tolist()) == {palette.slot("mlp")}
     # Vector only has buckets: coloured by the layer running at each pixel on the layer track.
     assert pal.decode(frame.codes[1])[0].tolist() == [palette.slot("attn")] * 2 + [palette.slot("mlp")] * 2
+
+
+def test_a_rows_span_depths_are_rows_of_their_own_labelled_below_the_first():
+    tracks = _tracks(
+        (1, None, "span", "thread 7", "trainer", 0, "slice", 0),
+        (2, None, "span", "thread 7", "trainer", 1, "slice", 1),
+        (3, None, "span", "thread 7", "trainer", 2, "slice", 2),
+        (4, None, "span", "thread 8", "trainer", 3, "slice", 0),
+        (5, 0, "span", "operator", "NeuronCore 0", 4, "slice", 1),   # an older trace: one depth, not the first
+        (6, 0, "engine", "Tensor", "NeuronCore 0", 5, "Instruction"),
+    )
+    rows = timeline_rows(tracks)
+    by_id = {r.track_ids[0]: r.label for r in rows}
+    assert by_id == {1: "thread 7", 2: "thread 7 ›1", 3: "thread 7 ›2", 4: "thread 8", 5: "operator",
+                     6: "Tensor"}
+
+
+def test_layer_mode_reads_every_lane_of_the_layer_row():
+    """Pipelined layers overlap, so the layer row has two lanes (tracks): a pixel with only buckets takes the layer
+    of the first lane busy there."""
+    tracks = _tracks(
+        (1, 0, "engine", "Tensor", "NeuronCore 0", 0, "Instruction"),
+        (2, 0, "engine", "Vector", "NeuronCore 0", 1, "Instruction"),
+        (5, 0, "span", "layer", "NeuronCore 0", 20, "slice", 0),
+        (7, 0, "span", "layer", "NeuronCore 0", 21, "slice", 1),
+    )
+    rows = timeline_rows(tracks)
+    assert [r.label for r in rows] == ["Tensor", "Vector", "layer", "layer ›1"]
+    w = _window(0, 40, 10,
+                events=[{"track_id": 5, "id": 9, "start_ts": 0, "end_ts": 10, "name": "attn", "table_name": "slice"},
+                        {"track_id": 7, "id": 10, "start_ts": 5, "end_ts": 40, "name": "mlp", "table_name": "slice"}],
+                buckets=[{"track_id": 2, "start_ts": 10 * i, "end_ts": 10 * i + 10, "busy_ns": 10, "count": 5,
+                          "longest_id": 1, "top_name": "ACT"} for i in range(4)])
+    palette = pal.CategoryPalette(["attn", "mlp"])
+    frame = rasterize(w, rows, palette, "layer")
+    assert pal.decode(frame.codes[1])[0].tolist() == [palette.slot("attn")] + [palette.slot("mlp")] * 3
 
 
 def test_collapsed_dma_row_shows_busiest_queue():

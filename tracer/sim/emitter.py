@@ -70,6 +70,7 @@ class Emitter:
         self.t_dma: list[tuple[int, ...]] = []
         self.t_group: list[int] = []
         self.seg_edges = SegmentEdges()
+        self.span_lanes = SpanLanes()
         self.shape_ids: dict[tuple[Any, ...], int] = {}
         self.pc = np.zeros(len(ENGINE_NAMES), np.int64)
         self.seq: dict[int, int] = {}
@@ -425,7 +426,7 @@ class Emitter:
             schema.ID: i64(ch.p_id), schema.START_TS: start, schema.END_TS: end, schema.DURATION_NS: end - start,
             schema.NAME: names_column(np.frombuffer(ch.p_name, np.int32).astype(np.int64), names, self.strings),
             schema.CATEGORY: names_column(cat, names, self.strings),
-            schema.DEPTH: np.frombuffer(ch.p_depth, np.int32),
+            schema.DEPTH: self.span_lanes.assign(cat, start, end),
             schema.PARENT_ID: pa.array(parent, mask=parent < 0),
             schema.TRACK_GROUP: dict_column(np.zeros(n, np.int64), self.strings((TRACK_GROUP,))),
             schema.TRACK_NAME: names_column(cat, names, self.strings),
@@ -443,6 +444,33 @@ class Emitter:
             schema.TRACK_GROUP: dict_column(np.zeros(n, np.int64), self.strings((TRACK_GROUP,))),
             schema.PCORE_IDX: np.zeros(n, np.int64),
         })
+
+
+class SpanLanes:
+    """The ``depth`` of each Span row: its lane on its timeline row (one row per category: layer, operator).
+
+    Spans of one row overlap when the kernel's layers or operators run pipelined (the next one's first instruction
+    starts before the previous one's last ends), or when a scope nests in one of its own category.  Each span, in
+    the order the scopes closed (the same however the rows are cut into chunks), takes the lowest lane free at its
+    start, so spans of one lane never overlap; the profiler draws every lane as a row of its own.
+    """
+
+    def __init__(self) -> None:
+        #: Per row (category code): the end of the last span on each lane.
+        self.ends: dict[int, list[int]] = {}
+
+    def assign(self, row: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+        """int32 lane of each span (``row``: its category code)."""
+        lane = np.zeros(len(row), np.int32)
+        for k in range(len(row)):
+            ends = self.ends.setdefault(int(row[k]), [])
+            s, e = int(start[k]), int(end[k])
+            j = next((i for i, busy_until in enumerate(ends) if busy_until <= s), len(ends))
+            if j == len(ends):
+                ends.append(e)
+            ends[j] = e
+            lane[k] = j
+        return lane
 
 
 def _intern(codes: dict[str, int], value: str) -> int:

@@ -1,0 +1,62 @@
+"""A real PyTorch trace in headless Chromium: each nesting level of a thread is a row of its own, and a legend of
+hundreds of names scrolls instead of pushing the timeline out of view."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.browser.conftest import Server, console_errors, wait_for, wait_idle
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(180)]
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "pytorch"
+GRAPH = "document.querySelector('#timeline-graph .js-plotly-plot')"
+
+
+def _ticktext(driver):
+    return driver.execute_script(f"return {GRAPH} && {GRAPH}._fullLayout && {GRAPH}._fullLayout.yaxis "
+                                 f"&& {GRAPH}._fullLayout.yaxis.ticktext;")
+
+
+@pytest.fixture(scope="module")
+def pytorch_timeline(browser, tmp_path_factory):
+    from dashboard.app import create_app
+
+    src = tmp_path_factory.mktemp("pytorch") / "rank0.json.gz"
+    shutil.copy(DATA / "sampled_rank-0.json.gz", src)
+    app = create_app([src])
+    app.trnprof_registry.open("t0")
+    server = Server(app)
+    browser.get(server.url + "/")
+    wait_for(browser, _ticktext, "the timeline rows")
+    wait_idle(browser)
+    yield browser
+    server.stop()
+    app.trnprof_registry.close()
+
+
+def test_a_threads_nesting_levels_are_rows_under_it(pytorch_timeline):
+    labels = _ticktext(pytorch_timeline)
+    first = labels.index("pyper:trainer:0:0 (CPU) · thread 4037 (python3.8)")
+    deeper = [f"thread 4037 (python3.8) ›{d}" for d in range(1, 11)]
+    assert labels[first + 1:first + 11] == deeper, labels
+    # the row of depth 3 draws that level's slices: a pixel of it is busy, and its hover names the row
+    row = first + 3
+    text = wait_for(pytorch_timeline, lambda d: d.execute_script(
+        f"var g = {GRAPH}, r = g._fullLayout.xaxis.range;"
+        f"for (var i = 0; i <= 400; i++) {{ var t = window.trnprofHoverText({row}, r[0] + (r[1] - r[0]) * i / 400);"
+        "  if (t && t.indexOf('idle') < 0) return t; } return null;"), "a busy pixel on the depth-3 row")
+    assert "thread 4037 (python3.8) ›3" in text.splitlines()[:2], text
+    assert console_errors(pytorch_timeline) == []
+
+
+def test_a_legend_of_many_names_scrolls_and_the_rows_stay_in_view(pytorch_timeline):
+    legend = pytorch_timeline.find_element("id", "tl-legend")
+    sizes = pytorch_timeline.execute_script(
+        "var l = arguments[0]; return [l.clientHeight, l.scrollHeight, l.children.length];", legend)
+    assert sizes[2] > 20 and sizes[1] > sizes[0] and sizes[0] <= 90, sizes
+    top = pytorch_timeline.execute_script(f"return {GRAPH}.getBoundingClientRect().top;")
+    assert top < pytorch_timeline.execute_script("return window.innerHeight;") / 2

@@ -23,8 +23,9 @@ from profiler.figures.timefmt import TIME_AXIS, ns_to_axis
 ROW_HEIGHT_PX = 22
 #: White gap between two rows of the same core, in pixels.
 ROW_GAP_PX = 2
-#: Margins of the timeline figure (the left one holds the row labels).
-MARGIN = {"l": 170, "r": 16, "t": 8, "b": 36}
+#: Margins of the timeline figure (px): the left one holds the row labels, the top one the modebar (which would
+#: otherwise cover the first row's right end, all of it in a narrow window).
+MARGIN = {"l": 170, "r": 16, "t": 30, "b": 36}
 #: Axis setting that spares plotly measuring every tick label against the figure's edges on every redraw.
 NO_LABEL_CHECK = {"ticklabeloverflow": "allow"}
 #: Vertical gap above each lane, in pixels.

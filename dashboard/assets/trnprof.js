@@ -62,6 +62,44 @@
   }
   window.trnprofFmtTime = fmtTime;
 
+  // Deep zoom far from the trace's start: where the time axis's own labels would need more than OFFSET_DIGITS
+  // significant digits to tell its ticks apart ("1.23456725s"), the first tick reads its time and the others
+  // their offset from it ("1.23456720 s", "+50 ns", "+100 ns", ...), as Perfetto labels them.  `r0`, `r1`: the
+  // axis range (seconds since the trace's start); null where the axis's own labels read well.
+  var OFFSET_DIGITS = 6;
+  function offsetTicks(r0, r1, widthPx) {
+    var span = r1 - r0;
+    if (!(span > 0) || !isFinite(r0) || !isFinite(r1)) return null;
+    var raw = span / Math.max(2, Math.floor(widthPx / 110));
+    var p = Math.pow(10, Math.floor(Math.log10(raw))), m = raw / p;
+    var step = (m <= 1 ? 1 : m <= 2 ? 2 : m <= 5 ? 5 : 10) * p;
+    if (Math.log10(Math.max(Math.abs(r0), Math.abs(r1)) / step) + 1 <= OFFSET_DIGITS) return null;
+    var first = Math.ceil(r0 / step - 1e-6) * step, stepNs = step * 1e9;
+    var vals = [], text = [];
+    for (var k = 0; first + k * step <= r1 + step * 1e-6 && k < 100; k++) {
+      vals.push(first + k * step);
+      text.push(k === 0 ? fmtTime(first * 1e9, stepNs) : "+" + fmtTime(k * stepNs, stepNs));
+    }
+    return {vals: vals, text: text};
+  }
+  window.trnprofOffsetTicks = offsetTicks;
+
+  // After each redraw: offset ticks where they are needed, plotly's own labels elsewhere (one relayout of the
+  // ticks when that changes, none when it does not).
+  function syncTicks(gd) {
+    var xa = gd._fullLayout && gd._fullLayout.xaxis;
+    if (!xa || !xa.range || !window.Plotly) return;
+    var r0 = Number(xa.range[0]), r1 = Number(xa.range[1]), width = xa._length || plotWidth();
+    var ticks = offsetTicks(r0, r1, width);
+    var arrayMode = !!(gd.layout.xaxis && gd.layout.xaxis.tickmode === "array");
+    var key = r0 + ":" + r1 + ":" + width;
+    if (ticks ? arrayMode && gd.__trnprofTicks === key : !arrayMode) return;
+    gd.__trnprofTicks = key;
+    window.Plotly.relayout(gd, ticks ? {"xaxis.tickmode": "array", "xaxis.tickvals": ticks.vals,
+                                        "xaxis.ticktext": ticks.text}
+                                     : {"xaxis.tickmode": "auto", "xaxis.tickvals": null, "xaxis.ticktext": null});
+  }
+
   function plotWidth() {
     var c = document.getElementById("timeline-container");
     var w = c ? c.clientWidth : window.innerWidth;
@@ -212,8 +250,10 @@
     gd.on("plotly_relayout", function (ev) {
       if (!ev) return;
       var out = {}, any = false;
-      Object.keys(ev).forEach(function (k) { if (k.indexOf("xaxis.") === 0) { out[k] = ev[k]; any = true; } });
-      if (!any) return;   // our own shape changes, y-only or drag-mode changes
+      Object.keys(ev).forEach(function (k) {
+        if (k === "xaxis.autorange" || k.indexOf("xaxis.range") === 0) { out[k] = ev[k]; any = true; }
+      });
+      if (!any) return;   // our own shape and tick changes, y-only or drag-mode changes
       out.seq = ++eventSeq;
       setProps("tl-relayout", out);
     });
@@ -226,6 +266,7 @@
       if (!ev || !ev.range || !ev.range.x) return;
       setProps("tl-range", {range: {x: ev.range.x}, seq: ++eventSeq});
     });
+    gd.on("plotly_afterplot", function () { setTimeout(function () { syncTicks(gd); }, 0); });
     gd.on("plotly_hover", showTooltip);
     gd.on("plotly_unhover", hideTooltip);
   }
@@ -300,6 +341,7 @@
             }
             window.Plotly.react(el, fig.data || [], fig.layout || {}, payload.config || {}).then(function () {
               bindEvents(el);
+              syncTicks(el);   // (the first draw's afterplot came before its handler)
             });
           } else if (payload.kind === "update" && el.data) {
             applyUpdate(el, payload);

@@ -14,6 +14,8 @@ pytestmark = [pytest.mark.browser, pytest.mark.timeout(180)]
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "pytorch"
 GRAPH = "document.querySelector('#timeline-graph .js-plotly-plot')"
+#: The first timestamp of sampled_rank-0.json.gz (ns).
+_TRACE_START = 1_682_725_897_226_747_000
 
 
 def _ticktext(driver):
@@ -60,3 +62,23 @@ def test_a_legend_of_many_names_scrolls_and_the_rows_stay_in_view(pytorch_timeli
     assert sizes[2] > 20 and sizes[1] > sizes[0] and sizes[0] <= 90, sizes
     top = pytorch_timeline.execute_script(f"return {GRAPH}.getBoundingClientRect().top;")
     assert top < pytorch_timeline.execute_script("return window.innerHeight;") / 2
+
+
+def test_deep_zoom_far_from_the_start_labels_ticks_as_offsets(pytorch_timeline):
+    """At 300 ns in view 1.23 s into the trace, plotly's own labels read 1.2345672s, 1.23456725s, ...; the axis
+    labels its first tick with its time and the others as offsets from it.  Zoomed out again, plotly's labels."""
+    driver = pytorch_timeline
+    url = driver.current_url.split("?")[0]
+    start = _TRACE_START + 1_234_567_000
+    driver.get(f"{url}?start={start}&end={start + 300}")
+    labels = wait_for(driver, lambda d: d.execute_script(
+        f"var g = {GRAPH}; return g && g._fullLayout && g.layout.xaxis && g.layout.xaxis.tickmode === 'array' "
+        "&& g._fullLayout.xaxis.ticktext;"), "offset tick labels")
+    assert labels[0] == "1.23456720 s" and labels[1:4] == ["+50 ns", "+100 ns", "+150 ns"], labels
+    # near the start of the trace, or zoomed out, the axis's own labels
+    assert driver.execute_script("return window.trnprofOffsetTicks(0.000001, 0.000002, 1000);") is None
+    driver.find_element("tag name", "body").send_keys("r")
+    wait_for(driver, lambda d: d.execute_script(
+        f"var g = {GRAPH}; return g && g.layout.xaxis && g.layout.xaxis.tickmode !== 'array' "
+        "&& g._fullLayout.xaxis.range[1] > 3;"), "plotly's own labels after the reset")
+    assert console_errors(driver) == []

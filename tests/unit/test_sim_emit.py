@@ -427,39 +427,6 @@ def test_a_bad_message_after_waiting_chunks_keeps_their_rows(tmp_path, monkeypat
     assert ids == list(range(sum(len(c) for c in chunks[:3])))
 
 
-def test_near_the_end_the_writer_writes_each_chunk_out_before_taking_the_next(tmp_path, monkeypatch):
-    """Chunks the simulation marks as near the predicted end are written out to disk as soon as they are built,
-    even with the next chunk already waiting: when the last one comes, only its own work is left (not a table's
-    buffer that fills up to its batch size right then).  Chunks of the run's middle stay buffered."""
-    import dataclasses
-
-    from tracer.sim import emit_child
-    from tracer.sim.emitter import Emitter
-
-    chunks, core = _chunks_of("matmul_naive", {"M": 2048, "N": 2048, "K": 2048}, monkeypatch)
-    assert len(chunks) >= 6
-    chunks = [dataclasses.replace(c, ending=i >= 3) for i, c in enumerate(chunks[:6])]
-    buffered_at_emit = []
-    real_emit = Emitter.emit
-
-    def emit(self, chunk):
-        buffered_at_emit.append(sum(s.pending_rows for s in self.writer._sinks.values()))
-        real_emit(self, chunk)
-
-    monkeypatch.setattr(Emitter, "emit", emit)
-    monkeypatch.setattr(emit_child, "MERGE_ROWS", 1)  # one chunk per emit, though all are waiting
-    inbox, outbox, answers, feeder = _feed_serve(tmp_path / "t", chunks, core, tail=[("close", True)])
-    monkeypatch.setattr(emit_child.signal, "signal", lambda *args: None)  # see the compression-threads test
-    assert emit_child.serve(inbox, outbox) == 0
-    feeder.join(timeout=10)
-    assert answers.recv() == ("done",)
-    assert len(buffered_at_emit) == 6
-    assert all(n > 0 for n in buffered_at_emit[1:4])  # the middle's chunks wait in the buffers
-    assert buffered_at_emit[4:] == [0, 0]  # each chunk near the end was written before the next was built
-    ids = TraceReader(tmp_path / "t").read_table("Instruction").column("id").to_pylist()
-    assert ids == list(range(sum(len(c) for c in chunks)))
-
-
 def test_a_chunk_travels_as_its_buffers_and_header(monkeypatch):
     """What the writer process is sent of a chunk (split_chunk: its columns in CHUNK_COLUMNS order, its marshalled
     producers, its header) puts the same chunk together again; parts that are not a chunk's are refused."""

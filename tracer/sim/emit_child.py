@@ -165,11 +165,6 @@ def serve(inbox: Connection, outbox: Connection, ring: RingReader | None = None)
                 raise
             emitter.emit(chunk)
             ending = chunk.ending
-            if ending:
-                # the run ends soon: write every row out as soon as it is built, even when the next chunk is
-                # waiting, so that what is left to do once the last chunk comes is that chunk alone (otherwise a
-                # table's buffer, filling up to its batch size, can be written right then: ~12 ms for Instruction)
-                writer.flush(min_rows=1)
         if closing is not None and closing[0] == "close":
             complete = bool(closing[1])
     except BaseException as exc:

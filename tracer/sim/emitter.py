@@ -462,14 +462,20 @@ class SpanLanes:
     def assign(self, row: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
         """int32 lane of each span (``row``: its category code)."""
         lane = np.zeros(len(row), np.int32)
-        for k in range(len(row)):
-            ends = self.ends.setdefault(int(row[k]), [])
-            s, e = int(start[k]), int(end[k])
-            j = next((i for i, busy_until in enumerate(ends) if busy_until <= s), len(ends))
-            if j == len(ends):
-                ends.append(e)
-            ends[j] = e
-            lane[k] = j
+        for r in np.unique(row).tolist():  # rows are independent: each in one pass over its spans
+            at = np.flatnonzero(row == r)
+            ends = self.ends.setdefault(r, [])
+            lanes = []
+            for s, e in zip(start[at].tolist(), end[at].tolist(), strict=True):
+                for j, busy_until in enumerate(ends):
+                    if busy_until <= s:
+                        ends[j] = e
+                        lanes.append(j)
+                        break
+                else:
+                    lanes.append(len(ends))
+                    ends.append(e)
+            lane[at] = lanes
         return lane
 
 

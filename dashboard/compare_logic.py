@@ -140,18 +140,24 @@ def compare_outputs(registry: TraceRegistry, diffs: DiffCache, a: Any, b: Any, *
                     by_only: bool = False) -> tuple[Any, ...]:
     """What the page shows for the pair (A, B): the pair store (no_update when only the grouping changed), the
     headline, the charts, the delta view and the two timeline titles; an error panel instead when they cannot be
-    compared."""
+    compared.  Traces the analyses cannot compare (a host-only PyTorch trace) still get their timelines side by
+    side, under the panel saying why there are no analyses."""
     problem = check_pair(registry, a, b)
     if problem is not None:
         return None, html.Div(problem, className="error-panel", id="cmp-error"), [], [], "A", "B"
     labels = (registry.entry(a).label, registry.entry(b).label)
+    pair = dash.no_update if by_only else {"a": a, "b": b}
     try:
         result = diffs.get(registry, a, b)
     except TrnprofError as exc:
-        return None, html.Div(public_message(exc), className="error-panel", id="cmp-error"), [], [], "A", "B"
-    pair = dash.no_update if by_only else {"a": a, "b": b}
+        return (pair, html.Div(f"No comparison of the analyses: {public_message(exc)}", className="error-panel",
+                               id="cmp-error"), [], [], f"A: {labels[0]}", f"B: {labels[1]}")
     return (pair, headline(result, labels), charts(result, labels), delta_view(result, str(by)),
             f"A: {labels[0]}", f"B: {labels[1]}")
+
+
+#: What a compare timeline shows while the pickers name no pair it can draw.
+NO_PAIR = "choose two different served traces"
 
 
 class SideUpdater:
@@ -168,6 +174,8 @@ class SideUpdater:
         nothing changes.  Only a zoom the user made on this side is forwarded, and only when it moved the view
         (an echo of a forwarded zoom moves nothing, so the two graphs never ping-pong)."""
         if not isinstance(pair, dict) or check_pair(self.registry, pair.get("a"), pair.get("b")) is not None:
+            if "cmp-pair" in triggered:  # no pair to draw: say so rather than keep "loading…"
+                return tl.empty_figure(NO_PAIR), None, dash.no_update, "", []
             return None
         trace_id = pair[side]
         own_zoom, synced_zoom = False, False

@@ -202,8 +202,32 @@ def test_compare_timelines_follow_each_other(registry):
     # an echo of the same range on A moves nothing, so nothing is forwarded again
     echo = sides.update("a", {"cmp-graph-a"}, pair=pair, size=size, relayout=zoom, synced=None, state=state_a2)
     assert echo is None or echo[2] is dash.no_update
-    assert sides.update("a", {"cmp-pair"}, pair={"a": "t0", "b": "t0"}, size=size, relayout=None, synced=None,
+    # a pair that cannot be drawn: the timelines say so (not "loading…" for ever)
+    refused = sides.update("a", {"cmp-pair"}, pair=None, size=size, relayout=None, synced=None, state=state_a2)
+    assert refused is not None and cl.NO_PAIR in str(refused[0].layout) and refused[1] is None
+    assert sides.update("a", {"cmp-graph-a"}, pair={"a": "t0", "b": "t0"}, size=size, relayout=zoom, synced=None,
                         state=None) is None
+
+
+def test_traces_the_analyses_cannot_compare_still_get_their_timelines(tmp_path):
+    """A device trace beside a host-only PyTorch trace: no diff, but both timelines, under the reason."""
+    import shutil
+
+    host = tmp_path / "rank0.json.gz"
+    shutil.copy(Path(__file__).resolve().parents[1] / "data" / "pytorch" / "sampled_rank-0.json.gz", host)
+    reg = TraceRegistry([write_handmade(tmp_path / "a.trace"), host])
+    try:
+        pair, headline, charts, deltas, title_a, title_b = cl.compare_outputs(reg, cl.DiffCache(), "t0", "t1",
+                                                                              by="opcode")
+        assert pair == {"a": "t0", "b": "t1"} and (title_a, title_b) == ("A: a", "B: rank0.json.gz")
+        assert headline.id == "cmp-error" and "no instructions or DMA packets" in _text(headline)
+        assert charts == [] and deltas == []
+        sides = cl.SideUpdater(reg, lambda pair: CategoryPalette())
+        fig_b, state_b, *_ = sides.update("b", {"cmp-pair"}, pair=pair, size={"width": 600}, relayout=None,
+                                          synced=None, state=None)
+        assert state_b["trace"] == "t1" and fig_b.data[0].type == "image"
+    finally:
+        reg.close()
 
 
 def test_what_a_recommendation_stands_to_gain_never_reads_as_1x_faster():

@@ -60,6 +60,10 @@ class TimelineRow:
     group: str
     #: Category of the whole row in the engine colour mode.
     engine_category: str
+    #: A span row's track name (its label without the level mark), and how many levels below the row's first
+    #: it lies (0: the first; a thread's nested slices, a recording's lanes of pipelined layers: 1, 2, ...).
+    span_name: str = ""
+    level: int = 0
 
     @property
     def collapsed(self) -> bool:
@@ -111,8 +115,12 @@ def timeline_rows(tracks: pa.Table, collapse_dma: bool | Collection[int | None] 
         core, kind, name = r["core"], r["kind"], r[ts.NAME]
         group = r["group_name"] or (f"NeuronCore {core}" if core is not None else "host")
         depth = r.get(dbs.SPAN_DEPTH)
-        if kind == _SPAN_KIND and depth is not None and depth > top[(core, r["group_name"], name)]:
-            name = f"{name} {DEPTH_MARK}{depth}"  # a nesting level of a thread (or a lane of a row) below its first
+        if kind == _SPAN_KIND:
+            level = 0 if depth is None else depth - top[(core, r["group_name"], name)]
+            label = f"{name} {DEPTH_MARK}{depth}" if level else name
+            rows.append(TimelineRow(label, (r[dbs.TRACK_ID],), kind, core, group, _engine_category(kind, name),
+                                    span_name=name, level=level))
+            continue
         if kind == _DMA_KIND and collapsed(core):
             if core in dma_row_index:
                 i = dma_row_index[core]
@@ -146,9 +154,7 @@ def row_labels(rows: Sequence[TimelineRow]) -> list[str]:
         return [r.label for r in rows]
     labels = []
     for i, r in enumerate(rows):
-        base = r.label.split(f" {DEPTH_MARK}")[0]
-        follows = i > 0 and r.kind == _SPAN_KIND and r.label != base and rows[i - 1].group == r.group \
-            and rows[i - 1].label.split(f" {DEPTH_MARK}")[0] == base
+        follows = r.level > 0 and i > 0 and rows[i - 1].group == r.group and rows[i - 1].span_name == r.span_name
         labels.append(r.label if follows else f"{_short_group(r.group)} · {r.label}")
     return labels
 
@@ -371,8 +377,7 @@ def rasterize(window: WindowLike, rows: Sequence[TimelineRow], palette: pal.Cate
     if colour_by == "layer":
         for row in rows:
             # the layer row's lanes (pipelined layers overlap): a pixel takes the first lane's layer busy there
-            if row.kind == _SPAN_KIND and (row.label == LAYER_TRACK_NAME
-                                           or row.label.startswith(f"{LAYER_TRACK_NAME} {DEPTH_MARK}")):
+            if row.kind == _SPAN_KIND and row.span_name == LAYER_TRACK_NAME:
                 tid = row.track_ids[0]
                 lane = np.where(per_track_busy[tid] > 0, per_track_slots[tid], pal.OTHER_SLOT)
                 have = layer_slots.get(row.core)

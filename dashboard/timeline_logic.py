@@ -39,6 +39,8 @@ DEFAULT_WIDTH_PX = 1200
 MAX_WIDTH_PX = 4096
 MIN_WIDTH_PX = 100
 
+#: The span-level limits offered above the graph (besides "all"): a deep stack's levels can run to hundreds of rows.
+SPAN_LEVEL_CHOICES: tuple[int, ...] = (1, 2, 3, 4, 6, 8, 12, 16)
 #: Triggers that always rebuild the whole figure (others rebuild only when rows, colours or width changed).
 REBUILD_TRIGGERS = frozenset({"trace", "initial"})
 
@@ -51,12 +53,21 @@ class TimelineOptions:
     expand_dma: bool = False
     #: Highlight the critical path (:mod:`profiler.analyses.critical_path`) over the strips.
     critical_path: bool = False
+    #: Levels shown of each span row (a thread's nested slices): one of :data:`SPAN_LEVEL_CHOICES`, None for all.
+    span_levels: int | None = None
 
     @classmethod
-    def parse(cls, colour_by: Any, expand: Any, critical_path: Any = False) -> TimelineOptions:
+    def parse(cls, colour_by: Any, expand: Any, critical_path: Any = False,
+              span_levels: Any = None) -> TimelineOptions:
         """Options from the raw component values (anything unexpected falls back to the default)."""
         colour = colour_by if colour_by in pal.COLOUR_MODES else "opcode"
-        return cls(colour, bool(expand) and expand not in ("false", "0"), critical_path is True)
+        levels = span_levels if span_levels in SPAN_LEVEL_CHOICES and not isinstance(span_levels, bool) else None
+        return cls(colour, bool(expand) and expand not in ("false", "0"), critical_path is True, levels)
+
+    @property
+    def rows_key(self) -> tuple[bool, int | None]:
+        """What the rows depend on."""
+        return self.expand_dma, self.span_levels
 
 
 @dataclass
@@ -158,6 +169,7 @@ def clean_state(state: Any, trace_id: str) -> dict[str, Any] | None:
         "colour_by": state.get("colour_by") if isinstance(state.get("colour_by"), str) else None,
         "expand_dma": state.get("expand_dma") is True,
         "critical_path": state.get("critical_path") is True,
+        "span_levels": state.get("span_levels") if state.get("span_levels") in SPAN_LEVEL_CHOICES else None,
         "width": as_int(state.get("width"), MIN_WIDTH_PX, MAX_WIDTH_PX),
         "buffer": state.get("buffer"),   # vp.Buffer.from_dict checks it
         "seq": as_int(state.get("seq"), 0, 2**53) or 0,
@@ -187,7 +199,7 @@ def nav_range(nav: Any) -> tuple[int, int] | None:
 
 def rows_for(trace: Any, options: TimelineOptions) -> list[TimelineRow]:
     """The timeline rows of ``trace`` under ``options``."""
-    return timeline_rows(trace.tracks(), collapse_dma=not options.expand_dma)
+    return timeline_rows(trace.tracks(), collapse_dma=not options.expand_dma, span_levels=options.span_levels)
 
 
 class TraceLayout:
@@ -197,7 +209,7 @@ class TraceLayout:
     def __init__(self, trace: Any) -> None:
         self.trace = trace
         self.time_range: tuple[int, int] = (int(trace.time_range[0]), int(trace.time_range[1]))
-        self._rows: dict[bool, list[TimelineRow]] = {}
+        self._rows: dict[tuple[bool, int | None], list[TimelineRow]] = {}
         self._counters: list[dict[str, Any]] | None = None
 
     @property
@@ -209,9 +221,9 @@ class TraceLayout:
 
     def rows(self, options: TimelineOptions) -> list[TimelineRow]:
         """The rows under ``options`` (computed on first use)."""
-        if options.expand_dma not in self._rows:
-            self._rows[options.expand_dma] = rows_for(self.trace, options)
-        return self._rows[options.expand_dma]
+        if options.rows_key not in self._rows:
+            self._rows[options.rows_key] = rows_for(self.trace, options)
+        return self._rows[options.rows_key]
 
 
 def _expect_few(prev: dict[str, Any] | None, buffer: vp.Buffer | None, plan: vp.Buffer) -> bool:
@@ -337,6 +349,7 @@ def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, 
     origin = t_range[0]
     same_structure = (prev is not None and prev.get("colour_by") == options.colour_by
                       and bool(prev.get("expand_dma")) == options.expand_dma and prev.get("width") == width
+                      and prev.get("span_levels") == options.span_levels
                       and bool(prev.get("critical_path")) == options.critical_path)
     rebuild = prev is None or not same_structure or trigger in REBUILD_TRIGGERS
     buffer = vp.Buffer.from_dict(prev.get("buffer")) if prev else None
@@ -363,6 +376,7 @@ def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, 
     new_state: dict[str, Any] = {
         "trace": trace_id, "view": list(view), "width": width, "origin": origin,
         "colour_by": options.colour_by, "expand_dma": options.expand_dma, "critical_path": options.critical_path,
+        "span_levels": options.span_levels,
         "buffer": buffer.to_dict() if buffer else None, "seq": (prev or {}).get("seq", 0) + 1,
     }
     if prev is not None and not rebuild:

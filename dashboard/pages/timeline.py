@@ -62,6 +62,10 @@ def layout(ctx_: PageContext) -> Any:
                           inline=True, className="radio"),
             dcc.Checklist(id="cp-toggle", options=[{"label": "critical path", "value": "on"}], value=[],
                           inline=True, className="radio"),
+            html.Label("span levels", htmlFor="span-levels", className="toolbar-label"),
+            dcc.Dropdown(id="span-levels", options=[{"label": "all", "value": "all"}, *[
+                {"label": str(n), "value": n} for n in tl.SPAN_LEVEL_CHOICES]], value="all", clearable=False,
+                searchable=False, className="levels-dropdown"),
             html.Button("Reset zoom", id="tl-reset", n_clicks=0, className="btn", title="show the whole trace (R)"),
             html.Button("Summarize view", id="tl-summarize", n_clicks=0, className="btn",
                         title="summary of the visible range (box-select for a sub-range)"),
@@ -119,7 +123,8 @@ def _trace(registry: TraceRegistry, search: str | None) -> tuple[str, Any]:
 
 #: Component id -> trigger name, in priority order (several inputs can change in one call).
 _TRIGGERS = (("url", "trace"), ("tl-size", "size"), ("colour-by", "options"), ("dma-expand", "options"),
-             ("cp-toggle", "options"), ("tl-reset", "reset"), ("tl-nav", "nav"), ("tl-relayout", "relayout"))
+             ("cp-toggle", "options"), ("span-levels", "options"), ("tl-reset", "reset"), ("tl-nav", "nav"),
+             ("tl-relayout", "relayout"))
 
 
 def trigger_name(triggered_prop_ids: Any) -> str:
@@ -152,12 +157,12 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
         Output("tl-legend", "children"), Output("tl-status", "children"), Output("tl-link", "href"),
         Input("url", "search"), Input("tl-size", "data"), Input("tl-relayout", "data"),
         Input("colour-by", "value"), Input("dma-expand", "value"), Input("tl-reset", "n_clicks"),
-        Input("tl-nav", "data"), Input("cp-toggle", "value"),
+        Input("tl-nav", "data"), Input("cp-toggle", "value"), Input("span-levels", "value"),
         State("tl-state", "data"),
         prevent_initial_call=True,
     )
     def _update(search: str | None, size: Any, relayout: Any, colour_by: Any, expand: Any, _reset: Any,  # noqa: PLR0917
-                nav: Any, critical: Any, state: Any) -> Any:
+                nav: Any, critical: Any, levels: Any, state: Any) -> Any:
         trigger = trigger_name(ctx.triggered_prop_ids)
         try:
             trace_id, trace = _trace(registry, search)
@@ -165,7 +170,8 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
             return {"kind": "figure", "figure": tl.empty_figure(str(exc)), "config": GRAPH_CONFIG, "seq": -1}, \
                 None, None, [], str(exc), dash.no_update
         width = size.get("width") if isinstance(size, dict) else None
-        options = tl.TimelineOptions.parse(colour_by, is_checked(expand, "expand"), is_checked(critical, "on"))
+        options = tl.TimelineOptions.parse(colour_by, is_checked(expand, "expand"), is_checked(critical, "on"),
+                                           levels)
         with registry.lock(trace_id):
             if trace_id not in layouts or layouts[trace_id].trace is not trace:
                 layouts[trace_id] = tl.TraceLayout(trace)

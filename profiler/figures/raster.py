@@ -84,7 +84,8 @@ def _engine_category(kind: str, name: str) -> str:
     return "Host"
 
 
-def timeline_rows(tracks: pa.Table, collapse_dma: bool | Collection[int | None] = False) -> list[TimelineRow]:
+def timeline_rows(tracks: pa.Table, collapse_dma: bool | Collection[int | None] = False, *,
+                  span_levels: int | None = None) -> list[TimelineRow]:
     """The rows of the timeline, in display order, from the ``track`` table.
 
     Counter tracks are left out (they are drawn as lanes).  Rows are grouped by core, then ordered by the
@@ -93,6 +94,8 @@ def timeline_rows(tracks: pa.Table, collapse_dma: bool | Collection[int | None] 
     Args:
         tracks: a table with the columns of :data:`profiler.db_schema.TRACK`.
         collapse_dma: True to collapse every core's DMA queues into one row, or the cores whose queues collapse.
+        span_levels: show at most this many levels of each span row (a thread's outermost slices and the ones
+            nested in them, ...; None: every level).
 
     Returns:
         The rows, top to bottom.
@@ -117,6 +120,8 @@ def timeline_rows(tracks: pa.Table, collapse_dma: bool | Collection[int | None] 
         depth = r.get(dbs.SPAN_DEPTH)
         if kind == _SPAN_KIND:
             level = 0 if depth is None else depth - top[(core, r["group_name"], name)]
+            if span_levels is not None and level >= span_levels:
+                continue
             label = f"{name} {DEPTH_MARK}{depth}" if level else name
             rows.append(TimelineRow(label, (r[dbs.TRACK_ID],), kind, core, group, _engine_category(kind, name),
                                     span_name=name, level=level))

@@ -82,3 +82,24 @@ def test_deep_zoom_far_from_the_start_labels_ticks_as_offsets(pytorch_timeline):
         f"var g = {GRAPH}; return g && g.layout.xaxis && g.layout.xaxis.tickmode !== 'array' "
         "&& g._fullLayout.xaxis.range[1] > 3;"), "plotly's own labels after the reset")
     assert console_errors(driver) == []
+
+
+def test_the_span_levels_picker_limits_each_threads_rows(pytorch_timeline):
+    driver = pytorch_timeline
+    driver.get(driver.current_url.split("?")[0])
+    wait_for(driver, _ticktext, "the timeline rows")
+    wait_idle(driver)
+    assert "thread 4037 (python3.8) ›10" in _ticktext(driver)
+    driver.find_element("id", "span-levels").click()
+    option = wait_for(driver, lambda d: next((e for e in d.find_elements(
+        "xpath", "//*[@id='span-levels']//*[normalize-space(text())='2'] | //*[@role='option'][normalize-space(.)='2']")
+        if e.is_displayed()), None), "the picker's options")
+    option.click()
+
+    def two_levels(d):
+        labels = _ticktext(d) or []
+        return labels if "thread 4037 (python3.8) ›1" in labels and not any("›2" in x for x in labels) else None
+
+    labels = wait_for(driver, two_levels, "the rows of two levels per thread")
+    assert sum("thread 4037" in x for x in labels) == 2 and sum("thread 23695" in x for x in labels) == 2
+    assert console_errors(driver) == []

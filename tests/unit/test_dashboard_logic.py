@@ -157,6 +157,26 @@ def test_option_changes_rebuild_and_other_traces_state_is_ignored(trace):
     assert isinstance(again.figure, go.Figure)
 
 
+def test_span_levels_option_rebuilds_with_fewer_rows(tmp_path):
+    """A nested Chrome trace: every level of its thread is a row; limiting the levels rebuilds the figure with the
+    first ones only, and a hostile value falls back to all of them."""
+    import profiler
+
+    events = [{"ph": "M", "name": "thread_name", "pid": 1, "tid": 2, "args": {"name": "main"}}]
+    events += [{"ph": "X", "name": f"f{d}", "pid": 1, "tid": 2, "ts": d, "dur": 100 - 2 * d} for d in range(6)]
+    (tmp_path / "t.json").write_text(json.dumps(events))
+    with profiler.open(tmp_path / "t.json") as trace:
+        first = tl.update_timeline(trace, "t0", state=None, trigger="size", width_px=WIDTH)
+        assert list(first.figure.layout.yaxis.ticktext) == ["main"] + [f"main ›{d}" for d in range(1, 6)]
+        two = tl.TimelineOptions.parse("opcode", False, False, 2)
+        limited = tl.update_timeline(trace, "t0", state=first.state, trigger="options", width_px=WIDTH, options=two)
+        assert isinstance(limited.figure, go.Figure) and limited.state["span_levels"] == 2
+        assert list(limited.figure.layout.yaxis.ticktext) == ["main", "main ›1"]
+    for hostile in ("all", "2", True, 5, -1, None, 10**9):
+        assert tl.TimelineOptions.parse("opcode", False, False, hostile).span_levels is None
+    assert tl.clean_state({**first.state, "span_levels": "DROP"}, "t0")["span_levels"] is None
+
+
 def test_hostile_width_is_bounded(trace):
     up = tl.update_timeline(trace, "t0", state=None, trigger="size", width_px=10**9)
     assert up.state["width"] == tl.MAX_WIDTH_PX

@@ -142,6 +142,23 @@ def test_a_rows_span_depths_are_rows_of_their_own_labelled_below_the_first():
                      6: "Tensor"}
 
 
+def test_span_levels_limit_each_span_rows_levels():
+    tracks = _tracks(
+        (1, None, "span", "thread 7", "trainer", 0, "slice", 0),
+        (2, None, "span", "thread 7", "trainer", 1, "slice", 1),
+        (3, None, "span", "thread 7", "trainer", 2, "slice", 2),
+        (4, None, "span", "thread 8", "trainer", 3, "slice", 0),
+        (5, 0, "span", "operator", "NeuronCore 0", 4, "slice", 1),   # one level, its first is depth 1
+        (8, 0, "span", "operator", "NeuronCore 0", 5, "slice", 2),
+        (6, 0, "engine", "Tensor", "NeuronCore 0", 6, "Instruction"),
+    )
+    # (rows by core: core 0's first, host rows last)
+    assert [r.track_ids[0] for r in timeline_rows(tracks, span_levels=2)] == [5, 8, 6, 1, 2, 4]
+    one = timeline_rows(tracks, span_levels=1)
+    assert [r.track_ids[0] for r in one] == [5, 6, 1, 4] and all(r.level == 0 for r in one)
+    assert len(timeline_rows(tracks)) == 7
+
+
 def test_layer_mode_reads_every_lane_of_the_layer_row():
     """Pipelined layers overlap, so the layer row has two lanes (tracks): a pixel with only buckets takes the layer
     of the first lane busy there."""

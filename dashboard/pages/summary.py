@@ -28,14 +28,18 @@ from tracer.errors import TrnprofError
 
 def layout(ctx: PageContext) -> Any:
     """The title and three placeholders (cards, analyses, charts) filled by the page's callbacks."""
-    def part(ident: str, class_name: str) -> Any:
-        return dcc.Loading(html.Div(id=ident, className=class_name), type="dot", delay_show=300)
+    def part(ident: str, class_name: str, what: str) -> Any:
+        # what is being computed, not only dots: on a trace of 10^8 events the first visit takes a while
+        spinner = html.Div([html.Span(className="busy-dot"), f" computing {what}: the first visit reads the whole "
+                            "trace (the result is kept for later visits)"], className="muted computing")
+        return dcc.Loading(html.Div(id=ident, className=class_name), custom_spinner=spinner, delay_show=300,
+                           parent_style={"minHeight": "2.4rem"})   # (each message on a line of its own)
 
     return html.Div([
         html.H2(f"Summary of {ctx.registry.entry(ctx.trace_id).label}"),
-        part("summary-cards", "cards"),
-        part("summary-analyses", "analysis-section"),
-        part("summary-charts", "charts"),
+        part("summary-cards", "cards", "the headline figures"),
+        part("summary-analyses", "analysis-section", "the bounds and recommendations"),
+        part("summary-charts", "charts", "the breakdowns"),
     ], className="summary-page")
 
 

@@ -27,8 +27,8 @@ class NotebookMixin:
     """Figures and notebook views of a :class:`~profiler.Trace` (see :mod:`profiler.notebook`)."""
 
     def timeline(self: Trace, start_ns: int | None = None, end_ns: int | None = None, width_px: int = 1600,
-                 color_by: str = "opcode", *, expand_dma: bool = False, lanes: bool = True,
-                 critical_path: bool = False) -> go.Figure:
+                 color_by: str = "opcode", *, expand_dma: bool = False, span_levels: int | None = None,
+                 lanes: bool = True, critical_path: bool = False) -> go.Figure:
         """The timeline of ``[start_ns, end_ns)`` (default: the whole trace) as a plotly figure.
 
         One row per engine and DMA queue group, drawn as per-pixel strips from ``Trace.window`` (exact events
@@ -42,6 +42,8 @@ class NotebookMixin:
             width_px: pixels across the view (the raster's resolution; the figure follows the cell's width).
             color_by: ``opcode``, ``engine`` or ``layer``.
             expand_dma: one row per DMA queue instead of one per core.
+            span_levels: rows for at most this many levels of each span row (each nesting level of a thread
+                is a row; None: all).
             lanes: per-engine busy % lanes under the rows.
             critical_path: overlay the critical path of the view (``profiler.analyses.critical_path``).
 
@@ -51,7 +53,8 @@ class NotebookMixin:
         from profiler.notebook.timeline import build_timeline
 
         return build_timeline(self, start_ns, end_ns, width_px=width_px, color_by=color_by, expand_dma=expand_dma,
-                              lanes=lanes, critical_path=critical_path, palette=_palette(self)).figure
+                              span_levels=span_levels, lanes=lanes, critical_path=critical_path,
+                              palette=_palette(self)).figure
 
     def utilization_figure(self: Trace, start_ns: int | None = None, end_ns: int | None = None,
                            width_px: int = 800) -> go.Figure:
@@ -68,7 +71,8 @@ class NotebookMixin:
         return summary_figures(self, start_ns, end_ns)
 
     def widget(self: Trace, start_ns: int | None = None, end_ns: int | None = None, width_px: int = 1600,
-               color_by: str = "opcode", *, expand_dma: bool = False, lanes: bool = True) -> go.FigureWidget:
+               color_by: str = "opcode", *, expand_dma: bool = False, span_levels: int | None = None,
+               lanes: bool = True) -> go.FigureWidget:
         """A live timeline: a ``plotly.graph_objects.FigureWidget`` that re-queries ``Trace.window`` on zoom/pan.
 
         Needs ``ipywidgets`` and ``anywidget`` (``pip install 'trnprof[notebook]'``).  Double-click shows the
@@ -77,7 +81,7 @@ class NotebookMixin:
         from profiler.notebook.widget import make_widget
 
         return make_widget(self, start_ns, end_ns, width_px=width_px, color_by=color_by, expand_dma=expand_dma,
-                           lanes=lanes, palette=_palette(self))
+                           span_levels=span_levels, lanes=lanes, palette=_palette(self))
 
     def dashboard(self: Trace, *, mode: str = "inline", height: int = 800, host: str = "127.0.0.1",
                   port: int | None = None) -> None:

@@ -97,6 +97,16 @@ def check_width(width_px: object) -> int:
     return int(width_px)
 
 
+def check_span_levels(span_levels: object) -> int | None:
+    """``span_levels`` if it is None or a positive whole number of levels; QueryError otherwise."""
+    if span_levels is None:
+        return None
+    if isinstance(span_levels, bool) or not isinstance(span_levels, int | np.integer) or int(span_levels) < 1:
+        raise QueryError(f"span_levels must be a positive integer (levels of each span row) or None for all, "
+                         f"not {str(span_levels)[:40]!r}")
+    return int(span_levels)
+
+
 def check_colour_mode(color_by: object) -> str:
     """``color_by`` if it is a colour mode; QueryError naming the choices otherwise."""
     if color_by not in pal.COLOUR_MODES:
@@ -183,7 +193,8 @@ def status_line(trace: Trace, frame: StripFrame, view_ns: tuple[int, int]) -> st
 
 def build_timeline(trace: Trace, start_ns: int | None = None, end_ns: int | None = None, *,
                    width_px: int = DEFAULT_WIDTH_PX, color_by: str = "opcode", expand_dma: bool = False,
-                   lanes: bool = True, critical_path: bool = False, legend: bool = True,
+                   span_levels: int | None = None, lanes: bool = True, critical_path: bool = False,
+                   legend: bool = True,
                    full_legend: bool = False, palette: pal.CategoryPalette | None = None,
                    fetch_ns: tuple[int, int] | None = None, fetch_width_px: int | None = None) -> TimelineBuild:
     """The timeline figure of ``trace`` over ``[start_ns, end_ns)`` (default: all of it).
@@ -195,6 +206,7 @@ def build_timeline(trace: Trace, start_ns: int | None = None, end_ns: int | None
         width_px: raster width across the view.
         color_by: ``opcode``, ``engine`` or ``layer``.
         expand_dma: one row per DMA queue instead of one per core.
+        span_levels: rows for at most this many levels of each span row (a thread's nested slices; None: all).
         lanes: draw the per-engine busy % lanes under the rows.
         critical_path: overlay the critical path of the view (:func:`profiler.analyses.critical_path`).
         legend: legend entries for the colours.
@@ -208,7 +220,7 @@ def build_timeline(trace: Trace, start_ns: int | None = None, end_ns: int | None
     colour = check_colour_mode(color_by)
     width_px = check_width(width_px)
     palette = palette or pal.CategoryPalette(ranked_names(trace))
-    rows = timeline_rows(trace.tracks(), collapse_dma=not expand_dma)
+    rows = timeline_rows(trace.tracks(), collapse_dma=not expand_dma, span_levels=check_span_levels(span_levels))
     if not rows:
         raise QueryError(f"{trace.path}: the trace has no timeline tracks to draw")
     origin = int(trace.time_range[0])

@@ -147,7 +147,8 @@ def _require_widgets() -> None:
 
 def make_widget(trace: Trace, start_ns: int | None = None, end_ns: int | None = None, *,
                 width_px: int = DEFAULT_WIDTH_PX, color_by: str = "opcode", expand_dma: bool = False,
-                lanes: bool = True, palette: CategoryPalette | None = None) -> go.FigureWidget:
+                span_levels: int | None = None, lanes: bool = True,
+                palette: CategoryPalette | None = None) -> go.FigureWidget:
     """A live timeline of ``trace`` (see the module docstring); its state is ``widget.trnprof_live``."""
     _require_widgets()
     colour = check_colour_mode(color_by)
@@ -159,7 +160,8 @@ def make_widget(trace: Trace, start_ns: int | None = None, end_ns: int | None = 
     view = clamp_view(*asked, trace_range)
     width = check_width(width_px)
     buffer = plan_buffer(view, width, trace_range)
-    build = build_timeline(trace, *view, width_px=width, color_by=colour, expand_dma=expand_dma, lanes=lanes,
+    build = build_timeline(trace, *view, width_px=width, color_by=colour, expand_dma=expand_dma,
+                           span_levels=span_levels, lanes=lanes,
                            full_legend=True, palette=palette, fetch_ns=(buffer.start_ns, buffer.end_ns),
                            fetch_width_px=buffer.width_px)
     live = LiveTimeline(trace, build, buffer, width_px=width, color_by=colour, lanes=lanes)

@@ -96,11 +96,29 @@ def test_critical_path_overlay_is_added(trace):
     ({"end_ns": 2.5e6}, "integer"),
     ({"start_ns": True}, "integer"),
     ({"start_ns": -(2**63), "end_ns": 0}, "2\\*\\*62"),
+    ({"span_levels": 0}, "span_levels must be a positive integer"),
+    ({"span_levels": "2"}, "span_levels must be a positive integer"),
+    ({"span_levels": True}, "span_levels must be a positive integer"),
 ])
 def test_bad_timeline_arguments_are_one_line_query_errors(trace, kwargs, message):
     with pytest.raises(QueryError, match=message) as info:
         trace.timeline(**kwargs)
     assert "\n" not in str(info.value)
+
+
+def test_span_levels_limit_a_threads_rows_in_the_notebook_timeline(tmp_path):
+    import json
+
+    import profiler
+
+    events = [{"ph": "M", "name": "thread_name", "pid": 1, "tid": 2, "args": {"name": "main"}}]
+    events += [{"ph": "X", "name": f"f{d}", "pid": 1, "tid": 2, "ts": d, "dur": 100 - 2 * d} for d in range(5)]
+    (tmp_path / "t.json").write_text(json.dumps(events))
+    with profiler.open(tmp_path / "t.json") as nested:
+        every = nested.timeline(width_px=200)
+        two = nested.timeline(width_px=200, span_levels=2)
+    assert list(every.layout.yaxis.ticktext) == ["main"] + [f"main ›{d}" for d in range(1, 5)]
+    assert list(two.layout.yaxis.ticktext) == ["main", "main ›1"]
 
 
 def test_utilization_figure_adds_up_to_the_exact_busy_time(trace):

@@ -18,6 +18,7 @@ from dash import html
 from dashboard.errors import public_message
 from dashboard.inputs import as_int
 from profiler import db_schema as dbs
+from profiler.db.sqlutil import quote as quote_id
 from profiler.db.track_info import INTERVAL_TABLES
 from profiler.figures.timefmt import format_duration, format_time
 from tracer import schema as ts
@@ -96,9 +97,43 @@ def _flow_list(title: str, flows: pa.Table | None) -> html.Div:
     return html.Div([html.H4(f"{title} ({flows.num_rows:,})"), html.Ul(items)], className="flow-list")
 
 
+#: Enclosing slices listed above a slice's details, innermost last (a deeper stack shows its innermost ones).
+MAX_ANCESTORS = 64
+
+
+def slice_ancestors(trace: Any, event_id: int) -> list[dict[str, Any]]:
+    """The slices enclosing slice ``event_id`` (following ``parent_id``), outermost first, at most
+    :data:`MAX_ANCESTORS` of them: one query."""
+    cols = ", ".join(quote_id(c) for c in (ts.ID, ts.PARENT_ID, ts.NAME, ts.START_TS, ts.END_TS, dbs.TRACK_ID))
+    s_cols = ", ".join(f"s.{quote_id(c)}" for c in (ts.ID, ts.PARENT_ID, ts.NAME, ts.START_TS, ts.END_TS,
+                                                      dbs.TRACK_ID))
+    rows = trace.sql(f"""
+        WITH RECURSIVE up AS (
+            SELECT {cols}, 0 AS hop FROM {dbs.SLICE_TABLE} WHERE {quote_id(ts.ID)} = $id
+            UNION ALL
+            SELECT {s_cols}, up.hop + 1 FROM {dbs.SLICE_TABLE} s JOIN up ON s.{quote_id(ts.ID)} = up.{
+                quote_id(ts.PARENT_ID)}
+            WHERE up.hop < {MAX_ANCESTORS}
+        ) SELECT * FROM up WHERE hop > 0 ORDER BY hop DESC""", params={"id": int(event_id)}).to_arrow_table()
+    return rows.to_pylist()
+
+
+def _ancestors_line(ancestors: list[dict[str, Any]]) -> html.Div | None:
+    """"Inside: step › forward › linear", each a jump link (None without enclosing slices)."""
+    if not ancestors:
+        return None
+    parts: list[Any] = ["Inside: "]
+    for i, a in enumerate(ancestors):
+        if i:
+            parts.append(" › ")
+        parts.append(jump_link(str(a.get(ts.NAME) or "?"), dbs.SLICE_TABLE, a[ts.ID], a.get(ts.START_TS),
+                               a.get(ts.END_TS), track_id=a.get(dbs.TRACK_ID), title="the enclosing slice"))
+    return html.Div(parts, className="details-source", id="details-ancestors")
+
+
 def details_panel(fields: dict[str, Any], table: str, preds: pa.Table | None, succs: pa.Table | None,
-                  origin_ns: int) -> html.Div:
-    """The panel for one event: header, source location, dependencies, then every field.
+                  origin_ns: int, *, ancestors: list[dict[str, Any]] | None = None) -> html.Div:
+    """The panel for one event: header, the slices it lies in, source location, dependencies, then every field.
 
     Args:
         fields: ``Trace.event(table, id)``.
@@ -106,6 +141,7 @@ def details_panel(fields: dict[str, Any], table: str, preds: pa.Table | None, su
         preds: what it waited for (``Trace.flows`` predecessors, :data:`profiler.db_schema.FLOW_ENDS`).
         succs: what waited for it.
         origin_ns: the trace start (times are also shown relative to it).
+        ancestors: for a slice, the slices enclosing it, outermost first (:func:`slice_ancestors`).
     """
     name = fields.get(ts.OPCODE) or fields.get(ts.NAME) or fields.get(ts.VARIABLE) or fields.get(ts.QUEUE_NAME) or ""
     dur = fields.get(ts.DURATION_NS)
@@ -122,6 +158,7 @@ def details_panel(fields: dict[str, Any], table: str, preds: pa.Table | None, su
     rows = [html.Tr([html.Th(k), html.Td(_fmt_value(k, v, origin_ns))]) for k, v in fields.items()]
     return html.Div([
         header,
+        *([line] if (line := _ancestors_line(ancestors or [])) is not None else []),
         source_div,
         html.Div([_flow_list("Waited for", preds), _flow_list("Waited on it", succs)], className="flows"),
         html.Table(html.Tbody(rows), className="fields", id="details-fields"),
@@ -171,4 +208,10 @@ def event_details(trace: Any, table: str, event_id: int, label: str | None = Non
     except (TrnprofError, KeyError, ValueError) as exc:
         preds = succs = None
         fields = {**fields, "flows": f"unavailable: {public_message(exc, trace, label=label)}"}
-    return details_panel(fields, table, preds, succs, int(trace.time_range[0]))
+    ancestors = None
+    if table in (dbs.SLICE_TABLE, ts.SPAN.name) and fields.get(ts.PARENT_ID) is not None:
+        try:
+            ancestors = slice_ancestors(trace, int(event_id))
+        except TrnprofError as exc:
+            fields = {**fields, "enclosing slices": f"unavailable: {public_message(exc, trace, label=label)}"}
+    return details_panel(fields, table, preds, succs, int(trace.time_range[0]), ancestors=ancestors)

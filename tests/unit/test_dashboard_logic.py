@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 
 import dash
 import numpy as np
@@ -320,3 +321,38 @@ def test_a_link_to_a_view_opens_at_that_view(trace):
     assert url_view("?trace=t0&start=5") is None and url_view("?start=9&end=3") is None
     assert url_view("?start=1e3&end=2000") is None and url_view(None) is None
     assert tl.view_link("?trace=t0", None) is None
+
+
+def test_a_slices_details_name_the_slices_it_lies_in(tmp_path):
+    """A nested Chrome trace: a slice's details list its enclosing slices, outermost first, each a jump link; a
+    top-level slice has none; a hostile parent cycle ends after MAX_ANCESTORS."""
+    import profiler
+    from tracer import TraceWriter
+    from tracer import schema as ts
+
+    events = [{"ph": "X", "name": n, "pid": 1, "tid": 2, "ts": d, "dur": 100 - 2 * d}
+              for d, n in enumerate(["step", "fwd", "linear", "addmm"])]
+    (tmp_path / "t.json").write_text(json.dumps(events))
+    with profiler.open(tmp_path / "t.json") as trace:
+        ids = dict(trace.sql("SELECT name, id FROM slice").fetchall())
+        panel = det.event_details(trace, "slice", ids["addmm"])
+        line = [c for c in panel.children if getattr(c, "id", None) == "details-ancestors"]
+        assert len(line) == 1
+        links = [c for c in line[0].children if not isinstance(c, str)]
+        assert [b.children for b in links] == ["step", "fwd", "linear"]
+        target = det.parse_jump_index(links[0].id["index"])
+        assert target["table"] == "slice" and target["id"] == ids["step"] and target["start_ns"] == 0
+        top = det.event_details(trace, "slice", ids["step"])
+        assert not [c for c in top.children if getattr(c, "id", None) == "details-ancestors"]
+    n = 3  # three spans, each the parent of the next, the first the parent of the last: a cycle
+    with TraceWriter(tmp_path / "cycle.trace", metadata={"arch": "trn2"}) as w:
+        w.append(ts.SPAN.name, {ts.ID: np.arange(n), ts.START_TS: np.zeros(n, np.int64),
+                                ts.END_TS: np.full(n, 10, np.int64), ts.DURATION_NS: np.full(n, 10, np.int64),
+                                ts.NAME: ["a", "b", "c"], ts.PARENT_ID: np.array([2, 0, 1])})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cyc = profiler.open(tmp_path / "cycle.trace")
+    try:
+        assert len(det.slice_ancestors(cyc, 0)) == det.MAX_ANCESTORS
+    finally:
+        cyc.close()

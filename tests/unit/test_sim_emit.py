@@ -540,7 +540,7 @@ def _lanes_brute_force(spans):
 @settings(max_examples=300, deadline=None)
 @given(_SPANS, st.lists(st.integers(0, 40), max_size=4))
 def test_span_lanes_match_a_brute_force_and_do_not_depend_on_chunks(spans, cuts):
-    from tracer.sim.emitter import SpanLanes
+    from tracer.sim.span_lanes import SpanLanes
 
     row = np.array([s[0] for s in spans], np.int64)
     start = np.array([s[1] for s in spans], np.int64)

@@ -34,6 +34,11 @@ EXAMPLE_QUERIES: tuple[tuple[str, str], ...] = (
     ("Largest dependency gaps",
      f"SELECT {ts.OUT_TABLE}, {ts.OUT_ID}, {ts.IN_TABLE}, {ts.IN_ID}, {ts.DEPENDENCY_TYPE}, {ts.GAP_TIME}\n"
      f"FROM {_F}\nORDER BY {ts.GAP_TIME} DESC\nLIMIT 20"),
+    ("Slices per thread and nesting level",
+     f"SELECT k.{ts.NAME} AS row_name, s.{ts.DEPTH}, s.{ts.NAME}, count(*) AS n,\n"
+     f"       sum(s.{dbs.DUR_NS})::BIGINT AS total_ns\n"
+     f"FROM {dbs.SLICE_TABLE} s JOIN {dbs.TRACK_TABLE} k USING ({dbs.TRACK_ID})\nGROUP BY ALL\n"
+     f"ORDER BY total_ns DESC\nLIMIT 20"),
     ("Tracks",
-     f"SELECT * FROM {dbs.TRACK_TABLE if hasattr(dbs, 'TRACK_TABLE') else 'track'}\nORDER BY sort_order"),
+     f"SELECT * FROM {dbs.TRACK_TABLE}\nORDER BY {dbs.SORT_ORDER}"),
 )

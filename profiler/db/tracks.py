@@ -90,7 +90,10 @@ class TrackRegistry:
             for values in reversed(value_lists):
                 rest, r = divmod(rest, len(values))
                 parts.append(values[r])
-            key = (spec.table, tuple(reversed(parts)))
+            values = list(reversed(parts))
+            if spec.kind == "span" and values[3] is None:  # a span without a depth is at the top: one track
+                values[3] = 0
+            key = (spec.table, tuple(values))
             tid = self.keys.get(key)
             if tid is None:
                 tid = len(self.keys)

@@ -236,17 +236,20 @@ def _track_ids(rows: list[TimelineRow]) -> list[int]:
     return [tid for r in rows for tid in r.track_ids]
 
 
-def _legend_items(frame: StripFrame) -> list[dict[str, str]]:
-    return [{"name": name, "colour": pal.slot_colour(slot)}
+def _legend_items(frame: StripFrame) -> list[dict[str, Any]]:
+    return [{"name": name, "colour": pal.slot_colour(slot), "slot": slot}
             for slot, name in sorted(frame.legend.items(), key=lambda kv: (kv[1] == pal.OTHER, str(kv[1])))]
 
 
-def legend_children(items: list[dict[str, str]]) -> list[Any]:
-    """Swatches of the colours in view (the timeline's and the compare page's legends)."""
+def legend_children(items: list[dict[str, Any]]) -> list[Any]:
+    """Swatches of the colours drawn (the timeline's and the compare page's legends).  Each carries its colour slot
+    (``data-slot``): the drawn strips cover the fetched buffer, wider than the view, and the timeline's script
+    hides the swatches of colours not in view."""
     from dash import html
 
     return [html.Span([html.Span(className="swatch", style={"background": it["colour"]}), it["name"]],
-                      className="legend-item") for it in items]
+                      className="legend-item", **({"data-slot": str(it["slot"])} if "slot" in it else {}))
+            for it in items]
 
 
 def view_data(frame: StripFrame, rows: list[TimelineRow], origin_ns: int) -> dict[str, Any]:

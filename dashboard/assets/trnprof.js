@@ -84,6 +84,30 @@
   }
   window.trnprofOffsetTicks = offsetTicks;
 
+  // The legend lists the colours of the drawn strips, which cover the fetched buffer (wider than the view): after
+  // each redraw, hide the swatches of colours no pixel in view has.
+  function filterLegend(gd) {
+    var items = document.querySelectorAll("#tl-legend .legend-item[data-slot]");
+    if (!items.length) return;
+    var trace = gd.data && gd.data[0], xa = gd._fullLayout && gd._fullLayout.xaxis;
+    var s = decodedStrip(gd, function () { filterLegend(gd); });
+    if (!s || !trace || !xa || !xa.range || !(trace.dx > 0)) return;
+    var c0 = Math.max(0, Math.floor((Number(xa.range[0]) - trace.x0) / trace.dx));
+    var c1 = Math.min(s.width, Math.ceil((Number(xa.range[1]) - trace.x0) / trace.dx));
+    var present = {}, rows = Math.floor(s.codes.length / s.width);
+    for (var r = 0; r < rows; r++) {
+      var base = r * s.width;
+      for (var c = c0; c < c1; c++) {
+        var code = s.codes[base + c];
+        if (code) present[Math.floor((code - 1) / SHADES)] = true;
+      }
+    }
+    Array.prototype.forEach.call(items, function (it) {
+      it.style.display = present[Number(it.getAttribute("data-slot"))] ? "" : "none";
+    });
+  }
+  window.trnprofFilterLegend = function () { var gd = plotDiv(); if (gd) filterLegend(gd); };
+
   // After each redraw: offset ticks where they are needed, plotly's own labels elsewhere (one relayout of the
   // ticks when that changes, none when it does not).
   function syncTicks(gd) {
@@ -164,28 +188,36 @@
   });
 
   // The strip code under a hover point, read from the strips' PNG (decoded once per image, on first hover).
-  function stripCode(gd, row, x) {
+  // The drawn strips' codes, decoded from their PNG once per drawing (then `done()`): null until they are.
+  function decodedStrip(gd, done) {
     var trace = gd.data && gd.data[0];
     if (!trace || !trace.source) return null;
-    if (strip.src !== trace.source) {
-      if (strip.pending !== trace.source) {
-        var src = trace.source, img = new Image();
-        strip.pending = src;
-        img.onload = function () {
-          var c = document.createElement("canvas");
-          c.width = img.width; c.height = img.height;
-          var ctx = c.getContext("2d");
-          ctx.drawImage(img, 0, 0);
-          var px = ctx.getImageData(0, 0, img.width, img.height).data, codes = new Uint8Array(img.width * img.height);
-          for (var i = 0; i < codes.length; i++) {
-            codes[i] = colourCodes.get((px[4 * i] << 16) | (px[4 * i + 1] << 8) | px[4 * i + 2]) || 0;
-          }
-          if (strip.pending === src) strip = {src: src, pending: null, codes: codes, width: img.width};
-        };
-        img.src = src;
-      }
-      return null;
+    if (strip.src === trace.source) return strip;
+    if (strip.pending !== trace.source) {
+      var src = trace.source, img = new Image();
+      strip.pending = src;
+      img.onload = function () {
+        var c = document.createElement("canvas");
+        c.width = img.width; c.height = img.height;
+        var ctx = c.getContext("2d");
+        ctx.drawImage(img, 0, 0);
+        var px = ctx.getImageData(0, 0, img.width, img.height).data, codes = new Uint8Array(img.width * img.height);
+        for (var i = 0; i < codes.length; i++) {
+          codes[i] = colourCodes.get((px[4 * i] << 16) | (px[4 * i + 1] << 8) | px[4 * i + 2]) || 0;
+        }
+        if (strip.pending === src) {
+          strip = {src: src, pending: null, codes: codes, width: img.width};
+          if (done) done();
+        }
+      };
+      img.src = src;
     }
+    return null;
+  }
+
+  function stripCode(gd, row, x) {
+    var trace = gd.data && gd.data[0];
+    if (!decodedStrip(gd, function () { filterLegend(gd); })) return null;
     var col = Math.round((x - trace.x0) / trace.dx);
     if (col < 0 || col >= strip.width || row < 0 || row * strip.width >= strip.codes.length) return 0;
     return strip.codes[row * strip.width + col];
@@ -247,6 +279,10 @@
   function bindEvents(gd) {
     if (gd.__trnprofBound) return;
     gd.__trnprofBound = true;
+    var legend = document.getElementById("tl-legend");
+    if (legend && window.MutationObserver) {   // a new legend from the server: filter it too
+      new MutationObserver(function () { filterLegend(gd); }).observe(legend, {childList: true});
+    }
     gd.on("plotly_relayout", function (ev) {
       if (!ev) return;
       var out = {}, any = false;
@@ -266,7 +302,7 @@
       if (!ev || !ev.range || !ev.range.x) return;
       setProps("tl-range", {range: {x: ev.range.x}, seq: ++eventSeq});
     });
-    gd.on("plotly_afterplot", function () { setTimeout(function () { syncTicks(gd); }, 0); });
+    gd.on("plotly_afterplot", function () { setTimeout(function () { syncTicks(gd); filterLegend(gd); }, 0); });
     gd.on("plotly_hover", showTooltip);
     gd.on("plotly_unhover", hideTooltip);
   }
@@ -342,6 +378,7 @@
             window.Plotly.react(el, fig.data || [], fig.layout || {}, payload.config || {}).then(function () {
               bindEvents(el);
               syncTicks(el);   // (the first draw's afterplot came before its handler)
+              filterLegend(el);
             });
           } else if (payload.kind === "update" && el.data) {
             applyUpdate(el, payload);

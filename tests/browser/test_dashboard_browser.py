@@ -253,3 +253,34 @@ def test_a_link_to_a_view_opens_there_and_the_page_offers_one(browser, dashboard
     href = wait_for(browser, lambda d: d.find_element("id", "tl-link").get_attribute("href") or None, "the link")
     assert "start=10000" in href and "end=15000" in href and "trace=t0" in href
     assert console_errors(browser) == []
+
+
+def _legend_counts(driver):
+    """(swatches in the legend, swatches shown)."""
+    return _js(driver, "(function () { var it = document.querySelectorAll('#tl-legend .legend-item');"
+                       "  var shown = Array.prototype.filter.call(it, function (e) {"
+                       "    return e.style.display !== 'none'; });"
+                       "  return [it.length, shown.length]; })()")
+
+
+def _some_hidden(driver):
+    total, shown = _legend_counts(driver)
+    return (total, shown) if total and shown < total else None
+
+
+def _all_shown(driver):
+    total, shown = _legend_counts(driver)
+    return total > 0 and total == shown
+
+
+def test_the_legend_lists_only_the_colours_in_view(browser, dashboard_server):
+    """The strips cover the fetched buffer, wider than the view: swatches of colours no pixel in view has are
+    hidden, and come back when the view widens."""
+    browser.get(dashboard_server.url + "/?trace=t0&start=8000&end=8200")
+    wait_for(browser, _ticktext, "the timeline rows")
+    wait_idle(browser)
+    total, shown = wait_for(browser, _some_hidden, "some swatches hidden")
+    assert 1 <= shown < total
+    browser.find_element("tag name", "body").send_keys("r")
+    wait_for(browser, _all_shown, "every swatch shown for the whole trace")
+    assert console_errors(browser) == []

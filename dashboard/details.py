@@ -18,7 +18,6 @@ from dash import html
 from dashboard.errors import public_message
 from dashboard.inputs import as_int
 from profiler import db_schema as dbs
-from profiler.db.sqlutil import quote as quote_id
 from profiler.db.track_info import INTERVAL_TABLES
 from profiler.figures.timefmt import format_duration, format_time
 from tracer import schema as ts
@@ -102,20 +101,9 @@ MAX_ANCESTORS = 64
 
 
 def slice_ancestors(trace: Any, event_id: int) -> list[dict[str, Any]]:
-    """The slices enclosing slice ``event_id`` (following ``parent_id``), outermost first, at most
-    :data:`MAX_ANCESTORS` of them: one query."""
-    cols = ", ".join(quote_id(c) for c in (ts.ID, ts.PARENT_ID, ts.NAME, ts.START_TS, ts.END_TS, dbs.TRACK_ID))
-    s_cols = ", ".join(f"s.{quote_id(c)}" for c in (ts.ID, ts.PARENT_ID, ts.NAME, ts.START_TS, ts.END_TS,
-                                                      dbs.TRACK_ID))
-    rows = trace.sql(f"""
-        WITH RECURSIVE up AS (
-            SELECT {cols}, 0 AS hop FROM {dbs.SLICE_TABLE} WHERE {quote_id(ts.ID)} = $id
-            UNION ALL
-            SELECT {s_cols}, up.hop + 1 FROM {dbs.SLICE_TABLE} s JOIN up ON s.{quote_id(ts.ID)} = up.{
-                quote_id(ts.PARENT_ID)}
-            WHERE up.hop < {MAX_ANCESTORS}
-        ) SELECT * FROM up WHERE hop > 0 ORDER BY hop DESC""", params={"id": int(event_id)}).to_arrow_table()
-    return rows.to_pylist()
+    """The slices enclosing slice ``event_id``, outermost first, at most :data:`MAX_ANCESTORS` of them
+    (``Trace.enclosing_slices``)."""
+    return trace.enclosing_slices(int(event_id), limit=MAX_ANCESTORS)
 
 
 def _ancestors_line(ancestors: list[dict[str, Any]]) -> html.Div | None:

@@ -387,6 +387,24 @@ class Trace(NotebookMixin):
         return rows[0]
 
     @_guarded
+    def enclosing_slices(self, id: int, limit: int = 64) -> list[dict[str, Any]]:
+        """The slices enclosing slice ``id`` (following ``parent_id``), outermost first: ``id``, ``parent_id``,
+        ``name``, ``start_ts``, ``end_ts``, ``track_id`` each; at most ``limit`` of them, the innermost (one
+        recursive query, so a ``parent_id`` cycle ends)."""
+        ident, limit = _as_int(id, "a slice id", "an integer"), _as_int(limit, "limit", "a whole number of slices")
+        cols = (ts.ID, ts.PARENT_ID, ts.NAME, ts.START_TS, ts.END_TS, dbs.TRACK_ID)
+        table = quote(dbs.SLICE_TABLE)
+        rows = self._cursor().sql(f"""
+            WITH RECURSIVE up AS (
+                SELECT {", ".join(quote(c) for c in cols)}, 0 AS hop FROM {table} WHERE {quote(ts.ID)} = $id
+                UNION ALL
+                SELECT {", ".join(f"s.{quote(c)}" for c in cols)}, up.hop + 1
+                FROM {table} s JOIN up ON s.{quote(ts.ID)} = up.{quote(ts.PARENT_ID)} WHERE up.hop < $limit
+            ) SELECT {", ".join(quote(c) for c in cols)} FROM up WHERE hop > 0 ORDER BY hop DESC""",
+            params={"id": ident, "limit": max(limit, 0)}).to_arrow_table()
+        return rows.to_pylist()
+
+    @_guarded
     def search(self, text: str, limit: int = 100) -> pa.Table:
         """Events whose opcode, operator, layer, source line or name contains ``text`` (case-insensitive).
 

@@ -106,7 +106,6 @@
       it.style.display = present[Number(it.getAttribute("data-slot"))] ? "" : "none";
     });
   }
-  window.trnprofFilterLegend = function () { var gd = plotDiv(); if (gd) filterLegend(gd); };
 
   // After each redraw: offset ticks where they are needed, plotly's own labels elsewhere (one relayout of the
   // ticks when that changes, none when it does not).
@@ -187,7 +186,6 @@
     resizeTimer = setTimeout(function () { setProps("tl-size", {width: plotWidth()}); }, 300);
   });
 
-  // The strip code under a hover point, read from the strips' PNG (decoded once per image, on first hover).
   // The drawn strips' codes, decoded from their PNG once per drawing (then `done()`): null until they are.
   function decodedStrip(gd, done) {
     var trace = gd.data && gd.data[0];
@@ -215,6 +213,7 @@
     return null;
   }
 
+  // The strip code under a hover point (null until the strips are decoded: the first hover starts that).
   function stripCode(gd, row, x) {
     var trace = gd.data && gd.data[0];
     if (!decodedStrip(gd, function () { filterLegend(gd); })) return null;

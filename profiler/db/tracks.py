@@ -112,7 +112,7 @@ class TrackRegistry:
             spec = TRACK_KEYS[table]
             core = key[0] if key[0] is not None else -1
             if spec.kind == "span":  # a thread's depths together, in numeric order
-                rest: tuple[object, ...] = (str(key[1]), str(key[2]), _depth(key) or 0)
+                rest: tuple[object, ...] = (str(key[1]), str(key[2]), int(key[3]))  # type: ignore[call-overload]
             else:
                 rest = tuple(str(k) for k in key[1:])
             return (core, _KIND_RANK.get(spec.kind, 99), _name_rank(spec, key), rest)
@@ -128,8 +128,7 @@ class TrackRegistry:
             core = key[0]
             depth = None
             if spec.kind == "span":
-                depth = _depth(key) or 0
-                group, name = key[1], key[2]
+                group, name, depth = key[1], key[2], key[3]
                 name = name if name is not None else (group if group is not None else "spans")
             elif spec.kind == "counter":
                 group, name = key[1], key[2]
@@ -142,11 +141,6 @@ class TrackRegistry:
                          dbs.SPAN_DEPTH: depth})
         rows.sort(key=lambda r: r[dbs.TRACK_ID])
         return rows
-
-
-def _depth(key: tuple[object, ...]) -> int | None:
-    """The depth of a span track's key (None when its rows have none)."""
-    return None if len(key) < 4 or key[3] is None else int(key[3])  # type: ignore[call-overload]
 
 
 def _unique_inverse(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -79,7 +79,7 @@ class _Threads:
         tracks = trace.tracks().to_pylist()
         self._next_tid = len(tracks) + 1
         # the nesting levels of one thread are tracks of their own in the database (track.span_depth), one thread here
-        level_of = self.level_of = {}
+        level_of = self.level_of
         first_level: dict[tuple[Any, ...], int] = {}
         for t in sorted(tracks, key=lambda t: t.get(dbs.SPAN_DEPTH) or 0):
             if t.get(dbs.SPAN_DEPTH) is not None:

@@ -99,7 +99,7 @@ class NeuronParquetSource:
                     raise TraceFormatError(f"{f}: not a Parquet file (no PAR1 magic); remove it or re-export "
                                            "the profile")
             return pq.ParquetFile(f)
-        except (pa.ArrowInvalid, pa.ArrowIOError, OSError, UnicodeDecodeError) as exc:
+        except (pa.ArrowException, OSError, UnicodeDecodeError) as exc:
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise TraceFormatError(f"{f}: unreadable Parquet file ({first}); the file is truncated or corrupt, "
                                    "re-export the profile") from None
@@ -113,7 +113,7 @@ class NeuronParquetSource:
             try:
                 table = pf.read_row_group(g)
                 table.validate(full=True)   # e.g. strings that are not UTF-8: corrupt data, not a value
-            except (pa.ArrowInvalid, pa.ArrowIOError, OSError, pa.ArrowNotImplementedError) as exc:
+            except (pa.ArrowException, OSError) as exc:
                 first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
                 warnings.warn(TraceImportWarning(f"{f}: row group {g} of {groups} is unreadable ({first}); "
                                                  "skipped it and kept the others"), stacklevel=3)
@@ -135,7 +135,7 @@ class NeuronParquetSource:
             table = self._open(files[0]).read()
             table.validate(full=True)
             row = table.slice(0, 1).to_pylist()[0] if table.num_rows else None
-        except (pa.ArrowInvalid, pa.ArrowIOError, OSError, UnicodeDecodeError) as exc:
+        except (pa.ArrowException, OSError, UnicodeDecodeError) as exc:
             raise TraceFormatError(f"{files[0]}: unreadable Metadata ({str(exc).splitlines()[0]}); re-export the "
                                    "profile") from None
         if row is None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from profiler.importers.chrome_json import ChromeJsonSource
@@ -108,6 +108,9 @@ pq.write_table(pa.table({"id": list(range(50)), "start_ts": list(range(50)), "en
 
 @_FUZZ
 @given(ops=st.lists(mutation, min_size=1, max_size=3))
+# a footer whose integer column claims more than 64 bits: pyarrow raised ArrowNotImplementedError, which the
+# importer let through as a traceback
+@example(ops=[("flip", 0.974609375, b"\x02")])
 def test_fuzzed_parquet(tmp_path, ops):
     d = tmp_path / "prof"
     d.mkdir(exist_ok=True)

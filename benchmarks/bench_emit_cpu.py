@@ -46,7 +46,7 @@ def capture(kernel: str, params: dict, arch: str, chunk: int | None) -> tuple[An
         def submit(self, ch: Any) -> None:
             chunks.append(ch)
 
-        def close(self, complete: bool) -> None:
+        def close(self, complete: bool, sources: Any = None) -> None:
             pass
 
     real_open = runner._open_sink

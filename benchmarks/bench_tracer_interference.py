@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
             self.ring.put(buffers)
             self.ring.release(self.ring.head)
 
-        def close(self, complete: bool) -> None:
+        def close(self, complete: bool, sources: Any = None) -> None:
             self.ring.close()
 
     real_open = runner._open_sink

@@ -404,6 +404,35 @@ class Trace(NotebookMixin):
             params={"id": ident, "limit": max(limit, 0)}).to_arrow_table()
         return rows.to_pylist()
 
+    def _has_table(self, name: str) -> bool:
+        return fetch_one(self._cursor(), "SELECT count(*) FROM duckdb_tables() WHERE database_name = "
+                         "current_database() AND schema_name = current_schema() AND table_name = $t",
+                         {"t": name})[0] > 0
+
+    @_guarded
+    def recorded_sources(self) -> dict[str, int]:
+        """The kernel source files whose text the trace holds (``SourceFile``, recorded by the simulator), with
+        their sizes in bytes; empty for a trace without any (an imported profile, a trace recorded before
+        format 2.1)."""
+        if not self._has_table(ts.SOURCE_FILE.name):
+            return {}
+        size = f"coalesce({quote(ts.SOURCE_SIZE_BYTES)}, strlen({quote(ts.SOURCE_TEXT)}))"
+        rows = self._cursor().execute(f"SELECT {quote(ts.SOURCE_FILE_NAME)}, {size} "
+                                      f"FROM {quote(ts.SOURCE_FILE.name)} ORDER BY 1").fetchall()
+        return {str(f): int(n) for f, n in rows}
+
+    @_guarded
+    def source_text(self, file: str) -> str | None:
+        """The text of kernel source file ``file`` (named as ``nki_source_location`` names it: ``softmax.py``)
+        as the trace recorded it, or None when the trace holds no text for it."""
+        if not isinstance(file, str):
+            raise QueryError(f"a source file name must be a string, not {str(file)[:40]!r}")
+        if not self._has_table(ts.SOURCE_FILE.name):
+            return None
+        row = fetch_one(self._cursor(), f"SELECT {quote(ts.SOURCE_TEXT)} FROM {quote(ts.SOURCE_FILE.name)} "
+                        f"WHERE {quote(ts.SOURCE_FILE_NAME)} = $f LIMIT 1", {"f": file})
+        return None if row is None else row[0]
+
     @_guarded
     def search(self, text: str, limit: int = 100) -> pa.Table:
         """Events whose opcode, operator, layer, source line or name contains ``text`` (case-insensitive).

@@ -23,8 +23,9 @@ from tracer.errors import TraceFormatError
 
 #: Version of the trnprof trace directory format, ``MAJOR.MINOR``.  A reader accepts any file whose MAJOR it
 #: knows (:data:`READABLE_MAJORS`); MINOR bumps only add optional tables or columns.  2.0 stores ``DmaPacket`` as
-#: ``DmaTransfer`` + ``DmaPacketLayout`` (see :data:`STORAGE_TABLES`); 1.x traces store its rows.
-TRACE_FORMAT_VERSION = "2.0"
+#: ``DmaTransfer`` + ``DmaPacketLayout`` (see :data:`STORAGE_TABLES`); 1.x traces store its rows.  2.1 adds the
+#: optional ``SourceFile`` table.
+TRACE_FORMAT_VERSION = "2.1"
 TRACE_FORMAT_MAJOR = int(TRACE_FORMAT_VERSION.split(".", maxsplit=1)[0])
 #: Format majors this reader reads: 1 (``DmaPacket`` stored row by row) and 2.
 READABLE_MAJORS: tuple[int, ...] = (1, 2)
@@ -171,6 +172,10 @@ EVT_WAIT_TIME_NS = "evt_wait_time_ns"
 HLO_NAME = "hlo_name"
 LAYER = "layer"
 NKI_SOURCE_LOCATION = "nki_source_location"
+#: SourceFile columns.
+SOURCE_FILE_NAME = "file"
+SOURCE_TEXT = "text"
+SOURCE_SIZE_BYTES = "size_bytes"
 TIMELINE_TRACK = "timeline_track"
 RAW_FLOPS = "raw_flops"
 ADJUSTED_FLOPS = "adjusted_flops"
@@ -389,6 +394,23 @@ DMA_QUEUES_INFO = TableSpec(
     ),
 )
 
+SOURCE_FILE = TableSpec(
+    name="SourceFile",
+    kind="lookup",
+    neuron=False,
+    doc=(
+        "The text of the kernel source files the trace's nki_source_location values point into, as they were "
+        "when recorded (format 2.1): one row per file. A simulator writes the kernel's own file when the "
+        "recording starts and the other files its instructions came from when it ends."
+    ),
+    columns=(
+        _c(SOURCE_FILE_NAME, _STR, "file name as nki_source_location spells it (file.py of file.py:LINE)",
+           req=True),
+        _c(SOURCE_TEXT, _STR, "the file's text, decoded as UTF-8 (undecodable bytes replaced)", req=True),
+        _c(SOURCE_SIZE_BYTES, _I64, "size of the file when read", unit="B"),
+    ),
+)
+
 DMA_TRANSFER = TableSpec(
     name="DmaTransfer",
     kind="storage",
@@ -452,6 +474,7 @@ TABLES: tuple[TableSpec, ...] = (
     SPAN,
     COUNTER,
     DMA_QUEUES_INFO,
+    SOURCE_FILE,
 )
 TABLES_BY_NAME: Mapping[str, TableSpec] = {t.name: t for t in TABLES}
 _ALL_SPECS: Mapping[str, TableSpec] = {t.name: t for t in (*TABLES, *STORAGE_TABLES)}

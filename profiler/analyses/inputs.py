@@ -92,6 +92,17 @@ class Scope:
                 f"AND {self.core_sql(alias)}")
 
 
+def union_sql(keys: list[str], where: str) -> str:
+    """SQL over a ``rows`` relation (columns ``k0``, ``k1``, ... and ``s``, ``e``): per group, the union length of
+    the rows' [s, e) intervals (each row adds what extends the reach)."""
+    part = ", ".join(f"k{i}" for i in range(len(keys)))
+    return f"""
+        SELECT {part}, sum(greatest(0, e - greatest(s, coalesce(reach, s))))::BIGINT AS u FROM (
+            SELECT {part}, s, e, max(e) OVER (PARTITION BY {part} ORDER BY s, e
+                                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS reach
+            FROM rows WHERE {where}) GROUP BY {part}"""
+
+
 def cores(trace: Trace) -> list[int]:
     """The physical cores (``pcore_idx``) with instructions or DMA packets."""
     rows = fetch(trace, f"SELECT DISTINCT coalesce({q(ts.PCORE_IDX)}, 0) AS c FROM {INSTRUCTION} UNION "

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from profiler.analyses import schema as rs
-from profiler.analyses.inputs import INSTRUCTION, Scope, fetch, hardware, q, resolve_scope
+from profiler.analyses.inputs import INSTRUCTION, Scope, fetch, hardware, q, resolve_scope, union_sql
 from profiler.errors import QueryError
 from profiler.trace import Trace
 from tracer import schema as ts
@@ -32,16 +32,6 @@ _KEY_SQL: dict[str, str] = {
     rs.OPCODE: q(ts.OPCODE),
     rs.SOURCE: q(ts.NKI_SOURCE_LOCATION),
 }
-
-
-def _union_sql(keys: list[str], where: str) -> str:
-    """SQL: per group, the union length of the rows' [s, e) intervals (each row adds what extends the reach)."""
-    part = ", ".join(f"k{i}" for i in range(len(keys)))
-    return f"""
-        SELECT {part}, sum(greatest(0, e - greatest(s, coalesce(reach, s))))::BIGINT AS u FROM (
-            SELECT {part}, s, e, max(e) OVER (PARTITION BY {part} ORDER BY s, e
-                                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS reach
-            FROM rows WHERE {where}) GROUP BY {part}"""
 
 
 def time_by(trace: Trace, by: str = "operator", start_ns: int | None = None, end_ns: int | None = None,
@@ -83,7 +73,7 @@ def _time_by(trace: Trace, by: str, scope: Scope) -> pa.Table:
                    sum(adj)::BIGINT AS adj, sum(model)::BIGINT AS model, sum(rb)::BIGINT AS rb,
                    sum(wb)::BIGINT AS wb
             FROM rows GROUP BY {part}
-        ), busy AS ({_union_sql(keys, 'TRUE')}), tensor AS ({_union_sql(keys, "engine = 'Tensor'")})
+        ), busy AS ({union_sql(keys, 'TRUE')}), tensor AS ({union_sql(keys, "engine = 'Tensor'")})
         SELECT a.*, coalesce(busy.u, 0) AS busy, coalesce(tensor.u, 0) AS tensor
         FROM a LEFT JOIN busy ON {join.format(t='busy')} LEFT JOIN tensor ON {join.format(t='tensor')}""")
     peak = hardware(trace).te_peak_flops

@@ -281,6 +281,53 @@ def group_schema(by: str) -> pa.Schema:
 OPERATOR_TABLE = group_schema("operator")
 
 # ------------------------------------------------------------------------------------------------------------
+# Source view: kernel source files and their lines
+# ------------------------------------------------------------------------------------------------------------
+FILE = ts.SOURCE_FILE_NAME
+LINE = "line"
+TEXT = ts.SOURCE_TEXT
+LINES = "lines"                            # lines with instructions
+HAS_TEXT = "has_text"                      # the trace holds the file's text
+SIZE_BYTES = ts.SOURCE_SIZE_BYTES
+WAIT_NS = "wait_ns"                        # summed evt_wait_time_ns: semaphore waits before the instructions
+INSTRUCTION_SHARE = "instruction_share"    # instruction_ns / every instruction's in the window
+ENGINES = "engines"                        # engines of the line's instructions, most time first
+OPCODES = "opcodes"                        # its opcodes, most time first (at most 3)
+DMA_TRANSFERS = "dma_transfers"            # DMA transfers its instructions triggered
+DMA_BYTES = "dma_bytes"                    # bytes those transfers moved
+DMA_NS = "dma_ns"                          # their summed durations (first packet start to last packet end)
+
+#: ``source_files``: the files instructions came from (or whose text the trace holds), most time first.
+SOURCE_FILES = pa.schema([
+    pa.field(FILE, pa.string(), nullable=False),
+    pa.field(INSTRUCTIONS, pa.int64(), nullable=False),
+    pa.field(INSTRUCTION_NS, pa.int64(), nullable=False),
+    pa.field(INSTRUCTION_SHARE, pa.float64()),
+    pa.field(LINES, pa.int64(), nullable=False),
+    pa.field(HAS_TEXT, pa.bool_(), nullable=False),
+    pa.field(SIZE_BYTES, pa.int64()),
+])
+#: ``source_listing``: one row per line of a file (its text when the trace holds it).
+SOURCE_LINES = pa.schema([
+    pa.field(LINE, pa.int64(), nullable=False),
+    pa.field(TEXT, pa.string()),
+    pa.field(INSTRUCTIONS, pa.int64(), nullable=False),
+    pa.field(INSTRUCTION_NS, pa.int64(), nullable=False),
+    pa.field(INSTRUCTION_SHARE, pa.float64()),
+    pa.field(BUSY_NS, pa.int64(), nullable=False),
+    pa.field(WAIT_NS, pa.int64(), nullable=False),
+    pa.field(ENGINES, pa.string()),
+    pa.field(OPCODES, pa.string()),
+    pa.field(HBM_READ_BYTES, pa.int64(), nullable=False),
+    pa.field(HBM_WRITE_BYTES, pa.int64(), nullable=False),
+    pa.field(DMA_TRANSFERS, pa.int64(), nullable=False),
+    pa.field(DMA_BYTES, pa.int64(), nullable=False),
+    pa.field(DMA_NS, pa.int64(), nullable=False),
+    pa.field(START_NS, pa.int64()),
+    pa.field(END_NS, pa.int64()),
+])
+
+# ------------------------------------------------------------------------------------------------------------
 # DMA efficiency
 # ------------------------------------------------------------------------------------------------------------
 SIZE_LO = "size_lo_bytes"                  # bin [lo, hi) of transfer_bytes

@@ -46,6 +46,7 @@ BUILTIN_COMMANDS: dict[str, tuple[str, str]] = {
     "gaps": ("profiler.cli.gaps", "idle gaps per engine, longest first, with their causes"),
     "operators": ("profiler.cli.operators", "time, FLOPs, bytes and MFU per operator, opcode or source line"),
     "recommend": ("profiler.cli.recommend", "ranked recommendations, each citing its numbers"),
+    "source": ("profiler.cli.source", "a kernel source file annotated with each line's instructions, time and waits"),
     "waits": ("profiler.cli.waits", "what each engine waited for (dependency waits)"),
 }
 

@@ -164,3 +164,5 @@ def test_killed_record_leaves_a_readable_trace(tmp_path):
     ids = np.asarray(tables["Instruction"]["id"])
     assert len(ids) > 1000 and (ids == np.arange(len(ids))).all()
     assert tables["DmaPacket"].num_rows > 0 and tables["Flow"].num_rows > 0
+    # the kernel's source file is written when the recording starts, so a killed one keeps it too
+    assert reader.read_table("SourceFile").column("file").to_pylist() == ["matmul_naive.py"]

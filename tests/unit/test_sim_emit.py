@@ -261,7 +261,7 @@ def test_the_simulators_writers_compress_on_one_thread(tmp_path, monkeypatch, em
         monkeypatch.setattr(emit_child, "TraceWriter", Spy)
         to_child, inbox = Pipe()
         outbox, _from_child = Pipe()
-        to_child.send(("setup", str(tmp_path / "t"), False, {}, cost_model("trn2")))
+        to_child.send(("setup", str(tmp_path / "t"), False, {}, cost_model("trn2"), []))
         to_child.close()
         # serve ignores SIGINT (the child leaves Ctrl-C to its parent): not in this process, whose later
         # subprocesses would inherit the ignored signal
@@ -287,7 +287,7 @@ def _chunks_of(kernel, params, monkeypatch):
         def submit(self, chunk):
             chunks.append(chunk)
 
-        def close(self, complete):
+        def close(self, complete, sources=None):
             pass
 
     monkeypatch.setattr(core_module, "CHUNK_INSTRUCTIONS", 512)
@@ -353,9 +353,9 @@ def test_a_writer_process_that_fell_behind_writes_the_same_trace(tmp_path, monke
             stopped.append(self._proc.pid)
         real_submit(self, chunk)
 
-    def close(self, complete=True):
+    def close(self, complete=True, sources=None):
         os.kill(self._proc.pid, signal.SIGCONT)
-        real_close(self, complete)
+        real_close(self, complete, sources)
 
     monkeypatch.setattr(emit_process.ProcessEmitter, "submit", submit)
     monkeypatch.setattr(emit_process.ProcessEmitter, "close", close)
@@ -387,7 +387,7 @@ def _feed_serve(path, chunks, core, *, tail=()):
     outbox, from_child = Pipe()
 
     def feed():
-        to_child.send(("setup", str(path), False, {}, cost_model("trn2")))
+        to_child.send(("setup", str(path), False, {}, cost_model("trn2"), []))
         sent = [0, 0, 0]
         for chunk in chunks:
             new = [encode_template(t) for t in core.templates[sent[0]:chunk.n_templates]]
@@ -461,10 +461,10 @@ def test_the_writer_process_runs_one_thread(tmp_path, monkeypatch):
     threads = []
     real_close = emit_process.ProcessEmitter.close
 
-    def close(self, complete=True):
+    def close(self, complete=True, sources=None):
         status = Path(f"/proc/{self._proc.pid}/status").read_text()
         threads.append(int(next(ln for ln in status.splitlines() if ln.startswith("Threads:")).split()[1]))
-        return real_close(self, complete)
+        return real_close(self, complete, sources)
 
     monkeypatch.setattr(emit_process.ProcessEmitter, "close", close)
     monkeypatch.setenv("OPENBLAS_NUM_THREADS", "4")  # a user's setting for their own process: not the writer's

@@ -99,6 +99,10 @@ class KernelContext(OpsMixin):
             hit = self._locs[key] = (f"{os.path.basename(code.co_filename)}:{f.f_lineno}", code)
         return hit[0]
 
+    def location_codes(self, locations: set[str | None]) -> list[Any]:
+        """The code objects the ``file.py:LINE`` locations among ``locations`` came from (the kernel's files)."""
+        return [code for loc, code in self._locs.values() if loc in locations]
+
     # -- HBM tensors -----------------------------------------------------------------------------------------
     def input(self, name: str, shape: tuple[int, int], dt: str | DType = "bf16", *,
               init: TensorInit = None) -> HbmTensor:

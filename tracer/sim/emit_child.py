@@ -32,6 +32,7 @@ from multiprocessing.connection import Connection
 from types import SimpleNamespace
 from typing import Any
 
+from tracer import schema
 from tracer.sim.arch import CostModel
 from tracer.sim.emit_ring import RingReader, Span
 from tracer.sim.emitter import Emitter
@@ -103,11 +104,13 @@ def serve(inbox: Connection, outbox: Connection, ring: RingReader | None = None)
     returns the exit status."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        tag, path, overwrite, metadata, cm = inbox.recv()
+        tag, path, overwrite, metadata, cm, sources = inbox.recv()
         assert tag == "setup", tag
         # no background flush thread: the loop below flushes while waiting (one thread less competing for a core)
         writer = TraceWriter(path, overwrite=overwrite, metadata=metadata, background_flush=False,
                              compression_threads=False)  # the simulation has the other CPU
+        if sources:
+            writer.append_rows(schema.SOURCE_FILE.name, sources)
     except (EOFError, OSError):
         return 1  # the parent is gone before it said anything
     except BaseException as exc:
@@ -167,6 +170,8 @@ def serve(inbox: Connection, outbox: Connection, ring: RingReader | None = None)
             ending = chunk.ending
         if closing is not None and closing[0] == "close":
             complete = bool(closing[1])
+            if closing[2]:
+                writer.append_rows(schema.SOURCE_FILE.name, closing[2])
     except BaseException as exc:
         writer.close(complete=False)
         with contextlib.suppress(OSError, ValueError):

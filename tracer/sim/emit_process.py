@@ -162,7 +162,7 @@ class ProcessEmitter:
     """
 
     def __init__(self, core: Core, path: str | os.PathLike[str], *, overwrite: bool,
-                 metadata: dict[str, Any]) -> None:
+                 metadata: dict[str, Any], sources: list[dict[str, Any]] | None = None) -> None:
         self.core = core
         self.path = Path(path)
         prepare_trace_directory(self.path, overwrite=overwrite)
@@ -185,7 +185,7 @@ class ProcessEmitter:
         self._sent_names = 0
         self._closed = False
         self._retry_at = 0.0
-        self._pipe.put(("setup", str(self.path), overwrite, metadata, core.cm))
+        self._pipe.put(("setup", str(self.path), overwrite, metadata, core.cm, sources or []))
         self._flush(block=False)
 
     def _receive(self, timeout: float | None = None) -> tuple[Any, ...]:
@@ -286,14 +286,15 @@ class ProcessEmitter:
             self._proc.kill()
             self._proc.wait()
 
-    def close(self, complete: bool = True) -> None:
-        """Let the child write everything and close the trace (``complete=False`` marks it interrupted)."""
+    def close(self, complete: bool = True, sources: list[dict[str, Any]] | None = None) -> None:
+        """Let the child write everything and close the trace (``complete=False`` marks it interrupted), with
+        ``sources``' ``SourceFile`` rows."""
         if self._closed:
             return
         self._closed = True
         done = False
         try:
-            self._pipe.put(("close", complete))
+            self._pipe.put(("close", complete, sources or []))
             self._flush(block=True)
             self._receive(timeout=CLOSE_TIMEOUT_S)
             done = True

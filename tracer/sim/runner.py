@@ -23,6 +23,7 @@ import numpy as np
 
 from tracer._version import __version__
 from tracer.errors import ConfigError, KernelError, TrnprofError
+from tracer.sim import kernel_sources
 from tracer.sim.arch import CostModel, cost_model
 from tracer.sim.context import KernelContext
 from tracer.sim.core import Core
@@ -173,7 +174,10 @@ def run_kernel(kernel: str | Callable[..., Any], params: Mapping[str, Any] | Non
     # holding only Metadata would look like a recording)
     fresh = trace_path is not None and not _holds_anything(Path(trace_path))
     created = trace_path is not None and not os.path.lexists(trace_path)
-    sink = _open_sink(core, trace_path, overwrite, _metadata(cm, spec.name, kparams), emit) \
+    # the kernel's own source file goes in the trace before the run (a killed recording keeps it)
+    sources = kernel_sources.source_rows([f for f in [kernel_sources.kernel_file(spec.fn)] if f]) \
+        if trace_path is not None else []
+    sink = _open_sink(core, trace_path, overwrite, _metadata(cm, spec.name, kparams), emit, sources) \
         if trace_path is not None else None
     if sink is not None:
         core.sink = sink.submit
@@ -213,11 +217,17 @@ def run_kernel(kernel: str | Callable[..., Any], params: Mapping[str, Any] | Non
         if freeze:
             gc.unfreeze()
         if sink is not None:
+            # the other files the kernel's instructions came from (helper modules)
+            more: list[dict[str, Any]] = []
+            with contextlib.suppress(Exception):  # a missing source file must not cost the trace
+                used = {tpl.loc for tpl in core.templates}
+                more = kernel_sources.source_rows(kernel_sources.location_files(ctx.location_codes(used)),
+                                                  skip=[r[kernel_sources.FILE] for r in sources])
             if ok:
-                sink.close(True)
+                sink.close(True, more)
             else:
                 with contextlib.suppress(Exception):  # the original error matters more
-                    sink.close(False)
+                    sink.close(False, more)
                 if fresh and core.n == 0:
                     _empty(Path(trace_path), remove=created)  # type: ignore[arg-type]
     wall = time.perf_counter() - t0
@@ -265,18 +275,22 @@ def _empty(path: Path, *, remove: bool) -> None:
 class _ThreadSink:
     """Trace emission on a thread (or inline) of this process."""
 
-    def __init__(self, core: Core, path: str | os.PathLike[str], overwrite: bool, metadata: dict[str, Any],
-                 threaded: bool) -> None:
+    def __init__(self, core: Core, path: str | os.PathLike[str], overwrite: bool, metadata: dict[str, Any], *,
+                 threaded: bool, sources: list[dict[str, Any]]) -> None:
         from tracer.sim.emitter import Emitter  # Arrow, loaded only where this process writes the trace itself
         from tracer.writer import TraceWriter
 
         self.writer = TraceWriter(path, overwrite=overwrite, metadata=metadata, compression_threads=False)
+        if sources:
+            self.writer.append_rows(kernel_sources.TABLE, sources)
         self.emitter = Emitter(core, self.writer, threaded=threaded)
         self.submit = self.emitter.submit
 
-    def close(self, complete: bool) -> None:
+    def close(self, complete: bool, sources: list[dict[str, Any]] | None = None) -> None:
         try:
             self.emitter.close()
+            if sources:
+                self.writer.append_rows(kernel_sources.TABLE, sources)
         except BaseException:
             self.writer.close(complete=False)
             raise
@@ -291,12 +305,12 @@ def _checked_emit(emit: str | None) -> str:
     return mode
 
 
-def _open_sink(core: Core, path: str | os.PathLike[str], overwrite: bool, metadata: dict[str, Any],
-               emit: str | None) -> Any:
+def _open_sink(core: Core, path: str | os.PathLike[str], overwrite: bool, metadata: dict[str, Any],  # noqa: PLR0917
+               emit: str | None, sources: list[dict[str, Any]]) -> Any:
     emit = _checked_emit(emit)
     if emit == "process" and process_available():
-        return ProcessEmitter(core, path, overwrite=overwrite, metadata=metadata)
-    return _ThreadSink(core, path, overwrite, metadata, threaded=emit != "inline")
+        return ProcessEmitter(core, path, overwrite=overwrite, metadata=metadata, sources=sources)
+    return _ThreadSink(core, path, overwrite, metadata, threaded=emit != "inline", sources=sources)
 
 
 def _call_kernel(spec: Any, ctx: KernelContext, params: Mapping[str, Any]) -> None:

@@ -1,0 +1,221 @@
+"""The source view: each line of a kernel source file with the instructions it issued.
+
+Neuron Explorer's Code Viewer, as tables: the instructions starting in the window are grouped by their
+``nki_source_location`` (``file.py:LINE``) and the lines are shown with the text the trace recorded
+(``Trace.source_text``; the simulator keeps the kernel's files in the trace's ``SourceFile`` table).
+
+* :func:`source_files` — the files instructions came from, with their time;
+* :func:`source_listing` — one row per line of a file: instructions, their summed and union time, the semaphore
+  waits before them (``evt_wait_time_ns``: where engines stood waiting for this line's inputs), engines, opcodes,
+  HBM bytes, the DMA transfers its instructions triggered (found as :mod:`profiler.analyses.dma_transfers` finds
+  triggers: their count, bytes and summed durations), first start and last end.
+
+A location is split at its last ``:`` followed by digits only; the file part is matched as written, or (for a
+profile whose locations carry a directory) by its base name.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+import numpy as np
+import pyarrow as pa
+
+from profiler.analyses import schema as rs
+from profiler.analyses.dma_transfers import FIRST_START, LAST_END, NBYTES, transfers
+from profiler.analyses.inputs import INSTRUCTION, Scope, column, fetch, q, resolve_scope, union_sql
+from profiler.errors import QueryError
+from profiler.trace import Trace
+from tracer import schema as ts
+
+#: A source location: ``file.py:LINE``.
+_LOCATION = re.compile(r"^(.*):(\d+)$")
+#: SQL of the file part and the line part of ``nki_source_location``.
+_FILE_SQL = f"regexp_replace({q(ts.NKI_SOURCE_LOCATION)}, ':[0-9]+$', '')"
+_LINE_SQL = f"TRY_CAST(regexp_extract({q(ts.NKI_SOURCE_LOCATION)}, ':([0-9]+)$', 1) AS BIGINT)"
+#: Opcodes named per line.
+TOP_OPCODES = 3
+
+
+def split_location(location: str | None) -> tuple[str, int | None] | None:
+    """``"softmax.py:32"`` -> ``("softmax.py", 32)``; a location without a line number -> ``(location, None)``;
+    None or an empty string -> None."""
+    if not location:
+        return None
+    m = _LOCATION.match(location)
+    if m is None:
+        return location, None
+    return m.group(1), int(m.group(2))
+
+
+def _scope(trace: Trace, start_ns: int | None, end_ns: int | None, core: int | None) -> Scope:
+    return resolve_scope(trace, start_ns, end_ns, core)
+
+
+def source_files(trace: Trace, start_ns: int | None = None, end_ns: int | None = None,
+                 core: int | None = None) -> pa.Table:
+    """The source files of the instructions starting in the window, and the files whose text the trace holds
+    (:data:`profiler.analyses.schema.SOURCE_FILES`), most instructions first (a DMA trigger is a short
+    instruction: instruction time would rank a kernel's loads below one ACTIVATE of a helper)."""
+    scope = _scope(trace, start_ns, end_ns, core)
+    table = fetch(trace, f"""
+        SELECT {_FILE_SQL} AS f, count(*) AS n, sum({q(ts.DURATION_NS)})::BIGINT AS d,
+               count(DISTINCT {_LINE_SQL}) AS lines
+        FROM {INSTRUCTION} WHERE {scope.starts_sql()} AND {q(ts.NKI_SOURCE_LOCATION)} <> ''
+        GROUP BY f""")
+    total = _total_instruction_ns(trace, scope)
+    texts = trace.recorded_sources()
+    rows = {r["f"]: r for r in table.to_pylist()}
+    claimed = {_text_name(name, texts) for name in rows}
+    out = []
+    for name in sorted(set(rows) | (set(texts) - claimed)):
+        r = rows.get(name, {"n": 0, "d": 0, "lines": 0})
+        held = _text_name(name, texts)
+        out.append({rs.FILE: name, rs.INSTRUCTIONS: int(r["n"]), rs.INSTRUCTION_NS: int(r["d"] or 0),
+                    rs.INSTRUCTION_SHARE: (int(r["d"] or 0) / total) if total else None,
+                    rs.LINES: int(r["lines"]), rs.HAS_TEXT: held is not None,
+                    rs.SIZE_BYTES: texts.get(held) if held is not None else None})
+    out.sort(key=lambda r: (-r[rs.INSTRUCTIONS], -r[rs.INSTRUCTION_NS], r[rs.FILE]))
+    return pa.Table.from_pylist(out, schema=rs.SOURCE_FILES)
+
+
+def _text_name(name: str, texts: dict[str, int]) -> str | None:
+    """The ``SourceFile`` name holding the text of location file ``name``: itself, else its base name."""
+    if name in texts:
+        return name
+    base = os.path.basename(name)
+    return base if base in texts else None
+
+
+def _total_instruction_ns(trace: Trace, scope: Scope) -> int:
+    row = fetch(trace, f"SELECT coalesce(sum({q(ts.DURATION_NS)}), 0)::BIGINT AS d FROM {INSTRUCTION} "
+                       f"WHERE {scope.starts_sql()}").to_pylist()[0]
+    return int(row["d"])
+
+
+def _files_by_time(trace: Trace) -> list[str]:
+    """The files of every instruction's location, most instructions first (no window: a file is a file),
+    then the files whose text the trace holds though no instruction names them."""
+    table = fetch(trace, f"""
+        SELECT {_FILE_SQL} AS f, count(*) AS n, sum({q(ts.DURATION_NS)}) AS d FROM {INSTRUCTION}
+        WHERE {q(ts.NKI_SOURCE_LOCATION)} <> '' GROUP BY f ORDER BY n DESC, d DESC NULLS LAST, f""")
+    files = [str(f) for f in table.column("f").to_pylist()]
+    texts = trace.recorded_sources()
+    claimed = {_text_name(f, texts) for f in files}
+    return files + sorted(set(texts) - claimed)
+
+
+def resolve_file(trace: Trace, file: str | None) -> str:
+    """The file of the trace ``file`` names: a file of :func:`source_files` as written, or the only one whose
+    base name (or path suffix) it is; None picks the file with the most instructions.  QueryError listing
+    the trace's files otherwise."""
+    if file is not None and not isinstance(file, str):
+        raise QueryError(f"a source file name must be a string, not {str(file)[:40]!r}")
+    files = _files_by_time(trace)
+    if not files:
+        raise QueryError(f"{trace.path}: no instruction has a source location (nki_source_location) and the "
+                         "trace holds no source file, so there is no source to show")
+    if file is None or file == "":
+        return files[0]
+    if file in files:
+        return file
+    matches = [f for f in files if os.path.basename(f) == file or f.endswith("/" + file.lstrip("/"))]
+    if len(matches) == 1:
+        return matches[0]
+    shown = ", ".join(files[:12]) + (", ..." if len(files) > 12 else "")
+    if matches:
+        raise QueryError(f"{trace.path}: {file!r} names {len(matches)} source files ({', '.join(matches[:6])}); "
+                         "give more of its path")
+    raise QueryError(f"{trace.path}: no source file {file[:200]!r} in the trace (files: {shown})")
+
+
+def source_listing(trace: Trace, file: str | None = None, start_ns: int | None = None, end_ns: int | None = None,
+                   core: int | None = None) -> pa.Table:
+    """Every line of ``file`` (:func:`resolve_file`; default: the file with the most instructions) with the
+    instructions starting in the window that it issued (:data:`profiler.analyses.schema.SOURCE_LINES`).
+
+    With the file's text in the trace, one row per line of it (lines without instructions have zeros), plus any
+    line number beyond its end that instructions name; without it, one row per line that issued instructions,
+    ``text`` None.
+    """
+    scope = _scope(trace, start_ns, end_ns, core)
+    name = resolve_file(trace, file)
+    t1 = int(scope.end_ns)
+    table = fetch(trace, f"""
+        WITH rows AS (
+            SELECT {_LINE_SQL} AS k0, {q(ts.START_TS)} AS s, least({q(ts.END_TS)}, {t1}) AS e,
+                   {q(ts.END_TS)} AS e_raw, {q(ts.DURATION_NS)} AS d,
+                   coalesce({q(ts.EVT_WAIT_TIME_NS)}, 0) AS w, {q(ts.ENGINE)} AS engine,
+                   {q(ts.OPCODE)} AS opcode, coalesce({q(rs.T_HBM_READ_BYTES)}, 0) AS rb,
+                   coalesce({q(rs.T_HBM_WRITE_BYTES)}, 0) AS wb
+            FROM {INSTRUCTION} WHERE {scope.starts_sql()} AND {_FILE_SQL} = $file
+        ), a AS (
+            SELECT k0, count(*) AS n, sum(d)::BIGINT AS d, sum(w)::BIGINT AS w, sum(rb)::BIGINT AS rb,
+                   sum(wb)::BIGINT AS wb, min(s) AS s0, max(e_raw) AS e1
+            FROM rows WHERE k0 IS NOT NULL GROUP BY k0
+        ), eng AS (
+            SELECT k0, string_agg(engine, ', ' ORDER BY t DESC, engine) AS engines FROM (
+                SELECT k0, engine, sum(d) AS t FROM rows WHERE k0 IS NOT NULL AND engine IS NOT NULL
+                GROUP BY k0, engine) GROUP BY k0
+        ), ops AS (
+            SELECT k0, string_agg(opcode, ', ' ORDER BY t DESC, opcode) AS opcodes FROM (
+                SELECT k0, opcode, t, row_number() OVER (PARTITION BY k0 ORDER BY t DESC, opcode) AS r FROM (
+                    SELECT k0, opcode, sum(d) AS t FROM rows WHERE k0 IS NOT NULL AND opcode IS NOT NULL
+                    GROUP BY k0, opcode)) WHERE r <= {TOP_OPCODES} GROUP BY k0
+        ), busy AS ({union_sql(["k0"], "k0 IS NOT NULL")})
+        SELECT a.*, coalesce(busy.u, 0) AS busy, eng.engines, ops.opcodes FROM a
+        LEFT JOIN busy USING (k0) LEFT JOIN eng USING (k0) LEFT JOIN ops USING (k0)""", {"file": name})
+    total = _total_instruction_ns(trace, scope)
+    stats = {int(r["k0"]): r for r in table.to_pylist()}
+    dma = _dma_per_line(trace, scope, name)
+    held = _text_name(name, trace.recorded_sources())
+    text = trace.source_text(held) if held is not None else None
+    lines = text.splitlines() if text is not None else []
+    numbers = sorted(set(range(1, len(lines) + 1)) | set(stats))
+    out = []
+    for n in numbers:
+        r = stats.get(n)
+        d = int(r["d"]) if r else 0
+        out.append({
+            rs.LINE: n, rs.TEXT: lines[n - 1] if 0 < n <= len(lines) else None,
+            rs.INSTRUCTIONS: int(r["n"]) if r else 0, rs.INSTRUCTION_NS: d,
+            rs.INSTRUCTION_SHARE: d / total if total else None, rs.BUSY_NS: int(r["busy"]) if r else 0,
+            rs.WAIT_NS: int(r["w"]) if r else 0, rs.ENGINES: r["engines"] if r else None,
+            rs.OPCODES: r["opcodes"] if r else None, rs.HBM_READ_BYTES: int(r["rb"]) if r else 0,
+            rs.HBM_WRITE_BYTES: int(r["wb"]) if r else 0, rs.DMA_TRANSFERS: dma.get(n, (0, 0, 0))[0],
+            rs.DMA_BYTES: dma.get(n, (0, 0, 0))[1], rs.DMA_NS: dma.get(n, (0, 0, 0))[2],
+            rs.START_NS: r["s0"] if r else None,
+            rs.END_NS: r["e1"] if r else None,
+        })
+    return pa.Table.from_pylist(out, schema=rs.SOURCE_LINES)
+
+
+def _dma_per_line(trace: Trace, scope: Scope, name: str) -> dict[int, tuple[int, int, int]]:
+    """Per line of file ``name``: (transfers, bytes, summed transfer time) of the DMA transfers triggered by its
+    instructions starting in the window."""
+    ids = fetch(trace, f"SELECT {q(ts.ID)} AS i, {_LINE_SQL} AS k0 FROM {INSTRUCTION} WHERE {scope.starts_sql()} "
+                       f"AND {_FILE_SQL} = $file AND {_LINE_SQL} IS NOT NULL ORDER BY 1", {"file": name})
+    if ids.num_rows == 0:
+        return {}
+    tr = transfers(trace, scope)
+    if len(tr) == 0:
+        return {}
+    trig = tr.trigger
+    known = np.flatnonzero(trig >= 0)
+    inst = column(ids, "i")
+    pos = np.searchsorted(inst, trig[known])
+    pos_ok = pos < len(inst)
+    hit = np.zeros(len(known), dtype=bool)
+    hit[pos_ok] = inst[pos[pos_ok]] == trig[known][pos_ok]
+    rows = known[hit]
+    if len(rows) == 0:
+        return {}
+    lines = column(ids, "k0")[pos[hit]]
+    dur = tr.col(LAST_END)[rows] - tr.col(FIRST_START)[rows]
+    nbytes = tr.col(NBYTES)[rows]
+    out: dict[int, tuple[int, int, int]] = {}
+    for line in np.unique(lines):
+        m = lines == line
+        out[int(line)] = (int(m.sum()), int(nbytes[m].sum()), int(dur[m].sum()))
+    return out

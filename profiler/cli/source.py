@@ -1,0 +1,121 @@
+"""``trnprof source``: a kernel source file, line by line, with the instructions each line issued."""
+
+from __future__ import annotations
+
+import argparse
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from profiler.analyses import schema as rs
+from profiler.analyses.source_lines import source_files, source_listing
+from profiler.cli import int_arg
+from profiler.cli._analysis import (
+    FORMATS,
+    add_trace_argument,
+    add_window_arguments,
+    open_trace,
+    print_table,
+)
+from profiler.figures.timefmt import format_duration
+
+#: ``--hot N``: a line count.
+hot_lines = int_arg("a line count", 1, 1 << 31)
+#: Columns of the annotated listing: (header, width).
+_HEAD = (("line", 5), ("instr", 7), ("time", 9), ("share", 6), ("wait", 9), ("DMA transfers", 24), ("engines", 14))
+
+
+class SourceCommand:
+    """A kernel source file annotated with the instructions of each line: count, summed time, share of the
+    window's instruction time, semaphore waits before them, DMA transfers they triggered and engines.  The text
+    comes from the trace (a recording keeps the kernel's files); without it the lines with instructions are
+    listed by number."""
+
+    name = "source"
+    help = "a kernel source file annotated with each line's instructions, time and waits"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        add_trace_argument(parser)
+        parser.add_argument("file", nargs="?", metavar="FILE",
+                            help="source file, as in nki_source_location (default: the one with the most instructions)")
+        add_window_arguments(parser)
+        parser.add_argument("--files", action="store_true", help="list the trace's source files instead")
+        parser.add_argument("--hot", type=hot_lines, metavar="N", help="only the N lines with the most time, "
+                            "hottest first")
+        group = parser.add_mutually_exclusive_group()
+        group.add_argument("--format", choices=FORMATS, default="table",
+                           help="output format (default: table, an annotated listing)")
+        group.add_argument("--json", action="store_const", const="json", dest="format", help="same as --format json")
+
+    def run(self, args: argparse.Namespace) -> int:
+        with open_trace(args.db) as trace:
+            if args.files:
+                print_table(source_files(trace, args.start, args.end, args.core), args.format)
+                return 0
+            files = source_files(trace, args.start, args.end, args.core)
+            table = source_listing(trace, args.file, args.start, args.end, args.core)
+            name = _listed_file(files, args.file)
+        if args.format != "table":
+            print_table(table if args.hot is None else hottest(table, args.hot), args.format)
+            return 0
+        print(render_listing(table, name, files, hot=args.hot))
+        return 0
+
+
+def hottest(table: pa.Table, n: int) -> pa.Table:
+    """The ``n`` lines of a listing with the most instruction time, hottest first."""
+    busy = table.filter(pc.greater(table.column(rs.INSTRUCTIONS), 0))
+    return busy.sort_by([(rs.INSTRUCTION_NS, "descending"), (rs.LINE, "ascending")]).slice(0, n)
+
+
+def _listed_file(files: pa.Table, asked: str | None) -> str:
+    names = files.column(rs.FILE).to_pylist()
+    if asked in names or asked is None:
+        return asked or names[0]
+    return next((n for n in names if n.endswith(asked)), asked)
+
+
+def render_listing(table: pa.Table, file: str, files: pa.Table | None = None, *, hot: int | None = None) -> str:
+    """The annotated listing of ``source_listing``'s ``table`` for ``file``: a header, then one line per row
+    (statistics left blank for lines without instructions); with ``hot``, only that many of the hottest lines."""
+    rows = table.to_pylist()
+    n = sum(r[rs.INSTRUCTIONS] for r in rows)
+    t = sum(r[rs.INSTRUCTION_NS] for r in rows)
+    share = sum(r[rs.INSTRUCTION_SHARE] or 0 for r in rows)
+    head = [f"{file}: {n:,} instructions, {format_duration(t)} of instruction time ({share:.1%} of the window's)"]
+    if rows and all(r[rs.TEXT] is None for r in rows):
+        head.append("(the trace holds no text of this file: lines are listed by number)")
+    if files is not None and files.num_rows > 1:
+        others = [f for f in files.column(rs.FILE).to_pylist() if f != file]
+        head.append(f"other files: {', '.join(others[:8])}{', ...' if len(others) > 8 else ''}")
+    if hot is not None:
+        rows = hottest(table, hot).to_pylist()
+        head.append(f"the {len(rows)} lines with the most instruction time, hottest first")
+    cells = [[h for h, _ in _HEAD] + ["source"]]
+    for r in rows:
+        text = (r[rs.TEXT] or "").rstrip()
+        if not r[rs.INSTRUCTIONS]:
+            cells.append([str(r[rs.LINE])] + [""] * (len(_HEAD) - 1) + [text])
+            continue
+        dma = (f"{r[rs.DMA_TRANSFERS]:,} x {_bytes(r[rs.DMA_BYTES] / r[rs.DMA_TRANSFERS])}, "
+               f"{format_duration(r[rs.DMA_NS])}" if r[rs.DMA_TRANSFERS] else "")
+        cells.append([str(r[rs.LINE]), f"{r[rs.INSTRUCTIONS]:,}", format_duration(r[rs.INSTRUCTION_NS]),
+                      f"{(r[rs.INSTRUCTION_SHARE] or 0):.1%}",
+                      format_duration(r[rs.WAIT_NS]) if r[rs.WAIT_NS] else "", dma, r[rs.ENGINES] or "", text])
+    widths = [max(w, *(len(c[i]) for c in cells)) for i, (_, w) in enumerate(_HEAD)]
+    lines = []
+    for c in cells:
+        stats = "  ".join(c[i].ljust(widths[i]) if i == len(_HEAD) - 1 else c[i].rjust(widths[i])
+                          for i in range(len(_HEAD)))
+        lines.append(f"{stats} | {c[-1]}".rstrip())
+    return "\n".join([*head, "", *lines])
+
+
+def _bytes(n: float) -> str:
+    for scale, unit in ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n:.0f} B"
+
+
+COMMAND = SourceCommand()

@@ -1,0 +1,120 @@
+"""A recording keeps its kernel's source files (``SourceFile``), and ``trnprof source`` shows them annotated."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import warnings
+from pathlib import Path
+
+import pytest
+
+import profiler
+from profiler.analyses import schema as rs
+from profiler.analyses.source_lines import source_listing
+from profiler.cli import main
+from tracer import TraceReader
+from tracer import schema as ts
+from tracer.sim import run_kernel
+
+HELPER = '''"""A helper module of the kernel."""
+
+
+def scale_rows(nc, dst, src):
+    nc.activation(dst, src, "exp")
+'''
+KERNEL = '''from srcview_helpers import scale_rows
+
+
+def k(nc, n=256):
+    x = nc.input("x", (128, n), "fp32")
+    y = nc.output("y", (128, n), "fp32")
+    for i in nc.affine_range(4):
+        t = nc.sbuf_tile((128, n), "fp32", name="t")
+        nc.dma_copy(t, x)
+        u = nc.sbuf_tile((128, n), "fp32", name="u")
+        scale_rows(nc, u, t)
+        nc.dma_copy(y, u)
+'''
+
+
+@pytest.fixture
+def kernel_file(tmp_path, monkeypatch):
+    (tmp_path / "srcview_helpers.py").write_text(HELPER)
+    (tmp_path / "srcview_kernel.py").write_text(KERNEL)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return tmp_path / "srcview_kernel.py"
+
+
+def _sources(path) -> dict[str, str]:
+    table = TraceReader(path).read_table(ts.SOURCE_FILE.name).to_pylist()
+    return {r[ts.SOURCE_FILE_NAME]: r[ts.SOURCE_TEXT] for r in table}
+
+
+@pytest.mark.parametrize("emit", ["process", "thread"])
+def test_a_recording_keeps_the_kernel_file_and_the_helpers_its_instructions_came_from(kernel_file, tmp_path, emit):
+    out = tmp_path / f"{emit}.trace"
+    run_kernel(f"{kernel_file}:k", trace_path=out, emit=emit)
+    assert _sources(out) == {"srcview_kernel.py": KERNEL, "srcview_helpers.py": HELPER}
+    sizes = {r[ts.SOURCE_FILE_NAME]: r[ts.SOURCE_SIZE_BYTES]
+             for r in TraceReader(out).read_table(ts.SOURCE_FILE.name).to_pylist()}
+    assert sizes == {"srcview_kernel.py": len(KERNEL), "srcview_helpers.py": len(HELPER)}
+
+
+def test_the_trace_keeps_the_text_as_recorded_and_the_listing_uses_it(kernel_file, tmp_path, capsys):
+    out = tmp_path / "k.trace"
+    run_kernel(f"{kernel_file}:k", trace_path=out)
+    kernel_file.write_text("# edited after the recording\n" + KERNEL)  # line numbers shift on disk, not in the trace
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trace = profiler.open(out)
+    with trace:
+        listing = {r[rs.LINE]: r for r in source_listing(trace, "srcview_kernel.py").to_pylist()}
+        helper = {r[rs.LINE]: r for r in source_listing(trace, "srcview_helpers.py").to_pylist()}
+        events = trace.sql(f"SELECT {ts.NKI_SOURCE_LOCATION} AS loc, count(*) AS n FROM Instruction "
+                           "GROUP BY loc").fetchall()
+    counts = dict(events)
+    assert listing[9][rs.TEXT].strip() == "nc.dma_copy(t, x)"
+    assert listing[9][rs.INSTRUCTIONS] == counts["srcview_kernel.py:9"] == 4
+    assert listing[9][rs.DMA_TRANSFERS] == 4 and listing[9][rs.DMA_BYTES] == 4 * 128 * 256 * 4
+    assert helper[5][rs.TEXT].strip() == 'nc.activation(dst, src, "exp")'
+    assert helper[5][rs.INSTRUCTIONS] == counts["srcview_helpers.py:5"] == 4
+    assert helper[5][rs.ENGINES] == "Scalar"
+    assert len(listing) == len(KERNEL.splitlines())
+
+    assert main(["source", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("srcview_kernel.py: ")   # 8 DMA triggers against the helper's 4 ACTIVATEs
+    assert "other files: srcview_helpers.py" in text
+    row = next(ln for ln in text.splitlines() if ln.rstrip().endswith("nc.dma_copy(t, x)"))
+    assert row.split()[:2] == ["9", "4"] and "4 x 128 KiB" in row
+
+    assert main(["source", str(out), "srcview_helpers.py", "--hot", "1"]) == 0
+    text = capsys.readouterr().out
+    assert "the 1 lines with the most instruction time" in text
+    assert text.rstrip().endswith('nc.activation(dst, src, "exp")')
+
+    assert main(["source", str(out), "--files", "--json"]) == 0
+    files = {r[rs.FILE]: r for r in json.loads(capsys.readouterr().out)}
+    assert files["srcview_kernel.py"][rs.HAS_TEXT] and files["srcview_helpers.py"][rs.INSTRUCTIONS] == 4
+
+
+def test_source_errors_are_one_line(tmp_path, capsys):
+    out = tmp_path / "s.trace"
+    run_kernel("softmax", {"rows": 256, "cols": 256}, trace_path=out)
+    assert main(["source", str(out), "nope.py"]) != 0
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "no source file 'nope.py' in the trace (files: softmax.py" in err
+    assert main(["source", str(out), "--hot", "0"]) != 0
+    assert "--hot" in capsys.readouterr().err
+    assert main(["source", str(tmp_path / "missing.trace")]) != 0
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_a_host_trace_has_no_source_to_show(tmp_path, capsys):
+    host = tmp_path / "alexnet.json.gz"  # a real PyTorch profiler trace: host slices, no kernel source
+    shutil.copy(Path(__file__).resolve().parents[1] / "data" / "pytorch" / "alexnet_flows.json.gz", host)
+    assert main(["source", str(host)]) != 0
+    err = capsys.readouterr().err.strip().splitlines()  # (the import's warning about overlapping slices, then)
+    assert err[-1].startswith("trnprof: error: ") and "no instructions or DMA packets to analyse" in err[-1]
+    assert not any("Traceback" in ln for ln in err)

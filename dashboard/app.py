@@ -21,11 +21,11 @@ from dash import Dash, Input, Output, State, dcc, html
 
 from dashboard import errors
 from dashboard.hosts import HostPolicy, install_host_check
+from dashboard.links import TRACE_PARAM
 from dashboard.pages import Page, PageContext, default_pages
 from dashboard.registry import TraceRegistry, UnknownTraceError
 
 ASSETS = Path(__file__).resolve().parent / "assets"
-TRACE_PARAM = "trace"
 
 
 def query_values(search: str | None) -> dict[str, str]:

@@ -13,11 +13,13 @@ from typing import Any
 
 import dash
 import pyarrow as pa
-from dash import html
+from dash import dcc, html
 
 from dashboard.errors import public_message
 from dashboard.inputs import as_int
+from dashboard.links import source_href
 from profiler import db_schema as dbs
+from profiler.analyses.source_lines import split_location
 from profiler.db.track_info import INTERVAL_TABLES
 from profiler.figures.timefmt import format_duration, format_time
 from tracer import schema as ts
@@ -120,7 +122,8 @@ def _ancestors_line(ancestors: list[dict[str, Any]]) -> html.Div | None:
 
 
 def details_panel(fields: dict[str, Any], table: str, preds: pa.Table | None, succs: pa.Table | None,
-                  origin_ns: int, *, ancestors: list[dict[str, Any]] | None = None) -> html.Div:
+                  origin_ns: int, *, ancestors: list[dict[str, Any]] | None = None,
+                  trace_id: str | None = None) -> html.Div:
     """The panel for one event: header, the slices it lies in, source location, dependencies, then every field.
 
     Args:
@@ -130,6 +133,7 @@ def details_panel(fields: dict[str, Any], table: str, preds: pa.Table | None, su
         succs: what waited for it.
         origin_ns: the trace start (times are also shown relative to it).
         ancestors: for a slice, the slices enclosing it, outermost first (:func:`slice_ancestors`).
+        trace_id: the served trace: its source location (``file.py:LINE``) links to the source page at that line.
     """
     name = fields.get(ts.OPCODE) or fields.get(ts.NAME) or fields.get(ts.VARIABLE) or fields.get(ts.QUEUE_NAME) or ""
     dur = fields.get(ts.DURATION_NS)
@@ -141,7 +145,14 @@ def details_panel(fields: dict[str, Any], table: str, preds: pa.Table | None, su
         html.Span(format_duration(dur) if dur is not None else "", className="muted"),
     ], className="details-header", id="details-title")
     source = fields.get(ts.NKI_SOURCE_LOCATION)
-    source_div = html.Div(["Source: ", html.Code(str(source))] if source else "Source: not recorded",
+    where = split_location(str(source)) if source else None
+    if where is not None and where[1] is not None and trace_id is not None:
+        code: Any = dcc.Link(html.Code(str(source)), href=source_href(trace_id, where[0], where[1]),
+                             title="show the line in its source file, with every line's instructions",
+                             id="details-source-link")
+    else:
+        code = html.Code(str(source))
+    source_div = html.Div(["Source: ", code] if source else "Source: not recorded",
                           className="details-source", id="details-source")
     rows = [html.Tr([html.Th(k), html.Td(_fmt_value(k, v, origin_ns))]) for k, v in fields.items()]
     return html.Div([
@@ -182,9 +193,11 @@ def selected_event(selected: Any) -> tuple[str, int] | str | None:
     return table, ident
 
 
-def event_details(trace: Any, table: str, event_id: int, label: str | None = None) -> html.Div:
+def event_details(trace: Any, table: str, event_id: int, label: str | None = None, *,
+                  trace_id: str | None = None) -> html.Div:
     """Fetch the event and its flows from ``trace`` and render :func:`details_panel` (an error line otherwise;
-    ``label``: the trace's name in messages, instead of its files)."""
+    ``label``: the trace's name in messages, instead of its files; ``trace_id``: the served trace, whose source
+    page its source location links to)."""
     from tracer.errors import TrnprofError
 
     try:
@@ -202,4 +215,5 @@ def event_details(trace: Any, table: str, event_id: int, label: str | None = Non
             ancestors = slice_ancestors(trace, int(event_id))
         except TrnprofError as exc:
             fields = {**fields, "enclosing slices": f"unavailable: {public_message(exc, trace, label=label)}"}
-    return details_panel(fields, table, preds, succs, int(trace.time_range[0]), ancestors=ancestors)
+    return details_panel(fields, table, preds, succs, int(trace.time_range[0]), ancestors=ancestors,
+                         trace_id=trace_id)

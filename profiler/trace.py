@@ -435,7 +435,9 @@ class Trace(NotebookMixin):
 
     @_guarded
     def search(self, text: str, limit: int = 100) -> pa.Table:
-        """Events whose opcode, operator, layer, source line or name contains ``text`` (case-insensitive).
+        """Events whose opcode, operator, layer, source line or name contains ``text`` (case-insensitive); with
+        ``text`` in double quotes, events with a field equal to what is inside them (``"softmax.py:35"`` finds
+        that line and not line 350).
 
         Returns :data:`profiler.db_schema.SEARCH_RESULTS`, ordered by start time, at most ``limit`` rows: each event
         once, ``matched_field`` naming the first of its fields (in :data:`SEARCH_FIELDS` order) that matches.
@@ -445,9 +447,13 @@ class Trace(NotebookMixin):
         limit = _as_int(limit, "limit", "a whole number of rows")
         if limit < 0:
             raise QueryError(f"limit must be 0 or more rows, not {limit}")
+        exact = len(text) > 2 and text[0] == text[-1] == '"'
+        if exact:
+            text = text[1:-1]
         parts = []
         for table, fields in SEARCH_FIELDS.items():  # one row per event: the first of its fields that matches
-            hits = [f"contains(lower({quote(field)}), lower($q))" for field in fields]
+            hits = [f"lower({quote(field)}) = lower($q)" if exact else f"contains(lower({quote(field)}), lower($q))"
+                    for field in fields]
             which = "CASE " + " ".join(f"WHEN {hit} THEN '{field}'" for hit, field in zip(hits, fields, strict=True)) \
                 + " END"
             parts.append(

@@ -7,7 +7,8 @@
  * `tl-range` stores (dash_clientside.set_props), which trigger the server callbacks.
  *
  * Keys (as in Perfetto): W/S zoom in/out around the mouse (or the centre), A/D pan, R reset; N / Shift+N next /
- * previous search match; Ctrl+Enter runs the SQL editor.  Zoom and pan call Plotly.relayout on the timeline, which
+ * previous search match; Ctrl+Enter runs the SQL editor.  On the source page, the line the URL marks (else the
+ * hottest line) is scrolled into view.  Zoom and pan call Plotly.relayout on the timeline, which
  * reaches the server as an ordinary relayout (the server then decides whether its buffer still covers the view).
  */
 (function () {
@@ -165,6 +166,20 @@
       if (btn) btn.click();
     } else return;
     ev.preventDefault();
+  }
+
+  // The source page: when a listing arrives, bring its marked line (?line=N), else its hottest line, into view,
+  // once per listing.
+  var scrolledListing = null;
+  function scrollToMarkedLine() {
+    var table = document.getElementById("src-table");
+    if (!table || table === scrolledListing) return;
+    scrolledListing = table;
+    var row = table.querySelector(".src-target") || table.querySelector(".src-hottest");
+    if (row && row.scrollIntoView) row.scrollIntoView({block: "center"});
+  }
+  if (window.MutationObserver) {
+    new MutationObserver(scrollToMarkedLine).observe(document.documentElement, {childList: true, subtree: true});
   }
 
   document.addEventListener("keydown", onKey);

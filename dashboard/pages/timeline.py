@@ -28,6 +28,7 @@ from dashboard.analysis_views import CriticalPathOverlays
 from dashboard.app import query_values, resolve_trace_id
 from dashboard.graph_config import graph_config
 from dashboard.inputs import is_checked
+from dashboard.links import SEARCH_PARAM
 from dashboard.pages import PageContext
 from dashboard.registry import TraceRegistry, UnknownTraceError
 from dashboard.selection_view import selection_outputs
@@ -54,6 +55,8 @@ def layout(ctx_: PageContext) -> Any:
         dcc.Store(id="tl-shapes"),
         dcc.Store(id="search-results"),
         dcc.Store(id="search-index", data=0),
+        # a search the URL asks for (?search=...: the source page's line links), run when the page opens
+        dcc.Store(id="search-auto", data=ctx_.query.get(SEARCH_PARAM, "")[:200]),
         html.Div(className="toolbar", children=[
             html.Label("Colour by", className="toolbar-label"),
             dcc.RadioItems(id="colour-by", options=[{"label": m, "value": m} for m in pal.COLOUR_MODES],
@@ -69,9 +72,10 @@ def layout(ctx_: PageContext) -> Any:
             html.Button("Reset zoom", id="tl-reset", n_clicks=0, className="btn", title="show the whole trace (R)"),
             html.Button("Summarize view", id="tl-summarize", n_clicks=0, className="btn",
                         title="summary of the visible range (box-select for a sub-range)"),
-            html.Div(className="search-box", children=[
+            html.Div(className="search-box", title='text in any of these fields; "in quotes": a whole field', children=[
                 dcc.Input(id="search-input", type="search", placeholder="Search opcode, hlo_name, layer, source…",
-                          debounce=False, className="search-input", maxLength=200),
+                          debounce=False, className="search-input", maxLength=200,
+                          value=ctx_.query.get(SEARCH_PARAM, "")[:200]),
                 html.Button("Search", id="search-go", n_clicks=0, className="btn"),
                 html.Button("◀", id="search-prev", n_clicks=0, className="btn", title="previous match (Shift+N)"),
                 html.Button("▶", id="search-next", n_clicks=0, className="btn", title="next match (N)"),
@@ -228,14 +232,18 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
         except UnknownTraceError as exc:
             return str(exc), dash.no_update
         with registry.lock(trace_id):
-            panel = det.event_details(trace, *event, label=registry.entry(trace_id).label)
+            panel = det.event_details(trace, *event, label=registry.entry(trace_id).label, trace_id=trace_id)
         return panel, picks.highlight_layout(view, selected)
 
     @app.callback(Output("search-results", "data"), Output("search-index", "data"),
                   Output("search-list", "children"), Output("search-count", "children"),
-                  Input("search-go", "n_clicks"), Input("search-input", "n_submit"), State("search-input", "value"),
-                  State("url", "search"), prevent_initial_call=True)
-    def _search(_n: Any, _s: Any, text: Any, search: str | None) -> Any:
+                  Input("search-go", "n_clicks"), Input("search-input", "n_submit"), Input("search-auto", "data"),
+                  State("search-input", "value"), State("url", "search"))
+    def _search(_n: Any, _s: Any, auto: Any, text: Any, search: str | None) -> Any:
+        if ctx.triggered_id in (None, "search-auto"):  # the page opening: search only if the URL asks to
+            if not isinstance(auto, str) or not auto.strip():
+                raise dash.exceptions.PreventUpdate
+            text = auto
         try:
             trace_id, trace = _trace(registry, search)
         except UnknownTraceError as exc:

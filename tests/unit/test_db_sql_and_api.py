@@ -233,10 +233,12 @@ def test_only_queries_run_not_even_in_memory_writes(trace, query):
         trace.sql(ok)
 
 
-@pytest.mark.parametrize("text", ["layer2", "LAYER1.UP", "matmul", "mlp.py", "w2_", "zzz-none"])
+@pytest.mark.parametrize("text", ["layer2", "LAYER1.UP", "matmul", "mlp.py", "w2_", "zzz-none", '"layer1"',
+                                  '"MLP.py:70"', '"mlp.py:7"', '"layer1.up_proj"', '""'])
 def test_search_lists_each_matching_event_once(text, tmp_path_factory):
     """Against a brute-force oracle over every searched field: each event once (an instruction whose layer and
-    operator both hold the text is one match, not two), named by the first field that matches."""
+    operator both hold the text is one match, not two), named by the first field that matches; text in double
+    quotes matches whole fields only."""
     from pathlib import Path
 
     from profiler.trace import SEARCH_FIELDS
@@ -250,11 +252,17 @@ def test_search_lists_each_matching_event_once(text, tmp_path_factory):
         for table, fields in SEARCH_FIELDS.items():
             cols = ", ".join(f'"{f}"' for f in ("id", *fields))
             for row in t.sql_arrow(f'SELECT {cols} FROM "{table}"', max_rows=None).to_pylist():
-                first = next((f for f in fields if row[f] is not None and text.lower() in row[f].lower()), None)
+                if len(text) > 2 and text[0] == text[-1] == '"':
+                    first = next((f for f in fields if row[f] is not None and text[1:-1].lower() == row[f].lower()),
+                                 None)
+                else:
+                    first = next((f for f in fields if row[f] is not None and text.lower() in row[f].lower()), None)
                 if first is not None:
                     want[(table, row["id"])] = first
         hits = t.search(text, limit=1_000_000).to_pylist()
     got = {(h["table_name"], h["id"]): h["matched_field"] for h in hits}
     assert len(got) == len(hits)            # no event twice
     assert got == want
+    if text in ('"MLP.py:70"', '"layer1"'):
+        assert want, "the case must match something"
     assert [h["start_ts"] for h in hits] == sorted(h["start_ts"] for h in hits)

@@ -1,0 +1,132 @@
+"""The source page's content: a kernel source file, line by line, with each line's instructions.
+
+:func:`profiler.analyses.source_lines.source_listing` computes the table; this module turns it into the page's
+file picker options, its status line and an HTML table (heat bar, counts, times, the line's text), each line with
+instructions linked to the timeline, which searches for exactly that line (``?search="file.py:LINE"``) and shows its
+first instruction.  Everything here is a plain function of a trace and the URL's values, tested without a browser.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from dash import dcc, html
+
+from dashboard.errors import public_message
+from dashboard.inputs import as_int
+from dashboard.links import timeline_search_href
+from profiler.analyses import schema as rs
+from profiler.analyses.source_lines import resolve_file, source_files, source_listing
+from profiler.figures.timefmt import format_duration
+from tracer.errors import TrnprofError
+
+#: Longest line number a URL may ask for.
+MAX_LINE = 10_000_000
+
+
+@dataclass
+class SourceView:
+    """What the page shows for one trace, file and line."""
+
+    options: list[dict[str, Any]] = field(default_factory=list)
+    file: str | None = None
+    status: str = ""
+    table: Any = None
+    error: str | None = None
+
+
+def file_options(files: Any) -> list[dict[str, Any]]:
+    """Dropdown options of :func:`source_files`' table: ``softmax.py — 48 instructions``."""
+    out = []
+    for r in files.to_pylist():
+        what = f"{r[rs.INSTRUCTIONS]:,} instructions" if r[rs.INSTRUCTIONS] else "no instructions"
+        if not r[rs.HAS_TEXT]:
+            what += ", text not recorded"
+        out.append({"label": f"{r[rs.FILE]} — {what}", "value": r[rs.FILE]})
+    return out
+
+
+def build_view(trace: Any, trace_id: str, file: Any, line: Any, *, busy_only: bool = False,
+               label: str | None = None) -> SourceView:
+    """The page for ``file`` of the trace (default: the file with the most instructions), line ``line`` marked;
+    an error line (not an exception) for a trace or file the view cannot show."""
+    target = _line_number(line)
+    try:
+        files = source_files(trace)
+        name = resolve_file(trace, file if isinstance(file, str) and file else None)
+        listing = source_listing(trace, name)
+    except TrnprofError as exc:
+        return SourceView(error=public_message(exc, trace, label=label))
+    rows = listing.to_pylist()
+    n = sum(r[rs.INSTRUCTIONS] for r in rows)
+    t = sum(r[rs.INSTRUCTION_NS] for r in rows)
+    share = sum(r[rs.INSTRUCTION_SHARE] or 0 for r in rows)
+    status = f"{name}: {n:,} instructions on {sum(1 for r in rows if r[rs.INSTRUCTIONS]):,} lines, " \
+             f"{format_duration(t)} of instruction time ({share:.1%} of the trace's)"
+    if rows and all(r[rs.TEXT] is None for r in rows):
+        status += "; the trace holds no text of this file (trnprof keeps it for the kernels it records), so its " \
+                  "lines with instructions are listed by number"
+    shown = [r for r in rows if r[rs.INSTRUCTIONS] or r[rs.LINE] == target] if busy_only else rows
+    return SourceView(options=file_options(files), file=name, status=status,
+                      table=listing_table(shown, trace_id, name, target))
+
+
+def _line_number(value: Any) -> int | None:
+    """A line number from the URL (a string of digits) or a component (a number); None for anything else."""
+    if isinstance(value, str):
+        return int(value) if value.isascii() and value.isdigit() and 0 < len(value) <= 8 and int(value) else None
+    return as_int(value, 1, MAX_LINE)
+
+
+def _dma(r: dict[str, Any]) -> str:
+    k = r[rs.DMA_TRANSFERS]
+    if not k:
+        return ""
+    mean = r[rs.DMA_BYTES] / k
+    for scale, unit in ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
+        if mean >= scale:
+            return f"{k:,} × {mean / scale:.3g} {unit}, {format_duration(r[rs.DMA_NS])}"
+    return f"{k:,} × {mean:.0f} B, {format_duration(r[rs.DMA_NS])}"
+
+
+def listing_table(rows: list[dict[str, Any]], trace_id: str, file: str, target: int | None) -> html.Table:
+    """The listing as a table: one row per line (``id="src-line-N"``), a heat bar scaled to the hottest line,
+    the statistics of lines with instructions, the text; the ``target`` line marked (``src-target``) and the line
+    with the most instruction time flagged (``src-hottest``: the page scrolls to it when no line is marked)."""
+    top = max((r[rs.INSTRUCTION_NS] for r in rows), default=0) or 1
+    hottest = max((r for r in rows if r[rs.INSTRUCTIONS]), key=lambda r: (r[rs.INSTRUCTION_NS], -r[rs.LINE]),
+                  default=None)
+    body = []
+    for r in rows:
+        n = r[rs.LINE]
+        busy = r[rs.INSTRUCTIONS] > 0
+        classes = ["src-row"] + (["src-busy"] if busy else []) + (["src-target"] if n == target else []) \
+            + (["src-hottest"] if r is hottest else [])
+        code = html.Td(html.Pre(r[rs.TEXT] if r[rs.TEXT] is not None else "", className="src-code"))
+        if not busy:
+            cells = [html.Td(str(n), className="src-num"), html.Td(), html.Td(), html.Td(), html.Td(), html.Td(),
+                     html.Td(), html.Td(), code]
+        else:
+            width = f"{100 * r[rs.INSTRUCTION_NS] / top:.1f}%"
+            tip = (f"{r[rs.INSTRUCTIONS]:,} instructions, {format_duration(r[rs.INSTRUCTION_NS])} "
+                   f"({(r[rs.INSTRUCTION_SHARE] or 0):.1%}), busy {format_duration(r[rs.BUSY_NS])}; "
+                   f"opcodes {r[rs.OPCODES] or '–'}")
+            cells = [
+                html.Td(dcc.Link(str(n), href=timeline_search_href(trace_id, f"{file}:{n}"),
+                                 title="show this line's instructions on the timeline"), className="src-num"),
+                html.Td(html.Div(html.Div(className="src-heat-fill", style={"width": width}),
+                                 className="src-heat"), title=tip),
+                html.Td(f"{r[rs.INSTRUCTIONS]:,}", className="num"),
+                html.Td(format_duration(r[rs.INSTRUCTION_NS]), className="num"),
+                html.Td(f"{(r[rs.INSTRUCTION_SHARE] or 0):.1%}", className="num"),
+                html.Td(format_duration(r[rs.WAIT_NS]) if r[rs.WAIT_NS] else "", className="num",
+                        title="semaphore waits before this line's instructions (evt_wait_time_ns, summed)"),
+                html.Td(_dma(r), className="num", title="DMA transfers this line's instructions triggered"),
+                html.Td(r[rs.ENGINES] or ""),
+                code,
+            ]
+        body.append(html.Tr(cells, id=f"src-line-{n}", className=" ".join(classes)))
+    head = html.Thead(html.Tr([html.Th(h) for h in ("line", "", "instr", "time", "share", "wait", "DMA transfers",
+                                                    "engines", "source")]))
+    return html.Table([head, html.Tbody(body)], className="src-table", id="src-table")

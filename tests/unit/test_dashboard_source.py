@@ -1,0 +1,131 @@
+"""The source page's content (``dashboard.source_view``, ``dashboard.pages.source``) and the links into and out of
+it, without a browser."""
+
+from __future__ import annotations
+
+import shutil
+import warnings
+from pathlib import Path
+from urllib.parse import parse_qs, urlparse
+
+import numpy as np
+import pytest
+from dash import dcc
+
+from dashboard import details as det
+from dashboard.links import source_href, timeline_search_href
+from dashboard.pages.source import page_outputs
+from dashboard.registry import TraceRegistry
+from dashboard.source_view import build_view
+from tracer import TraceWriter
+from tracer import schema as ts
+from tracer.sim import run_kernel
+
+
+def _find(component, pred):
+    """Every component of a Dash tree satisfying ``pred``."""
+    out = []
+    stack = [component]
+    while stack:
+        c = stack.pop()
+        if isinstance(c, (list, tuple)):
+            stack.extend(c)
+            continue
+        if c is None or isinstance(c, (str, int, float)):
+            continue
+        if pred(c):
+            out.append(c)
+        stack.append(getattr(c, "children", None))
+    return out
+
+
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory):
+    root = tmp_path_factory.mktemp("srcpage")
+    run_kernel("softmax", {"rows": 512, "cols": 512}, arch="trn1", trace_path=root / "softmax.trace")
+    n = 6
+    with TraceWriter(root / "nosrc.trace", metadata={"arch": "trn2", "is_simulation": False}) as w:  # no SourceFile
+        start = np.arange(n, dtype=np.int64) * 10
+        w.append(ts.INSTRUCTION.name, {
+            ts.ID: np.arange(n, dtype=np.int64), ts.START_TS: start, ts.END_TS: start + 5,
+            ts.DURATION_NS: np.full(n, 5, np.int64), ts.ENGINE: ["Vector"] * n, ts.OPCODE: ["ADD"] * n,
+            ts.OPERANDS: [""] * n, ts.PC: np.arange(n, dtype=np.int64), ts.PCORE_IDX: np.zeros(n, np.int64),
+            ts.NKI_SOURCE_LOCATION: ["/src/k.py:12"] * 3 + ["/src/k.py:30"] * 2 + ["/src/helper.py:3"]})
+    host = root / "alexnet.json.gz"
+    shutil.copy(Path(__file__).resolve().parents[1] / "data" / "pytorch" / "alexnet_flows.json.gz", host)
+    reg = TraceRegistry([root / "softmax.trace", root / "nosrc.trace", host])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for tid in ("t0", "t1", "t2"):
+            reg.open(tid)
+    yield reg
+    reg.close()
+
+
+def test_the_page_lists_every_line_with_its_instructions_and_links_them_to_the_timeline(registry):
+    options, chosen, status, table = page_outputs(registry, "?trace=t0&file=softmax.py&line=35", None, [])
+    assert chosen == "softmax.py"
+    assert [o["value"] for o in options] == ["softmax.py"]
+    assert status.startswith("softmax.py: 24 instructions on 6 lines")
+    rows = _find(table, lambda c: getattr(c, "id", "") and str(c.id).startswith("src-line-"))
+    text = Path(__file__).resolve().parents[2] / "tracer" / "kernels" / "softmax.py"
+    assert len(rows) == len(text.read_text().splitlines())
+    target = [r for r in rows if "src-target" in r.className]
+    assert [r.id for r in target] == ["src-line-35"] and "src-busy" in target[0].className
+    hottest = [r.id for r in rows if "src-hottest" in r.className]
+    assert hottest == ["src-line-35"]   # TENSOR_REDUCE ties TENSOR_SCALAR (line 42): the first line wins
+    links = _find(table, lambda c: isinstance(c, dcc.Link))
+    assert len(links) == 6   # one per line with instructions
+    href = next(ln.href for ln in links if ln.children == "35")
+    assert href == timeline_search_href("t0", "softmax.py:35")
+    assert parse_qs(urlparse(href).query) == {"trace": ["t0"], "search": ['"softmax.py:35"']}
+    # only the lines with instructions (and the marked one)
+    _o, _c, _s, busy = page_outputs(registry, "?trace=t0&file=softmax.py&line=3", None, ["busy"])
+    ids = [r.id for r in _find(busy, lambda c: str(getattr(c, "id", "")).startswith("src-line-"))]
+    assert sorted(ids) == sorted(["src-line-3", *(f"src-line-{n}" for n in (33, 35, 38, 40, 42, 43))])
+
+
+def test_a_file_picked_in_the_page_replaces_the_urls_and_drops_its_line_mark(registry):
+    _o, chosen, status, table = page_outputs(registry, "?trace=t1&file=/src/k.py&line=12", "/src/helper.py", [])
+    assert chosen == "/src/helper.py"
+    assert status.startswith("/src/helper.py: 1 instructions on 1 lines")
+    assert not _find(table, lambda c: "src-target" in str(getattr(c, "className", "")))
+    _o, chosen, _s, table = page_outputs(registry, "?trace=t1&file=/src/k.py&line=12", None, [])
+    assert chosen == "/src/k.py"
+    assert [r.id for r in _find(table, lambda c: "src-target" in str(getattr(c, "className", "")))] == [
+        "src-line-12"]
+
+
+def test_without_the_text_lines_are_listed_by_number(registry):
+    view = build_view(registry.open("t1"), "t1", None, None)
+    assert view.file == "/src/k.py" and view.error is None
+    assert "holds no text of this file" in view.status
+    rows = _find(view.table, lambda c: str(getattr(c, "id", "")).startswith("src-line-"))
+    assert sorted(r.id for r in rows) == ["src-line-12", "src-line-30"]
+    assert [o["label"] for o in view.options] == ["/src/k.py — 5 instructions, text not recorded",
+                                                  "/src/helper.py — 1 instructions, text not recorded"]
+
+
+def test_errors_are_one_line_on_the_page(registry):
+    _o, _c, status, table = page_outputs(registry, "?trace=t0&file=nope.py", None, [])
+    assert table is None and status.id == "src-error"
+    assert "no source file 'nope.py'" in status.children and "\n" not in status.children
+    _o, _c, status, _t = page_outputs(registry, "?trace=t2", None, [])   # a host trace: nothing to show
+    assert status.id == "src-error" and "no instructions or DMA packets" in status.children
+    assert "/" not in status.children.split(":")[0] or "alexnet" in status.children  # no server path leaks
+    _o, _c, status, _t = page_outputs(registry, "?trace=t9", None, [])
+    assert status.id == "src-error" and "t9" in status.children
+    # a hostile line value is ignored, not an error
+    _o, chosen, _s, table = page_outputs(registry, "?trace=t0&file=softmax.py&line=-1e309", None, [])
+    assert chosen == "softmax.py" and not _find(table, lambda c: "src-target" in str(getattr(c, "className", "")))
+
+
+def test_the_details_panel_links_its_source_location_to_the_source_page(registry):
+    trace = registry.open("t0")
+    ident = trace.sql("SELECT id FROM Instruction WHERE nki_source_location = 'softmax.py:35' LIMIT 1").fetchall()[0][0]
+    panel = det.event_details(trace, "Instruction", ident, trace_id="t0")
+    link = _find(panel, lambda c: getattr(c, "id", None) == "details-source-link")
+    assert len(link) == 1 and link[0].href == source_href("t0", "softmax.py", 35)
+    assert link[0].href == "/source?trace=t0&file=softmax.py&line=35"
+    plain = det.event_details(trace, "Instruction", ident)   # no served trace (a notebook): no link
+    assert not _find(plain, lambda c: getattr(c, "id", None) == "details-source-link")

@@ -5,6 +5,7 @@ Neuron Explorer's Code Viewer, as tables: the instructions starting in the windo
 (``Trace.source_text``; the simulator keeps the kernel's files in the trace's ``SourceFile`` table).
 
 * :func:`source_files` — the files instructions came from, with their time;
+* :func:`hottest` — the lines of a listing with the most instruction time;
 * :func:`source_listing` — one row per line of a file: instructions, their summed and union time, the semaphore
   waits before them (``evt_wait_time_ns``: where engines stood waiting for this line's inputs), engines, opcodes,
   HBM bytes, the DMA transfers its instructions triggered (found as :mod:`profiler.analyses.dma_transfers` finds
@@ -21,6 +22,7 @@ import re
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from profiler.analyses import schema as rs
 from profiler.analyses.dma_transfers import FIRST_START, LAST_END, NBYTES, transfers
@@ -189,6 +191,12 @@ def source_listing(trace: Trace, file: str | None = None, start_ns: int | None =
             rs.END_NS: r["e1"] if r else None,
         })
     return pa.Table.from_pylist(out, schema=rs.SOURCE_LINES)
+
+
+def hottest(listing: pa.Table, n: int) -> pa.Table:
+    """The ``n`` lines of a :func:`source_listing` with the most instruction time, hottest first."""
+    busy = listing.filter(pc.greater(listing.column(rs.INSTRUCTIONS), 0))
+    return busy.sort_by([(rs.INSTRUCTION_NS, "descending"), (rs.LINE, "ascending")]).slice(0, n)
 
 
 def _dma_per_line(trace: Trace, scope: Scope, name: str) -> dict[int, tuple[int, int, int]]:

@@ -5,10 +5,9 @@ from __future__ import annotations
 import argparse
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from profiler.analyses import schema as rs
-from profiler.analyses.source_lines import source_files, source_listing
+from profiler.analyses.source_lines import hottest, source_files, source_listing
 from profiler.cli import int_arg
 from profiler.cli._analysis import (
     FORMATS,
@@ -60,12 +59,6 @@ class SourceCommand:
             return 0
         print(render_listing(table, name, files, hot=args.hot))
         return 0
-
-
-def hottest(table: pa.Table, n: int) -> pa.Table:
-    """The ``n`` lines of a listing with the most instruction time, hottest first."""
-    busy = table.filter(pc.greater(table.column(rs.INSTRUCTIONS), 0))
-    return busy.sort_by([(rs.INSTRUCTION_NS, "descending"), (rs.LINE, "ascending")]).slice(0, n)
 
 
 def _listed_file(files: pa.Table, asked: str | None) -> str:

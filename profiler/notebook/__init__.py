@@ -8,6 +8,7 @@ the widget libraries) only when called, so ``import profiler`` stays fast for sc
 - :mod:`profiler.notebook.widget` — ``Trace.widget``: a ``FigureWidget`` that re-queries on zoom and pan.
 - :mod:`profiler.notebook.summary` — ``Trace.summary_figures``: the summary charts.
 - :mod:`profiler.notebook.dashboard` — ``Trace.dashboard``: the Dash app inline (found through an entry point).
+- :mod:`profiler.notebook.source` — ``Trace.source``: a kernel source file with each line's instructions.
 - :mod:`profiler.notebook.html` — ``Trace._repr_html_``.
 
 See ``docs/notebooks.md``.
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import plotly.graph_objects as go
 
+    from profiler.notebook.source import SourceListing
     from profiler.trace import Trace
 
 
@@ -99,6 +101,16 @@ class NotebookMixin:
         from profiler.notebook.dashboard import show_dashboard
 
         show_dashboard(self, mode=mode, height=height, host=host, port=port)
+
+    def source(self: Trace, file: str | None = None, start_ns: int | None = None, end_ns: int | None = None, *,
+               hot: int | None = None, core: int | None = None) -> SourceListing:
+        """A kernel source file line by line with each line's instructions, time, waits and DMA transfers
+        (``profiler.analyses.source_lines.source_listing``; default: the file with the most instructions), shown
+        as a table in a notebook; ``hot=N`` shows only the N lines with the most instruction time.  Its
+        ``.table`` is the Arrow table."""
+        from profiler.notebook.source import source_view
+
+        return source_view(self, file, start_ns, end_ns, hot=hot, core=core)
 
     def _repr_html_(self: Trace) -> str:
         """Name, kernel, architecture, duration, event counts and per-engine utilization, as HTML."""

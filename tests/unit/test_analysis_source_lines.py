@@ -146,3 +146,35 @@ def test_a_trace_without_locations_or_sources_says_so(tmp_path):
         assert source_files(trace).num_rows == 0
         with pytest.raises(QueryError, match="no instruction has a source location .* holds no source file"):
             source_listing(trace)
+
+
+def test_the_notebook_view_escapes_the_text_and_shows_the_hottest_lines(tmp_path):
+    from profiler.notebook.source import SourceListing
+
+    rows = [("Vector", "k.py:2", "ADD", 0, 5, 0), ("Scalar", "k.py:3", "EXP", 5, 50, 7)]
+    path = tmp_path / "t.trace"
+    with TraceWriter(path, metadata={"arch": "trn2", "is_simulation": True}) as w:
+        n = len(rows)
+        w.append(ts.INSTRUCTION.name, {
+            ts.ID: np.arange(n, dtype=np.int64), ts.START_TS: np.array([0, 5]), ts.END_TS: np.array([5, 55]),
+            ts.DURATION_NS: np.array([5, 50]), ts.ENGINE: ["Vector", "Scalar"], ts.OPCODE: ["ADD", "EXP"],
+            ts.OPERANDS: [""] * n, ts.PC: np.arange(n, dtype=np.int64), ts.PCORE_IDX: np.zeros(n, np.int64),
+            ts.NKI_SOURCE_LOCATION: ["k.py:2", "k.py:3"]})
+        w.append_rows(ts.SOURCE_FILE.name, [{ts.SOURCE_FILE_NAME: "k.py",
+                                             ts.SOURCE_TEXT: "x = 1\n<script>alert(1)</script>\ny = '&'\n"}])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trace = profiler.open(path)
+    with trace:
+        view = trace.source()
+        assert isinstance(view, SourceListing) and view.file == "k.py" and view.table.num_rows == 3
+        page = view._repr_html_()
+        assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+        assert "y = &#x27;&amp;&#x27;" in page
+        hot = trace.source("k.py", hot=1)
+        assert hot.shown().column(rs.LINE).to_pylist() == [3]
+        assert "the 1 hottest lines" in hot._repr_html_() and "x = 1" not in hot._repr_html_()
+        assert repr(hot) == "<SourceListing k.py: 3 lines, 2 instructions>"
+        for bad in (0, -1, True, "3", 1.5):
+            with pytest.raises(QueryError, match="hot must be a number of lines"):
+                trace.source(hot=bad)

@@ -133,9 +133,10 @@ def resolve_file(trace: Trace, file: str | None) -> str:
 
 
 def source_listing(trace: Trace, file: str | None = None, start_ns: int | None = None, end_ns: int | None = None,
-                   core: int | None = None) -> pa.Table:
+                   core: int | None = None, *, text: str | None = None) -> pa.Table:
     """Every line of ``file`` (:func:`resolve_file`; default: the file with the most instructions) with the
-    instructions starting in the window that it issued (:data:`profiler.analyses.schema.SOURCE_LINES`).
+    instructions starting in the window that it issued (:data:`profiler.analyses.schema.SOURCE_LINES`); ``text``:
+    the file's text to show when the trace holds none (``trnprof source --source-dir``).
 
     With the file's text in the trace, one row per line of it (lines without instructions have zeros), plus any
     line number beyond its end that instructions name; without it, one row per line that issued instructions,
@@ -172,7 +173,8 @@ def source_listing(trace: Trace, file: str | None = None, start_ns: int | None =
     stats = {int(r["k0"]): r for r in table.to_pylist()}
     dma = _dma_per_line(trace, scope, name)
     held = _text_name(name, trace.recorded_sources())
-    text = trace.source_text(held) if held is not None else None
+    if held is not None:
+        text = trace.source_text(held)
     lines = text.splitlines() if text is not None else []
     numbers = sorted(set(range(1, len(lines) + 1)) | set(stats))
     out = []

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import os
+from pathlib import Path
 
 import pyarrow as pa
 
 from profiler.analyses import schema as rs
-from profiler.analyses.source_lines import hottest, source_files, source_listing
+from profiler.analyses.source_lines import hottest, resolve_file, source_files, source_listing
 from profiler.cli import int_arg
 from profiler.cli._analysis import (
     FORMATS,
@@ -16,7 +18,9 @@ from profiler.cli._analysis import (
     open_trace,
     print_table,
 )
+from profiler.errors import CommandError
 from profiler.figures.timefmt import format_duration
+from tracer.sim.kernel_sources import MAX_FILE_BYTES
 
 #: ``--hot N``: a line count.
 hot_lines = int_arg("a line count", 1, 1 << 31)
@@ -39,6 +43,8 @@ class SourceCommand:
                             help="source file, as in nki_source_location (default: the one with the most instructions)")
         add_window_arguments(parser)
         parser.add_argument("--files", action="store_true", help="list the trace's source files instead")
+        parser.add_argument("--source-dir", metavar="DIR",
+                            help="read the file from DIR when the trace holds no text of it (an imported profile)")
         parser.add_argument("--hot", type=hot_lines, metavar="N", help="only the N lines with the most time, "
                             "hottest first")
         group = parser.add_mutually_exclusive_group()
@@ -52,8 +58,12 @@ class SourceCommand:
                 print_table(source_files(trace, args.start, args.end, args.core), args.format)
                 return 0
             files = source_files(trace, args.start, args.end, args.core)
-            table = source_listing(trace, args.file, args.start, args.end, args.core)
-            name = _listed_file(files, args.file)
+            name = resolve_file(trace, args.file)
+            text = None
+            held = trace.source_text(name) or trace.source_text(os.path.basename(name))
+            if args.source_dir is not None and held is None:
+                text = read_source(args.source_dir, name)
+            table = source_listing(trace, name, args.start, args.end, args.core, text=text)
         if args.format != "table":
             print_table(table if args.hot is None else hottest(table, args.hot), args.format)
             return 0
@@ -61,11 +71,24 @@ class SourceCommand:
         return 0
 
 
-def _listed_file(files: pa.Table, asked: str | None) -> str:
-    names = files.column(rs.FILE).to_pylist()
-    if asked in names or asked is None:
-        return asked or names[0]
-    return next((n for n in names if n.endswith(asked)), asked)
+def read_source(directory: str, file: str) -> str:
+    """The text of location file ``file`` found under ``directory``: the path as the location writes it (made
+    relative), else its last components, down to its base name; CommandError naming what was tried otherwise."""
+    root = Path(directory)
+    if not root.is_dir():
+        raise CommandError(f"--source-dir {directory}: not a directory")
+    parts = Path(file.lstrip("/")).parts
+    tried = [root.joinpath(*parts[i:]) for i in range(len(parts))]
+    for path in tried:
+        if path.is_file():
+            try:
+                data = path.read_bytes()[:MAX_FILE_BYTES + 1]
+            except OSError as exc:
+                raise CommandError(f"{path}: cannot read ({exc.strerror or exc})") from None
+            if len(data) > MAX_FILE_BYTES:
+                raise CommandError(f"{path}: larger than {MAX_FILE_BYTES >> 20} MiB; not a kernel source file")
+            return data.decode("utf-8", "replace")
+    raise CommandError(f"--source-dir {directory}: no {file} there (tried {', '.join(str(p) for p in tried[-2:])})")
 
 
 def render_listing(table: pa.Table, file: str, files: pa.Table | None = None, *, hot: int | None = None) -> str:

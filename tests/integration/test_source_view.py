@@ -118,3 +118,35 @@ def test_a_host_trace_has_no_source_to_show(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()  # (the import's warning about overlapping slices, then)
     assert err[-1].startswith("trnprof: error: ") and "no instructions or DMA packets to analyse" in err[-1]
     assert not any("Traceback" in ln for ln in err)
+
+
+def test_source_dir_supplies_the_text_an_imported_profile_lacks(tmp_path, capsys):
+    import numpy as np
+
+    from tracer import TraceWriter
+
+    path = tmp_path / "hw.trace"
+    n = 3
+    with TraceWriter(path, metadata={"arch": "trn2", "is_simulation": False}) as w:
+        w.append(ts.INSTRUCTION.name, {
+            ts.ID: np.arange(n, dtype=np.int64), ts.START_TS: np.array([0, 10, 20]), ts.END_TS: np.array([5, 15, 25]),
+            ts.DURATION_NS: np.full(n, 5), ts.ENGINE: ["Vector"] * n, ts.OPCODE: ["ADD"] * n, ts.OPERANDS: [""] * n,
+            ts.PC: np.arange(n, dtype=np.int64), ts.PCORE_IDX: np.zeros(n, np.int64),
+            ts.NKI_SOURCE_LOCATION: ["/home/u/kern/k.py:2"] * n})
+    src = tmp_path / "checkout" / "kern"
+    src.mkdir(parents=True)
+    (src / "k.py").write_text("def k(nc):\n    nc.tensor_tensor(a, b, c, 'add')\n")
+    assert main(["source", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "holds no text of this file" in out and "tensor_tensor" not in out
+    assert main(["source", str(path), "--source-dir", str(tmp_path / "checkout")]) == 0
+    out = capsys.readouterr().out
+    row = next(ln for ln in out.splitlines() if ln.rstrip().endswith("nc.tensor_tensor(a, b, c, 'add')"))
+    assert row.split()[:2] == ["2", "3"] and "holds no text" not in out
+    assert main(["source", str(path), "--source-dir", str(src)]) == 0   # the base name alone is found too
+    assert "tensor_tensor" in capsys.readouterr().out
+    assert main(["source", str(path), "--source-dir", str(tmp_path)]) != 0
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "no /home/u/kern/k.py there" in err
+    assert main(["source", str(path), "--source-dir", str(src / "k.py")]) != 0
+    assert "not a directory" in capsys.readouterr().err

@@ -4,6 +4,7 @@ Records each kernel once (reused from --workdir when present), ingests it, then 
 trace (median of --repeat runs, each on an already-open trace) and prints the bounds that decide the bottleneck.
 
     python benchmarks/bench_analyses.py --size 4096 --repeat 3 --workdir /tmp/trnprof-bench
+    python benchmarks/bench_analyses.py --extra /tmp/syn7.duckdb   # also a bigger trace (trnprof synth + ingest)
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from profiler.analyses import (
     wait_summary,
 )
 from profiler.analyses import schema as rs
+from profiler.analyses.source_lines import source_files, source_listing
 from tracer.sim import run_kernel
 
 KERNELS = ("matmul_naive", "matmul_blocked", "matmul_rowload")
@@ -38,6 +40,8 @@ ANALYSES: dict[str, Callable[[Any], Any]] = {
     "idle gaps": idle_gaps,
     "operators": lambda t: time_by(t, "operator"),
     "opcodes": lambda t: time_by(t, "opcode"),
+    "source files": source_files,
+    "source listing (the busiest file)": source_listing,
     "dma efficiency": dma_efficiency,
     "recommendations": recommendations,
 }
@@ -59,13 +63,15 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=4096, help="M = N = K (default 4096, the reference size)")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/trnprof-bench-analyses"))
+    parser.add_argument("--extra", type=Path, action="append", default=[],
+                        help="another trace or database to time too (e.g. a synthetic 10^7-event one)")
     args = parser.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
     n = args.size
     results = {}
-    for kernel in KERNELS:
-        path = args.workdir / f"{kernel}-{n}.trace"
-        if not (path / "Metadata.arrows").exists():
+    cases = [(k, args.workdir / f"{k}-{n}.trace") for k in KERNELS] + [(p.name, p) for p in args.extra]
+    for kernel, path in cases:
+        if kernel in KERNELS and not (path / "Metadata.arrows").exists():
             run_kernel(kernel, {"M": n, "N": n, "K": n}, trace_path=path, overwrite=True)
         t0 = time.perf_counter()
         trace = profiler.open(path)

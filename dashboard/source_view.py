@@ -13,6 +13,7 @@ from typing import Any
 
 from dash import dcc, html
 
+from dashboard.computed import ComputedCache
 from dashboard.errors import public_message
 from dashboard.inputs import as_int
 from dashboard.links import timeline_search_href
@@ -48,14 +49,20 @@ def file_options(files: Any) -> list[dict[str, Any]]:
 
 
 def build_view(trace: Any, trace_id: str, file: Any, line: Any, *, busy_only: bool = False,
-               label: str | None = None) -> SourceView:
+               label: str | None = None, cache: ComputedCache | None = None) -> SourceView:
     """The page for ``file`` of the trace (default: the file with the most instructions), line ``line`` marked;
-    an error line (not an exception) for a trace or file the view cannot show."""
+    an error line (not an exception) for a trace or file the view cannot show.  With ``cache``, a file's listing
+    is computed once per trace (it reads every instruction of the file and finds DMA triggers among every
+    packet: seconds at 10^7 events); marking a line or showing only busy lines reuses it."""
     target = _line_number(line)
+    asked = file if isinstance(file, str) and file else None
+
+    def compute() -> tuple[Any, str, Any]:
+        name = resolve_file(trace, asked)
+        return source_files(trace), name, source_listing(trace, name)
+
     try:
-        files = source_files(trace)
-        name = resolve_file(trace, file if isinstance(file, str) and file else None)
-        listing = source_listing(trace, name)
+        files, name, listing = compute() if cache is None else cache.get(trace_id, ("source", asked), compute)
     except TrnprofError as exc:
         return SourceView(error=public_message(exc, trace, label=label))
     rows = listing.to_pylist()

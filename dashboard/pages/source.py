@@ -13,6 +13,7 @@ from typing import Any
 from dash import Dash, Input, Output, dcc, html, no_update
 
 from dashboard.app import query_values, resolve_trace_id
+from dashboard.computed import ComputedCache
 from dashboard.links import FILE_PARAM, LINE_PARAM
 from dashboard.pages import PageContext
 from dashboard.registry import TraceRegistry, UnknownTraceError
@@ -34,8 +35,10 @@ def layout(ctx: PageContext) -> Any:
     ], className="source-page")
 
 
-def page_outputs(registry: TraceRegistry, search: str | None, file: Any, busy: Any) -> tuple[Any, Any, Any, Any]:
-    """Picker options, picked file, status line and listing for the URL ``search`` and the picked ``file``."""
+def page_outputs(registry: TraceRegistry, search: str | None, file: Any, busy: Any,
+                 cache: ComputedCache | None = None) -> tuple[Any, Any, Any, Any]:
+    """Picker options, picked file, status line and listing for the URL ``search`` and the picked ``file``
+    (listings kept in ``cache``)."""
     values = query_values(search)
     try:
         trace_id = resolve_trace_id(registry, search)
@@ -46,18 +49,20 @@ def page_outputs(registry: TraceRegistry, search: str | None, file: Any, busy: A
     # the marked line belongs to the file the URL names
     line = values.get(LINE_PARAM) if chosen == values.get(FILE_PARAM) else None
     view = build_view(trace, trace_id, chosen, line, busy_only=bool(busy),
-                      label=registry.entry(trace_id).label)
+                      label=registry.entry(trace_id).label, cache=cache)
     if view.error is not None:
         return [], None, html.Span(view.error, className="error", id="src-error"), None
     return view.options, view.file, view.status, view.table
 
 
 def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
-    """The listing follows the URL, the file picker and the "only lines with instructions" box."""
+    """The listing follows the URL, the file picker and the "only lines with instructions" box; each file's
+    listing is computed once per served trace."""
+    cache = ComputedCache()
 
     @app.callback(Output("src-file", "options"), Output("src-file", "value"), Output("src-status", "children"),
                   Output("src-listing", "children"), Input("url", "search"), Input("src-file", "value"),
                   Input("src-busy", "value"))
     def _show(search: str | None, file: Any, busy: Any) -> Any:
-        options, chosen, status, table = page_outputs(registry, search, file, busy)
+        options, chosen, status, table = page_outputs(registry, search, file, busy, cache)
         return options, chosen if chosen != file else no_update, status, table

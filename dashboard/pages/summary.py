@@ -2,13 +2,12 @@
 
 The figures come from :mod:`profiler.figures.summary` and :mod:`dashboard.analysis_views`; this page lays them out.
 The page appears at once with a spinner per part; each part is computed by its own callback, once per served trace
-(:class:`SummaryCache`) — the breakdown tables read every event, which takes minutes at 10^8 events — and without
-holding the trace's lock, so the timeline of the same trace stays responsive meanwhile.
+(:class:`dashboard.computed.ComputedCache`) — the breakdown tables read every event, which takes minutes at 10^8
+events — and without holding the trace's lock, so the timeline of the same trace stays responsive meanwhile.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -16,6 +15,7 @@ from dash import Dash, Input, Output, dcc, html
 
 from dashboard.analysis_views import analysis_section
 from dashboard.app import resolve_trace_id
+from dashboard.computed import ComputedCache
 from dashboard.errors import public_message
 from dashboard.graph_config import graph_config
 from dashboard.pages import PageContext
@@ -65,32 +65,13 @@ def summary_charts(inputs: sfig.SummaryInputs) -> list[Any]:
             for i, fig in enumerate(sfig.summary_figures(inputs))]
 
 
-class SummaryCache:
-    """Per served trace and part, the computed result (computed once; concurrent requests wait for the first)."""
-
-    def __init__(self) -> None:
-        self._values: dict[tuple[str, str], Any] = {}
-        self._locks: dict[tuple[str, str], threading.Lock] = {}
-        self._guard = threading.Lock()
-
-    def get(self, trace_id: str, part: str, compute: Callable[[], Any]) -> Any:
-        """The cached ``part`` of ``trace_id``, computed by ``compute()`` the first time."""
-        key = (trace_id, part)
-        with self._guard:
-            lock = self._locks.setdefault(key, threading.Lock())
-        with lock:
-            if key not in self._values:
-                self._values[key] = compute()
-            return self._values[key]
-
-
 def _unavailable(exc: BaseException) -> Any:
     return html.Div(f"no summary for this trace: {public_message(exc)}", className="error-panel")
 
 
 def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
     """The three parts of the page, each computed once per trace."""
-    cache = SummaryCache()
+    cache = ComputedCache()
 
     def computed(search: str | None, part: str, build: Callable[[Any], Any]) -> Any:
         try:

@@ -26,16 +26,25 @@ import pyarrow.compute as pc
 
 from profiler.analyses import schema as rs
 from profiler.analyses.dma_transfers import FIRST_START, LAST_END, NBYTES, transfers
-from profiler.analyses.inputs import INSTRUCTION, Scope, column, fetch, q, resolve_scope, union_sql
+from profiler.analyses.inputs import (
+    DMA_TRIGGER_OPCODE,
+    FLOW,
+    INSTRUCTION,
+    Scope,
+    column,
+    fetch,
+    q,
+    resolve_scope,
+    union_sql,
+)
 from profiler.errors import QueryError
 from profiler.trace import Trace
 from tracer import schema as ts
 
 #: A source location: ``file.py:LINE``.
 _LOCATION = re.compile(r"^(.*):(\d+)$")
-#: SQL of the file part and the line part of ``nki_source_location``.
-_FILE_SQL = f"regexp_replace({q(ts.NKI_SOURCE_LOCATION)}, ':[0-9]+$', '')"
-_LINE_SQL = f"TRY_CAST(regexp_extract({q(ts.NKI_SOURCE_LOCATION)}, ':([0-9]+)$', 1) AS BIGINT)"
+#: SQL of the location column (queries group by its raw strings and split them in Python: :func:`split_location`).
+_LOC = q(ts.NKI_SOURCE_LOCATION)
 #: Opcodes named per line.
 TOP_OPCODES = 3
 
@@ -61,14 +70,11 @@ def source_files(trace: Trace, start_ns: int | None = None, end_ns: int | None =
     (:data:`profiler.analyses.schema.SOURCE_FILES`), most instructions first (a DMA trigger is a short
     instruction: instruction time would rank a kernel's loads below one ACTIVATE of a helper)."""
     scope = _scope(trace, start_ns, end_ns, core)
-    table = fetch(trace, f"""
-        SELECT {_FILE_SQL} AS f, count(*) AS n, sum({q(ts.DURATION_NS)})::BIGINT AS d,
-               count(DISTINCT {_LINE_SQL}) AS lines
-        FROM {INSTRUCTION} WHERE {scope.starts_sql()} AND {q(ts.NKI_SOURCE_LOCATION)} <> ''
-        GROUP BY f""")
+    rows = _per_file(fetch(trace, f"""
+        SELECT {_LOC} AS loc, count(*) AS n, sum({q(ts.DURATION_NS)})::BIGINT AS d
+        FROM {INSTRUCTION} WHERE {scope.starts_sql()} AND {_LOC} <> '' GROUP BY loc"""))
     total = _total_instruction_ns(trace, scope)
     texts = trace.recorded_sources()
-    rows = {r["f"]: r for r in table.to_pylist()}
     claimed = {_text_name(name, texts) for name in rows}
     out = []
     for name in sorted(set(rows) | (set(texts) - claimed)):
@@ -80,6 +86,36 @@ def source_files(trace: Trace, start_ns: int | None = None, end_ns: int | None =
                     rs.SIZE_BYTES: texts.get(held) if held is not None else None})
     out.sort(key=lambda r: (-r[rs.INSTRUCTIONS], -r[rs.INSTRUCTION_NS], r[rs.FILE]))
     return pa.Table.from_pylist(out, schema=rs.SOURCE_FILES)
+
+
+def _per_file(table: pa.Table) -> dict[str, dict[str, int]]:
+    """Per-location rows (``loc``, ``n``, ``d``) summed per file: ``{file: {n, d, lines}}``.  (DuckDB groups the
+    raw location strings ~8x faster than a key computed from them: the file and line are split here.)"""
+    out: dict[str, dict[str, int]] = {}
+    lines: dict[str, set[int]] = {}
+    for r in table.to_pylist():
+        where = split_location(r["loc"])
+        if where is None:
+            continue
+        f = out.setdefault(where[0], {"n": 0, "d": 0, "lines": 0})
+        f["n"] += int(r["n"])
+        f["d"] += int(r["d"] or 0)
+        if where[1] is not None:
+            lines.setdefault(where[0], set()).add(where[1])
+    for name, f in out.items():
+        f["lines"] = len(lines.get(name, ()))
+    return out
+
+
+def _file_locations(trace: Trace, name: str) -> dict[str, int]:
+    """The distinct locations of file ``name`` with a line number, and their lines."""
+    table = fetch(trace, f"SELECT DISTINCT {_LOC} AS loc FROM {INSTRUCTION} WHERE {_LOC} <> ''")
+    out = {}
+    for loc in table.column("loc").to_pylist():
+        where = split_location(loc)
+        if where is not None and where[0] == name and where[1] is not None:
+            out[loc] = where[1]
+    return out
 
 
 def _text_name(name: str, texts: dict[str, int]) -> str | None:
@@ -99,10 +135,10 @@ def _total_instruction_ns(trace: Trace, scope: Scope) -> int:
 def _files_by_time(trace: Trace) -> list[str]:
     """The files of every instruction's location, most instructions first (no window: a file is a file),
     then the files whose text the trace holds though no instruction names them."""
-    table = fetch(trace, f"""
-        SELECT {_FILE_SQL} AS f, count(*) AS n, sum({q(ts.DURATION_NS)}) AS d FROM {INSTRUCTION}
-        WHERE {q(ts.NKI_SOURCE_LOCATION)} <> '' GROUP BY f ORDER BY n DESC, d DESC NULLS LAST, f""")
-    files = [str(f) for f in table.column("f").to_pylist()]
+    per_file = _per_file(fetch(trace, f"""
+        SELECT {_LOC} AS loc, count(*) AS n, sum({q(ts.DURATION_NS)})::BIGINT AS d FROM {INSTRUCTION}
+        WHERE {_LOC} <> '' GROUP BY loc"""))
+    files = sorted(per_file, key=lambda f: (-per_file[f]["n"], -per_file[f]["d"], f))
     texts = trace.recorded_sources()
     claimed = {_text_name(f, texts) for f in files}
     return files + sorted(set(texts) - claimed)
@@ -144,34 +180,39 @@ def source_listing(trace: Trace, file: str | None = None, start_ns: int | None =
     """
     scope = _scope(trace, start_ns, end_ns, core)
     name = resolve_file(trace, file)
+    locations = _file_locations(trace, name)
+    # grouped by the raw location (fast) when each line has one; else by a line number computed from it
+    by_line = len(set(locations.values())) < len(locations)
+    key = ("CASE " + _LOC + " " + " ".join(f"WHEN '{loc.replace(chr(39), chr(39) * 2)}' THEN {line}"
+                                            for loc, line in locations.items()) + " END") if by_line else _LOC
     t1 = int(scope.end_ns)
     table = fetch(trace, f"""
         WITH rows AS (
-            SELECT {_LINE_SQL} AS k0, {q(ts.START_TS)} AS s, least({q(ts.END_TS)}, {t1}) AS e,
+            SELECT {key} AS k0, {q(ts.START_TS)} AS s, least({q(ts.END_TS)}, {t1}) AS e,
                    {q(ts.END_TS)} AS e_raw, {q(ts.DURATION_NS)} AS d,
                    coalesce({q(ts.EVT_WAIT_TIME_NS)}, 0) AS w, {q(ts.ENGINE)} AS engine,
                    {q(ts.OPCODE)} AS opcode, coalesce({q(rs.T_HBM_READ_BYTES)}, 0) AS rb,
                    coalesce({q(rs.T_HBM_WRITE_BYTES)}, 0) AS wb
-            FROM {INSTRUCTION} WHERE {scope.starts_sql()} AND {_FILE_SQL} = $file
+            FROM {INSTRUCTION} WHERE {scope.starts_sql()} AND {_LOC} IN (SELECT unnest($locs))
         ), a AS (
             SELECT k0, count(*) AS n, sum(d)::BIGINT AS d, sum(w)::BIGINT AS w, sum(rb)::BIGINT AS rb,
                    sum(wb)::BIGINT AS wb, min(s) AS s0, max(e_raw) AS e1
-            FROM rows WHERE k0 IS NOT NULL GROUP BY k0
+            FROM rows GROUP BY k0
         ), eng AS (
             SELECT k0, string_agg(engine, ', ' ORDER BY t DESC, engine) AS engines FROM (
-                SELECT k0, engine, sum(d) AS t FROM rows WHERE k0 IS NOT NULL AND engine IS NOT NULL
-                GROUP BY k0, engine) GROUP BY k0
+                SELECT k0, engine, sum(d) AS t FROM rows WHERE engine IS NOT NULL GROUP BY k0, engine) GROUP BY k0
         ), ops AS (
             SELECT k0, string_agg(opcode, ', ' ORDER BY t DESC, opcode) AS opcodes FROM (
                 SELECT k0, opcode, t, row_number() OVER (PARTITION BY k0 ORDER BY t DESC, opcode) AS r FROM (
-                    SELECT k0, opcode, sum(d) AS t FROM rows WHERE k0 IS NOT NULL AND opcode IS NOT NULL
+                    SELECT k0, opcode, sum(d) AS t FROM rows WHERE opcode IS NOT NULL
                     GROUP BY k0, opcode)) WHERE r <= {TOP_OPCODES} GROUP BY k0
-        ), busy AS ({union_sql(["k0"], "k0 IS NOT NULL")})
+        ), busy AS ({union_sql(["k0"], "TRUE")})
         SELECT a.*, coalesce(busy.u, 0) AS busy, eng.engines, ops.opcodes FROM a
-        LEFT JOIN busy USING (k0) LEFT JOIN eng USING (k0) LEFT JOIN ops USING (k0)""", {"file": name})
+        LEFT JOIN busy USING (k0) LEFT JOIN eng USING (k0) LEFT JOIN ops USING (k0)""",
+        {"locs": sorted(locations) or [""]})
     total = _total_instruction_ns(trace, scope)
-    stats = {int(r["k0"]): r for r in table.to_pylist()}
-    dma = _dma_per_line(trace, scope, name)
+    stats = {(int(r["k0"]) if by_line else locations[r["k0"]]): r for r in table.to_pylist()}
+    dma = _dma_per_line(trace, scope, locations)
     held = _text_name(name, trace.recorded_sources())
     if held is not None:
         text = trace.source_text(held)
@@ -201,11 +242,22 @@ def hottest(listing: pa.Table, n: int) -> pa.Table:
     return busy.sort_by([(rs.INSTRUCTION_NS, "descending"), (rs.LINE, "ascending")]).slice(0, n)
 
 
-def _dma_per_line(trace: Trace, scope: Scope, name: str) -> dict[int, tuple[int, int, int]]:
-    """Per line of file ``name``: (transfers, bytes, summed transfer time) of the DMA transfers triggered by its
-    instructions starting in the window."""
-    ids = fetch(trace, f"SELECT {q(ts.ID)} AS i, {_LINE_SQL} AS k0 FROM {INSTRUCTION} WHERE {scope.starts_sql()} "
-                       f"AND {_FILE_SQL} = $file AND {_LINE_SQL} IS NOT NULL ORDER BY 1", {"file": name})
+def _dma_per_line(trace: Trace, scope: Scope, locations: dict[str, int]) -> dict[int, tuple[int, int, int]]:
+    """Per line (``locations``: a file's locations and their lines): (transfers, bytes, summed transfer time) of
+    the DMA transfers triggered by its instructions starting in the window."""
+    found = fetch(trace, f"SELECT {q(ts.ID)} AS i, {_LOC} AS loc FROM {INSTRUCTION} WHERE {scope.starts_sql()} "
+                         f"AND {_LOC} IN (SELECT unnest($locs)) ORDER BY 1", {"locs": sorted(locations) or [""]})
+    ids = pa.table({"i": found.column("i"),
+                    "k0": pa.array([locations[v] for v in found.column("loc").to_pylist()], pa.int64())})
+    # finding every transfer's trigger reads every packet (seconds at 10^7): only when some of these instructions
+    # can be a trigger (a DMA_TRIGGER, or the start of a Flow edge to a packet)
+    could = fetch(trace, f"""
+        SELECT count(*) AS n FROM {INSTRUCTION} WHERE {scope.starts_sql()} AND {_LOC} IN (SELECT unnest($locs))
+          AND ({q(ts.OPCODE)} = '{DMA_TRIGGER_OPCODE}' OR {q(ts.ID)} IN (
+              SELECT {q(ts.OUT_ID)} FROM {FLOW} WHERE {q(ts.OUT_TABLE)} = '{ts.INSTRUCTION.name}'
+                AND {q(ts.IN_TABLE)} = '{ts.DMA_PACKET.name}'))""", {"locs": sorted(locations) or [""]})
+    if not could.column("n")[0].as_py():
+        return {}
     if ids.num_rows == 0:
         return {}
     tr = transfers(trace, scope)

@@ -57,8 +57,8 @@ class SourceCommand:
             if args.files:
                 print_table(source_files(trace, args.start, args.end, args.core), args.format)
                 return 0
-            files = source_files(trace, args.start, args.end, args.core)
             name = resolve_file(trace, args.file)
+            files = source_files(trace, args.start, args.end, args.core)
             text = None
             held = trace.source_text(name) or trace.source_text(os.path.basename(name))
             if args.source_dir is not None and held is None:

@@ -97,7 +97,7 @@ def test_the_source_page_says_when_there_is_nothing_to_show(browser, tmp_path_fa
     try:
         browser.get(f"{server.url}/source?trace=t0")
         err = wait_for(browser, lambda d: d.find_elements("id", "src-error"), "the error line", timeout=60)[0]
-        assert "no instructions or DMA packets" in err.text
+        assert "no instruction has a source location" in err.text
         assert console_errors(browser) == []
     finally:
         server.stop()

@@ -116,7 +116,7 @@ def test_a_host_trace_has_no_source_to_show(tmp_path, capsys):
     shutil.copy(Path(__file__).resolve().parents[1] / "data" / "pytorch" / "alexnet_flows.json.gz", host)
     assert main(["source", str(host)]) != 0
     err = capsys.readouterr().err.strip().splitlines()  # (the import's warning about overlapping slices, then)
-    assert err[-1].startswith("trnprof: error: ") and "no instructions or DMA packets to analyse" in err[-1]
+    assert err[-1].startswith("trnprof: error: ") and "no instruction has a source location" in err[-1]
     assert not any("Traceback" in ln for ln in err)
 
 

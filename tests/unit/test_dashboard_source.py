@@ -111,7 +111,7 @@ def test_errors_are_one_line_on_the_page(registry):
     assert table is None and status.id == "src-error"
     assert "no source file 'nope.py'" in status.children and "\n" not in status.children
     _o, _c, status, _t = page_outputs(registry, "?trace=t2", None, [])   # a host trace: nothing to show
-    assert status.id == "src-error" and "no instructions or DMA packets" in status.children
+    assert status.id == "src-error" and "no instruction has a source location" in status.children
     assert "/" not in status.children.split(":")[0] or "alexnet" in status.children  # no server path leaks
     _o, _c, status, _t = page_outputs(registry, "?trace=t9", None, [])
     assert status.id == "src-error" and "t9" in status.children
@@ -129,3 +129,19 @@ def test_the_details_panel_links_its_source_location_to_the_source_page(registry
     assert link[0].href == "/source?trace=t0&file=softmax.py&line=35"
     plain = det.event_details(trace, "Instruction", ident)   # no served trace (a notebook): no link
     assert not _find(plain, lambda c: getattr(c, "id", None) == "details-source-link")
+
+
+def test_a_files_listing_is_computed_once_per_trace(registry, monkeypatch):
+    from dashboard import source_view
+    from dashboard.computed import ComputedCache
+
+    calls = []
+    real = source_view.source_listing
+    monkeypatch.setattr(source_view, "source_listing", lambda *a, **k: calls.append(a[1]) or real(*a, **k))
+    cache = ComputedCache()
+    for line, busy in ((35, []), (42, []), (None, ["busy"])):
+        _o, chosen, _s, table = page_outputs(registry, f"?trace=t0&file=softmax.py&line={line}", None, busy, cache)
+        assert chosen == "softmax.py" and table is not None
+    assert calls == ["softmax.py"]      # marking another line or hiding idle lines reuses the listing
+    page_outputs(registry, "?trace=t1", "/src/helper.py", [], cache)
+    assert calls == ["softmax.py", "/src/helper.py"]

@@ -105,7 +105,9 @@ def test_summary_page_draws_every_chart_with_the_raw_traces_values(served):
 
 
 def test_each_part_is_computed_once_per_trace():
-    cache = summary_page.SummaryCache()
+    from dashboard.computed import ComputedCache
+
+    cache = ComputedCache()
     calls = []
     for _ in range(3):
         assert cache.get("t0", "charts", lambda: calls.append(1) or "drawn") == "drawn"

@@ -15,8 +15,11 @@ that started it, when the trace says which (see :mod:`profiler.analyses.dma_tran
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from profiler.analyses import intervals
 from profiler.analyses import schema as rs
@@ -60,78 +63,142 @@ def _trace_engines(trace: Trace) -> list[str]:
     return out
 
 
-def _causes(trace: Trace, ids: list[int]) -> dict[int, dict[str, object]]:
-    if not ids:
-        return {}
-    rows = fetch(trace, f"WITH d AS (SELECT unnest($ids) AS id) {binding_predecessors_sql('d')}",
-                 params={"ids": ids})
-    return {r["id"]: r for r in rows.to_pylist()}
+def _causes(trace: Trace, ids: np.ndarray) -> pa.Table:
+    """The binding predecessor of each instruction id (``binding_predecessors_sql``), sorted by id."""
+    if not len(ids):
+        return pa.table({"id": pa.array([], pa.int64())})
+    rows = fetch(trace, f"WITH d AS (SELECT unnest($ids) AS id) {binding_predecessors_sql('d')} ORDER BY id",
+                 params={"ids": ids.tolist()})
+    return rows
 
 
-def _engine_gaps(trace: Trace, scope: Scope, rows: pa.Table, engine: str) -> list[dict[str, object]]:
-    mask = np.asarray([e == engine for e in rows.column("engine").to_pylist()], dtype=bool)
+def _lookup(keys: np.ndarray, table: pa.Table, key: str) -> tuple[np.ndarray, np.ndarray]:
+    """For each of ``keys``: the row of ``table`` (sorted by unique ``key``) holding it, and whether there is one."""
+    have = column(table, key) if table.num_rows else np.zeros(0, np.int64)
+    pos = np.searchsorted(have, keys)
+    found = np.zeros(len(keys), dtype=bool)
+    inside = pos < len(have)
+    found[inside] = have[pos[inside]] == keys[inside]
+    return np.where(found, pos, 0), found
+
+
+def _strings(values: np.ndarray) -> pa.Array:
+    """An object array of str / None as an Arrow string array."""
+    return pa.array(values, pa.string())
+
+
+def _gap_table(engine: str, gs: np.ndarray, ge: np.ndarray, cols: dict[str, np.ndarray]) -> pa.Table:
+    """The gaps of one engine as a table of :data:`~profiler.analyses.schema.IDLE_GAPS`' columns (no rank)."""
+    n = len(gs)
+
+    def ints(name: str) -> pa.Array:
+        v, ok = cols.get(name, (np.zeros(n, np.int64), np.zeros(n, bool)))
+        return pa.array(v, pa.int64(), mask=~ok)
+
+    def strs(name: str) -> pa.Array:
+        return _strings(cols.get(name, np.full(n, None, dtype=object)))
+
+    return pa.table({
+        rs.ENGINE: pa.array(np.full(n, engine, dtype=object), pa.string()),
+        rs.START_NS: pa.array(gs, pa.int64()), rs.END_NS: pa.array(ge, pa.int64()),
+        rs.DUR_NS: pa.array(ge - gs, pa.int64()), rs.NEXT_ID: ints(rs.NEXT_ID), rs.NEXT_OPCODE: strs(rs.NEXT_OPCODE),
+        rs.CAUSE: strs(rs.CAUSE), rs.CAUSE_KIND: strs(rs.CAUSE_KIND), rs.CAUSE_RESOURCE: strs(rs.CAUSE_RESOURCE),
+        rs.CAUSE_TABLE: strs(rs.CAUSE_TABLE), rs.CAUSE_ID: ints(rs.CAUSE_ID), rs.CAUSE_NAME: strs(rs.CAUSE_NAME),
+    })
+
+
+def _engine_spans(scope: Scope, rows: pa.Table, engine: str) -> tuple[np.ndarray, np.ndarray, tuple[Any, ...]]:
+    """The idle gaps of ``engine`` (starts, ends) and what finding their causes needs (its instructions)."""
+    mask = np.asarray(pc.fill_null(pc.equal(rows.column("engine"), engine), False), dtype=bool)
     ids, starts, ends, waits = (column(rows, c)[mask] for c in ("id", "s", "e", "wt"))
-    opcodes = np.asarray(rows.column("opcode").to_pylist(), dtype=object)[mask]
     gs, ge = intervals.gaps(starts, ends, scope.start_ns, scope.end_ns)
+    return gs, ge, (ids, starts, waits, rows.column("opcode").filter(pa.array(mask)))
+
+
+def _engine_gaps(trace: Trace, scope: Scope, engine: str, gs: np.ndarray, ge: np.ndarray, *,
+                 found_in: tuple[Any, ...]) -> pa.Table:
+    """The gaps ``gs``/``ge`` of ``engine`` with the next instruction and its cause (:func:`_engine_spans`)."""
+    ids, starts, waits, opcode_column = found_in
+    n = len(gs)
     nxt = np.searchsorted(starts, ge, side="left")
     has_next = (nxt < len(starts)) & (ge < scope.end_ns)
-    causes = _causes(trace, [int(ids[k]) for k in nxt[has_next].tolist()])
-    out = []
-    for g0, g1, k, ok in zip(gs.tolist(), ge.tolist(), nxt.tolist(), has_next.tolist(), strict=True):
-        row: dict[str, object] = {rs.ENGINE: engine, rs.START_NS: g0, rs.END_NS: g1, rs.DUR_NS: g1 - g0}
-        if not ok:
-            row[rs.CAUSE] = rs.CAUSE_END
-            out.append(row)
-            continue
-        ident = int(ids[k])
-        row[rs.NEXT_ID] = ident
-        row[rs.NEXT_OPCODE] = opcodes[k]
-        pred = causes.get(ident)
-        if pred is not None and pred["pred_end"] is not None and pred["pred_end"] > g0:
-            row.update({rs.CAUSE: rs.CAUSE_DEPENDENCY, rs.CAUSE_KIND: pred["kind"], rs.CAUSE_RESOURCE: pred["resource"],
-                        rs.CAUSE_TABLE: pred["out_table"], rs.CAUSE_ID: pred["out_id"],
-                        rs.CAUSE_NAME: pred["pred_name"]})
-        elif waits[k] > 0:
-            row.update({rs.CAUSE: rs.CAUSE_DEPENDENCY, rs.CAUSE_KIND: rs.WAIT_KIND_UNKNOWN})
-        else:
-            row[rs.CAUSE] = rs.CAUSE_NO_WAIT
-        out.append(row)
-    return out
+    k = np.where(has_next, nxt, 0)
+    next_id = ids[k] if len(ids) else np.zeros(n, np.int64)
+    causes = _causes(trace, np.sort(next_id[has_next]))   # distinct: each gap ends where its next one starts
+    at, found = _lookup(next_id, causes, "id")
+    found &= has_next
+    if causes.num_rows:
+        pred_end = column(causes, "pred_end", fill=np.iinfo(np.int64).min)[at]
+        pred_known = ~np.asarray(causes.column("pred_end").is_null(), dtype=bool)[at]
+    else:
+        pred_end = np.zeros(n, np.int64)
+        pred_known = np.zeros(n, bool)
+    dependency = found & pred_known & (pred_end > gs)
+    unknown = has_next & ~dependency & (waits[k] > 0 if len(waits) else np.zeros(n, bool))
+    cause = np.full(n, rs.CAUSE_NO_WAIT, dtype=object)
+    cause[~has_next] = rs.CAUSE_END
+    cause[dependency | unknown] = rs.CAUSE_DEPENDENCY
+
+    def from_causes(name: str) -> np.ndarray:
+        out = np.full(n, None, dtype=object)
+        if causes.num_rows:
+            out[dependency] = np.asarray(causes.column(name).to_pylist(), dtype=object)[at[dependency]]
+        return out
+
+    kind = from_causes("kind")
+    kind[unknown] = rs.WAIT_KIND_UNKNOWN
+    out_id = column(causes, "out_id")[at] if causes.num_rows else np.zeros(n, np.int64)
+    opcodes = np.full(n, None, dtype=object)
+    if has_next.any():
+        opcodes[has_next] = np.asarray(opcode_column.take(pa.array(k[has_next])).to_pylist(), dtype=object)
+    cols = {
+        rs.NEXT_ID: (next_id, has_next), rs.NEXT_OPCODE: opcodes,
+        rs.CAUSE: cause, rs.CAUSE_KIND: kind, rs.CAUSE_RESOURCE: from_causes("resource"),
+        rs.CAUSE_TABLE: from_causes("out_table"), rs.CAUSE_ID: (out_id, dependency),
+        rs.CAUSE_NAME: from_causes("pred_name"),
+    }
+    return _gap_table(engine, gs, ge, cols)
 
 
-def _dma_gaps(trace: Trace, scope: Scope) -> list[dict[str, object]]:
+def _dma_spans(trace: Trace, scope: Scope) -> tuple[np.ndarray, np.ndarray]:
+    """The gaps of the DMA queues taken together (starts, ends)."""
     starts, ends = dma_intervals(trace, scope)
-    gs, ge = intervals.gaps(starts, ends, scope.start_ns, scope.end_ns)
+    return intervals.gaps(starts, ends, scope.start_ns, scope.end_ns)
+
+
+def _dma_gaps(trace: Trace, scope: Scope, gs: np.ndarray, ge: np.ndarray) -> pa.Table:
+    """The DMA gaps ``gs``/``ge`` with the transfer that ended each and the instruction that triggered it."""
+    n = len(gs)
     moved = transfers(trace, scope)
     first = moved.col(FIRST_START)
     order = np.argsort(first, kind="stable")
     first_sorted = first[order]
-    trig_rows = {}
+    k = np.searchsorted(first_sorted, ge, side="left")
+    has_next = (ge < scope.end_ns) & (k < len(first_sorted))
+    trig = moved.trigger[order[np.where(has_next, k, 0)]] if len(first_sorted) else np.full(n, -1, np.int64)
     known = moved.trigger[moved.trigger >= 0]
+    info = pa.table({"id": pa.array([], pa.int64())})
     if len(known):
         info = fetch(trace, f"SELECT {q(ts.ID)} AS id, {q(ts.ENGINE)} AS engine, {q(ts.OPCODE)} AS opcode "
-                            f"FROM {INSTRUCTION} WHERE {q(ts.ID)} IN (SELECT unnest($ids))",
+                            f"FROM {INSTRUCTION} WHERE {q(ts.ID)} IN (SELECT unnest($ids)) ORDER BY id",
                      params={"ids": known.tolist()})
-        trig_rows = {r["id"]: r for r in info.to_pylist()}
-    out = []
-    for g0, g1 in zip(gs.tolist(), ge.tolist(), strict=True):
-        row: dict[str, object] = {rs.ENGINE: rs.DMA, rs.START_NS: g0, rs.END_NS: g1, rs.DUR_NS: g1 - g0}
-        k = int(np.searchsorted(first_sorted, g1, side="left"))
-        if g1 >= scope.end_ns or k >= len(first_sorted):
-            row[rs.CAUSE] = rs.CAUSE_END
-            out.append(row)
-            continue
-        t = int(order[k])
-        trig = int(moved.trigger[t])
-        row[rs.CAUSE] = rs.CAUSE_TRIGGER
-        if trig >= 0 and trig in trig_rows:
-            r = trig_rows[trig]
-            row.update({rs.CAUSE_KIND: rs.WAIT_KIND_ENGINE, rs.CAUSE_RESOURCE: r["engine"],
-                        rs.CAUSE_TABLE: ts.INSTRUCTION.name, rs.CAUSE_ID: trig, rs.CAUSE_NAME: r["opcode"]})
-        else:
-            row[rs.CAUSE_KIND] = rs.WAIT_KIND_UNKNOWN
-        out.append(row)
-    return out
+    at, found = _lookup(trig, info, "id")
+    found &= has_next & (trig >= 0)
+    cause = np.where(has_next, rs.CAUSE_TRIGGER, rs.CAUSE_END).astype(object)
+    kind = np.where(has_next, rs.WAIT_KIND_UNKNOWN, None).astype(object)
+    kind[found] = rs.WAIT_KIND_ENGINE
+
+    def from_info(name: str) -> np.ndarray:
+        out = np.full(n, None, dtype=object)
+        if info.num_rows:
+            out[found] = np.asarray(info.column(name).to_pylist(), dtype=object)[at[found]]
+        return out
+
+    table = np.full(n, None, dtype=object)
+    table[found] = ts.INSTRUCTION.name
+    cols = {rs.CAUSE: cause, rs.CAUSE_KIND: kind, rs.CAUSE_RESOURCE: from_info("engine"), rs.CAUSE_TABLE: table,
+            rs.CAUSE_ID: (trig, found), rs.CAUSE_NAME: from_info("opcode")}
+    return _gap_table(rs.DMA, gs, ge, cols)
 
 
 def idle_gaps(trace: Trace, start_ns: int | None = None, end_ns: int | None = None, core: int | None = None,
@@ -165,13 +232,26 @@ def idle_gaps(trace: Trace, start_ns: int | None = None, end_ns: int | None = No
         if unknown:
             raise QueryError(f"{trace.path}: no engine {unknown[0]!r}; engines: {', '.join(ts.ENGINES)} and "
                              f"{rs.DMA}, or one this trace names ({', '.join(known)}); names are case-sensitive")
-    gaps: list[dict[str, object]] = []
-    for engine in wanted:
-        gaps.extend(_dma_gaps(trace, scope) if engine == rs.DMA else _engine_gaps(trace, scope, rows, engine))
-    gaps = [g for g in gaps if int(g[rs.DUR_NS]) >= min_ns]  # type: ignore[call-overload]
-    gaps.sort(key=lambda g: (-int(g[rs.DUR_NS]), int(g[rs.START_NS]), str(g[rs.ENGINE])))  # type: ignore[call-overload]
+    # every gap first (cheap), then the causes of those kept (min_ns, limit): causes read the Flow table
+    spans = {e: (*_dma_spans(trace, scope), None) if e == rs.DMA else _engine_spans(scope, rows, e) for e in wanted}
+    names = sorted(spans)
+    dur = np.concatenate([ge - gs for gs, ge, _x in spans.values()] or [np.zeros(0, np.int64)])
+    start = np.concatenate([gs for gs, _ge, _x in spans.values()] or [np.zeros(0, np.int64)])
+    which = np.concatenate([np.full(len(gs), names.index(e)) for e, (gs, _ge, _x) in spans.items()]
+                           or [np.zeros(0, np.int64)])
+    keep = np.flatnonzero(dur >= min_ns)
+    keep = keep[np.lexsort((which[keep], start[keep], -dur[keep]))]   # longest first, then earlier, then engine
     if limit is not None:
-        gaps = gaps[:max(0, limit)]
-    for rank, g in enumerate(gaps, start=1):
-        g[rs.RANK] = rank
-    return pa.Table.from_pylist(gaps, schema=rs.IDLE_GAPS)
+        keep = keep[:max(0, limit)]
+    chosen = np.zeros(len(dur), dtype=bool)
+    chosen[keep] = True
+    parts, at = [], 0
+    for engine, (gs, ge, found_in) in spans.items():
+        mine = chosen[at:at + len(gs)]
+        at += len(gs)
+        parts.append(_dma_gaps(trace, scope, gs[mine], ge[mine]) if engine == rs.DMA
+                     else _engine_gaps(trace, scope, engine, gs[mine], ge[mine], found_in=found_in))
+    gaps = pa.concat_tables(parts) if parts else rs.IDLE_GAPS.empty_table().drop_columns([rs.RANK])
+    gaps = gaps.sort_by([(rs.DUR_NS, "descending"), (rs.START_NS, "ascending"), (rs.ENGINE, "ascending")])
+    ranked = gaps.add_column(0, rs.RANK, pa.array(np.arange(1, gaps.num_rows + 1), pa.int64()))
+    return ranked.cast(rs.IDLE_GAPS)

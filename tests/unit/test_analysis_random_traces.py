@@ -71,6 +71,8 @@ def test_active_time_and_idle_gaps_match_the_oracle(case):
         with profiler.open(path) as trace:
             bounds = performance_bounds(trace, t0, t1)
             gaps = idle_gaps(trace, t0, t1, engines=[*ENGINES, rs.DMA]).to_pylist()
+            # the causes of only the gaps kept are looked up: a limited call is the full one cut (and re-ranked)
+            cut = idle_gaps(trace, t0, t1, engines=[*ENGINES, rs.DMA], min_ns=3, limit=4).to_pylist()
     for engine in ENGINES:
         busy = _mask([x[1] for x in case["instructions"] if x[0] == engine], t0, t1)
         assert bounds[rs.ENGINE_ACTIVE_NS][engine] == int(busy.sum())
@@ -86,3 +88,5 @@ def test_active_time_and_idle_gaps_match_the_oracle(case):
     assert sorted((g[rs.START_NS], g[rs.END_NS]) for g in gaps if g[rs.ENGINE] == rs.DMA) == _runs(~dma, t0)
     durations = [g[rs.DUR_NS] for g in gaps]
     assert durations == sorted(durations, reverse=True)
+    kept = [{**g, rs.RANK: i} for i, g in enumerate((g for g in gaps if g[rs.DUR_NS] >= 3), start=1)][:4]
+    assert cut == kept

@@ -2,13 +2,18 @@
 
 Pure and independent of traces: nodes are ``0..n-1``, edges are parallel ``src``/``dst`` arrays.  The length of a
 path is the sum of its nodes' weights plus the sum of its edges' weights.  Dynamic programming over a topological
-order: ``O(nodes + edges)``.
+order: ``O(nodes + edges)``, compiled with numba for graphs of :data:`MIN_GRAPH` nodes and edges or more (the same
+sums in the same order, so the same path; ``TRNPROF_DAG_KERNEL=0`` / ``=1`` forces Python / the kernel).
 """
 
 from __future__ import annotations
 
+import os
+import threading
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -99,23 +104,15 @@ def longest_path(num_nodes: int, node_weight: Sequence[float] | np.ndarray, src:
         return LongestPath(np.zeros(0, np.int64), np.zeros(0, np.int64), 0.0)
     order = topological_order(num_nodes, s, d, order_hint)
     in_ptr, in_edges = _csr(num_nodes, d, np.arange(len(s)))
-    ptr = in_ptr.tolist()
-    edges_in = in_edges.tolist()
+    kernel = _compiled() if _use_kernel(num_nodes + len(s)) else None
+    if kernel is not None:
+        dist_a = np.zeros(num_nodes, np.float64)
+        best_a = np.full(num_nodes, -1, np.int64)
+        kernel(order, in_ptr, in_edges.astype(np.int64), s, ew, w, dist_a, best_a)
+        dist, best = dist_a.tolist(), best_a.tolist()
+    else:
+        dist, best = _relax(order, in_ptr, in_edges, s, ew, w)
     src_l = s.tolist()
-    ew_l = ew.tolist()
-    w_l = w.tolist()
-    dist = [0.0] * num_nodes
-    best = [-1] * num_nodes
-    for v in order.tolist():
-        arg = -1
-        top = 0.0
-        for e in edges_in[ptr[v]:ptr[v + 1]]:
-            cand = dist[src_l[e]] + ew_l[e]
-            if arg < 0 or cand > top:
-                top = cand
-                arg = e
-        best[v] = arg
-        dist[v] = w_l[v] + top
     end = int(np.argmax(dist)) if sink is None else int(sink)
     nodes = [end]
     edges = []
@@ -127,3 +124,82 @@ def longest_path(num_nodes: int, node_weight: Sequence[float] | np.ndarray, src:
     edges.reverse()
     return LongestPath(np.asarray(nodes, np.int64), np.asarray([-1, *edges], np.int64), float(dist[end]))
 
+
+
+def _relax(order: np.ndarray, in_ptr: np.ndarray, in_edges: np.ndarray, src: np.ndarray, ew: np.ndarray,  # noqa: PLR0917
+           w: np.ndarray) -> tuple[list[float], list[int]]:
+    """The dynamic programme in Python: per node in ``order``, the heaviest path ending there and the edge it came
+    in by (the first listed among equals)."""
+    ptr = in_ptr.tolist()
+    edges_in = in_edges.tolist()
+    src_l = src.tolist()
+    ew_l = ew.tolist()
+    w_l = w.tolist()
+    dist = [0.0] * len(w_l)
+    best = [-1] * len(w_l)
+    for v in order.tolist():
+        arg = -1
+        top = 0.0
+        for e in edges_in[ptr[v]:ptr[v + 1]]:
+            cand = dist[src_l[e]] + ew_l[e]
+            if arg < 0 or cand > top:
+                top = cand
+                arg = e
+        best[v] = arg
+        dist[v] = w_l[v] + top
+    return dist, best
+
+
+def _relax_kernel(order: np.ndarray, in_ptr: np.ndarray, in_edges: np.ndarray, src: np.ndarray,  # noqa: PLR0917
+                  ew: np.ndarray, w: np.ndarray, dist: np.ndarray, best: np.ndarray) -> None:
+    """:func:`_relax` for numba, into ``dist`` and ``best``: the same float64 sums in the same order, so the same
+    path (its Python form is tested directly)."""
+    for v in order:
+        arg = -1
+        top = 0.0
+        for j in range(in_ptr[v], in_ptr[v + 1]):
+            e = in_edges[j]
+            cand = dist[src[e]] + ew[e]
+            if arg < 0 or cand > top:
+                top = cand
+                arg = e
+        best[v] = arg
+        dist[v] = w[v] + top
+
+
+#: Environment switch: ``0`` keeps the dynamic programme in Python, ``1`` compiles it whatever the graph's size.
+ENV_SWITCH = "TRNPROF_DAG_KERNEL"
+#: Smallest graph (nodes + edges) relaxed by the compiled kernel: below it, Python (~1 us per edge) costs less than
+#: loading the kernel (numba's import and on-disk cache, ~0.5 s the first time in a process).
+MIN_GRAPH = 200_000
+_lock = threading.Lock()
+_state: dict[str, Any] = {}
+
+
+def _use_kernel(size: int) -> bool:
+    switch = os.environ.get(ENV_SWITCH, "")
+    return switch != "0" and (switch == "1" or size >= MIN_GRAPH)
+
+
+def _compiled() -> Any:
+    """The numba-compiled :func:`_relax_kernel` (None when numba is missing or broken: Python then)."""
+    with _lock:
+        if "fn" not in _state:
+            fn = None
+            try:
+                import numba
+
+                fn = numba.njit(nogil=True, cache=True, boundscheck=False)(_relax_kernel)
+                dist, best = np.zeros(2), np.full(2, -1, np.int64)
+                fn(np.array([0, 1]), np.array([0, 0, 1]), np.array([0]), np.array([0]), np.array([1.0]),
+                   np.array([2.0, 3.0]), dist, best)
+                if dist.tolist() != [2.0, 6.0] or best.tolist() != [-1, 0]:
+                    raise RuntimeError("kernel self-check failed")
+            except ImportError:  # pragma: no cover - only where numba is not installed
+                fn = None
+            except Exception as exc:  # pragma: no cover - a broken numba installation
+                warnings.warn(f"trnprof: the compiled longest-path kernel is unavailable ({type(exc).__name__}: "
+                              f"{exc}); using Python", RuntimeWarning, stacklevel=3)
+                fn = None
+            _state["fn"] = fn
+        return _state["fn"]

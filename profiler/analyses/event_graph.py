@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from profiler.analyses import schema as rs
 from profiler.analyses.dma_transfers import agg_expr, transfers
@@ -86,6 +87,14 @@ def _lookup(sorted_keys: np.ndarray, keys: np.ndarray) -> np.ndarray:
     return np.where(sorted_keys[pos] == keys, pos, -1)
 
 
+def _last_of(sorted_keys: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """Index of the last occurrence of each key in ``sorted_keys`` (which may repeat), -1 when absent."""
+    pos = np.searchsorted(sorted_keys, keys, side="right") - 1
+    hit = pos >= 0
+    hit[hit] = sorted_keys[pos[hit]] == keys[hit]
+    return np.where(hit, pos, -1)
+
+
 def _consecutive(groups: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Edges between time-consecutive, non-overlapping nodes of the same group (indices into the arrays)."""
     if len(start) < 2:
@@ -96,9 +105,12 @@ def _consecutive(groups: np.ndarray, start: np.ndarray, end: np.ndarray) -> tupl
     return u[keep], v[keep]
 
 
-def _codes(values: list[object]) -> np.ndarray:
-    index: dict[object, int] = {}
-    return np.fromiter((index.setdefault(v, len(index)) for v in values), np.int64, count=len(values))
+def _codes(values: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """A code per value, numbered in order of first appearance (null a value too)."""
+    arr = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    if len(arr) == 0:
+        return np.zeros(0, np.int64)
+    return np.asarray(pc.dictionary_encode(arr, null_encoding="encode").indices, dtype=np.int64)
 
 
 def build_graph(trace: Trace, scope: Scope) -> EventGraph:
@@ -124,21 +136,32 @@ def build_graph(trace: Trace, scope: Scope) -> EventGraph:
         FROM {FLOW} f
         LEFT JOIN {DMA_PACKET} po ON f.{q(ts.OUT_TABLE)} = '{ts.DMA_PACKET.name}' AND po.{q(ts.ID)} = f.{q(ts.OUT_ID)}
         LEFT JOIN {DMA_PACKET} pi ON f.{q(ts.IN_TABLE)} = '{ts.DMA_PACKET.name}' AND pi.{q(ts.ID)} = f.{q(ts.IN_ID)}""")
-    seg_index = {key: ni + k for k, key in enumerate(zip(s_agg.tolist(), s_queue, strict=True))}
     if flow.num_rows:
-        def ends(table_col: str, id_col: str, agg_col: str, q_col: str) -> np.ndarray:
-            tables = flow.column(table_col).to_pylist()
+        # a packet's segment by (transfer, queue): the queue names of segments and flow ends coded together
+        nf = flow.num_rows
+        qcodes = _codes(pa.concat_arrays([seg.column("queue").combine_chunks().cast(pa.string()),
+                                          flow.column("oq").combine_chunks().cast(pa.string()),
+                                          flow.column("iq").combine_chunks().cast(pa.string())]))
+        width = int(qcodes.max()) + 1 if len(qcodes) else 1
+        seg_key = s_agg * width + qcodes[:ns_]
+        seg_order = np.argsort(seg_key, kind="stable")
+        seg_sorted = seg_key[seg_order]
+
+        def ends(table_col: str, id_col: str, agg_col: str, q_col: str, q_codes: np.ndarray) -> np.ndarray:
+            tables = flow.column(table_col)
             ids = column(flow, id_col)
-            node = np.where(np.asarray([t == ts.INSTRUCTION.name for t in tables]), _lookup(i_id, ids), -1)
-            aggs = flow.column(agg_col).to_pylist()
-            queues = flow.column(q_col).to_pylist()
-            for k, t in enumerate(tables):
-                if t == ts.DMA_PACKET.name:
-                    node[k] = seg_index.get((aggs[k], queues[k]), -1)
+            is_ins = np.asarray(pc.fill_null(pc.equal(tables, ts.INSTRUCTION.name), False), dtype=bool)
+            is_pkt = np.asarray(pc.fill_null(pc.equal(tables, ts.DMA_PACKET.name), False), dtype=bool) \
+                & ~np.asarray(flow.column(agg_col).is_null(), dtype=bool)   # a packet the trace does not have
+            node = np.where(is_ins, _lookup(i_id, ids), -1)
+            if is_pkt.any():
+                key = column(flow, agg_col)[is_pkt] * width + q_codes[is_pkt]
+                found = _last_of(seg_sorted, key)   # (as a dict from (transfer, queue) would keep the last)
+                node[is_pkt] = np.where(found >= 0, ni + seg_order[np.clip(found, 0, None)], -1)
             return node
 
-        u = ends("ot", "oid", "oagg", "oq")
-        v = ends("it", "iid", "iagg", "iq")
+        u = ends("ot", "oid", "oagg", "oq", qcodes[ns_:ns_ + nf])
+        v = ends("it", "iid", "iagg", "iq", qcodes[ns_ + nf:])
         dep = np.asarray(flow.column("dep").to_pylist(), dtype=object)
         # an instruction -> DMA packet edge is the instruction triggering the transfer
         dep[(u >= 0) & (u < ni) & (v >= ni)] = rs.EDGE_TRIGGER
@@ -157,10 +180,10 @@ def build_graph(trace: Trace, scope: Scope) -> EventGraph:
 
     # stream order, per timeline track and per engine
     for col in ("stream", "engine"):
-        u, v = _consecutive(_codes(ins.column(col).to_pylist()), start[:ni], end[:ni])
+        u, v = _consecutive(_codes(ins.column(col)), start[:ni], end[:ni])
         edges.append((u, v, rs.EDGE_STREAM))
     # queue order
-    u, v = _consecutive(_codes(s_queue), start[ni:], end[ni:])
+    u, v = _consecutive(_codes(seg.column("queue")), start[ni:], end[ni:])
     edges.append((ni + u, ni + v, rs.EDGE_QUEUE))
 
     src = np.concatenate([e[0] for e in edges]).astype(np.int64)

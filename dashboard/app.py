@@ -143,6 +143,8 @@ def create_app(traces: Iterable[str | Path] | TraceRegistry = (), *, samples: It
 
     for page in page_list:
         page.register_callbacks(app, registry)
+    from dashboard.export import install_export_route  # (it imports this module)
+
     if isinstance(allowed_hosts, HostPolicy):
         policy = allowed_hosts
     elif allowed_hosts is None:
@@ -150,6 +152,7 @@ def create_app(traces: Iterable[str | Path] | TraceRegistry = (), *, samples: It
     else:
         policy = HostPolicy.from_names([allowed_hosts] if isinstance(allowed_hosts, str) else allowed_hosts)
     install_host_check(app.server, policy)
+    install_export_route(app.server, registry)
     errors.install_request_errors(app.server)
     _harden(app)
     app.trnprof_registry = registry  # type: ignore[attr-defined]

@@ -9,19 +9,17 @@ closing the trace while other threads query it gives them a QueryError.
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import duckdb
 import numpy as np
 import pyarrow as pa
 
 from profiler import db_schema as dbs
-from profiler.db import lod
 from profiler.db.cache import resolve_database
 from profiler.db.connection import open_database
 from profiler.db.cursors import CursorPool
@@ -34,6 +32,11 @@ from profiler.db.user_sql import run_user_sql
 from profiler.db.window_query import MAX_WIDTH_PX, query_window
 from profiler.errors import QueryError, TraceFormatError
 from profiler.notebook import NotebookMixin
+from profiler.trace_args import as_int as _as_int
+from profiler.trace_args import as_range as _as_range
+from profiler.trace_args import check_time
+from profiler.trace_args import guarded as _guarded
+from profiler.trace_files import TraceFilesMixin
 from profiler.window import Window
 from tracer import schema as ts
 
@@ -51,47 +54,12 @@ _EVENT_NAME = {ts.INSTRUCTION.name: quote(ts.OPCODE),
                dbs.SLICE_TABLE: quote(ts.NAME)}
 
 
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _guarded(method: F) -> F:
-    """Run a public ``Trace`` method as one call of its cursor pool (see :meth:`Trace._call`)."""
-    @functools.wraps(method)
-    def run(self: Trace, *args: Any, **kwargs: Any) -> Any:
-        with self._call():
-            return method(self, *args, **kwargs)
-
-    return run  # type: ignore[return-value]
-
-
-def _as_int(value: object, what: str, unit: str = "an integer number of nanoseconds") -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise QueryError(f"{what} must be {unit}, not {repr(value)[:60]}")
-    return int(value)
-
-
-def check_time(value: object, what: str) -> int:
-    """``value`` as an int if it is an integer time within the +-2**62 ns a database can hold; QueryError naming
-    ``what`` otherwise (the one check of a time argument: Trace methods, summaries, analyses, notebook views)."""
-    t = _as_int(value, what)
-    if not -lod.TIME_LIMIT <= t <= lod.TIME_LIMIT:
-        raise QueryError(f"{what} = {t} is beyond +-2**62 ns; give a time within the trace (see Trace.time_range)")
-    return t
-
-
-def _as_range(start_ns: object, end_ns: object) -> tuple[int, int]:
-    """(start, end) of a range that may be empty (start == end) but not reversed."""
-    start, end = check_time(start_ns, "start_ns"), check_time(end_ns, "end_ns")
-    if end < start:
-        raise QueryError(f"reversed range: end_ns ({end}) is before start_ns ({start}); swap them")
-    return start, end
-
-
-class Trace(NotebookMixin):
+class Trace(NotebookMixin, TraceFilesMixin):
     """One trace database opened for reading.  Create it with :func:`profiler.open`.
 
     Notebook views (``timeline``, ``utilization_figure``, ``summary_figures``, ``widget``, ``dashboard``,
-    ``_repr_html_``) come from :class:`profiler.notebook.NotebookMixin`.
+    ``source``, ``_repr_html_``) come from :class:`profiler.notebook.NotebookMixin`; the recorded kernel sources
+    and exporting a window's rows from :class:`profiler.trace_files.TraceFilesMixin`.
     """
 
     def __init__(self, path: Path, db_path: Path) -> None:
@@ -403,35 +371,6 @@ class Trace(NotebookMixin):
             ) SELECT {", ".join(quote(c) for c in cols)} FROM up WHERE hop > 0 ORDER BY hop DESC""",
             params={"id": ident, "limit": max(limit, 0)}).to_arrow_table()
         return rows.to_pylist()
-
-    def _has_table(self, name: str) -> bool:
-        return fetch_one(self._cursor(), "SELECT count(*) FROM duckdb_tables() WHERE database_name = "
-                         "current_database() AND schema_name = current_schema() AND table_name = $t",
-                         {"t": name})[0] > 0
-
-    @_guarded
-    def recorded_sources(self) -> dict[str, int]:
-        """The kernel source files whose text the trace holds (``SourceFile``, recorded by the simulator), with
-        their sizes in bytes; empty for a trace without any (an imported profile, a trace recorded before
-        format 2.1)."""
-        if not self._has_table(ts.SOURCE_FILE.name):
-            return {}
-        size = f"coalesce({quote(ts.SOURCE_SIZE_BYTES)}, strlen({quote(ts.SOURCE_TEXT)}))"
-        rows = self._cursor().execute(f"SELECT {quote(ts.SOURCE_FILE_NAME)}, {size} "
-                                      f"FROM {quote(ts.SOURCE_FILE.name)} ORDER BY 1").fetchall()
-        return {str(f): int(n) for f, n in rows}
-
-    @_guarded
-    def source_text(self, file: str) -> str | None:
-        """The text of kernel source file ``file`` (named as ``nki_source_location`` names it: ``softmax.py``)
-        as the trace recorded it, or None when the trace holds no text for it."""
-        if not isinstance(file, str):
-            raise QueryError(f"a source file name must be a string, not {str(file)[:40]!r}")
-        if not self._has_table(ts.SOURCE_FILE.name):
-            return None
-        row = fetch_one(self._cursor(), f"SELECT {quote(ts.SOURCE_TEXT)} FROM {quote(ts.SOURCE_FILE.name)} "
-                        f"WHERE {quote(ts.SOURCE_FILE_NAME)} = $f LIMIT 1", {"f": file})
-        return None if row is None else row[0]
 
     @_guarded
     def search(self, text: str, limit: int = 100) -> pa.Table:

@@ -26,6 +26,7 @@ from dashboard import timeline_logic as tl
 from dashboard import timeline_picks as picks
 from dashboard.analysis_views import CriticalPathOverlays
 from dashboard.app import query_values, resolve_trace_id
+from dashboard.export import EXPORT_TABLES, MAX_EXPORT_ROWS, view_export_hrefs
 from dashboard.graph_config import graph_config
 from dashboard.inputs import is_checked
 from dashboard.links import SEARCH_PARAM
@@ -37,6 +38,11 @@ from profiler.figures import palette as pal
 GRAPH_ID = "timeline-graph"
 GRAPH_CONFIG = graph_config(scrollZoom=True, doubleClick="autosize", responsive=False,
                             modeBarButtonsToRemove=["lasso2d", "autoScale2d", "toImage"])
+
+
+#: The view's CSV exports: (table, link text, what a row is), in :data:`dashboard.export.EXPORT_TABLES` order.
+EXPORT_LINKS = [(t, label, what) for t, (label, what) in zip(EXPORT_TABLES, (
+    ("instructions", "instruction"), ("DMA packets", "DMA packet"), ("spans", "span")), strict=True)]
 
 
 def layout(ctx_: PageContext) -> Any:
@@ -94,6 +100,10 @@ def layout(ctx_: PageContext) -> Any:
             html.Div(id="tl-status", className="status-line"),
             html.A("link to this view", id="tl-link", href="", className="view-link",
                    title="this page at the current zoom (copy it to share the view)"),
+            html.Span(["CSV of the view: ", *[
+                html.A(label, id=f"tl-export-{table}", href="", className="view-link", download="",
+                       title=f"every {what} overlapping the view, all columns (at most {MAX_EXPORT_ROWS:,} rows)")
+                for table, label, what in EXPORT_LINKS]], className="view-link export-links"),
         ]),
         html.Div(className="help-line", children=(
             "W/S zoom · A/D pan · R reset · drag to zoom · box-select (toolbar) to summarize a range · "
@@ -190,6 +200,11 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
         link = tl.view_link(search, update.state)
         return (update.draw_payload(GRAPH_CONFIG), update.state, update.view, legend, update.status,
                 dash.no_update if link is None else link)
+
+    @app.callback([Output(f"tl-export-{table}", "href") for table, _l, _w in EXPORT_LINKS],
+                  Input("tl-state", "data"), State("url", "search"), prevent_initial_call=True)
+    def _export_links(state: Any, search: str | None) -> Any:
+        return [h if h is not None else dash.no_update for h in view_export_hrefs(search, state)]
 
     app.clientside_callback(ClientsideFunction("trnprof", "draw"), Output("tl-drawn", "data"),
                             Input("tl-draw", "data"), State("tl-view", "data"))

@@ -284,3 +284,24 @@ def test_the_legend_lists_only_the_colours_in_view(browser, dashboard_server):
     browser.find_element("tag name", "body").send_keys("r")
     wait_for(browser, _all_shown, "every swatch shown for the whole trace")
     assert console_errors(browser) == []
+
+
+def test_the_views_csv_links_follow_the_view_and_download_its_rows(timeline):
+    from urllib.parse import parse_qs, urlparse
+
+    link = timeline.find_element("id", "tl-export-Instruction")
+    href = wait_for(timeline, lambda d: link.get_attribute("href") or None, "the export link")
+    values = {k: v[0] for k, v in parse_qs(urlparse(href).query).items()}
+    assert values["table"] == "Instruction" and values["trace"] == "t0"
+    view = timeline.execute_script(f"var r = {GRAPH}._fullLayout.xaxis.range; return [r[0], r[1]];")
+    assert int(values["end"]) > int(values["start"]) and view[1] > view[0]
+    # the browser fetches it from the same server: a CSV of that window's instructions
+    text = timeline.execute_async_script(
+        "var done = arguments[arguments.length - 1];"
+        "fetch(arguments[0]).then(r => r.text().then(t => done([r.status, r.headers.get('content-type'), t])));",
+        href)
+    status, kind, body = text
+    assert status == 200 and kind.startswith("text/csv")
+    lines = body.splitlines()
+    assert lines[0].startswith('"track_id","id","start_ts"') and len(lines) > 100
+    assert console_errors(timeline) == []

@@ -81,7 +81,7 @@ class TimeWindow:
 def table_names(trace: Trace) -> list[str]:
     """Tables of the database (its own bookkeeping tables excluded)."""
     rows = trace.sql("SELECT table_name FROM duckdb_tables() ORDER BY table_name").fetchall()
-    internal = {dbs.INFO_TABLE, dbs.TRACK_TABLE, dbs.LOD_TABLE}
+    internal = {dbs.INFO_TABLE, dbs.TRACK_TABLE, dbs.LOD_TABLE, dbs.COUNTER_LOD_TABLE}
     return [r[0] for r in rows if r[0] not in internal]
 
 

@@ -15,6 +15,7 @@ from profiler.analyses import schema as rs
 from profiler.analyses.source_lines import resolve_file, source_files, source_listing, split_location
 from profiler.errors import QueryError
 from tracer import TraceWriter
+from tests.unit.test_analysis_time_by_oracle import _union   # the brute-force union length
 from tracer import schema as ts
 
 TEXT = "def k(nc):\n    a = 1\n    b = 2\n    c = 3\n"
@@ -23,13 +24,6 @@ ROWS = st.lists(st.tuples(st.sampled_from(["Tensor", "Vector", "Scalar"]), st.sa
                           st.sampled_from(["MM", "ADD", "EXP", "MAX"]), st.integers(0, 300), st.integers(0, 90),
                           st.integers(0, 50)),
                 min_size=1, max_size=30)
-
-
-def _union(intervals: list[tuple[int, int]]) -> int:
-    covered: set[int] = set()
-    for s, e in intervals:
-        covered.update(range(s, e))
-    return len(covered)
 
 
 def _write(path, rows, *, text: bool) -> None:

@@ -14,8 +14,8 @@ import profiler
 from profiler.analyses import schema as rs
 from profiler.analyses.source_lines import resolve_file, source_files, source_listing, split_location
 from profiler.errors import QueryError
+from tests.unit.test_analysis_time_by_oracle import _union  # the brute-force union length
 from tracer import TraceWriter
-from tests.unit.test_analysis_time_by_oracle import _union   # the brute-force union length
 from tracer import schema as ts
 
 TEXT = "def k(nc):\n    a = 1\n    b = 2\n    c = 3\n"

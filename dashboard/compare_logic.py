@@ -18,9 +18,11 @@ from dash import dcc, html
 from dashboard import timeline_logic as tl
 from dashboard.errors import public_message
 from dashboard.graph_config import graph_config
+from dashboard.links import source_href
 from dashboard.registry import TraceRegistry
 from profiler.analyses import diff
 from profiler.analyses import schema as rs
+from profiler.analyses.source_lines import split_location
 from profiler.figures import viewport as vp
 from profiler.figures.compare import delta_figure, metrics_figure
 from profiler.figures.timefmt import format_duration
@@ -107,18 +109,56 @@ def charts(result: dict[str, Any], labels: tuple[str, str]) -> list[Any]:
     ]
 
 
-def delta_view(result: dict[str, Any], by: str, limit: int = 30) -> html.Div:
-    """The per-identity delta table (largest change first) and its chart, for grouping ``by``."""
+def source_lines(registry: TraceRegistry, a: str, b: str, locations: list[Any]) -> dict[str, tuple[str, str]]:
+    """Per ``file.py:LINE`` location: the link to that line on the source page (of trace A, else B: the one
+    whose recording kept the file) and the line's text ("" when neither trace holds it)."""
+    out: dict[str, tuple[str, str]] = {}
+    traces = [(side, registry.open(side)) for side in (a, b)]
+    for loc in locations:
+        where = split_location(loc) if isinstance(loc, str) else None
+        if where is None or where[1] is None:
+            continue
+        file, line = where
+        href, text = source_href(a, file, line), ""
+        for side, trace in traces:
+            held = trace.source_text(file) or trace.source_text(file.rsplit("/", 1)[-1])
+            if held is not None:
+                lines = held.splitlines()
+                href, text = source_href(side, file, line), (lines[line - 1].strip() if line <= len(lines) else "")
+                break
+        out[loc] = (href, text)
+    return out
+
+
+def _key_cell(value: Any, link: tuple[str, str] | None) -> html.Td:
+    if value is None:
+        return html.Td("–")
+    if link is None:
+        return html.Td(str(value))
+    href, text = link
+    return html.Td([dcc.Link(str(value), href=href, title="this line on the source page"),
+                    *([html.Code(text, className="cmp-line-text")] if text else [])])
+
+
+#: Rows of the delta table.
+DELTA_ROWS = 30
+
+
+def delta_view(result: dict[str, Any], by: str, limit: int = DELTA_ROWS,
+               lines: dict[str, tuple[str, str]] | None = None) -> html.Div:
+    """The per-identity delta table (largest change first) and its chart, for grouping ``by``; with ``lines``
+    (:func:`source_lines`), source locations link to the source page and show their text."""
     if by not in result[rs.DIFF_BY]:
         by = next(iter(result[rs.DIFF_BY]))
     table = result[rs.DIFF_BY][by]
     keys = rs.GROUP_KEYS[by]
     header = [*keys, "presence", "A count", "B count", "A busy", "B busy", "delta", "B / A"]
     body = []
+    links = lines or {}
     for r in table.slice(0, limit).to_pylist():
         delta = r[rs.DELTA_NS]
         body.append(html.Tr([
-            *[html.Td("–" if r[k] is None else str(r[k])) for k in keys],
+            *[_key_cell(r[k], links.get(r[k]) if k == rs.SOURCE else None) for k in keys],
             html.Td(r[rs.PRESENCE]),
             html.Td(f"{r[rs.A_COUNT]:,}", className="num"), html.Td(f"{r[rs.B_COUNT]:,}", className="num"),
             html.Td(format_duration(r[rs.A_NS]), className="num"), html.Td(format_duration(r[rs.B_NS]),
@@ -152,7 +192,14 @@ def compare_outputs(registry: TraceRegistry, diffs: DiffCache, a: Any, b: Any, *
     except TrnprofError as exc:
         return (pair, html.Div(f"No comparison of the analyses: {public_message(exc)}", className="error-panel",
                                id="cmp-error"), [], [], f"A: {labels[0]}", f"B: {labels[1]}")
-    return (pair, headline(result, labels), charts(result, labels), delta_view(result, str(by)),
+    lines = None
+    if str(by) == "source" and "source" in result[rs.DIFF_BY]:
+        shown = result[rs.DIFF_BY]["source"].slice(0, DELTA_ROWS).column(rs.SOURCE).to_pylist()
+        try:
+            lines = source_lines(registry, a, b, shown)
+        except TrnprofError:
+            lines = None   # the table without links rather than no table
+    return (pair, headline(result, labels), charts(result, labels), delta_view(result, str(by), DELTA_ROWS, lines),
             f"A: {labels[0]}", f"B: {labels[1]}")
 
 

@@ -145,3 +145,26 @@ def test_a_files_listing_is_computed_once_per_trace(registry, monkeypatch):
     assert calls == ["softmax.py"]      # marking another line or hiding idle lines reuses the listing
     page_outputs(registry, "?trace=t1", "/src/helper.py", [], cache)
     assert calls == ["softmax.py", "/src/helper.py"]
+
+
+def test_the_compare_pages_source_lines_link_to_the_source_and_show_their_text(tmp_path):
+    from dashboard import compare_logic as cl
+
+    for arch in ("trn1", "trn2"):   # a what-if: the same kernel on both architectures
+        run_kernel("softmax", {"rows": 512, "cols": 512}, arch=arch, trace_path=tmp_path / f"{arch}.trace")
+    reg = TraceRegistry([tmp_path / "trn1.trace", tmp_path / "trn2.trace"])
+    try:
+        *_x, deltas, _ta, _tb = cl.compare_outputs(reg, cl.DiffCache(), "t0", "t1", by="source")
+        links = {c.children: c.href for c in _find(deltas, lambda c: isinstance(c, dcc.Link))}
+        assert links["softmax.py:35"] == "/source?trace=t0&file=softmax.py&line=35"
+        texts = [c.children for c in _find(deltas, lambda c: getattr(c, "className", "") == "cmp-line-text")]
+        assert 'nc.tensor_reduce(neg_max, xt, "max", negate=True)' in texts and len(texts) == len(links) == 6
+        # a location neither trace holds text for still links (to A), one without a line number is left plain
+        got = cl.source_lines(reg, "t0", "t1", ["softmax.py:35", "other.py:3", "no-line", None])
+        assert got == {"softmax.py:35": ("/source?trace=t0&file=softmax.py&line=35",
+                                         'nc.tensor_reduce(neg_max, xt, "max", negate=True)'),
+                       "other.py:3": ("/source?trace=t0&file=other.py&line=3", "")}
+        *_x, by_opcode, _ta, _tb = cl.compare_outputs(reg, cl.DiffCache(), "t0", "t1", by="opcode")
+        assert not _find(by_opcode, lambda c: isinstance(c, dcc.Link))
+    finally:
+        reg.close()

@@ -100,10 +100,11 @@ def layout(ctx_: PageContext) -> Any:
             html.Div(id="tl-status", className="status-line"),
             html.A("link to this view", id="tl-link", href="", className="view-link",
                    title="this page at the current zoom (copy it to share the view)"),
-            html.Span(["CSV of the view: ", *[
-                html.A(label, id=f"tl-export-{table}", href="", className="view-link", download="",
-                       title=f"every {what} overlapping the view, all columns (at most {MAX_EXPORT_ROWS:,} rows)")
-                for table, label, what in EXPORT_LINKS]], className="view-link export-links"),
+            html.Span(["CSV of the view: ", *[part for i, (table, label, what) in enumerate(EXPORT_LINKS) for part in (
+                *([" · "] if i else []),
+                html.A(label, id=f"tl-export-{table}", href="", download="",
+                       title=f"every {what} overlapping the view, all columns (at most {MAX_EXPORT_ROWS:,} rows)"))]],
+                      className="view-link export-links"),
         ]),
         html.Div(className="help-line", children=(
             "W/S zoom · A/D pan · R reset · drag to zoom · box-select (toolbar) to summarize a range · "

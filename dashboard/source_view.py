@@ -49,20 +49,22 @@ def file_options(files: Any) -> list[dict[str, Any]]:
 
 
 def build_view(trace: Any, trace_id: str, file: Any, line: Any, *, busy_only: bool = False,
-               label: str | None = None, cache: ComputedCache | None = None) -> SourceView:
+               critical: bool = False, label: str | None = None, cache: ComputedCache | None = None) -> SourceView:
     """The page for ``file`` of the trace (default: the file with the most instructions), line ``line`` marked;
     an error line (not an exception) for a trace or file the view cannot show.  With ``cache``, a file's listing
     is computed once per trace (it reads every instruction of the file and finds DMA triggers among every
-    packet: seconds at 10^7 events); marking a line or showing only busy lines reuses it."""
+    packet: seconds at 10^7 events); marking a line or showing only busy lines reuses it.  ``critical`` adds each
+    line's time on the critical path (computing the path: seconds at 10^7 events, also kept)."""
     target = _line_number(line)
     asked = file if isinstance(file, str) and file else None
 
     def compute() -> tuple[Any, str, Any]:
         name = resolve_file(trace, asked)
-        return source_files(trace), name, source_listing(trace, name)
+        return source_files(trace), name, source_listing(trace, name, critical=critical)
 
     try:
-        files, name, listing = compute() if cache is None else cache.get(trace_id, ("source", asked), compute)
+        files, name, listing = compute() if cache is None else cache.get(trace_id, ("source", asked, critical),
+                                                                          compute)
     except TrnprofError as exc:
         return SourceView(error=public_message(exc, trace, label=label))
     rows = listing.to_pylist()
@@ -102,6 +104,7 @@ def listing_table(rows: list[dict[str, Any]], trace_id: str, file: str, target: 
     the statistics of lines with instructions, the text; the ``target`` line marked (``src-target``) and the line
     with the most instruction time flagged (``src-hottest``: the page scrolls to it when no line is marked)."""
     top = max((r[rs.INSTRUCTION_NS] for r in rows), default=0) or 1
+    critical = any(r[rs.CRITICAL_NS] is not None for r in rows)
     hottest = max((r for r in rows if r[rs.INSTRUCTIONS]), key=lambda r: (r[rs.INSTRUCTION_NS], -r[rs.LINE]),
                   default=None)
     body = []
@@ -112,8 +115,7 @@ def listing_table(rows: list[dict[str, Any]], trace_id: str, file: str, target: 
             + (["src-hottest"] if r is hottest else [])
         code = html.Td(html.Pre(r[rs.TEXT] if r[rs.TEXT] is not None else "", className="src-code"))
         if not busy:
-            cells = [html.Td(str(n), className="src-num"), html.Td(), html.Td(), html.Td(), html.Td(), html.Td(),
-                     html.Td(), html.Td(), code]
+            cells = [html.Td(str(n), className="src-num"), *[html.Td() for _ in range(7 + critical)], code]
         else:
             width = f"{100 * r[rs.INSTRUCTION_NS] / top:.1f}%"
             tip = (f"{r[rs.INSTRUCTIONS]:,} instructions, {format_duration(r[rs.INSTRUCTION_NS])} "
@@ -129,11 +131,16 @@ def listing_table(rows: list[dict[str, Any]], trace_id: str, file: str, target: 
                 html.Td(f"{(r[rs.INSTRUCTION_SHARE] or 0):.1%}", className="num"),
                 html.Td(format_duration(r[rs.WAIT_NS]) if r[rs.WAIT_NS] else "", className="num",
                         title="semaphore waits before this line's instructions (evt_wait_time_ns, summed)"),
+                *([html.Td(format_duration(r[rs.CRITICAL_NS]) if r[rs.CRITICAL_NS] else "",
+                           className="num src-critical",
+                           title="time on the critical path: this line's instructions and the DMA transfers "
+                                 "they triggered")] if critical else []),
                 html.Td(_dma(r), className="num", title="DMA transfers this line's instructions triggered"),
                 html.Td(r[rs.ENGINES] or ""),
                 code,
             ]
         body.append(html.Tr(cells, id=f"src-line-{n}", className=" ".join(classes)))
-    head = html.Thead(html.Tr([html.Th(h) for h in ("line", "", "instr", "time", "share", "wait", "DMA transfers",
-                                                    "engines", "source")]))
+    names = ("line", "", "instr", "time", "share", "wait", *(("critical",) if critical else ()), "DMA transfers",
+             "engines", "source")
+    head = html.Thead(html.Tr([html.Th(h) for h in names]))
     return html.Table([head, html.Tbody(body)], className="src-table", id="src-table")

@@ -14,6 +14,7 @@ from dash import Dash, Input, Output, dcc, html, no_update
 
 from dashboard.app import query_values, resolve_trace_id
 from dashboard.computed import ComputedCache
+from dashboard.inputs import is_checked
 from dashboard.links import FILE_PARAM, LINE_PARAM
 from dashboard.pages import PageContext
 from dashboard.registry import TraceRegistry, UnknownTraceError
@@ -21,14 +22,16 @@ from dashboard.source_view import build_view
 
 
 def layout(ctx: PageContext) -> Any:
-    """Title, file picker, "lines with instructions only", status line and the listing (filled by a callback)."""
+    """Title, file picker, "only lines with instructions" and "time on the critical path", status line and the
+    listing (filled by a callback)."""
     return html.Div([
         html.H2(f"Source of {ctx.registry.entry(ctx.trace_id).label}"),
         html.Div(className="toolbar", children=[
             dcc.Dropdown(id="src-file", options=[], value=ctx.query.get(FILE_PARAM), clearable=False,
                          placeholder="source file…", className="src-file"),
-            dcc.Checklist(id="src-busy", options=[{"label": " only lines with instructions", "value": "busy"}],
-                          value=[], className="radio"),
+            dcc.Checklist(id="src-busy", options=[{"label": " only lines with instructions", "value": "busy"},
+                                                  {"label": " time on the critical path", "value": "critical"}],
+                          value=[], className="radio", inline=True),
         ]),
         html.Div(id="src-status", className="muted src-status"),
         dcc.Loading(html.Div(id="src-listing"), delay_show=300),
@@ -48,8 +51,8 @@ def page_outputs(registry: TraceRegistry, search: str | None, file: Any, busy: A
     chosen = file if isinstance(file, str) and file else values.get(FILE_PARAM)
     # the marked line belongs to the file the URL names
     line = values.get(LINE_PARAM) if chosen == values.get(FILE_PARAM) else None
-    view = build_view(trace, trace_id, chosen, line, busy_only=bool(busy),
-                      label=registry.entry(trace_id).label, cache=cache)
+    view = build_view(trace, trace_id, chosen, line, busy_only=is_checked(busy, "busy"),
+                      critical=is_checked(busy, "critical"), label=registry.entry(trace_id).label, cache=cache)
     if view.error is not None:
         return [], None, html.Span(view.error, className="error", id="src-error"), None
     return view.options, view.file, view.status, view.table

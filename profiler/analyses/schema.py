@@ -296,6 +296,7 @@ OPCODES = "opcodes"                        # its opcodes, most time first (at mo
 DMA_TRANSFERS = "dma_transfers"            # DMA transfers its instructions triggered
 DMA_BYTES = "dma_bytes"                    # bytes those transfers moved
 DMA_NS = "dma_ns"                          # their summed durations (first packet start to last packet end)
+CRITICAL_NS = "critical_ns"                # critical-path time in its instructions and the transfers they triggered
 
 #: ``source_files``: the files instructions came from (or whose text the trace holds), most time first.
 SOURCE_FILES = pa.schema([
@@ -323,6 +324,7 @@ SOURCE_LINES = pa.schema([
     pa.field(DMA_TRANSFERS, pa.int64(), nullable=False),
     pa.field(DMA_BYTES, pa.int64(), nullable=False),
     pa.field(DMA_NS, pa.int64(), nullable=False),
+    pa.field(CRITICAL_NS, pa.int64()),                 # None unless asked for (it runs the critical path)
     pa.field(START_NS, pa.int64()),
     pa.field(END_NS, pa.int64()),
 ])

@@ -25,8 +25,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from profiler.analyses import schema as rs
-from profiler.analyses.dma_transfers import FIRST_START, LAST_END, NBYTES, transfers
+from profiler.analyses.dma_transfers import FIRST_START, LAST_END, NBYTES, agg_expr, transfers
 from profiler.analyses.inputs import (
+    DMA_PACKET,
     DMA_TRIGGER_OPCODE,
     FLOW,
     INSTRUCTION,
@@ -169,10 +170,12 @@ def resolve_file(trace: Trace, file: str | None) -> str:
 
 
 def source_listing(trace: Trace, file: str | None = None, start_ns: int | None = None, end_ns: int | None = None,
-                   core: int | None = None, *, text: str | None = None) -> pa.Table:
+                   core: int | None = None, *, text: str | None = None, critical: bool = False) -> pa.Table:
     """Every line of ``file`` (:func:`resolve_file`; default: the file with the most instructions) with the
     instructions starting in the window that it issued (:data:`profiler.analyses.schema.SOURCE_LINES`); ``text``:
-    the file's text to show when the trace holds none (``trnprof source --source-dir``).
+    the file's text to show when the trace holds none (``trnprof source --source-dir``); ``critical``: also the
+    time each line holds on the window's critical path (``critical_ns``: its instructions' steps and the DMA
+    transfers they triggered; runs :func:`~profiler.analyses.critical_path.critical_path`).
 
     With the file's text in the trace, one row per line of it (lines without instructions have zeros), plus any
     line number beyond its end that instructions name; without it, one row per line that issued instructions,
@@ -213,6 +216,7 @@ def source_listing(trace: Trace, file: str | None = None, start_ns: int | None =
     total = _total_instruction_ns(trace, scope)
     stats = {(int(r["k0"]) if by_line else locations[r["k0"]]): r for r in table.to_pylist()}
     dma = _dma_per_line(trace, scope, locations)
+    on_path = _critical_per_line(trace, scope, locations) if critical else None
     held = _text_name(name, trace.recorded_sources())
     if held is not None:
         text = trace.source_text(held)
@@ -230,6 +234,7 @@ def source_listing(trace: Trace, file: str | None = None, start_ns: int | None =
             rs.OPCODES: r["opcodes"] if r else None, rs.HBM_READ_BYTES: int(r["rb"]) if r else 0,
             rs.HBM_WRITE_BYTES: int(r["wb"]) if r else 0, rs.DMA_TRANSFERS: dma.get(n, (0, 0, 0))[0],
             rs.DMA_BYTES: dma.get(n, (0, 0, 0))[1], rs.DMA_NS: dma.get(n, (0, 0, 0))[2],
+            rs.CRITICAL_NS: None if on_path is None else on_path.get(n, 0),
             rs.START_NS: r["s0"] if r else None,
             rs.END_NS: r["e1"] if r else None,
         })
@@ -281,3 +286,45 @@ def _dma_per_line(trace: Trace, scope: Scope, locations: dict[str, int]) -> dict
         m = lines == line
         out[int(line)] = (int(m.sum()), int(nbytes[m].sum()), int(dur[m].sum()))
     return out
+
+
+def _critical_per_line(trace: Trace, scope: Scope, locations: dict[str, int]) -> dict[int, int]:
+    """Per line (``locations``: a file's locations and their lines): the critical path's step time in its
+    instructions, and in the DMA segments of the transfers they triggered."""
+    from profiler.analyses.critical_path import critical_path
+
+    path = critical_path(trace, scope.start_ns, scope.end_ns, scope.core)
+    table = path.column(rs.TABLE).to_pylist()
+    ids = column(path, rs.ID)
+    dur = column(path, rs.DUR_NS)
+    is_ins = np.array([t == ts.INSTRUCTION.name for t in table], dtype=bool)
+    owner = np.where(is_ins, ids, -1)           # the instruction each step's time belongs to
+    packets = ids[~is_ins]
+    if len(packets):   # a DMA segment belongs to the instruction that triggered its transfer
+        aggs = fetch(trace, f"SELECT {q(ts.ID)} AS i, {agg_expr()} AS a FROM {DMA_PACKET} "
+                            f"WHERE {q(ts.ID)} IN (SELECT unnest($ids)) ORDER BY 1", {"ids": packets.tolist()})
+        at, found = _lookup_sorted(column(aggs, "i"), packets)
+        tr = transfers(trace, scope)
+        agg_sorted = tr.col("agg")
+        t_at, t_found = _lookup_sorted(agg_sorted, column(aggs, "a")[at])
+        trig = np.where(found & t_found, tr.trigger[t_at] if len(tr.trigger) else -1, -1)
+        owner[~is_ins] = trig
+    found_loc = fetch(trace, f"SELECT {q(ts.ID)} AS i, {_LOC} AS loc FROM {INSTRUCTION} "
+                             f"WHERE {q(ts.ID)} IN (SELECT unnest($ids)) AND {_LOC} IN (SELECT unnest($locs))",
+                      {"ids": np.unique(owner[owner >= 0]).tolist() or [-1], "locs": sorted(locations) or [""]})
+    line_of = {int(i): locations[loc] for i, loc in zip(column(found_loc, "i").tolist(),
+                                                         found_loc.column("loc").to_pylist(), strict=True)}
+    out: dict[int, int] = {}
+    for o, d in zip(owner.tolist(), dur.tolist(), strict=True):
+        line = line_of.get(o)
+        if line is not None:
+            out[line] = out.get(line, 0) + int(d)
+    return out
+
+
+def _lookup_sorted(sorted_keys: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each key: its position in ``sorted_keys`` and whether it is there."""
+    pos = np.searchsorted(sorted_keys, keys)
+    found = pos < len(sorted_keys)
+    found[found] = sorted_keys[pos[found]] == keys[found]
+    return np.where(found, pos, 0), found

@@ -47,6 +47,8 @@ class SourceCommand:
                             help="read the file from DIR when the trace holds no text of it (an imported profile)")
         parser.add_argument("--hot", type=hot_lines, metavar="N", help="only the N lines with the most time, "
                             "hottest first")
+        parser.add_argument("--critical", action="store_true",
+                            help="also each line's time on the critical path (computes the critical path)")
         group = parser.add_mutually_exclusive_group()
         group.add_argument("--format", choices=FORMATS, default="table",
                            help="output format (default: table, an annotated listing)")
@@ -63,7 +65,8 @@ class SourceCommand:
             held = trace.source_text(name) or trace.source_text(os.path.basename(name))
             if args.source_dir is not None and held is None:
                 text = read_source(args.source_dir, name)
-            table = source_listing(trace, name, args.start, args.end, args.core, text=text)
+            table = source_listing(trace, name, args.start, args.end, args.core, text=text,
+                                   critical=args.critical)
         if args.format != "table":
             print_table(table if args.hot is None else hottest(table, args.hot), args.format)
             return 0
@@ -107,22 +110,29 @@ def render_listing(table: pa.Table, file: str, files: pa.Table | None = None, *,
     if hot is not None:
         rows = hottest(table, hot).to_pylist()
         head.append(f"the {len(rows)} lines with the most instruction time, hottest first")
-    cells = [[h for h, _ in _HEAD] + ["source"]]
+    critical = any(r[rs.CRITICAL_NS] is not None for r in rows)
+    heads = list(_HEAD[:5]) + ([("critical", 9)] if critical else []) + list(_HEAD[5:])
+    if critical:
+        head.append("critical: the time this line holds on the critical path (its instructions and the DMA "
+                    "transfers they triggered)")
+    cells = [[h for h, _ in heads] + ["source"]]
     for r in rows:
         text = (r[rs.TEXT] or "").rstrip()
         if not r[rs.INSTRUCTIONS]:
-            cells.append([str(r[rs.LINE])] + [""] * (len(_HEAD) - 1) + [text])
+            cells.append([str(r[rs.LINE])] + [""] * (len(heads) - 1) + [text])
             continue
         dma = (f"{r[rs.DMA_TRANSFERS]:,} x {_bytes(r[rs.DMA_BYTES] / r[rs.DMA_TRANSFERS])}, "
                f"{format_duration(r[rs.DMA_NS])}" if r[rs.DMA_TRANSFERS] else "")
+        on_path = [format_duration(r[rs.CRITICAL_NS]) if r[rs.CRITICAL_NS] else ""] if critical else []
         cells.append([str(r[rs.LINE]), f"{r[rs.INSTRUCTIONS]:,}", format_duration(r[rs.INSTRUCTION_NS]),
                       f"{(r[rs.INSTRUCTION_SHARE] or 0):.1%}",
-                      format_duration(r[rs.WAIT_NS]) if r[rs.WAIT_NS] else "", dma, r[rs.ENGINES] or "", text])
-    widths = [max(w, *(len(c[i]) for c in cells)) for i, (_, w) in enumerate(_HEAD)]
+                      format_duration(r[rs.WAIT_NS]) if r[rs.WAIT_NS] else "", *on_path, dma, r[rs.ENGINES] or "",
+                      text])
+    widths = [max(w, *(len(c[i]) for c in cells)) for i, (_, w) in enumerate(heads)]
     lines = []
     for c in cells:
-        stats = "  ".join(c[i].ljust(widths[i]) if i == len(_HEAD) - 1 else c[i].rjust(widths[i])
-                          for i in range(len(_HEAD)))
+        stats = "  ".join(c[i].ljust(widths[i]) if i == len(heads) - 1 else c[i].rjust(widths[i])
+                          for i in range(len(heads)))
         lines.append(f"{stats} | {c[-1]}".rstrip())
     return "\n".join([*head, "", *lines])
 

@@ -103,14 +103,14 @@ class NotebookMixin:
         show_dashboard(self, mode=mode, height=height, host=host, port=port)
 
     def source(self: Trace, file: str | None = None, start_ns: int | None = None, end_ns: int | None = None, *,
-               hot: int | None = None, core: int | None = None) -> SourceListing:
+               hot: int | None = None, core: int | None = None, critical: bool = False) -> SourceListing:
         """A kernel source file line by line with each line's instructions, time, waits and DMA transfers
         (``profiler.analyses.source_lines.source_listing``; default: the file with the most instructions), shown
-        as a table in a notebook; ``hot=N`` shows only the N lines with the most instruction time.  Its
-        ``.table`` is the Arrow table."""
+        as a table in a notebook; ``hot=N`` shows only the N lines with the most instruction time; ``critical``
+        adds each line's time on the critical path.  Its ``.table`` is the Arrow table."""
         from profiler.notebook.source import source_view
 
-        return source_view(self, file, start_ns, end_ns, hot=hot, core=core)
+        return source_view(self, file, start_ns, end_ns, hot=hot, core=core, critical=critical)
 
     def _repr_html_(self: Trace) -> str:
         """Name, kernel, architecture, duration, event counts and per-engine utilization, as HTML."""

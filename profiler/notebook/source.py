@@ -48,12 +48,15 @@ class SourceListing:
     def _repr_html_(self) -> str:
         rows = self.shown().to_pylist()
         top = max((r[rs.INSTRUCTION_NS] for r in rows), default=0) or 1
-        head = "".join(f"<th>{h}</th>" for h in ("line", "", "instr", "time", "share", "wait", "DMA", "engines"))
+        critical = any(r[rs.CRITICAL_NS] is not None for r in rows)
+        names = ("line", "", "instr", "time", "share", "wait", *(("critical",) if critical else ()), "DMA", "engines")
+        head = "".join(f"<th>{h}</th>" for h in names)
         body = []
         for r in rows:
             text = html.escape(r[rs.TEXT] or "")
             if not r[rs.INSTRUCTIONS]:
-                body.append(f"<tr><td>{r[rs.LINE]}</td>{'<td></td>' * 7}<td class='code'>{text}</td></tr>")
+                blank = "<td></td>" * (len(names) - 1)
+                body.append(f"<tr><td>{r[rs.LINE]}</td>{blank}<td class='code'>{text}</td></tr>")
                 continue
             dma = f"{r[rs.DMA_TRANSFERS]:,} ({format_duration(r[rs.DMA_NS])})" if r[rs.DMA_TRANSFERS] else ""
             body.append(
@@ -61,7 +64,9 @@ class SourceListing:
                 f"<td><span class='heat'><span class='fill' style='width:{100 * r[rs.INSTRUCTION_NS] / top:.0f}%'>"
                 f"</span></span></td><td>{r[rs.INSTRUCTIONS]:,}</td><td>{format_duration(r[rs.INSTRUCTION_NS])}</td>"
                 f"<td>{(r[rs.INSTRUCTION_SHARE] or 0):.1%}</td>"
-                f"<td>{format_duration(r[rs.WAIT_NS]) if r[rs.WAIT_NS] else ''}</td><td>{dma}</td>"
+                f"<td>{format_duration(r[rs.WAIT_NS]) if r[rs.WAIT_NS] else ''}</td>"
+                + (f"<td>{format_duration(r[rs.CRITICAL_NS]) if r[rs.CRITICAL_NS] else ''}</td>" if critical else "")
+                + f"<td>{dma}</td>"
                 f"<td>{html.escape(r[rs.ENGINES] or '')}</td><td class='code'>{text}</td></tr>")
         title = html.escape(self.file) + ("" if self.hot is None else f" — the {len(rows)} hottest lines")
         return (f"{_STYLE}<div class='trnprof-src'><b>{title}</b><table><tr>{head}<th style='text-align:left'>"
@@ -69,14 +74,15 @@ class SourceListing:
 
 
 def source_view(trace: Trace, file: str | None = None, start_ns: int | None = None, end_ns: int | None = None,
-                *, hot: int | None = None, core: int | None = None) -> SourceListing:
-    """:class:`SourceListing` of ``file`` (default: the file with the most instructions) over the window."""
+                *, hot: int | None = None, core: int | None = None, critical: bool = False) -> SourceListing:
+    """:class:`SourceListing` of ``file`` (default: the file with the most instructions) over the window
+    (``critical``: with each line's time on the critical path)."""
     if hot is not None and (isinstance(hot, bool) or not isinstance(hot, int) or hot < 1):
         from profiler.errors import QueryError
 
         raise QueryError(f"hot must be a number of lines (1 or more), not {str(hot)[:40]!r}")
     name = resolve_file(trace, file)
-    return SourceListing(name, source_listing(trace, name, start_ns, end_ns, core), hot)
+    return SourceListing(name, source_listing(trace, name, start_ns, end_ns, core, critical=bool(critical)), hot)
 
 
 __all__ = ["SourceListing", "source_view"]

@@ -94,6 +94,15 @@ def test_the_trace_keeps_the_text_as_recorded_and_the_listing_uses_it(kernel_fil
     assert "the 1 lines with the most instruction time" in text
     assert text.rstrip().endswith('nc.activation(dst, src, "exp")')
 
+    assert main(["source", str(out), "--critical", "--hot", "2"]) == 0
+    text = capsys.readouterr().out
+    assert "critical: the time this line holds on the critical path" in text
+    header = next(ln for ln in text.splitlines() if ln.lstrip().startswith("line "))
+    assert header.split()[:6] == ["line", "instr", "time", "share", "wait", "critical"]
+    assert main(["source", str(out), "--critical", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert sum(r[rs.CRITICAL_NS] for r in rows) > 0 and all(r[rs.CRITICAL_NS] is not None for r in rows)
+
     assert main(["source", str(out), "--files", "--json"]) == 0
     files = {r[rs.FILE]: r for r in json.loads(capsys.readouterr().out)}
     assert files["srcview_kernel.py"][rs.HAS_TEXT] and files["srcview_helpers.py"][rs.INSTRUCTIONS] == 4
@@ -150,3 +159,35 @@ def test_source_dir_supplies_the_text_an_imported_profile_lacks(tmp_path, capsys
     assert "\n" not in err and "no /home/u/kern/k.py there" in err
     assert main(["source", str(path), "--source-dir", str(src / "k.py")]) != 0
     assert "not a directory" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("sample", ["matmul_naive-trn2", "attention-trn2"])
+def test_critical_path_time_per_line_matches_a_brute_force(sample):
+    """Each line's ``critical_ns`` against the critical path's steps mapped by hand: an instruction step to its own
+    line, a DMA segment to the line of the instruction with a Flow edge into its transfer's packets."""
+    from profiler.analyses import critical_path
+    from tracer.samples import SAMPLES
+
+    path = next(s for s in SAMPLES if s.name == sample).path
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trace = profiler.open(path)
+    with trace:
+        listing = source_listing(trace, critical=True).to_pylist()
+        steps = critical_path(trace).to_pylist()
+        loc = dict(trace.sql("SELECT id, nki_source_location FROM Instruction").fetchall())
+        agg = dict(trace.sql("SELECT id, packet_aggregation_id FROM DmaPacket").fetchall())
+        trigger = {}
+        for out_id, in_id in trace.sql("SELECT out_id, in_id FROM Flow WHERE out_table = 'Instruction' "
+                                       "AND in_table = 'DmaPacket'").fetchall():
+            trigger.setdefault(agg[in_id], out_id)
+    want: dict[str, int] = {}
+    for s in steps:
+        owner = s["id"] if s["table_name"] == "Instruction" else trigger.get(agg.get(s["id"]))
+        where = loc.get(owner) if owner is not None else None
+        if where:
+            want[where] = want.get(where, 0) + s["dur_ns"]
+    got = {f"{sample.split('-')[0]}.py:{r[rs.LINE]}": r[rs.CRITICAL_NS] for r in listing if r[rs.CRITICAL_NS]}
+    assert got == {k: v for k, v in want.items() if k.startswith(sample.split("-")[0] + ".py:")}
+    assert sum(got.values()) > 0.9 * sum(s["dur_ns"] for s in steps)   # nearly all of the path is in the kernel
+    assert all(r[rs.CRITICAL_NS] is not None for r in listing)

@@ -168,3 +168,24 @@ def test_the_compare_pages_source_lines_link_to_the_source_and_show_their_text(t
         assert not _find(by_opcode, lambda c: isinstance(c, dcc.Link))
     finally:
         reg.close()
+
+
+def test_the_critical_path_column_is_computed_on_request_and_kept(registry):
+    cache_calls = []
+    from dashboard.computed import ComputedCache
+
+    class Counting(ComputedCache):
+        def get(self, trace_id, key, compute):
+            cache_calls.append(key)
+            return super().get(trace_id, key, compute)
+
+    cache = Counting()
+    _o, _c, _s, plain = page_outputs(registry, "?trace=t0&file=softmax.py", None, [], cache)
+    heads = [c.children for c in _find(plain, lambda c: type(c).__name__ == "Th")]
+    assert "critical" not in heads
+    _o, _c, _s, table = page_outputs(registry, "?trace=t0&file=softmax.py", None, ["critical"], cache)
+    heads = [c.children for c in _find(table, lambda c: type(c).__name__ == "Th")]
+    assert "critical" in heads
+    cells = _find(table, lambda c: "src-critical" in str(getattr(c, "className", "")))
+    assert len(cells) == 6 and any(c.children for c in cells)     # one per line with instructions
+    assert cache_calls == [("source", "softmax.py", False), ("source", "softmax.py", True)]

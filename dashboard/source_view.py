@@ -16,9 +16,10 @@ from dash import dcc, html
 from dashboard.computed import ComputedCache
 from dashboard.errors import public_message
 from dashboard.inputs import as_int
-from dashboard.links import timeline_search_href
+from dashboard.links import source_href, timeline_search_href
 from profiler.analyses import schema as rs
-from profiler.analyses.source_lines import resolve_file, source_files, source_listing
+from profiler.analyses.operators import time_by
+from profiler.analyses.source_lines import resolve_file, source_files, source_listing, split_location
 from profiler.figures.timefmt import format_duration
 from tracer.errors import TrnprofError
 
@@ -144,3 +145,38 @@ def listing_table(rows: list[dict[str, Any]], trace_id: str, file: str, target: 
              "engines", "source")
     head = html.Thead(html.Tr([html.Th(h) for h in names]))
     return html.Table([head, html.Tbody(body)], className="src-table", id="src-table")
+
+
+#: Lines the summary page lists.
+HOTTEST_LINES = 5
+
+
+def hottest_lines_section(trace: Any, trace_id: str, n: int = HOTTEST_LINES) -> Any:
+    """The summary page's "Hottest source lines": the ``n`` kernel source lines with the most busy time (the union
+    of their instructions' intervals, :func:`profiler.analyses.operators.time_by` by source), each with its text
+    and a link to it on the source page; nothing for a trace whose instructions name no source line."""
+    try:
+        table = time_by(trace, "source")
+    except TrnprofError:   # no instructions (a host-only trace): the other parts of the page say why
+        return html.Div()
+    rows = [r for r in table.to_pylist() if r[rs.SOURCE] and (split_location(r[rs.SOURCE]) or ("", None))[1]][:n]
+    if not rows:
+        return html.Div()
+    body = []
+    for r in rows:
+        file, line = split_location(r[rs.SOURCE])  # type: ignore[misc]
+        held = trace.source_text(file) or trace.source_text(file.rsplit("/", 1)[-1])
+        lines = held.splitlines() if held else []
+        text = lines[line - 1].strip() if 0 < line <= len(lines) else ""
+        body.append(html.Tr([
+            html.Td(dcc.Link(r[rs.SOURCE], href=source_href(trace_id, file, line))),
+            html.Td(f"{r[rs.INSTRUCTIONS]:,}", className="num"),
+            html.Td(format_duration(r[rs.BUSY_NS]), className="num"),
+            html.Td(html.Code(text)),
+        ]))
+    return html.Div([
+        html.H3("Hottest source lines"),
+        html.Table([html.Thead(html.Tr([html.Th("line"), html.Th("instructions"), html.Th("busy"),
+                                        html.Th("source")])), html.Tbody(body)],
+                   className="mini-table", id="summary-hot-lines"),
+    ], className="analysis-section")

@@ -21,6 +21,7 @@ from dashboard.graph_config import graph_config
 from dashboard.pages import PageContext
 from dashboard.registry import TraceRegistry, UnknownTraceError
 from dashboard.selection_view import _card, _si
+from dashboard.source_view import hottest_lines_section
 from profiler.figures import summary as sfig
 from profiler.figures.timefmt import format_duration
 from tracer.errors import TrnprofError
@@ -39,6 +40,7 @@ def layout(ctx: PageContext) -> Any:
         html.H2(f"Summary of {ctx.registry.entry(ctx.trace_id).label}"),
         part("summary-cards", "cards", "the headline figures"),
         part("summary-analyses", "analysis-section", "the bounds and recommendations"),
+        part("summary-source", "analysis-section", "the hottest source lines"),
         part("summary-charts", "charts", "the breakdowns"),
     ], className="summary-page")
 
@@ -93,3 +95,11 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
     @app.callback(Output("summary-analyses", "children"), Input("url", "search"))
     def _analyses(search: str | None) -> Any:
         return computed(search, "analyses", analysis_section)
+
+    @app.callback(Output("summary-source", "children"), Input("url", "search"))
+    def _source(search: str | None) -> Any:
+        try:
+            trace_id = resolve_trace_id(registry, search)
+        except UnknownTraceError as exc:
+            return _unavailable(exc)
+        return computed(search, "source", lambda trace: hottest_lines_section(trace, trace_id))

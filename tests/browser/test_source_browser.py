@@ -102,3 +102,15 @@ def test_the_source_page_says_when_there_is_nothing_to_show(browser, tmp_path_fa
     finally:
         server.stop()
         app.trnprof_registry.close()
+
+
+def test_the_summary_pages_hottest_lines_lead_to_the_source(browser, source_server):
+    browser.get(f"{source_server.url}/summary?trace=t0")
+    link = wait_for(browser, lambda d: d.find_elements("css selector", "#summary-hot-lines a"),
+                    "the hottest source lines")[0]
+    assert link.text == "softmax.py:35"
+    link.click()
+    row = wait_for(browser, lambda d: d.find_elements("css selector", "#src-line-35.src-target"),
+                   "the source page with that line marked")[0]
+    assert "tensor_reduce" in row.text
+    assert console_errors(browser) == []

@@ -23,13 +23,13 @@ from tracer.sim import run_kernel
 
 
 def _find(component, pred):
-    """Every component of a Dash tree satisfying ``pred``."""
+    """Every component of a Dash tree satisfying ``pred``, in document order."""
     out = []
     stack = [component]
     while stack:
         c = stack.pop()
         if isinstance(c, (list, tuple)):
-            stack.extend(c)
+            stack.extend(reversed(c))
             continue
         if c is None or isinstance(c, (str, int, float)):
             continue
@@ -189,3 +189,17 @@ def test_the_critical_path_column_is_computed_on_request_and_kept(registry):
     cells = _find(table, lambda c: "src-critical" in str(getattr(c, "className", "")))
     assert len(cells) == 6 and any(c.children for c in cells)     # one per line with instructions
     assert cache_calls == [("source", "softmax.py", False), ("source", "softmax.py", True)]
+
+
+def test_the_summary_lists_the_hottest_source_lines(registry):
+    from dashboard.source_view import hottest_lines_section
+
+    section = hottest_lines_section(registry.open("t0"), "t0")
+    links = _find(section, lambda c: isinstance(c, dcc.Link))
+    assert [ln.children for ln in links][:2] == ["softmax.py:35", "softmax.py:42"]   # the Vector lines, busiest
+    assert links[0].href == "/source?trace=t0&file=softmax.py&line=35" and len(links) == 5
+    codes = [c.children for c in _find(section, lambda c: type(c).__name__ == "Code")]
+    assert codes[0] == 'nc.tensor_reduce(neg_max, xt, "max", negate=True)'
+    nosrc = hottest_lines_section(registry.open("t1"), "t1")     # locations without text: links, no text
+    assert [c.children for c in _find(nosrc, lambda c: type(c).__name__ == "Code")] == ["", "", ""]
+    assert not _find(hottest_lines_section(registry.open("t2"), "t2"), lambda c: isinstance(c, dcc.Link))

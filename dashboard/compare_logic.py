@@ -22,7 +22,7 @@ from dashboard.links import source_href
 from dashboard.registry import TraceRegistry
 from profiler.analyses import diff
 from profiler.analyses import schema as rs
-from profiler.analyses.source_lines import split_location
+from profiler.analyses.source_lines import line_text, split_location
 from profiler.figures import viewport as vp
 from profiler.figures.compare import delta_figure, metrics_figure
 from profiler.figures.timefmt import format_duration
@@ -119,14 +119,12 @@ def source_lines(registry: TraceRegistry, a: str, b: str, locations: list[Any]) 
         if where is None or where[1] is None:
             continue
         file, line = where
-        href, text = source_href(a, file, line), ""
+        out[loc] = (source_href(a, file, line), "")
         for side, trace in traces:
-            held = trace.source_text(file) or trace.source_text(file.rsplit("/", 1)[-1])
-            if held is not None:
-                lines = held.splitlines()
-                href, text = source_href(side, file, line), (lines[line - 1].strip() if line <= len(lines) else "")
+            text = line_text(trace, loc)
+            if text is not None:
+                out[loc] = (source_href(side, file, line), text)
                 break
-        out[loc] = (href, text)
     return out
 
 

@@ -19,7 +19,7 @@ from dashboard.inputs import as_int
 from dashboard.links import source_href, timeline_search_href
 from profiler.analyses import schema as rs
 from profiler.analyses.operators import time_by
-from profiler.analyses.source_lines import resolve_file, source_files, source_listing, split_location
+from profiler.analyses.source_lines import line_text, resolve_file, source_files, source_listing, split_location
 from profiler.figures.timefmt import format_duration
 from tracer.errors import TrnprofError
 
@@ -165,14 +165,11 @@ def hottest_lines_section(trace: Any, trace_id: str, n: int = HOTTEST_LINES) -> 
     body = []
     for r in rows:
         file, line = split_location(r[rs.SOURCE])  # type: ignore[misc]
-        held = trace.source_text(file) or trace.source_text(file.rsplit("/", 1)[-1])
-        lines = held.splitlines() if held else []
-        text = lines[line - 1].strip() if 0 < line <= len(lines) else ""
         body.append(html.Tr([
             html.Td(dcc.Link(r[rs.SOURCE], href=source_href(trace_id, file, line))),
             html.Td(f"{r[rs.INSTRUCTIONS]:,}", className="num"),
             html.Td(format_duration(r[rs.BUSY_NS]), className="num"),
-            html.Td(html.Code(text)),
+            html.Td(html.Code(line_text(trace, r[rs.SOURCE]) or "")),
         ]))
     return html.Div([
         html.H3("Hottest source lines"),

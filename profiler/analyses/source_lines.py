@@ -6,6 +6,7 @@ Neuron Explorer's Code Viewer, as tables: the instructions starting in the windo
 
 * :func:`source_files` — the files instructions came from, with their time;
 * :func:`hottest` — the lines of a listing with the most instruction time;
+* :func:`line_text` — the recorded text of one ``file.py:LINE``;
 * :func:`source_listing` — one row per line of a file: instructions, their summed and union time, the semaphore
   waits before them (``evt_wait_time_ns``: where engines stood waiting for this line's inputs), engines, opcodes,
   HBM bytes, the DMA transfers its instructions triggered (found as :mod:`profiler.analyses.dma_transfers` finds
@@ -59,6 +60,19 @@ def split_location(location: str | None) -> tuple[str, int | None] | None:
     if m is None:
         return location, None
     return m.group(1), int(m.group(2))
+
+
+def line_text(trace: Trace, location: str | None) -> str | None:
+    """The text (stripped) of the line ``location`` (``file.py:LINE``) names, from the source the trace recorded
+    (held under the file's name or its base name); None when the trace holds no text of that file or it has no such
+    line, or the location names no line."""
+    where = split_location(location)
+    if where is None or where[1] is None:
+        return None
+    file, line = where
+    text = trace.source_text(file) or trace.source_text(os.path.basename(file))
+    lines = text.splitlines() if text else []
+    return lines[line - 1].strip() if 0 < line <= len(lines) else None
 
 
 def _scope(trace: Trace, start_ns: int | None, end_ns: int | None, core: int | None) -> Scope:

@@ -6,8 +6,11 @@ import argparse
 from contextlib import ExitStack
 from typing import Any
 
+import pyarrow as pa
+
 from profiler.analyses import schema as rs
 from profiler.analyses.diff import diff
+from profiler.analyses.source_lines import line_text
 from profiler.cli._analysis import (
     add_trace_argument,
     check_limit,
@@ -60,6 +63,13 @@ class DiffCommand:
             a = stack.enter_context(open_trace(args.a))
             b = stack.enter_context(open_trace(args.b))
             result = diff(a, b, core=args.core, by=by)
+            if not args.json and rs.SOURCE in result[rs.DIFF_BY]:   # each line's text, from A's source or B's
+                table = result[rs.DIFF_BY][rs.SOURCE]
+                locations = table.column(rs.SOURCE).to_pylist()
+                shown = len(locations) if limit is None else min(limit, len(locations))   # (the rows printed)
+                texts = [line_text(a, loc) or line_text(b, loc) for loc in locations[:shown]]
+                texts += [None] * (len(locations) - shown)
+                result[rs.DIFF_BY][rs.SOURCE] = table.append_column(rs.TEXT, pa.array(texts, pa.string()))
         if args.json:
             if limit is not None:
                 result[rs.DIFF_BY] = {g: t.slice(0, limit) for g, t in result[rs.DIFF_BY].items()}

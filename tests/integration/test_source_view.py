@@ -191,3 +191,19 @@ def test_critical_path_time_per_line_matches_a_brute_force(sample):
     assert got == {k: v for k, v in want.items() if k.startswith(sample.split("-")[0] + ".py:")}
     assert sum(got.values()) > 0.9 * sum(s["dur_ns"] for s in steps)   # nearly all of the path is in the kernel
     assert all(r[rs.CRITICAL_NS] is not None for r in listing)
+
+
+def test_diff_by_source_shows_each_lines_text(tmp_path, capsys):
+    for arch in ("trn1", "trn2"):   # the same kernel on both architectures: lines align by identity
+        run_kernel("softmax", {"rows": 512, "cols": 512}, arch=arch, trace_path=tmp_path / f"{arch}.trace")
+    assert main(["diff", str(tmp_path / "trn1.trace"), str(tmp_path / "trn2.trace"), "--by", "source",
+                 "--limit", "2"]) == 0
+    out = capsys.readouterr().out
+    table = out[out.index("time per source"):].splitlines()
+    assert table[1].split()[-1] == "text"
+    assert table[3].startswith("softmax.py:35") and table[3].endswith('nc.tensor_reduce(neg_max, xt, "max", '
+                                                                       "negate=True)")
+    assert table[-1] == "(2 of 7 rows; --limit 0 shows all)"
+    assert main(["diff", str(tmp_path / "trn1.trace"), str(tmp_path / "trn2.trace"), "--by", "source",
+                 "--json"]) == 0
+    assert "text" not in json.loads(capsys.readouterr().out)["by"]["source"][0]   # the JSON keeps diff's schema

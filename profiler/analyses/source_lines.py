@@ -256,9 +256,13 @@ def source_listing(trace: Trace, file: str | None = None, start_ns: int | None =
 
 
 def hottest(listing: pa.Table, n: int) -> pa.Table:
-    """The ``n`` lines of a :func:`source_listing` with the most instruction time, hottest first."""
+    """The ``n`` lines of a :func:`source_listing` with the most instruction time, hottest first; with
+    ``critical_ns`` computed, the ``n`` with the most critical-path time (then instruction time)."""
     busy = listing.filter(pc.greater(listing.column(rs.INSTRUCTIONS), 0))
-    return busy.sort_by([(rs.INSTRUCTION_NS, "descending"), (rs.LINE, "ascending")]).slice(0, n)
+    keys = [(rs.INSTRUCTION_NS, "descending"), (rs.LINE, "ascending")]
+    if busy.num_rows and busy.column(rs.CRITICAL_NS).null_count < busy.num_rows:
+        keys.insert(0, (rs.CRITICAL_NS, "descending"))
+    return busy.sort_by(keys).slice(0, n)
 
 
 def _dma_per_line(trace: Trace, scope: Scope, locations: dict[str, int]) -> dict[int, tuple[int, int, int]]:

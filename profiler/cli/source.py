@@ -45,8 +45,8 @@ class SourceCommand:
         parser.add_argument("--files", action="store_true", help="list the trace's source files instead")
         parser.add_argument("--source-dir", metavar="DIR",
                             help="read the file from DIR when the trace holds no text of it (an imported profile)")
-        parser.add_argument("--hot", type=hot_lines, metavar="N", help="only the N lines with the most time, "
-                            "hottest first")
+        parser.add_argument("--hot", type=hot_lines, metavar="N", help="only the N lines with the most time "
+                            "(critical-path time with --critical), hottest first")
         parser.add_argument("--critical", action="store_true",
                             help="also each line's time on the critical path (computes the critical path)")
         group = parser.add_mutually_exclusive_group()
@@ -109,7 +109,8 @@ def render_listing(table: pa.Table, file: str, files: pa.Table | None = None, *,
         head.append(f"other files: {', '.join(others[:8])}{', ...' if len(others) > 8 else ''}")
     if hot is not None:
         rows = hottest(table, hot).to_pylist()
-        head.append(f"the {len(rows)} lines with the most instruction time, hottest first")
+        what = "critical-path time" if any(r[rs.CRITICAL_NS] is not None for r in rows) else "instruction time"
+        head.append(f"the {len(rows)} lines with the most {what}, hottest first")
     critical = any(r[rs.CRITICAL_NS] is not None for r in rows)
     heads = list(_HEAD[:5]) + ([("critical", 9)] if critical else []) + list(_HEAD[5:])
     if critical:

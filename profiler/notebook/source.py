@@ -68,7 +68,8 @@ class SourceListing:
                 + (f"<td>{format_duration(r[rs.CRITICAL_NS]) if r[rs.CRITICAL_NS] else ''}</td>" if critical else "")
                 + f"<td>{dma}</td>"
                 f"<td>{html.escape(r[rs.ENGINES] or '')}</td><td class='code'>{text}</td></tr>")
-        title = html.escape(self.file) + ("" if self.hot is None else f" — the {len(rows)} hottest lines")
+        by = " (critical-path time)" if critical else ""
+        title = html.escape(self.file) + ("" if self.hot is None else f" — the {len(rows)} hottest lines{by}")
         return (f"{_STYLE}<div class='trnprof-src'><b>{title}</b><table><tr>{head}<th style='text-align:left'>"
                 f"source</th></tr>{''.join(body)}</table></div>")
 

@@ -99,6 +99,7 @@ def test_the_trace_keeps_the_text_as_recorded_and_the_listing_uses_it(kernel_fil
     assert "critical: the time this line holds on the critical path" in text
     header = next(ln for ln in text.splitlines() if ln.lstrip().startswith("line "))
     assert header.split()[:6] == ["line", "instr", "time", "share", "wait", "critical"]
+    assert "the 2 lines with the most critical-path time, hottest first" in text
     assert main(["source", str(out), "--critical", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert sum(r[rs.CRITICAL_NS] for r in rows) > 0 and all(r[rs.CRITICAL_NS] is not None for r in rows)
@@ -207,3 +208,18 @@ def test_diff_by_source_shows_each_lines_text(tmp_path, capsys):
     assert main(["diff", str(tmp_path / "trn1.trace"), str(tmp_path / "trn2.trace"), "--by", "source",
                  "--json"]) == 0
     assert "text" not in json.loads(capsys.readouterr().out)["by"]["source"][0]   # the JSON keeps diff's schema
+
+
+def test_with_the_critical_path_the_hottest_lines_are_those_on_it():
+    from profiler.analyses.source_lines import hottest
+    from tracer.samples import SAMPLES
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trace = profiler.open(next(s for s in SAMPLES if s.name == "matmul_naive-trn2").path)
+    with trace:
+        by_time = hottest(source_listing(trace), 2).column(rs.LINE).to_pylist()
+        by_path = hottest(source_listing(trace, critical=True), 2).to_pylist()
+    assert by_time == [44, 46]                           # the matmul and its copy-out: most instruction time
+    assert [r[rs.LINE] for r in by_path] == [43, 41]     # the loads of B and of A hold the critical path
+    assert by_path[0][rs.CRITICAL_NS] > by_path[1][rs.CRITICAL_NS] > 0

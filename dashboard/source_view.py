@@ -102,11 +102,13 @@ def _dma(r: dict[str, Any]) -> str:
 
 def listing_table(rows: list[dict[str, Any]], trace_id: str, file: str, target: int | None) -> html.Table:
     """The listing as a table: one row per line (``id="src-line-N"``), a heat bar scaled to the hottest line,
-    the statistics of lines with instructions, the text; the ``target`` line marked (``src-target``) and the line
-    with the most instruction time flagged (``src-hottest``: the page scrolls to it when no line is marked)."""
+    the statistics of lines with instructions, the text; the ``target`` line marked (``src-target``) and the
+    hottest line flagged (``src-hottest``: the page scrolls to it when no line is marked): the one with the most
+    critical-path time when that is shown, else the most instruction time (as :func:`hottest` ranks them)."""
     top = max((r[rs.INSTRUCTION_NS] for r in rows), default=0) or 1
     critical = any(r[rs.CRITICAL_NS] is not None for r in rows)
-    hottest = max((r for r in rows if r[rs.INSTRUCTIONS]), key=lambda r: (r[rs.INSTRUCTION_NS], -r[rs.LINE]),
+    hottest = max((r for r in rows if r[rs.INSTRUCTIONS]),
+                  key=lambda r: ((r[rs.CRITICAL_NS] or 0) if critical else 0, r[rs.INSTRUCTION_NS], -r[rs.LINE]),
                   default=None)
     body = []
     for r in rows:

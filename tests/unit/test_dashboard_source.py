@@ -203,3 +203,16 @@ def test_the_summary_lists_the_hottest_source_lines(registry):
     nosrc = hottest_lines_section(registry.open("t1"), "t1")     # locations without text: links, no text
     assert [c.children for c in _find(nosrc, lambda c: type(c).__name__ == "Code")] == ["", "", ""]
     assert not _find(hottest_lines_section(registry.open("t2"), "t2"), lambda c: isinstance(c, dcc.Link))
+
+
+def test_with_the_critical_path_shown_the_page_scrolls_to_the_line_holding_most_of_it(tmp_path):
+    from tracer.samples import SAMPLES
+
+    reg = TraceRegistry([next(s for s in SAMPLES if s.name == "matmul_naive-trn2").path])
+    try:
+        for checked, line in (([], 44), (["critical"], 43)):   # the matmul; the loads of B
+            _o, _c, _s, table = page_outputs(reg, "?trace=t0", None, checked)
+            hot = _find(table, lambda c: "src-hottest" in str(getattr(c, "className", "")))
+            assert [h.id for h in hot] == [f"src-line-{line}"]
+    finally:
+        reg.close()

@@ -20,6 +20,7 @@ from dashboard.links import source_href, timeline_search_href
 from profiler.analyses import schema as rs
 from profiler.analyses.operators import time_by
 from profiler.analyses.source_lines import line_text, resolve_file, source_files, source_listing, split_location
+from profiler.figures.sizes import transfers_text
 from profiler.figures.timefmt import format_duration
 from tracer.errors import TrnprofError
 
@@ -89,17 +90,6 @@ def _line_number(value: Any) -> int | None:
     return as_int(value, 1, MAX_LINE)
 
 
-def _dma(r: dict[str, Any]) -> str:
-    k = r[rs.DMA_TRANSFERS]
-    if not k:
-        return ""
-    mean = r[rs.DMA_BYTES] / k
-    for scale, unit in ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
-        if mean >= scale:
-            return f"{k:,} × {mean / scale:.3g} {unit}, {format_duration(r[rs.DMA_NS])}"
-    return f"{k:,} × {mean:.0f} B, {format_duration(r[rs.DMA_NS])}"
-
-
 def listing_table(rows: list[dict[str, Any]], trace_id: str, file: str, target: int | None) -> html.Table:
     """The listing as a table: one row per line (``id="src-line-N"``), a heat bar scaled to the hottest line,
     the statistics of lines with instructions, the text; the ``target`` line marked (``src-target``) and the
@@ -138,7 +128,8 @@ def listing_table(rows: list[dict[str, Any]], trace_id: str, file: str, target: 
                            className="num src-critical",
                            title="time on the critical path: this line's instructions and the DMA transfers "
                                  "they triggered")] if critical else []),
-                html.Td(_dma(r), className="num", title="DMA transfers this line's instructions triggered"),
+                html.Td(transfers_text(r[rs.DMA_TRANSFERS], r[rs.DMA_BYTES], r[rs.DMA_NS], times="×"),
+                        className="num", title="DMA transfers this line's instructions triggered"),
                 html.Td(r[rs.ENGINES] or ""),
                 code,
             ]
@@ -161,12 +152,12 @@ def hottest_lines_section(trace: Any, trace_id: str, n: int = HOTTEST_LINES) -> 
         table = time_by(trace, "source")
     except TrnprofError:   # no instructions (a host-only trace): the other parts of the page say why
         return html.Div()
-    rows = [r for r in table.to_pylist() if r[rs.SOURCE] and (split_location(r[rs.SOURCE]) or ("", None))[1]][:n]
-    if not rows:
+    lines = [(r, where) for r in table.to_pylist()
+             if (where := split_location(r[rs.SOURCE])) is not None and where[1] is not None][:n]
+    if not lines:
         return html.Div()
     body = []
-    for r in rows:
-        file, line = split_location(r[rs.SOURCE])  # type: ignore[misc]
+    for r, (file, line) in lines:
         body.append(html.Tr([
             html.Td(dcc.Link(r[rs.SOURCE], href=source_href(trace_id, file, line))),
             html.Td(f"{r[rs.INSTRUCTIONS]:,}", className="num"),

@@ -32,6 +32,7 @@ from profiler.analyses.inputs import (
     dma_intervals,
     event_range,
     fetch,
+    find_sorted,
     q,
     resolve_scope,
 )
@@ -74,12 +75,7 @@ def _causes(trace: Trace, ids: np.ndarray) -> pa.Table:
 
 def _lookup(keys: np.ndarray, table: pa.Table, key: str) -> tuple[np.ndarray, np.ndarray]:
     """For each of ``keys``: the row of ``table`` (sorted by unique ``key``) holding it, and whether there is one."""
-    have = column(table, key) if table.num_rows else np.zeros(0, np.int64)
-    pos = np.searchsorted(have, keys)
-    found = np.zeros(len(keys), dtype=bool)
-    inside = pos < len(have)
-    found[inside] = have[pos[inside]] == keys[inside]
-    return np.where(found, pos, 0), found
+    return find_sorted(column(table, key) if table.num_rows else np.zeros(0, np.int64), keys)
 
 
 def _strings(values: np.ndarray) -> pa.Array:

@@ -51,6 +51,15 @@ def fetch(trace: Trace, sql: str, params: dict[str, Any] | None = None) -> pa.Ta
     return rel.to_arrow_table() if hasattr(rel, "to_arrow_table") else rel.arrow()
 
 
+def find_sorted(sorted_keys: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each of ``keys``: its position in ``sorted_keys`` (ascending, unique) and whether it is there (the
+    position is 0 where it is not)."""
+    pos = np.searchsorted(sorted_keys, keys)
+    found = pos < len(sorted_keys)
+    found[found] = sorted_keys[pos[found]] == keys[found]
+    return np.where(found, pos, 0), found
+
+
 def column(table: pa.Table, name: str, dtype: Any = np.int64, fill: Any = 0) -> np.ndarray:
     """Column ``name`` of ``table`` as a numpy array, nulls replaced by ``fill``."""
     col = table.column(name)

@@ -18,15 +18,17 @@ profile whose locations carry a directory) by its base name.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
+from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from profiler.analyses import schema as rs
-from profiler.analyses.dma_transfers import FIRST_START, LAST_END, NBYTES, agg_expr, transfers
+from profiler.analyses.dma_transfers import AGG, FIRST_START, LAST_END, NBYTES, Transfers, agg_expr, transfers
 from profiler.analyses.inputs import (
     DMA_PACKET,
     DMA_TRIGGER_OPCODE,
@@ -35,6 +37,7 @@ from profiler.analyses.inputs import (
     Scope,
     column,
     fetch,
+    find_sorted,
     q,
     resolve_scope,
     union_sql,
@@ -75,19 +78,13 @@ def line_text(trace: Trace, location: str | None) -> str | None:
     return lines[line - 1].strip() if 0 < line <= len(lines) else None
 
 
-def _scope(trace: Trace, start_ns: int | None, end_ns: int | None, core: int | None) -> Scope:
-    return resolve_scope(trace, start_ns, end_ns, core)
-
-
 def source_files(trace: Trace, start_ns: int | None = None, end_ns: int | None = None,
                  core: int | None = None) -> pa.Table:
     """The source files of the instructions starting in the window, and the files whose text the trace holds
     (:data:`profiler.analyses.schema.SOURCE_FILES`), most instructions first (a DMA trigger is a short
     instruction: instruction time would rank a kernel's loads below one ACTIVATE of a helper)."""
-    scope = _scope(trace, start_ns, end_ns, core)
-    rows = _per_file(fetch(trace, f"""
-        SELECT {_LOC} AS loc, count(*) AS n, sum({q(ts.DURATION_NS)})::BIGINT AS d
-        FROM {INSTRUCTION} WHERE {scope.starts_sql()} AND {_LOC} <> '' GROUP BY loc"""))
+    scope = resolve_scope(trace, start_ns, end_ns, core)
+    rows = _per_file(trace, scope.starts_sql())
     total = _total_instruction_ns(trace, scope)
     texts = trace.recorded_sources()
     claimed = {_text_name(name, texts) for name in rows}
@@ -103,9 +100,13 @@ def source_files(trace: Trace, start_ns: int | None = None, end_ns: int | None =
     return pa.Table.from_pylist(out, schema=rs.SOURCE_FILES)
 
 
-def _per_file(table: pa.Table) -> dict[str, dict[str, int]]:
-    """Per-location rows (``loc``, ``n``, ``d``) summed per file: ``{file: {n, d, lines}}``.  (DuckDB groups the
-    raw location strings ~8x faster than a key computed from them: the file and line are split here.)"""
+def _per_file(trace: Trace, where: str) -> dict[str, dict[str, int]]:
+    """Instructions and their summed time per file, of the instructions ``where`` (SQL) selects:
+    ``{file: {n, d, lines}}``.  (DuckDB groups the raw location strings ~8x faster than a key computed from them:
+    the file and line are split here.)"""
+    table = fetch(trace, f"""
+        SELECT {_LOC} AS loc, count(*) AS n, sum({q(ts.DURATION_NS)})::BIGINT AS d
+        FROM {INSTRUCTION} WHERE {where} AND {_LOC} <> '' GROUP BY loc""")
     out: dict[str, dict[str, int]] = {}
     lines: dict[str, set[int]] = {}
     for r in table.to_pylist():
@@ -150,9 +151,7 @@ def _total_instruction_ns(trace: Trace, scope: Scope) -> int:
 def _files_by_time(trace: Trace) -> list[str]:
     """The files of every instruction's location, most instructions first (no window: a file is a file),
     then the files whose text the trace holds though no instruction names them."""
-    per_file = _per_file(fetch(trace, f"""
-        SELECT {_LOC} AS loc, count(*) AS n, sum({q(ts.DURATION_NS)})::BIGINT AS d FROM {INSTRUCTION}
-        WHERE {_LOC} <> '' GROUP BY loc"""))
+    per_file = _per_file(trace, "TRUE")
     files = sorted(per_file, key=lambda f: (-per_file[f]["n"], -per_file[f]["d"], f))
     texts = trace.recorded_sources()
     claimed = {_text_name(f, texts) for f in files}
@@ -195,7 +194,7 @@ def source_listing(trace: Trace, file: str | None = None, start_ns: int | None =
     line number beyond its end that instructions name; without it, one row per line that issued instructions,
     ``text`` None.
     """
-    scope = _scope(trace, start_ns, end_ns, core)
+    scope = resolve_scope(trace, start_ns, end_ns, core)
     name = resolve_file(trace, file)
     locations = _file_locations(trace, name)
     # grouped by the raw location (fast) when each line has one; else by a line number computed from it
@@ -229,8 +228,9 @@ def source_listing(trace: Trace, file: str | None = None, start_ns: int | None =
         {"locs": sorted(locations) or [""]})
     total = _total_instruction_ns(trace, scope)
     stats = {(int(r["k0"]) if by_line else locations[r["k0"]]): r for r in table.to_pylist()}
-    dma = _dma_per_line(trace, scope, locations)
-    on_path = _critical_per_line(trace, scope, locations) if critical else None
+    moved = functools.cache(lambda: transfers(trace, scope))   # (both below may need it: a pass over every packet)
+    dma = _dma_per_line(trace, scope, locations, moved)
+    on_path = _critical_per_line(trace, scope, locations, moved) if critical else None
     held = _text_name(name, trace.recorded_sources())
     if held is not None:
         text = trace.source_text(held)
@@ -265,38 +265,32 @@ def hottest(listing: pa.Table, n: int) -> pa.Table:
     return busy.sort_by(keys).slice(0, n)
 
 
-def _dma_per_line(trace: Trace, scope: Scope, locations: dict[str, int]) -> dict[int, tuple[int, int, int]]:
+def _dma_per_line(trace: Trace, scope: Scope, locations: dict[str, int],
+                  moved: Callable[[], Transfers]) -> dict[int, tuple[int, int, int]]:
     """Per line (``locations``: a file's locations and their lines): (transfers, bytes, summed transfer time) of
-    the DMA transfers triggered by its instructions starting in the window."""
+    the DMA transfers triggered by its instructions starting in the window (``moved()``: the trace's transfers)."""
+    locs = {"locs": sorted(locations) or [""]}
     found = fetch(trace, f"SELECT {q(ts.ID)} AS i, {_LOC} AS loc FROM {INSTRUCTION} WHERE {scope.starts_sql()} "
-                         f"AND {_LOC} IN (SELECT unnest($locs)) ORDER BY 1", {"locs": sorted(locations) or [""]})
-    ids = pa.table({"i": found.column("i"),
-                    "k0": pa.array([locations[v] for v in found.column("loc").to_pylist()], pa.int64())})
+                         f"AND {_LOC} IN (SELECT unnest($locs)) ORDER BY 1", locs)
+    if found.num_rows == 0:
+        return {}
     # finding every transfer's trigger reads every packet (seconds at 10^7): only when some of these instructions
     # can be a trigger (a DMA_TRIGGER, or the start of a Flow edge to a packet)
     could = fetch(trace, f"""
         SELECT count(*) AS n FROM {INSTRUCTION} WHERE {scope.starts_sql()} AND {_LOC} IN (SELECT unnest($locs))
           AND ({q(ts.OPCODE)} = '{DMA_TRIGGER_OPCODE}' OR {q(ts.ID)} IN (
               SELECT {q(ts.OUT_ID)} FROM {FLOW} WHERE {q(ts.OUT_TABLE)} = '{ts.INSTRUCTION.name}'
-                AND {q(ts.IN_TABLE)} = '{ts.DMA_PACKET.name}'))""", {"locs": sorted(locations) or [""]})
-    if not could.column("n")[0].as_py():
+                AND {q(ts.IN_TABLE)} = '{ts.DMA_PACKET.name}'))""", locs)
+    tr = moved() if could.column("n")[0].as_py() else None
+    if tr is None or len(tr) == 0:
         return {}
-    if ids.num_rows == 0:
-        return {}
-    tr = transfers(trace, scope)
-    if len(tr) == 0:
-        return {}
-    trig = tr.trigger
-    known = np.flatnonzero(trig >= 0)
-    inst = column(ids, "i")
-    pos = np.searchsorted(inst, trig[known])
-    pos_ok = pos < len(inst)
-    hit = np.zeros(len(known), dtype=bool)
-    hit[pos_ok] = inst[pos[pos_ok]] == trig[known][pos_ok]
+    known = np.flatnonzero(tr.trigger >= 0)
+    pos, hit = find_sorted(column(found, "i"), tr.trigger[known])
     rows = known[hit]
     if len(rows) == 0:
         return {}
-    lines = column(ids, "k0")[pos[hit]]
+    line_of = np.array([locations[v] for v in found.column("loc").to_pylist()], np.int64)
+    lines = line_of[pos[hit]]
     dur = tr.col(LAST_END)[rows] - tr.col(FIRST_START)[rows]
     nbytes = tr.col(NBYTES)[rows]
     out: dict[int, tuple[int, int, int]] = {}
@@ -306,9 +300,10 @@ def _dma_per_line(trace: Trace, scope: Scope, locations: dict[str, int]) -> dict
     return out
 
 
-def _critical_per_line(trace: Trace, scope: Scope, locations: dict[str, int]) -> dict[int, int]:
+def _critical_per_line(trace: Trace, scope: Scope, locations: dict[str, int],
+                       moved: Callable[[], Transfers]) -> dict[int, int]:
     """Per line (``locations``: a file's locations and their lines): the critical path's step time in its
-    instructions, and in the DMA segments of the transfers they triggered."""
+    instructions, and in the DMA segments of the transfers they triggered (``moved()``: the trace's transfers)."""
     from profiler.analyses.critical_path import critical_path
 
     path = critical_path(trace, scope.start_ns, scope.end_ns, scope.core)
@@ -321,10 +316,9 @@ def _critical_per_line(trace: Trace, scope: Scope, locations: dict[str, int]) ->
     if len(packets):   # a DMA segment belongs to the instruction that triggered its transfer
         aggs = fetch(trace, f"SELECT {q(ts.ID)} AS i, {agg_expr()} AS a FROM {DMA_PACKET} "
                             f"WHERE {q(ts.ID)} IN (SELECT unnest($ids)) ORDER BY 1", {"ids": packets.tolist()})
-        at, found = _lookup_sorted(column(aggs, "i"), packets)
-        tr = transfers(trace, scope)
-        agg_sorted = tr.col("agg")
-        t_at, t_found = _lookup_sorted(agg_sorted, column(aggs, "a")[at])
+        at, found = find_sorted(column(aggs, "i"), packets)
+        tr = moved()
+        t_at, t_found = find_sorted(tr.col(AGG), column(aggs, "a")[at])
         trig = np.where(found & t_found, tr.trigger[t_at] if len(tr.trigger) else -1, -1)
         owner[~is_ins] = trig
     found_loc = fetch(trace, f"SELECT {q(ts.ID)} AS i, {_LOC} AS loc FROM {INSTRUCTION} "
@@ -339,10 +333,3 @@ def _critical_per_line(trace: Trace, scope: Scope, locations: dict[str, int]) ->
             out[line] = out.get(line, 0) + int(d)
     return out
 
-
-def _lookup_sorted(sorted_keys: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For each key: its position in ``sorted_keys`` and whether it is there."""
-    pos = np.searchsorted(sorted_keys, keys)
-    found = pos < len(sorted_keys)
-    found[found] = sorted_keys[pos[found]] == keys[found]
-    return np.where(found, pos, 0), found

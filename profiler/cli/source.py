@@ -19,6 +19,7 @@ from profiler.cli._analysis import (
     print_table,
 )
 from profiler.errors import CommandError
+from profiler.figures.sizes import transfers_text
 from profiler.figures.timefmt import format_duration
 from tracer.sim.kernel_sources import MAX_FILE_BYTES
 
@@ -122,8 +123,7 @@ def render_listing(table: pa.Table, file: str, files: pa.Table | None = None, *,
         if not r[rs.INSTRUCTIONS]:
             cells.append([str(r[rs.LINE])] + [""] * (len(heads) - 1) + [text])
             continue
-        dma = (f"{r[rs.DMA_TRANSFERS]:,} x {_bytes(r[rs.DMA_BYTES] / r[rs.DMA_TRANSFERS])}, "
-               f"{format_duration(r[rs.DMA_NS])}" if r[rs.DMA_TRANSFERS] else "")
+        dma = transfers_text(r[rs.DMA_TRANSFERS], r[rs.DMA_BYTES], r[rs.DMA_NS])
         on_path = [format_duration(r[rs.CRITICAL_NS]) if r[rs.CRITICAL_NS] else ""] if critical else []
         cells.append([str(r[rs.LINE]), f"{r[rs.INSTRUCTIONS]:,}", format_duration(r[rs.INSTRUCTION_NS]),
                       f"{(r[rs.INSTRUCTION_SHARE] or 0):.1%}",
@@ -136,13 +136,6 @@ def render_listing(table: pa.Table, file: str, files: pa.Table | None = None, *,
                           for i in range(len(heads)))
         lines.append(f"{stats} | {c[-1]}".rstrip())
     return "\n".join([*head, "", *lines])
-
-
-def _bytes(n: float) -> str:
-    for scale, unit in ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
-        if n >= scale:
-            return f"{n / scale:.3g} {unit}"
-    return f"{n:.0f} B"
 
 
 COMMAND = SourceCommand()

@@ -9,8 +9,9 @@ of either kind are in), timing ``run_kernel`` inside it; ``--scale`` makes every
 ``--fast-path off`` measures the general path alone.  ``--first-write`` measures how soon a recording
 of millions of instructions has its first rows on disk.  Each line also carries the 1-minute load average: this
 machine has 2 vCPUs shared with other work, so wall-clock ratios are only meaningful on a quiet machine.
-``--neighbour`` times untraced runs alone and beside a busy loop in another process: on this machine the two
-vCPUs slow each other, so the trace writer's work costs the simulation time even on the other CPU.
+``--neighbour`` times untraced runs alone and beside busy neighbours in another process (a Python loop, numpy
+copies of growing buffers): on this machine the two vCPUs slow each other, mostly through memory traffic, so the
+trace writer's work costs the simulation time even on the other CPU.
 ``--compare-env NAME=VALUE ...`` runs untraced, traced, and traced with the variables set (the writer process
 inherits them), in rotating order, and reports medians, means and the runs that waited for the writer at their end.
 ``--stages`` splits what tracing costs into the writer process's stages: traced runs whose writer only receives
@@ -186,26 +187,43 @@ def compare_symbolic(kernel: str, params: dict, arch: str, pairs: int) -> dict:
     }
 
 
+#: The neighbours ``--neighbour`` runs the simulation beside: a pure-Python loop (CPU work that stays in the core's
+#: own caches), and numpy copying a buffer of 128 KiB, 1 MiB or 32 MiB over and over (the source and the copy
+#: together fit the other core's 2 MiB L2 cache, about fill it, or stream through the shared L3 and memory).
+NEIGHBOURS = {
+    "python_loop": "while True: pass",
+    "copy_128k": "import numpy as np\na = np.ones(1 << 14); b = np.empty_like(a)\nwhile True: np.copyto(b, a)",
+    "copy_1m": "import numpy as np\na = np.ones(1 << 17); b = np.empty_like(a)\nwhile True: np.copyto(b, a)",
+    "copy_32m": "import numpy as np\na = np.ones(1 << 22); b = np.empty_like(a)\nwhile True: np.copyto(b, a)",
+}
+
+
 def neighbour_cost(kernel: str, params: dict, arch: str, pairs: int) -> dict:
-    """Untraced fresh runs alone and beside a busy pure-Python loop in another process, alternating: how much a
-    second process's CPU work slows the simulation on this machine (the trace writer is such a process)."""
-    wall: dict[bool, list[float]] = {False: [], True: []}
+    """Untraced fresh runs alone and beside each of :data:`NEIGHBOURS` in another process, in rotating order: how
+    much a second process's work slows the simulation on this machine, by the kind of work (the trace writer is
+    such a process: numpy and Arrow building and compressing tables)."""
+    kinds = ["alone", *NEIGHBOURS]
+    wall: dict[str, list[float]] = {k: [] for k in kinds}
     n = 0
     for i in range(pairs):
-        for beside in ((False, True) if i % 2 == 0 else (True, False)):
-            loop = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if beside else None
+        for k in range(len(kinds)):
+            kind = kinds[(i + k) % len(kinds)]
+            loop = None
+            if kind != "alone":
+                loop = subprocess.Popen([sys.executable, "-c", NEIGHBOURS[kind]])
+                time.sleep(0.3)  # its start-up (numpy's import) is not the steady work being measured
             try:
                 run = _run_fresh([kernel, params, arch, None, "process", True, True])
             finally:
                 if loop is not None:
                     loop.kill()
                     loop.wait()
-            wall[beside].append(run["wall"])
+            wall[kind].append(run["wall"])
             n = run["instructions"]
-    alone, beside = statistics.median(wall[False]), statistics.median(wall[True])
-    return {"kernel": kernel, "arch": arch, "params": params, "instructions": n,
-            "wall_s_alone": [round(w, 3) for w in wall[False]], "wall_s_beside_loop": [round(w, 3) for w in wall[True]],
-            "slowdown_beside_loop_median": round(beside / alone - 1, 4), "cpus": os.cpu_count(), "pairs": pairs}
+    alone = statistics.median(wall["alone"])
+    return {"kernel": kernel, "arch": arch, "params": params, "instructions": n, "cpus": os.cpu_count(),
+            "pairs": pairs, "wall_s": {k: [round(w, 3) for w in v] for k, v in wall.items()},
+            "slowdown_median": {k: round(statistics.median(wall[k]) / alone - 1, 4) for k in NEIGHBOURS}}
 
 
 def compare_env(kernel: str, params: dict, arch: str, runs: int, tmp: Path, *, env: dict[str, str]) -> dict:
@@ -337,7 +355,8 @@ def main() -> int:
     parser.add_argument("--fresh", action="store_true",
                         help="every run in a new interpreter, as `trnprof record` runs (timed inside it)")
     parser.add_argument("--neighbour", action="store_true",
-                        help="untraced runs alone and beside a busy loop in another process (do the CPUs interfere?)")
+                        help="untraced runs alone and beside busy neighbours in another process: a Python loop, "
+                             "numpy copies of 128 KiB, 1 MiB, 32 MiB (do the CPUs interfere, and how?)")
     parser.add_argument("--scale", type=int, default=1,
                         help="make each recording about this many times longer (grows M, seq, layers or rows)")
     parser.add_argument("--compare-env", nargs="+", metavar="NAME=VALUE", type=_assignment,

@@ -16,6 +16,7 @@ import pyarrow as pa
 from dash import dcc, html
 
 from dashboard.errors import public_message
+from dashboard.flow_arrows import PRED_COLOUR, SUCC_COLOUR
 from dashboard.inputs import as_int
 from dashboard.links import source_href
 from profiler import db_schema as dbs
@@ -81,7 +82,9 @@ def _fmt_value(key: str, value: Any, origin_ns: int) -> str:
     return str(value)[:500]
 
 
-def _flow_list(title: str, flows: pa.Table | None) -> html.Div:
+def _flow_list(title: str, flows: pa.Table | None, colour: str) -> html.Div:
+    key = html.Span(" ━▶", style={"color": colour}, title="its arrows on the timeline (solid: read after "
+                    "write, dashed: write after read, dotted: write after write)")
     if flows is None or flows.num_rows == 0:
         return html.Div([html.H4(title), html.Div("none", className="muted")], className="flow-list")
     items = []
@@ -95,7 +98,7 @@ def _flow_list(title: str, flows: pa.Table | None) -> html.Div:
     more = flows.num_rows - MAX_FLOWS_SHOWN
     if more > 0:
         items.append(html.Li(f"… and {more:,} more", className="muted"))
-    return html.Div([html.H4(f"{title} ({flows.num_rows:,})"), html.Ul(items)], className="flow-list")
+    return html.Div([html.H4([f"{title} ({flows.num_rows:,})", key]), html.Ul(items)], className="flow-list")
 
 
 #: Enclosing slices listed above a slice's details, innermost last (a deeper stack shows its innermost ones).
@@ -159,7 +162,8 @@ def details_panel(fields: dict[str, Any], table: str, preds: pa.Table | None, su
         header,
         *([line] if (line := _ancestors_line(ancestors or [])) is not None else []),
         source_div,
-        html.Div([_flow_list("Waited for", preds), _flow_list("Waited on it", succs)], className="flows"),
+        html.Div([_flow_list("Waited for", preds, PRED_COLOUR), _flow_list("Waited on it", succs, SUCC_COLOUR)],
+                 className="flows"),
         html.Table(html.Tbody(rows), className="fields", id="details-fields"),
     ], className="details")
 
@@ -198,12 +202,20 @@ def event_details(trace: Any, table: str, event_id: int, label: str | None = Non
     """Fetch the event and its flows from ``trace`` and render :func:`details_panel` (an error line otherwise;
     ``label``: the trace's name in messages, instead of its files; ``trace_id``: the served trace, whose source
     page its source location links to)."""
+    return event_details_and_flows(trace, table, event_id, label, trace_id=trace_id)[0]
+
+
+def event_details_and_flows(trace: Any, table: str, event_id: int, label: str | None = None, *,
+                            trace_id: str | None = None) -> tuple[html.Div, pa.Table | None, pa.Table | None]:
+    """:func:`event_details`, with the event's ``Trace.flows`` (predecessors, successors; None when they could not
+    be read) for the timeline's arrows."""
     from tracer.errors import TrnprofError
 
     try:
         fields = trace.event(table, int(event_id))
     except (TrnprofError, KeyError, ValueError, TypeError) as exc:
-        return html.Div(public_message(exc, trace, label=label) if str(exc) else "no such event", className="error")
+        message = public_message(exc, trace, label=label) if str(exc) else "no such event"
+        return html.Div(message, className="error"), None, None
     try:
         preds, succs = trace.flows(table, int(event_id))
     except (TrnprofError, KeyError, ValueError) as exc:
@@ -215,5 +227,6 @@ def event_details(trace: Any, table: str, event_id: int, label: str | None = Non
             ancestors = slice_ancestors(trace, int(event_id))
         except TrnprofError as exc:
             fields = {**fields, "enclosing slices": f"unavailable: {public_message(exc, trace, label=label)}"}
-    return details_panel(fields, table, preds, succs, int(trace.time_range[0]), ancestors=ancestors,
-                         trace_id=trace_id)
+    panel = details_panel(fields, table, preds, succs, int(trace.time_range[0]), ancestors=ancestors,
+                          trace_id=trace_id)
+    return panel, preds, succs

@@ -12,7 +12,9 @@ from typing import Any
 
 import dash
 import numpy as np
+import pyarrow as pa
 
+from dashboard.flow_arrows import flow_arrow_shapes
 from dashboard.inputs import as_float, as_int, as_time_range
 from profiler import db_schema as dbs
 from profiler.db.lod import TIME_LIMIT
@@ -49,8 +51,10 @@ def view_rows(view: Any) -> list[list[int]] | None:
 
 
 def highlight_shapes(rows_track_ids: list[list[int]], groups: list[str] | None, selected: dict[str, Any] | None,
-                     origin_ns: int) -> list[dict[str, Any]]:
-    """Layout shapes: core separators plus an outline around the selected event."""
+                     origin_ns: int, flows: tuple[pa.Table | None, pa.Table | None] = (None, None),
+                     ) -> list[dict[str, Any]]:
+    """Layout shapes: core separators plus an outline around the selected event and, given its ``Trace.flows``
+    (predecessors, successors), the arrows of its dependencies (:mod:`dashboard.flow_arrows`)."""
     shapes = separator_shapes(groups or [])
     if not isinstance(selected, dict):
         return shapes
@@ -62,19 +66,20 @@ def highlight_shapes(rows_track_ids: list[list[int]], groups: list[str] | None, 
     shapes.append({"type": "rect", "xref": "x", "yref": "y", "x0": ns_to_axis(s, origin_ns),
                    "x1": ns_to_axis(max(e, s + 1), origin_ns), "y0": row - 0.5, "y1": row + 0.5,
                    "line": {"color": "#000", "width": 2}, "fillcolor": "rgba(0,0,0,0)", "name": "selected"})
+    shapes += flow_arrow_shapes(rows_track_ids, {**selected, "start_ns": s, "end_ns": e}, flows, origin_ns)
     return shapes
 
 
-def highlight_layout(view: Any, selected: Any) -> Any:
-    """The layout change outlining the selected event on the strips, ``{"shapes": [...]}`` (no_update without a
-    valid view)."""
+def highlight_layout(view: Any, selected: Any, flows: tuple[pa.Table | None, pa.Table | None] = (None, None)) -> Any:
+    """The layout change outlining the selected event on the strips and drawing its dependency arrows (``flows``:
+    its ``Trace.flows``), ``{"shapes": [...]}`` (no_update without a valid view)."""
     rows = view_rows(view)
     origin = as_int(view.get("origin")) if isinstance(view, dict) else None
     if rows is None or origin is None:
         return dash.no_update
     groups = view.get("groups")
     groups = groups if isinstance(groups, list) and all(isinstance(g, str) for g in groups) else []
-    return {"shapes": highlight_shapes(rows, groups, selected, origin)}
+    return {"shapes": highlight_shapes(rows, groups, selected, origin, flows)}
 
 
 def pixel_event_window(t_ns: int, resolution_ns: int) -> tuple[int, int]:

@@ -248,8 +248,9 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
         except UnknownTraceError as exc:
             return str(exc), dash.no_update
         with registry.lock(trace_id):
-            panel = det.event_details(trace, *event, label=registry.entry(trace_id).label, trace_id=trace_id)
-        return panel, picks.highlight_layout(view, selected)
+            panel, preds, succs = det.event_details_and_flows(trace, *event, label=registry.entry(trace_id).label,
+                                                              trace_id=trace_id)
+        return panel, picks.highlight_layout(view, selected, (preds, succs))
 
     @app.callback(Output("search-results", "data"), Output("search-index", "data"),
                   Output("search-list", "children"), Output("search-count", "children"),

@@ -21,6 +21,18 @@ def _ticktext(driver):
                        f"&& {GRAPH}._fullLayout.yaxis.ticktext")
 
 
+def _named_shapes(driver):
+    """[name, xanchor or None] of each named layout shape of the timeline (the outline, the arrows)."""
+    return _js(driver, f"({GRAPH}.layout.shapes || []).filter(function (s) {{ return s.name; }})"
+                       ".map(function (s) { return [s.name, s.xanchor === undefined ? null : s.xanchor]; })")
+
+
+def _arrows_drawn(driver):
+    """The named shapes once a dependency arrow is among them, else None."""
+    named = _named_shapes(driver)
+    return named if any(name == "waited for" for name, _x in named) else None
+
+
 def _dx(driver):
     return _js(driver, f"{GRAPH} && {GRAPH}._fullData && {GRAPH}._fullData[0] && {GRAPH}._fullData[0].dx")
 
@@ -105,6 +117,12 @@ def test_clicking_an_instruction_shows_its_details(timeline):
     details = timeline.find_element("id", "tl-details").text
     assert "Instruction" in details and "kernel.py:11" in details
     assert "Waited for" in details and "LDWEIGHTS" in details     # its dependency, from Flow
+    # the timeline outlines it and draws its dependencies' arrows, the one from its LDWEIGHTS ending at its start
+    shapes = wait_for(timeline, _arrows_drawn, "the dependency arrows")
+    assert shapes[0][0] == "selected"
+    heads = [x for name, x in shapes if name == "waited for" and x is not None]
+    assert heads and all(abs(x - 14.99e-6) < 1e-12 for x in heads), shapes
+    assert any(name == "waited on it" for name, _x in shapes), shapes   # what waited on the MATMUL
     assert console_errors(timeline) == []
 
 

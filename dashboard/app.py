@@ -21,7 +21,7 @@ from dash import Dash, Input, Output, State, dcc, html
 
 from dashboard import errors
 from dashboard.hosts import HostPolicy, install_host_check
-from dashboard.links import TRACE_PARAM
+from dashboard.links import SELECT_PARAM, TRACE_PARAM
 from dashboard.pages import Page, PageContext, default_pages
 from dashboard.registry import TraceRegistry, UnknownTraceError
 
@@ -43,8 +43,10 @@ def trace_search(trace_id: str) -> str:
 
 def with_trace(query: Any, trace_id: str) -> str:
     """The URL query ``query`` (the page's query values) with its trace set to ``trace_id``, its other values kept
-    (the compare page's ``b``, a timeline view's ``start`` and ``end``)."""
-    values = {str(k): str(v) for k, v in query.items() if k != TRACE_PARAM} if isinstance(query, dict) else {}
+    (the compare page's ``b``, a timeline view's ``start``, ``end`` and options) except the selected event, which
+    names an event of the other trace."""
+    values = {str(k): str(v) for k, v in query.items() if k not in (TRACE_PARAM, SELECT_PARAM)} \
+        if isinstance(query, dict) else {}
     return "?" + urlencode({TRACE_PARAM: trace_id, **values})
 
 

@@ -202,20 +202,12 @@ def event_details(trace: Any, table: str, event_id: int, label: str | None = Non
     """Fetch the event and its flows from ``trace`` and render :func:`details_panel` (an error line otherwise;
     ``label``: the trace's name in messages, instead of its files; ``trace_id``: the served trace, whose source
     page its source location links to)."""
-    return event_details_and_flows(trace, table, event_id, label, trace_id=trace_id)[0]
-
-
-def event_details_and_flows(trace: Any, table: str, event_id: int, label: str | None = None, *,
-                            trace_id: str | None = None) -> tuple[html.Div, pa.Table | None, pa.Table | None]:
-    """:func:`event_details`, with the event's ``Trace.flows`` (predecessors, successors; None when they could not
-    be read) for the timeline's arrows."""
     from tracer.errors import TrnprofError
 
     try:
         fields = trace.event(table, int(event_id))
     except (TrnprofError, KeyError, ValueError, TypeError) as exc:
-        message = public_message(exc, trace, label=label) if str(exc) else "no such event"
-        return html.Div(message, className="error"), None, None
+        return html.Div(public_message(exc, trace, label=label) if str(exc) else "no such event", className="error")
     try:
         preds, succs = trace.flows(table, int(event_id))
     except (TrnprofError, KeyError, ValueError) as exc:
@@ -227,6 +219,5 @@ def event_details_and_flows(trace: Any, table: str, event_id: int, label: str | 
             ancestors = slice_ancestors(trace, int(event_id))
         except TrnprofError as exc:
             fields = {**fields, "enclosing slices": f"unavailable: {public_message(exc, trace, label=label)}"}
-    panel = details_panel(fields, table, preds, succs, int(trace.time_range[0]), ancestors=ancestors,
-                          trace_id=trace_id)
-    return panel, preds, succs
+    return details_panel(fields, table, preds, succs, int(trace.time_range[0]), ancestors=ancestors,
+                         trace_id=trace_id)

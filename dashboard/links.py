@@ -2,6 +2,9 @@
 
 * the timeline page (``/``) searches for ``?search=`` when it opens (in double quotes: a whole field, so
   ``"softmax.py:35"`` finds that line, not line 350) and selects the first match;
+* the timeline page opens at ``?start=&end=`` (ns) with the options of ``?colour=`` (``engine``, ``layer``),
+  ``?dma=expanded``, ``?critical=on`` and ``?levels=N``, and with ``?select=Instruction:42`` selected (outlined, its
+  details shown, its dependencies drawn): its "link to this view" carries all of them;
 * the source page (``/source``) shows ``?file=`` and marks ``?line=``.
 """
 
@@ -15,6 +18,42 @@ SEARCH_PARAM = "search"
 FILE_PARAM = "file"
 LINE_PARAM = "line"
 SOURCE_PATH = "/source"
+COLOUR_PARAM = "colour"
+DMA_PARAM = "dma"
+CRITICAL_PARAM = "critical"
+LEVELS_PARAM = "levels"
+SELECT_PARAM = "select"
+#: The timeline's view values a link carries besides the trace and the range (each left out at its default).
+VIEW_OPTION_PARAMS = (COLOUR_PARAM, DMA_PARAM, CRITICAL_PARAM, LEVELS_PARAM, SELECT_PARAM)
+
+
+def view_option_values(state: dict[str, Any]) -> dict[str, str]:
+    """The URL values of a timeline state's options and selection that differ from the defaults."""
+    values: dict[str, str] = {}
+    if state.get("colour_by") not in (None, "opcode"):
+        values[COLOUR_PARAM] = str(state["colour_by"])
+    if state.get("expand_dma") is True:
+        values[DMA_PARAM] = "expanded"
+    if state.get("critical_path") is True:
+        values[CRITICAL_PARAM] = "on"
+    if isinstance(state.get("span_levels"), int):
+        values[LEVELS_PARAM] = str(state["span_levels"])
+    selected = state.get("selected")
+    if isinstance(selected, list) and len(selected) == 2:
+        values[SELECT_PARAM] = f"{selected[0]}:{selected[1]}"
+    return values
+
+
+def parse_select(value: Any) -> tuple[str, int] | None:
+    """``"Instruction:42"`` -> ``("Instruction", 42)``; None for anything else (the table is checked by the
+    caller)."""
+    if not isinstance(value, str) or ":" not in value or len(value) > 100:
+        return None
+    table, _sep, ident = value.rpartition(":")
+    try:
+        return (table, int(ident)) if table else None
+    except ValueError:
+        return None
 
 
 def timeline_search_href(trace_id: str, location: str) -> str:

@@ -23,6 +23,8 @@ import plotly.graph_objects as go
 from dash import Patch
 
 from dashboard.inputs import as_float, as_int, as_time_range
+from dashboard.links import VIEW_OPTION_PARAMS, view_option_values
+from dashboard.timeline_picks import Selection
 from profiler.figures import lane_data
 from profiler.figures import lanes as lanes_mod
 from profiler.figures import palette as pal
@@ -144,7 +146,8 @@ MAX_STATUS_CHARS = 200
 
 def view_link(search: str | None, state: dict[str, Any] | None) -> str | None:
     """The URL query of a link to the view ``state`` shows: ``search``'s values with ``start`` and ``end`` (ns) set
-    to the view (None without a view)."""
+    to the view, and the view's options and selected event where they are not the defaults
+    (:func:`dashboard.links.view_option_values`; None without a view)."""
     from urllib.parse import urlencode
 
     from dashboard.app import query_values  # (the app imports the pages, which import this module)
@@ -152,7 +155,8 @@ def view_link(search: str | None, state: dict[str, Any] | None) -> str | None:
     view = as_time_range((state or {}).get("view"))
     if view is None:
         return None
-    return "?" + urlencode({**query_values(search), "start": str(view[0]), "end": str(view[1])})
+    kept = {k: v for k, v in query_values(search).items() if k not in VIEW_OPTION_PARAMS}
+    return "?" + urlencode({**kept, "start": str(view[0]), "end": str(view[1]), **view_option_values(state or {})})
 
 
 def clean_state(state: Any, trace_id: str) -> dict[str, Any] | None:
@@ -315,7 +319,8 @@ def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, 
                     palette: pal.CategoryPalette | None = None, lanes: bool = True,
                     overlay: Callable[[list[TimelineRow], int, tuple[int, int, int]], list[Any]] | None = None,
                     set_range: bool = False, layout: TraceLayout | None = None,
-                    range_select: bool = True, initial_view: Any = None) -> TimelineUpdate | None:
+                    range_select: bool = True, initial_view: Any = None,
+                    selection: Selection | None = None) -> TimelineUpdate | None:
     """Decide and build what the browser needs after ``trigger``.
 
     Args:
@@ -339,6 +344,9 @@ def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, 
         initial_view: ``(start_ns, end_ns)`` to show first instead of the whole trace (a link to a view: the
             URL's ``start`` and ``end``); used when there is no state yet, cut to the trace, ignored when
             malformed.
+        selection: the selected event: every rebuilt figure outlines it and draws its dependency arrows (a new
+            selection on a drawn figure is patched in by :func:`dashboard.timeline_picks.selection_patch`); the
+            state keeps its ``[table, id]`` (``"selected"``) for links to the view.
 
     Returns:
         The update, or None when nothing changes (a relayout that does not move the time axis).
@@ -367,10 +375,11 @@ def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, 
         view = t_range if asked == "reset" else asked
     elif prev_view is None and trigger != "reset" and as_time_range(initial_view) is not None:
         view = as_time_range(initial_view)  # (cut to the trace below)
+    elif trigger == "nav" and nav_range(nav) is not None:
+        # (also before the first figure: a search the URL asks for may select its first match before it is drawn)
+        view = vp.focus_view(*nav_range(nav), t_range)  # type: ignore[misc]
     elif trigger in {"reset", "trace"} or prev_view is None:
         view = t_range
-    elif trigger == "nav" and nav_range(nav) is not None:
-        view = vp.focus_view(*nav_range(nav), t_range)  # type: ignore[misc]
     else:
         view = prev_view
     view = vp.clamp_view(int(view[0]), int(view[1]), t_range)
@@ -381,6 +390,7 @@ def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, 
         "colour_by": options.colour_by, "expand_dma": options.expand_dma, "critical_path": options.critical_path,
         "span_levels": options.span_levels,
         "buffer": buffer.to_dict() if buffer else None, "seq": (prev or {}).get("seq", 0) + 1,
+        "selected": selection.key if selection is not None else None,
     }
     if prev is not None and not rebuild:
         # What the drawn figure has (its lane traces, its legend, whether its window was hover-sized) carries over
@@ -431,6 +441,8 @@ def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, 
             new_state["overlay_traces"] = len(traces)
         if range_select:  # last: Box Select summarises a dragged time range
             fig.add_trace(range_select_trace(t_range, origin))
+        if selection is not None:
+            fig.update_layout(shapes=selection.shapes(hover["rows"], hover["groups"], origin))
         return TimelineUpdate(fig, None, new_state, hover, legend, status, True, info)
     # Lanes by name: trace 1 + i of the drawn figure is the lane series named state["lanes"][i]; one without data
     # at this zoom is emptied, one the figure does not have is left out.

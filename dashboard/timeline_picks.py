@@ -8,9 +8,9 @@ updates nothing) instead of an exception.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
-import dash
 import numpy as np
 import pyarrow as pa
 
@@ -70,16 +70,83 @@ def highlight_shapes(rows_track_ids: list[list[int]], groups: list[str] | None, 
     return shapes
 
 
-def highlight_layout(view: Any, selected: Any, flows: tuple[pa.Table | None, pa.Table | None] = (None, None)) -> Any:
-    """The layout change outlining the selected event on the strips and drawing its dependency arrows (``flows``:
-    its ``Trace.flows``), ``{"shapes": [...]}`` (no_update without a valid view)."""
+@dataclass
+class Selection:
+    """The selected event as the timeline draws it: its outline and its dependency arrows, in whichever rows the
+    figure has (the timeline builds them into every rebuilt figure and patches them in when the selection
+    changes).  Its flows are read once, on first use."""
+
+    trace: Any
+    table: str
+    id: int
+    track_id: int | None
+    start_ns: int | None
+    end_ns: int | None
+    _flows: tuple[pa.Table | None, pa.Table | None] | None = field(default=None, repr=False)
+
+    @classmethod
+    def from_store(cls, trace: Any, selected: Any) -> Selection | None:
+        """The selection a ``tl-selected`` store names (None for nothing, or anything malformed)."""
+        if not isinstance(selected, dict) or not isinstance(selected.get("table"), str):
+            return None
+        ident = as_int(selected.get("id"), -(2**63), 2**63 - 1)
+        if ident is None:
+            return None
+        track = as_int(selected.get(dbs.TRACK_ID), 0, 2**63 - 1)
+        return cls(trace, selected["table"], ident, track, as_int(selected.get("start_ns")),
+                   as_int(selected.get("end_ns")))
+
+    @property
+    def key(self) -> list[Any]:
+        """``[table, id]``: what a link to the view keeps of it."""
+        return [self.table, self.id]
+
+    def flows(self) -> tuple[pa.Table | None, pa.Table | None]:
+        """``Trace.flows`` of the event (None, None when they cannot be read: no arrows then)."""
+        if self._flows is None:
+            try:
+                self._flows = self.trace.flows(self.table, self.id)
+            except (TrnprofError, KeyError, ValueError, TypeError):
+                self._flows = (None, None)
+        return self._flows
+
+    def shapes(self, rows_track_ids: list[list[int]], groups: list[str], origin_ns: int) -> list[dict[str, Any]]:
+        """The figure's layout shapes: row separators, the outline and the arrows (:func:`highlight_shapes`)."""
+        selected = {dbs.TRACK_ID: self.track_id, "start_ns": self.start_ns, "end_ns": self.end_ns}
+        return highlight_shapes(rows_track_ids, groups, selected, origin_ns, self.flows())
+
+
+def linked_selection(trace: Any, value: Any) -> dict[str, Any] | None:
+    """The ``tl-selected`` store of the event a link names (``?select=Instruction:42``, see
+    :func:`dashboard.links.parse_select`): its table, id, track and times read from ``trace``; None when the value
+    is malformed or names no event of a timeline table the trace has."""
+    from dashboard.details import EVENT_TABLES
+    from dashboard.links import parse_select
+
+    parsed = parse_select(value)
+    if parsed is None or parsed[0] not in EVENT_TABLES:
+        return None
+    table, ident = parsed
+    try:
+        fields = trace.event(table, ident)
+    except (TrnprofError, KeyError, ValueError, TypeError):
+        return None
+    return {"table": table, "id": ident, dbs.TRACK_ID: fields.get(dbs.TRACK_ID),
+            "start_ns": fields.get("start_ts"), "end_ns": fields.get("end_ts")}
+
+
+def selection_patch(view: Any, selection: Selection | None) -> dict[str, Any] | None:
+    """The ``tl-draw`` payload redrawing the selected event's outline and arrows on the drawn figure, whose rows
+    the ``tl-view`` store ``view`` names (only the separators when nothing is selected); None before a figure is
+    drawn (the first figure draws the selection itself) or for a malformed store."""
     rows = view_rows(view)
     origin = as_int(view.get("origin")) if isinstance(view, dict) else None
     if rows is None or origin is None:
-        return dash.no_update
+        return None
     groups = view.get("groups")
     groups = groups if isinstance(groups, list) and all(isinstance(g, str) for g in groups) else []
-    return {"shapes": highlight_shapes(rows, groups, selected, origin, flows)}
+    shapes = selection.shapes(rows, groups, origin) if selection is not None else separator_shapes(groups)
+    return {"kind": "update", "data": {}, "layout": {"shapes": shapes}}
 
 
 def pixel_event_window(t_ns: int, resolution_ns: int) -> tuple[int, int]:

@@ -399,13 +399,6 @@
           }
         });
         return nu;
-      },
-      // `tl-shapes` (and any other layout change) -> Plotly.relayout on the drawn graph.
-      relayout: function (layout) {
-        var nu = window.dash_clientside.no_update;
-        var el = plotDiv();
-        if (el && layout && window.Plotly) window.Plotly.relayout(el, layout);
-        return nu;
       }
     }
   });

@@ -29,7 +29,7 @@ from dashboard.app import query_values, resolve_trace_id
 from dashboard.export import EXPORT_TABLES, MAX_EXPORT_ROWS, view_export_hrefs
 from dashboard.graph_config import graph_config
 from dashboard.inputs import is_checked
-from dashboard.links import SEARCH_PARAM
+from dashboard.links import COLOUR_PARAM, CRITICAL_PARAM, DMA_PARAM, LEVELS_PARAM, SEARCH_PARAM, SELECT_PARAM
 from dashboard.pages import PageContext
 from dashboard.registry import TraceRegistry, UnknownTraceError
 from dashboard.selection_view import selection_outputs
@@ -46,7 +46,9 @@ EXPORT_LINKS = [(t, label, what) for t, (label, what) in zip(EXPORT_TABLES, (
 
 
 def layout(ctx_: PageContext) -> Any:
-    """Toolbar, legend, the graph, the hover tooltip, and the details / selection / search panels."""
+    """Toolbar, legend, the graph, the hover tooltip, and the details / selection / search panels (the options as
+    the URL sets them: a link to a view)."""
+    url_options = options_from_url(ctx_.query)
     return html.Div(className="timeline-page", children=[
         dcc.Store(id="tl-state"),
         dcc.Store(id="tl-view"),
@@ -58,7 +60,8 @@ def layout(ctx_: PageContext) -> Any:
         dcc.Store(id="tl-relayout"),
         dcc.Store(id="tl-click"),
         dcc.Store(id="tl-range"),
-        dcc.Store(id="tl-shapes"),
+        # an event the URL selects (?select=Instruction:42: a link to a view), selected once the timeline is drawn
+        dcc.Store(id="tl-sel-auto", data=ctx_.query.get(SELECT_PARAM, "")[:100]),
         dcc.Store(id="search-results"),
         dcc.Store(id="search-index", data=0),
         # a search the URL asks for (?search=...: the source page's line links), run when the page opens
@@ -66,14 +69,15 @@ def layout(ctx_: PageContext) -> Any:
         html.Div(className="toolbar", children=[
             html.Label("Colour by", className="toolbar-label"),
             dcc.RadioItems(id="colour-by", options=[{"label": m, "value": m} for m in pal.COLOUR_MODES],
-                           value="opcode", inline=True, className="radio"),
-            dcc.Checklist(id="dma-expand", options=[{"label": "expand DMA queues", "value": "expand"}], value=[],
-                          inline=True, className="radio"),
-            dcc.Checklist(id="cp-toggle", options=[{"label": "critical path", "value": "on"}], value=[],
-                          inline=True, className="radio"),
+                           value=url_options.colour_by, inline=True, className="radio"),
+            dcc.Checklist(id="dma-expand", options=[{"label": "expand DMA queues", "value": "expand"}],
+                          value=["expand"] if url_options.expand_dma else [], inline=True, className="radio"),
+            dcc.Checklist(id="cp-toggle", options=[{"label": "critical path", "value": "on"}],
+                          value=["on"] if url_options.critical_path else [], inline=True, className="radio"),
             html.Label("span levels", htmlFor="span-levels", className="toolbar-label"),
             dcc.Dropdown(id="span-levels", options=[{"label": "all", "value": "all"}, *[
-                {"label": str(n), "value": n} for n in tl.SPAN_LEVEL_CHOICES]], value="all", clearable=False,
+                {"label": str(n), "value": n} for n in tl.SPAN_LEVEL_CHOICES]],
+                value=url_options.span_levels or "all", clearable=False,
                 searchable=False, className="levels-dropdown"),
             html.Button("Reset zoom", id="tl-reset", n_clicks=0, className="btn", title="show the whole trace (R)"),
             html.Button("Summarize view", id="tl-summarize", n_clicks=0, className="btn",
@@ -120,6 +124,14 @@ def layout(ctx_: PageContext) -> Any:
     ])
 
 
+def options_from_url(query: dict[str, str]) -> tl.TimelineOptions:
+    """The timeline options a URL's values set (``colour``, ``dma``, ``critical``, ``levels``; anything else or
+    malformed: the default)."""
+    levels = query.get(LEVELS_PARAM, "")
+    return tl.TimelineOptions.parse(query.get(COLOUR_PARAM), query.get(DMA_PARAM) == "expanded",
+                                    query.get(CRITICAL_PARAM) == "on", int(levels) if levels.isdigit() else None)
+
+
 def url_view(search: str | None) -> tuple[int, int] | None:
     """The ``(start, end)`` ns a URL's ``start`` and ``end`` values ask the timeline to show first (a link to a
     view); None when either is missing or not a whole number."""
@@ -129,6 +141,16 @@ def url_view(search: str | None) -> tuple[int, int] | None:
     except (KeyError, ValueError):
         return None
     return (start, end) if start < end else None
+
+
+def selection_to_draw(trace: Any, selected: Any, state: Any, search: str | None) -> picks.Selection | None:
+    """The selected event to draw: the ``tl-selected`` store's; before the first figure, without one, the event
+    the URL selects (a link to a view: the store is set beside the first figure, not before it)."""
+    selection = picks.Selection.from_store(trace, selected)
+    if selection is None and not state:
+        linked = query_values(search).get(SELECT_PARAM)
+        selection = picks.Selection.from_store(trace, picks.linked_selection(trace, linked)) if linked else None
+    return selection
 
 
 def _trace(registry: TraceRegistry, search: str | None) -> tuple[str, Any]:
@@ -173,11 +195,11 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
         Input("url", "search"), Input("tl-size", "data"), Input("tl-relayout", "data"),
         Input("colour-by", "value"), Input("dma-expand", "value"), Input("tl-reset", "n_clicks"),
         Input("tl-nav", "data"), Input("cp-toggle", "value"), Input("span-levels", "value"),
-        State("tl-state", "data"),
+        State("tl-selected", "data"), State("tl-state", "data"),
         prevent_initial_call=True,
     )
     def _update(search: str | None, size: Any, relayout: Any, colour_by: Any, expand: Any, _reset: Any,  # noqa: PLR0917
-                nav: Any, critical: Any, levels: Any, state: Any) -> Any:
+                nav: Any, critical: Any, levels: Any, selected: Any, state: Any) -> Any:
         trigger = trigger_name(ctx.triggered_prop_ids)
         try:
             trace_id, trace = _trace(registry, search)
@@ -194,7 +216,8 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
                                         width_px=width, options=options, nav=nav,
                                         palette=palette_for(trace_id, trace),
                                         overlay=overlays.builder(trace_id, trace), layout=layouts[trace_id],
-                                        initial_view=url_view(search))
+                                        initial_view=url_view(search),
+                                        selection=selection_to_draw(trace, selected, state, search))
         if update is None:
             raise dash.exceptions.PreventUpdate
         legend = dash.no_update if update.legend is dash.no_update else tl.legend_children(update.legend)
@@ -209,8 +232,6 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
 
     app.clientside_callback(ClientsideFunction("trnprof", "draw"), Output("tl-drawn", "data"),
                             Input("tl-draw", "data"), State("tl-view", "data"))
-    app.clientside_callback(ClientsideFunction("trnprof", "relayout"), Output("tl-drawn", "data", allow_duplicate=True),
-                            Input("tl-shapes", "data"), prevent_initial_call=True)
 
     @app.callback(Output("tl-selected", "data"), Input("tl-click", "data"), State("tl-view", "data"),
                   State("tl-state", "data"), State("url", "search"), prevent_initial_call=True)
@@ -234,23 +255,56 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
             raise dash.exceptions.PreventUpdate
         return jump
 
-    @app.callback(Output("tl-details", "children"), Output("tl-shapes", "data"),
-                  Input("tl-selected", "data"), State("tl-view", "data"), State("url", "search"),
+    @app.callback(Output("tl-details", "children"), Input("tl-selected", "data"), State("url", "search"),
                   prevent_initial_call=True)
-    def _details(selected: Any, view: Any, search: str | None) -> Any:
+    def _details(selected: Any, search: str | None) -> Any:
+        # (the outline and the dependency arrows are drawn by _update, which rebuilds them with every figure)
         event = det.selected_event(selected)
         if event is None:
             raise dash.exceptions.PreventUpdate
         if isinstance(event, str):
-            return html.Div(event, className="error"), dash.no_update
+            return html.Div(event, className="error")
         try:
             trace_id, trace = _trace(registry, search)
         except UnknownTraceError as exc:
-            return str(exc), dash.no_update
+            return str(exc)
         with registry.lock(trace_id):
-            panel, preds, succs = det.event_details_and_flows(trace, *event, label=registry.entry(trace_id).label,
-                                                              trace_id=trace_id)
-        return panel, picks.highlight_layout(view, selected, (preds, succs))
+            return det.event_details(trace, *event, label=registry.entry(trace_id).label, trace_id=trace_id)
+
+    @app.callback(Output("tl-draw", "data", allow_duplicate=True), Output("tl-link", "href", allow_duplicate=True),
+                  Input("tl-selected", "data"), State("tl-view", "data"), State("tl-state", "data"),
+                  State("url", "search"), prevent_initial_call=True)
+    def _highlight(selected: Any, view: Any, state: Any, search: str | None) -> Any:
+        # a new selection on the drawn figure: its outline and arrows, and the link to the view naming it (a figure
+        # drawn later draws them itself: _update reads the selection too)
+        try:
+            trace_id, trace = _trace(registry, search)
+        except UnknownTraceError:
+            raise dash.exceptions.PreventUpdate from None
+        selection = picks.Selection.from_store(trace, selected)
+        with registry.lock(trace_id):
+            patch = picks.selection_patch(view, selection)
+        if patch is None:
+            raise dash.exceptions.PreventUpdate
+        link = tl.view_link(search, {**state, "selected": selection.key if selection else None}) \
+            if isinstance(state, dict) else None
+        return patch, dash.no_update if link is None else link
+
+    @app.callback(Output("tl-selected", "data", allow_duplicate=True), Input("tl-sel-auto", "data"),
+                  State("url", "search"), prevent_initial_call="initial_duplicate")
+    def _select_linked(value: Any, search: str | None) -> Any:
+        # the event a link selects (?select=), for the details panel (the first figure draws it itself)
+        if not value:
+            raise dash.exceptions.PreventUpdate
+        try:
+            trace_id, trace = _trace(registry, search)
+        except UnknownTraceError:
+            raise dash.exceptions.PreventUpdate from None
+        with registry.lock(trace_id):
+            selected = picks.linked_selection(trace, value)
+        if selected is None:
+            raise dash.exceptions.PreventUpdate
+        return selected
 
     @app.callback(Output("search-results", "data"), Output("search-index", "data"),
                   Output("search-list", "children"), Output("search-count", "children"),

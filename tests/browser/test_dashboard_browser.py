@@ -27,6 +27,19 @@ def _named_shapes(driver):
                        ".map(function (s) { return [s.name, s.xanchor === undefined ? null : s.xanchor]; })")
 
 
+def _click_at(driver, x_axis, row_label):
+    """Click the timeline at ``x_axis`` (axis seconds) in the middle of the row labelled ``row_label``."""
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    point = _js(driver, f"""(function() {{
+        var gd = {GRAPH}, xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
+        var row = ya.ticktext.indexOf('{row_label}');
+        return [xa.l2p({x_axis}) - xa._length / 2, ya.l2p(row) - ya._length / 2];
+    }})()""")
+    drag = driver.find_element("css selector", "#timeline-graph .nsewdrag")
+    ActionChains(driver).move_to_element_with_offset(drag, int(point[0]), int(point[1])).click().perform()
+
+
 def _arrows_drawn(driver):
     """The named shapes once a dependency arrow is among them, else None."""
     named = _named_shapes(driver)
@@ -104,15 +117,7 @@ def test_clicking_an_instruction_shows_its_details(timeline):
     hover = wait_for(timeline, lambda d: d.execute_script(f"return window.trnprofHoverText({tensor}, 15.15e-6);"),
                      "the hover text of an exactly drawn instruction")
     assert hover.startswith("MATMUL") and "source kernel.py:11" in hover and "Instruction" in hover, hover
-    point = _js(timeline, f"""(function() {{
-        var gd = {GRAPH}, xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
-        var row = ya.ticktext.indexOf('NC0 · Tensor');
-        return [xa.l2p(15.15e-6) - xa._length / 2, ya.l2p(row) - ya._length / 2];
-    }})()""")
-    from selenium.webdriver.common.action_chains import ActionChains
-
-    drag = timeline.find_element("css selector", "#timeline-graph .nsewdrag")
-    ActionChains(timeline).move_to_element_with_offset(drag, int(point[0]), int(point[1])).click().perform()
+    _click_at(timeline, 15.15e-6, "NC0 · Tensor")
     wait_for(timeline, lambda d: "MATMUL" in d.find_element("id", "tl-details").text, "the details panel")
     details = timeline.find_element("id", "tl-details").text
     assert "Instruction" in details and "kernel.py:11" in details
@@ -270,6 +275,37 @@ def test_a_link_to_a_view_opens_there_and_the_page_offers_one(browser, dashboard
     assert "start=10000" in browser.current_url                  # the page kept the link's view in its URL
     href = wait_for(browser, lambda d: d.find_element("id", "tl-link").get_attribute("href") or None, "the link")
     assert "start=10000" in href and "end=15000" in href and "trace=t0" in href
+    assert console_errors(browser) == []
+
+
+def test_a_link_keeps_the_selected_event_and_the_options(browser, dashboard_server):
+    """Select an instruction and colour by engine: the page's link carries both; opening it shows the same view,
+    colour mode, details, outline and dependency arrows."""
+    browser.get(dashboard_server.url + "/?trace=t0")
+    wait_for(browser, _ticktext, "the timeline rows")
+    wait_idle(browser)
+    browser.execute_script(f"Plotly.relayout({GRAPH}, {{'xaxis.range[0]': 14.9e-6, 'xaxis.range[1]': 15.4e-6}});")
+    wait_for(browser, lambda d: (_dx(d) or 1) < 4e-9, "the zoomed-in redraw")
+    wait_idle(browser)
+    _click_at(browser, 15.15e-6, "NC0 · Tensor")
+    wait_for(browser, lambda d: "MATMUL" in d.find_element("id", "tl-details").text, "the details panel")
+    browser.find_element("css selector", "#colour-by input[value='engine']").click()
+
+    def link_with_both(driver):
+        href = driver.find_element("id", "tl-link").get_attribute("href") or ""
+        return href if "select=Instruction" in href and "colour=engine" in href else None
+
+    href = wait_for(browser, link_with_both, "a link with the selection and the colour mode")
+    assert "start=" in href and "end=" in href
+    wait_for(browser, _arrows_drawn, "the arrows, kept by the figure rebuilt for the new colour mode")
+    browser.get(href)
+    wait_for(browser, _ticktext, "the timeline rows of the link")
+    wait_for(browser, lambda d: "MATMUL" in d.find_element("id", "tl-details").text, "the linked event's details")
+    shapes = wait_for(browser, _arrows_drawn, "the linked event's outline and arrows")
+    assert shapes[0][0] == "selected"
+    assert browser.find_element("css selector", "#colour-by input[value='engine']").is_selected()
+    rng = _js(browser, f"{GRAPH}._fullLayout.xaxis.range")
+    assert abs((rng[1] - rng[0]) * 1e9 - 500) < 50, rng          # the view of the link
     assert console_errors(browser) == []
 
 

@@ -75,6 +75,14 @@ def test_a_lines_link_opens_the_timeline_on_its_first_instruction_and_back(brows
     assert count.startswith("1 / 32") or "32" in count, count   # every tile's instruction of that line, no other
     title = wait_for(browser, lambda d: d.find_elements("id", "details-title"), "the details of the first match")[0]
     assert "TENSOR_SCALAR" in title.text
+    # the timeline opens on that instruction (not the whole trace), outlined
+    graph = "document.querySelector('#timeline-graph .js-plotly-plot')"
+    outlined = wait_for(browser, lambda d: d.execute_script(
+        f"var g = {graph}; var s = g && g.layout.shapes && g.layout.shapes.filter(function (x) "
+        "{ return x.name === 'selected'; })[0]; if (!s) return null;"
+        "var r = g._fullLayout.xaxis.range; return [s.x0, s.x1, r[0], r[1]];"), "the outlined first match")
+    x0, x1, r0, r1 = outlined
+    assert r0 <= x0 < x1 <= r1 and (r1 - r0) < 20 * (x1 - x0), outlined
     source = browser.find_element("id", "details-source-link")
     assert source.text == f"softmax.py:{TARGET}"
     source.click()

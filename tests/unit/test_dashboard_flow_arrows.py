@@ -8,7 +8,6 @@ import re
 import pyarrow as pa
 import pytest
 
-from dashboard import details as det
 from dashboard import flow_arrows as fa
 from dashboard import timeline_logic as tl
 from dashboard import timeline_picks as picks
@@ -98,26 +97,83 @@ def trace(tmp_path_factory):
     t.close()
 
 
+def _selected(trace, opcode="MATMUL"):
+    ev = trace.search(opcode, limit=1).to_pylist()[0]
+    fields = trace.event("Instruction", ev["id"])
+    return {"table": "Instruction", "id": ev["id"], dbs.TRACK_ID: fields[dbs.TRACK_ID],
+            "start_ns": fields["start_ts"], "end_ns": fields["end_ts"]}
+
+
+def _named(shapes):
+    """The names of the named shapes (the outline, the arrows), in order; plotly Shape objects or dicts."""
+    plain = [s.to_plotly_json() if hasattr(s, "to_plotly_json") else s for s in shapes]
+    return [s.get("name") for s in plain if s.get("name")]
+
+
 def test_a_selected_instructions_arrows_join_it_to_what_it_waited_for(trace):
-    """Through the callback logic: the details panel's flows draw one arrow per dependency, from each
-    predecessor's row and end (the trace factory's MATMUL waits for its LDWEIGHTS) to the MATMUL's start."""
+    """Through the timeline's logic: selecting an instruction patches its outline and one arrow per dependency into
+    the drawn figure, from each predecessor's row and end (the trace factory's MATMUL waits for its LDWEIGHTS) to
+    its start."""
     first = tl.update_timeline(trace, "t0", state=None, trigger="size", width_px=1000)
-    mm = trace.search("MATMUL", limit=1).to_pylist()[0]
-    fields = trace.event("Instruction", mm["id"])
-    selected = {"table": "Instruction", "id": mm["id"], dbs.TRACK_ID: fields[dbs.TRACK_ID],
-                "start_ns": fields["start_ts"], "end_ns": fields["end_ts"]}
-    _panel, preds, succs = det.event_details_and_flows(trace, "Instruction", mm["id"])
+    assert _named(first.figure.layout.shapes) == []   # nothing selected: the row separators only
+    selected = _selected(trace)
+    selection = picks.Selection.from_store(trace, selected)
+    preds, succs = trace.flows("Instruction", selected["id"])
     assert preds.num_rows >= 1
-    layout = picks.highlight_layout(first.view, selected, (preds, succs))
-    arrows = [s for s in layout["shapes"] if s.get("name") == "waited for" and s["type"] == "path"
-              and "xanchor" not in s]
+    patch = picks.selection_patch(first.view, selection)
+    assert patch["kind"] == "update" and patch["data"] == {}     # nothing fetched, nothing else redrawn
+    shapes = patch["layout"]["shapes"]
+    assert _named(shapes)[0] == "selected"
+    arrows = [s for s in shapes if s.get("name") == "waited for" and "xanchor" not in s]
     assert len(arrows) == preds.num_rows
     labels = list(first.figure.layout.yaxis.ticktext)
     origin = first.view["origin"]
     for arrow, pred in zip(arrows, preds.to_pylist(), strict=True):
         pts = _points(arrow["path"])
-        assert pts[-1] == pytest.approx(((fields["start_ts"] - origin) / 1e9, labels.index("Tensor")))
+        assert pts[-1] == pytest.approx(((selected["start_ns"] - origin) / 1e9, labels.index("Tensor")))
         assert pts[0][0] == pytest.approx((pred[ts.END_TS] - origin) / 1e9)
-    # without flows (a panel that could not read them) only the outline is drawn, as before
-    plain = picks.highlight_layout(first.view, selected)
-    assert [s.get("name") for s in plain["shapes"] if s.get("name")] == ["selected"]
+    assert len([s for s in shapes if s.get("name") == "waited on it" and "xanchor" not in s]) == min(
+        succs.num_rows, fa.MAX_ARROWS)
+    # the separators are the figure's own: the patch replaces its shapes without losing them
+    separators = [s.to_plotly_json() for s in first.figure.layout.shapes]
+    assert [s for s in shapes if not s.get("name")] == separators
+    # deselected (a store that names nothing): the outline and arrows go; before a figure, nothing to patch
+    assert picks.selection_patch(first.view, None)["layout"]["shapes"] == separators
+    assert picks.selection_patch(None, selection) is None and picks.selection_patch({"rows": "x"}, selection) is None
+
+
+def test_every_rebuilt_figure_keeps_the_selection_drawn(trace):
+    """A new colour mode or a DMA expansion rebuilds the figure: the outline and arrows are in it, on the rows it
+    has; so is the first figure when the selection came before it (a link, or a search the URL runs)."""
+    first = tl.update_timeline(trace, "t0", state=None, trigger="size", width_px=1000)
+    selection = picks.Selection.from_store(trace, _selected(trace))
+    for options in (tl.TimelineOptions("engine"), tl.TimelineOptions(expand_dma=True)):
+        up = tl.update_timeline(trace, "t0", state=first.state, trigger="options", width_px=1000, options=options,
+                                selection=selection)
+        assert up.figure is not None
+        names = _named(up.figure.layout.shapes)
+        assert names[0] == "selected" and "waited for" in names
+    early = tl.update_timeline(trace, "t0", state=None, trigger="size", width_px=1000, selection=selection)
+    assert "waited for" in _named(early.figure.layout.shapes)
+    assert early.state["selected"] == ["Instruction", selection.id]
+
+
+def test_a_search_before_the_first_figure_opens_it_at_the_match(trace):
+    """?search= selects its first match as the page opens, maybe before the timeline is drawn: the first figure
+    is then drawn around the match, not over the whole trace."""
+    ev = _selected(trace, "ACTIVATE")
+    nav = tl.update_timeline(trace, "t0", state=None, trigger="nav", width_px=1000,
+                             nav={"start_ns": ev["start_ns"], "end_ns": ev["end_ns"]})
+    v0, v1 = nav.state["view"]
+    assert v0 <= ev["start_ns"] < ev["end_ns"] <= v1 and (v1 - v0) < (trace.time_range[1] - trace.time_range[0]) / 4
+
+
+def test_broken_selections_draw_nothing_and_never_raise(trace):
+    assert picks.Selection.from_store(trace, None) is None
+    assert picks.Selection.from_store(trace, {"table": "Instruction", "id": "x"}) is None
+    ghost = picks.Selection.from_store(trace, {"table": "Instruction", "id": 10**12, dbs.TRACK_ID: 1,
+                                               "start_ns": 0, "end_ns": 1})
+    assert ghost.flows() == (None, None)        # an event the trace does not have: no arrows, no exception
+    first = tl.update_timeline(trace, "t0", state=None, trigger="size", width_px=1000)
+    patch = picks.selection_patch(first.view, ghost)
+    assert not any(n in ("waited for", "waited on it") for n in _named(patch["layout"]["shapes"]))

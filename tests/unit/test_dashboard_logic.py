@@ -323,6 +323,42 @@ def test_a_link_to_a_view_opens_at_that_view(trace):
     assert tl.view_link("?trace=t0", None) is None
 
 
+def test_a_link_to_a_view_keeps_its_options_and_selected_event(trace):
+    """The link carries the colour mode, DMA expansion, critical path, span levels and the selected event (each
+    only when not the default); opening it sets the same controls and selects the same event."""
+    from urllib.parse import parse_qs
+
+    from dashboard import links
+    from dashboard.pages.timeline import options_from_url
+
+    options = tl.TimelineOptions("layer", True, True, 4)
+    mm = trace.search("MATMUL", limit=1).to_pylist()[0]
+    selected = picks.linked_selection(trace, f"Instruction:{mm['id']}")
+    fields = trace.event("Instruction", mm["id"])
+    assert selected == {"table": "Instruction", "id": mm["id"], "track_id": fields["track_id"],
+                        "start_ns": fields["start_ts"], "end_ns": fields["end_ts"]}
+    up = tl.update_timeline(trace, "t0", state=None, trigger="size", width_px=WIDTH, options=options,
+                            selection=picks.Selection.from_store(trace, selected))
+    # a stale value of the URL the page was opened with is replaced, others are kept
+    link = tl.view_link("?trace=t0&colour=engine&select=Instruction:1", up.state)
+    query = {k: v[0] for k, v in parse_qs(link.lstrip("?")).items()}
+    assert query == {"trace": "t0", "start": str(up.state["view"][0]), "end": str(up.state["view"][1]),
+                     "colour": "layer", "dma": "expanded", "critical": "on", "levels": "4",
+                     "select": f"Instruction:{mm['id']}"}
+    assert options_from_url(query) == options
+    assert picks.linked_selection(trace, query["select"]) == selected
+    # defaults are left out of the link
+    plain = tl.update_timeline(trace, "t0", state=None, trigger="size", width_px=WIDTH)
+    assert set(parse_qs(tl.view_link("?trace=t0&levels=2", plain.state).lstrip("?"))) == {"trace", "start", "end"}
+    # hostile or broken values fall back to the defaults / select nothing
+    assert options_from_url({"colour": "<script>", "dma": "1", "critical": "yes", "levels": "-3"}) \
+        == tl.TimelineOptions()
+    assert options_from_url({"levels": "5"}).span_levels is None           # not an offered choice
+    for bad in ("Instruction", "Instruction:x", "Flow:1", ":5", "Instruction:99999999999", "a" * 200, None, 7):
+        assert picks.linked_selection(trace, bad) is None, bad
+    assert links.parse_select("DmaPacket:12") == ("DmaPacket", 12)
+
+
 def test_a_slices_details_name_the_slices_it_lies_in(tmp_path):
     """A nested Chrome trace: a slice's details list its enclosing slices, outermost first, each a jump link; a
     top-level slice has none; a hostile parent cycle ends after MAX_ANCESTORS."""

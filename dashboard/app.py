@@ -41,12 +41,12 @@ def trace_search(trace_id: str) -> str:
     return "?" + urlencode({TRACE_PARAM: trace_id})
 
 
-def with_trace(query: Any, trace_id: str) -> str:
+def with_trace(query: Any, trace_id: str, *, same_trace: bool = False) -> str:
     """The URL query ``query`` (the page's query values) with its trace set to ``trace_id``, its other values kept
-    (the compare page's ``b``, a timeline view's ``start``, ``end`` and options) except the selected event, which
-    names an event of the other trace."""
-    values = {str(k): str(v) for k, v in query.items() if k not in (TRACE_PARAM, SELECT_PARAM)} \
-        if isinstance(query, dict) else {}
+    (the compare page's ``b``, a timeline view's ``start``, ``end`` and options), and the selected event too when
+    ``same_trace`` (else it names an event of another trace)."""
+    dropped = (TRACE_PARAM,) if same_trace else (TRACE_PARAM, SELECT_PARAM)
+    values = {str(k): str(v) for k, v in query.items() if k not in dropped} if isinstance(query, dict) else {}
     return "?" + urlencode({TRACE_PARAM: trace_id, **values})
 
 
@@ -141,7 +141,9 @@ def create_app(traces: Iterable[str | Path] | TraceRegistry = (), *, samples: It
         # page's callbacks that take url.search wait for it: a no_update here would leave them waiting for good).
         if trace_id not in registry:
             return dash.no_update
-        return with_trace(query, trace_id)
+        named = query.get(TRACE_PARAM) if isinstance(query, dict) else None
+        current = registry.default_id if named is None else named
+        return with_trace(query, trace_id, same_trace=current == trace_id)
 
     for page in page_list:
         page.register_callbacks(app, registry)

@@ -4,7 +4,8 @@
   ``"softmax.py:35"`` finds that line, not line 350) and selects the first match;
 * the timeline page opens at ``?start=&end=`` (ns) with the options of ``?colour=`` (``engine``, ``layer``),
   ``?dma=expanded``, ``?critical=on`` and ``?levels=N``, and with ``?select=Instruction:42`` selected (outlined, its
-  details shown, its dependencies drawn): its "link to this view" carries all of them;
+  details shown, its dependencies drawn) and ``?markers=T1,T2`` (ns) pinned: its "link to this view" carries all
+  of them;
 * the source page (``/source``) shows ``?file=`` and marks ``?line=``.
 """
 
@@ -23,8 +24,9 @@ DMA_PARAM = "dma"
 CRITICAL_PARAM = "critical"
 LEVELS_PARAM = "levels"
 SELECT_PARAM = "select"
+MARKERS_PARAM = "markers"
 #: The timeline's view values a link carries besides the trace and the range (each left out at its default).
-VIEW_OPTION_PARAMS = (COLOUR_PARAM, DMA_PARAM, CRITICAL_PARAM, LEVELS_PARAM, SELECT_PARAM)
+VIEW_OPTION_PARAMS = (COLOUR_PARAM, DMA_PARAM, CRITICAL_PARAM, LEVELS_PARAM, SELECT_PARAM, MARKERS_PARAM)
 
 
 def view_option_values(state: dict[str, Any]) -> dict[str, str]:
@@ -41,6 +43,9 @@ def view_option_values(state: dict[str, Any]) -> dict[str, str]:
     selected = state.get("selected")
     if isinstance(selected, list) and len(selected) == 2:
         values[SELECT_PARAM] = f"{selected[0]}:{selected[1]}"
+    markers = state.get("markers")
+    if isinstance(markers, list) and markers and all(isinstance(t, int) for t in markers):
+        values[MARKERS_PARAM] = ",".join(str(t) for t in markers)
     return values
 
 

@@ -24,7 +24,7 @@ from dash import Patch
 
 from dashboard.inputs import as_float, as_int, as_time_range
 from dashboard.links import VIEW_OPTION_PARAMS, view_option_values
-from dashboard.timeline_picks import Selection
+from dashboard.timeline_picks import Selection, decoration_shapes
 from profiler.figures import lane_data
 from profiler.figures import lanes as lanes_mod
 from profiler.figures import palette as pal
@@ -320,7 +320,8 @@ def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, 
                     overlay: Callable[[list[TimelineRow], int, tuple[int, int, int]], list[Any]] | None = None,
                     set_range: bool = False, layout: TraceLayout | None = None,
                     range_select: bool = True, initial_view: Any = None,
-                    selection: Selection | None = None) -> TimelineUpdate | None:
+                    selection: Selection | None = None, markers: list[int] | None = None,
+                    ) -> TimelineUpdate | None:
     """Decide and build what the browser needs after ``trigger``.
 
     Args:
@@ -345,8 +346,9 @@ def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, 
             URL's ``start`` and ``end``); used when there is no state yet, cut to the trace, ignored when
             malformed.
         selection: the selected event: every rebuilt figure outlines it and draws its dependency arrows (a new
-            selection on a drawn figure is patched in by :func:`dashboard.timeline_picks.selection_patch`); the
+            selection on a drawn figure is patched in by :func:`dashboard.timeline_picks.decoration_layout`); the
             state keeps its ``[table, id]`` (``"selected"``) for links to the view.
+        markers: marker times (ns) drawn into every rebuilt figure, and kept in the state (``"markers"``) for links.
 
     Returns:
         The update, or None when nothing changes (a relayout that does not move the time axis).
@@ -390,7 +392,7 @@ def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, 
         "colour_by": options.colour_by, "expand_dma": options.expand_dma, "critical_path": options.critical_path,
         "span_levels": options.span_levels,
         "buffer": buffer.to_dict() if buffer else None, "seq": (prev or {}).get("seq", 0) + 1,
-        "selected": selection.key if selection is not None else None,
+        "selected": selection.key if selection is not None else None, "markers": list(markers or []),
     }
     if prev is not None and not rebuild:
         # What the drawn figure has (its lane traces, its legend, whether its window was hover-sized) carries over
@@ -441,8 +443,8 @@ def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, 
             new_state["overlay_traces"] = len(traces)
         if range_select:  # last: Box Select summarises a dragged time range
             fig.add_trace(range_select_trace(t_range, origin))
-        if selection is not None:
-            fig.update_layout(shapes=selection.shapes(hover["rows"], hover["groups"], origin))
+        if selection is not None or markers:
+            fig.update_layout(shapes=decoration_shapes(hover["rows"], hover["groups"], origin, selection, markers))
         return TimelineUpdate(fig, None, new_state, hover, legend, status, True, info)
     # Lanes by name: trace 1 + i of the drawn figure is the lane series named state["lanes"][i]; one without data
     # at this zoom is emptied, one the figure does not have is left out.

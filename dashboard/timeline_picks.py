@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from dashboard.flow_arrows import flow_arrow_shapes
 from dashboard.inputs import as_float, as_int, as_time_range
+from dashboard.markers import marker_shapes
 from profiler import db_schema as dbs
 from profiler.db.lod import TIME_LIMIT
 from profiler.figures.timefmt import axis_to_ns, ns_to_axis
@@ -135,18 +136,37 @@ def linked_selection(trace: Any, value: Any) -> dict[str, Any] | None:
             "start_ns": fields.get("start_ts"), "end_ns": fields.get("end_ts")}
 
 
-def selection_patch(view: Any, selection: Selection | None) -> dict[str, Any] | None:
-    """The ``tl-draw`` payload redrawing the selected event's outline and arrows on the drawn figure, whose rows
-    the ``tl-view`` store ``view`` names (only the separators when nothing is selected); None before a figure is
-    drawn (the first figure draws the selection itself) or for a malformed store."""
+def decoration_shapes(rows_track_ids: list[list[int]], groups: list[str], origin_ns: int,
+                      selection: Selection | None, markers: list[int] | None = None) -> list[dict[str, Any]]:
+    """Every layout shape of the timeline: row separators, the selected event's outline and dependency arrows
+    (:meth:`Selection.shapes`), and the markers (:func:`dashboard.markers.marker_shapes`)."""
+    shapes = selection.shapes(rows_track_ids, groups, origin_ns) if selection is not None \
+        else separator_shapes(groups)
+    return shapes + marker_shapes(markers or [], len(rows_track_ids), origin_ns)
+
+
+def decoration_layout(view: Any, selection: Selection | None, markers: list[int] | None = None,
+                      ) -> dict[str, Any] | None:
+    """The layout change (``{"shapes": [...]}``, for ``Plotly.relayout``) drawing the selected event's outline and
+    arrows and the markers on the drawn figure, whose rows the ``tl-view`` store ``view`` names; None before a
+    figure is drawn (the first figure draws them itself) or for a malformed store."""
     rows = view_rows(view)
     origin = as_int(view.get("origin")) if isinstance(view, dict) else None
     if rows is None or origin is None:
         return None
     groups = view.get("groups")
     groups = groups if isinstance(groups, list) and all(isinstance(g, str) for g in groups) else []
-    shapes = selection.shapes(rows, groups, origin) if selection is not None else separator_shapes(groups)
-    return {"kind": "update", "data": {}, "layout": {"shapes": shapes}}
+    return {"shapes": decoration_shapes(rows, groups, origin, selection, markers)}
+
+
+def marker_time(add: Any, view: Any) -> int | None:
+    """The time (ns) of a marker the browser asks to add (``tl-marker-add``: ``{"x": axis seconds, "seq"}``, the
+    time under the mouse snapped to an event edge by ``trnprof.js``), on the drawn view's axis; None when either
+    store is malformed."""
+    origin = as_int(view.get("origin")) if isinstance(view, dict) else None
+    if not isinstance(add, dict) or origin is None:
+        return None
+    return _axis_ns(add.get("x"), origin)
 
 
 def pixel_event_window(t_ns: int, resolution_ns: int) -> tuple[int, int]:

@@ -6,10 +6,11 @@
  * Plotly.update.  The graph's zooms, clicks and box selections go back through the `tl-relayout`, `tl-click` and
  * `tl-range` stores (dash_clientside.set_props), which trigger the server callbacks.
  *
- * Keys (as in Perfetto): W/S zoom in/out around the mouse (or the centre), A/D pan, R reset; N / Shift+N next /
- * previous search match; Ctrl+Enter runs the SQL editor.  On the source page, the line the URL marks (else the
- * hottest line) is scrolled into view.  Zoom and pan call Plotly.relayout on the timeline, which
- * reaches the server as an ordinary relayout (the server then decides whether its buffer still covers the view).
+ * Keys (as in Perfetto): W/S zoom in/out around the mouse (or the centre), A/D pan, R reset; M a marker at the mouse
+ * (snapped to an event edge); N / Shift+N next / previous search match; Ctrl+Enter runs the SQL editor.  On the
+ * source page, the line the URL marks (else the hottest line) is scrolled into view.  Zoom and pan call
+ * Plotly.relayout on the timeline, which reaches the server as an ordinary relayout (the server then decides whether
+ * its buffer still covers the view).
  */
 (function () {
   "use strict";
@@ -143,6 +144,34 @@
     window.Plotly.relayout(gd, {"xaxis.range[0]": n0, "xaxis.range[1]": n0 + nspan});
   }
 
+  // M: a marker at the time under the mouse (the view's centre when the mouse is elsewhere), snapped to the nearest
+  // start or end of an event drawn exactly within SNAP_PX pixels (Neuron Explorer's markers snap to events).
+  var SNAP_PX = 6;
+  function markerTime(gd) {
+    var xa = gd._fullLayout && gd._fullLayout.xaxis;
+    if (!xa || !xa.range) return null;
+    var r0 = Number(xa.range[0]), r1 = Number(xa.range[1]);
+    var x = r0 + (mouseFrac === null ? 0.5 : mouseFrac) * (r1 - r0);
+    var ev = hoverView && hoverView.events;
+    if (ev && ev.start) {
+      var best = null, bestDist = SNAP_PX * (r1 - r0) / Math.max(xa._length || plotWidth(), 1);
+      [ev.start, ev.end].forEach(function (edges) {
+        for (var i = 0; i < edges.length; i++) {
+          var e = edges[i] / 1e9, d = Math.abs(e - x);   // (event times are ns since the axis origin)
+          if (d <= bestDist) { best = e; bestDist = d; }
+        }
+      });
+      if (best !== null) x = best;
+    }
+    return x;
+  }
+
+  function addMarker(gd) {
+    var x = markerTime(gd);
+    if (x !== null) setProps("tl-marker-add", {x: x, seq: ++eventSeq});
+  }
+  window.trnprofMarkerTime = function () { var gd = plotDiv(); return gd ? markerTime(gd) : null; };
+
   function onKey(ev) {
     var t = ev.target;
     var tag = t && t.tagName ? t.tagName.toLowerCase() : "";
@@ -161,6 +190,7 @@
     else if (k === "a") zoomPan(gd, 1, -PAN);
     else if (k === "d") zoomPan(gd, 1, PAN);
     else if (k === "r") { var b = document.getElementById("tl-reset"); if (b) b.click(); }
+    else if (k === "m" && gd === plotDiv()) addMarker(gd);
     else if (k === "n") {
       var btn = document.getElementById(ev.shiftKey ? "search-prev" : "search-next");
       if (btn) btn.click();
@@ -393,11 +423,20 @@
               bindEvents(el);
               syncTicks(el);   // (the first draw's afterplot came before its handler)
               filterLegend(el);
+              // what the URL asks to select (?search=, ?select=) waits for a drawn timeline
+              setProps("tl-figure-drawn", {seq: ++eventSeq});
             });
           } else if (payload.kind === "update" && el.data) {
             applyUpdate(el, payload);
           }
         });
+        return nu;
+      },
+      // `tl-shapes` (the outline, arrows and markers) -> Plotly.relayout on the drawn graph.
+      relayout: function (layout) {
+        var nu = window.dash_clientside.no_update;
+        var el = plotDiv();
+        if (el && el.data && layout && window.Plotly) window.Plotly.relayout(el, layout);
         return nu;
       }
     }

@@ -21,6 +21,7 @@ import dash
 from dash import ALL, ClientsideFunction, Dash, Input, Output, State, ctx, dcc, html
 
 from dashboard import details as det
+from dashboard import markers as mk
 from dashboard import search_logic as srch
 from dashboard import timeline_logic as tl
 from dashboard import timeline_picks as picks
@@ -29,7 +30,15 @@ from dashboard.app import query_values, resolve_trace_id
 from dashboard.export import EXPORT_TABLES, MAX_EXPORT_ROWS, view_export_hrefs
 from dashboard.graph_config import graph_config
 from dashboard.inputs import is_checked
-from dashboard.links import COLOUR_PARAM, CRITICAL_PARAM, DMA_PARAM, LEVELS_PARAM, SEARCH_PARAM, SELECT_PARAM
+from dashboard.links import (
+    COLOUR_PARAM,
+    CRITICAL_PARAM,
+    DMA_PARAM,
+    LEVELS_PARAM,
+    MARKERS_PARAM,
+    SEARCH_PARAM,
+    SELECT_PARAM,
+)
 from dashboard.pages import PageContext
 from dashboard.registry import TraceRegistry, UnknownTraceError
 from dashboard.selection_view import selection_outputs
@@ -62,10 +71,18 @@ def layout(ctx_: PageContext) -> Any:
         dcc.Store(id="tl-range"),
         # an event the URL selects (?select=Instruction:42: a link to a view), selected once the timeline is drawn
         dcc.Store(id="tl-sel-auto", data=ctx_.query.get(SELECT_PARAM, "")[:100]),
+        dcc.Store(id="tl-markers", data=mk.clean_markers(ctx_.query.get(MARKERS_PARAM, ""))),
+        dcc.Store(id="tl-marker-add"),
+        dcc.Download(id="tl-markers-download"),
         dcc.Store(id="search-results"),
         dcc.Store(id="search-index", data=0),
-        # a search the URL asks for (?search=...: the source page's line links), run when the page opens
+        # a search the URL asks for (?search=...: the source page's line links), run once the first figure is drawn
         dcc.Store(id="search-auto", data=ctx_.query.get(SEARCH_PARAM, "")[:200]),
+        # set by trnprof.js after each whole figure is drawn (what the URL asks to select waits for the first)
+        dcc.Store(id="tl-figure-drawn"),
+        # the outline, arrows and markers as a layout change (its own store: a patch in tl-draw could be replaced
+        # by a zoom's before the browser drew it)
+        dcc.Store(id="tl-shapes"),
         html.Div(className="toolbar", children=[
             html.Label("Colour by", className="toolbar-label"),
             dcc.RadioItems(id="colour-by", options=[{"label": m, "value": m} for m in pal.COLOUR_MODES],
@@ -110,8 +127,15 @@ def layout(ctx_: PageContext) -> Any:
                        title=f"every {what} overlapping the view, all columns (at most {MAX_EXPORT_ROWS:,} rows)"))]],
                       className="view-link export-links"),
         ]),
+        html.Div(className="markers-row", children=[
+            html.Div(id="tl-markers-line", className="markers-line"),
+            html.Button("CSV", id="tl-markers-csv", n_clicks=0, className="btn btn-small",
+                        title="the markers and the times between them, as CSV"),
+            html.Button("clear", id="tl-markers-clear", n_clicks=0, className="btn btn-small",
+                        title="remove every marker"),
+        ]),
         html.Div(className="help-line", children=(
-            "W/S zoom · A/D pan · R reset · drag to zoom · box-select (toolbar) to summarize a range · "
+            "W/S zoom · A/D pan · R reset · M marker · drag to zoom · box-select (toolbar) to summarize a range · "
             "click an instruction for details")),
         html.Div(className="panels", children=[
             html.Section([html.H3("Details"), html.Div("Click an instruction.", id="tl-details", className="muted")],
@@ -143,11 +167,11 @@ def url_view(search: str | None) -> tuple[int, int] | None:
     return (start, end) if start < end else None
 
 
-def selection_to_draw(trace: Any, selected: Any, state: Any, search: str | None) -> picks.Selection | None:
-    """The selected event to draw: the ``tl-selected`` store's; before the first figure, without one, the event
-    the URL selects (a link to a view: the store is set beside the first figure, not before it)."""
+def selection_to_draw(trace: Any, selected: Any, search: str | None) -> picks.Selection | None:
+    """The selected event to draw: the ``tl-selected`` store's; without one, the event the URL selects (a link to
+    a view: the store is set beside the first figures, not before them)."""
     selection = picks.Selection.from_store(trace, selected)
-    if selection is None and not state:
+    if selection is None:
         linked = query_values(search).get(SELECT_PARAM)
         selection = picks.Selection.from_store(trace, picks.linked_selection(trace, linked)) if linked else None
     return selection
@@ -195,11 +219,11 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
         Input("url", "search"), Input("tl-size", "data"), Input("tl-relayout", "data"),
         Input("colour-by", "value"), Input("dma-expand", "value"), Input("tl-reset", "n_clicks"),
         Input("tl-nav", "data"), Input("cp-toggle", "value"), Input("span-levels", "value"),
-        State("tl-selected", "data"), State("tl-state", "data"),
+        State("tl-selected", "data"), State("tl-markers", "data"), State("tl-state", "data"),
         prevent_initial_call=True,
     )
     def _update(search: str | None, size: Any, relayout: Any, colour_by: Any, expand: Any, _reset: Any,  # noqa: PLR0917
-                nav: Any, critical: Any, levels: Any, selected: Any, state: Any) -> Any:
+                nav: Any, critical: Any, levels: Any, selected: Any, markers: Any, state: Any) -> Any:
         trigger = trigger_name(ctx.triggered_prop_ids)
         try:
             trace_id, trace = _trace(registry, search)
@@ -217,7 +241,8 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
                                         palette=palette_for(trace_id, trace),
                                         overlay=overlays.builder(trace_id, trace), layout=layouts[trace_id],
                                         initial_view=url_view(search),
-                                        selection=selection_to_draw(trace, selected, state, search))
+                                        selection=selection_to_draw(trace, selected, search),
+                                        markers=mk.clean_markers(markers))
         if update is None:
             raise dash.exceptions.PreventUpdate
         legend = dash.no_update if update.legend is dash.no_update else tl.legend_children(update.legend)
@@ -271,57 +296,120 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
         with registry.lock(trace_id):
             return det.event_details(trace, *event, label=registry.entry(trace_id).label, trace_id=trace_id)
 
-    @app.callback(Output("tl-draw", "data", allow_duplicate=True), Output("tl-link", "href", allow_duplicate=True),
-                  Input("tl-selected", "data"), State("tl-view", "data"), State("tl-state", "data"),
-                  State("url", "search"), prevent_initial_call=True)
-    def _highlight(selected: Any, view: Any, state: Any, search: str | None) -> Any:
-        # a new selection on the drawn figure: its outline and arrows, and the link to the view naming it (a figure
-        # drawn later draws them itself: _update reads the selection too)
+    app.clientside_callback(ClientsideFunction("trnprof", "relayout"), Output("tl-drawn", "data", allow_duplicate=True),
+                            Input("tl-shapes", "data"), prevent_initial_call=True)
+
+    @app.callback(Output("tl-shapes", "data"), Output("tl-link", "href", allow_duplicate=True),
+                  Input("tl-selected", "data"), Input("tl-markers", "data"), State("tl-view", "data"),
+                  State("tl-state", "data"), State("url", "search"), prevent_initial_call=True)
+    def _decorate(selected: Any, markers: Any, view: Any, state: Any, search: str | None) -> Any:
+        # a new selection or markers on the drawn figure: the outline, arrows and marker lines, and the link to the
+        # view naming them (a figure drawn later draws them itself: _update reads both too)
         try:
             trace_id, trace = _trace(registry, search)
         except UnknownTraceError:
             raise dash.exceptions.PreventUpdate from None
         selection = picks.Selection.from_store(trace, selected)
+        times = mk.clean_markers(markers)
         with registry.lock(trace_id):
-            patch = picks.selection_patch(view, selection)
+            patch = picks.decoration_layout(view, selection, times)
         if patch is None:
             raise dash.exceptions.PreventUpdate
-        link = tl.view_link(search, {**state, "selected": selection.key if selection else None}) \
+        link = tl.view_link(search, {**state, "selected": selection.key if selection else None, "markers": times}) \
             if isinstance(state, dict) else None
         return patch, dash.no_update if link is None else link
 
-    @app.callback(Output("tl-selected", "data", allow_duplicate=True), Input("tl-sel-auto", "data"),
-                  State("url", "search"), prevent_initial_call="initial_duplicate")
-    def _select_linked(value: Any, search: str | None) -> Any:
-        # the event a link selects (?select=), for the details panel (the first figure draws it itself)
-        if not value:
+    @app.callback(Output("tl-shapes", "data", allow_duplicate=True), Input("tl-view", "data"),
+                  State("tl-selected", "data"), State("tl-markers", "data"), State("tl-state", "data"),
+                  State("url", "search"), prevent_initial_call=True)
+    def _redecorate(view: Any, selected: Any, markers: Any, state: Any, search: str | None) -> Any:
+        # a figure whose request began before the latest selection or markers (a resize, a search the URL asks for)
+        # was drawn without them, after _decorate patched them in: patch them in again (only then)
+        if not isinstance(state, dict):
             raise dash.exceptions.PreventUpdate
         try:
             trace_id, trace = _trace(registry, search)
         except UnknownTraceError:
             raise dash.exceptions.PreventUpdate from None
         with registry.lock(trace_id):
-            selected = picks.linked_selection(trace, value)
-        if selected is None:
+            selection = selection_to_draw(trace, selected, search)
+            times = mk.clean_markers(markers)
+            if [state.get("selected"), state.get("markers") or []] == [selection.key if selection else None, times]:
+                raise dash.exceptions.PreventUpdate
+            patch = picks.decoration_layout(view, selection, times)
+        if patch is None:
             raise dash.exceptions.PreventUpdate
-        return selected
+        return patch
+
+    @app.callback(Output("tl-markers", "data"), Input("tl-marker-add", "data"),
+                  Input({"type": mk.REMOVE_TYPE, "index": ALL}, "n_clicks"), Input("tl-markers-clear", "n_clicks"),
+                  State("tl-markers", "data"), State("tl-view", "data"), prevent_initial_call=True)
+    def _edit_markers(add: Any, removes: list[Any], _clear: Any, markers: Any, view: Any) -> Any:
+        trig = ctx.triggered_id
+        if trig == "tl-markers-clear":
+            return []
+        if isinstance(trig, dict) and trig.get("type") == mk.REMOVE_TYPE:
+            if not any(isinstance(n, int) and n for n in removes or []):
+                raise dash.exceptions.PreventUpdate  # the buttons were (re)drawn, not clicked
+            return mk.remove_marker(markers, trig.get("index"))
+        t_ns = picks.marker_time(add, view)
+        if t_ns is None:
+            raise dash.exceptions.PreventUpdate
+        return mk.add_marker(markers, t_ns)
+
+    @app.callback(Output("tl-markers-line", "children"), Input("tl-markers", "data"), State("url", "search"))
+    def _markers_line(markers: Any, search: str | None) -> Any:
+        try:
+            _trace_id, trace = _trace(registry, search)
+        except UnknownTraceError:
+            raise dash.exceptions.PreventUpdate from None
+        return mk.markers_panel(mk.clean_markers(markers), int(trace.time_range[0]))
+
+    @app.callback(Output("tl-markers-download", "data"), Input("tl-markers-csv", "n_clicks"),
+                  State("tl-markers", "data"), State("url", "search"), prevent_initial_call=True)
+    def _markers_csv(_n: Any, markers: Any, search: str | None) -> Any:
+        try:
+            trace_id, trace = _trace(registry, search)
+        except UnknownTraceError:
+            raise dash.exceptions.PreventUpdate from None
+        name = f"{registry.entry(trace_id).label}-markers.csv"
+        return {"content": mk.markers_csv(mk.clean_markers(markers), int(trace.time_range[0])), "filename": name}
+
+    @app.callback(Output("tl-selected", "data", allow_duplicate=True), Output("tl-sel-auto", "data"),
+                  Input("tl-figure-drawn", "data"), State("tl-sel-auto", "data"), State("url", "search"),
+                  prevent_initial_call=True)
+    def _select_linked(_drawn: Any, value: Any, search: str | None) -> Any:
+        # the first figure is drawn: select the event the URL names (?select=), once (the figure outlines it already)
+        if not value:
+            raise dash.exceptions.PreventUpdate
+        try:
+            trace_id, trace = _trace(registry, search)
+        except UnknownTraceError:
+            return dash.no_update, ""
+        with registry.lock(trace_id):
+            selected = picks.linked_selection(trace, value)
+        return (selected if selected is not None else dash.no_update), ""
 
     @app.callback(Output("search-results", "data"), Output("search-index", "data"),
-                  Output("search-list", "children"), Output("search-count", "children"),
-                  Input("search-go", "n_clicks"), Input("search-input", "n_submit"), Input("search-auto", "data"),
-                  State("search-input", "value"), State("url", "search"))
-    def _search(_n: Any, _s: Any, auto: Any, text: Any, search: str | None) -> Any:
-        if ctx.triggered_id in (None, "search-auto"):  # the page opening: search only if the URL asks to
+                  Output("search-list", "children"), Output("search-count", "children"), Output("search-auto", "data"),
+                  Input("search-go", "n_clicks"), Input("search-input", "n_submit"), Input("tl-figure-drawn", "data"),
+                  State("search-auto", "data"), State("search-input", "value"), State("url", "search"),
+                  prevent_initial_call=True)
+    def _search(_n: Any, _s: Any, _drawn: Any, auto: Any, text: Any, search: str | None) -> Any:
+        consumed: Any = dash.no_update
+        if ctx.triggered_id == "tl-figure-drawn":
+            # the first figure is drawn: run the search the URL asks for (once), so its first match is selected and
+            # zoomed to on a drawn timeline
             if not isinstance(auto, str) or not auto.strip():
                 raise dash.exceptions.PreventUpdate
-            text = auto
+            text, consumed = auto, ""
         try:
             trace_id, trace = _trace(registry, search)
         except UnknownTraceError as exc:
-            return None, 0, str(exc), ""
+            return None, 0, str(exc), "", consumed
         with registry.lock(trace_id):
             result = srch.run_search(trace, text)
-        return result.matches, -1, srch.results_list(result, int(trace.time_range[0])), result.message
+        return result.matches, -1, srch.results_list(result, int(trace.time_range[0])), result.message, consumed
 
     @app.callback(Output("search-index", "data", allow_duplicate=True),
                   Output("tl-selected", "data", allow_duplicate=True), Output("tl-nav", "data", allow_duplicate=True),

@@ -309,6 +309,64 @@ def test_a_link_keeps_the_selected_event_and_the_options(browser, dashboard_serv
     assert console_errors(browser) == []
 
 
+def _press_m_at(driver, x_axis, row_label):
+    """Move the mouse to ``x_axis`` (axis seconds) on the row labelled ``row_label`` and press M."""
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    point = _js(driver, f"""(function() {{
+        var gd = {GRAPH}, xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
+        var row = ya.ticktext.indexOf('{row_label}');
+        return [xa.l2p({x_axis}) - xa._length / 2, ya.l2p(row) - ya._length / 2];
+    }})()""")
+    drag = driver.find_element("css selector", "#timeline-graph .nsewdrag")
+    ActionChains(driver).move_to_element_with_offset(drag, int(point[0]), int(point[1])).perform()
+    driver.find_element("tag name", "body").send_keys("m")
+
+
+def _marker_xs(driver):
+    return _js(driver, f"({GRAPH}.layout.shapes || []).filter(function (s) {{ return /^M\\d+$/.test(s.name); }})"
+                       ".map(function (s) { return s.x0; })")
+
+
+def _two_markers(driver):
+    xs = _marker_xs(driver)
+    return xs if len(xs) == 2 else None
+
+
+def test_markers_snap_to_event_edges_show_the_time_between_them_and_travel_in_links(browser, dashboard_server):
+    """M pins a marker at the mouse, snapped to an exactly drawn event's edge within a few pixels (the trace
+    factory's MATMUL of iteration 10 starts at +14.99 µs); the line under the graph gives the time between
+    markers, the link to the view carries them, × removes one and "clear" all."""
+    browser.get(dashboard_server.url + "/?trace=t0")
+    wait_for(browser, _ticktext, "the timeline rows")
+    wait_idle(browser)
+    browser.execute_script(f"Plotly.relayout({GRAPH}, {{'xaxis.range[0]': 14.9e-6, 'xaxis.range[1]': 15.4e-6}});")
+    wait_for(browser, lambda d: (_dx(d) or 1) < 4e-9 and _js(d, "window.trnprofHoverText(0, 15.0e-6)"),
+             "the zoomed-in redraw with its events listed")
+    wait_idle(browser)
+    _press_m_at(browser, 14.9915e-6, "NC0 · Tensor")          # 1.5 ns (~3 px) after the MATMUL's start
+    xs = wait_for(browser, lambda d: _marker_xs(d) or None, "the first marker")
+    assert xs == [pytest.approx(14.99e-6, abs=1e-13)], xs     # snapped to the edge
+    _press_m_at(browser, 15.2e-6, "NC0 · Tensor")              # in the middle of the MATMUL: not snapped
+    xs = wait_for(browser, _two_markers, "the second marker")
+    assert xs[1] == pytest.approx(15.2e-6, abs=2e-9)
+    line = browser.find_element("id", "tl-markers-line").text
+    assert "M1" in line and "M2" in line and "M1 → M2" in line, line
+    href = browser.find_element("id", "tl-link").get_attribute("href")
+    assert "markers=" in href, href
+    browser.find_element("css selector", "#marker-1 button").click()     # remove M1: the other is M1 now
+    wait_for(browser, lambda d: len(_marker_xs(d)) == 1, "one marker left")
+    assert _marker_xs(browser)[0] == pytest.approx(15.2e-6, abs=2e-9)
+    browser.get(href)                                            # the link brings both back
+    wait_for(browser, _ticktext, "the timeline rows of the link")
+    xs = wait_for(browser, _two_markers, "the linked markers")
+    assert xs[0] == pytest.approx(14.99e-6, abs=1e-13)
+    browser.find_element("id", "tl-markers-clear").click()
+    wait_for(browser, lambda d: _marker_xs(d) == [], "no markers after clear")
+    assert "press M" in browser.find_element("id", "tl-markers-line").text
+    assert console_errors(browser) == []
+
+
 def _legend_counts(driver):
     """(swatches in the legend, swatches shown)."""
     return _js(driver, "(function () { var it = document.querySelectorAll('#tl-legend .legend-item');"

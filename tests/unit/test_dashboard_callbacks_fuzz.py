@@ -267,7 +267,8 @@ def test_a_malformed_callback_request_is_a_one_line_400(app):
 
 def test_the_trace_picker_keeps_the_other_query_values(tmp_path):
     """The header's picker sets ``trace`` and keeps the rest of the page's query (the compare page's b, a
-    timeline view's start and end); rendering a page gives back its own query unchanged."""
+    timeline view's start and end); rendering a page gives back its own query unchanged, its selected event
+    included."""
     from dashboard.app import query_values, with_trace
 
     assert query_values(with_trace({"trace": "t0", "b": "t1"}, "t2")) == {"trace": "t2", "b": "t1"}
@@ -283,5 +284,16 @@ def test_the_trace_picker_keeps_the_other_query_values(tmp_path):
         same = post(app, "url.search", {"trace-dropdown.value": "t0", "url-query.data": {"trace": "t0", "b": "t1"}},
                     "trace-dropdown.value")
         assert query_values(same.get_json()["response"]["url"]["search"]) == {"trace": "t0", "b": "t1"}
+        # a selected event belongs to its trace: kept when a page renders its own trace (named or the default),
+        # dropped when the picker switches to another
+        for query in ({"trace": "t0", "select": "Instruction:3"}, {"select": "Instruction:3"}):
+            kept = post(app, "url.search", {"trace-dropdown.value": "t0", "url-query.data": query},
+                        "trace-dropdown.value")
+            assert query_values(kept.get_json()["response"]["url"]["search"]) == {"trace": "t0",
+                                                                                  "select": "Instruction:3"}
+        switched = post(app, "url.search", {"trace-dropdown.value": "t1",
+                                            "url-query.data": {"trace": "t0", "select": "Instruction:3"}},
+                        "trace-dropdown.value")
+        assert query_values(switched.get_json()["response"]["url"]["search"]) == {"trace": "t1"}
     finally:
         app.trnprof_registry.close()

@@ -120,9 +120,9 @@ def test_a_selected_instructions_arrows_join_it_to_what_it_waited_for(trace):
     selection = picks.Selection.from_store(trace, selected)
     preds, succs = trace.flows("Instruction", selected["id"])
     assert preds.num_rows >= 1
-    patch = picks.selection_patch(first.view, selection)
-    assert patch["kind"] == "update" and patch["data"] == {}     # nothing fetched, nothing else redrawn
-    shapes = patch["layout"]["shapes"]
+    patch = picks.decoration_layout(first.view, selection)
+    assert list(patch) == ["shapes"]     # a layout change: nothing fetched, nothing else redrawn
+    shapes = patch["shapes"]
     assert _named(shapes)[0] == "selected"
     arrows = [s for s in shapes if s.get("name") == "waited for" and "xanchor" not in s]
     assert len(arrows) == preds.num_rows
@@ -138,8 +138,9 @@ def test_a_selected_instructions_arrows_join_it_to_what_it_waited_for(trace):
     separators = [s.to_plotly_json() for s in first.figure.layout.shapes]
     assert [s for s in shapes if not s.get("name")] == separators
     # deselected (a store that names nothing): the outline and arrows go; before a figure, nothing to patch
-    assert picks.selection_patch(first.view, None)["layout"]["shapes"] == separators
-    assert picks.selection_patch(None, selection) is None and picks.selection_patch({"rows": "x"}, selection) is None
+    assert picks.decoration_layout(first.view, None)["shapes"] == separators
+    assert picks.decoration_layout(None, selection) is None
+    assert picks.decoration_layout({"rows": "x"}, selection) is None
 
 
 def test_every_rebuilt_figure_keeps_the_selection_drawn(trace):
@@ -175,5 +176,5 @@ def test_broken_selections_draw_nothing_and_never_raise(trace):
                                                "start_ns": 0, "end_ns": 1})
     assert ghost.flows() == (None, None)        # an event the trace does not have: no arrows, no exception
     first = tl.update_timeline(trace, "t0", state=None, trigger="size", width_px=1000)
-    patch = picks.selection_patch(first.view, ghost)
-    assert not any(n in ("waited for", "waited on it") for n in _named(patch["layout"]["shapes"]))
+    patch = picks.decoration_layout(first.view, ghost)
+    assert not any(n in ("waited for", "waited on it") for n in _named(patch["shapes"]))

@@ -60,7 +60,7 @@ def marker_shapes(markers: list[int], n_rows: int, origin_ns: int) -> list[dict[
     return [{"type": "line", "xref": "x", "yref": "y", "x0": ns_to_axis(t, origin_ns), "x1": ns_to_axis(t, origin_ns),
              "y0": n_rows - 0.5, "y1": -0.5, "layer": "above", "name": f"M{i + 1}",
              "line": {"color": MARKER_COLOUR, "width": 1.5, "dash": "dash"},
-             "label": {"text": f"M{i + 1}", "textposition": "end", "textangle": 0, "yanchor": "bottom",
+             "label": {"text": f"M{i + 1}", "textposition": "end", "textangle": 0, "xanchor": "left", "yanchor": "top",
                        "font": {"color": MARKER_COLOUR, "size": 11}}}
             for i, t in enumerate(markers)]
 

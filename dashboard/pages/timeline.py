@@ -38,6 +38,7 @@ from dashboard.links import (
     MARKERS_PARAM,
     SEARCH_PARAM,
     SELECT_PARAM,
+    parse_select,
 )
 from dashboard.pages import PageContext
 from dashboard.registry import TraceRegistry, UnknownTraceError
@@ -324,19 +325,22 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
                   State("url", "search"), prevent_initial_call=True)
     def _redecorate(view: Any, selected: Any, markers: Any, state: Any, search: str | None) -> Any:
         # a figure whose request began before the latest selection or markers (a resize, a search the URL asks for)
-        # was drawn without them, after _decorate patched them in: patch them in again (only then)
+        # was drawn without them, after _decorate drew them: draw them again (only then; this runs after every
+        # fetch, so the check reads no trace)
         if not isinstance(state, dict):
+            raise dash.exceptions.PreventUpdate
+        stored = picks.Selection.from_store(None, selected)
+        linked = parse_select(query_values(search).get(SELECT_PARAM))
+        key = stored.key if stored is not None else (list(linked) if linked else None)
+        times = mk.clean_markers(markers)
+        if [state.get("selected"), state.get("markers") or []] == [key, times]:
             raise dash.exceptions.PreventUpdate
         try:
             trace_id, trace = _trace(registry, search)
         except UnknownTraceError:
             raise dash.exceptions.PreventUpdate from None
         with registry.lock(trace_id):
-            selection = selection_to_draw(trace, selected, search)
-            times = mk.clean_markers(markers)
-            if [state.get("selected"), state.get("markers") or []] == [selection.key if selection else None, times]:
-                raise dash.exceptions.PreventUpdate
-            patch = picks.decoration_layout(view, selection, times)
+            patch = picks.decoration_layout(view, selection_to_draw(trace, selected, search), times)
         if patch is None:
             raise dash.exceptions.PreventUpdate
         return patch

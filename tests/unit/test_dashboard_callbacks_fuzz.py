@@ -155,12 +155,68 @@ def test_details_of_what_is_not_an_event_is_one_line(app, selected, needle):
     assert needle in body and "/tmp" not in body and ".duckdb" not in body, body[:300]
 
 
+DECORATE = "tl-shapes.data"        # the outline, arrows and markers of a new selection or markers
+REDECORATE = "tl-shapes.data@"     # ... again after a figure drawn without them
+MARKERS = "tl-markers.data"
+
+
 @pytest.mark.parametrize("view", [{"origin": "x", "rows": [[0]]}, {"origin": 0, "rows": 5},
                                   {"origin": 0, "rows": [[0]], "groups": 5}, {"origin": 1e30, "rows": [[0]]}])
-def test_details_outline_ignores_a_malformed_view(app, view):
+def test_the_outline_ignores_a_malformed_view(app, view):
+    """Nothing drawn for rows or an origin that are not valid; malformed groups only lose the separators."""
     selected = {"table": "Instruction", "id": 0, "start_ns": 0, "end_ns": 5, "track_id": 0}
-    resp = post(app, DETAILS, {"tl-selected.data": selected, "tl-view.data": view, "url.search": "?trace=t0"})
-    assert resp.status_code == 200 and "Instruction" in resp.get_data(as_text=True)
+    resp = post(app, DECORATE, {"tl-selected.data": selected, "tl-view.data": view, "tl-state.data": STATE,
+                                "url.search": "?trace=t0"}, "tl-selected.data")
+    assert resp.status_code == (200 if view.get("groups") == 5 else 204), resp.get_data(as_text=True)[:300]
+    assert "app-error" not in resp.get_data(as_text=True)
+
+
+@pytest.mark.parametrize("selected, markers", [
+    ({"table": "Instruction", "id": "x"}, None), ({"table": 5, "id": 1}, [1, 2]), ("junk", "1,2"),
+    ({"table": "Instruction", "id": 10**15, "track_id": 0, "start_ns": 0, "end_ns": 1}, [INF, "a", None, 3]),
+    (None, {"a": 1}), (None, list(range(1000))),
+])
+def test_malformed_selections_and_markers_draw_what_is_valid(app, selected, markers):
+    resp = post(app, DECORATE, {"tl-selected.data": selected, "tl-markers.data": markers, "tl-view.data": _view(app),
+                                "tl-state.data": STATE, "url.search": "?trace=t0"}, "tl-selected.data")
+    assert resp.status_code == 200 and "app-error" not in resp.get_data(as_text=True)
+    shapes = resp.get_json()["response"]["tl-shapes"]["data"]["shapes"]
+    assert not any(sh.get("name") in ("waited for", "waited on it") for sh in shapes)   # no such event's flows
+    assert sum(1 for sh in shapes if str(sh.get("name", "")).startswith("M")) <= 16
+
+
+@pytest.mark.parametrize("add", [{"x": "a"}, {"x": INF}, {"x": 1e300}, [1], None, {"y": 1}])
+def test_malformed_marker_requests_add_nothing(app, add):
+    resp = post(app, MARKERS, {"tl-marker-add.data": add, "tl-markers.data": [5], "tl-view.data": _view(app)},
+                "tl-marker-add.data")
+    assert resp.status_code == 204
+
+
+def test_markers_are_added_removed_and_cleared_through_the_callback(app):
+    view = _view(app)
+    added = post(app, MARKERS, {"tl-marker-add.data": {"x": 2e-6, "seq": 1}, "tl-markers.data": [5],
+                                "tl-view.data": view}, "tl-marker-add.data")
+    assert added.get_json()["response"]["tl-markers"]["data"] == [5, view["origin"] + 2_000]
+    cleared = post(app, MARKERS, {"tl-markers-clear.n_clicks": 1, "tl-markers.data": [5, 9]},
+                   "tl-markers-clear.n_clicks")
+    assert cleared.get_json()["response"]["tl-markers"]["data"] == []
+
+
+def test_a_figure_drawn_without_the_latest_selection_gets_it_again(app):
+    """A figure whose request began before the selection (its state names none) is followed by the outline; one
+    that has it (the state names it) is left alone."""
+    view = _view(app)
+    selected = {"table": "Instruction", "id": 0, "start_ns": 0, "end_ns": 5, "track_id": 0}
+    behind = post(app, REDECORATE, {"tl-view.data": view, "tl-selected.data": selected, "tl-markers.data": [7],
+                                    "tl-state.data": {**STATE, "selected": None, "markers": []},
+                                    "url.search": "?trace=t0"}, "tl-view.data")
+    assert behind.status_code == 200
+    names = [sh.get("name") for sh in behind.get_json()["response"]["tl-shapes"]["data"]["shapes"]]
+    assert "M1" in names
+    current = post(app, REDECORATE, {"tl-view.data": view, "tl-selected.data": selected, "tl-markers.data": [7],
+                                     "tl-state.data": {**STATE, "selected": ["Instruction", 0], "markers": [7]},
+                                     "url.search": "?trace=t0"}, "tl-view.data")
+    assert current.status_code == 204
 
 
 @pytest.mark.parametrize("rng, state", [

@@ -16,12 +16,12 @@ import pyarrow as pa
 from dash import dcc, html
 
 from dashboard.errors import public_message
-from dashboard.flow_arrows import PRED_COLOUR, SUCC_COLOUR
 from dashboard.inputs import as_int
 from dashboard.links import source_href
 from profiler import db_schema as dbs
 from profiler.analyses.source_lines import split_location
 from profiler.db.track_info import INTERVAL_TABLES
+from profiler.figures.selected_event import PRED_COLOUR, SUCC_COLOUR
 from profiler.figures.timefmt import format_duration, format_time
 from tracer import schema as ts
 

@@ -14,12 +14,12 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from dashboard.flow_arrows import flow_arrow_shapes
 from dashboard.inputs import as_float, as_int, as_time_range
 from dashboard.markers import marker_shapes
 from profiler import db_schema as dbs
 from profiler.db.lod import TIME_LIMIT
-from profiler.figures.timefmt import axis_to_ns, ns_to_axis
+from profiler.figures.selected_event import selected_event_shapes
+from profiler.figures.timefmt import axis_to_ns
 from profiler.figures.timeline import separator_shapes
 from tracer.errors import TrnprofError
 
@@ -55,20 +55,13 @@ def highlight_shapes(rows_track_ids: list[list[int]], groups: list[str] | None, 
                      origin_ns: int, flows: tuple[pa.Table | None, pa.Table | None] = (None, None),
                      ) -> list[dict[str, Any]]:
     """Layout shapes: core separators plus an outline around the selected event and, given its ``Trace.flows``
-    (predecessors, successors), the arrows of its dependencies (:mod:`dashboard.flow_arrows`)."""
+    (predecessors, successors), the arrows of its dependencies (:mod:`profiler.figures.selected_event`)."""
     shapes = separator_shapes(groups or [])
     if not isinstance(selected, dict):
         return shapes
-    tid = selected.get(dbs.TRACK_ID)
-    row = next((i for i, ids in enumerate(rows_track_ids) if tid in ids), None)
-    s, e = as_int(selected.get("start_ns")), as_int(selected.get("end_ns"))
-    if row is None or s is None or e is None:
-        return shapes
-    shapes.append({"type": "rect", "xref": "x", "yref": "y", "x0": ns_to_axis(s, origin_ns),
-                   "x1": ns_to_axis(max(e, s + 1), origin_ns), "y0": row - 0.5, "y1": row + 0.5,
-                   "line": {"color": "#000", "width": 2}, "fillcolor": "rgba(0,0,0,0)", "name": "selected"})
-    shapes += flow_arrow_shapes(rows_track_ids, {**selected, "start_ns": s, "end_ns": e}, flows, origin_ns)
-    return shapes
+    clean = {dbs.TRACK_ID: selected.get(dbs.TRACK_ID), "start_ns": as_int(selected.get("start_ns")),
+             "end_ns": as_int(selected.get("end_ns"))}
+    return shapes + selected_event_shapes(rows_track_ids, clean, flows, origin_ns)
 
 
 @dataclass

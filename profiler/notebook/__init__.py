@@ -30,7 +30,8 @@ class NotebookMixin:
 
     def timeline(self: Trace, start_ns: int | None = None, end_ns: int | None = None, width_px: int = 1600,
                  color_by: str = "opcode", *, expand_dma: bool = False, span_levels: int | None = None,
-                 lanes: bool = True, critical_path: bool = False) -> go.Figure:
+                 lanes: bool = True, critical_path: bool = False, select: tuple[str, int] | None = None,
+                 ) -> go.Figure:
         """The timeline of ``[start_ns, end_ns)`` (default: the whole trace) as a plotly figure.
 
         One row per engine and DMA queue group, drawn as per-pixel strips from ``Trace.window`` (exact events
@@ -48,15 +49,17 @@ class NotebookMixin:
                 is a row; None: all).
             lanes: per-engine busy % lanes under the rows.
             critical_path: overlay the critical path of the view (``profiler.analyses.critical_path``).
+            select: ``(table, id)`` of an event to outline with its dependency arrows, orange from what it waited
+                for, blue to what waited on it (``("Instruction", 42)``; the dashboard draws a clicked event so).
 
         Raises:
-            QueryError: an empty or out-of-range window, a bad width or colour mode.
+            QueryError: an empty or out-of-range window, a bad width, colour mode or ``select``.
         """
         from profiler.notebook.timeline import build_timeline
 
         return build_timeline(self, start_ns, end_ns, width_px=width_px, color_by=color_by, expand_dma=expand_dma,
                               span_levels=span_levels, lanes=lanes, critical_path=critical_path,
-                              palette=_palette(self)).figure
+                              palette=_palette(self), select=select).figure
 
     def utilization_figure(self: Trace, start_ns: int | None = None, end_ns: int | None = None,
                            width_px: int = 800) -> go.Figure:

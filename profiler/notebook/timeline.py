@@ -26,6 +26,7 @@ from profiler.figures import lanes as lanes_mod
 from profiler.figures import palette as pal
 from profiler.figures.fetch import drawing_window
 from profiler.figures.raster import StripFrame, TimelineRow, rasterize, row_labels, timeline_rows
+from profiler.figures.selected_event import selected_event_shapes
 from profiler.figures.timefmt import TIME_AXIS, format_duration, format_time, ns_to_axis
 from profiler.figures.timeline import MARGIN, legend_traces, timeline_figure
 from profiler.window import Window
@@ -196,7 +197,8 @@ def build_timeline(trace: Trace, start_ns: int | None = None, end_ns: int | None
                    span_levels: int | None = None, lanes: bool = True, critical_path: bool = False,
                    legend: bool = True,
                    full_legend: bool = False, palette: pal.CategoryPalette | None = None,
-                   fetch_ns: tuple[int, int] | None = None, fetch_width_px: int | None = None) -> TimelineBuild:
+                   fetch_ns: tuple[int, int] | None = None, fetch_width_px: int | None = None,
+                   select: tuple[str, int] | None = None) -> TimelineBuild:
     """The timeline figure of ``trace`` over ``[start_ns, end_ns)`` (default: all of it).
 
     Args:
@@ -215,6 +217,8 @@ def build_timeline(trace: Trace, start_ns: int | None = None, end_ns: int | None
         palette: name -> colour assignment (default: ranked by time, as the dashboard's).
         fetch_ns: range to fetch and draw when wider than the view (the live widget's prefetch buffer).
         fetch_width_px: raster width across ``fetch_ns``.
+        select: ``(table, id)`` of an event to outline, with its dependency arrows (what it waited for, what
+            waited on it; :mod:`profiler.figures.selected_event`), as the dashboard draws a clicked event.
     """
     view = resolve_range(trace, start_ns, end_ns)
     colour = check_colour_mode(color_by)
@@ -246,11 +250,24 @@ def build_timeline(trace: Trace, start_ns: int | None = None, end_ns: int | None
         fig.update_layout(showlegend=True, legend={"orientation": "h", "yref": "container", "y": 0,
                                                    "yanchor": "bottom", "x": 0, "font": {"size": 11}})
     fig.add_trace(hover_trace(frame, rows, origin))
+    if select is not None:
+        fig.update_layout(shapes=[*fig.layout.shapes, *selection_shapes(trace, rows, select, origin)])
     fig.update_layout(title={"text": status_line(trace, frame, view), "font": {"size": 12}, "x": 0.01},
                       margin={**MARGIN, "t": TITLE_MARGIN_PX, "b": bottom},
                       height=fig.layout.height + TITLE_MARGIN_PX - MARGIN["t"] + bottom - MARGIN["b"],
                       xaxis={"autorange": False})
     return TimelineBuild(fig, frame, rows, palette, origin, lane_names, view)
+
+
+def selection_shapes(trace: Trace, rows: list[TimelineRow], select: Any, origin_ns: int) -> list[dict[str, Any]]:
+    """The outline and dependency arrows of the event ``select`` names (``(table, id)``, e.g. ``("Instruction",
+    42)``) on the figure's ``rows``; QueryError for anything else or an event the trace does not have."""
+    if not isinstance(select, tuple | list) or len(select) != 2 or not isinstance(select[0], str):
+        raise QueryError(f"select must be (table, id), e.g. ('Instruction', 42), not {str(select)[:60]!r}")
+    table, ident = select
+    fields = trace.event(table, ident)
+    selected = {"track_id": fields.get("track_id"), "start_ns": fields.get("start_ts"), "end_ns": fields.get("end_ts")}
+    return selected_event_shapes([list(r.track_ids) for r in rows], selected, trace.flows(table, ident), origin_ns)
 
 
 def legend_height_px(names: Sequence[str], width_px: int = LEGEND_WIDTH_PX) -> int:

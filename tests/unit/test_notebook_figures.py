@@ -99,6 +99,11 @@ def test_critical_path_overlay_is_added(trace):
     ({"span_levels": 0}, "span_levels must be a positive integer"),
     ({"span_levels": "2"}, "span_levels must be a positive integer"),
     ({"span_levels": True}, "span_levels must be a positive integer"),
+    ({"select": "Instruction:3"}, "select must be \\(table, id\\)"),
+    ({"select": ("Instruction",)}, "select must be"),
+    ({"select": (5, 1)}, "select must be"),
+    ({"select": ("Instruction", 10**12)}, "no row with id"),
+    ({"select": ("Nope", 1)}, "no table 'Nope'"),
 ])
 def test_bad_timeline_arguments_are_one_line_query_errors(trace, kwargs, message):
     with pytest.raises(QueryError, match=message) as info:

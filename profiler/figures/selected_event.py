@@ -1,10 +1,11 @@
-"""The selected event's dependency arrows on the timeline: what it waited for and what waited on it, drawn as
-curves between the events' rows (Perfetto's flow arrows, for one event at a time).
+"""The selected event on a timeline figure: its outline and its dependency arrows (what it waited for and what
+waited on it) drawn as curves between the events' rows, as Perfetto draws a selected slice's flows.  The dashboard
+and notebooks (``Trace.timeline(select=...)``) draw the same shapes.
 
 Neuron Explorer's Perfetto export draws every dependency (``--show-perfetto-flows``) and is off by default because
 the result is "visually overwhelming"; here only the selected event's edges are drawn, from ``Trace.flows`` (the
-same rows the details panel lists).  Plain functions producing plotly layout shapes, so they are tested without a
-browser.
+same rows the dashboard's details panel lists).  Plain functions producing plotly layout shapes, so they are tested
+without a browser.
 
 An arrow runs from the end of the event waited for to the start of the event that waited, as a cubic curve that
 leaves and arrives horizontally (between events on the same row it arcs above the row), with a head of fixed size
@@ -34,6 +35,25 @@ DASH = {"flow": "solid", "anti": "dash", "output": "dot"}
 SAME_ROW_ARC = 0.42
 #: The arrow head: a triangle pointing right, in pixels from its tip (mirrored for an arrow pointing left).
 HEAD_PX = (9, 4)
+
+
+def event_outline(rows_track_ids: list[list[int]], selected: dict[str, Any], origin_ns: int) -> list[dict[str, Any]]:
+    """A black rectangle around the ``selected`` event (``{"track_id", "start_ns", "end_ns"}``) on its row (none
+    when no row draws its track or it has no times)."""
+    row = _row_of(rows_track_ids, selected.get(dbs.TRACK_ID))
+    s, e = selected.get("start_ns"), selected.get("end_ns")
+    if row is None or not isinstance(s, int) or not isinstance(e, int):
+        return []
+    return [{"type": "rect", "xref": "x", "yref": "y", "x0": ns_to_axis(s, origin_ns),
+             "x1": ns_to_axis(max(e, s + 1), origin_ns), "y0": row - 0.5, "y1": row + 0.5,
+             "line": {"color": "#000", "width": 2}, "fillcolor": "rgba(0,0,0,0)", "name": "selected"}]
+
+
+def selected_event_shapes(rows_track_ids: list[list[int]], selected: dict[str, Any],
+                          flows: tuple[pa.Table | None, pa.Table | None], origin_ns: int) -> list[dict[str, Any]]:
+    """The outline of the ``selected`` event, then its dependency arrows (:func:`flow_arrow_shapes`)."""
+    return [*event_outline(rows_track_ids, selected, origin_ns),
+            *flow_arrow_shapes(rows_track_ids, selected, flows, origin_ns)]
 
 
 def _row_of(rows_track_ids: list[list[int]], track_id: Any) -> int | None:

@@ -1,5 +1,5 @@
-"""The selected event's dependency arrows (dashboard/flow_arrows.py): geometry, colours and dashes, what is left
-out, and the arrows of a real trace's instruction through the timeline's callback logic."""
+"""The selected event's dependency arrows (profiler/figures/selected_event.py): geometry, colours and dashes, what is
+left out, and the arrows of a real trace's instruction through the timeline's logic."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import re
 import pyarrow as pa
 import pytest
 
-from dashboard import flow_arrows as fa
 from dashboard import timeline_logic as tl
 from dashboard import timeline_picks as picks
 from profiler import db_schema as dbs
+from profiler.figures import selected_event as fa
 from tests.browser.trace_factory import write_kernel_trace
 from tracer import schema as ts
 
@@ -178,3 +178,23 @@ def test_broken_selections_draw_nothing_and_never_raise(trace):
     first = tl.update_timeline(trace, "t0", state=None, trigger="size", width_px=1000)
     patch = picks.decoration_layout(first.view, ghost)
     assert not any(n in ("waited for", "waited on it") for n in _named(patch["shapes"]))
+
+
+def test_a_notebook_timeline_outlines_the_selected_event_and_draws_its_arrows(trace):
+    """``Trace.timeline(select=...)`` draws the dashboard's shapes: the outline on the event's row and one arrow
+    per dependency, ending at its start."""
+    selected = _selected(trace)
+    preds, succs = trace.flows("Instruction", selected["id"])
+    fig = trace.timeline(selected["start_ns"] - 2_000, selected["end_ns"] + 2_000, width_px=400,
+                         select=("Instruction", selected["id"]))
+    names = _named(fig.layout.shapes)
+    assert names[0] == "selected"
+    assert names.count("waited for") == 2 * preds.num_rows and names.count("waited on it") == 2 * min(
+        succs.num_rows, fa.MAX_ARROWS)
+    origin = trace.time_range[0]
+    outline = next(s for s in fig.layout.shapes if s.name == "selected")
+    assert outline.x0 == pytest.approx((selected["start_ns"] - origin) / 1e9)
+    labels = list(fig.layout.yaxis.ticktext)
+    assert outline.y0 == labels.index("Tensor") - 0.5
+    plain = trace.timeline(selected["start_ns"] - 2_000, selected["end_ns"] + 2_000, width_px=400)
+    assert _named(plain.layout.shapes) == []

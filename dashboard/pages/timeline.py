@@ -38,7 +38,6 @@ from dashboard.links import (
     MARKERS_PARAM,
     SEARCH_PARAM,
     SELECT_PARAM,
-    parse_select,
 )
 from dashboard.pages import PageContext
 from dashboard.registry import TraceRegistry, UnknownTraceError
@@ -202,6 +201,8 @@ def trigger_name(triggered_prop_ids: Any) -> str:
 def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
     """Wire the timeline page onto ``app``."""
     palettes: dict[str, pal.CategoryPalette] = {}
+    # (trace id, a URL's select= value) -> the selection it names (read once: _redecorate runs after every fetch)
+    linked_selections: dict[tuple[str, str], picks.Selection | None] = {}
     layouts: dict[str, tl.TraceLayout] = {}
     overlays = CriticalPathOverlays()
 
@@ -284,7 +285,7 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
     @app.callback(Output("tl-details", "children"), Input("tl-selected", "data"), State("url", "search"),
                   prevent_initial_call=True)
     def _details(selected: Any, search: str | None) -> Any:
-        # (the outline and the dependency arrows are drawn by _update, which rebuilds them with every figure)
+        # (the outline and the dependency arrows are drawn by _decorate, and into every figure by _update)
         event = det.selected_event(selected)
         if event is None:
             raise dash.exceptions.PreventUpdate
@@ -326,21 +327,29 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
     def _redecorate(view: Any, selected: Any, markers: Any, state: Any, search: str | None) -> Any:
         # a figure whose request began before the latest selection or markers (a resize, a search the URL asks for)
         # was drawn without them, after _decorate drew them: draw them again (only then; this runs after every
-        # fetch, so the check reads no trace)
+        # fetch, so the check reads the trace only for a link's selection, once per link)
         if not isinstance(state, dict):
-            raise dash.exceptions.PreventUpdate
-        stored = picks.Selection.from_store(None, selected)
-        linked = parse_select(query_values(search).get(SELECT_PARAM))
-        key = stored.key if stored is not None else (list(linked) if linked else None)
-        times = mk.clean_markers(markers)
-        if [state.get("selected"), state.get("markers") or []] == [key, times]:
             raise dash.exceptions.PreventUpdate
         try:
             trace_id, trace = _trace(registry, search)
         except UnknownTraceError:
             raise dash.exceptions.PreventUpdate from None
+        stored = picks.Selection.from_store(trace, selected)
+        if stored is not None:
+            selection: picks.Selection | None = stored
+        else:
+            link_key = (trace_id, str(query_values(search).get(SELECT_PARAM)))
+            if link_key not in linked_selections:
+                if len(linked_selections) > 256:
+                    linked_selections.clear()
+                with registry.lock(trace_id):
+                    linked_selections[link_key] = selection_to_draw(trace, None, search)
+            selection = linked_selections[link_key]
+        times = mk.clean_markers(markers)
+        if [state.get("selected"), state.get("markers") or []] == [selection.key if selection else None, times]:
+            raise dash.exceptions.PreventUpdate
         with registry.lock(trace_id):
-            patch = picks.decoration_layout(view, selection_to_draw(trace, selected, search), times)
+            patch = picks.decoration_layout(view, selection, times)
         if patch is None:
             raise dash.exceptions.PreventUpdate
         return patch

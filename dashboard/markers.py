@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from typing import Any
 
 from dash import html
@@ -23,6 +24,8 @@ from profiler.figures.timefmt import format_duration, format_time, ns_to_axis
 MAX_MARKERS = 16
 #: Colour of the marker lines and labels.
 MARKER_COLOUR = "#7B2CBF"
+#: A marker's time in a URL: a whole number of ns.
+_WHOLE_NUMBER = re.compile(r"-?[0-9]{1,19}")
 #: Pattern-matching id type of a marker's remove button (``{"type": REMOVE_TYPE, "index": i}``).
 REMOVE_TYPE = "marker-remove"
 
@@ -31,7 +34,7 @@ def clean_markers(value: Any) -> list[int]:
     """The markers of a ``tl-markers`` store (or a URL's ``markers=`` value, comma-separated ns): valid
     timestamps, at most :data:`MAX_MARKERS`, without repeats, in time order."""
     if isinstance(value, str):
-        value = [int(v) for v in value[:2000].split(",")[:MAX_MARKERS] if v.strip().lstrip("-").isdigit()]
+        value = [int(v) for v in value[:2000].split(",")[:MAX_MARKERS] if _WHOLE_NUMBER.fullmatch(v.strip())]
     if not isinstance(value, list):
         return []
     times = {t for t in (as_int(v, -TIME_LIMIT, TIME_LIMIT) for v in value[:MAX_MARKERS]) if t is not None}

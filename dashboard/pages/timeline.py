@@ -15,6 +15,7 @@ browser's work per zoom (BENCHMARKS.md, Dashboard).  Hover, the tooltip and the 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import dash
@@ -153,7 +154,8 @@ def options_from_url(query: dict[str, str]) -> tl.TimelineOptions:
     malformed: the default)."""
     levels = query.get(LEVELS_PARAM, "")
     return tl.TimelineOptions.parse(query.get(COLOUR_PARAM), query.get(DMA_PARAM) == "expanded",
-                                    query.get(CRITICAL_PARAM) == "on", int(levels) if levels.isdigit() else None)
+                                    query.get(CRITICAL_PARAM) == "on",
+                                    int(levels) if re.fullmatch(r"[0-9]{1,3}", levels) else None)
 
 
 def url_view(search: str | None) -> tuple[int, int] | None:

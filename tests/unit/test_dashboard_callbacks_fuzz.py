@@ -294,6 +294,35 @@ def test_the_router_answers_any_pathname(app, pathname):
     assert "No page at" in resp.get_data(as_text=True)
 
 
+@pytest.mark.parametrize("query", [
+    "colour=%3Cscript%3E&dma=1&critical=yes&levels=-3", "levels=" + "9" * 1990, "levels=5&colour=layer",
+    "select=Instruction%3A" + "9" * 1900, "select=%3A%3A%3A", "select=Flow%3A1", "markers=" + "9" * 1990,
+    "markers=" + ",".join(["1"] * 500), "markers=a,b,-,--5", "start=5&end=2&markers=3&select=Instruction%3A0",
+    "levels=%C2%B2&select=Instruction%3A%C2%B2&markers=%C2%B2", "levels=%D9%A3",
+])
+def test_the_timeline_page_opens_whatever_its_url_options_say(app, query):
+    """Hostile or malformed view options in a link: the page renders, with the defaults where they are invalid."""
+    resp = post(app, "page-content.children", {"url.pathname": "/", "url.search": f"?trace=t0&{query}"})
+    assert resp.status_code == 200, resp.get_data(as_text=True)[:300]
+    out = resp.get_json()["response"]
+    assert out["app-error"]["children"] is None            # no error banner
+
+    def find(node, ident):
+        if isinstance(node, dict):
+            if node.get("props", {}).get("id") == ident:
+                return node["props"]
+            return next((f for v in node.values() if (f := find(v, ident)) is not None), None)
+        if isinstance(node, list):
+            return next((f for v in node if (f := find(v, ident)) is not None), None)
+        return None
+
+    colour = find(out["page-content"], "colour-by")["value"]
+    assert colour == ("layer" if "colour=layer" in query else "opcode")     # anything else: the default
+    assert find(out["page-content"], "span-levels")["value"] in ("all", 4)
+    markers = find(out["page-content"], "tl-markers")["data"]
+    assert isinstance(markers, list) and len(markers) <= 16 and all(isinstance(t, int) for t in markers)
+
+
 # -- the safety net ---------------------------------------------------------------------------------------------
 def test_an_unexpected_error_is_one_line_in_the_banner_and_a_traceback_in_the_log(app, monkeypatch, caplog):
     from dashboard import search_logic

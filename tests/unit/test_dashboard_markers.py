@@ -19,6 +19,7 @@ from tests.browser.trace_factory import write_kernel_trace
 def test_the_store_keeps_valid_distinct_sorted_times_only():
     assert mk.clean_markers([30, 10, "20", 10, None, "x", 1.5, True, 2**70, 20]) == [10, 20, 30]
     assert mk.clean_markers("300,100,abc,-5,,200") == [-5, 100, 200, 300]        # a URL's markers= value
+    assert mk.clean_markers("--5,-,5-,1e3,٣,+7, 8 ,99999999999999999999") == [8]  # whole numbers of ns only
     assert mk.clean_markers({"a": 1}) == [] and mk.clean_markers(None) == []
     assert len(mk.clean_markers(list(range(100)))) == mk.MAX_MARKERS
     assert len(mk.clean_markers(",".join(str(i) for i in range(100)))) == mk.MAX_MARKERS

@@ -238,6 +238,6 @@ def _name_rank(spec: TrackKeySpec, key: tuple[object, ...]) -> int:
     if spec.kind == "engine" and key[1] in ts.ENGINES:
         return ts.ENGINES.index(key[1])
     if spec.kind == "dma_queue" and isinstance(key[1], str):
-        digits = "".join(ch for ch in key[1] if ch.isdigit())
+        digits = "".join(ch for ch in key[1] if ch.isdecimal())  # (isdigit takes "²", which int() rejects)
         return int(digits) if digits else 0
     return 0

@@ -115,7 +115,7 @@ def _label(row: Mapping[str, Any], keys: tuple[str, ...], sep: str) -> str:
 
 def natural_key(text: str) -> tuple[tuple[int, Any], ...]:
     """A sort key that orders the numbers inside ``text`` by value: ``q2`` before ``q10``."""
-    return tuple((0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", text) if part)
+    return tuple((0, int(part)) if part.isdecimal() else (1, part) for part in re.split(r"(\d+)", text) if part)
 
 
 def breakdown_figure(table: pa.Table | None, title: str, name_keys: tuple[str, ...], value_key: str, unit: str,

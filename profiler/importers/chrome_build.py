@@ -12,6 +12,7 @@ start, end and track (24 bytes), plus the begin/end, async, flow and counter eve
 from __future__ import annotations
 
 import os
+import re
 import warnings
 from collections import Counter
 from collections.abc import Iterator
@@ -274,10 +275,13 @@ class ChromeTraceBuilder:
             warnings.warn(TraceImportWarning(f"{self.path}: " + "; ".join(parts)), stacklevel=3)
 
 
+_INTEGER = re.compile(r"-?[0-9]{1,19}")
+
+
 def _canonical_integer(text: str | None) -> int | None:
     """The integer a flow id's text spells exactly as Python prints it (``"5"``, not ``"05"`` or ``"-0"``), within
     the range the kernel parses; else None."""
-    if not text or not text.lstrip("-").isdigit():
+    if not text or not _INTEGER.fullmatch(text):  # (not str.isdigit: "--5" and "²" pass it and int() rejects them)
         return None
     value = int(text)
     return value if str(value) == text and abs(value) < 2**62 else None

@@ -36,3 +36,21 @@ def test_other_tracks_have_no_span_depth():
     batch = pa.RecordBatch.from_pydict({ts.ENGINE: ["Tensor", "Vector"], ts.PCORE_IDX: [0, 0]})
     reg.assign(TRACK_KEYS[ts.INSTRUCTION.name], batch)
     assert [r[dbs.SPAN_DEPTH] for r in reg.track_rows()] == [None, None]
+
+
+def test_dma_queues_are_ordered_by_their_number_and_odd_digits_do_not_break_ingest(tmp_path):
+    """Queue names sort by the number in them (q9 before q10); a name with a character ``str.isdigit`` takes but
+    ``int`` rejects (``²``) ingests (it failed with an internal error) and counts as no number."""
+    import numpy as np
+
+    import profiler
+    from tracer import TraceWriter
+
+    z = np.zeros(3, np.int64)
+    with TraceWriter(tmp_path / "q.trace", metadata={"arch": "trn2"}) as w:
+        w.append("DmaPacket", {"id": np.arange(3), "start_ts": np.array([0, 10, 20]),
+                               "end_ts": np.array([5, 15, 25]), "duration_ns": np.full(3, 5), "read_bytes": z,
+                               "write_bytes": z, "transfer_bytes": z, "queue_name": ["q10", "q²", "q9"],
+                               "pcore_idx": z})
+    with profiler.open(tmp_path / "q.trace") as t:
+        assert [r["name"] for r in t.tracks().to_pylist()] == ["q²", "q9", "q10"]

@@ -139,6 +139,7 @@ def test_breakdown_bars_are_largest_first_and_ties_in_natural_order():
     assert list(fig.data[0].y) in (["qBig", "qSyncIO1", "qSyncIO2", "qSyncIO10"],
                                    ["qSyncIO10", "qSyncIO2", "qSyncIO1", "qBig"])   # (bars may be drawn bottom-up)
     assert sorted(["a10b", "a9b", "a10a"], key=natural_key) == ["a9b", "a10a", "a10b"]
+    assert sorted(["²", "q10", "q\u0663"], key=natural_key) == ["q\u0663", "q10", "²"]   # (int("²") fails)
 
 
 def test_the_opcode_chart_colours_each_opcode_as_the_timeline_does():

@@ -194,6 +194,23 @@ def test_flow_identities_are_the_id_texts_whatever_their_json_type(tmp_path):
     assert edges == [("s0", "s1"), ("s2", "s3"), ("s4", "s5")]
 
 
+def test_flow_ids_that_only_look_like_numbers_are_texts(tmp_path):
+    """Ids that ``str.isdigit`` passes but ``int`` rejects (``"--5"``, ``"²"``) or reads differently (``"٣"``) are
+    flow ids of their own, not numbers: the import does not fail (it did, as an internal error) and binds them."""
+    events = [{"ph": "X", "name": f"s{i}", "pid": 1, "tid": 1, "ts": 10 * i, "dur": 5} for i in range(6)]
+    for k, ident in enumerate(("--5", "\u00b2", "\u0663")):
+        events += [{"ph": "s", "id": ident, "cat": "c", "pid": 1, "tid": 1, "ts": 20 * k + 1},
+                   {"ph": "f", "id": ident, "cat": "c", "pid": 1, "tid": 1, "ts": 20 * k + 11, "bp": "e"}]
+    events.append({"ph": "f", "id": "3", "cat": "c", "pid": 1, "tid": 1, "ts": 55, "bp": "e"})  # not "\u0663"
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(events))
+    fast = _import(path, True, 1 << 20)
+    assert fast == _import(path, False, 1 << 20)
+    name = {r["id"]: r["name"] for r in fast[0]["Span"]}   # type: ignore[index]
+    edges = sorted((name[r["out_id"]], name[r["in_id"]]) for r in fast[0]["Flow"])   # type: ignore[index]
+    assert edges == [("s0", "s1"), ("s2", "s3"), ("s4", "s5")]
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(st.integers(-2, 2), st.sampled_from([0, 7, -2**63, 2**63 - 1])), max_size=40))
 def test_pair_codes_number_distinct_pairs_in_order_of_first_appearance(pairs):

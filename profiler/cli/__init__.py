@@ -31,7 +31,7 @@ ENTRY_POINT_GROUP = "trnprof.commands"
 #: pyarrow, duckdb...); ``tests/unit/test_cli.py`` checks it is each command's own ``help``.
 BUILTIN_COMMANDS: dict[str, tuple[str, str]] = {
     "export": ("profiler.cli.export", "write a trace as Chrome trace JSON (Perfetto) or Neuron-shaped Parquet"),
-    "info": ("profiler.cli.info", "show what a trace directory holds"),
+    "info": ("profiler.cli.info", "show what a trace holds: tables, rows, metadata"),
     "kernels": ("profiler.cli.kernels", "list the shipped kernels and their parameters"),
     "record": ("profiler.cli.record", "run a kernel on the simulated NeuronCore and record its trace"),
     "ingest": ("profiler.cli.ingest", "ingest a trace into a DuckDB database"),

@@ -42,6 +42,29 @@ def test_info_text_and_json(small_trace, capsys):
     assert info["recording_complete"] is True
 
 
+def test_info_of_a_database_and_of_an_importable_profile(small_trace, tmp_path, capsys):
+    """A database, or a profile another tool wrote, is described through its database: the trace tables it holds
+    with their rows (Span, not the database's own slice table), its metadata and where it came from."""
+    import profiler
+
+    db = tmp_path / "s.duckdb"
+    assert main(["ingest", str(small_trace), "-o", str(db)]) == 0
+    capsys.readouterr()
+    assert main(["info", str(db), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    with profiler.open(small_trace) as t:
+        want = t.sql("SELECT count(*) FROM Instruction").fetchall()[0][0]
+    assert info["tables"]["Instruction"] == want == 1000
+    assert info["source_format"] == "trnprof-trace" and info["database"] == str(db)
+    assert not set(info["tables"]) & {"track", "lod", "slice", "trnprof_info"}   # the database's own tables
+    chrome = tmp_path / "t.json"
+    chrome.write_text(json.dumps([{"ph": "X", "name": "step", "pid": 1, "tid": 1, "ts": 0, "dur": 5},
+                                  {"ph": "X", "name": "op", "pid": 1, "tid": 1, "ts": 1, "dur": 2}]))
+    assert main(["info", str(chrome)]) == 0
+    out = capsys.readouterr().out
+    assert "chrome-json" in out and "Span" in out and "2 rows" in out
+
+
 @pytest.mark.parametrize("make", ["missing", "file", "garbage"])
 def test_bad_input_is_one_line_without_traceback(tmp_path, capsys, make):
     target = tmp_path / "x"

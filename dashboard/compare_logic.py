@@ -264,6 +264,6 @@ def clamped(relayout: Any, state: dict[str, Any]) -> bool:
     than a nanosecond): the trace is too short for it and the view was moved into it."""
     asked = vp.view_from_relayout(relayout, int(state.get("origin") or 0))
     view = state.get("view")
-    if asked is None or not isinstance(view, list) or len(view) != 2:
-        return False
+    if not isinstance(asked, tuple) or not isinstance(view, list) or len(view) != 2:
+        return False  # (nothing asked, or a reset: "reset", which the other side follows as a reset)
     return abs(int(view[0]) - asked[0]) > 1 or abs(int(view[1]) - asked[1]) > 1

@@ -23,7 +23,6 @@
   var hoverView = null; // the `tl-view` store of the drawn timeline (row labels, legend, exact events)
   var eventSeq = 0;
   var colourCodes = new Map();  // 0xRRGGBB -> strip code (the strips' PNG palette, sent with each whole figure)
-  var strip = {src: null, pending: null, codes: null, width: 0};  // the drawn strips' codes, decoded for hover
 
   function plotDiv() {
     var outer = document.getElementById(GRAPH_ID);
@@ -86,11 +85,39 @@
   }
   window.trnprofOffsetTicks = offsetTicks;
 
+  // The strips' palette (strip code -> colour) when no whole timeline figure brought it: the compare page carries it
+  // in the data-colours attribute of #cmp-colours.
+  function loadColourCodes() {
+    var el = document.getElementById("cmp-colours");
+    var text = el && el.getAttribute("data-colours");
+    if (!text) return;
+    JSON.parse(text).forEach(function (rgb, code) { colourCodes.set((rgb[0] << 16) | (rgb[1] << 8) | rgb[2], code); });
+  }
+
+  // The compare page's graphs (dcc.Graph, drawn by Dash): after each redraw, filter their legends like the
+  // timeline's.
+  function bindCompareGraphs() {
+    ["a", "b"].forEach(function (side) {
+      var outer = document.getElementById("cmp-graph-" + side);
+      var gd = outer && outer.querySelector(".js-plotly-plot");
+      if (!gd || gd.__trnprofCompareBound || !gd.on) return;
+      gd.__trnprofCompareBound = true;
+      gd.__trnprofLegend = "#cmp-legend-" + side;
+      gd.on("plotly_afterplot", function () { setTimeout(function () { filterLegend(gd); }, 0); });
+      var legend = document.getElementById("cmp-legend-" + side);
+      if (legend && window.MutationObserver) {
+        new MutationObserver(function () { filterLegend(gd); }).observe(legend, {childList: true});
+      }
+      filterLegend(gd);
+    });
+  }
+
   // The legend lists the colours of the drawn strips, which cover the fetched buffer (wider than the view): after
   // each redraw, hide the swatches of colours no pixel in view has.
   function filterLegend(gd) {
-    var items = document.querySelectorAll("#tl-legend .legend-item[data-slot]");
+    var items = document.querySelectorAll((gd.__trnprofLegend || "#tl-legend") + " .legend-item[data-slot]");
     if (!items.length) return;
+    if (!colourCodes.size) loadColourCodes();
     var trace = gd.data && gd.data[0], xa = gd._fullLayout && gd._fullLayout.xaxis;
     var s = decodedStrip(gd, function () { filterLegend(gd); });
     if (!s || !trace || !xa || !xa.range || !(trace.dx > 0)) return;
@@ -209,7 +236,8 @@
     if (row && row.scrollIntoView) row.scrollIntoView({block: "center"});
   }
   if (window.MutationObserver) {
-    new MutationObserver(scrollToMarkedLine).observe(document.documentElement, {childList: true, subtree: true});
+    new MutationObserver(function () { scrollToMarkedLine(); bindCompareGraphs(); })
+      .observe(document.documentElement, {childList: true, subtree: true});
   }
 
   document.addEventListener("keydown", onKey);
@@ -232,9 +260,12 @@
   });
 
   // The drawn strips' codes, decoded from their PNG once per drawing (then `done()`): null until they are.
+  // The strip codes of a graph's strips PNG (decoded once per image, kept on the graph: the timeline's, or each of
+  // the compare page's), null until decoded (``done`` runs then).
   function decodedStrip(gd, done) {
     var trace = gd.data && gd.data[0];
     if (!trace || !trace.source) return null;
+    var strip = gd.__trnprofStrip || (gd.__trnprofStrip = {src: null, pending: null, codes: null, width: 0});
     if (strip.src === trace.source) return strip;
     if (strip.pending !== trace.source) {
       var src = trace.source, img = new Image();
@@ -248,8 +279,8 @@
         for (var i = 0; i < codes.length; i++) {
           codes[i] = colourCodes.get((px[4 * i] << 16) | (px[4 * i + 1] << 8) | px[4 * i + 2]) || 0;
         }
-        if (strip.pending === src) {
-          strip = {src: src, pending: null, codes: codes, width: img.width};
+        if (gd.__trnprofStrip.pending === src) {
+          gd.__trnprofStrip = {src: src, pending: null, codes: codes, width: img.width};
           if (done) done();
         }
       };
@@ -261,7 +292,8 @@
   // The strip code under a hover point (null until the strips are decoded: the first hover starts that).
   function stripCode(gd, row, x) {
     var trace = gd.data && gd.data[0];
-    if (!decodedStrip(gd, function () { filterLegend(gd); })) return null;
+    var strip = decodedStrip(gd, function () { filterLegend(gd); });
+    if (!strip) return null;
     var col = Math.round((x - trace.x0) / trace.dx);
     if (col < 0 || col >= strip.width || row < 0 || row * strip.width >= strip.codes.length) return 0;
     return strip.codes[row * strip.width + col];

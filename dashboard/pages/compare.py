@@ -9,6 +9,7 @@ operator, opcode or source line aligned by identity (:func:`profiler.analyses.di
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import dash
@@ -22,6 +23,7 @@ from dashboard.pages import PageContext
 from dashboard.registry import TraceRegistry
 from profiler.analyses import schema as rs
 from profiler.figures import palette as pal
+from profiler.figures.strip_png import code_colours
 
 SIDES = ("a", "b")
 GRAPH_CONFIG = graph_config(scrollZoom=True, doubleClick="autosize", responsive=False,
@@ -56,6 +58,8 @@ def layout(ctx_: PageContext) -> Any:
     ]) for side in SIDES]
     return html.Div(className="compare-page", children=[
         dcc.Store(id="cmp-pair"), dcc.Store(id="cmp-size"),
+        # the strips' palette (code -> colour), for trnprof.js to hide the legend swatches of colours not in view
+        html.Div(id="cmp-colours", hidden=True, **{"data-colours": json.dumps([list(c) for c in code_colours()])}),
         *[dcc.Store(id=f"cmp-state-{s}") for s in SIDES], *[dcc.Store(id=f"cmp-sync-{s}") for s in SIDES],
         html.H2("Compare two traces"),
         pickers,

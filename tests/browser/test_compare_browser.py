@@ -69,3 +69,42 @@ def test_compare_page_stacks_two_synchronised_timelines(browser, compare_server)
         "var h = document.querySelector('#cmp-delta-table thead'); return h && h.textContent.indexOf('source') === 0;"),
         "the delta table grouped by source line")
     assert console_errors(browser) == []
+
+
+def _legend_counts(driver, side: str):
+    """(swatches in a side's legend, swatches shown)."""
+    return driver.execute_script(
+        f"var it = document.querySelectorAll('#cmp-legend-{side} .legend-item');"
+        "return [it.length, Array.prototype.filter.call(it, function (e) { return e.style.display !== 'none'; })"
+        ".length];")
+
+
+def _all_shown(driver, side: str):
+    total, shown = _legend_counts(driver, side)
+    return (total, shown) if total and total == shown else None
+
+
+def _some_hidden(driver, side: str):
+    total, shown = _legend_counts(driver, side)
+    return (total, shown) if total and 0 < shown < total else None
+
+
+def test_the_legends_list_only_the_colours_in_view(browser, compare_server):
+    """As on the timeline page: the strips cover a buffer wider than the view, and each legend hides the swatches
+    of colours no pixel in view has, on both sides as B follows A; they come back when the view widens."""
+    browser.get(compare_server.url + "/compare?trace=t0")
+    wait_for(browser, lambda d: _drawn(d, "a") and _drawn(d, "b"), "both timelines")
+    full = {side: wait_for(browser, lambda d, s=side: _all_shown(d, s), f"every swatch of {side} shown")
+            for side in ("a", "b")}
+    browser.execute_script(f"window.Plotly.relayout({_graph('a')}, "
+                           "{'xaxis.range[0]': 8.0e-6, 'xaxis.range[1]': 8.2e-6});")
+    for side in ("a", "b"):
+        total, shown = wait_for(browser, lambda d, s=side: _some_hidden(d, s),
+                                f"some swatches of {side} hidden in a narrow view")
+        assert total >= shown > 0
+    # a reset of A (a double-click) resets B too (it failed B's update: a reset is no range to compare)
+    browser.execute_script(f"window.Plotly.relayout({_graph('a')}, {{'xaxis.autorange': true}});")
+    for side in ("a", "b"):
+        wait_for(browser, lambda d, s=side: _all_shown(d, s), f"every swatch of {side} back")
+    assert full["a"][0] > 0
+    assert console_errors(browser) == []

@@ -152,6 +152,16 @@ def test_sync_relayout():
     assert cl.sync_relayout(None) is None
 
 
+def test_a_followed_reset_is_never_clamped():
+    """The side that follows a zoom is "clamped" when its trace is too short for the range asked; a reset (a
+    double-click on the other side) asks for no range (it raised TypeError, failing the follower's update)."""
+    state = {"origin": 0, "view": [0, 5_000]}
+    assert cl.clamped({"xaxis.autorange": True}, state) is False
+    assert cl.clamped({"xaxis.range[0]": 0.0, "xaxis.range[1]": 5e-6}, state) is False
+    assert cl.clamped({"xaxis.range[0]": 0.0, "xaxis.range[1]": 9e-6}, state) is True
+    assert cl.clamped({"dragmode": "pan"}, state) is False
+
+
 def test_compare_views(registry):
     diffs = cl.DiffCache()
     pair, headline, charts, deltas, title_a, title_b = cl.compare_outputs(registry, diffs, "t0", "t1", by="opcode")

@@ -27,8 +27,9 @@ def _named_shapes(driver):
                        ".map(function (s) { return [s.name, s.xanchor === undefined ? null : s.xanchor]; })")
 
 
-def _click_at(driver, x_axis, row_label):
-    """Click the timeline at ``x_axis`` (axis seconds) in the middle of the row labelled ``row_label``."""
+def _pointer_to(driver, x_axis, row_label):
+    """Selenium actions with the mouse moved to ``x_axis`` (axis seconds) in the middle of the timeline row
+    labelled ``row_label`` (to be followed by a click or nothing, then ``perform()``)."""
     from selenium.webdriver.common.action_chains import ActionChains
 
     point = _js(driver, f"""(function() {{
@@ -37,7 +38,12 @@ def _click_at(driver, x_axis, row_label):
         return [xa.l2p({x_axis}) - xa._length / 2, ya.l2p(row) - ya._length / 2];
     }})()""")
     drag = driver.find_element("css selector", "#timeline-graph .nsewdrag")
-    ActionChains(driver).move_to_element_with_offset(drag, int(point[0]), int(point[1])).click().perform()
+    return ActionChains(driver).move_to_element_with_offset(drag, int(point[0]), int(point[1]))
+
+
+def _click_at(driver, x_axis, row_label):
+    """Click the timeline at ``x_axis`` (axis seconds) in the middle of the row labelled ``row_label``."""
+    _pointer_to(driver, x_axis, row_label).click().perform()
 
 
 def _arrows_drawn(driver):
@@ -311,15 +317,7 @@ def test_a_link_keeps_the_selected_event_and_the_options(browser, dashboard_serv
 
 def _press_m_at(driver, x_axis, row_label):
     """Move the mouse to ``x_axis`` (axis seconds) on the row labelled ``row_label`` and press M."""
-    from selenium.webdriver.common.action_chains import ActionChains
-
-    point = _js(driver, f"""(function() {{
-        var gd = {GRAPH}, xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
-        var row = ya.ticktext.indexOf('{row_label}');
-        return [xa.l2p({x_axis}) - xa._length / 2, ya.l2p(row) - ya._length / 2];
-    }})()""")
-    drag = driver.find_element("css selector", "#timeline-graph .nsewdrag")
-    ActionChains(driver).move_to_element_with_offset(drag, int(point[0]), int(point[1])).perform()
+    _pointer_to(driver, x_axis, row_label).perform()
     driver.find_element("tag name", "body").send_keys("m")
 
 

@@ -216,7 +216,10 @@
     else if (k === "s") zoomPan(gd, 1 / ZOOM, 0);
     else if (k === "a") zoomPan(gd, 1, -PAN);
     else if (k === "d") zoomPan(gd, 1, PAN);
-    else if (k === "r") { var b = document.getElementById("tl-reset"); if (b) b.click(); }
+    else if (k === "r") {   // the timeline's Reset zoom; on the compare page, trace A's (B follows)
+      var b = document.getElementById("tl-reset");
+      if (b) b.click(); else window.Plotly.relayout(gd, {"xaxis.autorange": true});
+    }
     else if (k === "m" && gd === plotDiv()) addMarker(gd);
     else if (k === "n") {
       var btn = document.getElementById(ev.shiftKey ? "search-prev" : "search-next");

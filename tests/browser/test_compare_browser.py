@@ -59,10 +59,13 @@ def test_compare_page_stacks_two_synchronised_timelines(browser, compare_server)
     wait_for(browser, lambda d: (_range(d, "b") or [0, 0])[0] == pytest.approx(2e-6, rel=1e-3)
              and _range(d, "b")[1] == pytest.approx(6e-6, rel=1e-3), "timeline B to follow A's zoom")
 
-    # the keyboard moves A (and B follows): W zooms in
+    # the keyboard moves A (and B follows): W zooms in, R resets both
     browser.find_element("tag name", "body").send_keys("w")
     wait_for(browser, lambda d: (_range(d, "b") or [0, 1])[1] - _range(d, "b")[0] < 4e-6 * 0.9,
              "W to zoom A and B to follow")
+    browser.find_element("tag name", "body").send_keys("r")
+    wait_for(browser, lambda d: (_range(d, "a") or [0, 0])[1] - _range(d, "a")[0] > 20e-6
+             and _range(d, "b")[1] - _range(d, "b")[0] > 20e-6, "R to reset A and B to follow")
 
     browser.execute_script("document.querySelector('#cmp-by input[value=\"source\"]').click();")
     wait_for(browser, lambda d: d.execute_script(

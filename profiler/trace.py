@@ -374,9 +374,11 @@ class Trace(NotebookMixin, TraceFilesMixin):
 
     @_guarded
     def search(self, text: str, limit: int = 100) -> pa.Table:
-        """Events whose opcode, operator, layer, source line or name contains ``text`` (case-insensitive); with
+        r"""Events whose opcode, operator, layer, source line or name contains ``text`` (case-insensitive); with
         ``text`` in double quotes, events with a field equal to what is inside them (``"softmax.py:35"`` finds
-        that line and not line 350).
+        that line and not line 350); with ``text`` between slashes, events with a field the regular expression
+        matches anywhere, case-insensitive (``/softmax\.py:3[0-9]$/``; ``/./`` finds every event with a
+        searched field; RE2 syntax, run by DuckDB: no pattern can take exponential time).
 
         Returns :data:`profiler.db_schema.SEARCH_RESULTS`, ordered by start time, at most ``limit`` rows: each event
         once, ``matched_field`` naming the first of its fields (in :data:`SEARCH_FIELDS` order) that matches.
@@ -387,12 +389,22 @@ class Trace(NotebookMixin, TraceFilesMixin):
         if limit < 0:
             raise QueryError(f"limit must be 0 or more rows, not {limit}")
         exact = len(text) > 2 and text[0] == text[-1] == '"'
-        if exact:
+        regex = len(text) > 2 and text[0] == text[-1] == "/"
+        if exact or regex:
             text = text[1:-1]
+        if regex:
+            self._check_regex(text)
+
+        def hit(field: str) -> str:
+            if exact:
+                return f"lower({quote(field)}) = lower($q)"
+            if regex:
+                return f"regexp_matches({quote(field)}, $q, 'i')"
+            return f"contains(lower({quote(field)}), lower($q))"
+
         parts = []
         for table, fields in SEARCH_FIELDS.items():  # one row per event: the first of its fields that matches
-            hits = [f"lower({quote(field)}) = lower($q)" if exact else f"contains(lower({quote(field)}), lower($q))"
-                    for field in fields]
+            hits = [hit(field) for field in fields]
             which = "CASE " + " ".join(f"WHEN {hit} THEN '{field}'" for hit, field in zip(hits, fields, strict=True)) \
                 + " END"
             parts.append(
@@ -402,6 +414,14 @@ class Trace(NotebookMixin, TraceFilesMixin):
         sql = " UNION ALL ".join(parts) + f" ORDER BY {quote(ts.START_TS)}, {quote(ts.ID)} LIMIT $limit"
         table = self._cursor().sql(sql, params={"q": text, "limit": min(limit, 2**62)}).to_arrow_table()
         return table.cast(dbs.SEARCH_RESULTS)
+
+    def _check_regex(self, pattern: str) -> None:
+        """QueryError naming the problem when DuckDB (RE2) cannot compile ``pattern``."""
+        try:
+            self._cursor().execute("SELECT regexp_matches('', $p, 'i')", {"p": pattern}).fetchall()
+        except duckdb.Error as exc:
+            detail = str(exc).splitlines()[0].split(":", 1)[-1].strip()
+            raise QueryError(f"invalid regular expression /{pattern[:80]}/: {detail[:160]}") from None
 
     @_guarded
     def flows(self, table_name: str, id: int) -> tuple[pa.Table, pa.Table]:

@@ -100,7 +100,8 @@ def layout(ctx_: PageContext) -> Any:
             html.Button("Reset zoom", id="tl-reset", n_clicks=0, className="btn", title="show the whole trace (R)"),
             html.Button("Summarize view", id="tl-summarize", n_clicks=0, className="btn",
                         title="summary of the visible range (box-select for a sub-range)"),
-            html.Div(className="search-box", title='text in any of these fields; "in quotes": a whole field', children=[
+            html.Div(className="search-box", title='text in any of these fields; "in quotes": a whole field; '
+                     '/between slashes/: a regular expression', children=[
                 dcc.Input(id="search-input", type="search", placeholder="Search opcode, hlo_name, layer, source…",
                           debounce=False, className="search-input", maxLength=200,
                           value=ctx_.query.get(SEARCH_PARAM, "")[:200]),

@@ -392,3 +392,12 @@ def test_a_slices_details_name_the_slices_it_lies_in(tmp_path):
         assert len(det.slice_ancestors(cyc, 0)) == det.MAX_ANCESTORS
     finally:
         cyc.close()
+
+
+def test_a_regular_expression_search_and_a_bad_one(trace):
+    """/.../ searches by regular expression (the page lists the matches, stepping works as for text); a pattern RE2
+    cannot read is the page's one-line message, not an error banner."""
+    found = srch.run_search(trace, "/^(MATMUL|LDWEIGHTS)$/")
+    names = {m["name"] for m in found.matches}
+    assert names == {"MATMUL", "LDWEIGHTS"} and found.message.endswith("matches")
+    assert srch.run_search(trace, "/(/").message.startswith("invalid regular expression /(/")

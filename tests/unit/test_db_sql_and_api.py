@@ -116,6 +116,14 @@ def test_selection_summary_uses_the_summary_figures(trace):
     assert dict(e[:3:2] for e in s.engines) == {"Tensor": 40, "Vector": 20}
 
 
+def test_a_bad_regular_expression_is_a_one_line_error(trace):
+    for pattern, message in (("/(/", "missing \\)"), ("/a{100000}/", "invalid repetition size"),
+                             ("/[z-a]/", "invalid character class range")):
+        with pytest.raises(profiler.QueryError, match=message) as info:
+            trace.search(pattern)
+        assert "\n" not in str(info.value) and str(info.value).startswith("invalid regular expression /")
+
+
 def test_event_search_and_flows(trace):
     row = trace.event("Instruction", 3)
     assert row["opcode"] == "ACTIVATE" and row["hlo_name"] == "exp.2" and row["start_ts"] == 40
@@ -234,11 +242,14 @@ def test_only_queries_run_not_even_in_memory_writes(trace, query):
 
 
 @pytest.mark.parametrize("text", ["layer2", "LAYER1.UP", "matmul", "mlp.py", "w2_", "zzz-none", '"layer1"',
-                                  '"MLP.py:70"', '"mlp.py:7"', '"layer1.up_proj"', '""'])
+                                  '"MLP.py:70"', '"mlp.py:7"', '"layer1.up_proj"', '""', "/./", "/^layer[0-9]+\\.up/",
+                                  "/PY:7[0-9]$/", "/^(matmul|act)/", "/_proj$/", "/zzz|w2_/", "/^$/"])
 def test_search_lists_each_matching_event_once(text, tmp_path_factory):
     """Against a brute-force oracle over every searched field: each event once (an instruction whose layer and
     operator both hold the text is one match, not two), named by the first field that matches; text in double
-    quotes matches whole fields only."""
+    quotes matches whole fields only, text between slashes is a case-insensitive regular expression matched
+    anywhere in a field (the oracle: Python's re, on patterns both it and RE2 read alike)."""
+    import re
     from pathlib import Path
 
     from profiler.trace import SEARCH_FIELDS
@@ -255,6 +266,9 @@ def test_search_lists_each_matching_event_once(text, tmp_path_factory):
                 if len(text) > 2 and text[0] == text[-1] == '"':
                     first = next((f for f in fields if row[f] is not None and text[1:-1].lower() == row[f].lower()),
                                  None)
+                elif len(text) > 2 and text[0] == text[-1] == "/":
+                    pattern = re.compile(text[1:-1], re.IGNORECASE)
+                    first = next((f for f in fields if row[f] is not None and pattern.search(row[f])), None)
                 else:
                     first = next((f for f in fields if row[f] is not None and text.lower() in row[f].lower()), None)
                 if first is not None:
@@ -263,6 +277,8 @@ def test_search_lists_each_matching_event_once(text, tmp_path_factory):
     got = {(h["table_name"], h["id"]): h["matched_field"] for h in hits}
     assert len(got) == len(hits)            # no event twice
     assert got == want
-    if text in ('"MLP.py:70"', '"layer1"'):
+    if text in ('"MLP.py:70"', '"layer1"', "/^layer[0-9]+\\.up/", "/PY:7[0-9]$/", "/^(matmul|act)/"):
         assert want, "the case must match something"
+    if text == "/./":
+        assert len(want) > 100
     assert [h["start_ts"] for h in hits] == sorted(h["start_ts"] for h in hits)

@@ -37,6 +37,8 @@ BUILTIN_COMMANDS: dict[str, tuple[str, str]] = {
     "ingest": ("profiler.cli.ingest", "ingest a trace into a DuckDB database"),
     "summary": ("profiler.cli.summary", "summarise a trace (engines, HFU/MFU, DMA)"),
     "sql": ("profiler.cli.sql", "run read-only SQL on a trace"),
+    "search": ("profiler.cli.search",
+               "find events by opcode, operator, layer, source line or name (text, \"whole field\" or /regex/)"),
     "synth": ("profiler.cli.synth", "write a synthetic trace"),
     # analyses (issue 7)
     "bounds": ("profiler.cli.bounds", "performance bounds, their gaps and the bottleneck engine"),

@@ -148,3 +148,25 @@ def test_packages_load_their_data_modules_on_first_use():
         import profiler
 
         profiler.nothing  # noqa: B018
+
+
+def test_search_lists_matching_events_in_start_order(small_trace, capsys):
+    """Text, a whole field and a regular expression find what Trace.search finds, in start order, with the time
+    since the trace start; a bad regular expression is one line and exit code 2."""
+    import profiler
+
+    with profiler.open(small_trace) as t:
+        want = t.search("/^matmul$/", limit=1_000_000).to_pylist()
+        origin = t.time_range[0]
+    assert want
+    assert main(["search", str(small_trace), "/^matmul$/", "--limit", "0", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert [(r["table_name"], r["id"]) for r in got] == [(r["table_name"], r["id"]) for r in want]
+    assert all(r["since_start_ns"] == r["start_ts"] - origin and r["duration_ns"] == r["end_ts"] - r["start_ts"]
+               for r in got)
+    assert main(["search", str(small_trace), "MATMUL", "--limit", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "3 matching event(s) (the first 3; --limit 0 lists all)" in out and "MATMUL" in out
+    assert main(["search", str(small_trace), "/(/"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "invalid regular expression /(/" in err

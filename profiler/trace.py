@@ -97,6 +97,14 @@ class Trace(NotebookMixin, TraceFilesMixin):
         return f"Trace({str(self.path)!r}, db={str(self.db_path)!r})"
 
     # -- facts -------------------------------------------------------------------------------------------
+    @_guarded
+    def overview(self) -> dict[str, Any]:
+        """Where the trace came from, its machine, its duration and its events per track kind, read without
+        scanning the events (:func:`profiler.overview.trace_overview`)."""
+        from profiler.overview import trace_overview
+
+        return trace_overview(self)
+
     @property
     @_guarded
     def metadata(self) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""The trace picker: every served trace and bundled sample, each a link to its timeline and summary."""
+"""The trace picker: every served trace and bundled sample with what it is (format, machine, duration, events),
+each a link to its timeline, summary, source, comparison and SQL pages."""
 
 from __future__ import annotations
 
@@ -6,17 +7,45 @@ from typing import Any
 
 from dash import Dash, dcc, html
 
+from dashboard.errors import public_message
 from dashboard.pages import PageContext
 from dashboard.registry import ServedTrace, TraceRegistry
+from profiler.figures.timefmt import format_duration
+from profiler.importers import chrome_json, neuron_json, neuron_parquet
+from profiler.overview import events_text
+from profiler.sources import TraceDirectorySource
+from tracer.errors import TrnprofError
+
+#: ``source_format`` values as the page names them.
+FORMAT_NAMES = {TraceDirectorySource.format_name: "trnprof recording", chrome_json.FORMAT_NAME: "Chrome trace JSON",
+                neuron_parquet.FORMAT_NAME: "Neuron Explorer Parquet", neuron_json.FORMAT_NAME: "neuron-profile JSON"}
 
 
-def _row(entry: ServedTrace, current: str) -> html.Tr:
+def trace_facts(registry: TraceRegistry, entry: ServedTrace) -> tuple[str, str, str]:
+    """(what it is: format and machine, its duration, its events) of a served trace, from ``Trace.overview``; a
+    trace that cannot be opened says why in the first column."""
+    try:
+        facts = registry.open(entry.id).overview()
+    except TrnprofError as exc:
+        return f"cannot be opened: {public_message(exc, label=entry.label)}", "", ""
+    what = FORMAT_NAMES.get(facts["source_format"] or "", facts["source_format"] or "unknown format")
+    machine = [facts["arch"]] if facts["arch"] else []
+    if facts["is_simulation"]:
+        machine.append("simulated")
+    return (f"{what} ({', '.join(machine)})" if machine else what, format_duration(facts["duration_ns"]),
+            events_text(facts["events"]))
+
+
+def _row(registry: TraceRegistry, entry: ServedTrace, current: str) -> html.Tr:
     q = f"?trace={entry.id}"
-    return html.Tr(className="current" if entry.id == current else "", children=[
+    what, duration, events = trace_facts(registry, entry)
+    return html.Tr(className="current" if entry.id == current else "", id=f"trace-row-{entry.id}", children=[
         html.Td(html.Strong(entry.label) if entry.id == current else entry.label),
         html.Td("sample" if entry.sample else "served"),
+        html.Td(what), html.Td(duration, className="num"), html.Td(events),
         html.Td([dcc.Link("timeline", href="/" + q, id=f"pick-{entry.id}"), " · ",
-                 dcc.Link("summary", href="/summary" + q), " · ", dcc.Link("SQL", href="/sql" + q)]),
+                 dcc.Link("summary", href="/summary" + q), " · ", dcc.Link("source", href="/source" + q), " · ",
+                 dcc.Link("compare", href="/compare" + q), " · ", dcc.Link("SQL", href="/sql" + q)]),
     ])
 
 
@@ -31,8 +60,8 @@ def layout(ctx: PageContext) -> Any:
             continue
         parts.append(html.H3(title))
         parts.append(html.Table(className="picker", children=[
-            html.Thead(html.Tr([html.Th("trace"), html.Th("kind"), html.Th("open")])),
-            html.Tbody([_row(e, ctx.trace_id) for e in group]),
+            html.Thead(html.Tr([html.Th(h) for h in ("trace", "kind", "what", "duration", "events", "open")])),
+            html.Tbody([_row(ctx.registry, e, ctx.trace_id) for e in group]),
         ]))
     return html.Div(parts, className="traces-page")
 

@@ -40,13 +40,13 @@ def describe_trace(path: str) -> dict[str, Any]:
                 count = cursor.execute(f"SELECT count(*) FROM {quote(stored)}").fetchone()
                 if count and count[0]:
                     tables[spec.name] = int(count[0])
-        info = dict(cursor.execute(f"SELECT {quote(dbs.INFO_KEY)}, {quote(dbs.INFO_VALUE)} "
-                                   f"FROM {quote(dbs.INFO_TABLE)}").fetchall()) if dbs.INFO_TABLE in present else {}
+        overview = trace.overview()
         return {
             "path": str(path),
             "database": str(trace.db_path),
-            "source_format": info.get(dbs.INFO_SOURCE_FORMAT),
-            "ingested_at": info.get(dbs.INFO_CREATED_AT),
+            "source_format": overview["source_format"],
+            "ingested_at": overview["ingested_at"],
+            "duration_ns": overview["duration_ns"],
             "tables": tables,
             "metadata": {k: v for k, v in trace.metadata.items() if v is not None},
         }
@@ -71,6 +71,7 @@ class InfoCommand:
         if "database" in info:
             print(f"database: {info['database']} ({info.get('source_format') or 'unknown format'}, "
                   f"ingested {info.get('ingested_at') or 'at an unknown time'})")
+            print(f"duration: {info['duration_ns']:,} ns")
         elif not info["recording_complete"]:
             print("recording: INCOMPLETE (the writer did not finish; complete batches are shown)")
         print("tables:")

@@ -282,3 +282,19 @@ def test_search_lists_each_matching_event_once(text, tmp_path_factory):
     if text == "/./":
         assert len(want) > 100
     assert [h["start_ts"] for h in hits] == sorted(h["start_ts"] for h in hits)
+
+
+def test_overview_counts_events_per_kind_without_scanning_them(trace):
+    """``Trace.overview()``: format, machine, duration and events per track kind (from the track table's counts),
+    equal to counting the tables."""
+    from profiler.overview import events_text
+
+    o = trace.overview()
+    count = {t: trace.sql(f"SELECT count(*) FROM {t}").fetchall()[0][0] for t in ("Instruction", "DmaPacket")}
+    assert o["events"] == {"engine": count["Instruction"], "dma_queue": count["DmaPacket"]}
+    assert (o["start_ns"], o["end_ns"]) == tuple(trace.time_range)
+    assert o["duration_ns"] == o["end_ns"] - o["start_ns"] and o["source_format"] == "trnprof-trace"
+    assert o["arch"] == trace.metadata.get("arch")
+    assert events_text(o["events"]) == f"{count['Instruction']:,} instructions · {count['DmaPacket']:,} DMA packets"
+    assert events_text({"span": 1, "thread": 2, "counter": 9}) == "3 spans"
+    assert events_text({}) == "no events"

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from profiler import db_schema as dbs
 from profiler.figures.timefmt import format_duration
+from profiler.overview import labelled_events
 from tracer import schema as ts
 from tracer.errors import TrnprofError
 
@@ -23,12 +24,6 @@ if TYPE_CHECKING:
 #: Buckets across the trace when summing busy time from the index (any count is exact; few is cheap).
 UTILIZATION_BUCKETS = 16
 #: Display names of the tables counted in the event counts, in display order.
-TABLE_LABELS: dict[str, str] = {
-    ts.INSTRUCTION.name: "instructions",
-    ts.DMA_PACKET.name: "DMA packets",
-    dbs.SLICE_TABLE: "spans",
-    ts.COUNTER.name: "counter samples",
-}
 _ENGINE_KIND = "engine"
 _DMA_KIND = "dma_queue"
 _STYLE = ("<style>.trnprof-trace table{border-collapse:collapse;margin:4px 0 8px 0}"
@@ -57,11 +52,9 @@ def busy_by_track(trace: Trace, track_ids: list[int], start_ns: int, end_ns: int
 def trace_facts(trace: Trace) -> dict[str, Any]:
     """What the HTML view shows, as plain values: header facts, event counts, engine rows, DMA summary."""
     meta = trace.metadata
-    t0, t1 = (int(t) for t in trace.time_range)
+    overview = trace.overview()
+    t0, t1 = overview["start_ns"], overview["end_ns"]
     tracks = trace.tracks().to_pylist()
-    counts: dict[str, int] = defaultdict(int)
-    for t in tracks:
-        counts[t[dbs.TABLE]] += int(t[dbs.EVENT_COUNT] or 0)
     engines = [t for t in tracks if t[dbs.KIND] == _ENGINE_KIND]
     queues = [t for t in tracks if t[dbs.KIND] == _DMA_KIND]
     busy = busy_by_track(trace, [t[dbs.TRACK_ID] for t in engines + queues], t0, t1)
@@ -83,14 +76,9 @@ def trace_facts(trace: Trace) -> dict[str, Any]:
         "arch": meta.get("arch"), "instance": meta.get("instance_type"),
         "simulated": meta.get("is_simulation"), "params": meta.get("kernel_params"),
         "duration_ns": t1 - t0, "start_ns": t0, "end_ns": t1, "tracks": len(tracks),
-        "counts": {TABLE_LABELS.get(k, k): v for k, v in sorted(counts.items(), key=lambda kv: _order(kv[0]))},
+        "counts": labelled_events(overview["events"]),
         "engines": engine_rows, "dma": dma,
     }
-
-
-def _order(table: str) -> tuple[int, str]:
-    keys = list(TABLE_LABELS)
-    return (keys.index(table) if table in keys else len(keys), table)
 
 
 def trace_html(trace: Trace) -> str:

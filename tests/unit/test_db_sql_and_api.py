@@ -291,10 +291,10 @@ def test_overview_counts_events_per_kind_without_scanning_them(trace):
 
     o = trace.overview()
     count = {t: trace.sql(f"SELECT count(*) FROM {t}").fetchall()[0][0] for t in ("Instruction", "DmaPacket")}
-    assert o["events"] == {"engine": count["Instruction"], "dma_queue": count["DmaPacket"]}
+    assert o["events"] == {"Instruction": count["Instruction"], "DmaPacket": count["DmaPacket"]}
     assert (o["start_ns"], o["end_ns"]) == tuple(trace.time_range)
     assert o["duration_ns"] == o["end_ns"] - o["start_ns"] and o["source_format"] == "trnprof-trace"
     assert o["arch"] == trace.metadata.get("arch")
     assert events_text(o["events"]) == f"{count['Instruction']:,} instructions · {count['DmaPacket']:,} DMA packets"
-    assert events_text({"span": 1, "thread": 2, "counter": 9}) == "3 spans"
+    assert events_text({"slice": 3, "Counter": 9}) == "3 spans"
     assert events_text({}) == "no events"

@@ -124,6 +124,15 @@ def _ancestors_line(ancestors: list[dict[str, Any]]) -> html.Div | None:
     return html.Div(parts, className="details-source", id="details-ancestors")
 
 
+def event_json(fields: dict[str, Any], table: str, preds: pa.Table | None, succs: pa.Table | None) -> str:
+    """The event, what it waited for and what waited on it as JSON (Neuron Explorer's "Copy as JSON"): every field
+    as stored, and each dependency's table, id, name, times, type and gap."""
+    return json.dumps({"table": table, "fields": fields,
+                       "waited_for": preds.to_pylist() if preds is not None else None,
+                       "waited_on_it": succs.to_pylist() if succs is not None else None},
+                      default=str, indent=1)
+
+
 def details_panel(fields: dict[str, Any], table: str, preds: pa.Table | None, succs: pa.Table | None,
                   origin_ns: int, *, ancestors: list[dict[str, Any]] | None = None,
                   trace_id: str | None = None) -> html.Div:
@@ -146,6 +155,8 @@ def details_panel(fields: dict[str, Any], table: str, preds: pa.Table | None, su
         html.Span(f"{table} {fields.get(ts.ID, '')}", className="badge"),
         html.Strong(f" {name} "),
         html.Span(format_duration(dur) if dur is not None else "", className="muted"),
+        dcc.Clipboard(content=event_json(fields, table, preds, succs), id="details-copy", className="copy-json",
+                      title="copy the event, what it waited for and what waited on it as JSON"),
     ], className="details-header", id="details-title")
     source = fields.get(ts.NKI_SOURCE_LOCATION)
     where = split_location(str(source)) if source else None

@@ -401,3 +401,29 @@ def test_a_regular_expression_search_and_a_bad_one(trace):
     names = {m["name"] for m in found.matches}
     assert names == {"MATMUL", "LDWEIGHTS"} and found.message.endswith("matches")
     assert srch.run_search(trace, "/(/").message.startswith("invalid regular expression /(/")
+
+
+def test_the_details_panel_copies_the_event_and_its_dependencies_as_json(trace):
+    """"Copy as JSON" (Neuron Explorer's Dependencies tab): the panel's clipboard holds every field and each
+    dependency, parseable, equal to what the API returns."""
+    mm = trace.search("MATMUL", limit=1).to_pylist()[0]
+    panel = det.event_details(trace, "Instruction", mm["id"])
+
+    def find(node):
+        if getattr(node, "id", None) == "details-copy":
+            return node
+        children = getattr(node, "children", None)
+        for child in children if isinstance(children, list) else [children] if children is not None else []:
+            if (found := find(child)) is not None:
+                return found
+        return None
+
+    copied = json.loads(find(panel).content)
+    fields = trace.event("Instruction", mm["id"])
+    preds, succs = trace.flows("Instruction", mm["id"])
+    assert copied["table"] == "Instruction" and copied["fields"]["id"] == mm["id"]
+    assert copied["fields"]["opcode"] == fields["opcode"] == "MATMUL"
+    assert [(d["table_name"], d["id"]) for d in copied["waited_for"]] == [(r["table_name"], r["id"])
+                                                                          for r in preds.to_pylist()]
+    assert len(copied["waited_on_it"]) == succs.num_rows
+    assert any(d["name"] == "LDWEIGHTS" for d in copied["waited_for"])

@@ -373,13 +373,16 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
             raise dash.exceptions.PreventUpdate
         return mk.add_marker(markers, t_ns)
 
-    @app.callback(Output("tl-markers-line", "children"), Input("tl-markers", "data"), State("url", "search"))
+    @app.callback(Output("tl-markers-line", "children"), Output("tl-markers-csv", "style"),
+                  Output("tl-markers-clear", "style"), Input("tl-markers", "data"), State("url", "search"))
     def _markers_line(markers: Any, search: str | None) -> Any:
         try:
             _trace_id, trace = _trace(registry, search)
         except UnknownTraceError:
             raise dash.exceptions.PreventUpdate from None
-        return mk.markers_panel(mk.clean_markers(markers), int(trace.time_range[0]))
+        times = mk.clean_markers(markers)
+        buttons = {} if times else {"display": "none"}   # nothing to export or clear yet
+        return mk.markers_panel(times, int(trace.time_range[0])), buttons, buttons
 
     @app.callback(Output("tl-markers-download", "data"), Input("tl-markers-csv", "n_clicks"),
                   State("tl-markers", "data"), State("url", "search"), prevent_initial_call=True)

@@ -342,6 +342,7 @@ def test_markers_snap_to_event_edges_show_the_time_between_them_and_travel_in_li
     wait_for(browser, lambda d: (_dx(d) or 1) < 4e-9 and _js(d, "window.trnprofHoverText(0, 15.0e-6)"),
              "the zoomed-in redraw with its events listed")
     wait_idle(browser)
+    assert not browser.find_element("id", "tl-markers-clear").is_displayed()   # nothing to clear or export yet
     _press_m_at(browser, 14.9915e-6, "NC0 · Tensor")          # 1.5 ns (~3 px) after the MATMUL's start
     xs = wait_for(browser, lambda d: _marker_xs(d) or None, "the first marker")
     assert xs == [pytest.approx(14.99e-6, abs=1e-13)], xs     # snapped to the edge
@@ -350,6 +351,7 @@ def test_markers_snap_to_event_edges_show_the_time_between_them_and_travel_in_li
     assert xs[1] == pytest.approx(15.2e-6, abs=2e-9)
     line = browser.find_element("id", "tl-markers-line").text
     assert "M1" in line and "M2" in line and "M1 → M2" in line, line
+    assert browser.find_element("id", "tl-markers-csv").is_displayed()
     href = browser.find_element("id", "tl-link").get_attribute("href")
     assert "markers=" in href, href
     browser.find_element("css selector", "#marker-1 button").click()     # remove M1: the other is M1 now
@@ -362,6 +364,7 @@ def test_markers_snap_to_event_edges_show_the_time_between_them_and_travel_in_li
     browser.find_element("id", "tl-markers-clear").click()
     wait_for(browser, lambda d: _marker_xs(d) == [], "no markers after clear")
     assert "press M" in browser.find_element("id", "tl-markers-line").text
+    wait_for(browser, lambda d: not d.find_element("id", "tl-markers-csv").is_displayed(), "the CSV button hidden")
     assert console_errors(browser) == []
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import dash
 import numpy as np
 import pyarrow as pa
 
@@ -150,6 +151,44 @@ def decoration_layout(view: Any, selection: Selection | None, markers: list[int]
     groups = view.get("groups")
     groups = groups if isinstance(groups, list) and all(isinstance(g, str) for g in groups) else []
     return {"shapes": decoration_shapes(rows, groups, origin, selection, markers)}
+
+
+def adjacent_event(trace: Any, selected: Any, step: Any) -> dict[str, Any] | None:
+    """The ``tl-selected`` store of the event after (``step`` 1) or before (-1) the selected one on its track, in
+    start order (Perfetto's ``.`` and ``,``); None at the track's end, without a valid selection or step."""
+    from dashboard.details import EVENT_TABLES
+    from profiler.db.sqlutil import quote
+
+    if step not in (1, -1) or isinstance(step, bool) or not isinstance(selected, dict):
+        return None
+    table = selected.get("table")
+    table = dbs.SLICE_TABLE if table == "Span" else table
+    ident, track = as_int(selected.get("id")), as_int(selected.get(dbs.TRACK_ID))
+    start = as_int(selected.get("start_ns"))
+    if table not in EVENT_TABLES or ident is None or track is None or start is None:
+        return None
+    cmp, order = (">", "ASC") if step == 1 else ("<", "DESC")
+    sql = (f"SELECT {quote('id')}, {quote('start_ts')}, {quote('end_ts')} FROM {quote(table)} "
+           f"WHERE {quote(dbs.TRACK_ID)} = $track AND ({quote('start_ts')}, {quote('id')}) {cmp} ($start, $id) "
+           f"ORDER BY {quote('start_ts')} {order}, {quote('id')} {order} LIMIT 1")
+    try:
+        rows = trace.sql_arrow(sql, params={"track": track, "start": start, "id": ident}).to_pylist()
+    except TrnprofError:
+        return None
+    if not rows:
+        return None
+    return {"table": table, "id": rows[0]["id"], dbs.TRACK_ID: track, "start_ns": rows[0]["start_ts"],
+            "end_ns": rows[0]["end_ts"]}
+
+
+def nav_if_outside(target: dict[str, Any], state: Any) -> Any:
+    """The ``tl-nav`` store that brings ``target`` into view when the view ``state`` shows does not hold it
+    (``dash.no_update`` when it does: stepping along a row does not zoom)."""
+    view = as_time_range(state.get("view")) if isinstance(state, dict) else None
+    start, end = as_int(target.get("start_ns")), as_int(target.get("end_ns"))
+    if start is None or end is None or (view is not None and view[0] <= start and end <= view[1]):
+        return dash.no_update
+    return {"start_ns": start, "end_ns": end, "seq": start % 2**31}
 
 
 def marker_time(add: Any, view: Any) -> int | None:

@@ -6,11 +6,11 @@
  * Plotly.update.  The graph's zooms, clicks and box selections go back through the `tl-relayout`, `tl-click` and
  * `tl-range` stores (dash_clientside.set_props), which trigger the server callbacks.
  *
- * Keys (as in Perfetto): W/S zoom in/out around the mouse (or the centre), A/D pan, R reset; M a marker at the mouse
- * (snapped to an event edge); N / Shift+N next / previous search match; Ctrl+Enter runs the SQL editor.  On the
- * source page, the line the URL marks (else the hottest line) is scrolled into view.  Zoom and pan call
- * Plotly.relayout on the timeline, which reaches the server as an ordinary relayout (the server then decides whether
- * its buffer still covers the view).
+ * Keys (as in Perfetto): W/S zoom in/out around the mouse (or the centre), A/D pan, R reset, F fit the selected
+ * event, . / , the next / previous event on its row; M a marker at the mouse (snapped to an event edge); N / Shift+N
+ * next / previous search match; Ctrl+Enter runs the SQL editor.  On the source page, the line the URL marks (else the hottest line) is scrolled into view.
+ * Zoom and pan call Plotly.relayout on the timeline, which reaches the server as an ordinary relayout (the server then
+ * decides whether its buffer still covers the view).
  */
 (function () {
   "use strict";
@@ -199,6 +199,15 @@
   }
   window.trnprofMarkerTime = function () { var gd = plotDiv(); return gd ? markerTime(gd) : null; };
 
+  // F: fit the view to the selected event (its outline), with a third of its length either side (Perfetto's F).
+  function fitSelected(gd) {
+    var shapes = (gd.layout && gd.layout.shapes) || [];
+    var sel = shapes.filter(function (sh) { return sh.name === "selected"; })[0];
+    if (!sel) return;
+    var x0 = Number(sel.x0), x1 = Number(sel.x1), pad = Math.max((x1 - x0) / 3, 4e-9);
+    window.Plotly.relayout(gd, {"xaxis.range[0]": x0 - pad, "xaxis.range[1]": x1 + pad});
+  }
+
   function onKey(ev) {
     var t = ev.target;
     var tag = t && t.tagName ? t.tagName.toLowerCase() : "";
@@ -221,6 +230,10 @@
       if (b) b.click(); else window.Plotly.relayout(gd, {"xaxis.autorange": true});
     }
     else if (k === "m" && gd === plotDiv()) addMarker(gd);
+    else if (k === "f" && gd === plotDiv()) fitSelected(gd);
+    else if ((k === "." || k === ",") && gd === plotDiv()) {
+      setProps("tl-step-event", {step: k === "." ? 1 : -1, seq: ++eventSeq});
+    }
     else if (k === "n") {
       var btn = document.getElementById(ev.shiftKey ? "search-prev" : "search-next");
       if (btn) btn.click();

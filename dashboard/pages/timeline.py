@@ -74,6 +74,7 @@ def layout(ctx_: PageContext) -> Any:
         dcc.Store(id="tl-sel-auto", data=ctx_.query.get(SELECT_PARAM, "")[:100]),
         dcc.Store(id="tl-markers", data=mk.clean_markers(ctx_.query.get(MARKERS_PARAM, ""))),
         dcc.Store(id="tl-marker-add"),
+        dcc.Store(id="tl-step-event"),   # . / , : the next / previous event on the selected one's track
         dcc.Download(id="tl-markers-download"),
         dcc.Store(id="search-results"),
         dcc.Store(id="search-index", data=0),
@@ -137,8 +138,8 @@ def layout(ctx_: PageContext) -> Any:
                         title="remove every marker"),
         ]),
         html.Div(className="help-line", children=(
-            "W/S zoom · A/D pan · R reset · M marker · drag to zoom · box-select (toolbar) to summarize a range · "
-            "click an instruction for details")),
+            "W/S zoom · A/D pan · R reset · M marker · F fit selected · . , next / previous on its row · drag to "
+            "zoom · box-select (toolbar) to summarize a range · click an instruction for details")),
         html.Div(className="panels", children=[
             html.Section([html.H3("Details"), html.Div("Click an instruction.", id="tl-details", className="muted")],
                          className="panel details-panel"),
@@ -356,6 +357,20 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
         if patch is None:
             raise dash.exceptions.PreventUpdate
         return patch
+
+    @app.callback(Output("tl-selected", "data", allow_duplicate=True), Output("tl-nav", "data", allow_duplicate=True),
+                  Input("tl-step-event", "data"), State("tl-selected", "data"), State("tl-state", "data"),
+                  State("url", "search"), prevent_initial_call=True)
+    def _step_event(step: Any, selected: Any, state: Any, search: str | None) -> Any:
+        try:
+            trace_id, trace = _trace(registry, search)
+        except UnknownTraceError:
+            raise dash.exceptions.PreventUpdate from None
+        with registry.lock(trace_id):
+            target = picks.adjacent_event(trace, selected, step.get("step") if isinstance(step, dict) else None)
+        if target is None:
+            raise dash.exceptions.PreventUpdate
+        return target, picks.nav_if_outside(target, state)
 
     @app.callback(Output("tl-markers", "data"), Input("tl-marker-add", "data"),
                   Input({"type": mk.REMOVE_TYPE, "index": ALL}, "n_clicks"), Input("tl-markers-clear", "n_clicks"),

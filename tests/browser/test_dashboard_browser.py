@@ -134,6 +134,17 @@ def test_clicking_an_instruction_shows_its_details(timeline):
     heads = [x for name, x in shapes if name == "waited for" and x is not None]
     assert heads and all(abs(x - 14.99e-6) < 1e-12 for x in heads), shapes
     assert any(name == "waited on it" for name, _x in shapes), shapes   # what waited on the MATMUL
+    # F fits the view to it; . and , step to the next and previous event on its row (Perfetto's keys)
+    timeline.find_element("tag name", "body").send_keys("f")
+    wait_for(timeline, lambda d: abs(_js(d, f"{GRAPH}._fullLayout.xaxis.range[1] - {GRAPH}._fullLayout.xaxis.range[0]")
+                                     - 300e-9 * 5 / 3) < 2e-9, "F to fit the 300 ns MATMUL")
+    title = timeline.find_element("id", "details-title").text
+    timeline.find_element("tag name", "body").send_keys(".")
+    wait_for(timeline, lambda d: d.find_element("id", "details-title").text != title, "the next event on the row")
+    nxt = timeline.find_element("id", "details-title").text
+    assert "LDWEIGHTS" in nxt or "MATMUL" in nxt, nxt                       # the Tensor row's next instruction
+    timeline.find_element("tag name", "body").send_keys(",")
+    wait_for(timeline, lambda d: d.find_element("id", "details-title").text == title, "back to the MATMUL")
     assert console_errors(timeline) == []
 
 

@@ -427,3 +427,29 @@ def test_the_details_panel_copies_the_event_and_its_dependencies_as_json(trace):
                                                                           for r in preds.to_pylist()]
     assert len(copied["waited_on_it"]) == succs.num_rows
     assert any(d["name"] == "LDWEIGHTS" for d in copied["waited_for"])
+
+
+def test_stepping_along_a_row_visits_its_events_in_start_order(trace):
+    """. and , : from any event, the next and previous on its track are its neighbours in (start, id) order (a
+    brute-force walk of the track); none past either end; nothing for a malformed selection or step."""
+    mm = trace.search("MATMUL", limit=1).to_pylist()[0]
+    track = mm["track_id"]
+    rows = sorted((r["start_ts"], r["id"]) for r in trace.sql_arrow(
+        f"SELECT id, start_ts FROM Instruction WHERE track_id = {int(track)}", max_rows=None).to_pylist())
+    def store(start, ident):
+        return {"table": "Instruction", "id": ident, "track_id": track, "start_ns": start, "end_ns": start + 1}
+    for k in (0, 1, len(rows) // 2, len(rows) - 1):
+        here = store(*rows[k])
+        after, before = picks.adjacent_event(trace, here, 1), picks.adjacent_event(trace, here, -1)
+        assert (after["start_ns"], after["id"]) == rows[k + 1] if k + 1 < len(rows) else after is None
+        assert (before["start_ns"], before["id"]) == rows[k - 1] if k > 0 else before is None
+    good = store(*rows[1])
+    for step in (True, 2, "1", None, 0):
+        assert picks.adjacent_event(trace, good, step) is None, step
+    for bad in (None, "x", {**good, "table": "Flow"}, {**good, "id": "1"}, {**good, "track_id": None},
+                {**good, "start_ns": 1e300}):
+        assert picks.adjacent_event(trace, bad, 1) is None, bad
+    # the view moves only when the event is outside it
+    inside = {"view": [rows[1][0] - 10, rows[1][0] + 10]}
+    assert picks.nav_if_outside(good, inside) is dash.no_update
+    assert picks.nav_if_outside(good, {"view": [0, 5]})["start_ns"] == rows[1][0]

@@ -63,6 +63,24 @@ def bounds_section(trace: Any, start_ns: int, end_ns: int) -> html.Div:
     return html.Div([html.H4("Performance bounds"), bounds_table(bounds)], id="selection-bounds")
 
 
+#: Sentences of the waits section (the largest waits of the range).
+MAX_WAIT_SENTENCES = 5
+
+
+def waits_section(trace: Any, start_ns: int, end_ns: int) -> html.Div:
+    """What the engines waited on in ``[start_ns, end_ns)`` (``trnprof waits`` as sentences, DMA queues of a group
+    counted as one; a short message when there are none or they cannot be had)."""
+    from profiler.analyses.waits import wait_sentences, wait_summary
+
+    try:
+        sentences = wait_sentences(wait_summary(trace, start_ns, end_ns, queue_groups=True), MAX_WAIT_SENTENCES)
+    except TrnprofError as exc:
+        return html.Div([html.H4("Waits"), _unavailable("waits", exc)], id="selection-waits")
+    body: Any = html.Ul([html.Li(text) for text in sentences]) if sentences else \
+        html.Div("No semaphore waits in the range.", className="muted")
+    return html.Div([html.H4("Waits"), body], id="selection-waits")
+
+
 def recommendation_list(recs: Any) -> html.Div:
     """Ranked recommendations: title, time at stake and speedup, the message citing its numbers."""
     items = []

@@ -184,6 +184,8 @@ def test_box_select_summarizes_the_dragged_range(timeline):
                     if d.find_elements("id", "sel-duration") else None, "the selection summary")
     assert "µs" in text and 8.0 < float(text.split()[0]) < 12.0, text
     assert timeline.find_element("id", "sel-engines").text
+    waits = timeline.find_element("id", "selection-waits").text     # what the engines waited on in the range
+    assert waits.startswith("Waits") and ("waiting on" in waits or "No semaphore waits" in waits), waits
     timeline.find_element("css selector", '#timeline-graph .modebar-btn[data-title="Zoom"]').click()  # as it was
     assert console_errors(timeline) == []
 

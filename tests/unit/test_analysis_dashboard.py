@@ -67,6 +67,22 @@ def test_selection_bounds_section(registry):
     assert "unavailable" in _text(bounds_section(trace, 300, 300))
 
 
+def test_selection_waits_section_says_what_the_engines_waited_on(registry):
+    """The selection panel's waits: the sentences of ``trnprof waits`` for the range, largest first; a range
+    without waits, or one the analysis cannot take, says so instead of failing the panel."""
+    from dashboard.analysis_views import waits_section
+    from profiler.analyses.waits import wait_sentences, wait_summary
+
+    trace = registry.open("t0")
+    t0, t1 = trace.time_range
+    want = wait_sentences(wait_summary(trace, t0, t1, queue_groups=True), 5)
+    assert want, "the handmade trace has semaphore waits"
+    items = [li.children for li in _ids(waits_section(trace, t0, t1))["selection-waits"].children[1].children]
+    assert items == want
+    assert "No semaphore waits" in _text(waits_section(trace, t0, t0 + 1))
+    assert "unavailable" in _text(waits_section(trace, 300, 300))
+
+
 def test_summary_recommendations(registry):
     trace = registry.open("t0")
     recs = recommendations(trace)

@@ -4,8 +4,9 @@
   ``"softmax.py:35"`` finds that line, not line 350) and selects the first match;
 * the timeline page opens at ``?start=&end=`` (ns) with the options of ``?colour=`` (``engine``, ``layer``),
   ``?dma=expanded``, ``?critical=on`` and ``?levels=N``, and with ``?select=Instruction:42`` selected (outlined, its
-  details shown, its dependencies drawn) and ``?markers=T1,T2`` (ns) pinned: its "link to this view" carries all
-  of them;
+  details shown, its dependencies drawn), ``?markers=T1,T2`` (ns) pinned and ``?search=`` run (its matches
+  listed; with no range or selected event in the URL, the first one selected and zoomed to): its "link to this
+  view" carries all of them;
 * the source page (``/source``) shows ``?file=`` and marks ``?line=``.
 """
 
@@ -26,7 +27,7 @@ LEVELS_PARAM = "levels"
 SELECT_PARAM = "select"
 MARKERS_PARAM = "markers"
 #: The timeline's view values a link carries besides the trace and the range (each left out at its default).
-VIEW_OPTION_PARAMS = (COLOUR_PARAM, DMA_PARAM, CRITICAL_PARAM, LEVELS_PARAM, SELECT_PARAM, MARKERS_PARAM)
+VIEW_OPTION_PARAMS = (COLOUR_PARAM, DMA_PARAM, CRITICAL_PARAM, LEVELS_PARAM, SELECT_PARAM, MARKERS_PARAM, SEARCH_PARAM)
 
 
 def view_option_values(state: dict[str, Any]) -> dict[str, str]:
@@ -46,6 +47,8 @@ def view_option_values(state: dict[str, Any]) -> dict[str, str]:
     markers = state.get("markers")
     if isinstance(markers, list) and markers and all(isinstance(t, int) for t in markers):
         values[MARKERS_PARAM] = ",".join(str(t) for t in markers)
+    if isinstance(state.get("search"), str) and state["search"].strip():
+        values[SEARCH_PARAM] = state["search"][:200]
     return values
 
 

@@ -13,6 +13,7 @@ from dash import html
 from dashboard.details import jump_link
 from dashboard.errors import public_message
 from dashboard.inputs import as_int, as_time_range
+from dashboard.links import SELECT_PARAM
 from profiler import db_schema as dbs
 from profiler.figures import palette as pal
 from profiler.figures.timefmt import format_duration, format_time
@@ -67,6 +68,19 @@ def results_list(result: SearchResult, origin_ns: int) -> Any:
         for m in result.matches
     ]
     return html.Ol(items, className="search-results", id="search-results-list")
+
+
+#: ``search-index`` of a fresh result list: the first step selects the first match.
+FRESH = -1
+#: ``search-index`` of matches listed without selecting one (a link to a view keeps its own range and selection);
+#: the first step still goes to the first match.
+QUIET = -2
+
+
+def link_keeps_its_view(query: dict[str, str]) -> bool:
+    """Whether a URL's search should only list its matches: the URL names a range or a selected event of its own
+    (a link to a view), which the first match must not replace."""
+    return bool(query.get(SELECT_PARAM)) or (bool(query.get("start")) and bool(query.get("end")))
 
 
 def step_match(matches: Any, index: Any, step: int) -> tuple[int, dict[str, Any], str] | None:

@@ -78,6 +78,7 @@ def layout(ctx_: PageContext) -> Any:
         dcc.Download(id="tl-markers-download"),
         dcc.Store(id="search-results"),
         dcc.Store(id="search-index", data=0),
+        dcc.Store(id="search-last"),   # the last search that found something (a link to the view carries it)
         # a search the URL asks for (?search=...: the source page's line links), run once the first figure is drawn
         dcc.Store(id="search-auto", data=ctx_.query.get(SEARCH_PARAM, "")[:200]),
         # set by trnprof.js after each whole figure is drawn (what the URL asks to select waits for the first)
@@ -225,11 +226,13 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
         Input("url", "search"), Input("tl-size", "data"), Input("tl-relayout", "data"),
         Input("colour-by", "value"), Input("dma-expand", "value"), Input("tl-reset", "n_clicks"),
         Input("tl-nav", "data"), Input("cp-toggle", "value"), Input("span-levels", "value"),
-        State("tl-selected", "data"), State("tl-markers", "data"), State("tl-state", "data"),
+        State("tl-selected", "data"), State("tl-markers", "data"), State("search-last", "data"),
+        State("tl-state", "data"),
         prevent_initial_call=True,
     )
     def _update(search: str | None, size: Any, relayout: Any, colour_by: Any, expand: Any, _reset: Any,  # noqa: PLR0917
-                nav: Any, critical: Any, levels: Any, selected: Any, markers: Any, state: Any) -> Any:
+                nav: Any, critical: Any, levels: Any, selected: Any, markers: Any, last_search: Any,
+                state: Any) -> Any:
         trigger = trigger_name(ctx.triggered_prop_ids)
         try:
             trace_id, trace = _trace(registry, search)
@@ -252,7 +255,7 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
         if update is None:
             raise dash.exceptions.PreventUpdate
         legend = dash.no_update if update.legend is dash.no_update else tl.legend_children(update.legend)
-        link = tl.view_link(search, update.state)
+        link = tl.view_link(search, {**update.state, "search": last_search})
         return (update.draw_payload(GRAPH_CONFIG), update.state, update.view, legend, update.status,
                 dash.no_update if link is None else link)
 
@@ -306,9 +309,11 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
                             Input("tl-shapes", "data"), prevent_initial_call=True)
 
     @app.callback(Output("tl-shapes", "data"), Output("tl-link", "href", allow_duplicate=True),
-                  Input("tl-selected", "data"), Input("tl-markers", "data"), State("tl-view", "data"),
-                  State("tl-state", "data"), State("url", "search"), prevent_initial_call=True)
-    def _decorate(selected: Any, markers: Any, view: Any, state: Any, search: str | None) -> Any:
+                  Input("tl-selected", "data"), Input("tl-markers", "data"), Input("search-last", "data"),
+                  State("tl-view", "data"), State("tl-state", "data"), State("url", "search"),
+                  prevent_initial_call=True)
+    def _decorate(selected: Any, markers: Any, last_search: Any, view: Any, state: Any,  # noqa: PLR0917
+                  search: str | None) -> Any:
         # a new selection or markers on the drawn figure: the outline, arrows and marker lines, and the link to the
         # view naming them (a figure drawn later draws them itself: _update reads both too)
         try:
@@ -321,8 +326,8 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
             patch = picks.decoration_layout(view, selection, times)
         if patch is None:
             raise dash.exceptions.PreventUpdate
-        link = tl.view_link(search, {**state, "selected": selection.key if selection else None, "markers": times}) \
-            if isinstance(state, dict) else None
+        link = tl.view_link(search, {**state, "selected": selection.key if selection else None, "markers": times,
+                                     "search": last_search}) if isinstance(state, dict) else None
         return patch, dash.no_update if link is None else link
 
     @app.callback(Output("tl-shapes", "data", allow_duplicate=True), Input("tl-view", "data"),
@@ -426,24 +431,31 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
 
     @app.callback(Output("search-results", "data"), Output("search-index", "data"),
                   Output("search-list", "children"), Output("search-count", "children"), Output("search-auto", "data"),
+                  Output("search-last", "data"),
                   Input("search-go", "n_clicks"), Input("search-input", "n_submit"), Input("tl-figure-drawn", "data"),
                   State("search-auto", "data"), State("search-input", "value"), State("url", "search"),
                   prevent_initial_call=True)
     def _search(_n: Any, _s: Any, _drawn: Any, auto: Any, text: Any, search: str | None) -> Any:
         consumed: Any = dash.no_update
+        index = srch.FRESH
         if ctx.triggered_id == "tl-figure-drawn":
             # the first figure is drawn: run the search the URL asks for (once), so its first match is selected and
-            # zoomed to on a drawn timeline
+            # zoomed to on a drawn timeline; a link to a view (a range or a selected event of its own) only lists
+            # the matches
             if not isinstance(auto, str) or not auto.strip():
                 raise dash.exceptions.PreventUpdate
             text, consumed = auto, ""
+            if srch.link_keeps_its_view(query_values(search)):
+                index = srch.QUIET
         try:
             trace_id, trace = _trace(registry, search)
         except UnknownTraceError as exc:
-            return None, 0, str(exc), "", consumed
+            return None, 0, str(exc), "", consumed, dash.no_update
         with registry.lock(trace_id):
             result = srch.run_search(trace, text)
-        return result.matches, -1, srch.results_list(result, int(trace.time_range[0])), result.message, consumed
+        last = text.strip()[:srch.MAX_CHARS] if isinstance(text, str) and result.matches else ""
+        return (result.matches, index, srch.results_list(result, int(trace.time_range[0])), result.message, consumed,
+                last)
 
     @app.callback(Output("search-index", "data", allow_duplicate=True),
                   Output("tl-selected", "data", allow_duplicate=True), Output("tl-nav", "data", allow_duplicate=True),
@@ -451,6 +463,8 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
                   Input("search-next", "n_clicks"), Input("search-prev", "n_clicks"),
                   Input("search-results", "data"), State("search-index", "data"), prevent_initial_call=True)
     def _step(_next: Any, _prev: Any, matches: Any, index: Any) -> Any:
+        if ctx.triggered_id == "search-results" and index == srch.QUIET:
+            raise dash.exceptions.PreventUpdate  # matches listed for a link that keeps its own view and selection
         step = -1 if ctx.triggered_id == "search-prev" else 1
         moved = srch.step_match(matches, index, step)
         if moved is None:

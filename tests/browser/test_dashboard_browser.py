@@ -325,6 +325,17 @@ def test_a_link_keeps_the_selected_event_and_the_options(browser, dashboard_serv
     assert browser.find_element("css selector", "#colour-by input[value='engine']").is_selected()
     rng = _js(browser, f"{GRAPH}._fullLayout.xaxis.range")
     assert abs((rng[1] - rng[0]) * 1e9 - 500) < 50, rng          # the view of the link
+    # a link with a search too: its matches are listed, but the link's view and selected event stay
+    browser.get(href + "&search=LDWEIGHTS")
+    wait_for(browser, lambda d: "matches" in (_js(d, "(document.getElementById('search-count') || {}).textContent")
+                                              or ""), "the link's search listed")
+    assert "MATMUL" in _js(browser, "document.getElementById('details-title').textContent")
+    rng = _js(browser, f"{GRAPH}._fullLayout.xaxis.range")
+    assert abs((rng[1] - rng[0]) * 1e9 - 500) < 50, rng
+    browser.find_element("id", "search-next").click()             # the first step goes to the first match
+    wait_for(browser, lambda d: "LDWEIGHTS" in (_js(d, "(document.getElementById('details-title') || {}).textContent")
+                                                or ""), "the first match")
+    assert "search=LDWEIGHTS" in browser.find_element("id", "tl-link").get_attribute("href")
     assert console_errors(browser) == []
 
 

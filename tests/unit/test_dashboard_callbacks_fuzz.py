@@ -262,6 +262,31 @@ def test_malformed_search_matches_step_nowhere(app, values):
     assert resp.status_code == 204
 
 
+def test_a_links_search_lists_its_matches_without_replacing_its_selection(app):
+    """A URL with a search and a range or selected event of its own (a link to a view): the search runs once the
+    first figure is drawn and lists its matches, quietly; the first ▶ still goes to the first match. A URL with
+    only a search (the source page's links) selects the first match at once."""
+    from dashboard import search_logic as srch
+
+    auto = {"tl-figure-drawn.data": {"seq": 1}, "search-auto.data": "MATMUL"}
+    linked = post(app, "search-results.data", {**auto, "url.search": "?trace=t0&select=Instruction%3A3"},
+                  "tl-figure-drawn.data").get_json()["response"]
+    assert linked["search-index"]["data"] == srch.QUIET and linked["search-results"]["data"]
+    assert linked["search-last"]["data"] == "MATMUL" and linked["search-auto"]["data"] == ""
+    plain = post(app, "search-results.data", {**auto, "url.search": "?trace=t0"}, "tl-figure-drawn.data")
+    assert plain.get_json()["response"]["search-index"]["data"] == srch.FRESH
+    matches = linked["search-results"]["data"]
+    quiet = post(app, "search-index.data", {"search-results.data": matches, "search-index.data": srch.QUIET},
+                 "search-results.data")
+    assert quiet.status_code == 204                     # listed, nothing selected
+    first = post(app, "search-index.data", {"search-next.n_clicks": 1, "search-results.data": matches,
+                                            "search-index.data": srch.QUIET}, "search-next.n_clicks")
+    out = first.get_json()["response"]
+    assert out["search-index"]["data"] == 0 and out["tl-selected"]["data"]["id"] == matches[0]["id"]
+    assert srch.link_keeps_its_view({"start": "1", "end": "2"}) and srch.link_keeps_its_view({"select": "x:1"})
+    assert not srch.link_keeps_its_view({"start": "1"}) and not srch.link_keeps_its_view({"search": "a"})
+
+
 @pytest.mark.parametrize("clicks", [["a"], [None], [1e300], [True, "x"], [[1]]])
 def test_malformed_jump_clicks(app, clicks):
     ident = {"type": "tl-jump", "index": "Instruction:1:10:20:0"}

@@ -347,6 +347,9 @@ def test_a_link_to_a_view_keeps_its_options_and_selected_event(trace):
                      "select": f"Instruction:{mm['id']}"}
     assert options_from_url(query) == options
     assert picks.linked_selection(trace, query["select"]) == selected
+    # the last search that found something travels too
+    with_search = tl.view_link("?trace=t0&search=old", {**up.state, "search": '"kernel.py:11"'})
+    assert parse_qs(with_search.lstrip("?"))["search"] == ['"kernel.py:11"']
     # defaults are left out of the link
     plain = tl.update_timeline(trace, "t0", state=None, trigger="size", width_px=WIDTH)
     assert set(parse_qs(tl.view_link("?trace=t0&levels=2", plain.state).lstrip("?"))) == {"trace", "start", "end"}

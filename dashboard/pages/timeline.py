@@ -211,6 +211,14 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
     layouts: dict[str, tl.TraceLayout] = {}
     overlays = CriticalPathOverlays()
 
+    def served(search: str | None) -> tuple[str, Any]:
+        """The served trace the URL names (its id and opened ``Trace``); for one that is not served the callback
+        changes nothing (PreventUpdate)."""
+        try:
+            return _trace(registry, search)
+        except UnknownTraceError:
+            raise dash.exceptions.PreventUpdate from None
+
     def palette_for(trace_id: str, trace: Any) -> pal.CategoryPalette:
         # One palette per served trace (not per session): colours stay put while zooming.
         if trace_id not in palettes:
@@ -270,10 +278,7 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
     @app.callback(Output("tl-selected", "data"), Input("tl-click", "data"), State("tl-view", "data"),
                   State("tl-state", "data"), State("url", "search"), prevent_initial_call=True)
     def _click(click: Any, view: Any, state: Any, search: str | None) -> Any:
-        try:
-            trace_id, trace = _trace(registry, search)
-        except UnknownTraceError:
-            raise dash.exceptions.PreventUpdate from None
+        trace_id, trace = served(search)
         with registry.lock(trace_id):
             picked = picks.event_at_click(trace, click, view, state)
         if picked is None:
@@ -316,10 +321,7 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
                   search: str | None) -> Any:
         # a new selection or markers on the drawn figure: the outline, arrows and marker lines, and the link to the
         # view naming them (a figure drawn later draws them itself: _update reads both too)
-        try:
-            trace_id, trace = _trace(registry, search)
-        except UnknownTraceError:
-            raise dash.exceptions.PreventUpdate from None
+        trace_id, trace = served(search)
         selection = picks.Selection.from_store(trace, selected)
         times = mk.clean_markers(markers)
         with registry.lock(trace_id):
@@ -339,10 +341,7 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
         # fetch, so the check reads the trace only for a link's selection, once per link)
         if not isinstance(state, dict):
             raise dash.exceptions.PreventUpdate
-        try:
-            trace_id, trace = _trace(registry, search)
-        except UnknownTraceError:
-            raise dash.exceptions.PreventUpdate from None
+        trace_id, trace = served(search)
         stored = picks.Selection.from_store(trace, selected)
         if stored is not None:
             selection: picks.Selection | None = stored
@@ -367,10 +366,7 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
                   Input("tl-step-event", "data"), State("tl-selected", "data"), State("tl-state", "data"),
                   State("url", "search"), prevent_initial_call=True)
     def _step_event(step: Any, selected: Any, state: Any, search: str | None) -> Any:
-        try:
-            trace_id, trace = _trace(registry, search)
-        except UnknownTraceError:
-            raise dash.exceptions.PreventUpdate from None
+        trace_id, trace = served(search)
         with registry.lock(trace_id):
             target = picks.adjacent_event(trace, selected, step.get("step") if isinstance(step, dict) else None)
         if target is None:
@@ -396,10 +392,7 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
     @app.callback(Output("tl-markers-line", "children"), Output("tl-markers-csv", "style"),
                   Output("tl-markers-clear", "style"), Input("tl-markers", "data"), State("url", "search"))
     def _markers_line(markers: Any, search: str | None) -> Any:
-        try:
-            _trace_id, trace = _trace(registry, search)
-        except UnknownTraceError:
-            raise dash.exceptions.PreventUpdate from None
+        _trace_id, trace = served(search)
         times = mk.clean_markers(markers)
         buttons = {} if times else {"display": "none"}   # nothing to export or clear yet
         return mk.markers_panel(times, int(trace.time_range[0])), buttons, buttons
@@ -407,10 +400,7 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
     @app.callback(Output("tl-markers-download", "data"), Input("tl-markers-csv", "n_clicks"),
                   State("tl-markers", "data"), State("url", "search"), prevent_initial_call=True)
     def _markers_csv(_n: Any, markers: Any, search: str | None) -> Any:
-        try:
-            trace_id, trace = _trace(registry, search)
-        except UnknownTraceError:
-            raise dash.exceptions.PreventUpdate from None
+        trace_id, trace = served(search)
         name = f"{registry.entry(trace_id).label}-markers.csv"
         return {"content": mk.markers_csv(mk.clean_markers(markers), int(trace.time_range[0])), "filename": name}
 

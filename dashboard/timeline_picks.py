@@ -52,19 +52,6 @@ def view_rows(view: Any) -> list[list[int]] | None:
     return out
 
 
-def highlight_shapes(rows_track_ids: list[list[int]], groups: list[str] | None, selected: dict[str, Any] | None,
-                     origin_ns: int, flows: tuple[pa.Table | None, pa.Table | None] = (None, None),
-                     ) -> list[dict[str, Any]]:
-    """Layout shapes: core separators plus an outline around the selected event and, given its ``Trace.flows``
-    (predecessors, successors), the arrows of its dependencies (:mod:`profiler.figures.selected_event`)."""
-    shapes = separator_shapes(groups or [])
-    if not isinstance(selected, dict):
-        return shapes
-    clean = {dbs.TRACK_ID: selected.get(dbs.TRACK_ID), "start_ns": as_int(selected.get("start_ns")),
-             "end_ns": as_int(selected.get("end_ns"))}
-    return shapes + selected_event_shapes(rows_track_ids, clean, flows, origin_ns)
-
-
 @dataclass
 class Selection:
     """The selected event as the timeline draws it: its outline and its dependency arrows, in whichever rows the
@@ -105,10 +92,11 @@ class Selection:
                 self._flows = (None, None)
         return self._flows
 
-    def shapes(self, rows_track_ids: list[list[int]], groups: list[str], origin_ns: int) -> list[dict[str, Any]]:
-        """The figure's layout shapes: row separators, the outline and the arrows (:func:`highlight_shapes`)."""
+    def shapes(self, rows_track_ids: list[list[int]], origin_ns: int) -> list[dict[str, Any]]:
+        """Its outline and arrows on the figure's rows (:func:`profiler.figures.selected_event.
+        selected_event_shapes`)."""
         selected = {dbs.TRACK_ID: self.track_id, "start_ns": self.start_ns, "end_ns": self.end_ns}
-        return highlight_shapes(rows_track_ids, groups, selected, origin_ns, self.flows())
+        return selected_event_shapes(rows_track_ids, selected, self.flows(), origin_ns)
 
 
 def linked_selection(trace: Any, value: Any) -> dict[str, Any] | None:
@@ -134,9 +122,8 @@ def decoration_shapes(rows_track_ids: list[list[int]], groups: list[str], origin
                       selection: Selection | None, markers: list[int] | None = None) -> list[dict[str, Any]]:
     """Every layout shape of the timeline: row separators, the selected event's outline and dependency arrows
     (:meth:`Selection.shapes`), and the markers (:func:`dashboard.markers.marker_shapes`)."""
-    shapes = selection.shapes(rows_track_ids, groups, origin_ns) if selection is not None \
-        else separator_shapes(groups)
-    return shapes + marker_shapes(markers or [], len(rows_track_ids), origin_ns)
+    chosen = selection.shapes(rows_track_ids, origin_ns) if selection is not None else []
+    return [*separator_shapes(groups), *chosen, *marker_shapes(markers or [], len(rows_track_ids), origin_ns)]
 
 
 def decoration_layout(view: Any, selection: Selection | None, markers: list[int] | None = None,

@@ -49,6 +49,8 @@ SEARCH_FIELDS: dict[str, tuple[str, ...]] = {
     ts.DMA_PACKET.name: (ts.VARIABLE, ts.QUEUE_NAME),
     dbs.SLICE_TABLE: (ts.NAME,),
 }
+#: Events whose flows a Trace keeps (:meth:`Trace.flows`).
+RECENT_FLOWS = 16
 _EVENT_NAME = {ts.INSTRUCTION.name: quote(ts.OPCODE),
                ts.DMA_PACKET.name: f"coalesce({quote(ts.VARIABLE)}, {quote(ts.QUEUE_NAME)})",
                dbs.SLICE_TABLE: quote(ts.NAME)}
@@ -69,6 +71,8 @@ class Trace(NotebookMixin, TraceFilesMixin):
         self._pool = CursorPool(open_database(db_path), db_path)
         self._infos = load_track_infos(self._cursor())
         self._metadata: dict[str, Any] | None = None
+        # the last events' flows (a database does not change once opened; the dashboard reads one event's twice)
+        self._recent_flows: dict[tuple[str, int], tuple[pa.Table, pa.Table]] = {}
 
     # -- plumbing (threads, closing: profiler.db.cursors) ------------------------------------------------
     def _cursor(self) -> duckdb.DuckDBPyConnection:
@@ -437,6 +441,8 @@ class Trace(NotebookMixin, TraceFilesMixin):
         table = self._check_table(table_name)
         flow_name = ts.SPAN.name if table == dbs.SLICE_TABLE else table
         ident = _as_int(id, "an event id", "an integer")
+        if (table, ident) in self._recent_flows:
+            return self._recent_flows[(table, ident)]
         self.event(table, ident)  # QueryError for a row that does not exist, as event() gives
         out = []
         for mine, other in (("in", "out"), ("out", "in")):
@@ -457,6 +463,9 @@ class Trace(NotebookMixin, TraceFilesMixin):
                 rows.append({dbs.TABLE: db_table, ts.ID: other_id, dbs.TRACK_ID: track_id, ts.START_TS: start,
                              ts.END_TS: end, ts.NAME: name, ts.DEPENDENCY_TYPE: dep, ts.GAP_TIME: gap})
             out.append(pa.Table.from_pylist(rows, schema=dbs.FLOW_ENDS))
+        if len(self._recent_flows) >= RECENT_FLOWS:
+            self._recent_flows.clear()
+        self._recent_flows[(table, ident)] = (out[0], out[1])
         return out[0], out[1]
 
 

@@ -24,8 +24,9 @@ from tracer.errors import TraceFormatError
 #: Version of the trnprof trace directory format, ``MAJOR.MINOR``.  A reader accepts any file whose MAJOR it
 #: knows (:data:`READABLE_MAJORS`); MINOR bumps only add optional tables or columns.  2.0 stores ``DmaPacket`` as
 #: ``DmaTransfer`` + ``DmaPacketLayout`` (see :data:`STORAGE_TABLES`); 1.x traces store its rows.  2.1 adds the
-#: optional ``SourceFile`` table.
-TRACE_FORMAT_VERSION = "2.1"
+#: optional ``SourceFile`` table.  2.2: the simulator's operand text gives each on-chip operand's elements per
+#: partition (``bf16[512]@SBUF[0:128]+0x400``), which the memory map reads.
+TRACE_FORMAT_VERSION = "2.2"
 TRACE_FORMAT_MAJOR = int(TRACE_FORMAT_VERSION.split(".", maxsplit=1)[0])
 #: Format majors this reader reads: 1 (``DmaPacket`` stored row by row) and 2.
 READABLE_MAJORS: tuple[int, ...] = (1, 2)
@@ -197,6 +198,7 @@ DEPENDENCY_TYPE = "dependency_type"
 GAP_TIME = "gap_time"
 NAME = "name"
 CATEGORY = "category"
+COST_MODEL = "cost_model"
 DEPTH = "depth"
 PARENT_ID = "parent_id"
 TRACK_GROUP = "track_group"
@@ -320,7 +322,7 @@ METADATA = TableSpec(
         _c("instance_type", _STR, "EC2 instance type, e.g. trn1.2xlarge"),
         _c("profile_name", _STR, "name of the profile, e.g. the kernel name"),
         _c("kernel_params", _STR, "JSON object of the kernel's parameters"),
-        _c("cost_model", _STR, "JSON object of the simulator's cost-model constants"),
+        _c(COST_MODEL, _STR, "JSON object of the simulator's cost-model constants"),
         _c("num_physical_cores", _I32, "physical NeuronCores in the trace"),
         _c("first_hw_timestamp", _I64, "earliest timestamp in the trace", unit="ns"),
         _c("last_hw_timestamp", _I64, "latest timestamp in the trace", unit="ns"),

@@ -459,6 +459,33 @@ def diff_schema(by: str) -> pa.Schema:
     ])
 
 # ------------------------------------------------------------------------------------------------------------
+# Memory map (profiler.analyses.memory_map)
+# ------------------------------------------------------------------------------------------------------------
+MEM = "mem"
+CAPACITY_BYTES = "capacity_bytes"
+PEAK_LIVE_BYTES = "peak_live_bytes"
+PEAK_FRACTION = "peak_fraction"
+PEAK_AT_NS = "peak_at_ns"
+ACCESSED_BYTES = "accessed_bytes"
+ACCESSES = "accesses"
+LIVE_BYTES = "live_bytes"
+
+MEMORY_SUMMARY_SCHEMA = pa.schema([
+    pa.field(MEM, pa.string(), nullable=False),
+    pa.field(CAPACITY_BYTES, pa.int64(), nullable=False),
+    pa.field(PEAK_LIVE_BYTES, pa.int64(), nullable=False),
+    pa.field(PEAK_FRACTION, pa.float64(), nullable=False),
+    pa.field(PEAK_AT_NS, pa.int64()),
+    pa.field(ACCESSED_BYTES, pa.int64(), nullable=False),
+    pa.field(ACCESSES, pa.int64(), nullable=False),
+])
+LIVE_SERIES_SCHEMA = pa.schema([
+    pa.field(START_NS, pa.int64(), nullable=False),
+    pa.field(END_NS, pa.int64(), nullable=False),
+    pa.field(LIVE_BYTES, pa.int64(), nullable=False),
+])
+
+# ------------------------------------------------------------------------------------------------------------
 # Trace columns the analyses read that tracer.schema declares without a constant (looked up, so a rename fails
 # at import time instead of in a query)
 # ------------------------------------------------------------------------------------------------------------

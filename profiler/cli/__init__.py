@@ -45,6 +45,7 @@ BUILTIN_COMMANDS: dict[str, tuple[str, str]] = {
     "critical-path": ("profiler.cli.critical_path", "the critical path and its time per engine and opcode"),
     "diff": ("profiler.cli.diff", "compare two traces (B relative to A)"),
     "dma": ("profiler.cli.dma", "DMA efficiency: sizes, queues, reloads, small transfers"),
+    "memory": ("profiler.cli.memory", "SBUF/PSUM use: peak live bytes, when, and the bytes accessed"),
     "gaps": ("profiler.cli.gaps", "idle gaps per engine, longest first, with their causes"),
     "operators": ("profiler.cli.operators", "time, FLOPs, bytes and MFU per operator, opcode or source line"),
     "recommend": ("profiler.cli.recommend", "ranked recommendations, each citing its numbers"),

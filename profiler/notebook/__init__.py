@@ -9,6 +9,7 @@ the widget libraries) only when called, so ``import profiler`` stays fast for sc
 - :mod:`profiler.notebook.summary` — ``Trace.summary_figures``: the summary charts.
 - :mod:`profiler.notebook.dashboard` — ``Trace.dashboard``: the Dash app inline (found through an entry point).
 - :mod:`profiler.notebook.source` — ``Trace.source``: a kernel source file with each line's instructions.
+- ``Trace.memory_figure``: SBUF/PSUM addresses over time (:mod:`profiler.figures.memory_map`).
 - :mod:`profiler.notebook.html` — ``Trace._repr_html_``.
 
 See ``docs/notebooks.md``.
@@ -114,6 +115,27 @@ class NotebookMixin:
         from profiler.notebook.source import source_view
 
         return source_view(self, file, start_ns, end_ns, hot=hot, core=core, critical=critical)
+
+    def memory_figure(self: Trace, mem: str = "SBUF", start_ns: int | None = None, end_ns: int | None = None, *,
+                      width: int = 800, height: int = 256) -> go.Figure:
+        """SBUF or PSUM addresses over ``[start_ns, end_ns)`` (default: the whole trace): what the instructions
+        and DMA transfers read and wrote, which bytes held live data, and the live bytes over time with their peak
+        (:func:`profiler.analyses.memory_map.memory_map`, drawn as the dashboard's memory page draws it).
+
+        Args:
+            mem: ``SBUF`` or ``PSUM``.
+            start_ns, end_ns: the window (default: the trace's extent).
+            width, height: time columns and address rows of the raster.
+
+        Raises:
+            QueryError: a bad memory, window or size, or a trace whose operands name no on-chip addresses (the map
+                needs a trnprof simulator recording).
+        """
+        from profiler.analyses.memory_map import memory_map
+        from profiler.figures.memory_map import memory_map_figure
+
+        mm = memory_map(self, mem, start_ns, end_ns, width=width, height=height)
+        return memory_map_figure(mm, self.time_range[0])
 
     def _repr_html_(self: Trace) -> str:
         """Name, kernel, architecture, duration, event counts and per-engine utilization, as HTML."""

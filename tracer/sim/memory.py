@@ -214,10 +214,11 @@ class TileView:
         return _subview(self.tile, self.p0, self.p1, self.f0, self.f1, key)
 
     def text(self) -> str:
-        """Neuron-style operand text, e.g. ``bf16@SB[0:128]+0x400``."""
+        """Neuron-style operand text, as the trace's operands give it (:func:`tracer.sim.templates.vtext`), e.g.
+        ``bf16[512]@SBUF[0:128]+0x400``."""
         t = self.tile
         addr = t.block.addr + self.f0 * t.dtype.itemsize
-        return f"{t.dtype.name}@{t.mem}[{self.p0}:{self.p1}]+{addr:#x}"
+        return f"{t.dtype.name}[{self.f1 - self.f0}]@{t.mem}[{self.p0}:{self.p1}]+{addr:#x}"
 
 
 class Tile:
@@ -278,7 +279,7 @@ class Tile:
         return _subview(self, 0, self.p1, 0, self.f1, key)
 
     def text(self) -> str:
-        """Neuron-style operand text, e.g. ``bf16@SB[0:128]+0x400``."""
+        """Neuron-style operand text, e.g. ``bf16[512]@SBUF[0:128]+0x400``."""
         return TileView.text(self)  # type: ignore[arg-type]
 
     def mark_written(self, v: TileView | Tile) -> None:

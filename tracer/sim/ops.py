@@ -127,7 +127,7 @@ class OpsMixin:
                         if w[4][0] == S_VECTOR and w[4][1] == last:
                             dependent = True
         full_key = ("EW", opcode, engine, key, _key(dst), tuple(_key(v) for v in reads), perf, dependent, where,
-                    n_inputs, text, act_fn, tuple((v.mem, v.dtype.name, v.shape[0], v.shape[1]) for v in extra_writes))
+                    n_inputs, text, act_fn, tuple(_key(v) for v in extra_writes))
         tid = self.core.template(full_key)
         self.issue(tid, reads, [dst, *extra_writes])
         dst.tile.mark_written(dst)

@@ -11,7 +11,8 @@ An instruction's layer and operator names are not part of its template: the core
 key[0]      key
 ==========  =============================================================================================
 ``EW``      (EW, opcode, engine, extra, dst, reads, perf, dependent, where, n_inputs, text, act_fn,
-            extra_writes) -- Vector / Scalar / GpSimd element-wise and reduce instructions
+            extra_writes) -- Vector / Scalar / GpSimd element-wise and reduce instructions (``extra_writes``: the
+            :class:`VKey` of each further destination, e.g. an activation's ``reduce_dst``)
 ``DMA``     (DMA, engine, prefix, hbm, chip, rows, cols, src_mem, dst_mem, where, sb_var)
 ``LDW``     (LDW, stationary, where, transpose)
 ``MM``      (MM, stationary, moving, dst, accumulate, where)
@@ -53,8 +54,10 @@ STREAM_OF = {E_VECTOR: 2, E_SCALAR: 3, E_GPSIMD: 4, E_SYNC: 5}
 
 
 def vtext(v: VKey) -> str:
-    """Neuron-style operand text of an on-chip view, e.g. ``bf16@SBUF[0:128]+0x400``."""
-    return f"{v.dtype}@{v.mem}[{v.p0}:{v.p1}]+{v.addr + v.f0 * DTYPES[v.dtype].itemsize:#x}"
+    """Neuron-style operand text of an on-chip view: dtype, elements per partition, memory, partitions and byte
+    address in each partition, e.g. ``bf16[512]@SBUF[0:128]+0x400`` (what the memory map reads,
+    :mod:`profiler.analyses.memory_map`)."""
+    return f"{v.dtype}[{v.f1 - v.f0}]@{v.mem}[{v.p0}:{v.p1}]+{v.addr + v.f0 * DTYPES[v.dtype].itemsize:#x}"
 
 
 def _size(v: VKey) -> int:
@@ -80,14 +83,15 @@ def _elementwise(cm: CostModel, _core: Core, key: tuple[Any, ...]) -> Template:
     for v in reads:
         nbytes[2 if v.mem == SBUF else 4] += _size(v)
     nbytes[3 if dst.mem == SBUF else 5] += _size(dst)
-    for mem, dt, rows, cols in extra_writes:
-        nbytes[3 if mem == SBUF else 5] += rows * cols * DTYPES[dt].itemsize
+    for v in extra_writes:
+        nbytes[3 if v.mem == SBUF else 5] += _size(v)
     return Template(
         key=key, engine=engine, stream=stream, kind=KIND_COMPUTE, opcode=opcode, dur=cycles_ns(cm, cycles, engine),
         bytes=tuple(nbytes), loc=where, act_fn=act_fn,
         perf_mode=f"{perf}x" if perf > 1 else None,
         text_pre=f"$S[{stream}]++@complete {text} dst={vtext(dst)} "
-                 f"src={','.join(vtext(v) for v in reads) or '-'} {dst.p1 - dst.p0}x{work}", text_post="")
+                 f"src={','.join(vtext(v) for v in reads) or '-'} "
+                 f"{''.join(f'reduce_dst={vtext(v)} ' for v in extra_writes)}{dst.p1 - dst.p0}x{work}", text_post="")
 
 
 def _dma(cm: CostModel, core: Core, key: tuple[Any, ...]) -> Template:
@@ -163,7 +167,7 @@ def _transpose(cm: CostModel, _core: Core, key: tuple[Any, ...]) -> Template:
         key=key, engine=E_TENSOR, stream=S_MATRIX, kind=KIND_MATMUL, opcode="TRANSPOSE", cycles=cycles,
         clock=cm.pe_clock_ghz, dur=cycles_ns(cm, cycles, E_TENSOR), flops_raw=raw, flops_adj=int(raw * dt.flops_factor),
         bytes=(0, 0, 0, 0, 0, f * p * DTYPES[d.dtype].itemsize), loc=where, tensor_type="TRANSPOSE",
-        text_pre=f"$S[{S_MATRIX}]++@complete src=identity[{p}x{p}] dst={vtext(d)} {p}x{f}", text_post="")
+        text_pre=f"$S[{S_MATRIX}]++@complete src={vtext(s)},identity[{p}x{p}] dst={vtext(d)} {p}x{f}", text_post="")
 
 
 def _barrier(cm: CostModel, _core: Core, key: tuple[Any, ...]) -> Template:

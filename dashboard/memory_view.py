@@ -1,0 +1,108 @@
+"""The memory page's content, computed without a browser: the URL's choices, a zoom's window, the figure.
+
+``?mem=SBUF|PSUM`` picks the memory and ``?start=&end=`` (ns) the window, as on the timeline; a zoom on the graph
+(its x range, seconds since the trace start) asks for a new window, a double-click (autorange) for the whole
+trace.  The figure is :func:`profiler.figures.memory_map.memory_map_figure` of
+:func:`profiler.analyses.memory_map.memory_map`, the same as ``Trace.memory_figure`` in a notebook.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlencode
+
+from dashboard.inputs import as_float, as_time_range
+from dashboard.links import TRACE_PARAM
+from profiler.analyses.memory_map import MEMORIES, memory_map
+from profiler.errors import TrnprofError
+from profiler.figures.memory_map import headline, memory_map_figure
+from profiler.figures.timefmt import axis_to_ns
+
+MEM_PARAM = "mem"
+MEMORY_PATH = "/memory"
+#: Columns of the raster (about the graph's width in pixels) and address rows.
+WIDTH = 900
+HEIGHT = 256
+#: The narrowest window a zoom may ask for.
+MIN_SPAN_NS = 16
+
+
+@dataclass(frozen=True)
+class MemoryView:
+    """What the page shows: a figure and a headline, or an error line; the window and memory it is for."""
+
+    figure: Any
+    status: str
+    error: str | None
+    window: tuple[int, int] | None
+    mem: str
+
+
+def url_mem(query: dict[str, str]) -> str:
+    """The memory ``?mem=`` names (case-insensitive), SBUF for anything else."""
+    value = str(query.get(MEM_PARAM, "")).upper()
+    return value if value in MEMORIES else MEMORIES[0]
+
+
+def url_window(query: dict[str, str]) -> tuple[int, int] | None:
+    """``?start=&end=`` as a window (ns), None when missing, malformed or empty."""
+    try:
+        start, end = int(query["start"]), int(query["end"])
+    except (KeyError, ValueError):
+        return None
+    return (start, end) if start < end else None
+
+
+def zoomed_window(relayout: Any, origin_ns: int, extent: tuple[int, int],
+                  current: tuple[int, int] | None) -> tuple[int, int] | None:
+    """The window a graph relayout asks for: its new x range cut to the trace (``extent``), None on a reset
+    (autorange) or anything that is not an x-range change (``current`` is kept then)."""
+    if not isinstance(relayout, dict):
+        return current
+    if relayout.get("xaxis.autorange") is True:
+        return None
+    x0, x1 = as_float(relayout.get("xaxis.range[0]")), as_float(relayout.get("xaxis.range[1]"))
+    rng = relayout.get("xaxis.range")
+    if (x0 is None or x1 is None) and isinstance(rng, list | tuple) and len(rng) == 2:
+        x0, x1 = as_float(rng[0]), as_float(rng[1])
+    if x0 is None or x1 is None:
+        return current
+    a, b = sorted((axis_to_ns(x0, origin_ns), axis_to_ns(x1, origin_ns)))
+    a, b = max(a, extent[0]), min(b, extent[1])
+    if b - a < MIN_SPAN_NS:
+        mid = (a + b) // 2
+        a, b = max(extent[0], mid - MIN_SPAN_NS // 2), min(extent[1], mid + MIN_SPAN_NS // 2)
+    return (a, b) if b > a else current
+
+
+def build_view(trace: Any, mem: str, window: tuple[int, int] | None) -> MemoryView:
+    """The figure of ``mem`` over ``window`` (None: the whole trace), or the one-line reason there is none."""
+    window = as_time_range(window) if window is not None else None
+    origin = trace.time_range[0]
+    try:
+        mm = memory_map(trace, mem, *(window or (None, None)), width=WIDTH, height=HEIGHT)
+    except TrnprofError as exc:
+        return MemoryView(None, "", str(exc), window, mem)
+    return MemoryView(memory_map_figure(mm, origin, title=""), headline(mm, origin), None, (mm.start_ns, mm.end_ns),
+                      mem)
+
+
+def timeline_href(trace_id: str, window: tuple[int, int] | None) -> str:
+    """The timeline page of ``trace_id`` at ``window`` (the whole trace when None)."""
+    values = {TRACE_PARAM: trace_id}
+    if window is not None:
+        values.update(start=str(window[0]), end=str(window[1]))
+    return "/?" + urlencode(values)
+
+
+def memory_href(trace_id: str, mem: str, window: tuple[int, int] | None) -> str:
+    """This page for ``trace_id``, ``mem`` and ``window``: the link to the view."""
+    values = {TRACE_PARAM: trace_id, MEM_PARAM: mem}
+    if window is not None:
+        values.update(start=str(window[0]), end=str(window[1]))
+    return MEMORY_PATH + "?" + urlencode(values)
+
+
+__all__ = ["MEMORY_PATH", "MEM_PARAM", "MemoryView", "build_view", "memory_href", "timeline_href", "url_mem",
+           "url_window", "zoomed_window"]

@@ -12,18 +12,24 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
+import plotly.graph_objects as go
+
 from dashboard.inputs import as_float, as_time_range
 from dashboard.links import TRACE_PARAM
-from profiler.analyses.memory_map import MEMORIES, memory_map
+from profiler.analyses.memory_map import MEMORIES, TooManyAccesses, capacity, memory_map
 from profiler.errors import TrnprofError
 from profiler.figures.memory_map import headline, memory_map_figure
-from profiler.figures.timefmt import axis_to_ns
+from profiler.figures.timefmt import TIME_AXIS, axis_to_ns, ns_to_axis
 
 MEM_PARAM = "mem"
 MEMORY_PATH = "/memory"
+#: What the page's window store holds while the whole trace is shown (None: nothing shown yet).
+WHOLE = "all"
 #: Columns of the raster (about the graph's width in pixels) and address rows.
 WIDTH = 900
 HEIGHT = 256
+#: The farthest an axis value (seconds since the trace start) may be: about the +-2**62 ns a database holds.
+MAX_AXIS_S = 4.0e9
 #: The narrowest window a zoom may ask for.
 MIN_SPAN_NS = 16
 
@@ -45,6 +51,17 @@ def url_mem(query: dict[str, str]) -> str:
     return value if value in MEMORIES else MEMORIES[0]
 
 
+def shown_window(stored: Any, search: str | None) -> tuple[int, int] | None:
+    """The window the page shows: the stored one (:data:`WHOLE`: the whole trace, None), else before anything was
+    shown the URL's (``?start=&end=``)."""
+    from dashboard.app import query_values  # (the app imports the pages, which import this module)
+
+    if stored == WHOLE:
+        return None
+    window = as_time_range(stored)
+    return window if window is not None and window[0] < window[1] else url_window(query_values(search))
+
+
 def url_window(query: dict[str, str]) -> tuple[int, int] | None:
     """``?start=&end=`` as a window (ns), None when missing, malformed or empty."""
     try:
@@ -52,6 +69,12 @@ def url_window(query: dict[str, str]) -> tuple[int, int] | None:
     except (KeyError, ValueError):
         return None
     return (start, end) if start < end else None
+
+
+def is_zoom(relayout: Any) -> bool:
+    """Whether a graph relayout changes the time axis (a zoom, a pan or a reset), not only the size or the y axis."""
+    return isinstance(relayout, dict) and any(
+        isinstance(k, str) and (k.startswith("xaxis.range") or k == "xaxis.autorange") for k in relayout)
 
 
 def zoomed_window(relayout: Any, origin_ns: int, extent: tuple[int, int],
@@ -62,17 +85,17 @@ def zoomed_window(relayout: Any, origin_ns: int, extent: tuple[int, int],
         return current
     if relayout.get("xaxis.autorange") is True:
         return None
-    x0, x1 = as_float(relayout.get("xaxis.range[0]")), as_float(relayout.get("xaxis.range[1]"))
+    x0, x1 = (as_float(relayout.get(f"xaxis.range[{i}]"), -MAX_AXIS_S, MAX_AXIS_S) for i in (0, 1))
     rng = relayout.get("xaxis.range")
     if (x0 is None or x1 is None) and isinstance(rng, list | tuple) and len(rng) == 2:
-        x0, x1 = as_float(rng[0]), as_float(rng[1])
+        x0, x1 = (as_float(v, -MAX_AXIS_S, MAX_AXIS_S) for v in rng)
     if x0 is None or x1 is None:
         return current
     a, b = sorted((axis_to_ns(x0, origin_ns), axis_to_ns(x1, origin_ns)))
     a, b = max(a, extent[0]), min(b, extent[1])
-    if b - a < MIN_SPAN_NS:
-        mid = (a + b) // 2
-        a, b = max(extent[0], mid - MIN_SPAN_NS // 2), min(extent[1], mid + MIN_SPAN_NS // 2)
+    if b - a < MIN_SPAN_NS:  # widened around its middle, moved inside the trace
+        a = max(extent[0], min((a + b) // 2 - MIN_SPAN_NS // 2, extent[1] - MIN_SPAN_NS))
+        b = min(extent[1], a + MIN_SPAN_NS)
     return (a, b) if b > a else current
 
 
@@ -82,10 +105,24 @@ def build_view(trace: Any, mem: str, window: tuple[int, int] | None) -> MemoryVi
     origin = trace.time_range[0]
     try:
         mm = memory_map(trace, mem, *(window or (None, None)), width=WIDTH, height=HEIGHT)
+    except TooManyAccesses as exc:  # an empty graph of the window, to zoom in on
+        shown = window or trace.time_range
+        return MemoryView(empty_figure(shown, origin, mem, trace), "", str(exc), shown, mem)
     except TrnprofError as exc:
         return MemoryView(None, "", str(exc), window, mem)
     return MemoryView(memory_map_figure(mm, origin, title=""), headline(mm, origin), None, (mm.start_ns, mm.end_ns),
                       mem)
+
+
+def empty_figure(window: tuple[int, int], origin_ns: int, mem: str, trace: Any) -> Any:
+    """A graph of ``window`` with nothing drawn (no map: too much to draw), whose time axis can be zoomed."""
+    x = [ns_to_axis(window[0], origin_ns), ns_to_axis(window[1], origin_ns)]
+    fig = go.Figure(go.Scatter(x=x, y=[0, 0], mode="lines", line={"width": 0}, hoverinfo="skip", showlegend=False))
+    fig.update_layout(height=640, margin={"l": 70, "r": 20, "t": 30, "b": 40}, plot_bgcolor="#ffffff",
+                      xaxis={**TIME_AXIS, "range": x, "title": {"text": "time: drag across to zoom in"}},
+                      yaxis={"range": [0, capacity(trace, mem) / 1024], "fixedrange": True,
+                             "title": {"text": f"{mem} address (KiB per partition)"}})
+    return fig
 
 
 def timeline_href(trace_id: str, window: tuple[int, int] | None) -> str:
@@ -104,5 +141,16 @@ def memory_href(trace_id: str, mem: str, window: tuple[int, int] | None) -> str:
     return MEMORY_PATH + "?" + urlencode(values)
 
 
-__all__ = ["MEMORY_PATH", "MEM_PARAM", "MemoryView", "build_view", "memory_href", "timeline_href", "url_mem",
-           "url_window", "zoomed_window"]
+__all__ = [
+    "MEMORY_PATH",
+    "MEM_PARAM",
+    "MemoryView",
+    "build_view",
+    "is_zoom",
+    "memory_href",
+    "shown_window",
+    "timeline_href",
+    "url_mem",
+    "url_window",
+    "zoomed_window",
+]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dash import Dash, Input, Output, State, dcc, html
+from dash import Dash, Input, Output, State, callback_context, dcc, html, no_update
 
 from dashboard import memory_view as mv
 from dashboard.app import query_values, resolve_trace_id
@@ -34,7 +34,8 @@ def layout(ctx: PageContext) -> Any:
         html.P("Each cell: an address range of one partition (y) at a time (x). Written or read: an instruction or "
                "DMA transfer wrote or read it then; live: it held data a later instruction reads. Drag across the "
                "graph to zoom in time, double-click for the whole trace.", className="muted mem-help"),
-        dcc.Store(id="mem-window", data=mv.url_window(ctx.query)),
+        dcc.Store(id="mem-window"),
+        dcc.Store(id="mem-zoom"),
         dcc.Loading(dcc.Graph(id="mem-graph", config=graph_config(scrollZoom=False),
                               style={"height": "640px"}), delay_show=300),
     ], className="memory-page")
@@ -43,32 +44,51 @@ def layout(ctx: PageContext) -> Any:
 def page_outputs(registry: TraceRegistry, search: str | None, mem: Any, relayout: Any,
                  window: Any) -> tuple[Any, Any, Any, Any, Any]:
     """Figure, status line, timeline link, view link and window for the URL ``search``, the picked memory and a
-    graph relayout (``window``: the one shown before it)."""
+    graph relayout (``window``: the one shown before it, :data:`dashboard.memory_view.WHOLE` for the whole trace,
+    None before the first).  A relayout that does not change the time axis (the
+    graph's first autosize, ...) changes nothing (the browser drops those already: :data:`ZOOM_JS`)."""
+    if relayout is not None and not mv.is_zoom(relayout):
+        return (no_update,) * 5
     try:
         trace_id = resolve_trace_id(registry, search)
         trace = registry.open(trace_id)
     except UnknownTraceError as exc:
         return {}, html.Span(str(exc), className="error", id="mem-error"), "/", mv.MEMORY_PATH, None
     mem = mem if mem in MEMORIES else mv.url_mem(query_values(search))
-    current = mv.url_window(query_values(search)) if window is None and relayout is None else \
-        (tuple(window) if isinstance(window, list | tuple) and len(window) == 2 else None)
+    current = mv.shown_window(window, search)
     if relayout is not None:
         current = mv.zoomed_window(relayout, trace.time_range[0], trace.time_range, current)
     view = mv.build_view(trace, mem, current)
     if view.error is not None:
-        return {}, html.Span(view.error, className="error", id="mem-error"), mv.timeline_href(trace_id, current), \
-            mv.memory_href(trace_id, mem, current), current
+        return view.figure or {}, html.Span(view.error, className="error", id="mem-error"), \
+            mv.timeline_href(trace_id, current), mv.memory_href(trace_id, mem, current), \
+            mv.WHOLE if current is None else list(current)
     kept = None if current is None else list(view.window)
     return view.figure, view.status, mv.timeline_href(trace_id, view.window), mv.memory_href(trace_id, mem, kept), \
-        kept
+        mv.WHOLE if kept is None else kept
+
+
+#: In the browser: a graph relayout that changes the time axis goes to ``mem-zoom``, any other (the graph's first
+#: autosize, ...) is dropped there.  Sent to the server, the autosize of a first draw could overtake a zoom made
+#: at once: Dash keeps only the latest request's answer, which would be the autosize's "nothing changed".
+ZOOM_JS = """function (relayout) {
+    var keys = relayout ? Object.keys(relayout) : [];
+    for (var i = 0; i < keys.length; i++) {
+        if (keys[i].indexOf('xaxis.range') === 0 || keys[i] === 'xaxis.autorange') { return relayout; }
+    }
+    return window.dash_clientside.no_update;
+}"""
 
 
 def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
     """The graph follows the URL, the memory picker and zooms on the graph."""
+    app.clientside_callback(ZOOM_JS, Output("mem-zoom", "data"), Input("mem-graph", "relayoutData"),
+                            prevent_initial_call=True)
 
     @app.callback(Output("mem-graph", "figure"), Output("mem-status", "children"),
                   Output("mem-timeline-link", "href"), Output("mem-view-link", "href"), Output("mem-window", "data"),
-                  Input("url", "search"), Input("mem-mem", "value"), Input("mem-graph", "relayoutData"),
+                  Input("url", "search"), Input("mem-mem", "value"), Input("mem-zoom", "data"),
                   State("mem-window", "data"))
-    def _show(search: str | None, mem: Any, relayout: Any, window: Any) -> Any:
-        return page_outputs(registry, search, mem, relayout, window)
+    def _show(search: str | None, mem: Any, zoom: Any, window: Any) -> Any:
+        zoomed = any(t.get("prop_id") == "mem-zoom.data" for t in callback_context.triggered)
+        return page_outputs(registry, search, mem, zoom if zoomed else None, window)

@@ -50,6 +50,8 @@ VIEW_PATTERN = r"(src=|dst=|reduce_dst=|,)([a-z0-9]+)\[([0-9]+)\]@(SBUF|PSUM)\[(
 WHOLE_TRACE_INSTRUCTIONS = 200_000
 #: Accesses times the address segments they cover, above which live ranges are not computed (memory: ~40 B each).
 MAX_EXPANDED = 20_000_000
+#: Instructions in the context above which no map is drawn (its accesses would take gigabytes): zoom in.
+MAX_INSTRUCTIONS = 3_000_000
 #: Cell states of :attr:`MemoryMap.state`.
 FREE, LIVE, READ, WRITTEN, READ_WRITTEN = range(5)
 STATE_NAMES = ("free", "live (held for a later read)", "read", "written", "read and written")
@@ -58,6 +60,10 @@ DEFAULT_WIDTH = 800
 DEFAULT_HEIGHT = 256
 #: Capacities (bytes per partition) of the presets, used when a trace's Metadata gives none.
 FALLBACK_CAPACITY = {"SBUF": 192 * 1024, "PSUM": 16 * 1024}
+
+
+class TooManyAccesses(QueryError):
+    """The window holds too much to map at once: a narrower one can be mapped."""
 
 
 @dataclass(frozen=True)
@@ -239,7 +245,7 @@ def live_intervals(acc: Accesses, context_start: int) -> LiveIntervals:
     count = np.searchsorted(bounds, acc.hi) - first
     total = int(count.sum())
     if total > MAX_EXPANDED:
-        raise QueryError(f"{len(acc):,} operand accesses over {len(bounds) - 1:,} address segments are too many "
+        raise TooManyAccesses(f"{len(acc):,} operand accesses over {len(bounds) - 1:,} address segments are too many "
                          f"for live ranges ({total:,} pieces, at most {MAX_EXPANDED:,}): zoom in")
     owner = np.repeat(np.arange(len(acc)), count)
     seg = first[owner] + (np.arange(total) - np.repeat(np.cumsum(count) - count, count))
@@ -339,6 +345,11 @@ def memory_map(trace: Trace, mem: str = "SBUF", start_ns: int | None = None, end
     else:
         c0, c1 = max(extent[0], t0 - (t1 - t0)), min(extent[1], t1 + (t1 - t0))
         c0, c1 = min(c0, t0), max(c1, t1)
+    n = fetch(trace, f"SELECT count(*) AS n FROM {INSTRUCTION} WHERE {q(ts.START_TS)} < {c1} "
+                     f"AND {q(ts.END_TS)} > {c0} AND {scope.core_sql()}").column(0)[0].as_py()
+    if n > MAX_INSTRUCTIONS:
+        raise TooManyAccesses(f"{n:,} instructions in and around this window are too many to map at once (at most "
+                              f"{MAX_INSTRUCTIONS:,}): zoom in")
     acc = accesses(trace, mem, c0, c1, scope.core)
     return map_of_accesses(acc, mem, capacity(trace, mem), (t0, t1), (c0, c1), width=width, height=height,
                            whole_trace=whole)
@@ -393,6 +404,20 @@ def live_series(mm: MemoryMap) -> pa.Table:
                     schema=rs.LIVE_SERIES_SCHEMA)
 
 
-__all__ = ["MEMORIES", "STATE_NAMES", "Accesses", "LiveIntervals", "MemoryMap", "accesses", "capacity",
-           "live_intervals",
-           "live_profile", "live_series", "map_of_accesses", "memory_map", "memory_summary", "summary_table"]
+__all__ = [
+    "MEMORIES",
+    "STATE_NAMES",
+    "Accesses",
+    "LiveIntervals",
+    "MemoryMap",
+    "TooManyAccesses",
+    "accesses",
+    "capacity",
+    "live_intervals",
+    "live_profile",
+    "live_series",
+    "map_of_accesses",
+    "memory_map",
+    "memory_summary",
+    "summary_table",
+]

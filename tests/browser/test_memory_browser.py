@@ -1,0 +1,84 @@
+"""The memory page in headless Chromium: a recording's SBUF map drawn with its headline, a zoom on the graph
+redrawing the window (and its links), the PSUM map, a double-click back to the whole trace."""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+
+from tests.browser.conftest import Server, console_errors, wait_for
+from tracer.sim import run_kernel
+
+GRAPH = "document.querySelector('#mem-graph .js-plotly-plot')"
+
+
+@pytest.fixture(scope="module")
+def memory_server(browser, tmp_path_factory):
+    from dashboard.app import create_app
+
+    path = tmp_path_factory.mktemp("membrowser") / "mm.trace"
+    run_kernel("matmul_rowload", {"M": 512, "N": 1024, "K": 512}, trace_path=path)
+    app = create_app([path])
+    app.trnprof_registry.open("t0")
+    server = Server(app)
+    yield server
+    server.stop()
+    app.trnprof_registry.close()
+
+
+def _heatmap_shape(driver):
+    return driver.execute_script(
+        f"var g = {GRAPH}; if (!g || !g._fullData) return null;"
+        "var h = g._fullData.filter(function (t) { return t.type === 'heatmap'; });"
+        "return h.length ? [h[0].z.length, h[0].z[0].length, g.layout.xaxis.range[0], g.layout.xaxis.range[1]]"
+        " : null;")
+
+
+def _settled(driver):
+    return driver.execute_script("return document.querySelectorAll('[data-dash-is-loading=\"true\"]').length === 0")
+
+
+def _query(driver, element_id):
+    href = driver.find_element("id", element_id).get_attribute("href")
+    return {k: v[0] for k, v in parse_qs(urlparse(href).query).items()}
+
+
+def test_the_memory_page_draws_zooms_and_switches_memory(browser, memory_server):
+    browser.get(f"{memory_server.url}/memory?trace=t0")
+    shape = wait_for(browser, _heatmap_shape, "the SBUF map")
+    assert shape[:2] == [256, 900]
+    status = wait_for(browser, lambda d: d.find_element("id", "mem-status").text, "the headline")
+    assert status.startswith("SBUF peak live ") and "per partition of 224.0 KiB" in status
+    whole = shape[3] - shape[2]
+    wait_for(browser, _settled, "the first callbacks")
+
+    # a zoom on the graph (what a drag does) asks the server for that window
+    browser.execute_script(f"window.Plotly.relayout({GRAPH}, {{'xaxis.range[0]': {shape[2] + whole / 4}, "
+                           f"'xaxis.range[1]': {shape[2] + whole / 2}}});")
+    wait_for(browser, lambda d: "start" in _query(d, "mem-view-link"), "the zoomed view's link")
+    view = _query(browser, "mem-view-link")
+    assert view["mem"] == "SBUF" and int(view["end"]) - int(view["start"]) == pytest.approx(whole * 1e9 / 4, rel=1e-3)
+    assert _query(browser, "mem-timeline-link")["start"] == view["start"]
+    zoomed = wait_for(browser, lambda d: (s := _heatmap_shape(d)) and abs((s[3] - s[2]) - whole / 4) < whole / 100
+                      and s, "the zoomed map")
+    assert zoomed[:2] == [256, 900]
+
+    # PSUM keeps the window
+    browser.find_element("css selector", "#mem-mem input[value='PSUM']").click()
+    wait_for(browser, lambda d: d.find_element("id", "mem-status").text.startswith("PSUM "), "the PSUM headline")
+    assert _query(browser, "mem-view-link")["mem"] == "PSUM"
+    assert _query(browser, "mem-view-link")["start"] == view["start"]
+
+    # a double-click (autorange) goes back to the whole trace
+    browser.execute_script(f"window.Plotly.relayout({GRAPH}, {{'xaxis.autorange': true}});")
+    wait_for(browser, lambda d: "start" not in _query(d, "mem-view-link"), "the whole trace again")
+    assert console_errors(browser) == []
+
+
+def test_a_link_to_a_view_opens_it(browser, memory_server):
+    browser.get(f"{memory_server.url}/memory?trace=t0&mem=PSUM&start=2000&end=6000")
+    shape = wait_for(browser, _heatmap_shape, "the PSUM map")
+    assert shape[2] == pytest.approx(2000e-9) and shape[3] == pytest.approx(6000e-9)
+    assert browser.find_element("css selector", "#mem-mem input[value='PSUM']").is_selected()
+    assert browser.find_element("id", "mem-status").text.startswith("PSUM ")

@@ -1,0 +1,162 @@
+"""The memory page's content (``dashboard.memory_view``, ``dashboard.pages.memory``), the ``trnprof memory`` command
+and ``Trace.memory_figure``, without a browser."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from urllib.parse import parse_qs, urlparse
+
+import plotly.graph_objects as go
+import pytest
+
+import profiler
+from dashboard import memory_view as mv
+from dashboard.pages.memory import page_outputs
+from dashboard.registry import TraceRegistry
+from profiler.analyses import memory_map as mmap
+from profiler.analyses import schema as rs
+from profiler.cli import main
+from profiler.figures.timefmt import ns_to_axis
+from tests.golden.handmade import write_handmade
+from tracer.sim import run_kernel
+
+
+@pytest.fixture(scope="module")
+def traces(tmp_path_factory):
+    root = tmp_path_factory.mktemp("mempage")
+    run_kernel("matmul_blocked", {"M": 512, "N": 512, "K": 256}, trace_path=root / "mm.trace")
+    old = write_handmade(root / "old.trace")
+    host = root / "alexnet.json.gz"
+    shutil.copy(Path(__file__).resolve().parents[1] / "data" / "pytorch" / "alexnet_flows.json.gz", host)
+    return root / "mm.trace", old, host
+
+
+@pytest.fixture(scope="module")
+def registry(traces):
+    reg = TraceRegistry(list(traces))
+    for tid in ("t0", "t1"):
+        reg.open(tid)
+    return reg
+
+
+def query(href: str) -> dict[str, str]:
+    return {k: v[0] for k, v in parse_qs(urlparse(href).query).items()}
+
+
+def test_the_page_shows_the_whole_trace_with_its_headline_and_links(registry):
+    fig, status, tl_href, view_href, window = page_outputs(registry, "?trace=t0", "SBUF", None, None)
+    trace = registry.open("t0")
+    mm = mmap.memory_map(trace, "SBUF", width=mv.WIDTH, height=mv.HEIGHT)
+    assert status.startswith("SBUF peak live ") and f"{mm.accesses:,} operand accesses" in status
+    heat = [t for t in fig.data if isinstance(t, go.Heatmap)]
+    assert len(heat) == 1 and heat[0].z.shape == (mv.HEIGHT, mv.WIDTH)
+    assert (heat[0].z == mm.state).all()
+    assert window == mv.WHOLE and query(view_href) == {"trace": "t0", "mem": "SBUF"}
+    assert query(tl_href) == {"trace": "t0", "start": str(trace.time_range[0]), "end": str(trace.time_range[1])}
+
+
+def test_a_zoom_asks_for_its_window_and_a_double_click_for_the_whole_trace(registry):
+    trace = registry.open("t0")
+    t0, t1 = trace.time_range
+    a, b = t0 + (t1 - t0) // 4, t0 + (t1 - t0) // 2
+    relayout = {"xaxis.range[0]": ns_to_axis(a, t0), "xaxis.range[1]": ns_to_axis(b, t0)}
+    fig, status, tl_href, view_href, window = page_outputs(registry, "?trace=t0", "PSUM", relayout, None)
+    assert window == [a, b]
+    assert query(view_href) == {"trace": "t0", "mem": "PSUM", "start": str(a), "end": str(b)}
+    assert query(tl_href)["start"] == str(a) and status.startswith("PSUM ")
+    heat = next(t for t in fig.data if isinstance(t, go.Heatmap))
+    assert (heat.z == mmap.memory_map(trace, "PSUM", a, b, width=mv.WIDTH, height=mv.HEIGHT).state).all()
+    # another memory keeps the window (no relayout), a reset forgets it
+    *_, kept = page_outputs(registry, "?trace=t0", "SBUF", None, window)
+    assert kept == [a, b]
+    *_, reset = page_outputs(registry, "?trace=t0", "SBUF", {"xaxis.autorange": True}, window)
+    assert reset == mv.WHOLE
+    # after a reset, another memory stays on the whole trace even when the page was opened on a window
+    *_, view_href, still = page_outputs(registry, f"?trace=t0&start={a}&end={b}", "PSUM", None, reset)
+    assert still == mv.WHOLE and "start" not in query(view_href)
+
+
+def test_a_link_opens_its_memory_and_window(registry):
+    trace = registry.open("t0")
+    t0 = trace.time_range[0]
+    search = f"?trace=t0&mem=psum&start={t0 + 100}&end={t0 + 900}"
+    _fig, _status, _tl, view_href, window = page_outputs(registry, search, None, None, None)
+    assert window == [t0 + 100, t0 + 900] and query(view_href)["mem"] == "PSUM"
+    assert mv.url_mem({"mem": "nonsense"}) == "SBUF" and mv.url_window({"start": "9", "end": "3"}) is None
+
+
+@pytest.mark.parametrize("relayout", [
+    {"xaxis.range[0]": "nan", "xaxis.range[1]": 3}, {"xaxis.range[0]": [1], "xaxis.range[1]": {}},
+    {"yaxis.range[0]": 1, "yaxis.range[1]": 2}, {"dragmode": "pan"}, "junk", 7, {"xaxis.range": [1e300, -1e300]},
+])
+def test_hostile_or_irrelevant_relayouts_keep_the_window(registry, relayout):
+    trace = registry.open("t0")
+    current = (trace.time_range[0] + 10, trace.time_range[0] + 500)
+    got = mv.zoomed_window(relayout, trace.time_range[0], trace.time_range, current)
+    assert got == current or (got is not None and trace.time_range[0] <= got[0] < got[1] <= trace.time_range[1])
+
+
+def test_a_zoom_narrower_than_the_minimum_widens_and_stays_in_the_trace():
+    got = mv.zoomed_window({"xaxis.range[0]": 1e-9, "xaxis.range[1]": 1.5e-9}, 0, (0, 1000), None)
+    assert got is not None and got[1] - got[0] == mv.MIN_SPAN_NS and got[0] >= 0
+
+
+def test_traces_without_a_memory_map_say_why(registry):
+    fig, status, *_ = page_outputs(registry, "?trace=t1", "SBUF", None, None)
+    assert fig == {} and "no instruction names an on-chip operand" in status.children
+    fig, status, *_ = page_outputs(registry, "?trace=t9", "SBUF", None, None)
+    assert fig == {} and status.id == "mem-error"
+
+
+def test_a_window_too_big_to_map_is_an_empty_graph_to_zoom_in_on(registry, monkeypatch):
+    trace = registry.open("t0")
+    t0, t1 = trace.time_range
+    n = trace.overview()["events"]["Instruction"]
+    monkeypatch.setattr(mmap, "MAX_INSTRUCTIONS", n - 1)
+    monkeypatch.setattr(mmap, "WHOLE_TRACE_INSTRUCTIONS", 0)  # live ranges from the window and its neighbours
+    fig, status, *_, window = page_outputs(registry, "?trace=t0", "SBUF", None, None)
+    assert "too many to map at once" in status.children and "zoom in" in status.children
+    assert window == mv.WHOLE and list(fig.layout.xaxis.range) == [0.0, ns_to_axis(t1, t0)]
+    small = {"xaxis.range[0]": ns_to_axis(t0, t0), "xaxis.range[1]": ns_to_axis(t0 + (t1 - t0) // 20, t0)}
+    fig, status, *_, window = page_outputs(registry, "?trace=t0", "SBUF", small, None)
+    assert window == [t0, t0 + (t1 - t0) // 20] and status.startswith("SBUF ")
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_trnprof_memory_prints_the_peaks(traces, capsys):
+    code, out, err = run(capsys, "memory", str(traces[0]))
+    assert code == 0 and err == ""
+    lines = out.splitlines()
+    assert len(lines) == 2 and lines[0].startswith("SBUF peak live ") and lines[1].startswith("PSUM peak live ")
+    code, out, _ = run(capsys, "memory", str(traces[0]), "--json")
+    data = json.loads(out)
+    with profiler.open(traces[0]) as t:
+        mm = mmap.memory_map(t, "PSUM", width=1, height=1)
+    assert data["PSUM"][rs.PEAK_LIVE_BYTES] == mm.peak_live_bytes and data["PSUM"][rs.CAPACITY_BYTES] == 16384
+    code, out, _ = run(capsys, "memory", str(traces[0]), "--mem", "SBUF", "--over-time", "4", "--format", "csv")
+    rows = out.splitlines()
+    assert code == 0 and rows[0] == f"{rs.START_NS},{rs.END_NS},{rs.LIVE_BYTES}" and len(rows) == 5
+
+
+def test_trnprof_memory_errors_are_one_line(traces, capsys):
+    code, out, err = run(capsys, "memory", str(traces[0]), "--over-time", "4")
+    assert code == 2 and out == "" and err.strip() == "trnprof: error: --over-time needs --mem SBUF or --mem PSUM"
+    code, _out, err = run(capsys, "memory", str(traces[1]))
+    assert code != 0 and len(err.strip().splitlines()) == 1 and "re-record" in err
+    code, _out, err = run(capsys, "memory", str(traces[0]), "--over-time", "0", "--mem", "SBUF")
+    assert code == 2 and "1 to 10000" in err
+
+
+def test_the_notebook_figure_is_the_pages(traces):
+    with profiler.open(traces[0]) as t:
+        fig = t.memory_figure("PSUM", width=40, height=8)
+        mm = mmap.memory_map(t, "PSUM", width=40, height=8)
+    heat = next(d for d in fig.data if isinstance(d, go.Heatmap))
+    assert (heat.z == mm.state).all() and fig.layout.title.text.startswith("PSUM peak live")

@@ -133,6 +133,18 @@ def timeline_href(trace_id: str, window: tuple[int, int] | None) -> str:
     return "/?" + urlencode(values)
 
 
+def view_memory_href(search: str | None, state: Any) -> str | None:
+    """The memory page for the view the timeline's ``state`` shows (the timeline's "memory of this view"; None
+    without a view)."""
+    from dashboard.app import query_values  # (the app imports the pages, which import this module)
+
+    view = as_time_range(state.get("view")) if isinstance(state, dict) else None
+    trace_id = query_values(search).get(TRACE_PARAM) or (state.get("trace") if isinstance(state, dict) else None)
+    if view is None or view[0] >= view[1] or not isinstance(trace_id, str):
+        return None
+    return memory_href(trace_id, MEMORIES[0], view)
+
+
 def memory_href(trace_id: str, mem: str, window: tuple[int, int] | None) -> str:
     """This page for ``trace_id``, ``mem`` and ``window``: the link to the view."""
     values = {TRACE_PARAM: trace_id, MEM_PARAM: mem}
@@ -152,5 +164,6 @@ __all__ = [
     "timeline_href",
     "url_mem",
     "url_window",
+    "view_memory_href",
     "zoomed_window",
 ]

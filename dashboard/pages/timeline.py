@@ -40,6 +40,7 @@ from dashboard.links import (
     SEARCH_PARAM,
     SELECT_PARAM,
 )
+from dashboard.memory_view import MEMORY_PATH, view_memory_href
 from dashboard.pages import PageContext
 from dashboard.registry import TraceRegistry, UnknownTraceError
 from dashboard.selection_view import selection_outputs
@@ -125,6 +126,8 @@ def layout(ctx_: PageContext) -> Any:
             html.Div(id="tl-status", className="status-line"),
             html.A("link to this view", id="tl-link", href="", className="view-link",
                    title="this page at the current zoom (copy it to share the view)"),
+            dcc.Link("memory of this view", id="tl-memory-link", href=MEMORY_PATH, className="view-link",
+                     title="SBUF and PSUM over the current view: what was read, written and held live"),
             html.Span(["CSV of the view: ", *[part for i, (table, label, what) in enumerate(EXPORT_LINKS) for part in (
                 *([" · "] if i else []),
                 html.A(label, id=f"tl-export-{table}", href="", download="",
@@ -268,9 +271,11 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
                 dash.no_update if link is None else link)
 
     @app.callback([Output(f"tl-export-{table}", "href") for table, _l, _w in EXPORT_LINKS],
+                  Output("tl-memory-link", "href"),
                   Input("tl-state", "data"), State("url", "search"), prevent_initial_call=True)
     def _export_links(state: Any, search: str | None) -> Any:
-        return [h if h is not None else dash.no_update for h in view_export_hrefs(search, state)]
+        hrefs = [*view_export_hrefs(search, state), view_memory_href(search, state)]
+        return [h if h is not None else dash.no_update for h in hrefs]
 
     app.clientside_callback(ClientsideFunction("trnprof", "draw"), Output("tl-drawn", "data"),
                             Input("tl-draw", "data"), State("tl-view", "data"))

@@ -82,3 +82,14 @@ def test_a_link_to_a_view_opens_it(browser, memory_server):
     assert shape[2] == pytest.approx(2000e-9) and shape[3] == pytest.approx(6000e-9)
     assert browser.find_element("css selector", "#mem-mem input[value='PSUM']").is_selected()
     assert browser.find_element("id", "mem-status").text.startswith("PSUM ")
+
+
+def test_the_timelines_memory_link_opens_the_memory_of_its_view(browser, memory_server):
+    browser.get(f"{memory_server.url}/?trace=t0&start=3000&end=9000")
+    wait_for(browser, lambda d: "start" in _query(d, "tl-memory-link"), "the timeline's memory link")
+    link = _query(browser, "tl-memory-link")
+    assert (link["mem"], link["start"], link["end"]) == ("SBUF", "3000", "9000")
+    browser.find_element("id", "tl-memory-link").click()
+    shape = wait_for(browser, _heatmap_shape, "the memory of the view")
+    assert shape[2] == pytest.approx(3000e-9) and shape[3] == pytest.approx(9000e-9)
+    assert _query(browser, "mem-view-link")["start"] == "3000"

@@ -160,3 +160,12 @@ def test_the_notebook_figure_is_the_pages(traces):
         mm = mmap.memory_map(t, "PSUM", width=40, height=8)
     heat = next(d for d in fig.data if isinstance(d, go.Heatmap))
     assert (heat.z == mm.state).all() and fig.layout.title.text.startswith("PSUM peak live")
+
+
+def test_the_timelines_link_is_the_memory_of_its_view():
+    href = mv.view_memory_href("?trace=t3&colour=engine", {"view": [100, 900], "trace": "t3"})
+    assert urlparse(href).path == mv.MEMORY_PATH
+    assert query(href) == {"trace": "t3", "mem": "SBUF", "start": "100", "end": "900"}
+    assert mv.view_memory_href("?trace=t3", {"view": None}) is None
+    assert mv.view_memory_href("?trace=t3", "junk") is None
+    assert mv.view_memory_href("", {"view": [5, 5], "trace": "t0"}) is None

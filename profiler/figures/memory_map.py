@@ -16,6 +16,8 @@ from profiler.figures.timefmt import TIME_AXIS, format_duration, format_time, ns
 
 #: Colour of each cell state (index = state): free is the background.
 STATE_COLOURS = {FREE: "#ffffff", LIVE: "#c6dbef", READ: "#31a354", WRITTEN: "#e6550d", READ_WRITTEN: "#756bb1"}
+#: Legend entry of each drawn state (the hover names them in full: ``STATE_NAMES``).
+LEGEND_NAMES = {LIVE: "live", READ: "read", WRITTEN: "written", READ_WRITTEN: "read and written"}
 #: Colour of the live-bytes line and of the capacity line.
 LIVE_COLOUR = "#3182bd"
 CAPACITY_COLOUR = "#969696"
@@ -36,12 +38,13 @@ def kib(nbytes: float) -> str:
     return f"{nbytes / KIB:,.1f} KiB"
 
 
-def headline(mm: MemoryMap, origin_ns: int) -> str:
-    """One line: the peak of live bytes, its share of the capacity and when; distinct bytes accessed."""
+def headline(mm: MemoryMap, origin_ns: int, sep: str = "; ") -> str:
+    """One line: the peak of live bytes, its share of the capacity and when; distinct bytes accessed (``sep``
+    between the two: ``<br>`` in a figure title)."""
     if mm.peak_at_ns is None:
         return f"{mm.mem}: nothing live or accessed in this window ({mm.accesses:,} accesses)"
     return (f"{mm.mem} peak live {kib(mm.peak_live_bytes)} per partition of {kib(mm.capacity)} "
-            f"({100 * mm.peak_live_bytes / mm.capacity:.1f}%) at {format_time(mm.peak_at_ns, origin_ns)}; "
+            f"({100 * mm.peak_live_bytes / mm.capacity:.1f}%) at {format_time(mm.peak_at_ns, origin_ns)}{sep}"
             f"{kib(mm.accessed_bytes)} accessed by {mm.accesses:,} operand accesses")
 
 
@@ -61,11 +64,11 @@ def memory_map_figure(mm: MemoryMap, origin_ns: int = 0, *, height: int = 640, t
         showscale=False, customdata=names[mm.state], name=mm.mem, xaxis="x", yaxis="y2",
         hovertemplate="%{x}s · %{y:.1f} KiB: %{customdata}<extra></extra>"))
     for state in (LIVE, READ, WRITTEN, READ_WRITTEN):  # a legend of the colours (markers only, never drawn)
-        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=STATE_NAMES[state], xaxis="x", yaxis="y2",
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=LEGEND_NAMES[state], xaxis="x", yaxis="y2",
                                  marker={"symbol": "square", "size": 12, "color": STATE_COLOURS[state]},
                                  hoverinfo="skip"))
     fig.add_trace(go.Scatter(x=x, y=mm.live_bytes / KIB, mode="lines", line={"shape": "hv", "color": LIVE_COLOUR},
-                             name="live bytes (most per column)", xaxis="x", yaxis="y",
+                             name="live bytes", xaxis="x", yaxis="y",
                              hovertemplate="%{x}s: %{y:,.1f} KiB live<extra></extra>"))
     x0, x1 = ns_to_axis(mm.start_ns, origin_ns), ns_to_axis(mm.end_ns, origin_ns)
     fig.add_trace(go.Scatter(x=[x0, x1], y=[mm.capacity / KIB] * 2, mode="lines", name="capacity",
@@ -79,8 +82,9 @@ def memory_map_figure(mm: MemoryMap, origin_ns: int = 0, *, height: int = 640, t
     context = "" if mm.whole_trace else (f" · live ranges from {format_duration(mm.context_ns[1] - mm.context_ns[0])}"
                                          " around the view")
     fig.update_layout(
-        title={"text": title if title is not None else headline(mm, origin_ns), "font": {"size": 13}, "y": 0.99},
-        height=height, margin={"l": 70, "r": 20, "t": 70 if title != "" else 30, "b": 40}, plot_bgcolor="#ffffff",
+        title={"text": title if title is not None else headline(mm, origin_ns, "<br>"), "font": {"size": 13},
+               "y": 0.98, "yanchor": "top"},
+        height=height, margin={"l": 70, "r": 20, "t": 90 if title != "" else 30, "b": 40}, plot_bgcolor="#ffffff",
         legend={"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom"}, hovermode="closest",
         uirevision=mm.mem,
         xaxis={**TIME_AXIS, "range": [x0, x1], "title": {"text": f"time ({format_duration(span)} in view{context})"}},

@@ -11,7 +11,8 @@ rule                fires when                                                  
 ``spill_reloads``   spill reload bytes > 25% of HBM read bytes                         reload bytes at DMA peak
 ``small_dma``       packets under 2 KiB carry > 25% of DMA bytes, and DMA efficiency   DMA inefficiency gap
                     (ideal / active DMA time) < 90%
-``reloads``         excess traffic > 20% of the ideal memory bound                     excess-traffic gap
+``reloads``         excess traffic > 20% of the ideal memory bound (saying so when     excess-traffic gap
+                    SBUF's peak of live bytes leaves room for resident tiles)
 ``bottleneck_idle`` the bottleneck engine is idle > 10% of the time                    serialisation gap
 ==================  =================================================================  ===========================
 
@@ -24,6 +25,7 @@ saves nothing until the bottleneck moves, so it comes last even when large.  Thr
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
@@ -33,7 +35,9 @@ from profiler.analyses.bounds import performance_bounds
 from profiler.analyses.dma import SMALL_BYTES, dma_efficiency
 from profiler.analyses.idle_gaps import idle_gaps
 from profiler.analyses.inputs import INSTRUCTION, Scope, fetch, q, resolve_scope
+from profiler.analyses.memory_map import MemoryMap, memory_map
 from profiler.analyses.waits import wait_summary
+from profiler.errors import QueryError
 from profiler.figures.timefmt import format_duration
 from profiler.trace import Trace
 
@@ -45,6 +49,8 @@ SMALL_DMA_BYTES_MAX = 0.25
 DMA_EFFICIENCY_MIN = 0.9
 RELOAD_GAP_MAX = 0.20
 BOTTLENECK_IDLE_MAX = 0.10
+#: ``reloads`` adds that SBUF has room for resident tiles when its peak of live bytes stays under this share.
+SBUF_ROOM_MAX = 0.5
 
 
 def _pct(x: float) -> str:
@@ -120,7 +126,8 @@ def _spill_rule(trace: Trace, scope: Scope, b: dict[str, Any]) -> list[dict[str,
         impact_ns=spill / peak * 1e9 if peak else 0.0, speedup=None)]
 
 
-def _dma_rules(b: dict[str, Any], eff: dict[str, Any]) -> list[dict[str, Any]]:
+def _dma_rules(b: dict[str, Any], eff: dict[str, Any],
+               sbuf_map: Callable[[], MemoryMap | None]) -> list[dict[str, Any]]:
     out = []
     memory = b[rs.MEMORY_BOUND_NS]
     ideal = b[rs.MEMORY_BOUND_IDEAL_NS]
@@ -144,15 +151,30 @@ def _dma_rules(b: dict[str, Any], eff: dict[str, Any]) -> list[dict[str, Any]]:
         worst = ", ".join(f"{t[rs.VARIABLE]} {t[rs.RELOAD_FACTOR]:.1f}x" for t in tensors[:3]
                           if t[rs.RELOAD_FACTOR] > 1.0)
         necessary = b[rs.INPUTS][rs.NECESSARY_BYTES]
+        evidence = {"dma_transfer_bytes": b[rs.INPUTS][rs.DMA_TRANSFER_BYTES], "necessary_bytes": necessary,
+                    "reload_factors": {t[rs.VARIABLE]: t[rs.RELOAD_FACTOR] for t in tensors[:5]}}
+        room = ""
+        sbuf = sbuf_map()  # (only now: a whole-trace memory map takes seconds on a long recording)
+        if sbuf is not None and sbuf.peak_live_bytes < SBUF_ROOM_MAX * sbuf.capacity:
+            room = (f" SBUF never holds more than {_pct(sbuf.peak_live_bytes / sbuf.capacity)} of its "
+                    f"{sbuf.capacity // 1024:,} KiB per partition in live data, so there is room for them.")
+            evidence.update(sbuf_peak_live_bytes=sbuf.peak_live_bytes, sbuf_capacity_bytes=sbuf.capacity)
         out.append(_rec(
             "reloads", "Data loaded more than once",
             f"The kernel moves {b[rs.INPUTS][rs.DMA_TRANSFER_BYTES]:,} bytes where {necessary:,} would do "
             f"({_us(gap)} of DMA time at peak){'; reloaded: ' + worst if worst else ''}. Keep reused tiles "
-            "resident in SBUF (blocking) so each is loaded once.",
-            evidence={"dma_transfer_bytes": b[rs.INPUTS][rs.DMA_TRANSFER_BYTES], "necessary_bytes": necessary,
-                      "reload_factors": {t[rs.VARIABLE]: t[rs.RELOAD_FACTOR] for t in tensors[:5]}},
-            impact_ns=gap, speedup=b[rs.SPEEDUPS].get(rs.MEMORY_BOUND_NO_RELOADS_NS)))
+            f"resident in SBUF (blocking) so each is loaded once.{room}",
+            evidence=evidence, impact_ns=gap, speedup=b[rs.SPEEDUPS].get(rs.MEMORY_BOUND_NO_RELOADS_NS)))
     return out
+
+
+def _sbuf_map(trace: Trace, scope: Scope) -> MemoryMap | None:
+    """The SBUF memory map of the window (its peak of live bytes), None when the trace has none (no on-chip
+    operands: not a trnprof recording) or the window holds too much to map."""
+    try:
+        return memory_map(trace, "SBUF", scope.start_ns, scope.end_ns, width=1, height=1, core=scope.core)
+    except QueryError:
+        return None
 
 
 def _cause_text(gap: dict[str, Any]) -> str:
@@ -202,7 +224,8 @@ def recommendations(trace: Trace, start_ns: int | None = None, end_ns: int | Non
     b = performance_bounds(trace, start_ns, end_ns, core)
     scope = resolve_scope(trace, b[rs.START_NS], b[rs.END_NS], core)
     eff = dma_efficiency(trace, scope.start_ns, scope.end_ns, core)
-    recs = [*_flop_rules(b), *_spill_rule(trace, scope, b), *_dma_rules(b, eff), *_bottleneck_rule(trace, scope, b)]
+    recs = [*_flop_rules(b), *_spill_rule(trace, scope, b), *_dma_rules(b, eff, lambda: _sbuf_map(trace, scope)),
+            *_bottleneck_rule(trace, scope, b)]
     total = b[rs.TOTAL_TIME_NS]
     for r in recs:
         speedup = r[rs.SPEEDUP]

@@ -31,6 +31,7 @@ from profiler.analyses import (
 )
 from profiler.analyses import schema as rs
 from profiler.analyses.diff import diff
+from profiler.analyses.memory_map import memory_summary
 from profiler.trace import Trace
 
 GOLDEN_DIR = Path(__file__).resolve().parent
@@ -137,6 +138,7 @@ def _cases() -> list[GoldenCase]:
             GoldenCase(f"{t}.opcodes", (t,), lambda tr: to_csv(time_by(tr, "opcode")), "csv"),
             GoldenCase(f"{t}.dma", (t,), _dma_json, "json"),
             GoldenCase(f"{t}.recommendations", (t,), lambda tr: to_csv(recommendations(tr)), "csv"),
+            GoldenCase(f"{t}.memory", (t,), lambda tr: to_csv(memory_summary(tr)), "csv"),
         ]
     out.append(GoldenCase("mlp.operators", ("mlp",), lambda tr: to_csv(time_by(tr, "operator")), "csv"))
     out.append(GoldenCase("what_if_dma_bandwidth.diff", ("matmul_naive", "matmul_naive_fast_dma"), _diff_json,

@@ -162,44 +162,52 @@ def accesses(trace: Trace, mem: str, start_ns: int, end_ns: int, core: int | Non
     scope = resolve_scope(trace, start_ns, end_ns, core)
     t0, t1 = scope.start_ns, scope.end_ns
     agg = dtr.agg_expr()
-    # DMA triggers: their transfers' packets (all of them, for those with a packet in the window) give the end
+    # DMA triggers: their transfers' packets (all of them, for those with a packet in the window) give the time
     table = fetch(trace, f"""
         WITH pk AS (SELECT {q(ts.ID)} AS id, {q(ts.START_TS)} AS s, {q(ts.END_TS)} AS e, {agg} AS agg
                     FROM {DMA_PACKET} WHERE {scope.core_sql()}),
              hit AS (SELECT DISTINCT agg FROM pk WHERE s < {t1} AND e > {t0}),
-             xfer AS (SELECT agg, min(s) AS s, max(e) AS e FROM pk WHERE agg IN (SELECT agg FROM hit) GROUP BY agg),
+             hitp AS (SELECT id, s, e, agg FROM pk WHERE agg IN (SELECT agg FROM hit)),
+             xfer AS (SELECT agg, min(s) AS s, max(e) AS e FROM hitp GROUP BY agg),
              trig AS (SELECT f.{q(ts.OUT_ID)} AS iid, min(x.s) AS s, max(x.e) AS e
-                      FROM {FLOW} f JOIN pk ON pk.id = f.{q(ts.IN_ID)} JOIN xfer x ON x.agg = pk.agg
+                      FROM {FLOW} f JOIN hitp ON hitp.id = f.{q(ts.IN_ID)} JOIN xfer x ON x.agg = hitp.agg
                       WHERE f.{q(ts.IN_TABLE)} = '{ts.DMA_PACKET.name}'
                         AND f.{q(ts.OUT_TABLE)} = '{ts.INSTRUCTION.name}' GROUP BY 1),
-             ins AS (SELECT i.{q(ts.ID)} AS id, coalesce(t.s, i.{q(ts.START_TS)}) AS s,
-                            coalesce(t.e, i.{q(ts.END_TS)}) AS e, i.{q(ts.OPERANDS)} AS op
-                     FROM {INSTRUCTION} i LEFT JOIN trig t ON t.iid = i.{q(ts.ID)}
-                     WHERE {scope.core_sql('i')} AND coalesce(t.s, i.{q(ts.START_TS)}) < {t1}
-                       AND coalesce(t.e, i.{q(ts.END_TS)}) > {t0}
+             flows AS (SELECT f.{q(ts.OUT_ID)} AS iid FROM {FLOW} f
+                       WHERE f.{q(ts.IN_TABLE)} = '{ts.DMA_PACKET.name}'
+                         AND f.{q(ts.OUT_TABLE)} = '{ts.INSTRUCTION.name}'),
+             -- instructions running in the window, but for DMA triggers whose packets the Flow edges name
+             cand AS (SELECT {q(ts.ID)} AS id, {q(ts.START_TS)} AS s, {q(ts.END_TS)} AS e, {q(ts.OPERANDS)} AS op
+                      FROM {INSTRUCTION} WHERE {q(ts.START_TS)} < {t1} AND {q(ts.END_TS)} > {t0}
+                        AND {scope.core_sql()} AND regexp_matches({q(ts.OPERANDS)}, $pattern)),
+             moved AS (SELECT DISTINCT iid FROM flows WHERE iid IN (SELECT id FROM cand)),
+             -- and DMA triggers whose transfers run in the window, from their first packet's start to the last's end
+             ins AS (SELECT id, s, e, op FROM cand WHERE id NOT IN (SELECT iid FROM moved)
+                     UNION ALL
+                     SELECT i.{q(ts.ID)}, t.s, t.e, i.{q(ts.OPERANDS)} FROM trig t JOIN {INSTRUCTION} i
+                       ON i.{q(ts.ID)} = t.iid
+                     WHERE t.s < {t1} AND t.e > {t0} AND {scope.core_sql('i')}
                        AND regexp_matches(i.{q(ts.OPERANDS)}, $pattern))
-        SELECT id, s, e, contains(op, 'acc_flags=accumulate') AS acc,
-               unnest(regexp_extract_all(op, $pattern, 1)) AS side,
-               unnest(regexp_extract_all(op, $pattern, 2)) AS dtype,
-               unnest(regexp_extract_all(op, $pattern, 3)) AS n,
-               unnest(regexp_extract_all(op, $pattern, 4)) AS mem,
-               unnest(regexp_extract_all(op, $pattern, 7)) AS addr
-        FROM ins""", params={"pattern": VIEW_PATTERN})
+        SELECT id, s, e, acc, x.side AS side, x.dtype AS dtype, x.n::BIGINT AS n, x.mem AS mem,
+               ('0x' || x.addr)::BIGINT AS addr
+        FROM (SELECT id, s, e, acc, regexp_extract(v, $pattern, $fields) AS x
+              FROM (SELECT id, s, e, contains(op, 'acc_flags=accumulate') AS acc,
+                           unnest(regexp_extract_all(op, $pattern)) AS v FROM ins))""",
+                  params={"pattern": VIEW_PATTERN, "fields": ["side", "dtype", "n", "mem", "p0", "p1", "addr"]})
     if table.num_rows == 0:
         _require_views(trace)
         return _empty_accesses()
     table = table.filter(pc.equal(table.column("mem"), mem))
     if table.num_rows == 0:
         return _empty_accesses()
-    itemsize = {name: dt.itemsize for name, dt in DTYPES.items()}
-    dtypes = table.column("dtype").to_pylist()
-    unknown = sorted({d for d in dtypes if d not in itemsize})
-    if unknown:
+    names = sorted(DTYPES)
+    code = pc.index_in(table.column("dtype"), value_set=pa.array(names))  # each view's dtype, by its name
+    if code.null_count:
+        unknown = sorted(set(pc.filter(table.column("dtype"), pc.is_null(code)).to_pylist()))
         raise QueryError(f"{trace.path}: operands name unknown dtypes {', '.join(unknown)}; this trnprof reads "
-                         f"{', '.join(sorted(itemsize))}")
-    size = np.fromiter((itemsize[d] for d in dtypes), np.int64, count=len(dtypes))
-    n = np.asarray(pc.cast(table.column("n"), pa.int64()).to_numpy(), np.int64)
-    addr = np.fromiter((int(a, 16) for a in table.column("addr").to_pylist()), np.int64, count=table.num_rows)
+                         f"{', '.join(names)}")
+    size = np.array([DTYPES[d].itemsize for d in names], np.int64)[np.asarray(code.to_numpy(), np.int64)]
+    n, addr = column(table, "n"), column(table, "addr")
     start, end = column(table, "s"), column(table, "e")
     end = np.maximum(end, start + 1)  # a zero-length instruction still touched its operands
     side = table.column("side")
@@ -345,6 +353,7 @@ def memory_map(trace: Trace, mem: str = "SBUF", start_ns: int | None = None, end
     else:
         c0, c1 = max(extent[0], t0 - (t1 - t0)), min(extent[1], t1 + (t1 - t0))
         c0, c1 = min(c0, t0), max(c1, t1)
+        whole = c0 <= extent[0] and c1 >= extent[1]
     n = fetch(trace, f"SELECT count(*) AS n FROM {INSTRUCTION} WHERE {q(ts.START_TS)} < {c1} "
                      f"AND {q(ts.END_TS)} > {c0} AND {scope.core_sql()}").column(0)[0].as_py()
     if n > MAX_INSTRUCTIONS:

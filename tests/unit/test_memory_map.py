@@ -16,6 +16,8 @@ import profiler
 from profiler.analyses import memory_map as mmap
 from profiler.errors import QueryError
 from tests.golden.handmade import write_handmade
+from tracer import TraceWriter
+from tracer import schema as ts
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
 ACCESS = st.tuples(st.integers(0, 60), st.integers(1, 20), st.integers(0, 40), st.integers(1, 24), st.booleans())
@@ -157,7 +159,10 @@ def test_softmax_accesses_are_the_kernels_operands(softmax):
 
 def test_a_dma_access_spans_its_transfers_packets(softmax):
     acc = mmap.accesses(softmax, "SBUF", *softmax.time_range)
-    first_load = int(np.flatnonzero(acc.write & (acc.hi - acc.lo == 4096))[0])
+    triggers = softmax.sql_arrow("SELECT id FROM Instruction WHERE opcode = 'DMA_TRIGGER'").column(0).to_numpy()
+    loads = np.flatnonzero(acc.write & np.isin(acc.instruction, triggers))
+    assert len(loads) == 8  # one load per tile
+    first_load = int(loads[np.argmin(acc.start[loads])])
     trigger = int(acc.instruction[first_load])
     packets = softmax.sql_arrow(
         "SELECT min(p.start_ts) AS s, max(p.end_ts) AS e FROM DmaPacket p WHERE p.packet_aggregation_id IN ("
@@ -165,6 +170,16 @@ def test_a_dma_access_spans_its_transfers_packets(softmax):
         "WHERE f.out_table = 'Instruction' AND f.in_table = 'DmaPacket' AND f.out_id = $id)",
         params={"id": trigger}).to_pylist()[0]
     assert (int(acc.start[first_load]), int(acc.end[first_load])) == (packets["s"], packets["e"])
+
+
+def test_a_trigger_is_no_access_before_its_transfer_runs(softmax):
+    acc = mmap.accesses(softmax, "SBUF", *softmax.time_range)
+    first = int(np.argmin(acc.start))
+    trigger, packets_start = int(acc.instruction[first]), int(acc.start[first])
+    t_start = softmax.event("Instruction", trigger)["start_ts"]
+    assert t_start < packets_start  # the trigger runs, then its packets (the DMA start latency)
+    early = mmap.accesses(softmax, "SBUF", t_start, packets_start)
+    assert trigger not in early.instruction.tolist()
 
 
 def test_peak_live_is_within_what_was_accessed_and_the_capacity(samples_root):
@@ -194,6 +209,18 @@ def test_traces_without_on_chip_operands_say_so(tmp_path):
     with profiler.open(write_handmade(tmp_path / "h.trace")) as t, \
             pytest.raises(QueryError, match=r"no instruction names an on-chip operand .* re-record"):
         mmap.memory_map(t, "SBUF")  # the hand-made trace's operands have the pre-2.2 form
+
+
+def test_an_unknown_dtype_is_a_one_line_error(tmp_path):
+    with TraceWriter(tmp_path / "odd.trace", metadata={"arch": "trn2", "is_simulation": True}) as w:
+        w.append(ts.INSTRUCTION.name, {
+            ts.ID: np.arange(2, dtype=np.int64), ts.START_TS: np.array([0, 10]), ts.END_TS: np.array([5, 15]),
+            ts.DURATION_NS: np.array([5, 5]), ts.ENGINE: ["Vector"] * 2, ts.OPCODE: ["TENSOR_COPY"] * 2,
+            ts.OPERANDS: ["dst=fp32[4]@SBUF[0:128]+0x0 src=-",
+                          "dst=fp99[4]@SBUF[0:128]+0x10 src=fp32[4]@SBUF[0:128]+0x0"],
+            ts.PC: np.arange(2, dtype=np.int64)})
+    with profiler.open(tmp_path / "odd.trace") as t, pytest.raises(QueryError, match=r"unknown dtypes fp99; this"):
+        mmap.memory_map(t, "SBUF")
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [

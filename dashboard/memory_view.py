@@ -133,6 +133,26 @@ def timeline_href(trace_id: str, window: tuple[int, int] | None) -> str:
     return "/?" + urlencode(values)
 
 
+def memory_section(trace: Any, trace_id: str) -> Any:
+    """The summary page's "Memory": the whole trace's peak of live bytes in SBUF and PSUM (:func:`headline`),
+    each a link to its memory map; nothing for a trace without on-chip operands; the reason for one too long to
+    map at once."""
+    from dash import dcc, html
+
+    lines = []
+    for mem in MEMORIES:
+        try:
+            mm = memory_map(trace, mem, width=1, height=1)
+        except TooManyAccesses as exc:
+            lines.append(html.Li([f"{mem}: {exc} on ", dcc.Link("the memory page", href=memory_href(trace_id, mem,
+                                                                                                   None))]))
+            continue
+        except TrnprofError:  # no on-chip operands: not a recording of trnprof's simulator
+            return html.Div()
+        lines.append(html.Li(dcc.Link(headline(mm, trace.time_range[0]), href=memory_href(trace_id, mem, None))))
+    return html.Div([html.H3("Memory"), html.Ul(lines, id="summary-memory-lines")], className="analysis-section")
+
+
 def view_memory_href(search: str | None, state: Any) -> str | None:
     """The memory page for the view the timeline's ``state`` shows (the timeline's "memory of this view"; None
     without a view)."""
@@ -160,6 +180,7 @@ __all__ = [
     "build_view",
     "is_zoom",
     "memory_href",
+    "memory_section",
     "shown_window",
     "timeline_href",
     "url_mem",

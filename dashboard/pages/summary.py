@@ -18,6 +18,7 @@ from dashboard.app import resolve_trace_id
 from dashboard.computed import ComputedCache
 from dashboard.errors import public_message
 from dashboard.graph_config import graph_config
+from dashboard.memory_view import memory_section
 from dashboard.pages import PageContext
 from dashboard.registry import TraceRegistry, UnknownTraceError
 from dashboard.selection_view import _card, _si
@@ -28,7 +29,8 @@ from tracer.errors import TrnprofError
 
 
 def layout(ctx: PageContext) -> Any:
-    """The title and three placeholders (cards, analyses, charts) filled by the page's callbacks."""
+    """The title and the placeholders (cards, analyses, source lines, memory, charts) filled by the page's
+    callbacks."""
     def part(ident: str, class_name: str, what: str) -> Any:
         # what is being computed, not only dots: on a trace of 10^8 events the first visit takes a while
         spinner = html.Div([html.Span(className="busy-dot"), f" computing {what}: the first visit reads the whole "
@@ -41,6 +43,7 @@ def layout(ctx: PageContext) -> Any:
         part("summary-cards", "cards", "the headline figures"),
         part("summary-analyses", "analysis-section", "the bounds and recommendations"),
         part("summary-source", "analysis-section", "the hottest source lines"),
+        part("summary-memory", "analysis-section", "the peaks of SBUF and PSUM"),
         part("summary-charts", "charts", "the breakdowns"),
     ], className="summary-page")
 
@@ -72,7 +75,7 @@ def _unavailable(exc: BaseException) -> Any:
 
 
 def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
-    """The three parts of the page, each computed once per trace."""
+    """The parts of the page, each computed once per trace."""
     cache = ComputedCache()
 
     def computed(search: str | None, part: str, build: Callable[[Any], Any]) -> Any:
@@ -95,6 +98,14 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
     @app.callback(Output("summary-analyses", "children"), Input("url", "search"))
     def _analyses(search: str | None) -> Any:
         return computed(search, "analyses", analysis_section)
+
+    @app.callback(Output("summary-memory", "children"), Input("url", "search"))
+    def _memory(search: str | None) -> Any:
+        try:
+            trace_id = resolve_trace_id(registry, search)
+        except UnknownTraceError as exc:
+            return _unavailable(exc)
+        return computed(search, "memory", lambda trace: memory_section(trace, trace_id))
 
     @app.callback(Output("summary-source", "children"), Input("url", "search"))
     def _source(search: str | None) -> Any:

@@ -170,3 +170,20 @@ def test_the_timelines_link_is_the_memory_of_its_view():
     assert mv.view_memory_href("?trace=t3", {"view": None}) is None
     assert mv.view_memory_href("?trace=t3", "junk") is None
     assert mv.view_memory_href("", {"view": [5, 5], "trace": "t0"}) is None
+
+
+def test_the_summary_pages_memory_section(registry):
+    trace = registry.open("t0")
+    section = mv.memory_section(trace, "t0")
+    items = section.children[1].children
+    assert [i.children.children.split(" ")[0] for i in items] == ["SBUF", "PSUM"]
+    sbuf = mmap.memory_map(trace, "SBUF", width=1, height=1)
+    assert f"{sbuf.peak_live_bytes / 1024:,.1f} KiB" in items[0].children.children
+    assert query(items[1].children.href) == {"trace": "t0", "mem": "PSUM"}
+    assert mv.memory_section(registry.open("t1"), "t1").children is None  # no on-chip operands: nothing
+
+
+def test_the_summary_pages_memory_section_when_too_long_to_map(registry, monkeypatch):
+    monkeypatch.setattr(mmap, "MAX_INSTRUCTIONS", 1)
+    items = mv.memory_section(registry.open("t0"), "t0").children[1].children
+    assert "too many to map at once" in items[0].children[0]

@@ -99,18 +99,18 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
     def _analyses(search: str | None) -> Any:
         return computed(search, "analyses", analysis_section)
 
-    @app.callback(Output("summary-memory", "children"), Input("url", "search"))
-    def _memory(search: str | None) -> Any:
+    def computed_with_id(search: str | None, part: str, build: Callable[[Any, str], Any]) -> Any:
+        """:func:`computed` of a part that also names the trace (in its links)."""
         try:
             trace_id = resolve_trace_id(registry, search)
         except UnknownTraceError as exc:
             return _unavailable(exc)
-        return computed(search, "memory", lambda trace: memory_section(trace, trace_id))
+        return computed(search, part, lambda trace: build(trace, trace_id))
+
+    @app.callback(Output("summary-memory", "children"), Input("url", "search"))
+    def _memory(search: str | None) -> Any:
+        return computed_with_id(search, "memory", memory_section)
 
     @app.callback(Output("summary-source", "children"), Input("url", "search"))
     def _source(search: str | None) -> Any:
-        try:
-            trace_id = resolve_trace_id(registry, search)
-        except UnknownTraceError as exc:
-            return _unavailable(exc)
-        return computed(search, "source", lambda trace: hottest_lines_section(trace, trace_id))
+        return computed_with_id(search, "source", hottest_lines_section)

@@ -58,17 +58,23 @@ def kernel_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_kernel_trace(tmp_path_factory.mktemp("browser") / "kernel.trace", iterations=300, cores=2)
 
 
-@pytest.fixture(scope="session")
-def dashboard_server(kernel_trace: Path) -> Iterator[Server]:
-    """The dashboard serving the kernel trace."""
+def serving(path: Path) -> Iterator[Server]:
+    """The dashboard serving the trace at ``path`` (ingested before the browser asks), until the generator ends:
+    ``yield from serving(path)`` in a fixture."""
     from dashboard.app import create_app
 
-    app = create_app([kernel_trace])
-    app.trnprof_registry.open("t0")  # ingest before the browser asks
+    app = create_app([path])
+    app.trnprof_registry.open("t0")
     server = Server(app)
     yield server
     server.stop()
     app.trnprof_registry.close()
+
+
+@pytest.fixture(scope="session")
+def dashboard_server(kernel_trace: Path) -> Iterator[Server]:
+    """The dashboard serving the kernel trace."""
+    yield from serving(kernel_trace)
 
 
 @pytest.fixture(scope="session")

@@ -7,7 +7,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from tests.browser.conftest import Server, console_errors, wait_for
+from tests.browser.conftest import console_errors, serving, wait_for
 from tracer.sim import run_kernel
 
 GRAPH = "document.querySelector('#mem-graph .js-plotly-plot')"
@@ -15,16 +15,9 @@ GRAPH = "document.querySelector('#mem-graph .js-plotly-plot')"
 
 @pytest.fixture(scope="module")
 def memory_server(browser, tmp_path_factory):
-    from dashboard.app import create_app
-
     path = tmp_path_factory.mktemp("membrowser") / "mm.trace"
     run_kernel("matmul_rowload", {"M": 512, "N": 1024, "K": 512}, trace_path=path)
-    app = create_app([path])
-    app.trnprof_registry.open("t0")
-    server = Server(app)
-    yield server
-    server.stop()
-    app.trnprof_registry.close()
+    yield from serving(path)
 
 
 def _heatmap_shape(driver):
@@ -93,3 +86,12 @@ def test_the_timelines_memory_link_opens_the_memory_of_its_view(browser, memory_
     shape = wait_for(browser, _heatmap_shape, "the memory of the view")
     assert shape[2] == pytest.approx(3000e-9) and shape[3] == pytest.approx(9000e-9)
     assert _query(browser, "mem-view-link")["start"] == "3000"
+
+
+def test_the_summary_pages_memory_lines_lead_to_the_map(browser, memory_server):
+    browser.get(f"{memory_server.url}/summary?trace=t0")
+    links = wait_for(browser, lambda d: d.find_elements("css selector", "#summary-memory-lines a"), "the memory part")
+    assert [a.text.split(" ")[0] for a in links] == ["SBUF", "PSUM"] and "peak live" in links[0].text
+    links[1].click()
+    wait_for(browser, _heatmap_shape, "the PSUM map")
+    assert browser.find_element("css selector", "#mem-mem input[value='PSUM']").is_selected()

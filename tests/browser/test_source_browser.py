@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser.conftest import Server, console_errors, wait_for, wait_idle
+from tests.browser.conftest import Server, console_errors, serving, wait_for, wait_idle
 from tracer.sim import run_kernel
 
 TARGET = 42  # nc.tensor_scalar(yt, ex, "multiply", inv): a Vector line
@@ -14,16 +14,9 @@ TARGET = 42  # nc.tensor_scalar(yt, ex, "multiply", inv): a Vector line
 
 @pytest.fixture(scope="module")
 def source_server(browser, tmp_path_factory):
-    from dashboard.app import create_app
-
     path = tmp_path_factory.mktemp("srcbrowser") / "softmax.trace"
     run_kernel("softmax", {"rows": 4096, "cols": 512}, arch="trn1", trace_path=path)
-    app = create_app([path])
-    app.trnprof_registry.open("t0")
-    server = Server(app)
-    yield server
-    server.stop()
-    app.trnprof_registry.close()
+    yield from serving(path)
 
 
 def test_the_source_page_shows_the_file_and_scrolls_to_the_marked_line(browser, source_server):

@@ -69,6 +69,14 @@ def timeline_search_href(trace_id: str, location: str) -> str:
     return "/?" + urlencode({TRACE_PARAM: trace_id, SEARCH_PARAM: f'"{location}"'})
 
 
+def timeline_select_href(trace_id: str, table: str, ident: int, start_ns: int, end_ns: int) -> str:
+    """The timeline page of ``trace_id`` showing an event (``start_ns``..``end_ns``, with as much again either side)
+    selected: its details, outline and dependency arrows."""
+    pad = max(1, end_ns - start_ns)
+    return "/?" + urlencode({TRACE_PARAM: trace_id, "start": start_ns - pad, "end": end_ns + pad,
+                             SELECT_PARAM: f"{table}:{ident}"})
+
+
 def source_href(trace_id: str, file: str, line: int | None = None) -> str:
     """The source page of ``trace_id`` showing ``file`` (scrolled to ``line``, marked)."""
     values: dict[str, Any] = {TRACE_PARAM: trace_id, FILE_PARAM: file}

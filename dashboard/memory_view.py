@@ -15,11 +15,14 @@ from urllib.parse import urlencode
 import plotly.graph_objects as go
 
 from dashboard.inputs import as_float, as_time_range
-from dashboard.links import TRACE_PARAM
+from dashboard.links import TRACE_PARAM, source_href, timeline_select_href
+from profiler.analyses import schema as rs
+from profiler.analyses.memory_cell import cell_accesses
 from profiler.analyses.memory_map import MEMORIES, TooManyAccesses, capacity, memory_map
+from profiler.analyses.source_lines import split_location
 from profiler.errors import TrnprofError
 from profiler.figures.memory_map import headline, memory_map_figure
-from profiler.figures.timefmt import TIME_AXIS, axis_to_ns, ns_to_axis
+from profiler.figures.timefmt import TIME_AXIS, axis_to_ns, format_duration, format_time, ns_to_axis
 
 MEM_PARAM = "mem"
 MEMORY_PATH = "/memory"
@@ -153,6 +156,61 @@ def memory_section(trace: Any, trace_id: str) -> Any:
     return html.Div([html.H3("Memory"), html.Ul(lines, id="summary-memory-lines")], className="analysis-section")
 
 
+def clicked_cell(click: Any, origin_ns: int, window: tuple[int, int], cap: int) -> tuple[tuple[int, int],
+                                                                                        tuple[int, int]] | None:
+    """The time and byte range of the raster cell a click on the graph landed in (``window``: the one shown;
+    ``cap``: bytes per partition), None for a click elsewhere or malformed click data."""
+    points = click.get("points") if isinstance(click, dict) else None
+    if not isinstance(points, list) or not points or not isinstance(points[0], dict):
+        return None
+    x = as_float(points[0].get("x"), -MAX_AXIS_S, MAX_AXIS_S)
+    y = as_float(points[0].get("y"), 0.0, cap / 1024)
+    if x is None or y is None:
+        return None
+    t0, t1 = window
+    t = axis_to_ns(x, origin_ns)
+    if not t0 <= t < t1:
+        return None
+    col = (t - t0) * WIDTH // (t1 - t0)
+    row = min(HEIGHT - 1, int(y * 1024 * HEIGHT // cap))
+    start, end = t0 + col * (t1 - t0) // WIDTH, t0 + -(-(col + 1) * (t1 - t0) // WIDTH)
+    return (start, max(end, start + 1)), (row * cap // HEIGHT, max((row + 1) * cap // HEIGHT, row * cap // HEIGHT + 1))
+
+
+def cell_panel(trace: Any, trace_id: str, mem: str, cell: tuple[tuple[int, int], tuple[int, int]]) -> Any:
+    """The panel under the graph for a clicked cell: who touched its bytes then, who wrote the data they held and
+    who read it (:func:`profiler.analyses.memory_cell.cell_accesses`), each linked to the timeline (selected) and
+    its source line; or the one-line reason there is nothing."""
+    from dash import dcc, html
+
+    (t0, t1), (lo, hi) = cell
+    origin = trace.time_range[0]
+    try:
+        table = cell_accesses(trace, mem, (t0, t1), (lo, hi))
+    except TrnprofError as exc:
+        return html.Div(str(exc), className="error", id="mem-cell-error")
+    title = (f"{mem} bytes {lo:#x}-{hi:#x} at {format_time(t0, origin)} ({format_duration(t1 - t0)})")
+    if table.num_rows == 0:
+        return html.Div([html.H3(title), html.P("No instruction touched these bytes up to then.", className="muted")])
+    body = []
+    for r in table.to_pylist():
+        where = split_location(r[rs.SOURCE]) if r[rs.SOURCE] else None
+        source = dcc.Link(r[rs.SOURCE], href=source_href(trace_id, where[0], where[1])) \
+            if where is not None and where[1] is not None else (r[rs.SOURCE] or "")
+        body.append(html.Tr([
+            html.Td(r[rs.ROLE]),
+            html.Td(dcc.Link(r[rs.OPCODE] or f"#{r[rs.ID]}", href=timeline_select_href(
+                trace_id, "Instruction", r[rs.ID], r[rs.START_NS], r[rs.END_NS]))),
+            html.Td(r[rs.ENGINE] or ""), html.Td(r[rs.ACCESS]),
+            html.Td(format_time(r[rs.START_NS], origin), className="num"),
+            html.Td(format_duration(r[rs.END_NS] - r[rs.START_NS]), className="num"),
+            html.Td(f"{r[rs.LO_BYTE]:#x}-{r[rs.HI_BYTE]:#x}", className="num"), html.Td(source),
+        ]))
+    head = ["", "instruction", "engine", "access", "start", "duration", "bytes", "source"]
+    return html.Div([html.H3(title), html.Table([html.Thead(html.Tr([html.Th(h) for h in head])),
+                                                 html.Tbody(body)], className="mini-table", id="mem-cell-table")])
+
+
 def view_memory_href(search: str | None, state: Any) -> str | None:
     """The memory page for the view the timeline's ``state`` shows (the timeline's "memory of this view"; None
     without a view)."""
@@ -178,6 +236,8 @@ __all__ = [
     "MEM_PARAM",
     "MemoryView",
     "build_view",
+    "cell_panel",
+    "clicked_cell",
     "is_zoom",
     "memory_href",
     "memory_section",

@@ -1,7 +1,9 @@
 """The memory page (``/memory``): SBUF or PSUM addresses over time, what was read, written and held live.
 
 Neuron Explorer's Memory viewer, from the operands of a simulator recording (``profiler.analyses.memory_map``).
-Zoom by dragging across the graph (time only; a double-click shows the whole trace again); ``?mem=`` and
+Zoom by dragging across the graph (time only; a double-click shows the whole trace again); a click on a cell
+lists who touched its bytes then, who wrote the data they held and who read it (``profiler.analyses.memory_cell``),
+each linked to the timeline and its source line; ``?mem=`` and
 ``?start=&end=`` open a view, and the page links to the same range on the timeline.  The content is
 :func:`dashboard.memory_view.build_view`.
 """
@@ -17,7 +19,7 @@ from dashboard.app import query_values, resolve_trace_id
 from dashboard.graph_config import graph_config
 from dashboard.pages import PageContext
 from dashboard.registry import TraceRegistry, UnknownTraceError
-from profiler.analyses.memory_map import MEMORIES
+from profiler.analyses.memory_map import MEMORIES, capacity
 
 
 def layout(ctx: PageContext) -> Any:
@@ -33,11 +35,14 @@ def layout(ctx: PageContext) -> Any:
         html.Div(id="mem-status", className="muted mem-status"),
         html.P("Each cell: an address range of one partition (y) at a time (x). Written or read: an instruction or "
                "DMA transfer wrote or read it then; live: it held data a later instruction reads. Drag across the "
-               "graph to zoom in time, double-click for the whole trace.", className="muted mem-help"),
+               "graph to zoom in time, double-click for the whole trace; click a cell to see who wrote and read "
+               "its bytes.", className="muted mem-help"),
         dcc.Store(id="mem-window"),
         dcc.Store(id="mem-zoom"),
         dcc.Loading(dcc.Graph(id="mem-graph", config=graph_config(scrollZoom=False),
                               style={"height": "640px"}), delay_show=300),
+        dcc.Loading(html.Div(html.P("Click the map to see who wrote and read the bytes there.", className="muted"),
+                             id="mem-cell", className="panel mem-cell"), delay_show=300),
     ], className="memory-page")
 
 
@@ -80,8 +85,23 @@ ZOOM_JS = """function (relayout) {
 }"""
 
 
+def cell_outputs(registry: TraceRegistry, search: str | None, mem: Any, window: Any, click: Any) -> Any:
+    """The cell panel for a click on the graph (``window``: the page's window store)."""
+    try:
+        trace_id = resolve_trace_id(registry, search)
+        trace = registry.open(trace_id)
+    except UnknownTraceError as exc:
+        return html.Span(str(exc), className="error", id="mem-cell-error")
+    mem = mem if mem in MEMORIES else mv.url_mem(query_values(search))
+    shown = mv.shown_window(window, search) or trace.time_range
+    cell = mv.clicked_cell(click, trace.time_range[0], shown, capacity(trace, mem))
+    if cell is None:
+        return no_update
+    return mv.cell_panel(trace, trace_id, mem, cell)
+
+
 def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
-    """The graph follows the URL, the memory picker and zooms on the graph."""
+    """The graph follows the URL, the memory picker and zooms on the graph; a click explains a cell."""
     app.clientside_callback(ZOOM_JS, Output("mem-zoom", "data"), Input("mem-graph", "relayoutData"),
                             prevent_initial_call=True)
 
@@ -92,3 +112,8 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
     def _show(search: str | None, mem: Any, zoom: Any, window: Any) -> Any:
         zoomed = any(t.get("prop_id") == "mem-zoom.data" for t in callback_context.triggered)
         return page_outputs(registry, search, mem, zoom if zoomed else None, window)
+
+    @app.callback(Output("mem-cell", "children"), Input("mem-graph", "clickData"), State("url", "search"),
+                  State("mem-mem", "value"), State("mem-window", "data"), prevent_initial_call=True)
+    def _cell(click: Any, search: str | None, mem: Any, window: Any) -> Any:
+        return cell_outputs(registry, search, mem, window, click)

@@ -35,7 +35,7 @@ import pyarrow.compute as pc
 
 from profiler.analyses import dma_transfers as dtr
 from profiler.analyses import schema as rs
-from profiler.analyses.inputs import DMA_PACKET, FLOW, INSTRUCTION, column, fetch, q, resolve_scope
+from profiler.analyses.inputs import DMA_PACKET, FLOW, INSTRUCTION, Scope, column, fetch, q, resolve_scope
 from profiler.errors import QueryError
 from profiler.trace import Trace
 from tracer import schema as ts
@@ -346,6 +346,20 @@ def memory_map(trace: Trace, mem: str = "SBUF", start_ns: int | None = None, end
     height = _check_size(height, "height", 4096)
     scope = resolve_scope(trace, start_ns, end_ns, core)
     t0, t1 = scope.start_ns, scope.end_ns
+    c0, c1, whole = context_of(trace, scope)
+    acc = accesses(trace, mem, c0, c1, scope.core)
+    return map_of_accesses(acc, mem, capacity(trace, mem), (t0, t1), (c0, c1), width=width, height=height,
+                           whole_trace=whole)
+
+
+def context_of(trace: Trace, scope: Scope) -> tuple[int, int, bool]:
+    """The time live ranges are computed over for the window of ``scope`` (see the module docstring), and whether
+    that is the whole trace.
+
+    Raises:
+        TooManyAccesses: more than :data:`MAX_INSTRUCTIONS` instructions in it.
+    """
+    t0, t1 = scope.start_ns, scope.end_ns
     whole = trace.overview().get("events", {}).get(ts.INSTRUCTION.name, 0) <= WHOLE_TRACE_INSTRUCTIONS
     extent = trace.time_range
     if whole:
@@ -359,9 +373,7 @@ def memory_map(trace: Trace, mem: str = "SBUF", start_ns: int | None = None, end
     if n > MAX_INSTRUCTIONS:
         raise TooManyAccesses(f"{n:,} instructions in and around this window are too many to map at once (at most "
                               f"{MAX_INSTRUCTIONS:,}): zoom in")
-    acc = accesses(trace, mem, c0, c1, scope.core)
-    return map_of_accesses(acc, mem, capacity(trace, mem), (t0, t1), (c0, c1), width=width, height=height,
-                           whole_trace=whole)
+    return c0, c1, whole
 
 
 def map_of_accesses(acc: Accesses, mem: str, cap: int, window: tuple[int, int], context: tuple[int, int], *,
@@ -422,6 +434,7 @@ __all__ = [
     "TooManyAccesses",
     "accesses",
     "capacity",
+    "context_of",
     "live_intervals",
     "live_profile",
     "live_series",

@@ -479,6 +479,22 @@ MEMORY_SUMMARY_SCHEMA = pa.schema([
     pa.field(ACCESSED_BYTES, pa.int64(), nullable=False),
     pa.field(ACCESSES, pa.int64(), nullable=False),
 ])
+ROLE = "role"
+ACCESS = "access"
+LO_BYTE = "lo_byte"
+HI_BYTE = "hi_byte"
+#: ``profiler.analyses.memory_cell.cell_accesses``: the accesses, then each one's instruction.
+MEMORY_CELL_BASE_SCHEMA = pa.schema([
+    pa.field(ROLE, pa.string(), nullable=False),
+    pa.field(ID, pa.int64(), nullable=False),
+    pa.field(ACCESS, pa.string(), nullable=False),
+    pa.field(START_NS, pa.int64(), nullable=False),
+    pa.field(END_NS, pa.int64(), nullable=False),
+    pa.field(LO_BYTE, pa.int64(), nullable=False),
+    pa.field(HI_BYTE, pa.int64(), nullable=False),
+])
+MEMORY_CELL_SCHEMA = pa.schema([*MEMORY_CELL_BASE_SCHEMA, pa.field(OPCODE, pa.string()), pa.field(ENGINE, pa.string()),
+                                pa.field(SOURCE, pa.string())])
 LIVE_SERIES_SCHEMA = pa.schema([
     pa.field(START_NS, pa.int64(), nullable=False),
     pa.field(END_NS, pa.int64(), nullable=False),

@@ -95,3 +95,26 @@ def test_the_summary_pages_memory_lines_lead_to_the_map(browser, memory_server):
     links[1].click()
     wait_for(browser, _heatmap_shape, "the PSUM map")
     assert browser.find_element("css selector", "#mem-mem input[value='PSUM']").is_selected()
+
+
+def test_a_click_on_the_map_explains_its_cell(browser, memory_server):
+    browser.get(f"{memory_server.url}/memory?trace=t0")
+    shape = wait_for(browser, _heatmap_shape, "the SBUF map")
+    wait_for(browser, _settled, "the first callbacks")
+    # the cell of the first column and row whose state is not free (what a click on it sends)
+    point = browser.execute_script(
+        f"var g = {GRAPH}; var h = g._fullData.filter(function (t) {{ return t.type === 'heatmap'; }})[0];"
+        "for (var c = 0; c < h.z[0].length; c++) { for (var r = 0; r < h.z.length; r++) {"
+        "  if (h.z[r][c] >= 2) { return {x: h.x[c], y: h.y[r]}; } } } return null;")
+    assert point is not None and shape[2] <= point["x"] <= shape[3]
+    browser.execute_script(f"{GRAPH}.emit('plotly_click', {{points: [{{x: {point['x']}, y: {point['y']}, "
+                           "curveNumber: 0}]});")
+    table = wait_for(browser, lambda d: d.find_elements("id", "mem-cell-table"), "the cell's accesses")[0]
+    rows = table.find_elements("css selector", "tbody tr")
+    assert rows and rows[0].find_elements("tag name", "td")[0].text == "in this cell"
+    link = rows[0].find_element("css selector", "td:nth-child(2) a")
+    assert "select=Instruction%3A" in link.get_attribute("href")
+    link.click()
+    wait_for(browser, lambda d: "select=Instruction" in d.current_url or d.find_elements("id", "tl-status"),
+             "the timeline")
+    assert console_errors(browser) == []

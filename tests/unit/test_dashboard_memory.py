@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
+import numpy as np
 import plotly.graph_objects as go
 import pytest
 
@@ -17,7 +18,9 @@ from dashboard.pages.memory import page_outputs
 from dashboard.registry import TraceRegistry
 from profiler.analyses import memory_map as mmap
 from profiler.analyses import schema as rs
+from profiler.analyses.memory_cell import IN_CELL, READ, WROTE, cell_accesses
 from profiler.cli import main
+from profiler.errors import QueryError
 from profiler.figures.timefmt import ns_to_axis
 from tests.golden.handmade import write_handmade
 from tracer.sim import run_kernel
@@ -187,3 +190,54 @@ def test_the_summary_pages_memory_section_when_too_long_to_map(registry, monkeyp
     monkeypatch.setattr(mmap, "MAX_INSTRUCTIONS", 1)
     items = mv.memory_section(registry.open("t0"), "t0").children[1].children
     assert "too many to map at once" in items[0].children[0]
+
+
+def test_a_click_maps_to_its_cell_and_back():
+    window, cap = (1000, 1000 + 900 * 7), 229376
+    # the centre of column 3, row 10 (KiB)
+    x = (window[0] + 3.5 * 7 - 1000) / 1e9
+    y = (10.5 * cap / mv.HEIGHT) / 1024
+    cell = mv.clicked_cell({"points": [{"x": x, "y": y}]}, 1000, window, cap)
+    assert cell == ((window[0] + 21, window[0] + 28), (10 * cap // mv.HEIGHT, 11 * cap // mv.HEIGHT))
+    for bad in (None, {}, {"points": []}, {"points": ["x"]}, {"points": [{"x": "nan", "y": 1}]},
+                {"points": [{"x": -1.0, "y": 1}]}, {"points": [{"x": x, "y": 1e9}]}):
+        assert mv.clicked_cell(bad, 1000, window, cap) is None
+
+
+def test_a_clicked_cell_names_who_wrote_and_read_its_bytes(registry):
+    trace = registry.open("t0")
+    acc = mmap.accesses(trace, "SBUF", *trace.time_range)
+    # a read of a DMA-loaded tile: the cell at its start, on its first byte
+    i = int(np.flatnonzero(~acc.write)[0])
+    cell = ((int(acc.start[i]), int(acc.start[i]) + 1), (int(acc.lo[i]), int(acc.lo[i]) + 1))
+    table = cell_accesses(trace, "SBUF", *cell)
+    rows = table.to_pylist()
+    assert any(r[rs.ROLE] == IN_CELL and r[rs.ID] == int(acc.instruction[i]) and r[rs.ACCESS] == "read" for r in rows)
+    wrote = [r for r in rows if r[rs.ROLE] == WROTE]
+    assert len(wrote) == 1 and wrote[0][rs.ACCESS] == "write" and wrote[0][rs.START_NS] <= cell[0][0]
+    # brute force: the last write to that byte starting before the cell ends
+    on = np.flatnonzero((acc.lo <= cell[1][0]) & (acc.hi > cell[1][0]) & acc.write & (acc.start < cell[0][1]))
+    last = on[np.argmax(acc.start[on])]
+    assert wrote[0][rs.ID] == int(acc.instruction[last]) and wrote[0][rs.OPCODE]
+    readers = [r for r in rows if r[rs.ROLE] == READ]
+    byte = (acc.lo <= cell[1][0]) & (acc.hi > cell[1][0])
+    nxt = np.flatnonzero(byte & acc.write & (acc.start > acc.start[last]))
+    until = acc.start[nxt].min() if len(nxt) else np.inf
+    want = np.flatnonzero(byte & ~acc.write & (acc.start >= acc.start[last]) & (acc.start < until))
+    assert readers and sorted(r[rs.ID] for r in readers) == sorted(acc.instruction[want].tolist())
+    panel = mv.cell_panel(trace, "t0", "SBUF", cell)
+    links = [c for c in _walk(panel) if getattr(c, "href", None)]
+    assert any("select=Instruction%3A" in link.href for link in links)
+    with pytest.raises(QueryError, match="byte range"):
+        cell_accesses(trace, "SBUF", cell[0], (5, 5))
+
+
+def _walk(component):
+    stack = [component]
+    while stack:
+        c = stack.pop()
+        if isinstance(c, list | tuple):
+            stack.extend(c)
+        elif c is not None and not isinstance(c, str | int | float):
+            yield c
+            stack.append(getattr(c, "children", None))

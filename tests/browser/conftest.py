@@ -100,12 +100,14 @@ def browser() -> Iterator[Any]:
 
 
 def wait_for(driver: Any, condition: Callable[[Any], Any], what: str, timeout: float = WAIT_S) -> Any:
-    """Wait until ``condition(driver)`` is truthy; fail naming ``what`` otherwise."""
-    from selenium.common.exceptions import TimeoutException
+    """Wait until ``condition(driver)`` is truthy; fail naming ``what`` otherwise.  An element the condition found
+    and Dash replaced before it was read (a stale element) is looked for again at the next poll."""
+    from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
     from selenium.webdriver.support.ui import WebDriverWait
 
     try:
-        return WebDriverWait(driver, timeout, poll_frequency=0.1).until(condition)
+        return WebDriverWait(driver, timeout, poll_frequency=0.1,
+                             ignored_exceptions=(StaleElementReferenceException,)).until(condition)
     except TimeoutException:
         pytest.fail(f"timed out after {timeout} s waiting for {what}")
 

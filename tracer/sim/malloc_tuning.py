@@ -27,8 +27,10 @@ _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 #: The settings, as glibc reads them from the environment at a process's start.
 MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(1 << 30)}
 _PARAMS = {"MALLOC_MMAP_THRESHOLD_": _M_MMAP_THRESHOLD, "MALLOC_TRIM_THRESHOLD_": _M_TRIM_THRESHOLD}
-#: Arrow's memory pool in a process started to record, read by pyarrow at its start: glibc malloc (see above).
-ARROW_ENV = {"ARROW_DEFAULT_MEMORY_POOL": "system"}
+#: Arrow's memory pool in a process started to record, read by pyarrow at its start: glibc malloc (see above); and
+#: no background thread for pyarrow's bundled jemalloc (it starts one even when another pool is the default, and on a
+#: loaded machine it was running when the writer closed: a thread taking CPU time from the simulation for nothing).
+ARROW_ENV = {"ARROW_DEFAULT_MEMORY_POOL": "system", "JE_ARROW_MALLOC_CONF": "background_thread:false"}
 
 
 def child_env() -> dict[str, str]:

@@ -7,7 +7,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from tests.browser.conftest import console_errors, serving, wait_for
+from tests.browser.conftest import console_errors, serving, wait_for, wait_idle
 from tracer.sim import run_kernel
 
 GRAPH = "document.querySelector('#mem-graph .js-plotly-plot')"
@@ -115,6 +115,6 @@ def test_a_click_on_the_map_explains_its_cell(browser, memory_server):
     link = rows[0].find_element("css selector", "td:nth-child(2) a")
     assert "select=Instruction%3A" in link.get_attribute("href")
     link.click()
-    wait_for(browser, lambda d: "select=Instruction" in d.current_url or d.find_elements("id", "tl-status"),
-             "the timeline")
+    wait_idle(browser, "the timeline of the selected instruction")  # (its requests done before the server stops)
+    assert "Instruction" in wait_for(browser, lambda d: d.find_element("id", "tl-details").text, "its details")
     assert console_errors(browser) == []

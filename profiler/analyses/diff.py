@@ -1,4 +1,4 @@
-"""Comparison of two traces: total time, per-engine active time, bounds, and per-identity time deltas.
+"""Comparison of two traces: total time, per-engine active time, bounds, per-identity time deltas, memory peaks.
 
 Everything is "b relative to a": ``delta = b - a`` and ``ratio = b / a``.  Per-identity tables align the two traces'
 instructions by what they *are* rather than when they ran — operator (layer, operator), opcode (engine, opcode) and
@@ -19,7 +19,9 @@ import pyarrow as pa
 from profiler.analyses import schema as rs
 from profiler.analyses.bounds import performance_bounds
 from profiler.analyses.inputs import resolve_scope
+from profiler.analyses.memory_map import MEMORIES, memory_map
 from profiler.analyses.operators import time_by
+from profiler.errors import QueryError
 from profiler.trace import Trace
 
 BOTH = "both"
@@ -79,7 +81,9 @@ def diff(a: Trace, b: Trace, *, core: int | None = None,
 
     Returns:
         ``{"traces": {"a": ..., "b": ...}, "total_time": metric row, "engine_active": table, "bounds": table,
-        "bottleneck": {"a": ..., "b": ...}, "by": {grouping: delta table}}``; metric tables follow
+        "bottleneck": {"a": ..., "b": ...}, "by": {grouping: delta table}, "memory": table}`` ("memory": the
+        SBUF and PSUM peaks of live bytes, :mod:`profiler.analyses.memory_map`; empty unless both traces have
+        memory maps); metric tables follow
         :data:`~profiler.analyses.schema.DIFF_METRICS`, delta tables :func:`~profiler.analyses.schema.diff_schema`.
     """
     sa, sb = resolve_scope(a, None, None, core), resolve_scope(b, None, None, core)
@@ -95,4 +99,23 @@ def diff(a: Trace, b: Trace, *, core: int | None = None,
         rs.DIFF_BOUNDS: pa.Table.from_pylist(bound_rows, schema=rs.DIFF_METRICS),
         rs.DIFF_BOTTLENECK: {rs.A: ba[rs.BOTTLENECK], rs.B: bb[rs.BOTTLENECK]},
         rs.DIFF_BY: {g: align(time_by(a, g, core=core), time_by(b, g, core=core), g) for g in by},
+        rs.DIFF_MEMORY: pa.Table.from_pylist(_memory_rows(a, b, core), schema=rs.DIFF_METRICS),
     }
+
+
+def _peaks(trace: Trace, core: int | None) -> dict[str, int] | None:
+    """Peak live bytes per partition of SBUF and PSUM over the whole trace; None without a memory map (no on-chip
+    operands, or too long to map at once)."""
+    try:
+        return {mem: memory_map(trace, mem, width=1, height=1, core=core).peak_live_bytes for mem in MEMORIES}
+    except QueryError:
+        return None
+
+
+def _memory_rows(a: Trace, b: Trace, core: int | None) -> list[dict[str, Any]]:
+    """SBUF and PSUM peaks of live bytes, A and B (none unless both traces have memory maps)."""
+    pa_, pb = _peaks(a, core), _peaks(b, core)
+    if pa_ is None or pb is None:
+        return []
+    names = {"SBUF": rs.SBUF_PEAK_LIVE_BYTES, "PSUM": rs.PSUM_PEAK_LIVE_BYTES}
+    return [_metric(names[mem], pa_[mem], pb[mem]) for mem in MEMORIES]

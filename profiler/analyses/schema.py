@@ -435,6 +435,9 @@ DIFF_BOUNDS = "bounds"
 DIFF_BOTTLENECK = "bottleneck"
 DIFF_BY = "by"                             # {grouping: delta table}
 DIFF_TRACES = "traces"
+DIFF_MEMORY = "memory"                     # metric table: SBUF/PSUM peak live bytes (empty without memory maps)
+SBUF_PEAK_LIVE_BYTES = "sbuf_peak_live_bytes"
+PSUM_PEAK_LIVE_BYTES = "psum_peak_live_bytes"
 
 #: One row per metric of the two traces (total time, engine active times, bounds).
 DIFF_METRICS = pa.schema([

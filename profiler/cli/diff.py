@@ -84,6 +84,8 @@ class DiffCommand:
         print(f"bottleneck: {neck[rs.A]} -> {neck[rs.B]}")
         print_table(result[rs.DIFF_ENGINES], "table", title="\nactive time per engine (ns):")
         print_table(result[rs.DIFF_BOUNDS], "table", title="\nbounds (ns):")
+        if result[rs.DIFF_MEMORY].num_rows:
+            print_table(result[rs.DIFF_MEMORY], "table", title="\npeak live bytes per partition:")
         for grouping, table in result[rs.DIFF_BY].items():
             print_table(table, "table", limit, title=f"\ntime per {grouping} (busy ns, largest change first):")
         return 0

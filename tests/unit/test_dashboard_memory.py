@@ -14,10 +14,12 @@ import pytest
 
 import profiler
 from dashboard import memory_view as mv
+from dashboard.compare_logic import memory_lines
 from dashboard.pages.memory import page_outputs
 from dashboard.registry import TraceRegistry
 from profiler.analyses import memory_map as mmap
 from profiler.analyses import schema as rs
+from profiler.analyses.diff import diff
 from profiler.analyses.memory_cell import IN_CELL, READ, WROTE, cell_accesses
 from profiler.cli import main
 from profiler.errors import QueryError
@@ -241,3 +243,21 @@ def _walk(component):
         elif c is not None and not isinstance(c, str | int | float):
             yield c
             stack.append(getattr(c, "children", None))
+
+
+def test_diff_compares_the_memory_peaks(traces, tmp_path, capsys):
+    b_path = tmp_path / "rowload.trace"
+    run_kernel("matmul_rowload", {"M": 512, "N": 1024, "K": 512}, trace_path=b_path)
+    with profiler.open(traces[0]) as a, profiler.open(b_path) as b:
+        result = diff(a, b)
+        rows = {r[rs.METRIC]: r for r in result[rs.DIFF_MEMORY].to_pylist()}
+        for mem, name in (("SBUF", rs.SBUF_PEAK_LIVE_BYTES), ("PSUM", rs.PSUM_PEAK_LIVE_BYTES)):
+            pa_, pb = (mmap.memory_map(t, mem, width=1, height=1).peak_live_bytes for t in (a, b))
+            assert (rows[name][rs.A], rows[name][rs.B], rows[name][rs.DELTA]) == (pa_, pb, pb - pa_)
+        with profiler.open(traces[1]) as old:  # no memory map on one side: no rows
+            assert diff(a, old)[rs.DIFF_MEMORY].num_rows == 0
+    lines = memory_lines(result)
+    assert [line.children[0].children for line in lines] == ["SBUF peak live: ", "PSUM peak live: "]
+    assert lines[0].children[1].children.endswith(" per partition") and " KiB → " in lines[0].children[1].children
+    code, out, _ = run(capsys, "diff", str(traces[0]), str(b_path))
+    assert code == 0 and "peak live bytes per partition:" in out and rs.SBUF_PEAK_LIVE_BYTES in out

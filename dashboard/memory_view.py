@@ -46,6 +46,8 @@ class MemoryView:
     error: str | None
     window: tuple[int, int] | None
     mem: str
+    #: The addresses the map's rows cover, ``[0, top)`` (what a click's row stands for); None without a map.
+    top: int | None = None
 
 
 def url_mem(query: dict[str, str]) -> str:
@@ -114,7 +116,7 @@ def build_view(trace: Any, mem: str, window: tuple[int, int] | None) -> MemoryVi
     except TrnprofError as exc:
         return MemoryView(None, "", str(exc), window, mem)
     return MemoryView(memory_map_figure(mm, origin, title=""), headline(mm, origin), None, (mm.start_ns, mm.end_ns),
-                      mem)
+                      mem, mm.top)
 
 
 def empty_figure(window: tuple[int, int], origin_ns: int, mem: str, trace: Any) -> Any:
@@ -159,7 +161,8 @@ def memory_section(trace: Any, trace_id: str) -> Any:
 def clicked_cell(click: Any, origin_ns: int, window: tuple[int, int], cap: int) -> tuple[tuple[int, int],
                                                                                         tuple[int, int]] | None:
     """The time and byte range of the raster cell a click on the graph landed in (``window``: the one shown;
-    ``cap``: bytes per partition), None for a click elsewhere or malformed click data."""
+    ``cap``: the addresses the rows cover, :attr:`MemoryView.top`), None for a click elsewhere or malformed click
+    data."""
     points = click.get("points") if isinstance(click, dict) else None
     if not isinstance(points, list) or not points or not isinstance(points[0], dict):
         return None

@@ -39,6 +39,7 @@ def layout(ctx: PageContext) -> Any:
                "its bytes.", className="muted mem-help"),
         dcc.Store(id="mem-window"),
         dcc.Store(id="mem-zoom"),
+        dcc.Store(id="mem-top"),
         dcc.Loading(dcc.Graph(id="mem-graph", config=graph_config(scrollZoom=False),
                               style={"height": "640px"}), delay_show=300),
         dcc.Loading(html.Div(html.P("Click the map to see who wrote and read the bytes there.", className="muted"),
@@ -47,18 +48,19 @@ def layout(ctx: PageContext) -> Any:
 
 
 def page_outputs(registry: TraceRegistry, search: str | None, mem: Any, relayout: Any,
-                 window: Any) -> tuple[Any, Any, Any, Any, Any]:
-    """Figure, status line, timeline link, view link and window for the URL ``search``, the picked memory and a
+                 window: Any) -> tuple[Any, Any, Any, Any, Any, Any]:
+    """Figure, status line, timeline link, view link, window and the map's top address (what a click's row stands
+    for) for the URL ``search``, the picked memory and a
     graph relayout (``window``: the one shown before it, :data:`dashboard.memory_view.WHOLE` for the whole trace,
     None before the first).  A relayout that does not change the time axis (the
     graph's first autosize, ...) changes nothing (the browser drops those already: :data:`ZOOM_JS`)."""
     if relayout is not None and not mv.is_zoom(relayout):
-        return (no_update,) * 5
+        return (no_update,) * 6
     try:
         trace_id = resolve_trace_id(registry, search)
         trace = registry.open(trace_id)
     except UnknownTraceError as exc:
-        return {}, html.Span(str(exc), className="error", id="mem-error"), "/", mv.MEMORY_PATH, None
+        return {}, html.Span(str(exc), className="error", id="mem-error"), "/", mv.MEMORY_PATH, None, None
     mem = mem if mem in MEMORIES else mv.url_mem(query_values(search))
     current = mv.shown_window(window, search)
     if relayout is not None:
@@ -67,10 +69,10 @@ def page_outputs(registry: TraceRegistry, search: str | None, mem: Any, relayout
     if view.error is not None:
         return view.figure or {}, html.Span(view.error, className="error", id="mem-error"), \
             mv.timeline_href(trace_id, current), mv.memory_href(trace_id, mem, current), \
-            mv.WHOLE if current is None else list(current)
+            mv.WHOLE if current is None else list(current), None
     kept = None if current is None else list(view.window)
     return view.figure, view.status, mv.timeline_href(trace_id, view.window), mv.memory_href(trace_id, mem, kept), \
-        mv.WHOLE if kept is None else kept
+        mv.WHOLE if kept is None else kept, view.top
 
 
 #: In the browser: a graph relayout that changes the time axis goes to ``mem-zoom``, any other (the graph's first
@@ -85,8 +87,10 @@ ZOOM_JS = """function (relayout) {
 }"""
 
 
-def cell_outputs(registry: TraceRegistry, search: str | None, mem: Any, window: Any, click: Any) -> Any:
-    """The cell panel for a click on the graph (``window``: the page's window store)."""
+def cell_outputs(registry: TraceRegistry, search: str | None, mem: Any, window: Any, click: Any,  # noqa: PLR0917
+                 top: Any = None) -> Any:
+    """The cell panel for a click on the graph (``window``: the page's window store; ``top``: the map's, by
+    default the memory's capacity)."""
     try:
         trace_id = resolve_trace_id(registry, search)
         trace = registry.open(trace_id)
@@ -94,7 +98,8 @@ def cell_outputs(registry: TraceRegistry, search: str | None, mem: Any, window: 
         return html.Span(str(exc), className="error", id="mem-cell-error")
     mem = mem if mem in MEMORIES else mv.url_mem(query_values(search))
     shown = mv.shown_window(window, search) or trace.time_range
-    cell = mv.clicked_cell(click, trace.time_range[0], shown, capacity(trace, mem))
+    rows_cover = top if isinstance(top, int) and not isinstance(top, bool) and top > 0 else capacity(trace, mem)
+    cell = mv.clicked_cell(click, trace.time_range[0], shown, rows_cover)
     if cell is None:
         return no_update
     return mv.cell_panel(trace, trace_id, mem, cell)
@@ -107,13 +112,14 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
 
     @app.callback(Output("mem-graph", "figure"), Output("mem-status", "children"),
                   Output("mem-timeline-link", "href"), Output("mem-view-link", "href"), Output("mem-window", "data"),
-                  Input("url", "search"), Input("mem-mem", "value"), Input("mem-zoom", "data"),
-                  State("mem-window", "data"))
+                  Output("mem-top", "data"), Input("url", "search"), Input("mem-mem", "value"),
+                  Input("mem-zoom", "data"), State("mem-window", "data"))
     def _show(search: str | None, mem: Any, zoom: Any, window: Any) -> Any:
         zoomed = any(t.get("prop_id") == "mem-zoom.data" for t in callback_context.triggered)
         return page_outputs(registry, search, mem, zoom if zoomed else None, window)
 
     @app.callback(Output("mem-cell", "children"), Input("mem-graph", "clickData"), State("url", "search"),
-                  State("mem-mem", "value"), State("mem-window", "data"), prevent_initial_call=True)
-    def _cell(click: Any, search: str | None, mem: Any, window: Any) -> Any:
-        return cell_outputs(registry, search, mem, window, click)
+                  State("mem-mem", "value"), State("mem-window", "data"), State("mem-top", "data"),
+                  prevent_initial_call=True)
+    def _cell(click: Any, search: str | None, mem: Any, window: Any, top: Any) -> Any:
+        return cell_outputs(registry, search, mem, window, click, top)

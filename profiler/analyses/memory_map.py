@@ -100,6 +100,7 @@ class MemoryMap:
 
     mem: str
     capacity: int                  # bytes per partition
+    top: int                       # the raster's rows cover addresses [0, top): see map_top
     start_ns: int
     end_ns: int
     state: np.ndarray              # uint8 [height, width]: FREE, LIVE, READ, WRITTEN or READ_WRITTEN per cell
@@ -124,7 +125,7 @@ class MemoryMap:
     @property
     def row_bytes(self) -> float:
         """Bytes per address row."""
-        return self.capacity / self.height
+        return self.top / self.height
 
 
 def capacity(trace: Trace, mem: str) -> int:
@@ -321,6 +322,14 @@ def _raster(grid: np.ndarray, rects: tuple[np.ndarray, ...], window: tuple[int, 
         np.add.at(grid, (r, c), sign)
 
 
+def map_top(acc: Accesses, cap: int) -> int:
+    """The addresses the raster's rows cover, ``[0, top)``: the power of two at or above the highest address the
+    accesses (of the whole context) reach, at most the capacity -- a kernel using 3 KiB of 224 would otherwise be a
+    sliver at the bottom of the map."""
+    used = int(acc.hi.max()) if len(acc) else cap
+    return min(cap, 1 << max(used - 1, 1).bit_length())
+
+
 def _cover(lo: np.ndarray, hi: np.ndarray) -> int:
     """Bytes in the union of ``[lo, hi)`` ranges."""
     if not len(lo):
@@ -382,12 +391,13 @@ def map_of_accesses(acc: Accesses, mem: str, cap: int, window: tuple[int, int], 
     computes once it has read them; ``cap``: bytes per partition, raised to the highest address accessed)."""
     t0, t1 = window
     cap = max(cap, int(acc.hi.max()) if len(acc) else 0)
+    top = map_top(acc, cap)
     live_iv = live_intervals(acc, context[0])
     live_cols, peak, peak_at = live_profile(live_iv, t0, t1, width)
     grids = [np.zeros((height + 1, width + 1), np.int64) for _ in range(3)]
-    _raster(grids[0], (live_iv.lo, live_iv.hi, live_iv.start, live_iv.end), window, cap)
+    _raster(grids[0], (live_iv.lo, live_iv.hi, live_iv.start, live_iv.end), window, top)
     for grid, pick in ((grids[1], ~acc.write), (grids[2], acc.write)):
-        _raster(grid, (acc.lo[pick], acc.hi[pick], acc.start[pick], acc.end[pick]), window, cap)
+        _raster(grid, (acc.lo[pick], acc.hi[pick], acc.start[pick], acc.end[pick]), window, top)
     live, read, written = (g.cumsum(0).cumsum(1)[:height, :width] > 0 for g in grids)
     state = np.full((height, width), FREE, np.uint8)
     state[live] = LIVE
@@ -395,7 +405,7 @@ def map_of_accesses(acc: Accesses, mem: str, cap: int, window: tuple[int, int], 
     state[written] = WRITTEN
     state[read & written] = READ_WRITTEN
     in_window = (acc.end > t0) & (acc.start < t1)
-    return MemoryMap(mem=mem, capacity=cap, start_ns=t0, end_ns=t1, state=state, live_bytes=live_cols,
+    return MemoryMap(mem=mem, capacity=cap, top=top, start_ns=t0, end_ns=t1, state=state, live_bytes=live_cols,
                      peak_live_bytes=peak, peak_at_ns=peak_at,
                      accessed_bytes=_cover(acc.lo[in_window], acc.hi[in_window]), accesses=int(in_window.sum()),
                      context_ns=context, whole_trace=whole_trace)
@@ -439,6 +449,7 @@ __all__ = [
     "live_profile",
     "live_series",
     "map_of_accesses",
+    "map_top",
     "memory_map",
     "memory_summary",
     "summary_table",

@@ -2,7 +2,8 @@
 
 Drawn from :func:`profiler.analyses.memory_map.memory_map`: the upper panel is the raster (x: time since the trace
 start, y: byte address in a partition, one colour per cell state: live, read, written, read and written), the
-lower one the most bytes live in each column with the memory's capacity, the peak marked.  The dashboard's memory
+lower one the most bytes live in each column against the same scale (the capacity, or the map's top when the
+kernel uses less), the peak marked.  The dashboard's memory
 page and ``Trace.memory_figure`` in notebooks draw this same figure.
 """
 
@@ -48,6 +49,14 @@ def headline(mm: MemoryMap, origin_ns: int, sep: str = "; ") -> str:
             f"{kib(mm.accessed_bytes)} accessed by {mm.accesses:,} operand accesses")
 
 
+def address_title(mm: MemoryMap) -> str:
+    """The address axis' title; when the rows stop below the capacity (:func:`profiler.analyses.memory_map.map_top`)
+    it says how far they go of how much."""
+    if mm.top == mm.capacity:
+        return f"{mm.mem} address (KiB per partition)"
+    return f"{mm.mem} address (KiB per partition; the lowest {kib(mm.top)} of {kib(mm.capacity)})"
+
+
 def memory_map_figure(mm: MemoryMap, origin_ns: int = 0, *, height: int = 640, title: str | None = None) -> go.Figure:
     """The memory map of ``mm`` as a two-panel figure (see the module docstring); x is seconds since
     ``origin_ns`` (the trace's start, as on the timeline); ``title`` defaults to :func:`headline` (``""``: none,
@@ -71,9 +80,12 @@ def memory_map_figure(mm: MemoryMap, origin_ns: int = 0, *, height: int = 640, t
                              name="live bytes", xaxis="x", yaxis="y",
                              hovertemplate="%{x}s: %{y:,.1f} KiB live<extra></extra>"))
     x0, x1 = ns_to_axis(mm.start_ns, origin_ns), ns_to_axis(mm.end_ns, origin_ns)
-    fig.add_trace(go.Scatter(x=[x0, x1], y=[mm.capacity / KIB] * 2, mode="lines", name="capacity",
+    # the live panel's scale is the map's (the capacity's only when the map covers all of it)
+    top = max(mm.top, mm.peak_live_bytes) / KIB
+    fig.add_trace(go.Scatter(x=[x0, x1], y=[mm.top / KIB] * 2, mode="lines",
+                             name="capacity" if mm.top == mm.capacity else f"{kib(mm.top)} (the map's top)",
                              line={"color": CAPACITY_COLOUR, "dash": "dash"}, xaxis="x", yaxis="y",
-                             hovertemplate=f"capacity {kib(mm.capacity)}<extra></extra>"))
+                             hovertemplate=f"{kib(mm.top)} of {kib(mm.capacity)}<extra></extra>"))
     if mm.peak_at_ns is not None:
         fig.add_trace(go.Scatter(x=[ns_to_axis(mm.peak_at_ns, origin_ns)], y=[mm.peak_live_bytes / KIB],
                                  mode="markers", name="peak", marker={"color": LIVE_COLOUR, "size": 9},
@@ -88,9 +100,9 @@ def memory_map_figure(mm: MemoryMap, origin_ns: int = 0, *, height: int = 640, t
         legend={"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom"}, hovermode="closest",
         uirevision=mm.mem,
         xaxis={**TIME_AXIS, "range": [x0, x1], "title": {"text": f"time ({format_duration(span)} in view{context})"}},
-        yaxis={"domain": [0.0, 0.22], "title": {"text": "live KiB"}, "rangemode": "tozero", "fixedrange": True},
-        yaxis2={"domain": [0.28, 1.0], "title": {"text": f"{mm.mem} address (KiB per partition)"},
-                "range": [0, mm.capacity / KIB], "fixedrange": True},
+        yaxis={"domain": [0.0, 0.22], "title": {"text": "live KiB"}, "range": [0, top * 1.05], "fixedrange": True},
+        yaxis2={"domain": [0.28, 1.0], "title": {"text": address_title(mm)}, "range": [0, mm.top / KIB],
+                "fixedrange": True},
     )
     return fig
 

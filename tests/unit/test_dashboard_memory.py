@@ -51,7 +51,7 @@ def query(href: str) -> dict[str, str]:
 
 
 def test_the_page_shows_the_whole_trace_with_its_headline_and_links(registry):
-    fig, status, tl_href, view_href, window = page_outputs(registry, "?trace=t0", "SBUF", None, None)
+    fig, status, tl_href, view_href, window, top = page_outputs(registry, "?trace=t0", "SBUF", None, None)
     trace = registry.open("t0")
     mm = mmap.memory_map(trace, "SBUF", width=mv.WIDTH, height=mv.HEIGHT)
     assert status.startswith("SBUF peak live ") and f"{mm.accesses:,} operand accesses" in status
@@ -59,6 +59,9 @@ def test_the_page_shows_the_whole_trace_with_its_headline_and_links(registry):
     assert len(heat) == 1 and heat[0].z.shape == (mv.HEIGHT, mv.WIDTH)
     assert (heat[0].z == mm.state).all()
     assert window == mv.WHOLE and query(view_href) == {"trace": "t0", "mem": "SBUF"}
+    # the rows cover the addresses the kernel uses, rounded up to a power of two, not all of SBUF
+    used = int(mmap.accesses(trace, "SBUF", *trace.time_range).hi.max())
+    assert top == mm.top and used <= top < 2 * used and top < mm.capacity
     assert query(tl_href) == {"trace": "t0", "start": str(trace.time_range[0]), "end": str(trace.time_range[1])}
 
 
@@ -67,19 +70,19 @@ def test_a_zoom_asks_for_its_window_and_a_double_click_for_the_whole_trace(regis
     t0, t1 = trace.time_range
     a, b = t0 + (t1 - t0) // 4, t0 + (t1 - t0) // 2
     relayout = {"xaxis.range[0]": ns_to_axis(a, t0), "xaxis.range[1]": ns_to_axis(b, t0)}
-    fig, status, tl_href, view_href, window = page_outputs(registry, "?trace=t0", "PSUM", relayout, None)
+    fig, status, tl_href, view_href, window, _top = page_outputs(registry, "?trace=t0", "PSUM", relayout, None)
     assert window == [a, b]
     assert query(view_href) == {"trace": "t0", "mem": "PSUM", "start": str(a), "end": str(b)}
     assert query(tl_href)["start"] == str(a) and status.startswith("PSUM ")
     heat = next(t for t in fig.data if isinstance(t, go.Heatmap))
     assert (heat.z == mmap.memory_map(trace, "PSUM", a, b, width=mv.WIDTH, height=mv.HEIGHT).state).all()
     # another memory keeps the window (no relayout), a reset forgets it
-    *_, kept = page_outputs(registry, "?trace=t0", "SBUF", None, window)
+    *_, kept, _top = page_outputs(registry, "?trace=t0", "SBUF", None, window)
     assert kept == [a, b]
-    *_, reset = page_outputs(registry, "?trace=t0", "SBUF", {"xaxis.autorange": True}, window)
+    *_, reset, _top = page_outputs(registry, "?trace=t0", "SBUF", {"xaxis.autorange": True}, window)
     assert reset == mv.WHOLE
     # after a reset, another memory stays on the whole trace even when the page was opened on a window
-    *_, view_href, still = page_outputs(registry, f"?trace=t0&start={a}&end={b}", "PSUM", None, reset)
+    *_, view_href, still, _top = page_outputs(registry, f"?trace=t0&start={a}&end={b}", "PSUM", None, reset)
     assert still == mv.WHOLE and "start" not in query(view_href)
 
 
@@ -87,7 +90,7 @@ def test_a_link_opens_its_memory_and_window(registry):
     trace = registry.open("t0")
     t0 = trace.time_range[0]
     search = f"?trace=t0&mem=psum&start={t0 + 100}&end={t0 + 900}"
-    _fig, _status, _tl, view_href, window = page_outputs(registry, search, None, None, None)
+    _fig, _status, _tl, view_href, window, _top = page_outputs(registry, search, None, None, None)
     assert window == [t0 + 100, t0 + 900] and query(view_href)["mem"] == "PSUM"
     assert mv.url_mem({"mem": "nonsense"}) == "SBUF" and mv.url_window({"start": "9", "end": "3"}) is None
 
@@ -121,12 +124,12 @@ def test_a_window_too_big_to_map_is_an_empty_graph_to_zoom_in_on(registry, monke
     n = trace.overview()["events"]["Instruction"]
     monkeypatch.setattr(mmap, "MAX_INSTRUCTIONS", n - 1)
     monkeypatch.setattr(mmap, "WHOLE_TRACE_INSTRUCTIONS", 0)  # live ranges from the window and its neighbours
-    fig, status, *_, window = page_outputs(registry, "?trace=t0", "SBUF", None, None)
+    fig, status, *_, window, _top = page_outputs(registry, "?trace=t0", "SBUF", None, None)
     assert "too many to map at once" in status.children and "zoom in" in status.children
     assert window == mv.WHOLE and list(fig.layout.xaxis.range) == [0.0, ns_to_axis(t1, t0)]
     a, b = t0 + (t1 - t0) // 2, t0 + (t1 - t0) // 2 + (t1 - t0) // 20
     small = {"xaxis.range[0]": ns_to_axis(a, t0), "xaxis.range[1]": ns_to_axis(b, t0)}
-    fig, status, *_, window = page_outputs(registry, "?trace=t0", "SBUF", small, None)
+    fig, status, *_, window, _top = page_outputs(registry, "?trace=t0", "SBUF", small, None)
     assert window == [a, b] and status.startswith("SBUF peak live ")
 
 

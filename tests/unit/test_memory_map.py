@@ -86,19 +86,24 @@ def test_raster_states_match_brute_force(items, t0, span, width, height):
     mm = mmap.map_of_accesses(acc, "SBUF", cap, (t0, t1), (0, 100), width=width, height=height)
     per_byte = brute_live(items, 0)
 
+    # the rows cover the addresses up to the power of two at or above the highest one used (at most cap)
+    used = max(lo + n for _s, _d, lo, n, _w in items)
+    top = min(cap, 1 << (used - 1).bit_length()) if used > 1 else min(cap, 2)
+    assert mm.top == top and mm.capacity == cap
+
     def cells(b: int, t: int) -> list[tuple[int, int]]:
         """The cells byte b during the nanosecond [t, t + 1) lies in (a column is span / width ns)."""
-        return [(b * height // cap, c) for c in range(width)
+        return [(b * height // top, c) for c in range(width)
                 if c * span < (t + 1 - t0) * width and (c + 1) * span > (t - t0) * width]
 
     read, written, live = set(), set(), set()
     for s, d, lo, n, w in items:
-        for b in range(lo, min(lo + n, cap)):
+        for b in range(lo, min(lo + n, top)):
             for t in range(max(s, t0), min(s + d, t1)):
                 (written if w else read).update(cells(b, t))
     for (b, s, e), _k in per_byte.items():
         for t in range(max(s, t0), min(e, t1)):
-            if b < cap:
+            if b < top:
                 live.update(cells(b, t))
     for r in range(height):
         for c in range(width):

@@ -54,7 +54,7 @@ def address_title(mm: MemoryMap) -> str:
     it says how far they go of how much."""
     if mm.top == mm.capacity:
         return f"{mm.mem} address (KiB per partition)"
-    return f"{mm.mem} address (KiB per partition; the lowest {kib(mm.top)} of {kib(mm.capacity)})"
+    return f"{mm.mem} address (KiB, lowest {mm.top // 1024:,} of {mm.capacity // 1024:,})"
 
 
 def memory_map_figure(mm: MemoryMap, origin_ns: int = 0, *, height: int = 640, title: str | None = None) -> go.Figure:
@@ -83,7 +83,7 @@ def memory_map_figure(mm: MemoryMap, origin_ns: int = 0, *, height: int = 640, t
     # the live panel's scale is the map's (the capacity's only when the map covers all of it)
     top = max(mm.top, mm.peak_live_bytes) / KIB
     fig.add_trace(go.Scatter(x=[x0, x1], y=[mm.top / KIB] * 2, mode="lines",
-                             name="capacity" if mm.top == mm.capacity else f"{kib(mm.top)} (the map's top)",
+                             name="capacity" if mm.top == mm.capacity else f"map top ({kib(mm.top)})",
                              line={"color": CAPACITY_COLOUR, "dash": "dash"}, xaxis="x", yaxis="y",
                              hovertemplate=f"{kib(mm.top)} of {kib(mm.capacity)}<extra></extra>"))
     if mm.peak_at_ns is not None:
@@ -96,8 +96,8 @@ def memory_map_figure(mm: MemoryMap, origin_ns: int = 0, *, height: int = 640, t
     fig.update_layout(
         title={"text": title if title is not None else headline(mm, origin_ns, "<br>"), "font": {"size": 13},
                "y": 0.98, "yanchor": "top"},
-        height=height, margin={"l": 70, "r": 20, "t": 90 if title != "" else 30, "b": 40}, plot_bgcolor="#ffffff",
-        legend={"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom"}, hovermode="closest",
+        height=height, margin={"l": 70, "r": 20, "t": 60 if title != "" else 20, "b": 90}, plot_bgcolor="#ffffff",
+        legend={"orientation": "h", "x": 0, "y": -0.09, "yanchor": "top"}, hovermode="closest",
         uirevision=mm.mem,
         xaxis={**TIME_AXIS, "range": [x0, x1], "title": {"text": f"time ({format_duration(span)} in view{context})"}},
         yaxis={"domain": [0.0, 0.22], "title": {"text": "live KiB"}, "range": [0, top * 1.05], "fixedrange": True},

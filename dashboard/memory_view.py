@@ -18,7 +18,7 @@ from dashboard.inputs import as_float, as_time_range
 from dashboard.links import TRACE_PARAM, source_href, timeline_select_href
 from profiler.analyses import schema as rs
 from profiler.analyses.memory_cell import cell_accesses
-from profiler.analyses.memory_map import MEMORIES, TooManyAccesses, capacity, memory_map
+from profiler.analyses.memory_map import MEMORIES, TooManyAccesses, capacity, memory_map, memory_maps
 from profiler.analyses.source_lines import split_location
 from profiler.errors import TrnprofError
 from profiler.figures.memory_map import headline, memory_map_figure
@@ -144,18 +144,32 @@ def memory_section(trace: Any, trace_id: str) -> Any:
     map at once."""
     from dash import dcc, html
 
-    lines = []
-    for mem in MEMORIES:
-        try:
-            mm = memory_map(trace, mem, width=1, height=1)
-        except TooManyAccesses as exc:
-            lines.append(html.Li([f"{mem}: {exc} on ", dcc.Link("the memory page", href=memory_href(trace_id, mem,
-                                                                                                   None))]))
-            continue
-        except TrnprofError:  # no on-chip operands: not a recording of trnprof's simulator
-            return html.Div()
-        lines.append(html.Li(dcc.Link(headline(mm, trace.time_range[0]), href=memory_href(trace_id, mem, None))))
+    try:
+        maps = memory_maps(trace, width=1, height=1)
+    except TooManyAccesses as exc:
+        lines = [html.Li([f"{exc} on ", dcc.Link("the memory page", href=memory_href(trace_id, MEMORIES[0], None))])]
+        return html.Div([html.H3("Memory"), html.Ul(lines, id="summary-memory-lines")], className="analysis-section")
+    except TrnprofError:  # no on-chip operands: not a recording of trnprof's simulator
+        return html.Div()
+    lines = [html.Li(dcc.Link(headline(mm, trace.time_range[0]), href=memory_href(trace_id, mm.mem, None)))
+             for mm in maps]
     return html.Div([html.H3("Memory"), html.Ul(lines, id="summary-memory-lines")], className="analysis-section")
+
+
+def selection_section(trace: Any, start_ns: int, end_ns: int) -> Any:
+    """The selection panel's "Memory": the peaks of live SBUF and PSUM in ``[start_ns, end_ns)`` (nothing for a
+    trace without on-chip operands; the reason when the range is too long to map)."""
+    from dash import html
+
+    try:
+        maps = memory_maps(trace, start_ns, end_ns, width=1, height=1)
+    except TooManyAccesses as exc:
+        return html.Div([html.H4("Memory"), html.Div(str(exc), className="muted")], id="selection-memory")
+    except TrnprofError:
+        return html.Div(id="selection-memory")
+    origin = trace.time_range[0]
+    return html.Div([html.H4("Memory"), html.Ul([html.Li(headline(mm, origin)) for mm in maps])],
+                    id="selection-memory")
 
 
 def clicked_cell(click: Any, origin_ns: int, window: tuple[int, int], cap: int) -> tuple[tuple[int, int],
@@ -244,6 +258,7 @@ __all__ = [
     "is_zoom",
     "memory_href",
     "memory_section",
+    "selection_section",
     "shown_window",
     "timeline_href",
     "url_mem",

@@ -55,12 +55,14 @@ def render_selection(s: SelectionSummary) -> html.Div:
 
 
 def selection_panel(trace: Any, start_ns: int, end_ns: int) -> Any:
-    """Compute and render the summary of ``[start_ns, end_ns)``, with what the engines waited on and its performance
-    bounds."""
+    """Compute and render the summary of ``[start_ns, end_ns)``, with what the engines waited on, the peaks of live
+    SBUF and PSUM (recordings) and its performance bounds."""
     from dashboard.analysis_views import bounds_section, waits_section
+    from dashboard.memory_view import selection_section as memory_section
 
     return html.Div([render_selection(selection_summary(trace, start_ns, end_ns)),
-                     waits_section(trace, start_ns, end_ns), bounds_section(trace, start_ns, end_ns)])
+                     waits_section(trace, start_ns, end_ns), memory_section(trace, start_ns, end_ns),
+                     bounds_section(trace, start_ns, end_ns)])
 
 
 def selection_outputs(trace: Any, box: Any, state: Any) -> Any:

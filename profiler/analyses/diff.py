@@ -19,7 +19,7 @@ import pyarrow as pa
 from profiler.analyses import schema as rs
 from profiler.analyses.bounds import performance_bounds
 from profiler.analyses.inputs import resolve_scope
-from profiler.analyses.memory_map import MEMORIES, memory_map
+from profiler.analyses.memory_map import MEMORIES, memory_maps
 from profiler.analyses.operators import time_by
 from profiler.errors import QueryError
 from profiler.trace import Trace
@@ -107,7 +107,7 @@ def _peaks(trace: Trace, core: int | None) -> dict[str, int] | None:
     """Peak live bytes per partition of SBUF and PSUM over the whole trace; None without a memory map (no on-chip
     operands, or too long to map at once)."""
     try:
-        return {mem: memory_map(trace, mem, width=1, height=1, core=core).peak_live_bytes for mem in MEMORIES}
+        return {mm.mem: mm.peak_live_bytes for mm in memory_maps(trace, width=1, height=1, core=core)}
     except QueryError:
         return None
 

@@ -159,7 +159,13 @@ def accesses(trace: Trace, mem: str, start_ns: int, end_ns: int, core: int | Non
     Raises:
         QueryError: a bad memory name or window, or a trace whose operands name no on-chip views.
     """
-    mem = _check_mem(mem)
+    return accesses_by_memory(trace, start_ns, end_ns, core, (_check_mem(mem),))[_check_mem(mem)]
+
+
+def accesses_by_memory(trace: Trace, start_ns: int, end_ns: int, core: int | None = None,
+                       mems: tuple[str, ...] = MEMORIES) -> dict[str, Accesses]:
+    """:func:`accesses` of each of ``mems``, the operands read once."""
+    mems = tuple(_check_mem(m) for m in mems)
     scope = resolve_scope(trace, start_ns, end_ns, core)
     t0, t1 = scope.start_ns, scope.end_ns
     agg = dtr.agg_expr()
@@ -197,8 +203,11 @@ def accesses(trace: Trace, mem: str, start_ns: int, end_ns: int, core: int | Non
                   params={"pattern": VIEW_PATTERN, "fields": ["side", "dtype", "n", "mem", "p0", "p1", "addr"]})
     if table.num_rows == 0:
         _require_views(trace)
-        return _empty_accesses()
-    table = table.filter(pc.equal(table.column("mem"), mem))
+    return {mem: _accesses_of(trace, table.filter(pc.equal(table.column("mem"), mem))) for mem in mems}
+
+
+def _accesses_of(trace: Trace, table: pa.Table) -> Accesses:
+    """The rows of one memory's views (the query's columns) as accesses."""
     if table.num_rows == 0:
         return _empty_accesses()
     names = sorted(DTYPES)
@@ -415,8 +424,22 @@ def memory_summary(trace: Trace, start_ns: int | None = None, end_ns: int | None
                    mems: tuple[str, ...] = MEMORIES) -> pa.Table:
     """One row per memory (:data:`profiler.analyses.schema.MEMORY_SUMMARY_SCHEMA`): capacity, peak live bytes, its
     share of the capacity and when it was first reached, distinct bytes accessed and the accesses, over the
-    window (default: the whole trace)."""
-    return summary_table([memory_map(trace, mem, start_ns, end_ns, width=1, height=1, core=core) for mem in mems])
+    window (default: the whole trace); the operands are read once for every memory."""
+    return summary_table(memory_maps(trace, start_ns, end_ns, width=1, height=1, core=core, mems=mems))
+
+
+def memory_maps(trace: Trace, start_ns: int | None = None, end_ns: int | None = None, *,
+                width: int = DEFAULT_WIDTH, height: int = DEFAULT_HEIGHT, core: int | None = None,
+                mems: tuple[str, ...] = MEMORIES) -> list[MemoryMap]:
+    """:func:`memory_map` of each of ``mems`` (same window and raster), the operands read once."""
+    mems = tuple(_check_mem(m) for m in mems)
+    width = _check_size(width, "width", 10_000)
+    height = _check_size(height, "height", 4096)
+    scope = resolve_scope(trace, start_ns, end_ns, core)
+    c0, c1, whole = context_of(trace, scope)
+    by_mem = accesses_by_memory(trace, c0, c1, scope.core, mems)
+    return [map_of_accesses(by_mem[mem], mem, capacity(trace, mem), (scope.start_ns, scope.end_ns), (c0, c1),
+                            width=width, height=height, whole_trace=whole) for mem in mems]
 
 
 def summary_table(maps: list[MemoryMap]) -> pa.Table:
@@ -443,6 +466,7 @@ __all__ = [
     "MemoryMap",
     "TooManyAccesses",
     "accesses",
+    "accesses_by_memory",
     "capacity",
     "context_of",
     "live_intervals",
@@ -451,6 +475,7 @@ __all__ = [
     "map_of_accesses",
     "map_top",
     "memory_map",
+    "memory_maps",
     "memory_summary",
     "summary_table",
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from profiler.analyses import schema as rs
-from profiler.analyses.memory_map import MEMORIES, live_series, memory_map, summary_table
+from profiler.analyses.memory_map import MEMORIES, live_series, memory_map, memory_maps, summary_table
 from profiler.cli._analysis import (
     add_format_arguments,
     add_trace_argument,
@@ -56,7 +56,7 @@ class MemoryCommand:
                                 core=args.core)
                 print_table(live_series(mm), args.format)
                 return 0
-            maps = [memory_map(trace, mem, args.start, args.end, width=1, height=1, core=args.core) for mem in mems]
+            maps = memory_maps(trace, args.start, args.end, width=1, height=1, core=args.core, mems=mems)
             origin = trace.time_range[0]
         if args.format == "table":
             for mm in maps:

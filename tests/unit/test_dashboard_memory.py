@@ -17,6 +17,7 @@ from dashboard import memory_view as mv
 from dashboard.compare_logic import memory_lines
 from dashboard.pages.memory import page_outputs
 from dashboard.registry import TraceRegistry
+from dashboard.selection_view import selection_panel
 from profiler.analyses import memory_map as mmap
 from profiler.analyses import schema as rs
 from profiler.analyses.diff import diff
@@ -264,3 +265,26 @@ def test_diff_compares_the_memory_peaks(traces, tmp_path, capsys):
     assert lines[0].children[1].children.endswith(" per partition") and " KiB → " in lines[0].children[1].children
     code, out, _ = run(capsys, "diff", str(traces[0]), str(b_path))
     assert code == 0 and "peak live bytes per partition:" in out and rs.SBUF_PEAK_LIVE_BYTES in out
+
+
+def test_the_selection_panel_gives_the_ranges_memory_peaks(registry, monkeypatch):
+    trace = registry.open("t0")
+    t0, t1 = trace.time_range
+    a, b = t0 + (t1 - t0) // 3, t0 + 2 * (t1 - t0) // 3
+    panel = selection_panel(trace, a, b)
+    section = next(c for c in _walk(panel) if getattr(c, "id", None) == "selection-memory")
+    lines = [li.children for li in section.children[1].children]
+    for line, mm in zip(lines, mmap.memory_maps(trace, a, b, width=1, height=1), strict=True):
+        assert line.startswith(f"{mm.mem} ") and (mm.peak_at_ns is None or f"{mm.peak_live_bytes / 1024:,.1f} KiB"
+                                                 in line)
+    assert mv.selection_section(registry.open("t1"), 0, 100).children is None  # no on-chip operands: nothing
+    monkeypatch.setattr(mmap, "MAX_INSTRUCTIONS", 1)
+    assert "too many to map at once" in mv.selection_section(trace, a, b).children[1].children
+
+
+def test_the_maps_of_both_memories_read_once_are_the_maps_of_each(registry):
+    trace = registry.open("t0")
+    both = mmap.memory_maps(trace, width=60, height=16)
+    for mm in both:
+        one = mmap.memory_map(trace, mm.mem, width=60, height=16)
+        assert (mm.state == one.state).all() and mm.peak_live_bytes == one.peak_live_bytes and mm.top == one.top

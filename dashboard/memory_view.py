@@ -20,12 +20,17 @@ from profiler.analyses import schema as rs
 from profiler.analyses.memory_cell import cell_accesses
 from profiler.analyses.memory_map import MEMORIES, TooManyAccesses, capacity, memory_map, memory_maps
 from profiler.analyses.source_lines import split_location
+from profiler.db.sqlutil import quote
 from profiler.errors import TrnprofError
 from profiler.figures.memory_map import headline, memory_map_figure
 from profiler.figures.timefmt import TIME_AXIS, axis_to_ns, format_duration, format_time, ns_to_axis
+from tracer import schema as ts
 
 MEM_PARAM = "mem"
 MEMORY_PATH = "/memory"
+#: Instructions in a selected range above which the selection panel leaves the memory peaks to the memory page (the
+#: map of 10^5 instructions takes ~0.7 s, of 10^6 ~3 s: the rest of the panel takes a fraction of that).
+SELECTION_MAX_INSTRUCTIONS = 200_000
 #: What the page's window store holds while the whole trace is shown (None: nothing shown yet).
 WHOLE = "all"
 #: Columns of the raster (about the graph's width in pixels) and address rows.
@@ -162,6 +167,13 @@ def selection_section(trace: Any, start_ns: int, end_ns: int) -> Any:
     from dash import html
 
     try:
+        n = trace.sql_arrow(f"SELECT count(*) FROM {quote(ts.INSTRUCTION.name)} WHERE {quote(ts.START_TS)} < $e "
+                            f"AND {quote(ts.END_TS)} > $s", params={"s": int(start_ns), "e": int(end_ns)}
+                            ).column(0)[0].as_py()
+        if n > SELECTION_MAX_INSTRUCTIONS:  # seconds for a panel that answers in one: the memory page maps it
+            return html.Div([html.H4("Memory"), html.Div(
+                f"{n:,} instructions: too many to map here (at most {SELECTION_MAX_INSTRUCTIONS:,}); \"memory of "
+                "this view\" maps them", className="muted")], id="selection-memory")
         maps = memory_maps(trace, start_ns, end_ns, width=1, height=1)
     except TooManyAccesses as exc:
         return html.Div([html.H4("Memory"), html.Div(str(exc), className="muted")], id="selection-memory")

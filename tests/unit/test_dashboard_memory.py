@@ -278,6 +278,9 @@ def test_the_selection_panel_gives_the_ranges_memory_peaks(registry, monkeypatch
         assert line.startswith(f"{mm.mem} ") and (mm.peak_at_ns is None or f"{mm.peak_live_bytes / 1024:,.1f} KiB"
                                                  in line)
     assert mv.selection_section(registry.open("t1"), 0, 100).children is None  # no on-chip operands: nothing
+    monkeypatch.setattr(mv, "SELECTION_MAX_INSTRUCTIONS", 5)
+    assert "too many to map here" in mv.selection_section(trace, a, b).children[1].children
+    monkeypatch.setattr(mv, "SELECTION_MAX_INSTRUCTIONS", 10**9)
     monkeypatch.setattr(mmap, "MAX_INSTRUCTIONS", 1)
     assert "too many to map at once" in mv.selection_section(trace, a, b).children[1].children
 

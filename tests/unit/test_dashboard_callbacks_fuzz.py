@@ -107,6 +107,26 @@ CASES: list[tuple[str, str, dict[str, Any], str | None]] = [
     ("compare pair unhashable", "cmp-graph-a.figure", {"cmp-pair.data": {"a": ["t0"], "b": {}}}, "cmp-pair.data"),
     ("compare pickers unhashable", "cmp-pair.data", {"cmp-a.value": ["t0"], "cmp-b.value": {"x": 1},
                                                      "cmp-by.value": [1]}, "cmp-a.value"),
+    # the memory page: its graph, and the panel of a clicked cell
+    *[(f"memory {name}", "mem-graph.figure", {"url.search": "?trace=t0", **values}, changed)
+      for name, values, changed in [
+          ("mem list", {"mem-mem.value": ["SBUF"]}, "mem-mem.value"),
+          ("zoom garbage", {"mem-zoom.data": {"xaxis.range[0]": "a", "xaxis.range[1]": INF}}, "mem-zoom.data"),
+          ("zoom huge", {"mem-zoom.data": {"xaxis.range": [1e300, -1e300]}}, "mem-zoom.data"),
+          ("zoom not a dict", {"mem-zoom.data": [1, 2]}, "mem-zoom.data"),
+          ("window garbage", {"mem-window.data": ["a", {}], "mem-mem.value": "PSUM"}, "mem-mem.value"),
+          ("window reversed", {"mem-window.data": [10**15, -(10**15)], "mem-mem.value": "SBUF"}, "mem-mem.value"),
+          ("unknown trace", {"url.search": "?trace=t9&mem=x"}, "url.search"),
+      ]],
+    *[(f"memory cell {name}", "mem-cell.children", {"url.search": "?trace=t0", "mem-mem.value": "SBUF", **values},
+       "mem-graph.clickData") for name, values in [
+          ("click garbage", {"mem-graph.clickData": {"points": [{"x": "nan", "y": INF}]}}),
+          ("click not a dict", {"mem-graph.clickData": [1]}),
+          ("top garbage", {"mem-graph.clickData": {"points": [{"x": 1e-7, "y": 1.0}]}, "mem-top.data": "x"}),
+          ("top zero", {"mem-graph.clickData": {"points": [{"x": 1e-7, "y": 1.0}]}, "mem-top.data": 0}),
+          ("window garbage", {"mem-graph.clickData": {"points": [{"x": 1e-7, "y": 1.0}]},
+                              "mem-window.data": [[1], "x"]}),
+      ]],
 ]
 
 
@@ -115,6 +135,36 @@ def test_malformed_inputs_never_fail_the_request(app, name, output, values, chan
     resp = post(app, output, values, changed)
     assert resp.status_code in (200, 204), resp.get_data(as_text=True)[:300]
     assert "app-error" not in resp.get_data(as_text=True), "the logic let an exception through"
+
+
+@pytest.fixture(scope="module")
+def recording_app(tmp_path_factory):
+    """An app serving a simulator recording: a trace with a memory map (the synthetic one has none)."""
+    from tracer.sim import run_kernel
+
+    path = tmp_path_factory.mktemp("fuzzrec") / "softmax.trace"
+    run_kernel("softmax", {"rows": 512, "cols": 256}, arch="trn1", trace_path=path)
+    app = create_app([path])
+    app.trnprof_registry.open("t0")
+    yield app
+    app.trnprof_registry.close()
+
+
+MEMORY_CASES = [c for c in CASES if c[0].startswith("memory ")]
+
+
+@pytest.mark.parametrize("name, output, values, changed", MEMORY_CASES, ids=[c[0] for c in MEMORY_CASES])
+def test_malformed_inputs_on_a_recordings_memory_page(recording_app, name, output, values, changed):
+    resp = post(recording_app, output, values, changed)
+    assert resp.status_code in (200, 204), resp.get_data(as_text=True)[:300]
+    assert "app-error" not in resp.get_data(as_text=True), "the logic let an exception through"
+
+
+def test_a_recordings_memory_page_answers_a_real_click(recording_app):
+    resp = post(recording_app, "mem-cell.children", {"url.search": "?trace=t0", "mem-mem.value": "SBUF",
+                                                     "mem-graph.clickData": {"points": [{"x": 4e-6, "y": 1.0}]}},
+                "mem-graph.clickData")
+    assert resp.status_code == 200 and "mem-cell-table" in resp.get_data(as_text=True)
 
 
 def _click(point: dict[str, Any], view: dict[str, Any]) -> dict[str, Any]:

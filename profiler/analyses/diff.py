@@ -23,6 +23,7 @@ from profiler.analyses.memory_map import MEMORIES, memory_maps
 from profiler.analyses.operators import time_by
 from profiler.errors import QueryError
 from profiler.trace import Trace
+from tracer import schema as ts
 
 BOTH = "both"
 ONLY_A = "only_a"
@@ -44,7 +45,7 @@ def _describe(trace: Trace) -> dict[str, Any]:
     meta = trace.metadata
     overridden: list[str] = []
     with contextlib.suppress(TypeError, ValueError, AttributeError):  # a cost model that is not a JSON object
-        overridden = list(json.loads(meta.get("cost_model") or "{}").get("overridden", []))
+        overridden = list(json.loads(meta.get(ts.COST_MODEL) or "{}").get("overridden", []))
     return {"name": trace.name, "path": str(trace.path), "profile_name": meta.get("profile_name"),
             "arch": meta.get("arch"), "kernel_params": meta.get("kernel_params"), "overridden": overridden}
 

@@ -12,9 +12,10 @@ into a map of the memory over a window of time:
   ``Flow`` edges from the trigger instruction; a trigger without them counts from its own start to its end);
   other instructions from their start to their end.
 * **live**: a byte holding data some later instruction reads -- from the start of the write that put the data
-  there to the end of the last read before the next write to it (a write nothing reads is live only while it is
-  written).  Summed over the addresses this is the memory the kernel really needs at each moment, whatever it
-  allocated; the peak is exact (a sweep over the live intervals' ends).
+  there to the end of the last read before the next write to it, or that write's start when it overlaps the read
+  (an in-place update; a write nothing reads is live only while it is written).  Summed over the addresses this
+  is the memory the kernel really needs at each moment, whatever it allocated; the peak is exact (a sweep over the
+  live intervals' ends).
 
 Live ranges need what happened before and after the window: they are computed over a *context* around it (the
 whole trace when it has at most :data:`WHOLE_TRACE_INSTRUCTIONS` instructions, else the window and one window
@@ -252,8 +253,9 @@ def live_intervals(acc: Accesses, context_start: int) -> LiveIntervals:
 
     The accesses' byte ranges cut the address space into elementary segments (between consecutive distinct
     bounds); every access is split into the segments it covers, and on each segment, in time order, a write starts
-    a new live range that lasts until the end of the last access before the next write.  Reads before a
-    segment's first write read data written before ``context_start``: live from then.
+    a new live range that lasts until the end of the last access before the next write -- at most until that write
+    starts: an in-place update reads the old data while it writes the new, and a byte holds one datum at a time.
+    Reads before a segment's first write read data written before ``context_start``: live from then.
     """
     if not len(acc):
         e = np.zeros(0, np.int64)
@@ -263,8 +265,8 @@ def live_intervals(acc: Accesses, context_start: int) -> LiveIntervals:
     count = np.searchsorted(bounds, acc.hi) - first
     total = int(count.sum())
     if total > MAX_EXPANDED:
-        raise TooManyAccesses(f"{len(acc):,} operand accesses over {len(bounds) - 1:,} address segments are too many "
-                         f"for live ranges ({total:,} pieces, at most {MAX_EXPANDED:,}): zoom in")
+        raise TooManyAccesses(f"{len(acc):,} operand accesses over {len(bounds) - 1:,} address segments are too "
+                              f"many for live ranges ({total:,} pieces, at most {MAX_EXPANDED:,}): zoom in")
     owner = np.repeat(np.arange(len(acc)), count)
     seg = first[owner] + (np.arange(total) - np.repeat(np.cumsum(count) - count, count))
     s, e, w = acc.start[owner], acc.end[owner], acc.write[owner]
@@ -278,6 +280,11 @@ def live_intervals(acc: Accesses, context_start: int) -> LiveIntervals:
     g_end = np.maximum.reduceat(e, starts)
     g_seg = seg[starts]
     g_start = np.where(w[starts], s[starts], np.minimum(context_start, s[starts]))
+    # a byte holds one datum at a time: where an instruction reads the old data while it writes the new (an in-place
+    # update, an accumulating matmul), the old range ends where the new one starts -- else its bytes count twice
+    same = np.zeros(len(starts), bool)
+    same[:-1] = g_seg[1:] == g_seg[:-1]
+    g_end[same] = np.minimum(g_end[same], g_start[1:][same[:-1]])
     return LiveIntervals(bounds[g_seg], bounds[g_seg + 1], g_start, g_end)
 
 

@@ -19,6 +19,8 @@ from profiler.figures.timefmt import TIME_AXIS, format_duration, format_time, ns
 STATE_COLOURS = {FREE: "#ffffff", LIVE: "#c6dbef", READ: "#31a354", WRITTEN: "#e6550d", READ_WRITTEN: "#756bb1"}
 #: Legend entry of each drawn state (the hover names them in full: ``STATE_NAMES``).
 LEGEND_NAMES = {LIVE: "live", READ: "read", WRITTEN: "written", READ_WRITTEN: "read and written"}
+#: Colour of the PSUM bank boundaries and labels.
+BANK_COLOUR = "#bdbdbd"
 #: Colour of the live-bytes line and of the capacity line.
 LIVE_COLOUR = "#3182bd"
 CAPACITY_COLOUR = "#969696"
@@ -91,6 +93,12 @@ def memory_map_figure(mm: MemoryMap, origin_ns: int = 0, *, height: int = 640, t
                                  mode="markers", name="peak", marker={"color": LIVE_COLOUR, "size": 9},
                                  xaxis="x", yaxis="y",
                                  hovertemplate=f"peak {kib(mm.peak_live_bytes)}<extra></extra>"))
+    if mm.bank_bytes:  # PSUM: a line at each bank's start (matmuls accumulate within one bank)
+        for k, addr in enumerate(range(0, mm.top, mm.bank_bytes)):
+            fig.add_shape(type="line", xref="paper", x0=0, x1=1, yref="y2", y0=addr / KIB, y1=addr / KIB,
+                          line={"color": BANK_COLOUR, "width": 1, "dash": "dot"}, layer="below")
+            fig.add_annotation(xref="paper", x=1, xanchor="right", yref="y2", y=(addr + mm.bank_bytes / 2) / KIB,
+                               text=f"bank {k}", showarrow=False, font={"size": 9, "color": BANK_COLOUR})
     context = "" if mm.whole_trace else (f" · live ranges from {format_duration(mm.context_ns[1] - mm.context_ns[0])}"
                                          " around the view")
     fig.update_layout(

@@ -291,3 +291,17 @@ def test_the_maps_of_both_memories_read_once_are_the_maps_of_each(registry):
     for mm in both:
         one = mmap.memory_map(trace, mm.mem, width=60, height=16)
         assert (mm.state == one.state).all() and mm.peak_live_bytes == one.peak_live_bytes and mm.top == one.top
+
+
+def test_the_psum_map_marks_its_banks(traces):
+    with profiler.open(traces[0]) as t:
+        psum = mmap.memory_map(t, "PSUM", width=40, height=32)
+        sbuf = mmap.memory_map(t, "SBUF", width=40, height=32)
+        assert psum.bank_bytes == 16384 // 8 and sbuf.bank_bytes is None
+        fig = t.memory_figure("PSUM", width=40, height=32)
+    banks = psum.top // psum.bank_bytes
+    lines = [s for s in fig.layout.shapes if s.type == "line" and s.yref == "y2"]
+    assert sorted(s.y0 for s in lines) == [k * 2.0 for k in range(banks)]  # KiB
+    assert [a.text for a in fig.layout.annotations if a.text.startswith("bank")] == [f"bank {k}" for k in range(banks)]
+    with profiler.open(traces[0]) as t:
+        assert not [s for s in t.memory_figure("SBUF", width=40, height=32).layout.shapes if s.yref == "y2"]

@@ -97,14 +97,14 @@ def memory_map_figure(mm: MemoryMap, origin_ns: int = 0, *, height: int = 640, t
         for k, addr in enumerate(range(0, mm.top, mm.bank_bytes)):
             fig.add_shape(type="line", xref="paper", x0=0, x1=1, yref="y2", y0=addr / KIB, y1=addr / KIB,
                           line={"color": BANK_COLOUR, "width": 1, "dash": "dot"}, layer="below")
-            fig.add_annotation(xref="paper", x=1, xanchor="right", yref="y2", y=(addr + mm.bank_bytes / 2) / KIB,
+            fig.add_annotation(xref="paper", x=1, xanchor="left", yref="y2", y=(addr + mm.bank_bytes / 2) / KIB,
                                text=f"bank {k}", showarrow=False, font={"size": 9, "color": BANK_COLOUR})
     context = "" if mm.whole_trace else (f" · live ranges from {format_duration(mm.context_ns[1] - mm.context_ns[0])}"
                                          " around the view")
     fig.update_layout(
         title={"text": title if title is not None else headline(mm, origin_ns, "<br>"), "font": {"size": 13},
                "y": 0.98, "yanchor": "top"},
-        height=height, margin={"l": 70, "r": 20, "t": 60 if title != "" else 20, "b": 90}, plot_bgcolor="#ffffff",
+        height=height, margin={"l": 70, "r": 50 if mm.bank_bytes else 20, "t": 60 if title != "" else 20, "b": 90}, plot_bgcolor="#ffffff",
         legend={"orientation": "h", "x": 0, "y": -0.09, "yanchor": "top"}, hovermode="closest",
         uirevision=mm.mem,
         xaxis={**TIME_AXIS, "range": [x0, x1], "title": {"text": f"time ({format_duration(span)} in view{context})"}},

@@ -104,7 +104,8 @@ def memory_map_figure(mm: MemoryMap, origin_ns: int = 0, *, height: int = 640, t
     fig.update_layout(
         title={"text": title if title is not None else headline(mm, origin_ns, "<br>"), "font": {"size": 13},
                "y": 0.98, "yanchor": "top"},
-        height=height, margin={"l": 70, "r": 50 if mm.bank_bytes else 20, "t": 60 if title != "" else 20, "b": 90}, plot_bgcolor="#ffffff",
+        height=height, margin={"l": 70, "r": 50 if mm.bank_bytes else 20, "t": 60 if title != "" else 20, "b": 90},
+        plot_bgcolor="#ffffff",
         legend={"orientation": "h", "x": 0, "y": -0.09, "yanchor": "top"}, hovermode="closest",
         uirevision=mm.mem,
         xaxis={**TIME_AXIS, "range": [x0, x1], "title": {"text": f"time ({format_duration(span)} in view{context})"}},

@@ -37,7 +37,8 @@ def test_each_trace_says_what_it_is_and_links_to_its_pages(tmp_path):
         what, duration, events = page.trace_facts(registry, registry.entry("t1"))
         assert what == "Chrome trace JSON" and events == "2 spans" and duration == "50 µs"
         body = _text(page.layout(PageContext(registry, "t0", {})))
-        for href in ("/?trace=t1", "/summary?trace=t1", "/source?trace=t1", "/compare?trace=t1", "/sql?trace=t1"):
+        for href in ("/?trace=t1", "/summary?trace=t1", "/source?trace=t1", "/memory?trace=t1", "/compare?trace=t1",
+                     "/sql?trace=t1"):
             assert href in body, href
     finally:
         registry.close()

@@ -83,7 +83,8 @@ def accesses(trace: Trace, mem: str, start_ns: int, end_ns: int, core: int | Non
     Raises:
         QueryError: a bad memory name or window, or a trace whose operands name no on-chip views.
     """
-    return accesses_by_memory(trace, start_ns, end_ns, core, (check_mem(mem),))[check_mem(mem)]
+    mem = check_mem(mem)
+    return accesses_by_memory(trace, start_ns, end_ns, core, (mem,))[mem]
 
 
 def accesses_by_memory(trace: Trace, start_ns: int, end_ns: int, core: int | None = None,

@@ -27,7 +27,6 @@ simulator traces of format 2.1 and older) give a :class:`~profiler.errors.QueryE
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -239,16 +238,7 @@ def memory_map(trace: Trace, mem: str = "SBUF", start_ns: int | None = None, end
         QueryError: a bad memory, window or size; a trace without on-chip operands; a window with too many accesses
             for live ranges.
     """
-    mem = check_mem(mem)
-    width = _check_size(width, "width", 10_000)
-    height = _check_size(height, "height", 4096)
-    scope = resolve_scope(trace, start_ns, end_ns, core)
-    t0, t1 = scope.start_ns, scope.end_ns
-    c0, c1, whole = context_of(trace, scope)
-    acc = accesses(trace, mem, c0, c1, scope.core)
-    mm = map_of_accesses(acc, mem, capacity(trace, mem), (t0, t1), (c0, c1), width=width, height=height,
-                         whole_trace=whole)
-    return dataclasses.replace(mm, bank_bytes=bank_bytes(trace, mem))
+    return memory_maps(trace, start_ns, end_ns, width=width, height=height, core=core, mems=(mem,))[0]
 
 
 def context_of(trace: Trace, scope: Scope) -> tuple[int, int, bool]:
@@ -276,9 +266,11 @@ def context_of(trace: Trace, scope: Scope) -> tuple[int, int, bool]:
 
 
 def map_of_accesses(acc: Accesses, mem: str, cap: int, window: tuple[int, int], context: tuple[int, int], *,
-                    width: int = DEFAULT_WIDTH, height: int = DEFAULT_HEIGHT, whole_trace: bool = True) -> MemoryMap:
+                    width: int = DEFAULT_WIDTH, height: int = DEFAULT_HEIGHT, whole_trace: bool = True,
+                    bank: int | None = None) -> MemoryMap:
     """The map of ``window`` (``[t0, t1)``) from accesses gathered over ``context`` (what :func:`memory_map`
-    computes once it has read them; ``cap``: bytes per partition, raised to the highest address accessed)."""
+    computes once it has read them; ``cap``: bytes per partition, raised to the highest address accessed;
+    ``bank``: a PSUM bank's bytes)."""
     t0, t1 = window
     cap = max(cap, int(acc.hi.max()) if len(acc) else 0)
     top = map_top(acc, cap)
@@ -298,7 +290,7 @@ def map_of_accesses(acc: Accesses, mem: str, cap: int, window: tuple[int, int], 
     return MemoryMap(mem=mem, capacity=cap, top=top, start_ns=t0, end_ns=t1, state=state, live_bytes=live_cols,
                      peak_live_bytes=peak, peak_at_ns=peak_at,
                      accessed_bytes=_cover(acc.lo[in_window], acc.hi[in_window]), accesses=int(in_window.sum()),
-                     context_ns=context, whole_trace=whole_trace)
+                     context_ns=context, whole_trace=whole_trace, bank_bytes=bank)
 
 
 def memory_summary(trace: Trace, start_ns: int | None = None, end_ns: int | None = None, core: int | None = None,
@@ -319,9 +311,9 @@ def memory_maps(trace: Trace, start_ns: int | None = None, end_ns: int | None = 
     scope = resolve_scope(trace, start_ns, end_ns, core)
     c0, c1, whole = context_of(trace, scope)
     by_mem = accesses_by_memory(trace, c0, c1, scope.core, mems)
-    return [dataclasses.replace(map_of_accesses(by_mem[mem], mem, capacity(trace, mem), (scope.start_ns, scope.end_ns),
-                                                (c0, c1), width=width, height=height, whole_trace=whole),
-                                bank_bytes=bank_bytes(trace, mem)) for mem in mems]
+    return [map_of_accesses(by_mem[mem], mem, capacity(trace, mem), (scope.start_ns, scope.end_ns), (c0, c1),
+                            width=width, height=height, whole_trace=whole, bank=bank_bytes(trace, mem))
+            for mem in mems]
 
 
 def summary_table(maps: list[MemoryMap]) -> pa.Table:

@@ -40,14 +40,15 @@ class Page:
 
 
 def default_pages() -> list[Page]:
-    """Timeline (the home page), summary, source, memory, compare, SQL and trace picker."""
-    from dashboard.pages import compare, memory, source, sql, summary, timeline, traces
+    """Timeline (the home page), summary, source, memory, call tree, compare, SQL and trace picker."""
+    from dashboard.pages import calltree, compare, memory, source, sql, summary, timeline, traces
 
     return [
         Page("/", "Timeline", timeline.layout, timeline.register_callbacks),
         Page("/summary", "Summary", summary.layout, summary.register_callbacks),
         Page("/source", "Source", source.layout, source.register_callbacks),
         Page("/memory", "Memory", memory.layout, memory.register_callbacks),
+        Page("/calltree", "Call tree", calltree.layout, calltree.register_callbacks),
         Page("/compare", "Compare", compare.layout, compare.register_callbacks),
         Page("/sql", "SQL", sql.layout, sql.register_callbacks),
         Page("/traces", "Traces", traces.layout, traces.register_callbacks),

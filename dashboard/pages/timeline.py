@@ -28,6 +28,7 @@ from dashboard import timeline_logic as tl
 from dashboard import timeline_picks as picks
 from dashboard.analysis_views import CriticalPathOverlays
 from dashboard.app import query_values, resolve_trace_id
+from dashboard.calltree_view import CALLTREE_PATH, view_calltree_href
 from dashboard.export import EXPORT_TABLES, MAX_EXPORT_ROWS, view_export_hrefs
 from dashboard.graph_config import graph_config
 from dashboard.inputs import is_checked
@@ -128,6 +129,8 @@ def layout(ctx_: PageContext) -> Any:
                    title="this page at the current zoom (copy it to share the view)"),
             dcc.Link("memory of this view", id="tl-memory-link", href=MEMORY_PATH, className="view-link",
                      title="SBUF and PSUM over the current view: what was read, written and held live"),
+            dcc.Link("call tree of this view", id="tl-calltree-link", href=CALLTREE_PATH, className="view-link",
+                     title="the spans of the current view by stack: a flame graph and the names with the most time"),
             html.Span(["CSV of the view: ", *[part for i, (table, label, what) in enumerate(EXPORT_LINKS) for part in (
                 *([" · "] if i else []),
                 html.A(label, id=f"tl-export-{table}", href="", download="",
@@ -271,10 +274,11 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
                 dash.no_update if link is None else link)
 
     @app.callback([Output(f"tl-export-{table}", "href") for table, _l, _w in EXPORT_LINKS],
-                  Output("tl-memory-link", "href"),
+                  Output("tl-memory-link", "href"), Output("tl-calltree-link", "href"),
                   Input("tl-state", "data"), State("url", "search"), prevent_initial_call=True)
     def _export_links(state: Any, search: str | None) -> Any:
-        hrefs = [*view_export_hrefs(search, state), view_memory_href(search, state)]
+        hrefs = [*view_export_hrefs(search, state), view_memory_href(search, state),
+                 view_calltree_href(search, state)]
         return [h if h is not None else dash.no_update for h in hrefs]
 
     app.clientside_callback(ClientsideFunction("trnprof", "draw"), Output("tl-drawn", "data"),

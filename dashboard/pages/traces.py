@@ -1,5 +1,5 @@
 """The trace picker: every served trace and bundled sample with what it is (format, machine, duration, events),
-each a link to its timeline, summary, source, memory, comparison and SQL pages."""
+each a link to its timeline, summary, source, memory, call-tree, comparison and SQL pages."""
 
 from __future__ import annotations
 
@@ -45,7 +45,8 @@ def _row(registry: TraceRegistry, entry: ServedTrace, current: str) -> html.Tr:
         html.Td(what), html.Td(duration, className="num"), html.Td(events),
         html.Td([dcc.Link("timeline", href="/" + q, id=f"pick-{entry.id}"), " · ",
                  dcc.Link("summary", href="/summary" + q), " · ", dcc.Link("source", href="/source" + q), " · ",
-                 dcc.Link("memory", href="/memory" + q), " · ", dcc.Link("compare", href="/compare" + q), " · ",
+                 dcc.Link("memory", href="/memory" + q), " · ", dcc.Link("call tree", href="/calltree" + q), " · ",
+                 dcc.Link("compare", href="/compare" + q), " · ",
                  dcc.Link("SQL", href="/sql" + q)]),
     ])
 

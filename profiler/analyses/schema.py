@@ -505,6 +505,40 @@ LIVE_SERIES_SCHEMA = pa.schema([
 ])
 
 # ------------------------------------------------------------------------------------------------------------
+# Call tree (profiler.analyses.call_tree): spans aggregated by their stack of enclosing span names
+# ------------------------------------------------------------------------------------------------------------
+NODE = "node"                              # the frame's index in the tree (rows in depth-first order)
+PARENT = "parent"                          # the enclosing frame's node (null: a root)
+DEPTH = ts.DEPTH                           # 0 for roots
+FRAME_KIND = "kind"                        # FRAME_THREAD (a row's root) or FRAME_SPAN
+FRAME_THREAD = "thread"
+FRAME_SPAN = "span"
+SELF_NS = "self_ns"                        # time in the frame's spans not covered by their child spans
+PATH = "path"                              # the frame's names from its root, joined by PATH_SEPARATOR
+PATH_SEPARATOR = " › "
+#: ``call_tree``: one row per distinct stack (frame), depth first, children by descending time.
+CALL_TREE = pa.schema([
+    pa.field(NODE, pa.int64(), nullable=False),
+    pa.field(PARENT, pa.int64()),
+    pa.field(DEPTH, pa.int32(), nullable=False),
+    pa.field(FRAME_KIND, pa.string(), nullable=False),
+    pa.field(NAME, pa.string(), nullable=False),
+    pa.field(COUNT, pa.int64(), nullable=False),
+    pa.field(TOTAL_NS, pa.int64(), nullable=False),
+    pa.field(SELF_NS, pa.int64(), nullable=False),
+    pa.field(PATH, pa.string(), nullable=False),
+])
+#: ``top_frames``: time per span name over every stack it appears in (a nested call of the same name counted once
+#: in ``total_ns``).
+TOP_FRAMES = pa.schema([
+    pa.field(NAME, pa.string(), nullable=False),
+    pa.field(COUNT, pa.int64(), nullable=False),
+    pa.field(SELF_NS, pa.int64(), nullable=False),
+    pa.field(TOTAL_NS, pa.int64(), nullable=False),
+    pa.field(FRACTION, pa.float64(), nullable=False),   # self_ns over the window's span time
+])
+
+# ------------------------------------------------------------------------------------------------------------
 # Trace columns the analyses read that tracer.schema declares without a constant (looked up, so a rename fails
 # at import time instead of in a query)
 # ------------------------------------------------------------------------------------------------------------

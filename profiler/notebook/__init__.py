@@ -10,6 +10,7 @@ the widget libraries) only when called, so ``import profiler`` stays fast for sc
 - :mod:`profiler.notebook.dashboard` — ``Trace.dashboard``: the Dash app inline (found through an entry point).
 - :mod:`profiler.notebook.source` — ``Trace.source``: a kernel source file with each line's instructions.
 - ``Trace.memory_figure``: SBUF/PSUM addresses over time (:mod:`profiler.figures.memory_map`).
+- ``Trace.call_tree_figure``: the spans' call tree as an icicle (:mod:`profiler.figures.call_tree`).
 - :mod:`profiler.notebook.html` — ``Trace._repr_html_``.
 
 See ``docs/notebooks.md``.
@@ -136,6 +137,23 @@ class NotebookMixin:
 
         mm = memory_map(self, mem, start_ns, end_ns, width=width, height=height)
         return memory_map_figure(mm, self.time_range[0])
+
+    def call_tree_figure(self: Trace, start_ns: int | None = None, end_ns: int | None = None, *,
+                         by_thread: bool = True, height: int = 560) -> go.Figure:
+        """The call tree of the spans overlapping ``[start_ns, end_ns)`` (default: the whole trace) as an icicle:
+        each stack of nested span names a box as wide as its time, under one root per row (process / thread;
+        ``by_thread=False`` merges the rows); click a box to zoom to it
+        (:func:`profiler.analyses.call_tree.call_tree`, drawn as the dashboard's call-tree page draws it; its
+        numbers: ``call_tree(trace).table``, per name: ``top_frames``).
+
+        Raises:
+            QueryError: a bad window, or a trace without spans (an imported PyTorch/JAX/Chrome trace has them, a
+                recording when its kernel names layers or operators).
+        """
+        from profiler.analyses.call_tree import call_tree
+        from profiler.figures.call_tree import call_tree_figure
+
+        return call_tree_figure(call_tree(self, start_ns, end_ns, by_thread=by_thread), height=height)
 
     def _repr_html_(self: Trace) -> str:
         """Name, kernel, architecture, duration, event counts and per-engine utilization, as HTML."""

@@ -1,0 +1,179 @@
+"""The call-tree page's content, computed without a browser: the URL's choices, the icicle and the per-name table.
+
+``?start=&end=`` (ns) pick the window (default: the whole trace), ``?rows=merged`` merges the stacks of every row
+(default: one root per process / thread).  The figure is :func:`profiler.figures.call_tree.call_tree_figure` of
+:func:`profiler.analyses.call_tree.call_tree`, the same as ``Trace.call_tree_figure`` in a notebook; the table is
+:func:`profiler.analyses.call_tree.top_frames`, each name linked to the timeline searching for it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlencode
+
+from dash import dcc, html
+
+from dashboard.computed import ComputedCache
+from dashboard.errors import public_message
+from dashboard.inputs import as_time_range
+from dashboard.links import TRACE_PARAM, timeline_search_href
+from dashboard.memory_view import url_window
+from profiler.analyses import schema as rs
+from profiler.analyses.call_tree import CallTree, call_tree, roots, subtree, top_frames
+from profiler.errors import TrnprofError
+from profiler.figures.call_tree import call_tree_figure, kept_frames
+from profiler.figures.timefmt import format_duration, format_time
+
+CALLTREE_PATH = "/calltree"
+ROWS_PARAM = "rows"
+ROOT_PARAM = "root"
+#: The root picker's value for "every root".
+ALL_ROOTS = ""
+#: ``?rows=`` values: one root per row (the default) or every row's stacks merged.
+ROWS_SPLIT = "split"
+ROWS_MERGED = "merged"
+#: Names listed under the graph (by self time).
+TOP_NAMES = 25
+#: Longest name shown in the table (the link searches for the whole name).
+MAX_NAME_CHARS = 90
+
+
+@dataclass(frozen=True)
+class CallTreeView:
+    """What the page shows: a figure, a status line and the per-name table, or an error line."""
+
+    figure: Any
+    status: str
+    table: Any
+    error: str | None
+    window: tuple[int, int] | None
+    #: The root picker's options and value (:data:`ALL_ROOTS` or a root frame's name).
+    root_options: tuple[dict[str, Any], ...] = ()
+    root: str = ALL_ROOTS
+
+
+def url_rows(query: dict[str, str]) -> str:
+    """``?rows=``: :data:`ROWS_MERGED` when it says so, else :data:`ROWS_SPLIT`."""
+    return ROWS_MERGED if str(query.get(ROWS_PARAM, "")).lower() == ROWS_MERGED else ROWS_SPLIT
+
+
+def calltree_href(trace_id: str, window: tuple[int, int] | None, rows: str = ROWS_SPLIT,
+                  root: str = ALL_ROOTS) -> str:
+    """This page for ``trace_id``, ``window`` (None: the whole trace), ``rows`` and ``root``: the link to the
+    view."""
+    values = {TRACE_PARAM: trace_id}
+    if window is not None:
+        values.update(start=str(window[0]), end=str(window[1]))
+    if rows == ROWS_MERGED:
+        values[ROWS_PARAM] = ROWS_MERGED
+    if root:
+        values[ROOT_PARAM] = root
+    return CALLTREE_PATH + "?" + urlencode(values)
+
+
+def view_calltree_href(search: str | None, state: Any) -> str | None:
+    """The call-tree page for the view the timeline's ``state`` shows (the timeline's "call tree of this view";
+    None without a view)."""
+    from dashboard.app import query_values  # (the app imports the pages, which import this module)
+
+    view = as_time_range(state.get("view")) if isinstance(state, dict) else None
+    trace_id = query_values(search).get(TRACE_PARAM) or (state.get("trace") if isinstance(state, dict) else None)
+    if view is None or view[0] >= view[1] or not isinstance(trace_id, str):
+        return None
+    return calltree_href(trace_id, view)
+
+
+def root_options(tree: CallTree) -> tuple[dict[str, Any], ...]:
+    """The root picker's options: every root, then each root frame with its share of the span time."""
+    whole = max(tree.span_ns, 1)
+    opts = [{"label": "all roots", "value": ALL_ROOTS}]
+    for name, total in roots(tree):
+        shown = name if len(name) <= MAX_NAME_CHARS else name[:MAX_NAME_CHARS - 1] + "…"
+        opts.append({"label": f"{shown} — {format_duration(total)} ({total / whole:.0%})", "value": name})
+    return tuple(opts)
+
+
+def build_view(trace: Any, trace_id: str, query: dict[str, str], rows: Any = None, root: Any = None, *,
+               label: str | None = None, cache: ComputedCache | None = None) -> CallTreeView:
+    """The page for the URL's ``query`` (its window) and the picked ``rows`` and ``root`` (default: the URL's);
+    an error line, not an exception, for a trace or window it cannot show; a root the window does not have shows
+    every root.  With ``cache`` the whole trace's trees are computed once per trace (a window's are computed at
+    each visit: they read only the window's spans)."""
+    rows = rows if rows in (ROWS_SPLIT, ROWS_MERGED) else url_rows(query)
+    root = root if isinstance(root, str) else str(query.get(ROOT_PARAM, ALL_ROOTS))
+    window = url_window(query)
+    by_thread = rows == ROWS_SPLIT
+
+    def compute() -> CallTree:
+        return call_tree(trace, *(window or (None, None)), by_thread=by_thread)
+
+    try:
+        tree = compute() if cache is None or window is not None else cache.get(trace_id, ("calltree", by_thread),
+                                                                                compute)
+    except TrnprofError as exc:
+        return CallTreeView(None, "", None, public_message(exc, trace, label=label), window)
+    options = root_options(tree)
+    if root and any(o["value"] == root for o in options):
+        tree = subtree(tree, root)
+    else:
+        root = ALL_ROOTS
+    origin = trace.time_range[0]
+    drawn = len(kept_frames(tree))
+    where = ("the whole trace" if window is None else
+             f"{format_time(tree.start_ns, origin)} to {format_time(tree.end_ns, origin)}")
+    frames = (f"{tree.table.num_rows:,} frames" if drawn == tree.table.num_rows else
+              f"the widest {drawn:,} of {tree.table.num_rows:,} frames drawn")
+    status = (f"{tree.spans:,} spans in {where} ({format_duration(tree.end_ns - tree.start_ns)}), "
+              f"{format_duration(tree.span_ns)} of span time{' summed over rows' if by_thread and not root else ''}; "
+              f"{frames}. "
+              "Click a box to zoom to it, the top box to go back up.")
+    if tree.spans == 0:
+        status = f"No spans in {where}."
+    title = root or ("every row" if by_thread else "every row, merged")
+    return CallTreeView(call_tree_figure(tree, title=title), status, names_table(trace_id, tree), None, window,
+                        options, root)
+
+
+def names_table(trace_id: str, tree: CallTree, limit: int = TOP_NAMES) -> Any:
+    """The names with the most self time (:func:`top_frames`), each linked to the timeline searching for it."""
+    top = top_frames(tree)
+    if top.num_rows == 0:
+        return html.P("No spans in this window.", className="muted")
+    body = []
+    for r in top.slice(0, limit).to_pylist():
+        name = r[rs.NAME]
+        shown = name if len(name) <= MAX_NAME_CHARS else name[:MAX_NAME_CHARS - 1] + "…"
+        body.append(html.Tr([
+            html.Td(dcc.Link(shown, href=timeline_search_href(trace_id, name), title=name)),
+            html.Td(f"{r[rs.COUNT]:,}", className="num"),
+            html.Td(format_duration(r[rs.SELF_NS]), className="num"),
+            html.Td(f"{r[rs.FRACTION]:.1%}", className="num"),
+            html.Td(format_duration(r[rs.TOTAL_NS]), className="num"),
+        ]))
+    head = ["name", "spans", "self time", "share of self time", "total (nested calls once)"]
+    more = [] if top.num_rows <= limit else [html.P(
+        f"{limit} of {top.num_rows:,} names; `trnprof calltree --top` lists them all.", className="muted")]
+    return html.Div([
+        html.H3("Time per name, by self time"),
+        html.Table([html.Thead(html.Tr([html.Th(h) for h in head])), html.Tbody(body)], className="mini-table",
+                   id="ct-top-table"),
+        *more,
+    ])
+
+
+__all__ = [
+    "ALL_ROOTS",
+    "CALLTREE_PATH",
+    "ROOT_PARAM",
+    "ROWS_MERGED",
+    "ROWS_PARAM",
+    "ROWS_SPLIT",
+    "CallTreeView",
+    "build_view",
+    "calltree_href",
+    "names_table",
+    "root_options",
+    "url_rows",
+    "view_calltree_href",
+]

@@ -1,0 +1,78 @@
+"""The call-tree page (``/calltree``): the spans' stacks as an icicle, and the names with the most self time.
+
+Perfetto's area-selection flame graph and HTA's operator breakdown, for every trace with spans (PyTorch/JAX
+operators and Python functions, GPU kernels, a recording's layers and operators).  ``?start=&end=`` pick the window
+(the timeline's "call tree of this view" sets them), ``?rows=merged`` merges the rows' stacks.  The content is
+:func:`dashboard.calltree_view.build_view`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dash import Dash, Input, Output, dcc, html, no_update
+
+from dashboard import calltree_view as cv
+from dashboard.app import query_values, resolve_trace_id
+from dashboard.computed import ComputedCache
+from dashboard.graph_config import graph_config
+from dashboard.memory_view import timeline_href
+from dashboard.pages import PageContext
+from dashboard.registry import TraceRegistry, UnknownTraceError
+
+
+def layout(ctx: PageContext) -> Any:
+    """Title, rows picker, links, status line, the graph and the per-name table (filled by a callback)."""
+    return html.Div([
+        html.H2(f"Call tree of {ctx.registry.entry(ctx.trace_id).label}"),
+        html.Div(className="toolbar", children=[
+            dcc.RadioItems(id="ct-rows", options=[{"label": " one root per row", "value": cv.ROWS_SPLIT},
+                                                  {"label": " rows merged", "value": cv.ROWS_MERGED}],
+                           value=cv.url_rows(ctx.query), inline=True, className="radio"),
+            dcc.Dropdown(id="ct-root", options=[], value=ctx.query.get(cv.ROOT_PARAM, cv.ALL_ROOTS),
+                         clearable=False, searchable=True, placeholder="root…", className="ct-root"),
+            html.A("this range on the timeline", id="ct-timeline-link", href="/", className="muted"),
+            html.A("link to this view", id="ct-view-link", href=cv.CALLTREE_PATH, className="muted"),
+        ]),
+        html.Div(id="ct-status", className="muted ct-status"),
+        html.P("Each box: a stack of nested spans (a row's root on top, then the outermost span, then the spans "
+               "inside it), as wide as its spans' time in the window; a box's part not covered by boxes under it is "
+               "its self time. Hover for the numbers.", className="muted ct-help"),
+        dcc.Loading(dcc.Graph(id="ct-graph", config=graph_config(scrollZoom=False), style={"height": "560px"}),
+                    delay_show=300),
+        dcc.Loading(html.Div(id="ct-top", className="panel"), delay_show=300),
+    ], className="calltree-page")
+
+
+def page_outputs(registry: TraceRegistry, search: str | None, rows: Any, root: Any = None,
+                 cache: ComputedCache | None = None) -> tuple[Any, ...]:
+    """Figure, status line, per-name table, timeline link, view link, root options and root for the URL
+    ``search`` and the picked ``rows`` and ``root``."""
+    try:
+        trace_id = resolve_trace_id(registry, search)
+        trace = registry.open(trace_id)
+    except UnknownTraceError as exc:
+        return ({}, html.Span(str(exc), className="error", id="ct-error"), None, "/", cv.CALLTREE_PATH, [],
+                cv.ALL_ROOTS)
+    query = query_values(search)
+    view = cv.build_view(trace, trace_id, query, rows, root, label=registry.entry(trace_id).label, cache=cache)
+    rows = rows if rows in (cv.ROWS_SPLIT, cv.ROWS_MERGED) else cv.url_rows(query)
+    links = timeline_href(trace_id, view.window), cv.calltree_href(trace_id, view.window, rows, view.root)
+    if view.error is not None:
+        return {}, html.Span(view.error, className="error", id="ct-error"), None, *links, [], cv.ALL_ROOTS
+    return view.figure, view.status, view.table, *links, list(view.root_options), view.root
+
+
+def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
+    """The graph and the table follow the URL and the rows picker; the whole trace's trees are computed once per
+    served trace."""
+    cache = ComputedCache()
+
+    @app.callback(Output("ct-graph", "figure"), Output("ct-status", "children"), Output("ct-top", "children"),
+                  Output("ct-timeline-link", "href"), Output("ct-view-link", "href"), Output("ct-root", "options"),
+                  Output("ct-root", "value"), Input("url", "search"), Input("ct-rows", "value"),
+                  Input("ct-root", "value"))
+    def _show(search: str | None, rows: Any, root: Any) -> Any:
+        # a change of rows names other roots: the picked one is kept only when the new tree has it
+        out = page_outputs(registry, search, rows, root, cache)
+        return (*out[:-1], out[-1] if out[-1] != root else no_update)

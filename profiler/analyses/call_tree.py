@@ -1,0 +1,422 @@
+"""The call tree of a trace's spans: time per stack of nested span names, as a flame graph draws it.
+
+Every span (the ``slice`` table: PyTorch/JAX operators, Python functions and GPU kernels of an imported trace, a
+recording's layers and operators) belongs to a *frame*: the list of names from its outermost enclosing span (along
+``parent_id``) down to itself, under a root frame naming the row its outermost span is on (process / thread).
+For a window ``[start_ns, end_ns)`` each frame gets
+
+- ``count``: its spans that overlap the window;
+- ``total_ns``: their durations clipped to the window (inclusive: their children's time is in it);
+- ``self_ns``: the part of that time not covered by their children's clipped durations (at least 0: an imported
+  child that sticks out of its parent takes nothing away from its parent's other time).
+
+Perfetto's area-selection flame graph and its slice aggregation, HTA's operator breakdown and a profiler's
+"call tree" view give the same numbers.  :func:`top_frames` adds them up per name over every stack (the
+"bottom-up" view), :func:`folded` writes Brendan Gregg's folded stacks for ``flamegraph.pl`` or speedscope.
+
+Spans are read for the window only, plus any ancestor outside it (an imported span can stick out of its parent),
+so a small window of a large trace is cheap.  A ``parent_id`` that names no span, or a cycle of them, makes its
+span a root instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from profiler import db_schema as dbs
+from profiler.analyses import schema as rs
+from profiler.analyses.inputs import column, fetch, find_sorted, q
+from profiler.errors import QueryError
+from profiler.trace import Trace, check_time
+from tracer import schema as ts
+
+#: Most spans one call tree reads (the window's, with their ancestors); a larger window is an error naming the fix.
+MAX_SPANS = 20_000_000
+#: Rounds of reading ancestors that lie outside the window (each round one level up).
+MAX_ANCESTOR_ROUNDS = 256
+#: Separator of a name's stack in :func:`folded` (``flamegraph.pl``'s); a name's own ``;`` is written as ``,``.
+FOLDED_SEPARATOR = ";"
+
+_THREAD_LABEL = "label"
+_IN_WINDOW = "in_window"
+
+
+@dataclass(frozen=True)
+class CallTree:
+    """Spans of ``[start_ns, end_ns)`` aggregated by stack.
+
+    Attributes:
+        table: :data:`profiler.analyses.schema.CALL_TREE`, one row per frame, depth first (a frame's children by
+            descending ``total_ns``, then name), so a parent comes before its children.
+        start_ns, end_ns: the window.
+        spans: spans overlapping the window (of the frames in ``table``: a :func:`subtree` counts its own).
+        by_thread: roots are rows (process / thread) when true; otherwise stacks of every row are merged.
+        outermost: per row of ``table``, false when an enclosing frame has the same name (recursion), so
+            :func:`top_frames` counts a nested call's time once.
+    """
+
+    table: pa.Table
+    start_ns: int
+    end_ns: int
+    spans: int
+    by_thread: bool
+    outermost: tuple[bool, ...] = field(repr=False)
+
+    @property
+    def span_ns(self) -> int:
+        """Time covered by spans, summed over rows (the roots' ``total_ns``)."""
+        if self.table.num_rows == 0:
+            return 0
+        roots = pc.is_null(self.table.column(rs.PARENT))
+        return int(pc.sum(pc.filter(self.table.column(rs.TOTAL_NS), roots)).as_py() or 0)
+
+
+def _span_sql(where: str, limit: int | None = None) -> str:
+    s, k = "s.", "k."
+    label = (f"CASE WHEN {k}{q(dbs.GROUP_NAME)} IS NULL OR {k}{q(dbs.GROUP_NAME)} = '' THEN {k}{q(ts.NAME)} "
+             f"ELSE {k}{q(dbs.GROUP_NAME)} || ' / ' || {k}{q(ts.NAME)} END")
+    return (f"SELECT {s}{q(ts.ID)} AS id, {s}{q(ts.PARENT_ID)} AS parent, {s}{q(ts.NAME)} AS name, "
+            f"{s}{q(ts.START_TS)} AS s, {s}{q(ts.END_TS)} AS e, {label} AS {_THREAD_LABEL} "
+            f"FROM {q(dbs.SLICE_TABLE)} s JOIN {q(dbs.TRACK_TABLE)} k USING ({q(dbs.TRACK_ID)}) WHERE {where}"
+            + ("" if limit is None else f" LIMIT {int(limit)}"))
+
+
+def _read_spans(trace: Trace, t0: int, t1: int, max_spans: int) -> tuple[pa.Table, int]:
+    """The spans overlapping the window (``in_window`` true) and their ancestors outside it (false)."""
+    window = fetch(trace, _span_sql(f"s.{q(ts.START_TS)} < $t1 AND s.{q(ts.END_TS)} > $t0", max_spans + 1),
+                   {"t0": t0, "t1": t1})
+    if window.num_rows > max_spans:
+        raise QueryError(f"{trace.path}: more than {max_spans:,} spans in the window, the call tree's limit; "
+                         "pick a smaller window (--start/--end)")
+    n_window = window.num_rows
+    parts = [window.append_column(_IN_WINDOW, pa.array(np.ones(n_window, dtype=bool)))]
+    known = np.sort(column(window, "id"))
+    wanted = column(window, "parent", fill=-1)
+    for _ in range(MAX_ANCESTOR_ROUNDS):
+        wanted = np.unique(wanted[wanted >= 0])
+        _, found = find_sorted(known, wanted)
+        missing = wanted[~found]
+        if missing.size == 0:
+            break
+        more = fetch(trace, _span_sql(f"s.{q(ts.ID)} IN (SELECT unnest($ids::BIGINT[]))"),
+                     {"ids": missing.tolist()})
+        if more.num_rows == 0:
+            break
+        parts.append(more.append_column(_IN_WINDOW, pa.array(np.zeros(more.num_rows, dtype=bool))))
+        known = np.sort(np.concatenate([known, column(more, "id")]))
+        wanted = column(more, "parent", fill=-1)
+        if len(known) > max_spans:
+            raise QueryError(f"{trace.path}: the window's spans have more than {max_spans:,} ancestors and spans "
+                             "in all, the call tree's limit; pick a smaller window (--start/--end)")
+    return pa.concat_tables(parts), n_window
+
+
+def _codes(table: pa.Table, name: str) -> tuple[np.ndarray, list[str]]:
+    """Dictionary codes of a string column (null: "") and its distinct values."""
+    col = pc.fill_null(table.column(name), "").combine_chunks()
+    enc = col.dictionary_encode()
+    return np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.int64), enc.dictionary.to_pylist()
+
+
+def _children_index(parent: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """CSR of the spans by parent: ``kids[offsets[i]:offsets[i + 1]]`` are span ``i``'s children."""
+    n = len(parent)
+    has = parent >= 0
+    idx = np.flatnonzero(has)
+    kids = idx[np.argsort(parent[idx], kind="stable")]
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(parent[idx], minlength=n), out=offsets[1:])
+    return kids, offsets
+
+
+def _paths(parent: np.ndarray, name: np.ndarray, root_frame: np.ndarray, n_names: int, *, first: int, depth0: int
+           ) -> tuple[np.ndarray, list[int], list[int], list[int]] | None:
+    """Frame of every span, walking down from the roots level by level (vectorised per level).
+
+    Frames are numbered from ``first`` (the ones below are the rows' root frames); a root span hangs under frame
+    ``root_frame`` (-1: none) at depth ``depth0``.  Returns (frame per span, and per new frame: its parent frame,
+    name code, depth), or None when some spans were never reached (a parent cycle)."""
+    n = len(parent)
+    frame = np.full(n, -1, dtype=np.int64)
+    f_parent: list[int] = []
+    f_name: list[int] = []
+    f_depth: list[int] = []
+    kids, offsets = _children_index(parent)
+    level = np.flatnonzero(parent < 0)
+    above = root_frame[level]
+    depth = depth0
+    while level.size:
+        key = (above + 1) * n_names + name[level]
+        uniq, inv = np.unique(key, return_inverse=True)
+        base = first + len(f_parent)
+        f_parent.extend((uniq // n_names - 1).tolist())
+        f_name.extend((uniq % n_names).tolist())
+        f_depth.extend([depth] * len(uniq))
+        frame[level] = base + inv
+        count = offsets[level + 1] - offsets[level]
+        total = int(count.sum())
+        if total == 0:
+            break
+        begin = np.repeat(offsets[level] - (np.cumsum(count) - count), count)
+        nxt = kids[begin + np.arange(total)]
+        above = frame[parent[nxt]]
+        level = nxt
+        depth += 1
+    if (frame < 0).any():
+        return None
+    return frame, f_parent, f_name, f_depth
+
+
+def call_tree(trace: Trace, start_ns: int | None = None, end_ns: int | None = None, *, by_thread: bool = True,
+              max_spans: int = MAX_SPANS) -> CallTree:
+    """The call tree of the spans overlapping ``[start_ns, end_ns)`` (default: the whole trace).
+
+    Args:
+        trace: an open trace.
+        start_ns, end_ns: the window (ns, as stored); each defaults to the trace's extent.
+        by_thread: one root per row (process / thread) the stacks start on; False merges every row's stacks
+            (their times then add up across rows).
+        max_spans: most spans to read (the window's and their ancestors').
+
+    Raises:
+        QueryError: a trace without spans, an empty or malformed window, or more than ``max_spans`` spans.
+    """
+    t0 = check_time(start_ns, "start_ns") if start_ns is not None else None
+    t1 = check_time(end_ns, "end_ns") if end_ns is not None else None
+    if t0 is None or t1 is None:
+        lo, hi = trace.time_range
+        t0 = lo if t0 is None else t0
+        t1 = hi if t1 is None else t1
+    if t1 <= t0:
+        raise QueryError(f"empty window: end ({t1} ns) must be greater than start ({t0} ns)")
+    has_spans = fetch(trace, f"SELECT count(*) AS n FROM (SELECT 1 FROM {q(dbs.SLICE_TABLE)} LIMIT 1)")
+    if has_spans.column(0)[0].as_py() == 0:
+        raise QueryError(f"{trace.path}: the trace has no spans to build a call tree from (it needs nested "
+                         "spans: an imported PyTorch/JAX/Chrome trace, or a recording with layer or operator names)")
+    rows, n_window = _read_spans(trace, t0, t1, max_spans)
+    return _tree(rows, n_window, (t0, t1), by_thread)
+
+
+@dataclass
+class _Frames:
+    """The frames found by :func:`_paths` (row labels first), before aggregation: per frame its parent frame
+    (-1: a root), name code into ``strings`` and depth; frames below ``n_labels`` are rows' root frames."""
+
+    parent: list[int]
+    name: list[int]
+    depth: list[int]
+    strings: list[str]
+    n_labels: int
+
+
+def _tree(rows: pa.Table, n_window: int, window: tuple[int, int], by_thread: bool) -> CallTree:
+    order = np.argsort(column(rows, "id"), kind="stable")
+    rows = rows.take(pa.array(order))
+    ids = column(rows, "id")
+    pos, found = find_sorted(ids, column(rows, "parent", fill=-1))
+    parent = np.where(found & (pos != np.arange(len(ids))), pos, -1)
+    name, names = _codes(rows, "name")
+    if by_thread:  # a root frame per row label (frames 0..L-1), their names coded after the span names
+        label, labels = _codes(rows, _THREAD_LABEL)
+        root_frame = label
+    else:
+        labels = []
+        root_frame = np.full(len(ids), -1, dtype=np.int64)
+    n_pre = len(labels)
+    n_names = len(names) + len(labels) + 1
+    walked = _paths(parent, name, root_frame, n_names, first=n_pre, depth0=1 if by_thread else 0)
+    if walked is None:  # parent cycles: the spans not reached from a root become roots
+        parent = np.where(_paths_reached(parent), parent, -1)
+        walked = _paths(parent, name, root_frame, n_names, first=n_pre, depth0=1 if by_thread else 0)
+        assert walked is not None
+    frame, f_parent, f_name, f_depth = walked
+    frames = _Frames([-1] * n_pre + f_parent, [len(names) + i for i in range(n_pre)] + f_name,
+                     [0] * n_pre + f_depth, names + labels, n_pre)
+    return _aggregate(rows, n_window, window, parent, frame, frames=frames, by_thread=by_thread)
+
+
+def _paths_reached(parent: np.ndarray) -> np.ndarray:
+    """Spans reachable from a root by parent links (the others are on cycles or below one)."""
+    reached = parent < 0
+    kids, offsets = _children_index(parent)
+    level = np.flatnonzero(reached)
+    while level.size:
+        count = offsets[level + 1] - offsets[level]
+        total = int(count.sum())
+        if total == 0:
+            break
+        begin = np.repeat(offsets[level] - (np.cumsum(count) - count), count)
+        level = kids[begin + np.arange(total)]
+        reached[level] = True
+    # spans not reached keep no parent; one per cycle would do, all of them keeps it simple and exact
+    return reached
+
+
+def _aggregate(rows: pa.Table, n_window: int, window: tuple[int, int], parent: np.ndarray, frame: np.ndarray, *,
+               frames: _Frames, by_thread: bool) -> CallTree:
+    t0, t1 = window
+    inside = column(rows, _IN_WINDOW, dtype=bool, fill=False)
+    clip = np.where(inside, np.minimum(column(rows, "e"), t1) - np.maximum(column(rows, "s"), t0), 0)
+    clip = np.maximum(clip, 0)
+    child = np.zeros(len(clip), dtype=np.int64)
+    has = parent >= 0
+    np.add.at(child, parent[has], clip[has])
+    own = np.where(inside, np.maximum(clip - child, 0), 0)
+    n_frames = len(frames.parent)
+    count = np.bincount(frame[inside], minlength=n_frames).astype(np.int64)
+    total = np.zeros(n_frames, dtype=np.int64)
+    self_ns = np.zeros(n_frames, dtype=np.int64)
+    np.add.at(total, frame, clip)
+    np.add.at(self_ns, frame, own)
+    if frames.n_labels:  # a row's frame: its root spans' count and time
+        roots = inside & (parent < 0)
+        lab = np.asarray(frames.parent, dtype=np.int64)[frame[roots]]
+        np.add.at(count, lab, 1)
+        np.add.at(total, lab, clip[roots])
+    # frames of the window's spans, and of their ancestors outside it (count 0) that hold them
+    keep = count > 0
+    for f in range(n_frames - 1, -1, -1):  # a frame is numbered after its parent
+        if keep[f] and frames.parent[f] >= 0:
+            keep[frames.parent[f]] = True
+    return _depth_first(frames, _Sums(count, total, self_ns, keep), window, n_window, by_thread)
+
+
+@dataclass
+class _Sums:
+    """Per frame: spans in the window, their clipped time, their self time, and whether the tree shows it."""
+
+    count: np.ndarray
+    total: np.ndarray
+    self_ns: np.ndarray
+    keep: np.ndarray
+
+
+def _depth_first(frames: _Frames, sums: _Sums, window: tuple[int, int], n_window: int, by_thread: bool
+                 ) -> CallTree:
+    f_parent, f_name, f_depth, strings, n_labels = frames.parent, frames.name, frames.depth, frames.strings, \
+        frames.n_labels
+    count, total, self_ns, keep = sums.count, sums.total, sums.self_ns, sums.keep
+    children: dict[int, list[int]] = {}
+    roots = []
+    for f, p in enumerate(f_parent):
+        if not keep[f]:
+            continue
+        (roots if p < 0 else children.setdefault(p, [])).append(f)
+
+    def ranked(fs: list[int]) -> list[int]:
+        return sorted(fs, key=lambda f: (-int(total[f]), strings[f_name[f]], f))
+
+    out: dict[str, list[Any]] = {k: [] for k in rs.CALL_TREE.names}
+    outermost: list[bool] = []
+    new_id: dict[int, int] = {}
+    stack: list[tuple[int, str, frozenset[str]]] = [(f, "", frozenset()) for f in reversed(ranked(roots))]
+    while stack:
+        f, prefix, above = stack.pop()
+        text = strings[f_name[f]]
+        is_label = f < n_labels
+        new_id[f] = len(new_id)
+        path = text if not prefix else prefix + rs.PATH_SEPARATOR + text
+        out[rs.NODE].append(new_id[f])
+        out[rs.PARENT].append(new_id[f_parent[f]] if f_parent[f] >= 0 else None)
+        out[rs.DEPTH].append(f_depth[f])
+        out[rs.FRAME_KIND].append(rs.FRAME_THREAD if is_label else rs.FRAME_SPAN)
+        out[rs.NAME].append(text)
+        out[rs.COUNT].append(int(count[f]))
+        out[rs.TOTAL_NS].append(int(total[f]))
+        out[rs.SELF_NS].append(0 if is_label else int(self_ns[f]))
+        out[rs.PATH].append(path)
+        outermost.append(not is_label and text not in above)
+        below = above if is_label else above | {text}
+        for c in reversed(ranked(children.get(f, []))):
+            stack.append((c, path, below))
+    table = pa.table(out, schema=rs.CALL_TREE)
+    return CallTree(table, window[0], window[1], n_window, by_thread, tuple(outermost))
+
+
+def top_frames(tree: CallTree) -> pa.Table:
+    """Time per span name over every stack it appears in (:data:`~profiler.analyses.schema.TOP_FRAMES`), by
+    descending ``self_ns``: ``total_ns`` counts a call nested in a call of the same name once, ``fraction`` is
+    the name's share of all self time."""
+    t = tree.table
+    per: dict[str, list[int]] = {}
+    kinds = t.column(rs.FRAME_KIND).to_pylist()
+    for kind, name, n, tot, own, outer in zip(kinds, t.column(rs.NAME).to_pylist(), t.column(rs.COUNT).to_pylist(),
+                                              t.column(rs.TOTAL_NS).to_pylist(), t.column(rs.SELF_NS).to_pylist(),
+                                              tree.outermost, strict=True):
+        if kind != rs.FRAME_SPAN:
+            continue
+        acc = per.setdefault(name, [0, 0, 0])
+        acc[0] += n
+        acc[1] += own
+        if outer:
+            acc[2] += tot
+    whole = sum(v[1] for v in per.values())
+    ranked = sorted(per.items(), key=lambda kv: (-kv[1][1], -kv[1][2], kv[0]))
+    return pa.table({
+        rs.NAME: [k for k, _ in ranked],
+        rs.COUNT: [v[0] for _, v in ranked],
+        rs.SELF_NS: [v[1] for _, v in ranked],
+        rs.TOTAL_NS: [v[2] for _, v in ranked],
+        rs.FRACTION: [v[1] / whole if whole else 0.0 for _, v in ranked],
+    }, schema=rs.TOP_FRAMES)
+
+
+def folded(tree: CallTree) -> list[str]:
+    """Folded stacks (``root;frame;frame SELF_NS``, one line per frame with self time), the input of
+    ``flamegraph.pl`` and speedscope; a name's own ``;`` is written as ``,`` and line breaks as spaces."""
+    t = tree.table
+    parents = t.column(rs.PARENT).to_pylist()
+    names = [n.replace(FOLDED_SEPARATOR, ",").replace("\n", " ").replace("\r", " ")
+             for n in t.column(rs.NAME).to_pylist()]
+    stacks: dict[int, str] = {}
+    lines = []
+    for node, p, name, own in zip(t.column(rs.NODE).to_pylist(), parents, names, t.column(rs.SELF_NS).to_pylist(),
+                                  strict=True):
+        stack = name if p is None else stacks[p] + FOLDED_SEPARATOR + name
+        stacks[node] = stack
+        if own > 0:
+            lines.append(f"{stack} {own}")
+    return lines
+
+
+def limit_depth(tree: CallTree, max_depth: int) -> CallTree:
+    """``tree`` without the frames deeper than ``max_depth`` (roots are depth 0); the others keep their numbers."""
+    keep = pc.less_equal(tree.table.column(rs.DEPTH), max_depth)
+    kept = keep.to_pylist()
+    return CallTree(tree.table.filter(keep), tree.start_ns, tree.end_ns, tree.spans, tree.by_thread,
+                    tuple(o for o, k in zip(tree.outermost, kept, strict=True) if k))
+
+
+def roots(tree: CallTree) -> list[tuple[str, int]]:
+    """The root frames' names and total times, widest first (rows with ``by_thread``, outermost spans without)."""
+    t = tree.table
+    out = [(n, tot) for n, p, tot in zip(t.column(rs.NAME).to_pylist(), t.column(rs.PARENT).to_pylist(),
+                                        t.column(rs.TOTAL_NS).to_pylist(), strict=True) if p is None]
+    return out  # the table lists roots widest first already
+
+
+def subtree(tree: CallTree, root: str) -> CallTree:
+    """The root frame named ``root`` with every frame under it (a contiguous run of the depth-first rows).
+
+    Raises:
+        QueryError: no root frame has that name in this window.
+    """
+    t = tree.table
+    parents = t.column(rs.PARENT).to_pylist()
+    names = t.column(rs.NAME).to_pylist()
+    depth = t.column(rs.DEPTH).to_pylist()
+    start = next((i for i, (p, n) in enumerate(zip(parents, names, strict=True)) if p is None and n == root), None)
+    if start is None:
+        raise QueryError(f"no root frame named {root[:80]!r} in this window")
+    end = start + 1
+    while end < len(depth) and depth[end] > depth[start]:
+        end += 1
+    part = t.slice(start, end - start)
+    spans = sum(c for c, k in zip(part.column(rs.COUNT).to_pylist(), part.column(rs.FRAME_KIND).to_pylist(),
+                                  strict=True) if k == rs.FRAME_SPAN)
+    return CallTree(part, tree.start_ns, tree.end_ns, spans, tree.by_thread, tree.outermost[start:end])

@@ -1,0 +1,105 @@
+"""``trnprof calltree``: time per stack of nested spans (a flame graph's numbers), or per span name."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import pyarrow as pa
+
+from profiler.analyses import schema as rs
+from profiler.analyses.call_tree import call_tree, folded, limit_depth, top_frames
+from profiler.cli import int_arg
+from profiler.cli._analysis import (
+    FORMATS,
+    add_trace_argument,
+    check_limit,
+    open_trace,
+    print_table,
+    row_limit,
+    time_ns,
+    window_text,
+)
+from profiler.errors import CommandError
+
+#: ``--format`` values: the analysis formats and Brendan Gregg's folded stacks.
+CALLTREE_FORMATS = (*FORMATS, "folded")
+#: Deepest ``--max-depth`` accepted.
+MAX_DEPTH = 10_000
+SHARE = "share"
+FRAME = "frame"
+INDENT = "  "
+
+
+class CallTreeCommand:
+    """The call tree of the spans (PyTorch/JAX operators, Python functions, GPU kernels, a recording's layers and
+    operators): each distinct stack of enclosing span names with its spans' count, total time (children
+    included) and self time (children excluded), clipped to the window, depth first under one root per row
+    (process / thread).  --top lists time per span name over every stack instead (a nested call of the same
+    name counted once in its total).  --format folded prints folded stacks (`root;frame;frame SELF_NS`) for
+    flamegraph.pl or speedscope.  The dashboard's call-tree page draws it as an icicle.
+    """
+
+    name = "calltree"
+    help = "time per stack of nested spans (flame graph numbers), or per span name"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        add_trace_argument(parser)
+        parser.add_argument("--start", type=time_ns, metavar="NS", help="window start in ns (default: trace start)")
+        parser.add_argument("--end", type=time_ns, metavar="NS",
+                            help="window end in ns, exclusive (default: trace end)")
+        parser.add_argument("--merge-rows", action="store_true",
+                            help="merge the stacks of every row (process/thread) instead of one root per row")
+        parser.add_argument("--top", action="store_true", help="time per span name, by self time")
+        parser.add_argument("--max-depth", type=int_arg("a depth (0: roots only)", 0, MAX_DEPTH), metavar="N",
+                            help="leave out frames deeper than N (the roots are depth 0)")
+        group = parser.add_mutually_exclusive_group()
+        group.add_argument("--format", choices=CALLTREE_FORMATS, default="table",
+                           help="output format (default: table; folded: one `stack SELF_NS` line per frame)")
+        group.add_argument("--json", action="store_const", const="json", dest="format", help="same as --format json")
+        parser.add_argument("--limit", type=row_limit, default=40, metavar="N",
+                            help="show at most N rows (default: 40; 0: all; folded and csv/json of the tree "
+                                 "keep the depth-first order)")
+
+    def run(self, args: argparse.Namespace) -> int:
+        limit = check_limit(args.limit)
+        if args.top and args.format == "folded":
+            raise CommandError("--format folded writes stacks: it does not go with --top")
+        with open_trace(args.db) as trace:
+            tree = call_tree(trace, args.start, args.end, by_thread=not args.merge_rows)
+        if args.top:
+            if args.max_depth is not None:
+                raise CommandError("--max-depth cuts the tree: it does not go with --top (time per name)")
+            print_table(top_frames(tree), args.format, limit,
+                        title=f"Time per span name, {tree.spans:,} spans in {window_text(tree.start_ns, tree.end_ns)}")
+            return 0
+        if args.max_depth is not None:
+            tree = limit_depth(tree, args.max_depth)
+        table = tree.table
+        if args.format == "folded":
+            lines = folded(tree)
+            sys.stdout.write("".join(line + "\n" for line in (lines if limit is None else lines[:limit])))
+            return 0
+        if args.format in ("csv", "json"):
+            print_table(table, args.format, limit)
+            return 0
+        print_table(_text_tree(table, tree.span_ns), args.format, limit,
+                    title=f"Call tree of {tree.spans:,} spans in {window_text(tree.start_ns, tree.end_ns)}, "
+                          f"{'all rows merged' if not tree.by_thread else 'one root per row'}")
+        return 0
+
+
+def _text_tree(table: pa.Table, span_ns: int) -> pa.Table:
+    """The tree for the terminal: names indented by depth, times, and each frame's share of the span time."""
+    total = table.column(rs.TOTAL_NS).to_pylist()
+    return pa.table({
+        FRAME: [INDENT * d + n for d, n in zip(table.column(rs.DEPTH).to_pylist(), table.column(rs.NAME).to_pylist(),
+                                                strict=True)],
+        rs.COUNT: table.column(rs.COUNT),
+        rs.TOTAL_NS: table.column(rs.TOTAL_NS),
+        rs.SELF_NS: table.column(rs.SELF_NS),
+        SHARE: [t / span_ns if span_ns else 0.0 for t in total],
+    })
+
+
+COMMAND = CallTreeCommand()

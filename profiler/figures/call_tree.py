@@ -1,0 +1,110 @@
+"""The call tree as an icicle (a flame graph drawn top down, as Perfetto draws one): a pure figure builder.
+
+Drawn from :func:`profiler.analyses.call_tree.call_tree`: one box per frame, its width its time in the window
+(children under their parent, widest first), colour by name (the timeline's stable palette, so a name keeps its
+colour), rows' root frames grey.  Clicking a box zooms to it (plotly's own icicle behaviour); the hover gives the
+frame's stack, count, total and self time.  The dashboard's call-tree page and ``Trace.call_tree_figure`` draw this
+same figure.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+from profiler.analyses import schema as rs
+from profiler.analyses.call_tree import CallTree
+from profiler.figures.palette import OTHER_COLOUR, CategoryPalette
+from profiler.figures.timefmt import format_duration
+
+#: Most frames drawn (the widest; the others are left as gaps in their parent).
+MAX_FRAMES = 3000
+#: Frames narrower than this share of the widest root are left out.
+MIN_SHARE = 0.0005
+#: Longest label drawn in a box (the hover has the whole name).
+MAX_LABEL = 60
+#: Levels shown at once (click a box to see deeper).
+MAX_DEPTH_SHOWN = 16
+
+
+def kept_frames(tree: CallTree, max_frames: int = MAX_FRAMES, min_share: float = MIN_SHARE) -> np.ndarray:
+    """Rows of ``tree.table`` the figure draws: at most ``max_frames``, the widest, none narrower than
+    ``min_share`` of the widest root, each with its ancestors."""
+    t = tree.table
+    n = t.num_rows
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    total = np.asarray(t.column(rs.TOTAL_NS).to_numpy(), dtype=np.int64)
+    parent = np.asarray(t.column(rs.PARENT).fill_null(-1).to_numpy(), dtype=np.int64)
+    widest = int(total[parent < 0].max())
+    order = np.argsort(-total, kind="stable")
+    order = order[total[order] >= min_share * widest][:max_frames]
+    keep = np.zeros(n, dtype=bool)
+    keep[order] = True
+    row_of = {int(node): i for i, node in enumerate(t.column(rs.NODE).to_pylist())}
+    for i in range(n):  # depth first order: a parent precedes its children
+        if keep[i] and parent[i] >= 0:
+            p = row_of.get(int(parent[i]))
+            if p is not None and not keep[p]:
+                keep[i] = False
+    return np.flatnonzero(keep)
+
+
+def call_tree_figure(tree: CallTree, *, height: int = 560, title: str | None = None,
+                     max_frames: int = MAX_FRAMES) -> go.Figure:
+    """The icicle of ``tree``: boxes as wide as their frames' time in the window, roots on top."""
+    t = tree.table
+    rows = kept_frames(tree, max_frames)
+    node = t.column(rs.NODE).to_numpy()[rows]
+    parent = t.column(rs.PARENT).fill_null(-1).to_numpy()[rows]
+    names = [t.column(rs.NAME)[int(i)].as_py() for i in rows]
+    kinds = [t.column(rs.FRAME_KIND)[int(i)].as_py() for i in rows]
+    total = np.asarray(t.column(rs.TOTAL_NS).to_numpy()[rows], dtype=np.int64)
+    own = t.column(rs.SELF_NS).to_numpy()[rows]
+    count = t.column(rs.COUNT).to_numpy()[rows]
+    depth = t.column(rs.DEPTH).to_numpy()[rows]
+    # a box is at least as wide as its children together (an imported child can stick out of its parent)
+    width = total.copy()
+    where = {int(n): k for k, n in enumerate(node)}
+    kids = np.zeros(len(rows), dtype=np.int64)
+    for k in range(len(rows) - 1, -1, -1):  # depth first order reversed: children before their parent
+        width[k] = max(int(total[k]), int(kids[k]))
+        p = where.get(int(parent[k]))
+        if p is not None:
+            kids[p] += width[k]
+    span_ns = max(tree.span_ns, 1)
+    palette = CategoryPalette()
+    colours = [OTHER_COLOUR if kind == rs.FRAME_THREAD else palette.colour(name) for name, kind in zip(names, kinds,
+                                                                                                        strict=True)]
+    hover = [f"<b>{_escape(name)}</b><br>{int(c):,} span{'s' if c != 1 else ''}<br>total {format_duration(int(tot))}"
+             f" ({100 * tot / span_ns:.1f}% of span time)<br>self {format_duration(int(o))}"
+             for name, c, tot, o in zip(names, count, total, own, strict=True)]
+    fig = go.Figure(go.Icicle(
+        ids=[str(int(n)) for n in node],
+        parents=["" if p < 0 else str(int(p)) for p in parent],
+        labels=[_label(name) for name in names],
+        values=width.tolist(),
+        branchvalues="total",
+        marker={"colors": colours, "line": {"width": 0.5, "color": "#ffffff"}},
+        hovertext=hover,
+        hoverinfo="text",
+        tiling={"orientation": "v"},
+        maxdepth=min(int(depth.max()) + 1, MAX_DEPTH_SHOWN) if len(rows) else -1,
+        sort=False,
+        textfont={"size": 11},
+    ))
+    shown = f"{len(rows):,} of {t.num_rows:,} frames" if len(rows) < t.num_rows else f"{t.num_rows:,} frames"
+    fig.update_layout(
+        title={"text": title or f"Call tree: {tree.spans:,} spans, {shown}", "x": 0.01, "font": {"size": 14}},
+        height=height, margin={"l": 8, "r": 8, "t": 40, "b": 8},
+    )
+    return fig
+
+
+def _label(name: str) -> str:
+    short = name if len(name) <= MAX_LABEL else name[:MAX_LABEL - 1] + "…"
+    return _escape(short)
+
+
+def _escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

@@ -127,6 +127,16 @@ CASES: list[tuple[str, str, dict[str, Any], str | None]] = [
           ("window garbage", {"mem-graph.clickData": {"points": [{"x": 1e-7, "y": 1.0}]},
                               "mem-window.data": [[1], "x"]}),
       ]],
+    # the call-tree page: the URL's window and root, the rows and root pickers
+    *[(f"calltree {name}", "ct-graph.figure", values, changed) for name, values, changed in [
+        ("window garbage", {"url.search": "?trace=t0&start=abc&end=1e999&rows=x&root=%00"}, "url.search"),
+        ("window reversed", {"url.search": "?trace=t0&start=9000&end=-5"}, "url.search"),
+        ("window huge", {"url.search": f"?trace=t0&start={-(2**70)}&end={2**70}"}, "url.search"),
+        ("rows list", {"url.search": "?trace=t0", "ct-rows.value": ["merged"]}, "ct-rows.value"),
+        ("root dict", {"url.search": "?trace=t0", "ct-root.value": {"a": 1}}, "ct-root.value"),
+        ("root unknown", {"url.search": "?trace=t0", "ct-root.value": "no such root" * 50}, "ct-root.value"),
+        ("unknown trace", {"url.search": "?trace=t9&rows=merged"}, "url.search"),
+    ]],
 ]
 
 
@@ -151,6 +161,28 @@ def recording_app(tmp_path_factory):
 
 
 MEMORY_CASES = [c for c in CASES if c[0].startswith("memory ")]
+CALLTREE_CASES = [c for c in CASES if c[0].startswith("calltree ")]
+
+
+@pytest.fixture(scope="module")
+def spans_app(tmp_path_factory):
+    """An app serving a real PyTorch trace: nested spans for the call-tree page (the synthetic trace has none)."""
+    import shutil
+    from pathlib import Path
+
+    src = tmp_path_factory.mktemp("fuzzspans") / "rank0.json.gz"
+    shutil.copy(Path(__file__).resolve().parents[1] / "data" / "pytorch" / "sampled_rank-0.json.gz", src)
+    app = create_app([src])
+    app.trnprof_registry.open("t0")
+    yield app
+    app.trnprof_registry.close()
+
+
+@pytest.mark.parametrize("name, output, values, changed", CALLTREE_CASES, ids=[c[0] for c in CALLTREE_CASES])
+def test_malformed_inputs_on_a_call_tree_with_spans(spans_app, name, output, values, changed):
+    resp = post(spans_app, output, values, changed)
+    assert resp.status_code in (200, 204), resp.get_data(as_text=True)[:300]
+    assert "app-error" not in resp.get_data(as_text=True), "the logic let an exception through"
 
 
 @pytest.mark.parametrize("name, output, values, changed", MEMORY_CASES, ids=[c[0] for c in MEMORY_CASES])

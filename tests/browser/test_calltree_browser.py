@@ -1,0 +1,81 @@
+"""The call-tree page in headless Chromium: a real PyTorch trace's icicle drawn with its status and per-name table,
+the root picker narrowing it to one thread (and the link to the view following), a name's link opening the timeline
+on its first match, and the timeline's "call tree of this view" link."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+
+from tests.browser.conftest import console_errors, serving, wait_for, wait_idle
+
+GRAPH = "document.querySelector('#ct-graph .js-plotly-plot')"
+DATA = Path(__file__).resolve().parents[1] / "data" / "pytorch"
+THREAD = "pyper:trainer:0:0 (CPU) / thread 4037 (python3.8)"
+
+
+@pytest.fixture(scope="module")
+def torch_server(browser, tmp_path_factory):
+    src = tmp_path_factory.mktemp("ctbrowser") / "rank0.json.gz"
+    shutil.copy(DATA / "sampled_rank-0.json.gz", src)
+    yield from serving(src)
+
+
+def _icicle(driver):
+    """(boxes, first box's label, boxes drawn as SVG paths) of the graph, None before it is drawn."""
+    return driver.execute_script(
+        f"var g = {GRAPH}; if (!g || !g._fullData || !g._fullData.length) return null;"
+        "var d = g._fullData[0]; if (d.type !== 'icicle' || !d.ids) return null;"
+        "return [d.ids.length, d.labels[0], g.querySelectorAll('g.slice path').length];")
+
+
+def _query(driver, element_id):
+    href = driver.find_element("id", element_id).get_attribute("href")
+    return {k: v[0] for k, v in parse_qs(urlparse(href).query).items()}
+
+
+def test_the_call_tree_draws_and_narrows_to_a_root(browser, torch_server):
+    browser.get(f"{torch_server.url}/calltree?trace=t0")
+    boxes, first, drawn = wait_for(browser, _icicle, "the icicle")
+    assert first == "Spans / PyTorch Profiler" and boxes > 50 and drawn > 10
+    status = browser.find_element("id", "ct-status").text
+    assert status.startswith("4,811 spans in the whole trace")
+    rows = wait_for(browser, lambda d: d.find_elements("css selector", "#ct-top-table tbody tr"), "the names")
+    assert rows[0].find_element("tag name", "td").text == "PyTorch Profiler (0)"
+
+    # the root picker: one thread's stacks only
+    browser.find_element("id", "ct-root").click()
+    option = wait_for(browser, lambda d: [o for o in d.find_elements("css selector", "[role=option]")
+                                          if o.text.startswith(THREAD)], "the thread's option")[0]
+    option.click()
+    wait_for(browser, lambda d: (s := _icicle(d)) and s[1] == THREAD and s, "the thread's icicle")
+    assert wait_for(browser, lambda d: d.find_element("id", "ct-status").text.startswith("1,828 spans"),
+                    "the thread's status")
+    assert _query(browser, "ct-view-link")["root"] == THREAD
+
+    # a name links to the timeline searching for it, its first match selected
+    first_name = browser.find_element("css selector", "#ct-top-table tbody tr td a")
+    name = first_name.text
+    first_name.click()
+    wait_for(browser, lambda d: name in d.find_element("id", "tl-details").text, "the name's first match")
+    wait_idle(browser, "the timeline of the match")
+    assert console_errors(browser) == []
+
+
+def test_the_timelines_link_opens_the_call_tree_of_its_view(browser, torch_server):
+    lo = 1682725898082212000
+    browser.get(f"{torch_server.url}/?trace=t0&start={lo}&end={lo + 300_000_000}")
+    wait_for(browser, lambda d: "start" in _query(d, "tl-calltree-link"), "the timeline's call-tree link")
+    link = _query(browser, "tl-calltree-link")
+    assert (link["start"], link["end"]) == (str(lo), str(lo + 300_000_000))
+    browser.find_element("id", "tl-calltree-link").click()
+    wait_for(browser, _icicle, "the call tree of the view")
+    status = wait_for(browser, lambda d: d.find_element("id", "ct-status").text, "the status")
+    assert "spans in +" in status or " to " in status
+    assert _query(browser, "ct-timeline-link")["start"] == str(lo)
+    wait_for(browser, lambda d: d.execute_script(
+        "return document.querySelectorAll('[data-dash-is-loading=\"true\"]').length === 0"), "the call-tree page")
+    assert console_errors(browser) == []

@@ -1,0 +1,114 @@
+"""The call-tree page's logic without a browser: the URL's window, rows and root, the status, the per-name table
+and its links, the links to the view, and errors as one line in the page."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+from dash import html
+
+from dashboard import calltree_view as cv
+from dashboard.app import create_app
+from dashboard.pages.calltree import page_outputs
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "pytorch"
+THREAD = "pyper:trainer:0:0 (CPU) / thread 4037 (python3.8)"
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory):
+    src = tmp_path_factory.mktemp("ctpage") / "rank0.json.gz"
+    shutil.copy(DATA / "sampled_rank-0.json.gz", src)
+    softmax = Path(__file__).resolve().parents[2] / "sample_traces" / "softmax-trn1.trace"
+    app = create_app([src, softmax])
+    yield app
+    app.trnprof_registry.close()
+
+
+def _texts(component) -> list[str]:
+    out = []
+    stack = [component]
+    while stack:
+        c = stack.pop()
+        if isinstance(c, str):
+            out.append(c)
+        elif isinstance(c, list | tuple):
+            stack.extend(c)
+        elif c is not None and hasattr(c, "children"):
+            stack.append(c.children)
+    return out
+
+
+def test_whole_trace_view(app):
+    reg = app.trnprof_registry
+    fig, status, table, tl_href, view_href, options, root = page_outputs(reg, "?trace=t0", None)
+    assert "4,811 spans in the whole trace" in status and "summed over rows" in status
+    assert fig.data[0].type == "icicle" and root == cv.ALL_ROOTS
+    assert options[0]["value"] == cv.ALL_ROOTS and any(o["value"] == THREAD for o in options[1:])
+    assert tl_href == "/?trace=t0" and view_href == "/calltree?trace=t0"
+    names = _texts(table)
+    assert "Time per name, by self time" in names and "PyTorch Profiler (0)" in names
+
+
+def test_root_window_and_rows_come_from_the_url_and_make_the_link(app):
+    reg = app.trnprof_registry
+    t = reg.open("t0")
+    lo, hi = t.time_range
+    mid = (lo + hi) // 2
+    search = "?" + "&".join(["trace=t0", f"start={lo}", f"end={mid}", f"root={THREAD}"])
+    fig, status, _table, tl_href, view_href, _opts, root = page_outputs(reg, search, None)
+    assert root == THREAD and "summed over rows" not in status
+    assert fig.layout.title.text == THREAD
+    assert parse_qs(urlsplit(tl_href).query) == {"trace": ["t0"], "start": [str(lo)], "end": [str(mid)]}
+    q = parse_qs(urlsplit(view_href).query)
+    assert q["root"] == [THREAD] and q["start"] == [str(lo)] and "rows" not in q
+    # the root's subtree only: every drawn box lies under the thread's box
+    assert fig.data[0].parents[0] == "" and all(p != "" for p in fig.data[0].parents[1:])
+    merged = page_outputs(reg, "?trace=t0&rows=merged", None)
+    assert "rows=merged" in merged[4] and "summed over rows" not in merged[1]
+    assert all(o["value"] != THREAD for o in merged[5])  # merged rows: the roots are spans
+
+
+def test_a_root_the_window_lacks_shows_every_root(app):
+    out = page_outputs(app.trnprof_registry, "?trace=t0", None, "no such root")
+    assert out[6] == cv.ALL_ROOTS and "root=" not in out[4]
+
+
+def test_names_link_to_the_timeline_search(app):
+    _fig, _status, table, *_ = page_outputs(app.trnprof_registry, "?trace=t0", None)
+    links = []
+    stack = [table]
+    while stack:
+        c = stack.pop()
+        if isinstance(c, list | tuple):
+            stack.extend(c)
+        elif hasattr(c, "href") and getattr(c, "href", None):
+            links.append(c)
+        elif hasattr(c, "children"):
+            stack.append(c.children)
+    first = next(link for link in links if link.children == "PyTorch Profiler (0)")
+    assert parse_qs(urlsplit(first.href).query) == {"trace": ["t0"], "search": ['"PyTorch Profiler (0)"']}
+    assert len(links) == cv.TOP_NAMES
+
+
+def test_errors_are_one_line_in_the_page(app):
+    reg = app.trnprof_registry
+    out = page_outputs(reg, "?trace=t1", None)
+    assert out[0] == {} and isinstance(out[1], html.Span) and "no spans" in out[1].children
+    assert str(Path(__file__).resolve().parents[2]) not in out[1].children  # no server path in the page
+    out = page_outputs(reg, "?trace=t7", None)
+    assert "no served trace has id" in out[1].children and out[5] == []
+
+
+def test_view_link_from_the_timeline_state():
+    assert cv.view_calltree_href("?trace=t3", {"view": [10, 90]}) == "/calltree?trace=t3&start=10&end=90"
+    assert cv.view_calltree_href(None, {"view": [10, 90], "trace": "t1"}).startswith("/calltree?trace=t1")
+    for state in (None, {}, {"view": [5, 5]}, {"view": "x"}, {"view": [1, 2]}):
+        if state == {"view": [1, 2]}:
+            assert cv.view_calltree_href(None, state) is None  # no trace id anywhere
+        else:
+            assert cv.view_calltree_href("?trace=t0", state) is None
+    assert cv.url_rows({"rows": "MERGED"}) == cv.ROWS_MERGED and cv.url_rows({"rows": "x"}) == cv.ROWS_SPLIT

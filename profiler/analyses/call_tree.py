@@ -22,7 +22,6 @@ span a root instead.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -42,7 +41,6 @@ MAX_ANCESTOR_ROUNDS = 256
 #: Separator of a name's stack in :func:`folded` (``flamegraph.pl``'s); a name's own ``;`` is written as ``,``.
 FOLDED_SEPARATOR = ";"
 
-_THREAD_LABEL = "label"
 _IN_WINDOW = "in_window"
 
 
@@ -77,18 +75,23 @@ class CallTree:
 
 
 def _span_sql(where: str, limit: int | None = None) -> str:
-    s, k = "s.", "k."
-    label = (f"CASE WHEN {k}{q(dbs.GROUP_NAME)} IS NULL OR {k}{q(dbs.GROUP_NAME)} = '' THEN {k}{q(ts.NAME)} "
-             f"ELSE {k}{q(dbs.GROUP_NAME)} || ' / ' || {k}{q(ts.NAME)} END")
-    return (f"SELECT {s}{q(ts.ID)} AS id, {s}{q(ts.PARENT_ID)} AS parent, {s}{q(ts.NAME)} AS name, "
-            f"{s}{q(ts.START_TS)} AS s, {s}{q(ts.END_TS)} AS e, {label} AS {_THREAD_LABEL} "
-            f"FROM {q(dbs.SLICE_TABLE)} s JOIN {q(dbs.TRACK_TABLE)} k USING ({q(dbs.TRACK_ID)}) WHERE {where}"
+    return (f"SELECT {q(ts.ID)} AS id, {q(ts.PARENT_ID)} AS parent, {q(ts.NAME)} AS name, {q(ts.START_TS)} AS s, "
+            f"{q(ts.END_TS)} AS e, {q(dbs.TRACK_ID)} AS track FROM {q(dbs.SLICE_TABLE)} s WHERE {where}"
             + ("" if limit is None else f" LIMIT {int(limit)}"))
+
+
+def _row_labels(trace: Trace) -> tuple[np.ndarray, list[str]]:
+    """Per track: its row's label (``group / name``; the tracks of one thread's nesting levels share it), as
+    sorted track ids and the label of each."""
+    k = fetch(trace, f"SELECT {q(dbs.TRACK_ID)} AS track, CASE WHEN {q(dbs.GROUP_NAME)} IS NULL OR "
+                     f"{q(dbs.GROUP_NAME)} = '' THEN {q(ts.NAME)} ELSE {q(dbs.GROUP_NAME)} || ' / ' || {q(ts.NAME)} "
+                     f"END AS label FROM {q(dbs.TRACK_TABLE)} ORDER BY 1")
+    return column(k, "track"), [v or "" for v in k.column("label").to_pylist()]
 
 
 def _read_spans(trace: Trace, t0: int, t1: int, max_spans: int) -> tuple[pa.Table, int]:
     """The spans overlapping the window (``in_window`` true) and their ancestors outside it (false)."""
-    window = fetch(trace, _span_sql(f"s.{q(ts.START_TS)} < $t1 AND s.{q(ts.END_TS)} > $t0", max_spans + 1),
+    window = fetch(trace, _span_sql(f"{q(ts.START_TS)} < $t1 AND {q(ts.END_TS)} > $t0", max_spans + 1),
                    {"t0": t0, "t1": t1})
     if window.num_rows > max_spans:
         raise QueryError(f"{trace.path}: more than {max_spans:,} spans in the window, the call tree's limit; "
@@ -98,12 +101,12 @@ def _read_spans(trace: Trace, t0: int, t1: int, max_spans: int) -> tuple[pa.Tabl
     known = np.sort(column(window, "id"))
     wanted = column(window, "parent", fill=-1)
     for _ in range(MAX_ANCESTOR_ROUNDS):
-        wanted = np.unique(wanted[wanted >= 0])
+        wanted = wanted[wanted >= 0]
         _, found = find_sorted(known, wanted)
-        missing = wanted[~found]
+        missing = np.unique(wanted[~found])
         if missing.size == 0:
             break
-        more = fetch(trace, _span_sql(f"s.{q(ts.ID)} IN (SELECT unnest($ids::BIGINT[]))"),
+        more = fetch(trace, _span_sql(f"{q(ts.ID)} IN (SELECT unnest($ids::BIGINT[]))"),
                      {"ids": missing.tolist()})
         if more.num_rows == 0:
             break
@@ -199,7 +202,14 @@ def call_tree(trace: Trace, start_ns: int | None = None, end_ns: int | None = No
         raise QueryError(f"{trace.path}: the trace has no spans to build a call tree from (it needs nested "
                          "spans: an imported PyTorch/JAX/Chrome trace, or a recording with layer or operator names)")
     rows, n_window = _read_spans(trace, t0, t1, max_spans)
-    return _tree(rows, n_window, (t0, t1), by_thread)
+    if by_thread:  # each span's row label, coded: one code per distinct label
+        tracks, labels = _row_labels(trace)
+        distinct = sorted(set(labels))
+        code_of = {v: i for i, v in enumerate(distinct)}
+        pos, _found = find_sorted(tracks, column(rows, "track"))
+        label_codes = np.asarray([code_of[v] for v in labels], dtype=np.int64)[pos]
+        return _tree(rows, n_window, (t0, t1), (label_codes, distinct))
+    return _tree(rows, n_window, (t0, t1), None)
 
 
 @dataclass
@@ -214,16 +224,19 @@ class _Frames:
     n_labels: int
 
 
-def _tree(rows: pa.Table, n_window: int, window: tuple[int, int], by_thread: bool) -> CallTree:
+def _tree(rows: pa.Table, n_window: int, window: tuple[int, int],
+          row_labels: tuple[np.ndarray, list[str]] | None) -> CallTree:
+    """The tree of ``rows`` (:func:`_read_spans`); ``row_labels``: each row's label code and the labels, for one
+    root per row (None: merged)."""
+    by_thread = row_labels is not None
     order = np.argsort(column(rows, "id"), kind="stable")
     rows = rows.take(pa.array(order))
     ids = column(rows, "id")
     pos, found = find_sorted(ids, column(rows, "parent", fill=-1))
     parent = np.where(found & (pos != np.arange(len(ids))), pos, -1)
     name, names = _codes(rows, "name")
-    if by_thread:  # a root frame per row label (frames 0..L-1), their names coded after the span names
-        label, labels = _codes(rows, _THREAD_LABEL)
-        root_frame = label
+    if row_labels is not None:  # a root frame per row label (frames 0..L-1), their names coded after the span names
+        root_frame, labels = row_labels[0][order], row_labels[1]
     else:
         labels = []
         root_frame = np.full(len(ids), -1, dtype=np.int64)
@@ -263,27 +276,39 @@ def _aggregate(rows: pa.Table, n_window: int, window: tuple[int, int], parent: n
     inside = column(rows, _IN_WINDOW, dtype=bool, fill=False)
     clip = np.where(inside, np.minimum(column(rows, "e"), t1) - np.maximum(column(rows, "s"), t0), 0)
     clip = np.maximum(clip, 0)
-    child = np.zeros(len(clip), dtype=np.int64)
     has = parent >= 0
-    np.add.at(child, parent[has], clip[has])
+    child = _sum_by(parent[has], clip[has], len(clip))
     own = np.where(inside, np.maximum(clip - child, 0), 0)
     n_frames = len(frames.parent)
     count = np.bincount(frame[inside], minlength=n_frames).astype(np.int64)
-    total = np.zeros(n_frames, dtype=np.int64)
-    self_ns = np.zeros(n_frames, dtype=np.int64)
-    np.add.at(total, frame, clip)
-    np.add.at(self_ns, frame, own)
+    total = _sum_by(frame, clip, n_frames)
+    self_ns = _sum_by(frame, own, n_frames)
+    f_parent = np.asarray(frames.parent, dtype=np.int64)
     if frames.n_labels:  # a row's frame: its root spans' count and time
         roots = inside & (parent < 0)
-        lab = np.asarray(frames.parent, dtype=np.int64)[frame[roots]]
-        np.add.at(count, lab, 1)
-        np.add.at(total, lab, clip[roots])
+        lab = f_parent[frame[roots]]
+        count += np.bincount(lab, minlength=n_frames).astype(np.int64)
+        total += _sum_by(lab, clip[roots], n_frames)
     # frames of the window's spans, and of their ancestors outside it (count 0) that hold them
     keep = count > 0
-    for f in range(n_frames - 1, -1, -1):  # a frame is numbered after its parent
-        if keep[f] and frames.parent[f] >= 0:
-            keep[frames.parent[f]] = True
+    up = np.flatnonzero(keep & (f_parent >= 0))
+    while up.size:
+        p = np.unique(f_parent[up])
+        p = p[~keep[p]]
+        keep[p] = True
+        up = p[f_parent[p] >= 0]
     return _depth_first(frames, _Sums(count, total, self_ns, keep), window, n_window, by_thread)
+
+
+def _sum_by(keys: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
+    """Per key ``0..n-1`` the sum of its int64 ``values``, exact (float64 sums are exact below 2**53 ns, ~104 days
+    of span time; above that the sums are made in int64)."""
+    out = np.bincount(keys, weights=values, minlength=n)
+    if out.size and float(np.abs(values).sum()) >= 2.0**53:
+        exact = np.zeros(n, dtype=np.int64)
+        np.add.at(exact, keys, values)
+        return exact
+    return out.astype(np.int64)
 
 
 @dataclass
@@ -296,46 +321,62 @@ class _Sums:
     keep: np.ndarray
 
 
+def _outermost(parent: np.ndarray, name: np.ndarray, n_labels: int) -> np.ndarray:
+    """Per frame: no enclosing span frame has its name (vectorised: one step up the ancestors per pass)."""
+    out = np.arange(len(parent)) >= n_labels
+    anc = parent.copy()
+    live = np.flatnonzero(out & (anc >= 0))
+    while live.size:
+        a = anc[live]
+        same = (name[a] == name[live]) & (a >= n_labels)
+        out[live[same]] = False
+        live = live[~same]
+        anc[live] = parent[anc[live]]
+        live = live[anc[live] >= 0]
+    return out
+
+
 def _depth_first(frames: _Frames, sums: _Sums, window: tuple[int, int], n_window: int, by_thread: bool
                  ) -> CallTree:
-    f_parent, f_name, f_depth, strings, n_labels = frames.parent, frames.name, frames.depth, frames.strings, \
-        frames.n_labels
-    count, total, self_ns, keep = sums.count, sums.total, sums.self_ns, sums.keep
-    children: dict[int, list[int]] = {}
-    roots = []
-    for f, p in enumerate(f_parent):
-        if not keep[f]:
-            continue
-        (roots if p < 0 else children.setdefault(p, [])).append(f)
-
-    def ranked(fs: list[int]) -> list[int]:
-        return sorted(fs, key=lambda f: (-int(total[f]), strings[f_name[f]], f))
-
-    out: dict[str, list[Any]] = {k: [] for k in rs.CALL_TREE.names}
-    outermost: list[bool] = []
-    new_id: dict[int, int] = {}
-    stack: list[tuple[int, str, frozenset[str]]] = [(f, "", frozenset()) for f in reversed(ranked(roots))]
-    while stack:
-        f, prefix, above = stack.pop()
-        text = strings[f_name[f]]
-        is_label = f < n_labels
-        new_id[f] = len(new_id)
-        path = text if not prefix else prefix + rs.PATH_SEPARATOR + text
-        out[rs.NODE].append(new_id[f])
-        out[rs.PARENT].append(new_id[f_parent[f]] if f_parent[f] >= 0 else None)
-        out[rs.DEPTH].append(f_depth[f])
-        out[rs.FRAME_KIND].append(rs.FRAME_THREAD if is_label else rs.FRAME_SPAN)
-        out[rs.NAME].append(text)
-        out[rs.COUNT].append(int(count[f]))
-        out[rs.TOTAL_NS].append(int(total[f]))
-        out[rs.SELF_NS].append(0 if is_label else int(self_ns[f]))
-        out[rs.PATH].append(path)
-        outermost.append(not is_label and text not in above)
-        below = above if is_label else above | {text}
-        for c in reversed(ranked(children.get(f, []))):
-            stack.append((c, path, below))
-    table = pa.table(out, schema=rs.CALL_TREE)
-    return CallTree(table, window[0], window[1], n_window, by_thread, tuple(outermost))
+    parent = np.asarray(frames.parent, dtype=np.int64)
+    name = np.asarray(frames.name, dtype=np.int64)
+    strings, n_labels = frames.strings, frames.n_labels
+    outer = _outermost(parent, name, n_labels)
+    kept = np.flatnonzero(sums.keep)
+    # siblings widest first, then by name, then by frame number: one sort of every kept frame by its parent too
+    name_rank = np.empty(len(strings), dtype=np.int64)
+    name_rank[sorted(range(len(strings)), key=strings.__getitem__)] = np.arange(len(strings))
+    order = kept[np.lexsort((kept, name_rank[name[kept]], -sums.total[kept], parent[kept]))]
+    par = parent[order]
+    first_child = np.searchsorted(par, np.arange(-1, len(parent)), side="left")
+    last_child = np.searchsorted(par, np.arange(-1, len(parent)), side="right")
+    seq: list[int] = []
+    stack = list(reversed(order[first_child[0]:last_child[0]].tolist()))
+    while stack:  # preorder: a frame, then its children's subtrees widest first
+        f = stack.pop()
+        seq.append(f)
+        stack.extend(reversed(order[first_child[f + 1]:last_child[f + 1]].tolist()))
+    idx = np.asarray(seq, dtype=np.int64)
+    new_id = np.full(len(parent), -1, dtype=np.int64)
+    new_id[idx] = np.arange(len(idx))
+    texts = [strings[c] for c in name[idx].tolist()]
+    paths: list[str] = []
+    path_of: dict[int, str] = {}
+    for f, p, text in zip(seq, parent[idx].tolist(), texts, strict=True):
+        path = text if p < 0 else path_of[p] + rs.PATH_SEPARATOR + text
+        path_of[f] = path
+        paths.append(path)
+    label = idx < n_labels
+    new_parent = pa.array(np.where(parent[idx] >= 0, new_id[np.maximum(parent[idx], 0)], 0),
+                          mask=parent[idx] < 0, type=pa.int64())
+    table = pa.table({
+        rs.NODE: np.arange(len(idx), dtype=np.int64), rs.PARENT: new_parent,
+        rs.DEPTH: np.asarray(frames.depth, dtype=np.int32)[idx],
+        rs.FRAME_KIND: np.where(label, rs.FRAME_THREAD, rs.FRAME_SPAN).tolist(), rs.NAME: texts,
+        rs.COUNT: sums.count[idx], rs.TOTAL_NS: sums.total[idx], rs.SELF_NS: np.where(label, 0, sums.self_ns[idx]),
+        rs.PATH: paths,
+    }, schema=rs.CALL_TREE)
+    return CallTree(table, window[0], window[1], n_window, by_thread, tuple(outer[idx].tolist()))
 
 
 def top_frames(tree: CallTree) -> pa.Table:

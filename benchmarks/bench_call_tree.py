@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_import import generate  # noqa: E402
+from bench_import import generate
 
 SQL_BASELINE = """
 WITH RECURSIVE stacks AS (

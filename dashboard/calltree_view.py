@@ -135,6 +135,48 @@ def build_view(trace: Any, trace_id: str, query: dict[str, str], rows: Any = Non
                         options, root)
 
 
+#: Names the summary page lists.
+SUMMARY_NAMES = 8
+
+
+def spans_section(trace: Any, trace_id: str, n: int = SUMMARY_NAMES) -> Any:
+    """The summary page's "Spans": per row (process / thread, stream), its spans and the time in its outermost ones
+    with their share of the trace, then the ``n`` names with the most self time (each a link to the timeline's
+    search) and a link to the call tree; nothing for a trace without spans."""
+    try:
+        tree = call_tree(trace)
+    except TrnprofError:   # no spans: a recording without layer names; the other parts say what it holds
+        return html.Div()
+    if tree.spans == 0:
+        return html.Div()
+    duration = max(trace.time_range[1] - trace.time_range[0], 1)
+    per_root: list[list[Any]] = []
+    t = tree.table
+    for parent, name, kind, count, total in zip(t.column(rs.PARENT).to_pylist(), t.column(rs.NAME).to_pylist(),
+                                                t.column(rs.FRAME_KIND).to_pylist(), t.column(rs.COUNT).to_pylist(),
+                                                t.column(rs.TOTAL_NS).to_pylist(), strict=True):
+        if parent is None:
+            per_root.append([name, 0, total])
+        elif kind == rs.FRAME_SPAN:
+            per_root[-1][1] += count
+    rows = [html.Tr([
+        html.Td(dcc.Link(name, href=calltree_href(trace_id, None, root=name))),
+        html.Td(f"{spans:,}", className="num"),
+        html.Td(format_duration(total), className="num"),
+        html.Td(f"{total / duration:.1%}", className="num"),
+    ]) for name, spans, total in per_root]
+    return html.Div([
+        html.H3("Spans"),
+        html.P([f"{tree.spans:,} spans on {len(per_root):,} rows; ",
+                dcc.Link("the call tree", href=calltree_href(trace_id, None), id="summary-calltree-link"),
+                " shows where their time goes, stack by stack."], className="muted"),
+        html.Table([html.Thead(html.Tr([html.Th(h) for h in ("row", "spans", "in outermost spans",
+                                                              "of the trace")])),
+                    html.Tbody(rows)], className="mini-table", id="summary-span-rows"),
+        names_table(trace_id, tree, n),
+    ], className="analysis-section")
+
+
 def names_table(trace_id: str, tree: CallTree, limit: int = TOP_NAMES) -> Any:
     """The names with the most self time (:func:`top_frames`), each linked to the timeline searching for it."""
     top = top_frames(tree)
@@ -174,6 +216,7 @@ __all__ = [
     "calltree_href",
     "names_table",
     "root_options",
+    "spans_section",
     "url_rows",
     "view_calltree_href",
 ]

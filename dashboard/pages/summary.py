@@ -1,4 +1,5 @@
-"""The summary page: the ``trnprof summary`` metrics of a trace as cards and charts, its recommendations and bounds.
+"""The summary page: the ``trnprof summary`` metrics of a trace as cards and charts, its recommendations and bounds,
+and its spans (rows and the names with the most self time).
 
 The figures come from :mod:`profiler.figures.summary` and :mod:`dashboard.analysis_views`; this page lays them out.
 The page appears at once with a spinner per part; each part is computed by its own callback, once per served trace
@@ -13,8 +14,9 @@ from typing import Any
 
 from dash import Dash, Input, Output, dcc, html
 
-from dashboard.analysis_views import analysis_section
+from dashboard.analysis_views import analysis_section, has_device_events
 from dashboard.app import resolve_trace_id
+from dashboard.calltree_view import spans_section
 from dashboard.computed import ComputedCache
 from dashboard.errors import public_message
 from dashboard.graph_config import graph_config
@@ -29,7 +31,7 @@ from tracer.errors import TrnprofError
 
 
 def layout(ctx: PageContext) -> Any:
-    """The title and the placeholders (cards, analyses, source lines, memory, charts) filled by the page's
+    """The title and the placeholders (cards, analyses, source lines, memory, spans, charts) filled by the page's
     callbacks."""
     def part(ident: str, class_name: str, what: str) -> Any:
         # what is being computed, not only dots: on a trace of 10^8 events the first visit takes a while
@@ -44,6 +46,7 @@ def layout(ctx: PageContext) -> Any:
         part("summary-analyses", "analysis-section", "the bounds and recommendations"),
         part("summary-source", "analysis-section", "the hottest source lines"),
         part("summary-memory", "analysis-section", "the peaks of SBUF and PSUM"),
+        part("summary-spans", "analysis-section", "the spans"),
         part("summary-charts", "charts", "the breakdowns"),
     ], className="summary-page")
 
@@ -93,7 +96,9 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
 
     @app.callback(Output("summary-charts", "children"), Input("url", "search"))
     def _charts(search: str | None) -> Any:
-        return computed(search, "charts", lambda trace: summary_charts(sfig.summary_inputs(trace)))
+        # a host trace has no engine breakdowns to chart: the analyses part says so once
+        return computed(search, "charts", lambda trace: summary_charts(sfig.summary_inputs(trace))
+                        if has_device_events(trace) else [])
 
     @app.callback(Output("summary-analyses", "children"), Input("url", "search"))
     def _analyses(search: str | None) -> Any:
@@ -110,6 +115,10 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
     @app.callback(Output("summary-memory", "children"), Input("url", "search"))
     def _memory(search: str | None) -> Any:
         return computed_with_id(search, "memory", memory_section)
+
+    @app.callback(Output("summary-spans", "children"), Input("url", "search"))
+    def _spans(search: str | None) -> Any:
+        return computed_with_id(search, "spans", spans_section)
 
     @app.callback(Output("summary-source", "children"), Input("url", "search"))
     def _source(search: str | None) -> Any:

@@ -83,6 +83,9 @@ def headline_numbers(summary: Mapping[str, Any] | None) -> list[tuple[str, float
         ("DMA active", None if dma.get("active_time_ns") is None or not total
          else 100.0 * dma["active_time_ns"] / total, "%"),
     ]
+    if not engines and not dma.get("transfer_bytes") and not dma.get("active_time_ns"):
+        # a host trace (PyTorch, JAX): no DMA to speak of, rather than "0 B" and "0.0 %"
+        candidates = [c for c in candidates if not c[0].startswith("DMA ")]
     return [(label, value, unit) for label, value, unit in candidates
             if isinstance(value, int | float) and not isinstance(value, bool)]
 

@@ -32,6 +32,10 @@ def _icicle(driver):
         "return [d.ids.length, d.labels[0], g.querySelectorAll('g.slice path').length];")
 
 
+def _settled(driver):
+    return driver.execute_script("return document.querySelectorAll('[data-dash-is-loading=\"true\"]').length === 0")
+
+
 def _query(driver, element_id):
     href = driver.find_element("id", element_id).get_attribute("href")
     return {k: v[0] for k, v in parse_qs(urlparse(href).query).items()}
@@ -76,6 +80,20 @@ def test_the_timelines_link_opens_the_call_tree_of_its_view(browser, torch_serve
     status = wait_for(browser, lambda d: d.find_element("id", "ct-status").text, "the status")
     assert "spans in +" in status or " to " in status
     assert _query(browser, "ct-timeline-link")["start"] == str(lo)
-    wait_for(browser, lambda d: d.execute_script(
-        "return document.querySelectorAll('[data-dash-is-loading=\"true\"]').length === 0"), "the call-tree page")
+    wait_for(browser, _settled, "the call-tree page")
+    assert console_errors(browser) == []
+
+
+def test_the_summary_of_a_host_trace_leads_to_its_call_tree(browser, torch_server):
+    browser.get(f"{torch_server.url}/summary?trace=t0")
+    rows = wait_for(browser, lambda d: d.find_elements("css selector", "#summary-span-rows tbody tr"), "the rows")
+    assert len(rows) == 8
+    assert "this trace has none" in browser.find_element("id", "summary-no-device").text
+    cards = [c.text for c in browser.find_elements("css selector", "#summary-cards .card")]
+    assert cards and not any("DMA" in c for c in cards)
+    # a row's link opens the call tree narrowed to that row
+    link = next(r.find_element("tag name", "a") for r in rows if r.text.startswith(THREAD))
+    link.click()
+    wait_for(browser, lambda d: (s := _icicle(d)) and s[1] == THREAD and s, "the row's icicle")
+    wait_for(browser, _settled, "the call-tree page")
     assert console_errors(browser) == []

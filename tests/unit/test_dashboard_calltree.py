@@ -112,3 +112,41 @@ def test_view_link_from_the_timeline_state():
         else:
             assert cv.view_calltree_href("?trace=t0", state) is None
     assert cv.url_rows({"rows": "MERGED"}) == cv.ROWS_MERGED and cv.url_rows({"rows": "x"}) == cv.ROWS_SPLIT
+
+
+def _walk(component):
+    stack = [component]
+    while stack:
+        c = stack.pop()
+        if isinstance(c, list | tuple):
+            stack.extend(c)
+        elif c is not None and not isinstance(c, str | int | float):
+            yield c
+            stack.append(getattr(c, "children", None))
+
+
+def test_the_summary_of_a_host_trace_lists_its_rows_and_names(app):
+    from dashboard.analysis_views import analysis_section, has_device_events
+    from profiler.figures.summary import headline_numbers
+
+    reg = app.trnprof_registry
+    torch, softmax = reg.open("t0"), reg.open("t1")
+    assert not has_device_events(torch) and has_device_events(softmax)
+    section = cv.spans_section(torch, "t0")
+    table = next(c for c in _walk(section) if getattr(c, "id", None) == "summary-span-rows")
+    rows = table.children[1].children   # the body's rows, in order
+    assert len(rows) == 8
+    cells = [[_texts(td)[0] for td in r.children] for r in rows]
+    assert cells[0][:2] == ["Spans / PyTorch Profiler", "1"] and cells[0][3] == "100.0%"
+    assert sum(int(c[1].replace(",", "")) for c in cells) == 4811
+    assert any(c[0] == THREAD and c[1] == "1,828" for c in cells)
+    link = next(c for c in _walk(section) if getattr(c, "id", None) == "summary-calltree-link")
+    assert link.href == "/calltree?trace=t0"
+    assert any(getattr(c, "id", None) == "ct-top-table" for c in _walk(section))
+    # the device analyses say once why they are not there; the cards leave DMA out
+    note = analysis_section(torch)
+    assert any(getattr(c, "id", None) == "summary-no-device" for c in _walk(note))
+    assert [label for label, _v, _u in headline_numbers(torch.summary())] == ["total time"]
+    assert "DMA bytes" in [label for label, _v, _u in headline_numbers(softmax.summary())]
+    # a recording without layer names has no spans part
+    assert cv.spans_section(softmax, "t1").children is None

@@ -55,7 +55,7 @@ def test_summary_page_draws_every_chart_with_the_raw_traces_values(served):
                                                                    "summary-memory"}
     # while a part is computed it says what, and that only the first visit pays for it
     waiting = [str(c.custom_spinner.children) for c in _walk(page) if isinstance(c, dcc.Loading)]
-    assert len(waiting) == 5 and all("first visit reads the whole trace" in w for w in waiting)
+    assert len(waiting) == 6 and all("first visit reads the whole trace" in w for w in waiting)
     assert any("breakdowns" in w for w in waiting)
     parts = [*_walk(html.Div(summary_page.summary_cards(trace.summary()))),
              *_walk(html.Div(summary_page.summary_charts(sfig.summary_inputs(trace))))]

@@ -1,0 +1,480 @@
+"""profiler.analyses.call_tree against a brute-force oracle over the raw spans (hypothesis, real traces).
+
+Random span forests are written as a trace's ``Span`` table, ingested with ``profiler.open`` and aggregated by
+``call_tree``; the oracle re-derives every number from the spans with plain loops, following the module's
+docstring:
+
+- a span's *frame* is the names from its outermost enclosing span (along ``parent_id``) down to itself, under a
+  root frame naming the row (``group / thread``, or the thread alone when the group is empty) of that outermost
+  span when ``by_thread``; a ``parent_id`` naming no span (or the span itself, a one-span cycle) makes it a root;
+- a span belongs to the window ``[t0, t1)`` when it overlaps it: ``start < t1 and end > t0`` (the analyses'
+  overlap rule, :meth:`profiler.analyses.inputs.Scope.overlap_sql`: a zero-length span at ``t0`` is outside, one
+  strictly inside counts with 0 ns);
+- ``count`` is the frame's spans in the window, ``total_ns`` their durations clipped to the window, ``self_ns``
+  per span its clipped duration minus its children's clipped durations, floored at 0, summed over the frame;
+- ancestors outside the window still name the frames of the spans inside it (an imported child can stick out of
+  its parent); such an ancestor's own frame is then a prefix frame holding no span of the window (count 0);
+- a row's root frame holds the row's root spans (count and total of those), self 0;
+- ``top_frames`` sums per name (``total_ns`` only over spans without an enclosing span of the same name),
+  ``folded`` writes one ``stack self_ns`` line per frame with self time, ``limit_depth`` keeps depth <= d.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import profiler
+from profiler.analyses import schema as rs
+from profiler.analyses.call_tree import FOLDED_SEPARATOR, call_tree, folded, limit_depth, top_frames
+from profiler.errors import QueryError
+from tracer import schema as ts
+from tracer import write_trace
+
+#: Timeline rows (track_group, track_name); a None or empty group labels the row by its thread alone.
+ROWS = (("g0", "t0"), ("g0", "t1"), ("", "main"), (None, "worker"))
+#: Span names: few, so stacks share frames and names recur (recursion); one holds the folded separator.
+NAMES = ("fwd", "mm", "relu", "x;y")
+MAX_SPANS = 30
+MISSING_ID = 1_000   # parent ids from here on name no span (span ids stay below)
+PROPERTY = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+@dataclass(frozen=True)
+class Sp:
+    id: int
+    parent: int | None
+    name: str
+    start: int
+    end: int
+    row: int
+    depth: int | None = None
+
+
+def _label(row: int) -> str:
+    group, thread = ROWS[row]
+    return thread if not group else f"{group} / {thread}"
+
+
+# -- strategies ------------------------------------------------------------------------------------------------
+
+@st.composite
+def nested_forests(draw) -> list[Sp]:
+    """Per row, properly nested spans: children inside their parent, siblings apart, zero-length ones too."""
+    rows = draw(st.permutations(range(len(ROWS))))[:draw(st.integers(1, 3))]
+    ids = iter(draw(st.permutations(range(1, MAX_SPANS + 1))))   # ids in no particular time order
+    spans: list[Sp] = []
+
+    def fill(row: int, parent: int | None, start: int, end: int, level: int) -> None:
+        t = start
+        while (len(spans) < MAX_SPANS and t <= end and level < 5
+               and ((level == 0 and t == start) or draw(st.booleans()))):
+            length = draw(st.integers(0, end - t))
+            sp = Sp(next(ids), parent, draw(st.sampled_from(NAMES)), t, t + length, row, level)
+            spans.append(sp)
+            fill(row, sp.id, sp.start, sp.end, level + 1)
+            t = sp.end + draw(st.integers(0, 10))
+
+    for row in rows:
+        first = draw(st.integers(0, 60))
+        fill(row, None, first, first + draw(st.integers(0, 150)), 0)
+    return spans
+
+
+@st.composite
+def messy_forests(draw) -> list[Sp]:
+    """Spans as imported traces have them: children sticking out of (or lying wholly outside) their parent,
+    parents on another row, parent ids naming no span or the span itself, zero-length spans."""
+    n = draw(st.integers(1, MAX_SPANS))
+    ids = draw(st.lists(st.integers(1, MISSING_ID - 1), min_size=n, max_size=n, unique=True))
+    rows = draw(st.permutations(range(len(ROWS))))[:draw(st.integers(1, 3))]
+    spans: list[Sp] = []
+    for i in range(n):
+        kind = draw(st.sampled_from(("root", "missing", "self") + (("child",) * 4 if i else ())))
+        name = draw(st.sampled_from(NAMES))
+        if kind == "child":
+            p = spans[draw(st.integers(0, i - 1))]
+            row = draw(st.sampled_from([p.row] * 3 + list(rows)))
+            if draw(st.booleans()):   # inside its parent
+                s = draw(st.integers(p.start, p.end))
+                e = draw(st.integers(s, p.end))
+            else:                     # anywhere near it
+                s = draw(st.integers(max(0, p.start - 30), p.end + 30))
+                e = s + draw(st.one_of(st.just(0), st.integers(1, 80)))
+            spans.append(Sp(ids[i], p.id, name, s, e, row))
+            continue
+        s = draw(st.integers(0, 200))
+        e = s + draw(st.one_of(st.just(0), st.integers(1, 150)))
+        parent = {"root": None, "self": ids[i], "missing": MISSING_ID + draw(st.integers(0, 5))}[kind]
+        spans.append(Sp(ids[i], parent, name, s, e, draw(st.sampled_from(rows))))
+    return spans
+
+
+FORESTS = st.one_of(nested_forests(), messy_forests())
+#: Windows (start, length) cutting the spans anywhere, or None: the default window (the trace's extent).
+WINDOWS = st.lists(st.one_of(st.none(), st.tuples(st.integers(-20, 230), st.integers(1, 250))),
+                   min_size=1, max_size=3)
+
+
+# -- traces ----------------------------------------------------------------------------------------------------
+
+def _write(path: Path, spans: list[Sp]) -> None:
+    cols: dict[str, object] = {
+        ts.ID: [s.id for s in spans],
+        ts.PARENT_ID: [s.parent for s in spans],
+        ts.START_TS: [s.start for s in spans],
+        ts.END_TS: [s.end for s in spans],
+        ts.DURATION_NS: [s.end - s.start for s in spans],
+        ts.NAME: [s.name for s in spans],
+        ts.TRACK_GROUP: [ROWS[s.row][0] for s in spans],
+        ts.TRACK_NAME: [ROWS[s.row][1] for s in spans],
+    }
+    if all(s.depth is not None for s in spans):
+        cols[ts.DEPTH] = [s.depth for s in spans]
+    write_trace(path, {"Span": cols}, metadata={"arch": "trn2"}, overwrite=True)
+
+
+@contextlib.contextmanager
+def _opened(directory: Path, spans: list[Sp]) -> Iterator[profiler.Trace]:
+    path = directory / "t.trace"
+    _write(path, spans)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trace = profiler.open(path)
+    try:
+        yield trace
+    finally:
+        trace.close()
+
+
+def _windows(spans: list[Sp], windows) -> Iterator[tuple[tuple[int, int] | None, int, int]]:
+    """(call arguments or None for the defaults, oracle start, oracle end) per window."""
+    for w in windows:
+        if w is None:
+            yield None, min(s.start for s in spans), max(s.end for s in spans)
+        else:
+            yield (w[0], w[0] + w[1]), w[0], w[0] + w[1]
+
+
+def _tree(trace, args, by_thread: bool):
+    if args is None:
+        return call_tree(trace, by_thread=by_thread)
+    return call_tree(trace, args[0], args[1], by_thread=by_thread)
+
+
+# -- the oracle ------------------------------------------------------------------------------------------------
+
+@dataclass
+class Oracle:
+    """Every number of a call tree, from the spans by plain loops."""
+
+    frames: dict[tuple[str, ...], list[int]]      # stack -> [count, total_ns, self_ns]
+    rows: list[tuple]                              # the expected table, depth first
+    per_name: dict[str, list[int]]                 # name -> [count, self_ns, total_ns (outermost only)]
+    in_window: int
+    span_ns: int
+
+
+def oracle(spans: list[Sp], t0: int, t1: int, by_thread: bool) -> Oracle:
+    by_id = {s.id: s for s in spans}
+
+    def parent(s: Sp) -> Sp | None:
+        if s.parent is None or s.parent == s.id:
+            return None
+        return by_id.get(s.parent)
+
+    def inside(s: Sp) -> bool:
+        return s.start < t1 and s.end > t0
+
+    def clip(s: Sp) -> int:
+        return max(0, min(s.end, t1) - max(s.start, t0)) if inside(s) else 0
+
+    frames: dict[tuple[str, ...], list[int]] = {}
+    per_name: dict[str, list[int]] = {}
+    n_window = span_ns = 0
+    for s in spans:
+        if not inside(s):
+            continue
+        n_window += 1
+        chain = [s]
+        while (p := parent(chain[-1])) is not None:
+            chain.append(p)
+            assert len(chain) <= len(spans), "the generators make no cycles longer than one span"
+        chain.reverse()
+        stack = ((_label(chain[0].row),) if by_thread else ()) + tuple(x.name for x in chain)
+        for k in range(1, len(stack) + 1):
+            frames.setdefault(stack[:k], [0, 0, 0])
+        children = sum(clip(c) for c in spans if parent(c) is s)
+        own = max(clip(s) - children, 0)
+        f = frames[stack]
+        f[0] += 1
+        f[1] += clip(s)
+        f[2] += own
+        if len(chain) == 1:
+            span_ns += clip(s)
+            if by_thread:
+                frames[stack[:1]][0] += 1
+                frames[stack[:1]][1] += clip(s)
+        acc = per_name.setdefault(s.name, [0, 0, 0])
+        acc[0] += 1
+        acc[1] += own
+        if s.name not in {x.name for x in chain[:-1]}:
+            acc[2] += clip(s)
+
+    children_of: dict[tuple[str, ...], list[tuple[str, ...]]] = defaultdict(list)
+    for stack in frames:
+        children_of[stack[:-1]].append(stack)
+    rows: list[tuple] = []
+
+    def visit(stack: tuple[str, ...], parent_node: int | None) -> None:
+        node = len(rows)
+        count, total, own = frames[stack]
+        thread = by_thread and len(stack) == 1
+        rows.append((node, parent_node, len(stack) - 1, rs.FRAME_THREAD if thread else rs.FRAME_SPAN, stack[-1],
+                     count, total, 0 if thread else own, rs.PATH_SEPARATOR.join(stack)))
+        for child in sorted(children_of[stack], key=lambda c: (-frames[c][1], c[-1])):
+            visit(child, node)
+
+    for root in sorted(children_of[()], key=lambda c: (-frames[c][1], c[-1])):
+        visit(root, None)
+    return Oracle(frames, rows, per_name, n_window, span_ns)
+
+
+def _frames_of(tree) -> dict[tuple[str, ...], list[int]]:
+    t = tree.table.to_pydict()
+    stacks: dict[int, tuple[str, ...]] = {}
+    out = {}
+    for node, parent, name, count, total, own in zip(t[rs.NODE], t[rs.PARENT], t[rs.NAME], t[rs.COUNT],
+                                                     t[rs.TOTAL_NS], t[rs.SELF_NS], strict=True):
+        stacks[node] = (stacks[parent] if parent is not None else ()) + (name,)
+        out[stacks[node]] = [count, total, own]
+    return out
+
+
+def _rows_of(table) -> list[tuple]:
+    t = table.to_pydict()
+    return list(zip(*(t[c] for c in rs.CALL_TREE.names), strict=True))
+
+
+def _top_rows(per_name: dict[str, list[int]]) -> list[tuple]:
+    whole = sum(v[1] for v in per_name.values())
+    ranked = sorted(per_name.items(), key=lambda kv: (-kv[1][1], -kv[1][2], kv[0]))
+    return [(name, c, own, total, own / whole if whole else 0.0) for name, (c, own, total) in ranked]
+
+
+def _check_top(table, want: list[tuple]) -> None:
+    """top_frames' rows equal ``want``: names and integers exactly, fractions to rounding.
+
+    A name whose only frames are ancestors outside the window (no span of it in the window) may be listed with
+    nothing (it does appear in a stack); the others are the oracle's, in its order."""
+    assert table.schema == rs.TOP_FRAMES
+    got = list(zip(*(table.column(c).to_pylist() for c in rs.TOP_FRAMES.names), strict=True))
+    assert all(g[1:] == (0, 0, 0, 0.0) for g in got if g[1] == 0)
+    got = [g for g in got if g[1] > 0]
+    want = [w for w in want if w[1] > 0]
+    assert [g[:4] for g in got] == [w[:4] for w in want]
+    assert [g[4] for g in got] == pytest.approx([w[4] for w in want])
+
+
+def _folded_pairs(rows: list[tuple]) -> list[tuple[tuple[str, ...], int]]:
+    """(stack, self_ns) of the frames with self time, in table order, names as folded writes them."""
+    return [(tuple(n.replace(FOLDED_SEPARATOR, ",") for n in path.split(rs.PATH_SEPARATOR)), own)
+            for (_node, _parent, _depth, _kind, _name, _c, _t, own, path) in rows if own > 0]
+
+
+def _parse_folded(lines: list[str]) -> list[tuple[tuple[str, ...], int]]:
+    out = []
+    for line in lines:
+        stack, _, own = line.rpartition(" ")
+        out.append((tuple(stack.split(FOLDED_SEPARATOR)), int(own)))
+    return out
+
+
+# -- properties ------------------------------------------------------------------------------------------------
+
+@PROPERTY
+@given(FORESTS, WINDOWS)
+def test_frames_match_the_oracle(tmp_path_factory, spans, windows):
+    with _opened(tmp_path_factory.mktemp("ct"), spans) as trace:
+        for args, t0, t1 in _windows(spans, windows):
+            for by_thread in (True, False):
+                if t1 <= t0:   # every span zero-length at one instant: the default window is empty
+                    with pytest.raises(QueryError, match="empty window"):
+                        _tree(trace, args, by_thread)
+                    continue
+                tree = _tree(trace, args, by_thread)
+                want = oracle(spans, t0, t1, by_thread)
+                assert (tree.start_ns, tree.end_ns, tree.by_thread) == (t0, t1, by_thread)
+                assert tree.spans == want.in_window
+                assert _frames_of(tree) == want.frames, (t0, t1, by_thread)
+                assert _rows_of(tree.table) == want.rows, (t0, t1, by_thread)
+                assert tree.span_ns == want.span_ns
+
+
+@PROPERTY
+@given(FORESTS, WINDOWS)
+def test_rows_are_depth_first_with_paths(tmp_path_factory, spans, windows):
+    """The table's own shape, whatever its numbers: depth first, children by (-total_ns, name), paths."""
+    with _opened(tmp_path_factory.mktemp("ct"), spans) as trace:
+        for args, t0, t1 in _windows(spans, windows):
+            if t1 <= t0:
+                continue
+            for by_thread in (True, False):
+                tree = _tree(trace, args, by_thread)
+                rows = _rows_of(tree.table)
+                assert len(tree.outermost) == len(rows)
+                assert len({r[-1] for r in rows}) == len(rows), "one row per distinct stack"
+                children: dict[int | None, list[tuple]] = defaultdict(list)
+                for i, (node, parent, depth, kind, name, count, total, own, path) in enumerate(rows):
+                    assert node == i
+                    if parent is None:
+                        assert depth == 0 and path == name
+                    else:
+                        assert parent < node, "a parent row precedes its children"
+                        assert depth == rows[parent][2] + 1
+                        assert path == rows[parent][-1] + rs.PATH_SEPARATOR + name
+                    assert kind == (rs.FRAME_THREAD if by_thread and depth == 0 else rs.FRAME_SPAN)
+                    assert count >= 0 and (0 <= own <= total or kind == rs.FRAME_THREAD)
+                    children[parent].append(rows[i])
+                order: list[int] = []
+
+                def walk(parent: int | None, kids=children, order=order) -> None:
+                    ranked = sorted(kids[parent], key=lambda r: (-r[6], r[4]))
+                    assert ranked == kids[parent], "children by descending total_ns, then name"
+                    for r in ranked:
+                        order.append(r[0])
+                        walk(r[0])
+
+                walk(None)
+                assert order == list(range(len(rows))), "rows are the depth-first (preorder) walk"
+
+
+@PROPERTY
+@given(FORESTS, WINDOWS)
+def test_top_frames_folded_and_limit_depth_match_the_oracle(tmp_path_factory, spans, windows):
+    with _opened(tmp_path_factory.mktemp("ct"), spans) as trace:
+        for args, t0, t1 in _windows(spans, windows):
+            if t1 <= t0:
+                continue
+            for by_thread in (True, False):
+                tree = _tree(trace, args, by_thread)
+                want = oracle(spans, t0, t1, by_thread)
+                _check_top(top_frames(tree), _top_rows(want.per_name))
+                assert _parse_folded(folded(tree)) == _folded_pairs(want.rows), (t0, t1, by_thread)
+                for d in range(4):
+                    cut = limit_depth(tree, d)
+                    kept = [r for r in want.rows if r[2] <= d]
+                    assert _rows_of(cut.table) == kept, (t0, t1, by_thread, d)
+                    # per name over the kept frames; total only where no enclosing span frame has the name
+                    per: dict[str, list[int]] = {}
+                    for (_n, _p, _d, kind, name, count, total, own, path) in kept:
+                        if kind != rs.FRAME_SPAN:
+                            continue
+                        stack = path.split(rs.PATH_SEPARATOR)[(1 if by_thread else 0):]
+                        acc = per.setdefault(name, [0, 0, 0])
+                        acc[0] += count
+                        acc[1] += own
+                        acc[2] += total if name not in stack[:-1] else 0
+                    _check_top(top_frames(cut), _top_rows(per))
+
+
+# -- examples with hand-computed numbers -----------------------------------------------------------------------
+
+#: fwd [0, 100) > mm [10, 60) > relu [20, 30), and a second mm [70, 90) under the same fwd; row "g0 / t0".
+THREE_LEVELS = [Sp(1, None, "fwd", 0, 100, 0), Sp(2, 1, "mm", 10, 60, 0), Sp(3, 2, "relu", 20, 30, 0),
+                Sp(4, 1, "mm", 70, 90, 0)]
+
+
+def test_a_three_level_stack_by_hand(tmp_path):
+    with _opened(tmp_path, THREE_LEVELS) as trace:
+        tree = call_tree(trace, 0, 100)
+        assert _rows_of(tree.table) == [
+            # node parent depth kind name count total self path
+            (0, None, 0, "thread", "g0 / t0", 1, 100, 0, "g0 / t0"),
+            (1, 0, 1, "span", "fwd", 1, 100, 30, "g0 / t0 › fwd"),            # 100 - 50 - 20
+            (2, 1, 2, "span", "mm", 2, 70, 60, "g0 / t0 › fwd › mm"),         # (50 - 10) + 20
+            (3, 2, 3, "span", "relu", 1, 10, 10, "g0 / t0 › fwd › mm › relu"),
+        ]
+        assert tree.spans == 4 and tree.span_ns == 100
+
+        # [25, 80) cuts fwd to 55 ns, the first mm to [25, 60) = 35, the second to [70, 80) = 10, relu to 5
+        tree = call_tree(trace, 25, 80, by_thread=False)
+        assert _rows_of(tree.table) == [
+            (0, None, 0, "span", "fwd", 1, 55, 10, "fwd"),                     # 55 - 35 - 10
+            (1, 0, 1, "span", "mm", 2, 45, 40, "fwd › mm"),                    # (35 - 5) + 10
+            (2, 1, 2, "span", "relu", 1, 5, 5, "fwd › mm › relu"),
+        ]
+        assert top_frames(tree).to_pylist() == [
+            {"name": "mm", "count": 2, "self_ns": 40, "total_ns": 45, "fraction": 40 / 55},
+            {"name": "fwd", "count": 1, "self_ns": 10, "total_ns": 55, "fraction": 10 / 55},
+            {"name": "relu", "count": 1, "self_ns": 5, "total_ns": 5, "fraction": 5 / 55},
+        ]
+        assert folded(tree) == ["fwd 10", "fwd;mm 40", "fwd;mm;relu 5"]
+        assert _rows_of(limit_depth(tree, 1).table) == _rows_of(tree.table)[:2]
+
+
+def test_recursion_counts_the_outer_call_once_in_top_frames(tmp_path):
+    # fwd [0, 100) > mm [10, 90) > fwd [20, 50): fwd's total is the outer call's 100, not 130
+    spans = [Sp(1, None, "fwd", 0, 100, 2), Sp(2, 1, "mm", 10, 90, 2), Sp(3, 2, "fwd", 20, 50, 2)]
+    with _opened(tmp_path, spans) as trace:
+        tree = call_tree(trace, 0, 100)
+        assert [r[-1] for r in _rows_of(tree.table)] == ["main", "main › fwd", "main › fwd › mm",
+                                                         "main › fwd › mm › fwd"]
+        assert top_frames(tree).to_pylist() == [
+            {"name": "fwd", "count": 2, "self_ns": 50, "total_ns": 100, "fraction": 0.5},   # 20 + 30
+            {"name": "mm", "count": 1, "self_ns": 50, "total_ns": 80, "fraction": 0.5},     # 80 - 30
+        ]
+
+
+def test_a_child_whose_parent_lies_outside_the_window_keeps_its_stack(tmp_path):
+    # The docstring: "Spans are read for the window only, plus any ancestor outside it (an imported span can
+    # stick out of its parent)".  fwd [0, 10) has a child mm [20, 30) (as imported traces have them); in the
+    # window [15, 40) only mm overlaps, so its frame fwd › mm holds 1 span, 10 ns total, 10 ns self.
+    spans = [Sp(1, None, "fwd", 0, 10, 0), Sp(2, 1, "mm", 20, 30, 0)]
+    with _opened(tmp_path, spans) as trace:
+        merged = call_tree(trace, 15, 40, by_thread=False)
+        assert merged.spans == 1
+        assert _frames_of(merged).get(("fwd", "mm")) == [1, 10, 10]
+        assert folded(merged) == ["fwd;mm 10"]
+        assert top_frames(merged).to_pylist()[0] == {"name": "mm", "count": 1, "self_ns": 10, "total_ns": 10,
+                                                     "fraction": 1.0}
+        rows = call_tree(trace, 15, 40)
+        assert _frames_of(rows).get(("g0 / t0", "fwd", "mm")) == [1, 10, 10]
+
+
+def test_a_parent_cycle_makes_its_spans_roots(tmp_path):
+    spans = [Sp(1, 2, "fwd", 0, 10, 0), Sp(2, 1, "mm", 2, 8, 0), Sp(3, 3, "relu", 4, 6, 0)]
+    with _opened(tmp_path, spans) as trace:
+        tree = call_tree(trace, 0, 10, by_thread=False)
+        assert _frames_of(tree) == {("fwd",): [1, 10, 10], ("mm",): [1, 6, 6], ("relu",): [1, 2, 2]}
+
+
+def test_a_trace_without_spans_is_an_error(tmp_path):
+    path = tmp_path / "t.trace"
+    n = 4
+    write_trace(path, {"Instruction": {
+        ts.ID: np.arange(n), ts.START_TS: np.arange(n) * 10, ts.END_TS: np.arange(n) * 10 + 5,
+        ts.DURATION_NS: [5] * n, ts.ENGINE: ["Tensor"] * n, ts.OPCODE: ["MATMUL"] * n, ts.OPERANDS: [""] * n,
+        ts.PC: np.arange(n)}}, metadata={"arch": "trn2"}, overwrite=True)
+    with profiler.open(path) as trace:
+        with pytest.raises(QueryError, match="no spans"):
+            call_tree(trace)
+        with pytest.raises(QueryError, match="no spans"):
+            call_tree(trace, 0, 100, by_thread=False)
+
+
+@pytest.mark.parametrize(("start", "end"), [(50, 50), (60, 40), (0, 0), (-5, -10)])
+def test_an_empty_or_reversed_window_is_an_error(tmp_path, start, end):
+    with _opened(tmp_path, THREE_LEVELS) as trace:
+        for by_thread in (True, False):
+            with pytest.raises(QueryError):
+                call_tree(trace, start, end, by_thread=by_thread)

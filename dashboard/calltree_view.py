@@ -21,8 +21,9 @@ from dashboard.links import TRACE_PARAM, timeline_search_href
 from dashboard.memory_view import url_window
 from profiler.analyses import schema as rs
 from profiler.analyses.call_tree import CallTree, call_tree, roots, subtree, top_frames
+from profiler.analyses.call_tree_diff import diff_names
 from profiler.errors import TrnprofError
-from profiler.figures.call_tree import call_tree_figure, kept_frames
+from profiler.figures.call_tree import call_tree_diff_figure, call_tree_figure, kept_frames
 from profiler.figures.timefmt import format_duration, format_time
 
 CALLTREE_PATH = "/calltree"
@@ -177,6 +178,51 @@ def spans_section(trace: Any, trace_id: str, n: int = SUMMARY_NAMES) -> Any:
     ], className="analysis-section")
 
 
+#: Names listed under the compare page's differential call tree.
+COMPARE_NAMES = 20
+
+
+def span_comparison(a: Any, b: Any, labels: tuple[str, str], why: str) -> tuple[Any, Any, Any] | None:
+    """The compare page's headline, chart and table for two traces the device analyses cannot compare (``why``)
+    but whose spans can be: span counts and times A -> B, B's icicle coloured by the change from A
+    (:func:`profiler.figures.call_tree.call_tree_diff_figure`, rows merged so that runs line up) and the names
+    whose self time changed most (:func:`profiler.analyses.call_tree_diff.diff_names`); None when either trace has
+    no spans."""
+    try:
+        ta, tb = call_tree(a, by_thread=False), call_tree(b, by_thread=False)
+    except TrnprofError:
+        return None
+    headline = html.Div([
+        html.Div(f"spans: {ta.spans:,} → {tb.spans:,}; span time {format_duration(ta.span_ns)} → "
+                 f"{format_duration(tb.span_ns)}", className="cmp-line", id="cmp-span-headline"),
+        html.Div("The device analyses need instructions or DMA packets in both traces; their spans are compared "
+                 "instead, stack by stack (rows merged, so that runs with other process and thread ids line up).",
+                 className="muted", title=why),
+    ])
+    chart = dcc.Graph(figure=call_tree_diff_figure(ta, tb, labels=("A", "B")), id="cmp-calltree-diff",
+                      style={"height": "560px", "gridColumn": "1 / -1"})   # the whole width of the charts' grid
+    table = diff_names(ta, tb)
+    body = [html.Tr([
+        html.Td(r[rs.NAME] if len(r[rs.NAME]) <= MAX_NAME_CHARS else r[rs.NAME][:MAX_NAME_CHARS - 1] + "…",
+                title=r[rs.NAME]),
+        html.Td(r[rs.PRESENCE]),
+        html.Td(format_duration(r[rs.A_SELF_NS]), className="num"),
+        html.Td(format_duration(r[rs.B_SELF_NS]), className="num"),
+        html.Td(("+" if r[rs.DELTA_SELF_NS] >= 0 else "−") + format_duration(abs(r[rs.DELTA_SELF_NS])),
+                className="num"),
+        html.Td(f"{r[rs.A_COUNT]:,} → {r[rs.B_COUNT]:,}", className="num"),
+    ]) for r in table.slice(0, COMPARE_NAMES).to_pylist()]
+    deltas = html.Div([
+        html.H3("Self time per name (B − A), largest change first"),
+        html.Table([html.Thead(html.Tr([html.Th(h) for h in ("name", "presence", "A self", "B self", "change",
+                                                              "spans A → B")])), html.Tbody(body)],
+                   className="mini-table", id="cmp-name-deltas"),
+        html.P(f"{COMPARE_NAMES} of {table.num_rows:,} names; `trnprof calltree A --against B --top` lists them all.",
+               className="muted") if table.num_rows > COMPARE_NAMES else None,
+    ])
+    return headline, [chart], deltas
+
+
 def names_table(trace_id: str, tree: CallTree, limit: int = TOP_NAMES) -> Any:
     """The names with the most self time (:func:`top_frames`), each linked to the timeline searching for it."""
     top = top_frames(tree)
@@ -216,6 +262,7 @@ __all__ = [
     "calltree_href",
     "names_table",
     "root_options",
+    "span_comparison",
     "spans_section",
     "url_rows",
     "view_calltree_href",

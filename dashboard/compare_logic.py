@@ -16,6 +16,7 @@ import dash
 from dash import dcc, html
 
 from dashboard import timeline_logic as tl
+from dashboard.calltree_view import span_comparison
 from dashboard.errors import public_message
 from dashboard.graph_config import graph_config
 from dashboard.links import source_href
@@ -202,6 +203,9 @@ def compare_outputs(registry: TraceRegistry, diffs: DiffCache, a: Any, b: Any, *
     try:
         result = diffs.get(registry, a, b)
     except TrnprofError as exc:
+        spans = span_comparison(registry.open(a), registry.open(b), labels, public_message(exc))
+        if spans is not None:   # host traces (PyTorch, JAX): their call trees compared instead
+            return (pair, *spans, f"A: {labels[0]}", f"B: {labels[1]}")
         return (pair, html.Div(f"No comparison of the analyses: {public_message(exc)}", className="error-panel",
                                id="cmp-error"), [], [], f"A: {labels[0]}", f"B: {labels[1]}")
     lines = None

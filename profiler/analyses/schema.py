@@ -538,6 +538,42 @@ TOP_FRAMES = pa.schema([
     pa.field(FRACTION, pa.float64(), nullable=False),   # self_ns over the window's span time
 ])
 
+A_SELF_NS = "a_self_ns"
+B_SELF_NS = "b_self_ns"
+DELTA_SELF_NS = "delta_self_ns"
+#: ``call_tree_diff.diff_stacks``: one row per stack of either tree (full outer join on ``path``), largest change of
+#: total time first; times in ns, deltas B - A, ``ratio`` b_ns / a_ns of the totals.
+CALL_TREE_DIFF = pa.schema([
+    pa.field(PATH, pa.string(), nullable=False),
+    pa.field(NAME, pa.string(), nullable=False),
+    pa.field(DEPTH, pa.int32(), nullable=False),
+    pa.field(PRESENCE, pa.string(), nullable=False),
+    pa.field(A_COUNT, pa.int64(), nullable=False),
+    pa.field(B_COUNT, pa.int64(), nullable=False),
+    pa.field(A_NS, pa.int64(), nullable=False),
+    pa.field(B_NS, pa.int64(), nullable=False),
+    pa.field(DELTA_NS, pa.int64(), nullable=False),
+    pa.field(A_SELF_NS, pa.int64(), nullable=False),
+    pa.field(B_SELF_NS, pa.int64(), nullable=False),
+    pa.field(DELTA_SELF_NS, pa.int64(), nullable=False),
+    pa.field(RATIO, pa.float64()),
+])
+#: ``call_tree_diff.diff_names``: ``top_frames`` of both trees joined on ``name``, largest change of self time first
+#: (``a_ns``/``b_ns``: the names' totals, a nested call of the same name counted once).
+CALL_TREE_NAME_DIFF = pa.schema([
+    pa.field(NAME, pa.string(), nullable=False),
+    pa.field(PRESENCE, pa.string(), nullable=False),
+    pa.field(A_COUNT, pa.int64(), nullable=False),
+    pa.field(B_COUNT, pa.int64(), nullable=False),
+    pa.field(A_SELF_NS, pa.int64(), nullable=False),
+    pa.field(B_SELF_NS, pa.int64(), nullable=False),
+    pa.field(DELTA_SELF_NS, pa.int64(), nullable=False),
+    pa.field(A_NS, pa.int64(), nullable=False),
+    pa.field(B_NS, pa.int64(), nullable=False),
+    pa.field(DELTA_NS, pa.int64(), nullable=False),
+    pa.field(RATIO, pa.float64()),
+])
+
 # ------------------------------------------------------------------------------------------------------------
 # Trace columns the analyses read that tracer.schema declares without a constant (looked up, so a rename fails
 # at import time instead of in a query)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from contextlib import ExitStack
 
 import pyarrow as pa
 
 from profiler.analyses import schema as rs
 from profiler.analyses.call_tree import call_tree, folded, limit_depth, top_frames
+from profiler.analyses.call_tree_diff import diff_names, diff_stacks
 from profiler.cli import int_arg
 from profiler.cli._analysis import (
     FORMATS,
@@ -37,7 +39,9 @@ class CallTreeCommand:
     included) and self time (children excluded), clipped to the window, depth first under one root per row
     (process / thread).  --top lists time per span name over every stack instead (a nested call of the same
     name counted once in its total).  --format folded prints folded stacks (`root;frame;frame SELF_NS`) for
-    flamegraph.pl or speedscope.  The dashboard's call-tree page draws it as an icicle.
+    flamegraph.pl or speedscope.  --against B compares with another trace (B - A per stack, or per name with
+    --top): a flame-graph diff.  The dashboard's call-tree page draws the tree as an icicle, and the compare
+    page of two host traces draws B's coloured by the change.
     """
 
     name = "calltree"
@@ -51,6 +55,9 @@ class CallTreeCommand:
         parser.add_argument("--merge-rows", action="store_true",
                             help="merge the stacks of every row (process/thread) instead of one root per row")
         parser.add_argument("--top", action="store_true", help="time per span name, by self time")
+        parser.add_argument("--against", metavar="B",
+                            help="compare with trace B (B - A per stack, or per name with --top; rows merged, so "
+                                 "runs with other process and thread ids line up); --start/--end apply to both")
         parser.add_argument("--max-depth", type=int_arg("a depth (0: roots only)", 0, MAX_DEPTH), metavar="N",
                             help="leave out frames deeper than N (the roots are depth 0)")
         group = parser.add_mutually_exclusive_group()
@@ -65,6 +72,8 @@ class CallTreeCommand:
         limit = check_limit(args.limit)
         if args.top and args.format == "folded":
             raise CommandError("--format folded writes stacks: it does not go with --top")
+        if args.against is not None:
+            return self._against(args, limit)
         with open_trace(args.db) as trace:
             tree = call_tree(trace, args.start, args.end, by_thread=not args.merge_rows)
         if args.top:
@@ -86,6 +95,29 @@ class CallTreeCommand:
         print_table(_text_tree(table, tree.span_ns), args.format, limit,
                     title=f"Call tree of {tree.spans:,} spans in {window_text(tree.start_ns, tree.end_ns)}, "
                           f"{'all rows merged' if not tree.by_thread else 'one root per row'}")
+        return 0
+
+
+    @staticmethod
+    def _against(args: argparse.Namespace, limit: int | None) -> int:
+        """``--against B``: the stacks (or names, ``--top``) of both traces, B - A, largest change first."""
+        if args.format == "folded":
+            raise CommandError("--format folded writes one trace's stacks: it does not go with --against")
+        if args.max_depth is not None and args.top:
+            raise CommandError("--max-depth cuts the tree: it does not go with --top (time per name)")
+        with ExitStack() as stack:
+            a = stack.enter_context(open_trace(args.db))
+            b = stack.enter_context(open_trace(args.against))
+            trees = [call_tree(t, args.start, args.end, by_thread=False) for t in (a, b)]
+        if args.max_depth is not None:
+            trees = [limit_depth(t, args.max_depth) for t in trees]
+        table = diff_names(*trees) if args.top else diff_stacks(*trees)
+        a_ns, b_ns = trees[0].span_ns, trees[1].span_ns
+        what = "name (self time)" if args.top else "stack (total time)"
+        print_table(table, args.format, limit,
+                    title=f"A: {args.db}: {trees[0].spans:,} spans, {a_ns:,} ns of span time\n"
+                          f"B: {args.against}: {trees[1].spans:,} spans, {b_ns:,} ns of span time ({b_ns - a_ns:+,} ns)"
+                          f"\nchange per {what}, largest first:")
         return 0
 
 

@@ -23,6 +23,9 @@ MAX_FRAMES = 3000
 MIN_SHARE = 0.0005
 #: Longest label drawn in a box (the hover has the whole name).
 MAX_LABEL = 60
+#: Id and colour of the box drawn over several roots.
+ALL_ID = "all"
+ROOT_COLOUR = "#e0e0e0"
 #: Levels shown at once (click a box to see deeper).
 MAX_DEPTH_SHOWN = 16
 
@@ -79,11 +82,22 @@ def call_tree_figure(tree: CallTree, *, height: int = 560, title: str | None = N
     hover = [f"<b>{_escape(name)}</b><br>{int(c):,} span{'s' if c != 1 else ''}<br>total {format_duration(int(tot))}"
              f" ({100 * tot / span_ns:.1f}% of span time)<br>self {format_duration(int(o))}"
              for name, c, tot, o in zip(names, count, total, own, strict=True)]
+    ids = [str(int(n)) for n in node]
+    parents = ["" if p < 0 else str(int(p)) for p in parent]
+    labels = [_label(name) for name in names]
+    values = width.tolist()
+    if parents.count("") > 1:  # one box over the roots (plotly would draw an unlabelled one)
+        top = int(sum(w for w, p in zip(values, parents, strict=True) if p == ""))
+        parents = [ALL_ID if p == "" else p for p in parents]
+        what = "rows" if tree.by_thread else "stacks"
+        ids, parents, labels = [ALL_ID, *ids], ["", *parents], [f"all {what}", *labels]
+        values, colours = [top, *values], [ROOT_COLOUR, *colours]
+        hover = [f"<b>all {what}</b><br>{tree.spans:,} spans<br>{format_duration(top)} of span time", *hover]
     fig = go.Figure(go.Icicle(
-        ids=[str(int(n)) for n in node],
-        parents=["" if p < 0 else str(int(p)) for p in parent],
-        labels=[_label(name) for name in names],
-        values=width.tolist(),
+        ids=ids,
+        parents=parents,
+        labels=labels,
+        values=values,
         branchvalues="total",
         marker={"colors": colours, "line": {"width": 0.5, "color": "#ffffff"}},
         hovertext=hover,
@@ -108,3 +122,43 @@ def _label(name: str) -> str:
 
 def _escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+#: Colour scale of :func:`call_tree_diff_figure`: blue where B spends less time than A, red where more.
+DIFF_COLOURSCALE = [[0.0, "#2166ac"], [0.35, "#92c5de"], [0.5, "#f7f7f7"], [0.65, "#f4a582"], [1.0, "#b2182b"]]
+
+
+def call_tree_diff_figure(a: CallTree, b: CallTree, *, labels: tuple[str, str] = ("A", "B"), height: int = 560,
+                          max_frames: int = MAX_FRAMES) -> go.Figure:
+    """B's icicle, each box coloured by how its stack's time changed from A (a differential flame graph): the
+    change over the larger of the two times, from -1 (blue: gone or much faster) through 0 (white) to +1 (red: new
+    or much slower); stacks are matched by their path of names (build both trees with ``by_thread=False`` for runs
+    whose thread ids differ).  Stacks only in A cannot be drawn in B's boxes: the title counts them."""
+    t = b.table
+    rows = kept_frames(b, max_frames)
+    a_total = dict(zip(a.table.column(rs.PATH).to_pylist(), a.table.column(rs.TOTAL_NS).to_pylist(), strict=True))
+    paths = t.column(rs.PATH).to_pylist()
+    fig = call_tree_figure(b, height=height, max_frames=max_frames)
+    change, hover = [], []
+    totals, names = t.column(rs.TOTAL_NS).to_pylist(), t.column(rs.NAME).to_pylist()
+    for i in rows.tolist():
+        path, bt, name = paths[i], totals[i], names[i]
+        at = a_total.get(path)
+        if at is None:
+            change.append(1.0)
+            hover.append(f"<b>{_escape(name)}</b><br>only in {_escape(labels[1])}: {format_duration(bt)}")
+            continue
+        change.append((bt - at) / max(at, bt, 1))
+        hover.append(f"<b>{_escape(name)}</b><br>{_escape(labels[0])} {format_duration(at)} → {_escape(labels[1])} "
+                     f"{format_duration(bt)} ({'+' if bt >= at else '−'}{format_duration(abs(bt - at))})")
+    if fig.data[0].ids and fig.data[0].ids[0] == ALL_ID:  # the box over the roots: neutral
+        change, hover = [0.0, *change], [fig.data[0].hovertext[0], *hover]
+    only_a = len(set(a_total) - set(paths))
+    fig.update_traces(marker={"colors": change, "colorscale": DIFF_COLOURSCALE, "cmin": -1, "cmid": 0, "cmax": 1,
+                              "showscale": True, "colorbar": {"title": {"text": "B vs A"}, "thickness": 12,
+                                                              "tickvals": [-1, 0, 1],
+                                                              "ticktext": ["faster / gone", "same", "slower / new"]}},
+                      hovertext=hover)
+    gone = f"; {only_a:,} stack{'s' if only_a != 1 else ''} only in {labels[0]} (not drawn)" if only_a else ""
+    fig.update_layout(title={"text": f"{labels[1]}'s call tree coloured by the change from {labels[0]}{gone}"})
+    return fig

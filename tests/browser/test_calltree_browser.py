@@ -97,3 +97,38 @@ def test_the_summary_of_a_host_trace_leads_to_its_call_tree(browser, torch_serve
     wait_for(browser, lambda d: (s := _icicle(d)) and s[1] == THREAD and s, "the row's icicle")
     wait_for(browser, _settled, "the call-tree page")
     assert console_errors(browser) == []
+
+
+@pytest.fixture(scope="module")
+def host_pair_server(browser, tmp_path_factory):
+    from dashboard.app import create_app
+    from tests.browser.conftest import Server
+
+    d = tmp_path_factory.mktemp("ctcompare")
+    paths = []
+    for name in ("sampled_rank-0.json.gz", "alexnet_flows.json.gz"):
+        shutil.copy(DATA / name, d / name)
+        paths.append(d / name)
+    app = create_app(paths)
+    for trace_id in ("t0", "t1"):
+        app.trnprof_registry.open(trace_id)
+    server = Server(app)
+    yield server
+    server.stop()
+    app.trnprof_registry.close()
+
+
+def test_the_compare_page_of_two_host_traces_draws_the_differential_call_tree(browser, host_pair_server):
+    browser.get(f"{host_pair_server.url}/compare?trace=t0&b=t1")
+    graph = "document.querySelector('#cmp-calltree-diff .js-plotly-plot')"
+    drawn = wait_for(browser, lambda d: d.execute_script(
+        f"var g = {graph}; if (!g || !g._fullData || !g._fullData.length) return null;"
+        "var d = g._fullData[0]; return d.type === 'icicle' ? [d.ids.length, g.querySelectorAll('g.slice').length]"
+        " : null;"), "the differential icicle")
+    assert drawn[0] > 20 and drawn[1] > 5
+    assert "spans: 4,811 → 868" in browser.find_element("id", "cmp-span-headline").text
+    rows = browser.find_elements("css selector", "#cmp-name-deltas tbody tr")
+    assert len(rows) == 20 and rows[0].find_element("tag name", "td").text == "PyTorch Profiler (0)"
+    assert browser.find_elements("id", "cmp-error") == []
+    wait_for(browser, _settled, "the compare page")
+    assert console_errors(browser) == []

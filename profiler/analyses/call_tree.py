@@ -5,18 +5,19 @@ recording's layers and operators) belongs to a *frame*: the list of names from i
 ``parent_id``) down to itself, under a root frame naming the row its outermost span is on (process / thread).
 For a window ``[start_ns, end_ns)`` each frame gets
 
-- ``count``: its spans that overlap the window;
+- ``count``: its spans that overlap the window (a zero-length span: that lies in it);
 - ``total_ns``: their durations clipped to the window (inclusive: their children's time is in it);
-- ``self_ns``: the part of that time not covered by their children's clipped durations (at least 0: an imported
-  child that sticks out of its parent takes nothing away from its parent's other time).
+- ``self_ns``: the part of that time not covered by their children, each child counting only the part of its
+  clipped interval inside its parent's (an imported child that sticks out of its parent takes nothing away from
+  its parent's other time), at least 0 (children that overlap each other can cover more than their parent).
 
 Perfetto's area-selection flame graph and its slice aggregation, HTA's operator breakdown and a profiler's
 "call tree" view give the same numbers.  :func:`top_frames` adds them up per name over every stack (the
 "bottom-up" view), :func:`folded` writes Brendan Gregg's folded stacks for ``flamegraph.pl`` or speedscope.
 
 Spans are read for the window only, plus any ancestor outside it (an imported span can stick out of its parent),
-so a small window of a large trace is cheap.  A ``parent_id`` that names no span, or a cycle of them, makes its
-span a root instead.
+so a small window of a large trace is cheap.  A ``parent_id`` that names no span makes its span a root, and so do
+parent links that form a cycle for the spans on it (the spans below a cycle stay below their parents).
 """
 
 from __future__ import annotations
@@ -91,8 +92,10 @@ def _row_labels(trace: Trace) -> tuple[np.ndarray, list[str]]:
 
 def _read_spans(trace: Trace, t0: int, t1: int, max_spans: int) -> tuple[pa.Table, int]:
     """The spans overlapping the window (``in_window`` true) and their ancestors outside it (false)."""
-    window = fetch(trace, _span_sql(f"{q(ts.START_TS)} < $t1 AND {q(ts.END_TS)} > $t0", max_spans + 1),
-                   {"t0": t0, "t1": t1})
+    # overlapping the window, or (zero-length) at an instant in it
+    window = fetch(trace, _span_sql(f"{q(ts.START_TS)} < $t1 AND ({q(ts.END_TS)} > $t0 OR "
+                                    f"({q(ts.END_TS)} = {q(ts.START_TS)} AND {q(ts.START_TS)} >= $t0))",
+                                    max_spans + 1), {"t0": t0, "t1": t1})
     if window.num_rows > max_spans:
         raise QueryError(f"{trace.path}: more than {max_spans:,} spans in the window, the call tree's limit; "
                          "pick a smaller window (--start/--end)")
@@ -243,14 +246,34 @@ def _tree(rows: pa.Table, n_window: int, window: tuple[int, int],
     n_pre = len(labels)
     n_names = len(names) + len(labels) + 1
     walked = _paths(parent, name, root_frame, n_names, first=n_pre, depth0=1 if by_thread else 0)
-    if walked is None:  # parent cycles: the spans not reached from a root become roots
-        parent = np.where(_paths_reached(parent), parent, -1)
+    if walked is None:  # parent cycles: each cycle's spans become roots, the spans under them stay under them
+        parent = parent.copy()
+        parent[_cycle_members(parent, np.flatnonzero(~_paths_reached(parent)))] = -1
         walked = _paths(parent, name, root_frame, n_names, first=n_pre, depth0=1 if by_thread else 0)
         assert walked is not None
     frame, f_parent, f_name, f_depth = walked
     frames = _Frames([-1] * n_pre + f_parent, [len(names) + i for i in range(n_pre)] + f_name,
                      [0] * n_pre + f_depth, names + labels, n_pre)
     return _aggregate(rows, n_window, window, parent, frame, frames=frames, by_thread=by_thread)
+
+
+def _cycle_members(parent: np.ndarray, unreached: np.ndarray) -> list[int]:
+    """The spans of ``unreached`` (not reached from a root) that lie on a cycle of parent links (a walk up from
+    each, each span visited once)."""
+    state: dict[int, int] = {}   # 1: on the walk in progress, 2: done
+    members: list[int] = []
+    for start in unreached.tolist():
+        walk = []
+        x = start
+        while x >= 0 and x not in state:
+            state[x] = 1
+            walk.append(x)
+            x = int(parent[x])
+        if x >= 0 and state[x] == 1:   # the walk closed a cycle: from x on
+            members += walk[walk.index(x):]
+        for y in walk:
+            state[y] = 2
+    return members
 
 
 def _paths_reached(parent: np.ndarray) -> np.ndarray:
@@ -266,7 +289,6 @@ def _paths_reached(parent: np.ndarray) -> np.ndarray:
         begin = np.repeat(offsets[level] - (np.cumsum(count) - count), count)
         level = kids[begin + np.arange(total)]
         reached[level] = True
-    # spans not reached keep no parent; one per cycle would do, all of them keeps it simple and exact
     return reached
 
 
@@ -276,8 +298,13 @@ def _aggregate(rows: pa.Table, n_window: int, window: tuple[int, int], parent: n
     inside = column(rows, _IN_WINDOW, dtype=bool, fill=False)
     clip = np.where(inside, np.minimum(column(rows, "e"), t1) - np.maximum(column(rows, "s"), t0), 0)
     clip = np.maximum(clip, 0)
+    # what each child covers of its parent's clipped interval (an imported child may stick out of its parent)
     has = parent >= 0
-    child = _sum_by(parent[has], clip[has], len(clip))
+    starts, ends = column(rows, "s"), column(rows, "e")
+    lo = np.maximum(np.maximum(starts[has], starts[parent[has]]), t0)
+    hi = np.minimum(np.minimum(ends[has], ends[parent[has]]), t1)
+    covered = np.where(inside[has], np.maximum(hi - lo, 0), 0)
+    child = _sum_by(parent[has], covered, len(clip))
     own = np.where(inside, np.maximum(clip - child, 0), 0)
     n_frames = len(frames.parent)
     count = np.bincount(frame[inside], minlength=n_frames).astype(np.int64)

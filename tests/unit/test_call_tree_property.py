@@ -6,12 +6,13 @@ docstring:
 
 - a span's *frame* is the names from its outermost enclosing span (along ``parent_id``) down to itself, under a
   root frame naming the row (``group / thread``, or the thread alone when the group is empty) of that outermost
-  span when ``by_thread``; a ``parent_id`` naming no span (or the span itself, a one-span cycle) makes it a root;
-- a span belongs to the window ``[t0, t1)`` when it overlaps it: ``start < t1 and end > t0`` (the analyses'
-  overlap rule, :meth:`profiler.analyses.inputs.Scope.overlap_sql`: a zero-length span at ``t0`` is outside, one
-  strictly inside counts with 0 ns);
+  span when ``by_thread``; a ``parent_id`` naming no span makes it a root, and so do parent links forming a cycle
+  for the spans on the cycle (a span below a cycle stays below its parent);
+- a span belongs to the window ``[t0, t1)`` when it overlaps it (``start < t1 and end > t0``) or is zero-length at
+  an instant in it (``t0 <= start < t1``), counting 0 ns;
 - ``count`` is the frame's spans in the window, ``total_ns`` their durations clipped to the window, ``self_ns``
-  per span its clipped duration minus its children's clipped durations, floored at 0, summed over the frame;
+  per span its clipped duration minus what its children cover of it (each child's clipped interval cut to its
+  parent's), floored at 0, summed over the frame;
 - ancestors outside the window still name the frames of the spans inside it (an imported child can stick out of
   its parent); such an ancestor's own frame is then a prefix frame holding no span of the window (count 0);
 - a row's root frame holds the row's root spans (count and total of those), self 0;
@@ -40,8 +41,9 @@ from profiler.errors import QueryError
 from tracer import schema as ts
 from tracer import write_trace
 
-#: Timeline rows (track_group, track_name); a None or empty group labels the row by its thread alone.
-ROWS = (("g0", "t0"), ("g0", "t1"), ("", "main"), (None, "worker"))
+#: Timeline rows (track_group, track_name); a None or empty group labels the row by its thread alone (the last
+#: row is labelled like a span name: a row frame is no enclosing span of that name).
+ROWS = (("g0", "t0"), ("g0", "t1"), ("", "main"), (None, "mm"))
 #: Span names: few, so stacks share frames and names recur (recursion); one holds the folded separator.
 NAMES = ("fwd", "mm", "relu", "x;y")
 MAX_SPANS = 30
@@ -93,13 +95,14 @@ def nested_forests(draw) -> list[Sp]:
 @st.composite
 def messy_forests(draw) -> list[Sp]:
     """Spans as imported traces have them: children sticking out of (or lying wholly outside) their parent,
-    parents on another row, parent ids naming no span or the span itself, zero-length spans."""
+    parents on another row, parent ids naming no span, the span itself or a later span (cycles of any length, with
+    spans below them), zero-length spans."""
     n = draw(st.integers(1, MAX_SPANS))
     ids = draw(st.lists(st.integers(1, MISSING_ID - 1), min_size=n, max_size=n, unique=True))
     rows = draw(st.permutations(range(len(ROWS))))[:draw(st.integers(1, 3))]
     spans: list[Sp] = []
     for i in range(n):
-        kind = draw(st.sampled_from(("root", "missing", "self") + (("child",) * 4 if i else ())))
+        kind = draw(st.sampled_from(("root", "missing", "self", "later") + (("child",) * 4 if i else ())))
         name = draw(st.sampled_from(NAMES))
         if kind == "child":
             p = spans[draw(st.integers(0, i - 1))]
@@ -114,7 +117,10 @@ def messy_forests(draw) -> list[Sp]:
             continue
         s = draw(st.integers(0, 200))
         e = s + draw(st.one_of(st.just(0), st.integers(1, 150)))
-        parent = {"root": None, "self": ids[i], "missing": MISSING_ID + draw(st.integers(0, 5))}[kind]
+        # "later": a parent among the spans after it, which can close a cycle of any length through children
+        later = ids[draw(st.integers(i, n - 1))] if kind == "later" else None
+        parent = {"root": None, "self": ids[i], "missing": MISSING_ID + draw(st.integers(0, 5)),
+                  "later": later}[kind]
         spans.append(Sp(ids[i], parent, name, s, e, draw(st.sampled_from(rows))))
     return spans
 
@@ -187,13 +193,30 @@ class Oracle:
 def oracle(spans: list[Sp], t0: int, t1: int, by_thread: bool) -> Oracle:
     by_id = {s.id: s for s in spans}
 
-    def parent(s: Sp) -> Sp | None:
-        if s.parent is None or s.parent == s.id:
-            return None
-        return by_id.get(s.parent)
+    def raw_parent(s: Sp) -> Sp | None:
+        return None if s.parent is None else by_id.get(s.parent)
 
-    def inside(s: Sp) -> bool:
-        return s.start < t1 and s.end > t0
+    def on_cycle(s: Sp) -> bool:   # walking up from s comes back to s
+        seen, x = set(), raw_parent(s)
+        while x is not None and x.id not in seen:
+            if x is s:
+                return True
+            seen.add(x.id)
+            x = raw_parent(x)
+        return False
+
+    cycle = {s.id for s in spans if on_cycle(s)}
+
+    def parent(s: Sp) -> Sp | None:
+        return None if s.id in cycle else raw_parent(s)
+
+    def inside(s: Sp) -> bool:   # overlapping the window, or zero-length at an instant in it
+        return s.start < t1 and (s.end > t0 or (s.end == s.start and s.start >= t0))
+
+    def covered(c: Sp, s: Sp) -> int:   # what child c covers of its parent s's clipped interval
+        if not inside(c):
+            return 0
+        return max(0, min(c.end, s.end, t1) - max(c.start, s.start, t0))
 
     def clip(s: Sp) -> int:
         return max(0, min(s.end, t1) - max(s.start, t0)) if inside(s) else 0
@@ -208,12 +231,12 @@ def oracle(spans: list[Sp], t0: int, t1: int, by_thread: bool) -> Oracle:
         chain = [s]
         while (p := parent(chain[-1])) is not None:
             chain.append(p)
-            assert len(chain) <= len(spans), "the generators make no cycles longer than one span"
+            assert len(chain) <= len(spans), "a cycle's spans are roots"
         chain.reverse()
         stack = ((_label(chain[0].row),) if by_thread else ()) + tuple(x.name for x in chain)
         for k in range(1, len(stack) + 1):
             frames.setdefault(stack[:k], [0, 0, 0])
-        children = sum(clip(c) for c in spans if parent(c) is s)
+        children = sum(covered(c, s) for c in spans if parent(c) is s)
         own = max(clip(s) - children, 0)
         f = frames[stack]
         f[0] += 1
@@ -456,6 +479,22 @@ def test_a_parent_cycle_makes_its_spans_roots(tmp_path):
     with _opened(tmp_path, spans) as trace:
         tree = call_tree(trace, 0, 10, by_thread=False)
         assert _frames_of(tree) == {("fwd",): [1, 10, 10], ("mm",): [1, 6, 6], ("relu",): [1, 2, 2]}
+
+
+def test_a_span_below_a_cycle_stays_below_its_parent(tmp_path):
+    spans = [Sp(1, 2, "fwd", 0, 10, 0), Sp(2, 1, "mm", 2, 8, 0), Sp(3, 1, "relu", 4, 6, 0)]
+    with _opened(tmp_path, spans) as trace:
+        tree = call_tree(trace, 0, 10, by_thread=False)
+        assert _frames_of(tree) == {("fwd",): [1, 10, 8], ("fwd", "relu"): [1, 2, 2], ("mm",): [1, 6, 6]}
+
+
+def test_a_child_sticking_out_of_its_parent_takes_only_what_it_covers(tmp_path):
+    # a [0, 10) with b [5, 30): b covers 5 ns of a, so a keeps 5 ns of self time (not 10 - 25, floored to 0)
+    spans = [Sp(1, None, "a", 0, 10, 0), Sp(2, 1, "b", 5, 30, 0), Sp(3, None, "tick", 0, 0, 0)]
+    with _opened(tmp_path, spans) as trace:
+        tree = call_tree(trace, by_thread=False)   # the default window starts at the zero-length span: it counts
+        assert _frames_of(tree) == {("a",): [1, 10, 5], ("a", "b"): [1, 25, 25], ("tick",): [1, 0, 0]}
+        assert _frames_of(call_tree(trace, 20, 40, by_thread=False)) == {("a",): [0, 0, 0], ("a", "b"): [1, 10, 10]}
 
 
 def test_a_trace_without_spans_is_an_error(tmp_path):

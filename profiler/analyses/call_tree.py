@@ -5,7 +5,8 @@ recording's layers and operators) belongs to a *frame*: the list of names from i
 ``parent_id``) down to itself, under a root frame naming the row its outermost span is on (process / thread).
 For a window ``[start_ns, end_ns)`` each frame gets
 
-- ``count``: its spans that overlap the window (a zero-length span: that lies in it);
+- ``count``: its spans that overlap the window (a zero-length span: that lies in it, or at the end of the whole
+  trace when the window is the default one);
 - ``total_ns``: their durations clipped to the window (inclusive: their children's time is in it);
 - ``self_ns``: the part of that time not covered by their children, each child counting only the part of its
   clipped interval inside its parent's (an imported child that sticks out of its parent takes nothing away from
@@ -90,12 +91,15 @@ def _row_labels(trace: Trace) -> tuple[np.ndarray, list[str]]:
     return column(k, "track"), [v or "" for v in k.column("label").to_pylist()]
 
 
-def _read_spans(trace: Trace, t0: int, t1: int, max_spans: int) -> tuple[pa.Table, int]:
+def _read_spans(trace: Trace, t0: int, t1: int, max_spans: int, *, closed_end: bool = False
+                ) -> tuple[pa.Table, int]:
     """The spans overlapping the window (``in_window`` true) and their ancestors outside it (false)."""
-    # overlapping the window, or (zero-length) at an instant in it
-    window = fetch(trace, _span_sql(f"{q(ts.START_TS)} < $t1 AND ({q(ts.END_TS)} > $t0 OR "
-                                    f"({q(ts.END_TS)} = {q(ts.START_TS)} AND {q(ts.START_TS)} >= $t0))",
-                                    max_spans + 1), {"t0": t0, "t1": t1})
+    # overlapping the window, or (zero-length) at an instant in it; the whole trace's window also holds the
+    # zero-length spans at its very end
+    s, e = q(ts.START_TS), q(ts.END_TS)
+    window = fetch(trace, _span_sql(f"({s} < $t1 AND {e} > $t0) OR ({e} = {s} AND {s} >= $t0 AND "
+                                    f"({s} < $t1 OR ({s} = $t1 AND $closed)))", max_spans + 1),
+                   {"t0": t0, "t1": t1, "closed": closed_end})
     if window.num_rows > max_spans:
         raise QueryError(f"{trace.path}: more than {max_spans:,} spans in the window, the call tree's limit; "
                          "pick a smaller window (--start/--end)")
@@ -194,6 +198,7 @@ def call_tree(trace: Trace, start_ns: int | None = None, end_ns: int | None = No
     """
     t0 = check_time(start_ns, "start_ns") if start_ns is not None else None
     t1 = check_time(end_ns, "end_ns") if end_ns is not None else None
+    closed_end = t1 is None   # the trace's extent: its last instant is in it too
     if t0 is None or t1 is None:
         lo, hi = trace.time_range
         t0 = lo if t0 is None else t0
@@ -204,7 +209,7 @@ def call_tree(trace: Trace, start_ns: int | None = None, end_ns: int | None = No
     if has_spans.column(0)[0].as_py() == 0:
         raise QueryError(f"{trace.path}: the trace has no spans to build a call tree from (it needs nested "
                          "spans: an imported PyTorch/JAX/Chrome trace, or a recording with layer or operator names)")
-    rows, n_window = _read_spans(trace, t0, t1, max_spans)
+    rows, n_window = _read_spans(trace, t0, t1, max_spans, closed_end=closed_end)
     if by_thread:  # each span's row label, coded: one code per distinct label
         tracks, labels = _row_labels(trace)
         distinct = sorted(set(labels))

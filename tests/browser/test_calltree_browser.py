@@ -126,7 +126,7 @@ def test_the_compare_page_of_two_host_traces_draws_the_differential_call_tree(br
         "var d = g._fullData[0]; return d.type === 'icicle' ? [d.ids.length, g.querySelectorAll('g.slice').length]"
         " : null;"), "the differential icicle")
     assert drawn[0] > 20 and drawn[1] > 5
-    assert "spans: 4,811 → 868" in browser.find_element("id", "cmp-span-headline").text
+    assert "spans: 4,811 → 870" in browser.find_element("id", "cmp-span-headline").text
     rows = browser.find_elements("css selector", "#cmp-name-deltas tbody tr")
     assert len(rows) == 20 and rows[0].find_element("tag name", "td").text == "PyTorch Profiler (0)"
     assert browser.find_elements("id", "cmp-error") == []

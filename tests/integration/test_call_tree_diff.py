@@ -124,7 +124,7 @@ def test_the_compare_page_of_two_host_traces_compares_their_spans(torch_pair):
         reg = app.trnprof_registry
         pair, headline, charts, deltas, title_a, title_b = compare_outputs(reg, DiffCache(), "t0", "t1", by="opcode")
         assert pair == {"a": "t0", "b": "t1"} and title_a.startswith("A: ") and title_b.startswith("B: ")
-        assert "spans: 4,811 → 868" in headline.children[0].children
+        assert "spans: 4,811 → 870" in headline.children[0].children
         assert charts[0].id == "cmp-calltree-diff" and charts[0].figure.data[0].type == "icicle"
         table = deltas.children[1]
         assert table.id == "cmp-name-deltas" and len(table.children[1].children) == 20

@@ -9,7 +9,8 @@ docstring:
   span when ``by_thread``; a ``parent_id`` naming no span makes it a root, and so do parent links forming a cycle
   for the spans on the cycle (a span below a cycle stays below its parent);
 - a span belongs to the window ``[t0, t1)`` when it overlaps it (``start < t1 and end > t0``) or is zero-length at
-  an instant in it (``t0 <= start < t1``), counting 0 ns;
+  an instant in it (``t0 <= start < t1``; the default window, the whole trace, also holds those at its end),
+  counting 0 ns;
 - ``count`` is the frame's spans in the window, ``total_ns`` their durations clipped to the window, ``self_ns``
   per span its clipped duration minus what its children cover of it (each child's clipped interval cut to its
   parent's), floored at 0, summed over the frame;
@@ -190,7 +191,8 @@ class Oracle:
     span_ns: int
 
 
-def oracle(spans: list[Sp], t0: int, t1: int, by_thread: bool) -> Oracle:
+def oracle(spans: list[Sp], t0: int, t1: int, by_thread: bool, closed: bool = False) -> Oracle:
+    """``closed``: the default window (the whole trace), which also holds the zero-length spans at its end."""
     by_id = {s.id: s for s in spans}
 
     def raw_parent(s: Sp) -> Sp | None:
@@ -211,7 +213,9 @@ def oracle(spans: list[Sp], t0: int, t1: int, by_thread: bool) -> Oracle:
         return None if s.id in cycle else raw_parent(s)
 
     def inside(s: Sp) -> bool:   # overlapping the window, or zero-length at an instant in it
-        return s.start < t1 and (s.end > t0 or (s.end == s.start and s.start >= t0))
+        if s.end == s.start:
+            return t0 <= s.start < t1 or (closed and s.start == t1)
+        return s.start < t1 and s.end > t0
 
     def covered(c: Sp, s: Sp) -> int:   # what child c covers of its parent s's clipped interval
         if not inside(c):
@@ -335,7 +339,7 @@ def test_frames_match_the_oracle(tmp_path_factory, spans, windows):
                         _tree(trace, args, by_thread)
                     continue
                 tree = _tree(trace, args, by_thread)
-                want = oracle(spans, t0, t1, by_thread)
+                want = oracle(spans, t0, t1, by_thread, closed=args is None)
                 assert (tree.start_ns, tree.end_ns, tree.by_thread) == (t0, t1, by_thread)
                 assert tree.spans == want.in_window
                 assert _frames_of(tree) == want.frames, (t0, t1, by_thread)
@@ -390,7 +394,7 @@ def test_top_frames_folded_and_limit_depth_match_the_oracle(tmp_path_factory, sp
                 continue
             for by_thread in (True, False):
                 tree = _tree(trace, args, by_thread)
-                want = oracle(spans, t0, t1, by_thread)
+                want = oracle(spans, t0, t1, by_thread, closed=args is None)
                 _check_top(top_frames(tree), _top_rows(want.per_name))
                 assert _parse_folded(folded(tree)) == _folded_pairs(want.rows), (t0, t1, by_thread)
                 for d in range(4):

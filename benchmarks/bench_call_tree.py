@@ -53,7 +53,8 @@ def main() -> None:
     args = parser.parse_args()
 
     import profiler
-    from profiler.analyses.call_tree import call_tree, folded, top_frames
+    from profiler.analyses.call_tree import call_tree
+    from profiler.analyses.call_tree_views import folded, top_frames
     from profiler.figures.call_tree import call_tree_figure
 
     args.dir.mkdir(parents=True, exist_ok=True)

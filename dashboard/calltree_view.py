@@ -20,8 +20,9 @@ from dashboard.inputs import as_time_range
 from dashboard.links import TRACE_PARAM, timeline_search_href
 from dashboard.memory_view import url_window
 from profiler.analyses import schema as rs
-from profiler.analyses.call_tree import CallTree, call_tree, roots, subtree, top_frames
+from profiler.analyses.call_tree import CallTree, call_tree
 from profiler.analyses.call_tree_diff import diff_names
+from profiler.analyses.call_tree_views import roots, subtree, top_frames
 from profiler.errors import TrnprofError
 from profiler.figures.call_tree import call_tree_diff_figure, call_tree_figure, kept_frames
 from profiler.figures.timefmt import format_duration, format_time
@@ -29,6 +30,9 @@ from profiler.figures.timefmt import format_duration, format_time
 CALLTREE_PATH = "/calltree"
 ROWS_PARAM = "rows"
 ROOT_PARAM = "root"
+STEPS_PARAM = "steps"
+#: ``?steps=merged``: numbered iterations (``ProfilerStep#552``) merged into one frame each.
+STEPS_MERGED = "merged"
 #: The root picker's value for "every root".
 ALL_ROOTS = ""
 #: ``?rows=`` values: one root per row (the default) or every row's stacks merged.
@@ -52,6 +56,8 @@ class CallTreeView:
     #: The root picker's options and value (:data:`ALL_ROOTS` or a root frame's name).
     root_options: tuple[dict[str, Any], ...] = ()
     root: str = ALL_ROOTS
+    #: Whether numbered iterations are merged.
+    merge_steps: bool = False
 
 
 def url_rows(query: dict[str, str]) -> str:
@@ -59,8 +65,13 @@ def url_rows(query: dict[str, str]) -> str:
     return ROWS_MERGED if str(query.get(ROWS_PARAM, "")).lower() == ROWS_MERGED else ROWS_SPLIT
 
 
+def url_steps(query: dict[str, str]) -> bool:
+    """``?steps=merged``: whether numbered iterations are merged."""
+    return str(query.get(STEPS_PARAM, "")).lower() == STEPS_MERGED
+
+
 def calltree_href(trace_id: str, window: tuple[int, int] | None, rows: str = ROWS_SPLIT,
-                  root: str = ALL_ROOTS) -> str:
+                  root: str = ALL_ROOTS, *, merge_steps: bool = False) -> str:
     """This page for ``trace_id``, ``window`` (None: the whole trace), ``rows`` and ``root``: the link to the
     view."""
     values = {TRACE_PARAM: trace_id}
@@ -70,6 +81,8 @@ def calltree_href(trace_id: str, window: tuple[int, int] | None, rows: str = ROW
         values[ROWS_PARAM] = ROWS_MERGED
     if root:
         values[ROOT_PARAM] = root
+    if merge_steps:
+        values[STEPS_PARAM] = STEPS_MERGED
     return CALLTREE_PATH + "?" + urlencode(values)
 
 
@@ -96,22 +109,24 @@ def root_options(tree: CallTree) -> tuple[dict[str, Any], ...]:
 
 
 def build_view(trace: Any, trace_id: str, query: dict[str, str], rows: Any = None, root: Any = None, *,
-               label: str | None = None, cache: ComputedCache | None = None) -> CallTreeView:
+               merge_steps: Any = None, label: str | None = None, cache: ComputedCache | None = None
+               ) -> CallTreeView:
     """The page for the URL's ``query`` (its window) and the picked ``rows`` and ``root`` (default: the URL's);
     an error line, not an exception, for a trace or window it cannot show; a root the window does not have shows
     every root.  With ``cache`` the whole trace's trees are computed once per trace (a window's are computed at
     each visit: they read only the window's spans)."""
     rows = rows if rows in (ROWS_SPLIT, ROWS_MERGED) else url_rows(query)
     root = root if isinstance(root, str) else str(query.get(ROOT_PARAM, ALL_ROOTS))
+    steps = merge_steps if isinstance(merge_steps, bool) else url_steps(query)
     window = url_window(query)
     by_thread = rows == ROWS_SPLIT
 
     def compute() -> CallTree:
-        return call_tree(trace, *(window or (None, None)), by_thread=by_thread)
+        return call_tree(trace, *(window or (None, None)), by_thread=by_thread, merge_steps=steps)
 
     try:
-        tree = compute() if cache is None or window is not None else cache.get(trace_id, ("calltree", by_thread),
-                                                                                compute)
+        tree = compute() if cache is None or window is not None else cache.get(trace_id, ("calltree", by_thread,
+                                                                                           steps), compute)
     except TrnprofError as exc:
         return CallTreeView(None, "", None, public_message(exc, trace, label=label), window)
     options = root_options(tree)
@@ -133,7 +148,7 @@ def build_view(trace: Any, trace_id: str, query: dict[str, str], rows: Any = Non
         status = f"No spans in {where}."
     title = root or ("every row" if by_thread else "every row, merged")
     return CallTreeView(call_tree_figure(tree, title=title), status, names_table(trace_id, tree), None, window,
-                        options, root)
+                        options, root, steps)
 
 
 #: Names the summary page lists.
@@ -189,14 +204,15 @@ def span_comparison(a: Any, b: Any, labels: tuple[str, str], why: str) -> tuple[
     whose self time changed most (:func:`profiler.analyses.call_tree_diff.diff_names`); None when either trace has
     no spans."""
     try:
-        ta, tb = call_tree(a, by_thread=False), call_tree(b, by_thread=False)
+        ta, tb = call_tree(a, by_thread=False, merge_steps=True), call_tree(b, by_thread=False, merge_steps=True)
     except TrnprofError:
         return None
     headline = html.Div([
         html.Div(f"spans: {ta.spans:,} → {tb.spans:,}; span time {format_duration(ta.span_ns)} → "
                  f"{format_duration(tb.span_ns)}", className="cmp-line", id="cmp-span-headline"),
         html.Div("The device analyses need instructions or DMA packets in both traces; their spans are compared "
-                 "instead, stack by stack (rows merged, so that runs with other process and thread ids line up).",
+                 "instead, stack by stack (rows and numbered steps merged, so that runs with other process, thread "
+                 "and step numbers line up).",
                  className="muted", title=why),
     ])
     chart = dcc.Graph(figure=call_tree_diff_figure(ta, tb, labels=("A", "B")), id="cmp-calltree-diff",
@@ -257,6 +273,8 @@ __all__ = [
     "ROWS_MERGED",
     "ROWS_PARAM",
     "ROWS_SPLIT",
+    "STEPS_MERGED",
+    "STEPS_PARAM",
     "CallTreeView",
     "build_view",
     "calltree_href",
@@ -265,5 +283,6 @@ __all__ = [
     "span_comparison",
     "spans_section",
     "url_rows",
+    "url_steps",
     "view_calltree_href",
 ]

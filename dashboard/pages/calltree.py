@@ -16,6 +16,7 @@ from dashboard import calltree_view as cv
 from dashboard.app import query_values, resolve_trace_id
 from dashboard.computed import ComputedCache
 from dashboard.graph_config import graph_config
+from dashboard.inputs import is_checked
 from dashboard.memory_view import timeline_href
 from dashboard.pages import PageContext
 from dashboard.registry import TraceRegistry, UnknownTraceError
@@ -29,6 +30,9 @@ def layout(ctx: PageContext) -> Any:
             dcc.RadioItems(id="ct-rows", options=[{"label": " one root per row", "value": cv.ROWS_SPLIT},
                                                   {"label": " rows merged", "value": cv.ROWS_MERGED}],
                            value=cv.url_rows(ctx.query), inline=True, className="radio"),
+            dcc.Checklist(id="ct-steps", options=[{"label": " merge numbered steps (ProfilerStep#N)",
+                                                    "value": cv.STEPS_MERGED}],
+                          value=[cv.STEPS_MERGED] if cv.url_steps(ctx.query) else [], inline=True, className="radio"),
             dcc.Dropdown(id="ct-root", options=[], value=ctx.query.get(cv.ROOT_PARAM, cv.ALL_ROOTS),
                          clearable=False, searchable=True, placeholder="root…", className="ct-root"),
             html.A("this range on the timeline", id="ct-timeline-link", href="/", className="muted"),
@@ -44,10 +48,11 @@ def layout(ctx: PageContext) -> Any:
     ], className="calltree-page")
 
 
-def page_outputs(registry: TraceRegistry, search: str | None, rows: Any, root: Any = None,
+def page_outputs(registry: TraceRegistry, search: str | None, rows: Any, root: Any = None, *, steps: Any = None,
                  cache: ComputedCache | None = None) -> tuple[Any, ...]:
     """Figure, status line, per-name table, timeline link, view link, root options and root for the URL
-    ``search`` and the picked ``rows`` and ``root``."""
+    ``search``, the picked ``rows`` and ``root`` and the "merge numbered steps" box (``steps``: its value; None:
+    the URL's ``?steps=``)."""
     try:
         trace_id = resolve_trace_id(registry, search)
         trace = registry.open(trace_id)
@@ -55,9 +60,12 @@ def page_outputs(registry: TraceRegistry, search: str | None, rows: Any, root: A
         return ({}, html.Span(str(exc), className="error", id="ct-error"), None, "/", cv.CALLTREE_PATH, [],
                 cv.ALL_ROOTS)
     query = query_values(search)
-    view = cv.build_view(trace, trace_id, query, rows, root, label=registry.entry(trace_id).label, cache=cache)
+    merge = is_checked(steps, cv.STEPS_MERGED) if isinstance(steps, list) else None
+    view = cv.build_view(trace, trace_id, query, rows, root, merge_steps=merge, label=registry.entry(trace_id).label,
+                         cache=cache)
     rows = rows if rows in (cv.ROWS_SPLIT, cv.ROWS_MERGED) else cv.url_rows(query)
-    links = timeline_href(trace_id, view.window), cv.calltree_href(trace_id, view.window, rows, view.root)
+    links = timeline_href(trace_id, view.window), cv.calltree_href(trace_id, view.window, rows, view.root,
+                                                                   merge_steps=view.merge_steps)
     if view.error is not None:
         return {}, html.Span(view.error, className="error", id="ct-error"), None, *links, [], cv.ALL_ROOTS
     return view.figure, view.status, view.table, *links, list(view.root_options), view.root
@@ -71,8 +79,8 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
     @app.callback(Output("ct-graph", "figure"), Output("ct-status", "children"), Output("ct-top", "children"),
                   Output("ct-timeline-link", "href"), Output("ct-view-link", "href"), Output("ct-root", "options"),
                   Output("ct-root", "value"), Input("url", "search"), Input("ct-rows", "value"),
-                  Input("ct-root", "value"))
-    def _show(search: str | None, rows: Any, root: Any) -> Any:
+                  Input("ct-root", "value"), Input("ct-steps", "value"))
+    def _show(search: str | None, rows: Any, root: Any, steps: Any) -> Any:
         # a change of rows names other roots: the picked one is kept only when the new tree has it
-        out = page_outputs(registry, search, rows, root, cache)
+        out = page_outputs(registry, search, rows, root, steps=steps, cache=cache)
         return (*out[:-1], out[-1] if out[-1] != root else no_update)

@@ -13,8 +13,8 @@ For a window ``[start_ns, end_ns)`` each frame gets
   its parent's other time), at least 0 (children that overlap each other can cover more than their parent).
 
 Perfetto's area-selection flame graph and its slice aggregation, HTA's operator breakdown and a profiler's
-"call tree" view give the same numbers.  :func:`top_frames` adds them up per name over every stack (the
-"bottom-up" view), :func:`folded` writes Brendan Gregg's folded stacks for ``flamegraph.pl`` or speedscope.
+"call tree" view give the same numbers; :mod:`profiler.analyses.call_tree_views` reads the per-name table, folded
+stacks and subtrees off a built tree.
 
 Spans are read for the window only, plus any ancestor outside it (an imported span can stick out of its parent),
 so a small window of a large trace is cheap.  A ``parent_id`` that names no span makes its span a root, and so do
@@ -38,10 +38,11 @@ from tracer import schema as ts
 
 #: Most spans one call tree reads (the window's, with their ancestors); a larger window is an error naming the fix.
 MAX_SPANS = 20_000_000
+#: A numbered iteration at the end of a span name (``ProfilerStep#552``), and what ``merge_steps`` makes of it.
+STEP_NUMBER = r"#[0-9]+$"
+STEP_MERGED = "#N"
 #: Rounds of reading ancestors that lie outside the window (each round one level up).
 MAX_ANCESTOR_ROUNDS = 256
-#: Separator of a name's stack in :func:`folded` (``flamegraph.pl``'s); a name's own ``;`` is written as ``,``.
-FOLDED_SEPARATOR = ";"
 
 _IN_WINDOW = "in_window"
 
@@ -183,7 +184,7 @@ def _paths(parent: np.ndarray, name: np.ndarray, root_frame: np.ndarray, n_names
 
 
 def call_tree(trace: Trace, start_ns: int | None = None, end_ns: int | None = None, *, by_thread: bool = True,
-              max_spans: int = MAX_SPANS) -> CallTree:
+              merge_steps: bool = False, max_spans: int = MAX_SPANS) -> CallTree:
     """The call tree of the spans overlapping ``[start_ns, end_ns)`` (default: the whole trace).
 
     Args:
@@ -191,6 +192,8 @@ def call_tree(trace: Trace, start_ns: int | None = None, end_ns: int | None = No
         start_ns, end_ns: the window (ns, as stored); each defaults to the trace's extent.
         by_thread: one root per row (process / thread) the stacks start on; False merges every row's stacks
             (their times then add up across rows).
+        merge_steps: names ending in ``#`` and a number (PyTorch's ``ProfilerStep#552``) end in ``#N`` instead, so
+            the iterations of a loop make one frame (and two windows' trees line up for :mod:`call_tree_diff`).
         max_spans: most spans to read (the window's and their ancestors').
 
     Raises:
@@ -210,6 +213,9 @@ def call_tree(trace: Trace, start_ns: int | None = None, end_ns: int | None = No
         raise QueryError(f"{trace.path}: the trace has no spans to build a call tree from (it needs nested "
                          "spans: an imported PyTorch/JAX/Chrome trace, or a recording with layer or operator names)")
     rows, n_window = _read_spans(trace, t0, t1, max_spans, closed_end=closed_end)
+    if merge_steps:
+        i = rows.schema.get_field_index("name")
+        rows = rows.set_column(i, "name", pc.replace_substring_regex(rows.column(i), STEP_NUMBER, STEP_MERGED))
     if by_thread:  # each span's row label, coded: one code per distinct label
         tracks, labels = _row_labels(trace)
         distinct = sorted(set(labels))
@@ -409,87 +415,3 @@ def _depth_first(frames: _Frames, sums: _Sums, window: tuple[int, int], n_window
         rs.PATH: paths,
     }, schema=rs.CALL_TREE)
     return CallTree(table, window[0], window[1], n_window, by_thread, tuple(outer[idx].tolist()))
-
-
-def top_frames(tree: CallTree) -> pa.Table:
-    """Time per span name over every stack it appears in (:data:`~profiler.analyses.schema.TOP_FRAMES`), by
-    descending ``self_ns``: ``total_ns`` counts a call nested in a call of the same name once, ``fraction`` is
-    the name's share of all self time."""
-    t = tree.table
-    per: dict[str, list[int]] = {}
-    kinds = t.column(rs.FRAME_KIND).to_pylist()
-    for kind, name, n, tot, own, outer in zip(kinds, t.column(rs.NAME).to_pylist(), t.column(rs.COUNT).to_pylist(),
-                                              t.column(rs.TOTAL_NS).to_pylist(), t.column(rs.SELF_NS).to_pylist(),
-                                              tree.outermost, strict=True):
-        if kind != rs.FRAME_SPAN:
-            continue
-        acc = per.setdefault(name, [0, 0, 0])
-        acc[0] += n
-        acc[1] += own
-        if outer:
-            acc[2] += tot
-    whole = sum(v[1] for v in per.values())
-    ranked = sorted(per.items(), key=lambda kv: (-kv[1][1], -kv[1][2], kv[0]))
-    return pa.table({
-        rs.NAME: [k for k, _ in ranked],
-        rs.COUNT: [v[0] for _, v in ranked],
-        rs.SELF_NS: [v[1] for _, v in ranked],
-        rs.TOTAL_NS: [v[2] for _, v in ranked],
-        rs.FRACTION: [v[1] / whole if whole else 0.0 for _, v in ranked],
-    }, schema=rs.TOP_FRAMES)
-
-
-def folded(tree: CallTree) -> list[str]:
-    """Folded stacks (``root;frame;frame SELF_NS``, one line per frame with self time), the input of
-    ``flamegraph.pl`` and speedscope; a name's own ``;`` is written as ``,`` and line breaks as spaces."""
-    t = tree.table
-    parents = t.column(rs.PARENT).to_pylist()
-    names = [n.replace(FOLDED_SEPARATOR, ",").replace("\n", " ").replace("\r", " ")
-             for n in t.column(rs.NAME).to_pylist()]
-    stacks: dict[int, str] = {}
-    lines = []
-    for node, p, name, own in zip(t.column(rs.NODE).to_pylist(), parents, names, t.column(rs.SELF_NS).to_pylist(),
-                                  strict=True):
-        stack = name if p is None else stacks[p] + FOLDED_SEPARATOR + name
-        stacks[node] = stack
-        if own > 0:
-            lines.append(f"{stack} {own}")
-    return lines
-
-
-def limit_depth(tree: CallTree, max_depth: int) -> CallTree:
-    """``tree`` without the frames deeper than ``max_depth`` (roots are depth 0); the others keep their numbers."""
-    keep = pc.less_equal(tree.table.column(rs.DEPTH), max_depth)
-    kept = keep.to_pylist()
-    return CallTree(tree.table.filter(keep), tree.start_ns, tree.end_ns, tree.spans, tree.by_thread,
-                    tuple(o for o, k in zip(tree.outermost, kept, strict=True) if k))
-
-
-def roots(tree: CallTree) -> list[tuple[str, int]]:
-    """The root frames' names and total times, widest first (rows with ``by_thread``, outermost spans without)."""
-    t = tree.table
-    out = [(n, tot) for n, p, tot in zip(t.column(rs.NAME).to_pylist(), t.column(rs.PARENT).to_pylist(),
-                                        t.column(rs.TOTAL_NS).to_pylist(), strict=True) if p is None]
-    return out  # the table lists roots widest first already
-
-
-def subtree(tree: CallTree, root: str) -> CallTree:
-    """The root frame named ``root`` with every frame under it (a contiguous run of the depth-first rows).
-
-    Raises:
-        QueryError: no root frame has that name in this window.
-    """
-    t = tree.table
-    parents = t.column(rs.PARENT).to_pylist()
-    names = t.column(rs.NAME).to_pylist()
-    depth = t.column(rs.DEPTH).to_pylist()
-    start = next((i for i, (p, n) in enumerate(zip(parents, names, strict=True)) if p is None and n == root), None)
-    if start is None:
-        raise QueryError(f"no root frame named {root[:80]!r} in this window")
-    end = start + 1
-    while end < len(depth) and depth[end] > depth[start]:
-        end += 1
-    part = t.slice(start, end - start)
-    spans = sum(c for c, k in zip(part.column(rs.COUNT).to_pylist(), part.column(rs.FRAME_KIND).to_pylist(),
-                                  strict=True) if k == rs.FRAME_SPAN)
-    return CallTree(part, tree.start_ns, tree.end_ns, spans, tree.by_thread, tree.outermost[start:end])

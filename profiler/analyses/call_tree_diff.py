@@ -14,7 +14,8 @@ from typing import Any
 import pyarrow as pa
 
 from profiler.analyses import schema as rs
-from profiler.analyses.call_tree import CallTree, top_frames
+from profiler.analyses.call_tree import CallTree
+from profiler.analyses.call_tree_views import top_frames
 from profiler.analyses.diff import BOTH, ONLY_A, ONLY_B
 
 

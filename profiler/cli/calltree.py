@@ -9,8 +9,9 @@ from contextlib import ExitStack
 import pyarrow as pa
 
 from profiler.analyses import schema as rs
-from profiler.analyses.call_tree import call_tree, folded, limit_depth, top_frames
+from profiler.analyses.call_tree import call_tree
 from profiler.analyses.call_tree_diff import diff_names, diff_stacks
+from profiler.analyses.call_tree_views import folded, limit_depth, top_frames
 from profiler.cli import int_arg
 from profiler.cli._analysis import (
     FORMATS,
@@ -54,10 +55,14 @@ class CallTreeCommand:
                             help="window end in ns, exclusive (default: trace end)")
         parser.add_argument("--merge-rows", action="store_true",
                             help="merge the stacks of every row (process/thread) instead of one root per row")
+        parser.add_argument("--merge-steps", action="store_true",
+                            help="names ending in #NUMBER (ProfilerStep#552) end in #N: a loop's iterations make one "
+                                 "frame (always on with --against)")
         parser.add_argument("--top", action="store_true", help="time per span name, by self time")
         parser.add_argument("--against", metavar="B",
-                            help="compare with trace B (B - A per stack, or per name with --top; rows merged, so "
-                                 "runs with other process and thread ids line up); --start/--end apply to both")
+                            help="compare with trace B (B - A per stack, or per name with --top; rows and numbered "
+                                 "steps merged, so runs with other process, thread and step numbers line up); "
+                                 "--start/--end apply to both")
         parser.add_argument("--max-depth", type=int_arg("a depth (0: roots only)", 0, MAX_DEPTH), metavar="N",
                             help="leave out frames deeper than N (the roots are depth 0)")
         group = parser.add_mutually_exclusive_group()
@@ -75,7 +80,7 @@ class CallTreeCommand:
         if args.against is not None:
             return self._against(args, limit)
         with open_trace(args.db) as trace:
-            tree = call_tree(trace, args.start, args.end, by_thread=not args.merge_rows)
+            tree = call_tree(trace, args.start, args.end, by_thread=not args.merge_rows, merge_steps=args.merge_steps)
         if args.top:
             if args.max_depth is not None:
                 raise CommandError("--max-depth cuts the tree: it does not go with --top (time per name)")
@@ -108,7 +113,7 @@ class CallTreeCommand:
         with ExitStack() as stack:
             a = stack.enter_context(open_trace(args.db))
             b = stack.enter_context(open_trace(args.against))
-            trees = [call_tree(t, args.start, args.end, by_thread=False) for t in (a, b)]
+            trees = [call_tree(t, args.start, args.end, by_thread=False, merge_steps=True) for t in (a, b)]
         if args.max_depth is not None:
             trees = [limit_depth(t, args.max_depth) for t in trees]
         table = diff_names(*trees) if args.top else diff_stacks(*trees)

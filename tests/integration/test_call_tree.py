@@ -12,7 +12,8 @@ import pytest
 
 import profiler
 from profiler.analyses import schema as rs
-from profiler.analyses.call_tree import call_tree, folded, limit_depth, roots, subtree, top_frames
+from profiler.analyses.call_tree import call_tree
+from profiler.analyses.call_tree_views import folded, limit_depth, roots, subtree, top_frames
 from profiler.cli import main
 from profiler.errors import QueryError
 from profiler.figures.call_tree import call_tree_figure
@@ -206,3 +207,22 @@ def test_folded_escapes_separators():
     assert folded(CallTree(table, 0, 10, 2, False, (True, True))) == ["a,b 2", "a,b;c d 3"]
     assert np.isclose(top_frames(CallTree(table, 0, 10, 2, False, (True, True)))
                       .column(rs.FRACTION).to_numpy().sum(), 1.0)
+
+
+def test_merged_steps_make_one_frame_of_a_loops_iterations(torch_trace, torch_db, capsys):
+    steps = dict(torch_trace.sql("SELECT name, end_ts - start_ts FROM slice WHERE name LIKE 'ProfilerStep#%'")
+                 .fetchall())
+    assert set(steps) == {"ProfilerStep#551", "ProfilerStep#552"}
+    tree = call_tree(torch_trace, merge_steps=True)
+    rows = {r[rs.PATH]: r for r in _rows(tree)}
+    merged = rows[THREAD + rs.PATH_SEPARATOR + "ProfilerStep#N"]
+    assert (merged[rs.COUNT], merged[rs.TOTAL_NS]) == (2, sum(steps.values()))
+    assert not any("ProfilerStep#55" in p for p in rows)
+    # the frames below merge too: the step's children are the union of both steps'
+    plain = {r[rs.PATH]: r for r in _rows(call_tree(torch_trace))}
+    for child in ("## forward ##", "## backward ##", "## optimizer ##"):
+        want = sum(plain[THREAD + rs.PATH_SEPARATOR + f"ProfilerStep#{n}" + rs.PATH_SEPARATOR + child][rs.TOTAL_NS]
+                   for n in (551, 552))
+        assert rows[merged[rs.PATH] + rs.PATH_SEPARATOR + child][rs.TOTAL_NS] == want
+    assert main(["calltree", str(torch_db), "--merge-steps", "--limit", "0"]) == 0
+    assert "ProfilerStep#N" in capsys.readouterr().out

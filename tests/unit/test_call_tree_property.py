@@ -37,7 +37,8 @@ from hypothesis import strategies as st
 
 import profiler
 from profiler.analyses import schema as rs
-from profiler.analyses.call_tree import FOLDED_SEPARATOR, call_tree, folded, limit_depth, top_frames
+from profiler.analyses.call_tree import call_tree
+from profiler.analyses.call_tree_views import FOLDED_SEPARATOR, folded, limit_depth, top_frames
 from profiler.errors import QueryError
 from tracer import schema as ts
 from tracer import write_trace

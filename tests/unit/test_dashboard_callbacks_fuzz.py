@@ -135,6 +135,7 @@ CASES: list[tuple[str, str, dict[str, Any], str | None]] = [
         ("rows list", {"url.search": "?trace=t0", "ct-rows.value": ["merged"]}, "ct-rows.value"),
         ("root dict", {"url.search": "?trace=t0", "ct-root.value": {"a": 1}}, "ct-root.value"),
         ("root unknown", {"url.search": "?trace=t0", "ct-root.value": "no such root" * 50}, "ct-root.value"),
+        ("steps garbage", {"url.search": "?trace=t0&steps=merged", "ct-steps.value": {"x": [1]}}, "ct-steps.value"),
         ("unknown trace", {"url.search": "?trace=t9&rows=merged"}, "url.search"),
     ]],
 ]

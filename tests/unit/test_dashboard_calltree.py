@@ -150,3 +150,15 @@ def test_the_summary_of_a_host_trace_lists_its_rows_and_names(app):
     assert "DMA bytes" in [label for label, _v, _u in headline_numbers(softmax.summary())]
     # a recording without layer names has no spans part
     assert cv.spans_section(softmax, "t1").children is None
+
+
+def test_numbered_steps_merge_from_the_box_or_the_url(app):
+    reg = app.trnprof_registry
+    merged = page_outputs(reg, "?trace=t0", None, steps=[cv.STEPS_MERGED])
+    assert "steps=merged" in merged[4]
+    labels = set(merged[0].data[0].labels)
+    assert "ProfilerStep#N" in labels and "ProfilerStep#552" not in labels
+    by_url = page_outputs(reg, "?trace=t0&steps=merged", None)
+    assert "ProfilerStep#N" in set(by_url[0].data[0].labels)
+    unmerged = page_outputs(reg, "?trace=t0&steps=merged", None, steps=[])   # the box unticked wins
+    assert "ProfilerStep#552" in set(unmerged[0].data[0].labels) and "steps=" not in unmerged[4]

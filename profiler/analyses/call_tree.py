@@ -145,6 +145,13 @@ def _children_index(parent: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return kids, offsets
 
 
+def _children_of(level: np.ndarray, kids: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Every child of the spans ``level`` (the next level down), from the CSR of :func:`_children_index`."""
+    count = offsets[level + 1] - offsets[level]
+    begin = np.repeat(offsets[level] - (np.cumsum(count) - count), count)
+    return kids[begin + np.arange(int(count.sum()))]
+
+
 def _paths(parent: np.ndarray, name: np.ndarray, root_frame: np.ndarray, n_names: int, *, first: int, depth0: int
            ) -> tuple[np.ndarray, list[int], list[int], list[int]] | None:
     """Frame of every span, walking down from the roots level by level (vectorised per level).
@@ -169,14 +176,8 @@ def _paths(parent: np.ndarray, name: np.ndarray, root_frame: np.ndarray, n_names
         f_name.extend((uniq % n_names).tolist())
         f_depth.extend([depth] * len(uniq))
         frame[level] = base + inv
-        count = offsets[level + 1] - offsets[level]
-        total = int(count.sum())
-        if total == 0:
-            break
-        begin = np.repeat(offsets[level] - (np.cumsum(count) - count), count)
-        nxt = kids[begin + np.arange(total)]
-        above = frame[parent[nxt]]
-        level = nxt
+        level = _children_of(level, kids, offsets)
+        above = frame[parent[level]]
         depth += 1
     if (frame < 0).any():
         return None
@@ -293,12 +294,7 @@ def _paths_reached(parent: np.ndarray) -> np.ndarray:
     kids, offsets = _children_index(parent)
     level = np.flatnonzero(reached)
     while level.size:
-        count = offsets[level + 1] - offsets[level]
-        total = int(count.sum())
-        if total == 0:
-            break
-        begin = np.repeat(offsets[level] - (np.cumsum(count) - count), count)
-        level = kids[begin + np.arange(total)]
+        level = _children_of(level, kids, offsets)
         reached[level] = True
     return reached
 

@@ -123,3 +123,16 @@ def wait_idle(driver: Any, what: str = "the dashboard to settle") -> None:
         "return document.querySelectorAll('[data-dash-is-loading=\"true\"]').length === 0 "
         "&& !!document.getElementById('tl-status') && document.getElementById('tl-status').textContent !== '';"),
         what)
+
+
+def settled(driver: Any) -> bool:
+    """Whether no Dash callback is in flight on the page (no component marked as loading)."""
+    return driver.execute_script("return document.querySelectorAll('[data-dash-is-loading=\"true\"]').length === 0")
+
+
+def link_query(driver: Any, element_id: str) -> dict[str, str]:
+    """The query values of the link ``element_id`` points to (first value of each key)."""
+    from urllib.parse import parse_qs, urlparse
+
+    href = driver.find_element("id", element_id).get_attribute("href")
+    return {k: v[0] for k, v in parse_qs(urlparse(href).query).items()}

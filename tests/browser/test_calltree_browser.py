@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from tests.browser.conftest import console_errors, serving, wait_for, wait_idle
+from tests.browser.conftest import console_errors, link_query, serving, settled, wait_for, wait_idle
 
 GRAPH = "document.querySelector('#ct-graph .js-plotly-plot')"
 DATA = Path(__file__).resolve().parents[1] / "data" / "pytorch"
@@ -32,15 +31,6 @@ def _icicle(driver):
         "return [d.ids.length, d.labels[0], g.querySelectorAll('g.slice path').length];")
 
 
-def _settled(driver):
-    return driver.execute_script("return document.querySelectorAll('[data-dash-is-loading=\"true\"]').length === 0")
-
-
-def _query(driver, element_id):
-    href = driver.find_element("id", element_id).get_attribute("href")
-    return {k: v[0] for k, v in parse_qs(urlparse(href).query).items()}
-
-
 def test_the_call_tree_draws_and_narrows_to_a_root(browser, torch_server):
     browser.get(f"{torch_server.url}/calltree?trace=t0")
     boxes, first, drawn = wait_for(browser, _icicle, "the icicle")
@@ -58,7 +48,7 @@ def test_the_call_tree_draws_and_narrows_to_a_root(browser, torch_server):
     wait_for(browser, lambda d: (s := _icicle(d)) and s[1] == THREAD and s, "the thread's icicle")
     assert wait_for(browser, lambda d: d.find_element("id", "ct-status").text.startswith("1,828 spans"),
                     "the thread's status")
-    assert _query(browser, "ct-view-link")["root"] == THREAD
+    assert link_query(browser, "ct-view-link")["root"] == THREAD
 
     # a name links to the timeline searching for it, its first match selected
     first_name = browser.find_element("css selector", "#ct-top-table tbody tr td a")
@@ -72,15 +62,15 @@ def test_the_call_tree_draws_and_narrows_to_a_root(browser, torch_server):
 def test_the_timelines_link_opens_the_call_tree_of_its_view(browser, torch_server):
     lo = 1682725898082212000
     browser.get(f"{torch_server.url}/?trace=t0&start={lo}&end={lo + 300_000_000}")
-    wait_for(browser, lambda d: "start" in _query(d, "tl-calltree-link"), "the timeline's call-tree link")
-    link = _query(browser, "tl-calltree-link")
+    wait_for(browser, lambda d: "start" in link_query(d, "tl-calltree-link"), "the timeline's call-tree link")
+    link = link_query(browser, "tl-calltree-link")
     assert (link["start"], link["end"]) == (str(lo), str(lo + 300_000_000))
     browser.find_element("id", "tl-calltree-link").click()
     wait_for(browser, _icicle, "the call tree of the view")
     status = wait_for(browser, lambda d: d.find_element("id", "ct-status").text, "the status")
     assert "spans in +" in status or " to " in status
-    assert _query(browser, "ct-timeline-link")["start"] == str(lo)
-    wait_for(browser, _settled, "the call-tree page")
+    assert link_query(browser, "ct-timeline-link")["start"] == str(lo)
+    wait_for(browser, settled, "the call-tree page")
     assert console_errors(browser) == []
 
 
@@ -95,7 +85,7 @@ def test_the_summary_of_a_host_trace_leads_to_its_call_tree(browser, torch_serve
     link = next(r.find_element("tag name", "a") for r in rows if r.text.startswith(THREAD))
     link.click()
     wait_for(browser, lambda d: (s := _icicle(d)) and s[1] == THREAD and s, "the row's icicle")
-    wait_for(browser, _settled, "the call-tree page")
+    wait_for(browser, settled, "the call-tree page")
     assert console_errors(browser) == []
 
 
@@ -130,5 +120,5 @@ def test_the_compare_page_of_two_host_traces_draws_the_differential_call_tree(br
     rows = browser.find_elements("css selector", "#cmp-name-deltas tbody tr")
     assert len(rows) == 20 and rows[0].find_element("tag name", "td").text == "PyTorch Profiler (0)"
     assert browser.find_elements("id", "cmp-error") == []
-    wait_for(browser, _settled, "the compare page")
+    wait_for(browser, settled, "the compare page")
     assert console_errors(browser) == []

@@ -3,11 +3,9 @@ redrawing the window (and its links), the PSUM map, a double-click back to the w
 
 from __future__ import annotations
 
-from urllib.parse import parse_qs, urlparse
-
 import pytest
 
-from tests.browser.conftest import console_errors, serving, wait_for, wait_idle
+from tests.browser.conftest import console_errors, link_query, serving, settled, wait_for, wait_idle
 from tracer.sim import run_kernel
 
 GRAPH = "document.querySelector('#mem-graph .js-plotly-plot')"
@@ -28,15 +26,6 @@ def _heatmap_shape(driver):
         " : null;")
 
 
-def _settled(driver):
-    return driver.execute_script("return document.querySelectorAll('[data-dash-is-loading=\"true\"]').length === 0")
-
-
-def _query(driver, element_id):
-    href = driver.find_element("id", element_id).get_attribute("href")
-    return {k: v[0] for k, v in parse_qs(urlparse(href).query).items()}
-
-
 def test_the_memory_page_draws_zooms_and_switches_memory(browser, memory_server):
     browser.get(f"{memory_server.url}/memory?trace=t0")
     shape = wait_for(browser, _heatmap_shape, "the SBUF map")
@@ -44,15 +33,15 @@ def test_the_memory_page_draws_zooms_and_switches_memory(browser, memory_server)
     status = wait_for(browser, lambda d: d.find_element("id", "mem-status").text, "the headline")
     assert status.startswith("SBUF peak live ") and "per partition of 224.0 KiB" in status
     whole = shape[3] - shape[2]
-    wait_for(browser, _settled, "the first callbacks")
+    wait_for(browser, settled, "the first callbacks")
 
     # a zoom on the graph (what a drag does) asks the server for that window
     browser.execute_script(f"window.Plotly.relayout({GRAPH}, {{'xaxis.range[0]': {shape[2] + whole / 4}, "
                            f"'xaxis.range[1]': {shape[2] + whole / 2}}});")
-    wait_for(browser, lambda d: "start" in _query(d, "mem-view-link"), "the zoomed view's link")
-    view = _query(browser, "mem-view-link")
+    wait_for(browser, lambda d: "start" in link_query(d, "mem-view-link"), "the zoomed view's link")
+    view = link_query(browser, "mem-view-link")
     assert view["mem"] == "SBUF" and int(view["end"]) - int(view["start"]) == pytest.approx(whole * 1e9 / 4, rel=1e-3)
-    assert _query(browser, "mem-timeline-link")["start"] == view["start"]
+    assert link_query(browser, "mem-timeline-link")["start"] == view["start"]
     zoomed = wait_for(browser, lambda d: (s := _heatmap_shape(d)) and abs((s[3] - s[2]) - whole / 4) < whole / 100
                       and s, "the zoomed map")
     assert zoomed[:2] == [256, 900]
@@ -60,12 +49,12 @@ def test_the_memory_page_draws_zooms_and_switches_memory(browser, memory_server)
     # PSUM keeps the window
     browser.find_element("css selector", "#mem-mem input[value='PSUM']").click()
     wait_for(browser, lambda d: d.find_element("id", "mem-status").text.startswith("PSUM "), "the PSUM headline")
-    assert _query(browser, "mem-view-link")["mem"] == "PSUM"
-    assert _query(browser, "mem-view-link")["start"] == view["start"]
+    assert link_query(browser, "mem-view-link")["mem"] == "PSUM"
+    assert link_query(browser, "mem-view-link")["start"] == view["start"]
 
     # a double-click (autorange) goes back to the whole trace
     browser.execute_script(f"window.Plotly.relayout({GRAPH}, {{'xaxis.autorange': true}});")
-    wait_for(browser, lambda d: "start" not in _query(d, "mem-view-link"), "the whole trace again")
+    wait_for(browser, lambda d: "start" not in link_query(d, "mem-view-link"), "the whole trace again")
     assert console_errors(browser) == []
 
 
@@ -79,13 +68,13 @@ def test_a_link_to_a_view_opens_it(browser, memory_server):
 
 def test_the_timelines_memory_link_opens_the_memory_of_its_view(browser, memory_server):
     browser.get(f"{memory_server.url}/?trace=t0&start=3000&end=9000")
-    wait_for(browser, lambda d: "start" in _query(d, "tl-memory-link"), "the timeline's memory link")
-    link = _query(browser, "tl-memory-link")
+    wait_for(browser, lambda d: "start" in link_query(d, "tl-memory-link"), "the timeline's memory link")
+    link = link_query(browser, "tl-memory-link")
     assert (link["mem"], link["start"], link["end"]) == ("SBUF", "3000", "9000")
     browser.find_element("id", "tl-memory-link").click()
     shape = wait_for(browser, _heatmap_shape, "the memory of the view")
     assert shape[2] == pytest.approx(3000e-9) and shape[3] == pytest.approx(9000e-9)
-    assert _query(browser, "mem-view-link")["start"] == "3000"
+    assert link_query(browser, "mem-view-link")["start"] == "3000"
 
 
 def test_the_summary_pages_memory_lines_lead_to_the_map(browser, memory_server):
@@ -100,7 +89,7 @@ def test_the_summary_pages_memory_lines_lead_to_the_map(browser, memory_server):
 def test_a_click_on_the_map_explains_its_cell(browser, memory_server):
     browser.get(f"{memory_server.url}/memory?trace=t0")
     shape = wait_for(browser, _heatmap_shape, "the SBUF map")
-    wait_for(browser, _settled, "the first callbacks")
+    wait_for(browser, settled, "the first callbacks")
     # the cell of the first column and row whose state is not free (what a click on it sends)
     point = browser.execute_script(
         f"var g = {GRAPH}; var h = g._fullData.filter(function (t) {{ return t.type === 'heatmap'; }})[0];"

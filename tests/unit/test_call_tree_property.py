@@ -179,6 +179,15 @@ def _tree(trace, args, by_thread: bool):
     return call_tree(trace, args[0], args[1], by_thread=by_thread)
 
 
+def _trees(trace, spans: list[Sp], windows):
+    """``(args, t0, t1, by_thread, tree)`` for every non-empty window of the example, rows split and merged."""
+    for args, t0, t1 in _windows(spans, windows):
+        if t1 <= t0:
+            continue
+        for by_thread in (True, False):
+            yield args, t0, t1, by_thread, _tree(trace, args, by_thread)
+
+
 # -- the oracle ------------------------------------------------------------------------------------------------
 
 @dataclass
@@ -353,66 +362,58 @@ def test_frames_match_the_oracle(tmp_path_factory, spans, windows):
 def test_rows_are_depth_first_with_paths(tmp_path_factory, spans, windows):
     """The table's own shape, whatever its numbers: depth first, children by (-total_ns, name), paths."""
     with _opened(tmp_path_factory.mktemp("ct"), spans) as trace:
-        for args, t0, t1 in _windows(spans, windows):
-            if t1 <= t0:
-                continue
-            for by_thread in (True, False):
-                tree = _tree(trace, args, by_thread)
-                rows = _rows_of(tree.table)
-                assert len(tree.outermost) == len(rows)
-                assert len({r[-1] for r in rows}) == len(rows), "one row per distinct stack"
-                children: dict[int | None, list[tuple]] = defaultdict(list)
-                for i, (node, parent, depth, kind, name, count, total, own, path) in enumerate(rows):
-                    assert node == i
-                    if parent is None:
-                        assert depth == 0 and path == name
-                    else:
-                        assert parent < node, "a parent row precedes its children"
-                        assert depth == rows[parent][2] + 1
-                        assert path == rows[parent][-1] + rs.PATH_SEPARATOR + name
-                    assert kind == (rs.FRAME_THREAD if by_thread and depth == 0 else rs.FRAME_SPAN)
-                    assert count >= 0 and (0 <= own <= total or kind == rs.FRAME_THREAD)
-                    children[parent].append(rows[i])
-                order: list[int] = []
+        for _args, _t0, _t1, by_thread, tree in _trees(trace, spans, windows):
+            rows = _rows_of(tree.table)
+            assert len(tree.outermost) == len(rows)
+            assert len({r[-1] for r in rows}) == len(rows), "one row per distinct stack"
+            children: dict[int | None, list[tuple]] = defaultdict(list)
+            for i, (node, parent, depth, kind, name, count, total, own, path) in enumerate(rows):
+                assert node == i
+                if parent is None:
+                    assert depth == 0 and path == name
+                else:
+                    assert parent < node, "a parent row precedes its children"
+                    assert depth == rows[parent][2] + 1
+                    assert path == rows[parent][-1] + rs.PATH_SEPARATOR + name
+                assert kind == (rs.FRAME_THREAD if by_thread and depth == 0 else rs.FRAME_SPAN)
+                assert count >= 0 and (0 <= own <= total or kind == rs.FRAME_THREAD)
+                children[parent].append(rows[i])
+            order: list[int] = []
 
-                def walk(parent: int | None, kids=children, order=order) -> None:
-                    ranked = sorted(kids[parent], key=lambda r: (-r[6], r[4]))
-                    assert ranked == kids[parent], "children by descending total_ns, then name"
-                    for r in ranked:
-                        order.append(r[0])
-                        walk(r[0])
+            def walk(parent: int | None, kids=children, order=order) -> None:
+                ranked = sorted(kids[parent], key=lambda r: (-r[6], r[4]))
+                assert ranked == kids[parent], "children by descending total_ns, then name"
+                for r in ranked:
+                    order.append(r[0])
+                    walk(r[0])
 
-                walk(None)
-                assert order == list(range(len(rows))), "rows are the depth-first (preorder) walk"
+            walk(None)
+            assert order == list(range(len(rows))), "rows are the depth-first (preorder) walk"
 
 
 @PROPERTY
 @given(FORESTS, WINDOWS)
 def test_top_frames_folded_and_limit_depth_match_the_oracle(tmp_path_factory, spans, windows):
     with _opened(tmp_path_factory.mktemp("ct"), spans) as trace:
-        for args, t0, t1 in _windows(spans, windows):
-            if t1 <= t0:
-                continue
-            for by_thread in (True, False):
-                tree = _tree(trace, args, by_thread)
-                want = oracle(spans, t0, t1, by_thread, closed=args is None)
-                _check_top(top_frames(tree), _top_rows(want.per_name))
-                assert _parse_folded(folded(tree)) == _folded_pairs(want.rows), (t0, t1, by_thread)
-                for d in range(4):
-                    cut = limit_depth(tree, d)
-                    kept = [r for r in want.rows if r[2] <= d]
-                    assert _rows_of(cut.table) == kept, (t0, t1, by_thread, d)
-                    # per name over the kept frames; total only where no enclosing span frame has the name
-                    per: dict[str, list[int]] = {}
-                    for (_n, _p, _d, kind, name, count, total, own, path) in kept:
-                        if kind != rs.FRAME_SPAN:
-                            continue
-                        stack = path.split(rs.PATH_SEPARATOR)[(1 if by_thread else 0):]
-                        acc = per.setdefault(name, [0, 0, 0])
-                        acc[0] += count
-                        acc[1] += own
-                        acc[2] += total if name not in stack[:-1] else 0
-                    _check_top(top_frames(cut), _top_rows(per))
+        for args, t0, t1, by_thread, tree in _trees(trace, spans, windows):
+            want = oracle(spans, t0, t1, by_thread, closed=args is None)
+            _check_top(top_frames(tree), _top_rows(want.per_name))
+            assert _parse_folded(folded(tree)) == _folded_pairs(want.rows), (t0, t1, by_thread)
+            for d in range(4):
+                cut = limit_depth(tree, d)
+                kept = [r for r in want.rows if r[2] <= d]
+                assert _rows_of(cut.table) == kept, (t0, t1, by_thread, d)
+                # per name over the kept frames; total only where no enclosing span frame has the name
+                per: dict[str, list[int]] = {}
+                for (_n, _p, _d, kind, name, count, total, own, path) in kept:
+                    if kind != rs.FRAME_SPAN:
+                        continue
+                    stack = path.split(rs.PATH_SEPARATOR)[(1 if by_thread else 0):]
+                    acc = per.setdefault(name, [0, 0, 0])
+                    acc[0] += count
+                    acc[1] += own
+                    acc[2] += total if name not in stack[:-1] else 0
+                _check_top(top_frames(cut), _top_rows(per))
 
 
 # -- examples with hand-computed numbers -----------------------------------------------------------------------

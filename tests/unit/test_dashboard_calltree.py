@@ -13,6 +13,7 @@ from dash import html
 from dashboard import calltree_view as cv
 from dashboard.app import create_app
 from dashboard.pages.calltree import page_outputs
+from tests.dash_components import texts, walk
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "pytorch"
 THREAD = "pyper:trainer:0:0 (CPU) / thread 4037 (python3.8)"
@@ -28,20 +29,6 @@ def app(tmp_path_factory):
     app.trnprof_registry.close()
 
 
-def _texts(component) -> list[str]:
-    out = []
-    stack = [component]
-    while stack:
-        c = stack.pop()
-        if isinstance(c, str):
-            out.append(c)
-        elif isinstance(c, list | tuple):
-            stack.extend(c)
-        elif c is not None and hasattr(c, "children"):
-            stack.append(c.children)
-    return out
-
-
 def test_whole_trace_view(app):
     reg = app.trnprof_registry
     fig, status, table, tl_href, view_href, options, root = page_outputs(reg, "?trace=t0", None)
@@ -49,7 +36,7 @@ def test_whole_trace_view(app):
     assert fig.data[0].type == "icicle" and root == cv.ALL_ROOTS
     assert options[0]["value"] == cv.ALL_ROOTS and any(o["value"] == THREAD for o in options[1:])
     assert tl_href == "/?trace=t0" and view_href == "/calltree?trace=t0"
-    names = _texts(table)
+    names = texts(table)
     assert "Time per name, by self time" in names and "PyTorch Profiler (0)" in names
 
 
@@ -79,16 +66,7 @@ def test_a_root_the_window_lacks_shows_every_root(app):
 
 def test_names_link_to_the_timeline_search(app):
     _fig, _status, table, *_ = page_outputs(app.trnprof_registry, "?trace=t0", None)
-    links = []
-    stack = [table]
-    while stack:
-        c = stack.pop()
-        if isinstance(c, list | tuple):
-            stack.extend(c)
-        elif hasattr(c, "href") and getattr(c, "href", None):
-            links.append(c)
-        elif hasattr(c, "children"):
-            stack.append(c.children)
+    links = [c for c in walk(table) if getattr(c, "href", None)]
     first = next(link for link in links if link.children == "PyTorch Profiler (0)")
     assert parse_qs(urlsplit(first.href).query) == {"trace": ["t0"], "search": ['"PyTorch Profiler (0)"']}
     assert len(links) == cv.TOP_NAMES
@@ -114,17 +92,6 @@ def test_view_link_from_the_timeline_state():
     assert cv.url_rows({"rows": "MERGED"}) == cv.ROWS_MERGED and cv.url_rows({"rows": "x"}) == cv.ROWS_SPLIT
 
 
-def _walk(component):
-    stack = [component]
-    while stack:
-        c = stack.pop()
-        if isinstance(c, list | tuple):
-            stack.extend(c)
-        elif c is not None and not isinstance(c, str | int | float):
-            yield c
-            stack.append(getattr(c, "children", None))
-
-
 def test_the_summary_of_a_host_trace_lists_its_rows_and_names(app):
     from dashboard.analysis_views import analysis_section, has_device_events
     from profiler.figures.summary import headline_numbers
@@ -133,19 +100,19 @@ def test_the_summary_of_a_host_trace_lists_its_rows_and_names(app):
     torch, softmax = reg.open("t0"), reg.open("t1")
     assert not has_device_events(torch) and has_device_events(softmax)
     section = cv.spans_section(torch, "t0")
-    table = next(c for c in _walk(section) if getattr(c, "id", None) == "summary-span-rows")
+    table = next(c for c in walk(section) if getattr(c, "id", None) == "summary-span-rows")
     rows = table.children[1].children   # the body's rows, in order
     assert len(rows) == 8
-    cells = [[_texts(td)[0] for td in r.children] for r in rows]
+    cells = [[texts(td)[0] for td in r.children] for r in rows]
     assert cells[0][:2] == ["Spans / PyTorch Profiler", "1"] and cells[0][3] == "100.0%"
     assert sum(int(c[1].replace(",", "")) for c in cells) == 4811
     assert any(c[0] == THREAD and c[1] == "1,828" for c in cells)
-    link = next(c for c in _walk(section) if getattr(c, "id", None) == "summary-calltree-link")
+    link = next(c for c in walk(section) if getattr(c, "id", None) == "summary-calltree-link")
     assert link.href == "/calltree?trace=t0"
-    assert any(getattr(c, "id", None) == "ct-top-table" for c in _walk(section))
+    assert any(getattr(c, "id", None) == "ct-top-table" for c in walk(section))
     # the device analyses say once why they are not there; the cards leave DMA out
     note = analysis_section(torch)
-    assert any(getattr(c, "id", None) == "summary-no-device" for c in _walk(note))
+    assert any(getattr(c, "id", None) == "summary-no-device" for c in walk(note))
     assert [label for label, _v, _u in headline_numbers(torch.summary())] == ["total time"]
     assert "DMA bytes" in [label for label, _v, _u in headline_numbers(softmax.summary())]
     # a recording without layer names has no spans part

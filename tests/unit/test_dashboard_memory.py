@@ -25,6 +25,7 @@ from profiler.analyses.memory_cell import IN_CELL, READ, WROTE, cell_accesses
 from profiler.cli import main
 from profiler.errors import QueryError
 from profiler.figures.timefmt import ns_to_axis
+from tests.dash_components import walk
 from tests.golden.handmade import write_handmade
 from tracer.sim import run_kernel
 
@@ -232,21 +233,10 @@ def test_a_clicked_cell_names_who_wrote_and_read_its_bytes(registry):
     want = np.flatnonzero(byte & ~acc.write & (acc.start >= acc.start[last]) & (acc.start < until))
     assert readers and sorted(r[rs.ID] for r in readers) == sorted(acc.instruction[want].tolist())
     panel = mv.cell_panel(trace, "t0", "SBUF", cell)
-    links = [c for c in _walk(panel) if getattr(c, "href", None)]
+    links = [c for c in walk(panel) if getattr(c, "href", None)]
     assert any("select=Instruction%3A" in link.href for link in links)
     with pytest.raises(QueryError, match="byte range"):
         cell_accesses(trace, "SBUF", cell[0], (5, 5))
-
-
-def _walk(component):
-    stack = [component]
-    while stack:
-        c = stack.pop()
-        if isinstance(c, list | tuple):
-            stack.extend(c)
-        elif c is not None and not isinstance(c, str | int | float):
-            yield c
-            stack.append(getattr(c, "children", None))
 
 
 def test_diff_compares_the_memory_peaks(traces, tmp_path, capsys):
@@ -272,7 +262,7 @@ def test_the_selection_panel_gives_the_ranges_memory_peaks(registry, monkeypatch
     t0, t1 = trace.time_range
     a, b = t0 + (t1 - t0) // 3, t0 + 2 * (t1 - t0) // 3
     panel = selection_panel(trace, a, b)
-    section = next(c for c in _walk(panel) if getattr(c, "id", None) == "selection-memory")
+    section = next(c for c in walk(panel) if getattr(c, "id", None) == "selection-memory")
     lines = [li.children for li in section.children[1].children]
     for line, mm in zip(lines, mmap.memory_maps(trace, a, b, width=1, height=1), strict=True):
         assert line.startswith(f"{mm.mem} ") and (mm.peak_at_ns is None or f"{mm.peak_live_bytes / 1024:,.1f} KiB"

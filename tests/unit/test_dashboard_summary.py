@@ -15,6 +15,7 @@ from dashboard.registry import TraceRegistry
 from profiler.figures import summary as sfig
 from profiler.figures.timefmt import format_duration
 from tests.browser.trace_factory import write_kernel_trace
+from tests.dash_components import walk
 from tracer import TraceReader
 from tracer import schema as ts
 
@@ -25,14 +26,6 @@ def served(tmp_path_factory):
     trace = profiler.open(path)
     yield path, trace, TraceRegistry([path], opener=lambda _p: trace)
     trace.close()
-
-
-def _walk(component):
-    yield component
-    children = getattr(component, "children", None)
-    for child in children if isinstance(children, list | tuple) else [children]:
-        if child is not None and not isinstance(child, str | int | float):
-            yield from _walk(child)
 
 
 def _union_ns(starts: np.ndarray, ends: np.ndarray) -> int:
@@ -50,15 +43,15 @@ def _union_ns(starts: np.ndarray, ends: np.ndarray) -> int:
 def test_summary_page_draws_every_chart_with_the_raw_traces_values(served):
     path, trace, registry = served
     page = summary_page.layout(PageContext(registry, "t0", {}))
-    assert {p.id for p in _walk(page) if getattr(p, "id", None)} >= {"summary-cards", "summary-charts",
+    assert {p.id for p in walk(page) if getattr(p, "id", None)} >= {"summary-cards", "summary-charts",
                                                                    "summary-analyses", "summary-source",
                                                                    "summary-memory"}
     # while a part is computed it says what, and that only the first visit pays for it
-    waiting = [str(c.custom_spinner.children) for c in _walk(page) if isinstance(c, dcc.Loading)]
+    waiting = [str(c.custom_spinner.children) for c in walk(page) if isinstance(c, dcc.Loading)]
     assert len(waiting) == 6 and all("first visit reads the whole trace" in w for w in waiting)
     assert any("breakdowns" in w for w in waiting)
-    parts = [*_walk(html.Div(summary_page.summary_cards(trace.summary()))),
-             *_walk(html.Div(summary_page.summary_charts(sfig.summary_inputs(trace))))]
+    parts = [*walk(html.Div(summary_page.summary_cards(trace.summary()))),
+             *walk(html.Div(summary_page.summary_charts(sfig.summary_inputs(trace))))]
     graphs = {g.id: g.figure for g in parts if isinstance(g, dcc.Graph) and str(g.id).startswith("summary-chart")}
     figs = {f.layout.title.text: f.data[0] for f in graphs.values()}
     assert list(figs) == [sfig.ENGINE_TITLE, sfig.OPCODES_TITLE, sfig.OPERATORS_TITLE, sfig.QUEUES_TITLE,

@@ -19,18 +19,25 @@ from dashboard.errors import public_message
 from dashboard.inputs import as_time_range
 from dashboard.links import TRACE_PARAM, timeline_search_href
 from dashboard.memory_view import url_window
+from profiler import db_schema as dbs
 from profiler.analyses import schema as rs
 from profiler.analyses.call_tree import CallTree, call_tree
 from profiler.analyses.call_tree_diff import diff_names
 from profiler.analyses.call_tree_views import roots, subtree, top_frames
+from profiler.analyses.instruction_tree import instruction_tree
 from profiler.errors import TrnprofError
 from profiler.figures.call_tree import call_tree_diff_figure, call_tree_figure, kept_frames
 from profiler.figures.timefmt import format_duration, format_time
+from tracer import schema as ts
 
 CALLTREE_PATH = "/calltree"
 ROWS_PARAM = "rows"
 ROOT_PARAM = "root"
 STEPS_PARAM = "steps"
+OF_PARAM = "of"
+#: ``?of=``: the tree of the spans, or of the instructions (engine time by layer, operator, line, engine, opcode).
+OF_SPANS = "spans"
+OF_INSTRUCTIONS = "instructions"
 #: ``?steps=merged``: numbered iterations (``ProfilerStep#552``) merged into one frame each.
 STEPS_MERGED = "merged"
 #: The root picker's value for "every root".
@@ -58,11 +65,23 @@ class CallTreeView:
     root: str = ALL_ROOTS
     #: Whether numbered iterations are merged.
     merge_steps: bool = False
+    #: The tree shown: :data:`OF_SPANS` or :data:`OF_INSTRUCTIONS`.
+    of: str = "spans"
 
 
 def url_rows(query: dict[str, str]) -> str:
     """``?rows=``: :data:`ROWS_MERGED` when it says so, else :data:`ROWS_SPLIT`."""
     return ROWS_MERGED if str(query.get(ROWS_PARAM, "")).lower() == ROWS_MERGED else ROWS_SPLIT
+
+
+def url_of(query: dict[str, str], trace: Any) -> str:
+    """``?of=``: :data:`OF_SPANS` or :data:`OF_INSTRUCTIONS`; by default the spans of a trace that has any, else
+    its instructions (a recording without layer names, a Neuron profile)."""
+    value = str(query.get(OF_PARAM, "")).lower()
+    if value in (OF_SPANS, OF_INSTRUCTIONS):
+        return value
+    events = trace.overview().get("events") or {}
+    return OF_SPANS if events.get(dbs.SLICE_TABLE) or not events.get(ts.INSTRUCTION.name) else OF_INSTRUCTIONS
 
 
 def url_steps(query: dict[str, str]) -> bool:
@@ -71,7 +90,7 @@ def url_steps(query: dict[str, str]) -> bool:
 
 
 def calltree_href(trace_id: str, window: tuple[int, int] | None, rows: str = ROWS_SPLIT,
-                  root: str = ALL_ROOTS, *, merge_steps: bool = False) -> str:
+                  root: str = ALL_ROOTS, *, merge_steps: bool = False, of: str | None = None) -> str:
     """This page for ``trace_id``, ``window`` (None: the whole trace), ``rows`` and ``root``: the link to the
     view."""
     values = {TRACE_PARAM: trace_id}
@@ -83,6 +102,8 @@ def calltree_href(trace_id: str, window: tuple[int, int] | None, rows: str = ROW
         values[ROOT_PARAM] = root
     if merge_steps:
         values[STEPS_PARAM] = STEPS_MERGED
+    if of in (OF_SPANS, OF_INSTRUCTIONS):
+        values[OF_PARAM] = of
     return CALLTREE_PATH + "?" + urlencode(values)
 
 
@@ -109,26 +130,29 @@ def root_options(tree: CallTree) -> tuple[dict[str, Any], ...]:
 
 
 def build_view(trace: Any, trace_id: str, query: dict[str, str], rows: Any = None, root: Any = None, *,
-               merge_steps: Any = None, label: str | None = None, cache: ComputedCache | None = None
+               merge_steps: Any = None, of: Any = None, label: str | None = None, cache: ComputedCache | None = None
                ) -> CallTreeView:
-    """The page for the URL's ``query`` (its window) and the picked ``rows`` and ``root`` (default: the URL's);
-    an error line, not an exception, for a trace or window it cannot show; a root the window does not have shows
-    every root.  With ``cache`` the whole trace's trees are computed once per trace (a window's are computed at
-    each visit: they read only the window's spans)."""
+    """The page for the URL's ``query`` (its window) and the picked ``rows``, ``root``, ``merge_steps`` and ``of``
+    (each defaulting to the URL's); an error line, not an exception, for a trace or window it cannot show; a root
+    the window does not have shows every root.  With ``cache`` the whole trace's trees are computed once per trace
+    (a window's are computed at each visit: they read only the window's spans or instructions)."""
     rows = rows if rows in (ROWS_SPLIT, ROWS_MERGED) else url_rows(query)
     root = root if isinstance(root, str) else str(query.get(ROOT_PARAM, ALL_ROOTS))
     steps = merge_steps if isinstance(merge_steps, bool) else url_steps(query)
+    of = of if of in (OF_SPANS, OF_INSTRUCTIONS) else url_of(query, trace)
     window = url_window(query)
     by_thread = rows == ROWS_SPLIT
 
     def compute() -> CallTree:
+        if of == OF_INSTRUCTIONS:
+            return instruction_tree(trace, *(window or (None, None)))
         return call_tree(trace, *(window or (None, None)), by_thread=by_thread, merge_steps=steps)
 
+    key = ("calltree", of) if of == OF_INSTRUCTIONS else ("calltree", of, by_thread, steps)
     try:
-        tree = compute() if cache is None or window is not None else cache.get(trace_id, ("calltree", by_thread,
-                                                                                           steps), compute)
+        tree = compute() if cache is None or window is not None else cache.get(trace_id, key, compute)
     except TrnprofError as exc:
-        return CallTreeView(None, "", None, public_message(exc, trace, label=label), window)
+        return CallTreeView(None, "", None, public_message(exc, trace, label=label), window, of=of)
     options = root_options(tree)
     if root and any(o["value"] == root for o in options):
         tree = subtree(tree, root)
@@ -140,15 +164,18 @@ def build_view(trace: Any, trace_id: str, query: dict[str, str], rows: Any = Non
              f"{format_time(tree.start_ns, origin)} to {format_time(tree.end_ns, origin)}")
     frames = (f"{tree.table.num_rows:,} frames" if drawn == tree.table.num_rows else
               f"the widest {drawn:,} of {tree.table.num_rows:,} frames drawn")
-    status = (f"{tree.spans:,} spans in {where} ({format_duration(tree.end_ns - tree.start_ns)}), "
-              f"{format_duration(tree.span_ns)} of span time{' summed over rows' if by_thread and not root else ''}; "
-              f"{frames}. "
-              "Click a box to zoom to it, the top box to go back up.")
+    if of == OF_INSTRUCTIONS:
+        time = f"{format_duration(tree.span_ns)} of engine time (engines working at once add up)"
+    else:
+        time = f"{format_duration(tree.span_ns)} of span time{' summed over rows' if by_thread and not root else ''}"
+    status = (f"{tree.spans:,} {tree.what} in {where} ({format_duration(tree.end_ns - tree.start_ns)}), {time}; "
+              f"{frames}. Click a box to zoom to it, the top box to go back up.")
     if tree.spans == 0:
-        status = f"No spans in {where}."
-    title = root or ("every row" if by_thread else "every row, merged")
+        status = f"No {tree.what} in {where}."
+    title = root or ("every core: layer › operator › source line › engine › opcode" if of == OF_INSTRUCTIONS
+                     else "every row" if by_thread else "every row, merged")
     return CallTreeView(call_tree_figure(tree, title=title), status, names_table(trace_id, tree), None, window,
-                        options, root, steps)
+                        options, root, steps, of)
 
 
 #: Names the summary page lists.
@@ -269,6 +296,9 @@ def names_table(trace_id: str, tree: CallTree, limit: int = TOP_NAMES) -> Any:
 __all__ = [
     "ALL_ROOTS",
     "CALLTREE_PATH",
+    "OF_INSTRUCTIONS",
+    "OF_PARAM",
+    "OF_SPANS",
     "ROOT_PARAM",
     "ROWS_MERGED",
     "ROWS_PARAM",
@@ -282,6 +312,7 @@ __all__ = [
     "root_options",
     "span_comparison",
     "spans_section",
+    "url_of",
     "url_rows",
     "url_steps",
     "view_calltree_href",

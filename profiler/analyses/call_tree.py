@@ -38,6 +38,9 @@ from tracer import schema as ts
 
 #: Most spans one call tree reads (the window's, with their ancestors); a larger window is an error naming the fix.
 MAX_SPANS = 20_000_000
+#: :attr:`CallTree.what` values.
+SPANS = "spans"
+INSTRUCTIONS = "instructions"
 #: A numbered iteration at the end of a span name (``ProfilerStep#552``), and what ``merge_steps`` makes of it.
 STEP_NUMBER = r"#[0-9]+$"
 STEP_MERGED = "#N"
@@ -67,6 +70,9 @@ class CallTree:
     spans: int
     by_thread: bool
     outermost: tuple[bool, ...] = field(repr=False)
+    #: What the frames count: :data:`SPANS`, or :data:`INSTRUCTIONS` for
+    #: :func:`profiler.analyses.instruction_tree.instruction_tree` (``spans`` then counts instructions).
+    what: str = "spans"
 
     @property
     def span_ns(self) -> int:

@@ -66,7 +66,7 @@ def limit_depth(tree: CallTree, max_depth: int) -> CallTree:
     keep = pc.less_equal(tree.table.column(rs.DEPTH), max_depth)
     kept = keep.to_pylist()
     return CallTree(tree.table.filter(keep), tree.start_ns, tree.end_ns, tree.spans, tree.by_thread,
-                    tuple(o for o, k in zip(tree.outermost, kept, strict=True) if k))
+                    tuple(o for o, k in zip(tree.outermost, kept, strict=True) if k), tree.what)
 
 
 def roots(tree: CallTree) -> list[tuple[str, int]]:
@@ -96,4 +96,4 @@ def subtree(tree: CallTree, root: str) -> CallTree:
     part = t.slice(start, end - start)
     spans = sum(c for c, k in zip(part.column(rs.COUNT).to_pylist(), part.column(rs.FRAME_KIND).to_pylist(),
                                   strict=True) if k == rs.FRAME_SPAN)
-    return CallTree(part, tree.start_ns, tree.end_ns, spans, tree.by_thread, tree.outermost[start:end])
+    return CallTree(part, tree.start_ns, tree.end_ns, spans, tree.by_thread, tree.outermost[start:end], tree.what)

@@ -42,7 +42,8 @@ BUILTIN_COMMANDS: dict[str, tuple[str, str]] = {
     "synth": ("profiler.cli.synth", "write a synthetic trace"),
     # analyses (issue 7)
     "bounds": ("profiler.cli.bounds", "performance bounds, their gaps and the bottleneck engine"),
-    "calltree": ("profiler.cli.calltree", "time per stack of nested spans (flame graph numbers), or per span name"),
+    "calltree": ("profiler.cli.calltree",
+                 "time per stack of nested spans or of instructions' layer/operator/line/opcode (flame graph numbers)"),
     "critical-path": ("profiler.cli.critical_path", "the critical path and its time per engine and opcode"),
     "diff": ("profiler.cli.diff", "compare two traces (B relative to A)"),
     "dma": ("profiler.cli.dma", "DMA efficiency: sizes, queues, reloads, small transfers"),

@@ -1,29 +1,33 @@
-"""``trnprof calltree``: time per stack of nested spans (a flame graph's numbers), or per span name."""
+"""``trnprof calltree``: time per stack of nested spans, or of a device trace's instructions by layer, operator,
+source line, engine and opcode (a flame graph's numbers); per name; folded stacks; two traces compared."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from contextlib import ExitStack
+from typing import Any
 
 import pyarrow as pa
 
 from profiler.analyses import schema as rs
-from profiler.analyses.call_tree import call_tree
+from profiler.analyses.call_tree import INSTRUCTIONS, CallTree, call_tree
 from profiler.analyses.call_tree_diff import diff_names, diff_stacks
 from profiler.analyses.call_tree_views import folded, limit_depth, top_frames
+from profiler.analyses.instruction_tree import DEFAULT_LEVELS, check_levels, instruction_tree
 from profiler.cli import int_arg
 from profiler.cli._analysis import (
     FORMATS,
     add_trace_argument,
     check_limit,
+    core_index,
     open_trace,
     print_table,
     row_limit,
     time_ns,
     window_text,
 )
-from profiler.errors import CommandError
+from profiler.errors import CommandError, QueryError
 
 #: ``--format`` values: the analysis formats and Brendan Gregg's folded stacks.
 CALLTREE_FORMATS = (*FORMATS, "folded")
@@ -39,14 +43,16 @@ class CallTreeCommand:
     operators): each distinct stack of enclosing span names with its spans' count, total time (children
     included) and self time (children excluded), clipped to the window, depth first under one root per row
     (process / thread).  --top lists time per span name over every stack instead (a nested call of the same
-    name counted once in its total).  --format folded prints folded stacks (`root;frame;frame SELF_NS`) for
+    name counted once in its total).  --instructions builds the tree of a device trace's instructions instead:
+    engine time by layer, operator, kernel source line, engine and opcode (--levels), a root per NeuronCore.
+    --format folded prints folded stacks (`root;frame;frame SELF_NS`) for
     flamegraph.pl or speedscope.  --against B compares with another trace (B - A per stack, or per name with
     --top): a flame-graph diff.  The dashboard's call-tree page draws the tree as an icicle, and the compare
     page of two host traces draws B's coloured by the change.
     """
 
     name = "calltree"
-    help = "time per stack of nested spans (flame graph numbers), or per span name"
+    help = "time per stack of nested spans or of instructions' layer/operator/line/opcode (flame graph numbers)"
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         add_trace_argument(parser)
@@ -58,7 +64,15 @@ class CallTreeCommand:
         parser.add_argument("--merge-steps", action="store_true",
                             help="names ending in #NUMBER (ProfilerStep#552) end in #N: a loop's iterations make one "
                                  "frame (always on with --against)")
-        parser.add_argument("--top", action="store_true", help="time per span name, by self time")
+        parser.add_argument("--instructions", action="store_true",
+                            help="the tree of the instructions instead of the spans: engine time by --levels under a "
+                                 "root per NeuronCore")
+        parser.add_argument("--levels", type=_levels, metavar="LIST",
+                            help=f"levels of --instructions, outermost first (default: {','.join(DEFAULT_LEVELS)}; "
+                                 "levels no instruction fills are left out)")
+        parser.add_argument("--core", type=core_index, metavar="N",
+                            help="physical core of --instructions (default: every core, a root each)")
+        parser.add_argument("--top", action="store_true", help="time per name, by self time")
         parser.add_argument("--against", metavar="B",
                             help="compare with trace B (B - A per stack, or per name with --top; rows and numbered "
                                  "steps merged, so runs with other process, thread and step numbers line up); "
@@ -77,15 +91,16 @@ class CallTreeCommand:
         limit = check_limit(args.limit)
         if args.top and args.format == "folded":
             raise CommandError("--format folded writes stacks: it does not go with --top")
+        _check_kind(args)
         if args.against is not None:
             return self._against(args, limit)
         with open_trace(args.db) as trace:
-            tree = call_tree(trace, args.start, args.end, by_thread=not args.merge_rows, merge_steps=args.merge_steps)
+            tree = _tree(trace, args)
         if args.top:
             if args.max_depth is not None:
                 raise CommandError("--max-depth cuts the tree: it does not go with --top (time per name)")
             print_table(top_frames(tree), args.format, limit,
-                        title=f"Time per span name, {tree.spans:,} spans in {window_text(tree.start_ns, tree.end_ns)}")
+                        title=f"Time per name, {tree.spans:,} {tree.what} in {window_text(tree.start_ns, tree.end_ns)}")
             return 0
         if args.max_depth is not None:
             tree = limit_depth(tree, args.max_depth)
@@ -97,11 +112,12 @@ class CallTreeCommand:
         if args.format in ("csv", "json"):
             print_table(table, args.format, limit)
             return 0
+        how = ("engine time, a root per core" if tree.what == INSTRUCTIONS else
+               "all rows merged" if not tree.by_thread else "one root per row")
+        where = window_text(tree.start_ns, tree.end_ns)
         print_table(_text_tree(table, tree.span_ns), args.format, limit,
-                    title=f"Call tree of {tree.spans:,} spans in {window_text(tree.start_ns, tree.end_ns)}, "
-                          f"{'all rows merged' if not tree.by_thread else 'one root per row'}")
+                    title=f"Call tree of {tree.spans:,} {tree.what} in {where}, {how}")
         return 0
-
 
     @staticmethod
     def _against(args: argparse.Namespace, limit: int | None) -> int:
@@ -113,17 +129,47 @@ class CallTreeCommand:
         with ExitStack() as stack:
             a = stack.enter_context(open_trace(args.db))
             b = stack.enter_context(open_trace(args.against))
-            trees = [call_tree(t, args.start, args.end, by_thread=False, merge_steps=True) for t in (a, b)]
+            trees = [_tree(t, args, compare=True) for t in (a, b)]
         if args.max_depth is not None:
             trees = [limit_depth(t, args.max_depth) for t in trees]
         table = diff_names(*trees) if args.top else diff_stacks(*trees)
         a_ns, b_ns = trees[0].span_ns, trees[1].span_ns
         what = "name (self time)" if args.top else "stack (total time)"
+        kind, of = trees[0].what, "engine time" if trees[0].what == INSTRUCTIONS else "span time"
         print_table(table, args.format, limit,
-                    title=f"A: {args.db}: {trees[0].spans:,} spans, {a_ns:,} ns of span time\n"
-                          f"B: {args.against}: {trees[1].spans:,} spans, {b_ns:,} ns of span time ({b_ns - a_ns:+,} ns)"
+                    title=f"A: {args.db}: {trees[0].spans:,} {kind}, {a_ns:,} ns of {of}\n"
+                          f"B: {args.against}: {trees[1].spans:,} {kind}, {b_ns:,} ns of {of} ({b_ns - a_ns:+,} ns)"
                           f"\nchange per {what}, largest first:")
         return 0
+
+
+def _levels(text: str) -> tuple[str, ...]:
+    """argparse ``type`` of ``--levels``: comma-separated level names."""
+    try:
+        return check_levels([x.strip() for x in text.split(",") if x.strip()])
+    except QueryError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _check_kind(args: argparse.Namespace) -> None:
+    """The options of one kind of tree only."""
+    if args.instructions:
+        for flag, given in (("--merge-rows", args.merge_rows), ("--merge-steps", args.merge_steps)):
+            if given:
+                raise CommandError(f"{flag} applies to spans: it does not go with --instructions")
+    else:
+        for flag, given in (("--levels", args.levels is not None), ("--core", args.core is not None)):
+            if given:
+                raise CommandError(f"{flag} applies to the instruction tree: add --instructions")
+
+
+def _tree(trace: Any, args: argparse.Namespace, *, compare: bool = False) -> CallTree:
+    """The tree the arguments ask for (``compare``: rows and numbered steps merged, so two runs line up)."""
+    if args.instructions:
+        return instruction_tree(trace, args.start, args.end, levels=args.levels or DEFAULT_LEVELS, core=args.core)
+    if compare:
+        return call_tree(trace, args.start, args.end, by_thread=False, merge_steps=True)
+    return call_tree(trace, args.start, args.end, by_thread=not args.merge_rows, merge_steps=args.merge_steps)
 
 
 def _text_tree(table: pa.Table, span_ns: int) -> pa.Table:

@@ -13,7 +13,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from profiler.analyses import schema as rs
-from profiler.analyses.call_tree import CallTree
+from profiler.analyses.call_tree import INSTRUCTIONS, CallTree
 from profiler.figures.palette import OTHER_COLOUR, CategoryPalette
 from profiler.figures.timefmt import format_duration
 
@@ -76,11 +76,13 @@ def call_tree_figure(tree: CallTree, *, height: int = 560, title: str | None = N
         if p is not None:
             kids[p] += width[k]
     span_ns = max(tree.span_ns, 1)
-    palette = CategoryPalette()
+    palette = CategoryPalette.for_engines()   # engines in their timeline colours; other names by stable hash
     colours = [OTHER_COLOUR if kind == rs.FRAME_THREAD else palette.colour(name) for name, kind in zip(names, kinds,
                                                                                                         strict=True)]
-    hover = [f"<b>{_escape(name)}</b><br>{int(c):,} span{'s' if c != 1 else ''}<br>total {format_duration(int(tot))}"
-             f" ({100 * tot / span_ns:.1f}% of span time)<br>self {format_duration(int(o))}"
+    unit = tree.what[:-1]   # "span" / "instruction"
+    of = "engine time" if tree.what == INSTRUCTIONS else "span time"
+    hover = [f"<b>{_escape(name)}</b><br>{int(c):,} {unit}{'s' if c != 1 else ''}<br>total {format_duration(int(tot))}"
+             f" ({100 * tot / span_ns:.1f}% of {of})<br>self {format_duration(int(o))}"
              for name, c, tot, o in zip(names, count, total, own, strict=True)]
     ids = [str(int(n)) for n in node]
     parents = ["" if p < 0 else str(int(p)) for p in parent]
@@ -92,7 +94,7 @@ def call_tree_figure(tree: CallTree, *, height: int = 560, title: str | None = N
         what = "rows" if tree.by_thread else "stacks"
         ids, parents, labels = [ALL_ID, *ids], ["", *parents], [f"all {what}", *labels]
         values, colours = [top, *values], [ROOT_COLOUR, *colours]
-        hover = [f"<b>all {what}</b><br>{tree.spans:,} spans<br>{format_duration(top)} of span time", *hover]
+        hover = [f"<b>all {what}</b><br>{tree.spans:,} {tree.what}<br>{format_duration(top)} of {of}", *hover]
     fig = go.Figure(go.Icicle(
         ids=ids,
         parents=parents,
@@ -109,7 +111,7 @@ def call_tree_figure(tree: CallTree, *, height: int = 560, title: str | None = N
     ))
     shown = f"{len(rows):,} of {t.num_rows:,} frames" if len(rows) < t.num_rows else f"{t.num_rows:,} frames"
     fig.update_layout(
-        title={"text": title or f"Call tree: {tree.spans:,} spans, {shown}", "x": 0.01, "font": {"size": 14}},
+        title={"text": title or f"Call tree: {tree.spans:,} {tree.what}, {shown}", "x": 0.01, "font": {"size": 14}},
         height=height, margin={"l": 8, "r": 8, "t": 40, "b": 8},
     )
     return fig

@@ -139,11 +139,14 @@ class NotebookMixin:
         return memory_map_figure(mm, self.time_range[0])
 
     def call_tree_figure(self: Trace, start_ns: int | None = None, end_ns: int | None = None, *,
-                         by_thread: bool = True, merge_steps: bool = False, height: int = 560) -> go.Figure:
+                         by_thread: bool = True, merge_steps: bool = False, instructions: bool = False,
+                         height: int = 560) -> go.Figure:
         """The call tree of the spans overlapping ``[start_ns, end_ns)`` (default: the whole trace) as an icicle:
         each stack of nested span names a box as wide as its time, under one root per row (process / thread;
         ``by_thread=False`` merges the rows; ``merge_steps`` makes ``ProfilerStep#551`` and ``#552`` one
-        ``ProfilerStep#N``); click a box to zoom to it
+        ``ProfilerStep#N``; ``instructions=True`` draws a device trace's instructions instead, engine time by
+        layer, operator, source line, engine and opcode: :mod:`profiler.analyses.instruction_tree`); click a box
+        to zoom to it
         (:func:`profiler.analyses.call_tree.call_tree`, drawn as the dashboard's call-tree page draws it; its
         numbers: ``call_tree(trace).table``, per name: ``profiler.analyses.call_tree_views.top_frames``).
 
@@ -154,6 +157,10 @@ class NotebookMixin:
         from profiler.analyses.call_tree import call_tree
         from profiler.figures.call_tree import call_tree_figure
 
+        if instructions:
+            from profiler.analyses.instruction_tree import instruction_tree
+
+            return call_tree_figure(instruction_tree(self, start_ns, end_ns), height=height)
         return call_tree_figure(call_tree(self, start_ns, end_ns, by_thread=by_thread, merge_steps=merge_steps),
                                 height=height)
 

@@ -136,6 +136,8 @@ CASES: list[tuple[str, str, dict[str, Any], str | None]] = [
         ("root dict", {"url.search": "?trace=t0", "ct-root.value": {"a": 1}}, "ct-root.value"),
         ("root unknown", {"url.search": "?trace=t0", "ct-root.value": "no such root" * 50}, "ct-root.value"),
         ("steps garbage", {"url.search": "?trace=t0&steps=merged", "ct-steps.value": {"x": [1]}}, "ct-steps.value"),
+        ("of garbage", {"url.search": "?trace=t0&of=%ff", "ct-of.value": [1]}, "ct-of.value"),
+        ("of instructions", {"url.search": "?trace=t0&of=instructions&root=NeuronCore%200"}, "url.search"),
         ("unknown trace", {"url.search": "?trace=t9&rows=merged"}, "url.search"),
     ]],
 ]

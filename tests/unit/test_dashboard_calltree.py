@@ -31,7 +31,8 @@ def app(tmp_path_factory):
 
 def test_whole_trace_view(app):
     reg = app.trnprof_registry
-    fig, status, table, tl_href, view_href, options, root = page_outputs(reg, "?trace=t0", None)
+    fig, status, table, tl_href, view_href, options, root, of, style = page_outputs(reg, "?trace=t0", None)
+    assert of == cv.OF_SPANS and style == {}   # a trace with spans shows them, with the spans' options
     assert "4,811 spans in the whole trace" in status and "summed over rows" in status
     assert fig.data[0].type == "icicle" and root == cv.ALL_ROOTS
     assert options[0]["value"] == cv.ALL_ROOTS and any(o["value"] == THREAD for o in options[1:])
@@ -46,7 +47,7 @@ def test_root_window_and_rows_come_from_the_url_and_make_the_link(app):
     lo, hi = t.time_range
     mid = (lo + hi) // 2
     search = "?" + "&".join(["trace=t0", f"start={lo}", f"end={mid}", f"root={THREAD}"])
-    fig, status, _table, tl_href, view_href, _opts, root = page_outputs(reg, search, None)
+    fig, status, _table, tl_href, view_href, _opts, root, _of, _style = page_outputs(reg, search, None)
     assert root == THREAD and "summed over rows" not in status
     assert fig.layout.title.text == THREAD
     assert parse_qs(urlsplit(tl_href).query) == {"trace": ["t0"], "start": [str(lo)], "end": [str(mid)]}
@@ -74,7 +75,7 @@ def test_names_link_to_the_timeline_search(app):
 
 def test_errors_are_one_line_in_the_page(app):
     reg = app.trnprof_registry
-    out = page_outputs(reg, "?trace=t1", None)
+    out = page_outputs(reg, "?trace=t1&of=spans", None)
     assert out[0] == {} and isinstance(out[1], html.Span) and "no spans" in out[1].children
     assert str(Path(__file__).resolve().parents[2]) not in out[1].children  # no server path in the page
     out = page_outputs(reg, "?trace=t7", None)
@@ -129,3 +130,20 @@ def test_numbered_steps_merge_from_the_box_or_the_url(app):
     assert "ProfilerStep#N" in set(by_url[0].data[0].labels)
     unmerged = page_outputs(reg, "?trace=t0&steps=merged", None, steps=[])   # the box unticked wins
     assert "ProfilerStep#552" in set(unmerged[0].data[0].labels) and "steps=" not in unmerged[4]
+
+
+def test_a_recording_without_spans_shows_its_instructions(app):
+    reg = app.trnprof_registry
+    fig, status, table, _tl, view_href, options, root, of, style = page_outputs(reg, "?trace=t1", None)
+    assert of == cv.OF_INSTRUCTIONS and style == {"display": "none"} and view_href == "/calltree?trace=t1"
+    assert status.startswith("48 instructions in the whole trace") and "of engine time" in status
+    labels = list(fig.data[0].labels)
+    assert labels[0] == "NeuronCore 0" and "softmax.py:35" in labels and "TENSOR_REDUCE" in labels
+    assert [o["value"] for o in options] == [cv.ALL_ROOTS, "NeuronCore 0"] and root == cv.ALL_ROOTS
+    # the per-name table: source lines link to the timeline searching for exactly that line
+    links = [c for c in walk(table) if getattr(c, "href", None)]
+    line = next(link for link in links if link.children == "softmax.py:35")
+    assert parse_qs(urlsplit(line.href).query)["search"] == ['"softmax.py:35"']
+    # a trace with spans shows its instructions when asked (the mlp recording has both)
+    spans = page_outputs(reg, "?trace=t1&of=spans", None)
+    assert spans[7] == cv.OF_SPANS and "of=spans" in spans[4] and "no spans" in spans[1].children

@@ -1,0 +1,114 @@
+"""The call tree of a device trace's instructions: engine time by layer, operator, source line, engine and opcode.
+
+Neuron Explorer's hierarchy view as a flame graph: every instruction (wait-only opcodes left out, as in the busy
+analyses) belongs to the frame of its values at each *level* -- by default its ``layer``, operator (``hlo_name``),
+kernel source line (``nki_source_location``), ``engine`` and ``opcode`` -- under a root per NeuronCore.  Levels
+no instruction of the window has a value for are left out (a kernel without layer names starts at its source
+lines); a missing value in a level others fill is ``(none)``.  Each frame's ``count`` is its instructions that
+overlap the window, ``total_ns`` their durations clipped to the window, summed: **engine time**, which adds up
+across engines working at once, so a layer's total can exceed the wall time it spans.  ``self_ns`` is the leaves'
+(a frame's time is all in its children).  The result is a :class:`~profiler.analyses.call_tree.CallTree`, so the
+per-name table, folded stacks, subtrees, comparisons and the icicle of :mod:`profiler.analyses.call_tree_views`,
+:mod:`profiler.analyses.call_tree_diff` and :mod:`profiler.figures.call_tree` work on it unchanged.  DMA transfers
+are not instructions: their triggers are (on the engine that issues them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from profiler.analyses import schema as rs
+from profiler.analyses.call_tree import INSTRUCTIONS, CallTree
+from profiler.analyses.inputs import INSTRUCTION, WAIT_OPCODES, fetch, q, resolve_scope
+from profiler.errors import QueryError
+from profiler.trace import Trace
+from tracer import schema as ts
+
+#: Levels an instruction tree can have, and the Instruction column of each.
+LEVELS: dict[str, str] = {"layer": ts.LAYER, "operator": ts.HLO_NAME, "source": ts.NKI_SOURCE_LOCATION,
+                          "engine": ts.ENGINE, "opcode": ts.OPCODE}
+DEFAULT_LEVELS: tuple[str, ...] = ("layer", "operator", "source", "engine", "opcode")
+#: A missing value in a level other instructions fill.
+NONE = "(none)"
+
+
+def check_levels(levels: Sequence[str]) -> tuple[str, ...]:
+    """``levels`` as a tuple, each known and given once; QueryError otherwise."""
+    if isinstance(levels, str) or not levels:
+        raise QueryError(f"levels must be a non-empty list of {', '.join(LEVELS)}, not {str(levels)[:60]!r}")
+    out = tuple(levels)
+    bad = [x for x in out if x not in LEVELS]
+    if bad:
+        raise QueryError(f"unknown level {str(bad[0])[:40]!r}; the levels are {', '.join(LEVELS)}")
+    if len(set(out)) != len(out):
+        raise QueryError(f"a level is given twice in {', '.join(out)}")
+    return out
+
+
+def instruction_tree(trace: Trace, start_ns: int | None = None, end_ns: int | None = None, *,
+                     levels: Sequence[str] = DEFAULT_LEVELS, core: int | None = None) -> CallTree:
+    """The instructions of ``[start_ns, end_ns)`` (default: the first to the last instruction or DMA packet) as a
+    call tree of ``levels`` under a root per core (``NeuronCore N``).
+
+    Raises:
+        QueryError: a trace without instructions, a bad window, core or level.
+    """
+    chosen = check_levels(levels)
+    scope = resolve_scope(trace, start_ns, end_ns, core)
+    t0, t1 = scope.start_ns, scope.end_ns
+    cols = [f"{q(LEVELS[x])}::VARCHAR AS l{i}" for i, x in enumerate(chosen)]
+    waits = ", ".join(repr(o) for o in WAIT_OPCODES)
+    rows = fetch(trace, f"""
+        SELECT coalesce({q(ts.PCORE_IDX)}, 0) AS core, {", ".join(cols)}, count(*) AS n,
+               sum(least({q(ts.END_TS)}, $t1) - greatest({q(ts.START_TS)}, $t0))::BIGINT AS ns
+        FROM {INSTRUCTION}
+        WHERE {scope.overlap_sql()} AND {q(ts.OPCODE)} NOT IN ({waits})
+        GROUP BY ALL""", {"t0": t0, "t1": t1}).to_pylist()
+    used = [i for i in range(len(chosen)) if any(r[f"l{i}"] is not None for r in rows)]
+    return _build(rows, used, (t0, t1))
+
+
+def _build(rows: list[dict[str, Any]], used: list[int], window: tuple[int, int]) -> CallTree:
+    """Frames of every prefix of each group's values, depth first, children by descending time then name."""
+    frames: dict[tuple[str, ...], list[int]] = {}   # path -> [count, total_ns, self_ns]
+    for r in rows:
+        path: tuple[str, ...] = (f"NeuronCore {r['core']}",)
+        for i in used:
+            path = (*path, NONE if r[f"l{i}"] is None else str(r[f"l{i}"]))
+        for k in range(1, len(path) + 1):
+            f = frames.setdefault(path[:k], [0, 0, 0])
+            f[0] += r["n"]
+            f[1] += r["ns"]
+        frames[path][2] += r["ns"]
+    children: dict[tuple[str, ...], list[tuple[str, ...]]] = {}
+    for path in frames:
+        children.setdefault(path[:-1], []).append(path)
+
+    def widest_last(paths: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
+        return sorted(paths, key=lambda p: (-frames[p][1], p[-1]), reverse=True)
+
+    order: list[tuple[str, ...]] = []
+    stack = widest_last(children.get((), []))
+    while stack:   # preorder, children widest first
+        path = stack.pop()
+        order.append(path)
+        stack.extend(widest_last(children.get(path, [])))
+    node_of = {path: i for i, path in enumerate(order)}
+    table = pa.table({
+        rs.NODE: list(range(len(order))),
+        rs.PARENT: [node_of[p[:-1]] if len(p) > 1 else None for p in order],
+        rs.DEPTH: [len(p) - 1 for p in order],
+        rs.FRAME_KIND: [rs.FRAME_THREAD if len(p) == 1 else rs.FRAME_SPAN for p in order],
+        rs.NAME: [p[-1] for p in order],
+        rs.COUNT: [frames[p][0] for p in order],
+        rs.TOTAL_NS: [frames[p][1] for p in order],
+        rs.SELF_NS: [0 if len(p) == 1 else frames[p][2] for p in order],
+        rs.PATH: [rs.PATH_SEPARATOR.join(p) for p in order],
+    }, schema=rs.CALL_TREE)
+    # a name repeated down one path (an operator named like its layer) counts once in top_frames' total
+    outermost = tuple(len(p) > 1 and p[-1] not in p[1:-1] for p in order)
+    n = sum(r["n"] for r in rows)
+    return CallTree(table, window[0], window[1], n, True, outermost, what=INSTRUCTIONS)

@@ -122,3 +122,24 @@ def test_the_compare_page_of_two_host_traces_draws_the_differential_call_tree(br
     assert browser.find_elements("id", "cmp-error") == []
     wait_for(browser, settled, "the compare page")
     assert console_errors(browser) == []
+
+
+@pytest.fixture(scope="module")
+def recording_server(browser):
+    yield from serving(Path(__file__).resolve().parents[2] / "sample_traces" / "softmax-trn1.trace")
+
+
+def test_a_recording_without_spans_shows_its_instructions_and_can_ask_for_spans(browser, recording_server):
+    browser.get(f"{recording_server.url}/calltree?trace=t0")
+    boxes, _first, _drawn = wait_for(browser, lambda d: (s := _icicle(d)) and s[1] == "NeuronCore 0" and s,
+                                    "the instructions' icicle")
+    assert boxes == 19
+    assert browser.find_element("css selector", "#ct-of input[value='instructions']").is_selected()
+    assert not browser.find_element("id", "ct-span-options").is_displayed()
+    assert "48 instructions in the whole trace" in browser.find_element("id", "ct-status").text
+    browser.find_element("css selector", "#ct-of input[value='spans']").click()
+    error = wait_for(browser, lambda d: d.find_elements("id", "ct-error"), "the one-line reason")[0]
+    assert "no spans" in error.text
+    assert link_query(browser, "ct-view-link")["of"] == "spans"
+    wait_for(browser, settled, "the call-tree page")
+    assert console_errors(browser) == []

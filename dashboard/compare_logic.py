@@ -7,6 +7,7 @@ one graph's x range to the other unchanged: the same offsets from each kernel's 
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import threading
 from collections.abc import Callable
@@ -23,8 +24,10 @@ from dashboard.links import source_href
 from dashboard.registry import TraceRegistry
 from profiler.analyses import diff
 from profiler.analyses import schema as rs
+from profiler.analyses.instruction_tree import instruction_tree
 from profiler.analyses.source_lines import line_text, split_location
 from profiler.figures import viewport as vp
+from profiler.figures.call_tree import call_tree_diff_figure
 from profiler.figures.compare import delta_figure, metrics_figure
 from profiler.figures.memory_map import kib
 from profiler.figures.timefmt import format_duration
@@ -62,12 +65,33 @@ def sync_relayout(relayout: Any) -> dict[str, Any] | None:
     return {"xaxis.range[0]": view[0] / 1e9, "xaxis.range[1]": view[1] / 1e9}
 
 
+#: Levels of the compare page's differential instruction tree: no source lines, so two versions of a kernel (in two
+#: files) still line up by layer, operator, engine and opcode.
+COMPARE_LEVELS = ("layer", "operator", "engine", "opcode")
+
+
 class DiffCache:
-    """``diff(a, b)`` per pair of served traces, computed once (it reads both traces whole)."""
+    """``diff(a, b)`` per pair of served traces, computed once (it reads both traces whole), and the pair's
+    instruction trees."""
 
     def __init__(self) -> None:
         self._results: dict[tuple[str, str], dict[str, Any]] = {}
+        self._trees: dict[tuple[str, str], Any] = {}
         self._lock = threading.Lock()
+
+    def instruction_figure(self, registry: TraceRegistry, a: str, b: str) -> Any:
+        """B's instruction tree (:data:`COMPARE_LEVELS`) coloured by each frame's change from A's, computed once per
+        pair."""
+        key = (a, b)
+        with self._lock:
+            if key not in self._trees:
+                with registry.lock(a), registry.lock(b):
+                    ta, tb = (instruction_tree(registry.open(t), levels=COMPARE_LEVELS) for t in (a, b))
+                fig = call_tree_diff_figure(ta, tb)
+                fig.update_layout(title={"text": "B's engine time by layer › operator › engine › opcode, coloured "
+                                                 "by the change from A (click a box to zoom)"})
+                self._trees[key] = fig
+            return self._trees[key]
 
     def get(self, registry: TraceRegistry, a: str, b: str) -> dict[str, Any]:
         """The comparison of ``b`` with ``a``."""
@@ -215,7 +239,12 @@ def compare_outputs(registry: TraceRegistry, diffs: DiffCache, a: Any, b: Any, *
             lines = source_lines(registry, a, b, shown)
         except TrnprofError:
             lines = None   # the table without links rather than no table
-    return (pair, headline(result, labels), charts(result, labels), delta_view(result, str(by), DELTA_ROWS, lines),
+    figures = charts(result, labels)
+    # (the analyses compared them: both have instructions; a failure here leaves the other charts)
+    with contextlib.suppress(TrnprofError):
+        figures.append(dcc.Graph(figure=diffs.instruction_figure(registry, a, b), config=graph_config(),
+                                 id="cmp-instruction-diff", style={"height": "560px", "gridColumn": "1 / -1"}))
+    return (pair, headline(result, labels), figures, delta_view(result, str(by), DELTA_ROWS, lines),
             f"A: {labels[0]}", f"B: {labels[1]}")
 
 

@@ -186,6 +186,10 @@ def test_compare_views(registry):
     assert ids["cmp-total"].children == "370 ns → 370 ns — same time"
     assert ids["cmp-bottleneck"].children == "Tensor → Tensor"
     assert {"cmp-engines-chart", "cmp-bounds-chart", "cmp-delta-chart"} <= set(ids)
+    # B's instruction tree coloured by the change from A: the same traces, so every box is "the same" (0)
+    icicle = ids["cmp-instruction-diff"].figure.data[0]
+    assert icicle.type == "icicle" and icicle.labels[0] == "NeuronCore 0" and set(icicle.marker.colors) == {0.0}
+    assert diffs.instruction_figure(registry, "t0", "t1") is ids["cmp-instruction-diff"].figure   # computed once
     body = ids["cmp-delta-table"].children[1].children
     # no change anywhere: the busiest identities first
     assert [r.children[1].children for r in body] == ["MATMUL", "TENSOR_COPY", "DMA_TRIGGER", "DMA_TRIGGER"]

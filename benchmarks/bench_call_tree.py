@@ -9,7 +9,11 @@ it).  Timed, each the median of ``--repeat`` runs in this process on the opened 
 - ``sql``: side by side, what a user would write instead: one DuckDB recursive query building every span's stack
   of names and summing count and time per stack (no self time, no windows) -- the same totals, as a baseline.
 
+``--instructions TRACE`` times :func:`profiler.analyses.instruction_tree.instruction_tree` on a device trace
+instead (whole, 10%, 1%), beside the one ``GROUP BY`` query a user would write for its leaves.
+
     .venv/bin/python benchmarks/bench_call_tree.py --events 1000000
+    .venv/bin/python benchmarks/bench_call_tree.py --instructions /tmp/trnprof-bench/memory-matmul_rowload.trace
 """
 
 from __future__ import annotations
@@ -50,7 +54,11 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=1_000_000, help="events of the synthetic trace")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--dir", type=Path, default=Path("/tmp/trnprof-bench"))
+    parser.add_argument("--instructions", type=Path, metavar="TRACE", help="time the instruction tree of TRACE")
     args = parser.parse_args()
+    if args.instructions is not None:
+        instructions(args.instructions, args.repeat)
+        return
 
     import profiler
     from profiler.analyses.call_tree import call_tree
@@ -84,6 +92,29 @@ def main() -> None:
         result["sql_recursive_s"] = round(sql_s, 3)
         result["sql_stacks"] = len(rows)
         result["sql_over_tree"] = round(sql_s / whole_s, 2)
+    print(json.dumps(result))
+
+
+def instructions(path: Path, repeat: int) -> None:
+    """The instruction tree of ``path``: whole trace, 10% and 1% from its middle, and a GROUP BY of its leaves."""
+    import profiler
+    from profiler.analyses.instruction_tree import instruction_tree
+
+    with profiler.open(path) as trace:
+        n = trace.sql("SELECT count(*) FROM Instruction").fetchall()[0][0]
+        lo, hi = trace.time_range
+        mid = (lo + hi) // 2
+        result: dict[str, object] = {"trace": str(path), "instructions": n, "load_1min": round(os.getloadavg()[0], 2)}
+        whole_s, tree = _median_s(lambda: instruction_tree(trace), repeat)
+        result.update(tree_whole_s=round(whole_s, 3), frames=tree.table.num_rows)
+        for share in (0.1, 0.01):
+            half = int((hi - lo) * share / 2)
+            s, _ = _median_s(lambda h=half: instruction_tree(trace, mid - h, mid + h), repeat)
+            result[f"tree_{share:.0%}_s"] = round(s, 3)
+        sql_s, _ = _median_s(lambda: trace.sql(
+            "SELECT pcore_idx, layer, hlo_name, nki_source_location, engine, opcode, count(*), "
+            "sum(end_ts - start_ts) FROM Instruction GROUP BY ALL").fetchall(), repeat)
+        result.update(sql_group_by_s=round(sql_s, 3), sql_over_tree=round(sql_s / whole_s, 2))
     print(json.dumps(result))
 
 

@@ -220,6 +220,36 @@ def spans_section(trace: Any, trace_id: str, n: int = SUMMARY_NAMES) -> Any:
     ], className="analysis-section")
 
 
+#: Names the timeline's selection panel lists.
+SELECTION_NAMES = 6
+
+
+def selection_section(trace: Any, trace_id: str | None, start_ns: int, end_ns: int, n: int = SELECTION_NAMES) -> Any:
+    """The timeline selection panel's "Spans": the ``n`` names with the most self time in ``[start_ns, end_ns)``
+    (:func:`top_frames` of the range's call tree) and, with ``trace_id``, a link to the range's call tree; nothing
+    for a trace or range without spans."""
+    try:
+        tree = call_tree(trace, start_ns, end_ns)
+    except TrnprofError:
+        return html.Div(id="selection-spans")
+    if tree.spans == 0:
+        return html.Div(id="selection-spans")
+    top = top_frames(tree).slice(0, n).to_pylist()
+    rows = [html.Tr([html.Td(r[rs.NAME] if len(r[rs.NAME]) <= 60 else r[rs.NAME][:59] + "…", title=r[rs.NAME]),
+                     html.Td(f"{r[rs.COUNT]:,}", className="num"), html.Td(format_duration(r[rs.SELF_NS]),
+                                                                           className="num"),
+                     html.Td(f"{r[rs.FRACTION]:.0%}", className="num")]) for r in top]
+    link = [] if trace_id is None else [" · ", dcc.Link("call tree of this range", id="sel-calltree-link",
+                                                        href=calltree_href(trace_id, (int(start_ns), int(end_ns))))]
+    return html.Div([
+        html.H4(["Spans by self time", *link]),
+        html.Div(f"{tree.spans:,} spans, {format_duration(tree.span_ns)} of span time in the range",
+                 className="muted"),
+        html.Table([html.Thead(html.Tr([html.Th(h) for h in ("name", "spans", "self", "share")])),
+                    html.Tbody(rows)], className="mini-table", id="sel-span-names"),
+    ], id="selection-spans")
+
+
 #: Names listed under the compare page's differential call tree.
 COMPARE_NAMES = 20
 
@@ -310,6 +340,7 @@ __all__ = [
     "calltree_href",
     "names_table",
     "root_options",
+    "selection_section",
     "span_comparison",
     "spans_section",
     "url_of",

@@ -54,13 +54,16 @@ def render_selection(s: SelectionSummary) -> html.Div:
     ], id="selection-summary")
 
 
-def selection_panel(trace: Any, start_ns: int, end_ns: int) -> Any:
+def selection_panel(trace: Any, start_ns: int, end_ns: int, trace_id: str | None = None) -> Any:
     """Compute and render the summary of ``[start_ns, end_ns)``, with what the engines waited on, the peaks of live
-    SBUF and PSUM (recordings) and its performance bounds."""
+    SBUF and PSUM (recordings), its performance bounds and, for a trace with spans, the names with the most self
+    time in the range (Perfetto's area-selection aggregation; with ``trace_id``, linked to its call tree)."""
     from dashboard.analysis_views import bounds_section, waits_section
+    from dashboard.calltree_view import selection_section as spans_section
     from dashboard.memory_view import selection_section as memory_section
 
     return html.Div([render_selection(selection_summary(trace, start_ns, end_ns)),
+                     spans_section(trace, trace_id, start_ns, end_ns),
                      waits_section(trace, start_ns, end_ns), memory_section(trace, start_ns, end_ns),
                      bounds_section(trace, start_ns, end_ns)])
 
@@ -76,6 +79,7 @@ def selection_outputs(trace: Any, box: Any, state: Any) -> Any:
     if clipped is None:
         return html.Div("The range is outside the trace: nothing to summarize.", className="muted")
     try:
-        return selection_panel(trace, *clipped)
+        trace_id = state.get("trace") if isinstance(state, dict) and isinstance(state.get("trace"), str) else None
+        return selection_panel(trace, *clipped, trace_id)
     except TrnprofError as exc:
         return html.Div(public_message(exc, trace), className="error")

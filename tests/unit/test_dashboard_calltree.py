@@ -147,3 +147,25 @@ def test_a_recording_without_spans_shows_its_instructions(app):
     # a trace with spans shows its instructions when asked (the mlp recording has both)
     spans = page_outputs(reg, "?trace=t1&of=spans", None)
     assert spans[7] == cv.OF_SPANS and "of=spans" in spans[4] and "no spans" in spans[1].children
+
+
+def test_the_selection_panel_lists_the_ranges_names_by_self_time(app):
+    from dashboard.selection_view import selection_outputs
+
+    reg = app.trnprof_registry
+    torch = reg.open("t0")
+    (s, e), = torch.sql("SELECT start_ts, end_ts FROM slice WHERE name = 'ProfilerStep#552'").fetchall()
+    panel = selection_outputs(torch, None, {"trace": "t0", "view": [s, e]})
+    section = next(c for c in walk(panel) if getattr(c, "id", None) == "selection-spans")
+    link = next(c for c in walk(section) if getattr(c, "id", None) == "sel-calltree-link")
+    assert parse_qs(urlsplit(link.href).query) == {"trace": ["t0"], "start": [str(s)], "end": [str(e)]}
+    table = next(c for c in walk(section) if getattr(c, "id", None) == "sel-span-names")
+    names = [texts(r.children[0])[0] for r in table.children[1].children]
+    assert len(names) == cv.SELECTION_NAMES and "PyTorch Profiler (0)" in names   # (it spans the range too)
+    assert any(t.endswith("of span time in the range") for t in texts(section))
+    # a recording without spans: no such part
+    softmax = reg.open("t1")
+    lo, hi = softmax.time_range
+    panel = selection_outputs(softmax, None, {"trace": "t1", "view": [lo, hi]})
+    section = next(c for c in walk(panel) if getattr(c, "id", None) == "selection-spans")
+    assert section.children is None

@@ -4,8 +4,9 @@ Neuron Explorer's hierarchy view as a flame graph: every instruction (wait-only 
 analyses) belongs to the frame of its values at each *level* -- by default its ``layer``, operator (``hlo_name``),
 kernel source line (``nki_source_location``), ``engine`` and ``opcode`` -- under a root per NeuronCore.  Levels
 no instruction of the window has a value for are left out (a kernel without layer names starts at its source
-lines); a missing value in a level others fill is ``(none)``.  Each frame's ``count`` is its instructions that
-overlap the window, ``total_ns`` their durations clipped to the window, summed: **engine time**, which adds up
+lines); a missing value in a level others fill is ``(none)``; with no level left the tree is its roots.  Each
+frame's ``count`` is its instructions that overlap the window (a zero-length one: that lies in it, or at the end
+of the default window), ``total_ns`` their durations clipped to the window, summed: **engine time**, which adds up
 across engines working at once, so a layer's total can exceed the wall time it spans.  ``self_ns`` is the leaves'
 (a frame's time is all in its children).  The result is a :class:`~profiler.analyses.call_tree.CallTree`, so the
 per-name table, folded stacks, subtrees, comparisons and the icicle of :mod:`profiler.analyses.call_tree_views`,
@@ -36,11 +37,11 @@ NONE = "(none)"
 
 
 def check_levels(levels: Sequence[str]) -> tuple[str, ...]:
-    """``levels`` as a tuple, each known and given once; QueryError otherwise."""
-    if isinstance(levels, str) or not levels:
+    """``levels`` (a list or tuple of level names) as a tuple, each known and given once; QueryError otherwise."""
+    if not isinstance(levels, list | tuple) or not levels:
         raise QueryError(f"levels must be a non-empty list of {', '.join(LEVELS)}, not {str(levels)[:60]!r}")
     out = tuple(levels)
-    bad = [x for x in out if x not in LEVELS]
+    bad = [x for x in out if not isinstance(x, str) or x not in LEVELS]
     if bad:
         raise QueryError(f"unknown level {str(bad[0])[:40]!r}; the levels are {', '.join(LEVELS)}")
     if len(set(out)) != len(out):
@@ -60,13 +61,18 @@ def instruction_tree(trace: Trace, start_ns: int | None = None, end_ns: int | No
     scope = resolve_scope(trace, start_ns, end_ns, core)
     t0, t1 = scope.start_ns, scope.end_ns
     cols = [f"{q(LEVELS[x])}::VARCHAR AS l{i}" for i, x in enumerate(chosen)]
+    # a zero-length instruction counts at an instant in the window (and at the end of the default one), as a
+    # zero-length span does in the spans' tree
+    s, e = q(ts.START_TS), q(ts.END_TS)
+    instant = f"({e} = {s} AND {s} >= $t0 AND ({s} < $t1 OR ({s} = $t1 AND $closed)))"
     waits = ", ".join(repr(o) for o in WAIT_OPCODES)
     rows = fetch(trace, f"""
         SELECT coalesce({q(ts.PCORE_IDX)}, 0) AS core, {", ".join(cols)}, count(*) AS n,
                sum(least({q(ts.END_TS)}, $t1) - greatest({q(ts.START_TS)}, $t0))::BIGINT AS ns
         FROM {INSTRUCTION}
-        WHERE {scope.overlap_sql()} AND {q(ts.OPCODE)} NOT IN ({waits})
-        GROUP BY ALL""", {"t0": t0, "t1": t1}).to_pylist()
+        WHERE ({scope.overlap_sql()} OR ({instant} AND {scope.core_sql()}))
+          AND {q(ts.OPCODE)} NOT IN ({waits})
+        GROUP BY ALL""", {"t0": t0, "t1": t1, "closed": end_ns is None}).to_pylist()
     used = [i for i in range(len(chosen)) if any(r[f"l{i}"] is not None for r in rows)]
     return _build(rows, used, (t0, t1))
 

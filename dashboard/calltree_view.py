@@ -119,11 +119,18 @@ def view_calltree_href(search: str | None, state: Any) -> str | None:
     return calltree_href(trace_id, view)
 
 
-def root_options(tree: CallTree) -> tuple[dict[str, Any], ...]:
-    """The root picker's options: every root, then each root frame with its share of the span time."""
+#: Most roots the picker offers (the widest; merged rows can make every GPU kernel's name a root).
+MAX_ROOT_OPTIONS = 200
+
+
+def root_options(tree: CallTree, keep: str = ALL_ROOTS) -> tuple[dict[str, Any], ...]:
+    """The root picker's options: every root, then the widest :data:`MAX_ROOT_OPTIONS` root frames with their
+    share of the time (and ``keep``, the picked one, wherever it ranks)."""
     whole = max(tree.span_ns, 1)
     opts = [{"label": "all roots", "value": ALL_ROOTS}]
-    for name, total in roots(tree):
+    listed = roots(tree)
+    shown_roots = listed[:MAX_ROOT_OPTIONS] + [r for r in listed[MAX_ROOT_OPTIONS:] if r[0] == keep]
+    for name, total in shown_roots:
         shown = name if len(name) <= MAX_NAME_CHARS else name[:MAX_NAME_CHARS - 1] + "…"
         opts.append({"label": f"{shown} — {format_duration(total)} ({total / whole:.0%})", "value": name})
     return tuple(opts)
@@ -153,7 +160,7 @@ def build_view(trace: Any, trace_id: str, query: dict[str, str], rows: Any = Non
         tree = compute() if cache is None or window is not None else cache.get(trace_id, key, compute)
     except TrnprofError as exc:
         return CallTreeView(None, "", None, public_message(exc, trace, label=label), window, of=of)
-    options = root_options(tree)
+    options = root_options(tree, root)
     if root and any(o["value"] == root for o in options):
         tree = subtree(tree, root)
     else:

@@ -169,3 +169,16 @@ def test_the_selection_panel_lists_the_ranges_names_by_self_time(app):
     panel = selection_outputs(softmax, None, {"trace": "t1", "view": [lo, hi]})
     section = next(c for c in walk(panel) if getattr(c, "id", None) == "selection-spans")
     assert section.children is None
+
+
+def test_the_root_picker_offers_the_widest_roots_and_the_picked_one(monkeypatch, app):
+    from profiler.analyses.call_tree import call_tree
+
+    tree = call_tree(app.trnprof_registry.open("t0"), by_thread=False)
+    every = cv.root_options(tree)
+    assert len(every) > 10 and every[0]["value"] == cv.ALL_ROOTS
+    monkeypatch.setattr(cv, "MAX_ROOT_OPTIONS", 3)
+    few = cv.root_options(tree)
+    assert [o["value"] for o in few] == [o["value"] for o in every[:4]]
+    last = every[-1]["value"]
+    assert [o["value"] for o in cv.root_options(tree, last)] == [*(o["value"] for o in every[:4]), last]

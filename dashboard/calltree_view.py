@@ -25,6 +25,7 @@ from profiler.analyses.call_tree import CallTree, call_tree
 from profiler.analyses.call_tree_diff import diff_names
 from profiler.analyses.call_tree_views import roots, subtree, top_frames
 from profiler.analyses.instruction_tree import instruction_tree
+from profiler.analyses.kernel_tree import kernel_tree
 from profiler.errors import TrnprofError
 from profiler.figures.call_tree import call_tree_diff_figure, call_tree_figure, kept_frames
 from profiler.figures.timefmt import format_duration, format_time
@@ -38,6 +39,9 @@ OF_PARAM = "of"
 #: ``?of=``: the tree of the spans, or of the instructions (engine time by layer, operator, line, engine, opcode).
 OF_SPANS = "spans"
 OF_INSTRUCTIONS = "instructions"
+#: ``?of=kernels``: GPU time under the CPU stacks that launched it (a PyTorch/Kineto trace of a GPU run).
+OF_KERNELS = "kernels"
+OF_VALUES = (OF_SPANS, OF_INSTRUCTIONS, OF_KERNELS)
 #: ``?steps=merged``: numbered iterations (``ProfilerStep#552``) merged into one frame each.
 STEPS_MERGED = "merged"
 #: The root picker's value for "every root".
@@ -65,7 +69,7 @@ class CallTreeView:
     root: str = ALL_ROOTS
     #: Whether numbered iterations are merged.
     merge_steps: bool = False
-    #: The tree shown: :data:`OF_SPANS` or :data:`OF_INSTRUCTIONS`.
+    #: The tree shown: one of :data:`OF_VALUES`.
     of: str = "spans"
 
 
@@ -75,10 +79,10 @@ def url_rows(query: dict[str, str]) -> str:
 
 
 def url_of(query: dict[str, str], trace: Any) -> str:
-    """``?of=``: :data:`OF_SPANS` or :data:`OF_INSTRUCTIONS`; by default the spans of a trace that has any, else
-    its instructions (a recording without layer names, a Neuron profile)."""
+    """``?of=``: one of :data:`OF_VALUES`; by default the spans of a trace that has any, else its instructions (a
+    recording without layer names, a Neuron profile)."""
     value = str(query.get(OF_PARAM, "")).lower()
-    if value in (OF_SPANS, OF_INSTRUCTIONS):
+    if value in OF_VALUES:
         return value
     events = trace.overview().get("events") or {}
     return OF_SPANS if events.get(dbs.SLICE_TABLE) or not events.get(ts.INSTRUCTION.name) else OF_INSTRUCTIONS
@@ -102,7 +106,7 @@ def calltree_href(trace_id: str, window: tuple[int, int] | None, rows: str = ROW
         values[ROOT_PARAM] = root
     if merge_steps:
         values[STEPS_PARAM] = STEPS_MERGED
-    if of in (OF_SPANS, OF_INSTRUCTIONS):
+    if of in OF_VALUES:
         values[OF_PARAM] = of
     return CALLTREE_PATH + "?" + urlencode(values)
 
@@ -146,16 +150,19 @@ def build_view(trace: Any, trace_id: str, query: dict[str, str], rows: Any = Non
     rows = rows if rows in (ROWS_SPLIT, ROWS_MERGED) else url_rows(query)
     root = root if isinstance(root, str) else str(query.get(ROOT_PARAM, ALL_ROOTS))
     steps = merge_steps if isinstance(merge_steps, bool) else url_steps(query)
-    of = of if of in (OF_SPANS, OF_INSTRUCTIONS) else url_of(query, trace)
+    of = of if of in OF_VALUES else url_of(query, trace)
     window = url_window(query)
     by_thread = rows == ROWS_SPLIT
 
     def compute() -> CallTree:
         if of == OF_INSTRUCTIONS:
             return instruction_tree(trace, *(window or (None, None)))
+        if of == OF_KERNELS:
+            return kernel_tree(trace, *(window or (None, None)), merge_steps=steps)
         return call_tree(trace, *(window or (None, None)), by_thread=by_thread, merge_steps=steps)
 
-    key = ("calltree", of) if of == OF_INSTRUCTIONS else ("calltree", of, by_thread, steps)
+    key = (("calltree", of) if of == OF_INSTRUCTIONS else ("calltree", of, steps) if of == OF_KERNELS
+           else ("calltree", of, by_thread, steps))
     try:
         tree = compute() if cache is None or window is not None else cache.get(trace_id, key, compute)
     except TrnprofError as exc:
@@ -173,6 +180,8 @@ def build_view(trace: Any, trace_id: str, query: dict[str, str], rows: Any = Non
               f"the widest {drawn:,} of {tree.table.num_rows:,} frames drawn")
     if of == OF_INSTRUCTIONS:
         time = f"{format_duration(tree.span_ns)} of engine time (engines working at once add up)"
+    elif of == OF_KERNELS:
+        time = f"{format_duration(tree.span_ns)} of GPU time under the CPU stacks that launched it"
     else:
         time = f"{format_duration(tree.span_ns)} of span time{' summed over rows' if by_thread and not root else ''}"
     status = (f"{tree.spans:,} {tree.what} in {where} ({format_duration(tree.end_ns - tree.start_ns)}), {time}; "
@@ -180,6 +189,7 @@ def build_view(trace: Any, trace_id: str, query: dict[str, str], rows: Any = Non
     if tree.spans == 0:
         status = f"No {tree.what} in {where}."
     title = root or ("every core: layer › operator › source line › engine › opcode" if of == OF_INSTRUCTIONS
+                     else "GPU kernels, copies and memsets under their launching stacks" if of == OF_KERNELS
                      else "every row" if by_thread else "every row, merged")
     return CallTreeView(call_tree_figure(tree, title=title), status, names_table(trace_id, tree), None, window,
                         options, root, steps, of)
@@ -334,8 +344,10 @@ __all__ = [
     "ALL_ROOTS",
     "CALLTREE_PATH",
     "OF_INSTRUCTIONS",
+    "OF_KERNELS",
     "OF_PARAM",
     "OF_SPANS",
+    "OF_VALUES",
     "ROOT_PARAM",
     "ROWS_MERGED",
     "ROWS_PARAM",

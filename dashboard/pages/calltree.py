@@ -24,20 +24,20 @@ from dashboard.registry import TraceRegistry, UnknownTraceError
 
 def layout(ctx: PageContext) -> Any:
     """Title, rows picker, links, status line, the graph and the per-name table (filled by a callback)."""
+    kinds = [{"label": " spans", "value": cv.OF_SPANS}, {"label": " instructions", "value": cv.OF_INSTRUCTIONS},
+             {"label": " GPU kernels by launch", "value": cv.OF_KERNELS}]
     return html.Div([
         html.H2(f"Call tree of {ctx.registry.entry(ctx.trace_id).label}"),
         html.Div(className="toolbar", children=[
-            dcc.RadioItems(id="ct-of", options=[{"label": " spans", "value": cv.OF_SPANS},
-                                                {"label": " instructions", "value": cv.OF_INSTRUCTIONS}],
-                           value=ctx.query.get(cv.OF_PARAM), inline=True, className="radio"),
-            html.Span(id="ct-span-options", children=[
-            dcc.RadioItems(id="ct-rows", options=[{"label": " one root per row", "value": cv.ROWS_SPLIT},
-                                                  {"label": " rows merged", "value": cv.ROWS_MERGED}],
-                           value=cv.url_rows(ctx.query), inline=True, className="radio"),
-            dcc.Checklist(id="ct-steps", options=[{"label": " merge numbered steps (ProfilerStep#N)",
-                                                    "value": cv.STEPS_MERGED}],
-                          value=[cv.STEPS_MERGED] if cv.url_steps(ctx.query) else [], inline=True, className="radio"),
-            ]),
+            dcc.RadioItems(id="ct-of", options=kinds, value=ctx.query.get(cv.OF_PARAM), inline=True,
+                           className="radio"),
+            html.Span(id="ct-rows-box", children=dcc.RadioItems(
+                id="ct-rows", options=[{"label": " one root per row", "value": cv.ROWS_SPLIT},
+                                       {"label": " rows merged", "value": cv.ROWS_MERGED}],
+                value=cv.url_rows(ctx.query), inline=True, className="radio")),
+            html.Span(id="ct-steps-box", children=dcc.Checklist(
+                id="ct-steps", options=[{"label": " merge numbered steps (ProfilerStep#N)", "value": cv.STEPS_MERGED}],
+                value=[cv.STEPS_MERGED] if cv.url_steps(ctx.query) else [], inline=True, className="radio")),
             dcc.Dropdown(id="ct-root", options=[], value=ctx.query.get(cv.ROOT_PARAM, cv.ALL_ROOTS),
                          clearable=False, searchable=True, placeholder="root…", className="ct-root"),
             html.A("this range on the timeline", id="ct-timeline-link", href="/", className="muted"),
@@ -47,7 +47,8 @@ def layout(ctx: PageContext) -> Any:
         html.P("Spans: each box a stack of nested spans (a row's root on top, then the outermost span, then the spans "
                "inside it), as wide as its spans' time in the window; a box's part not covered by boxes under it is "
                "its self time. Instructions: each box a layer, operator, kernel source line, engine or opcode under "
-               "a NeuronCore, as wide as its instructions' engine time. Hover for the numbers.",
+               "a NeuronCore, as wide as its instructions' engine time. GPU kernels by launch: each GPU kernel, copy "
+               "or memset under the CPU stack that launched it, as wide as its GPU time. Hover for the numbers.",
                className="muted ct-help"),
         dcc.Loading(dcc.Graph(id="ct-graph", config=graph_config(scrollZoom=False), style={"height": "560px"}),
                     delay_show=300),
@@ -57,15 +58,16 @@ def layout(ctx: PageContext) -> Any:
 
 def page_outputs(registry: TraceRegistry, search: str | None, rows: Any, root: Any = None, *, steps: Any = None,
                  of: Any = None, cache: ComputedCache | None = None) -> tuple[Any, ...]:
-    """Figure, status line, per-name table, timeline link, view link, root options, root, tree kind and the spans'
-    options' style for the URL ``search``, the picked ``rows``, ``root`` and ``of`` (spans or instructions) and the
-    "merge numbered steps" box (``steps``: its value; None: the URL's ``?steps=``)."""
+    """Figure, status line, per-name table, timeline link, view link, root options, root, tree kind and the styles
+    of the rows and steps options for the URL ``search``, the picked ``rows``, ``root`` and ``of`` (spans,
+    instructions or GPU kernels) and the "merge numbered steps" box (``steps``: its value; None: the URL's
+    ``?steps=``)."""
     try:
         trace_id = resolve_trace_id(registry, search)
         trace = registry.open(trace_id)
     except UnknownTraceError as exc:
         return ({}, html.Span(str(exc), className="error", id="ct-error"), None, "/", cv.CALLTREE_PATH, [],
-                cv.ALL_ROOTS, cv.OF_SPANS, {})
+                cv.ALL_ROOTS, cv.OF_SPANS, {}, {})
     query = query_values(search)
     merge = is_checked(steps, cv.STEPS_MERGED) if isinstance(steps, list) else None
     view = cv.build_view(trace, trace_id, query, rows, root, merge_steps=merge, of=of,
@@ -74,13 +76,15 @@ def page_outputs(registry: TraceRegistry, search: str | None, rows: Any, root: A
     shown_of = view.of if view.of != cv.url_of({}, trace) else None   # (the trace's default left out of the link)
     links = timeline_href(trace_id, view.window), cv.calltree_href(trace_id, view.window, rows, view.root,
                                                                    merge_steps=view.merge_steps, of=shown_of)
-    # the spans' options mean nothing for the instructions' tree
-    span_options = {"display": "none"} if view.of == cv.OF_INSTRUCTIONS else {}
+    # rows apply to the spans' tree only, numbered steps to the spans' and the kernels'
+    hidden = {"display": "none"}
+    rows_style = {} if view.of == cv.OF_SPANS else hidden
+    steps_style = hidden if view.of == cv.OF_INSTRUCTIONS else {}
     if view.error is not None:
         return ({}, html.Span(view.error, className="error", id="ct-error"), None, *links, [], cv.ALL_ROOTS,
-                view.of, span_options)
+                view.of, rows_style, steps_style)
     return (view.figure, view.status, view.table, *links, list(view.root_options), view.root, view.of,
-            span_options)
+            rows_style, steps_style)
 
 
 def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
@@ -90,11 +94,11 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
 
     @app.callback(Output("ct-graph", "figure"), Output("ct-status", "children"), Output("ct-top", "children"),
                   Output("ct-timeline-link", "href"), Output("ct-view-link", "href"), Output("ct-root", "options"),
-                  Output("ct-root", "value"), Output("ct-of", "value"), Output("ct-span-options", "style"),
-                  Input("url", "search"), Input("ct-rows", "value"), Input("ct-root", "value"),
-                  Input("ct-steps", "value"), Input("ct-of", "value"))
+                  Output("ct-root", "value"), Output("ct-of", "value"), Output("ct-rows-box", "style"),
+                  Output("ct-steps-box", "style"), Input("url", "search"), Input("ct-rows", "value"),
+                  Input("ct-root", "value"), Input("ct-steps", "value"), Input("ct-of", "value"))
     def _show(search: str | None, rows: Any, root: Any, steps: Any, of: Any) -> Any:
         # a change of rows names other roots: the picked one is kept only when the new tree has it
         out = page_outputs(registry, search, rows, root, steps=steps, of=of, cache=cache)
-        return (*out[:-3], out[-3] if out[-3] != root else no_update, out[-2] if out[-2] != of else no_update,
-                out[-1])
+        return (*out[:-4], out[-4] if out[-4] != root else no_update, out[-3] if out[-3] != of else no_update,
+                *out[-2:])

@@ -23,6 +23,7 @@ parent links that form a cycle for the spans on it (the spans below a cycle stay
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -41,6 +42,7 @@ MAX_SPANS = 20_000_000
 #: :attr:`CallTree.what` values.
 SPANS = "spans"
 INSTRUCTIONS = "instructions"
+KERNELS = "kernels"
 #: A numbered iteration at the end of a span name (``ProfilerStep#552``), and what ``merge_steps`` makes of it.
 STEP_NUMBER = r"#[0-9]+$"
 STEP_MERGED = "#N"
@@ -70,8 +72,10 @@ class CallTree:
     spans: int
     by_thread: bool
     outermost: tuple[bool, ...] = field(repr=False)
-    #: What the frames count: :data:`SPANS`, or :data:`INSTRUCTIONS` for
-    #: :func:`profiler.analyses.instruction_tree.instruction_tree` (``spans`` then counts instructions).
+    #: What the frames count: :data:`SPANS`, :data:`INSTRUCTIONS` for
+    #: :func:`profiler.analyses.instruction_tree.instruction_tree` or :data:`KERNELS` for
+    #: :func:`profiler.analyses.kernel_tree.kernel_tree` (``spans`` then counts those; each frame counts the events
+    #: under it, where a spans' frame counts its own spans).
     what: str = "spans"
 
     @property
@@ -417,3 +421,48 @@ def _depth_first(frames: _Frames, sums: _Sums, window: tuple[int, int], n_window
         rs.PATH: paths,
     }, schema=rs.CALL_TREE)
     return CallTree(table, window[0], window[1], n_window, by_thread, tuple(outer[idx].tolist()))
+
+
+def tree_of_paths(leaves: Iterable[tuple[tuple[str, ...], int, int]], window: tuple[int, int], *, what: str
+                  ) -> CallTree:
+    """A tree of counted events from their paths: ``(path, count, ns)`` per group of events (``path[0]`` a root,
+    drawn as a row; the events' time is the self time of the path's last frame), each frame counting and timing
+    every event under it.  Rows depth first, children by descending time then name; ``spans`` is the events' count.
+    The instructions' and the kernels' trees are built so."""
+    frames: dict[tuple[str, ...], list[int]] = {}   # path -> [count, total_ns, self_ns]
+    n = 0
+    for path, count, ns in leaves:
+        n += count
+        for k in range(1, len(path) + 1):
+            f = frames.setdefault(path[:k], [0, 0, 0])
+            f[0] += count
+            f[1] += ns
+        frames[path][2] += ns
+    children: dict[tuple[str, ...], list[tuple[str, ...]]] = {}
+    for path in frames:
+        children.setdefault(path[:-1], []).append(path)
+
+    def widest_last(paths: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
+        return sorted(paths, key=lambda p: (-frames[p][1], p[-1]), reverse=True)
+
+    order: list[tuple[str, ...]] = []
+    stack = widest_last(children.get((), []))
+    while stack:   # preorder, children widest first
+        path = stack.pop()
+        order.append(path)
+        stack.extend(widest_last(children.get(path, [])))
+    node_of = {path: i for i, path in enumerate(order)}
+    table = pa.table({
+        rs.NODE: list(range(len(order))),
+        rs.PARENT: [node_of[p[:-1]] if len(p) > 1 else None for p in order],
+        rs.DEPTH: [len(p) - 1 for p in order],
+        rs.FRAME_KIND: [rs.FRAME_THREAD if len(p) == 1 else rs.FRAME_SPAN for p in order],
+        rs.NAME: [p[-1] for p in order],
+        rs.COUNT: [frames[p][0] for p in order],
+        rs.TOTAL_NS: [frames[p][1] for p in order],
+        rs.SELF_NS: [0 if len(p) == 1 else frames[p][2] for p in order],
+        rs.PATH: [rs.PATH_SEPARATOR.join(p) for p in order],
+    }, schema=rs.CALL_TREE)
+    # a name repeated down one path (an operator named like its layer) counts once in top_frames' total
+    outermost = tuple(len(p) > 1 and p[-1] not in p[1:-1] for p in order)
+    return CallTree(table, window[0], window[1], n, True, outermost, what=what)

@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from profiler.analyses import schema as rs
-from profiler.analyses.call_tree import INSTRUCTIONS, CallTree
+from profiler.analyses.call_tree import SPANS, CallTree
 from profiler.errors import QueryError
 
 #: Separator of a name's stack in :func:`folded` (``flamegraph.pl``'s); a name's own ``;`` is written as ``,``.
@@ -94,7 +94,7 @@ def subtree(tree: CallTree, root: str) -> CallTree:
     while end < len(depth) and depth[end] > depth[start]:
         end += 1
     part = t.slice(start, end - start)
-    if tree.what == INSTRUCTIONS:   # every frame counts the instructions under it: the root counts them all
+    if tree.what != SPANS:   # every frame counts the events under it (instructions, kernels): the root, all
         spans = part.column(rs.COUNT)[0].as_py()
     else:                           # a span is counted by its own frame only
         spans = sum(c for c, k in zip(part.column(rs.COUNT).to_pylist(), part.column(rs.FRAME_KIND).to_pylist(),

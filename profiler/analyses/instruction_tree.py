@@ -17,12 +17,8 @@ are not instructions: their triggers are (on the engine that issues them).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
-import pyarrow as pa
-
-from profiler.analyses import schema as rs
-from profiler.analyses.call_tree import INSTRUCTIONS, CallTree
+from profiler.analyses.call_tree import INSTRUCTIONS, CallTree, tree_of_paths
 from profiler.analyses.inputs import INSTRUCTION, WAIT_OPCODES, fetch, q, resolve_scope
 from profiler.errors import QueryError
 from profiler.trace import Trace
@@ -74,47 +70,6 @@ def instruction_tree(trace: Trace, start_ns: int | None = None, end_ns: int | No
           AND {q(ts.OPCODE)} NOT IN ({waits})
         GROUP BY ALL""", {"t0": t0, "t1": t1, "closed": end_ns is None}).to_pylist()
     used = [i for i in range(len(chosen)) if any(r[f"l{i}"] is not None for r in rows)]
-    return _build(rows, used, (t0, t1))
-
-
-def _build(rows: list[dict[str, Any]], used: list[int], window: tuple[int, int]) -> CallTree:
-    """Frames of every prefix of each group's values, depth first, children by descending time then name."""
-    frames: dict[tuple[str, ...], list[int]] = {}   # path -> [count, total_ns, self_ns]
-    for r in rows:
-        path: tuple[str, ...] = (f"NeuronCore {r['core']}",)
-        for i in used:
-            path = (*path, NONE if r[f"l{i}"] is None else str(r[f"l{i}"]))
-        for k in range(1, len(path) + 1):
-            f = frames.setdefault(path[:k], [0, 0, 0])
-            f[0] += r["n"]
-            f[1] += r["ns"]
-        frames[path][2] += r["ns"]
-    children: dict[tuple[str, ...], list[tuple[str, ...]]] = {}
-    for path in frames:
-        children.setdefault(path[:-1], []).append(path)
-
-    def widest_last(paths: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
-        return sorted(paths, key=lambda p: (-frames[p][1], p[-1]), reverse=True)
-
-    order: list[tuple[str, ...]] = []
-    stack = widest_last(children.get((), []))
-    while stack:   # preorder, children widest first
-        path = stack.pop()
-        order.append(path)
-        stack.extend(widest_last(children.get(path, [])))
-    node_of = {path: i for i, path in enumerate(order)}
-    table = pa.table({
-        rs.NODE: list(range(len(order))),
-        rs.PARENT: [node_of[p[:-1]] if len(p) > 1 else None for p in order],
-        rs.DEPTH: [len(p) - 1 for p in order],
-        rs.FRAME_KIND: [rs.FRAME_THREAD if len(p) == 1 else rs.FRAME_SPAN for p in order],
-        rs.NAME: [p[-1] for p in order],
-        rs.COUNT: [frames[p][0] for p in order],
-        rs.TOTAL_NS: [frames[p][1] for p in order],
-        rs.SELF_NS: [0 if len(p) == 1 else frames[p][2] for p in order],
-        rs.PATH: [rs.PATH_SEPARATOR.join(p) for p in order],
-    }, schema=rs.CALL_TREE)
-    # a name repeated down one path (an operator named like its layer) counts once in top_frames' total
-    outermost = tuple(len(p) > 1 and p[-1] not in p[1:-1] for p in order)
-    n = sum(r["n"] for r in rows)
-    return CallTree(table, window[0], window[1], n, True, outermost, what=INSTRUCTIONS)
+    leaves = [((f"NeuronCore {r['core']}", *(NONE if r[f"l{i}"] is None else str(r[f"l{i}"]) for i in used)),
+               r["n"], r["ns"]) for r in rows]
+    return tree_of_paths(leaves, (t0, t1), what=INSTRUCTIONS)

@@ -11,10 +11,11 @@ from typing import Any
 import pyarrow as pa
 
 from profiler.analyses import schema as rs
-from profiler.analyses.call_tree import INSTRUCTIONS, CallTree, call_tree
+from profiler.analyses.call_tree import INSTRUCTIONS, KERNELS, CallTree, call_tree
 from profiler.analyses.call_tree_diff import diff_names, diff_stacks
 from profiler.analyses.call_tree_views import folded, limit_depth, top_frames
 from profiler.analyses.instruction_tree import DEFAULT_LEVELS, check_levels, instruction_tree
+from profiler.analyses.kernel_tree import kernel_tree
 from profiler.cli import int_arg
 from profiler.cli._analysis import (
     FORMATS,
@@ -44,7 +45,8 @@ class CallTreeCommand:
     included) and self time (children excluded), clipped to the window, depth first under one root per row
     (process / thread).  --top lists time per span name over every stack instead (a nested call of the same
     name counted once in its total).  --instructions builds the tree of a device trace's instructions instead:
-    engine time by layer, operator, kernel source line, engine and opcode (--levels), a root per NeuronCore.
+    engine time by layer, operator, kernel source line, engine and opcode (--levels), a root per NeuronCore;
+    --kernels the GPU time of a PyTorch/Kineto trace under the CPU stacks that launched it.
     --format folded prints folded stacks (`root;frame;frame SELF_NS`) for
     flamegraph.pl or speedscope.  --against B compares with another trace (B - A per stack, or per name with
     --top): a flame-graph diff.  The dashboard's call-tree page draws the tree as an icicle, and the compare
@@ -70,6 +72,9 @@ class CallTreeCommand:
         parser.add_argument("--levels", type=_levels, metavar="LIST",
                             help=f"levels of --instructions, outermost first (default: {','.join(DEFAULT_LEVELS)}; "
                                  "levels no instruction fills are left out)")
+        parser.add_argument("--kernels", action="store_true",
+                            help="GPU time by the CPU stack that launched it: a PyTorch/Kineto trace's kernels, "
+                                 "copies and memsets under their launches' stacks")
         parser.add_argument("--core", type=core_index, metavar="N",
                             help="physical core of --instructions (default: every core, a root each)")
         parser.add_argument("--top", action="store_true", help="time per name, by self time")
@@ -113,6 +118,7 @@ class CallTreeCommand:
             print_table(table, args.format, limit)
             return 0
         how = ("engine time, a root per core" if tree.what == INSTRUCTIONS else
+               "GPU time under the launching CPU stacks" if tree.what == KERNELS else
                "all rows merged" if not tree.by_thread else "one root per row")
         where = window_text(tree.start_ns, tree.end_ns)
         print_table(_text_tree(table, tree.span_ns), args.format, limit,
@@ -135,7 +141,8 @@ class CallTreeCommand:
         table = diff_names(*trees) if args.top else diff_stacks(*trees)
         a_ns, b_ns = trees[0].span_ns, trees[1].span_ns
         what = "name (self time)" if args.top else "stack (total time)"
-        kind, of = trees[0].what, "engine time" if trees[0].what == INSTRUCTIONS else "span time"
+        kind = trees[0].what
+        of = {INSTRUCTIONS: "engine time", KERNELS: "GPU time"}.get(kind, "span time")
         print_table(table, args.format, limit,
                     title=f"A: {args.db}: {trees[0].spans:,} {kind}, {a_ns:,} ns of {of}\n"
                           f"B: {args.against}: {trees[1].spans:,} {kind}, {b_ns:,} ns of {of} ({b_ns - a_ns:+,} ns)"
@@ -153,11 +160,15 @@ def _levels(text: str) -> tuple[str, ...]:
 
 def _check_kind(args: argparse.Namespace) -> None:
     """The options of one kind of tree only."""
+    if args.instructions and args.kernels:
+        raise CommandError("--instructions and --kernels are two kinds of tree: give one")
+    if args.kernels and args.merge_rows:
+        raise CommandError("--merge-rows applies to spans: it does not go with --kernels")
     if args.instructions:
         for flag, given in (("--merge-rows", args.merge_rows), ("--merge-steps", args.merge_steps)):
             if given:
                 raise CommandError(f"{flag} applies to spans: it does not go with --instructions")
-    else:
+    if not args.instructions:
         for flag, given in (("--levels", args.levels is not None), ("--core", args.core is not None)):
             if given:
                 raise CommandError(f"{flag} applies to the instruction tree: add --instructions")
@@ -167,6 +178,8 @@ def _tree(trace: Any, args: argparse.Namespace, *, compare: bool = False) -> Cal
     """The tree the arguments ask for (``compare``: rows and numbered steps merged, so two runs line up)."""
     if args.instructions:
         return instruction_tree(trace, args.start, args.end, levels=args.levels or DEFAULT_LEVELS, core=args.core)
+    if args.kernels:
+        return kernel_tree(trace, args.start, args.end, merge_steps=args.merge_steps or compare)
     if compare:
         return call_tree(trace, args.start, args.end, by_thread=False, merge_steps=True)
     return call_tree(trace, args.start, args.end, by_thread=not args.merge_rows, merge_steps=args.merge_steps)

@@ -139,28 +139,40 @@ class NotebookMixin:
         return memory_map_figure(mm, self.time_range[0])
 
     def call_tree_figure(self: Trace, start_ns: int | None = None, end_ns: int | None = None, *,
-                         by_thread: bool = True, merge_steps: bool = False, instructions: bool = False,
+                         of: str = "spans", by_thread: bool = True, merge_steps: bool = False,
                          height: int = 560) -> go.Figure:
-        """The call tree of the spans overlapping ``[start_ns, end_ns)`` (default: the whole trace) as an icicle:
-        each stack of nested span names a box as wide as its time, under one root per row (process / thread;
-        ``by_thread=False`` merges the rows; ``merge_steps`` makes ``ProfilerStep#551`` and ``#552`` one
-        ``ProfilerStep#N``; ``instructions=True`` draws a device trace's instructions instead, engine time by
-        layer, operator, source line, engine and opcode: :mod:`profiler.analyses.instruction_tree`); click a box
-        to zoom to it
-        (:func:`profiler.analyses.call_tree.call_tree`, drawn as the dashboard's call-tree page draws it; its
-        numbers: ``call_tree(trace).table``, per name: ``profiler.analyses.call_tree_views.top_frames``).
+        """A call tree of ``[start_ns, end_ns)`` (default: the whole trace) as an icicle, each box as wide as its
+        time; click a box to zoom to it.  The dashboard's call-tree page draws the same figure.
+
+        Args:
+            of: ``spans`` -- each stack of nested span names under one root per row (process / thread;
+                :func:`profiler.analyses.call_tree.call_tree`); ``instructions`` -- a device trace's engine time by
+                layer, operator, source line, engine and opcode (:mod:`profiler.analyses.instruction_tree`);
+                ``kernels`` -- a PyTorch/Kineto trace's GPU time under the CPU stacks that launched it
+                (:mod:`profiler.analyses.kernel_tree`).
+            by_thread: spans: ``False`` merges the rows' stacks.
+            merge_steps: spans and kernels: ``ProfilerStep#551`` and ``#552`` make one ``ProfilerStep#N``.
+
+        The numbers are the tree's ``.table``; per name: ``profiler.analyses.call_tree_views.top_frames``.
 
         Raises:
-            QueryError: a bad window, or a trace without spans (an imported PyTorch/JAX/Chrome trace has them, a
-                recording when its kernel names layers or operators).
+            QueryError: a bad window or ``of``, or a trace without what ``of`` asks for.
         """
-        from profiler.analyses.call_tree import call_tree
+        from profiler.errors import QueryError
         from profiler.figures.call_tree import call_tree_figure
 
-        if instructions:
+        if of == "instructions":
             from profiler.analyses.instruction_tree import instruction_tree
 
             return call_tree_figure(instruction_tree(self, start_ns, end_ns), height=height)
+        if of == "kernels":
+            from profiler.analyses.kernel_tree import kernel_tree
+
+            return call_tree_figure(kernel_tree(self, start_ns, end_ns, merge_steps=merge_steps), height=height)
+        if of != "spans":
+            raise QueryError(f"of must be spans, instructions or kernels, not {str(of)[:40]!r}")
+        from profiler.analyses.call_tree import call_tree
+
         return call_tree_figure(call_tree(self, start_ns, end_ns, by_thread=by_thread, merge_steps=merge_steps),
                                 height=height)
 

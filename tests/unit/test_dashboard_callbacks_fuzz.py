@@ -138,6 +138,7 @@ CASES: list[tuple[str, str, dict[str, Any], str | None]] = [
         ("steps garbage", {"url.search": "?trace=t0&steps=merged", "ct-steps.value": {"x": [1]}}, "ct-steps.value"),
         ("of garbage", {"url.search": "?trace=t0&of=%ff", "ct-of.value": [1]}, "ct-of.value"),
         ("of instructions", {"url.search": "?trace=t0&of=instructions&root=NeuronCore%200"}, "url.search"),
+        ("of kernels", {"url.search": "?trace=t0&of=kernels&steps=merged&start=5&end=9"}, "url.search"),
         ("unknown trace", {"url.search": "?trace=t9&rows=merged"}, "url.search"),
     ]],
 ]

@@ -31,8 +31,9 @@ def app(tmp_path_factory):
 
 def test_whole_trace_view(app):
     reg = app.trnprof_registry
-    fig, status, table, tl_href, view_href, options, root, of, style = page_outputs(reg, "?trace=t0", None)
-    assert of == cv.OF_SPANS and style == {}   # a trace with spans shows them, with the spans' options
+    fig, status, table, tl_href, view_href, options, root, of, rows_style, steps_style = page_outputs(
+        reg, "?trace=t0", None)
+    assert of == cv.OF_SPANS and rows_style == steps_style == {}   # a trace with spans: them, with their options
     assert "4,811 spans in the whole trace" in status and "summed over rows" in status
     assert fig.data[0].type == "icicle" and root == cv.ALL_ROOTS
     assert options[0]["value"] == cv.ALL_ROOTS and any(o["value"] == THREAD for o in options[1:])
@@ -47,7 +48,7 @@ def test_root_window_and_rows_come_from_the_url_and_make_the_link(app):
     lo, hi = t.time_range
     mid = (lo + hi) // 2
     search = "?" + "&".join(["trace=t0", f"start={lo}", f"end={mid}", f"root={THREAD}"])
-    fig, status, _table, tl_href, view_href, _opts, root, _of, _style = page_outputs(reg, search, None)
+    fig, status, _table, tl_href, view_href, _opts, root, *_ = page_outputs(reg, search, None)
     assert root == THREAD and "summed over rows" not in status
     assert fig.layout.title.text == THREAD
     assert parse_qs(urlsplit(tl_href).query) == {"trace": ["t0"], "start": [str(lo)], "end": [str(mid)]}
@@ -134,8 +135,10 @@ def test_numbered_steps_merge_from_the_box_or_the_url(app):
 
 def test_a_recording_without_spans_shows_its_instructions(app):
     reg = app.trnprof_registry
-    fig, status, table, _tl, view_href, options, root, of, style = page_outputs(reg, "?trace=t1", None)
-    assert of == cv.OF_INSTRUCTIONS and style == {"display": "none"} and view_href == "/calltree?trace=t1"
+    fig, status, table, _tl, view_href, options, root, of, rows_style, steps_style = page_outputs(
+        reg, "?trace=t1", None)
+    assert of == cv.OF_INSTRUCTIONS and view_href == "/calltree?trace=t1"
+    assert rows_style == steps_style == {"display": "none"}
     assert status.startswith("48 instructions in the whole trace") and "of engine time" in status
     labels = list(fig.data[0].labels)
     assert labels[0] == "NeuronCore 0" and "softmax.py:35" in labels and "TENSOR_REDUCE" in labels
@@ -182,3 +185,17 @@ def test_the_root_picker_offers_the_widest_roots_and_the_picked_one(monkeypatch,
     assert [o["value"] for o in few] == [o["value"] for o in every[:4]]
     last = every[-1]["value"]
     assert [o["value"] for o in cv.root_options(tree, last)] == [*(o["value"] for o in every[:4]), last]
+
+
+def test_gpu_kernels_under_their_launching_stacks(app):
+    reg = app.trnprof_registry
+    fig, status, _table, _tl, view_href, options, _root, of, rows_style, steps_style = page_outputs(
+        reg, "?trace=t0&of=kernels", None)
+    assert of == cv.OF_KERNELS and "of=kernels" in view_href
+    assert rows_style == {"display": "none"} and steps_style == {}
+    assert status.startswith("1,204 kernels in the whole trace") and "of GPU time" in status
+    assert THREAD in [o["value"] for o in options]
+    assert "cudaLaunchKernel" in set(fig.data[0].labels)
+    # a recording has no GPU kernels: one line
+    out = page_outputs(reg, "?trace=t1&of=kernels", None)
+    assert "no GPU kernels" in out[1].children

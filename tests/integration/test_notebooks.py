@@ -55,6 +55,7 @@ def test_notebook_runs_top_to_bottom_and_draws_plotly_figures(name, tmp_path, mo
     if name.startswith("03"):   # the two iterations line up once their step numbers are merged
         text = _stream_text(nb)
         assert "ProfilerStep#551: 2,404 spans" in text and "ProfilerStep#N;## backward ##" in text
+        assert "1,204 GPU events, 607.8 ms of GPU time" in text
     if name.startswith("02"):
         text = _stream_text(nb)
         assert "bottleneck DMA -> Tensor" in text          # V0 -> V2: the optimisation moved the bottleneck

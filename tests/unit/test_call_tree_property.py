@@ -40,6 +40,7 @@ from profiler.analyses import schema as rs
 from profiler.analyses.call_tree import call_tree
 from profiler.analyses.call_tree_views import FOLDED_SEPARATOR, folded, limit_depth, top_frames
 from profiler.errors import QueryError
+from tests.call_tree_checks import assert_depth_first
 from tracer import schema as ts
 from tracer import write_trace
 
@@ -378,17 +379,7 @@ def test_rows_are_depth_first_with_paths(tmp_path_factory, spans, windows):
                 assert kind == (rs.FRAME_THREAD if by_thread and depth == 0 else rs.FRAME_SPAN)
                 assert count >= 0 and (0 <= own <= total or kind == rs.FRAME_THREAD)
                 children[parent].append(rows[i])
-            order: list[int] = []
-
-            def walk(parent: int | None, kids=children, order=order) -> None:
-                ranked = sorted(kids[parent], key=lambda r: (-r[6], r[4]))
-                assert ranked == kids[parent], "children by descending total_ns, then name"
-                for r in ranked:
-                    order.append(r[0])
-                    walk(r[0])
-
-            walk(None)
-            assert order == list(range(len(rows))), "rows are the depth-first (preorder) walk"
+            assert_depth_first(rows)
 
 
 @PROPERTY

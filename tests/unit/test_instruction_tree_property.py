@@ -42,6 +42,7 @@ from profiler.analyses.call_tree_views import FOLDED_SEPARATOR, folded, limit_de
 from profiler.analyses.inputs import WAIT_OPCODES
 from profiler.analyses.instruction_tree import instruction_tree
 from profiler.errors import QueryError
+from tests.call_tree_checks import assert_depth_first
 from tracer import schema as ts
 from tracer import write_trace
 
@@ -207,6 +208,16 @@ def _cases(ex: Example, windows, queries) -> Iterator[tuple[tuple | None, list[s
     for args in windows:
         for levels, which in queries:
             yield args, levels, None if which is None else ex.cores[which % len(ex.cores)]
+
+
+def _trees_and_oracles(trace, ex, windows, queries):
+    """``(args, levels, core, t0, t1, tree, oracle)`` for every case of the example with a non-empty window."""
+    for args, levels, core in _cases(ex, windows, queries):
+        t0, t1 = _window(ex, args, core)
+        if t1 <= t0:
+            continue
+        tree = _tree(trace, args, levels, core)
+        yield args, levels, core, t0, t1, tree, oracle(ex, t0, t1, levels, core, closed=_closed(args))
 
 
 def _tree(trace, args, levels: list[str], core: int | None):
@@ -396,29 +407,14 @@ def test_the_table_is_a_depth_first_tree_whose_leaves_hold_the_time(tmp_path_fac
                     assert own == 0
                 elif kind == rs.FRAME_SPAN:
                     assert own == total
-            order: list[int] = []
-
-            def walk(parent: int | None, kids=children, order=order) -> None:
-                ranked = sorted(kids[parent], key=lambda r: (-r[6], r[4]))
-                assert ranked == kids[parent], "children by descending total_ns, then name"
-                for r in ranked:
-                    order.append(r[0])
-                    walk(r[0])
-
-            walk(None)
-            assert order == list(range(len(rows))), "rows are the depth-first (preorder) walk"
+            assert_depth_first(rows)
 
 
 @PROPERTY
 @given(examples(), WINDOWS, QUERIES)
 def test_top_frames_folded_and_views_match_the_oracle(tmp_path_factory, ex, windows, queries):
     with _opened(tmp_path_factory.mktemp("it"), ex) as trace:
-        for args, levels, core in _cases(ex, windows, queries):
-            t0, t1 = _window(ex, args, core)
-            if t1 <= t0:
-                continue
-            tree = _tree(trace, args, levels, core)
-            want = oracle(ex, t0, t1, levels, core, closed=_closed(args))
+        for args, levels, core, t0, t1, tree, want in _trees_and_oracles(trace, ex, windows, queries):
             case = (args, levels, core, t0, t1)
             _check_top(top_frames(tree), _top_rows(want.per_name))
             assert _parse_folded(folded(tree)) == _folded_pairs(want.rows), case
@@ -437,12 +433,7 @@ def test_a_cores_subtree_matches_the_oracle(tmp_path_factory, ex, windows, queri
     """``subtree`` of a ``NeuronCore`` root: that core's rows, and ``spans`` its instructions in the window (the
     root's count) -- CallTree.spans "counts instructions" for an instruction tree."""
     with _opened(tmp_path_factory.mktemp("it"), ex) as trace:
-        for args, levels, core in _cases(ex, windows, queries):
-            t0, t1 = _window(ex, args, core)
-            if t1 <= t0:
-                continue
-            tree = _tree(trace, args, levels, core)
-            want = oracle(ex, t0, t1, levels, core, closed=_closed(args))
+        for args, levels, core, t0, t1, tree, want in _trees_and_oracles(trace, ex, windows, queries):
             case = (args, levels, core, t0, t1)
             for root in (r for r in want.rows if r[1] is None):
                 part = subtree(tree, root[4])

@@ -25,7 +25,7 @@ from profiler.analyses.call_tree import CallTree, call_tree
 from profiler.analyses.call_tree_diff import diff_names
 from profiler.analyses.call_tree_views import roots, subtree, top_frames
 from profiler.analyses.instruction_tree import instruction_tree
-from profiler.analyses.kernel_tree import kernel_tree
+from profiler.analyses.kernel_tree import has_gpu_events, kernel_tree
 from profiler.errors import TrnprofError
 from profiler.figures.call_tree import call_tree_diff_figure, call_tree_figure, kept_frames
 from profiler.figures.timefmt import format_duration, format_time
@@ -229,7 +229,10 @@ def spans_section(trace: Any, trace_id: str, n: int = SUMMARY_NAMES) -> Any:
         html.H3("Spans"),
         html.P([f"{tree.spans:,} spans on {len(per_root):,} rows; ",
                 dcc.Link("the call tree", href=calltree_href(trace_id, None), id="summary-calltree-link"),
-                " shows where their time goes, stack by stack."], className="muted"),
+                " shows where their time goes, stack by stack",
+                *([" (and ", dcc.Link("the GPU time by the stack that launched it", id="summary-kernels-link",
+                                      href=calltree_href(trace_id, None, of=OF_KERNELS)), ")"]
+                  if has_gpu_events(trace) else []), "."], className="muted"),
         html.Table([html.Thead(html.Tr([html.Th(h) for h in ("row", "spans", "in outermost spans",
                                                               "of the trace")])),
                     html.Tbody(rows)], className="mini-table", id="summary-span-rows"),

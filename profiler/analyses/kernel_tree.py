@@ -88,6 +88,14 @@ def kernel_tree(trace: Trace, start_ns: int | None = None, end_ns: int | None = 
     return tree_of_paths(leaves, (t0, t1), what=KERNELS)
 
 
+def has_gpu_events(trace: Trace, categories: Sequence[str] = GPU_CATEGORIES) -> bool:
+    """Whether the trace has a GPU kernel, copy or memset (a slice of one of ``categories``); no scan of the rest."""
+    gpu = ", ".join(repr(c.lower()) for c in categories)
+    found = fetch(trace, f"SELECT count(*) AS n FROM (SELECT 1 FROM {q(dbs.SLICE_TABLE)} "
+                         f"WHERE lower({q(ts.CATEGORY)}) IN ({gpu}) LIMIT 1)")
+    return bool(found.column(0)[0].as_py())
+
+
 def _merged(name: str) -> str:
     import re
 

@@ -111,6 +111,8 @@ def test_the_summary_of_a_host_trace_lists_its_rows_and_names(app):
     assert any(c[0] == THREAD and c[1] == "1,828" for c in cells)
     link = next(c for c in walk(section) if getattr(c, "id", None) == "summary-calltree-link")
     assert link.href == "/calltree?trace=t0"
+    kernels = next(c for c in walk(section) if getattr(c, "id", None) == "summary-kernels-link")
+    assert kernels.href == "/calltree?trace=t0&of=kernels"
     assert any(getattr(c, "id", None) == "ct-top-table" for c in walk(section))
     # the device analyses say once why they are not there; the cards leave DMA out
     note = analysis_section(torch)
@@ -199,3 +201,12 @@ def test_gpu_kernels_under_their_launching_stacks(app):
     # a recording has no GPU kernels: one line
     out = page_outputs(reg, "?trace=t1&of=kernels", None)
     assert "no GPU kernels" in out[1].children
+
+
+def test_a_recordings_spans_part_has_no_gpu_link():
+    import profiler
+
+    with profiler.open(Path(__file__).resolve().parents[2] / "sample_traces" / "mlp-trn2.trace") as mlp:
+        section = cv.spans_section(mlp, "t5")
+    ids = {getattr(c, "id", None) for c in walk(section)}
+    assert "summary-calltree-link" in ids and "summary-kernels-link" not in ids

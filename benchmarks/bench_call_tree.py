@@ -6,6 +6,8 @@ it).  Timed, each the median of ``--repeat`` runs in this process on the opened 
 
 - ``tree``: :func:`call_tree` of the whole trace, of 10% and of 1% of it (from its middle);
 - ``top`` and ``folded`` of the whole tree; ``figure``: :func:`call_tree_figure` of it;
+- ``kernels``: :func:`profiler.analyses.kernel_tree.kernel_tree` (GPU time under the launching stacks), whole
+  and 10%;
 - ``sql``: side by side, what a user would write instead: one DuckDB recursive query building every span's stack
   of names and summing count and time per stack (no self time, no windows) -- the same totals, as a baseline.
 
@@ -63,6 +65,7 @@ def main() -> None:
     import profiler
     from profiler.analyses.call_tree import call_tree
     from profiler.analyses.call_tree_views import folded, top_frames
+    from profiler.analyses.kernel_tree import kernel_tree
     from profiler.figures.call_tree import call_tree_figure
 
     args.dir.mkdir(parents=True, exist_ok=True)
@@ -88,6 +91,11 @@ def main() -> None:
         result["top_s"] = round(_median_s(lambda: top_frames(tree), args.repeat)[0], 3)
         result["folded_s"] = round(_median_s(lambda: folded(tree), args.repeat)[0], 3)
         result["figure_s"] = round(_median_s(lambda: call_tree_figure(tree), args.repeat)[0], 3)
+        k_s, kernels = _median_s(lambda: kernel_tree(trace), args.repeat)
+        result.update(kernels_whole_s=round(k_s, 3), kernels=kernels.spans, kernel_frames=kernels.table.num_rows)
+        half = int((hi - lo) * 0.05)
+        result["kernels_10%_s"] = round(_median_s(lambda: kernel_tree(trace, mid - half, mid + half),
+                                                  args.repeat)[0], 3)
         sql_s, rows = _median_s(lambda: trace.sql(SQL_BASELINE, timeout_s=600).fetchall(), args.repeat)
         result["sql_recursive_s"] = round(sql_s, 3)
         result["sql_stacks"] = len(rows)

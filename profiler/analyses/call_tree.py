@@ -433,14 +433,26 @@ def tree_of_paths(leaves: Iterable[tuple[tuple[str, ...], int, int]], window: tu
     n = 0
     for path, count, ns in leaves:
         n += count
-        for k in range(1, len(path) + 1):
-            f = frames.setdefault(path[:k], [0, 0, 0])
-            f[0] += count
-            f[1] += ns
-        frames[path][2] += ns
-    children: dict[tuple[str, ...], list[tuple[str, ...]]] = {}
+        f = frames.setdefault(path, [0, 0, 0])
+        f[0] += count
+        f[1] += ns
+        f[2] += ns
+    # each frame adds its counts to its parent once, the longest paths first (not once per leaf and ancestor)
+    by_length: dict[int, list[tuple[str, ...]]] = {}
     for path in frames:
-        children.setdefault(path[:-1], []).append(path)
+        by_length.setdefault(len(path), []).append(path)
+    children: dict[tuple[str, ...], list[tuple[str, ...]]] = {}
+    for length in range(max(by_length, default=0), 1, -1):
+        for path in by_length.get(length, []):
+            parent = path[:-1]
+            pf = frames.get(parent)
+            if pf is None:
+                pf = frames[parent] = [0, 0, 0]
+                by_length.setdefault(length - 1, []).append(parent)
+            pf[0] += frames[path][0]
+            pf[1] += frames[path][1]
+            children.setdefault(parent, []).append(path)
+    children[()] = by_length.get(1, [])
 
     def widest_last(paths: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
         return sorted(paths, key=lambda p: (-frames[p][1], p[-1]), reverse=True)

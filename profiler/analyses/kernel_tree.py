@@ -15,6 +15,7 @@ it unchanged.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from profiler import db_schema as dbs
@@ -52,69 +53,63 @@ def kernel_tree(trace: Trace, start_ns: int | None = None, end_ns: int | None = 
     if t1 <= t0:
         raise QueryError(f"empty window: end ({t1} ns) must be greater than start ({t0} ns)")
     gpu = ", ".join(repr(c.lower()) for c in categories)
-    s, e, corr = q(ts.START_TS), q(ts.END_TS), f"try_cast(json_extract_string({q(ts.ARGS)}, '$.correlation') AS BIGINT)"
-    slice_, track = q(dbs.SLICE_TABLE), q(dbs.TRACK_TABLE)
-    rows = fetch(trace, f"""
-        WITH gpu AS (
-            SELECT g.{q(ts.ID)} AS id, g.{q(ts.NAME)} AS name, g.{s} AS s, g.{e} AS e, {corr} AS c,
-                   {_label_sql("k")} AS stream
-            FROM {slice_} g JOIN {track} k USING ({q(dbs.TRACK_ID)})
-            WHERE lower(g.{q(ts.CATEGORY)}) IN ({gpu}) AND {corr} IS NOT NULL
-              AND ((g.{s} < $t1 AND g.{e} > $t0)
-                   OR (g.{e} = g.{s} AND g.{s} >= $t0 AND (g.{s} < $t1 OR (g.{s} = $t1 AND $closed))))),
-        launch AS (
-            SELECT {q(ts.ID)} AS id, {s} AS s, {corr} AS c FROM {slice_}
-            WHERE ({q(ts.CATEGORY)} IS NULL OR lower({q(ts.CATEGORY)}) NOT IN ({gpu})) AND {corr} IS NOT NULL
-              AND {corr} IN (SELECT c FROM gpu))
-        SELECT gpu.name, gpu.stream, least(gpu.e, $t1) - greatest(gpu.s, $t0) AS ns,
-               (SELECT arg_max(l.id, l.s) FROM launch l WHERE l.c = gpu.c AND l.s <= gpu.s) AS launch
-        FROM gpu""", {"t0": t0, "t1": t1, "closed": closed}).to_pylist()
-    if not rows:
-        any_gpu = fetch(trace, f"SELECT count(*) AS n FROM (SELECT 1 FROM {slice_} WHERE lower({q(ts.CATEGORY)}) "
-                               f"IN ({gpu}) AND {corr} IS NOT NULL LIMIT 1)").column(0)[0].as_py()
-        if not any_gpu:
-            raise QueryError(f"{trace.path}: the trace has no GPU kernels, copies or memsets with a launch "
-                             "correlation (a PyTorch or Kineto trace of a GPU run has them)")
-    stacks = _launch_stacks(trace, sorted({r["launch"] for r in rows if r["launch"] is not None}))
+    rows = fetch(trace, _tree_sql(gpu), {"t0": t0, "t1": t1, "closed": closed}).to_pylist()
+    if not rows and not has_gpu_events(trace, categories, correlated=True):
+        raise QueryError(f"{trace.path}: the trace has no GPU kernels, copies or memsets with a launch "
+                         "correlation (a PyTorch or Kineto trace of a GPU run has them)")
 
     def named(name: str) -> str:
-        return _merged(name) if merge_steps else name
+        return re.sub(STEP_NUMBER, STEP_MERGED, name) if merge_steps else name
 
     leaves = []
     for r in rows:
-        stack = stacks.get(r["launch"]) if r["launch"] is not None else None
-        path = ((stack[0], *map(named, stack[1:])) if stack else (r["stream"], NO_LAUNCH))
-        leaves.append(((*path, named(r["name"])), 1, max(int(r["ns"]), 0)))
+        names = r["names"]
+        path = (r["label"] or "", *map(named, names)) if names else (r["label"] or "", NO_LAUNCH)
+        leaves.append(((*path, named(r["name"])), int(r["n"]), max(int(r["ns"]), 0)))
     return tree_of_paths(leaves, (t0, t1), what=KERNELS)
 
 
-def has_gpu_events(trace: Trace, categories: Sequence[str] = GPU_CATEGORIES) -> bool:
-    """Whether the trace has a GPU kernel, copy or memset (a slice of one of ``categories``); no scan of the rest."""
-    gpu = ", ".join(repr(c.lower()) for c in categories)
-    found = fetch(trace, f"SELECT count(*) AS n FROM (SELECT 1 FROM {q(dbs.SLICE_TABLE)} "
-                         f"WHERE lower({q(ts.CATEGORY)}) IN ({gpu}) LIMIT 1)")
-    return bool(found.column(0)[0].as_py())
-
-
-def _merged(name: str) -> str:
-    import re
-
-    return re.sub(STEP_NUMBER, STEP_MERGED, name)
-
-
-def _launch_stacks(trace: Trace, launches: list[int]) -> dict[int, tuple[str, ...]]:
-    """Per launch: its row's label, then its names from the outermost enclosing span down to itself."""
-    if not launches:
-        return {}
-    up = fetch(trace, f"""
-        WITH RECURSIVE up(lid, id, parent, name, track, hop) AS (
-            SELECT s.{q(ts.ID)}, s.{q(ts.ID)}, s.{q(ts.PARENT_ID)}, s.{q(ts.NAME)}, s.{q(dbs.TRACK_ID)}, 0
-            FROM {q(dbs.SLICE_TABLE)} s WHERE s.{q(ts.ID)} IN (SELECT unnest($ids::BIGINT[]))
+def _tree_sql(gpu: str) -> str:
+    """One query: the window's GPU events grouped by their launch's stack of names (null: no launch), the
+    launching row's label (else the event's stream) and their own name, with their count and clipped GPU time."""
+    s, e, sl, tr = q(ts.START_TS), q(ts.END_TS), q(dbs.SLICE_TABLE), q(dbs.TRACK_TABLE)
+    ident, parent, name, track, cat = q(ts.ID), q(ts.PARENT_ID), q(ts.NAME), q(dbs.TRACK_ID), q(ts.CATEGORY)
+    corr = f"try_cast(json_extract_string({q(ts.ARGS)}, '$.correlation') AS BIGINT)"
+    return f"""
+        WITH RECURSIVE
+        corr AS (   -- the slices with a correlation (a LIKE before parsing any JSON)
+            SELECT {ident} AS id, {name} AS name, {s} AS s, {e} AS e, {track} AS track,
+                   coalesce(lower({cat}) IN ({gpu}), FALSE) AS is_gpu, {corr} AS c
+            FROM {sl} WHERE {q(ts.ARGS)} LIKE '%correlation%'),
+        gpu AS (
+            SELECT * FROM corr WHERE is_gpu AND c IS NOT NULL
+              AND ((s < $t1 AND e > $t0) OR (e = s AND s >= $t0 AND (s < $t1 OR (s = $t1 AND $closed))))),
+        launch AS (SELECT id, s, c FROM corr WHERE NOT is_gpu AND c IN (SELECT c FROM gpu)),
+        paired AS (
+            SELECT gpu.name, gpu.track, least(gpu.e, $t1) - greatest(gpu.s, $t0) AS ns,
+                   (SELECT arg_max(l.id, l.s) FROM launch l WHERE l.c = gpu.c AND l.s <= gpu.s) AS lid
+            FROM gpu),
+        up(lid, id, parent, name, track, hop) AS (
+            SELECT x.{ident}, x.{ident}, x.{parent}, x.{name}, x.{track}, 0
+            FROM {sl} x WHERE x.{ident} IN (SELECT lid FROM paired)
             UNION ALL
-            SELECT up.lid, p.{q(ts.ID)}, p.{q(ts.PARENT_ID)}, p.{q(ts.NAME)}, p.{q(dbs.TRACK_ID)}, up.hop + 1
-            FROM up JOIN {q(dbs.SLICE_TABLE)} p ON p.{q(ts.ID)} = up.parent
-            WHERE up.hop < {MAX_ANCESTOR_ROUNDS} AND p.{q(ts.ID)} <> up.id)
-        SELECT up.lid, list(up.name ORDER BY up.hop DESC) AS names, arg_max({_label_sql("k")}, up.hop) AS label
-        FROM up JOIN {q(dbs.TRACK_TABLE)} k ON k.{q(dbs.TRACK_ID)} = up.track
-        GROUP BY up.lid""", {"ids": launches}).to_pylist()
-    return {r["lid"]: (r["label"] or "", *r["names"]) for r in up}
+            SELECT up.lid, p.{ident}, p.{parent}, p.{name}, p.{track}, up.hop + 1
+            FROM up JOIN {sl} p ON p.{ident} = up.parent
+            WHERE up.hop < {MAX_ANCESTOR_ROUNDS} AND p.{ident} <> up.id),
+        stacks AS (SELECT lid, list(name ORDER BY hop DESC) AS names, arg_max(track, hop) AS track
+                   FROM up GROUP BY lid)
+        SELECT {_label_sql("k")} AS label, st.names, p.name, count(*) AS n, sum(p.ns)::BIGINT AS ns
+        FROM paired p LEFT JOIN stacks st ON st.lid = p.lid
+             JOIN {tr} k ON k.{track} = coalesce(st.track, p.track)
+        GROUP BY ALL"""
+
+
+def has_gpu_events(trace: Trace, categories: Sequence[str] = GPU_CATEGORIES, *, correlated: bool = False) -> bool:
+    """Whether the trace has a GPU kernel, copy or memset (a slice of one of ``categories``; with ``correlated``,
+    one with a launch correlation), reading until the first one."""
+    gpu = ", ".join(repr(c.lower()) for c in categories)
+    corr = (f" AND try_cast(json_extract_string({q(ts.ARGS)}, '$.correlation') AS BIGINT) IS NOT NULL"
+            if correlated else "")
+    found = fetch(trace, f"SELECT count(*) AS n FROM (SELECT 1 FROM {q(dbs.SLICE_TABLE)} "
+                         f"WHERE lower({q(ts.CATEGORY)}) IN ({gpu}){corr} LIMIT 1)")
+    return bool(found.column(0)[0].as_py())

@@ -19,26 +19,14 @@ from profiler.analyses.call_tree import call_tree
 from profiler.analyses.call_tree_diff import diff_names, diff_stacks
 from profiler.cli import main
 from profiler.figures.call_tree import ALL_ID, call_tree_diff_figure
-from tracer import schema as ts
-from tracer.writer import TraceWriter
+from tests.span_traces import write_spans
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "pytorch"
 
 
 def _spans(path: Path, rows: list[tuple[int, int | None, str, int, int]]) -> Path:
     """A trace of spans ``(id, parent_id, name, start, end)`` on one thread."""
-    cols = {ts.ID: [], ts.PARENT_ID: [], ts.NAME: [], ts.START_TS: [], ts.END_TS: [], ts.DURATION_NS: [],
-            ts.TRACK_GROUP: [], ts.TRACK_NAME: [], ts.DEPTH: []}
-    depth: dict[int, int] = {}
-    for ident, parent, name, s, e in rows:
-        depth[ident] = 0 if parent is None else depth[parent] + 1
-        for k, v in ((ts.ID, ident), (ts.PARENT_ID, parent), (ts.NAME, name), (ts.START_TS, s), (ts.END_TS, e),
-                     (ts.DURATION_NS, e - s), (ts.TRACK_GROUP, "proc"), (ts.TRACK_NAME, "thread 1"),
-                     (ts.DEPTH, depth[ident])):
-            cols[k].append(v)
-    with TraceWriter(path) as w:
-        w.append(ts.SPAN.name, cols)
-    return path
+    return write_spans(path, [{"id": i, "parent": p, "name": n, "start": s, "end": e} for i, p, n, s, e in rows])
 
 
 @pytest.fixture(scope="module")

@@ -15,8 +15,7 @@ from profiler.analyses.call_tree_views import top_frames
 from profiler.analyses.kernel_tree import NO_LAUNCH, kernel_tree
 from profiler.cli import main
 from profiler.errors import QueryError
-from tracer import schema as ts
-from tracer.writer import TraceWriter
+from tests.span_traces import write_spans
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "pytorch"
 CPU, GPU = ("proc", "thread 1"), ("proc", "stream 7")
@@ -24,19 +23,8 @@ CPU, GPU = ("proc", "thread 1"), ("proc", "stream 7")
 
 def _write(path: Path, spans: list[tuple]) -> Path:
     """Spans ``(id, parent, name, start, end, row, category, correlation)``."""
-    keys = (ts.ID, ts.PARENT_ID, ts.NAME, ts.START_TS, ts.END_TS, ts.DURATION_NS, ts.TRACK_GROUP, ts.TRACK_NAME,
-            ts.CATEGORY, ts.ARGS, ts.DEPTH)
-    cols: dict[str, list] = {k: [] for k in keys}
-    depth: dict[int, int] = {}
-    for ident, parent, name, s, e, row, cat, corr in spans:
-        depth[ident] = 0 if parent is None else depth[parent] + 1
-        values = (ident, parent, name, s, e, e - s, row[0], row[1], cat,
-                  None if corr is None else json.dumps({"correlation": corr}), depth[ident])
-        for k, v in zip(keys, values, strict=True):
-            cols[k].append(v)
-    with TraceWriter(path) as w:
-        w.append(ts.SPAN.name, cols)
-    return path
+    return write_spans(path, [{"id": i, "parent": p, "name": n, "start": s, "end": e, "row": row, "category": cat,
+                               "correlation": corr} for i, p, n, s, e, row, cat, corr in spans])
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,6 @@ docstring:
 from __future__ import annotations
 
 import contextlib
-import warnings
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -41,6 +40,7 @@ from profiler.analyses.call_tree import call_tree
 from profiler.analyses.call_tree_views import FOLDED_SEPARATOR, folded, limit_depth, top_frames
 from profiler.errors import QueryError
 from tests.call_tree_checks import assert_depth_first
+from tests.span_traces import opened_quietly
 from tracer import schema as ts
 from tracer import write_trace
 
@@ -156,13 +156,8 @@ def _write(path: Path, spans: list[Sp]) -> None:
 def _opened(directory: Path, spans: list[Sp]) -> Iterator[profiler.Trace]:
     path = directory / "t.trace"
     _write(path, spans)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        trace = profiler.open(path)
-    try:
+    with opened_quietly(path) as trace:
         yield trace
-    finally:
-        trace.close()
 
 
 def _windows(spans: list[Sp], windows) -> Iterator[tuple[tuple[int, int] | None, int, int]]:

@@ -25,7 +25,6 @@ oracle re-derives every number from the rows with plain loops, following the mod
 from __future__ import annotations
 
 import contextlib
-import warnings
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -43,6 +42,7 @@ from profiler.analyses.inputs import WAIT_OPCODES
 from profiler.analyses.instruction_tree import instruction_tree
 from profiler.errors import QueryError
 from tests.call_tree_checks import assert_depth_first
+from tests.span_traces import opened_quietly
 from tracer import schema as ts
 from tracer import write_trace
 
@@ -183,13 +183,8 @@ def _write(path: Path, ex: Example) -> None:
 def _opened(directory: Path, ex: Example) -> Iterator[profiler.Trace]:
     path = directory / "t.trace"
     _write(path, ex)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        trace = profiler.open(path)
-    try:
+    with opened_quietly(path) as trace:
         yield trace
-    finally:
-        trace.close()
 
 
 def _window(ex: Example, args: tuple[int | None, int | None] | None, core: int | None) -> tuple[int, int]:

@@ -40,17 +40,17 @@ INDENT = "  "
 
 
 class CallTreeCommand:
-    """The call tree of the spans (PyTorch/JAX operators, Python functions, GPU kernels, a recording's layers and
-    operators): each distinct stack of enclosing span names with its spans' count, total time (children
-    included) and self time (children excluded), clipped to the window, depth first under one root per row
-    (process / thread).  --top lists time per span name over every stack instead (a nested call of the same
-    name counted once in its total).  --instructions builds the tree of a device trace's instructions instead:
-    engine time by layer, operator, kernel source line, engine and opcode (--levels), a root per NeuronCore;
-    --kernels the GPU time of a PyTorch/Kineto trace under the CPU stacks that launched it.
-    --format folded prints folded stacks (`root;frame;frame SELF_NS`) for
-    flamegraph.pl or speedscope.  --against B compares with another trace (B - A per stack, or per name with
-    --top): a flame-graph diff.  The dashboard's call-tree page draws the tree as an icicle, and the compare
-    page of two host traces draws B's coloured by the change.
+    """Where the time goes, stack by stack (a flame graph's numbers), in three kinds of tree.  By default, the
+    spans (PyTorch/JAX operators, Python functions, GPU kernels, a recording's layers and operators): each distinct
+    stack of enclosing span names with its spans' count, total time (children included) and self time (children
+    excluded), clipped to the window, depth first under one root per row (process / thread).  --instructions: a
+    device trace's engine time by layer, operator, kernel source line, engine and opcode (--levels) under a root
+    per NeuronCore.  --kernels: a PyTorch/Kineto trace's GPU time under the CPU stacks that launched it.
+
+    --top lists time per name instead (a nested call of the same name counted once in its total); --format folded
+    prints folded stacks (`root;frame;frame SELF_NS`) for flamegraph.pl or speedscope; --against B compares with
+    another trace (B - A per stack, or per name with --top): a flame-graph diff.  The dashboard's call-tree page
+    draws the trees as icicles, and its compare page draws B's coloured by the change from A.
     """
 
     name = "calltree"

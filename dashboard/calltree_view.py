@@ -26,6 +26,7 @@ from profiler.analyses.call_tree_diff import diff_names
 from profiler.analyses.call_tree_views import roots, subtree, top_frames
 from profiler.analyses.instruction_tree import instruction_tree
 from profiler.analyses.kernel_tree import has_gpu_events, kernel_tree
+from profiler.analyses.schema import PATH_SEPARATOR
 from profiler.errors import TrnprofError
 from profiler.figures.call_tree import call_tree_diff_figure, call_tree_figure, kept_frames
 from profiler.figures.timefmt import format_duration, format_time
@@ -316,6 +317,50 @@ def span_comparison(a: Any, b: Any, labels: tuple[str, str], why: str) -> tuple[
     return headline, [chart], deltas
 
 
+#: What the frame panel says before a click.
+FRAME_PROMPT = "Click a box to see its stack and numbers here (a click also zooms the graph to it)."
+#: Units of each tree's counts, for the frame panel.
+UNITS = {OF_SPANS: "spans", OF_INSTRUCTIONS: "instructions", OF_KERNELS: "GPU events"}
+
+
+def clicked_frame(click: Any) -> tuple[str, str, int, int, int] | None:
+    """The (name, path, count, total_ns, self_ns) a click on the icicle reports (the figure's ``customdata``), None
+    for anything else."""
+    points = click.get("points") if isinstance(click, dict) else None
+    point = points[0] if isinstance(points, list) and points and isinstance(points[0], dict) else None
+    data = point.get("customdata") if point is not None else None
+    if not isinstance(data, list) or len(data) != 5:
+        return None
+    name, path, count, total, own = data
+    if not (isinstance(name, str) and isinstance(path, str)) or len(name) > 10_000 or len(path) > 100_000:
+        return None
+    if not all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**63 for v in (count, total, own)):
+        return None
+    return name, path, count, total, own
+
+
+def frame_panel(trace_id: str, click: Any, of: Any = OF_SPANS) -> Any:
+    """The panel under the graph for a clicked box: its stack (outermost first), count, total and self time, and a
+    link to the timeline searching for its name; the prompt for no box or malformed click data."""
+    frame = clicked_frame(click)
+    if frame is None:
+        return html.P(FRAME_PROMPT, className="muted")
+    name, path, count, total, own = frame
+    unit = UNITS.get(of, "spans") if isinstance(of, str) else "spans"
+    stack = path.split(PATH_SEPARATOR) if path else [name]
+    crumbs: list[Any] = []
+    for i, part in enumerate(stack):
+        crumbs += [" › "] if i else []
+        crumbs.append(html.Strong(part) if i == len(stack) - 1 else part)
+    link = [] if not path or len(stack) == 1 else [" · ", dcc.Link(
+        "find it on the timeline", href=timeline_search_href(trace_id, name), id="ct-frame-search")]
+    return html.Div([
+        html.Div(crumbs, className="ct-frame-stack", id="ct-frame-stack"),
+        html.Div([f"{count:,} {unit}, total {format_duration(total)}, self {format_duration(own)}", *link],
+                 className="muted", id="ct-frame-numbers"),
+    ])
+
+
 def names_table(trace_id: str, tree: CallTree, limit: int = TOP_NAMES) -> Any:
     """The names with the most self time (:func:`top_frames`), each linked to the timeline searching for it."""
     top = top_frames(tree)
@@ -360,6 +405,8 @@ __all__ = [
     "CallTreeView",
     "build_view",
     "calltree_href",
+    "clicked_frame",
+    "frame_panel",
     "names_table",
     "root_options",
     "selection_section",

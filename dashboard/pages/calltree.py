@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dash import Dash, Input, Output, dcc, html, no_update
+from dash import Dash, Input, Output, State, dcc, html, no_update
 
 from dashboard import calltree_view as cv
 from dashboard.app import query_values, resolve_trace_id
@@ -52,6 +52,7 @@ def layout(ctx: PageContext) -> Any:
                className="muted ct-help"),
         dcc.Loading(dcc.Graph(id="ct-graph", config=graph_config(scrollZoom=False), style={"height": "560px"}),
                     delay_show=300),
+        html.Div(html.P(cv.FRAME_PROMPT, className="muted"), id="ct-frame", className="panel ct-frame"),
         dcc.Loading(html.Div(id="ct-top", className="panel"), delay_show=300),
     ], className="calltree-page")
 
@@ -102,3 +103,17 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
         out = page_outputs(registry, search, rows, root, steps=steps, of=of, cache=cache)
         return (*out[:-4], out[-4] if out[-4] != root else no_update, out[-3] if out[-3] != of else no_update,
                 *out[-2:])
+
+    @app.callback(Output("ct-frame", "children"), Input("ct-graph", "clickData"), State("url", "search"),
+                  State("ct-of", "value"), prevent_initial_call=True)
+    def _frame(click: Any, search: str | None, of: Any) -> Any:
+        return frame_outputs(registry, search, click, of)
+
+
+def frame_outputs(registry: TraceRegistry, search: str | None, click: Any, of: Any) -> Any:
+    """The frame panel for a click on the graph (an error line for a URL naming no served trace)."""
+    try:
+        trace_id = resolve_trace_id(registry, search)
+    except UnknownTraceError as exc:
+        return html.Span(str(exc), className="error")
+    return cv.frame_panel(trace_id, click, of)

@@ -88,12 +88,17 @@ def call_tree_figure(tree: CallTree, *, height: int = 560, title: str | None = N
     parents = ["" if p < 0 else str(int(p)) for p in parent]
     labels = [_label(name) for name in names]
     values = width.tolist()
+    paths = [t.column(rs.PATH)[int(i)].as_py() for i in rows]
+    # what a click on a box reports (the dashboard's frame panel): name, path, count, total, self
+    custom = [[name, path, int(c), int(tot), int(o)] for name, path, c, tot, o in zip(names, paths, count, total, own,
+                                                                                      strict=True)]
     if parents.count("") > 1:  # one box over the roots (plotly would draw an unlabelled one)
         top = int(sum(w for w, p in zip(values, parents, strict=True) if p == ""))
         parents = [ALL_ID if p == "" else p for p in parents]
         what = "rows" if tree.by_thread else "stacks"
         ids, parents, labels = [ALL_ID, *ids], ["", *parents], [f"all {what}", *labels]
         values, colours = [top, *values], [ROOT_COLOUR, *colours]
+        custom = [[f"all {what}", "", int(tree.spans), top, 0], *custom]
         hover = [f"<b>all {what}</b><br>{tree.spans:,} {tree.what}<br>{format_duration(top)} of {of}", *hover]
     fig = go.Figure(go.Icicle(
         ids=ids,
@@ -104,6 +109,7 @@ def call_tree_figure(tree: CallTree, *, height: int = 560, title: str | None = N
         marker={"colors": colours, "line": {"width": 0.5, "color": "#ffffff"}},
         hovertext=hover,
         hoverinfo="text",
+        customdata=custom,
         tiling={"orientation": "v"},
         maxdepth=min(int(depth.max()) + 1, MAX_DEPTH_SHOWN) if len(rows) else -1,
         sort=False,

@@ -157,3 +157,21 @@ def test_gpu_kernels_by_launch(browser, torch_server):
     wait_for(browser, lambda d: (s := _icicle(d)) and s[0] > 100 and s, "the kernels' icicle")
     wait_for(browser, settled, "the call-tree page")
     assert console_errors(browser) == []
+
+
+def test_a_click_on_a_box_shows_its_stack(browser, torch_server):
+    browser.get(f"{torch_server.url}/calltree?trace=t0&root={THREAD.replace(' ', '%20')}")
+    wait_for(browser, lambda d: (s := _icicle(d)) and s[1] == THREAD and s, "the thread's icicle")
+    wait_for(browser, settled, "the first callbacks")
+    # what a click on the "## backward ##" box of the first step sends (plotly's click event with its point)
+    browser.execute_script(
+        f"var g = {GRAPH}; var d = g._fullData[0];"
+        "var i = d.customdata.findIndex(function (c) { return c[0] === '## backward ##'; });"
+        "g.emit('plotly_click', {points: [{id: d.ids[i], label: d.labels[i], customdata: d.customdata[i],"
+        " curveNumber: 0, pointNumber: i}]});")
+    stack = wait_for(browser, lambda d: d.find_elements("id", "ct-frame-stack"), "the frame panel")[0]
+    assert stack.text.endswith("› ## backward ##") and stack.text.startswith(THREAD)
+    assert "spans, total" in browser.find_element("id", "ct-frame-numbers").text
+    assert "search=" in browser.find_element("id", "ct-frame-search").get_attribute("href")
+    wait_for(browser, settled, "the call-tree page")
+    assert console_errors(browser) == []

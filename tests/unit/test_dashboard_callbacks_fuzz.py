@@ -141,6 +141,14 @@ CASES: list[tuple[str, str, dict[str, Any], str | None]] = [
         ("of kernels", {"url.search": "?trace=t0&of=kernels&steps=merged&start=5&end=9"}, "url.search"),
         ("unknown trace", {"url.search": "?trace=t9&rows=merged"}, "url.search"),
     ]],
+    *[(f"calltree frame {name}", "ct-frame.children", {"url.search": "?trace=t0", "ct-of.value": "spans", **values},
+       "ct-graph.clickData") for name, values in [
+        ("click garbage", {"ct-graph.clickData": {"points": [{"customdata": ["a", None, INF, "x", []]}]}}),
+        ("click huge", {"ct-graph.clickData": {"points": [{"customdata": ["a" * 20000, "b", 2**70, 0, 0]}]}}),
+        ("click not a dict", {"ct-graph.clickData": [1, 2]}),
+        ("of garbage", {"ct-graph.clickData": {"points": [{"customdata": ["a", "b", 1, 2, 3]}]},
+                        "ct-of.value": {"x": 1}}),
+    ]],
 ]
 
 

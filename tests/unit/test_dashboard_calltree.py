@@ -210,3 +210,30 @@ def test_a_recordings_spans_part_has_no_gpu_link():
         section = cv.spans_section(mlp, "t5")
     ids = {getattr(c, "id", None) for c in walk(section)}
     assert "summary-calltree-link" in ids and "summary-kernels-link" not in ids
+
+
+def test_a_click_on_a_box_shows_its_stack_and_numbers(app):
+    from dashboard.pages.calltree import frame_outputs
+
+    reg = app.trnprof_registry
+    fig = page_outputs(reg, "?trace=t0", None)[0]
+    d = fig.data[0]
+    i = next(k for k, p in enumerate(d.customdata) if p[0] == "## backward ##")
+    point = {"points": [{"id": d.ids[i], "customdata": list(d.customdata[i])}]}
+    panel = frame_outputs(reg, "?trace=t0", point, cv.OF_SPANS)
+    stack = next(c for c in walk(panel) if getattr(c, "id", None) == "ct-frame-stack")
+    assert texts(stack) == [THREAD, " › ", "ProfilerStep#552", " › ", "## backward ##"]
+    numbers = next(c for c in walk(panel) if getattr(c, "id", None) == "ct-frame-numbers")
+    assert texts(numbers)[0] == "1 spans, total 229.2 ms, self 229.1 ms"
+    search = next(c for c in walk(panel) if getattr(c, "id", None) == "ct-frame-search")
+    assert parse_qs(urlsplit(search.href).query)["search"] == ['"## backward ##"']
+    # the box over the roots and a row's box: no search link
+    for name in ("all rows", THREAD):
+        k = next(k for k, p in enumerate(d.customdata) if p[0] == name)
+        panel = frame_outputs(reg, "?trace=t0", {"points": [{"customdata": list(d.customdata[k])}]}, cv.OF_SPANS)
+        assert "ct-frame-search" not in {getattr(c, "id", None) for c in walk(panel)}
+    # malformed clicks: the prompt
+    for click in (None, [], {"points": []}, {"points": [{"customdata": ["a", "b", -1, 0, 0]}]},
+                  {"points": [{"customdata": ["a", "b", True, 0, 0]}]}, {"points": [{"customdata": "x"}]}):
+        assert texts(frame_outputs(reg, "?trace=t0", click, "spans")) == [cv.FRAME_PROMPT]
+    assert "no served trace" in frame_outputs(reg, "?trace=t9", point, "spans").children

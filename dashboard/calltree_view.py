@@ -24,10 +24,10 @@ from profiler.analyses import schema as rs
 from profiler.analyses.call_tree import CallTree, call_tree
 from profiler.analyses.call_tree_diff import diff_names
 from profiler.analyses.call_tree_views import roots, subtree, top_frames
-from profiler.analyses.instruction_tree import instruction_tree
+from profiler.analyses.instruction_tree import DEFAULT_LEVELS, check_levels, instruction_tree
 from profiler.analyses.kernel_tree import has_gpu_events, kernel_tree
 from profiler.analyses.schema import PATH_SEPARATOR
-from profiler.errors import TrnprofError
+from profiler.errors import QueryError, TrnprofError
 from profiler.figures.call_tree import call_tree_diff_figure, call_tree_figure, kept_frames
 from profiler.figures.timefmt import format_duration, format_time
 from tracer import schema as ts
@@ -43,6 +43,10 @@ OF_INSTRUCTIONS = "instructions"
 #: ``?of=kernels``: GPU time under the CPU stacks that launched it (a PyTorch/Kineto trace of a GPU run).
 OF_KERNELS = "kernels"
 OF_VALUES = (OF_SPANS, OF_INSTRUCTIONS, OF_KERNELS)
+LEVELS_PARAM = "levels"
+#: What each level of the instructions' tree is called on the page.
+LEVEL_LABELS = {"layer": "layer", "operator": "operator", "source": "source line", "engine": "engine",
+                "opcode": "opcode"}
 #: ``?steps=merged``: numbered iterations (``ProfilerStep#552``) merged into one frame each.
 STEPS_MERGED = "merged"
 #: The root picker's value for "every root".
@@ -72,6 +76,8 @@ class CallTreeView:
     merge_steps: bool = False
     #: The tree shown: one of :data:`OF_VALUES`.
     of: str = "spans"
+    #: The instructions' tree's levels.
+    levels: tuple[str, ...] = DEFAULT_LEVELS
 
 
 def url_rows(query: dict[str, str]) -> str:
@@ -89,13 +95,30 @@ def url_of(query: dict[str, str], trace: Any) -> str:
     return OF_SPANS if events.get(dbs.SLICE_TABLE) or not events.get(ts.INSTRUCTION.name) else OF_INSTRUCTIONS
 
 
+def as_levels(value: Any) -> tuple[str, ...] | None:
+    """``value`` (a list of level names, or the URL's comma-separated text) as the instructions' tree's levels;
+    None when it is not a non-empty list of known levels, each once."""
+    if isinstance(value, str):
+        value = [v.strip() for v in value.split(",")[:16] if v.strip()]
+    try:
+        return check_levels(value)
+    except QueryError:
+        return None
+
+
+def url_levels(query: dict[str, str]) -> tuple[str, ...]:
+    """``?levels=engine,opcode``: the instructions' tree's levels (the default ones when missing or malformed)."""
+    return as_levels(query.get(LEVELS_PARAM, "")) or DEFAULT_LEVELS
+
+
 def url_steps(query: dict[str, str]) -> bool:
     """``?steps=merged``: whether numbered iterations are merged."""
     return str(query.get(STEPS_PARAM, "")).lower() == STEPS_MERGED
 
 
 def calltree_href(trace_id: str, window: tuple[int, int] | None, rows: str = ROWS_SPLIT,
-                  root: str = ALL_ROOTS, *, merge_steps: bool = False, of: str | None = None) -> str:
+                  root: str = ALL_ROOTS, *, merge_steps: bool = False, of: str | None = None,
+                  levels: tuple[str, ...] = DEFAULT_LEVELS) -> str:
     """This page for ``trace_id``, ``window`` (None: the whole trace), ``rows`` and ``root``: the link to the
     view."""
     values = {TRACE_PARAM: trace_id}
@@ -109,6 +132,8 @@ def calltree_href(trace_id: str, window: tuple[int, int] | None, rows: str = ROW
         values[STEPS_PARAM] = STEPS_MERGED
     if of in OF_VALUES:
         values[OF_PARAM] = of
+    if tuple(levels) != DEFAULT_LEVELS:
+        values[LEVELS_PARAM] = ",".join(levels)
     return CALLTREE_PATH + "?" + urlencode(values)
 
 
@@ -142,8 +167,8 @@ def root_options(tree: CallTree, keep: str = ALL_ROOTS) -> tuple[dict[str, Any],
 
 
 def build_view(trace: Any, trace_id: str, query: dict[str, str], rows: Any = None, root: Any = None, *,
-               merge_steps: Any = None, of: Any = None, label: str | None = None, cache: ComputedCache | None = None
-               ) -> CallTreeView:
+               merge_steps: Any = None, of: Any = None, levels: Any = None, label: str | None = None,
+               cache: ComputedCache | None = None) -> CallTreeView:
     """The page for the URL's ``query`` (its window) and the picked ``rows``, ``root``, ``merge_steps`` and ``of``
     (each defaulting to the URL's); an error line, not an exception, for a trace or window it cannot show; a root
     the window does not have shows every root.  With ``cache`` the whole trace's trees are computed once per trace
@@ -152,22 +177,23 @@ def build_view(trace: Any, trace_id: str, query: dict[str, str], rows: Any = Non
     root = root if isinstance(root, str) else str(query.get(ROOT_PARAM, ALL_ROOTS))
     steps = merge_steps if isinstance(merge_steps, bool) else url_steps(query)
     of = of if of in OF_VALUES else url_of(query, trace)
+    chosen = as_levels(levels) or url_levels(query)
     window = url_window(query)
     by_thread = rows == ROWS_SPLIT
 
     def compute() -> CallTree:
         if of == OF_INSTRUCTIONS:
-            return instruction_tree(trace, *(window or (None, None)))
+            return instruction_tree(trace, *(window or (None, None)), levels=chosen)
         if of == OF_KERNELS:
             return kernel_tree(trace, *(window or (None, None)), merge_steps=steps)
         return call_tree(trace, *(window or (None, None)), by_thread=by_thread, merge_steps=steps)
 
-    key = (("calltree", of) if of == OF_INSTRUCTIONS else ("calltree", of, steps) if of == OF_KERNELS
+    key = (("calltree", of, chosen) if of == OF_INSTRUCTIONS else ("calltree", of, steps) if of == OF_KERNELS
            else ("calltree", of, by_thread, steps))
     try:
         tree = compute() if cache is None or window is not None else cache.get(trace_id, key, compute)
     except TrnprofError as exc:
-        return CallTreeView(None, "", None, public_message(exc, trace, label=label), window, of=of)
+        return CallTreeView(None, "", None, public_message(exc, trace, label=label), window, of=of, levels=chosen)
     options = root_options(tree, root)
     if root and any(o["value"] == root for o in options):
         tree = subtree(tree, root)
@@ -189,11 +215,11 @@ def build_view(trace: Any, trace_id: str, query: dict[str, str], rows: Any = Non
               f"{frames}. Click a box to zoom to it, the top box to go back up.")
     if tree.spans == 0:
         status = f"No {tree.what} in {where}."
-    title = root or ("every core: layer › operator › source line › engine › opcode" if of == OF_INSTRUCTIONS
+    title = root or ("every core: " + " › ".join(LEVEL_LABELS[x] for x in chosen) if of == OF_INSTRUCTIONS
                      else "GPU kernels, copies and memsets under their launching stacks" if of == OF_KERNELS
                      else "every row" if by_thread else "every row, merged")
     return CallTreeView(call_tree_figure(tree, title=title), status, names_table(trace_id, tree), None, window,
-                        options, root, steps, of)
+                        options, root, steps, of, chosen)
 
 
 #: Names the summary page lists.
@@ -391,6 +417,8 @@ def names_table(trace_id: str, tree: CallTree, limit: int = TOP_NAMES) -> Any:
 __all__ = [
     "ALL_ROOTS",
     "CALLTREE_PATH",
+    "LEVELS_PARAM",
+    "LEVEL_LABELS",
     "OF_INSTRUCTIONS",
     "OF_KERNELS",
     "OF_PARAM",
@@ -403,6 +431,7 @@ __all__ = [
     "STEPS_MERGED",
     "STEPS_PARAM",
     "CallTreeView",
+    "as_levels",
     "build_view",
     "calltree_href",
     "clicked_frame",
@@ -412,6 +441,7 @@ __all__ = [
     "selection_section",
     "span_comparison",
     "spans_section",
+    "url_levels",
     "url_of",
     "url_rows",
     "url_steps",

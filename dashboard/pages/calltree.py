@@ -35,6 +35,10 @@ def layout(ctx: PageContext) -> Any:
                 id="ct-rows", options=[{"label": " one root per row", "value": cv.ROWS_SPLIT},
                                        {"label": " rows merged", "value": cv.ROWS_MERGED}],
                 value=cv.url_rows(ctx.query), inline=True, className="radio")),
+            html.Span(id="ct-levels-box", children=dcc.Dropdown(
+                id="ct-levels", multi=True, clearable=False, className="ct-levels",
+                options=[{"label": text, "value": level} for level, text in cv.LEVEL_LABELS.items()],
+                value=list(cv.url_levels(ctx.query)), placeholder="levels…")),
             html.Span(id="ct-steps-box", children=dcc.Checklist(
                 id="ct-steps", options=[{"label": " merge numbered steps (ProfilerStep#N)", "value": cv.STEPS_MERGED}],
                 value=[cv.STEPS_MERGED] if cv.url_steps(ctx.query) else [], inline=True, className="radio")),
@@ -58,34 +62,36 @@ def layout(ctx: PageContext) -> Any:
 
 
 def page_outputs(registry: TraceRegistry, search: str | None, rows: Any, root: Any = None, *, steps: Any = None,
-                 of: Any = None, cache: ComputedCache | None = None) -> tuple[Any, ...]:
+                 of: Any = None, levels: Any = None, cache: ComputedCache | None = None) -> tuple[Any, ...]:
     """Figure, status line, per-name table, timeline link, view link, root options, root, tree kind and the styles
-    of the rows and steps options for the URL ``search``, the picked ``rows``, ``root`` and ``of`` (spans,
-    instructions or GPU kernels) and the "merge numbered steps" box (``steps``: its value; None: the URL's
-    ``?steps=``)."""
+    of the rows, steps and levels options for the URL ``search``, the picked ``rows``, ``root``, ``of`` (spans,
+    instructions or GPU kernels) and ``levels`` (the instructions' tree's) and the "merge numbered steps" box
+    (``steps``: its value; None: the URL's ``?steps=``)."""
     try:
         trace_id = resolve_trace_id(registry, search)
         trace = registry.open(trace_id)
     except UnknownTraceError as exc:
         return ({}, html.Span(str(exc), className="error", id="ct-error"), None, "/", cv.CALLTREE_PATH, [],
-                cv.ALL_ROOTS, cv.OF_SPANS, {}, {})
+                cv.ALL_ROOTS, cv.OF_SPANS, {}, {}, {"display": "none"})
     query = query_values(search)
     merge = is_checked(steps, cv.STEPS_MERGED) if isinstance(steps, list) else None
-    view = cv.build_view(trace, trace_id, query, rows, root, merge_steps=merge, of=of,
+    view = cv.build_view(trace, trace_id, query, rows, root, merge_steps=merge, of=of, levels=levels,
                          label=registry.entry(trace_id).label, cache=cache)
     rows = rows if rows in (cv.ROWS_SPLIT, cv.ROWS_MERGED) else cv.url_rows(query)
     shown_of = view.of if view.of != cv.url_of({}, trace) else None   # (the trace's default left out of the link)
     links = timeline_href(trace_id, view.window), cv.calltree_href(trace_id, view.window, rows, view.root,
-                                                                   merge_steps=view.merge_steps, of=shown_of)
+                                                                   merge_steps=view.merge_steps, of=shown_of,
+                                                                   levels=view.levels)
     # rows apply to the spans' tree only, numbered steps to the spans' and the kernels'
     hidden = {"display": "none"}
     rows_style = {} if view.of == cv.OF_SPANS else hidden
     steps_style = hidden if view.of == cv.OF_INSTRUCTIONS else {}
+    levels_style = {} if view.of == cv.OF_INSTRUCTIONS else hidden
     if view.error is not None:
         return ({}, html.Span(view.error, className="error", id="ct-error"), None, *links, [], cv.ALL_ROOTS,
-                view.of, rows_style, steps_style)
+                view.of, rows_style, steps_style, levels_style)
     return (view.figure, view.status, view.table, *links, list(view.root_options), view.root, view.of,
-            rows_style, steps_style)
+            rows_style, steps_style, levels_style)
 
 
 def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
@@ -96,13 +102,14 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
     @app.callback(Output("ct-graph", "figure"), Output("ct-status", "children"), Output("ct-top", "children"),
                   Output("ct-timeline-link", "href"), Output("ct-view-link", "href"), Output("ct-root", "options"),
                   Output("ct-root", "value"), Output("ct-of", "value"), Output("ct-rows-box", "style"),
-                  Output("ct-steps-box", "style"), Input("url", "search"), Input("ct-rows", "value"),
-                  Input("ct-root", "value"), Input("ct-steps", "value"), Input("ct-of", "value"))
-    def _show(search: str | None, rows: Any, root: Any, steps: Any, of: Any) -> Any:
+                  Output("ct-steps-box", "style"), Output("ct-levels-box", "style"), Input("url", "search"),
+                  Input("ct-rows", "value"), Input("ct-root", "value"), Input("ct-steps", "value"),
+                  Input("ct-of", "value"), Input("ct-levels", "value"))
+    def _show(search: str | None, rows: Any, root: Any, steps: Any, of: Any, levels: Any) -> Any:  # noqa: PLR0917
         # a change of rows names other roots: the picked one is kept only when the new tree has it
-        out = page_outputs(registry, search, rows, root, steps=steps, of=of, cache=cache)
-        return (*out[:-4], out[-4] if out[-4] != root else no_update, out[-3] if out[-3] != of else no_update,
-                *out[-2:])
+        out = page_outputs(registry, search, rows, root, steps=steps, of=of, levels=levels, cache=cache)
+        return (*out[:-5], out[-5] if out[-5] != root else no_update, out[-4] if out[-4] != of else no_update,
+                *out[-3:])
 
     @app.callback(Output("ct-frame", "children"), Input("ct-graph", "clickData"), State("url", "search"),
                   State("ct-of", "value"), prevent_initial_call=True)

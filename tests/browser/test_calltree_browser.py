@@ -137,6 +137,7 @@ def test_a_recording_without_spans_shows_its_instructions_and_can_ask_for_spans(
     assert browser.find_element("css selector", "#ct-of input[value='instructions']").is_selected()
     assert not browser.find_element("id", "ct-rows-box").is_displayed()
     assert not browser.find_element("id", "ct-steps-box").is_displayed()
+    assert browser.find_element("id", "ct-levels-box").is_displayed()
     assert "48 instructions in the whole trace" in browser.find_element("id", "ct-status").text
     browser.find_element("css selector", "#ct-of input[value='spans']").click()
     error = wait_for(browser, lambda d: d.find_elements("id", "ct-error"), "the one-line reason")[0]
@@ -153,6 +154,7 @@ def test_gpu_kernels_by_launch(browser, torch_server):
     wait_for(browser, lambda d: d.find_element("id", "ct-status").text.startswith("1,204 kernels"), "the kernels")
     assert not browser.find_element("id", "ct-rows-box").is_displayed()
     assert browser.find_element("id", "ct-steps-box").is_displayed()
+    assert not browser.find_element("id", "ct-levels-box").is_displayed()
     assert link_query(browser, "ct-view-link")["of"] == "kernels"
     wait_for(browser, lambda d: (s := _icicle(d)) and s[0] > 100 and s, "the kernels' icicle")
     wait_for(browser, settled, "the call-tree page")

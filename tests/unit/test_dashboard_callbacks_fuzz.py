@@ -139,6 +139,8 @@ CASES: list[tuple[str, str, dict[str, Any], str | None]] = [
         ("of garbage", {"url.search": "?trace=t0&of=%ff", "ct-of.value": [1]}, "ct-of.value"),
         ("of instructions", {"url.search": "?trace=t0&of=instructions&root=NeuronCore%200"}, "url.search"),
         ("of kernels", {"url.search": "?trace=t0&of=kernels&steps=merged&start=5&end=9"}, "url.search"),
+        ("levels garbage", {"url.search": "?trace=t0&of=instructions&levels=%00,,x" + ",a" * 500,
+                            "ct-levels.value": [{"x": 1}, None, 5]}, "ct-levels.value"),
         ("unknown trace", {"url.search": "?trace=t9&rows=merged"}, "url.search"),
     ]],
     *[(f"calltree frame {name}", "ct-frame.children", {"url.search": "?trace=t0", "ct-of.value": "spans", **values},

@@ -31,9 +31,10 @@ def app(tmp_path_factory):
 
 def test_whole_trace_view(app):
     reg = app.trnprof_registry
-    fig, status, table, tl_href, view_href, options, root, of, rows_style, steps_style = page_outputs(
+    fig, status, table, tl_href, view_href, options, root, of, rows_style, steps_style, levels_style = page_outputs(
         reg, "?trace=t0", None)
     assert of == cv.OF_SPANS and rows_style == steps_style == {}   # a trace with spans: them, with their options
+    assert levels_style == {"display": "none"}
     assert "4,811 spans in the whole trace" in status and "summed over rows" in status
     assert fig.data[0].type == "icicle" and root == cv.ALL_ROOTS
     assert options[0]["value"] == cv.ALL_ROOTS and any(o["value"] == THREAD for o in options[1:])
@@ -137,10 +138,10 @@ def test_numbered_steps_merge_from_the_box_or_the_url(app):
 
 def test_a_recording_without_spans_shows_its_instructions(app):
     reg = app.trnprof_registry
-    fig, status, table, _tl, view_href, options, root, of, rows_style, steps_style = page_outputs(
+    fig, status, table, _tl, view_href, options, root, of, rows_style, steps_style, levels_style = page_outputs(
         reg, "?trace=t1", None)
     assert of == cv.OF_INSTRUCTIONS and view_href == "/calltree?trace=t1"
-    assert rows_style == steps_style == {"display": "none"}
+    assert rows_style == steps_style == {"display": "none"} and levels_style == {}
     assert status.startswith("48 instructions in the whole trace") and "of engine time" in status
     labels = list(fig.data[0].labels)
     assert labels[0] == "NeuronCore 0" and "softmax.py:35" in labels and "TENSOR_REDUCE" in labels
@@ -191,10 +192,10 @@ def test_the_root_picker_offers_the_widest_roots_and_the_picked_one(monkeypatch,
 
 def test_gpu_kernels_under_their_launching_stacks(app):
     reg = app.trnprof_registry
-    fig, status, _table, _tl, view_href, options, _root, of, rows_style, steps_style = page_outputs(
+    fig, status, _table, _tl, view_href, options, _root, of, rows_style, steps_style, levels_style = page_outputs(
         reg, "?trace=t0&of=kernels", None)
     assert of == cv.OF_KERNELS and "of=kernels" in view_href
-    assert rows_style == {"display": "none"} and steps_style == {}
+    assert rows_style == levels_style == {"display": "none"} and steps_style == {}
     assert status.startswith("1,204 kernels in the whole trace") and "of GPU time" in status
     assert THREAD in [o["value"] for o in options]
     assert "cudaLaunchKernel" in set(fig.data[0].labels)
@@ -237,3 +238,20 @@ def test_a_click_on_a_box_shows_its_stack_and_numbers(app):
                   {"points": [{"customdata": ["a", "b", True, 0, 0]}]}, {"points": [{"customdata": "x"}]}):
         assert texts(frame_outputs(reg, "?trace=t0", click, "spans")) == [cv.FRAME_PROMPT]
     assert "no served trace" in frame_outputs(reg, "?trace=t9", point, "spans").children
+
+
+def test_the_instructions_levels_come_from_the_picker_or_the_url(app):
+    reg = app.trnprof_registry
+    fig, _status, _table, _tl, view_href, *_ = page_outputs(reg, "?trace=t1", None, levels=["engine", "opcode"])
+    assert "levels=engine%2Copcode" in view_href and fig.layout.title.text == "every core: engine › opcode"
+    depth1 = {label for label, parent in zip(fig.data[0].labels, fig.data[0].parents, strict=True)
+              if parent == fig.data[0].ids[0]}
+    engines = {e for (e,) in reg.open("t1").sql(
+        "SELECT DISTINCT engine FROM Instruction WHERE opcode NOT IN ('EVENT_SEMAPHORE', 'WAIT')").fetchall()}
+    assert depth1 == engines
+    by_url = page_outputs(reg, "?trace=t1&levels=source,opcode", None)
+    assert by_url[0].layout.title.text == "every core: source line › opcode"
+    for bad in ("bogus", "engine,engine", ""):
+        out = page_outputs(reg, f"?trace=t1&levels={bad}", None)   # the default levels
+        assert "levels=" not in out[4] and "layer › operator" in out[0].layout.title.text
+    assert cv.as_levels(["opcode"]) == ("opcode",) and cv.as_levels([1]) is None and cv.as_levels({}) is None

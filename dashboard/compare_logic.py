@@ -26,11 +26,13 @@ from profiler.analyses import diff
 from profiler.analyses import schema as rs
 from profiler.analyses.instruction_tree import instruction_tree
 from profiler.analyses.source_lines import line_text, split_location
+from profiler.db.sqlutil import quote
 from profiler.figures import viewport as vp
 from profiler.figures.call_tree import call_tree_diff_figure
 from profiler.figures.compare import delta_figure, metrics_figure
 from profiler.figures.memory_map import kib
 from profiler.figures.timefmt import format_duration
+from tracer import schema as ts
 from tracer.errors import TrnprofError
 
 
@@ -66,8 +68,17 @@ def sync_relayout(relayout: Any) -> dict[str, Any] | None:
 
 
 #: Levels of the compare page's differential instruction tree: no source lines, so two versions of a kernel (in two
-#: files) still line up by layer, operator, engine and opcode.
+#: files) still line up by layer, operator, engine and opcode ...
 COMPARE_LEVELS = ("layer", "operator", "engine", "opcode")
+#: ... and with them when both traces run the same kernel files (a what-if), so each line's change shows.
+SAME_SOURCE_LEVELS = ("layer", "operator", "source", "engine", "opcode")
+
+
+def source_files_of(trace: Any) -> frozenset[str]:
+    """The kernel source files a trace's instructions name (``file.py`` of ``file.py:LINE``)."""
+    rows = trace.sql(f"SELECT DISTINCT regexp_extract({quote(ts.NKI_SOURCE_LOCATION)}, '^(.*):[0-9]+$', 1) "
+                     f"FROM {quote(ts.INSTRUCTION.name)} WHERE {quote(ts.NKI_SOURCE_LOCATION)} IS NOT NULL").fetchall()
+    return frozenset(f for (f,) in rows if f)
 
 
 class DiffCache:
@@ -80,16 +91,22 @@ class DiffCache:
         self._lock = threading.Lock()
 
     def instruction_figure(self, registry: TraceRegistry, a: str, b: str) -> Any:
-        """B's instruction tree (:data:`COMPARE_LEVELS`) coloured by each frame's change from A's, computed once per
-        pair."""
+        """B's instruction tree coloured by each frame's change from A's, computed once per pair: by
+        :data:`SAME_SOURCE_LEVELS` when both run the same kernel files (a what-if: the lines line up), else by
+        :data:`COMPARE_LEVELS`."""
         key = (a, b)
         with self._lock:
             if key not in self._trees:
                 with registry.lock(a), registry.lock(b):
-                    ta, tb = (instruction_tree(registry.open(t), levels=COMPARE_LEVELS) for t in (a, b))
+                    ta_, tb_ = registry.open(a), registry.open(b)
+                    files = source_files_of(ta_)
+                    levels = SAME_SOURCE_LEVELS if files and files == source_files_of(tb_) else COMPARE_LEVELS
+                    ta, tb = (instruction_tree(t, levels=levels) for t in (ta_, tb_))
                 fig = call_tree_diff_figure(ta, tb)
-                fig.update_layout(title={"text": "B's engine time by layer › operator › engine › opcode, coloured "
-                                                 "by the change from A (click a box to zoom)"})
+                names = {"layer": "layer", "operator": "operator", "source": "source line", "engine": "engine",
+                         "opcode": "opcode"}
+                fig.update_layout(title={"text": f"B's engine time by {' › '.join(names[x] for x in levels)}, "
+                                                 "coloured by the change from A (click a box to zoom)"})
                 self._trees[key] = fig
             return self._trees[key]
 

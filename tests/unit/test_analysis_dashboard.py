@@ -270,3 +270,29 @@ def test_what_a_recommendation_stands_to_gain_never_reads_as_1x_faster():
     items = recommendation_list(pa.table({rs.TITLE: ["t"], rs.IMPACT_NS: [23_160_000], rs.SPEEDUP: [1.0],
                                           rs.MESSAGE: ["m"], rs.RULE: ["r"]}))
     assert "1.00x" not in str(items) and "no faster until the bottleneck moves" in str(items)
+
+
+def test_the_instruction_diff_shows_source_lines_when_both_traces_run_the_same_kernel(tmp_path):
+    """A what-if (the same kernel, a cost-model constant changed) lines up by source line; two versions of a kernel
+    in two files line up by layer, operator, engine and opcode only."""
+    from pathlib import Path
+
+    from tracer.sim import run_kernel
+
+    a, b = tmp_path / "a.trace", tmp_path / "b.trace"
+    run_kernel("softmax", {"rows": 256, "cols": 256}, arch="trn1", trace_path=a)
+    run_kernel("softmax", {"rows": 256, "cols": 256}, arch="trn1", trace_path=b, overrides={"dma_bandwidth_gbps": 50})
+    samples = Path(__file__).resolve().parents[2] / "sample_traces"
+    reg = TraceRegistry([a, b, samples / "matmul_naive-trn2.trace", samples / "matmul_rowload-trn2.trace"])
+    try:
+        diffs = cl.DiffCache()
+        what_if = diffs.instruction_figure(reg, "t0", "t1")
+        assert "source line" in what_if.layout.title.text
+        assert any(str(label).startswith("softmax.py:") for label in what_if.data[0].labels)
+        # slower DMA: the DMA triggers' lines keep their time, the run gets longer, nothing is new or gone
+        assert "only in A" not in what_if.layout.title.text
+        versions = diffs.instruction_figure(reg, "t2", "t3")
+        assert "source line" not in versions.layout.title.text
+        assert not any(".py:" in str(label) for label in versions.data[0].labels)
+    finally:
+        reg.close()

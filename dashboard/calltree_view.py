@@ -23,7 +23,7 @@ from profiler import db_schema as dbs
 from profiler.analyses import schema as rs
 from profiler.analyses.call_tree import CallTree, call_tree
 from profiler.analyses.call_tree_diff import diff_names
-from profiler.analyses.call_tree_views import roots, subtree, top_frames
+from profiler.analyses.call_tree_views import root_summary, roots, subtree, top_frames
 from profiler.analyses.instruction_tree import DEFAULT_LEVELS, check_levels, instruction_tree
 from profiler.analyses.kernel_tree import has_gpu_events, kernel_tree
 from profiler.analyses.schema import PATH_SEPARATOR
@@ -236,22 +236,13 @@ def spans_section(trace: Any, trace_id: str, n: int = SUMMARY_NAMES) -> Any:
         return html.Div()
     if tree.spans == 0:
         return html.Div()
-    duration = max(trace.time_range[1] - trace.time_range[0], 1)
-    per_root: list[list[Any]] = []
-    t = tree.table
-    for parent, name, kind, count, total in zip(t.column(rs.PARENT).to_pylist(), t.column(rs.NAME).to_pylist(),
-                                                t.column(rs.FRAME_KIND).to_pylist(), t.column(rs.COUNT).to_pylist(),
-                                                t.column(rs.TOTAL_NS).to_pylist(), strict=True):
-        if parent is None:
-            per_root.append([name, 0, total])
-        elif kind == rs.FRAME_SPAN:
-            per_root[-1][1] += count
+    per_root = root_summary(tree, trace.time_range[1] - trace.time_range[0]).to_pylist()
     rows = [html.Tr([
-        html.Td(dcc.Link(name, href=calltree_href(trace_id, None, root=name))),
-        html.Td(f"{spans:,}", className="num"),
-        html.Td(format_duration(total), className="num"),
-        html.Td(f"{total / duration:.1%}", className="num"),
-    ]) for name, spans, total in per_root]
+        html.Td(dcc.Link(r[rs.NAME], href=calltree_href(trace_id, None, root=r[rs.NAME]))),
+        html.Td(f"{r[rs.COUNT]:,}", className="num"),
+        html.Td(format_duration(r[rs.TOTAL_NS]), className="num"),
+        html.Td(f"{r[rs.FRACTION]:.1%}", className="num"),
+    ]) for r in per_root]
     return html.Div([
         html.H3("Spans"),
         html.P([f"{tree.spans:,} spans on {len(per_root):,} rows; ",

@@ -1,6 +1,6 @@
 """What is read off a built call tree (:func:`profiler.analyses.call_tree.call_tree`): time per name over every
 stack (the "bottom-up" view), Brendan Gregg's folded stacks for ``flamegraph.pl`` or speedscope, one root's subtree,
-the tree cut at a depth, and its roots."""
+the tree cut at a depth, and its roots (with their spans and time)."""
 
 from __future__ import annotations
 
@@ -100,3 +100,22 @@ def subtree(tree: CallTree, root: str) -> CallTree:
         spans = sum(c for c, k in zip(part.column(rs.COUNT).to_pylist(), part.column(rs.FRAME_KIND).to_pylist(),
                                       strict=True) if k == rs.FRAME_SPAN)
     return CallTree(part, tree.start_ns, tree.end_ns, spans, tree.by_thread, tree.outermost[start:end], tree.what)
+
+
+def root_summary(tree: CallTree, duration_ns: int) -> pa.Table:
+    """Per root frame, widest first (:data:`~profiler.analyses.schema.ROOT_SUMMARY`): the spans (or events) under
+    it, its time and that time's share of ``duration_ns`` (a row's time in its outermost spans over the trace's
+    duration: a GPU stream's busy share)."""
+    t = tree.table
+    rows: list[list] = []
+    for parent, name, kind, count, total in zip(t.column(rs.PARENT).to_pylist(), t.column(rs.NAME).to_pylist(),
+                                                t.column(rs.FRAME_KIND).to_pylist(), t.column(rs.COUNT).to_pylist(),
+                                                t.column(rs.TOTAL_NS).to_pylist(), strict=True):
+        if parent is None:
+            rows.append([name, count if tree.what != SPANS or kind == rs.FRAME_SPAN else 0, total])
+        elif kind == rs.FRAME_SPAN and tree.what == SPANS:
+            rows[-1][1] += count
+    whole = max(int(duration_ns), 1)
+    return pa.table({rs.NAME: [r[0] for r in rows], rs.COUNT: [r[1] for r in rows],
+                     rs.TOTAL_NS: [r[2] for r in rows], rs.FRACTION: [r[2] / whole for r in rows]},
+                    schema=rs.ROOT_SUMMARY)

@@ -528,6 +528,13 @@ CALL_TREE = pa.schema([
     pa.field(SELF_NS, pa.int64(), nullable=False),
     pa.field(PATH, pa.string(), nullable=False),
 ])
+#: ``root_summary``: per root frame (a row, with rows split), its spans and their time, as a share of a duration.
+ROOT_SUMMARY = pa.schema([
+    pa.field(NAME, pa.string(), nullable=False),
+    pa.field(COUNT, pa.int64(), nullable=False),
+    pa.field(TOTAL_NS, pa.int64(), nullable=False),
+    pa.field(FRACTION, pa.float64(), nullable=False),
+])
 #: ``top_frames``: time per span name over every stack it appears in (a nested call of the same name counted once
 #: in ``total_ns``).
 TOP_FRAMES = pa.schema([

@@ -1,4 +1,5 @@
-"""``trnprof summary``: total time, engine active time and utilization, HFU/MFU, DMA figures."""
+"""``trnprof summary``: total time, engine active time and utilization, HFU/MFU, DMA figures; for a host trace (no
+instructions or DMA), its rows and the names with the most self time."""
 
 from __future__ import annotations
 
@@ -32,11 +33,40 @@ class SummaryCommand:
             if args.start is not None or args.end is not None:
                 check_range(trace, args.start, args.end)
             summary = trace.summary(args.start, args.end)
-        if args.json:
-            print(json.dumps(summary, indent=2))
-        else:
-            print(format_summary(summary))
+            if args.json:
+                print(json.dumps(summary, indent=2))
+                return 0
+            if summary.get("engines") or (summary.get("dma") or {}).get("transfer_bytes"):
+                print(format_summary(summary))
+            else:   # a host trace (PyTorch, JAX): its spans, not an empty engine table
+                print(host_summary(trace, args.db, summary, args.start, args.end))
         return 0
+
+
+#: Names the host summary lists.
+HOST_NAMES = 10
+
+
+def host_summary(trace: profiler.Trace, db: str, summary: dict, start: int | None, end: int | None) -> str:
+    """A trace without instructions or DMA: its total time, its rows with their spans and time in their outermost
+    spans, and the names with the most self time (the call tree's; ``trnprof calltree`` has the stacks)."""
+    from profiler.analyses.call_tree import call_tree
+    from profiler.analyses.call_tree_views import root_summary, top_frames
+    from profiler.cli._analysis import format_table
+
+    lines = [f"total time        {summary['total_time_ns'] / 1e3:,.3f} us",
+             "no instructions or DMA packets: the engine and DMA figures need a device trace"]
+    try:
+        tree = call_tree(trace, start, end)
+    except QueryError:
+        return "\n".join(lines)
+    lo, hi = trace.time_range
+    duration = (hi if end is None else end) - (lo if start is None else start)
+    lines += ["", f"{tree.spans:,} spans; time in each row's outermost spans, as a share of the range:",
+              format_table(root_summary(tree, duration)),
+              "", f"names with the most self time (`trnprof calltree {db}` gives their stacks):",
+              format_table(top_frames(tree).slice(0, HOST_NAMES))]
+    return "\n".join(lines)
 
 
 def check_range(trace: profiler.Trace, start: int | None, end: int | None) -> None:

@@ -226,3 +226,18 @@ def test_merged_steps_make_one_frame_of_a_loops_iterations(torch_trace, torch_db
         assert rows[merged[rs.PATH] + rs.PATH_SEPARATOR + child][rs.TOTAL_NS] == want
     assert main(["calltree", str(torch_db), "--merge-steps", "--limit", "0"]) == 0
     assert "ProfilerStep#N" in capsys.readouterr().out
+
+
+def test_trnprof_summary_of_a_host_trace_lists_its_rows_and_names(torch_db, capsys):
+    from profiler.analyses.call_tree_views import root_summary
+
+    assert main(["summary", str(torch_db)]) == 0
+    out = capsys.readouterr().out
+    assert "no instructions or DMA packets" in out and "engine        active" not in out
+    assert "4,811 spans; time in each row's outermost spans" in out and "names with the most self time" in out
+    with profiler.open(torch_db) as t:
+        rows = root_summary(call_tree(t), t.time_range[1] - t.time_range[0]).to_pylist()
+    assert sum(r["count"] for r in rows) == 4811 and rows[0]["fraction"] == 1.0
+    assert next(r for r in rows if r["name"] == THREAD)["count"] == 1828
+    assert main(["summary", str(torch_db), "--json"]) == 0   # the JSON keeps its keys
+    assert set(json.loads(capsys.readouterr().out)) == {"total_time_ns", "engines", "hfu_pct", "mfu_pct", "dma"}

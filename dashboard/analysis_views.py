@@ -16,6 +16,7 @@ from dashboard.errors import public_message
 from dashboard.graph_config import graph_config
 from profiler.analyses import critical_path, performance_bounds, recommendations
 from profiler.analyses import schema as rs
+from profiler.analyses.host_recommendations import host_recommendations
 from profiler.analyses.recommendations import stake_text
 from profiler.figures.analyses import bounds_figure, critical_path_overlay
 from profiler.figures.raster import TimelineRow
@@ -110,9 +111,17 @@ def has_device_events(trace: Any) -> bool:
 def analysis_section(trace: Any) -> html.Div:
     """Recommendations and the bounds chart of the whole trace, for the summary page (a one-line note for a trace
     without device events: a host trace of PyTorch or JAX)."""
-    if not has_device_events(trace):
-        return html.Div([html.H3("Recommendations"), html.P(NO_DEVICE_EVENTS, className="muted",
-                                                             id="summary-no-device")], className="analysis-section")
+    if not has_device_events(trace):   # a host trace: its GPUs' rules, and why there are no bounds
+        try:
+            host = host_recommendations(trace)
+        except TrnprofError as exc:
+            host = None
+            note = _unavailable("recommendations", exc)
+        else:
+            note = html.P(NO_DEVICE_EVENTS, className="muted", id="summary-no-device")
+        return html.Div([html.H3("Recommendations"), *([recommendation_list(host)] if host is not None
+                                                         and host.num_rows else []), note],
+                        className="analysis-section")
     try:
         recs = recommendations(trace)
         bounds = performance_bounds(trace)

@@ -12,6 +12,12 @@ Trace API; the same functions serve the ``trnprof`` commands, notebooks and the 
 - :func:`dma_efficiency` — DMA size histogram, per-queue traffic, reloads per tensor, small-transfer regions.
 - :func:`recommendations` — ranked, rule-based advice citing its numbers.
 - :func:`diff` — two traces compared: total, engines, bounds, per-identity deltas.
+
+In their own modules (imported by name): :mod:`~profiler.analyses.memory_map` (SBUF/PSUM over time),
+:mod:`~profiler.analyses.call_tree`, :mod:`~profiler.analyses.instruction_tree`,
+:mod:`~profiler.analyses.kernel_tree` (call trees of spans, instructions and GPU kernels),
+:mod:`~profiler.analyses.call_tree_views` and :mod:`~profiler.analyses.call_tree_diff` (what is read off them, two
+compared), :mod:`~profiler.analyses.host_recommendations` (a host trace's GPUs).
 """
 
 from profiler.analyses.bounds import bounds_table, performance_bounds

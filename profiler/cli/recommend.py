@@ -6,6 +6,7 @@ import argparse
 import textwrap
 
 from profiler.analyses import schema as rs
+from profiler.analyses.host_recommendations import host_recommendations
 from profiler.analyses.recommendations import recommendations, stake_text
 from profiler.cli._analysis import (
     add_format_arguments,
@@ -15,12 +16,15 @@ from profiler.cli._analysis import (
     open_trace,
     print_table,
 )
+from tracer import schema as ts
 
 
 class RecommendCommand:
     """Recommendations ranked by the bottleneck-aware time they would save: low model or active FLOPs,
     transposes, spill reloads, small DMA transfers, data loaded more than once, a bottleneck engine left idle.
-    See docs/analyses.md for the rules and thresholds."""
+    For a host trace of a GPU run (PyTorch, JAX; no instructions or DMA): a GPU left idle, communication not
+    overlapped by computation, kernels too short for their launches.  See docs/analyses.md for the rules and
+    thresholds."""
 
     name = "recommend"
     help = "ranked recommendations, each citing its numbers"
@@ -33,7 +37,11 @@ class RecommendCommand:
     def run(self, args: argparse.Namespace) -> int:
         limit = check_limit(args.limit)
         with open_trace(args.db) as trace:
-            recs = recommendations(trace, args.start, args.end, args.core)
+            events = trace.overview().get("events") or {}
+            if events.get(ts.INSTRUCTION.name) or events.get(ts.DMA_PACKET.name):
+                recs = recommendations(trace, args.start, args.end, args.core)
+            else:   # a host trace of a GPU run (PyTorch, JAX): its GPUs' rules
+                recs = host_recommendations(trace, args.start, args.end)
         if args.format != "table":
             print_table(recs, args.format, limit)
             return 0

@@ -7,6 +7,7 @@ import textwrap
 
 from profiler.analyses import schema as rs
 from profiler.analyses.host_recommendations import host_recommendations
+from profiler.analyses.kernel_tree import has_gpu_events
 from profiler.analyses.recommendations import recommendations, stake_text
 from profiler.cli._analysis import (
     add_format_arguments,
@@ -16,6 +17,7 @@ from profiler.cli._analysis import (
     open_trace,
     print_table,
 )
+from profiler.errors import QueryError
 from tracer import schema as ts
 
 
@@ -40,8 +42,12 @@ class RecommendCommand:
             events = trace.overview().get("events") or {}
             if events.get(ts.INSTRUCTION.name) or events.get(ts.DMA_PACKET.name):
                 recs = recommendations(trace, args.start, args.end, args.core)
-            else:   # a host trace of a GPU run (PyTorch, JAX): its GPUs' rules
+            elif has_gpu_events(trace):   # a host trace of a GPU run (PyTorch, JAX): its GPUs' rules
                 recs = host_recommendations(trace, args.start, args.end)
+            else:
+                raise QueryError(f"{args.db}: no instructions or DMA packets, and no GPU kernels: the recommendations "
+                                 "need a device trace (a simulator recording, a Neuron profile) or the host trace of "
+                                 "a GPU run")
         if args.format != "table":
             print_table(recs, args.format, limit)
             return 0

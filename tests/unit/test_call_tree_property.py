@@ -37,9 +37,15 @@ from hypothesis import strategies as st
 import profiler
 from profiler.analyses import schema as rs
 from profiler.analyses.call_tree import call_tree
-from profiler.analyses.call_tree_views import FOLDED_SEPARATOR, folded, limit_depth, top_frames
+from profiler.analyses.call_tree_views import folded, limit_depth, top_frames
 from profiler.errors import QueryError
 from tests.call_tree_checks import assert_depth_first
+from tests.call_tree_checks import check_top as _check_top
+from tests.call_tree_checks import folded_pairs as _folded_pairs
+from tests.call_tree_checks import frames_of as _frames_of
+from tests.call_tree_checks import parse_folded as _parse_folded
+from tests.call_tree_checks import rows_of as _rows_of
+from tests.call_tree_checks import top_rows as _top_rows
 from tests.span_traces import opened_quietly
 from tracer import schema as ts
 from tracer import write_trace
@@ -280,56 +286,6 @@ def oracle(spans: list[Sp], t0: int, t1: int, by_thread: bool, closed: bool = Fa
     for root in sorted(children_of[()], key=lambda c: (-frames[c][1], c[-1])):
         visit(root, None)
     return Oracle(frames, rows, per_name, n_window, span_ns)
-
-
-def _frames_of(tree) -> dict[tuple[str, ...], list[int]]:
-    t = tree.table.to_pydict()
-    stacks: dict[int, tuple[str, ...]] = {}
-    out = {}
-    for node, parent, name, count, total, own in zip(t[rs.NODE], t[rs.PARENT], t[rs.NAME], t[rs.COUNT],
-                                                     t[rs.TOTAL_NS], t[rs.SELF_NS], strict=True):
-        stacks[node] = (stacks[parent] if parent is not None else ()) + (name,)
-        out[stacks[node]] = [count, total, own]
-    return out
-
-
-def _rows_of(table) -> list[tuple]:
-    t = table.to_pydict()
-    return list(zip(*(t[c] for c in rs.CALL_TREE.names), strict=True))
-
-
-def _top_rows(per_name: dict[str, list[int]]) -> list[tuple]:
-    whole = sum(v[1] for v in per_name.values())
-    ranked = sorted(per_name.items(), key=lambda kv: (-kv[1][1], -kv[1][2], kv[0]))
-    return [(name, c, own, total, own / whole if whole else 0.0) for name, (c, own, total) in ranked]
-
-
-def _check_top(table, want: list[tuple]) -> None:
-    """top_frames' rows equal ``want``: names and integers exactly, fractions to rounding.
-
-    A name whose only frames are ancestors outside the window (no span of it in the window) may be listed with
-    nothing (it does appear in a stack); the others are the oracle's, in its order."""
-    assert table.schema == rs.TOP_FRAMES
-    got = list(zip(*(table.column(c).to_pylist() for c in rs.TOP_FRAMES.names), strict=True))
-    assert all(g[1:] == (0, 0, 0, 0.0) for g in got if g[1] == 0)
-    got = [g for g in got if g[1] > 0]
-    want = [w for w in want if w[1] > 0]
-    assert [g[:4] for g in got] == [w[:4] for w in want]
-    assert [g[4] for g in got] == pytest.approx([w[4] for w in want])
-
-
-def _folded_pairs(rows: list[tuple]) -> list[tuple[tuple[str, ...], int]]:
-    """(stack, self_ns) of the frames with self time, in table order, names as folded writes them."""
-    return [(tuple(n.replace(FOLDED_SEPARATOR, ",") for n in path.split(rs.PATH_SEPARATOR)), own)
-            for (_node, _parent, _depth, _kind, _name, _c, _t, own, path) in rows if own > 0]
-
-
-def _parse_folded(lines: list[str]) -> list[tuple[tuple[str, ...], int]]:
-    out = []
-    for line in lines:
-        stack, _, own = line.rpartition(" ")
-        out.append((tuple(stack.split(FOLDED_SEPARATOR)), int(own)))
-    return out
 
 
 # -- properties ------------------------------------------------------------------------------------------------

@@ -37,11 +37,17 @@ from hypothesis import strategies as st
 
 import profiler
 from profiler.analyses import schema as rs
-from profiler.analyses.call_tree_views import FOLDED_SEPARATOR, folded, limit_depth, subtree, top_frames
+from profiler.analyses.call_tree_views import folded, limit_depth, subtree, top_frames
 from profiler.analyses.inputs import WAIT_OPCODES
 from profiler.analyses.instruction_tree import instruction_tree
 from profiler.errors import QueryError
 from tests.call_tree_checks import assert_depth_first
+from tests.call_tree_checks import check_top as _check_top
+from tests.call_tree_checks import folded_pairs as _folded_pairs
+from tests.call_tree_checks import frames_of as _frames_of
+from tests.call_tree_checks import parse_folded as _parse_folded
+from tests.call_tree_checks import rows_of as _rows_of
+from tests.call_tree_checks import top_rows as _top_rows
 from tests.span_traces import opened_quietly
 from tracer import schema as ts
 from tracer import write_trace
@@ -300,48 +306,6 @@ def oracle(ex: Example, t0: int, t1: int, levels: list[str], core: int | None, *
     for root in sorted(children[()], key=lambda c: (-frames[c][1], c[-1])):
         visit(root, None)
     return Oracle(frames, rows, per_name, len(chosen), kept)
-
-
-def _rows_of(table) -> list[tuple]:
-    t = table.to_pydict()
-    return list(zip(*(t[c] for c in rs.CALL_TREE.names), strict=True))
-
-
-def _frames_of(tree) -> dict[tuple[str, ...], list[int]]:
-    t = tree.table.to_pydict()
-    stacks: dict[int, tuple[str, ...]] = {}
-    out = {}
-    for node, parent, name, count, total, own in zip(t[rs.NODE], t[rs.PARENT], t[rs.NAME], t[rs.COUNT],
-                                                     t[rs.TOTAL_NS], t[rs.SELF_NS], strict=True):
-        stacks[node] = (stacks[parent] if parent is not None else ()) + (name,)
-        out[stacks[node]] = [count, total, own]
-    return out
-
-
-def _top_rows(per_name: dict[str, list[int]]) -> list[tuple]:
-    whole = sum(v[1] for v in per_name.values())
-    ranked = sorted(per_name.items(), key=lambda kv: (-kv[1][1], -kv[1][2], kv[0]))
-    return [(name, c, own, total, own / whole if whole else 0.0) for name, (c, own, total) in ranked]
-
-
-def _check_top(table, want: list[tuple]) -> None:
-    assert table.schema == rs.TOP_FRAMES
-    got = list(zip(*(table.column(c).to_pylist() for c in rs.TOP_FRAMES.names), strict=True))
-    assert [g[:4] for g in got] == [w[:4] for w in want]
-    assert [g[4] for g in got] == pytest.approx([w[4] for w in want])
-
-
-def _parse_folded(lines: list[str]) -> list[tuple[tuple[str, ...], int]]:
-    out = []
-    for line in lines:
-        stack, _, own = line.rpartition(" ")
-        out.append((tuple(stack.split(FOLDED_SEPARATOR)), int(own)))
-    return out
-
-
-def _folded_pairs(rows: list[tuple]) -> list[tuple[tuple[str, ...], int]]:
-    return [(tuple(n.replace(FOLDED_SEPARATOR, ",") for n in path.split(rs.PATH_SEPARATOR)), own)
-            for (*_, own, path) in rows if own > 0]
 
 
 # -- properties ------------------------------------------------------------------------------------------------

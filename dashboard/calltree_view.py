@@ -295,9 +295,10 @@ COMPARE_NAMES = 20
 def span_comparison(a: Any, b: Any, labels: tuple[str, str], why: str) -> tuple[Any, Any, Any] | None:
     """The compare page's headline, chart and table for two traces the device analyses cannot compare (``why``)
     but whose spans can be: span counts and times A -> B, B's icicle coloured by the change from A
-    (:func:`profiler.figures.call_tree.call_tree_diff_figure`, rows merged so that runs line up) and the names
-    whose self time changed most (:func:`profiler.analyses.call_tree_diff.diff_names`); None when either trace has
-    no spans."""
+    (:func:`profiler.figures.call_tree.call_tree_diff_figure`, rows merged so that runs line up), for two GPU runs
+    also B's GPU time by launching stack coloured so (:func:`profiler.analyses.kernel_tree.kernel_tree`), and the
+    names whose self time changed most (:func:`profiler.analyses.call_tree_diff.diff_names`); None when either trace
+    has no spans."""
     try:
         ta, tb = call_tree(a, by_thread=False, merge_steps=True), call_tree(b, by_thread=False, merge_steps=True)
     except TrnprofError:
@@ -331,7 +332,19 @@ def span_comparison(a: Any, b: Any, labels: tuple[str, str], why: str) -> tuple[
         html.P(f"{COMPARE_NAMES} of {table.num_rows:,} names; `trnprof calltree A --against B --top` lists them all.",
                className="muted") if table.num_rows > COMPARE_NAMES else None,
     ])
-    return headline, [chart], deltas
+    charts = [chart]
+    if has_gpu_events(a) and has_gpu_events(b):   # GPU runs: which operators' GPU time changed
+        try:
+            ka, kb = kernel_tree(a, merge_steps=True), kernel_tree(b, merge_steps=True)
+        except TrnprofError:
+            ka = kb = None
+        if ka is not None and kb is not None:
+            fig = call_tree_diff_figure(ka, kb, labels=("A", "B"))
+            fig.update_layout(title={"text": "B's GPU time under the CPU stacks that launched it, coloured by the "
+                                             "change from A"})
+            charts.append(dcc.Graph(figure=fig, id="cmp-kernels-diff",
+                                    style={"height": "560px", "gridColumn": "1 / -1"}))
+    return headline, charts, deltas
 
 
 #: What the frame panel says before a click.

@@ -114,6 +114,8 @@ def test_the_compare_page_of_two_host_traces_compares_their_spans(torch_pair):
         assert pair == {"a": "t0", "b": "t1"} and title_a.startswith("A: ") and title_b.startswith("B: ")
         assert "spans: 4,811 → 870" in headline.children[0].children
         assert charts[0].id == "cmp-calltree-diff" and charts[0].figure.data[0].type == "icicle"
+        # both are GPU runs: B's GPU time by launching stack too, its launches' frames in it
+        assert charts[1].id == "cmp-kernels-diff" and "cudaLaunchKernel" in set(charts[1].figure.data[0].labels)
         table = deltas.children[1]
         assert table.id == "cmp-name-deltas" and len(table.children[1].children) == 20
     finally:

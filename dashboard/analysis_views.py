@@ -21,7 +21,7 @@ from profiler.analyses.recommendations import stake_text
 from profiler.figures.analyses import bounds_figure, critical_path_overlay
 from profiler.figures.raster import TimelineRow
 from profiler.figures.timefmt import format_duration
-from tracer import schema as ts
+from profiler.overview import has_device_events
 from tracer.errors import TrnprofError
 
 
@@ -100,12 +100,6 @@ def recommendation_list(recs: Any) -> html.Div:
 #: What the summary page says instead of the device analyses for a trace with no device events.
 NO_DEVICE_EVENTS = ("Bounds, recommendations and the engine breakdowns analyse a device trace's instructions and "
                     "DMA packets (a simulator recording or a Neuron profile); this trace has none.")
-
-
-def has_device_events(trace: Any) -> bool:
-    """Whether the trace holds instructions or DMA packets (from the track table's counts: no scan)."""
-    events = trace.overview().get("events") or {}
-    return bool(events.get(ts.INSTRUCTION.name) or events.get(ts.DMA_PACKET.name))
 
 
 def analysis_section(trace: Any) -> html.Div:

@@ -17,7 +17,7 @@ import dash
 from dash import dcc, html
 
 from dashboard import timeline_logic as tl
-from dashboard.calltree_view import span_comparison
+from dashboard.calltree_view import LEVEL_LABELS, span_comparison
 from dashboard.errors import public_message
 from dashboard.graph_config import graph_config
 from dashboard.links import source_href
@@ -103,9 +103,7 @@ class DiffCache:
                     levels = SAME_SOURCE_LEVELS if files and files == source_files_of(tb_) else COMPARE_LEVELS
                     ta, tb = (instruction_tree(t, levels=levels) for t in (ta_, tb_))
                 fig = call_tree_diff_figure(ta, tb)
-                names = {"layer": "layer", "operator": "operator", "source": "source line", "engine": "engine",
-                         "opcode": "opcode"}
-                fig.update_layout(title={"text": f"B's engine time by {' › '.join(names[x] for x in levels)}, "
+                fig.update_layout(title={"text": f"B's engine time by {' › '.join(LEVEL_LABELS[x] for x in levels)}, "
                                                  "coloured by the change from A (click a box to zoom)"})
                 self._trees[key] = fig
             return self._trees[key]

@@ -45,6 +45,13 @@ def trace_overview(trace: Trace) -> dict[str, Any]:
     }
 
 
+def has_device_events(trace: Trace) -> bool:
+    """Whether the trace holds instructions or DMA packets (a device trace; from the track table's counts: no
+    scan) -- a host trace of PyTorch or JAX holds neither."""
+    events = trace.overview().get("events") or {}
+    return bool(events.get(ts.INSTRUCTION.name) or events.get(ts.DMA_PACKET.name))
+
+
 def _label_order(table: str) -> tuple[int, str]:
     keys = list(EVENT_LABELS)
     return (keys.index(table) if table in keys else len(keys), table)

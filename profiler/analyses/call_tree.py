@@ -93,24 +93,49 @@ def _span_sql(where: str, limit: int | None = None) -> str:
             + ("" if limit is None else f" LIMIT {int(limit)}"))
 
 
+def window_of(trace: Trace, start_ns: int | None, end_ns: int | None) -> tuple[int, int, bool]:
+    """``(t0, t1, closed)``: the window ``[start_ns, end_ns)``, each bound defaulting to the trace's extent, and
+    whether its end is the default one (the trace's last instant then belongs to it: see :func:`in_window_sql`).
+
+    Raises:
+        QueryError: a malformed bound or an empty window.
+    """
+    t0 = check_time(start_ns, "start_ns") if start_ns is not None else None
+    t1 = check_time(end_ns, "end_ns") if end_ns is not None else None
+    closed = t1 is None
+    if t0 is None or t1 is None:
+        lo, hi = trace.time_range
+        t0, t1 = (lo if t0 is None else t0), (hi if t1 is None else t1)
+    if t1 <= t0:
+        raise QueryError(f"empty window: end ({t1} ns) must be greater than start ({t0} ns)")
+    return t0, t1, closed
+
+
+def in_window_sql(s: str = q(ts.START_TS), e: str = q(ts.END_TS)) -> str:
+    """SQL condition on the parameters ``$t0``, ``$t1`` and ``$closed`` over a row's start ``s`` and end ``e``
+    (column expressions): the row overlaps ``[t0, t1)``, or is zero-length at an instant in it (at ``t1`` too when
+    ``closed``)."""
+    return f"(({s} < $t1 AND {e} > $t0) OR ({e} = {s} AND {s} >= $t0 AND ({s} < $t1 OR ({s} = $t1 AND $closed))))"
+
+
+def row_label_sql(alias: str) -> str:
+    """SQL of a track's row label: ``group / name`` (its name alone without a group)."""
+    g, n = f"{alias}.{q(dbs.GROUP_NAME)}", f"{alias}.{q(ts.NAME)}"
+    return f"CASE WHEN {g} IS NULL OR {g} = '' THEN {n} ELSE {g} || ' / ' || {n} END"
+
+
 def _row_labels(trace: Trace) -> tuple[np.ndarray, list[str]]:
     """Per track: its row's label (``group / name``; the tracks of one thread's nesting levels share it), as
     sorted track ids and the label of each."""
-    k = fetch(trace, f"SELECT {q(dbs.TRACK_ID)} AS track, CASE WHEN {q(dbs.GROUP_NAME)} IS NULL OR "
-                     f"{q(dbs.GROUP_NAME)} = '' THEN {q(ts.NAME)} ELSE {q(dbs.GROUP_NAME)} || ' / ' || {q(ts.NAME)} "
-                     f"END AS label FROM {q(dbs.TRACK_TABLE)} ORDER BY 1")
+    k = fetch(trace, f"SELECT k.{q(dbs.TRACK_ID)} AS track, {row_label_sql('k')} AS label "
+                     f"FROM {q(dbs.TRACK_TABLE)} k ORDER BY 1")
     return column(k, "track"), [v or "" for v in k.column("label").to_pylist()]
 
 
 def _read_spans(trace: Trace, t0: int, t1: int, max_spans: int, *, closed_end: bool = False
                 ) -> tuple[pa.Table, int]:
     """The spans overlapping the window (``in_window`` true) and their ancestors outside it (false)."""
-    # overlapping the window, or (zero-length) at an instant in it; the whole trace's window also holds the
-    # zero-length spans at its very end
-    s, e = q(ts.START_TS), q(ts.END_TS)
-    window = fetch(trace, _span_sql(f"({s} < $t1 AND {e} > $t0) OR ({e} = {s} AND {s} >= $t0 AND "
-                                    f"({s} < $t1 OR ({s} = $t1 AND $closed)))", max_spans + 1),
-                   {"t0": t0, "t1": t1, "closed": closed_end})
+    window = fetch(trace, _span_sql(in_window_sql(), max_spans + 1), {"t0": t0, "t1": t1, "closed": closed_end})
     if window.num_rows > max_spans:
         raise QueryError(f"{trace.path}: more than {max_spans:,} spans in the window, the call tree's limit; "
                          "pick a smaller window (--start/--end)")
@@ -210,15 +235,7 @@ def call_tree(trace: Trace, start_ns: int | None = None, end_ns: int | None = No
     Raises:
         QueryError: a trace without spans, an empty or malformed window, or more than ``max_spans`` spans.
     """
-    t0 = check_time(start_ns, "start_ns") if start_ns is not None else None
-    t1 = check_time(end_ns, "end_ns") if end_ns is not None else None
-    closed_end = t1 is None   # the trace's extent: its last instant is in it too
-    if t0 is None or t1 is None:
-        lo, hi = trace.time_range
-        t0 = lo if t0 is None else t0
-        t1 = hi if t1 is None else t1
-    if t1 <= t0:
-        raise QueryError(f"empty window: end ({t1} ns) must be greater than start ({t0} ns)")
+    t0, t1, closed_end = window_of(trace, start_ns, end_ns)
     has_spans = fetch(trace, f"SELECT count(*) AS n FROM (SELECT 1 FROM {q(dbs.SLICE_TABLE)} LIMIT 1)")
     if has_spans.column(0)[0].as_py() == 0:
         raise QueryError(f"{trace.path}: the trace has no spans to build a call tree from (it needs nested "

@@ -29,11 +29,11 @@ import pyarrow as pa
 from profiler import db_schema as dbs
 from profiler.analyses import intervals
 from profiler.analyses import schema as rs
+from profiler.analyses.call_tree import window_of
 from profiler.analyses.inputs import fetch, q
-from profiler.analyses.kernel_tree import GPU_CATEGORIES
-from profiler.errors import QueryError
+from profiler.analyses.kernel_tree import CORRELATION_SQL, categories_sql
 from profiler.figures.timefmt import format_duration
-from profiler.trace import Trace, check_time
+from profiler.trace import Trace
 from tracer import schema as ts
 
 GPU_BUSY_MIN = 0.5
@@ -64,15 +64,8 @@ def host_recommendations(trace: Trace, start_ns: int | None = None, end_ns: int 
     Raises:
         QueryError: an empty or malformed window.
     """
-    t0 = check_time(start_ns, "start_ns") if start_ns is not None else None
-    t1 = check_time(end_ns, "end_ns") if end_ns is not None else None
-    if t0 is None or t1 is None:
-        lo, hi = trace.time_range
-        t0, t1 = (lo if t0 is None else t0), (hi if t1 is None else t1)
-    if t1 <= t0:
-        raise QueryError(f"empty window: end ({t1} ns) must be greater than start ({t0} ns)")
-    gpu = ", ".join(repr(c) for c in GPU_CATEGORIES)
-    kernel = ", ".join(repr(c) for c in KERNEL_CATEGORIES)
+    t0, t1, _closed = window_of(trace, start_ns, end_ns)
+    gpu, kernel = categories_sql(), categories_sql(KERNEL_CATEGORIES)
     rows = fetch(trace, f"""
         SELECT coalesce(k.{q(dbs.GROUP_NAME)}, k.{q(ts.NAME)}) AS device, s.{q(ts.START_TS)} AS s,
                s.{q(ts.END_TS)} AS e, lower(s.{q(ts.CATEGORY)}) IN ({kernel}) AS is_kernel,
@@ -146,8 +139,7 @@ def _launch_time(trace: Trace, gpu_ids: list[int]) -> int:
     """CPU time of the launches of the GPU events ``gpu_ids`` (their runtime calls, found by correlation)."""
     if not gpu_ids:
         return 0
-    corr = f"try_cast(json_extract_string({q(ts.ARGS)}, '$.correlation') AS BIGINT)"
-    gpu = ", ".join(repr(c) for c in GPU_CATEGORIES)
+    corr, gpu = CORRELATION_SQL, categories_sql()
     row = fetch(trace, f"""
         WITH g AS (SELECT DISTINCT {corr} AS c FROM {q(dbs.SLICE_TABLE)}
                    WHERE {q(ts.ID)} IN (SELECT unnest($ids::BIGINT[])) AND {q(ts.ARGS)} LIKE '%correlation%')

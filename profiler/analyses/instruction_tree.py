@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from profiler.analyses.call_tree import INSTRUCTIONS, CallTree, tree_of_paths
+from profiler.analyses.call_tree import INSTRUCTIONS, CallTree, in_window_sql, tree_of_paths
 from profiler.analyses.inputs import INSTRUCTION, WAIT_OPCODES, fetch, q, resolve_scope
 from profiler.errors import QueryError
 from profiler.trace import Trace
@@ -57,16 +57,12 @@ def instruction_tree(trace: Trace, start_ns: int | None = None, end_ns: int | No
     scope = resolve_scope(trace, start_ns, end_ns, core)
     t0, t1 = scope.start_ns, scope.end_ns
     cols = [f"{q(LEVELS[x])}::VARCHAR AS l{i}" for i, x in enumerate(chosen)]
-    # a zero-length instruction counts at an instant in the window (and at the end of the default one), as a
-    # zero-length span does in the spans' tree
-    s, e = q(ts.START_TS), q(ts.END_TS)
-    instant = f"({e} = {s} AND {s} >= $t0 AND ({s} < $t1 OR ({s} = $t1 AND $closed)))"
     waits = ", ".join(repr(o) for o in WAIT_OPCODES)
     rows = fetch(trace, f"""
         SELECT coalesce({q(ts.PCORE_IDX)}, 0) AS core, {", ".join(cols)}, count(*) AS n,
                sum(least({q(ts.END_TS)}, $t1) - greatest({q(ts.START_TS)}, $t0))::BIGINT AS ns
         FROM {INSTRUCTION}
-        WHERE ({scope.overlap_sql()} OR ({instant} AND {scope.core_sql()}))
+        WHERE {in_window_sql()} AND {scope.core_sql()}
           AND {q(ts.OPCODE)} NOT IN ({waits})
         GROUP BY ALL""", {"t0": t0, "t1": t1, "closed": end_ns is None}).to_pylist()
     used = [i for i in range(len(chosen)) if any(r[f"l{i}"] is not None for r in rows)]

@@ -19,10 +19,20 @@ import re
 from collections.abc import Sequence
 
 from profiler import db_schema as dbs
-from profiler.analyses.call_tree import KERNELS, MAX_ANCESTOR_ROUNDS, STEP_MERGED, STEP_NUMBER, CallTree, tree_of_paths
+from profiler.analyses.call_tree import (
+    KERNELS,
+    MAX_ANCESTOR_ROUNDS,
+    STEP_MERGED,
+    STEP_NUMBER,
+    CallTree,
+    in_window_sql,
+    row_label_sql,
+    tree_of_paths,
+    window_of,
+)
 from profiler.analyses.inputs import fetch, q
 from profiler.errors import QueryError
-from profiler.trace import Trace, check_time
+from profiler.trace import Trace
 from tracer import schema as ts
 
 #: Categories of GPU-side slices in Kineto traces (compared lower-case).
@@ -31,9 +41,13 @@ GPU_CATEGORIES: tuple[str, ...] = ("kernel", "gpu_memcpy", "gpu_memset", "memcpy
 NO_LAUNCH = "(no launch)"
 
 
-def _label_sql(alias: str) -> str:
-    g, n = f"{alias}.{q(dbs.GROUP_NAME)}", f"{alias}.{q(ts.NAME)}"
-    return f"CASE WHEN {g} IS NULL OR {g} = '' THEN {n} ELSE {g} || ' / ' || {n} END"
+#: SQL of a slice's launch correlation (null without one).
+CORRELATION_SQL = f"try_cast(json_extract_string({q(ts.ARGS)}, '$.correlation') AS BIGINT)"
+
+
+def categories_sql(categories: Sequence[str] = GPU_CATEGORIES) -> str:
+    """``categories`` as an SQL list of lower-case literals (for ``lower(category) IN (...)``)."""
+    return ", ".join(repr(c.lower()) for c in categories)
 
 
 def kernel_tree(trace: Trace, start_ns: int | None = None, end_ns: int | None = None, *,
@@ -44,16 +58,8 @@ def kernel_tree(trace: Trace, start_ns: int | None = None, end_ns: int | None = 
     Raises:
         QueryError: a bad window, or a trace without GPU events that carry a launch correlation.
     """
-    t0 = check_time(start_ns, "start_ns") if start_ns is not None else None
-    t1 = check_time(end_ns, "end_ns") if end_ns is not None else None
-    closed = t1 is None
-    if t0 is None or t1 is None:
-        lo, hi = trace.time_range
-        t0, t1 = (lo if t0 is None else t0), (hi if t1 is None else t1)
-    if t1 <= t0:
-        raise QueryError(f"empty window: end ({t1} ns) must be greater than start ({t0} ns)")
-    gpu = ", ".join(repr(c.lower()) for c in categories)
-    rows = fetch(trace, _tree_sql(gpu), {"t0": t0, "t1": t1, "closed": closed}).to_pylist()
+    t0, t1, closed = window_of(trace, start_ns, end_ns)
+    rows = fetch(trace, _tree_sql(categories_sql(categories)), {"t0": t0, "t1": t1, "closed": closed}).to_pylist()
     if not rows and not has_gpu_events(trace, categories, correlated=True):
         raise QueryError(f"{trace.path}: the trace has no GPU kernels, copies or memsets with a launch "
                          "correlation (a PyTorch or Kineto trace of a GPU run has them)")
@@ -74,7 +80,7 @@ def _tree_sql(gpu: str) -> str:
     launching row's label (else the event's stream) and their own name, with their count and clipped GPU time."""
     s, e, sl, tr = q(ts.START_TS), q(ts.END_TS), q(dbs.SLICE_TABLE), q(dbs.TRACK_TABLE)
     ident, parent, name, track, cat = q(ts.ID), q(ts.PARENT_ID), q(ts.NAME), q(dbs.TRACK_ID), q(ts.CATEGORY)
-    corr = f"try_cast(json_extract_string({q(ts.ARGS)}, '$.correlation') AS BIGINT)"
+    corr = CORRELATION_SQL
     return f"""
         WITH RECURSIVE
         corr AS (   -- the slices with a correlation (a LIKE before parsing any JSON)
@@ -83,7 +89,7 @@ def _tree_sql(gpu: str) -> str:
             FROM {sl} WHERE {q(ts.ARGS)} LIKE '%correlation%'),
         gpu AS (
             SELECT * FROM corr WHERE is_gpu AND c IS NOT NULL
-              AND ((s < $t1 AND e > $t0) OR (e = s AND s >= $t0 AND (s < $t1 OR (s = $t1 AND $closed))))),
+              AND {in_window_sql("s", "e")}),
         launch AS (SELECT id, s, c FROM corr WHERE NOT is_gpu AND c IN (SELECT c FROM gpu)),
         paired AS (
             SELECT gpu.name, gpu.track, least(gpu.e, $t1) - greatest(gpu.s, $t0) AS ns,
@@ -98,7 +104,7 @@ def _tree_sql(gpu: str) -> str:
             WHERE up.hop < {MAX_ANCESTOR_ROUNDS} AND p.{ident} <> up.id),
         stacks AS (SELECT lid, list(name ORDER BY hop DESC) AS names, arg_max(track, hop) AS track
                    FROM up GROUP BY lid)
-        SELECT {_label_sql("k")} AS label, st.names, p.name, count(*) AS n, sum(p.ns)::BIGINT AS ns
+        SELECT {row_label_sql("k")} AS label, st.names, p.name, count(*) AS n, sum(p.ns)::BIGINT AS ns
         FROM paired p LEFT JOIN stacks st ON st.lid = p.lid
              JOIN {tr} k ON k.{track} = coalesce(st.track, p.track)
         GROUP BY ALL"""
@@ -107,9 +113,8 @@ def _tree_sql(gpu: str) -> str:
 def has_gpu_events(trace: Trace, categories: Sequence[str] = GPU_CATEGORIES, *, correlated: bool = False) -> bool:
     """Whether the trace has a GPU kernel, copy or memset (a slice of one of ``categories``; with ``correlated``,
     one with a launch correlation), reading until the first one."""
-    gpu = ", ".join(repr(c.lower()) for c in categories)
-    corr = (f" AND try_cast(json_extract_string({q(ts.ARGS)}, '$.correlation') AS BIGINT) IS NOT NULL"
-            if correlated else "")
+    gpu = categories_sql(categories)
+    corr = f" AND {CORRELATION_SQL} IS NOT NULL" if correlated else ""
     found = fetch(trace, f"SELECT count(*) AS n FROM (SELECT 1 FROM {q(dbs.SLICE_TABLE)} "
                          f"WHERE lower({q(ts.CATEGORY)}) IN ({gpu}){corr} LIMIT 1)")
     return bool(found.column(0)[0].as_py())

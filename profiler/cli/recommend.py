@@ -18,7 +18,7 @@ from profiler.cli._analysis import (
     print_table,
 )
 from profiler.errors import QueryError
-from tracer import schema as ts
+from profiler.overview import has_device_events
 
 
 class RecommendCommand:
@@ -39,8 +39,7 @@ class RecommendCommand:
     def run(self, args: argparse.Namespace) -> int:
         limit = check_limit(args.limit)
         with open_trace(args.db) as trace:
-            events = trace.overview().get("events") or {}
-            if events.get(ts.INSTRUCTION.name) or events.get(ts.DMA_PACKET.name):
+            if has_device_events(trace):
                 recs = recommendations(trace, args.start, args.end, args.core)
             elif has_gpu_events(trace):   # a host trace of a GPU run (PyTorch, JAX): its GPUs' rules
                 recs = host_recommendations(trace, args.start, args.end)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
+import pyarrow as pa
 
 from profiler.analyses import schema as rs
 from profiler.analyses.call_tree import INSTRUCTIONS, CallTree
@@ -58,14 +59,15 @@ def call_tree_figure(tree: CallTree, *, height: int = 560, title: str | None = N
     """The icicle of ``tree``: boxes as wide as their frames' time in the window, roots on top."""
     t = tree.table
     rows = kept_frames(tree, max_frames)
-    node = t.column(rs.NODE).to_numpy()[rows]
-    parent = t.column(rs.PARENT).fill_null(-1).to_numpy()[rows]
-    names = [t.column(rs.NAME)[int(i)].as_py() for i in rows]
-    kinds = [t.column(rs.FRAME_KIND)[int(i)].as_py() for i in rows]
-    total = np.asarray(t.column(rs.TOTAL_NS).to_numpy()[rows], dtype=np.int64)
-    own = t.column(rs.SELF_NS).to_numpy()[rows]
-    count = t.column(rs.COUNT).to_numpy()[rows]
-    depth = t.column(rs.DEPTH).to_numpy()[rows]
+    kept = t.take(pa.array(rows, type=pa.int64()))
+    node = kept.column(rs.NODE).to_numpy()
+    parent = kept.column(rs.PARENT).fill_null(-1).to_numpy()
+    names = kept.column(rs.NAME).to_pylist()
+    kinds = kept.column(rs.FRAME_KIND).to_pylist()
+    total = np.asarray(kept.column(rs.TOTAL_NS).to_numpy(), dtype=np.int64)
+    own = kept.column(rs.SELF_NS).to_numpy()
+    count = kept.column(rs.COUNT).to_numpy()
+    depth = kept.column(rs.DEPTH).to_numpy()
     # a box is at least as wide as its children together (an imported child can stick out of its parent)
     width = total.copy()
     where = {int(n): k for k, n in enumerate(node)}
@@ -88,7 +90,7 @@ def call_tree_figure(tree: CallTree, *, height: int = 560, title: str | None = N
     parents = ["" if p < 0 else str(int(p)) for p in parent]
     labels = [_label(name) for name in names]
     values = width.tolist()
-    paths = [t.column(rs.PATH)[int(i)].as_py() for i in rows]
+    paths = kept.column(rs.PATH).to_pylist()
     # what a click on a box reports (the dashboard's frame panel): name, path, count, total, self
     custom = [[name, path, int(c), int(tot), int(o)] for name, path, c, tot, o in zip(names, paths, count, total, own,
                                                                                       strict=True)]

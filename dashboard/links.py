@@ -3,10 +3,10 @@
 * the timeline page (``/``) searches for ``?search=`` when it opens (in double quotes: a whole field, so
   ``"softmax.py:35"`` finds that line, not line 350) and selects the first match;
 * the timeline page opens at ``?start=&end=`` (ns) with the options of ``?colour=`` (``engine``, ``layer``),
-  ``?dma=expanded``, ``?critical=on`` and ``?levels=N``, and with ``?select=Instruction:42`` selected (outlined, its
-  details shown, its dependencies drawn), ``?markers=T1,T2`` (ns) pinned and ``?search=`` run (its matches
-  listed; with no range or selected event in the URL, the first one selected and zoomed to): its "link to this
-  view" carries all of them;
+  ``?dma=expanded``, ``?critical=on``, ``?levels=N`` and ``?tracks=`` (the row filter), and with
+  ``?select=Instruction:42`` selected (outlined, its details shown, its dependencies drawn), ``?markers=T1,T2``
+  (ns) pinned and ``?search=`` run (its matches listed; with no range or selected event in the URL, the first one
+  selected and zoomed to): its "link to this view" carries all of them;
 * the source page (``/source``) shows ``?file=`` and marks ``?line=``.
 """
 
@@ -26,8 +26,11 @@ CRITICAL_PARAM = "critical"
 LEVELS_PARAM = "levels"
 SELECT_PARAM = "select"
 MARKERS_PARAM = "markers"
+#: The timeline's row filter (:mod:`profiler.figures.row_filter`; "rows" is the call tree page's row merging).
+TRACKS_PARAM = "tracks"
 #: The timeline's view values a link carries besides the trace and the range (each left out at its default).
-VIEW_OPTION_PARAMS = (COLOUR_PARAM, DMA_PARAM, CRITICAL_PARAM, LEVELS_PARAM, SELECT_PARAM, MARKERS_PARAM, SEARCH_PARAM)
+VIEW_OPTION_PARAMS = (COLOUR_PARAM, DMA_PARAM, CRITICAL_PARAM, LEVELS_PARAM, TRACKS_PARAM, SELECT_PARAM,
+                      MARKERS_PARAM, SEARCH_PARAM)
 
 
 def view_option_values(state: dict[str, Any]) -> dict[str, str]:
@@ -41,6 +44,8 @@ def view_option_values(state: dict[str, Any]) -> dict[str, str]:
         values[CRITICAL_PARAM] = "on"
     if isinstance(state.get("span_levels"), int):
         values[LEVELS_PARAM] = str(state["span_levels"])
+    if isinstance(state.get("row_filter"), str) and state["row_filter"].strip():
+        values[TRACKS_PARAM] = state["row_filter"].strip()[:200]
     selected = state.get("selected")
     if isinstance(selected, list) and len(selected) == 2:
         values[SELECT_PARAM] = f"{selected[0]}:{selected[1]}"

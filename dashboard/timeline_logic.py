@@ -31,6 +31,14 @@ from profiler.figures import palette as pal
 from profiler.figures import viewport as vp
 from profiler.figures.fetch import drawing_window
 from profiler.figures.raster import StripFrame, TimelineRow, rasterize, row_labels, timeline_rows
+from profiler.figures.row_filter import (
+    MAX_FILTER_CHARS,
+    RowFilter,
+    RowFilterError,
+    filter_counters,
+    filter_rows,
+    no_match_message,
+)
 from profiler.figures.strip_png import code_colours
 from profiler.figures.timefmt import ns_to_axis
 from profiler.figures.timeline import range_select_trace, strip_update, timeline_figure
@@ -57,19 +65,24 @@ class TimelineOptions:
     critical_path: bool = False
     #: Levels shown of each span row (a thread's nested slices): one of :data:`SPAN_LEVEL_CHOICES`, None for all.
     span_levels: int | None = None
+    #: The row filter's text (:mod:`profiler.figures.row_filter`; "" draws every row).
+    row_filter: str = ""
 
     @classmethod
     def parse(cls, colour_by: Any, expand: Any, critical_path: Any = False,
-              span_levels: Any = None) -> TimelineOptions:
-        """Options from the raw component values (anything unexpected falls back to the default)."""
+              span_levels: Any = None, row_filter: Any = None) -> TimelineOptions:
+        """Options from the raw component values (anything unexpected falls back to the default; a row filter
+        is kept as typed, up to :data:`~profiler.figures.row_filter.MAX_FILTER_CHARS`, and checked when the rows
+        are drawn)."""
         colour = colour_by if colour_by in pal.COLOUR_MODES else "opcode"
         levels = span_levels if span_levels in SPAN_LEVEL_CHOICES and not isinstance(span_levels, bool) else None
-        return cls(colour, bool(expand) and expand not in ("false", "0"), critical_path is True, levels)
+        rows = row_filter.strip() if isinstance(row_filter, str) and len(row_filter) <= MAX_FILTER_CHARS else ""
+        return cls(colour, bool(expand) and expand not in ("false", "0"), critical_path is True, levels, rows)
 
     @property
-    def rows_key(self) -> tuple[bool, int | None]:
+    def rows_key(self) -> tuple[bool, int | None, str]:
         """What the rows depend on."""
-        return self.expand_dma, self.span_levels
+        return self.expand_dma, self.span_levels, self.row_filter
 
 
 @dataclass
@@ -140,8 +153,9 @@ def clamp_width(width: Any) -> int:
 MAX_LANES = 1000
 
 
-#: The longest status detail a browser's state may carry back (the server writes ~80 characters).
-MAX_STATUS_CHARS = 200
+#: The longest status detail a browser's state may carry back (the server writes ~80 characters, up to ~700 with
+#: the row filter's note).
+MAX_STATUS_CHARS = 1000
 
 
 def view_link(search: str | None, state: dict[str, Any] | None) -> str | None:
@@ -174,6 +188,7 @@ def clean_state(state: Any, trace_id: str) -> dict[str, Any] | None:
         "expand_dma": state.get("expand_dma") is True,
         "critical_path": state.get("critical_path") is True,
         "span_levels": state.get("span_levels") if state.get("span_levels") in SPAN_LEVEL_CHOICES else None,
+        "row_filter": TimelineOptions.parse(None, False, row_filter=state.get("row_filter")).row_filter,
         "width": as_int(state.get("width"), MIN_WIDTH_PX, MAX_WIDTH_PX),
         "buffer": state.get("buffer"),   # vp.Buffer.from_dict checks it
         "seq": as_int(state.get("seq"), 0, 2**53) or 0,
@@ -201,19 +216,49 @@ def nav_range(nav: Any) -> tuple[int, int] | None:
     return as_time_range([nav.get("start_ns"), nav.get("end_ns")])
 
 
-def rows_for(trace: Any, options: TimelineOptions) -> list[TimelineRow]:
-    """The timeline rows of ``trace`` under ``options``."""
-    return timeline_rows(trace.tracks(), collapse_dma=not options.expand_dma, span_levels=options.span_levels)
+@dataclass(frozen=True)
+class TimelineRows:
+    """The rows and Counter tracks drawn under some options, and what the row filter made of them: ``note`` says
+    how many rows it kept, or (``error`` True) why it kept them all (a malformed filter, or one no row matches)."""
+
+    rows: list[TimelineRow]
+    counters: list[dict[str, Any]]
+    note: str = ""
+    error: bool = False
+
+
+def rows_for(trace: Any, options: TimelineOptions,
+             counters: list[dict[str, Any]] | None = None) -> TimelineRows:
+    """The timeline rows of ``trace`` under ``options``, and its Counter tracks (given, or read from ``trace``)
+    the row filter keeps.  A filter that is malformed or keeps no row draws every row, and says why."""
+    every = timeline_rows(trace.tracks(), collapse_dma=not options.expand_dma, span_levels=options.span_levels)
+    every_counter = lane_data.counter_tracks(trace.tracks()) if counters is None else counters
+    if not options.row_filter:
+        return TimelineRows(every, list(every_counter))
+    try:
+        row_filter = RowFilter.parse(options.row_filter)
+    except RowFilterError as exc:
+        return TimelineRows(every, list(every_counter), f"{exc}; every row drawn", True)
+    rows = filter_rows(every, row_filter)
+    if not rows:
+        return TimelineRows(every, list(every_counter), f"{no_match_message(row_filter, every)}; every row drawn",
+                            True)
+    return TimelineRows(rows, filter_counters(every_counter, row_filter),
+                        f"{len(rows)} of {len(every)} rows match {row_filter.text!r}")
+
+
+#: Row sets a served trace keeps (options and filters a user tried); the oldest is dropped beyond it.
+MAX_CACHED_ROW_SETS = 32
 
 
 class TraceLayout:
     """What a served trace's timeline needs on every call and never changes: its time range and its rows (per DMA
-    expansion), read once (each is a query) and shared by every browser session."""
+    expansion, span levels and row filter), read once (each is a query) and shared by every browser session."""
 
     def __init__(self, trace: Any) -> None:
         self.trace = trace
         self.time_range: tuple[int, int] = (int(trace.time_range[0]), int(trace.time_range[1]))
-        self._rows: dict[tuple[bool, int | None], list[TimelineRow]] = {}
+        self._rows: dict[tuple[bool, int | None, str], TimelineRows] = {}
         self._counters: list[dict[str, Any]] | None = None
 
     @property
@@ -225,9 +270,16 @@ class TraceLayout:
 
     def rows(self, options: TimelineOptions) -> list[TimelineRow]:
         """The rows under ``options`` (computed on first use)."""
-        if options.rows_key not in self._rows:
-            self._rows[options.rows_key] = rows_for(self.trace, options)
-        return self._rows[options.rows_key]
+        return self.drawn(options).rows
+
+    def drawn(self, options: TimelineOptions) -> TimelineRows:
+        """The rows and counters under ``options``, with the row filter's note (computed on first use)."""
+        key = options.rows_key
+        if key not in self._rows:
+            if len(self._rows) >= MAX_CACHED_ROW_SETS:
+                del self._rows[next(iter(self._rows))]
+            self._rows[key] = rows_for(self.trace, options, self.counters)
+        return self._rows[key]
 
 
 def _expect_few(prev: dict[str, Any] | None, buffer: vp.Buffer | None, plan: vp.Buffer) -> bool:
@@ -296,14 +348,16 @@ def hover_strings(events: dict[str, list[Any]], column: str) -> list[Any]:
     return [events["strings"][i] for i in events[column]]
 
 
-def status_detail(frame: StripFrame) -> str:
-    """The part of the status line the drawn frame sets: its resolution and how exactly it is drawn."""
+def status_detail(frame: StripFrame, rows_note: str = "") -> str:
+    """The part of the status line the drawn frame sets: its resolution, how exactly it is drawn, and what the
+    row filter kept (``rows_note``, :class:`TimelineRows`'s note)."""
     from profiler.figures.timefmt import format_duration
 
     exact = int(frame.exact.sum())
     detail = (f"{frame.n_events:,} events drawn exactly" if exact == len(frame.exact)
               else f"{exact} of {len(frame.exact)} rows exact, others per-pixel summaries")
-    return f"{format_duration(frame.resolution_ns)}/px · {detail}"
+    note = f" · {rows_note}" if rows_note else ""
+    return f"{format_duration(frame.resolution_ns)}/px · {detail}{note}"
 
 
 def status_line(view: tuple[int, int], detail: str) -> str:
@@ -363,6 +417,7 @@ def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, 
     same_structure = (prev is not None and prev.get("colour_by") == options.colour_by
                       and bool(prev.get("expand_dma")) == options.expand_dma and prev.get("width") == width
                       and prev.get("span_levels") == options.span_levels
+                      and (prev.get("row_filter") or "") == options.row_filter
                       and bool(prev.get("critical_path")) == options.critical_path)
     rebuild = prev is None or not same_structure or trigger in REBUILD_TRIGGERS
     buffer = vp.Buffer.from_dict(prev.get("buffer")) if prev else None
@@ -390,7 +445,7 @@ def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, 
     new_state: dict[str, Any] = {
         "trace": trace_id, "view": list(view), "width": width, "origin": origin,
         "colour_by": options.colour_by, "expand_dma": options.expand_dma, "critical_path": options.critical_path,
-        "span_levels": options.span_levels,
+        "span_levels": options.span_levels, "row_filter": options.row_filter,
         "buffer": buffer.to_dict() if buffer else None, "seq": (prev or {}).get("seq", 0) + 1,
         "selected": selection.key if selection is not None else None, "markers": list(markers or []),
     }
@@ -408,11 +463,12 @@ def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, 
         status = status_line(view, detail) if isinstance(detail, str) else dash.no_update
         return TimelineUpdate(None, {"data": {}, "layout": moved} if moved else None, new_state, status=status)
 
-    rows = layout.rows(options)
+    drawn_rows = layout.drawn(options)
+    rows = drawn_rows.rows
     plan = vp.plan_buffer(view, width, t_range)
     # The lanes' queries run on the pool while this thread reads and rasterises the strips' window.
     pending = lane_data.submit_timeline_lanes(QUERY_POOL, trace, rows, plan, plan.width_px,
-                                              counters=layout.counters) if lanes else None
+                                              counters=drawn_rows.counters) if lanes else None
     try:
         window = drawing_window(trace, plan.start_ns, plan.end_ns, plan.width_px, _track_ids(rows),
                                 colour_by=options.colour_by, expect_few=_expect_few(prev, buffer, plan))
@@ -429,7 +485,7 @@ def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, 
     if not rebuild and prev is not None and prev.get("legend_key") == legend_key:
         legend = dash.no_update  # the browser shows this legend already: no re-render
     hover = view_data(frame, rows, origin)
-    new_state["status_detail"] = status_detail(frame)
+    new_state["status_detail"] = status_detail(frame, drawn_rows.note)
     status = status_line(view, new_state["status_detail"])
     info = {"window_events": frame.n_events, "rows": len(rows), "px": frame.width_px}
 

@@ -40,12 +40,14 @@ from dashboard.links import (
     MARKERS_PARAM,
     SEARCH_PARAM,
     SELECT_PARAM,
+    TRACKS_PARAM,
 )
 from dashboard.memory_view import MEMORY_PATH, view_memory_href
 from dashboard.pages import PageContext
 from dashboard.registry import TraceRegistry, UnknownTraceError
 from dashboard.selection_view import selection_outputs
 from profiler.figures import palette as pal
+from profiler.figures.row_filter import MAX_FILTER_CHARS
 
 GRAPH_ID = "timeline-graph"
 GRAPH_CONFIG = graph_config(scrollZoom=True, doubleClick="autosize", responsive=False,
@@ -101,6 +103,11 @@ def layout(ctx_: PageContext) -> Any:
                 {"label": str(n), "value": n} for n in tl.SPAN_LEVEL_CHOICES]],
                 value=url_options.span_levels or "all", clearable=False,
                 searchable=False, className="levels-dropdown"),
+            html.Div(title="show only the rows matching these comma-separated terms (text or /regex/, "
+                           "case-insensitive); a term starting with - hides the rows it matches; Enter applies",
+                     children=dcc.Input(id="row-filter", type="search", value=url_options.row_filter, debounce=True,
+                                        placeholder="rows: Tensor, NC1, -DMA, /regex/",
+                                        maxLength=MAX_FILTER_CHARS, className="row-filter-input")),
             html.Button("Reset zoom", id="tl-reset", n_clicks=0, className="btn", title="show the whole trace (R)"),
             html.Button("Summarize view", id="tl-summarize", n_clicks=0, className="btn",
                         title="summary of the visible range (box-select for a sub-range)"),
@@ -159,12 +166,13 @@ def layout(ctx_: PageContext) -> Any:
 
 
 def options_from_url(query: dict[str, str]) -> tl.TimelineOptions:
-    """The timeline options a URL's values set (``colour``, ``dma``, ``critical``, ``levels``; anything else or
-    malformed: the default)."""
+    """The timeline options a URL's values set (``colour``, ``dma``, ``critical``, ``levels``, ``tracks``;
+    anything else or malformed: the default)."""
     levels = query.get(LEVELS_PARAM, "")
     return tl.TimelineOptions.parse(query.get(COLOUR_PARAM), query.get(DMA_PARAM) == "expanded",
                                     query.get(CRITICAL_PARAM) == "on",
-                                    int(levels) if re.fullmatch(r"[0-9]{1,3}", levels) else None)
+                                    int(levels) if re.fullmatch(r"[0-9]{1,3}", levels) else None,
+                                    query.get(TRACKS_PARAM))
 
 
 def url_view(search: str | None) -> tuple[int, int] | None:
@@ -195,7 +203,8 @@ def _trace(registry: TraceRegistry, search: str | None) -> tuple[str, Any]:
 
 #: Component id -> trigger name, in priority order (several inputs can change in one call).
 _TRIGGERS = (("url", "trace"), ("tl-size", "size"), ("colour-by", "options"), ("dma-expand", "options"),
-             ("cp-toggle", "options"), ("span-levels", "options"), ("tl-reset", "reset"), ("tl-nav", "nav"),
+             ("cp-toggle", "options"), ("span-levels", "options"), ("row-filter", "options"), ("tl-reset", "reset"),
+             ("tl-nav", "nav"),
              ("tl-relayout", "relayout"))
 
 
@@ -240,13 +249,13 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
         Input("url", "search"), Input("tl-size", "data"), Input("tl-relayout", "data"),
         Input("colour-by", "value"), Input("dma-expand", "value"), Input("tl-reset", "n_clicks"),
         Input("tl-nav", "data"), Input("cp-toggle", "value"), Input("span-levels", "value"),
-        State("tl-selected", "data"), State("tl-markers", "data"), State("search-last", "data"),
-        State("tl-state", "data"),
+        Input("row-filter", "value"), State("tl-selected", "data"), State("tl-markers", "data"),
+        State("search-last", "data"), State("tl-state", "data"),
         prevent_initial_call=True,
     )
     def _update(search: str | None, size: Any, relayout: Any, colour_by: Any, expand: Any, _reset: Any,  # noqa: PLR0917
-                nav: Any, critical: Any, levels: Any, selected: Any, markers: Any, last_search: Any,
-                state: Any) -> Any:
+                nav: Any, critical: Any, levels: Any, row_filter: Any, selected: Any, markers: Any,
+                last_search: Any, state: Any) -> Any:
         trigger = trigger_name(ctx.triggered_prop_ids)
         try:
             trace_id, trace = _trace(registry, search)
@@ -255,7 +264,7 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
                 None, None, [], str(exc), dash.no_update
         width = size.get("width") if isinstance(size, dict) else None
         options = tl.TimelineOptions.parse(colour_by, is_checked(expand, "expand"), is_checked(critical, "on"),
-                                           levels)
+                                           levels, row_filter)
         with registry.lock(trace_id):
             if trace_id not in layouts or layouts[trace_id].trace is not trace:
                 layouts[trace_id] = tl.TraceLayout(trace)

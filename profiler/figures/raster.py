@@ -64,6 +64,9 @@ class TimelineRow:
     #: it lies (0: the first; a thread's nested slices, a recording's lanes of pipelined layers: 1, 2, ...).
     span_name: str = ""
     level: int = 0
+    #: The row was drawn among rows of several groups (cores, hosts) before a row filter kept only some: its label
+    #: keeps naming its group (:func:`row_labels`), so ``Tensor`` of core 1 alone still reads ``NC1 · Tensor``.
+    among_groups: bool = False
 
     @property
     def collapsed(self) -> bool:
@@ -155,7 +158,7 @@ def row_labels(rows: Sequence[TimelineRow]) -> list[str]:
     """Y-axis labels: the row name, prefixed with its core where a trace has several groups (not on the deeper
     levels of a span row, which follow their first level)."""
     groups = {r.group for r in rows}
-    if len(groups) <= 1:
+    if len(groups) <= 1 and not any(r.among_groups for r in rows):
         return [r.label for r in rows]
     labels = []
     for i, r in enumerate(rows):

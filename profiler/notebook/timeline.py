@@ -13,7 +13,7 @@ JavaScript: a hover layer naming the events under the pointer (:func:`hover_trac
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -26,6 +26,7 @@ from profiler.figures import lanes as lanes_mod
 from profiler.figures import palette as pal
 from profiler.figures.fetch import drawing_window
 from profiler.figures.raster import StripFrame, TimelineRow, rasterize, row_labels, timeline_rows
+from profiler.figures.row_filter import RowFilter, filter_counters, filter_rows, no_match_message
 from profiler.figures.selected_event import selected_event_shapes
 from profiler.figures.timefmt import TIME_AXIS, format_duration, format_time, ns_to_axis
 from profiler.figures.timeline import MARGIN, legend_traces, timeline_figure
@@ -72,6 +73,8 @@ class TimelineBuild:
     #: Names of the lane traces, in figure order (data[1 : 1 + len(lane_names)]).
     lane_names: list[str]
     view_ns: tuple[int, int]
+    #: The Counter tracks drawn as lanes (those the row filter keeps).
+    counters: list[dict[str, Any]] = field(default_factory=list)
 
 
 def resolve_range(trace: Trace, start_ns: int | None, end_ns: int | None) -> tuple[int, int]:
@@ -194,8 +197,8 @@ def status_line(trace: Trace, frame: StripFrame, view_ns: tuple[int, int]) -> st
 
 def build_timeline(trace: Trace, start_ns: int | None = None, end_ns: int | None = None, *,
                    width_px: int = DEFAULT_WIDTH_PX, color_by: str = "opcode", expand_dma: bool = False,
-                   span_levels: int | None = None, lanes: bool = True, critical_path: bool = False,
-                   legend: bool = True,
+                   span_levels: int | None = None, rows: str | None = None, lanes: bool = True,
+                   critical_path: bool = False, legend: bool = True,
                    full_legend: bool = False, palette: pal.CategoryPalette | None = None,
                    fetch_ns: tuple[int, int] | None = None, fetch_width_px: int | None = None,
                    select: tuple[str, int] | None = None) -> TimelineBuild:
@@ -209,6 +212,8 @@ def build_timeline(trace: Trace, start_ns: int | None = None, end_ns: int | None
         color_by: ``opcode``, ``engine`` or ``layer``.
         expand_dma: one row per DMA queue instead of one per core.
         span_levels: rows for at most this many levels of each span row (a thread's nested slices; None: all).
+        rows: the row filter (:mod:`profiler.figures.row_filter`: ``"Tensor, -NC1"``, ``"/^thread/"``; None:
+            every row); it picks the counter lanes drawn too.
         lanes: draw the per-engine busy % lanes under the rows.
         critical_path: overlay the critical path of the view (:func:`profiler.analyses.critical_path`).
         legend: legend entries for the colours.
@@ -224,21 +229,26 @@ def build_timeline(trace: Trace, start_ns: int | None = None, end_ns: int | None
     colour = check_colour_mode(color_by)
     width_px = check_width(width_px)
     palette = palette or pal.CategoryPalette(ranked_names(trace))
-    rows = timeline_rows(trace.tracks(), collapse_dma=not expand_dma, span_levels=check_span_levels(span_levels))
-    if not rows:
+    every = timeline_rows(trace.tracks(), collapse_dma=not expand_dma, span_levels=check_span_levels(span_levels))
+    if not every:
         raise QueryError(f"{trace.path}: the trace has no timeline tracks to draw")
+    row_filter = RowFilter.parse(rows)
+    drawn = filter_rows(every, row_filter)
+    if not drawn:
+        raise QueryError(f"{trace.path}: {no_match_message(row_filter, every)}")
+    counters = filter_counters(lane_data.counter_tracks(trace.tracks()), row_filter)
     origin = int(trace.time_range[0])
     f0, f1 = fetch_ns or view
     f_width = int(fetch_width_px or width_px)
-    window, frame = fetch_frame(trace, rows, palette, colour, start_ns=f0, end_ns=f1, width_px=f_width)
-    lane_list = lane_data.timeline_lanes(trace, rows, window, f_width) if lanes else []
-    fig = timeline_figure(frame, rows, origin, x_range_ns=view, lanes=lane_list, legend=False)
+    window, frame = fetch_frame(trace, drawn, palette, colour, start_ns=f0, end_ns=f1, width_px=f_width)
+    lane_list = lane_data.timeline_lanes(trace, drawn, window, f_width, counters) if lanes else []
+    fig = timeline_figure(frame, drawn, origin, x_range_ns=view, lanes=lane_list, legend=False)
     lane_names = [trace_.name for trace_ in fig.data[1:]]
     if critical_path:
         from profiler.analyses import critical_path as find_path
         from profiler.figures.analyses import critical_path_overlay
 
-        fig.add_traces(critical_path_overlay(find_path(trace, view[0], view[1]), rows, origin))
+        fig.add_traces(critical_path_overlay(find_path(trace, view[0], view[1]), drawn, origin))
     for lane_trace in fig.data[1:1 + len(lane_names)]:
         lane_trace.showlegend = False  # the lane's hover names its engine; the legend is for the strip colours
     bottom = MARGIN["b"]
@@ -249,14 +259,14 @@ def build_timeline(trace: Trace, start_ns: int | None = None, end_ns: int | None
         bottom += legend_px
         fig.update_layout(showlegend=True, legend={"orientation": "h", "yref": "container", "y": 0,
                                                    "yanchor": "bottom", "x": 0, "font": {"size": 11}})
-    fig.add_trace(hover_trace(frame, rows, origin))
+    fig.add_trace(hover_trace(frame, drawn, origin))
     if select is not None:
-        fig.update_layout(shapes=[*fig.layout.shapes, *selection_shapes(trace, rows, select, origin)])
+        fig.update_layout(shapes=[*fig.layout.shapes, *selection_shapes(trace, drawn, select, origin)])
     fig.update_layout(title={"text": status_line(trace, frame, view), "font": {"size": 12}, "x": 0.01},
                       margin={**MARGIN, "t": TITLE_MARGIN_PX, "b": bottom},
                       height=fig.layout.height + TITLE_MARGIN_PX - MARGIN["t"] + bottom - MARGIN["b"],
                       xaxis={"autorange": False})
-    return TimelineBuild(fig, frame, rows, palette, origin, lane_names, view)
+    return TimelineBuild(fig, frame, drawn, palette, origin, lane_names, view, counters)
 
 
 def selection_shapes(trace: Trace, rows: list[TimelineRow], select: Any, origin_ns: int) -> list[dict[str, Any]]:

@@ -442,3 +442,41 @@ def test_the_views_csv_links_follow_the_view_and_download_its_rows(timeline):
     lines = body.splitlines()
     assert lines[0].startswith('"track_id","id","start_ts"') and len(lines) > 100
     assert console_errors(timeline) == []
+
+
+def test_the_row_filter_keeps_the_rows_it_names_and_travels_in_links(browser, dashboard_server):
+    """Type a filter and press Enter: only its rows are drawn (their lanes too), the status says how many, a click
+    on a kept row still finds its instruction, and the page's link opens with the same rows and filter text."""
+    from selenium.webdriver.common.keys import Keys
+
+    browser.get(dashboard_server.url + "/?trace=t0")
+    every = wait_for(browser, _ticktext, "the timeline rows")
+    wait_idle(browser)
+    box = browser.find_element("id", "row-filter")
+    box.send_keys("Tensor, -NC0\n")
+    wait_for(browser, lambda d: _ticktext(d) == ["NC1 · Tensor"], "only core 1's Tensor row")
+    status = wait_for(browser, lambda d: "rows match" in d.find_element("id", "tl-status").text
+                      and d.find_element("id", "tl-status").text, "the status line's note")
+    assert f"1 of {len(every)} rows match 'Tensor, -NC0'" in status
+    lanes = _js(browser, f"{GRAPH}.data.slice(1).map(function (t) {{ return t.name || ''; }})")
+    assert not any("Vector" in name for name in lanes), lanes
+    wait_idle(browser)
+    browser.execute_script(f"Plotly.relayout({GRAPH}, {{'xaxis.range[0]': 14.9e-6, 'xaxis.range[1]': 15.4e-6}});")
+    wait_for(browser, lambda d: (_dx(d) or 1) < 4e-9, "the zoomed-in redraw")
+    wait_idle(browser)
+    _click_at(browser, 15.15e-6, "NC1 · Tensor")
+    wait_for(browser, lambda d: "MATMUL" in d.find_element("id", "tl-details").text, "the kept row's details")
+    href = wait_for(browser, lambda d: (d.find_element("id", "tl-link").get_attribute("href") or "")
+                    if "tracks=" in (d.find_element("id", "tl-link").get_attribute("href") or "") else None,
+                    "a link with the filter")
+    browser.get(href)
+    wait_for(browser, lambda d: _ticktext(d) == ["NC1 · Tensor"], "the link's rows")
+    assert browser.find_element("id", "row-filter").get_attribute("value") == "Tensor, -NC0"
+    # a malformed filter draws every row and says why
+    box = browser.find_element("id", "row-filter")
+    box.send_keys(Keys.CONTROL, "a")
+    box.send_keys("/(/\n")
+    wait_for(browser, lambda d: len(_ticktext(d) or []) == len(every), "every row again")
+    wait_for(browser, lambda d: "bad regular expression" in d.find_element("id", "tl-status").text,
+             "the status line's reason")
+    assert console_errors(browser) == []

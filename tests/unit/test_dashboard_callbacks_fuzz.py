@@ -97,6 +97,11 @@ CASES: list[tuple[str, str, dict[str, Any], str | None]] = [
     ("dma-expand 5", UPDATE, {"url.search": "?trace=t0", "dma-expand.value": 5}, "dma-expand.value"),
     ("cp-toggle 5", UPDATE, {"url.search": "?trace=t0", "cp-toggle.value": 5}, "cp-toggle.value"),
     ("colour-by list", UPDATE, {"url.search": "?trace=t0", "colour-by.value": ["opcode"]}, "colour-by.value"),
+    *[(f"row-filter {name}", UPDATE, {"url.search": "?trace=t0&tracks=%00" + "x" * 300, "row-filter.value": v,
+                                      "tl-state.data": {**STATE, "row_filter": v}}, "row-filter.value")
+      for name, v in (("list", ["Tensor"]), ("dict", {"a": 1}), ("number", 1e300), ("bad regex", "/(/"),
+                      ("long", "/" + "a|" * 5000 + "/"), ("nothing kept", "-NC"), ("nul", "\x00/\x00/"),
+                      ("catastrophic", "/(a+)+$/"))],
     *[(f"tl-size width {v!r}", UPDATE, {"url.search": "?trace=t0", "tl-size.data": {"width": v}}, "tl-size.data")
       for v in (INF, -INF, NAN, "1e400", 1e300, [1])],
     ("relayout garbage", UPDATE, {"url.search": "?trace=t0", "tl-state.data": STATE,

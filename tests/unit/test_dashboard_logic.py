@@ -456,3 +456,46 @@ def test_stepping_along_a_row_visits_its_events_in_start_order(trace):
     inside = {"view": [rows[1][0] - 10, rows[1][0] + 10]}
     assert picks.nav_if_outside(good, inside) is dash.no_update
     assert picks.nav_if_outside(good, {"view": [0, 5]})["start_ns"] == rows[1][0]
+
+
+def test_the_row_filter_draws_the_rows_it_keeps_and_says_so(trace):
+    """A row filter rebuilds the figure with the rows it keeps (their lanes too), names the count in the status
+    line, travels in the link; a malformed one or one that keeps nothing draws every row and says why."""
+    from urllib.parse import parse_qs
+
+    from dashboard.pages.timeline import options_from_url
+
+    first = tl.update_timeline(trace, "t0", state=None, trigger="size", width_px=WIDTH)
+    every = list(first.figure.layout.yaxis.ticktext)
+    assert "Tensor" in every and any(label.startswith("DMA") for label in every)
+    tensor = tl.TimelineOptions.parse("opcode", False, False, None, " Tensor ")
+    assert tensor.row_filter == "Tensor"
+    only = tl.update_timeline(trace, "t0", state=first.state, trigger="options", width_px=WIDTH, options=tensor)
+    assert isinstance(only.figure, go.Figure)
+    assert list(only.figure.layout.yaxis.ticktext) == ["Tensor"]
+    assert only.view["labels"] == ["Tensor"] and len(only.view["rows"]) == 1     # what hover and clicks use
+    lanes = [t.name for t in only.figure.data[1:] if t.name]
+    assert any("Tensor" in name for name in lanes) and not any("Vector" in name or "DMA" in name for name in lanes)
+    assert f"1 of {len(every)} rows match 'Tensor'" in only.status
+    # a zoom keeps the filter (a patch, the same rows) and its note
+    zoom = tl.update_timeline(trace, "t0", state=only.state, trigger="relayout", width_px=WIDTH, options=tensor,
+                              relayout={"xaxis.range[0]": 0, "xaxis.range[1]": 2e-6})
+    assert zoom.figure is None and zoom.info["rows"] == 1 and "rows match 'Tensor'" in zoom.status
+    # excluding
+    no_dma = tl.update_timeline(trace, "t0", state=only.state, trigger="options", width_px=WIDTH,
+                                options=tl.TimelineOptions.parse("opcode", False, False, None, "-DMA"))
+    assert list(no_dma.figure.layout.yaxis.ticktext) == [lab for lab in every if not lab.startswith("DMA")]
+    # the link carries it, and opening the link sets it again
+    link = tl.view_link("?trace=t0&tracks=old", only.state)
+    query = {k: v[0] for k, v in parse_qs(link.lstrip("?")).items()}
+    assert query["tracks"] == "Tensor" and options_from_url(query).row_filter == "Tensor"
+    assert tl.clean_state(only.state, "t0")["row_filter"] == "Tensor"
+    assert tl.clean_state({**only.state, "row_filter": ["x"]}, "t0")["row_filter"] == ""
+    # malformed, or keeping nothing: every row, and why
+    for text, why in (("/(/", "bad regular expression"), ("zzz", "no timeline row matches the row filter 'zzz'")):
+        up = tl.update_timeline(trace, "t0", state=only.state, trigger="options", width_px=WIDTH,
+                                options=tl.TimelineOptions.parse("opcode", False, False, None, text))
+        assert list(up.figure.layout.yaxis.ticktext) == every
+        assert why in up.status and "every row drawn" in up.status
+    assert tl.TimelineOptions.parse("opcode", False, False, None, "x" * 500).row_filter == ""
+    assert tl.TimelineOptions.parse("opcode", False, False, None, 42).row_filter == ""

@@ -104,6 +104,9 @@ def test_critical_path_overlay_is_added(trace):
     ({"select": (5, 1)}, "select must be"),
     ({"select": ("Instruction", 10**12)}, "no row with id"),
     ({"select": ("Nope", 1)}, "no table 'Nope'"),
+    ({"rows": "/(/"}, "row filter: bad regular expression"),
+    ({"rows": "zzz"}, "no timeline row matches the row filter 'zzz'; the rows are: "),
+    ({"rows": 3}, "row filter must be text"),
 ])
 def test_bad_timeline_arguments_are_one_line_query_errors(trace, kwargs, message):
     with pytest.raises(QueryError, match=message) as info:
@@ -171,3 +174,25 @@ def test_summary_figures_of_a_window_differ_from_the_whole(trace):
     whole = trace.summary_figures()[0].data[0].x
     part = trace.summary_figures(t0, t0 + (t1 - t0) // 10)[0].data[0].x
     assert list(whole) != list(part)
+
+
+def test_the_row_filter_picks_the_notebook_timelines_rows_and_lanes(trace):
+    """``rows=`` draws the rows it keeps and their lanes; the counter lanes it keeps are redrawn by the widget's
+    zooms (``TimelineBuild.counters``)."""
+    from profiler.notebook.timeline import build_timeline
+
+    every = build_timeline(trace, width_px=300)
+    cores = sorted({r.core for r in every.rows if r.core is not None})
+    assert len(cores) >= 2 and {"Tensor", "Vector"} <= {r.label for r in every.rows}
+    tensor = build_timeline(trace, width_px=300, rows="tensor")
+    assert [(r.core, r.label) for r in tensor.rows] == [(c, "Tensor") for c in cores]
+    assert list(tensor.figure.layout.yaxis.ticktext) == [f"NC{c} · Tensor" for c in cores]
+    assert tensor.lane_names and all("Vector" not in name for name in tensor.lane_names)
+    assert any("Tensor" in name for name in tensor.lane_names)
+    one_core = build_timeline(trace, width_px=300, rows=f"NC{cores[1]}")
+    assert [r.label for r in one_core.rows] == [r.label for r in every.rows if r.core == cores[1]]
+    no_dma = build_timeline(trace, width_px=300, rows="-DMA")
+    assert [r.label for r in no_dma.rows] == [r.label for r in every.rows if r.kind != "dma_queue"]
+    assert not any("DMA" in name for name in no_dma.lane_names)
+    assert list(trace.timeline(width_px=300, rows=f"/^(Tensor|Vector)$/, -NC{cores[0]}").layout.yaxis.ticktext) \
+        == [f"NC{c} · {e}" for c in cores[1:] for e in ("Tensor", "Vector")]

@@ -29,6 +29,8 @@ JUMP_TYPE = "tl-jump"
 #: The tables whose rows the details panel shows: the timeline's interval events (each has an ``id``), and ``Span``,
 #: the trace format's name of ``slice``.
 EVENT_TABLES = (*sorted(INTERVAL_TABLES), ts.SPAN.name)
+#: The table a row of the timeline's query tracks is selected as (its id: the result's row number).
+QUERY_TABLE = dbs.QUERY_TABLE
 #: Dependencies listed per direction before "and N more".
 MAX_FLOWS_SHOWN = 50
 _TIME_FIELDS = {ts.START_TS, ts.END_TS, ts.TIMESTAMP}
@@ -179,6 +181,28 @@ def details_panel(fields: dict[str, Any], table: str, preds: pa.Table | None, su
     ], className="details")
 
 
+def query_row_details(tracks: Any, index: int, origin_ns: int) -> html.Div:
+    """The panel for a row of the timeline's query tracks (:class:`profiler.query_track.QueryTracks`): its
+    interval and every column of the result row (an error line when the query or the row is gone)."""
+    from tracer.errors import TrnprofError
+
+    if tracks is None:
+        return html.Div("The query drawing this row is no longer on the timeline.", className="error")
+    try:
+        fields = tracks.row_fields(int(index))
+    except TrnprofError as exc:
+        return html.Div(str(exc), className="error")
+    name = next((fields[c] for c in fields if c.lower() in (ts.NAME, ts.OPCODE) and fields[c] is not None), "")
+    rows = [html.Tr([html.Th(k), html.Td(_fmt_value(k, v, origin_ns))]) for k, v in fields.items()]
+    return html.Div([
+        html.Div([html.Span(f"query row {index}", className="badge"), html.Strong(f" {name} ")],
+                 className="details-header", id="details-title"),
+        html.Div("A row of the query drawn on the timeline; a table_name and id column would link it to its event.",
+                 className="muted"),
+        html.Table(html.Tbody(rows), className="fields", id="details-fields"),
+    ], className="details")
+
+
 def jump_target(index: Any, clicks: Any) -> tuple[dict[str, Any], Any] | None:
     """What a click on the jump link ``index`` selects and where the timeline goes (``tl-nav``, or no_update when
     the link has no times); None when no link was clicked or the index is malformed."""
@@ -195,11 +219,13 @@ def jump_target(index: Any, clicks: Any) -> tuple[dict[str, Any], Any] | None:
 
 
 def selected_event(selected: Any) -> tuple[str, int] | str | None:
-    """``(table, id)`` of a ``tl-selected`` store; a message when it names no event the panel can show; None when
-    nothing is selected."""
+    """``(table, id)`` of a ``tl-selected`` store (``("query", row number)`` for a row of the timeline's query
+    tracks); a message when it names no event the panel can show; None when nothing is selected."""
     if not isinstance(selected, dict) or not selected.get("table"):
         return None
     table, ident = selected.get("table"), as_int(selected.get("id"), -(2**63), 2**63 - 1)
+    if table == QUERY_TABLE:
+        return (table, ident) if ident is not None else "No query row: the selection names none."
     if not isinstance(table, str) or table not in EVENT_TABLES:
         return (f"Details are shown for timeline events ({', '.join(sorted(INTERVAL_TABLES))}), not for "
                 f"{str(table)[:40]!r}.")

@@ -3,7 +3,8 @@
 * the timeline page (``/``) searches for ``?search=`` when it opens (in double quotes: a whole field, so
   ``"softmax.py:35"`` finds that line, not line 350) and selects the first match;
 * the timeline page opens at ``?start=&end=`` (ns) with the options of ``?colour=`` (``engine``, ``layer``),
-  ``?dma=expanded``, ``?critical=on``, ``?levels=N`` and ``?tracks=`` (the row filter), and with
+  ``?dma=expanded``, ``?critical=on``, ``?levels=N``, ``?tracks=`` (the row filter) and ``?query=`` (SQL whose
+  result is drawn as rows: :mod:`profiler.query_track`), and with
   ``?select=Instruction:42`` selected (outlined, its details shown, its dependencies drawn), ``?markers=T1,T2``
   (ns) pinned and ``?search=`` run (its matches listed; with no range or selected event in the URL, the first one
   selected and zoomed to): its "link to this view" carries all of them;
@@ -28,9 +29,11 @@ SELECT_PARAM = "select"
 MARKERS_PARAM = "markers"
 #: The timeline's row filter (:mod:`profiler.figures.row_filter`; "rows" is the call tree page's row merging).
 TRACKS_PARAM = "tracks"
+#: SQL drawn on the timeline as rows (the timeline's query tracks; the SQL page opens with it in its editor).
+QUERY_PARAM = "query"
 #: The timeline's view values a link carries besides the trace and the range (each left out at its default).
-VIEW_OPTION_PARAMS = (COLOUR_PARAM, DMA_PARAM, CRITICAL_PARAM, LEVELS_PARAM, TRACKS_PARAM, SELECT_PARAM,
-                      MARKERS_PARAM, SEARCH_PARAM)
+VIEW_OPTION_PARAMS = (COLOUR_PARAM, DMA_PARAM, CRITICAL_PARAM, LEVELS_PARAM, TRACKS_PARAM, QUERY_PARAM,
+                      SELECT_PARAM, MARKERS_PARAM, SEARCH_PARAM)
 
 
 def view_option_values(state: dict[str, Any]) -> dict[str, str]:
@@ -46,6 +49,8 @@ def view_option_values(state: dict[str, Any]) -> dict[str, str]:
         values[LEVELS_PARAM] = str(state["span_levels"])
     if isinstance(state.get("row_filter"), str) and state["row_filter"].strip():
         values[TRACKS_PARAM] = state["row_filter"].strip()[:200]
+    if isinstance(state.get("query"), str) and state["query"].strip():
+        values[QUERY_PARAM] = state["query"].strip()
     selected = state.get("selected")
     if isinstance(selected, list) and len(selected) == 2:
         values[SELECT_PARAM] = f"{selected[0]}:{selected[1]}"
@@ -55,6 +60,18 @@ def view_option_values(state: dict[str, Any]) -> dict[str, str]:
     if isinstance(state.get("search"), str) and state["search"].strip():
         values[SEARCH_PARAM] = state["search"][:200]
     return values
+
+
+SQL_PATH = "/sql"
+
+
+def query_bar_hrefs(query: dict[str, str]) -> tuple[str, str]:
+    """For a timeline URL's values that draw ``?query=``: the SQL page with that query in its editor, and the same
+    timeline without it."""
+    sql = query.get(QUERY_PARAM, "")
+    trace = {TRACE_PARAM: query[TRACE_PARAM]} if TRACE_PARAM in query else {}
+    rest = {k: v for k, v in query.items() if k != QUERY_PARAM}
+    return f"{SQL_PATH}?{urlencode({**trace, QUERY_PARAM: sql})}", "/?" + urlencode(rest)
 
 
 def parse_select(value: Any) -> tuple[str, int] | None:

@@ -42,6 +42,8 @@ from profiler.figures.row_filter import (
 from profiler.figures.strip_png import code_colours
 from profiler.figures.timefmt import ns_to_axis
 from profiler.figures.timeline import range_select_trace, strip_update, timeline_figure
+from profiler.query_track import MAX_QUERY_CHARS, QueryTracks, query_tracks
+from tracer.errors import TrnprofError
 
 #: Graph width assumed until the browser reports its own.
 DEFAULT_WIDTH_PX = 1200
@@ -67,22 +69,25 @@ class TimelineOptions:
     span_levels: int | None = None
     #: The row filter's text (:mod:`profiler.figures.row_filter`; "" draws every row).
     row_filter: str = ""
+    #: SQL whose result is drawn as rows above the trace's (:mod:`profiler.query_track`; "" for none).
+    query: str = ""
 
     @classmethod
     def parse(cls, colour_by: Any, expand: Any, critical_path: Any = False,
-              span_levels: Any = None, row_filter: Any = None) -> TimelineOptions:
+              span_levels: Any = None, *, row_filter: Any = None, query: Any = None) -> TimelineOptions:
         """Options from the raw component values (anything unexpected falls back to the default; a row filter
-        is kept as typed, up to :data:`~profiler.figures.row_filter.MAX_FILTER_CHARS`, and checked when the rows
-        are drawn)."""
+        and a query are kept as typed, up to :data:`~profiler.figures.row_filter.MAX_FILTER_CHARS` and
+        :data:`~profiler.query_track.MAX_QUERY_CHARS`, and checked when the rows are drawn)."""
         colour = colour_by if colour_by in pal.COLOUR_MODES else "opcode"
         levels = span_levels if span_levels in SPAN_LEVEL_CHOICES and not isinstance(span_levels, bool) else None
         rows = row_filter.strip() if isinstance(row_filter, str) and len(row_filter) <= MAX_FILTER_CHARS else ""
-        return cls(colour, bool(expand) and expand not in ("false", "0"), critical_path is True, levels, rows)
+        sql = query.strip() if isinstance(query, str) and len(query) <= MAX_QUERY_CHARS else ""
+        return cls(colour, bool(expand) and expand not in ("false", "0"), critical_path is True, levels, rows, sql)
 
     @property
-    def rows_key(self) -> tuple[bool, int | None, str]:
+    def rows_key(self) -> tuple[bool, int | None, str, str]:
         """What the rows depend on."""
-        return self.expand_dma, self.span_levels, self.row_filter
+        return self.expand_dma, self.span_levels, self.row_filter, self.query
 
 
 @dataclass
@@ -189,6 +194,7 @@ def clean_state(state: Any, trace_id: str) -> dict[str, Any] | None:
         "critical_path": state.get("critical_path") is True,
         "span_levels": state.get("span_levels") if state.get("span_levels") in SPAN_LEVEL_CHOICES else None,
         "row_filter": TimelineOptions.parse(None, False, row_filter=state.get("row_filter")).row_filter,
+        "query": TimelineOptions.parse(None, False, query=state.get("query")).query,
         "width": as_int(state.get("width"), MIN_WIDTH_PX, MAX_WIDTH_PX),
         "buffer": state.get("buffer"),   # vp.Buffer.from_dict checks it
         "seq": as_int(state.get("seq"), 0, 2**53) or 0,
@@ -218,48 +224,67 @@ def nav_range(nav: Any) -> tuple[int, int] | None:
 
 @dataclass(frozen=True)
 class TimelineRows:
-    """The rows and Counter tracks drawn under some options, and what the row filter made of them: ``note`` says
-    how many rows it kept, or (``error`` True) why it kept them all (a malformed filter, or one no row matches)."""
+    """The rows and Counter tracks drawn under some options, and what the row filter and the query made of them:
+    ``note`` says how many rows the filter kept (or, ``error`` True, why it kept them all: a malformed filter, or
+    one no row matches) and what the query drew (or why it drew nothing); ``query``: the query's rows, drawn
+    first."""
 
     rows: list[TimelineRow]
     counters: list[dict[str, Any]]
     note: str = ""
     error: bool = False
+    query: QueryTracks | None = None
 
 
-def rows_for(trace: Any, options: TimelineOptions,
-             counters: list[dict[str, Any]] | None = None) -> TimelineRows:
-    """The timeline rows of ``trace`` under ``options``, and its Counter tracks (given, or read from ``trace``)
-    the row filter keeps.  A filter that is malformed or keeps no row draws every row, and says why."""
+def rows_for(trace: Any, options: TimelineOptions, counters: list[dict[str, Any]] | None = None,
+             query: QueryTracks | str | None = None) -> TimelineRows:
+    """The timeline rows of ``trace`` under ``options`` -- ``query``'s rows (its :class:`QueryTracks`, or the
+    one-line error of running it) first -- and its Counter tracks (given, or read from ``trace``) the row filter
+    keeps.  A filter that is malformed or keeps no row draws every row, and says why."""
     every = timeline_rows(trace.tracks(), collapse_dma=not options.expand_dma, span_levels=options.span_levels)
     every_counter = lane_data.counter_tracks(trace.tracks()) if counters is None else counters
+    notes: list[str] = []
+    tracks = query if isinstance(query, QueryTracks) else None
+    if tracks is not None:
+        every = tracks.timeline_rows() + every
+        extra = f" ({tracks.note})" if tracks.note else ""
+        rows_word = "row" if len(tracks.rows) == 1 else "rows"
+        notes.append(f"query: {tracks.n_intervals:,} intervals on {len(tracks.rows)} {rows_word}{extra}")
+    elif isinstance(query, str) and query:
+        notes.append(f"query: {query}")
     if not options.row_filter:
-        return TimelineRows(every, list(every_counter))
+        return TimelineRows(every, list(every_counter), " · ".join(notes), bool(query) and tracks is None, tracks)
     try:
         row_filter = RowFilter.parse(options.row_filter)
     except RowFilterError as exc:
-        return TimelineRows(every, list(every_counter), f"{exc}; every row drawn", True)
+        return TimelineRows(every, list(every_counter), " · ".join([*notes, f"{exc}; every row drawn"]), True,
+                            tracks)
     rows = filter_rows(every, row_filter)
     if not rows:
-        return TimelineRows(every, list(every_counter), f"{no_match_message(row_filter, every)}; every row drawn",
-                            True)
+        message = f"{no_match_message(row_filter, every)}; every row drawn"
+        return TimelineRows(every, list(every_counter), " · ".join([*notes, message]), True, tracks)
     return TimelineRows(rows, filter_counters(every_counter, row_filter),
-                        f"{len(rows)} of {len(every)} rows match {row_filter.text!r}")
+                        " · ".join([*notes, f"{len(rows)} of {len(every)} rows match {row_filter.text!r}"]),
+                        bool(query) and tracks is None, tracks)
 
 
 #: Row sets a served trace keeps (options and filters a user tried); the oldest is dropped beyond it.
 MAX_CACHED_ROW_SETS = 32
+#: Query results a served trace keeps (each up to profiler.query_track.MAX_QUERY_ROWS rows); the oldest is dropped.
+MAX_CACHED_QUERIES = 4
 
 
 class TraceLayout:
-    """What a served trace's timeline needs on every call and never changes: its time range and its rows (per DMA
-    expansion, span levels and row filter), read once (each is a query) and shared by every browser session."""
+    """What a served trace's timeline needs on every call and never changes: its time range, its rows (per DMA
+    expansion, span levels, row filter and query) and its query tracks, read once (each is a query) and shared by
+    every browser session."""
 
     def __init__(self, trace: Any) -> None:
         self.trace = trace
         self.time_range: tuple[int, int] = (int(trace.time_range[0]), int(trace.time_range[1]))
-        self._rows: dict[tuple[bool, int | None, str], TimelineRows] = {}
+        self._rows: dict[tuple[bool, int | None, str, str], TimelineRows] = {}
         self._counters: list[dict[str, Any]] | None = None
+        self._queries: dict[str, QueryTracks | str] = {}
 
     @property
     def counters(self) -> list[dict[str, Any]]:
@@ -267,6 +292,19 @@ class TraceLayout:
         if self._counters is None:
             self._counters = lane_data.counter_tracks(self.trace.tracks())
         return self._counters
+
+    def query(self, sql: str) -> QueryTracks | str | None:
+        """The query tracks of ``sql`` (run on first use), its one-line error, or None for no query."""
+        if not sql:
+            return None
+        if sql not in self._queries:
+            if len(self._queries) >= MAX_CACHED_QUERIES:
+                del self._queries[next(iter(self._queries))]
+            try:
+                self._queries[sql] = query_tracks(self.trace, sql)
+            except TrnprofError as exc:
+                self._queries[sql] = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return self._queries[sql]
 
     def rows(self, options: TimelineOptions) -> list[TimelineRow]:
         """The rows under ``options`` (computed on first use)."""
@@ -278,7 +316,7 @@ class TraceLayout:
         if key not in self._rows:
             if len(self._rows) >= MAX_CACHED_ROW_SETS:
                 del self._rows[next(iter(self._rows))]
-            self._rows[key] = rows_for(self.trace, options, self.counters)
+            self._rows[key] = rows_for(self.trace, options, self.counters, self.query(options.query))
         return self._rows[key]
 
 
@@ -418,6 +456,7 @@ def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, 
                       and bool(prev.get("expand_dma")) == options.expand_dma and prev.get("width") == width
                       and prev.get("span_levels") == options.span_levels
                       and (prev.get("row_filter") or "") == options.row_filter
+                      and (prev.get("query") or "") == options.query
                       and bool(prev.get("critical_path")) == options.critical_path)
     rebuild = prev is None or not same_structure or trigger in REBUILD_TRIGGERS
     buffer = vp.Buffer.from_dict(prev.get("buffer")) if prev else None
@@ -445,7 +484,7 @@ def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, 
     new_state: dict[str, Any] = {
         "trace": trace_id, "view": list(view), "width": width, "origin": origin,
         "colour_by": options.colour_by, "expand_dma": options.expand_dma, "critical_path": options.critical_path,
-        "span_levels": options.span_levels, "row_filter": options.row_filter,
+        "span_levels": options.span_levels, "row_filter": options.row_filter, "query": options.query,
         "buffer": buffer.to_dict() if buffer else None, "seq": (prev or {}).get("seq", 0) + 1,
         "selected": selection.key if selection is not None else None, "markers": list(markers or []),
     }
@@ -471,7 +510,8 @@ def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, 
                                               counters=drawn_rows.counters) if lanes else None
     try:
         window = drawing_window(trace, plan.start_ns, plan.end_ns, plan.width_px, _track_ids(rows),
-                                colour_by=options.colour_by, expect_few=_expect_few(prev, buffer, plan))
+                                colour_by=options.colour_by, expect_few=_expect_few(prev, buffer, plan),
+                                query=drawn_rows.query)
         frame = rasterize(window, rows, palette, options.colour_by)
     finally:
         if pending is not None:

@@ -22,10 +22,14 @@ from profiler.db.lod import TIME_LIMIT
 from profiler.figures.selected_event import selected_event_shapes
 from profiler.figures.timefmt import axis_to_ns
 from profiler.figures.timeline import separator_shapes
+from profiler.query_track import QueryTracks
+from tracer import schema as ts
 from tracer.errors import TrnprofError
 
 #: Rows a view may list (a bound on what a client can make the server iterate over).
 MAX_ROWS = 10_000
+#: The lowest track id a view may name: query rows have negative ids (:mod:`profiler.query_track`).
+MIN_TRACK_ID = -(2**31)
 
 
 def _axis_ns(x: Any, origin_ns: int) -> int | None:
@@ -45,7 +49,7 @@ def view_rows(view: Any) -> list[list[int]] | None:
     for row in rows:
         if not isinstance(row, list):
             return None
-        ids = [as_int(t, 0, 2**63 - 1) for t in row]
+        ids = [as_int(t, MIN_TRACK_ID, 2**63 - 1) for t in row]
         if any(i is None for i in ids):
             return None
         out.append([int(i) for i in ids if i is not None])
@@ -74,7 +78,7 @@ class Selection:
         ident = as_int(selected.get("id"), -(2**63), 2**63 - 1)
         if ident is None:
             return None
-        track = as_int(selected.get(dbs.TRACK_ID), 0, 2**63 - 1)
+        track = as_int(selected.get(dbs.TRACK_ID), MIN_TRACK_ID, 2**63 - 1)
         return cls(trace, selected["table"], ident, track, as_int(selected.get("start_ns")),
                    as_int(selected.get("end_ns")))
 
@@ -224,12 +228,35 @@ def pick_event(window: Any, t_ns: int) -> dict[str, Any] | None:
     return None
 
 
-def event_at_click(trace: Any, click: Any, view: Any, state: Any) -> dict[str, Any] | None:
+def query_pick(trace: Any, query: QueryTracks, track_id: int, t_ns: int, res: int) -> dict[str, Any] | None:
+    """What a click at ``t_ns`` on the query row ``track_id`` selects (see :func:`event_at_click`)."""
+    index = query.pick(track_id, t_ns, res)
+    if index is None:
+        return None
+    ref = query.event_ref(index)
+    if ref is not None:
+        try:
+            fields = trace.event(*ref)
+        except TrnprofError:  # a result row naming no event of the trace: the row itself
+            ref = None
+        else:
+            return {"table": ref[0], "id": ref[1], dbs.TRACK_ID: fields.get(dbs.TRACK_ID),
+                    "start_ns": fields.get(ts.START_TS), "end_ns": fields.get(ts.END_TS)}
+    row = next(r for r in query.rows if r.track_id == track_id)
+    at = int(np.flatnonzero(row.events.ids == index)[0])   # (the row's intervals are sorted by start, not id)
+    return {"table": dbs.QUERY_TABLE, "id": index, dbs.TRACK_ID: track_id,
+            "start_ns": int(row.events.start[at]), "end_ns": int(row.events.end[at])}
+
+
+def event_at_click(trace: Any, click: Any, view: Any, state: Any,
+                   query: QueryTracks | None = None) -> dict[str, Any] | None:
     """The event under a click on the strips: ``{"table", "id", "track_id", "start_ns", "end_ns"}`` or None.
 
     The click's row and time come from plotly's ``clickData``; the event is looked up in a one-pixel-wide
     ``Trace.window`` around it (exact events there, or the bucket's representative when the pixel holds many).
-    None for a click on nothing, or for click or view data that is not what the page sends.
+    On a row of ``query`` (the timeline's query tracks) it is the interval under the click: the trace's event its
+    result row names (``table_name``, ``id``) when it names one, else the result row itself (table ``query``, id:
+    its row number).  None for a click on nothing, or for click or view data that is not what the page sends.
     """
     if not isinstance(click, dict) or not isinstance(view, dict):
         return None
@@ -247,6 +274,8 @@ def event_at_click(trace: Any, click: Any, view: Any, state: Any) -> dict[str, A
     t_ns = _axis_ns(points[0].get("x"), origin)
     if t_ns is None or not 0 <= row < len(rows) or not rows[row]:
         return None
+    if rows[row][0] < 0:
+        return None if query is None else query_pick(trace, query, rows[row][0], t_ns, res)
     lo, hi = pixel_event_window(t_ns, res)
     try:
         window = trace.window(max(lo, -TIME_LIMIT), min(hi, TIME_LIMIT), 2, tracks=rows[row])

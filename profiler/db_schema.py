@@ -35,6 +35,12 @@ SLICE_TABLE = "slice"
 LOD_TABLE = "lod"                    # the level-of-detail interval index, see docs/database.md
 COUNTER_LOD_TABLE = "counter_lod"    # the level-of-detail index of Counter tracks (step functions)
 
+#: Query tracks (:mod:`profiler.query_track`, Perfetto's debug tracks): a SQL result drawn on the timeline.  Its
+#: window events name this pseudo-table (their ``id`` is the result's row number), and a result column of this name
+#: splits the result into one timeline row per value.
+QUERY_TABLE = "query"
+QUERY_TRACK = "track"
+
 #: ``trnprof_info`` columns and keys.
 INFO_KEY = "key"
 INFO_VALUE = "value"

@@ -39,6 +39,13 @@ EXAMPLE_QUERIES: tuple[tuple[str, str], ...] = (
      f"       sum(s.{dbs.DUR_NS})::BIGINT AS total_ns\n"
      f"FROM {dbs.SLICE_TABLE} s JOIN {dbs.TRACK_TABLE} k USING ({dbs.TRACK_ID})\nGROUP BY ALL\n"
      f"ORDER BY total_ns DESC\nLIMIT 20"),
+    ("Timeline rows: instructions that waited over 1 µs, per engine",
+     f"-- the result has start_ts: its status line links to the timeline, drawing one row per track\n"
+     f"SELECT '{_I}' AS {dbs.TABLE}, {ts.ID}, {ts.START_TS}, {ts.END_TS}, {ts.OPCODE} AS {ts.NAME},\n"
+     f"       {ts.ENGINE} AS {dbs.QUERY_TRACK}\nFROM {_I}\nWHERE {ts.EVT_WAIT_TIME_NS} > 1000"),
+    ("Timeline rows: small DMA transfers (under 4 KiB)",
+     f"SELECT '{_D}' AS {dbs.TABLE}, {ts.ID}, {ts.START_TS}, {ts.END_TS}, {ts.QUEUE_NAME} AS {ts.NAME},\n"
+     f"       'DMA under 4 KiB' AS {dbs.QUERY_TRACK}\nFROM {_D}\nWHERE {ts.TRANSFER_BYTES} < 4096"),
     ("Tracks",
      f"SELECT * FROM {dbs.TRACK_TABLE}\nORDER BY {dbs.SORT_ORDER}"),
 )

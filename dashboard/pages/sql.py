@@ -9,12 +9,14 @@ show blank cells.
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlencode
 
 import dash_ag_grid as dag
 from dash import Dash, Input, Output, State, dcc, html, no_update
 
 from dashboard.app import resolve_trace_id
 from dashboard.inputs import as_int
+from dashboard.links import QUERY_PARAM, TRACE_PARAM
 from dashboard.pages import PageContext
 from dashboard.registry import TraceRegistry, UnknownTraceError
 from dashboard.sql_logic import (
@@ -25,7 +27,9 @@ from dashboard.sql_logic import (
     QueryResult,
     run_query,
 )
+from profiler.query_track import MAX_QUERY_CHARS
 from profiler.sql_examples import EXAMPLE_QUERIES
+from tracer import schema as ts
 
 #: AG Grid options: pages of 100 rows, selectable text, and field names taken literally (never as paths).
 GRID_OPTIONS = {"pagination": True, "paginationPageSize": 100, "enableCellTextSelection": True,
@@ -49,13 +53,32 @@ def layout(ctx: PageContext) -> Any:
                        title=f"seconds (at most {MAX_TIMEOUT_S:g})"),
             html.Button("Run (Ctrl+Enter)", id="sql-run", n_clicks=0, className="btn primary"),
         ]),
-        dcc.Textarea(id="sql-query", value=EXAMPLE_QUERIES[0][1], className="sql-editor", spellCheck=False),
+        dcc.Textarea(id="sql-query", value=initial_query(ctx.query), className="sql-editor", spellCheck=False),
         html.Div(id="sql-status", className="sql-status"),
         dag.AgGrid(id="sql-grid", rowData=[], columnDefs=[],
                    defaultColDef={"sortable": True, "filter": True, "resizable": True},
                    dashGridOptions=GRID_OPTIONS,
                    className="ag-theme-alpine sql-grid", style={"height": "60vh"}),
     ])
+
+
+def initial_query(query: dict[str, str]) -> str:
+    """The editor's first text: the URL's ``?query=`` (the timeline's "edit in the SQL page"), else the first
+    example."""
+    sql = query.get(QUERY_PARAM, "")
+    return sql if sql.strip() and len(sql) <= MAX_QUERY_CHARS else EXAMPLE_QUERIES[0][1]
+
+
+def timeline_link(trace_id: str, query: str | None, result: QueryResult) -> Any:
+    """A link drawing the query's rows on the timeline (:mod:`profiler.query_track`) when its result has a
+    ``start_ts`` column; None otherwise."""
+    if not query or len(query) > MAX_QUERY_CHARS or not any(c.lower() == ts.START_TS for c in result.columns):
+        return None
+    href = "/?" + urlencode({TRACE_PARAM: trace_id, QUERY_PARAM: query.strip()})
+    return dcc.Link("draw these rows on the timeline", href=href, id="sql-timeline-link", className="view-link",
+                    title="each row an interval from start_ts to end_ts (or start_ts + duration_ns), named by name "
+                          "or opcode, one timeline row per value of a track column; table_name and id link a row "
+                          "to its event")
 
 
 def example_query(index: Any) -> str | None:
@@ -85,7 +108,10 @@ def query_outputs(registry: TraceRegistry, search: str | None, query: str | None
     if result.error:
         return [], [], html.Span(result.error, className="error", id="sql-error")
     more = f" (first {len(result.rows):,} shown: {result.note})" if result.truncated else ""
-    status = html.Span(f"{len(result.rows):,} rows in {result.elapsed_s * 1000:.0f} ms{more}", id="sql-ok")
+    status: Any = html.Span(f"{len(result.rows):,} rows in {result.elapsed_s * 1000:.0f} ms{more}", id="sql-ok")
+    link = timeline_link(trace_id, query, result)
+    if link is not None:
+        status = html.Span([status, " · ", link])
     return result.rows, column_defs(result), status
 
 

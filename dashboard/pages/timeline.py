@@ -38,9 +38,11 @@ from dashboard.links import (
     DMA_PARAM,
     LEVELS_PARAM,
     MARKERS_PARAM,
+    QUERY_PARAM,
     SEARCH_PARAM,
     SELECT_PARAM,
     TRACKS_PARAM,
+    query_bar_hrefs,
 )
 from dashboard.memory_view import MEMORY_PATH, view_memory_href
 from dashboard.pages import PageContext
@@ -122,6 +124,7 @@ def layout(ctx_: PageContext) -> Any:
                 html.Span(id="search-count", className="muted"),
             ]),
         ]),
+        query_bar(url_options.query, ctx_.query),
         html.Div(id="tl-legend", className="legend"),
         html.Div(id="timeline-container", className="graph-container", children=[
             html.Div(id=GRAPH_ID, className="timeline-graph", children=html.Div("loading…", className="muted")),
@@ -165,14 +168,27 @@ def layout(ctx_: PageContext) -> Any:
     ])
 
 
+def query_bar(sql: str, query: dict[str, str]) -> Any:
+    """The line above the legend saying which SQL the query rows draw, with links to edit it in the SQL page and to
+    remove it (an empty line without a query)."""
+    if not sql:
+        return html.Div(id="tl-query-bar")
+    edit, remove = query_bar_hrefs(query)
+    shown = sql if len(sql) <= 160 else sql[:160] + "…"
+    return html.Div(id="tl-query-bar", className="query-bar", title=sql, children=[
+        html.Span("rows of the query", className="muted"), html.Code(shown),
+        dcc.Link("edit in the SQL page", href=edit), dcc.Link("remove", href=remove, id="tl-query-remove"),
+    ])
+
+
 def options_from_url(query: dict[str, str]) -> tl.TimelineOptions:
-    """The timeline options a URL's values set (``colour``, ``dma``, ``critical``, ``levels``, ``tracks``;
-    anything else or malformed: the default)."""
+    """The timeline options a URL's values set (``colour``, ``dma``, ``critical``, ``levels``, ``tracks``,
+    ``query``; anything else or malformed: the default)."""
     levels = query.get(LEVELS_PARAM, "")
     return tl.TimelineOptions.parse(query.get(COLOUR_PARAM), query.get(DMA_PARAM) == "expanded",
                                     query.get(CRITICAL_PARAM) == "on",
                                     int(levels) if re.fullmatch(r"[0-9]{1,3}", levels) else None,
-                                    query.get(TRACKS_PARAM))
+                                    row_filter=query.get(TRACKS_PARAM), query=query.get(QUERY_PARAM))
 
 
 def url_view(search: str | None) -> tuple[int, int] | None:
@@ -234,6 +250,18 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
         except UnknownTraceError:
             raise dash.exceptions.PreventUpdate from None
 
+    def layout_of(trace_id: str, trace: Any) -> tl.TraceLayout:
+        """The served trace's cached layout (made on first use; call with the trace's lock held)."""
+        if trace_id not in layouts or layouts[trace_id].trace is not trace:
+            layouts[trace_id] = tl.TraceLayout(trace)
+        return layouts[trace_id]
+
+    def query_of(trace_id: str, trace: Any, search: str | None) -> Any:
+        """The query tracks the URL's ``?query=`` draws (None without one or when it failed; lock held)."""
+        tracks = layout_of(trace_id, trace).query(tl.TimelineOptions.parse(
+            None, False, query=query_values(search).get(QUERY_PARAM)).query)
+        return tracks if isinstance(tracks, tl.QueryTracks) else None
+
     def palette_for(trace_id: str, trace: Any) -> pal.CategoryPalette:
         # One palette per served trace (not per session): colours stay put while zooming.
         if trace_id not in palettes:
@@ -264,10 +292,10 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
                 None, None, [], str(exc), dash.no_update
         width = size.get("width") if isinstance(size, dict) else None
         options = tl.TimelineOptions.parse(colour_by, is_checked(expand, "expand"), is_checked(critical, "on"),
-                                           levels, row_filter)
+                                           levels, row_filter=row_filter,
+                                           query=query_values(search).get(QUERY_PARAM))
         with registry.lock(trace_id):
-            if trace_id not in layouts or layouts[trace_id].trace is not trace:
-                layouts[trace_id] = tl.TraceLayout(trace)
+            layout_of(trace_id, trace)
             update = tl.update_timeline(trace, trace_id, state=state, trigger=trigger, relayout=relayout,
                                         width_px=width, options=options, nav=nav,
                                         palette=palette_for(trace_id, trace),
@@ -298,7 +326,7 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
     def _click(click: Any, view: Any, state: Any, search: str | None) -> Any:
         trace_id, trace = served(search)
         with registry.lock(trace_id):
-            picked = picks.event_at_click(trace, click, view, state)
+            picked = picks.event_at_click(trace, click, view, state, query=query_of(trace_id, trace, search))
         if picked is None:
             raise dash.exceptions.PreventUpdate
         return picked
@@ -325,6 +353,10 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
             trace_id, trace = _trace(registry, search)
         except UnknownTraceError as exc:
             return str(exc)
+        if event[0] == det.QUERY_TABLE:
+            with registry.lock(trace_id):
+                return det.query_row_details(query_of(trace_id, trace, search), event[1],
+                                             int(trace.time_range[0]))
         with registry.lock(trace_id):
             return det.event_details(trace, *event, label=registry.entry(trace_id).label, trace_id=trace_id)
 

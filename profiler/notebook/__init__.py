@@ -32,8 +32,8 @@ class NotebookMixin:
 
     def timeline(self: Trace, start_ns: int | None = None, end_ns: int | None = None, width_px: int = 1600,
                  color_by: str = "opcode", *, expand_dma: bool = False, span_levels: int | None = None,
-                 rows: str | None = None, lanes: bool = True, critical_path: bool = False,
-                 select: tuple[str, int] | None = None) -> go.Figure:
+                 rows: str | None = None, query: str | None = None, lanes: bool = True,
+                 critical_path: bool = False, select: tuple[str, int] | None = None) -> go.Figure:
         """The timeline of ``[start_ns, end_ns)`` (default: the whole trace) as a plotly figure.
 
         One row per engine and DMA queue group, drawn as per-pixel strips from ``Trace.window`` (exact events
@@ -53,6 +53,10 @@ class NotebookMixin:
                 row's name or core (``"Tensor, Vector"``, ``"NC1"``) or a ``/regular expression/``; a term
                 starting with ``-`` hides the rows it matches (``"-DMA"``).  It picks the counter lanes too
                 (``profiler.figures.row_filter``; the dashboard's ``?tracks=``).
+            query: SQL whose result is drawn as rows above the trace's (Perfetto's debug tracks;
+                ``profiler.query_track``): each result row an interval from ``start_ts`` to ``end_ts`` (or
+                ``start_ts + duration_ns``), named and coloured by ``name`` (or ``opcode``), one timeline row per
+                value of a ``track`` column.  The dashboard's ``?query=``.
             lanes: per-engine busy % lanes under the rows.
             critical_path: overlay the critical path of the view (``profiler.analyses.critical_path``).
             select: ``(table, id)`` of an event to outline with its dependency arrows, orange from what it waited
@@ -60,12 +64,12 @@ class NotebookMixin:
 
         Raises:
             QueryError: an empty or out-of-range window, a bad width, colour mode or ``select``, a malformed row
-                filter or one that keeps no row.
+                filter or one that keeps no row, a query that fails or has no ``start_ts`` column.
         """
         from profiler.notebook.timeline import build_timeline
 
         return build_timeline(self, start_ns, end_ns, width_px=width_px, color_by=color_by, expand_dma=expand_dma,
-                              span_levels=span_levels, rows=rows, lanes=lanes, critical_path=critical_path,
+                              span_levels=span_levels, rows=rows, query=query, lanes=lanes, critical_path=critical_path,
                               palette=_palette(self), select=select).figure
 
     def utilization_figure(self: Trace, start_ns: int | None = None, end_ns: int | None = None,
@@ -84,17 +88,18 @@ class NotebookMixin:
 
     def widget(self: Trace, start_ns: int | None = None, end_ns: int | None = None, width_px: int = 1600,
                color_by: str = "opcode", *, expand_dma: bool = False, span_levels: int | None = None,
-               rows: str | None = None, lanes: bool = True) -> go.FigureWidget:
+               rows: str | None = None, query: str | None = None, lanes: bool = True) -> go.FigureWidget:
         """A live timeline: a ``plotly.graph_objects.FigureWidget`` that re-queries ``Trace.window`` on zoom/pan.
 
         Needs ``ipywidgets`` and ``anywidget`` (``pip install 'trnprof[notebook]'``).  Double-click shows the
         whole trace again.  Its state (view, buffer, number of queries) is ``widget.trnprof_live``.  The options
-        are :meth:`timeline`'s (``rows``: the row filter).
+        are :meth:`timeline`'s (``rows``: the row filter, ``query``: rows of a SQL query).
         """
         from profiler.notebook.widget import make_widget
 
         return make_widget(self, start_ns, end_ns, width_px=width_px, color_by=color_by, expand_dma=expand_dma,
-                           span_levels=span_levels, rows=rows, lanes=lanes, palette=_palette(self))
+                           span_levels=span_levels, rows=rows, query=query, lanes=lanes,
+                           palette=_palette(self))
 
     def dashboard(self: Trace, *, mode: str = "inline", height: int = 800, host: str = "127.0.0.1",
                   port: int | None = None) -> None:

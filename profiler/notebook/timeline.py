@@ -30,6 +30,7 @@ from profiler.figures.row_filter import RowFilter, filter_counters, filter_rows,
 from profiler.figures.selected_event import selected_event_shapes
 from profiler.figures.timefmt import TIME_AXIS, format_duration, format_time, ns_to_axis
 from profiler.figures.timeline import MARGIN, legend_traces, timeline_figure
+from profiler.query_track import QueryTracks, query_tracks
 from profiler.window import Window
 
 if TYPE_CHECKING:
@@ -75,6 +76,8 @@ class TimelineBuild:
     view_ns: tuple[int, int]
     #: The Counter tracks drawn as lanes (those the row filter keeps).
     counters: list[dict[str, Any]] = field(default_factory=list)
+    #: The query drawn as rows above the trace's (:mod:`profiler.query_track`), if any.
+    query: QueryTracks | None = None
 
 
 def resolve_range(trace: Trace, start_ns: int | None, end_ns: int | None) -> tuple[int, int]:
@@ -130,9 +133,11 @@ def track_ids(rows: Sequence[TimelineRow]) -> list[int]:
 
 
 def fetch_frame(trace: Trace, rows: Sequence[TimelineRow], palette: pal.CategoryPalette, color_by: str, *,
-                start_ns: int, end_ns: int, width_px: int) -> tuple[Window, StripFrame]:
-    """``Trace.window`` of the rows' tracks over ``[start_ns, end_ns)`` at ``width_px``, rasterised."""
-    window = drawing_window(trace, start_ns, end_ns, width_px, track_ids(rows), colour_by=color_by)
+                start_ns: int, end_ns: int, width_px: int,
+                query: QueryTracks | None = None) -> tuple[Window, StripFrame]:
+    """``Trace.window`` of the rows' tracks over ``[start_ns, end_ns)`` at ``width_px`` (``query``'s rows merged
+    in), rasterised."""
+    window = drawing_window(trace, start_ns, end_ns, width_px, track_ids(rows), colour_by=color_by, query=query)
     return window, rasterize(window, rows, palette, color_by)
 
 
@@ -197,8 +202,8 @@ def status_line(trace: Trace, frame: StripFrame, view_ns: tuple[int, int]) -> st
 
 def build_timeline(trace: Trace, start_ns: int | None = None, end_ns: int | None = None, *,
                    width_px: int = DEFAULT_WIDTH_PX, color_by: str = "opcode", expand_dma: bool = False,
-                   span_levels: int | None = None, rows: str | None = None, lanes: bool = True,
-                   critical_path: bool = False, legend: bool = True,
+                   span_levels: int | None = None, rows: str | None = None, query: str | None = None,
+                   lanes: bool = True, critical_path: bool = False, legend: bool = True,
                    full_legend: bool = False, palette: pal.CategoryPalette | None = None,
                    fetch_ns: tuple[int, int] | None = None, fetch_width_px: int | None = None,
                    select: tuple[str, int] | None = None) -> TimelineBuild:
@@ -214,6 +219,8 @@ def build_timeline(trace: Trace, start_ns: int | None = None, end_ns: int | None
         span_levels: rows for at most this many levels of each span row (a thread's nested slices; None: all).
         rows: the row filter (:mod:`profiler.figures.row_filter`: ``"Tensor, -NC1"``, ``"/^thread/"``; None:
             every row); it picks the counter lanes drawn too.
+        query: SQL whose result is drawn as rows above the trace's (:mod:`profiler.query_track`: ``start_ts``,
+            ``end_ts`` or ``duration_ns``, ``name``, ``track``; ``table_name`` and ``id`` name its events).
         lanes: draw the per-engine busy % lanes under the rows.
         critical_path: overlay the critical path of the view (:func:`profiler.analyses.critical_path`).
         legend: legend entries for the colours.
@@ -230,6 +237,9 @@ def build_timeline(trace: Trace, start_ns: int | None = None, end_ns: int | None
     width_px = check_width(width_px)
     palette = palette or pal.CategoryPalette(ranked_names(trace))
     every = timeline_rows(trace.tracks(), collapse_dma=not expand_dma, span_levels=check_span_levels(span_levels))
+    tracks = None if query is None else query_tracks(trace, query)
+    if tracks is not None:
+        every = tracks.timeline_rows() + every
     if not every:
         raise QueryError(f"{trace.path}: the trace has no timeline tracks to draw")
     row_filter = RowFilter.parse(rows)
@@ -240,7 +250,8 @@ def build_timeline(trace: Trace, start_ns: int | None = None, end_ns: int | None
     origin = int(trace.time_range[0])
     f0, f1 = fetch_ns or view
     f_width = int(fetch_width_px or width_px)
-    window, frame = fetch_frame(trace, drawn, palette, colour, start_ns=f0, end_ns=f1, width_px=f_width)
+    window, frame = fetch_frame(trace, drawn, palette, colour, start_ns=f0, end_ns=f1, width_px=f_width,
+                                query=tracks)
     lane_list = lane_data.timeline_lanes(trace, drawn, window, f_width, counters) if lanes else []
     fig = timeline_figure(frame, drawn, origin, x_range_ns=view, lanes=lane_list, legend=False)
     lane_names = [trace_.name for trace_ in fig.data[1:]]
@@ -266,7 +277,7 @@ def build_timeline(trace: Trace, start_ns: int | None = None, end_ns: int | None
                       margin={**MARGIN, "t": TITLE_MARGIN_PX, "b": bottom},
                       height=fig.layout.height + TITLE_MARGIN_PX - MARGIN["t"] + bottom - MARGIN["b"],
                       xaxis={"autorange": False})
-    return TimelineBuild(fig, frame, drawn, palette, origin, lane_names, view, counters)
+    return TimelineBuild(fig, frame, drawn, palette, origin, lane_names, view, counters, tracks)
 
 
 def selection_shapes(trace: Trace, rows: list[TimelineRow], select: Any, origin_ns: int) -> list[dict[str, Any]]:

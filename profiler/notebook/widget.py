@@ -60,6 +60,7 @@ class LiveTimeline:
         self.trace = trace
         self.rows = build.rows
         self.counters = build.counters
+        self.query = build.query
         self.palette = build.palette
         self.origin_ns = build.origin_ns
         self.lane_names = build.lane_names
@@ -107,7 +108,8 @@ def update_widget(widget: go.FigureWidget, live: LiveTimeline, x_range: Any = No
     buffer = plan_buffer(view, live.width_px, live.trace_range)
     try:
         window, frame = fetch_frame(live.trace, live.rows, live.palette, live.color_by,
-                                    start_ns=buffer.start_ns, end_ns=buffer.end_ns, width_px=buffer.width_px)
+                                    start_ns=buffer.start_ns, end_ns=buffer.end_ns, width_px=buffer.width_px,
+                                    query=live.query)
         lane_list = (lane_data.timeline_lanes(live.trace, live.rows, window, buffer.width_px, live.counters)
                      if live.lanes else [])
     except TrnprofError as exc:
@@ -148,8 +150,8 @@ def _require_widgets() -> None:
 
 def make_widget(trace: Trace, start_ns: int | None = None, end_ns: int | None = None, *,
                 width_px: int = DEFAULT_WIDTH_PX, color_by: str = "opcode", expand_dma: bool = False,
-                span_levels: int | None = None, rows: str | None = None, lanes: bool = True,
-                palette: CategoryPalette | None = None) -> go.FigureWidget:
+                span_levels: int | None = None, rows: str | None = None, query: str | None = None,
+                lanes: bool = True, palette: CategoryPalette | None = None) -> go.FigureWidget:
     """A live timeline of ``trace`` (see the module docstring); its state is ``widget.trnprof_live``."""
     _require_widgets()
     colour = check_colour_mode(color_by)
@@ -162,7 +164,7 @@ def make_widget(trace: Trace, start_ns: int | None = None, end_ns: int | None = 
     width = check_width(width_px)
     buffer = plan_buffer(view, width, trace_range)
     build = build_timeline(trace, *view, width_px=width, color_by=colour, expand_dma=expand_dma,
-                           span_levels=span_levels, rows=rows, lanes=lanes,
+                           span_levels=span_levels, rows=rows, query=query, lanes=lanes,
                            full_legend=True, palette=palette, fetch_ns=(buffer.start_ns, buffer.end_ns),
                            fetch_width_px=buffer.width_px)
     live = LiveTimeline(trace, build, buffer, width_px=width, color_by=colour, lanes=lanes)

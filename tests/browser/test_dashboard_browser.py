@@ -480,3 +480,45 @@ def test_the_row_filter_keeps_the_rows_it_names_and_travels_in_links(browser, da
     wait_for(browser, lambda d: "bad regular expression" in d.find_element("id", "tl-status").text,
              "the status line's reason")
     assert console_errors(browser) == []
+
+
+def test_a_querys_rows_go_from_the_sql_page_to_the_timeline_and_select_their_events(browser, dashboard_server):
+    """Run a query with start_ts on the SQL page, follow its link: the timeline draws the query's rows first; a
+    click on one selects the instruction its row names; "edit" reopens it in the SQL page, "remove" takes it
+    away."""
+    from selenium.webdriver.common.keys import Keys
+
+    sql = ("SELECT 'Instruction' AS table_name, id, start_ts, end_ts, opcode AS name, engine AS track "
+           "FROM Instruction WHERE opcode = 'MATMUL'")
+    browser.get(dashboard_server.url + "/sql?trace=t0")
+    editor = wait_for(browser, lambda d: d.find_elements("id", "sql-query"), "the SQL page")[0]
+    editor.send_keys(Keys.CONTROL, "a")
+    editor.send_keys(Keys.DELETE)
+    editor.send_keys(sql)
+    browser.find_element("id", "sql-run").click()
+    link = wait_for(browser, lambda d: d.find_elements("id", "sql-timeline-link"), "the timeline link")[0]
+    link.click()
+    wait_for(browser, lambda d: (_ticktext(d) or [""])[0] == "SQL · Tensor", "the query's row first")
+    assert "query=" in browser.current_url
+    assert sql[:40] in browser.find_element("id", "tl-query-bar").text
+    wait_for(browser, lambda d: "query: " in d.find_element("id", "tl-status").text, "the query's note")
+    wait_idle(browser)
+    browser.execute_script(f"Plotly.relayout({GRAPH}, {{'xaxis.range[0]': 14.9e-6, 'xaxis.range[1]': 15.4e-6}});")
+    wait_for(browser, lambda d: (_dx(d) or 1) < 4e-9, "the zoomed-in redraw")
+    wait_idle(browser)
+    _click_at(browser, 15.15e-6, "SQL · Tensor")
+    title = wait_for(browser, lambda d: (_js(d, "(document.getElementById('details-title') || {}).textContent")
+                                         or "") if "MATMUL" in (_js(d, "(document.getElementById('details-title')"
+                                                                     " || {}).textContent") or "") else None,
+                     "the linked instruction's details")
+    assert title.startswith("Instruction")
+    edit = browser.find_element("link text", "edit in the SQL page").get_attribute("href")
+    assert "/sql?" in edit and "query=" in edit
+    browser.find_element("id", "tl-query-remove").click()
+    wait_for(browser, lambda d: not any(label.startswith("SQL") for label in (_ticktext(d) or ["SQL"])),
+             "the timeline without the query's rows")
+    assert "query=" not in browser.current_url
+    browser.get(edit)
+    wait_for(browser, lambda d: d.find_element("id", "sql-query").get_attribute("value") == sql,
+             "the query in the SQL page's editor")
+    assert console_errors(browser) == []

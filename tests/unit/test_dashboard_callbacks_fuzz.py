@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 
@@ -97,6 +98,20 @@ CASES: list[tuple[str, str, dict[str, Any], str | None]] = [
     ("dma-expand 5", UPDATE, {"url.search": "?trace=t0", "dma-expand.value": 5}, "dma-expand.value"),
     ("cp-toggle 5", UPDATE, {"url.search": "?trace=t0", "cp-toggle.value": 5}, "cp-toggle.value"),
     ("colour-by list", UPDATE, {"url.search": "?trace=t0", "colour-by.value": ["opcode"]}, "colour-by.value"),
+    *[(f"query {name}", UPDATE, {"url.search": "?trace=t0&query=" + quote(v), "tl-state.data": {**STATE, "query": v}},
+       "url.search")
+      for name, v in (("write", "DROP TABLE Instruction"), ("file", "SELECT * FROM read_csv('/etc/passwd')"),
+                      ("no start", "SELECT 1"), ("strings", "SELECT 'a' AS start_ts"), ("huge", "x" * 20000),
+                      ("many tracks", "SELECT range AS start_ts, range AS track FROM range(500)"),
+                      ("nul", "SELECT 1 AS start_ts\x00"), ("two", "SELECT 1 AS start_ts; SELECT 2"))],
+    *[(f"query click {name}", CLICK, {"url.search": "?trace=t0&query=" + quote("SELECT 5 AS start_ts, 9 AS end_ts"),
+                                      "tl-click.data": {"points": [{"curveNumber": 0, "x": x, "y": 0}]},
+                                      "tl-view.data": {"rows": [[-1], [0]], "origin": 0, "res": 1},
+                                      "tl-state.data": STATE}, "tl-click.data")
+      for name, x in (("inside", 7e-9), ("outside", 1.0), ("garbage", "x"), ("huge", 1e300))],
+    ("query details garbage", DETAILS, {"url.search": "?trace=t0", "tl-selected.data": {"table": "query",
+                                                                                        "id": 10**12}},
+     "tl-selected.data"),
     *[(f"row-filter {name}", UPDATE, {"url.search": "?trace=t0&tracks=%00" + "x" * 300, "row-filter.value": v,
                                       "tl-state.data": {**STATE, "row_filter": v}}, "row-filter.value")
       for name, v in (("list", ["Tensor"]), ("dict", {"a": 1}), ("number", 1e300), ("bad regex", "/(/"),
@@ -508,3 +523,16 @@ def test_the_trace_picker_keeps_the_other_query_values(tmp_path):
         assert query_values(switched.get_json()["response"]["url"]["search"]) == {"trace": "t1"}
     finally:
         app.trnprof_registry.close()
+
+
+def test_a_click_on_a_query_row_through_the_callback_selects_the_result_row(app):
+    resp = post(app, CLICK, {"url.search": "?trace=t0&query=" + quote("SELECT 5 AS start_ts, 9 AS end_ts"),
+                             "tl-click.data": {"points": [{"curveNumber": 0, "x": 7e-9, "y": 0}]},
+                             "tl-view.data": {"rows": [[-1], [0]], "origin": 0, "res": 1}, "tl-state.data": STATE},
+                "tl-click.data")
+    assert resp.status_code == 200
+    assert resp.get_json()["response"]["tl-selected"]["data"] == {"table": "query", "id": 0, "track_id": -1,
+                                                                 "start_ns": 5, "end_ns": 9}
+    details = post(app, DETAILS, {"url.search": "?trace=t0&query=" + quote("SELECT 5 AS start_ts, 9 AS end_ts"),
+                                  "tl-selected.data": {"table": "query", "id": 0}}, "tl-selected.data")
+    assert "query row 0" in json.dumps(details.get_json())

@@ -468,7 +468,7 @@ def test_the_row_filter_draws_the_rows_it_keeps_and_says_so(trace):
     first = tl.update_timeline(trace, "t0", state=None, trigger="size", width_px=WIDTH)
     every = list(first.figure.layout.yaxis.ticktext)
     assert "Tensor" in every and any(label.startswith("DMA") for label in every)
-    tensor = tl.TimelineOptions.parse("opcode", False, False, None, " Tensor ")
+    tensor = tl.TimelineOptions.parse("opcode", False, False, None, row_filter=" Tensor ")
     assert tensor.row_filter == "Tensor"
     only = tl.update_timeline(trace, "t0", state=first.state, trigger="options", width_px=WIDTH, options=tensor)
     assert isinstance(only.figure, go.Figure)
@@ -483,7 +483,7 @@ def test_the_row_filter_draws_the_rows_it_keeps_and_says_so(trace):
     assert zoom.figure is None and zoom.info["rows"] == 1 and "rows match 'Tensor'" in zoom.status
     # excluding
     no_dma = tl.update_timeline(trace, "t0", state=only.state, trigger="options", width_px=WIDTH,
-                                options=tl.TimelineOptions.parse("opcode", False, False, None, "-DMA"))
+                                options=tl.TimelineOptions.parse("opcode", False, False, None, row_filter="-DMA"))
     assert list(no_dma.figure.layout.yaxis.ticktext) == [lab for lab in every if not lab.startswith("DMA")]
     # the link carries it, and opening the link sets it again
     link = tl.view_link("?trace=t0&tracks=old", only.state)
@@ -494,8 +494,65 @@ def test_the_row_filter_draws_the_rows_it_keeps_and_says_so(trace):
     # malformed, or keeping nothing: every row, and why
     for text, why in (("/(/", "bad regular expression"), ("zzz", "no timeline row matches the row filter 'zzz'")):
         up = tl.update_timeline(trace, "t0", state=only.state, trigger="options", width_px=WIDTH,
-                                options=tl.TimelineOptions.parse("opcode", False, False, None, text))
+                                options=tl.TimelineOptions.parse("opcode", False, False, None, row_filter=text))
         assert list(up.figure.layout.yaxis.ticktext) == every
         assert why in up.status and "every row drawn" in up.status
-    assert tl.TimelineOptions.parse("opcode", False, False, None, "x" * 500).row_filter == ""
-    assert tl.TimelineOptions.parse("opcode", False, False, None, 42).row_filter == ""
+    assert tl.TimelineOptions.parse("opcode", False, False, None, row_filter="x" * 500).row_filter == ""
+    assert tl.TimelineOptions.parse("opcode", False, False, None, row_filter=42).row_filter == ""
+
+
+def test_a_query_draws_rows_above_the_traces_and_a_click_on_them_selects_the_event(trace):
+    """``?query=``: the query's rows first (one per ``track`` value), the status line counts them, the link keeps
+    the query; a click on one of its intervals selects the instruction its row names (or, without table_name and
+    id, the result row, whose details list its columns); a failing query draws no row and says why."""
+    from urllib.parse import parse_qs
+
+    from dashboard import details as det
+    from dashboard.pages.timeline import options_from_url
+    from profiler.query_track import QUERY_GROUP
+
+    sql = ("SELECT 'Instruction' AS table_name, id, start_ts, end_ts, opcode AS name, engine AS track "
+           "FROM Instruction WHERE opcode = 'MATMUL'")
+    layout = tl.TraceLayout(trace)
+    options = tl.TimelineOptions.parse("opcode", False, query=sql)
+    up = tl.update_timeline(trace, "t0", state=None, trigger="size", width_px=WIDTH, options=options, layout=layout)
+    labels = list(up.figure.layout.yaxis.ticktext)
+    n_matmul = trace.sql("SELECT count(*) FROM Instruction WHERE opcode = 'MATMUL'").fetchall()[0][0]
+    engines = [r[0] for r in trace.sql("SELECT DISTINCT engine FROM Instruction WHERE opcode = 'MATMUL'").fetchall()]
+    assert labels[:len(engines)] == [f"SQL · {e}" for e in engines]
+    assert up.view["rows"][0] == [-1] and up.state["query"] == sql
+    assert f"query: {n_matmul:,} intervals on {len(engines)} rows" in up.status
+    query = {k: v[0] for k, v in parse_qs(tl.view_link("?trace=t0", up.state).lstrip("?")).items()}
+    assert query["query"] == sql and options_from_url(query).query == sql
+    # a click in the middle of the query row's first interval selects that MATMUL
+    tracks = layout.query(sql)
+    first = tracks.rows[0].events
+    mid = (int(first.start[0]) + int(first.end[0])) // 2
+    click = {"points": [{"curveNumber": 0, "x": (mid - up.view["origin"]) / 1e9, "y": 0}]}
+    view = {**up.view, "res": 1}
+    picked = picks.event_at_click(trace, click, view, up.state, query=tracks)
+    expected = trace.event("Instruction", tracks.event_ref(int(first.ids[0]))[1])
+    assert picked == {"table": "Instruction", "id": expected["id"], "track_id": expected["track_id"],
+                      "start_ns": expected["start_ts"], "end_ns": expected["end_ts"]}
+    assert picks.event_at_click(trace, click, view, up.state) is None      # (without the query: nothing)
+    # rows that name no event: the result row is selected, and its details list its columns
+    plain_sql = "SELECT start_ts, end_ts, opcode FROM Instruction WHERE opcode = 'MATMUL'"
+    plain = layout.query(plain_sql)
+    picked = picks.event_at_click(trace, click, view, up.state, query=plain)
+    assert picked["table"] == "query" and picked["track_id"] == -1
+    assert det.selected_event(picked) == ("query", picked["id"])
+    panel = str(det.query_row_details(plain, picked["id"], up.view["origin"]))
+    assert "query row" in panel and "MATMUL" in panel
+    assert "no longer on the timeline" in str(det.query_row_details(None, 0, 0))
+    # the row filter sees the query's rows too
+    only_query = tl.update_timeline(trace, "t0", state=up.state, trigger="options", width_px=WIDTH, layout=layout,
+                                    options=tl.TimelineOptions.parse("opcode", False, query=sql,
+                                                                     row_filter=QUERY_GROUP))
+    assert list(only_query.figure.layout.yaxis.ticktext) == [f"SQL · {e}" for e in engines]
+    # a failing query: the trace's rows only, and why
+    bad = tl.update_timeline(trace, "t0", state=up.state, trigger="options", width_px=WIDTH, layout=layout,
+                             options=tl.TimelineOptions.parse("opcode", False, query="SELECT 1 AS x"))
+    assert not any(label.startswith("SQL") for label in bad.figure.layout.yaxis.ticktext)
+    assert "query: a query track needs a start_ts column" in bad.status
+    assert tl.TimelineOptions.parse("opcode", False, query="x" * 9000).query == ""
+    assert tl.clean_state({**up.state, "query": 5}, "t0")["query"] == ""

@@ -129,3 +129,17 @@ def test_the_limit_inputs_have_no_maximum_the_browser_would_enforce():
         stack.extend(children if isinstance(children, list) else [children] if children is not None else [])
     assert {"sql-limit", "sql-timeout"} <= set(found)
     assert all(getattr(found[i], "max", None) is None for i in ("sql-limit", "sql-timeout"))
+
+
+def test_a_result_with_start_ts_links_to_the_timeline_and_the_page_opens_a_linked_query(trace):
+    from urllib.parse import parse_qs, urlparse
+
+    sql = "SELECT start_ts, end_ts, opcode AS name FROM Instruction LIMIT 5"
+    result = sql_logic.run_query(trace, sql)
+    link = sql_page.timeline_link("t3", sql, result)
+    url = urlparse(link.href)
+    assert url.path == "/" and parse_qs(url.query) == {"trace": ["t3"], "query": [sql]}
+    assert sql_page.timeline_link("t3", "SELECT 1 AS a", sql_logic.run_query(trace, "SELECT 1 AS a")) is None
+    assert sql_page.initial_query({"query": sql}) == sql
+    assert sql_page.initial_query({"query": "  "}) == sql_page.EXAMPLE_QUERIES[0][1]
+    assert sql_page.initial_query({"query": "x" * 9000}) == sql_page.EXAMPLE_QUERIES[0][1]

@@ -1,0 +1,81 @@
+"""Benchmark query tracks (``profiler.query_track``): a SQL result drawn as timeline rows, beside the database's
+own window of a track of the same size.
+
+On a device trace (default: the 10^8-event synthetic database of ``bench_index.py``, ``--db``), for queries keeping
+every ``N``-th instruction of the trace (``--every``), one timeline row per engine:
+
+- ``build``: :func:`query_tracks` -- the query through the sandbox, the result to numpy, sorting and coding each
+  row (once per query; the dashboard caches it);
+- ``window``: :meth:`QueryTracks.window_tables` of the whole trace, of 10%, 1%, 0.1% and 0.01% of it (from its
+  middle) at 1,600 pixels, each the median of ``--repeat`` runs -- what every zoom adds to the timeline's request;
+- ``db``: side by side, ``Trace.window`` of as many tracks of the trace over the same ranges, the level-of-detail
+  index's answer (what the rest of the timeline costs at that zoom).
+
+    .venv/bin/python benchmarks/bench_query_track.py --db /tmp/trnprof-bench/synth100m.duckdb --every 20 100 1000
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+WIDTH = 1600
+FRACTIONS = (1.0, 0.1, 0.01, 0.001, 0.0001)
+
+
+def _median_ms(fn, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1000
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--db", type=Path, default=Path("/tmp/trnprof-bench/synth100m.duckdb"))
+    parser.add_argument("--every", type=int, nargs="+", default=[20, 100, 1000],
+                        help="keep every N-th instruction (by id)")
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    if not args.db.exists():
+        print(f"{args.db}: no such database; make it with benchmarks/bench_index.py (see BENCHMARKS.md)",
+              file=sys.stderr)
+        return 2
+
+    import profiler
+    from profiler.query_track import query_tracks
+
+    with profiler.open(args.db) as trace:
+        lo, hi = trace.time_range
+        mid = (lo + hi) // 2
+        instructions = trace.sql("SELECT count(*) FROM Instruction").fetchall()[0][0]
+        print(f"{args.db}: {instructions:,} instructions, {(hi - lo) / 1e6:.1f} ms of trace")
+        for every in args.every:
+            sql = (f"SELECT 'Instruction' AS table_name, id, start_ts, end_ts, opcode AS name, engine AS track "
+                   f"FROM Instruction WHERE id % {every} = 0")
+            t0 = time.perf_counter()
+            tracks = query_tracks(trace, sql)
+            build = time.perf_counter() - t0
+            ids = [t["track_id"] for t in trace.tracks().to_pylist() if t["kind"] == "engine"][:len(tracks.rows)]
+            print(f"\nevery {every}th instruction: {tracks.n_intervals:,} intervals on {len(tracks.rows)} rows, "
+                  f"built in {build:.2f} s")
+            print(f"{'view':>8} {'query rows ms':>14} {'db window ms':>13} {'ratio':>6}")
+            for fraction in FRACTIONS:
+                span = max(1, int((hi - lo) * fraction))
+                a, b = (lo, hi) if fraction == 1.0 else (mid - span // 2, mid + span // 2)
+                window = trace.window(a, b, WIDTH, tracks=ids)
+                q = _median_ms(lambda a=a, b=b, w=window, t=tracks: t.window_tables(a, b, WIDTH, w.resolution_ns),
+                               args.repeat)
+                d = _median_ms(lambda a=a, b=b, i=ids: trace.window(a, b, WIDTH, tracks=i, attributes=False),
+                               args.repeat)
+                print(f"{fraction:>8.2%} {q:>14.1f} {d:>13.1f} {q / d:>6.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,284 @@
+"""Query tracks (Perfetto's debug tracks): the rows of a SQL query over a trace, drawn as timeline rows.
+
+Any read-only query whose result has a ``start_ts`` column (ns) becomes one or more timeline rows:
+
+* ``end_ts``, else ``start_ts + duration_ns``, ends each row's interval (neither: instants);
+* ``name`` (else ``opcode``) names and colours it (else every interval is named ``query``);
+* ``track`` splits the result into one timeline row per value (at most :data:`MAX_QUERY_TRACKS`), in the order
+  the values first appear;
+* ``table_name`` and ``id`` naming an event of the trace (``'Instruction' AS table_name, id``) link the interval to
+  it: clicking the interval on the timeline selects that event.
+
+For example the instructions that waited more than a microsecond, one row per engine::
+
+    SELECT 'Instruction' AS table_name, id, start_ts, end_ts, opcode AS name, engine AS track
+    FROM Instruction WHERE evt_wait_time_ns > 1000
+
+The query runs once, through the sandbox of :meth:`profiler.Trace.sql_arrow` (read-only, no files, a timeout), and
+at most :data:`MAX_QUERY_ROWS` rows are kept in memory, sorted per row.  Each zoom then cuts its window from them
+with the database's own definitions (:mod:`profiler.db.lod`): at most one interval per pixel in view are drawn as
+exact events (overlapping ones on lanes of their own), more as per-pixel buckets (busy time as the union of the
+intervals, the dominant name, the longest interval as the representative) on the window's grid, so the rows merge
+into :meth:`profiler.Trace.window`'s result (:meth:`QueryTracks.merged`) and draw like any other.  Their track ids
+are negative (``-1``, ``-2``, ...), so they never meet a trace's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from profiler import db_schema as dbs
+from profiler.db import lod
+from profiler.db.lanes import lanes as event_lanes
+from profiler.db.window_query import RAW_EVENTS_PER_PIXEL
+from profiler.errors import QueryError
+from profiler.figures.raster import TimelineRow
+from profiler.window import Window
+from tracer import schema as ts
+
+#: Most result rows a query track keeps (beyond: a one-line error asking for a WHERE or a LIMIT).
+MAX_QUERY_ROWS = 2_000_000
+#: Most timeline rows one query may split into (the distinct values of its ``track`` column).
+MAX_QUERY_TRACKS = 64
+#: Longest query text accepted (a URL value).
+MAX_QUERY_CHARS = 8000
+#: The group the query's rows are drawn under, and the name of intervals without a name.
+QUERY_GROUP = "SQL"
+DEFAULT_NAME = "query"
+#: Columns that may name the intervals, in order of preference.
+NAME_COLUMNS = (ts.NAME, ts.OPCODE)
+
+
+@dataclass(frozen=True)
+class QueryRow:
+    """One timeline row of a query: its label, track id and intervals (sorted, names coded; ``ids`` are the result's
+    row numbers)."""
+
+    label: str
+    track_id: int
+    events: lod.TrackEvents
+    max_dur_ns: int
+
+
+@dataclass(frozen=True)
+class QueryTracks:
+    """A query's result as timeline rows (:func:`query_tracks` builds it)."""
+
+    sql: str
+    result: pa.Table
+    rows: list[QueryRow]
+    #: What was left out (rows without a start), for the status line; "" when nothing was.
+    note: str = ""
+
+    @property
+    def n_intervals(self) -> int:
+        """Intervals drawn (rows of the result with a start)."""
+        return sum(r.events.n for r in self.rows)
+
+    def timeline_rows(self) -> list[TimelineRow]:
+        """The rows to draw, first to last (each a span-like row of the :data:`QUERY_GROUP` group)."""
+        return [TimelineRow(r.label, (r.track_id,), "span", None, QUERY_GROUP, "Span", span_name=r.label)
+                for r in self.rows]
+
+    @property
+    def track_ids(self) -> list[int]:
+        """The rows' track ids, first row first (-1, -2, ...)."""
+        return [r.track_id for r in self.rows]
+
+    def window_tables(self, start_ns: int, end_ns: int, width_px: int,
+                      resolution_ns: int) -> tuple[pa.Table, pa.Table]:
+        """``(events, buckets)`` of every query row in ``[start_ns, end_ns)`` on the grid of ``resolution_ns`` (a
+        power of two, as a window's): rows with at most ``width_px`` intervals in view as exact events, the others
+        as buckets tiling the grid (:data:`profiler.db_schema.WINDOW_EVENTS` / ``WINDOW_BUCKETS``)."""
+        k = max(int(resolution_ns), 1).bit_length() - 1
+        b_lo, b_hi = start_ns >> k, ((end_ns - 1) >> k) + 1
+        limit = RAW_EVENTS_PER_PIXEL * width_px
+        events: list[pa.Table] = []
+        buckets: list[pa.Table] = []
+        for row in sorted(self.rows, key=lambda r: r.track_id):      # track id order, as windows are
+            ev = row.events
+            a = int(np.searchsorted(ev.start, min(start_ns, b_lo << k) - row.max_dur_ns, side="left"))
+            b = int(np.searchsorted(ev.start, max(end_ns, b_hi << k), side="left"))
+            s, e = ev.start[a:b], ev.end[a:b]
+            in_view = np.flatnonzero((s < end_ns) & ((e > start_ns) | (s >= start_ns))) + a
+            if not len(in_view):
+                continue
+            if len(in_view) <= limit:
+                events.append(_events_table(row, in_view))
+                continue
+            sub = lod.TrackEvents(ev.start[a:b], ev.end[a:b], ev.ids[a:b], ev.codes[a:b], ev.names)
+            table = lod.bucketize(sub, k, b_lo, b_hi)
+            starts = np.arange(b_lo, b_hi, dtype=np.int64) << k
+            buckets.append(pa.table({
+                dbs.TRACK_ID: pa.array(np.full(b_hi - b_lo, row.track_id, np.int64)),
+                ts.START_TS: pa.array(starts), ts.END_TS: pa.array(starts + (1 << k)),
+                dbs.BUSY_NS: table.column(dbs.BUSY_NS).cast(pa.int64()),
+                dbs.COUNT: table.column(dbs.COUNT).cast(pa.int64()),
+                dbs.LONGEST_ID: table.column(dbs.LONGEST_ID).cast(pa.int64()),
+                dbs.TOP_NAME: table.column(dbs.TOP_NAME).cast(pa.string()),
+            }, schema=dbs.WINDOW_BUCKETS))
+        return (pa.concat_tables(events) if events else dbs.WINDOW_EVENTS.empty_table(),
+                pa.concat_tables(buckets) if buckets else dbs.WINDOW_BUCKETS.empty_table())
+
+    def merged(self, window: Window) -> Window:
+        """``window`` (a :meth:`profiler.Trace.window` result) with the query rows' events and buckets added on its
+        grid, before the trace's (their track ids are lower)."""
+        events, buckets = self.window_tables(window.start_ns, window.end_ns, window.width_px, window.resolution_ns)
+        return dataclasses.replace(window, events=pa.concat_tables([events, window.events]),
+                                   buckets=pa.concat_tables([buckets, window.buckets]))
+
+    def empty_window(self, start_ns: int, end_ns: int, width_px: int) -> Window:
+        """The window of the query rows alone (a timeline showing no row of the trace)."""
+        k = lod.resolution_level(start_ns, end_ns, width_px)
+        events, buckets = self.window_tables(start_ns, end_ns, width_px, 1 << k)
+        return Window(start_ns, end_ns, width_px, 1 << k, events, buckets)
+
+    def pick(self, track_id: int, t_ns: int, resolution_ns: int) -> int | None:
+        """The result row a click at ``t_ns`` on row ``track_id`` means: the shortest interval containing it, else
+        the nearest within a pixel either side; None when there is none (or no such row)."""
+        row = next((r for r in self.rows if r.track_id == track_id), None)
+        if row is None:
+            return None
+        ev, pad = row.events, max(int(resolution_ns), 1)
+        a = int(np.searchsorted(ev.start, t_ns - pad - row.max_dur_ns, side="left"))
+        b = int(np.searchsorted(ev.start, t_ns + pad, side="right"))
+        s, e = ev.start[a:b], np.maximum(ev.end[a:b], ev.start[a:b] + 1)
+        near = np.flatnonzero((s < t_ns + pad) & (e > t_ns - pad))
+        if not len(near):
+            return None
+        inside = near[(s[near] <= t_ns) & (t_ns < e[near])]
+        if len(inside):
+            i = int(inside[np.argmin(e[inside] - s[inside])])
+        else:
+            i = int(near[np.argmin(np.minimum(np.abs(s[near] - t_ns), np.abs(e[near] - t_ns)))])
+        return int(ev.ids[a + i])
+
+    def row_fields(self, index: int) -> dict[str, Any]:
+        """Every column of result row ``index``."""
+        if not 0 <= index < self.result.num_rows:
+            raise QueryError(f"the query has no row {index} (it has {self.result.num_rows:,})")
+        return self.result.slice(index, 1).to_pylist()[0]
+
+    def event_ref(self, index: int) -> tuple[str, int] | None:
+        """``(table, id)`` of the trace's event result row ``index`` names with ``table_name`` and ``id``, or None."""
+        fields = self.row_fields(index)
+        table, event_id = fields.get(dbs.TABLE), fields.get(ts.ID)
+        if isinstance(table, str) and isinstance(event_id, int) and not isinstance(event_id, bool):
+            return table, event_id
+        return None
+
+
+def _events_table(row: QueryRow, at: np.ndarray) -> pa.Table:
+    ev = row.events
+    n = len(at)
+    codes = ev.codes[at]
+    names = ev.names.take(pa.array(np.where(codes < 0, 0, codes))) if len(ev.names) else pa.nulls(n, pa.string())
+    if (codes < 0).any():
+        names = pc.if_else(pa.array(codes < 0), pa.scalar(None, pa.string()), names)
+    return pa.Table.from_arrays([
+        pa.array(np.full(n, row.track_id, np.int64)), pa.array([dbs.QUERY_TABLE] * n, pa.string()),
+        pa.array(ev.ids[at]), pa.array(ev.start[at]), pa.array(ev.end[at]), names.cast(pa.string()),
+        pa.nulls(n, pa.string()), pa.nulls(n, pa.string()), pa.nulls(n, pa.string()),
+        pa.array(event_lanes(ev.start[at], ev.end[at]), pa.int32())], schema=dbs.WINDOW_EVENTS)
+
+
+def _column(result: pa.Table, name: str) -> str | None:
+    """The result column called ``name`` (case-insensitive), or None."""
+    return next((c for c in result.column_names if c.lower() == name), None)
+
+
+def _times(result: pa.Table, column: str) -> tuple[np.ndarray, np.ndarray]:
+    """A time column as int64 ns (integers exactly, other numbers rounded) and its validity (nulls and NaN
+    invalid); QueryError for other types or times beyond the database's limit."""
+    col = result.column(column)
+    col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    typ = col.type
+    if pa.types.is_integer(typ):
+        if pa.types.is_uint64(typ) and len(col) and pc.max(col).as_py() is not None \
+                and pc.max(col).as_py() >= lod.TIME_LIMIT:
+            raise QueryError(f"column {column} of the query holds times beyond ±2**62 ns")
+        valid = np.asarray(col.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+        values = np.asarray(col.cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
+    elif pa.types.is_decimal(typ) or pa.types.is_floating(typ):
+        floats = np.asarray(col.cast(pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
+        valid = np.isfinite(floats)
+        if (np.abs(floats[valid]) >= lod.TIME_LIMIT).any():
+            raise QueryError(f"column {column} of the query holds times beyond ±2**62 ns")
+        values = np.where(valid, np.round(floats), 0).astype(np.int64)
+    else:
+        raise QueryError(f"column {column} of the query holds {typ} values; a query track needs ns as integers "
+                         f"(CAST it, or use epoch_ns(...))")
+    if (np.abs(values[valid]) >= lod.TIME_LIMIT).any():
+        raise QueryError(f"column {column} of the query holds times beyond ±2**62 ns")
+    return values, valid
+
+
+def query_tracks(trace: Any, sql: Any, *, timeout_s: float | None = None,
+                 max_rows: int = MAX_QUERY_ROWS) -> QueryTracks:
+    """Run ``sql`` on ``trace`` (read-only) and make timeline rows of its result (see the module docstring).
+
+    Raises:
+        QueryError: the query fails or times out, returns more than ``max_rows`` rows or more than
+            :data:`MAX_QUERY_TRACKS` track values, has no ``start_ts`` column, or time columns that are not numbers
+            (each a one-line message).
+    """
+    if not isinstance(sql, str) or not sql.strip():
+        raise QueryError("a query track needs a SQL query with a start_ts column")
+    if len(sql) > MAX_QUERY_CHARS:
+        raise QueryError(f"the query is {len(sql):,} characters long; a query track takes at most {MAX_QUERY_CHARS:,}")
+    kwargs = {} if timeout_s is None else {"timeout_s": timeout_s}
+    result = trace.sql_arrow(sql, max_rows=max_rows + 1, **kwargs)
+    if result.num_rows > max_rows:
+        raise QueryError(f"the query returned more than {max_rows:,} rows; a query track draws at most that many "
+                         "(add a WHERE or a LIMIT)")
+    start_col = _column(result, ts.START_TS)
+    if start_col is None:
+        shown = ", ".join(result.column_names[:12]) or "none"
+        raise QueryError(f"a query track needs a {ts.START_TS} column (ns), and end_ts or duration_ns for "
+                         f"intervals; the query's columns are: {shown}")
+    start, valid = _times(result, start_col)
+    end_col, dur_col = _column(result, ts.END_TS), _column(result, ts.DURATION_NS)
+    if end_col is not None:
+        end, end_valid = _times(result, end_col)
+        end = np.where(end_valid, end, start)
+    elif dur_col is not None:
+        dur, dur_valid = _times(result, dur_col)
+        end = start + np.where(dur_valid, dur, 0)
+    else:
+        end = start.copy()
+    name_col = next((c for c in (_column(result, n) for n in NAME_COLUMNS) if c is not None), None)
+    names = (result.column(name_col).cast(pa.string()) if name_col is not None
+             else pa.chunked_array([pa.array([DEFAULT_NAME] * result.num_rows, pa.string())]))
+    names = names.combine_chunks() if isinstance(names, pa.ChunkedArray) else names
+    track_col = _column(result, dbs.QUERY_TRACK)
+    if track_col is not None:
+        labels = result.column(track_col).cast(pa.string()).fill_null("(null)")
+        enc = pc.dictionary_encode(labels.combine_chunks() if isinstance(labels, pa.ChunkedArray) else labels)
+        values = enc.dictionary.to_pylist()
+        if len(values) > MAX_QUERY_TRACKS:
+            raise QueryError(f"the query's {track_col} column has {len(values):,} values; a query track draws at "
+                             f"most {MAX_QUERY_TRACKS} rows (group them)")
+        which = np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+    else:
+        values, which = [DEFAULT_NAME], np.zeros(result.num_rows, np.int64)
+    ids = np.arange(result.num_rows, dtype=np.int64)
+    rows = []
+    for i, label in enumerate(values):
+        mine = np.flatnonzero((which == i) & valid)
+        if not len(mine):
+            continue
+        ev = lod.prepare(start[mine], end[mine], ids[mine], names.take(pa.array(mine)))
+        rows.append(QueryRow(str(label), -1 - len(rows), ev, int((ev.end - ev.start).max())))
+    dropped = int((~valid).sum())
+    note = f"{dropped:,} rows without a {start_col} left out" if dropped else ""
+    return QueryTracks(sql, result, rows, note)
+
+
+__all__ = ["DEFAULT_NAME", "MAX_QUERY_CHARS", "MAX_QUERY_ROWS", "MAX_QUERY_TRACKS", "QUERY_GROUP", "QueryRow",
+           "QueryTracks", "query_tracks"]

@@ -521,7 +521,7 @@ def test_a_query_draws_rows_above_the_traces_and_a_click_on_them_selects_the_eve
     engines = [r[0] for r in trace.sql("SELECT DISTINCT engine FROM Instruction WHERE opcode = 'MATMUL'").fetchall()]
     assert labels[:len(engines)] == [f"SQL · {e}" for e in engines]
     assert up.view["rows"][0] == [-1] and up.state["query"] == sql
-    assert f"query: {n_matmul:,} intervals on {len(engines)} rows" in up.status
+    assert f"query: {n_matmul:,} intervals on {len(engines)} row{'s' if len(engines) > 1 else ''}" in up.status
     query = {k: v[0] for k, v in parse_qs(tl.view_link("?trace=t0", up.state).lstrip("?")).items()}
     assert query["query"] == sql and options_from_url(query).query == sql
     # a click in the middle of the query row's first interval selects that MATMUL

@@ -74,6 +74,14 @@ def query_bar_hrefs(query: dict[str, str]) -> tuple[str, str]:
     return f"{SQL_PATH}?{urlencode({**trace, QUERY_PARAM: sql})}", "/?" + urlencode(rest)
 
 
+def query_example_href(query: dict[str, str]) -> str:
+    """The SQL page of the URL's trace with an example of a query the timeline draws as rows in its editor."""
+    from profiler.sql_examples import TIMELINE_EXAMPLE
+
+    trace = {TRACE_PARAM: query[TRACE_PARAM]} if TRACE_PARAM in query else {}
+    return f"{SQL_PATH}?{urlencode({**trace, QUERY_PARAM: TIMELINE_EXAMPLE})}"
+
+
 def parse_select(value: Any) -> tuple[str, int] | None:
     """``"Instruction:42"`` -> ``("Instruction", 42)``; None for anything else (the table is checked by the
     caller)."""

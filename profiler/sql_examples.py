@@ -49,3 +49,6 @@ EXAMPLE_QUERIES: tuple[tuple[str, str], ...] = (
     ("Tracks",
      f"SELECT * FROM {dbs.TRACK_TABLE}\nORDER BY {dbs.SORT_ORDER}"),
 )
+
+#: The example the timeline's "+ rows from a SQL query" opens the SQL page with (a query drawn as timeline rows).
+TIMELINE_EXAMPLE = dict(EXAMPLE_QUERIES)["Timeline rows: instructions that waited over 1 µs, per engine"]

@@ -43,6 +43,7 @@ from dashboard.links import (
     SELECT_PARAM,
     TRACKS_PARAM,
     query_bar_hrefs,
+    query_example_href,
 )
 from dashboard.memory_view import MEMORY_PATH, view_memory_href
 from dashboard.pages import PageContext
@@ -170,9 +171,12 @@ def layout(ctx_: PageContext) -> Any:
 
 def query_bar(sql: str, query: dict[str, str]) -> Any:
     """The line above the legend saying which SQL the query rows draw, with links to edit it in the SQL page and to
-    remove it (an empty line without a query)."""
+    remove it; without a query, a link to the SQL page with an example of one."""
     if not sql:
-        return html.Div(id="tl-query-bar")
+        return html.Div(id="tl-query-bar", className="query-bar", children=dcc.Link(
+            "+ rows from a SQL query", href=query_example_href(query), id="tl-query-add", className="muted",
+            title="any query with a start_ts column can be drawn as timeline rows (opens the SQL page with an "
+                  "example)"))
     edit, remove = query_bar_hrefs(query)
     shown = sql if len(sql) <= 160 else sql[:160] + "…"
     return html.Div(id="tl-query-bar", className="query-bar", title=sql, children=[

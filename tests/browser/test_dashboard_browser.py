@@ -488,10 +488,15 @@ def test_a_querys_rows_go_from_the_sql_page_to_the_timeline_and_select_their_eve
     away."""
     from selenium.webdriver.common.keys import Keys
 
+    from profiler.sql_examples import TIMELINE_EXAMPLE
+
     sql = ("SELECT 'Instruction' AS table_name, id, start_ts, end_ts, opcode AS name, engine AS track "
            "FROM Instruction WHERE opcode = 'MATMUL'")
-    browser.get(dashboard_server.url + "/sql?trace=t0")
+    browser.get(dashboard_server.url + "/?trace=t0")      # the timeline offers rows from a query
+    wait_for(browser, lambda d: d.find_elements("id", "tl-query-add"), "the timeline's query link")[0].click()
     editor = wait_for(browser, lambda d: d.find_elements("id", "sql-query"), "the SQL page")[0]
+    wait_for(browser, lambda d: d.find_element("id", "sql-query").get_attribute("value") == TIMELINE_EXAMPLE,
+             "the example in the editor")
     editor.send_keys(Keys.CONTROL, "a")
     editor.send_keys(Keys.DELETE)
     editor.send_keys(sql)

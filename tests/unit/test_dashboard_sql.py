@@ -143,3 +143,17 @@ def test_a_result_with_start_ts_links_to_the_timeline_and_the_page_opens_a_linke
     assert sql_page.initial_query({"query": sql}) == sql
     assert sql_page.initial_query({"query": "  "}) == sql_page.EXAMPLE_QUERIES[0][1]
     assert sql_page.initial_query({"query": "x" * 9000}) == sql_page.EXAMPLE_QUERIES[0][1]
+
+
+def test_the_timelines_query_links_open_the_sql_page_with_a_query():
+    from urllib.parse import parse_qs, urlparse
+
+    from dashboard.links import query_bar_hrefs, query_example_href
+    from profiler.sql_examples import TIMELINE_EXAMPLE
+
+    url = urlparse(query_example_href({"trace": "t2", "start": "5"}))
+    assert url.path == "/sql" and parse_qs(url.query) == {"trace": ["t2"], "query": [TIMELINE_EXAMPLE]}
+    edit, remove = query_bar_hrefs({"trace": "t2", "query": "SELECT 1 AS start_ts", "tracks": "Tensor"})
+    assert parse_qs(urlparse(edit).query) == {"trace": ["t2"], "query": ["SELECT 1 AS start_ts"]}
+    assert urlparse(remove).path == "/" and parse_qs(urlparse(remove).query) == {"trace": ["t2"],
+                                                                                 "tracks": ["Tensor"]}

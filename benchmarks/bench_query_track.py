@@ -9,7 +9,9 @@ every ``N``-th instruction of the trace (``--every``), one timeline row per engi
 - ``window``: :meth:`QueryTracks.window_tables` of the whole trace, of 10%, 1%, 0.1% and 0.01% of it (from its
   middle) at 1,600 pixels, each the median of ``--repeat`` runs -- what every zoom adds to the timeline's request;
 - ``db``: side by side, ``Trace.window`` of as many tracks of the trace over the same ranges, the level-of-detail
-  index's answer (what the rest of the timeline costs at that zoom).
+  index's answer (what the rest of the timeline costs at that zoom);
+- ``counter``: the same rows as counters (a running total of busy time per engine, a ``value`` column), and
+  :meth:`QueryTracks.counter_window` over the same ranges at a lane's 400 points.
 
     .venv/bin/python benchmarks/bench_query_track.py --db /tmp/trnprof-bench/synth100m.duckdb --every 20 100 1000
 """
@@ -74,6 +76,21 @@ def main() -> int:
                 d = _median_ms(lambda a=a, b=b, i=ids: trace.window(a, b, WIDTH, tracks=i, attributes=False),
                                args.repeat)
                 print(f"{fraction:>8.2%} {q:>14.1f} {d:>13.1f} {q / d:>6.2f}")
+        for every in args.every:
+            sql = (f"SELECT start_ts, sum(duration_ns) OVER (PARTITION BY engine ORDER BY start_ts, id) AS value, "
+                   f"engine AS track FROM Instruction WHERE id % {every} = 0")
+            t0 = time.perf_counter()
+            tracks = query_tracks(trace, sql)
+            build = time.perf_counter() - t0
+            samples = sum(len(c.t) for c in tracks.counters)
+            print(f"\ncounter of every {every}th instruction (running busy time per engine): {samples:,} samples on "
+                  f"{len(tracks.counters)} lanes, built in {build:.2f} s")
+            print(f"{'view':>8} {'counter_window ms':>18}")
+            for fraction in FRACTIONS:
+                span = max(1, int((hi - lo) * fraction))
+                a, b = (lo, hi) if fraction == 1.0 else (mid - span // 2, mid + span // 2)
+                q = _median_ms(lambda a=a, b=b, t=tracks: t.counter_window(a, b, WIDTH // 4), args.repeat)
+                print(f"{fraction:>8.2%} {q:>18.1f}")
     return 0
 
 

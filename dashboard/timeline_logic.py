@@ -247,9 +247,8 @@ def rows_for(trace: Any, options: TimelineOptions, counters: list[dict[str, Any]
     tracks = query if isinstance(query, QueryTracks) else None
     if tracks is not None:
         every = tracks.timeline_rows() + every
-        extra = f" ({tracks.note})" if tracks.note else ""
-        rows_word = "row" if len(tracks.rows) == 1 else "rows"
-        notes.append(f"query: {tracks.n_intervals:,} intervals on {len(tracks.rows)} {rows_word}{extra}")
+        every_counter = [*every_counter, *tracks.counter_tracks()]
+        notes.append(f"query: {tracks.summary}")
     elif isinstance(query, str) and query:
         notes.append(f"query: {query}")
     if not options.row_filter:
@@ -507,7 +506,7 @@ def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, 
     plan = vp.plan_buffer(view, width, t_range)
     # The lanes' queries run on the pool while this thread reads and rasterises the strips' window.
     pending = lane_data.submit_timeline_lanes(QUERY_POOL, trace, rows, plan, plan.width_px,
-                                              counters=drawn_rows.counters) if lanes else None
+                                              counters=drawn_rows.counters, query=drawn_rows.query) if lanes else None
     try:
         window = drawing_window(trace, plan.start_ns, plan.end_ns, plan.width_px, _track_ids(rows),
                                 colour_by=options.colour_by, expect_few=_expect_few(prev, buffer, plan),

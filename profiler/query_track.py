@@ -7,7 +7,11 @@ Any read-only query whose result has a ``start_ts`` column (ns) becomes one or m
 * ``track`` splits the result into one timeline row per value (at most :data:`MAX_QUERY_TRACKS`), in the order
   the values first appear;
 * ``table_name`` and ``id`` naming an event of the trace (``'Instruction' AS table_name, id``) link the interval to
-  it: clicking the interval on the timeline selects that event.
+  it: clicking the interval on the timeline selects that event;
+* a ``value`` column makes the result a **counter** instead (Perfetto's counter tracks): each row a sample at
+  ``start_ts``, a step function per ``track`` value, drawn as a lane under the rows (maximum and time-weighted
+  mean per bucket) like the trace's own Counter tracks, with the counter index's definitions
+  (:func:`profiler.db.lod_counter.counter_bucketize`; :meth:`QueryTracks.counter_window`).
 
 For example the instructions that waited more than a microsecond, one row per engine::
 
@@ -36,6 +40,7 @@ import pyarrow.compute as pc
 from profiler import db_schema as dbs
 from profiler.db import lod
 from profiler.db.lanes import lanes as event_lanes
+from profiler.db.lod_counter import counter_bucketize
 from profiler.db.window_query import RAW_EVENTS_PER_PIXEL
 from profiler.errors import QueryError
 from profiler.figures.raster import TimelineRow
@@ -67,19 +72,78 @@ class QueryRow:
 
 
 @dataclass(frozen=True)
+class QueryCounter:
+    """One counter of a query with a ``value`` column: its label, track id and samples sorted by time."""
+
+    label: str
+    track_id: int
+    t: np.ndarray        # int64
+    v: np.ndarray        # float64
+
+    def track(self) -> dict[str, Any]:
+        """The counter as a row of the ``track`` table (what :func:`profiler.figures.lane_data.counter_lanes` and
+        the row filter read): its name is ``SQL · label``, its domain its first to last sample."""
+        return {dbs.TRACK_ID: self.track_id, dbs.CORE: None, dbs.KIND: "counter", ts.NAME: f"{QUERY_GROUP} · "
+                f"{self.label}", dbs.GROUP_NAME: QUERY_GROUP, dbs.SORT_ORDER: 0, ts.START_TS: int(self.t[0]),
+                ts.END_TS: int(self.t[-1])}
+
+
+@dataclass(frozen=True)
 class QueryTracks:
-    """A query's result as timeline rows (:func:`query_tracks` builds it)."""
+    """A query's result as timeline rows, or as counters when it has a ``value`` column (:func:`query_tracks`)."""
 
     sql: str
     result: pa.Table
     rows: list[QueryRow]
     #: What was left out (rows without a start), for the status line; "" when nothing was.
     note: str = ""
+    counters: list[QueryCounter] = dataclasses.field(default_factory=list)
 
     @property
     def n_intervals(self) -> int:
         """Intervals drawn (rows of the result with a start)."""
         return sum(r.events.n for r in self.rows)
+
+    @property
+    def summary(self) -> str:
+        """What the query draws, for the status line: ``24 intervals on 4 rows``, ``900 samples on 2 lanes``."""
+        def plural(n: int, word: str) -> str:
+            return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+        if self.counters:
+            text = f"{plural(sum(len(c.t) for c in self.counters), 'sample')} on {plural(len(self.counters), 'lane')}"
+        else:
+            text = f"{plural(self.n_intervals, 'interval')} on {plural(len(self.rows), 'row')}"
+        return text + (f" ({self.note})" if self.note else "")
+
+    def counter_tracks(self) -> list[dict[str, Any]]:
+        """The counters as ``track`` rows (:meth:`QueryCounter.track`), in order."""
+        return [c.track() for c in self.counters]
+
+    def counter_window(self, start_ns: int, end_ns: int, width_px: int,
+                       tracks: list[int] | None = None) -> pa.Table:
+        """:meth:`profiler.Trace.counter_window` of the query's counters: per counter and bucket of the window's
+        grid the sample count, min, max, time-weighted mean and last value (null where the counter is undefined:
+        before its first or after its last sample), :data:`profiler.db_schema.COUNTER_BUCKETS`."""
+        k = lod.resolution_level(start_ns, end_ns, width_px)
+        b_lo, b_hi = start_ns >> k, ((end_ns - 1) >> k) + 1
+        wanted = [c for c in self.counters if tracks is None or c.track_id in tracks]
+        if not wanted:
+            return dbs.COUNTER_BUCKETS.empty_table()
+        wanted.sort(key=lambda c: c.track_id)
+        starts = np.arange(b_lo, b_hi, dtype=np.int64) << k
+        parts = []
+        for c in wanted:
+            table = counter_bucketize(c.t, c.v, k, b_lo, b_hi, first_ts=int(c.t[0]), last_ts=int(c.t[-1]))
+            columns = {}
+            for name in (dbs.MIN_VALUE, dbs.MAX_VALUE, dbs.MEAN_VALUE, dbs.LAST_VALUE):
+                values = np.asarray(table.column(name).to_numpy(zero_copy_only=False), np.float64)
+                columns[name] = pa.array(values, mask=~np.isfinite(values))
+            parts.append(pa.table({
+                dbs.TRACK_ID: pa.array(np.full(len(starts), c.track_id, np.int64)),
+                ts.START_TS: pa.array(starts), ts.END_TS: pa.array(starts + (1 << k)),
+                dbs.COUNT: table.column(dbs.COUNT).cast(pa.int64()), **columns}, schema=dbs.COUNTER_BUCKETS))
+        return pa.concat_tables(parts)
 
     def timeline_rows(self) -> list[TimelineRow]:
         """The rows to draw, first to last (each a span-like row of the :data:`QUERY_GROUP` group)."""
@@ -256,6 +320,7 @@ def query_tracks(trace: Any, sql: Any, *, timeout_s: float | None = None,
     names = (result.column(name_col).cast(pa.string()) if name_col is not None
              else pa.chunked_array([pa.array([DEFAULT_NAME] * result.num_rows, pa.string())]))
     names = names.combine_chunks() if isinstance(names, pa.ChunkedArray) else names
+    value_col = _column(result, ts.VALUE)
     track_col = _column(result, dbs.QUERY_TRACK)
     if track_col is not None:
         labels = result.column(track_col).cast(pa.string()).fill_null("(null)")
@@ -268,6 +333,8 @@ def query_tracks(trace: Any, sql: Any, *, timeout_s: float | None = None,
     else:
         values, which = [DEFAULT_NAME], np.zeros(result.num_rows, np.int64)
     ids = np.arange(result.num_rows, dtype=np.int64)
+    if value_col is not None:
+        return _counters(sql, result, value_col, start=start, valid=valid, labels=values, which=which)
     rows = []
     for i, label in enumerate(values):
         mine = np.flatnonzero((which == i) & valid)
@@ -280,5 +347,28 @@ def query_tracks(trace: Any, sql: Any, *, timeout_s: float | None = None,
     return QueryTracks(sql, result, rows, note)
 
 
-__all__ = ["DEFAULT_NAME", "MAX_QUERY_CHARS", "MAX_QUERY_ROWS", "MAX_QUERY_TRACKS", "QUERY_GROUP", "QueryRow",
-           "QueryTracks", "query_tracks"]
+def _counters(sql: str, result: pa.Table, value_col: str, *, start: np.ndarray, valid: np.ndarray,
+              labels: list[Any], which: np.ndarray) -> QueryTracks:
+    """The counters of a result with a ``value`` column: one per ``track`` value, samples sorted by time (rows
+    without a start or a value left out)."""
+    col = result.column(value_col)
+    typ = col.type
+    if not (pa.types.is_integer(typ) or pa.types.is_floating(typ) or pa.types.is_decimal(typ)
+            or pa.types.is_boolean(typ)):
+        raise QueryError(f"column {value_col} of the query holds {typ} values; a counter's values must be numbers")
+    v = np.asarray(col.cast(pa.float64()).to_numpy(zero_copy_only=False), np.float64)
+    ok = valid & np.isfinite(v)
+    counters = []
+    for i, label in enumerate(labels):
+        mine = np.flatnonzero((which == i) & ok)
+        if not len(mine):
+            continue
+        order = mine[np.argsort(start[mine], kind="stable")]
+        counters.append(QueryCounter(str(label), -1 - len(counters), start[order], v[order]))
+    dropped = int((~ok).sum())
+    note = f"{dropped:,} rows without a {ts.START_TS} or a {value_col} left out" if dropped else ""
+    return QueryTracks(sql, result, [], note, counters)
+
+
+__all__ = ["DEFAULT_NAME", "MAX_QUERY_CHARS", "MAX_QUERY_ROWS", "MAX_QUERY_TRACKS", "QUERY_GROUP", "QueryCounter",
+           "QueryRow", "QueryTracks", "query_tracks"]

@@ -214,12 +214,16 @@ def _listed(lane: Lane | None) -> list[Lane]:
 
 
 def lane_jobs(trace: Any, rows: Sequence[Any], buffer: Any, width_px: int,
-              counters: Sequence[dict[str, Any]]) -> list[Callable[[], list[Lane]]]:
+              counters: Sequence[dict[str, Any]], *, query: Any = None) -> list[Callable[[], list[Lane]]]:
     """The independent queries behind :func:`timeline_lanes`, in lane order, each a callable giving its lanes.
 
     Each job is one query on ``trace`` (a ``Trace`` gives every thread its own cursor), so they may run
-    concurrently with each other and with the strips' window query.
+    concurrently with each other and with the strips' window query.  Counters with negative track ids are
+    ``query``'s (:class:`profiler.query_track.QueryTracks`, whose ``counter_window`` answers as the trace's does)
+    and come last.
     """
+    mine = [c for c in counters if c[dbs.TRACK_ID] < 0]
+    counters = [c for c in counters if c[dbs.TRACK_ID] >= 0]
     jobs: list[Callable[[], list[Lane]]] = [lambda: engine_utilization_lanes(trace, rows, buffer, width_px)]
     if any(r.kind == "dma_queue" for r in rows):
         jobs.append(lambda: _listed(dma_throughput_lane(trace, buffer, width_px)))
@@ -227,6 +231,8 @@ def lane_jobs(trace: Any, rows: Sequence[Any], buffer: Any, width_px: int,
         jobs.append(lambda: _listed(hfu_lane(trace, buffer, width_px)))
     if counters:
         jobs.append(lambda: counter_lanes(trace, counters, buffer, width_px))
+    if mine and query is not None:
+        jobs.append(lambda: counter_lanes(query, mine, buffer, width_px))
     return jobs
 
 
@@ -246,17 +252,17 @@ class PendingLanes:
 
 
 def submit_timeline_lanes(executor: Executor, trace: Any, rows: Sequence[Any], buffer: Any, width_px: int, *,
-                          counters: Sequence[dict[str, Any]]) -> PendingLanes:
+                          counters: Sequence[dict[str, Any]], query: Any = None) -> PendingLanes:
     """Start :func:`timeline_lanes`'s queries on ``executor``, one job per query, and return at once.
 
     Each job runs in a copy of the caller's ``contextvars`` context (what a caller tracks per request follows it).
     """
     return PendingLanes([executor.submit(contextvars.copy_context().run, job)
-                         for job in lane_jobs(trace, rows, buffer, width_px, counters)])
+                         for job in lane_jobs(trace, rows, buffer, width_px, counters, query=query)])
 
 
 def timeline_lanes(trace: Any, rows: Sequence[Any], buffer: Any, width_px: int,
-                   counters: Sequence[dict[str, Any]] | None = None) -> list[Lane]:
+                   counters: Sequence[dict[str, Any]] | None = None, *, query: Any = None) -> list[Lane]:
     """Every lane of a timeline over ``buffer``: busy % per core, DMA throughput, HFU, then each Counter track.
 
     Args:
@@ -264,8 +270,10 @@ def timeline_lanes(trace: Any, rows: Sequence[Any], buffer: Any, width_px: int,
         rows: the timeline rows (their engine tracks make the busy % lanes).
         buffer: anything with ``start_ns``, ``end_ns``.
         width_px: pixels across the range.
-        counters: the Counter tracks (:func:`counter_tracks`; read from ``trace`` when None).
+        counters: the Counter tracks (:func:`counter_tracks`; read from ``trace`` when None), and any of
+            ``query``'s (negative ids).
+        query: query tracks whose counters are among ``counters`` (:mod:`profiler.query_track`).
     """
     if counters is None:
         counters = counter_tracks(trace.tracks())
-    return [lane for job in lane_jobs(trace, rows, buffer, width_px, counters) for lane in job()]
+    return [lane for job in lane_jobs(trace, rows, buffer, width_px, counters, query=query) for lane in job()]

@@ -240,19 +240,22 @@ def build_timeline(trace: Trace, start_ns: int | None = None, end_ns: int | None
     tracks = None if query is None else query_tracks(trace, query)
     if tracks is not None:
         every = tracks.timeline_rows() + every
+        if not every:   # a counter query on a trace without rows: its lanes under no row
+            raise QueryError(f"{trace.path}: the trace has no timeline tracks to draw under the query's lanes")
     if not every:
         raise QueryError(f"{trace.path}: the trace has no timeline tracks to draw")
     row_filter = RowFilter.parse(rows)
     drawn = filter_rows(every, row_filter)
     if not drawn:
         raise QueryError(f"{trace.path}: {no_match_message(row_filter, every)}")
-    counters = filter_counters(lane_data.counter_tracks(trace.tracks()), row_filter)
+    counters = filter_counters(lane_data.counter_tracks(trace.tracks())
+                               + (tracks.counter_tracks() if tracks is not None else []), row_filter)
     origin = int(trace.time_range[0])
     f0, f1 = fetch_ns or view
     f_width = int(fetch_width_px or width_px)
     window, frame = fetch_frame(trace, drawn, palette, colour, start_ns=f0, end_ns=f1, width_px=f_width,
                                 query=tracks)
-    lane_list = lane_data.timeline_lanes(trace, drawn, window, f_width, counters) if lanes else []
+    lane_list = lane_data.timeline_lanes(trace, drawn, window, f_width, counters, query=tracks) if lanes else []
     fig = timeline_figure(frame, drawn, origin, x_range_ns=view, lanes=lane_list, legend=False)
     lane_names = [trace_.name for trace_ in fig.data[1:]]
     if critical_path:

@@ -110,7 +110,8 @@ def update_widget(widget: go.FigureWidget, live: LiveTimeline, x_range: Any = No
         window, frame = fetch_frame(live.trace, live.rows, live.palette, live.color_by,
                                     start_ns=buffer.start_ns, end_ns=buffer.end_ns, width_px=buffer.width_px,
                                     query=live.query)
-        lane_list = (lane_data.timeline_lanes(live.trace, live.rows, window, buffer.width_px, live.counters)
+        lane_list = (lane_data.timeline_lanes(live.trace, live.rows, window, buffer.width_px, live.counters,
+                                              query=live.query)
                      if live.lanes else [])
     except TrnprofError as exc:
         live.error = str(exc)

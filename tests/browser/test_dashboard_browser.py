@@ -527,3 +527,19 @@ def test_a_querys_rows_go_from_the_sql_page_to_the_timeline_and_select_their_eve
     wait_for(browser, lambda d: d.find_element("id", "sql-query").get_attribute("value") == sql,
              "the query in the SQL page's editor")
     assert console_errors(browser) == []
+
+
+def test_a_counter_query_is_drawn_as_lanes(browser, dashboard_server):
+    from urllib.parse import quote
+
+    sql = ("SELECT start_ts, sum(duration_ns) OVER (ORDER BY start_ts, id) AS value, 'busy so far' AS track "
+           "FROM Instruction WHERE engine = 'Tensor'")
+    browser.get(dashboard_server.url + "/?trace=t0&query=" + quote(sql))
+    names = wait_for(browser, lambda d: (_js(d, f"{GRAPH} && {GRAPH}.data && {GRAPH}.data.map("
+                                                "function (t) { return t.name || ''; })") or None)
+                     if "SQL · busy so far: max" in (_js(d, f"{GRAPH} && {GRAPH}.data && {GRAPH}.data.map("
+                                                         "function (t) { return t.name || ''; })") or [])
+                     else None, "the query's lane")
+    assert "SQL · busy so far: mean" in names
+    assert "samples on 1 lane" in browser.find_element("id", "tl-status").text
+    assert console_errors(browser) == []

@@ -556,3 +556,36 @@ def test_a_query_draws_rows_above_the_traces_and_a_click_on_them_selects_the_eve
     assert "query: a query track needs a start_ts column" in bad.status
     assert tl.TimelineOptions.parse("opcode", False, query="x" * 9000).query == ""
     assert tl.clean_state({**up.state, "query": 5}, "t0")["query"] == ""
+
+
+def test_a_counter_query_draws_lanes_that_zooms_patch_and_the_row_filter_picks(trace):
+    sql = ("SELECT start_ts, sum(duration_ns) OVER (ORDER BY start_ts, id) AS value, engine AS track "
+           "FROM Instruction WHERE engine IN ('Tensor', 'Vector')")
+    layout = tl.TraceLayout(trace)
+    options = tl.TimelineOptions.parse("opcode", False, query=sql)
+    up = tl.update_timeline(trace, "t0", state=None, trigger="size", width_px=WIDTH, options=options, layout=layout)
+    sql_lanes = [name for name in up.state["lanes"] if name.startswith("SQL · ")]
+    assert sorted(sql_lanes) == ["SQL · Tensor: max", "SQL · Tensor: mean", "SQL · Vector: max", "SQL · Vector: mean"]
+    assert not any(label.startswith("SQL") for label in up.figure.layout.yaxis.ticktext)   # lanes, not rows
+    n = trace.sql("SELECT count(*) FROM Instruction WHERE engine IN ('Tensor', 'Vector')").fetchall()[0][0]
+    assert f"query: {n:,} samples on 2 lanes" in up.status
+    # the running total only grows: each lane's maxima never fall
+    lane = next(t for t in up.figure.data if t.name == "SQL · Tensor: max")
+    ys = np.array(decode_lane_y(lane), dtype=float)
+    ys = ys[np.isfinite(ys)]
+    assert len(ys) and (np.diff(ys) >= 0).all()
+    zoom = tl.update_timeline(trace, "t0", state=up.state, trigger="relayout", width_px=WIDTH, options=options,
+                              layout=layout, relayout={"xaxis.range[0]": 1e-6, "xaxis.range[1]": 3e-6})
+    index = 1 + up.state["lanes"].index("SQL · Tensor: max")
+    from profiler.figures.typed_arrays import decode_typed_array
+
+    assert zoom.figure is None and len(decode_typed_array(zoom.changes["data"][index]["y"])) > 0
+    only = tl.update_timeline(trace, "t0", state=up.state, trigger="options", width_px=WIDTH, layout=layout,
+                              options=tl.TimelineOptions.parse("opcode", False, query=sql, row_filter="-SQL · V"))
+    assert [n for n in only.state["lanes"] if n.startswith("SQL")] == ["SQL · Tensor: max", "SQL · Tensor: mean"]
+
+
+def decode_lane_y(lane):
+    from profiler.figures.typed_arrays import decode_typed_array
+
+    return list(decode_typed_array(lane.y)) if isinstance(lane.y, dict) else list(lane.y)

@@ -188,3 +188,55 @@ def test_bad_queries_are_one_line_query_errors(trace, sql, message):
 def test_too_many_rows_are_refused_without_fetching_them_all(trace):
     with pytest.raises(QueryError, match="more than 100 rows"):
         query_tracks(trace, "SELECT range AS start_ts FROM range(10000000)", max_rows=100)
+
+
+# -- counters: a value column -------------------------------------------------------------------------------------
+@settings(max_examples=30, deadline=None)
+@given(a=st.floats(0, 1), span=st.floats(1e-4, 1.2), width=st.integers(1, 3000), which=st.integers(0, 10))
+def test_a_query_of_a_counters_samples_draws_what_the_database_draws(trace, a, span, width, which):
+    counters = [r for r in trace.tracks().to_pylist() if r[dbs.KIND] == "counter"]
+    counter = counters[which % len(counters)]
+    tracks = query_tracks(trace, f"SELECT timestamp AS start_ts, value FROM Counter "
+                                 f"WHERE track_id = {counter[dbs.TRACK_ID]} ORDER BY timestamp")
+    assert tracks.rows == [] and [c[dbs.TRACK_ID] for c in tracks.counter_tracks()] == [-1]
+    t0, t1 = trace.time_range
+    start = t0 - 1000 + int(a * (t1 - t0 + 2000))
+    end = start + max(1, int(span * (t1 - t0)))
+    want = trace.counter_window(start, end, width, tracks=[counter[dbs.TRACK_ID]])
+    got = tracks.counter_window(start, end, width)
+    for column in (ts.START_TS, ts.END_TS, dbs.COUNT, dbs.MIN_VALUE, dbs.MAX_VALUE, dbs.MEAN_VALUE, dbs.LAST_VALUE):
+        assert got.column(column).to_pylist() == want.column(column).to_pylist(), column
+
+
+def test_a_value_column_makes_counters_one_per_track(trace):
+    sql = ("SELECT * FROM (VALUES (30, 1.5, 'b'), (10, 2, 'a'), (20, NULL, 'a'), (NULL, 4, 'a'), (40, 3, 'a')) "
+           "t(start_ts, value, track)")
+    tracks = query_tracks(trace, sql)
+    assert [(c.label, c.track_id, c.t.tolist(), c.v.tolist()) for c in tracks.counters] == [
+        ("b", -1, [30], [1.5]), ("a", -2, [10, 40], [2.0, 3.0])]          # sorted by time, nulls left out
+    assert tracks.summary == "3 samples on 2 lanes (2 rows without a start_ts or a value left out)"
+    track = tracks.counter_tracks()[1]
+    assert track[ts.NAME] == "SQL · a" and track[dbs.GROUP_NAME] == QUERY_GROUP and track[ts.END_TS] == 40
+    window = tracks.counter_window(0, 64, 64, tracks=[-2]).to_pylist()
+    assert [w[dbs.LAST_VALUE] for w in window[9:12]] == [None, 2.0, 2.0]      # undefined before the first sample
+    assert window[40][dbs.LAST_VALUE] == 3.0 and window[41][dbs.LAST_VALUE] is None   # ... and after the last
+    with pytest.raises(QueryError, match="a counter's values must be numbers"):
+        query_tracks(trace, "SELECT 1 AS start_ts, 'x' AS value")
+
+
+def test_counter_lanes_draw_a_querys_counters_beside_the_traces(trace):
+    from profiler.figures import lane_data
+
+    own = lane_data.counter_tracks(trace.tracks())
+    tracks = query_tracks(trace, f"SELECT timestamp AS start_ts, value * 2 AS value, 'twice' AS track FROM Counter "
+                                 f"WHERE track_id = {own[0][dbs.TRACK_ID]} ORDER BY timestamp")
+    t0, t1 = trace.time_range
+
+    class Buffer:
+        start_ns, end_ns = t0, t1
+
+    lanes = lane_data.timeline_lanes(trace, [], Buffer, 400, [*own, *tracks.counter_tracks()], query=tracks)
+    titles = [lane.title for lane in lanes]
+    assert titles[-1] == "SQL · twice" and len(titles) == len(own) + 1
+    first = next(lane for lane in lanes if lane.title.endswith(own[0][ts.NAME]))
+    assert np.allclose(np.nan_to_num(lanes[-1].series["max"]), 2 * np.nan_to_num(first.series["max"]))

@@ -225,46 +225,45 @@ def nav_range(nav: Any) -> tuple[int, int] | None:
 @dataclass(frozen=True)
 class TimelineRows:
     """The rows and Counter tracks drawn under some options, and what the row filter and the query made of them:
-    ``note`` says how many rows the filter kept (or, ``error`` True, why it kept them all: a malformed filter, or
-    one no row matches) and what the query drew (or why it drew nothing); ``query``: the query's rows, drawn
-    first."""
+    ``note`` says how many rows the filter kept (or why it kept them all: a malformed filter, or one no row
+    matches) and what the query drew (or why it drew nothing); ``query``: the query's rows (drawn first) and
+    counters (drawn last)."""
 
     rows: list[TimelineRow]
     counters: list[dict[str, Any]]
     note: str = ""
-    error: bool = False
     query: QueryTracks | None = None
 
 
 def rows_for(trace: Any, options: TimelineOptions, counters: list[dict[str, Any]] | None = None,
              query: QueryTracks | str | None = None) -> TimelineRows:
     """The timeline rows of ``trace`` under ``options`` -- ``query``'s rows (its :class:`QueryTracks`, or the
-    one-line error of running it) first -- and its Counter tracks (given, or read from ``trace``) the row filter
-    keeps.  A filter that is malformed or keeps no row draws every row, and says why."""
+    one-line error of running it) first -- and its Counter tracks (given, or read from ``trace``; the query's
+    last) the row filter keeps.  A filter that is malformed or keeps no row draws every row, and says why."""
     every = timeline_rows(trace.tracks(), collapse_dma=not options.expand_dma, span_levels=options.span_levels)
-    every_counter = lane_data.counter_tracks(trace.tracks()) if counters is None else counters
+    every_counter = lane_data.counter_tracks(trace.tracks()) if counters is None else list(counters)
     notes: list[str] = []
     tracks = query if isinstance(query, QueryTracks) else None
     if tracks is not None:
         every = tracks.timeline_rows() + every
-        every_counter = [*every_counter, *tracks.counter_tracks()]
+        every_counter += tracks.counter_tracks()
         notes.append(f"query: {tracks.summary}")
     elif isinstance(query, str) and query:
         notes.append(f"query: {query}")
-    if not options.row_filter:
-        return TimelineRows(every, list(every_counter), " · ".join(notes), bool(query) and tracks is None, tracks)
-    try:
-        row_filter = RowFilter.parse(options.row_filter)
-    except RowFilterError as exc:
-        return TimelineRows(every, list(every_counter), " · ".join([*notes, f"{exc}; every row drawn"]), True,
-                            tracks)
-    rows = filter_rows(every, row_filter)
-    if not rows:
-        message = f"{no_match_message(row_filter, every)}; every row drawn"
-        return TimelineRows(every, list(every_counter), " · ".join([*notes, message]), True, tracks)
-    return TimelineRows(rows, filter_counters(every_counter, row_filter),
-                        " · ".join([*notes, f"{len(rows)} of {len(every)} rows match {row_filter.text!r}"]),
-                        bool(query) and tracks is None, tracks)
+    rows, kept_counters = every, every_counter
+    if options.row_filter:
+        try:
+            row_filter = RowFilter.parse(options.row_filter)
+        except RowFilterError as exc:
+            notes.append(f"{exc}; every row drawn")
+        else:
+            kept = filter_rows(every, row_filter)
+            if kept:
+                rows, kept_counters = kept, filter_counters(every_counter, row_filter)
+                notes.append(f"{len(kept)} of {len(every)} rows match {row_filter.text!r}")
+            else:
+                notes.append(f"{no_match_message(row_filter, every)}; every row drawn")
+    return TimelineRows(rows, kept_counters, " · ".join(notes), tracks)
 
 
 #: Row sets a served trace keeps (options and filters a user tried); the oldest is dropped beyond it.

@@ -147,7 +147,8 @@ class QueryTracks:
 
     def timeline_rows(self) -> list[TimelineRow]:
         """The rows to draw, first to last (each a span-like row of the :data:`QUERY_GROUP` group)."""
-        return [TimelineRow(r.label, (r.track_id,), "span", None, QUERY_GROUP, "Span", span_name=r.label)
+        # (no span_name: a query row named "layer" must not be taken for the trace's layer row)
+        return [TimelineRow(r.label, (r.track_id,), "span", None, QUERY_GROUP, "Span")
                 for r in self.rows]
 
     @property

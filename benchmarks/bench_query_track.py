@@ -37,6 +37,25 @@ def _median_ms(fn, repeat: int) -> float:
     return statistics.median(times) * 1000
 
 
+def _ranges(lo: int, hi: int) -> list[tuple[float, int, int]]:
+    """(fraction, start, end) of the whole trace and of each fraction of it around its middle."""
+    mid = (lo + hi) // 2
+    out = []
+    for fraction in FRACTIONS:
+        span = max(1, int((hi - lo) * fraction))
+        out.append((fraction, *((lo, hi) if fraction == 1.0 else (mid - span // 2, mid + span // 2))))
+    return out
+
+
+def _built(trace, sql: str):
+    """The query tracks of ``sql`` and the seconds building them took."""
+    from profiler.query_track import query_tracks
+
+    t0 = time.perf_counter()
+    tracks = query_tracks(trace, sql)
+    return tracks, time.perf_counter() - t0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", type=Path, default=Path("/tmp/trnprof-bench/synth100m.duckdb"))
@@ -50,26 +69,20 @@ def main() -> int:
         return 2
 
     import profiler
-    from profiler.query_track import query_tracks
 
     with profiler.open(args.db) as trace:
         lo, hi = trace.time_range
-        mid = (lo + hi) // 2
         instructions = trace.sql("SELECT count(*) FROM Instruction").fetchall()[0][0]
         print(f"{args.db}: {instructions:,} instructions, {(hi - lo) / 1e6:.1f} ms of trace")
         for every in args.every:
             sql = (f"SELECT 'Instruction' AS table_name, id, start_ts, end_ts, opcode AS name, engine AS track "
                    f"FROM Instruction WHERE id % {every} = 0")
-            t0 = time.perf_counter()
-            tracks = query_tracks(trace, sql)
-            build = time.perf_counter() - t0
+            tracks, build = _built(trace, sql)
             ids = [t["track_id"] for t in trace.tracks().to_pylist() if t["kind"] == "engine"][:len(tracks.rows)]
             print(f"\nevery {every}th instruction: {tracks.n_intervals:,} intervals on {len(tracks.rows)} rows, "
                   f"built in {build:.2f} s")
             print(f"{'view':>8} {'query rows ms':>14} {'db window ms':>13} {'ratio':>6}")
-            for fraction in FRACTIONS:
-                span = max(1, int((hi - lo) * fraction))
-                a, b = (lo, hi) if fraction == 1.0 else (mid - span // 2, mid + span // 2)
+            for fraction, a, b in _ranges(lo, hi):
                 window = trace.window(a, b, WIDTH, tracks=ids)
                 q = _median_ms(lambda a=a, b=b, w=window, t=tracks: t.window_tables(a, b, WIDTH, w.resolution_ns),
                                args.repeat)
@@ -79,16 +92,12 @@ def main() -> int:
         for every in args.every:
             sql = (f"SELECT start_ts, sum(duration_ns) OVER (PARTITION BY engine ORDER BY start_ts, id) AS value, "
                    f"engine AS track FROM Instruction WHERE id % {every} = 0")
-            t0 = time.perf_counter()
-            tracks = query_tracks(trace, sql)
-            build = time.perf_counter() - t0
+            tracks, build = _built(trace, sql)
             samples = sum(len(c.t) for c in tracks.counters)
             print(f"\ncounter of every {every}th instruction (running busy time per engine): {samples:,} samples on "
                   f"{len(tracks.counters)} lanes, built in {build:.2f} s")
             print(f"{'view':>8} {'counter_window ms':>18}")
-            for fraction in FRACTIONS:
-                span = max(1, int((hi - lo) * fraction))
-                a, b = (lo, hi) if fraction == 1.0 else (mid - span // 2, mid + span // 2)
+            for fraction, a, b in _ranges(lo, hi):
                 q = _median_ms(lambda a=a, b=b, t=tracks: t.counter_window(a, b, WIDTH // 4), args.repeat)
                 print(f"{fraction:>8.2%} {q:>18.1f}")
     return 0

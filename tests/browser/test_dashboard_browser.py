@@ -56,6 +56,13 @@ def _dx(driver):
     return _js(driver, f"{GRAPH} && {GRAPH}._fullData && {GRAPH}._fullData[0] && {GRAPH}._fullData[0].dx")
 
 
+def _zoom_to_15us(driver):
+    """Zoom the timeline to 14.9-15.4 us (a few instructions per row) and wait until it is redrawn and idle."""
+    driver.execute_script(f"Plotly.relayout({GRAPH}, {{'xaxis.range[0]': 14.9e-6, 'xaxis.range[1]': 15.4e-6}});")
+    wait_for(driver, lambda d: (_dx(d) or 1) < 4e-9, "the zoomed-in redraw")
+    wait_idle(driver)
+
+
 @pytest.fixture(scope="module")
 def timeline(browser, dashboard_server):
     browser.get(dashboard_server.url + "/")
@@ -303,9 +310,7 @@ def test_a_link_keeps_the_selected_event_and_the_options(browser, dashboard_serv
     browser.get(dashboard_server.url + "/?trace=t0")
     wait_for(browser, _ticktext, "the timeline rows")
     wait_idle(browser)
-    browser.execute_script(f"Plotly.relayout({GRAPH}, {{'xaxis.range[0]': 14.9e-6, 'xaxis.range[1]': 15.4e-6}});")
-    wait_for(browser, lambda d: (_dx(d) or 1) < 4e-9, "the zoomed-in redraw")
-    wait_idle(browser)
+    _zoom_to_15us(browser)
     _click_at(browser, 15.15e-6, "NC0 · Tensor")
     wait_for(browser, lambda d: "MATMUL" in d.find_element("id", "tl-details").text, "the details panel")
     browser.find_element("css selector", "#colour-by input[value='engine']").click()
@@ -461,9 +466,7 @@ def test_the_row_filter_keeps_the_rows_it_names_and_travels_in_links(browser, da
     lanes = _js(browser, f"{GRAPH}.data.slice(1).map(function (t) {{ return t.name || ''; }})")
     assert not any("Vector" in name for name in lanes), lanes
     wait_idle(browser)
-    browser.execute_script(f"Plotly.relayout({GRAPH}, {{'xaxis.range[0]': 14.9e-6, 'xaxis.range[1]': 15.4e-6}});")
-    wait_for(browser, lambda d: (_dx(d) or 1) < 4e-9, "the zoomed-in redraw")
-    wait_idle(browser)
+    _zoom_to_15us(browser)
     _click_at(browser, 15.15e-6, "NC1 · Tensor")
     wait_for(browser, lambda d: "MATMUL" in d.find_element("id", "tl-details").text, "the kept row's details")
     href = wait_for(browser, lambda d: (d.find_element("id", "tl-link").get_attribute("href") or "")
@@ -508,9 +511,7 @@ def test_a_querys_rows_go_from_the_sql_page_to_the_timeline_and_select_their_eve
     assert sql[:40] in browser.find_element("id", "tl-query-bar").text
     wait_for(browser, lambda d: "query: " in d.find_element("id", "tl-status").text, "the query's note")
     wait_idle(browser)
-    browser.execute_script(f"Plotly.relayout({GRAPH}, {{'xaxis.range[0]': 14.9e-6, 'xaxis.range[1]': 15.4e-6}});")
-    wait_for(browser, lambda d: (_dx(d) or 1) < 4e-9, "the zoomed-in redraw")
-    wait_idle(browser)
+    _zoom_to_15us(browser)
     _click_at(browser, 15.15e-6, "SQL · Tensor")
     title = wait_for(browser, lambda d: (_js(d, "(document.getElementById('details-title') || {}).textContent")
                                          or "") if "MATMUL" in (_js(d, "(document.getElementById('details-title')"

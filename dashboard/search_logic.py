@@ -8,15 +8,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from dash import html
+from dash import dcc, html
 
 from dashboard.details import jump_link
 from dashboard.errors import public_message
 from dashboard.inputs import as_int, as_time_range
-from dashboard.links import SELECT_PARAM
+from dashboard.links import QUERY_PARAM, SELECT_PARAM
 from profiler import db_schema as dbs
 from profiler.figures import palette as pal
 from profiler.figures.timefmt import format_duration, format_time
+from profiler.query_track import MAX_QUERY_CHARS
 from tracer import schema as ts
 from tracer.errors import TrnprofError
 
@@ -57,8 +58,9 @@ def run_search(trace: Any, text: Any) -> SearchResult:
     return SearchResult(matches, f"{len(matches):,}{'+' if more else ''} matches")
 
 
-def results_list(result: SearchResult, origin_ns: int) -> Any:
-    """The matches as a list of jump links (time, name, matched field)."""
+def results_list(result: SearchResult, origin_ns: int, row_href: str | None = None) -> Any:
+    """The matches as a list of jump links (time, name, matched field), under a link drawing every match as a
+    timeline row (``row_href``, :func:`matches_row_href`) when given."""
     if not result.matches:
         return html.Div(result.message, className="muted")
     items = [
@@ -67,7 +69,30 @@ def results_list(result: SearchResult, origin_ns: int) -> Any:
                  html.Span(f" {m['field']} · {format_duration(m['end_ns'] - m['start_ns'])}", className="muted")])
         for m in result.matches
     ]
-    return html.Ol(items, className="search-results", id="search-results-list")
+    listed = html.Ol(items, className="search-results", id="search-results-list")
+    if row_href is None:
+        return listed
+    link = dcc.Link("draw every match as a timeline row", href=row_href, id="search-as-row", className="view-link",
+                    title="the search as a query whose rows the timeline draws above the trace's (all matches, "
+                          "not only those listed)")
+    return html.Div([link, listed])
+
+
+def matches_row_href(trace: Any, text: Any, view_query: str | None) -> str | None:
+    """The timeline URL (``view_query``: the query part of the link to the current view, else none) with the search
+    ``text`` drawn as a row of its matches (``?query=`` :meth:`profiler.Trace.search_sql`); None when the search
+    cannot be written so (it failed)."""
+    from urllib.parse import urlencode
+
+    from dashboard.app import query_values  # (the app imports the pages, which import this module)
+
+    try:
+        sql = trace.search_sql(text.strip())
+    except (TrnprofError, AttributeError):
+        return None
+    if len(sql) > MAX_QUERY_CHARS:
+        return None
+    return "/?" + urlencode({**query_values(view_query), QUERY_PARAM: sql})
 
 
 #: ``search-index`` of a fresh result list: the first step selects the first match.

@@ -32,6 +32,7 @@ from profiler.db.user_sql import run_user_sql
 from profiler.db.window_query import MAX_WIDTH_PX, query_window
 from profiler.errors import QueryError, TraceFormatError
 from profiler.notebook import NotebookMixin
+from profiler.search_sql import EVENT_NAME_SQL, search_select
 from profiler.trace_args import as_int as _as_int
 from profiler.trace_args import as_range as _as_range
 from profiler.trace_args import check_time
@@ -43,17 +44,9 @@ from tracer import schema as ts
 #: Default timeout of user SQL (Trace.sql, trnprof sql).
 DEFAULT_SQL_TIMEOUT_S = 60.0
 
-#: Columns :meth:`Trace.search` looks in, per table.
-SEARCH_FIELDS: dict[str, tuple[str, ...]] = {
-    ts.INSTRUCTION.name: (ts.OPCODE, ts.HLO_NAME, ts.LAYER, ts.NKI_SOURCE_LOCATION),
-    ts.DMA_PACKET.name: (ts.VARIABLE, ts.QUEUE_NAME),
-    dbs.SLICE_TABLE: (ts.NAME,),
-}
 #: Events whose flows a Trace keeps (:meth:`Trace.flows`).
 RECENT_FLOWS = 16
-_EVENT_NAME = {ts.INSTRUCTION.name: quote(ts.OPCODE),
-               ts.DMA_PACKET.name: f"coalesce({quote(ts.VARIABLE)}, {quote(ts.QUEUE_NAME)})",
-               dbs.SLICE_TABLE: quote(ts.NAME)}
+
 
 
 class Trace(NotebookMixin, TraceFilesMixin):
@@ -393,39 +386,28 @@ class Trace(NotebookMixin, TraceFilesMixin):
         searched field; RE2 syntax, run by DuckDB: no pattern can take exponential time).
 
         Returns :data:`profiler.db_schema.SEARCH_RESULTS`, ordered by start time, at most ``limit`` rows: each event
-        once, ``matched_field`` naming the first of its fields (in :data:`SEARCH_FIELDS` order) that matches.
+        once, ``matched_field`` naming the first of its fields (in :data:`profiler.search_sql.SEARCH_FIELDS` order) that
+        matches.
         """
-        if not isinstance(text, str) or not text:
-            raise QueryError("search text must be a non-empty string")
+        select, text = search_select(text, self._check_regex)
         limit = _as_int(limit, "limit", "a whole number of rows")
         if limit < 0:
             raise QueryError(f"limit must be 0 or more rows, not {limit}")
-        exact = len(text) > 2 and text[0] == text[-1] == '"'
-        regex = len(text) > 2 and text[0] == text[-1] == "/"
-        if exact or regex:
-            text = text[1:-1]
-        if regex:
-            self._check_regex(text)
-
-        def hit(field: str) -> str:
-            if exact:
-                return f"lower({quote(field)}) = lower($q)"
-            if regex:
-                return f"regexp_matches({quote(field)}, $q, 'i')"
-            return f"contains(lower({quote(field)}), lower($q))"
-
-        parts = []
-        for table, fields in SEARCH_FIELDS.items():  # one row per event: the first of its fields that matches
-            hits = [hit(field) for field in fields]
-            which = "CASE " + " ".join(f"WHEN {hit} THEN '{field}'" for hit, field in zip(hits, fields, strict=True)) \
-                + " END"
-            parts.append(
-                f"SELECT {quote(dbs.TRACK_ID)}, '{table}' AS {quote(dbs.TABLE)}, {quote(ts.ID)}, "
-                f"{quote(ts.START_TS)}, {quote(ts.END_TS)}, {_EVENT_NAME[table]} AS {quote(ts.NAME)}, "
-                f"{which} AS {quote(dbs.MATCHED_FIELD)} FROM {quote(table)} WHERE {' OR '.join(hits)}")
-        sql = " UNION ALL ".join(parts) + f" ORDER BY {quote(ts.START_TS)}, {quote(ts.ID)} LIMIT $limit"
+        sql = select + f" ORDER BY {quote(ts.START_TS)}, {quote(ts.ID)} LIMIT $limit"
         table = self._cursor().sql(sql, params={"q": text, "limit": min(limit, 2**62)}).to_arrow_table()
         return table.cast(dbs.SEARCH_RESULTS)
+
+    @_guarded
+    def search_sql(self, text: str) -> str:
+        """:meth:`search` as one read-only SQL statement, its text written in as a literal and without a limit:
+        every match's ``table_name``, ``id``, ``start_ts``, ``end_ts``, ``name`` and ``matched_field``, and a
+        ``track`` naming the search -- a query the timeline draws as a row of the matches
+        (:mod:`profiler.query_track`; :meth:`sql` runs it)."""
+        select, bound = search_select(text, self._check_regex)
+        literal = "'" + bound.replace("'", "''") + "'"
+        label = "'" + f"search {text}"[:80].replace("'", "''") + "'"     # as typed: quotes and slashes kept
+        return (f"SELECT *, {label} AS {quote(dbs.QUERY_TRACK)} FROM ({select.replace('$q', literal)}) "
+                f"ORDER BY {quote(ts.START_TS)}, {quote(ts.ID)}")
 
     def _check_regex(self, pattern: str) -> None:
         """QueryError naming the problem when DuckDB (RE2) cannot compile ``pattern``."""
@@ -454,10 +436,10 @@ class Trace(NotebookMixin, TraceFilesMixin):
             for other_table, other_id, dep, gap in edges:
                 db_table = dbs.SLICE_TABLE if other_table == ts.SPAN.name else other_table
                 placed = None
-                if db_table in _EVENT_NAME:
+                if db_table in EVENT_NAME_SQL:
                     placed = fetch_one(self._cursor(),
                         f"SELECT {quote(dbs.TRACK_ID)}, {quote(ts.START_TS)}, {quote(ts.END_TS)}, "
-                        f"{_EVENT_NAME[db_table]} FROM {quote(db_table)} WHERE {quote(ts.ID)} = $i LIMIT 1",
+                        f"{EVENT_NAME_SQL[db_table]} FROM {quote(db_table)} WHERE {quote(ts.ID)} = $i LIMIT 1",
                         {"i": other_id})
                 track_id, start, end, name = placed if placed else (None, None, None, None)
                 rows.append({dbs.TABLE: db_table, ts.ID: other_id, dbs.TRACK_ID: track_id, ts.START_TS: start,

@@ -478,8 +478,9 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
                   Output("search-last", "data"),
                   Input("search-go", "n_clicks"), Input("search-input", "n_submit"), Input("tl-figure-drawn", "data"),
                   State("search-auto", "data"), State("search-input", "value"), State("url", "search"),
-                  prevent_initial_call=True)
-    def _search(_n: Any, _s: Any, _drawn: Any, auto: Any, text: Any, search: str | None) -> Any:
+                  State("tl-state", "data"), prevent_initial_call=True)
+    def _search(_n: Any, _s: Any, _drawn: Any, auto: Any, text: Any, search: str | None,
+                state: Any) -> Any:
         consumed: Any = dash.no_update
         index = srch.FRESH
         if ctx.triggered_id == "tl-figure-drawn":
@@ -497,9 +498,11 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
             return None, 0, str(exc), "", consumed, dash.no_update
         with registry.lock(trace_id):
             result = srch.run_search(trace, text)
+            row_href = srch.matches_row_href(trace, text, tl.view_link(search, state) or search) \
+                if result.matches else None
         last = text.strip()[:srch.MAX_CHARS] if isinstance(text, str) and result.matches else ""
-        return (result.matches, index, srch.results_list(result, int(trace.time_range[0])), result.message, consumed,
-                last)
+        return (result.matches, index, srch.results_list(result, int(trace.time_range[0]), row_href), result.message,
+                consumed, last)
 
     @app.callback(Output("search-index", "data", allow_duplicate=True),
                   Output("tl-selected", "data", allow_duplicate=True), Output("tl-nav", "data", allow_duplicate=True),

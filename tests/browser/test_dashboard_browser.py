@@ -544,3 +544,15 @@ def test_a_counter_query_is_drawn_as_lanes(browser, dashboard_server):
     assert "SQL · busy so far: mean" in names
     assert "samples on 1 lane" in browser.find_element("id", "tl-status").text
     assert console_errors(browser) == []
+
+
+def test_a_searchs_matches_become_a_timeline_row(browser, dashboard_server):
+    browser.get(dashboard_server.url + "/?trace=t0")
+    wait_for(browser, _ticktext, "the timeline rows")
+    wait_idle(browser)
+    browser.find_element("id", "search-input").send_keys("LDWEIGHTS\n")
+    link = wait_for(browser, lambda d: d.find_elements("id", "search-as-row"), "the search's row link")[0]
+    link.click()
+    wait_for(browser, lambda d: (_ticktext(d) or [""])[0] == "SQL · search LDWEIGHTS", "the matches' row first")
+    wait_for(browser, lambda d: "intervals on 1 row" in d.find_element("id", "tl-status").text, "the query's note")
+    assert console_errors(browser) == []

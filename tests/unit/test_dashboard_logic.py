@@ -589,3 +589,19 @@ def decode_lane_y(lane):
     from profiler.figures.typed_arrays import decode_typed_array
 
     return list(decode_typed_array(lane.y)) if isinstance(lane.y, dict) else list(lane.y)
+
+
+def test_a_searchs_matches_link_to_the_timeline_as_a_row(trace):
+    from urllib.parse import parse_qs, urlparse
+
+    href = srch.matches_row_href(trace, " MATMUL ", "?trace=t0&start=5&end=900&colour=engine")
+    query = {k: v[0] for k, v in parse_qs(urlparse(href).query).items()}
+    assert query["start"] == "5" and query["colour"] == "engine" and query["trace"] == "t0"
+    assert query["query"] == trace.search_sql("MATMUL")
+    layout = tl.TraceLayout(trace)
+    tracks = layout.query(query["query"])
+    n = len(trace.search("MATMUL", limit=10**6))
+    assert tracks.summary == f"{n:,} intervals on 1 row" and tracks.rows[0].label == "search MATMUL"
+    assert srch.matches_row_href(trace, "/(/", None) is None           # a search that fails: no link
+    listed = str(srch.results_list(srch.run_search(trace, "MATMUL"), 0, href))
+    assert "draw every match as a timeline row" in listed

@@ -252,7 +252,7 @@ def test_search_lists_each_matching_event_once(text, tmp_path_factory):
     import re
     from pathlib import Path
 
-    from profiler.trace import SEARCH_FIELDS
+    from profiler.search_sql import SEARCH_FIELDS
 
     sample = Path(__file__).resolve().parents[2] / "sample_traces" / "mlp-trn2.trace"
     db = tmp_path_factory.getbasetemp() / "search-mlp.duckdb"   # one ingest for every case (a clean checkout has none)
@@ -274,6 +274,11 @@ def test_search_lists_each_matching_event_once(text, tmp_path_factory):
                 if first is not None:
                     want[(table, row["id"])] = first
         hits = t.search(text, limit=1_000_000).to_pylist()
+        # the same search as one SQL statement (the timeline draws it as a row): the same matches, in time order
+        as_sql = t.sql_arrow(t.search_sql(text), max_rows=None).to_pylist()
+    assert {(r["table_name"], r["id"]): r["matched_field"] for r in as_sql} == want
+    assert {r["track"] for r in as_sql} <= {f"search {text}"[:80]}
+    assert [r["start_ts"] for r in as_sql] == sorted(r["start_ts"] for r in as_sql)
     got = {(h["table_name"], h["id"]): h["matched_field"] for h in hits}
     assert len(got) == len(hits)            # no event twice
     assert got == want
@@ -282,6 +287,17 @@ def test_search_lists_each_matching_event_once(text, tmp_path_factory):
     if text == "/./":
         assert len(want) > 100
     assert [h["start_ts"] for h in hits] == sorted(h["start_ts"] for h in hits)
+
+
+@pytest.mark.parametrize("text", ["x'; DROP TABLE Instruction; --", "it's", "$q", "'", "/'/", '"a\'b"'])
+def test_search_sql_writes_any_text_as_a_literal(trace, text):
+    """Quotes, placeholders and SQL in the search text stay text: the statement runs read-only and finds what
+    ``search`` finds."""
+    rows = trace.sql_arrow(trace.search_sql(text), max_rows=None).to_pylist()
+    assert [(r["table_name"], r["id"]) for r in rows] == \
+        [(h["table_name"], h["id"]) for h in trace.search(text, limit=10**6).to_pylist()]
+    with pytest.raises(profiler.QueryError, match="search text must be a non-empty string"):
+        trace.search_sql("")
 
 
 def test_overview_counts_events_per_kind_without_scanning_them(trace):

@@ -274,12 +274,20 @@ class SideUpdater:
         self.registry = registry
         self.palette_for = palette_for
         self._seq = itertools.count(1)
+        self._layouts: dict[str, tl.TraceLayout] = {}
+
+    def _layout(self, trace_id: str, trace: Any) -> tl.TraceLayout:
+        """The served trace's timeline layout (rows per row filter), made on first use (lock held)."""
+        if trace_id not in self._layouts or self._layouts[trace_id].trace is not trace:
+            self._layouts[trace_id] = tl.TraceLayout(trace)
+        return self._layouts[trace_id]
 
     def update(self, side: str, triggered: set[str], *, pair: Any, size: Any, relayout: Any, synced: Any,
-               state: Any) -> tuple[Any, Any, Any, Any, Any] | None:
+               state: Any, row_filter: Any = None) -> tuple[Any, Any, Any, Any, Any] | None:
         """``(figure, state, sync for the other side, status, legend)`` after ``triggered`` (component ids); None when
         nothing changes.  Only a zoom the user made on this side is forwarded, and only when it moved the view
-        (an echo of a forwarded zoom moves nothing, so the two graphs never ping-pong)."""
+        (an echo of a forwarded zoom moves nothing, so the two graphs never ping-pong).  ``row_filter``: the rows
+        both timelines draw (:mod:`profiler.figures.row_filter`; its box is ``cmp-rows``)."""
         if not isinstance(pair, dict) or check_pair(self.registry, pair.get("a"), pair.get("b")) is not None:
             if "cmp-pair" in triggered:  # no pair to draw: say so rather than keep "loading…"
                 return tl.empty_figure(NO_PAIR), None, dash.no_update, "", []
@@ -288,6 +296,8 @@ class SideUpdater:
         own_zoom, synced_zoom = False, False
         if "cmp-pair" in triggered:
             trigger = "trace"
+        elif "cmp-rows" in triggered:
+            trigger = "options"
         elif "cmp-size" in triggered:
             trigger = "size"
         elif f"cmp-sync-{side}" in triggered and isinstance(synced, dict):
@@ -299,7 +309,9 @@ class SideUpdater:
         with self.registry.lock(trace_id):
             update = tl.update_timeline(trace, trace_id, state=state, trigger=trigger, relayout=relayout,
                                         width_px=width, palette=self.palette_for((pair["a"], pair["b"])),
-                                        lanes=False, set_range=synced_zoom, range_select=False)
+                                        lanes=False, set_range=synced_zoom, range_select=False,
+                                        options=tl.TimelineOptions.parse("opcode", False, row_filter=row_filter),
+                                        layout=self._layout(trace_id, trace))
         if update is None:
             return None
         forward: Any = dash.no_update

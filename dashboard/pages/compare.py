@@ -19,10 +19,12 @@ from dashboard import compare_logic as cl
 from dashboard import search_logic as srch
 from dashboard import timeline_logic as tl
 from dashboard.graph_config import graph_config
+from dashboard.links import TRACKS_PARAM
 from dashboard.pages import PageContext
 from dashboard.registry import TraceRegistry
 from profiler.analyses import schema as rs
 from profiler.figures import palette as pal
+from profiler.figures.row_filter import MAX_FILTER_CHARS
 from profiler.figures.strip_png import code_colours
 
 SIDES = ("a", "b")
@@ -49,6 +51,11 @@ def layout(ctx_: PageContext) -> Any:
         dcc.Dropdown(id="cmp-a", options=options, value=a, clearable=False, className="trace-dropdown"),
         html.Label("B", className="toolbar-label"),
         dcc.Dropdown(id="cmp-b", options=options, value=b, clearable=False, className="trace-dropdown"),
+        html.Div(title="draw only the rows matching these comma-separated terms on both timelines (text or "
+                       "/regex/, case-insensitive; - hides what a term matches); Enter applies",
+                 children=dcc.Input(id="cmp-rows", type="search", debounce=True, value=ctx_.query.get(TRACKS_PARAM, ""),
+                                    placeholder="rows: Tensor, NC1, -DMA, /regex/", maxLength=MAX_FILTER_CHARS,
+                                    className="row-filter-input")),
     ])
     timelines = [html.Div([
         html.H3(f"{side.upper()}", id=f"cmp-title-{side}"),
@@ -110,10 +117,12 @@ def _register_side(app: Dash, sides: cl.SideUpdater, side: str, other: str) -> N
     @app.callback(Output(graph, "figure"), Output(f"cmp-state-{side}", "data"), Output(f"cmp-sync-{other}", "data"),
                   Output(f"cmp-status-{side}", "children"), Output(f"cmp-legend-{side}", "children"),
                   Input("cmp-pair", "data"), Input("cmp-size", "data"), Input(graph, "relayoutData"),
-                  Input(f"cmp-sync-{side}", "data"), State(f"cmp-state-{side}", "data"), prevent_initial_call=True)
-    def _update(pair: Any, size: Any, relayout: Any, synced: Any, state: Any) -> Any:
+                  Input(f"cmp-sync-{side}", "data"), Input("cmp-rows", "value"), State(f"cmp-state-{side}", "data"),
+                  prevent_initial_call=True)
+    def _update(pair: Any, size: Any, relayout: Any, synced: Any, rows: Any, state: Any) -> Any:  # noqa: PLR0917
         triggered = set(ctx.triggered_prop_ids.values()) if isinstance(ctx.triggered_prop_ids, dict) else set()
-        out = sides.update(side, triggered, pair=pair, size=size, relayout=relayout, synced=synced, state=state)
+        out = sides.update(side, triggered, pair=pair, size=size, relayout=relayout, synced=synced, state=state,
+                           row_filter=rows)
         if out is None:
             raise dash.exceptions.PreventUpdate
         return out

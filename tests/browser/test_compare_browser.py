@@ -111,3 +111,24 @@ def test_the_legends_list_only_the_colours_in_view(browser, compare_server):
         wait_for(browser, lambda d, s=side: _all_shown(d, s), f"every swatch of {side} back")
     assert full["a"][0] > 0
     assert console_errors(browser) == []
+
+
+def _ticks(driver, side: str):
+    g = _graph(side)
+    return driver.execute_script(f"return {g} && {g}._fullLayout && {g}._fullLayout.yaxis "
+                                 f"&& {g}._fullLayout.yaxis.ticktext;")
+
+
+def test_the_row_filter_draws_the_same_rows_on_both_timelines(browser, compare_server):
+    browser.get(compare_server.url + "/compare?trace=t0&b=t1&tracks=Tensor")
+    wait_for(browser, lambda d: _ticks(d, "a") == _ticks(d, "b") == ["Tensor"],
+             "both timelines with the Tensor rows of the link")
+    box = browser.find_element("id", "cmp-rows")
+    assert box.get_attribute("value") == "Tensor"
+    from selenium.webdriver.common.keys import Keys
+
+    box.send_keys(Keys.CONTROL, "a")
+    box.send_keys("-DMA, -Tensor\n")
+    wait_for(browser, lambda d: (_ticks(d, "a") or []) and _ticks(d, "a") == _ticks(d, "b")
+             and not any("Tensor" in t or "DMA" in t for t in _ticks(d, "a")), "the new filter on both")
+    assert console_errors(browser) == []

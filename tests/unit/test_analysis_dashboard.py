@@ -239,6 +239,25 @@ def test_compare_timelines_follow_each_other(registry):
                         state=None) is None
 
 
+def test_the_compare_pages_row_filter_redraws_both_timelines_with_its_rows(registry):
+    sides = cl.SideUpdater(registry, lambda pair: CategoryPalette())
+    pair, size = {"a": "t0", "b": "t1"}, {"width": 600}
+    drawn = {}
+    for side in ("a", "b"):
+        fig, state, *_ = sides.update(side, {"cmp-pair"}, pair=pair, size=size, relayout=None, synced=None,
+                                      state=None)
+        assert "Vector" in " ".join(fig.layout.yaxis.ticktext)
+        fig, state2, _, status, _ = sides.update(side, {"cmp-rows"}, pair=pair, size=size, relayout=None,
+                                                 synced=None, state=state, row_filter="Tensor")
+        drawn[side] = list(fig.layout.yaxis.ticktext)
+        assert state2["row_filter"] == "Tensor" and "rows match 'Tensor'" in status
+        zoom = {"xaxis.range[0]": 1e-7, "xaxis.range[1]": 2e-7}   # a zoom keeps the filter
+        _, state3, *_ = sides.update(side, {f"cmp-graph-{side}"}, pair=pair, size=size, relayout=zoom, synced=None,
+                                     state=state2, row_filter="Tensor")
+        assert state3["row_filter"] == "Tensor" and state3["view"] == [100, 200]
+    assert all(labels and all(label.endswith("Tensor") for label in labels) for labels in drawn.values())
+
+
 def test_traces_the_analyses_cannot_compare_still_get_their_timelines(tmp_path):
     """A device trace beside a host-only PyTorch trace: no diff, but both timelines, under the reason."""
     import shutil

@@ -7,7 +7,8 @@ shortening anything else does not shorten the kernel.  The time between consecut
 a semaphore release) is reported as gaps by the kind of edge that joined them, so durations plus gaps add up to the
 path's span exactly.
 
-:func:`critical_path` gives the steps (with track ids, for highlighting on the timeline);
+:func:`critical_path` gives the steps (with track ids, for highlighting on the timeline); :func:`chain_to` the same
+for the chain ending at any one event (why it started when it did);
 :func:`critical_path_breakdown` attributes the span per engine or DMA queue and opcode or tensor.
 """
 
@@ -20,15 +21,19 @@ from profiler.analyses import dag
 from profiler.analyses import schema as rs
 from profiler.analyses.event_graph import EventGraph, build_graph
 from profiler.analyses.inputs import resolve_scope
+from profiler.errors import QueryError
 from profiler.trace import Trace
+from tracer import schema as ts
 
 
-def path_of(graph: EventGraph) -> pa.Table:
-    """The critical path of ``graph`` (:data:`~profiler.analyses.schema.CRITICAL_PATH`); empty for no nodes."""
+def path_of(graph: EventGraph, sink: int | None = None) -> pa.Table:
+    """The critical path of ``graph`` (:data:`~profiler.analyses.schema.CRITICAL_PATH`): the heaviest path ending at
+    node ``sink`` (default: the event that ends last); empty for no nodes."""
     n = graph.num_nodes
     if n == 0:
         return rs.CRITICAL_PATH.empty_table()
-    sink = int(np.lexsort((graph.start, graph.end))[-1])
+    if sink is None:
+        sink = int(np.lexsort((graph.start, graph.end))[-1])
     hint = np.lexsort((graph.end, graph.start))
     found = dag.longest_path(n, graph.end - graph.start, graph.src, graph.dst, sink=sink, order_hint=hint)
     nodes = found.nodes
@@ -61,6 +66,42 @@ def critical_path(trace: Trace, start_ns: int | None = None, end_ns: int | None 
     """
     scope = resolve_scope(trace, start_ns, end_ns, core)
     return path_of(build_graph(trace, scope))
+
+
+def node_of(graph: EventGraph, table: str, event_id: int, start_ns: int, resource: str | None = None) -> int | None:
+    """The node of an instruction (by id), or of the DMA segment holding a packet that starts at ``start_ns`` on
+    queue ``resource`` (its transfer's stretch on that queue); None when the graph does not have it."""
+    if table == ts.INSTRUCTION.name:
+        found = np.flatnonzero((graph.table == table) & (graph.ident == event_id))
+        return int(found[0]) if len(found) else None
+    holding = np.flatnonzero((graph.table == table) & (graph.resource == resource) & (graph.start <= start_ns)
+                             & (start_ns <= graph.end))
+    return int(holding[np.argmax(graph.start[holding])]) if len(holding) else None
+
+
+def chain_to(trace: Trace, table: str, event_id: int, *, graph: EventGraph | None = None) -> pa.Table:
+    """The critical path ending at one event: the heaviest chain of dependent work that ends with an instruction
+    (or with the stretch of a DMA packet's transfer on its queue) -- what it waited for, what that waited for, ...
+    back to the first event the chain needs; why it started when it did, Neuron Explorer's dependency chain.
+
+    Returns :data:`~profiler.analyses.schema.CRITICAL_PATH` in time order, the event last.  ``graph``: a dependency
+    graph holding the event (the whole trace's, when the caller keeps one; by default one is built over the events
+    starting no later than it, which is all the chain can use).
+
+    Raises:
+        QueryError: a table other than Instruction or DmaPacket, an id the table does not have.
+    """
+    if table not in (ts.INSTRUCTION.name, ts.DMA_PACKET.name):
+        raise QueryError(f"the dependency chain leads to instructions and DMA packets, not to {str(table)[:40]!r} "
+                         "events")
+    fields = trace.event(table, event_id)
+    start = int(fields[ts.START_TS])
+    if graph is None:
+        graph = build_graph(trace, resolve_scope(trace, None, start + 1))
+    node = node_of(graph, table, int(event_id), start, fields.get(ts.QUEUE_NAME))
+    if node is None:
+        raise QueryError(f"{table} {event_id} is not in the dependency graph (it starts outside the analysed window)")
+    return path_of(graph, sink=node)
 
 
 def critical_path_breakdown(path: pa.Table) -> pa.Table:

@@ -154,7 +154,9 @@ def build_graph(trace: Trace, scope: Scope) -> EventGraph:
             is_pkt = np.asarray(pc.fill_null(pc.equal(tables, ts.DMA_PACKET.name), False), dtype=bool) \
                 & ~np.asarray(flow.column(agg_col).is_null(), dtype=bool)   # a packet the trace does not have
             node = np.where(is_ins, _lookup(i_id, ids), -1)
-            if is_pkt.any():
+            if is_pkt.any() and ns_ == 0:   # a window without DMA segments: its flows' packets are outside it
+                node[is_pkt] = -1
+            elif is_pkt.any():
                 key = column(flow, agg_col)[is_pkt] * width + q_codes[is_pkt]
                 found = _last_of(seg_sorted, key)   # (as a dict from (transfer, queue) would keep the last)
                 node[is_pkt] = np.where(found >= 0, ni + seg_order[np.clip(found, 0, None)], -1)

@@ -1,11 +1,13 @@
-"""``trnprof critical-path``: the chain of dependent work that sets the kernel's end, and where its time goes."""
+"""``trnprof critical-path``: the chain of dependent work that sets the kernel's end (or, with ``--to``, one event's
+start), and where its time goes."""
 
 from __future__ import annotations
 
 import argparse
+import re
 
 from profiler.analyses import schema as rs
-from profiler.analyses.critical_path import critical_path, critical_path_breakdown
+from profiler.analyses.critical_path import chain_to, critical_path, critical_path_breakdown
 from profiler.cli._analysis import (
     add_format_arguments,
     add_trace_argument,
@@ -15,13 +17,15 @@ from profiler.cli._analysis import (
     print_table,
     window_text,
 )
+from profiler.errors import CommandError
 
 
 class CriticalPathCommand:
     """The critical path through the dependency graph (instructions, DMA queue segments, Flow, stream order).
 
     By default prints the path's time per engine or DMA queue and opcode or tensor, with the gaps between steps
-    per kind of edge; --steps lists the steps themselves (with track ids, for the timeline).
+    per kind of edge; --steps lists the steps themselves (with track ids, for the timeline).  --to TABLE:ID does the
+    same for the chain ending at one instruction or DMA packet: why it started when it did.
     """
 
     name = "critical-path"
@@ -31,12 +35,19 @@ class CriticalPathCommand:
         add_trace_argument(parser)
         add_window_arguments(parser)
         parser.add_argument("--steps", action="store_true", help="list the path's steps instead of the breakdown")
+        parser.add_argument("--to", type=event_ref, metavar="TABLE:ID",
+                            help="the chain of dependent work ending at this event instead (Instruction:42, "
+                                 "DmaPacket:7): why it started when it did")
         add_format_arguments(parser, limit=30)
 
     def run(self, args: argparse.Namespace) -> int:
         limit = check_limit(args.limit)
+        if args.to is not None and (args.start is not None or args.end is not None or args.core is not None):
+            raise CommandError("--to follows one event's chain wherever it leads: leave out --start, --end and "
+                               "--core")
         with open_trace(args.db) as trace:
-            path = critical_path(trace, args.start, args.end, args.core)
+            path = critical_path(trace, args.start, args.end, args.core) if args.to is None \
+                else chain_to(trace, *args.to)
         if args.steps:
             print_table(path, args.format, limit)
             return 0
@@ -45,10 +56,19 @@ class CriticalPathCommand:
         if args.format == "table" and path.num_rows:
             first, last = path.column(rs.START_NS)[0].as_py(), path.column(rs.END_NS)[-1].as_py()
             busy = sum(path.column(rs.DUR_NS).to_pylist())
-            title = (f"critical path: {path.num_rows:,} steps over {window_text(first, last)}, "
+            what = "critical path" if args.to is None else f"chain to {args.to[0]} {args.to[1]}"
+            title = (f"{what}: {path.num_rows:,} steps over {window_text(first, last)}, "
                      f"{100 * busy / max(last - first, 1):.1f}% of it busy\n")
         print_table(breakdown, args.format, limit, title=title)
         return 0
+
+
+def event_ref(text: str) -> tuple[str, int]:
+    """``TABLE:ID`` as ``(table, id)``; an argparse error otherwise."""
+    found = re.fullmatch(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*:\s*([0-9]{1,18})\s*", text)
+    if found is None:
+        raise argparse.ArgumentTypeError(f"expected TABLE:ID (Instruction:42, DmaPacket:7), not {text[:40]!r}")
+    return found.group(1), int(found.group(2))
 
 
 COMMAND = CriticalPathCommand()

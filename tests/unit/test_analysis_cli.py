@@ -56,6 +56,17 @@ def test_table_commands(traces, capsys):
     assert [r[rs.ID] for r in csv.DictReader(io.StringIO(out))] == ["0", "1", "1", "2", "3", "4", "5", "2"]
     code, out, _ = run(capsys, "critical-path", traces[0])
     assert "critical path: 8 steps" in out and "91.9% of it busy" in out
+    # the chain ending at the second MATMUL: the path's first five steps (worked out by hand: 230 ns, 220 of them busy)
+    code, out, _ = run(capsys, "critical-path", traces[0], "--to", "Instruction:3", "--steps", "--format", "csv")
+    assert [(r[rs.TABLE], r[rs.ID]) for r in csv.DictReader(io.StringIO(out))] == [
+        ("Instruction", "0"), ("Instruction", "1"), ("DmaPacket", "1"), ("Instruction", "2"), ("Instruction", "3")]
+    code, out, _ = run(capsys, "critical-path", traces[0], "--to", " Instruction : 3 ")
+    assert code == 0 and "chain to Instruction 3: 5 steps over [0, 230) ns" in out and "95.7% of it busy" in out
+    for bad, message in ((["--to", "Instruction"], "expected TABLE:ID"), (["--to", "Flow:1"], "not to 'Flow'"),
+                         (["--to", "Instruction:999"], "no row with id 999"),
+                         (["--to", "Instruction:3", "--start", "5"], "leave out --start")):
+        code, out, err = run(capsys, "critical-path", traces[0], *bad)
+        assert code != 0 and message in err and err.count("\n") == 1, (bad, err)
     code, out, _ = run(capsys, "gaps", traces[0], "--engine", "Tensor", "--json")
     assert [(g[rs.START_NS], g[rs.CAUSE]) for g in json.loads(out)] == [(230, rs.CAUSE_END),
                                                                        (0, rs.CAUSE_DEPENDENCY)]

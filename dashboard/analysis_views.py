@@ -151,3 +151,71 @@ class CriticalPathOverlays:
             except TrnprofError:
                 return []
         return overlay
+
+
+#: Steps of a dependency chain the details panel lists (the latest ones; the rest is counted).
+CHAIN_STEPS_SHOWN = 12
+#: Rows of a chain's breakdown the details panel lists.
+CHAIN_BREAKDOWN_SHOWN = 4
+
+
+class ChainGraphs:
+    """The dependency graph of each served trace, built once (it reads the whole trace), for the chains that lead
+    to the events the details panel shows (:func:`profiler.analyses.critical_path.chain_to`)."""
+
+    def __init__(self) -> None:
+        self._graphs: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def chain(self, trace_id: str, trace: Any, table: str, event_id: int) -> Any:
+        """The chain of dependent work ending at the event (:data:`profiler.analyses.schema.CRITICAL_PATH`)."""
+        from dashboard.details import CHAIN_TABLES
+        from profiler.analyses.critical_path import chain_to
+        from profiler.analyses.event_graph import build_graph
+        from profiler.analyses.inputs import resolve_scope
+
+        if table not in CHAIN_TABLES:   # (a one-line error before the graph of a trace without any is built)
+            return chain_to(trace, table, event_id)
+        with self._lock:
+            if trace_id not in self._graphs or self._graphs[trace_id][0] is not trace:
+                self._graphs[trace_id] = (trace, build_graph(trace, resolve_scope(trace)))
+            graph = self._graphs[trace_id][1]
+        return chain_to(trace, table, event_id, graph=graph)
+
+
+
+def chain_panel(chain: Any, origin_ns: int) -> html.Div:
+    """What led to the selected event: the chain's span and busy share, where its time went (the top rows of
+    :func:`profiler.analyses.critical_path.critical_path_breakdown`), and its latest steps, each a jump link with
+    the edge that led to it and the wait before it."""
+    from dashboard.details import jump_link
+    from profiler.analyses.critical_path import critical_path_breakdown
+    from profiler.figures.timefmt import format_time
+
+    rows = chain.to_pylist()
+    if not rows:
+        return html.Div("No chain: the event has no dependency graph.", className="muted")
+    first, last = rows[0][rs.START_NS], rows[-1][rs.END_NS]
+    busy = sum(r[rs.DUR_NS] for r in rows)
+    head = (f"{len(rows):,} steps over {format_duration(last - first)} since {format_time(first, origin_ns)}, "
+            f"{100 * busy / max(last - first, 1):.0f}% of it busy")
+    shares = []
+    for r in critical_path_breakdown(chain).to_pylist()[:CHAIN_BREAKDOWN_SHOWN]:
+        what = f"waiting ({r[rs.RESOURCE]} edges)" if r[rs.KIND] == rs.KIND_GAP else f"{r[rs.RESOURCE]} {r[rs.NAME]}"
+        shares.append(html.Li(f"{100 * r[rs.FRACTION]:.0f}% {what} ({r[rs.COUNT]:,}×, "
+                              f"{format_duration(r[rs.TOTAL_NS])})"))
+    steps = []
+    for r in reversed(rows[-CHAIN_STEPS_SHOWN:]):
+        wait = f", waited {format_duration(r[rs.GAP_BEFORE_NS])}" if r[rs.GAP_BEFORE_NS] else ""
+        steps.append(html.Li([
+            jump_link(f"{r[rs.RESOURCE]} {r[rs.NAME]}", r[rs.TABLE], r[rs.ID], r[rs.START_NS], r[rs.END_NS],
+                      track_id=r[rs.TRACK_ID]),
+            html.Span(f" {format_duration(r[rs.DUR_NS])} · after {r[rs.EDGE]}{wait}", className="muted")]))
+    earlier = len(rows) - CHAIN_STEPS_SHOWN
+    return html.Div([
+        html.Div(head, className="chain-head", id="details-chain-head"),
+        html.Ul(shares, className="chain-breakdown"),
+        html.Ol(steps, className="chain-steps"),
+        *([html.Div(f"… and {earlier:,} earlier steps (trnprof critical-path --to {rows[-1][rs.TABLE]}:"
+                    f"{rows[-1][rs.ID]} --steps)", className="muted")] if earlier > 0 else []),
+    ], className="details-chain")

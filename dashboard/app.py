@@ -55,6 +55,12 @@ def resolve_trace_id(registry: TraceRegistry, search: str | None) -> str:
     return registry.entry(query_values(search).get(TRACE_PARAM)).id
 
 
+def open_served(registry: TraceRegistry, search: str | None) -> tuple[str, Any]:
+    """The id and opened ``Trace`` of the served trace a URL query names; UnknownTraceError for one not served."""
+    trace_id = resolve_trace_id(registry, search)
+    return trace_id, registry.open(trace_id)
+
+
 def _header(pages: Sequence[Page], registry: TraceRegistry, current_path: str, trace_id: str,
             query: dict[str, str] | None = None) -> html.Header:
     links = [

@@ -29,6 +29,8 @@ JUMP_TYPE = "tl-jump"
 #: The tables whose rows the details panel shows: the timeline's interval events (each has an ``id``), and ``Span``,
 #: the trace format's name of ``slice``.
 EVENT_TABLES = (*sorted(INTERVAL_TABLES), ts.SPAN.name)
+#: The tables whose events the panel offers the dependency chain of ("What led here?").
+CHAIN_TABLES = (ts.INSTRUCTION.name, ts.DMA_PACKET.name)
 #: The table a row of the timeline's query tracks is selected as (its id: the result's row number).
 QUERY_TABLE = dbs.QUERY_TABLE
 #: Dependencies listed per direction before "and N more".
@@ -177,6 +179,11 @@ def details_panel(fields: dict[str, Any], table: str, preds: pa.Table | None, su
         source_div,
         html.Div([_flow_list("Waited for", preds, PRED_COLOUR), _flow_list("Waited on it", succs, SUCC_COLOUR)],
                  className="flows"),
+        *([html.Div([
+            html.Button("What led here?", id="details-chain-go", n_clicks=0, className="btn btn-small",
+                        title="the chain of dependent work that ended with this event: why it started when it did "
+                              "(trnprof critical-path --to)"),
+            html.Div(id="details-chain")])] if table in CHAIN_TABLES else []),
         html.Table(html.Tbody(rows), className="fields", id="details-fields"),
     ], className="details")
 

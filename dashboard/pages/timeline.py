@@ -26,9 +26,10 @@ from dashboard import markers as mk
 from dashboard import search_logic as srch
 from dashboard import timeline_logic as tl
 from dashboard import timeline_picks as picks
-from dashboard.analysis_views import CriticalPathOverlays
-from dashboard.app import query_values, resolve_trace_id
+from dashboard.analysis_views import ChainGraphs, CriticalPathOverlays, chain_panel
+from dashboard.app import open_served, query_values
 from dashboard.calltree_view import CALLTREE_PATH, view_calltree_href
+from dashboard.errors import public_message
 from dashboard.export import EXPORT_TABLES, MAX_EXPORT_ROWS, view_export_hrefs
 from dashboard.graph_config import graph_config
 from dashboard.inputs import is_checked
@@ -47,10 +48,13 @@ from dashboard.links import (
 )
 from dashboard.memory_view import MEMORY_PATH, view_memory_href
 from dashboard.pages import PageContext
+from dashboard.pages.timeline_markers import register_marker_callbacks
+from dashboard.pages.timeline_search import register_search_callbacks
 from dashboard.registry import TraceRegistry, UnknownTraceError
 from dashboard.selection_view import selection_outputs
 from profiler.figures import palette as pal
 from profiler.figures.row_filter import MAX_FILTER_CHARS
+from tracer.errors import TrnprofError
 
 GRAPH_ID = "timeline-graph"
 GRAPH_CONFIG = graph_config(scrollZoom=True, doubleClick="autosize", responsive=False,
@@ -217,8 +221,7 @@ def selection_to_draw(trace: Any, selected: Any, search: str | None) -> picks.Se
 
 
 def _trace(registry: TraceRegistry, search: str | None) -> tuple[str, Any]:
-    trace_id = resolve_trace_id(registry, search)
-    return trace_id, registry.open(trace_id)
+    return open_served(registry, search)
 
 
 #: Component id -> trigger name, in priority order (several inputs can change in one call).
@@ -245,6 +248,7 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
     linked_selections: dict[tuple[str, str], picks.Selection | None] = {}
     layouts: dict[str, tl.TraceLayout] = {}
     overlays = CriticalPathOverlays()
+    chains = ChainGraphs()
 
     def served(search: str | None) -> tuple[str, Any]:
         """The served trace the URL names (its id and opened ``Trace``); for one that is not served the callback
@@ -344,6 +348,20 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
             raise dash.exceptions.PreventUpdate
         return jump
 
+    @app.callback(Output("details-chain", "children"), Input("details-chain-go", "n_clicks"),
+                  State("tl-selected", "data"), State("url", "search"), prevent_initial_call=True)
+    def _chain(clicks: Any, selected: Any, search: str | None) -> Any:
+        event = det.selected_event(selected)
+        if not clicks or not isinstance(event, tuple):
+            raise dash.exceptions.PreventUpdate
+        trace_id, trace = served(search)
+        with registry.lock(trace_id):
+            try:
+                chain = chains.chain(trace_id, trace, *event)
+            except TrnprofError as exc:
+                return html.Div(public_message(exc, trace), className="error")
+            return chain_panel(chain, int(trace.time_range[0]))
+
     @app.callback(Output("tl-details", "children"), Input("tl-selected", "data"), State("url", "search"),
                   prevent_initial_call=True)
     def _details(selected: Any, search: str | None) -> Any:
@@ -427,36 +445,7 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
             raise dash.exceptions.PreventUpdate
         return target, picks.nav_if_outside(target, state)
 
-    @app.callback(Output("tl-markers", "data"), Input("tl-marker-add", "data"),
-                  Input({"type": mk.REMOVE_TYPE, "index": ALL}, "n_clicks"), Input("tl-markers-clear", "n_clicks"),
-                  State("tl-markers", "data"), State("tl-view", "data"), prevent_initial_call=True)
-    def _edit_markers(add: Any, removes: list[Any], _clear: Any, markers: Any, view: Any) -> Any:
-        trig = ctx.triggered_id
-        if trig == "tl-markers-clear":
-            return []
-        if isinstance(trig, dict) and trig.get("type") == mk.REMOVE_TYPE:
-            if not any(isinstance(n, int) and n for n in removes or []):
-                raise dash.exceptions.PreventUpdate  # the buttons were (re)drawn, not clicked
-            return mk.remove_marker(markers, trig.get("index"))
-        t_ns = picks.marker_time(add, view)
-        if t_ns is None:
-            raise dash.exceptions.PreventUpdate
-        return mk.add_marker(markers, t_ns)
-
-    @app.callback(Output("tl-markers-line", "children"), Output("tl-markers-csv", "style"),
-                  Output("tl-markers-clear", "style"), Input("tl-markers", "data"), State("url", "search"))
-    def _markers_line(markers: Any, search: str | None) -> Any:
-        _trace_id, trace = served(search)
-        times = mk.clean_markers(markers)
-        buttons = {} if times else {"display": "none"}   # nothing to export or clear yet
-        return mk.markers_panel(times, int(trace.time_range[0])), buttons, buttons
-
-    @app.callback(Output("tl-markers-download", "data"), Input("tl-markers-csv", "n_clicks"),
-                  State("tl-markers", "data"), State("url", "search"), prevent_initial_call=True)
-    def _markers_csv(_n: Any, markers: Any, search: str | None) -> Any:
-        trace_id, trace = served(search)
-        name = f"{registry.entry(trace_id).label}-markers.csv"
-        return {"content": mk.markers_csv(mk.clean_markers(markers), int(trace.time_range[0])), "filename": name}
+    register_marker_callbacks(app, registry)
 
     @app.callback(Output("tl-selected", "data", allow_duplicate=True), Output("tl-sel-auto", "data"),
                   Input("tl-figure-drawn", "data"), State("tl-sel-auto", "data"), State("url", "search"),
@@ -473,62 +462,7 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
             selected = picks.linked_selection(trace, value)
         return (selected if selected is not None else dash.no_update), ""
 
-    @app.callback(Output("search-results", "data"), Output("search-index", "data"),
-                  Output("search-list", "children"), Output("search-count", "children"), Output("search-auto", "data"),
-                  Output("search-last", "data"),
-                  Input("search-go", "n_clicks"), Input("search-input", "n_submit"), Input("tl-figure-drawn", "data"),
-                  State("search-auto", "data"), State("search-input", "value"), State("url", "search"),
-                  State("tl-state", "data"), prevent_initial_call=True)
-    def _search(_n: Any, _s: Any, _drawn: Any, auto: Any, text: Any, search: str | None,
-                state: Any) -> Any:
-        consumed: Any = dash.no_update
-        index = srch.FRESH
-        if ctx.triggered_id == "tl-figure-drawn":
-            # the first figure is drawn: run the search the URL asks for (once), so its first match is selected and
-            # zoomed to on a drawn timeline; a link to a view (a range or a selected event of its own) only lists
-            # the matches
-            if not isinstance(auto, str) or not auto.strip():
-                raise dash.exceptions.PreventUpdate
-            text, consumed = auto, ""
-            if srch.link_keeps_its_view(query_values(search)):
-                index = srch.QUIET
-        try:
-            trace_id, trace = _trace(registry, search)
-        except UnknownTraceError as exc:
-            return None, 0, str(exc), "", consumed, dash.no_update
-        with registry.lock(trace_id):
-            result = srch.run_search(trace, text)
-            row_href = srch.matches_row_href(trace, text, tl.view_link(search, state) or search) \
-                if result.matches else None
-        last = text.strip()[:srch.MAX_CHARS] if isinstance(text, str) and result.matches else ""
-        return (result.matches, index, srch.results_list(result, int(trace.time_range[0]), row_href), result.message,
-                consumed, last)
-
-    @app.callback(Output("search-index", "data", allow_duplicate=True),
-                  Output("tl-selected", "data", allow_duplicate=True), Output("tl-nav", "data", allow_duplicate=True),
-                  Output("search-count", "children", allow_duplicate=True),
-                  Input("search-next", "n_clicks"), Input("search-prev", "n_clicks"),
-                  Input("search-results", "data"), State("search-index", "data"), prevent_initial_call=True)
-    def _step(_next: Any, _prev: Any, matches: Any, index: Any) -> Any:
-        if ctx.triggered_id == "search-results" and index == srch.QUIET:
-            raise dash.exceptions.PreventUpdate  # matches listed for a link that keeps its own view and selection
-        step = -1 if ctx.triggered_id == "search-prev" else 1
-        moved = srch.step_match(matches, index, step)
-        if moved is None:
-            raise dash.exceptions.PreventUpdate
-        new_index, target, label = moved
-        nav = {"start_ns": target["start_ns"], "end_ns": target["end_ns"], "seq": new_index}
-        return new_index, target, nav, label
-
-    @app.callback(Output("search-index", "data", allow_duplicate=True),
-                  Output("search-count", "children", allow_duplicate=True),
-                  Input("tl-selected", "data"), State("search-results", "data"), prevent_initial_call=True)
-    def _selected_match(selected: Any, matches: Any) -> Any:
-        # a match picked in the results list (or reached by stepping, or clicked on the timeline) is "k of n"
-        found = srch.match_of(matches, selected)
-        if found is None:
-            raise dash.exceptions.PreventUpdate
-        return found
+    register_search_callbacks(app, registry)
 
     @app.callback(Output("tl-selection", "children"), Input("tl-range", "data"),
                   Input("tl-summarize", "n_clicks"), State("tl-state", "data"), State("url", "search"),

@@ -556,3 +556,21 @@ def test_a_searchs_matches_become_a_timeline_row(browser, dashboard_server):
     wait_for(browser, lambda d: (_ticktext(d) or [""])[0] == "SQL · search LDWEIGHTS", "the matches' row first")
     wait_for(browser, lambda d: "intervals on 1 row" in d.find_element("id", "tl-status").text, "the query's note")
     assert console_errors(browser) == []
+
+
+def test_what_led_here_lists_the_chain_and_its_steps_select_their_events(browser, dashboard_server):
+    browser.get(dashboard_server.url + "/?trace=t0")
+    wait_for(browser, _ticktext, "the timeline rows")
+    wait_idle(browser)
+    _zoom_to_15us(browser)
+    _click_at(browser, 15.15e-6, "NC0 · Tensor")
+    wait_for(browser, lambda d: "MATMUL" in d.find_element("id", "tl-details").text, "the details panel")
+    browser.find_element("id", "details-chain-go").click()
+    head = wait_for(browser, lambda d: d.find_elements("id", "details-chain-head"), "the chain")[0].text
+    assert "steps over" in head and "busy" in head
+    steps = browser.find_elements("css selector", "#details-chain .chain-steps button")
+    assert len(steps) >= 2 and steps[0].text.startswith("Tensor MATMUL")     # the selected event, latest first
+    title = browser.find_element("id", "details-title").text
+    steps[1].click()                                                         # what it waited for: selected
+    wait_for(browser, lambda d: d.find_element("id", "details-title").text != title, "the step's details")
+    assert console_errors(browser) == []

@@ -315,3 +315,38 @@ def test_the_instruction_diff_shows_source_lines_when_both_traces_run_the_same_k
         assert not any(".py:" in str(label) for label in versions.data[0].labels)
     finally:
         reg.close()
+
+
+def test_what_led_here_lists_the_chain_ending_at_the_selected_event(registry):
+    """The hand-made trace's second MATMUL: a chain of five steps over 230 ns (worked out in
+    test_analysis_cli.py), the latest first, each a jump link; the breakdown leads with the MATMULs."""
+    from dashboard import details as det
+    from dashboard.analysis_views import ChainGraphs, chain_panel
+
+    trace = registry.open("t0")
+    chains = ChainGraphs()
+    chain = chains.chain("t0", trace, "Instruction", 3)
+    panel = chain_panel(chain, 0)
+    text = _text(panel)
+    assert "5 steps over 230 ns since" in text and "96% of it busy" in text
+    assert "65% Tensor MATMUL (2×, 150 ns)" in text
+    links = [c for c in _walk(panel) if isinstance(c, html.Button)]
+    assert [det.parse_jump_index(b.id["index"])["id"] for b in links] == [3, 2, 1, 1, 0]
+    assert chains.chain("t0", trace, "Instruction", 3).equals(chain)          # the graph is kept
+    with pytest.raises(Exception, match="leads to instructions and DMA packets"):
+        chains.chain("t0", trace, "Span", 1)
+    # the details panel offers it for instructions and packets only
+    def offers(table: str, ident: int) -> bool:
+        return any(getattr(c, "id", None) == "details-chain-go" for c in _walk(det.event_details(trace, table, ident)))
+
+    assert offers("Instruction", 3) and offers("DmaPacket", 2)
+    long = chain_panel(chains.chain("t0", trace, "DmaPacket", 2), 0)
+    assert "8 steps" in _text(long) and "earlier steps" not in _text(long)
+
+
+def _walk(component):
+    yield component
+    children = getattr(component, "children", None)
+    for child in children if isinstance(children, list) else [children] if children is not None else []:
+        if hasattr(child, "children") or isinstance(child, html.Button):
+            yield from _walk(child)

@@ -109,6 +109,11 @@ CASES: list[tuple[str, str, dict[str, Any], str | None]] = [
                                       "tl-view.data": {"rows": [[-1], [0]], "origin": 0, "res": 1},
                                       "tl-state.data": STATE}, "tl-click.data")
       for name, x in (("inside", 7e-9), ("outside", 1.0), ("garbage", "x"), ("huge", 1e300))],
+    *[(f"chain {name}", "details-chain.children", {"url.search": "?trace=t0", "details-chain-go.n_clicks": 1,
+                                                    "tl-selected.data": v}, "details-chain-go.n_clicks")
+      for name, v in (("span", {"table": "Span", "id": 1}), ("query", {"table": "query", "id": 0}),
+                      ("no id", {"table": "Instruction"}), ("huge", {"table": "Instruction", "id": 2**70}),
+                      ("missing", {"table": "Instruction", "id": 10**12}), ("list", [1]), ("none", None))],
     ("query details garbage", DETAILS, {"url.search": "?trace=t0", "tl-selected.data": {"table": "query",
                                                                                         "id": 10**12}},
      "tl-selected.data"),
@@ -536,3 +541,14 @@ def test_a_click_on_a_query_row_through_the_callback_selects_the_result_row(app)
     details = post(app, DETAILS, {"url.search": "?trace=t0&query=" + quote("SELECT 5 AS start_ts, 9 AS end_ts"),
                                   "tl-selected.data": {"table": "query", "id": 0}}, "tl-selected.data")
     assert "query row 0" in json.dumps(details.get_json())
+
+
+def test_what_led_here_through_the_callback(app):
+    resp = post(app, "details-chain.children", {"url.search": "?trace=t0", "details-chain-go.n_clicks": 1,
+                                                 "tl-selected.data": {"table": "Instruction", "id": 20}},
+                "details-chain-go.n_clicks")
+    assert resp.status_code == 200 and "steps over" in json.dumps(resp.get_json())
+    missing = post(app, "details-chain.children", {"url.search": "?trace=t0", "details-chain-go.n_clicks": 1,
+                                                    "tl-selected.data": {"table": "Instruction", "id": 10**12}},
+                   "details-chain-go.n_clicks")
+    assert "no row with id" in json.dumps(missing.get_json())

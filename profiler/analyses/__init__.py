@@ -6,7 +6,8 @@ Trace API; the same functions serve the ``trnprof`` commands, notebooks and the 
 
 - :func:`performance_bounds` / :func:`bounds_table` — memory, compute and pipeline bounds, gaps, bottleneck.
 - :func:`dependency_waits` / :func:`wait_summary` — what each semaphore wait waited for.
-- :func:`critical_path` / :func:`critical_path_breakdown` — the chain of work that sets the kernel's end.
+- :func:`critical_path` / :func:`critical_path_breakdown` — the chain of work that sets the kernel's end;
+  :func:`chain_to` — the chain that ends at one event (why it started when it did).
 - :func:`idle_gaps` — idle stretches per engine with their causes.
 - :func:`time_by` / :func:`operator_table` — time, FLOPs, bytes, MFU per operator, opcode or source line.
 - :func:`dma_efficiency` — DMA size histogram, per-queue traffic, reloads per tensor, small-transfer regions.
@@ -21,7 +22,7 @@ compared), :mod:`~profiler.analyses.host_recommendations` (a host trace's GPUs).
 """
 
 from profiler.analyses.bounds import bounds_table, performance_bounds
-from profiler.analyses.critical_path import critical_path, critical_path_breakdown
+from profiler.analyses.critical_path import chain_to, critical_path, critical_path_breakdown
 from profiler.analyses.diff import diff
 from profiler.analyses.dma import dma_efficiency, queue_table, size_histogram, small_transfer_regions, tensor_table
 from profiler.analyses.idle_gaps import idle_gaps
@@ -31,6 +32,7 @@ from profiler.analyses.waits import dependency_waits, wait_sentences, wait_summa
 
 __all__ = [
     "bounds_table",
+    "chain_to",
     "critical_path",
     "critical_path_breakdown",
     "dependency_waits",

@@ -357,10 +357,10 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
         trace_id, trace = served(search)
         with registry.lock(trace_id):
             try:
-                chain = chains.chain(trace_id, trace, *event)
+                chain, back = chains.chain(trace_id, trace, *event)
             except TrnprofError as exc:
                 return html.Div(public_message(exc, trace), className="error")
-            return chain_panel(chain, int(trace.time_range[0]))
+            return chain_panel(chain, int(trace.time_range[0]), back)
 
     @app.callback(Output("tl-details", "children"), Input("tl-selected", "data"), State("url", "search"),
                   prevent_initial_call=True)

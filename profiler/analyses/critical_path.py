@@ -79,14 +79,16 @@ def node_of(graph: EventGraph, table: str, event_id: int, start_ns: int, resourc
     return int(holding[np.argmax(graph.start[holding])]) if len(holding) else None
 
 
-def chain_to(trace: Trace, table: str, event_id: int, *, graph: EventGraph | None = None) -> pa.Table:
+def chain_to(trace: Trace, table: str, event_id: int, *, graph: EventGraph | None = None,
+             start_ns: int | None = None) -> pa.Table:
     """The critical path ending at one event: the heaviest chain of dependent work that ends with an instruction
     (or with the stretch of a DMA packet's transfer on its queue) -- what it waited for, what that waited for, ...
     back to the first event the chain needs; why it started when it did, Neuron Explorer's dependency chain.
 
     Returns :data:`~profiler.analyses.schema.CRITICAL_PATH` in time order, the event last.  ``graph``: a dependency
     graph holding the event (the whole trace's, when the caller keeps one; by default one is built over the events
-    starting no later than it, which is all the chain can use).
+    starting no later than it, which is all the chain can use, and from ``start_ns`` on when given: the chain then
+    goes back no further than that).
 
     Raises:
         QueryError: a table other than Instruction or DmaPacket, an id the table does not have.
@@ -97,7 +99,8 @@ def chain_to(trace: Trace, table: str, event_id: int, *, graph: EventGraph | Non
     fields = trace.event(table, event_id)
     start = int(fields[ts.START_TS])
     if graph is None:
-        graph = build_graph(trace, resolve_scope(trace, None, start + 1))
+        graph = build_graph(trace, resolve_scope(trace, None if start_ns is None else min(start_ns, start),
+                                                 start + 1))
     node = node_of(graph, table, int(event_id), start, fields.get(ts.QUEUE_NAME))
     if node is None:
         raise QueryError(f"{table} {event_id} is not in the dependency graph (it starts outside the analysed window)")

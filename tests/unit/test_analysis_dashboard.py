@@ -325,14 +325,15 @@ def test_what_led_here_lists_the_chain_ending_at_the_selected_event(registry):
 
     trace = registry.open("t0")
     chains = ChainGraphs()
-    chain = chains.chain("t0", trace, "Instruction", 3)
+    chain, back = chains.chain("t0", trace, "Instruction", 3)
+    assert back is None
     panel = chain_panel(chain, 0)
     text = _text(panel)
     assert "5 steps over 230 ns since" in text and "96% of it busy" in text
     assert "65% Tensor MATMUL (2×, 150 ns)" in text
     links = [c for c in _walk(panel) if isinstance(c, html.Button)]
     assert [det.parse_jump_index(b.id["index"])["id"] for b in links] == [3, 2, 1, 1, 0]
-    assert chains.chain("t0", trace, "Instruction", 3).equals(chain)          # the graph is kept
+    assert chains.chain("t0", trace, "Instruction", 3)[0].equals(chain)       # the graph is kept
     with pytest.raises(Exception, match="leads to instructions and DMA packets"):
         chains.chain("t0", trace, "Span", 1)
     # the details panel offers it for instructions and packets only
@@ -340,8 +341,14 @@ def test_what_led_here_lists_the_chain_ending_at_the_selected_event(registry):
         return any(getattr(c, "id", None) == "details-chain-go" for c in _walk(det.event_details(trace, table, ident)))
 
     assert offers("Instruction", 3) and offers("DmaPacket", 2)
-    long = chain_panel(chains.chain("t0", trace, "DmaPacket", 2), 0)
+    long = chain_panel(chains.chain("t0", trace, "DmaPacket", 2)[0], 0)
     assert "8 steps" in _text(long) and "earlier steps" not in _text(long)
+    # a trace with more events than the bound: the chain is followed back over the latest events only, and says so
+    small = ChainGraphs(max_events=3)
+    cut, back = small.chain("t0", trace, "Instruction", 3)
+    assert back is not None and 0 < back <= 180
+    assert cut.column(rs.START_NS)[0].as_py() >= back and cut.to_pylist()[-1][rs.ID] == 3
+    assert "followed back to" in _text(chain_panel(cut, 0, back))
 
 
 def _walk(component):

@@ -142,11 +142,17 @@ class CriticalPathOverlays:
                 self._paths[trace_id] = critical_path(trace)
             return self._paths[trace_id]
 
-    def builder(self, trace_id: str, trace: Any) -> Any:
+    def builder(self, trace_id: str, trace: Any, chain: tuple[str, int] | None = None,
+                chains: ChainGraphs | None = None) -> Any:
         """An ``overlay(rows, origin_ns, window)`` callable for :func:`dashboard.timeline_logic.update_timeline`:
-        the path's two traces for the fetched window ``(start_ns, end_ns, width_px)``, at its resolution."""
+        the path's two traces for the fetched window ``(start_ns, end_ns, width_px)``, at its resolution -- the
+        critical path, or with ``chain`` (``(table, id)``) the dependency chain ending at that event (from
+        ``chains``)."""
         def overlay(rows: list[TimelineRow], origin_ns: int, window: tuple[int, int, int]) -> list[Any]:
             try:
+                if chain is not None and chains is not None:
+                    path = chains.chain(trace_id, trace, *chain)[0]
+                    return critical_path_overlay(path, rows, origin_ns, window, name=f"chain to {chain[0]} {chain[1]}")
                 return critical_path_overlay(self.path(trace_id, trace), rows, origin_ns, window)
             except TrnprofError:
                 return []
@@ -235,7 +241,11 @@ def chain_panel(chain: Any, origin_ns: int, back_ns: int | None = None) -> html.
             html.Span(f" {format_duration(r[rs.DUR_NS])} · after {r[rs.EDGE]}{wait}", className="muted")]))
     earlier = len(rows) - CHAIN_STEPS_SHOWN
     return html.Div([
-        html.Div(head, className="chain-head", id="details-chain-head"),
+        html.Div([head, " ", html.Button("draw / hide it on the timeline", id="details-chain-draw", n_clicks=0,
+                                         className="btn btn-small",
+                                         title="draw this chain over the timeline's rows instead of the critical "
+                                               "path (again: hide it)")],
+                 className="chain-head", id="details-chain-head"),
         html.Ul(shares, className="chain-breakdown"),
         html.Ol(steps, className="chain-steps"),
         *([html.Div(f"… and {earlier:,} earlier steps (trnprof critical-path --to {rows[-1][rs.TABLE]}:"

@@ -3,8 +3,9 @@
 * the timeline page (``/``) searches for ``?search=`` when it opens (in double quotes: a whole field, so
   ``"softmax.py:35"`` finds that line, not line 350) and selects the first match;
 * the timeline page opens at ``?start=&end=`` (ns) with the options of ``?colour=`` (``engine``, ``layer``),
-  ``?dma=expanded``, ``?critical=on``, ``?levels=N``, ``?tracks=`` (the row filter) and ``?query=`` (SQL whose
-  result is drawn as rows: :mod:`profiler.query_track`), and with
+  ``?dma=expanded``, ``?critical=on``, ``?levels=N``, ``?tracks=`` (the row filter), ``?query=`` (SQL whose
+  result is drawn as rows: :mod:`profiler.query_track`) and ``?chain=Instruction:42`` (that event's dependency
+  chain drawn over the strips), and with
   ``?select=Instruction:42`` selected (outlined, its details shown, its dependencies drawn), ``?markers=T1,T2``
   (ns) pinned and ``?search=`` run (its matches listed; with no range or selected event in the URL, the first one
   selected and zoomed to): its "link to this view" carries all of them;
@@ -31,9 +32,11 @@ MARKERS_PARAM = "markers"
 TRACKS_PARAM = "tracks"
 #: SQL drawn on the timeline as rows (the timeline's query tracks; the SQL page opens with it in its editor).
 QUERY_PARAM = "query"
+#: The event whose dependency chain the timeline draws (``Instruction:42``).
+CHAIN_PARAM = "chain"
 #: The timeline's view values a link carries besides the trace and the range (each left out at its default).
 VIEW_OPTION_PARAMS = (COLOUR_PARAM, DMA_PARAM, CRITICAL_PARAM, LEVELS_PARAM, TRACKS_PARAM, QUERY_PARAM,
-                      SELECT_PARAM, MARKERS_PARAM, SEARCH_PARAM)
+                      CHAIN_PARAM, SELECT_PARAM, MARKERS_PARAM, SEARCH_PARAM)
 
 
 def view_option_values(state: dict[str, Any]) -> dict[str, str]:
@@ -51,6 +54,8 @@ def view_option_values(state: dict[str, Any]) -> dict[str, str]:
         values[TRACKS_PARAM] = state["row_filter"].strip()[:200]
     if isinstance(state.get("query"), str) and state["query"].strip():
         values[QUERY_PARAM] = state["query"].strip()
+    if isinstance(state.get("chain"), str) and state["chain"]:
+        values[CHAIN_PARAM] = state["chain"][:40]
     selected = state.get("selected")
     if isinstance(selected, list) and len(selected) == 2:
         values[SELECT_PARAM] = f"{selected[0]}:{selected[1]}"

@@ -12,6 +12,7 @@ page draws them with ``Plotly.update`` (``assets/trnprof.js``); a ``dcc.Graph`` 
 
 from __future__ import annotations
 
+import re
 import zlib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -71,10 +72,14 @@ class TimelineOptions:
     row_filter: str = ""
     #: SQL whose result is drawn as rows above the trace's (:mod:`profiler.query_track`; "" for none).
     query: str = ""
+    #: ``Table:id`` of the event whose dependency chain is drawn over the strips instead of the critical path
+    #: (:func:`profiler.analyses.critical_path.chain_to`; "" for none).
+    chain: str = ""
 
     @classmethod
     def parse(cls, colour_by: Any, expand: Any, critical_path: Any = False,
-              span_levels: Any = None, *, row_filter: Any = None, query: Any = None) -> TimelineOptions:
+              span_levels: Any = None, *, row_filter: Any = None, query: Any = None,
+              chain: Any = None) -> TimelineOptions:
         """Options from the raw component values (anything unexpected falls back to the default; a row filter
         and a query are kept as typed, up to :data:`~profiler.figures.row_filter.MAX_FILTER_CHARS` and
         :data:`~profiler.query_track.MAX_QUERY_CHARS`, and checked when the rows are drawn)."""
@@ -82,7 +87,22 @@ class TimelineOptions:
         levels = span_levels if span_levels in SPAN_LEVEL_CHOICES and not isinstance(span_levels, bool) else None
         rows = row_filter.strip() if isinstance(row_filter, str) and len(row_filter) <= MAX_FILTER_CHARS else ""
         sql = query.strip() if isinstance(query, str) and len(query) <= MAX_QUERY_CHARS else ""
-        return cls(colour, bool(expand) and expand not in ("false", "0"), critical_path is True, levels, rows, sql)
+        ref = chain if isinstance(chain, str) and CHAIN_REF.fullmatch(chain) else ""
+        return cls(colour, bool(expand) and expand not in ("false", "0"), critical_path is True, levels, rows, sql,
+                   ref)
+
+    @property
+    def chain_event(self) -> tuple[str, int] | None:
+        """``(table, id)`` of :attr:`chain`, or None."""
+        if not self.chain:
+            return None
+        table, ident = self.chain.split(":")
+        return table, int(ident)
+
+    @property
+    def overlay(self) -> bool:
+        """Whether a path is drawn over the strips (the critical path, or a chain)."""
+        return self.critical_path or bool(self.chain)
 
     @property
     def rows_key(self) -> tuple[bool, int | None, str, str]:
@@ -195,6 +215,7 @@ def clean_state(state: Any, trace_id: str) -> dict[str, Any] | None:
         "span_levels": state.get("span_levels") if state.get("span_levels") in SPAN_LEVEL_CHOICES else None,
         "row_filter": TimelineOptions.parse(None, False, row_filter=state.get("row_filter")).row_filter,
         "query": TimelineOptions.parse(None, False, query=state.get("query")).query,
+        "chain": TimelineOptions.parse(None, False, chain=state.get("chain")).chain,
         "width": as_int(state.get("width"), MIN_WIDTH_PX, MAX_WIDTH_PX),
         "buffer": state.get("buffer"),   # vp.Buffer.from_dict checks it
         "seq": as_int(state.get("seq"), 0, 2**53) or 0,
@@ -266,6 +287,8 @@ def rows_for(trace: Any, options: TimelineOptions, counters: list[dict[str, Any]
     return TimelineRows(rows, kept_counters, " · ".join(notes), tracks)
 
 
+#: What a chain's event looks like in options, states and links: ``Instruction:42``, ``DmaPacket:7``.
+CHAIN_REF = re.compile(r"(Instruction|DmaPacket):[0-9]{1,18}")
 #: Row sets a served trace keeps (options and filters a user tried); the oldest is dropped beyond it.
 MAX_CACHED_ROW_SETS = 32
 #: Query results a served trace keeps (each up to profiler.query_track.MAX_QUERY_ROWS rows); the oldest is dropped.
@@ -427,7 +450,7 @@ def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, 
         lanes: draw the counter lanes.
         overlay: ``overlay(rows, origin_ns, (start_ns, end_ns, width_px))`` -> extra traces drawn over the strips
             for the fetched window (after the lanes; a zoom that fetches patches their x, y and text too); used
-            with ``options.critical_path``.
+            with ``options.critical_path`` or ``options.chain`` (``options.overlay``).
         set_range: send the x range even when the relayout came from this graph (a graph that follows another).
         layout: the trace's cached time range and rows (read from ``trace`` when None).
         range_select: make Box Select available (an invisible selectable trace, last in the figure) so a dragged
@@ -455,6 +478,7 @@ def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, 
                       and prev.get("span_levels") == options.span_levels
                       and (prev.get("row_filter") or "") == options.row_filter
                       and (prev.get("query") or "") == options.query
+                      and (prev.get("chain") or "") == options.chain
                       and bool(prev.get("critical_path")) == options.critical_path)
     rebuild = prev is None or not same_structure or trigger in REBUILD_TRIGGERS
     buffer = vp.Buffer.from_dict(prev.get("buffer")) if prev else None
@@ -483,6 +507,7 @@ def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, 
         "trace": trace_id, "view": list(view), "width": width, "origin": origin,
         "colour_by": options.colour_by, "expand_dma": options.expand_dma, "critical_path": options.critical_path,
         "span_levels": options.span_levels, "row_filter": options.row_filter, "query": options.query,
+        "chain": options.chain,
         "buffer": buffer.to_dict() if buffer else None, "seq": (prev or {}).get("seq", 0) + 1,
         "selected": selection.key if selection is not None else None, "markers": list(markers or []),
     }
@@ -531,7 +556,7 @@ def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, 
         fig = timeline_figure(frame, rows, origin, x_range_ns=view, legend=False, lanes=lane_list, plot_width_px=width,
                               grid_x=True)
         new_state["lanes"] = [t.name for t in fig.data[1:]]
-        if options.critical_path and overlay is not None:
+        if options.overlay and overlay is not None:
             traces = overlay(rows, origin, (plan.start_ns, plan.end_ns, plan.width_px))
             fig.add_traces(traces)
             new_state["overlay_traces"] = len(traces)
@@ -550,7 +575,7 @@ def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, 
         data[1 + i] = updates.get(name, lanes_mod.EMPTY_LANE)
     n_overlay = int((prev or {}).get("overlay_traces") or 0)
     new_state["overlay_traces"] = n_overlay
-    if options.critical_path and overlay is not None and n_overlay:
+    if options.overlay and overlay is not None and n_overlay:
         # the overlay follows the fetched window too (drawn at its resolution: its size grows with the pixels)
         traces = overlay(rows, origin, (plan.start_ns, plan.end_ns, plan.width_px))
         for k, trace_obj in enumerate(traces[:n_overlay]):

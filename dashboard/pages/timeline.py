@@ -34,6 +34,7 @@ from dashboard.export import EXPORT_TABLES, MAX_EXPORT_ROWS, view_export_hrefs
 from dashboard.graph_config import graph_config
 from dashboard.inputs import is_checked
 from dashboard.links import (
+    CHAIN_PARAM,
     COLOUR_PARAM,
     CRITICAL_PARAM,
     DMA_PARAM,
@@ -83,6 +84,7 @@ def layout(ctx_: PageContext) -> Any:
         dcc.Store(id="tl-range"),
         # an event the URL selects (?select=Instruction:42: a link to a view), selected once the timeline is drawn
         dcc.Store(id="tl-sel-auto", data=ctx_.query.get(SELECT_PARAM, "")[:100]),
+        dcc.Store(id="tl-chain", data=url_options.chain),   # the event whose dependency chain is drawn ("": none)
         dcc.Store(id="tl-markers", data=mk.clean_markers(ctx_.query.get(MARKERS_PARAM, ""))),
         dcc.Store(id="tl-marker-add"),
         dcc.Store(id="tl-step-event"),   # . / , : the next / previous event on the selected one's track
@@ -196,7 +198,8 @@ def options_from_url(query: dict[str, str]) -> tl.TimelineOptions:
     return tl.TimelineOptions.parse(query.get(COLOUR_PARAM), query.get(DMA_PARAM) == "expanded",
                                     query.get(CRITICAL_PARAM) == "on",
                                     int(levels) if re.fullmatch(r"[0-9]{1,3}", levels) else None,
-                                    row_filter=query.get(TRACKS_PARAM), query=query.get(QUERY_PARAM))
+                                    row_filter=query.get(TRACKS_PARAM), query=query.get(QUERY_PARAM),
+                                    chain=query.get(CHAIN_PARAM))
 
 
 def url_view(search: str | None) -> tuple[int, int] | None:
@@ -226,8 +229,8 @@ def _trace(registry: TraceRegistry, search: str | None) -> tuple[str, Any]:
 
 #: Component id -> trigger name, in priority order (several inputs can change in one call).
 _TRIGGERS = (("url", "trace"), ("tl-size", "size"), ("colour-by", "options"), ("dma-expand", "options"),
-             ("cp-toggle", "options"), ("span-levels", "options"), ("row-filter", "options"), ("tl-reset", "reset"),
-             ("tl-nav", "nav"),
+             ("cp-toggle", "options"), ("span-levels", "options"), ("row-filter", "options"), ("tl-chain", "options"),
+             ("tl-reset", "reset"), ("tl-nav", "nav"),
              ("tl-relayout", "relayout"))
 
 
@@ -285,12 +288,12 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
         Input("url", "search"), Input("tl-size", "data"), Input("tl-relayout", "data"),
         Input("colour-by", "value"), Input("dma-expand", "value"), Input("tl-reset", "n_clicks"),
         Input("tl-nav", "data"), Input("cp-toggle", "value"), Input("span-levels", "value"),
-        Input("row-filter", "value"), State("tl-selected", "data"), State("tl-markers", "data"),
-        State("search-last", "data"), State("tl-state", "data"),
+        Input("row-filter", "value"), Input("tl-chain", "data"), State("tl-selected", "data"),
+        State("tl-markers", "data"), State("search-last", "data"), State("tl-state", "data"),
         prevent_initial_call=True,
     )
     def _update(search: str | None, size: Any, relayout: Any, colour_by: Any, expand: Any, _reset: Any,  # noqa: PLR0917
-                nav: Any, critical: Any, levels: Any, row_filter: Any, selected: Any, markers: Any,
+                nav: Any, critical: Any, levels: Any, row_filter: Any, chain: Any, selected: Any, markers: Any,
                 last_search: Any, state: Any) -> Any:
         trigger = trigger_name(ctx.triggered_prop_ids)
         try:
@@ -301,13 +304,14 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
         width = size.get("width") if isinstance(size, dict) else None
         options = tl.TimelineOptions.parse(colour_by, is_checked(expand, "expand"), is_checked(critical, "on"),
                                            levels, row_filter=row_filter,
-                                           query=query_values(search).get(QUERY_PARAM))
+                                           query=query_values(search).get(QUERY_PARAM), chain=chain)
         with registry.lock(trace_id):
             layout_of(trace_id, trace)
             update = tl.update_timeline(trace, trace_id, state=state, trigger=trigger, relayout=relayout,
                                         width_px=width, options=options, nav=nav,
                                         palette=palette_for(trace_id, trace),
-                                        overlay=overlays.builder(trace_id, trace), layout=layouts[trace_id],
+                                        overlay=overlays.builder(trace_id, trace, options.chain_event, chains),
+                                        layout=layouts[trace_id],
                                         initial_view=url_view(search),
                                         selection=selection_to_draw(trace, selected, search),
                                         markers=mk.clean_markers(markers))
@@ -361,6 +365,15 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
             except TrnprofError as exc:
                 return html.Div(public_message(exc, trace), className="error")
             return chain_panel(chain, int(trace.time_range[0]), back)
+
+    @app.callback(Output("tl-chain", "data"), Input("details-chain-draw", "n_clicks"), State("tl-selected", "data"),
+                  State("tl-chain", "data"), prevent_initial_call=True)
+    def _draw_chain(clicks: Any, selected: Any, drawn: Any) -> Any:
+        event = det.selected_event(selected)
+        if not clicks or not isinstance(event, tuple):
+            raise dash.exceptions.PreventUpdate
+        ref = f"{event[0]}:{event[1]}"
+        return "" if ref == drawn else ref     # the same event again: hide its chain
 
     @app.callback(Output("tl-details", "children"), Input("tl-selected", "data"), State("url", "search"),
                   prevent_initial_call=True)

@@ -170,7 +170,8 @@ MAX_LINKED_STEPS = 2_000
 
 
 def critical_path_overlay_data(path: pa.Table, rows: Sequence[TimelineRow], origin_ns: int,
-                               window: tuple[int, int, int] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+                               window: tuple[int, int, int] | None = None, *,
+                               name: str = "critical path") -> tuple[dict[str, Any], dict[str, Any]]:
     """``x``/``y`` (and the segments' ``text``) of the two overlay traces: (links, segments).
 
     With ``window = (start_ns, end_ns, width_px)`` only the steps overlapping the window are drawn, and the steps of
@@ -205,8 +206,8 @@ def critical_path_overlay_data(path: pa.Table, rows: Sequence[TimelineRow], orig
     seg_y: list[Any] = []
     text: list[Any] = []
     for k in range(len(y)):
-        label = (f"critical path: {names[k]} ({format_duration(int(busy[k]))})" if counts[k] == 1 else
-                 f"critical path: {int(counts[k]):,} steps, {format_duration(int(busy[k]))} in "
+        label = (f"{name}: {names[k]} ({format_duration(int(busy[k]))})" if counts[k] == 1 else
+                 f"{name}: {int(counts[k]):,} steps, {format_duration(int(busy[k]))} in "
                  f"{format_duration(int(ends[k] - starts[k]))}")
         seg_x += [ns_to_axis(int(starts[k]), origin_ns), ns_to_axis(int(ends[k]), origin_ns), None]
         seg_y += [int(y[k]), int(y[k]), None]
@@ -236,17 +237,19 @@ def _merge_per_row(y: np.ndarray, starts: np.ndarray, ends: np.ndarray, busy: np
 
 
 def critical_path_overlay(path: pa.Table, rows: Sequence[TimelineRow], origin_ns: int,
-                          window: tuple[int, int, int] | None = None) -> list[go.Scattergl]:
+                          window: tuple[int, int, int] | None = None, *,
+                          name: str = "critical path") -> list[go.Scattergl]:
     """Traces that highlight ``path`` on a timeline figure with these ``rows``: a thick dark segment over every step
     on its row, and thin dotted links between consecutive steps.  Steps on tracks without a row are left out; with
     ``window`` only what that window shows, at its resolution (:func:`critical_path_overlay_data`).  Without a
-    window, a path with no step on these rows gives no traces."""
-    links, segments = critical_path_overlay_data(path, rows, origin_ns, window)
+    window, a path with no step on these rows gives no traces.  ``name``: what the path is (the traces' names,
+    in their hover: a dependency chain is drawn the same way)."""
+    links, segments = critical_path_overlay_data(path, rows, origin_ns, window, name=name)
     if window is None and not segments["x"]:
         return []
     return [
         go.Scattergl(**links, mode="lines", line={"color": PATH_LINK_COLOUR, "width": 1, "dash": "dot"},
-                     hoverinfo="skip", name="critical path links", showlegend=False),
+                     hoverinfo="skip", name=f"{name} links", showlegend=False),
         go.Scattergl(**segments, mode="lines", line={"color": PATH_COLOUR, "width": 4},
-                     hoverinfo="text", name="critical path", showlegend=False),
+                     hoverinfo="text", name=name, showlegend=False),
     ]

@@ -570,7 +570,19 @@ def test_what_led_here_lists_the_chain_and_its_steps_select_their_events(browser
     assert "steps over" in head and "busy" in head
     steps = browser.find_elements("css selector", "#details-chain .chain-steps button")
     assert len(steps) >= 2 and steps[0].text.startswith("Tensor MATMUL")     # the selected event, latest first
+    # drawn over the timeline, in the link to the view, and hidden again
+    browser.find_element("id", "details-chain-draw").click()
+
+    def chain_traces(driver):
+        names = _js(driver, f"{GRAPH}.data.map(function (t) {{ return t.name || ''; }})") or []
+        return [n for n in names if n.startswith("chain to Instruction")]
+
+    assert wait_for(browser, chain_traces, "the chain drawn on the timeline")[-1].startswith("chain to Instruction")
+    assert "chain=Instruction" in browser.find_element("id", "tl-link").get_attribute("href")
+    browser.find_element("id", "details-chain-draw").click()
+    wait_for(browser, lambda d: not chain_traces(d), "the chain hidden")
     title = browser.find_element("id", "details-title").text
+    steps = browser.find_elements("css selector", "#details-chain .chain-steps button")
     steps[1].click()                                                         # what it waited for: selected
     wait_for(browser, lambda d: d.find_element("id", "details-title").text != title, "the step's details")
     assert console_errors(browser) == []

@@ -331,7 +331,8 @@ def test_what_led_here_lists_the_chain_ending_at_the_selected_event(registry):
     text = _text(panel)
     assert "5 steps over 230 ns since" in text and "96% of it busy" in text
     assert "65% Tensor MATMUL (2×, 150 ns)" in text
-    links = [c for c in _walk(panel) if isinstance(c, html.Button)]
+    links = [c for c in _walk(panel) if isinstance(c, html.Button) and isinstance(c.id, dict)]
+    assert any(getattr(c, "id", None) == "details-chain-draw" for c in _walk(panel))
     assert [det.parse_jump_index(b.id["index"])["id"] for b in links] == [3, 2, 1, 1, 0]
     assert chains.chain("t0", trace, "Instruction", 3)[0].equals(chain)       # the graph is kept
     with pytest.raises(Exception, match="leads to instructions and DMA packets"):
@@ -357,3 +358,33 @@ def _walk(component):
     for child in children if isinstance(children, list) else [children] if children is not None else []:
         if hasattr(child, "children") or isinstance(child, html.Button):
             yield from _walk(child)
+
+
+def test_a_chain_is_drawn_over_the_timeline_instead_of_the_critical_path(registry):
+    """``options.chain``: the overlay is the chain to that event (named so), patched on zooms; it travels in the
+    link; a malformed chain draws none."""
+    from urllib.parse import parse_qs
+
+    from dashboard.analysis_views import ChainGraphs
+
+    trace = registry.open("t0")
+    overlays, chains = CriticalPathOverlays(), ChainGraphs()
+    options = tl.TimelineOptions.parse("opcode", False, chain="Instruction:3")
+    assert options.chain_event == ("Instruction", 3) and options.overlay and not options.critical_path
+    up = tl.update_timeline(trace, "t0", state=None, trigger="size", width_px=800, options=options,
+                            overlay=overlays.builder("t0", trace, options.chain_event, chains))
+    drawn = [t for t in up.figure.data if (t.name or "").startswith("chain to Instruction 3")]
+    assert [t.name for t in drawn] == ["chain to Instruction 3 links", "chain to Instruction 3"]
+    segments = drawn[1]
+    # five steps; the two Sync and the two Tensor steps touch, so they merge: Sync 0-20, DMA 30-80, Tensor 80-230
+    assert [x for x in segments.x if x is not None] == [0.0, 2e-08, 3e-08, 8e-08, 8e-08, 2.3e-07]
+    assert all(text.startswith("chain to Instruction 3:") for text in segments.text if text)
+    assert parse_qs(tl.view_link("?trace=t0", up.state).lstrip("?"))["chain"] == ["Instruction:3"]
+    assert up.state["overlay_traces"] == 2      # (zooms patch them as the critical path's: options.overlay)
+    hidden = tl.update_timeline(trace, "t0", state=up.state, trigger="options", width_px=800,
+                                options=tl.TimelineOptions.parse("opcode", False, chain=""),
+                                overlay=overlays.builder("t0", trace, None, chains))
+    assert not any((t.name or "").startswith("chain to") for t in hidden.figure.data)
+    for bad in ("Span:1", "Instruction:x", "Instruction:3; DROP", 5, None):
+        assert tl.TimelineOptions.parse("opcode", False, chain=bad).chain == ""
+    assert tl.clean_state({**up.state, "chain": "Flow:1"}, "t0")["chain"] == ""

@@ -63,6 +63,16 @@ def _zoom_to_15us(driver):
     wait_idle(driver)
 
 
+def _select_the_matmul_at_15us(driver, url):
+    """Open the timeline, zoom to 14.9-15.4 us and click core 0's MATMUL there; wait for its details."""
+    driver.get(url + "/?trace=t0")
+    wait_for(driver, _ticktext, "the timeline rows")
+    wait_idle(driver)
+    _zoom_to_15us(driver)
+    _click_at(driver, 15.15e-6, "NC0 · Tensor")
+    wait_for(driver, lambda d: "MATMUL" in d.find_element("id", "tl-details").text, "the details panel")
+
+
 @pytest.fixture(scope="module")
 def timeline(browser, dashboard_server):
     browser.get(dashboard_server.url + "/")
@@ -307,12 +317,7 @@ def test_a_link_to_a_view_opens_there_and_the_page_offers_one(browser, dashboard
 def test_a_link_keeps_the_selected_event_and_the_options(browser, dashboard_server):
     """Select an instruction and colour by engine: the page's link carries both; opening it shows the same view,
     colour mode, details, outline and dependency arrows."""
-    browser.get(dashboard_server.url + "/?trace=t0")
-    wait_for(browser, _ticktext, "the timeline rows")
-    wait_idle(browser)
-    _zoom_to_15us(browser)
-    _click_at(browser, 15.15e-6, "NC0 · Tensor")
-    wait_for(browser, lambda d: "MATMUL" in d.find_element("id", "tl-details").text, "the details panel")
+    _select_the_matmul_at_15us(browser, dashboard_server.url)
     browser.find_element("css selector", "#colour-by input[value='engine']").click()
 
     def link_with_both(driver):
@@ -559,12 +564,7 @@ def test_a_searchs_matches_become_a_timeline_row(browser, dashboard_server):
 
 
 def test_what_led_here_lists_the_chain_and_its_steps_select_their_events(browser, dashboard_server):
-    browser.get(dashboard_server.url + "/?trace=t0")
-    wait_for(browser, _ticktext, "the timeline rows")
-    wait_idle(browser)
-    _zoom_to_15us(browser)
-    _click_at(browser, 15.15e-6, "NC0 · Tensor")
-    wait_for(browser, lambda d: "MATMUL" in d.find_element("id", "tl-details").text, "the details panel")
+    _select_the_matmul_at_15us(browser, dashboard_server.url)
     browser.find_element("id", "details-chain-go").click()
     head = wait_for(browser, lambda d: d.find_elements("id", "details-chain-head"), "the chain")[0].text
     assert "steps over" in head and "busy" in head

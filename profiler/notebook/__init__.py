@@ -33,7 +33,8 @@ class NotebookMixin:
     def timeline(self: Trace, start_ns: int | None = None, end_ns: int | None = None, width_px: int = 1600,
                  color_by: str = "opcode", *, expand_dma: bool = False, span_levels: int | None = None,
                  rows: str | None = None, query: str | None = None, lanes: bool = True,
-                 critical_path: bool = False, select: tuple[str, int] | None = None) -> go.Figure:
+                 critical_path: bool = False, chain: tuple[str, int] | None = None,
+                 select: tuple[str, int] | None = None) -> go.Figure:
         """The timeline of ``[start_ns, end_ns)`` (default: the whole trace) as a plotly figure.
 
         One row per engine and DMA queue group, drawn as per-pixel strips from ``Trace.window`` (exact events
@@ -59,6 +60,8 @@ class NotebookMixin:
                 value of a ``track`` column.  The dashboard's ``?query=``.
             lanes: per-engine busy % lanes under the rows.
             critical_path: overlay the critical path of the view (``profiler.analyses.critical_path``).
+            chain: ``(table, id)`` of an instruction or DMA packet: overlay the chain of dependent work that ended
+                with it instead, why it started when it did (``profiler.analyses.chain_to``).
             select: ``(table, id)`` of an event to outline with its dependency arrows, orange from what it waited
                 for, blue to what waited on it (``("Instruction", 42)``; the dashboard draws a clicked event so).
 
@@ -69,8 +72,8 @@ class NotebookMixin:
         from profiler.notebook.timeline import build_timeline
 
         return build_timeline(self, start_ns, end_ns, width_px=width_px, color_by=color_by, expand_dma=expand_dma,
-                              span_levels=span_levels, rows=rows, query=query, lanes=lanes, critical_path=critical_path,
-                              palette=_palette(self), select=select).figure
+                              span_levels=span_levels, rows=rows, query=query, lanes=lanes,
+                              critical_path=critical_path, chain=chain, palette=_palette(self), select=select).figure
 
     def utilization_figure(self: Trace, start_ns: int | None = None, end_ns: int | None = None,
                            width_px: int = 800) -> go.Figure:

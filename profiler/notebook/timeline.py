@@ -203,7 +203,8 @@ def status_line(trace: Trace, frame: StripFrame, view_ns: tuple[int, int]) -> st
 def build_timeline(trace: Trace, start_ns: int | None = None, end_ns: int | None = None, *,
                    width_px: int = DEFAULT_WIDTH_PX, color_by: str = "opcode", expand_dma: bool = False,
                    span_levels: int | None = None, rows: str | None = None, query: str | None = None,
-                   lanes: bool = True, critical_path: bool = False, legend: bool = True,
+                   lanes: bool = True, critical_path: bool = False, chain: tuple[str, int] | None = None,
+                   legend: bool = True,
                    full_legend: bool = False, palette: pal.CategoryPalette | None = None,
                    fetch_ns: tuple[int, int] | None = None, fetch_width_px: int | None = None,
                    select: tuple[str, int] | None = None) -> TimelineBuild:
@@ -223,6 +224,8 @@ def build_timeline(trace: Trace, start_ns: int | None = None, end_ns: int | None
             ``end_ts`` or ``duration_ns``, ``name``, ``track``; ``table_name`` and ``id`` name its events).
         lanes: draw the per-engine busy % lanes under the rows.
         critical_path: overlay the critical path of the view (:func:`profiler.analyses.critical_path`).
+        chain: ``(table, id)`` of an instruction or DMA packet: overlay the dependency chain that ended with it
+            instead (:func:`profiler.analyses.chain_to`).
         legend: legend entries for the colours.
         full_legend: name the trace's top-ranked names in the legend too, not only those in this frame (for a
             live widget, whose legend is built once).
@@ -258,7 +261,14 @@ def build_timeline(trace: Trace, start_ns: int | None = None, end_ns: int | None
     lane_list = lane_data.timeline_lanes(trace, drawn, window, f_width, counters, query=tracks) if lanes else []
     fig = timeline_figure(frame, drawn, origin, x_range_ns=view, lanes=lane_list, legend=False)
     lane_names = [trace_.name for trace_ in fig.data[1:]]
-    if critical_path:
+    if chain is not None:
+        from profiler.analyses import chain_to
+        from profiler.figures.analyses import critical_path_overlay
+
+        table, event_id = check_select(chain, "chain")
+        fig.add_traces(critical_path_overlay(chain_to(trace, table, event_id), drawn, origin,
+                                             name=f"chain to {table} {event_id}"))
+    elif critical_path:
         from profiler.analyses import critical_path as find_path
         from profiler.figures.analyses import critical_path_overlay
 
@@ -283,12 +293,17 @@ def build_timeline(trace: Trace, start_ns: int | None = None, end_ns: int | None
     return TimelineBuild(fig, frame, drawn, palette, origin, lane_names, view, counters, tracks)
 
 
+def check_select(value: Any, name: str) -> tuple[str, Any]:
+    """``value`` as ``(table, id)``; QueryError naming the argument ``name`` for anything else."""
+    if not isinstance(value, tuple | list) or len(value) != 2 or not isinstance(value[0], str):
+        raise QueryError(f"{name} must be (table, id), e.g. ('Instruction', 42), not {str(value)[:60]!r}")
+    return value[0], value[1]
+
+
 def selection_shapes(trace: Trace, rows: list[TimelineRow], select: Any, origin_ns: int) -> list[dict[str, Any]]:
     """The outline and dependency arrows of the event ``select`` names (``(table, id)``, e.g. ``("Instruction",
     42)``) on the figure's ``rows``; QueryError for anything else or an event the trace does not have."""
-    if not isinstance(select, tuple | list) or len(select) != 2 or not isinstance(select[0], str):
-        raise QueryError(f"select must be (table, id), e.g. ('Instruction', 42), not {str(select)[:60]!r}")
-    table, ident = select
+    table, ident = check_select(select, "select")
     fields = trace.event(table, ident)
     selected = {"track_id": fields.get("track_id"), "start_ns": fields.get("start_ts"), "end_ns": fields.get("end_ts")}
     return selected_event_shapes([list(r.track_ids) for r in rows], selected, trace.flows(table, ident), origin_ns)

@@ -196,3 +196,19 @@ def test_the_row_filter_picks_the_notebook_timelines_rows_and_lanes(trace):
     assert not any("DMA" in name for name in no_dma.lane_names)
     assert list(trace.timeline(width_px=300, rows=f"/^(Tensor|Vector)$/, -NC{cores[0]}").layout.yaxis.ticktext) \
         == [f"NC{c} · {e}" for c in cores[1:] for e in ("Tensor", "Vector")]
+
+
+def test_the_notebook_timeline_draws_an_events_dependency_chain(trace):
+    from profiler.analyses import chain_to
+
+    last = trace.sql("SELECT id FROM Instruction ORDER BY end_ts DESC, id LIMIT 1").fetchall()[0][0]
+    fig = trace.timeline(width_px=400, chain=("Instruction", last))
+    names = [d.name for d in fig.data]
+    assert f"chain to Instruction {last}" in names and "critical path" not in names
+    segments = next(d for d in fig.data if d.name == f"chain to Instruction {last}")
+    assert len([x for x in segments.x if x is not None]) >= 2
+    assert chain_to(trace, "Instruction", last).num_rows >= 1
+    with pytest.raises(QueryError, match=r"chain must be \(table, id\)"):
+        trace.timeline(chain="Instruction:5")
+    with pytest.raises(QueryError, match="leads to instructions and DMA packets"):
+        trace.timeline(chain=("Span", 1))

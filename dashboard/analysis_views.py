@@ -167,7 +167,7 @@ CHAIN_BREAKDOWN_SHOWN = 4
 
 #: Events (instructions and DMA packets) a chain's dependency graph may hold: beyond, the dashboard follows a chain
 #: back only as far as the latest this many events before its end (the whole trace's graph of 1.15 M instructions
-#: and 11 M packets takes 10.6 s and 2 GB to build).
+#: and 11 M packets takes 7.3 s and 2.3 GB to build: BENCHMARKS.md, "Dependency chain").
 MAX_CHAIN_EVENTS = 2_000_000
 
 

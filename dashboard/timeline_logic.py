@@ -13,6 +13,7 @@ page draws them with ``Plotly.update`` (``assets/trnprof.js``); a ``dcc.Graph`` 
 from __future__ import annotations
 
 import re
+import threading
 import zlib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -306,6 +307,7 @@ class TraceLayout:
         self._rows: dict[tuple[bool, int | None, str, str], TimelineRows] = {}
         self._counters: list[dict[str, Any]] | None = None
         self._queries: dict[str, QueryTracks | str] = {}
+        self._query_lock = threading.Lock()   # one run per query, whichever request asks first
 
     @property
     def counters(self) -> list[dict[str, Any]]:
@@ -318,14 +320,15 @@ class TraceLayout:
         """The query tracks of ``sql`` (run on first use), its one-line error, or None for no query."""
         if not sql:
             return None
-        if sql not in self._queries:
-            if len(self._queries) >= MAX_CACHED_QUERIES:
-                del self._queries[next(iter(self._queries))]
-            try:
-                self._queries[sql] = query_tracks(self.trace, sql)
-            except TrnprofError as exc:
-                self._queries[sql] = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        return self._queries[sql]
+        with self._query_lock:
+            if sql not in self._queries:
+                if len(self._queries) >= MAX_CACHED_QUERIES:
+                    del self._queries[next(iter(self._queries))]
+                try:
+                    self._queries[sql] = query_tracks(self.trace, sql)
+                except TrnprofError as exc:
+                    self._queries[sql] = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            return self._queries[sql]
 
     def rows(self, options: TimelineOptions) -> list[TimelineRow]:
         """The rows under ``options`` (computed on first use)."""

@@ -16,6 +16,7 @@ browser's work per zoom (BENCHMARKS.md, Dashboard).  Hover, the tooltip and the 
 from __future__ import annotations
 
 import re
+import threading
 from typing import Any
 
 import dash
@@ -250,6 +251,7 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
     # (trace id, a URL's select= value) -> the selection it names (read once: _redecorate runs after every fetch)
     linked_selections: dict[tuple[str, str], picks.Selection | None] = {}
     layouts: dict[str, tl.TraceLayout] = {}
+    layouts_lock = threading.Lock()
     overlays = CriticalPathOverlays()
     chains = ChainGraphs()
 
@@ -262,13 +264,14 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
             raise dash.exceptions.PreventUpdate from None
 
     def layout_of(trace_id: str, trace: Any) -> tl.TraceLayout:
-        """The served trace's cached layout (made on first use; call with the trace's lock held)."""
-        if trace_id not in layouts or layouts[trace_id].trace is not trace:
-            layouts[trace_id] = tl.TraceLayout(trace)
-        return layouts[trace_id]
+        """The served trace's cached layout (made on first use)."""
+        with layouts_lock:
+            if trace_id not in layouts or layouts[trace_id].trace is not trace:
+                layouts[trace_id] = tl.TraceLayout(trace)
+            return layouts[trace_id]
 
     def query_of(trace_id: str, trace: Any, search: str | None) -> Any:
-        """The query tracks the URL's ``?query=`` draws (None without one or when it failed; lock held)."""
+        """The query tracks the URL's ``?query=`` draws (None without one or when it failed)."""
         tracks = layout_of(trace_id, trace).query(tl.TimelineOptions.parse(
             None, False, query=query_values(search).get(QUERY_PARAM)).query)
         return tracks if isinstance(tracks, tl.QueryTracks) else None
@@ -305,13 +308,15 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
         options = tl.TimelineOptions.parse(colour_by, is_checked(expand, "expand"), is_checked(critical, "on"),
                                            levels, row_filter=row_filter,
                                            query=query_values(search).get(QUERY_PARAM), chain=chain)
+        # a query's first run (seconds for a large result) goes without the trace's lock, as the summary page's
+        # work does: each thread has its own cursor, and the trace's other requests go on meanwhile
+        layout_of(trace_id, trace).query(options.query)
         with registry.lock(trace_id):
-            layout_of(trace_id, trace)
             update = tl.update_timeline(trace, trace_id, state=state, trigger=trigger, relayout=relayout,
                                         width_px=width, options=options, nav=nav,
                                         palette=palette_for(trace_id, trace),
                                         overlay=overlays.builder(trace_id, trace, options.chain_event, chains),
-                                        layout=layouts[trace_id],
+                                        layout=layout_of(trace_id, trace),
                                         initial_view=url_view(search),
                                         selection=selection_to_draw(trace, selected, search),
                                         markers=mk.clean_markers(markers))
@@ -359,12 +364,11 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
         if not clicks or not isinstance(event, tuple):
             raise dash.exceptions.PreventUpdate
         trace_id, trace = served(search)
-        with registry.lock(trace_id):
-            try:
-                chain, back = chains.chain(trace_id, trace, *event)
-            except TrnprofError as exc:
-                return html.Div(public_message(exc, trace), className="error")
-            return chain_panel(chain, int(trace.time_range[0]), back)
+        try:   # (without the trace's lock: building the graph takes seconds on a large trace; ChainGraphs has its own)
+            chain, back = chains.chain(trace_id, trace, *event)
+        except TrnprofError as exc:
+            return html.Div(public_message(exc, trace), className="error")
+        return chain_panel(chain, int(trace.time_range[0]), back)
 
     @app.callback(Output("tl-chain", "data"), Input("details-chain-draw", "n_clicks"), State("tl-selected", "data"),
                   State("tl-chain", "data"), prevent_initial_call=True)

@@ -7,6 +7,7 @@ tables (:mod:`profiler.db_schema`), so it runs on any ingested trace.
 from __future__ import annotations
 
 from profiler import db_schema as dbs
+from profiler.analyses.dma import MIN_SMALL_FRACTION, REGION_BUCKETS, SMALL_BYTES
 from tracer import schema as ts
 
 _I = ts.INSTRUCTION.name
@@ -46,6 +47,21 @@ EXAMPLE_QUERIES: tuple[tuple[str, str], ...] = (
     ("Timeline rows: small DMA transfers (under 4 KiB)",
      f"SELECT '{_D}' AS {dbs.TABLE}, {ts.ID}, {ts.START_TS}, {ts.END_TS}, {ts.QUEUE_NAME} AS {ts.NAME},\n"
      f"       'DMA under 4 KiB' AS {dbs.QUERY_TRACK}\nFROM {_D}\nWHERE {ts.TRANSFER_BYTES} < 4096"),
+    ("Timeline rows: where small DMA transfers take most of the DMA time",
+     f"-- Neuron Explorer's \"small DMA transfers\" band: the 200ths of the kernel where packets under\n"
+     f"-- {SMALL_BYTES:,} bytes take most of the DMA time (trnprof dma's small-transfer regions)\n"
+     f"WITH bounds AS (\n"
+     f"    SELECT min(s) AS t0, max(e) AS t1 FROM (\n"
+     f"        SELECT {ts.START_TS} AS s, {ts.END_TS} AS e FROM {_I}\n"
+     f"        UNION ALL SELECT {ts.START_TS}, {ts.END_TS} FROM {_D})),\n"
+     f"buckets AS (\n"
+     f"    SELECT ({ts.START_TS} - t0) // greatest(1, ceil((t1 - t0) / {REGION_BUCKETS}))::BIGINT AS k,\n"
+     f"           min({ts.START_TS}) AS {ts.START_TS}, max({ts.END_TS}) AS {ts.END_TS},\n"
+     f"           sum({ts.DURATION_NS}) AS busy,\n"
+     f"           sum({ts.DURATION_NS}) FILTER (WHERE coalesce({ts.TRANSFER_BYTES}, 0) < {SMALL_BYTES}) AS small\n"
+     f"    FROM {_D}, bounds GROUP BY k)\n"
+     f"SELECT {ts.START_TS}, {ts.END_TS}, 'mostly small DMA' AS {ts.NAME}, 'small DMA transfers' AS "
+     f"{dbs.QUERY_TRACK}\nFROM buckets WHERE small > {MIN_SMALL_FRACTION} * busy ORDER BY {ts.START_TS}"),
     ("Tracks",
      f"SELECT * FROM {dbs.TRACK_TABLE}\nORDER BY {dbs.SORT_ORDER}"),
 )

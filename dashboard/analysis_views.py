@@ -83,14 +83,35 @@ def waits_section(trace: Any, start_ns: int, end_ns: int) -> html.Div:
     return html.Div([html.H4("Waits"), body], id="selection-waits")
 
 
-def recommendation_list(recs: Any) -> html.Div:
-    """Ranked recommendations: title, time at stake and speedup, the message citing its numbers."""
+#: Recommendations whose evidence the timeline can draw as rows: rule -> (link text, the example query it runs).
+RULE_TIMELINE_QUERIES = {
+    "small_dma": ("see where on the timeline", "Timeline rows: where small DMA transfers take most of the DMA time"),
+}
+
+
+def rule_timeline_href(rule: str, trace_id: str | None) -> str | None:
+    """The timeline of ``trace_id`` with the rows that show a recommendation's evidence (``?query=``), or None."""
+    from urllib.parse import urlencode
+
+    from profiler.sql_examples import EXAMPLE_QUERIES
+
+    if trace_id is None or rule not in RULE_TIMELINE_QUERIES:
+        return None
+    return "/?" + urlencode({"trace": trace_id, "query": dict(EXAMPLE_QUERIES)[RULE_TIMELINE_QUERIES[rule][1]]})
+
+
+def recommendation_list(recs: Any, trace_id: str | None = None) -> html.Div:
+    """Ranked recommendations: title, time at stake and speedup, the message citing its numbers, and for a rule
+    whose evidence the timeline can draw (:data:`RULE_TIMELINE_QUERIES`) a link to it there."""
     items = []
     for r in recs.to_pylist():
+        href = rule_timeline_href(r[rs.RULE], trace_id)
         items.append(html.Li([
             html.Strong(r[rs.TITLE]),
             html.Span(f" — {stake_text(r)}", className="muted"),
             html.Div(r[rs.MESSAGE], className="recommendation-message"),
+            *([dcc.Link(RULE_TIMELINE_QUERIES[r[rs.RULE]][0], href=href, className="view-link",
+                        id=f"rec-timeline-{r[rs.RULE]}")] if href else []),
         ], className="recommendation", **{"data-rule": r[rs.RULE]}))
     if not items:
         return html.Div("No rule fired: nothing stands out.", className="muted", id="recommendations")
@@ -102,9 +123,10 @@ NO_DEVICE_EVENTS = ("Bounds, recommendations and the engine breakdowns analyse a
                     "DMA packets (a simulator recording or a Neuron profile); this trace has none.")
 
 
-def analysis_section(trace: Any) -> html.Div:
+def analysis_section(trace: Any, trace_id: str | None = None) -> html.Div:
     """Recommendations and the bounds chart of the whole trace, for the summary page (a one-line note for a trace
-    without device events: a host trace of PyTorch or JAX)."""
+    without device events: a host trace of PyTorch or JAX); ``trace_id``: the served trace, which the
+    recommendations' timeline links name."""
     if not has_device_events(trace):   # a host trace: its GPUs' rules, and why there are no bounds
         try:
             host = host_recommendations(trace)
@@ -123,7 +145,7 @@ def analysis_section(trace: Any) -> html.Div:
         return html.Div([html.H3("Recommendations"), _unavailable("analyses", exc)], className="analysis-section")
     return html.Div([
         html.H3("Recommendations"),
-        recommendation_list(recs),
+        recommendation_list(recs, trace_id),
         dcc.Graph(figure=bounds_figure(bounds), config=graph_config(), id="summary-bounds-chart"),
     ], className="analysis-section")
 

@@ -100,10 +100,6 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
         return computed(search, "charts", lambda trace: summary_charts(sfig.summary_inputs(trace))
                         if has_device_events(trace) else [])
 
-    @app.callback(Output("summary-analyses", "children"), Input("url", "search"))
-    def _analyses(search: str | None) -> Any:
-        return computed(search, "analyses", analysis_section)
-
     def computed_with_id(search: str | None, part: str, build: Callable[[Any, str], Any]) -> Any:
         """:func:`computed` of a part that also names the trace (in its links)."""
         try:
@@ -111,6 +107,10 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
         except UnknownTraceError as exc:
             return _unavailable(exc)
         return computed(search, part, lambda trace: build(trace, trace_id))
+
+    @app.callback(Output("summary-analyses", "children"), Input("url", "search"))
+    def _analyses(search: str | None) -> Any:
+        return computed_with_id(search, "analyses", analysis_section)
 
     @app.callback(Output("summary-memory", "children"), Input("url", "search"))
     def _memory(search: str | None) -> Any:

@@ -388,3 +388,28 @@ def test_a_chain_is_drawn_over_the_timeline_instead_of_the_critical_path(registr
     for bad in ("Span:1", "Instruction:x", "Instruction:3; DROP", 5, None):
         assert tl.TimelineOptions.parse("opcode", False, chain=bad).chain == ""
     assert tl.clean_state({**up.state, "chain": "Flow:1"}, "t0")["chain"] == ""
+
+
+def test_the_small_dma_recommendation_links_to_its_band_on_the_timeline(tmp_path):
+    """The summary's small-DMA recommendation links to the timeline drawing the small-DMA band (a query track of
+    the example query), for the served trace; rules without such rows have no link."""
+    import shutil
+    from urllib.parse import parse_qs, urlparse
+
+    from dashboard.analysis_views import analysis_section
+    from profiler.sql_examples import EXAMPLE_QUERIES
+
+    sample = Path(__file__).resolve().parents[2] / "sample_traces" / "matmul_naive-trn2.trace"
+    shutil.copytree(sample, tmp_path / "naive.trace")
+    reg = TraceRegistry([tmp_path / "naive.trace"])
+    try:
+        section = analysis_section(reg.open("t0"), "t0")
+        links = {k: v for k, v in _ids(section).items() if isinstance(k, str) and k.startswith("rec-timeline-")}
+        assert list(links) == ["rec-timeline-small_dma"]
+        query = parse_qs(urlparse(links["rec-timeline-small_dma"].href).query)
+        assert query["trace"] == ["t0"]
+        assert query["query"] == [dict(EXAMPLE_QUERIES)["Timeline rows: where small DMA transfers take most of the "
+                                                         "DMA time"]]
+        assert not any(str(k).startswith("rec-timeline-") for k in _ids(analysis_section(reg.open("t0"))))
+    finally:
+        reg.close()

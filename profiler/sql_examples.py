@@ -62,6 +62,11 @@ EXAMPLE_QUERIES: tuple[tuple[str, str], ...] = (
      f"    FROM {_D}, bounds GROUP BY k)\n"
      f"SELECT {ts.START_TS}, {ts.END_TS}, 'mostly small DMA' AS {ts.NAME}, 'small DMA transfers' AS "
      f"{dbs.QUERY_TRACK}\nFROM buckets WHERE small > {MIN_SMALL_FRACTION} * busy ORDER BY {ts.START_TS}"),
+    ("Timeline rows: the longest 1% of slices, per category",
+     f"-- spans of a recording, PyTorch/JAX operators and GPU kernels: the longest, one timeline row per category\n"
+     f"SELECT '{dbs.SLICE_TABLE}' AS {dbs.TABLE}, {ts.ID}, {ts.START_TS}, {ts.END_TS}, {ts.NAME},\n"
+     f"       coalesce({ts.CATEGORY}, 'span') AS {dbs.QUERY_TRACK}\nFROM {dbs.SLICE_TABLE}\n"
+     f"WHERE {dbs.DUR_NS} >= (SELECT quantile_cont({dbs.DUR_NS}, 0.99) FROM {dbs.SLICE_TABLE})"),
     ("Tracks",
      f"SELECT * FROM {dbs.TRACK_TABLE}\nORDER BY {dbs.SORT_ORDER}"),
 )

@@ -40,6 +40,8 @@ BUILTIN_COMMANDS: dict[str, tuple[str, str]] = {
     "search": ("profiler.cli.search",
                "find events by opcode, operator, layer, source line or name (text, \"whole field\" or /regex/)"),
     "synth": ("profiler.cli.synth", "write a synthetic trace"),
+    "timeline": ("profiler.cli.timeline",
+                 "write the timeline of a trace (or a window of it) as a self-contained HTML file"),
     # analyses (issue 7)
     "bounds": ("profiler.cli.bounds", "performance bounds, their gaps and the bottleneck engine"),
     "calltree": ("profiler.cli.calltree",

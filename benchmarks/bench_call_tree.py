@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -31,6 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_import import generate
+from bench_notebook import timed
 
 SQL_BASELINE = """
 WITH RECURSIVE stacks AS (
@@ -40,15 +40,6 @@ WITH RECURSIVE stacks AS (
 )
 SELECT stack, count(*) AS n, sum(s.end_ts - s.start_ts) AS total FROM stacks JOIN slice s USING (id) GROUP BY stack
 """
-
-
-def _median_s(fn, repeat: int) -> tuple[float, object]:
-    times, out = [], None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), out
 
 
 def main() -> None:
@@ -80,23 +71,23 @@ def main() -> None:
         mid = (lo + hi) // 2
         result: dict[str, object] = {"events": args.events, "spans": spans, "open_s": round(opened, 3),
                                      "load_1min": round(os.getloadavg()[0], 2)}
-        whole_s, tree = _median_s(lambda: call_tree(trace), args.repeat)
+        whole_s, tree = timed(lambda: call_tree(trace), args.repeat)
         result["tree_whole_s"] = round(whole_s, 3)
         result["frames"] = tree.table.num_rows
         for share in (0.1, 0.01):
             half = int((hi - lo) * share / 2)
-            s, part = _median_s(lambda h=half: call_tree(trace, mid - h, mid + h), args.repeat)
+            s, part = timed(lambda h=half: call_tree(trace, mid - h, mid + h), args.repeat)
             result[f"tree_{share:.0%}_s"] = round(s, 3)
             result[f"spans_{share:.0%}"] = part.spans
-        result["top_s"] = round(_median_s(lambda: top_frames(tree), args.repeat)[0], 3)
-        result["folded_s"] = round(_median_s(lambda: folded(tree), args.repeat)[0], 3)
-        result["figure_s"] = round(_median_s(lambda: call_tree_figure(tree), args.repeat)[0], 3)
-        k_s, kernels = _median_s(lambda: kernel_tree(trace), args.repeat)
+        result["top_s"] = round(timed(lambda: top_frames(tree), args.repeat)[0], 3)
+        result["folded_s"] = round(timed(lambda: folded(tree), args.repeat)[0], 3)
+        result["figure_s"] = round(timed(lambda: call_tree_figure(tree), args.repeat)[0], 3)
+        k_s, kernels = timed(lambda: kernel_tree(trace), args.repeat)
         result.update(kernels_whole_s=round(k_s, 3), kernels=kernels.spans, kernel_frames=kernels.table.num_rows)
         half = int((hi - lo) * 0.05)
-        result["kernels_10%_s"] = round(_median_s(lambda: kernel_tree(trace, mid - half, mid + half),
+        result["kernels_10%_s"] = round(timed(lambda: kernel_tree(trace, mid - half, mid + half),
                                                   args.repeat)[0], 3)
-        sql_s, rows = _median_s(lambda: trace.sql(SQL_BASELINE, timeout_s=600).fetchall(), args.repeat)
+        sql_s, rows = timed(lambda: trace.sql(SQL_BASELINE, timeout_s=600).fetchall(), args.repeat)
         result["sql_recursive_s"] = round(sql_s, 3)
         result["sql_stacks"] = len(rows)
         result["sql_over_tree"] = round(sql_s / whole_s, 2)
@@ -113,13 +104,13 @@ def instructions(path: Path, repeat: int) -> None:
         lo, hi = trace.time_range
         mid = (lo + hi) // 2
         result: dict[str, object] = {"trace": str(path), "instructions": n, "load_1min": round(os.getloadavg()[0], 2)}
-        whole_s, tree = _median_s(lambda: instruction_tree(trace), repeat)
+        whole_s, tree = timed(lambda: instruction_tree(trace), repeat)
         result.update(tree_whole_s=round(whole_s, 3), frames=tree.table.num_rows)
         for share in (0.1, 0.01):
             half = int((hi - lo) * share / 2)
-            s, _ = _median_s(lambda h=half: instruction_tree(trace, mid - h, mid + h), repeat)
+            s, _ = timed(lambda h=half: instruction_tree(trace, mid - h, mid + h), repeat)
             result[f"tree_{share:.0%}_s"] = round(s, 3)
-        sql_s, _ = _median_s(lambda: trace.sql(
+        sql_s, _ = timed(lambda: trace.sql(
             "SELECT pcore_idx, layer, hlo_name, nki_source_location, engine, opcode, count(*), "
             "sum(end_ts - start_ts) FROM Instruction GROUP BY ALL").fetchall(), repeat)
         result.update(sql_group_by_s=round(sql_s, 3), sql_over_tree=round(sql_s / whole_s, 2))

@@ -19,22 +19,21 @@ every ``N``-th instruction of the trace (``--every``), one timeline row per engi
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_notebook import timed
 
 WIDTH = 1600
 FRACTIONS = (1.0, 0.1, 0.01, 0.001, 0.0001)
 
 
 def _median_ms(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1000
+    """Median wall time of ``fn()`` in ms (:func:`bench_notebook.timed`)."""
+    return timed(fn, repeat)[0] * 1000
 
 
 def _ranges(lo: int, hi: int) -> list[tuple[float, int, int]]:

@@ -330,10 +330,6 @@ class TraceLayout:
                     self._queries[sql] = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             return self._queries[sql]
 
-    def rows(self, options: TimelineOptions) -> list[TimelineRow]:
-        """The rows under ``options`` (computed on first use)."""
-        return self.drawn(options).rows
-
     def drawn(self, options: TimelineOptions) -> TimelineRows:
         """The rows and counters under ``options``, with the row filter's note (computed on first use)."""
         key = options.rows_key

@@ -8,6 +8,7 @@ show are the ones the CLI and notebooks use.
 from __future__ import annotations
 
 import threading
+import weakref
 from typing import Any
 
 from dash import dcc, html
@@ -158,11 +159,13 @@ class CriticalPathOverlays:
         self._lock = threading.Lock()
 
     def path(self, trace_id: str, trace: Any) -> Any:
-        """The critical path table of ``trace`` (cached by trace id)."""
+        """The critical path table of ``trace`` (cached by trace id, for this ``Trace`` object: a followed
+        recording's next one computes it again)."""
         with self._lock:
-            if trace_id not in self._paths:
-                self._paths[trace_id] = critical_path(trace)
-            return self._paths[trace_id]
+            kept = self._paths.get(trace_id)
+            if kept is None or kept[0]() is not trace:
+                self._paths[trace_id] = (weakref.ref(trace), critical_path(trace))
+            return self._paths[trace_id][1]
 
     def builder(self, trace_id: str, trace: Any, chain: tuple[str, int] | None = None,
                 chains: ChainGraphs | None = None) -> Any:

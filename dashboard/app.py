@@ -22,6 +22,7 @@ from dash import Dash, Input, Output, State, dcc, html
 from dashboard import errors
 from dashboard.hosts import HostPolicy, install_host_check
 from dashboard.links import SELECT_PARAM, TRACE_PARAM
+from dashboard.live_view import POLL_MS, live_line, register_live_callbacks
 from dashboard.pages import Page, PageContext, default_pages
 from dashboard.registry import TraceRegistry, UnknownTraceError
 
@@ -75,7 +76,23 @@ def _header(pages: Sequence[Page], registry: TraceRegistry, current_path: str, t
         dcc.Dropdown(id="trace-dropdown", options=options, value=trace_id, clearable=False, searchable=True,
                      className="trace-dropdown"),
         dcc.Store(id="url-query", data=query or {}),   # the page's URL query, for the picker to keep
+        *live_components(registry, trace_id),
     ])
+
+
+def live_components(registry: TraceRegistry, trace_id: str) -> list[Any]:
+    """The header's line about a followed recording, the interval polling it (off for other traces), the
+    generation the page was drawn from and the latest one (:mod:`dashboard.live_view`)."""
+    followed = bool(trace_id) and trace_id in registry and registry.followed(trace_id)
+    generation = registry.version(trace_id) if followed else 0
+    status = registry.live_status(trace_id) if followed else None
+    line, css = live_line(status)
+    return [
+        html.Span(line, id="live-status", className=f"live-status {css}", role="status"),
+        dcc.Interval(id="live-tick", interval=POLL_MS, disabled=not followed or bool(status and status.complete)),
+        dcc.Store(id="live-page-gen", data=generation),
+        dcc.Store(id="live-gen", data=generation),
+    ]
 
 
 def render_page(pages: Sequence[Page], registry: TraceRegistry, pathname: str | None, search: str | None) -> Any:
@@ -153,6 +170,7 @@ def create_app(traces: Iterable[str | Path] | TraceRegistry = (), *, samples: It
 
     for page in page_list:
         page.register_callbacks(app, registry)
+    register_live_callbacks(app, registry)
     from dashboard.export import install_export_route  # (it imports this module)
 
     if isinstance(allowed_hosts, HostPolicy):

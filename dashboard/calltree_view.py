@@ -191,7 +191,7 @@ def build_view(trace: Any, trace_id: str, query: dict[str, str], rows: Any = Non
     key = (("calltree", of, chosen) if of == OF_INSTRUCTIONS else ("calltree", of, steps) if of == OF_KERNELS
            else ("calltree", of, by_thread, steps))
     try:
-        tree = compute() if cache is None or window is not None else cache.get(trace_id, key, compute)
+        tree = compute() if cache is None or window is not None else cache.get(trace_id, key, compute, trace=trace)
     except TrnprofError as exc:
         return CallTreeView(None, "", None, public_message(exc, trace, label=label), window, of=of, levels=chosen)
     options = root_options(tree, root)

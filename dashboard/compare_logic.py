@@ -86,17 +86,19 @@ class DiffCache:
     instruction trees."""
 
     def __init__(self) -> None:
-        self._results: dict[tuple[str, str], dict[str, Any]] = {}
-        self._trees: dict[tuple[str, str], Any] = {}
+        # by (a, b, version of a, version of b): TraceRegistry.version
+        self._results: dict[tuple[str, str, int, int], dict[str, Any]] = {}
+        self._trees: dict[tuple[str, str, int, int], Any] = {}
         self._lock = threading.Lock()
 
     def instruction_figure(self, registry: TraceRegistry, a: str, b: str) -> Any:
         """B's instruction tree coloured by each frame's change from A's, computed once per pair: by
         :data:`SAME_SOURCE_LEVELS` when both run the same kernel files (a what-if: the lines line up), else by
         :data:`COMPARE_LEVELS`."""
-        key = (a, b)
+        key = (a, b, registry.version(a), registry.version(b))
         with self._lock:
             if key not in self._trees:
+                self._forget(self._trees, a, b)
                 with registry.lock(a), registry.lock(b):
                     ta_, tb_ = registry.open(a), registry.open(b)
                     files = source_files_of(ta_)
@@ -110,12 +112,19 @@ class DiffCache:
 
     def get(self, registry: TraceRegistry, a: str, b: str) -> dict[str, Any]:
         """The comparison of ``b`` with ``a``."""
-        key = (a, b)
+        key = (a, b, registry.version(a), registry.version(b))
         with self._lock:
             if key not in self._results:
+                self._forget(self._results, a, b)
                 with registry.lock(a), registry.lock(b):
                     self._results[key] = diff(registry.open(a), registry.open(b))
             return self._results[key]
+
+    @staticmethod
+    def _forget(kept: dict[Any, Any], a: str, b: str) -> None:
+        """Drop the pair's results of older versions of its traces (a followed recording that grew)."""
+        for key in [k for k in kept if k[:2] == (a, b)]:
+            del kept[key]
 
 
 def headline(result: dict[str, Any], labels: tuple[str, str]) -> html.Div:

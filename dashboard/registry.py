@@ -4,10 +4,16 @@ The browser only ever names a trace by the short id this registry gave it (``t0`
 travels from the client to the server, so no request can make the dashboard open a file it was not started on.
 Each trace is opened once (lazily) and shared by every browser session; the registry is created by
 :func:`dashboard.app.create_app`, never at import time.
+
+A trace directory whose recording has not completed is *followed* (:mod:`profiler.live`): :meth:`TraceRegistry.poll`,
+which the pages call every few seconds while such a trace is shown, re-ingests it in a background thread when its
+files have grown, and :meth:`TraceRegistry.open` then returns the new trace.  :meth:`TraceRegistry.version` (the
+generation) is what the pages' caches key their results by, so a result of the old rows is never shown for the new.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -15,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from profiler.errors import CommandError
+from profiler.live import LiveStatus, LiveTrace, is_recording
 
 
 class UnknownTraceError(CommandError):
@@ -39,10 +46,15 @@ class TraceRegistry:
         paths: databases, trace directories or importable files, in display order.
         opener: how to open one (default :func:`profiler.open`); tests pass their own.
         samples: paths of bundled samples, listed after ``paths``.
+        follow: follow the trace directories whose recording is still running (:class:`profiler.live.LiveTrace`)
+            instead of showing the rows they held when first opened.
+        live_options: keyword arguments for each :class:`~profiler.live.LiveTrace` (tests set its clock and
+            spacing).
     """
 
     def __init__(self, paths: Iterable[str | Path] = (), *, opener: Callable[[Path], Any] | None = None,
-                 samples: Iterable[str | Path] = ()) -> None:
+                 samples: Iterable[str | Path] = (), follow: bool = True,
+                 live_options: dict[str, Any] | None = None) -> None:
         entries: list[ServedTrace] = []
         seen: set[Path] = set()
         for sample, group in ((False, paths), (True, samples)):
@@ -57,6 +69,9 @@ class TraceRegistry:
         self._open: dict[str, Any] = {}
         self._lock = threading.Lock()
         self._trace_locks = {e.id: threading.RLock() for e in entries}
+        self._follow = follow
+        self._live_options = dict(live_options or {})
+        self._live: dict[str, LiveTrace] = {}
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -84,14 +99,57 @@ class TraceRegistry:
         return self._entries[trace_id]
 
     def open(self, trace_id: str | None) -> Any:
-        """The opened ``Trace`` of ``trace_id`` (opened on first use)."""
+        """The opened ``Trace`` of ``trace_id`` (opened on first use); for a followed recording, its latest."""
         entry = self.entry(trace_id)
+        live = self._live.get(entry.id)
+        if live is not None:
+            return live.trace
         with self._lock:
+            live = self._live.get(entry.id)
+            if live is not None:
+                return live.trace
             trace = self._open.get(entry.id)
             if trace is None:
+                if self._follow and is_recording(entry.path):
+                    live = self._live[entry.id] = LiveTrace(entry.path, **self._live_options)
+                    return live.trace
                 trace = self._opener(entry.path) if self._opener else _default_open(entry.path)
                 self._open[entry.id] = trace
         return trace
+
+    def followed(self, trace_id: str | None) -> bool:
+        """True when ``trace_id`` is a followed recording: one already followed, or a trace directory whose
+        recording has not completed, not opened yet (reads its Metadata)."""
+        entry = self.entry(trace_id)
+        if entry.id in self._live:
+            return True
+        return self._follow and entry.id not in self._open and is_recording(entry.path)
+
+    def version(self, trace_id: str | None) -> int:
+        """How many times ``trace_id``'s trace was replaced by a newer one (0 for a trace that is not followed):
+        what caches of results computed from a trace key them by."""
+        live = self._live.get(self.entry(trace_id).id)
+        return live.generation if live is not None else 0
+
+    def live_status(self, trace_id: str | None) -> LiveStatus | None:
+        """Where a followed recording stands (None for a trace that is not followed)."""
+        live = self._live.get(self.entry(trace_id).id)
+        return live.status() if live is not None else None
+
+    def poll(self, trace_id: str | None) -> LiveStatus | None:
+        """Start a refresh of a followed recording in the background when one is due (:meth:`LiveTrace.poll`);
+        where it stands.  None for a trace that is not followed (a recording not opened yet is opened)."""
+        entry = self.entry(trace_id)
+        if entry.id not in self._live:
+            if not self.followed(entry.id):
+                return None
+            self.open(entry.id)
+        live = self._live.get(entry.id)
+        if live is None:
+            return None
+        if live.poll():
+            threading.Thread(target=_refresh, args=(live,), name="trnprof-live-refresh", daemon=True).start()
+        return live.status()
 
     def lock(self, trace_id: str | None) -> threading.RLock:
         """A lock serialising queries on one trace (a DuckDB connection serves one query at a time)."""
@@ -105,6 +163,15 @@ class TraceRegistry:
                 if callable(close):
                     close()
             self._open.clear()
+            for live in self._live.values():
+                live.close()
+            self._live.clear()
+
+
+def _refresh(live: LiveTrace) -> None:
+    """A background refresh: its failure is in the live status (the previous trace stays in use)."""
+    with contextlib.suppress(Exception):
+        live.refresh()
 
 
 def _default_open(path: Path) -> Any:

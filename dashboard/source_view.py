@@ -66,7 +66,7 @@ def build_view(trace: Any, trace_id: str, file: Any, line: Any, *, busy_only: bo
 
     try:
         files, name, listing = compute() if cache is None else cache.get(trace_id, ("source", asked, critical),
-                                                                          compute)
+                                                                          compute, trace=trace)
     except TrnprofError as exc:
         return SourceView(error=public_message(exc, trace, label=label))
     rows = listing.to_pylist()

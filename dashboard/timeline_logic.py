@@ -56,7 +56,8 @@ MIN_WIDTH_PX = 100
 #: The span-level limits offered above the graph (besides "all"): a deep stack's levels can run to hundreds of rows.
 SPAN_LEVEL_CHOICES: tuple[int, ...] = (1, 2, 3, 4, 6, 8, 12, 16)
 #: Triggers that always rebuild the whole figure (others rebuild only when rows, colours or width changed).
-REBUILD_TRIGGERS = frozenset({"trace", "initial"})
+#: ``live``: a followed recording has new rows (:mod:`dashboard.live_view`): its rows may have changed too.
+REBUILD_TRIGGERS = frozenset({"trace", "initial", "live"})
 
 
 @dataclass(frozen=True)
@@ -221,6 +222,7 @@ def clean_state(state: Any, trace_id: str) -> dict[str, Any] | None:
         "buffer": state.get("buffer"),   # vp.Buffer.from_dict checks it
         "seq": as_int(state.get("seq"), 0, 2**53) or 0,
         "few_events": state.get("few_events") is True,
+        "whole": state.get("whole") is True,
         "lanes": lanes,
     }
     view = as_time_range(state.get("view"))
@@ -440,7 +442,8 @@ def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, 
         trace: the opened ``Trace``.
         trace_id: its registry id (kept in the state: a state of another trace is ignored).
         state: the browser's ``tl-state`` store (None at first).
-        trigger: ``initial``, ``trace``, ``options``, ``size``, ``relayout``, ``reset`` or ``nav``.
+        trigger: ``initial``, ``trace``, ``options``, ``size``, ``relayout``, ``reset``, ``nav`` or ``live`` (a
+            followed recording's new rows: the figure is rebuilt, and a view of the whole trace follows its end).
         relayout: plotly relayoutData for ``relayout``.
         width_px: the graph's plot-area width in pixels.
         options: colour mode and DMA expansion.
@@ -495,15 +498,15 @@ def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, 
     elif trigger == "nav" and nav_range(nav) is not None:
         # (also before the first figure: a search the URL asks for may select its first match before it is drawn)
         view = vp.focus_view(*nav_range(nav), t_range)  # type: ignore[misc]
-    elif trigger in {"reset", "trace"} or prev_view is None:
-        view = t_range
+    elif trigger in {"reset", "trace"} or prev_view is None or (trigger == "live" and prev.get("whole")):
+        view = t_range   # (a followed recording's new rows: a view of the whole trace follows its end)
     else:
         view = prev_view
     view = vp.clamp_view(int(view[0]), int(view[1]), t_range)
     asked = tuple(asked) if isinstance(asked, tuple) else asked
 
     new_state: dict[str, Any] = {
-        "trace": trace_id, "view": list(view), "width": width, "origin": origin,
+        "trace": trace_id, "view": list(view), "whole": view == t_range, "width": width, "origin": origin,
         "colour_by": options.colour_by, "expand_dma": options.expand_dma, "critical_path": options.critical_path,
         "span_levels": options.span_levels, "row_filter": options.row_filter, "query": options.query,
         "chain": options.chain,

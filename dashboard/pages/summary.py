@@ -86,7 +86,7 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
             trace_id = resolve_trace_id(registry, search)
             trace = registry.open(trace_id)
             # No trace lock: these are read-only queries on this thread's own cursor of the trace.
-            return cache.get(trace_id, part, lambda: build(trace))
+            return cache.get(trace_id, part, lambda: build(trace), trace=trace)
         except (UnknownTraceError, TrnprofError, ImportError) as exc:
             return _unavailable(exc)
 

@@ -229,7 +229,8 @@ def _trace(registry: TraceRegistry, search: str | None) -> tuple[str, Any]:
 
 
 #: Component id -> trigger name, in priority order (several inputs can change in one call).
-_TRIGGERS = (("url", "trace"), ("tl-size", "size"), ("colour-by", "options"), ("dma-expand", "options"),
+_TRIGGERS = (("url", "trace"), ("live-gen", "live"), ("tl-size", "size"), ("colour-by", "options"),
+             ("dma-expand", "options"),
              ("cp-toggle", "options"), ("span-levels", "options"), ("row-filter", "options"), ("tl-chain", "options"),
              ("tl-reset", "reset"), ("tl-nav", "nav"),
              ("tl-relayout", "relayout"))
@@ -291,13 +292,13 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
         Input("url", "search"), Input("tl-size", "data"), Input("tl-relayout", "data"),
         Input("colour-by", "value"), Input("dma-expand", "value"), Input("tl-reset", "n_clicks"),
         Input("tl-nav", "data"), Input("cp-toggle", "value"), Input("span-levels", "value"),
-        Input("row-filter", "value"), Input("tl-chain", "data"), State("tl-selected", "data"),
-        State("tl-markers", "data"), State("search-last", "data"), State("tl-state", "data"),
-        prevent_initial_call=True,
+        Input("row-filter", "value"), Input("tl-chain", "data"), Input("live-gen", "data"),
+        State("tl-selected", "data"), State("tl-markers", "data"), State("search-last", "data"),
+        State("tl-state", "data"), prevent_initial_call=True,
     )
     def _update(search: str | None, size: Any, relayout: Any, colour_by: Any, expand: Any, _reset: Any,  # noqa: PLR0917
-                nav: Any, critical: Any, levels: Any, row_filter: Any, chain: Any, selected: Any, markers: Any,
-                last_search: Any, state: Any) -> Any:
+                nav: Any, critical: Any, levels: Any, row_filter: Any, chain: Any, _live: Any, selected: Any,
+                markers: Any, last_search: Any, state: Any) -> Any:
         trigger = trigger_name(ctx.triggered_prop_ids)
         try:
             trace_id, trace = _trace(registry, search)

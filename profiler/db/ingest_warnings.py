@@ -71,6 +71,8 @@ def _install_hook() -> None:
                 if stack and _is_trnprof_warning(category):
                     for seen in stack:
                         seen.append((category.__name__, str(message)))
+                    if getattr(_active, "quiet", 0):
+                        return   # recorded, not shown (collecting(quiet=True))
                 shown(message, category, filename, lineno, *rest)
 
             hook._trnprof_collector = True  # type: ignore[attr-defined]
@@ -90,9 +92,10 @@ def _remove_hook() -> None:
 
 
 @contextlib.contextmanager
-def collecting() -> Iterator[list[Stored]]:
+def collecting(*, quiet: bool = False) -> Iterator[list[Stored]]:
     """Record the trnprof warnings shown on this thread (or on threads started for its work with
-    :func:`carrying`) while the block runs; they are still shown as usual.
+    :func:`carrying`) while the block runs; they are still shown as usual, unless ``quiet`` (then this thread's
+    trnprof warnings are only recorded: a followed recording's expected "not complete" on every refresh).
 
     Another thread's warnings (another ingest running at the same time) are not recorded.  Works through a hook in
     front of :func:`warnings.showwarning`, so it records what the active filters let through.
@@ -101,9 +104,12 @@ def collecting() -> Iterator[list[Stored]]:
     _install_hook()
     stack = _collectors()
     stack.append(seen)
+    quiet_before = getattr(_active, "quiet", 0)
+    _active.quiet = quiet_before + int(quiet)
     try:
         yield seen
     finally:
+        _active.quiet = quiet_before
         for i in range(len(stack) - 1, -1, -1):  # by identity (two empty lists are equal)
             if stack[i] is seen:
                 del stack[i]
@@ -115,6 +121,7 @@ def carrying(fn: Callable[..., R]) -> Callable[..., R]:
     """``fn``, to be run on another thread, recording the warnings it shows into the :func:`collecting` blocks
     active on this thread now (a producer thread working for an ingest: its warnings are the ingest's)."""
     carried = list(getattr(_active, "stack", None) or ())
+    quiet = getattr(_active, "quiet", 0)
     if not carried:
         return fn
 
@@ -122,10 +129,13 @@ def carrying(fn: Callable[..., R]) -> Callable[..., R]:
         stack = _collectors()
         depth = len(stack)
         stack.extend(carried)
+        quiet_before = getattr(_active, "quiet", 0)
+        _active.quiet = quiet_before + quiet
         try:
             return fn(*args, **kwargs)
         finally:
             del stack[depth:]
+            _active.quiet = quiet_before
 
     return run
 

@@ -175,9 +175,9 @@ def test_the_critical_path_column_is_computed_on_request_and_kept(registry):
     from dashboard.computed import ComputedCache
 
     class Counting(ComputedCache):
-        def get(self, trace_id, key, compute):
+        def get(self, trace_id, key, compute, *, trace=None):
             cache_calls.append(key)
-            return super().get(trace_id, key, compute)
+            return super().get(trace_id, key, compute, trace=trace)
 
     cache = Counting()
     _o, _c, _s, plain = page_outputs(registry, "?trace=t0&file=softmax.py", None, [], cache)

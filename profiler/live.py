@@ -1,0 +1,336 @@
+"""Following a recording while it runs: a trace directory re-ingested as its writer flushes more rows.
+
+``trnprof record`` flushes its trace at least once a second (:mod:`tracer.writer`), and the trace's Metadata says
+``recording_complete = false`` until the writer closes it.  :class:`LiveTrace` holds the latest :class:`Trace` of
+such a directory and makes a new one when the files have grown: :meth:`LiveTrace.poll` looks at the directory
+(file names, sizes and modification times: no file is read) and says whether a refresh is due;
+:meth:`LiveTrace.refresh` ingests the directory again (through the ingest cache, which writes a new database beside
+the old one and renames it over it: a reader of the old one is not disturbed) and swaps the new ``Trace`` in.  The
+swap is one attribute assignment, so a reader holds either trace, never a mixture; each swap increments
+:attr:`LiveTrace.generation`, by which the dashboard's caches tell results of the old rows from the new.
+
+A refresh re-ingests the whole trace, which costs time in proportion to its size, so refreshes are spaced: the next
+may start :data:`BACKOFF` times the last one's duration after it ended, and never sooner than
+:data:`MIN_INTERVAL_S` (a follower then spends at most about a quarter of one CPU on ingesting, however large the
+recording grows).  Once the Metadata says the recording is complete, one last refresh reads every row and the trace
+stops changing.  A recording that stopped without completing (killed) stays incomplete: :attr:`LiveStatus.idle_s`
+says how long its files have not changed.
+
+The warnings an incomplete trace gives on every ingest (the recording is not complete, a table's last batch is
+still being written) are expected here and are not printed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from profiler.db import ingest_warnings
+from profiler.db.cache import cache_key, cache_path
+from profiler.sources import open_source
+from tracer import schema as ts
+from tracer.errors import TraceFormatError, TrnprofError
+from tracer.reader import TraceReader
+
+#: A refresh never starts sooner than this many seconds after the previous one ended.
+MIN_INTERVAL_S = 2.0
+#: ... nor sooner than this many times the previous refresh's duration after it ended.
+BACKOFF = 3.0
+
+#: A replaced trace is closed this many seconds after the swap (requests that began on it finish first).
+RETIRE_S = 60.0
+#: Generation files are named ``<trace>.trnprof.live-<pid>-<generation>.duckdb`` (beside the cache entry).
+LIVE_INFIX = ".live-"
+
+#: What :func:`input_signature` returns: (file name, size, mtime in ns) of every file, sorted.
+Signature = tuple[tuple[str, int, int], ...]
+
+
+def input_signature(path: str | os.PathLike[str]) -> Signature:
+    """The names, sizes and modification times of the files of trace directory ``path`` (nothing is read); a
+    writer appending rows changes it."""
+    found = []
+    try:
+        with os.scandir(path) as entries:
+            for entry in entries:
+                if entry.name.endswith(ts.TABLE_FILE_SUFFIX) and entry.is_file():
+                    st = entry.stat()
+                    found.append((entry.name, st.st_size, st.st_mtime_ns))
+    except OSError as exc:
+        raise TraceFormatError(f"{path}: cannot read the trace directory ({exc.strerror or exc})") from None
+    return tuple(sorted(found))
+
+
+def is_recording(path: str | os.PathLike[str]) -> bool:
+    """True when ``path`` is a trnprof trace directory whose recording has not completed (still running, or
+    stopped without finishing); False for anything else (a complete trace, a database, another format)."""
+    p = Path(path)
+    if not (p.is_dir() and (p / ts.METADATA.file_name).exists()):
+        return False
+    try:
+        return not TraceReader(p).recording_complete
+    except TrnprofError:
+        return False
+
+
+@dataclass(frozen=True)
+class LiveStatus:
+    """Where a followed recording stands (:meth:`LiveTrace.status`)."""
+
+    #: Increments each time a new trace is swapped in (0: the one opened first).
+    generation: int
+    #: The recording has completed and its every row is in the current trace.
+    complete: bool
+    #: A refresh is running.
+    refreshing: bool
+    #: Instructions and DMA packets in the current trace.
+    instructions: int
+    dma_packets: int
+    #: First start and last end of the current trace's events (ns).
+    time_range: tuple[int, int]
+    #: Seconds since the current trace was swapped in, and since the directory's files last changed.
+    age_s: float
+    idle_s: float
+    #: How long the last refresh took (s), None before the first.
+    last_refresh_s: float | None
+    #: The last refresh's error (one line), if it failed; the previous trace stays in use.
+    error: str | None
+
+
+class LiveTrace:
+    """The latest :class:`~profiler.trace.Trace` of a trace directory that is still being recorded (see the module
+    docstring).
+
+    Args:
+        path: the trace directory.
+        opener: ``opener(path, generation)`` opens the trace as its files are now (default
+            :func:`open_generation`).
+        clock: monotonic seconds (tests pass their own).
+        min_interval_s, backoff: refresh spacing (:data:`MIN_INTERVAL_S`, :data:`BACKOFF`).
+        retire_s: a replaced trace is closed this many seconds after it was replaced (requests that began on it
+            finish first; one still running then gets a one-line "the trace was closed" error).
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, opener: Callable[[Path, int], Any] | None = None,
+                 clock: Callable[[], float] = time.monotonic, min_interval_s: float = MIN_INTERVAL_S,
+                 backoff: float = BACKOFF, retire_s: float = RETIRE_S) -> None:
+        self.path = Path(path)
+        self._opener = opener if opener is not None else open_generation
+        self._clock = clock
+        self.min_interval_s = float(min_interval_s)
+        self.backoff = float(backoff)
+        self.retire_s = float(retire_s)
+        self._lock = threading.Lock()        # guards the fields below; never held while ingesting
+        self._refresh_lock = threading.Lock()  # one refresh at a time
+        self.generation = 0
+        self._refreshing = False
+        self._error: str | None = None
+        self._last_refresh_s: float | None = None
+        self._retired: list[tuple[float, Any]] = []
+        if opener is None:
+            remove_stale_generations(self.path)
+        self._seen_signature = input_signature(self.path)
+        self._changed_at = started = clock()
+        self._trace, self._signature, self._complete = self._ingest(0)
+        self._facts = _facts(self._trace)
+        self._swapped_at = clock()
+        self._schedule(started)
+
+    @property
+    def trace(self) -> Any:
+        """The current trace (the latest ingested)."""
+        return self._trace
+
+    @property
+    def complete(self) -> bool:
+        """True once the recording completed and the current trace holds all of it."""
+        return self._complete
+
+    def _ingest(self, generation: int) -> tuple[Any, Signature, bool]:
+        """A new trace of the directory as it is now: (trace, the files' signature before reading them, whether
+        the recording had completed before reading them)."""
+        signature = input_signature(self.path)
+        complete = not is_recording(self.path)   # read first: rows flushed before completion are all in
+        with ingest_warnings.collecting(quiet=True):
+            trace = self._opener(self.path, generation)
+        return trace, signature, complete
+
+    def poll(self) -> bool:
+        """True when a refresh is due: the recording is not complete in the current trace, its files changed since
+        it was read, and the spacing since the last refresh has passed.  Reads only the directory listing; closes
+        the replaced traces whose time is up."""
+        self._close_retired()
+        with self._lock:
+            if self._complete or self._refreshing:
+                return False
+            now = self._clock()
+            try:
+                signature = input_signature(self.path)
+            except TraceFormatError as exc:
+                self._error = str(exc)
+                return False
+            if signature != self._seen_signature:
+                self._seen_signature = signature
+                self._changed_at = now
+            return signature != self._signature and now >= self._next_at
+
+    def refresh(self) -> bool:
+        """Ingest the directory again and swap the new trace in when its files changed; True when a new trace was
+        swapped in.  A failure keeps the current trace, is reported by :meth:`status` and raised."""
+        with self._refresh_lock:
+            if self._complete or input_signature(self.path) == self._signature:
+                return False
+            with self._lock:
+                self._refreshing = True
+            started = self._clock()
+            try:
+                trace, signature, complete = self._ingest(self.generation + 1)
+                facts = _facts(trace)
+            except Exception as exc:   # (any failure: the next poll may try again)
+                with self._lock:
+                    self._error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                    self._refreshing = False
+                    self._schedule(started)
+                raise
+            with self._lock:
+                old = self._trace
+                self._trace, self._signature, self._complete = trace, signature, complete
+                self._facts = facts
+                self.generation += 1
+                self._error = None
+                self._refreshing = False
+                self._swapped_at = self._clock()
+                self._retired.append((self._swapped_at, old))
+                self._schedule(started)
+            if complete and self._opener is open_generation:
+                keep_as_cache_entry(trace)
+            return True
+
+    def _schedule(self, started: float) -> None:
+        ended = self._clock()
+        self._last_refresh_s = ended - started
+        self._next_at = ended + max(self.min_interval_s, self.backoff * self._last_refresh_s)
+
+    def _close_retired(self, *, everything: bool = False) -> None:
+        with self._lock:
+            now = self._clock()
+            due = [t for at, t in self._retired if everything or now - at >= self.retire_s]
+            self._retired = [(at, t) for at, t in self._retired if not (everything or now - at >= self.retire_s)]
+        for trace in due:
+            close_generation(trace)
+
+    def status(self) -> LiveStatus:
+        """Where the recording stands (no file is read)."""
+        with self._lock:
+            now = self._clock()
+            instructions, packets, t_range = self._facts
+            return LiveStatus(self.generation, self._complete, self._refreshing, instructions, packets, t_range,
+                              now - self._swapped_at, now - self._changed_at, self._last_refresh_s, self._error)
+
+    def close(self) -> None:
+        """Close the current trace and every replaced one (and remove their generation files)."""
+        self._close_retired(everything=True)
+        close_generation(self._trace)
+
+
+def generation_path(path: Path, generation: int) -> Path:
+    """The database file of generation ``generation`` (>= 1) of a followed trace directory, beside its ingest
+    cache entry and named by this process (``<trace>.trnprof.live-<pid>-<generation>.duckdb``)."""
+    entry = cache_path(path)
+    return entry.with_name(f"{_stem(entry)}{os.getpid()}-{generation}.duckdb")
+
+
+def open_generation(path: Path, generation: int) -> Any:
+    """The trace of ``path`` as its files are now: generation 0 through the ingest cache (what ``trnprof serve``
+    opened already, at no cost), later ones ingested into their own file (:func:`generation_path`; DuckDB cannot
+    open a file replaced under a connection this process still has), with one thread, beside the recording."""
+    from profiler.db.ingest import ingest
+    from profiler.trace import Trace
+    from profiler.trace import open as open_trace
+
+    if generation == 0:
+        return open_trace(path)
+    source = open_source(path)
+    db = ingest(source, generation_path(path, generation), cache_key=cache_key(source), threads=1)
+    return Trace(path, db)
+
+
+def close_generation(trace: Any) -> None:
+    """Close a followed trace's database, and remove it when it is a generation file."""
+    close = getattr(trace, "close", None)
+    if callable(close):
+        close()
+    db = getattr(trace, "db_path", None)
+    if isinstance(db, Path) and LIVE_INFIX in db.name:
+        for f in (db, db.with_name(db.name + ".wal")):
+            with contextlib.suppress(OSError):
+                f.unlink()
+
+
+def keep_as_cache_entry(trace: Any) -> None:
+    """Make a completed recording's last generation its ingest cache entry too (a hard link: the next ``trnprof
+    serve`` of the trace opens it without ingesting again).  Best effort: where links are not possible the next
+    open ingests once."""
+    db = getattr(trace, "db_path", None)
+    if not isinstance(db, Path):
+        return
+    entry = cache_path(trace.path)
+    tmp = entry.with_name(f".{entry.name}.{os.getpid()}.link")
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        os.link(db, tmp)
+        os.replace(tmp, entry)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+
+
+def remove_stale_generations(path: Path) -> None:
+    """Remove the generation files that processes no longer running left beside ``path``'s cache entry."""
+    entry = cache_path(path)
+    stem = _stem(entry)
+    try:
+        names = os.listdir(entry.parent)
+    except OSError:
+        return
+    for name in names:
+        if not (name.startswith(stem) and name.endswith(".duckdb")):
+            continue
+        pid = name[len(stem):].split("-")[0]
+        if pid.isdigit() and int(pid) != os.getpid() and not _running(int(pid)):
+            with contextlib.suppress(OSError):
+                (entry.parent / name).unlink()
+
+
+def _stem(entry: Path) -> str:
+    """``<trace>.trnprof.live-`` for cache entry ``<trace>.trnprof.duckdb``."""
+    return entry.name[: -len(".duckdb")] + LIVE_INFIX
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:   # (another user's process: it exists)
+        return True
+    return True
+
+
+def _facts(trace: Any) -> tuple[int, int, tuple[int, int]]:
+    """(instructions, DMA packets, time range) of a trace, from its overview (no scan of the events)."""
+    overview = trace.overview()
+    events = overview.get("events") or {}
+    return (int(events.get(ts.INSTRUCTION.name, 0) or 0), int(events.get(ts.DMA_PACKET.name, 0) or 0),
+            tuple(int(x) for x in trace.time_range))  # type: ignore[return-value]
+
+
+__all__ = ["BACKOFF", "MIN_INTERVAL_S", "RETIRE_S", "LiveStatus", "LiveTrace", "close_generation", "generation_path",
+           "input_signature", "is_recording", "keep_as_cache_entry", "open_generation", "remove_stale_generations"]

@@ -1,0 +1,363 @@
+"""Following a recording while it runs (profiler.live): a real TraceWriter appends rows between refreshes."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import warnings
+from pathlib import Path
+
+import pytest
+
+import profiler
+from dashboard import timeline_logic as tl
+from dashboard.computed import ComputedCache
+from dashboard.live_view import STOPPED_AFTER_S, live_line
+from dashboard.registry import TraceRegistry
+from profiler.errors import QueryError
+from profiler.live import (
+    LiveStatus,
+    LiveTrace,
+    close_generation,
+    generation_path,
+    input_signature,
+    is_recording,
+    remove_stale_generations,
+)
+from tracer import TraceWriter
+from tracer import schema as ts
+from tracer.errors import IncompleteTraceWarning
+
+ENGINES = ("Tensor", "Vector", "Scalar")
+
+
+def rows(a: int, b: int) -> dict[str, list]:
+    """Instructions a..b-1, one every 100 ns round the three engines."""
+    n = b - a
+    return {ts.ID: list(range(a, b)), ts.START_TS: [i * 100 for i in range(a, b)],
+            ts.END_TS: [i * 100 + 80 for i in range(a, b)], ts.DURATION_NS: [80] * n,
+            ts.ENGINE: [ENGINES[i % 3] for i in range(a, b)], ts.OPCODE: ["MATMUL"] * n, ts.PCORE_IDX: [0] * n,
+            ts.OPERANDS: [""] * n, ts.PC: list(range(a, b))}
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def recording(tmp_path: Path):
+    """A trace directory being recorded: 100 instructions flushed, the writer still open."""
+    path = tmp_path / "run.trace"
+    writer = TraceWriter(path, background_flush=False, metadata={"is_simulation": True})
+    writer.append(ts.INSTRUCTION.name, rows(0, 100))
+    writer.flush()
+    yield path, writer
+    writer.close(complete=False)
+
+
+def count(trace) -> int:
+    return trace.sql("SELECT count(*) FROM Instruction").fetchall()[0][0]
+
+
+def test_a_recording_is_followed_generation_by_generation_until_it_completes(recording):
+    path, writer = recording
+    assert is_recording(path)
+    clock = Clock()
+    live = LiveTrace(path, clock=clock, min_interval_s=2.0, backoff=3.0, retire_s=60.0)
+    try:
+        first = live.trace
+        assert count(first) == 100 and live.generation == 0 and not live.complete
+        assert not live.poll()                       # nothing new
+        writer.append(ts.INSTRUCTION.name, rows(100, 250))
+        writer.flush()
+        assert not live.poll()                       # new rows, but too soon after the last read
+        clock.now += 2.0
+        assert live.poll()
+        assert live.refresh()
+        assert live.generation == 1 and count(live.trace) == 250 and live.trace is not first
+        assert count(first) == 100                   # a reader of the old trace is not disturbed
+        assert live.trace.db_path == generation_path(path, 1)
+        status = live.status()
+        assert status.instructions == 250 and status.time_range == (0, 249 * 100 + 80) and not status.complete
+        assert not live.refresh()                    # unchanged since: nothing to do
+        writer.close()
+        clock.now += 10.0
+        assert live.poll() and live.refresh()
+        assert live.complete and live.status().complete and count(live.trace) == 250
+        assert not live.poll()                       # complete: never again
+    finally:
+        live.close()
+
+
+def test_refreshes_are_spaced_by_the_backoff_times_the_last_refresh(recording):
+    path, writer = recording
+    clock = Clock()
+
+    def slow_open(p: Path, generation: int):
+        trace = profiler.live.open_generation(p, generation)
+        clock.now += 5.0 if generation else 0.1      # later reads "take" 5 s
+        return trace
+
+    live = LiveTrace(path, opener=slow_open, clock=clock, min_interval_s=2.0, backoff=3.0)
+    try:
+        writer.append(ts.INSTRUCTION.name, rows(100, 200))
+        writer.flush()
+        clock.now += 2.0
+        assert live.poll() and live.refresh()
+        assert live.status().last_refresh_s == pytest.approx(5.0)
+        writer.append(ts.INSTRUCTION.name, rows(200, 300))
+        writer.flush()
+        clock.now += 14.9                            # 3 x 5 s after the read ended, less a little
+        assert not live.poll()
+        clock.now += 0.2
+        assert live.poll()
+    finally:
+        live.close()
+
+
+def test_a_replaced_trace_is_closed_after_the_retire_time_and_its_file_removed(recording):
+    path, writer = recording
+    clock = Clock()
+    live = LiveTrace(path, clock=clock, min_interval_s=0.0, retire_s=30.0)
+    try:
+        for k in (1, 2):
+            writer.append(ts.INSTRUCTION.name, rows(100 * k, 100 * k + 100))
+            writer.flush()
+            clock.now += 1.0
+            assert live.refresh()
+        gen1 = generation_path(path, 1)
+        assert gen1.exists()
+        old = [t for _at, t in live._retired]
+        assert len(old) == 2
+        clock.now += 29.0
+        live.poll()
+        assert count(old[1]) == 200                  # retired 29 s ago: still open
+        clock.now += 2.0
+        live.poll()
+        with pytest.raises(QueryError):
+            count(old[1])
+        assert not gen1.exists()
+    finally:
+        live.close()
+    assert not generation_path(path, 2).exists()     # close() removes the current generation's file too
+
+
+def test_a_completed_recordings_last_generation_becomes_its_cache_entry(recording):
+    path, writer = recording
+    clock = Clock()
+    live = LiveTrace(path, clock=clock, min_interval_s=0.0)
+    writer.append(ts.INSTRUCTION.name, rows(100, 180))
+    writer.close()
+    clock.now += 1.0
+    assert live.refresh() and live.complete
+    last = live.trace.db_path
+    live.close()
+    entry = profiler.db.cache.cache_path(path)
+    assert entry.exists() and not last.exists()
+    before = entry.stat().st_ino
+    with profiler.open(path) as again:                # the cache answers: no new ingest
+        assert count(again) == 180
+    assert entry.stat().st_ino == before
+
+
+def test_refresh_does_not_print_the_expected_incomplete_warnings(recording):
+    path, writer = recording
+    live = LiveTrace(path, clock=Clock(), min_interval_s=0.0)
+    try:
+        writer.append(ts.INSTRUCTION.name, rows(100, 150))
+        writer.flush()
+        with warnings.catch_warnings(record=True) as shown:
+            warnings.simplefilter("always")
+            assert live.refresh()
+        assert [str(w.message) for w in shown] == []
+    finally:
+        live.close()
+    with pytest.warns(IncompleteTraceWarning, match="not complete"):
+        profiler.open(path, force=True).close()     # outside a live refresh, it is shown as before
+
+
+def test_a_failed_refresh_keeps_the_previous_trace_and_says_why(recording):
+    path, writer = recording
+    clock = Clock()
+    live = LiveTrace(path, clock=clock, min_interval_s=1.0)
+    try:
+        writer.append(ts.INSTRUCTION.name, rows(100, 150))
+        writer.flush()
+        (path / ts.METADATA.file_name).write_bytes(b"not arrow")   # the directory got damaged
+        clock.now += 1.0
+        with pytest.raises(Exception, match="Metadata"):
+            live.refresh()
+        status = live.status()
+        assert status.error and "Metadata" in status.error and not status.refreshing
+        assert count(live.trace) == 100 and live.generation == 0
+        assert not live.poll()                      # spaced like any read
+        clock.now += 1.1
+        assert live.poll()                          # and tried again later
+    finally:
+        live.close()
+
+
+def test_is_recording_and_the_signature(tmp_path, recording):
+    path, writer = recording
+    assert not is_recording(tmp_path / "missing")
+    assert not is_recording(tmp_path)              # a directory that is no trace
+    (tmp_path / "x.duckdb").write_bytes(b"")
+    assert not is_recording(tmp_path / "x.duckdb")
+    before = input_signature(path)
+    assert {name for name, _s, _m in before} >= {ts.METADATA.file_name, ts.INSTRUCTION.file_name}
+    writer.append(ts.INSTRUCTION.name, rows(100, 101))
+    writer.flush()
+    assert input_signature(path) != before
+    writer.close()
+    assert not is_recording(path)
+
+
+def test_generation_files_of_dead_processes_are_removed(recording):
+    path, _writer = recording
+    mine = generation_path(path, 3)
+    dead = mine.with_name(mine.name.replace(f"-{os.getpid()}-", "-999999999-"))
+    for f in (mine, dead):
+        f.write_bytes(b"x")
+    remove_stale_generations(path)
+    assert mine.exists() and not dead.exists()
+    mine.unlink()
+    close_generation(object())                     # anything without a database: nothing to do
+
+
+def status(**kw) -> LiveStatus:
+    base = dict(generation=1, complete=False, refreshing=False, instructions=1234, dma_packets=0,
+                time_range=(0, 2_000_000), age_s=3.0, idle_s=1.0, last_refresh_s=0.5, error=None)
+    return LiveStatus(**{**base, **kw})
+
+
+def text(parts) -> str:
+    return "".join(p if isinstance(p, str) else p.children for p in parts)
+
+
+def test_the_header_line_says_where_the_recording_stands():
+    assert live_line(None) == ("", "live-none")
+    line, css = live_line(status())
+    assert css == "live-recording" and text(line) == ("● recording: 1,234 instructions, 2 ms of simulated time so "
+                                                       "far · last read 3 s ago")
+    line, css = live_line(status(dma_packets=5, refreshing=True))
+    assert "5 DMA packets" in text(line) and "reading the new rows (the last read took 0.5 s)" in text(line)
+    line, css = live_line(status(idle_s=STOPPED_AFTER_S + 1))
+    assert css == "live-stopped" and "no new rows for 31 s (stopped or killed?)" in text(line)
+    line, css = live_line(status(complete=True, error="boom"))
+    assert css == "live-complete" and text(line).startswith("✓ recording complete: 1,234 instructions")
+    assert "the last read failed: boom" in text(line)
+    # a page drawn from an older generation links to itself; the timeline (href None) redraws by itself
+    line, _ = live_line(status(generation=3), page_generation=2, href="/summary?trace=t0")
+    link = [p for p in line if not isinstance(p, str)]
+    assert link and link[0].href == "/summary?trace=t0"
+    assert all(isinstance(p, str) for p in live_line(status(generation=3), 3, "/summary")[0])
+    assert all(isinstance(p, str) for p in live_line(status(generation=3), True, "/summary")[0])
+
+
+def test_the_registry_follows_a_recording_and_versions_it(recording):
+    path, writer = recording
+    clock = Clock()
+    registry = TraceRegistry([path], live_options={"clock": clock, "min_interval_s": 0.0})
+    try:
+        assert registry.followed("t0")
+        first = registry.open("t0")
+        assert registry.version("t0") == 0 and registry.live_status("t0").instructions == 100
+        writer.append(ts.INSTRUCTION.name, rows(100, 300))
+        writer.flush()
+        clock.now += 1.0
+        assert registry.poll("t0") is not None       # starts the refresh in the background
+        deadline = time.monotonic() + 30
+        while registry.version("t0") == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert registry.version("t0") == 1 and registry.open("t0") is not first
+        assert count(registry.open("t0")) == 300
+    finally:
+        registry.close()
+
+
+def test_a_registry_told_not_to_follow_opens_the_rows_as_they_are(recording):
+    path, _writer = recording
+    registry = TraceRegistry([path], follow=False)
+    try:
+        assert not registry.followed("t0")
+        with pytest.warns(IncompleteTraceWarning):
+            assert count(registry.open("t0")) == 100
+        assert registry.poll("t0") is None and registry.live_status("t0") is None and registry.version("t0") == 0
+    finally:
+        registry.close()
+
+
+def test_computed_results_are_kept_per_trace_object():
+    cache = ComputedCache()
+
+    class T:
+        pass
+
+    a, b = T(), T()
+    calls = []
+    assert cache.get("t0", "k", lambda: calls.append("a") or "A", trace=a) == "A"
+    assert cache.get("t0", "k", lambda: calls.append("a2") or "A2", trace=a) == "A"     # kept
+    assert cache.get("t0", "k", lambda: calls.append("b") or "B", trace=b) == "B"      # a new trace: again
+    assert calls == ["a", "b"]
+    assert cache.get("t1", "k", lambda: "plain") == "plain" == cache.get("t1", "k", lambda: "other")
+
+
+def test_concurrent_polls_start_one_refresh(recording):
+    path, writer = recording
+    clock = Clock()
+    started = []
+    gate = threading.Event()
+
+    def opener(p: Path, generation: int):
+        started.append(generation)
+        if generation:
+            gate.wait(10)
+        return profiler.live.open_generation(p, generation)
+
+    registry = TraceRegistry([path], live_options={"clock": clock, "min_interval_s": 0.0, "opener": opener})
+    try:
+        registry.open("t0")
+        writer.append(ts.INSTRUCTION.name, rows(100, 120))
+        writer.flush()
+        clock.now += 1.0
+        for _ in range(5):
+            registry.poll("t0")
+            time.sleep(0.02)
+        assert registry.live_status("t0").refreshing
+        gate.set()
+        deadline = time.monotonic() + 30
+        while registry.version("t0") == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert started == [0, 1]
+    finally:
+        gate.set()
+        registry.close()
+
+
+def test_the_timeline_follows_the_end_of_a_growing_trace_unless_zoomed(recording):
+    path, writer = recording
+    clock = Clock()
+    live = LiveTrace(path, clock=clock, min_interval_s=0.0)
+    try:
+        trace0 = live.trace
+        first = tl.update_timeline(trace0, "t0", state=None, trigger="initial", width_px=800)
+        assert first.state["view"] == [0, 99 * 100 + 80] and first.state["whole"]
+        zoomed = tl.update_timeline(trace0, "t0", state=first.state, trigger="nav",
+                                    nav={"start_ns": 1000, "end_ns": 2000})
+        assert not zoomed.state["whole"]
+        writer.append(ts.INSTRUCTION.name, rows(100, 400))
+        writer.flush()
+        clock.now += 1.0
+        assert live.refresh()
+        follow = tl.update_timeline(live.trace, "t0", state=first.state, trigger="live")
+        assert follow.figure is not None                          # rebuilt
+        assert follow.state["view"] == [0, 399 * 100 + 80] and follow.state["whole"]
+        kept = tl.update_timeline(live.trace, "t0", state=zoomed.state, trigger="live")
+        assert kept.figure is not None and kept.state["view"] == zoomed.state["view"]
+    finally:
+        live.close()

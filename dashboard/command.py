@@ -11,6 +11,7 @@ authentication and its SQL page reads every served trace.  Requests must name an
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import threading
 import webbrowser
@@ -38,6 +39,10 @@ def open_inputs(paths: list[Path], opener: Any = None) -> dict[Path, Any]:
     """Open (ingesting when needed) every input, with a progress bar; TrnprofError names the bad one."""
     from tqdm import tqdm
 
+    from profiler.db import ingest_warnings
+    from profiler.live import is_recording
+    from tracer.errors import TrnprofError
+
     if opener is None:
         import profiler
 
@@ -47,7 +52,15 @@ def open_inputs(paths: list[Path], opener: Any = None) -> dict[Path, Any]:
         if not path.exists():
             raise CommandError(f"{path}: no such file or directory (pass a trace directory, a .duckdb database "
                                "or an importable file)")
-        opened[path.resolve()] = opener(path)
+        if is_recording(path):
+            # its "recording is not complete" warning is what following it is for: one line saying so instead
+            print(f"trnprof: {path}: the recording has not completed: the dashboard shows its rows so far and "
+                  "follows it while it is written", file=sys.stderr, flush=True)
+            # nothing readable yet (no event written): the dashboard says so, and draws the rows once there are some
+            with ingest_warnings.collecting(quiet=True), contextlib.suppress(TrnprofError):
+                opened[path.resolve()] = opener(path)
+        else:
+            opened[path.resolve()] = opener(path)
     return opened
 
 
@@ -130,10 +143,11 @@ class ServeCommand:
             print(public_warning(host, args.port, policy), file=sys.stderr, flush=True)
         from werkzeug.serving import make_server
 
+        import profiler
         from dashboard.app import create_app
         from dashboard.registry import TraceRegistry
 
-        registry = TraceRegistry(inputs, samples=samples, opener=lambda p: opened[p.resolve()])
+        registry = TraceRegistry(inputs, samples=samples, opener=lambda p: opened.get(p.resolve()) or profiler.open(p))
         app = create_app(registry, allowed_hosts=policy)
         try:
             server = make_server(host, args.port, app.server, threaded=True)

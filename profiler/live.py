@@ -137,15 +137,31 @@ class LiveTrace:
             remove_stale_generations(self.path)
         self._seen_signature = input_signature(self.path)
         self._changed_at = started = clock()
-        self._trace, self._signature, self._complete = self._ingest(0)
-        self._facts = _facts(self._trace)
+        self._trace: Any = None
+        self._signature: Signature = ()
+        self._complete = False
+        self._facts: tuple[int, int, tuple[int, int]] = (0, 0, (0, 0))
+        try:
+            self._trace, self._signature, self._complete = self._ingest(0)
+            self._facts = _facts(self._trace)
+        except TrnprofError as exc:
+            # Nothing readable yet (a recording that has not issued an instruction holds no events): no trace
+            # until a later read succeeds; a recording that has ended will not change, so it is not read again.
+            self._error = _one_line(exc)
+            self._complete = not is_recording(self.path)
         self._swapped_at = clock()
         self._schedule(started)
 
     @property
     def trace(self) -> Any:
-        """The current trace (the latest ingested)."""
-        return self._trace
+        """The current trace (the latest ingested); TraceFormatError while there is none yet (no read has
+        succeeded: a recording that has not written any event yet)."""
+        trace = self._trace
+        if trace is None:
+            why = self._error or "nothing has been read yet"
+            raise TraceFormatError(f"{self.path}: no events to show yet ({why}); the page draws them once the "
+                                   "recording has written some")
+        return trace
 
     @property
     def complete(self) -> bool:
@@ -194,7 +210,7 @@ class LiveTrace:
                 facts = _facts(trace)
             except Exception as exc:   # (any failure: the next poll may try again)
                 with self._lock:
-                    self._error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                    self._error = _one_line(exc)
                     self._refreshing = False
                     self._schedule(started)
                 raise
@@ -206,7 +222,8 @@ class LiveTrace:
                 self._error = None
                 self._refreshing = False
                 self._swapped_at = self._clock()
-                self._retired.append((self._swapped_at, old))
+                if old is not None:
+                    self._retired.append((self._swapped_at, old))
                 self._schedule(started)
             if complete and self._opener is open_generation:
                 keep_as_cache_entry(trace)
@@ -236,7 +253,8 @@ class LiveTrace:
     def close(self) -> None:
         """Close the current trace and every replaced one (and remove their generation files)."""
         self._close_retired(everything=True)
-        close_generation(self._trace)
+        if self._trace is not None:
+            close_generation(self._trace)
 
 
 def generation_path(path: Path, generation: int) -> Path:
@@ -322,6 +340,10 @@ def _running(pid: int) -> bool:
     except OSError:   # (another user's process: it exists)
         return True
     return True
+
+
+def _one_line(exc: BaseException) -> str:
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
 def _facts(trace: Any) -> tuple[int, int, tuple[int, int]]:

@@ -309,7 +309,7 @@ FLOW = TableSpec(
 )
 
 METADATA = TableSpec(
-    name="Metadata",
+    name=trace_dir.METADATA_TABLE,
     kind="meta",
     doc="One row describing the recording: versions, hardware parameters, time range.",
     columns=(

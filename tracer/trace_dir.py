@@ -14,6 +14,10 @@ from tracer.errors import TraceExistsError
 
 #: File name suffix of one table's Arrow IPC stream file.
 TABLE_FILE_SUFFIX = ".arrows"
+#: The Metadata table's name (:data:`tracer.schema.METADATA`), and its file, the first one a writer writes: a
+#: directory holding it is a trace (checked without loading Arrow).
+METADATA_TABLE = "Metadata"
+METADATA_FILE_NAME = METADATA_TABLE + TABLE_FILE_SUFFIX
 
 
 def check_trace_directory(path: str | os.PathLike[str], *, overwrite: bool) -> list[Path]:

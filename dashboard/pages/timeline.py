@@ -302,9 +302,10 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
         trigger = trigger_name(ctx.triggered_prop_ids)
         try:
             trace_id, trace = _trace(registry, search)
-        except UnknownTraceError as exc:
-            return {"kind": "figure", "figure": tl.empty_figure(str(exc)), "config": GRAPH_CONFIG, "seq": -1}, \
-                None, None, [], str(exc), dash.no_update
+        except (UnknownTraceError, TrnprofError) as exc:   # (a followed recording with no event yet, ...)
+            message = str(exc) if isinstance(exc, UnknownTraceError) else public_message(exc)
+            return {"kind": "figure", "figure": tl.empty_figure(message), "config": GRAPH_CONFIG, "seq": -1}, \
+                None, None, [], message, dash.no_update
         width = size.get("width") if isinstance(size, dict) else None
         options = tl.TimelineOptions.parse(colour_by, is_checked(expand, "expand"), is_checked(critical, "on"),
                                            levels, row_filter=row_filter,

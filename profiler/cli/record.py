@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from profiler.cli import seed_arg
+from profiler.cli.record_serve import DEFAULT_PORT, DashboardFollower, check_port
 from profiler.errors import CommandError
 from tracer.errors import ConfigError, TraceExistsError
 from tracer.sim import PRESETS, emit_spawn, malloc_tuning, overridable_names
@@ -45,7 +46,8 @@ class RecordCommand:
 
     KERNEL is a shipped kernel (see `trnprof kernels`) or path/to/file.py:function.  The trace streams to disk
     while the kernel runs (a killed run keeps what was flushed).  An existing trace is replaced only with
-    --force, and only once the new recording has finished.
+    --force, and only once the new recording has finished.  --serve opens the dashboard on the trace while it is
+    recorded: the timeline fills in as the rows are written.
     """
 
     name = "record"
@@ -71,6 +73,12 @@ class RecordCommand:
         parser.add_argument("--seed", type=seed_arg, default=0,
                             help="seed of the random inputs, 0 or more (default 0)")
         parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+        parser.add_argument("--serve", action="store_true",
+                            help="open the dashboard on the trace as soon as the recording starts; it follows the "
+                                 "recording as it is written, and goes on serving the trace until Ctrl-C")
+        parser.add_argument("--port", type=int, default=None, help="the dashboard's port with --serve (default "
+                            "8050; loopback only)")
+        parser.add_argument("--no-browser", action="store_true", help="with --serve: do not open a web browser")
 
     def run(self, args: argparse.Namespace) -> int:
         malloc_tuning.tune_this_process()  # this process only records: big freed blocks kept for reuse
@@ -106,13 +114,17 @@ class RecordCommand:
                 elif any(out.iterdir()):
                     raise TraceExistsError(f"{out}: directory is not empty and holds no trace; choose an empty or "
                                            "new path (-o)")
+        follower = _follower(args, target, out)
         bar = _progress_bar(args.quiet, target)
         guard = _DiskGuard(target, out) if target is not None and out is not None else None
-        progress = _both(bar.update if bar else None, guard.check if guard else None)
+        progress = _both(bar.update if bar else None, guard.check if guard else None,
+                         follower.poll if follower else None)
         try:
             result = run_kernel(args.kernel, params, arch=args.arch, overrides=overrides, trace_path=target,
                                 numerics=args.numerics, check=args.check, seed=args.seed, progress=progress)
         except BaseException:
+            if follower is not None:
+                follower.stop()
             if target is not None and target != out and target.exists():
                 shutil.rmtree(target, ignore_errors=True)
             raise
@@ -128,7 +140,25 @@ class RecordCommand:
             print(f"note: compiling the simulator's scheduling loop in the background, once (~4 CPU-s, into "
                   f"{build.parent}); later recordings load it at once (TRNPROF_AOT=0 turns this off)",
                   file=sys.stderr)
-        return 0
+        return follower.serve_until_interrupted() if follower is not None else 0
+
+
+def _follower(args: argparse.Namespace, target: Path | None, out: Path | None) -> DashboardFollower | None:
+    """The dashboard ``--serve`` starts beside the recording (None without it); CommandError for what it cannot
+    follow, before anything is simulated."""
+    if not args.serve:
+        for given, name in ((args.no_browser, "--no-browser"), (args.port is not None, "--port")):
+            if given:
+                raise CommandError(f"{name} goes with --serve")
+        return None
+    if target is None or out is None:
+        raise CommandError("--serve shows the trace being recorded: leave out --no-trace")
+    if target != out:
+        raise CommandError(f"{out}: --serve follows a new trace as it is written, not one replacing an existing "
+                           "trace (written aside until complete): remove the old trace or choose another -o")
+    port = DEFAULT_PORT if args.port is None else args.port
+    check_port(port)
+    return DashboardFollower(out, port, browser=not args.no_browser)
 
 
 def _dir_bytes(path: Path) -> int:

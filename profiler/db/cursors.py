@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 import weakref
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -149,12 +150,31 @@ class CursorPool:
         with self._lock:
             if self._con is None:  # another thread's close finished meanwhile
                 return
-            for _ref, cur in self._cursors:
-                with contextlib.suppress(duckdb.Error):
-                    cur.close()
+            cursors = [cur for _ref, cur in self._cursors]
             self._cursors.clear()
-            close_database(self._con)
-            self._con = None
+            con, self._con = self._con, None
+        _close_when_idle(cursors, con)
+
+
+def _close_when_idle(cursors: list[duckdb.DuckDBPyConnection], con: duckdb.DuckDBPyConnection) -> None:
+    """Close ``cursors``, then ``con``.  A cursor still running a query started outside :meth:`CursorPool.call` (a
+    relation fetched after its call returned) refuses to close while busy: it is interrupted again and closing is
+    retried until :data:`CLOSE_WAIT_S` has passed, after which what is left is closed by the garbage collector."""
+    deadline = time.monotonic() + CLOSE_WAIT_S
+    left = [*cursors, con]
+    while left:
+        busy = []
+        for obj in left:
+            try:
+                obj.close() if obj is not con else close_database(con)
+            except duckdb.Error:
+                busy.append(obj)
+                with contextlib.suppress(duckdb.Error):
+                    obj.interrupt()
+        if not busy or time.monotonic() >= deadline:
+            return
+        left = busy
+        time.sleep(0.02)
 
 
 __all__ = ["CLOSE_WAIT_S", "CursorPool"]

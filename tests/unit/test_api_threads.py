@@ -761,3 +761,34 @@ def test_one_trace_reader_read_from_many_threads(tmp_path):
     run_threads([worker(i) for i in range(6)])
     assert wrong == []
     check_instruction_rows(expected)
+
+
+def test_closing_retries_a_cursor_that_is_busy_then_gives_up_without_raising(monkeypatch):
+    """A cursor still running a query refuses to close (DuckDB: "connection is busy"): closing interrupts it and
+    tries again, and after CLOSE_WAIT_S leaves what is left to the garbage collector instead of raising."""
+    import duckdb
+
+    from profiler.db import cursors
+
+    class Busy:
+        def __init__(self, refusals: int) -> None:
+            self.refusals, self.closed, self.interrupts = refusals, False, 0
+
+        def close(self) -> None:
+            if self.refusals:
+                self.refusals -= 1
+                raise duckdb.Error("connection is busy with another call")
+            self.closed = True
+
+        def interrupt(self) -> None:
+            self.interrupts += 1
+
+    closed = []
+    monkeypatch.setattr(cursors, "close_database", lambda con: con.close() or closed.append(con))
+    cur, con = Busy(2), Busy(1)
+    cursors._close_when_idle([cur], con)
+    assert cur.closed and con.closed and cur.interrupts == 2 and closed == [con]
+    monkeypatch.setattr(cursors, "CLOSE_WAIT_S", 0.1)
+    stuck = Busy(10**9)
+    cursors._close_when_idle([stuck], Busy(0))        # returns (after ~0.1 s), does not raise
+    assert not stuck.closed and stuck.interrupts >= 1

@@ -27,7 +27,7 @@ from profiler.live import (
 )
 from tracer import TraceWriter
 from tracer import schema as ts
-from tracer.errors import IncompleteTraceWarning
+from tracer.errors import IncompleteTraceWarning, TraceFormatError
 
 ENGINES = ("Tensor", "Vector", "Scalar")
 
@@ -361,3 +361,42 @@ def test_the_timeline_follows_the_end_of_a_growing_trace_unless_zoomed(recording
         assert kept.figure is not None and kept.state["view"] == zoomed.state["view"]
     finally:
         live.close()
+
+
+def test_a_recording_with_no_event_yet_has_no_trace_until_one_is_written(tmp_path):
+    path = tmp_path / "early.trace"
+    writer = TraceWriter(path, background_flush=False, metadata={"is_simulation": True})
+    clock = Clock()
+    try:
+        live = LiveTrace(path, clock=clock, min_interval_s=0.0)
+        with pytest.raises(TraceFormatError, match="no events to show yet .*holds no events"):
+            _ = live.trace
+        status = live.status()
+        assert status.instructions == 0 and not status.complete and "holds no events" in status.error
+        registry = TraceRegistry([path], live_options={"clock": clock, "min_interval_s": 0.0})
+        try:
+            with pytest.raises(TraceFormatError, match="no events to show yet"):
+                registry.open("t0")                 # the pages say so in one line
+            assert registry.live_status("t0").generation == 0
+        finally:
+            registry.close()
+        writer.append(ts.INSTRUCTION.name, rows(0, 10))
+        writer.flush()
+        clock.now += 1.0
+        assert live.poll() and live.refresh()
+        assert live.generation == 1 and count(live.trace) == 10 and live.status().error is None
+        live.close()
+    finally:
+        writer.close()
+
+
+def test_an_ended_recording_without_events_is_not_read_again(tmp_path):
+    path = tmp_path / "empty.trace"
+    TraceWriter(path, background_flush=False).close(complete=False)   # killed before any event
+    live = LiveTrace(path, clock=Clock(), min_interval_s=0.0)
+    assert not live.complete and live.status().error
+    TraceWriter(tmp_path / "done.trace", background_flush=False).close()
+    done = LiveTrace(tmp_path / "done.trace", clock=Clock(), min_interval_s=0.0)
+    assert done.complete and not done.poll()     # complete and empty: nothing will come
+    with pytest.raises(TraceFormatError):
+        _ = done.trace

@@ -11,6 +11,7 @@ every few seconds.  Once the recording is complete and read whole, the line says
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import dash
@@ -87,7 +88,10 @@ def register_live_callbacks(app: Dash, registry: TraceRegistry) -> None:
             return "", "live-none", dash.no_update, True
         if status is None:
             return "", "live-none", dash.no_update, True
-        href = None if pathname in SELF_UPDATING else f"{pathname or '/'}{search or ''}"
+        # (a page's own path: "/summary", never "//host/..." -- the link must stay on this server)
+        path = pathname if isinstance(pathname, str) and re.fullmatch(r"/[a-z]{0,20}", pathname) else "/"
+        query = search if isinstance(search, str) and search.startswith("?") else ""
+        href = None if path in SELF_UPDATING else f"{path}{query}"
         line, css = live_line(status, page_gen, href)
         generation = status.generation if status.generation != shown else dash.no_update
         return line, f"live-status {css}", generation, status.complete and not status.refreshing

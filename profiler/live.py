@@ -12,9 +12,10 @@ swap is one attribute assignment, so a reader holds either trace, never a mixtur
 A refresh re-ingests the whole trace, which costs time in proportion to its size, so refreshes are spaced: the next
 may start :data:`BACKOFF` times the last one's duration after it ended, and never sooner than
 :data:`MIN_INTERVAL_S` (a follower then spends at most about a quarter of one CPU on ingesting, however large the
-recording grows).  Once the Metadata says the recording is complete, one last refresh reads every row and the trace
-stops changing.  A recording that stopped without completing (killed) stays incomplete: :attr:`LiveStatus.idle_s`
-says how long its files have not changed.
+recording grows).  Once the Metadata says the recording is complete, one last refresh reads every row at once (no
+spacing: there is no recording left to share the machine with) and the trace stops changing.  A recording that
+stopped without completing (killed) stays incomplete: :attr:`LiveStatus.idle_s` says how long its files have not
+changed.
 
 The warnings an incomplete trace gives on every ingest (the recording is not complete, a table's last batch is
 still being written) are expected here and are not printed.
@@ -194,7 +195,12 @@ class LiveTrace:
             if signature != self._seen_signature:
                 self._seen_signature = signature
                 self._changed_at = now
-            return signature != self._signature and now >= self._next_at
+            if signature == self._signature:
+                return False
+            if now >= self._next_at:
+                return True
+            # the recording has ended (its Metadata rewritten, and it says so): its last read waits for nothing
+            return _metadata_entry(signature) != _metadata_entry(self._signature) and _ended(self.path)
 
     def refresh(self) -> bool:
         """Ingest the directory again and swap the new trace in when its files changed; True when a new trace was
@@ -267,15 +273,17 @@ def generation_path(path: Path, generation: int) -> Path:
 def open_generation(path: Path, generation: int) -> Any:
     """The trace of ``path`` as its files are now: generation 0 through the ingest cache (what ``trnprof serve``
     opened already, at no cost), later ones ingested into their own file (:func:`generation_path`; DuckDB cannot
-    open a file replaced under a connection this process still has), with one thread, beside the recording."""
+    open a file replaced under a connection this process still has), with one DuckDB thread while the recording
+    runs (beside it) and every core once it has ended."""
     from profiler.db.ingest import ingest
     from profiler.trace import Trace
     from profiler.trace import open as open_trace
 
     if generation == 0:
         return open_trace(path)
+    threads = 1 if is_recording(path) else None   # once the recording has ended, every core reads its last rows
     source = open_source(path)
-    db = ingest(source, generation_path(path, generation), cache_key=cache_key(source), threads=1)
+    db = ingest(source, generation_path(path, generation), cache_key=cache_key(source), threads=threads)
     return Trace(path, db)
 
 
@@ -340,6 +348,18 @@ def _running(pid: int) -> bool:
     except OSError:   # (another user's process: it exists)
         return True
     return True
+
+
+def _ended(path: Path) -> bool:
+    """True when the trace's Metadata is readable and says the recording completed."""
+    try:
+        return TraceReader(path).recording_complete
+    except TrnprofError:
+        return False
+
+
+def _metadata_entry(signature: Signature) -> tuple[str, int, int] | None:
+    return next((e for e in signature if e[0] == ts.METADATA.file_name), None)
 
 
 def _one_line(exc: BaseException) -> str:

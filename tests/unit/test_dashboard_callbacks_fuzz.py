@@ -132,6 +132,19 @@ CASES: list[tuple[str, str, dict[str, Any], str | None]] = [
     ("compare pair unhashable", "cmp-graph-a.figure", {"cmp-pair.data": {"a": ["t0"], "b": {}}}, "cmp-pair.data"),
     ("compare pickers unhashable", "cmp-pair.data", {"cmp-a.value": ["t0"], "cmp-b.value": {"x": 1},
                                                      "cmp-by.value": [1]}, "cmp-a.value"),
+    # a followed recording's line (this trace is not followed: the poll says nothing and stops), the live trigger
+    *[(f"live poll {name}", "live-status.children", values, "live-tick.n_intervals") for name, values in [
+        ("garbage", {"live-tick.n_intervals": "x", "url.search": "?trace=t0", "url.pathname": ["/"],
+                     "live-gen.data": {"a": 1}, "live-page-gen.data": [INF]}),
+        ("unknown trace", {"live-tick.n_intervals": 1, "url.search": "?trace=t9"}),
+        ("huge", {"live-tick.n_intervals": 1e300, "url.search": "?trace=t0", "url.pathname": "/x" * 5000,
+                  "live-page-gen.data": 2**70}),
+        ("another host", {"live-tick.n_intervals": 1, "url.search": "?trace=t0", "url.pathname": "//evil.example/x",
+                          "live-page-gen.data": -1}),
+    ]],
+    *[(f"live trigger {name}", UPDATE, {"url.search": "?trace=t0", "tl-state.data": st, "live-gen.data": gen},
+       "live-gen.data") for name, st, gen in [
+        ("no state", None, 3), ("whole garbage", {**STATE, "whole": "yes"}, [1]), ("state garbage", [1], INF)]],
     # the memory page: its graph, and the panel of a clicked cell
     *[(f"memory {name}", "mem-graph.figure", {"url.search": "?trace=t0", **values}, changed)
       for name, values, changed in [
@@ -197,6 +210,55 @@ def recording_app(tmp_path_factory):
     app.trnprof_registry.open("t0")
     yield app
     app.trnprof_registry.close()
+
+
+@pytest.fixture(scope="module")
+def live_app(tmp_path_factory):
+    """An app following a recording still being written (profiler.live)."""
+    from tests.unit.test_live import rows
+    from tracer import TraceWriter
+    from tracer import schema as ts
+
+    path = tmp_path_factory.mktemp("fuzzlive") / "live.trace"
+    writer = TraceWriter(path, background_flush=False)
+    writer.append(ts.INSTRUCTION.name, rows(0, 50))
+    writer.flush()
+    app = create_app([path])
+    app.trnprof_registry.open("t0")
+    writer.append(ts.INSTRUCTION.name, rows(50, 60))   # new rows: a poll starts a read
+    writer.flush()
+    yield app
+    app.trnprof_registry.close()
+    writer.close(complete=False)
+
+
+LIVE_CASES = [c for c in CASES if c[0].startswith("live ")]
+
+
+@pytest.mark.parametrize("name, output, values, changed", LIVE_CASES, ids=[c[0] for c in LIVE_CASES])
+def test_malformed_inputs_on_a_followed_recording(live_app, name, output, values, changed):
+    resp = post(live_app, output, values, changed)
+    assert resp.status_code in (200, 204), resp.get_data(as_text=True)[:300]
+    assert "app-error" not in resp.get_data(as_text=True), "the logic let an exception through"
+
+
+def test_the_poll_of_a_followed_recording_reports_it(live_app):
+    resp = post(live_app, "live-status.children", {"live-tick.n_intervals": 1, "url.search": "?trace=t0",
+                                                    "url.pathname": "/summary", "live-gen.data": 0,
+                                                    "live-page-gen.data": 0}, "live-tick.n_intervals")
+    out = resp.get_json()["response"]
+    assert "● recording: " in json.dumps(out["live-status"]["children"], ensure_ascii=False)
+    assert out["live-status"]["className"] == "live-status live-recording"
+    assert out["live-tick"]["disabled"] is False
+    # a page drawn from an older read links to itself, on this server whatever path the browser claims
+    def link(pathname: str) -> str:
+        resp = post(live_app, "live-status.children", {"live-tick.n_intervals": 2, "url.search": "?trace=t0",
+                                                       "url.pathname": pathname, "live-page-gen.data": -1},
+                    "live-tick.n_intervals")
+        return json.dumps(resp.get_json()["response"]["live-status"]["children"])
+
+    assert '"href": "/summary?trace=t0"' in link("/summary")
+    assert "href" not in link("//evil.example/x")       # (taken for the timeline, which redraws by itself)
 
 
 MEMORY_CASES = [c for c in CASES if c[0].startswith("memory ")]

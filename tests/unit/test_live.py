@@ -400,3 +400,19 @@ def test_an_ended_recording_without_events_is_not_read_again(tmp_path):
     assert done.complete and not done.poll()     # complete and empty: nothing will come
     with pytest.raises(TraceFormatError):
         _ = done.trace
+
+
+def test_the_last_read_of_an_ended_recording_waits_for_no_spacing(recording):
+    path, writer = recording
+    clock = Clock()
+    live = LiveTrace(path, clock=clock, min_interval_s=100.0, backoff=3.0)
+    try:
+        writer.append(ts.INSTRUCTION.name, rows(100, 200))
+        writer.flush()
+        clock.now += 1.0
+        assert not live.poll()              # new rows while recording: spaced
+        writer.close()
+        assert live.poll()                  # the recording has ended: read its last rows now
+        assert live.refresh() and live.complete and count(live.trace) == 200
+    finally:
+        live.close()

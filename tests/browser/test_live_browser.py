@@ -55,12 +55,17 @@ def add(writer, a: int, b: int) -> None:
     writer.flush()
 
 
-def test_the_timeline_follows_a_recording_until_it_completes(browser, live_server):
-    server, writer = live_server
-    browser.get(server.url + "/")
+def open_timeline(browser, url: str, view: str) -> None:
+    """Open the timeline at ``url`` and wait for the header's line (100 instructions) and the view ``view``."""
+    browser.get(url)
     wait_idle(browser)
     wait_for(browser, lambda d: "● recording: 100 instructions" in line(d), "the header's line")
-    assert browser.find_element("id", "tl-status").text.startswith("view 9.98 µs")
+    assert browser.find_element("id", "tl-status").text.startswith(f"view {view}")
+
+
+def test_the_timeline_follows_a_recording_until_it_completes(browser, live_server):
+    server, writer = live_server
+    open_timeline(browser, server.url + "/", "9.98 µs")
     add(writer, 100, 400)
     wait_for(browser, lambda d: "● recording: 400 instructions" in line(d), "the line to count the new rows")
     wait_for(browser, lambda d: d.find_element("id", "tl-status").text.startswith("view 39.98 µs"),
@@ -73,10 +78,7 @@ def test_the_timeline_follows_a_recording_until_it_completes(browser, live_serve
 
 def test_a_zoomed_timeline_stays_put_and_other_pages_link_to_the_new_rows(browser, live_server):
     server, writer = live_server
-    browser.get(server.url + "/?trace=t0&start=1000&end=3000")
-    wait_idle(browser)
-    wait_for(browser, lambda d: "100 instructions" in line(d), "the header's line")
-    assert browser.find_element("id", "tl-status").text.startswith("view 2 µs")
+    open_timeline(browser, server.url + "/?trace=t0&start=1000&end=3000", "2 µs")
     add(writer, 100, 200)
     wait_for(browser, lambda d: "200 instructions" in line(d), "the new rows")
     wait_idle(browser)

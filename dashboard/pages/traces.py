@@ -32,6 +32,9 @@ def trace_facts(registry: TraceRegistry, entry: ServedTrace) -> tuple[str, str, 
     machine = [facts["arch"]] if facts["arch"] else []
     if facts["is_simulation"]:
         machine.append("simulated")
+    status = registry.live_status(entry.id)
+    if status is not None and not status.complete:   # a followed recording: its rows as of the last read
+        machine.append("recording, followed")
     return (f"{what} ({', '.join(machine)})" if machine else what, format_duration(facts["duration_ns"]),
             events_text(facts["events"]))
 

@@ -416,3 +416,21 @@ def test_the_last_read_of_an_ended_recording_waits_for_no_spacing(recording):
         assert live.refresh() and live.complete and count(live.trace) == 200
     finally:
         live.close()
+
+
+def test_the_traces_page_says_a_recording_is_followed(recording):
+    from dashboard.pages.traces import trace_facts
+
+    path, writer = recording
+    registry = TraceRegistry([path], live_options={"clock": Clock(), "min_interval_s": 0.0})
+    try:
+        what, _duration, events = trace_facts(registry, registry.entry("t0"))
+        assert what == "trnprof recording (simulated, recording, followed)" and "100" in events
+        writer.close()
+        registry.poll("t0")                          # the last read: complete
+        deadline = time.monotonic() + 30
+        while not registry.live_status("t0").complete and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert trace_facts(registry, registry.entry("t0"))[0] == "trnprof recording (simulated)"
+    finally:
+        registry.close()

@@ -223,6 +223,7 @@ def clean_state(state: Any, trace_id: str) -> dict[str, Any] | None:
         "seq": as_int(state.get("seq"), 0, 2**53) or 0,
         "few_events": state.get("few_events") is True,
         "whole": state.get("whole") is True,
+        "end": as_int(state.get("end"), -(2**62), 2**62),
         "lanes": lanes,
     }
     view = as_time_range(state.get("view"))
@@ -443,7 +444,8 @@ def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, 
         trace_id: its registry id (kept in the state: a state of another trace is ignored).
         state: the browser's ``tl-state`` store (None at first).
         trigger: ``initial``, ``trace``, ``options``, ``size``, ``relayout``, ``reset``, ``nav`` or ``live`` (a
-            followed recording's new rows: the figure is rebuilt, and a view of the whole trace follows its end).
+            followed recording's new rows: the figure is rebuilt; a view of the whole trace stays whole, a zoomed
+            view reaching the trace's end keeps its width and moves to the new end, any other view stays put).
         relayout: plotly relayoutData for ``relayout``.
         width_px: the graph's plot-area width in pixels.
         options: colour mode and DMA expansion.
@@ -500,13 +502,17 @@ def update_timeline(trace: Any, trace_id: str, *, state: dict[str, Any] | None, 
         view = vp.focus_view(*nav_range(nav), t_range)  # type: ignore[misc]
     elif trigger in {"reset", "trace"} or prev_view is None or (trigger == "live" and prev.get("whole")):
         view = t_range   # (a followed recording's new rows: a view of the whole trace follows its end)
+    elif trigger == "live" and prev.get("end") is not None and prev_view[1] >= prev["end"]:
+        # a zoomed view at the trace's end (tail -f): the same width, moved to the new end
+        view = (t_range[1] - (prev_view[1] - prev_view[0]), t_range[1])
     else:
         view = prev_view
     view = vp.clamp_view(int(view[0]), int(view[1]), t_range)
     asked = tuple(asked) if isinstance(asked, tuple) else asked
 
     new_state: dict[str, Any] = {
-        "trace": trace_id, "view": list(view), "whole": view == t_range, "width": width, "origin": origin,
+        "trace": trace_id, "view": list(view), "whole": view == t_range, "end": t_range[1], "width": width,
+        "origin": origin,
         "colour_by": options.colour_by, "expand_dma": options.expand_dma, "critical_path": options.critical_path,
         "span_levels": options.span_levels, "row_filter": options.row_filter, "query": options.query,
         "chain": options.chain,

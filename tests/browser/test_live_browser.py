@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser.conftest import Server, console_errors, wait_for, wait_idle
+from tests.browser.conftest import Server, console_errors, link_query, wait_for, wait_idle
 from tests.unit.test_live import rows
 from tracer import TraceWriter
 from tracer import schema as ts
@@ -97,6 +97,17 @@ def test_a_zoomed_timeline_stays_put_and_other_pages_link_to_the_new_rows(browse
              "the page drawn again with the new rows")
     wait_for(browser, lambda d: "\n300\n" in "\n" + d.find_element("id", "summary-cards").text + "\n",
              "the summary computed again from the new rows")
+    errors = console_errors(browser)
+    assert errors == [], errors
+
+
+def test_a_view_at_the_end_of_the_recording_follows_it(browser, live_server):
+    server, writer = live_server
+    open_timeline(browser, server.url + "/?trace=t0&start=7980&end=9980", "2 µs")   # the last 2 µs
+    add(writer, 100, 200)
+    wait_for(browser, lambda d: link_query(d, "tl-link").get("end") == "19980", "the view to move to the new end")
+    assert link_query(browser, "tl-link")["start"] == "17980"
+    assert browser.find_element("id", "tl-status").text.startswith("view 2 µs")
     errors = console_errors(browser)
     assert errors == [], errors
 

@@ -357,8 +357,17 @@ def test_the_timeline_follows_the_end_of_a_growing_trace_unless_zoomed(recording
         follow = tl.update_timeline(live.trace, "t0", state=first.state, trigger="live")
         assert follow.figure is not None                          # rebuilt
         assert follow.state["view"] == [0, 399 * 100 + 80] and follow.state["whole"]
+        tail = tl.update_timeline(trace0, "t0", state=first.state, trigger="nav",
+                                  nav={"start_ns": 9000, "end_ns": 9980})
+        assert tail.state["view"][1] == 9980 and not tail.state["whole"]
         kept = tl.update_timeline(live.trace, "t0", state=zoomed.state, trigger="live")
         assert kept.figure is not None and kept.state["view"] == zoomed.state["view"]
+        # a zoomed view reaching the end follows it (tail -f): the same width, at the new end
+        moved = tl.update_timeline(live.trace, "t0", state=tail.state, trigger="live")
+        width = tail.state["view"][1] - tail.state["view"][0]
+        assert moved.state["view"] == [39980 - width, 39980]
+        assert tl.update_timeline(live.trace, "t0", state={**tail.state, "end": "x"},
+                                  trigger="live").state["view"] == tail.state["view"]   # (a malformed end: kept)
     finally:
         live.close()
 

@@ -11,7 +11,6 @@ authentication and its SQL page reads every served trace.  Requests must name an
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
 import threading
 import webbrowser
@@ -35,13 +34,12 @@ def _sample_paths() -> list[Path]:
     return [Path(p) for p in sample_trace_paths()]
 
 
-def open_inputs(paths: list[Path], opener: Any = None) -> dict[Path, Any]:
-    """Open (ingesting when needed) every input, with a progress bar; TrnprofError names the bad one."""
+def open_inputs(paths: list[Path], opener: Any = None, *, follow: bool = True) -> dict[Path, Any]:
+    """Open (ingesting when needed) every input, with a progress bar; TrnprofError names the bad one.  With
+    ``follow``, a recording still running is left to the registry, which follows it (:mod:`profiler.live`)."""
     from tqdm import tqdm
 
-    from profiler.db import ingest_warnings
     from profiler.live import is_recording
-    from tracer.errors import TrnprofError
 
     if opener is None:
         import profiler
@@ -52,15 +50,13 @@ def open_inputs(paths: list[Path], opener: Any = None) -> dict[Path, Any]:
         if not path.exists():
             raise CommandError(f"{path}: no such file or directory (pass a trace directory, a .duckdb database "
                                "or an importable file)")
-        if is_recording(path):
-            # its "recording is not complete" warning is what following it is for: one line saying so instead
+        if follow and is_recording(path):
+            # read by the registry as it follows it (profiler.live); its "recording is not complete" warning is what
+            # following it is for: one line saying so instead
             print(f"trnprof: {path}: the recording has not completed: the dashboard shows its rows so far and "
                   "follows it while it is written", file=sys.stderr, flush=True)
-            # nothing readable yet (no event written): the dashboard says so, and draws the rows once there are some
-            with ingest_warnings.collecting(quiet=True), contextlib.suppress(TrnprofError):
-                opened[path.resolve()] = opener(path)
-        else:
-            opened[path.resolve()] = opener(path)
+            continue
+        opened[path.resolve()] = opener(path)
     return opened
 
 
@@ -148,6 +144,9 @@ class ServeCommand:
         from dashboard.registry import TraceRegistry
 
         registry = TraceRegistry(inputs, samples=samples, opener=lambda p: opened.get(p.resolve()) or profiler.open(p))
+        for entry in registry.entries:   # followed recordings are read before the server starts too
+            if registry.followed(entry.id):
+                registry.poll(entry.id)
         app = create_app(registry, allowed_hosts=policy)
         try:
             server = make_server(host, args.port, app.server, threaded=True)
@@ -159,9 +158,11 @@ class ServeCommand:
               "Ctrl-C stops it", file=sys.stderr, flush=True)
         if not args.no_browser:
             threading.Timer(0.8, webbrowser.open, (url,)).start()
+        from profiler.cli import Terminated
+
         try:
             server.serve_forever()
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, Terminated):   # Ctrl-C, or SIGTERM (a service manager, `record --serve`): a stop
             pass
         finally:
             server.server_close()

@@ -49,10 +49,17 @@ def live_line(status: LiveStatus | None, page_generation: Any = None, href: str 
     span = format_duration(max(0, status.time_range[1] - status.time_range[0]))
     packets = f", {status.dma_packets:,} DMA packets" if status.dma_packets else ""
     held = f"{status.instructions:,} instructions{packets}, {span} of simulated time"
+    if not status.readable:   # no read has succeeded: nothing written yet (or unreadable: the error says)
+        waiting = "ended without an event" if status.complete else "no event written yet"
+        parts: list[Any] = [f"● recording: {waiting}"]
+        css = "live-complete" if status.complete else "live-recording"
+        if status.error and "holds no events" not in status.error:
+            parts.append(f" · the last read failed: {status.error[:200]}")
+        return parts, css
     if status.complete:
-        parts: list[Any] = [f"✓ recording complete: {held}"]
+        parts = [f"✓ recording complete: {held}"]
         css = "live-complete"
-    elif status.idle_s >= STOPPED_AFTER_S:
+    elif status.idle_s >= STOPPED_AFTER_S and not status.refreshing:
         parts = [f"● recording incomplete: {held}; no new rows for {_ago(status.idle_s)} (stopped or killed?)"]
         css = "live-stopped"
     else:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from profiler.errors import CommandError
-from profiler.live import LiveStatus, LiveTrace, is_recording
+from profiler.live import LiveStatus, LiveTrace, NothingToShowYet, is_recording
 
 
 class UnknownTraceError(CommandError):
@@ -101,21 +101,23 @@ class TraceRegistry:
     def open(self, trace_id: str | None) -> Any:
         """The opened ``Trace`` of ``trace_id`` (opened on first use); for a followed recording, its latest."""
         entry = self.entry(trace_id)
-        live = self._live.get(entry.id)
+        live = self._live.get(entry.id) or self._start_following(entry)
         if live is not None:
-            return live.trace
+            return live.trace   # (NothingToShowYet while it has no event)
         with self._lock:
-            live = self._live.get(entry.id)
-            if live is not None:
-                return live.trace
             trace = self._open.get(entry.id)
             if trace is None:
-                if self._follow and is_recording(entry.path):
-                    live = self._live[entry.id] = LiveTrace(entry.path, **self._live_options)
-                    return live.trace
                 trace = self._opener(entry.path) if self._opener else _default_open(entry.path)
                 self._open[entry.id] = trace
         return trace
+
+    def _start_following(self, entry: ServedTrace) -> LiveTrace | None:
+        """The followed recording of ``entry`` (read first now), or None when it is not one to follow."""
+        with self._lock:
+            live = self._live.get(entry.id)
+            if live is None and self._follow and entry.id not in self._open and is_recording(entry.path):
+                live = self._live[entry.id] = LiveTrace(entry.path, **self._live_options)
+            return live
 
     def followed(self, trace_id: str | None) -> bool:
         """True when ``trace_id`` is a followed recording: one already followed, or a trace directory whose
@@ -140,11 +142,7 @@ class TraceRegistry:
         """Start a refresh of a followed recording in the background when one is due (:meth:`LiveTrace.poll`);
         where it stands.  None for a trace that is not followed (a recording not opened yet is opened)."""
         entry = self.entry(trace_id)
-        if entry.id not in self._live:
-            if not self.followed(entry.id):
-                return None
-            self.open(entry.id)
-        live = self._live.get(entry.id)
+        live = self._live.get(entry.id) or self._start_following(entry)
         if live is None:
             return None
         if live.poll():
@@ -186,3 +184,6 @@ def _label(path: Path) -> str:
         if name.endswith(suffix):
             return name[: -len(suffix)] or name
     return name
+
+
+__all__ = ["NothingToShowYet", "ServedTrace", "TraceRegistry", "UnknownTraceError"]

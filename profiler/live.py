@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -32,8 +33,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from profiler.db import ingest_warnings
-from profiler.db.cache import cache_key, cache_path
+from profiler.db.cache import cache_key, cache_path, stored_cache_key
 from profiler.sources import open_source
 from tracer import schema as ts
 from tracer.errors import TraceFormatError, TrnprofError
@@ -80,6 +84,10 @@ def is_recording(path: str | os.PathLike[str]) -> bool:
         return False
 
 
+class NothingToShowYet(TraceFormatError):
+    """A followed recording has no trace yet: no read has succeeded (it has not written any event yet)."""
+
+
 @dataclass(frozen=True)
 class LiveStatus:
     """Where a followed recording stands (:meth:`LiveTrace.status`)."""
@@ -102,6 +110,8 @@ class LiveStatus:
     last_refresh_s: float | None
     #: The last refresh's error (one line), if it failed; the previous trace stays in use.
     error: str | None
+    #: A read has succeeded: there is a trace to show (False: the recording has written no event yet).
+    readable: bool = True
 
 
 class LiveTrace:
@@ -134,6 +144,7 @@ class LiveTrace:
         self._error: str | None = None
         self._last_refresh_s: float | None = None
         self._retired: list[tuple[float, Any]] = []
+        self._closed = False
         if opener is None:
             remove_stale_generations(self.path)
         self._seen_signature = input_signature(self.path)
@@ -155,12 +166,12 @@ class LiveTrace:
 
     @property
     def trace(self) -> Any:
-        """The current trace (the latest ingested); TraceFormatError while there is none yet (no read has
+        """The current trace (the latest ingested); :class:`NothingToShowYet` while there is none (no read has
         succeeded: a recording that has not written any event yet)."""
         trace = self._trace
         if trace is None:
             why = self._error or "nothing has been read yet"
-            raise TraceFormatError(f"{self.path}: no events to show yet ({why}); the page draws them once the "
+            raise NothingToShowYet(f"{self.path}: no events to show yet ({why}); the page draws them once the "
                                    "recording has written some")
         return trace
 
@@ -184,7 +195,7 @@ class LiveTrace:
         the replaced traces whose time is up."""
         self._close_retired()
         with self._lock:
-            if self._complete or self._refreshing:
+            if self._complete:
                 return False
             now = self._clock()
             try:
@@ -192,10 +203,10 @@ class LiveTrace:
             except TraceFormatError as exc:
                 self._error = str(exc)
                 return False
-            if signature != self._seen_signature:
+            if signature != self._seen_signature:   # (noted during a read too: the recording is still alive)
                 self._seen_signature = signature
                 self._changed_at = now
-            if signature == self._signature:
+            if self._refreshing or signature == self._signature:
                 return False
             if now >= self._next_at:
                 return True
@@ -221,6 +232,10 @@ class LiveTrace:
                     self._schedule(started)
                 raise
             with self._lock:
+                if self._closed:   # closed while reading: the new trace is nobody's
+                    self._refreshing = False
+                    close_generation(trace)
+                    return False
                 old = self._trace
                 self._trace, self._signature, self._complete = trace, signature, complete
                 self._facts = facts
@@ -254,10 +269,14 @@ class LiveTrace:
             now = self._clock()
             instructions, packets, t_range = self._facts
             return LiveStatus(self.generation, self._complete, self._refreshing, instructions, packets, t_range,
-                              now - self._swapped_at, now - self._changed_at, self._last_refresh_s, self._error)
+                              now - self._swapped_at, now - self._changed_at, self._last_refresh_s, self._error,
+                              self._trace is not None)
 
     def close(self) -> None:
-        """Close the current trace and every replaced one (and remove their generation files)."""
+        """Close the current trace and every replaced one (and remove their generation files); a read under way
+        then drops what it reads."""
+        with self._lock:
+            self._closed = True
         self._close_retired(everything=True)
         if self._trace is not None:
             close_generation(self._trace)
@@ -271,19 +290,21 @@ def generation_path(path: Path, generation: int) -> Path:
 
 
 def open_generation(path: Path, generation: int) -> Any:
-    """The trace of ``path`` as its files are now: generation 0 through the ingest cache (what ``trnprof serve``
-    opened already, at no cost), later ones ingested into their own file (:func:`generation_path`; DuckDB cannot
-    open a file replaced under a connection this process still has), with one DuckDB thread while the recording
-    runs (beside it) and every core once it has ended."""
+    """The trace of ``path`` as its files are now: the ingest cache entry when it answers for them (generation 0 of
+    a recording that has not changed since it was last ingested: no cost), else ingested into the generation's own
+    file (:func:`generation_path`; the cache entry is never replaced while followed: DuckDB cannot open a file
+    replaced under a connection this process still has), with one DuckDB thread while the recording runs (beside
+    it) and every core once it has ended."""
     from profiler.db.ingest import ingest
     from profiler.trace import Trace
     from profiler.trace import open as open_trace
 
-    if generation == 0:
-        return open_trace(path)
-    threads = 1 if is_recording(path) else None   # once the recording has ended, every core reads its last rows
     source = open_source(path)
-    db = ingest(source, generation_path(path, generation), cache_key=cache_key(source), threads=threads)
+    key = cache_key(source)
+    if generation == 0 and stored_cache_key(cache_path(path)) == key:
+        return open_trace(path)   # the cache entry answers for the files as they are: no ingest
+    threads = 1 if is_recording(path) else None   # once the recording has ended, every core reads its last rows
+    db = ingest(source, generation_path(path, generation), cache_key=key, threads=threads)
     return Trace(path, db)
 
 
@@ -327,12 +348,19 @@ def remove_stale_generations(path: Path) -> None:
     except OSError:
         return
     for name in names:
-        if not (name.startswith(stem) and name.endswith(".duckdb")):
+        # a generation's database, or what an ingest into one left when its process died (".<name>.<pid>.*.tmp",
+        # and the ".spill" directory beside it)
+        base = name[1:] if name.startswith(".") else name
+        if not base.startswith(stem):
             continue
-        pid = name[len(stem):].split("-")[0]
+        pid = base[len(stem):].split("-")[0]
         if pid.isdigit() and int(pid) != os.getpid() and not _running(int(pid)):
-            with contextlib.suppress(OSError):
-                (entry.parent / name).unlink()
+            target = entry.parent / name
+            if target.is_dir():
+                shutil.rmtree(target, ignore_errors=True)
+            else:
+                with contextlib.suppress(OSError):
+                    target.unlink()
 
 
 def _stem(entry: Path) -> str:
@@ -367,12 +395,21 @@ def _one_line(exc: BaseException) -> str:
 
 
 def _facts(trace: Any) -> tuple[int, int, tuple[int, int]]:
-    """(instructions, DMA packets, time range) of a trace, from its overview (no scan of the events)."""
+    """(instructions, DMA packets, time range) of a trace, from its overview and track table (no scan of the
+    events).  The time range is the instructions' and DMA packets' when it has any: the simulation's progress (a
+    recording's cheaper rows -- spans, counters -- reach the files ahead of its instructions, which the writer
+    builds last), else every track's."""
     overview = trace.overview()
     events = overview.get("events") or {}
-    return (int(events.get(ts.INSTRUCTION.name, 0) or 0), int(events.get(ts.DMA_PACKET.name, 0) or 0),
-            tuple(int(x) for x in trace.time_range))  # type: ignore[return-value]
+    engines = trace.tracks().filter(pc.is_in(pc.field("table_name"), pa.array([ts.INSTRUCTION.name,
+                                                                                 ts.DMA_PACKET.name])))
+    if engines.num_rows:
+        t_range = (int(pc.min(engines["start_ts"]).as_py()), int(pc.max(engines["end_ts"]).as_py()))
+    else:
+        t_range = tuple(int(x) for x in trace.time_range)  # type: ignore[assignment]
+    return (int(events.get(ts.INSTRUCTION.name, 0) or 0), int(events.get(ts.DMA_PACKET.name, 0) or 0), t_range)
 
 
-__all__ = ["BACKOFF", "MIN_INTERVAL_S", "RETIRE_S", "LiveStatus", "LiveTrace", "close_generation", "generation_path",
-           "input_signature", "is_recording", "keep_as_cache_entry", "open_generation", "remove_stale_generations"]
+__all__ = ["BACKOFF", "MIN_INTERVAL_S", "RETIRE_S", "LiveStatus", "LiveTrace", "NothingToShowYet",
+           "close_generation", "generation_path", "input_signature", "is_recording", "keep_as_cache_entry",
+           "open_generation", "remove_stale_generations"]

@@ -52,7 +52,7 @@ from dashboard.memory_view import MEMORY_PATH, view_memory_href
 from dashboard.pages import PageContext
 from dashboard.pages.timeline_markers import register_marker_callbacks
 from dashboard.pages.timeline_search import register_search_callbacks
-from dashboard.registry import TraceRegistry, UnknownTraceError
+from dashboard.registry import NothingToShowYet, TraceRegistry, UnknownTraceError
 from dashboard.selection_view import selection_outputs
 from profiler.figures import palette as pal
 from profiler.figures.row_filter import MAX_FILTER_CHARS
@@ -261,7 +261,7 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
         changes nothing (PreventUpdate)."""
         try:
             return _trace(registry, search)
-        except UnknownTraceError:
+        except (UnknownTraceError, NothingToShowYet):   # (the timeline itself says why)
             raise dash.exceptions.PreventUpdate from None
 
     def layout_of(trace_id: str, trace: Any) -> tl.TraceLayout:

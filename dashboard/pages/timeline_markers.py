@@ -11,7 +11,7 @@ from dash import ALL, Dash, Input, Output, State, ctx
 from dashboard import markers as mk
 from dashboard import timeline_picks as picks
 from dashboard.app import open_served
-from dashboard.registry import TraceRegistry, UnknownTraceError
+from dashboard.registry import NothingToShowYet, TraceRegistry, UnknownTraceError
 
 
 def register_marker_callbacks(app: Dash, registry: TraceRegistry) -> None:
@@ -20,7 +20,7 @@ def register_marker_callbacks(app: Dash, registry: TraceRegistry) -> None:
     def served(search: str | None) -> tuple[str, Any]:
         try:
             return open_served(registry, search)
-        except UnknownTraceError:
+        except (UnknownTraceError, NothingToShowYet):   # (the timeline itself says why)
             raise dash.exceptions.PreventUpdate from None
 
     @app.callback(Output("tl-markers", "data"), Input("tl-marker-add", "data"),

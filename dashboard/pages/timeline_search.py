@@ -12,7 +12,8 @@ from dash import Dash, Input, Output, State, ctx
 from dashboard import search_logic as srch
 from dashboard import timeline_logic as tl
 from dashboard.app import open_served, query_values
-from dashboard.registry import TraceRegistry, UnknownTraceError
+from dashboard.errors import public_message
+from dashboard.registry import NothingToShowYet, TraceRegistry, UnknownTraceError
 
 
 def register_search_callbacks(app: Dash, registry: TraceRegistry) -> None:
@@ -39,8 +40,8 @@ def register_search_callbacks(app: Dash, registry: TraceRegistry) -> None:
                 index = srch.QUIET
         try:
             trace_id, trace = open_served(registry, search)
-        except UnknownTraceError as exc:
-            return None, 0, str(exc), "", consumed, dash.no_update
+        except (UnknownTraceError, NothingToShowYet) as exc:
+            return None, 0, public_message(exc), "", consumed, dash.no_update
         with registry.lock(trace_id):
             result = srch.run_search(trace, text)
             row_href = srch.matches_row_href(trace, text, tl.view_link(search, state) or search) \

@@ -95,17 +95,27 @@ class DashboardFollower:
         return 0
 
     def stop(self) -> None:
-        """Stop the child (a Ctrl-C in the terminal reaches it too; it is given :data:`STOP_WAIT_S` to end)."""
+        """Stop the child (a Ctrl-C in the terminal reaches it too; it is given :data:`STOP_WAIT_S` to end, then
+        killed)."""
         proc = self.process
         if proc is None or proc.poll() is not None:
             return
-        proc.send_signal(signal.SIGINT)   # as Ctrl-C: the server closes its traces and removes its files
+        # SIGTERM: `trnprof` turns it into an exception, so the server closes its traces and removes its files (a
+        # SIGINT would do the same, but a recording started in the background ignores SIGINT, and so would the child)
+        proc.send_signal(signal.SIGTERM)
         try:
             proc.wait(timeout=STOP_WAIT_S)
         except subprocess.TimeoutExpired:
-            proc.kill()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=STOP_WAIT_S)
+            _kill(proc)
+        except KeyboardInterrupt:   # Ctrl-C again: at once
+            _kill(proc)
+            raise
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    proc.kill()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=STOP_WAIT_S)
 
 
 __all__ = ["DEFAULT_PORT", "DashboardFollower", "check_port"]

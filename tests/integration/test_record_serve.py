@@ -77,10 +77,24 @@ def test_the_dashboard_serves_the_recording_until_ctrl_c(tmp_path):
     assert code == 0, err
     assert "shows the complete trace on" in err and "Traceback" not in err
     assert "kernel softmax on trn1" in proc.stdout.read().decode()
-    with socket.socket() as s:                                  # the child has stopped: its port is free
+    assert _processes_naming(str(out)) == []                    # the dashboard child has ended too
+    with socket.socket() as s:                                  # and its port is free
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.bind(("127.0.0.1", port))
     assert not [p for p in tmp_path.iterdir() if ".live-" in p.name]   # no generation file left behind
+
+
+def _processes_naming(text: str) -> list[int]:
+    """Pids of this machine's processes whose command line holds ``text``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if text.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
 
 
 def _complete(path: Path) -> bool:

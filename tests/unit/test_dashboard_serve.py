@@ -127,3 +127,41 @@ def test_serve_answers_the_hosts_it_is_bound_for(tmp_path, monkeypatch):
     assert status(["--host", "192.0.2.7"], "evil.example") == 403
     assert status(["--host", "0.0.0.0"], "anything.example") == 200
     assert status(["--host", "0.0.0.0", "--allow-host", "my.box"], "anything.example") == 403
+
+
+def test_sigterm_stops_the_server_quietly_and_a_running_recording_is_followed(tmp_path, monkeypatch, capsys):
+    """A service manager (or `trnprof record --serve`) stops the server with SIGTERM: exit 0, no error line, the
+    traces closed.  A recording still running is read before the server starts and followed, not pre-opened."""
+    import werkzeug.serving
+
+    import dashboard.app
+    from dashboard import command
+    from profiler.cli import Terminated
+    from tests.unit.test_live import rows
+    from tracer import TraceWriter
+    from tracer import schema as ts
+
+    apps = []
+    real_create_app = dashboard.app.create_app
+    monkeypatch.setattr(dashboard.app, "create_app", lambda *a, **k: apps.append(real_create_app(*a, **k)) or apps[-1])
+    seen = []
+
+    class Stopped(_FakeServer):
+        def serve_forever(self):
+            seen.append(apps[0].trnprof_registry.live_status("t0"))   # read (and followed) before serving
+            raise Terminated
+
+    monkeypatch.setattr(werkzeug.serving, "make_server", Stopped)
+    monkeypatch.setattr(command, "_check_can_listen", lambda host, port: None)
+    path = tmp_path / "run.trace"
+    writer = TraceWriter(path, background_flush=False)
+    writer.append(ts.INSTRUCTION.name, rows(0, 10))
+    writer.flush()
+    try:
+        assert main(["serve", str(path), "--no-browser"]) == 0
+        assert seen[0] is not None and seen[0].instructions == 10
+        err = capsys.readouterr().err
+        assert "the recording has not completed: the dashboard shows its rows so far and follows it" in err
+        assert "error" not in err and "not complete (still running" not in err   # (no warning, no error line)
+    finally:
+        writer.close(complete=False)

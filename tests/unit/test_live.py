@@ -221,10 +221,16 @@ def test_generation_files_of_dead_processes_are_removed(recording):
     path, _writer = recording
     mine = generation_path(path, 3)
     dead = mine.with_name(mine.name.replace(f"-{os.getpid()}-", "-999999999-"))
-    for f in (mine, dead):
+    tmp = dead.with_name(f".{dead.name}.999999999.abcd1234.tmp")        # an ingest the dead process left
+    spill = tmp.with_name(tmp.name + ".spill")
+    spill.mkdir()
+    (spill / "x").write_bytes(b"x")
+    for f in (mine, dead, tmp):
         f.write_bytes(b"x")
+    other = mine.with_name("other.trace.trnprof.live-999999999-1.duckdb")  # another trace's: not ours to remove
+    other.write_bytes(b"x")
     remove_stale_generations(path)
-    assert mine.exists() and not dead.exists()
+    assert mine.exists() and not dead.exists() and not tmp.exists() and not spill.exists() and other.exists()
     mine.unlink()
     close_generation(object())                     # anything without a database: nothing to do
 
@@ -252,6 +258,9 @@ def test_the_header_line_says_where_the_recording_stands():
     assert css == "live-complete" and text(line).startswith("✓ recording complete: 1,234 instructions")
     assert "the last read failed: boom" in text(line)
     # a page drawn from an older generation links to itself; the timeline (href None) redraws by itself
+    line, css = live_line(status(readable=False, error="x.trace: bad Metadata", complete=True))
+    assert css == "live-complete" and text(line) == ("● recording: ended without an event · the last read failed: "
+                                                     "x.trace: bad Metadata")
     line, _ = live_line(status(generation=3), page_generation=2, href="/summary?trace=t0")
     link = [p for p in line if not isinstance(p, str)]
     assert link and link[0].href == "/summary?trace=t0"
@@ -305,6 +314,32 @@ def test_computed_results_are_kept_per_trace_object():
     assert cache.get("t0", "k", lambda: calls.append("b") or "B", trace=b) == "B"      # a new trace: again
     assert calls == ["a", "b"]
     assert cache.get("t1", "k", lambda: "plain") == "plain" == cache.get("t1", "k", lambda: "other")
+
+
+def test_a_read_that_ends_after_close_drops_its_trace(recording):
+    path, writer = recording
+    gate, opened = threading.Event(), []
+
+    def opener(p: Path, generation: int):
+        if generation:
+            gate.wait(10)
+        trace = profiler.live.open_generation(p, generation)
+        opened.append(trace)
+        return trace
+
+    live = LiveTrace(path, opener=opener, clock=Clock(), min_interval_s=0.0)
+    writer.append(ts.INSTRUCTION.name, rows(100, 120))
+    writer.flush()
+    result = []
+    reader = threading.Thread(target=lambda: result.append(live.refresh()))
+    reader.start()
+    live.close()                                   # (the server stops while a read is under way)
+    gate.set()
+    reader.join(30)
+    assert result == [False] and live.generation == 0
+    with pytest.raises(QueryError):
+        count(opened[-1])                          # closed, and its file removed
+    assert not generation_path(path, 1).exists()
 
 
 def test_concurrent_polls_start_one_refresh(recording):
@@ -443,3 +478,72 @@ def test_the_traces_page_says_a_recording_is_followed(recording):
         assert trace_facts(registry, registry.entry("t0"))[0] == "trnprof recording (simulated)"
     finally:
         registry.close()
+
+
+def test_a_recording_this_process_opened_before_it_grew_is_followed_beside_that_trace(recording):
+    path, writer = recording
+    with pytest.warns(IncompleteTraceWarning):
+        held = profiler.open(path)                 # (what `trnprof serve` or a notebook may have open)
+    try:
+        writer.append(ts.INSTRUCTION.name, rows(100, 300))
+        writer.flush()
+        live = LiveTrace(path, clock=Clock())      # the cache entry is stale and open here: read aside
+        try:
+            assert live.trace.db_path == generation_path(path, 0) and count(live.trace) == 300
+            assert count(held) == 100
+        finally:
+            live.close()
+        fresh = LiveTrace(path, clock=Clock())     # the cache entry answers when the files have not changed
+        fresh.close()
+    finally:
+        held.close()
+
+
+def test_polling_a_recording_with_no_event_yet_says_so_without_raising(tmp_path):
+    path = tmp_path / "early.trace"
+    writer = TraceWriter(path, background_flush=False)
+    registry = TraceRegistry([path], live_options={"clock": Clock()})
+    try:
+        status = registry.poll("t0")
+        assert status is not None and status.generation == 0 and "holds no events" in status.error
+        assert not status.readable
+        line, css = live_line(status)
+        assert css == "live-recording" and text(line) == "● recording: no event written yet"
+    finally:
+        registry.close()
+        writer.close(complete=False)
+
+
+def test_changes_during_a_read_keep_the_recording_alive(recording):
+    path, writer = recording
+    clock = Clock()
+    gate = threading.Event()
+
+    def opener(p: Path, generation: int):
+        if generation:
+            gate.wait(10)
+        return profiler.live.open_generation(p, generation)
+
+    live = LiveTrace(path, opener=opener, clock=clock, min_interval_s=0.0)
+    try:
+        writer.append(ts.INSTRUCTION.name, rows(100, 120))
+        writer.flush()
+        reader = threading.Thread(target=live.refresh)
+        reader.start()
+        deadline = time.monotonic() + 10
+        while not live.status().refreshing and time.monotonic() < deadline:
+            time.sleep(0.01)
+        clock.now += 100.0                       # a long read ...
+        writer.append(ts.INSTRUCTION.name, rows(120, 130))
+        writer.flush()
+        assert not live.poll()                   # ... one read at a time, but the change is noted
+        status = live.status()
+        assert status.refreshing and status.idle_s == 0.0
+        assert "stopped" not in text(live_line(status)[0])
+        gate.set()
+        reader.join(30)
+        clock.now += 301.0                       # (3 x the 100 s read)
+        assert live.poll() and live.refresh() and count(live.trace) == 130
+    finally:
+        gate.set()
+        live.close()

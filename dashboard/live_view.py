@@ -66,8 +66,9 @@ def live_line(status: LiveStatus | None, page_generation: Any = None, href: str 
         parts = [f"● recording: {held} so far · last read {_ago(status.age_s)} ago"]
         css = "live-recording"
         if status.refreshing:
+            done = f" {status.progress:.0%}" if status.progress is not None else ""
             last = f" (the last read took {status.last_refresh_s:.1f} s)" if status.last_refresh_s else ""
-            parts.append(f" · reading the new rows{last}…")
+            parts.append(f" · reading the new rows{done}{last}…")
     if status.error:
         parts.append(f" · the last read failed: {status.error[:200]}")
     fresh = isinstance(page_generation, int) and not isinstance(page_generation, bool) and \

@@ -112,6 +112,8 @@ class LiveStatus:
     error: str | None
     #: A read has succeeded: there is a trace to show (False: the recording has written no event yet).
     readable: bool = True
+    #: How far the read under way has got (0-1), when one is.
+    progress: float | None = None
 
 
 class LiveTrace:
@@ -120,7 +122,8 @@ class LiveTrace:
 
     Args:
         path: the trace directory.
-        opener: ``opener(path, generation)`` opens the trace as its files are now (default
+        opener: ``opener(path, generation, progress)`` opens the trace as its files are now, reporting how far it
+            has got to ``progress(fraction)`` (default
             :func:`open_generation`).
         clock: monotonic seconds (tests pass their own).
         min_interval_s, backoff: refresh spacing (:data:`MIN_INTERVAL_S`, :data:`BACKOFF`).
@@ -145,6 +148,7 @@ class LiveTrace:
         self._last_refresh_s: float | None = None
         self._retired: list[tuple[float, Any]] = []
         self._closed = False
+        self._progress: float | None = None
         if opener is None:
             remove_stale_generations(self.path)
         self._seen_signature = input_signature(self.path)
@@ -186,8 +190,11 @@ class LiveTrace:
         signature = input_signature(self.path)
         complete = not is_recording(self.path)   # read first: rows flushed before completion are all in
         with ingest_warnings.collecting(quiet=True):
-            trace = self._opener(self.path, generation)
+            trace = self._opener(self.path, generation, self._on_progress)
         return trace, signature, complete
+
+    def _on_progress(self, fraction: float) -> None:
+        self._progress = fraction
 
     def poll(self) -> bool:
         """True when a refresh is due: the recording is not complete in the current trace, its files changed since
@@ -221,6 +228,7 @@ class LiveTrace:
                 return False
             with self._lock:
                 self._refreshing = True
+                self._progress = 0.0
             started = self._clock()
             try:
                 trace, signature, complete = self._ingest(self.generation + 1)
@@ -270,7 +278,7 @@ class LiveTrace:
             instructions, packets, t_range = self._facts
             return LiveStatus(self.generation, self._complete, self._refreshing, instructions, packets, t_range,
                               now - self._swapped_at, now - self._changed_at, self._last_refresh_s, self._error,
-                              self._trace is not None)
+                              self._trace is not None, self._progress if self._refreshing else None)
 
     def close(self) -> None:
         """Close the current trace and every replaced one (and remove their generation files); a read under way
@@ -289,7 +297,11 @@ def generation_path(path: Path, generation: int) -> Path:
     return entry.with_name(f"{_stem(entry)}{os.getpid()}-{generation}.duckdb")
 
 
-def open_generation(path: Path, generation: int) -> Any:
+#: The share of a read's time its phases take (reading the files, then building the index), to report its progress.
+READ_SHARE = 0.55
+
+
+def open_generation(path: Path, generation: int, progress: Callable[[float], None] | None = None) -> Any:
     """The trace of ``path`` as its files are now: the ingest cache entry when it answers for them (generation 0 of
     a recording that has not changed since it was last ingested: no cost), else ingested into the generation's own
     file (:func:`generation_path`; the cache entry is never replaced while followed: DuckDB cannot open a file
@@ -304,7 +316,13 @@ def open_generation(path: Path, generation: int) -> Any:
     if generation == 0 and stored_cache_key(cache_path(path)) == key:
         return open_trace(path)   # the cache entry answers for the files as they are: no ingest
     threads = 1 if is_recording(path) else None   # once the recording has ended, every core reads its last rows
-    db = ingest(source, generation_path(path, generation), cache_key=key, threads=threads)
+
+    def phase(name: str, done: int, total: int) -> None:
+        if progress is not None and total > 0:
+            share = min(1.0, done / total)
+            progress(READ_SHARE * share if name == "read" else READ_SHARE + (1 - READ_SHARE) * share)
+
+    db = ingest(source, generation_path(path, generation), cache_key=key, threads=threads, progress=phase)
     return Trace(path, db)
 
 
@@ -410,6 +428,6 @@ def _facts(trace: Any) -> tuple[int, int, tuple[int, int]]:
     return (int(events.get(ts.INSTRUCTION.name, 0) or 0), int(events.get(ts.DMA_PACKET.name, 0) or 0), t_range)
 
 
-__all__ = ["BACKOFF", "MIN_INTERVAL_S", "RETIRE_S", "LiveStatus", "LiveTrace", "NothingToShowYet",
+__all__ = ["BACKOFF", "MIN_INTERVAL_S", "READ_SHARE", "RETIRE_S", "LiveStatus", "LiveTrace", "NothingToShowYet",
            "close_generation", "generation_path", "input_signature", "is_recording", "keep_as_cache_entry",
            "open_generation", "remove_stale_generations"]

@@ -98,8 +98,8 @@ def test_refreshes_are_spaced_by_the_backoff_times_the_last_refresh(recording):
     path, writer = recording
     clock = Clock()
 
-    def slow_open(p: Path, generation: int):
-        trace = profiler.live.open_generation(p, generation)
+    def slow_open(p: Path, generation: int, progress=None):
+        trace = profiler.live.open_generation(p, generation, progress)
         clock.now += 5.0 if generation else 0.1      # later reads "take" 5 s
         return trace
 
@@ -252,6 +252,8 @@ def test_the_header_line_says_where_the_recording_stands():
                                                        "far · last read 3 s ago")
     line, css = live_line(status(dma_packets=5, refreshing=True))
     assert "5 DMA packets" in text(line) and "reading the new rows (the last read took 0.5 s)" in text(line)
+    line, css = live_line(status(refreshing=True, progress=0.42))
+    assert "reading the new rows 42% (the last read took 0.5 s)…" in text(line)
     line, css = live_line(status(idle_s=STOPPED_AFTER_S + 1))
     assert css == "live-stopped" and "no new rows for 31 s (stopped or killed?)" in text(line)
     line, css = live_line(status(complete=True, error="boom"))
@@ -320,10 +322,10 @@ def test_a_read_that_ends_after_close_drops_its_trace(recording):
     path, writer = recording
     gate, opened = threading.Event(), []
 
-    def opener(p: Path, generation: int):
+    def opener(p: Path, generation: int, progress=None):
         if generation:
             gate.wait(10)
-        trace = profiler.live.open_generation(p, generation)
+        trace = profiler.live.open_generation(p, generation, progress)
         opened.append(trace)
         return trace
 
@@ -348,11 +350,11 @@ def test_concurrent_polls_start_one_refresh(recording):
     started = []
     gate = threading.Event()
 
-    def opener(p: Path, generation: int):
+    def opener(p: Path, generation: int, progress=None):
         started.append(generation)
         if generation:
             gate.wait(10)
-        return profiler.live.open_generation(p, generation)
+        return profiler.live.open_generation(p, generation, progress)
 
     registry = TraceRegistry([path], live_options={"clock": clock, "min_interval_s": 0.0, "opener": opener})
     try:
@@ -519,10 +521,10 @@ def test_changes_during_a_read_keep_the_recording_alive(recording):
     clock = Clock()
     gate = threading.Event()
 
-    def opener(p: Path, generation: int):
+    def opener(p: Path, generation: int, progress=None):
         if generation:
             gate.wait(10)
-        return profiler.live.open_generation(p, generation)
+        return profiler.live.open_generation(p, generation, progress)
 
     live = LiveTrace(path, opener=opener, clock=clock, min_interval_s=0.0)
     try:
@@ -546,4 +548,29 @@ def test_changes_during_a_read_keep_the_recording_alive(recording):
         assert live.poll() and live.refresh() and count(live.trace) == 130
     finally:
         gate.set()
+        live.close()
+
+
+def test_a_read_reports_its_progress(recording):
+    path, writer = recording
+    live = LiveTrace(path, clock=Clock(), min_interval_s=0.0)
+    seen = []
+    try:
+        real = live._on_progress
+
+        def spy(fraction: float) -> None:
+            real(fraction)
+            seen.append((fraction, live.status().progress))   # (what a poll sees meanwhile)
+
+        live._on_progress = spy
+        writer.append(ts.INSTRUCTION.name, rows(100, 5000))
+        writer.flush()
+        assert live.refresh()
+        fractions = [f for f, _shown in seen]
+        assert fractions and fractions == sorted(fractions) and fractions[0] >= 0 and fractions[-1] == 1.0
+        assert any(f < profiler.live.READ_SHARE for f in fractions) and any(f > profiler.live.READ_SHARE
+                                                                            for f in fractions)
+        assert all(shown == f for f, shown in seen)
+        assert live.status().progress is None          # no read under way
+    finally:
         live.close()

@@ -193,6 +193,13 @@ class LiveTrace:
             trace = self._opener(self.path, generation, self._on_progress)
         return trace, signature, complete
 
+    def latest(self) -> Any:
+        """The newest trace: read again first when a read is due (:meth:`poll`), in this thread.  What a notebook
+        calls before drawing: ``live.latest().timeline()``."""
+        if self.poll():
+            self.refresh()
+        return self.trace
+
     def _on_progress(self, fraction: float) -> None:
         self._progress = fraction
 

@@ -574,3 +574,19 @@ def test_a_read_reports_its_progress(recording):
         assert live.status().progress is None          # no read under way
     finally:
         live.close()
+
+
+def test_latest_reads_again_when_due(recording):
+    path, writer = recording
+    clock = Clock()
+    live = LiveTrace(path, clock=clock, min_interval_s=5.0)
+    try:
+        first = live.latest()
+        assert count(first) == 100 and live.latest() is first         # nothing new
+        writer.append(ts.INSTRUCTION.name, rows(100, 150))
+        writer.flush()
+        assert live.latest() is first                                   # new rows, not due yet
+        clock.now += 5.0
+        assert count(live.latest()) == 150 and live.generation == 1
+    finally:
+        live.close()

@@ -590,3 +590,23 @@ def test_latest_reads_again_when_due(recording):
         assert count(live.latest()) == 150 and live.generation == 1
     finally:
         live.close()
+
+
+def test_a_recording_directory_removed_while_followed_keeps_the_last_trace(tmp_path):
+    import shutil
+
+    path = tmp_path / "gone.trace"
+    writer = TraceWriter(path, background_flush=False)
+    writer.append(ts.INSTRUCTION.name, rows(0, 40))
+    writer.flush()
+    clock = Clock()
+    live = LiveTrace(path, clock=clock, min_interval_s=0.0)
+    try:
+        writer.close(complete=False)
+        shutil.rmtree(path)                        # (deleted, or about to be replaced by another recording)
+        clock.now += 1.0
+        assert not live.poll()
+        assert "cannot read the trace directory" in live.status().error
+        assert count(live.trace) == 40             # what was read stays shown
+    finally:
+        live.close()

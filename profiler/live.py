@@ -13,7 +13,8 @@ A refresh re-ingests the whole trace, which costs time in proportion to its size
 may start :data:`BACKOFF` times the last one's duration after it ended, and never sooner than
 :data:`MIN_INTERVAL_S` (a follower then spends at most about a quarter of one CPU on ingesting, however large the
 recording grows).  Once the Metadata says the recording is complete, one last refresh reads every row at once (no
-spacing: there is no recording left to share the machine with) and the trace stops changing.  A recording that
+spacing: there is no recording left to share the machine with; a read under way is given up at its next step,
+:class:`Superseded`) and the trace stops changing.  A recording that
 stopped without completing (killed) stays incomplete: :attr:`LiveStatus.idle_s` says how long its files have not
 changed.
 
@@ -158,7 +159,10 @@ class LiveTrace:
         self._complete = False
         self._facts: tuple[int, int, tuple[int, int]] = (0, 0, (0, 0))
         try:
-            self._trace, self._signature, self._complete = self._ingest(0)
+            try:
+                self._trace, self._signature, self._complete = self._ingest(0)
+            except Superseded:   # the recording ended while read: read it whole (it cannot end twice)
+                self._trace, self._signature, self._complete = self._ingest(0)
             self._facts = _facts(self._trace)
         except TrnprofError as exc:
             # Nothing readable yet (a recording that has not issued an instruction holds no events): no trace
@@ -240,6 +244,12 @@ class LiveTrace:
             try:
                 trace, signature, complete = self._ingest(self.generation + 1)
                 facts = _facts(trace)
+            except Superseded:   # the recording ended: no error, and the last read is due at once
+                with self._lock:
+                    self._refreshing = False
+                    self._last_refresh_s = self._clock() - started
+                    self._next_at = self._clock()
+                return False
             except Exception as exc:   # (any failure: the next poll may try again)
                 with self._lock:
                     self._error = _one_line(exc)
@@ -306,6 +316,12 @@ def generation_path(path: Path, generation: int) -> Path:
 
 #: The share of a read's time its phases take (reading the files, then building the index), to report its progress.
 READ_SHARE = 0.55
+#: A read of a running recording looks this often (s) whether the recording has ended (then it gives up).
+ENDED_CHECK_S = 0.5
+
+
+class Superseded(TrnprofError):
+    """A read of a running recording given up because the recording ended meanwhile (its last read follows)."""
 
 
 def open_generation(path: Path, generation: int, progress: Callable[[float], None] | None = None) -> Any:
@@ -322,12 +338,21 @@ def open_generation(path: Path, generation: int, progress: Callable[[float], Non
     key = cache_key(source)
     if generation == 0 and stored_cache_key(cache_path(path)) == key:
         return open_trace(path)   # the cache entry answers for the files as they are: no ingest
-    threads = 1 if is_recording(path) else None   # once the recording has ended, every core reads its last rows
+    running = is_recording(path)
+    threads = 1 if running else None   # once the recording has ended, every core reads its last rows
+    looked = [time.monotonic()]
 
     def phase(name: str, done: int, total: int) -> None:
         if progress is not None and total > 0:
             share = min(1.0, done / total)
             progress(READ_SHARE * share if name == "read" else READ_SHARE + (1 - READ_SHARE) * share)
+        # a read of a running recording is given up when the recording ends meanwhile: the last read, of every
+        # row with every core, starts at once instead (ingest reports each table read and each track indexed)
+        now = time.monotonic()
+        if running and now - looked[0] >= ENDED_CHECK_S:
+            looked[0] = now
+            if _ended(path):
+                raise Superseded(f"{path}: the recording ended during this read")
 
     db = ingest(source, generation_path(path, generation), cache_key=key, threads=threads, progress=phase)
     return Trace(path, db)
@@ -435,6 +460,7 @@ def _facts(trace: Any) -> tuple[int, int, tuple[int, int]]:
     return (int(events.get(ts.INSTRUCTION.name, 0) or 0), int(events.get(ts.DMA_PACKET.name, 0) or 0), t_range)
 
 
-__all__ = ["BACKOFF", "MIN_INTERVAL_S", "READ_SHARE", "RETIRE_S", "LiveStatus", "LiveTrace", "NothingToShowYet",
+__all__ = ["BACKOFF", "ENDED_CHECK_S", "MIN_INTERVAL_S", "READ_SHARE", "RETIRE_S", "LiveStatus", "LiveTrace",
+           "NothingToShowYet", "Superseded",
            "close_generation", "generation_path", "input_signature", "is_recording", "keep_as_cache_entry",
            "open_generation", "remove_stale_generations"]

@@ -610,3 +610,37 @@ def test_a_recording_directory_removed_while_followed_keeps_the_last_trace(tmp_p
         assert count(live.trace) == 40             # what was read stays shown
     finally:
         live.close()
+
+
+@pytest.mark.parametrize("generation", [0, 1])
+def test_a_read_is_given_up_when_the_recording_ends_during_it(recording, monkeypatch, generation):
+    """The last read of every row starts at once instead of after the read under way (docs/dashboard.md)."""
+    path, writer = recording
+    monkeypatch.setattr(profiler.live, "ENDED_CHECK_S", 0.0)
+    clock = Clock()
+    given_up = []
+
+    def opener(p: Path, gen: int, progress=None):
+        def ending(fraction: float) -> None:        # the recording ends while this read runs
+            if gen == generation and not given_up and writer._closed is False:
+                writer.close()
+                given_up.append(gen)
+            if progress is not None:
+                progress(fraction)
+        return profiler.live.open_generation(p, gen, ending)
+
+    if generation == 1:
+        live = LiveTrace(path, opener=opener, clock=clock, min_interval_s=100.0)
+        writer.append(ts.INSTRUCTION.name, rows(100, 160))
+        writer.flush()
+        clock.now += 100.0
+        assert live.refresh() is False              # given up: no error, no new generation
+        status = live.status()
+        assert given_up == [1] and status.error is None and not status.refreshing and live.generation == 0
+        assert not list(path.parent.glob(".*.tmp")) and not generation_path(path, 1).exists()
+        assert live.poll() and live.refresh()       # the last read at once, despite the 100 s spacing
+        assert live.complete and count(live.trace) == 160
+    else:
+        live = LiveTrace(path, opener=opener, clock=clock)   # the first read: given up, then read whole
+        assert given_up == [0] and live.complete and count(live.trace) == 100 and live.status().error is None
+    live.close()

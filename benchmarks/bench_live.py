@@ -6,9 +6,10 @@ alone, once while this process follows it as the dashboard would (look at the di
 
 - the recording's wall time alone and followed, and their ratio (what following costs the recording, on the
   machine's shared CPUs);
-- per follow: the reads made, each read's rows and duration, and the *lag*: the longest time rows flushed to disk
-  waited before a read showed them (from a change of the directory to the end of the read that took it in), and
-  from the recording's end to the complete trace being shown.
+- per follow: the reads made, each read's rows and duration (or "given up": the recording ended during it, and
+  the last read started at once), and the *lag*: the longest time rows flushed to disk waited before a read showed
+  them (from a change of the directory to the end of the read that took it in), and from the recording's end to
+  the complete trace being shown.
 
     .venv/bin/python benchmarks/bench_live.py                       # mlp, 3 pairs
     .venv/bin/python benchmarks/bench_live.py --kernel softmax -p rows=2097152 -p cols=1024 --arch trn1
@@ -60,10 +61,13 @@ def follow(out: Path, proc: subprocess.Popen[bytes], result: dict) -> None:
             if live.poll():
                 started = changed_at
                 changed_at = None
-                live.refresh()
+                swapped = live.refresh()
                 st = live.status()
-                reads.append((st.instructions, st.last_refresh_s or 0.0))
-                if started is not None:
+                # a read given up (the recording ended during it) shows as None instructions
+                reads.append((st.instructions if swapped else None, st.last_refresh_s or 0.0))
+                if not swapped:
+                    changed_at = started   # (its changes are still not shown)
+                elif started is not None:
                     lag = max(lag, time.monotonic() - started)
                 if st.complete:
                     result["shown_complete_at"] = time.monotonic()
@@ -114,7 +118,8 @@ def main() -> int:
                 (followed if f else alone).append(r["record_s"])
                 if f:
                     runs.append(r)
-                    sizes = ", ".join(f"{n:,} in {s:.2f} s" for n, s in r["reads"])
+                    sizes = ", ".join(f"{n:,} in {s:.2f} s" if n is not None else f"given up after {s:.2f} s"
+                                      for n, s in r["reads"])
                     print(f"followed: recording {r['record_s']:.2f} s; reads (instructions, duration): {sizes}; "
                           f"longest lag {r['lag_s']:.2f} s; complete shown {r['complete_after_end_s']:.2f} s "
                           "after the recording ended")

@@ -70,10 +70,17 @@ class TraceDirectorySource:
     def read(self, progress: ProgressCallback | None = None) -> Iterator[tuple[str, pa.RecordBatch]]:
         for name in self.reader.table_names():
             size = sum(p.stat().st_size for p in self.reader.table_files(name))
-            for batch in self.reader.batches(name):
+            reported = [0]   # each batch's file bytes as it is read, then the rest of the files (schema, a tail)
+
+            def on_bytes(n: int, reported: list[int] = reported) -> None:
+                reported[0] += n
+                if progress is not None:
+                    progress(n)
+
+            for batch in self.reader.batches(name, on_bytes=on_bytes if progress is not None else None):
                 yield name, batch
-            if progress is not None:
-                progress(size)
+            if progress is not None and size > reported[0]:
+                progress(size - reported[0])
 
 
 def is_trace_directory(path: Path) -> bool:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -138,23 +138,26 @@ class TraceReader:
         names = schema.STORED_AS[name] if self._stored(name) else (name,)
         return [p for p in (self.path / schema.table_spec(n).file_name for n in names) if p.exists()]
 
-    def batches(self, name: str) -> Iterator[pa.RecordBatch]:
+    def batches(self, name: str, on_bytes: Callable[[int], None] | None = None) -> Iterator[pa.RecordBatch]:
         """Stream the record batches of table ``name`` (nothing if the table is absent), each fully validated.
 
         In a recording that did not complete, a damaged tail ends the iteration with one TruncatedTraceWarning;
         in a completed one, any damage raises TraceFormatError naming the file (see :meth:`_file_batches`).
+        ``on_bytes(n)`` is told the file bytes each batch took as it is read (for a table stored in another form,
+        the bytes of the batches it is expanded from), for progress.
         """
         if self._stored(name):
-            yield from self._expanded_packets()
+            yield from self._expanded_packets(on_bytes)
             return
-        yield from self._file_batches(schema.table_spec(name))
+        yield from self._file_batches(schema.table_spec(name), on_bytes=on_bytes)
 
-    def _expanded_packets(self) -> Iterator[pa.RecordBatch]:
+    def _expanded_packets(self, on_bytes: Callable[[int], None] | None = None) -> Iterator[pa.RecordBatch]:
         """DmaPacket batches expanded from DmaTransfer and DmaPacketLayout (see :mod:`tracer.packets`)."""
         layout_spec = schema.DMA_PACKET_LAYOUT
         layout_path = self.path / layout_spec.file_name
         transfer_path = self.path / schema.DMA_TRANSFER.file_name
-        layouts = pa.Table.from_batches(list(self._file_batches(layout_spec)), schema=layout_spec.arrow_schema())
+        layouts = pa.Table.from_batches(list(self._file_batches(layout_spec, on_bytes=on_bytes)),
+                                        schema=layout_spec.arrow_schema())
         problem = _layout_problem(layouts)
         if problem is not None:
             raise TraceFormatError(f"{layout_path}: {problem}; the trace is damaged: record or export it again")
@@ -164,7 +167,7 @@ class TraceReader:
             raise TraceFormatError(f"{layout_path}: {exc}") from None
         queues = _queues_needed(layouts, expander.rotations)
         warned = False
-        for stored in self._file_batches(schema.DMA_TRANSFER):
+        for stored in self._file_batches(schema.DMA_TRANSFER, on_bytes=on_bytes):
             layout = np.asarray(stored.column("packet_layout"), np.int64)
             rotation = np.asarray(stored.column("rotation"), np.int64)
             ok = expander.known(layout, rotation)
@@ -189,7 +192,8 @@ class TraceReader:
                                        f"({_first_line(exc)[:160]}); the trace is damaged: record or export it "
                                        "again") from None
 
-    def _file_batches(self, spec: schema.TableSpec, notes: list[str] | None = None) -> Iterator[pa.RecordBatch]:
+    def _file_batches(self, spec: schema.TableSpec, notes: list[str] | None = None, *,
+                      on_bytes: Callable[[int], None] | None = None) -> Iterator[pa.RecordBatch]:
         """The record batches of ``spec``'s own file (nothing if absent), each fully validated.
 
         A damaged tail of a recording that did not complete ends the iteration with one TruncatedTraceWarning
@@ -224,6 +228,7 @@ class TraceReader:
                 raise TraceFormatError(f"{path}: damaged schema (column names that are not UTF-8); the trace is "
                                        "damaged: record or export it again") from None
             count = 0
+            read_to = 0
             while True:
                 try:
                     batch = stream.read_next_batch()
@@ -248,6 +253,10 @@ class TraceReader:
                                "the recording was interrupted, the complete batches are kept")
                     return
                 count += 1
+                if on_bytes is not None:
+                    position = source.tell()
+                    on_bytes(position - read_to)
+                    read_to = position
                 yield batch
         finally:
             source.close()

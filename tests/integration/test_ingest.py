@@ -224,3 +224,27 @@ def test_a_file_named_duckdb_that_is_not_one_says_what_it_is(tmp_path):
     fake = tmp_path / "notes.duckdb"
     fake.write_text("some notes")
     assert "not a DuckDB database (it is a text file)" in _error(fake)
+
+
+def test_a_trace_directory_reports_its_bytes_batch_by_batch(tmp_path):
+    """Ingest progress moves with each batch read (DMA packets: each batch of transfers expanded), not a table at a
+    time, and adds up to the input's size: the progress bar, and a followed recording's read given up at its next
+    step (profiler.live)."""
+    from tracer.sim import run_kernel
+
+    path = tmp_path / "mm.trace"
+    run_kernel("matmul_naive", {"M": 512, "N": 512, "K": 512}, arch="trn2", trace_path=path)
+    source = TraceDirectorySource(path)
+    steps: list[tuple[str, int]] = []
+    current = [""]
+
+    def progress(n: int) -> None:
+        steps.append((current[0], n))
+
+    for name, _batch in source.read(progress):
+        current[0] = name
+    assert sum(n for _t, n in steps) == source.input_size()
+    assert all(n > 0 for _t, n in steps)
+    packet_steps = [n for t, n in steps if t == ts.DMA_PACKET.name]
+    assert len(packet_steps) >= 2          # the expansion reports as it goes
+    assert len(steps) > len(source.reader.table_names())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -47,6 +48,17 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
+
+
+@contextlib.contextmanager
+def following(path: Path, **options):
+    """A fake clock and a LiveTrace of ``path`` on it, closed at the end."""
+    clock = Clock()
+    live = LiveTrace(path, clock=clock, **options)
+    try:
+        yield clock, live
+    finally:
+        live.close()
 
 
 @pytest.fixture
@@ -378,9 +390,7 @@ def test_concurrent_polls_start_one_refresh(recording):
 
 def test_the_timeline_follows_the_end_of_a_growing_trace_unless_zoomed(recording):
     path, writer = recording
-    clock = Clock()
-    live = LiveTrace(path, clock=clock, min_interval_s=0.0)
-    try:
+    with following(path, min_interval_s=0.0) as (clock, live):
         trace0 = live.trace
         first = tl.update_timeline(trace0, "t0", state=None, trigger="initial", width_px=800)
         assert first.state["view"] == [0, 99 * 100 + 80] and first.state["whole"]
@@ -405,8 +415,6 @@ def test_the_timeline_follows_the_end_of_a_growing_trace_unless_zoomed(recording
         assert moved.state["view"] == [39980 - width, 39980]
         assert tl.update_timeline(live.trace, "t0", state={**tail.state, "end": "x"},
                                   trigger="live").state["view"] == tail.state["view"]   # (a malformed end: kept)
-    finally:
-        live.close()
 
 
 def test_a_recording_with_no_event_yet_has_no_trace_until_one_is_written(tmp_path):
@@ -578,9 +586,7 @@ def test_a_read_reports_its_progress(recording):
 
 def test_latest_reads_again_when_due(recording):
     path, writer = recording
-    clock = Clock()
-    live = LiveTrace(path, clock=clock, min_interval_s=5.0)
-    try:
+    with following(path, min_interval_s=5.0) as (clock, live):
         first = live.latest()
         assert count(first) == 100 and live.latest() is first         # nothing new
         writer.append(ts.INSTRUCTION.name, rows(100, 150))
@@ -588,8 +594,6 @@ def test_latest_reads_again_when_due(recording):
         assert live.latest() is first                                   # new rows, not due yet
         clock.now += 5.0
         assert count(live.latest()) == 150 and live.generation == 1
-    finally:
-        live.close()
 
 
 def test_a_recording_directory_removed_while_followed_keeps_the_last_trace(tmp_path):

@@ -13,6 +13,7 @@ from typing import Any
 
 from dash import dcc, html
 
+from dashboard.computed import same_trace
 from dashboard.errors import public_message
 from dashboard.graph_config import graph_config
 from profiler.analyses import critical_path, performance_bounds, recommendations
@@ -163,7 +164,7 @@ class CriticalPathOverlays:
         recording's next one computes it again)."""
         with self._lock:
             kept = self._paths.get(trace_id)
-            if kept is None or kept[0]() is not trace:
+            if kept is None or not same_trace(kept[0], trace):
                 self._paths[trace_id] = (weakref.ref(trace), critical_path(trace))
             return self._paths[trace_id][1]
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from dashboard.hosts import WILDCARD_ADDRESSES, HostPolicy, is_loopback, strip_brackets, url_host
+from profiler.cli._listen import check_can_listen as _check_can_listen
 from profiler.errors import CommandError
 
 __all__ = ["ServeCommand", "is_loopback", "open_inputs", "public_warning", "served_url"]
@@ -34,9 +35,9 @@ def _sample_paths() -> list[Path]:
     return [Path(p) for p in sample_trace_paths()]
 
 
-def open_inputs(paths: list[Path], opener: Any = None, *, follow: bool = True) -> dict[Path, Any]:
-    """Open (ingesting when needed) every input, with a progress bar; TrnprofError names the bad one.  With
-    ``follow``, a recording still running is left to the registry, which follows it (:mod:`profiler.live`)."""
+def open_inputs(paths: list[Path], opener: Any = None) -> dict[Path, Any]:
+    """Open (ingesting when needed) every input, with a progress bar; TrnprofError names the bad one.  A recording
+    still running is left to the registry, which follows it (:mod:`profiler.live`)."""
     from tqdm import tqdm
 
     from profiler.live import is_recording
@@ -50,7 +51,7 @@ def open_inputs(paths: list[Path], opener: Any = None, *, follow: bool = True) -
         if not path.exists():
             raise CommandError(f"{path}: no such file or directory (pass a trace directory, a .duckdb database "
                                "or an importable file)")
-        if follow and is_recording(path):
+        if is_recording(path):
             # read by the registry as it follows it (profiler.live); its "recording is not complete" warning is what
             # following it is for: one line saying so instead
             print(f"trnprof: {path}: the recording has not completed: the dashboard shows its rows so far and "
@@ -58,24 +59,6 @@ def open_inputs(paths: list[Path], opener: Any = None, *, follow: bool = True) -
             continue
         opened[path.resolve()] = opener(path)
     return opened
-
-
-def _check_can_listen(host: str, port: int) -> None:
-    """CommandError naming the address when ``host:port`` cannot be bound (in use, no such address)."""
-    import socket
-
-    try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except OSError as exc:
-        raise CommandError(f"cannot resolve --host {host}: {exc}") from None
-    family, _type, _proto, _name, addr = infos[0]
-    with socket.socket(family, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(addr)
-        except OSError as exc:
-            raise CommandError(f"cannot listen on {host}:{port}: {exc.strerror or exc} (pick another --port, or "
-                               "stop the program using it)") from None
 
 
 def served_url(host: str, port: int) -> str:
@@ -122,8 +105,6 @@ class ServeCommand:
 
     def run(self, args: argparse.Namespace) -> int:
         """Ingest the inputs, build the app, open the browser, serve until Ctrl-C."""
-        if not 0 < args.port < 65536:
-            raise CommandError(f"--port {args.port} is not a TCP port (1-65535)")
         host = strip_brackets(args.host)
         _check_can_listen(host, args.port)  # before any work (ingesting inputs can take a while)
         inputs = [Path(p) for p in args.inputs]
@@ -145,8 +126,7 @@ class ServeCommand:
 
         registry = TraceRegistry(inputs, samples=samples, opener=lambda p: opened.get(p.resolve()) or profiler.open(p))
         for entry in registry.entries:   # followed recordings are read before the server starts too
-            if registry.followed(entry.id):
-                registry.poll(entry.id)
+            registry.poll(entry.id)
         app = create_app(registry, allowed_hosts=policy)
         try:
             server = make_server(host, args.port, app.server, threaded=True)

@@ -53,10 +53,7 @@ def live_line(status: LiveStatus | None, page_generation: Any = None, href: str 
         waiting = "ended without an event" if status.complete else "no event written yet"
         parts: list[Any] = [f"● recording: {waiting}"]
         css = "live-complete" if status.complete else "live-recording"
-        if status.error and "holds no events" not in status.error:
-            parts.append(f" · the last read failed: {status.error[:200]}")
-        return parts, css
-    if status.complete:
+    elif status.complete:
         parts = [f"✓ recording complete: {held}"]
         css = "live-complete"
     elif status.idle_s >= STOPPED_AFTER_S and not status.refreshing:
@@ -69,7 +66,7 @@ def live_line(status: LiveStatus | None, page_generation: Any = None, href: str 
             done = f" {status.progress:.0%}" if status.progress is not None else ""
             last = f" (the last read took {status.last_refresh_s:.1f} s)" if status.last_refresh_s else ""
             parts.append(f" · reading the new rows{done}{last}…")
-    if status.error:
+    if status.error and "holds no events" not in status.error:   # (no event yet is what the line says already)
         parts.append(f" · the last read failed: {status.error[:200]}")
     fresh = isinstance(page_generation, int) and not isinstance(page_generation, bool) and \
         page_generation < status.generation

@@ -7,8 +7,9 @@ Each trace is opened once (lazily) and shared by every browser session; the regi
 
 A trace directory whose recording has not completed is *followed* (:mod:`profiler.live`): :meth:`TraceRegistry.poll`,
 which the pages call every few seconds while such a trace is shown, re-ingests it in a background thread when its
-files have grown, and :meth:`TraceRegistry.open` then returns the new trace.  :meth:`TraceRegistry.version` (the
-generation) is what the pages' caches key their results by, so a result of the old rows is never shown for the new.
+files have grown, and :meth:`TraceRegistry.open` then returns the new trace.  The pages' caches keep a result for the
+``Trace`` object it was computed from (or, for a pair of traces, by :meth:`TraceRegistry.version`), so a result of the
+old rows is never shown for the new.
 """
 
 from __future__ import annotations
@@ -101,6 +102,9 @@ class TraceRegistry:
     def open(self, trace_id: str | None) -> Any:
         """The opened ``Trace`` of ``trace_id`` (opened on first use); for a followed recording, its latest."""
         entry = self.entry(trace_id)
+        trace = self._open.get(entry.id)
+        if trace is not None:   # (most calls: no lock, no look at the trace's files)
+            return trace
         live = self._live.get(entry.id) or self._start_following(entry)
         if live is not None:
             return live.trace   # (NothingToShowYet while it has no event)
@@ -128,8 +132,7 @@ class TraceRegistry:
         return self._follow and entry.id not in self._open and is_recording(entry.path)
 
     def version(self, trace_id: str | None) -> int:
-        """How many times ``trace_id``'s trace was replaced by a newer one (0 for a trace that is not followed):
-        what caches of results computed from a trace key them by."""
+        """How many times ``trace_id``'s trace was replaced by a newer one (0 for a trace that is not followed)."""
         live = self._live.get(self.entry(trace_id).id)
         return live.generation if live is not None else 0
 

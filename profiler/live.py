@@ -4,10 +4,9 @@
 ``recording_complete = false`` until the writer closes it.  :class:`LiveTrace` holds the latest :class:`Trace` of
 such a directory and makes a new one when the files have grown: :meth:`LiveTrace.poll` looks at the directory
 (file names, sizes and modification times: no file is read) and says whether a refresh is due;
-:meth:`LiveTrace.refresh` ingests the directory again (through the ingest cache, which writes a new database beside
-the old one and renames it over it: a reader of the old one is not disturbed) and swaps the new ``Trace`` in.  The
-swap is one attribute assignment, so a reader holds either trace, never a mixture; each swap increments
-:attr:`LiveTrace.generation`, by which the dashboard's caches tell results of the old rows from the new.
+:meth:`LiveTrace.refresh` ingests the directory again into a database file of its own (:func:`open_generation`: a
+reader of the old one is not disturbed) and swaps the new ``Trace`` in.  The swap is one attribute assignment, so a
+reader holds either trace, never a mixture; each swap increments :attr:`LiveTrace.generation`.
 
 A refresh re-ingests the whole trace, which costs time in proportion to its size, so refreshes are spaced: the next
 may start :data:`BACKOFF` times the last one's duration after it ended, and never sooner than
@@ -77,12 +76,7 @@ def is_recording(path: str | os.PathLike[str]) -> bool:
     """True when ``path`` is a trnprof trace directory whose recording has not completed (still running, or
     stopped without finishing); False for anything else (a complete trace, a database, another format)."""
     p = Path(path)
-    if not (p.is_dir() and (p / ts.METADATA.file_name).exists()):
-        return False
-    try:
-        return not TraceReader(p).recording_complete
-    except TrnprofError:
-        return False
+    return p.is_dir() and (p / ts.METADATA.file_name).exists() and _recording_complete(p) is False
 
 
 class NothingToShowYet(TraceFormatError):
@@ -124,15 +118,15 @@ class LiveTrace:
     Args:
         path: the trace directory.
         opener: ``opener(path, generation, progress)`` opens the trace as its files are now, reporting how far it
-            has got to ``progress(fraction)`` (default
-            :func:`open_generation`).
+            has got to ``progress(fraction)`` (default :func:`open_generation`).
         clock: monotonic seconds (tests pass their own).
         min_interval_s, backoff: refresh spacing (:data:`MIN_INTERVAL_S`, :data:`BACKOFF`).
         retire_s: a replaced trace is closed this many seconds after it was replaced (requests that began on it
             finish first; one still running then gets a one-line "the trace was closed" error).
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, opener: Callable[[Path, int], Any] | None = None,
+    def __init__(self, path: str | os.PathLike[str], *,
+                 opener: Callable[[Path, int, Callable[[float], None]], Any] | None = None,
                  clock: Callable[[], float] = time.monotonic, min_interval_s: float = MIN_INTERVAL_S,
                  backoff: float = BACKOFF, retire_s: float = RETIRE_S) -> None:
         self.path = Path(path)
@@ -308,8 +302,8 @@ class LiveTrace:
 
 
 def generation_path(path: Path, generation: int) -> Path:
-    """The database file of generation ``generation`` (>= 1) of a followed trace directory, beside its ingest
-    cache entry and named by this process (``<trace>.trnprof.live-<pid>-<generation>.duckdb``)."""
+    """The database file of generation ``generation`` of a followed trace directory, beside its ingest cache entry
+    and named by this process (``<trace>.trnprof.live-<pid>-<generation>.duckdb``)."""
     entry = cache_path(path)
     return entry.with_name(f"{_stem(entry)}{os.getpid()}-{generation}.duckdb")
 
@@ -365,9 +359,8 @@ def close_generation(trace: Any) -> None:
         close()
     db = getattr(trace, "db_path", None)
     if isinstance(db, Path) and LIVE_INFIX in db.name:
-        for f in (db, db.with_name(db.name + ".wal")):
-            with contextlib.suppress(OSError):
-                f.unlink()
+        with contextlib.suppress(OSError):
+            db.unlink()
 
 
 def keep_as_cache_entry(trace: Any) -> None:
@@ -428,12 +421,17 @@ def _running(pid: int) -> bool:
     return True
 
 
-def _ended(path: Path) -> bool:
-    """True when the trace's Metadata is readable and says the recording completed."""
+def _recording_complete(path: Path) -> bool | None:
+    """What the trace's Metadata says of its recording (None when it cannot be read)."""
     try:
         return TraceReader(path).recording_complete
     except TrnprofError:
-        return False
+        return None
+
+
+def _ended(path: Path) -> bool:
+    """True when the trace's Metadata is readable and says the recording completed."""
+    return _recording_complete(path) is True
 
 
 def _metadata_entry(signature: Signature) -> tuple[str, int, int] | None:

@@ -302,8 +302,8 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
         trigger = trigger_name(ctx.triggered_prop_ids)
         try:
             trace_id, trace = _trace(registry, search)
-        except (UnknownTraceError, TrnprofError) as exc:   # (a followed recording with no event yet, ...)
-            message = str(exc) if isinstance(exc, UnknownTraceError) else public_message(exc)
+        except TrnprofError as exc:   # (a trace not served, a followed recording with no event yet, ...)
+            message = public_message(exc)
             return {"kind": "figure", "figure": tl.empty_figure(message), "config": GRAPH_CONFIG, "seq": -1}, \
                 None, None, [], message, dash.no_update
         width = size.get("width") if isinstance(size, dict) else None

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from profiler.cli import seed_arg
-from profiler.cli.record_serve import DEFAULT_PORT, DashboardFollower, check_port
+from profiler.cli._listen import check_can_listen
+from profiler.cli.record_serve import DEFAULT_PORT, DashboardFollower
 from profiler.errors import CommandError
 from tracer.errors import ConfigError, TraceExistsError
 from tracer.sim import PRESETS, emit_spawn, malloc_tuning, overridable_names
@@ -157,7 +158,7 @@ def _follower(args: argparse.Namespace, target: Path | None, out: Path | None) -
         raise CommandError(f"{out}: --serve follows a new trace as it is written, not one replacing an existing "
                            "trace (written aside until complete): remove the old trace or choose another -o")
     port = DEFAULT_PORT if args.port is None else args.port
-    check_port(port)
+    check_can_listen("127.0.0.1", port)
     return DashboardFollower(out, port, browser=not args.no_browser)
 
 

@@ -10,31 +10,16 @@ from __future__ import annotations
 
 import contextlib
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
-from profiler.errors import CommandError
 from tracer.trace_dir import METADATA_FILE_NAME
 
 #: The dashboard's port unless --port says otherwise (``trnprof serve``'s default).
 DEFAULT_PORT = 8050
 #: Seconds the child is given to stop after Ctrl-C before it is killed.
 STOP_WAIT_S = 10.0
-
-
-def check_port(port: int) -> None:
-    """CommandError when 127.0.0.1:``port`` cannot be listened on (checked before the recording starts)."""
-    if not 0 < port < 65536:
-        raise CommandError(f"--port {port} is not a TCP port (1-65535)")
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError as exc:
-            raise CommandError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc} (pick another --port, "
-                               "or stop the program using it)") from None
 
 
 class DashboardFollower:
@@ -118,4 +103,4 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
         proc.wait(timeout=STOP_WAIT_S)
 
 
-__all__ = ["DEFAULT_PORT", "DashboardFollower", "check_port"]
+__all__ = ["DEFAULT_PORT", "DashboardFollower"]

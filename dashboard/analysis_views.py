@@ -16,6 +16,7 @@ from dash import dcc, html
 from dashboard.computed import same_trace
 from dashboard.errors import public_message
 from dashboard.graph_config import graph_config
+from dashboard.links import QUERY_PARAM, TRACE_PARAM
 from profiler.analyses import critical_path, performance_bounds, recommendations
 from profiler.analyses import schema as rs
 from profiler.analyses.host_recommendations import host_recommendations
@@ -99,7 +100,7 @@ def rule_timeline_href(rule: str, trace_id: str | None) -> str | None:
 
     if trace_id is None or rule not in RULE_TIMELINE_QUERIES:
         return None
-    return "/?" + urlencode({"trace": trace_id, "query": dict(EXAMPLE_QUERIES)[RULE_TIMELINE_QUERIES[rule][1]]})
+    return "/?" + urlencode({TRACE_PARAM: trace_id, QUERY_PARAM: dict(EXAMPLE_QUERIES)[RULE_TIMELINE_QUERIES[rule][1]]})
 
 
 def recommendation_list(recs: Any, trace_id: str | None = None) -> html.Div:
@@ -228,8 +229,9 @@ class ChainGraphs:
             back = int(cut[0][0]) if cut else None
             return chain_to(trace, table, event_id, start_ns=back), back
         with self._lock:
-            if trace_id not in self._graphs or self._graphs[trace_id][0] is not trace:
-                self._graphs[trace_id] = (trace, build_graph(trace, resolve_scope(trace)))
+            kept = self._graphs.get(trace_id)
+            if kept is None or not same_trace(kept[0], trace):
+                self._graphs[trace_id] = (weakref.ref(trace), build_graph(trace, resolve_scope(trace)))
             graph = self._graphs[trace_id][1]
         return chain_to(trace, table, event_id, graph=graph), None
 

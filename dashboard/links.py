@@ -17,6 +17,8 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlencode
 
+from profiler.figures.row_filter import MAX_FILTER_CHARS
+
 TRACE_PARAM = "trace"
 SEARCH_PARAM = "search"
 FILE_PARAM = "file"
@@ -51,7 +53,7 @@ def view_option_values(state: dict[str, Any]) -> dict[str, str]:
     if isinstance(state.get("span_levels"), int):
         values[LEVELS_PARAM] = str(state["span_levels"])
     if isinstance(state.get("row_filter"), str) and state["row_filter"].strip():
-        values[TRACKS_PARAM] = state["row_filter"].strip()[:200]
+        values[TRACKS_PARAM] = state["row_filter"].strip()[:MAX_FILTER_CHARS]
     if isinstance(state.get("query"), str) and state["query"].strip():
         values[QUERY_PARAM] = state["query"].strip()
     if isinstance(state.get("chain"), str) and state["chain"]:

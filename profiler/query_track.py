@@ -265,8 +265,8 @@ def _times(result: pa.Table, column: str) -> tuple[np.ndarray, np.ndarray]:
     col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
     typ = col.type
     if pa.types.is_integer(typ):
-        if pa.types.is_uint64(typ) and len(col) and pc.max(col).as_py() is not None \
-                and pc.max(col).as_py() >= lod.TIME_LIMIT:
+        largest = pc.max(col).as_py() if pa.types.is_uint64(typ) and len(col) else None
+        if largest is not None and largest >= lod.TIME_LIMIT:   # (before the cast to int64 could overflow)
             raise QueryError(f"column {column} of the query holds times beyond ±2**62 ns")
         valid = np.asarray(col.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
         values = np.asarray(col.cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)

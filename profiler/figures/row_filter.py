@@ -103,13 +103,13 @@ class RowFilter:
 
 def _term(body: str) -> Term:
     if len(body) > 2 and body[0] == body[-1] == "/":
-        pattern = body[1:-1]
+        term = Term(body[1:-1], regex=True)
         try:  # RE2 (DuckDB's, as the timeline's search): no pattern can take more than linear time
-            duckdb.connect(":memory:").execute("SELECT regexp_matches('', $p, 'i')", {"p": pattern}).fetchall()
+            _matches(term, [""])
         except duckdb.Error as exc:
             detail = str(exc).splitlines()[0].removeprefix("Invalid Input Error: ")
             raise RowFilterError(f"row filter: bad regular expression {body!r}: {detail}") from None
-        return Term(pattern, regex=True)
+        return term
     return Term(body)
 
 
@@ -155,19 +155,22 @@ def split_terms(text: str) -> list[str]:
     return [t.strip() for t in terms if t.strip()]
 
 
+def _texts(name: str, group: str) -> tuple[str, ...]:
+    """A name, its group, and both joined (with the long and the short core name)."""
+    short = group.replace("NeuronCore ", "NC")
+    return (name, group, f"{group}{GROUP_JOIN}{name}", f"{short}{GROUP_JOIN}{name}")
+
+
 def row_texts(row: TimelineRow) -> tuple[str, ...]:
     """What a row's terms are matched against: its label, group, and both joined (long and short core names)."""
-    short = row.group.replace("NeuronCore ", "NC")
-    return (row.label, row.group, f"{row.group}{GROUP_JOIN}{row.label}", f"{short}{GROUP_JOIN}{row.label}")
+    return _texts(row.label, row.group)
 
 
 def counter_texts(counter: dict[str, Any]) -> tuple[str, ...]:
     """What a Counter track's terms are matched against: its name, its core's group, both joined."""
-    name = str(counter.get(ts.NAME) or "")
     core = counter.get(dbs.CORE)
     group = str(counter.get(dbs.GROUP_NAME) or (f"NeuronCore {core}" if core is not None else "host"))
-    short = group.replace("NeuronCore ", "NC")
-    return (name, group, f"{group}{GROUP_JOIN}{name}", f"{short}{GROUP_JOIN}{name}")
+    return _texts(str(counter.get(ts.NAME) or ""), group)
 
 
 def filter_rows(rows: Sequence[TimelineRow], row_filter: RowFilter) -> list[TimelineRow]:

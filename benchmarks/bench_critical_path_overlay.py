@@ -18,6 +18,7 @@ import plotly.utils
 
 import profiler
 from dashboard import timeline_logic as tl
+from dashboard import timeline_state as tls
 from dashboard.analysis_views import CriticalPathOverlays
 from profiler.figures.palette import CategoryPalette
 
@@ -33,7 +34,7 @@ def main() -> int:
         t0 = time.perf_counter()
         path = overlays.path("t0", trace)
         path_s = time.perf_counter() - t0
-        on = tl.TimelineOptions.parse("opcode", False, True)
+        on = tls.TimelineOptions.parse("opcode", False, True)
         palette = CategoryPalette()
         t0 = time.perf_counter()
         lit = tl.update_timeline(trace, "t0", state=None, trigger="initial", width_px=args.width, options=on,

@@ -17,6 +17,7 @@ import dash
 from dash import dcc, html
 
 from dashboard import timeline_logic as tl
+from dashboard import timeline_state as tls
 from dashboard.calltree_view import LEVEL_LABELS, span_comparison
 from dashboard.errors import public_message
 from dashboard.graph_config import graph_config
@@ -319,7 +320,7 @@ class SideUpdater:
             update = tl.update_timeline(trace, trace_id, state=state, trigger=trigger, relayout=relayout,
                                         width_px=width, palette=self.palette_for((pair["a"], pair["b"])),
                                         lanes=False, set_range=synced_zoom, range_select=False,
-                                        options=tl.TimelineOptions.parse("opcode", False, row_filter=row_filter),
+                                        options=tls.TimelineOptions.parse("opcode", False, row_filter=row_filter),
                                         layout=self._layout(trace_id, trace))
         if update is None:
             return None

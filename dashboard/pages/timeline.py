@@ -27,6 +27,7 @@ from dashboard import markers as mk
 from dashboard import search_logic as srch
 from dashboard import timeline_logic as tl
 from dashboard import timeline_picks as picks
+from dashboard import timeline_state as tls
 from dashboard.analysis_views import ChainGraphs, CriticalPathOverlays, chain_panel
 from dashboard.app import open_served, query_values
 from dashboard.calltree_view import CALLTREE_PATH, view_calltree_href
@@ -110,7 +111,7 @@ def layout(ctx_: PageContext) -> Any:
                           value=["on"] if url_options.critical_path else [], inline=True, className="radio"),
             html.Label("span levels", htmlFor="span-levels", className="toolbar-label"),
             dcc.Dropdown(id="span-levels", options=[{"label": "all", "value": "all"}, *[
-                {"label": str(n), "value": n} for n in tl.SPAN_LEVEL_CHOICES]],
+                {"label": str(n), "value": n} for n in tls.SPAN_LEVEL_CHOICES]],
                 value=url_options.span_levels or "all", clearable=False,
                 searchable=False, className="levels-dropdown"),
             html.Div(title="show only the rows matching these comma-separated terms (text or /regex/, "
@@ -192,11 +193,11 @@ def query_bar(sql: str, query: dict[str, str]) -> Any:
     ])
 
 
-def options_from_url(query: dict[str, str]) -> tl.TimelineOptions:
+def options_from_url(query: dict[str, str]) -> tls.TimelineOptions:
     """The timeline options a URL's values set (``colour``, ``dma``, ``critical``, ``levels``, ``tracks``,
     ``query``; anything else or malformed: the default)."""
     levels = query.get(LEVELS_PARAM, "")
-    return tl.TimelineOptions.parse(query.get(COLOUR_PARAM), query.get(DMA_PARAM) == "expanded",
+    return tls.TimelineOptions.parse(query.get(COLOUR_PARAM), query.get(DMA_PARAM) == "expanded",
                                     query.get(CRITICAL_PARAM) == "on",
                                     int(levels) if re.fullmatch(r"[0-9]{1,3}", levels) else None,
                                     row_filter=query.get(TRACKS_PARAM), query=query.get(QUERY_PARAM),
@@ -273,7 +274,7 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
 
     def query_of(trace_id: str, trace: Any, search: str | None) -> Any:
         """The query tracks the URL's ``?query=`` draws (None without one or when it failed)."""
-        tracks = layout_of(trace_id, trace).query(tl.TimelineOptions.parse(
+        tracks = layout_of(trace_id, trace).query(tls.TimelineOptions.parse(
             None, False, query=query_values(search).get(QUERY_PARAM)).query)
         return tracks if isinstance(tracks, tl.QueryTracks) else None
 
@@ -307,7 +308,7 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
             return {"kind": "figure", "figure": tl.empty_figure(message), "config": GRAPH_CONFIG, "seq": -1}, \
                 None, None, [], message, dash.no_update
         width = size.get("width") if isinstance(size, dict) else None
-        options = tl.TimelineOptions.parse(colour_by, is_checked(expand, "expand"), is_checked(critical, "on"),
+        options = tls.TimelineOptions.parse(colour_by, is_checked(expand, "expand"), is_checked(critical, "on"),
                                            levels, row_filter=row_filter,
                                            query=query_values(search).get(QUERY_PARAM), chain=chain)
         # a query's first run (seconds for a large result) goes without the trace's lock, as the summary page's
@@ -325,7 +326,7 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
         if update is None:
             raise dash.exceptions.PreventUpdate
         legend = dash.no_update if update.legend is dash.no_update else tl.legend_children(update.legend)
-        link = tl.view_link(search, {**update.state, "search": last_search})
+        link = tls.view_link(search, {**update.state, "search": last_search})
         return (update.draw_payload(GRAPH_CONFIG), update.state, update.view, legend, update.status,
                 dash.no_update if link is None else link)
 
@@ -419,7 +420,7 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
             patch = picks.decoration_layout(view, selection, times)
         if patch is None:
             raise dash.exceptions.PreventUpdate
-        link = tl.view_link(search, {**state, "selected": selection.key if selection else None, "markers": times,
+        link = tls.view_link(search, {**state, "selected": selection.key if selection else None, "markers": times,
                                      "search": last_search}) if isinstance(state, dict) else None
         return patch, dash.no_update if link is None else link
 

@@ -10,7 +10,7 @@ import dash
 from dash import Dash, Input, Output, State, ctx
 
 from dashboard import search_logic as srch
-from dashboard import timeline_logic as tl
+from dashboard import timeline_state as tls
 from dashboard.app import open_served, query_values
 from dashboard.errors import public_message
 from dashboard.registry import NothingToShowYet, TraceRegistry, UnknownTraceError
@@ -44,7 +44,7 @@ def register_search_callbacks(app: Dash, registry: TraceRegistry) -> None:
             return None, 0, public_message(exc), "", consumed, dash.no_update
         with registry.lock(trace_id):
             result = srch.run_search(trace, text)
-            row_href = srch.matches_row_href(trace, text, tl.view_link(search, state) or search) \
+            row_href = srch.matches_row_href(trace, text, tls.view_link(search, state) or search) \
                 if result.matches else None
         last = text.strip()[:srch.MAX_CHARS] if isinstance(text, str) and result.matches else ""
         return (result.matches, index, srch.results_list(result, int(trace.time_range[0]), row_href), result.message,

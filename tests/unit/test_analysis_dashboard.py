@@ -12,6 +12,7 @@ from dash import html
 
 from dashboard import compare_logic as cl
 from dashboard import timeline_logic as tl
+from dashboard import timeline_state as tls
 from dashboard.analysis_views import CriticalPathOverlays, analysis_section, bounds_section, recommendation_list
 from dashboard.registry import TraceRegistry
 from profiler.analyses import recommendations
@@ -100,7 +101,7 @@ def test_critical_path_overlay_on_the_timeline(registry):
     builder = overlays.builder("t0", trace)
     palette = CategoryPalette()
     plain = tl.update_timeline(trace, "t0", state=None, trigger="initial", width_px=800, palette=palette)
-    on = tl.TimelineOptions.parse("opcode", False, True)
+    on = tls.TimelineOptions.parse("opcode", False, True)
     lit = tl.update_timeline(trace, "t0", state=plain.state, trigger="options", width_px=800, options=on,
                              palette=palette, overlay=builder)
     names = [t.name for t in lit.figure.data]
@@ -127,7 +128,7 @@ def test_a_zoom_patches_the_critical_path_overlay_for_its_window(tmp_path):
         overlays = CriticalPathOverlays()
         builder = overlays.builder("t0", trace)
         palette = CategoryPalette()
-        on = tl.TimelineOptions.parse("opcode", False, True)
+        on = tls.TimelineOptions.parse("opcode", False, True)
         lit = tl.update_timeline(trace, "t0", state=None, trigger="initial", width_px=800, options=on,
                                  palette=palette, overlay=builder)
         t0, t1 = trace.time_range
@@ -369,7 +370,7 @@ def test_a_chain_is_drawn_over_the_timeline_instead_of_the_critical_path(registr
 
     trace = registry.open("t0")
     overlays, chains = CriticalPathOverlays(), ChainGraphs()
-    options = tl.TimelineOptions.parse("opcode", False, chain="Instruction:3")
+    options = tls.TimelineOptions.parse("opcode", False, chain="Instruction:3")
     assert options.chain_event == ("Instruction", 3) and options.overlay and not options.critical_path
     up = tl.update_timeline(trace, "t0", state=None, trigger="size", width_px=800, options=options,
                             overlay=overlays.builder("t0", trace, options.chain_event, chains))
@@ -379,15 +380,15 @@ def test_a_chain_is_drawn_over_the_timeline_instead_of_the_critical_path(registr
     # five steps; the two Sync and the two Tensor steps touch, so they merge: Sync 0-20, DMA 30-80, Tensor 80-230
     assert [x for x in segments.x if x is not None] == [0.0, 2e-08, 3e-08, 8e-08, 8e-08, 2.3e-07]
     assert all(text.startswith("chain to Instruction 3:") for text in segments.text if text)
-    assert parse_qs(tl.view_link("?trace=t0", up.state).lstrip("?"))["chain"] == ["Instruction:3"]
+    assert parse_qs(tls.view_link("?trace=t0", up.state).lstrip("?"))["chain"] == ["Instruction:3"]
     assert up.state["overlay_traces"] == 2      # (zooms patch them as the critical path's: options.overlay)
     hidden = tl.update_timeline(trace, "t0", state=up.state, trigger="options", width_px=800,
-                                options=tl.TimelineOptions.parse("opcode", False, chain=""),
+                                options=tls.TimelineOptions.parse("opcode", False, chain=""),
                                 overlay=overlays.builder("t0", trace, None, chains))
     assert not any((t.name or "").startswith("chain to") for t in hidden.figure.data)
     for bad in ("Span:1", "Instruction:x", "Instruction:3; DROP", 5, None):
-        assert tl.TimelineOptions.parse("opcode", False, chain=bad).chain == ""
-    assert tl.clean_state({**up.state, "chain": "Flow:1"}, "t0")["chain"] == ""
+        assert tls.TimelineOptions.parse("opcode", False, chain=bad).chain == ""
+    assert tls.clean_state({**up.state, "chain": "Flow:1"}, "t0")["chain"] == ""
 
 
 def test_the_small_dma_recommendation_links_to_its_band_on_the_timeline(tmp_path):

@@ -15,6 +15,7 @@ from dashboard import search_logic as srch
 from dashboard import sql_logic
 from dashboard import timeline_logic as tl
 from dashboard import timeline_picks as picks
+from dashboard import timeline_state as tls
 from profiler.figures import lanes as lanes_mod
 from profiler.figures import viewport as vp
 from profiler.figures.palette import decode
@@ -147,7 +148,7 @@ def test_after_a_hover_sized_window_a_pan_or_zoom_in_reads_its_window_in_one_que
 def test_option_changes_rebuild_and_other_traces_state_is_ignored(trace):
     first = tl.update_timeline(trace, "t0", state=None, trigger="size", width_px=WIDTH)
     expanded = tl.update_timeline(trace, "t0", state=first.state, trigger="options", width_px=WIDTH,
-                                  options=tl.TimelineOptions("engine", expand_dma=True))
+                                  options=tls.TimelineOptions("engine", expand_dma=True))
     assert isinstance(expanded.figure, go.Figure)
     assert "qSyncIO0" in list(expanded.figure.layout.yaxis.ticktext)
     assert {item["name"] for item in expanded.legend} <= {"Tensor", "Vector", "Scalar", "GpSimd", "Sync", "DMA",
@@ -169,19 +170,19 @@ def test_span_levels_option_rebuilds_with_fewer_rows(tmp_path):
     with profiler.open(tmp_path / "t.json") as trace:
         first = tl.update_timeline(trace, "t0", state=None, trigger="size", width_px=WIDTH)
         assert list(first.figure.layout.yaxis.ticktext) == ["main"] + [f"main ›{d}" for d in range(1, 6)]
-        two = tl.TimelineOptions.parse("opcode", False, False, 2)
+        two = tls.TimelineOptions.parse("opcode", False, False, 2)
         limited = tl.update_timeline(trace, "t0", state=first.state, trigger="options", width_px=WIDTH, options=two)
         assert isinstance(limited.figure, go.Figure) and limited.state["span_levels"] == 2
         assert list(limited.figure.layout.yaxis.ticktext) == ["main", "main ›1"]
     for hostile in ("all", "2", True, 5, -1, None, 10**9):
-        assert tl.TimelineOptions.parse("opcode", False, False, hostile).span_levels is None
-    assert tl.clean_state({**first.state, "span_levels": "DROP"}, "t0")["span_levels"] is None
+        assert tls.TimelineOptions.parse("opcode", False, False, hostile).span_levels is None
+    assert tls.clean_state({**first.state, "span_levels": "DROP"}, "t0")["span_levels"] is None
 
 
 def test_hostile_width_is_bounded(trace):
     up = tl.update_timeline(trace, "t0", state=None, trigger="size", width_px=10**9)
-    assert up.state["width"] == tl.MAX_WIDTH_PX
-    assert tl.clamp_width("nonsense") == tl.DEFAULT_WIDTH_PX
+    assert up.state["width"] == tls.MAX_WIDTH_PX
+    assert tls.clamp_width("nonsense") == tls.DEFAULT_WIDTH_PX
 
 
 def test_nav_focuses_on_an_event_and_click_finds_it(trace):
@@ -316,11 +317,11 @@ def test_a_link_to_a_view_opens_at_that_view(trace):
     assert t0 <= far.state["view"][0] < far.state["view"][1] <= t1                 # cut to the trace
     later = tl.update_timeline(trace, "t0", state=first.state, trigger="size", width_px=WIDTH, initial_view=(t0, t1))
     assert later.state["view"] == [a, b]                                           # only the first view
-    link = tl.view_link("?trace=t0&b=t1", first.state)
+    link = tls.view_link("?trace=t0&b=t1", first.state)
     assert url_view(link) == (a, b) and "trace=t0" in link and "b=t1" in link
     assert url_view("?trace=t0&start=5") is None and url_view("?start=9&end=3") is None
     assert url_view("?start=1e3&end=2000") is None and url_view(None) is None
-    assert tl.view_link("?trace=t0", None) is None
+    assert tls.view_link("?trace=t0", None) is None
 
 
 def test_a_link_to_a_view_keeps_its_options_and_selected_event(trace):
@@ -331,7 +332,7 @@ def test_a_link_to_a_view_keeps_its_options_and_selected_event(trace):
     from dashboard import links
     from dashboard.pages.timeline import options_from_url
 
-    options = tl.TimelineOptions("layer", True, True, 4)
+    options = tls.TimelineOptions("layer", True, True, 4)
     mm = trace.search("MATMUL", limit=1).to_pylist()[0]
     selected = picks.linked_selection(trace, f"Instruction:{mm['id']}")
     fields = trace.event("Instruction", mm["id"])
@@ -340,7 +341,7 @@ def test_a_link_to_a_view_keeps_its_options_and_selected_event(trace):
     up = tl.update_timeline(trace, "t0", state=None, trigger="size", width_px=WIDTH, options=options,
                             selection=picks.Selection.from_store(trace, selected))
     # a stale value of the URL the page was opened with is replaced, others are kept
-    link = tl.view_link("?trace=t0&colour=engine&select=Instruction:1", up.state)
+    link = tls.view_link("?trace=t0&colour=engine&select=Instruction:1", up.state)
     query = {k: v[0] for k, v in parse_qs(link.lstrip("?")).items()}
     assert query == {"trace": "t0", "start": str(up.state["view"][0]), "end": str(up.state["view"][1]),
                      "colour": "layer", "dma": "expanded", "critical": "on", "levels": "4",
@@ -348,14 +349,14 @@ def test_a_link_to_a_view_keeps_its_options_and_selected_event(trace):
     assert options_from_url(query) == options
     assert picks.linked_selection(trace, query["select"]) == selected
     # the last search that found something travels too
-    with_search = tl.view_link("?trace=t0&search=old", {**up.state, "search": '"kernel.py:11"'})
+    with_search = tls.view_link("?trace=t0&search=old", {**up.state, "search": '"kernel.py:11"'})
     assert parse_qs(with_search.lstrip("?"))["search"] == ['"kernel.py:11"']
     # defaults are left out of the link
     plain = tl.update_timeline(trace, "t0", state=None, trigger="size", width_px=WIDTH)
-    assert set(parse_qs(tl.view_link("?trace=t0&levels=2", plain.state).lstrip("?"))) == {"trace", "start", "end"}
+    assert set(parse_qs(tls.view_link("?trace=t0&levels=2", plain.state).lstrip("?"))) == {"trace", "start", "end"}
     # hostile or broken values fall back to the defaults / select nothing
     assert options_from_url({"colour": "<script>", "dma": "1", "critical": "yes", "levels": "-3"}) \
-        == tl.TimelineOptions()
+        == tls.TimelineOptions()
     assert options_from_url({"levels": "5"}).span_levels is None           # not an offered choice
     for bad in ("Instruction", "Instruction:x", "Flow:1", ":5", "Instruction:99999999999", "a" * 200, None, 7):
         assert picks.linked_selection(trace, bad) is None, bad
@@ -468,7 +469,7 @@ def test_the_row_filter_draws_the_rows_it_keeps_and_says_so(trace):
     first = tl.update_timeline(trace, "t0", state=None, trigger="size", width_px=WIDTH)
     every = list(first.figure.layout.yaxis.ticktext)
     assert "Tensor" in every and any(label.startswith("DMA") for label in every)
-    tensor = tl.TimelineOptions.parse("opcode", False, False, None, row_filter=" Tensor ")
+    tensor = tls.TimelineOptions.parse("opcode", False, False, None, row_filter=" Tensor ")
     assert tensor.row_filter == "Tensor"
     only = tl.update_timeline(trace, "t0", state=first.state, trigger="options", width_px=WIDTH, options=tensor)
     assert isinstance(only.figure, go.Figure)
@@ -483,22 +484,22 @@ def test_the_row_filter_draws_the_rows_it_keeps_and_says_so(trace):
     assert zoom.figure is None and zoom.info["rows"] == 1 and "rows match 'Tensor'" in zoom.status
     # excluding
     no_dma = tl.update_timeline(trace, "t0", state=only.state, trigger="options", width_px=WIDTH,
-                                options=tl.TimelineOptions.parse("opcode", False, False, None, row_filter="-DMA"))
+                                options=tls.TimelineOptions.parse("opcode", False, False, None, row_filter="-DMA"))
     assert list(no_dma.figure.layout.yaxis.ticktext) == [lab for lab in every if not lab.startswith("DMA")]
     # the link carries it, and opening the link sets it again
-    link = tl.view_link("?trace=t0&tracks=old", only.state)
+    link = tls.view_link("?trace=t0&tracks=old", only.state)
     query = {k: v[0] for k, v in parse_qs(link.lstrip("?")).items()}
     assert query["tracks"] == "Tensor" and options_from_url(query).row_filter == "Tensor"
-    assert tl.clean_state(only.state, "t0")["row_filter"] == "Tensor"
-    assert tl.clean_state({**only.state, "row_filter": ["x"]}, "t0")["row_filter"] == ""
+    assert tls.clean_state(only.state, "t0")["row_filter"] == "Tensor"
+    assert tls.clean_state({**only.state, "row_filter": ["x"]}, "t0")["row_filter"] == ""
     # malformed, or keeping nothing: every row, and why
     for text, why in (("/(/", "bad regular expression"), ("zzz", "no timeline row matches the row filter 'zzz'")):
         up = tl.update_timeline(trace, "t0", state=only.state, trigger="options", width_px=WIDTH,
-                                options=tl.TimelineOptions.parse("opcode", False, False, None, row_filter=text))
+                                options=tls.TimelineOptions.parse("opcode", False, False, None, row_filter=text))
         assert list(up.figure.layout.yaxis.ticktext) == every
         assert why in up.status and "every row drawn" in up.status
-    assert tl.TimelineOptions.parse("opcode", False, False, None, row_filter="x" * 500).row_filter == ""
-    assert tl.TimelineOptions.parse("opcode", False, False, None, row_filter=42).row_filter == ""
+    assert tls.TimelineOptions.parse("opcode", False, False, None, row_filter="x" * 500).row_filter == ""
+    assert tls.TimelineOptions.parse("opcode", False, False, None, row_filter=42).row_filter == ""
 
 
 def test_a_query_draws_rows_above_the_traces_and_a_click_on_them_selects_the_event(trace):
@@ -514,7 +515,7 @@ def test_a_query_draws_rows_above_the_traces_and_a_click_on_them_selects_the_eve
     sql = ("SELECT 'Instruction' AS table_name, id, start_ts, end_ts, opcode AS name, engine AS track "
            "FROM Instruction WHERE opcode = 'MATMUL'")
     layout = tl.TraceLayout(trace)
-    options = tl.TimelineOptions.parse("opcode", False, query=sql)
+    options = tls.TimelineOptions.parse("opcode", False, query=sql)
     up = tl.update_timeline(trace, "t0", state=None, trigger="size", width_px=WIDTH, options=options, layout=layout)
     labels = list(up.figure.layout.yaxis.ticktext)
     n_matmul = trace.sql("SELECT count(*) FROM Instruction WHERE opcode = 'MATMUL'").fetchall()[0][0]
@@ -522,7 +523,7 @@ def test_a_query_draws_rows_above_the_traces_and_a_click_on_them_selects_the_eve
     assert labels[:len(engines)] == [f"SQL · {e}" for e in engines]
     assert up.view["rows"][0] == [-1] and up.state["query"] == sql
     assert f"query: {n_matmul:,} intervals on {len(engines)} row{'s' if len(engines) > 1 else ''}" in up.status
-    query = {k: v[0] for k, v in parse_qs(tl.view_link("?trace=t0", up.state).lstrip("?")).items()}
+    query = {k: v[0] for k, v in parse_qs(tls.view_link("?trace=t0", up.state).lstrip("?")).items()}
     assert query["query"] == sql and options_from_url(query).query == sql
     # a click in the middle of the query row's first interval selects that MATMUL
     tracks = layout.query(sql)
@@ -546,23 +547,23 @@ def test_a_query_draws_rows_above_the_traces_and_a_click_on_them_selects_the_eve
     assert "no longer on the timeline" in str(det.query_row_details(None, 0, 0))
     # the row filter sees the query's rows too
     only_query = tl.update_timeline(trace, "t0", state=up.state, trigger="options", width_px=WIDTH, layout=layout,
-                                    options=tl.TimelineOptions.parse("opcode", False, query=sql,
+                                    options=tls.TimelineOptions.parse("opcode", False, query=sql,
                                                                      row_filter=QUERY_GROUP))
     assert list(only_query.figure.layout.yaxis.ticktext) == [f"SQL · {e}" for e in engines]
     # a failing query: the trace's rows only, and why
     bad = tl.update_timeline(trace, "t0", state=up.state, trigger="options", width_px=WIDTH, layout=layout,
-                             options=tl.TimelineOptions.parse("opcode", False, query="SELECT 1 AS x"))
+                             options=tls.TimelineOptions.parse("opcode", False, query="SELECT 1 AS x"))
     assert not any(label.startswith("SQL") for label in bad.figure.layout.yaxis.ticktext)
     assert "query: a query track needs a start_ts column" in bad.status
-    assert tl.TimelineOptions.parse("opcode", False, query="x" * 9000).query == ""
-    assert tl.clean_state({**up.state, "query": 5}, "t0")["query"] == ""
+    assert tls.TimelineOptions.parse("opcode", False, query="x" * 9000).query == ""
+    assert tls.clean_state({**up.state, "query": 5}, "t0")["query"] == ""
 
 
 def test_a_counter_query_draws_lanes_that_zooms_patch_and_the_row_filter_picks(trace):
     sql = ("SELECT start_ts, sum(duration_ns) OVER (ORDER BY start_ts, id) AS value, engine AS track "
            "FROM Instruction WHERE engine IN ('Tensor', 'Vector')")
     layout = tl.TraceLayout(trace)
-    options = tl.TimelineOptions.parse("opcode", False, query=sql)
+    options = tls.TimelineOptions.parse("opcode", False, query=sql)
     up = tl.update_timeline(trace, "t0", state=None, trigger="size", width_px=WIDTH, options=options, layout=layout)
     sql_lanes = [name for name in up.state["lanes"] if name.startswith("SQL · ")]
     assert sorted(sql_lanes) == ["SQL · Tensor: max", "SQL · Tensor: mean", "SQL · Vector: max", "SQL · Vector: mean"]
@@ -581,7 +582,7 @@ def test_a_counter_query_draws_lanes_that_zooms_patch_and_the_row_filter_picks(t
 
     assert zoom.figure is None and len(decode_typed_array(zoom.changes["data"][index]["y"])) > 0
     only = tl.update_timeline(trace, "t0", state=up.state, trigger="options", width_px=WIDTH, layout=layout,
-                              options=tl.TimelineOptions.parse("opcode", False, query=sql, row_filter="-SQL · V"))
+                              options=tls.TimelineOptions.parse("opcode", False, query=sql, row_filter="-SQL · V"))
     assert [n for n in only.state["lanes"] if n.startswith("SQL")] == ["SQL · Tensor: max", "SQL · Tensor: mean"]
 
 

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from dashboard import markers as mk
 from dashboard import timeline_logic as tl
 from dashboard import timeline_picks as picks
+from dashboard import timeline_state as tls
 from tests.browser.trace_factory import write_kernel_trace
 
 
@@ -86,9 +87,9 @@ def test_markers_through_the_timeline_logic(trace):
     patch = picks.decoration_layout(first.view, None, times)
     assert [s.get("name") for s in patch["shapes"] if s.get("name")] == ["M1", "M2"]
     rebuilt = tl.update_timeline(trace, "t0", state=first.state, trigger="options", width_px=800,
-                                 options=tl.TimelineOptions("engine"), markers=times)
+                                 options=tls.TimelineOptions("engine"), markers=times)
     assert [s.name for s in rebuilt.figure.layout.shapes if s.name] == ["M1", "M2"]
-    link = tl.view_link("?trace=t0", rebuilt.state)
+    link = tls.view_link("?trace=t0", rebuilt.state)
     assert f"markers={times[0]}%2C{times[1]}" in link
     from dashboard.app import query_values
 

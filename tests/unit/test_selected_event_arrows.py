@@ -10,6 +10,7 @@ import pytest
 
 from dashboard import timeline_logic as tl
 from dashboard import timeline_picks as picks
+from dashboard import timeline_state as tls
 from profiler import db_schema as dbs
 from profiler.figures import selected_event as fa
 from tests.browser.trace_factory import write_kernel_trace
@@ -148,7 +149,7 @@ def test_every_rebuilt_figure_keeps_the_selection_drawn(trace):
     has; so is the first figure when the selection came before it (a link, or a search the URL runs)."""
     first = tl.update_timeline(trace, "t0", state=None, trigger="size", width_px=1000)
     selection = picks.Selection.from_store(trace, _selected(trace))
-    for options in (tl.TimelineOptions("engine"), tl.TimelineOptions(expand_dma=True)):
+    for options in (tls.TimelineOptions("engine"), tls.TimelineOptions(expand_dma=True)):
         up = tl.update_timeline(trace, "t0", state=first.state, trigger="options", width_px=1000, options=options,
                                 selection=selection)
         assert up.figure is not None

@@ -34,6 +34,8 @@ BUILTIN_COMMANDS: dict[str, tuple[str, str]] = {
     "info": ("profiler.cli.info", "show what a trace holds: tables, rows, metadata"),
     "kernels": ("profiler.cli.kernels", "list the shipped kernels and their parameters"),
     "record": ("profiler.cli.record", "run a kernel on the simulated NeuronCore and record its trace"),
+    "sweep": ("profiler.cli.sweep",
+              "simulate a kernel at every combination of parameter values and constants, and compare"),
     "ingest": ("profiler.cli.ingest", "ingest a trace into a DuckDB database"),
     "summary": ("profiler.cli.summary", "summarise a trace (engines, HFU/MFU, DMA)"),
     "sql": ("profiler.cli.sql", "run read-only SQL on a trace"),

@@ -1,0 +1,136 @@
+"""``trnprof sweep``: simulate a kernel at every combination of parameter values, constants and architectures."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+import pyarrow as pa
+
+from profiler.cli import seed_arg
+from profiler.cli._analysis import add_format_arguments, format_value, print_table
+from tracer.errors import ConfigError, KernelError
+
+#: Columns of the text table (CSV and JSON have every engine's busy share too).
+TABLE_COLUMNS = ("simulated_us", "vs_fastest", "tensor_tflops", "tensor_peak_pct", "dma_gbps", "dma_peak_pct",
+                 "busiest", "sbuf_peak_kib", "instructions", "wall_s", "error")
+
+
+def _values(items: list[str] | None, option: str) -> dict[str, list[str]]:
+    from tracer.sim.sweep import split_values
+
+    out: dict[str, list[str]] = {}
+    for item in items or []:
+        name, values = split_values(item, option)
+        if name in out:
+            raise ConfigError(f"{option} {name}=...: given twice; list every value once: {option} {name}=V1,V2,...")
+        out[name] = values
+    return out
+
+
+class SweepCommand:
+    """Simulate KERNEL (no trace) at every combination of the values given, and tabulate what each gave.
+
+    Each -p and --set takes one value or a comma-separated list; the sweep runs every combination (at most
+    1,000), one after another.  The table gives each point's simulated time, how much slower than the fastest
+    it is, the Tensor engine's throughput and share of its peak, the DMA throughput against the cost model's
+    DMA bandwidth, and the busiest of them.  A point the kernel rejects (a block too big for SBUF) shows the
+    kernel's error and the sweep goes on.  Examples:
+
+      trnprof sweep matmul_rowload -p block_m=1,2,4,8 -p row_n=512,1024,2048 --sort time
+      trnprof sweep matmul_naive --set dma_bandwidth_gbps=136,272,544 --arch trn1,trn2
+    """
+
+    name = "sweep"
+    help = "simulate a kernel at every combination of parameter values and constants, and compare"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("kernel", metavar="KERNEL", help="kernel name, or path/to/file.py:function")
+        parser.add_argument("-p", "--param", action="append", metavar="KEY=V1,V2,...", dest="params",
+                            help="kernel parameter and its values (repeatable), e.g. -p block_m=2,4,8")
+        parser.add_argument("--set", action="append", metavar="CONST=V1,V2,...", dest="overrides",
+                            help="cost-model constant and its values (repeatable), e.g. --set dma_bandwidth_gbps="
+                                 "136,272 (`trnprof record --help` lists the names)")
+        parser.add_argument("--arch", default="trn2", metavar="ARCH[,ARCH]",
+                            help="architecture(s): trn1, trn2 or trn1,trn2 (default trn2)")
+        parser.add_argument("--check", action="store_true",
+                            help="compute each point's values and compare them with the kernel's numpy reference "
+                                 "(slower; a mismatch is that point's error)")
+        parser.add_argument("--seed", type=seed_arg, default=0, help="seed of the random inputs (default 0)")
+        parser.add_argument("--sort", choices=("order", "time"), default="order",
+                            help="rows in the sweep's order (default) or fastest first")
+        parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+        add_format_arguments(parser)
+
+    def run(self, args: argparse.Namespace) -> int:
+        from profiler.sweep_table import SIMULATED_US, sweep_table, varied_names
+        from tracer.sim.sweep import run_sweep, sweep_points
+
+        archs = [a.strip() for a in args.arch.split(",")]
+        if not all(archs) or len(set(archs)) != len(archs):
+            raise ConfigError(f"--arch {args.arch!r}: expected trn1, trn2 or trn1,trn2")
+        points = sweep_points(args.kernel, _values(args.params, "-p"), _values(args.overrides, "--set"), archs)
+        names = varied_names(points)
+        rows: list[Any] = []
+        bar = _bar(len(points), args.quiet)
+        interrupted = False
+        try:
+            for row in run_sweep(args.kernel, points, check=args.check, seed=args.seed,
+                                 on_start=lambda i, p: bar.set_postfix_str(p.label(), refresh=True) if bar else None):
+                rows.append(row)
+                if bar:
+                    bar.update(1)
+        except KeyboardInterrupt:
+            interrupted = True   # the points done are still shown
+        finally:
+            if bar:
+                bar.close()
+        table = sweep_table(rows, names)
+        if args.sort == "time":
+            table = _fastest_first(table, SIMULATED_US)
+        if args.format == "table":
+            table = table.select([c for c in table.column_names if c in names or c in TABLE_COLUMNS])
+            if all(v is None for v in table.column("error").to_pylist()):
+                table = table.drop_columns(["error"])
+        print_table(table, args.format, title=_title(args.kernel, rows, len(points), names)
+                    if args.format == "table" else None)
+        if interrupted:
+            print(f"trnprof: interrupted after {len(rows)} of {len(points)} points (the table has those)",
+                  file=sys.stderr)
+            return 130
+        if rows and all(r.result is None for r in rows):
+            raise KernelError(f"no point of the sweep ran; the first error: {rows[0].error}")
+        return 0
+
+
+def _fastest_first(table: pa.Table, column: str) -> pa.Table:
+    """Rows by ascending ``column``, failed points (null) last, ties in the sweep's order."""
+    values = table.column(column).to_pylist()
+    order = sorted(range(len(values)), key=lambda i: (values[i] is None, values[i] or 0.0, i))
+    return table.take(pa.array(order, pa.int64()))
+
+
+def _title(kernel: str, rows: list[Any], total: int, names: list[str]) -> str:
+    ran = [r for r in rows if r.result is not None]
+    head = f"sweep of {kernel}: {len(ran)} of {total} points ran"
+    if not ran:
+        return head
+    best = min(ran, key=lambda r: r.result.simulated_ns)
+    worst = max(ran, key=lambda r: r.result.simulated_ns)
+    given = {"arch": best.point.arch, **best.point.params, **best.point.overrides}
+    label = " ".join(f"{n}={given[n]}" for n in names if n in given)
+    ratio = worst.result.simulated_ns / max(best.result.simulated_ns, 1)
+    more = f" ({format_value(ratio)}x faster than the slowest)" if len(ran) > 1 else ""
+    return f"{head}; fastest: {label} at {format_value(best.result.simulated_ns / 1e3)} us{more}"
+
+
+def _bar(total: int, quiet: bool) -> Any:
+    if quiet or not sys.stderr.isatty():
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit=" point", desc="sweeping", leave=False, file=sys.stderr)
+
+
+COMMAND = SweepCommand()

@@ -1,0 +1,216 @@
+"""Parameter sweeps (``tracer.sim.sweep``, ``profiler.sweep_table``, ``trnprof sweep``): every combination, in
+order, each point the same run as ``run_kernel`` alone; a point the kernel rejects is a row, not the end."""
+
+from __future__ import annotations
+
+import csv
+import io
+import itertools
+import json
+from types import SimpleNamespace
+
+import pyarrow as pa
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from profiler.cli import main
+from profiler.cli.sweep import _fastest_first
+from profiler.sweep_table import BUSIEST, ENGINE_BUSY_PCT, ERROR, SIMULATED_US, VS_FASTEST, sweep_table, varied_names
+from tracer.errors import ConfigError
+from tracer.schema import ENGINES
+from tracer.sim import cost_model, run_kernel
+from tracer.sim import sweep as sw
+from tracer.sim.sweep import SweepPoint, SweepRow, run_sweep, split_values, sweep_points
+
+SMALL = {"M": ["512"], "N": ["512"], "K": ["256"]}
+
+
+def test_split_values():
+    assert split_values("block_m=2, 4,8", "-p") == ("block_m", ["2", "4", "8"])
+    assert split_values("dtype=bf16", "-p") == ("dtype", ["bf16"])
+    for bad in ("block_m", "=2", "block_m=", "block_m=2,,4", "block_m=2,"):
+        with pytest.raises(ConfigError, match="NAME=VALUE"):
+            split_values(bad, "-p")
+    with pytest.raises(ConfigError, match="given twice"):
+        split_values("block_m=2,2", "-p")
+
+
+def test_points_are_every_combination_with_the_last_name_varying_fastest():
+    points = sweep_points("matmul_rowload", {"block_m": ["1", "2"], "row_n": ["512", "1024", "2048"]},
+                          {"dma_bandwidth_gbps": ["100", "200"]}, ["trn1", "trn2"])
+    assert len(points) == 2 * 2 * 3 * 2
+    expected = [(a, {"block_m": b, "row_n": r}, {"dma_bandwidth_gbps": d}) for a, b, r, d in
+                itertools.product(["trn1", "trn2"], ["1", "2"], ["512", "1024", "2048"], ["100", "200"])]
+    assert [(p.arch, dict(p.params), dict(p.overrides)) for p in points] == expected
+    assert points[1].label() == "arch=trn1 block_m=1 row_n=512 dma_bandwidth_gbps=200"
+
+
+@pytest.mark.parametrize(("params", "overrides", "archs", "needle"), [
+    ({"nope": ["1"]}, {}, ["trn2"], "no parameter 'nope'"),
+    ({"M": ["1024", "x"]}, {}, ["trn2"], "M='x' is not a valid int"),
+    ({}, {"nope": ["1"]}, ["trn2"], "unknown cost-model constant 'nope'"),
+    ({}, {"dma_bandwidth_gbps": ["100", "-1"]}, ["trn2"], "must be positive"),
+    ({}, {}, ["trn9"], "unknown architecture 'trn9'"),
+    ({}, {}, [], "at least one architecture"),
+    ({"M": []}, {}, ["trn2"], "non-empty list"),
+    ({"M": "128"}, {}, ["trn2"], "non-empty list"),
+    ({"M": [str(i) for i in range(1, 33)], "N": [str(i) for i in range(1, 33)]}, {}, ["trn2"], "1,024 points"),
+])
+def test_a_bad_sweep_is_refused_before_anything_runs(monkeypatch, params, overrides, archs, needle):
+    ran = []
+    monkeypatch.setattr("tracer.sim.runner.run_kernel", lambda *a, **k: ran.append(a))
+    with pytest.raises(ConfigError, match=needle):
+        sweep_points("matmul_rowload", params, overrides, archs)
+    assert not ran
+
+
+def test_each_point_is_the_run_kernel_alone_and_rejected_points_are_rows():
+    points = sweep_points("matmul_rowload", {**SMALL, "N": ["512", "1024"], "row_n": ["512", "2048"]},
+                          {"dma_bandwidth_gbps": ["100", "400"]})
+    rows = list(run_sweep("matmul_rowload", points))
+    assert [r.point for r in rows] == points
+    failed = [r for r in rows if r.error is not None]
+    # row_n=2048 divides neither N: the kernel's own check refuses those points, the others run
+    assert {r.point.params["row_n"] for r in failed} == {"2048"} and len(failed) == 4
+    assert all(r.result is None and "multiple of row_n" in r.error for r in failed)
+    for row in rows:
+        if row.result is None:
+            continue
+        alone = run_kernel("matmul_rowload", row.point.params, overrides=row.point.overrides)
+        assert (row.result.simulated_ns, row.result.instructions, row.result.dma_bytes) == \
+            (alone.simulated_ns, alone.instructions, alone.dma_bytes)
+    by = {(r.point.params["N"], r.point.overrides["dma_bandwidth_gbps"]): r.result.simulated_ns
+          for r in rows if r.result is not None}
+    assert by[("1024", "400")] < by[("1024", "100")]   # the what-if moves the time
+
+
+def test_a_kernel_error_at_one_point_is_that_points_error(tmp_path):
+    kernel = tmp_path / "k.py"
+    kernel.write_text(
+        "def k(nc, *, cols: int = 128):\n"
+        "    x = nc.input('x', (128, cols), 'fp32')\n"
+        "    t = nc.sbuf_tile((128, cols), 'fp32')\n"
+        "    nc.dma_copy(t, x)\n")
+    target = f"{kernel}:k"
+    rows = list(run_sweep(target, sweep_points(target, {"cols": ["128", "1000000"]})))
+    assert rows[0].result is not None and rows[0].error is None
+    assert rows[1].result is None and "SBUF" in rows[1].error
+
+
+def test_other_errors_end_the_sweep(monkeypatch):
+    def boom(*_a, **_k):
+        raise RuntimeError("not a kernel error")
+
+    monkeypatch.setattr("tracer.sim.runner.run_kernel", boom)
+    with pytest.raises(RuntimeError):
+        list(run_sweep("softmax", sweep_points("softmax")))
+
+
+def _result(ns, busy, dma_bytes=0, flops=0.0):
+    return SimpleNamespace(simulated_ns=ns, engine_busy_ns=busy, dma_bytes=dma_bytes, pe_flops=flops,
+                           sbuf_peak_bytes=2048, instructions=7, wall_s=0.5, cost=cost_model("trn2"))
+
+
+def test_table_measures_fastest_and_busiest():
+    cm = cost_model("trn2")
+    a = SweepPoint("trn2", {"M": "1"}, {})
+    b = SweepPoint("trn2", {"M": "2"}, {})
+    c = SweepPoint("trn2", {"M": "3"}, {})
+    t_ns = 1000
+    # a: Tensor busy 80%; b: DMA at 90% of its bandwidth, Tensor 50%
+    rows = [SweepRow(a, _result(t_ns, {"Tensor": 800})),
+            SweepRow(b, _result(2 * t_ns, {"Tensor": 1000}, dma_bytes=int(0.9 * cm.dma_bandwidth_gbps * 2 * t_ns))),
+            SweepRow(c, error="kernel k: no")]
+    table = sweep_table(rows)
+    assert table.column_names[0] == "M"  # arch does not vary: left out
+    got = table.to_pylist()
+    assert got[0][VS_FASTEST] == 1.0 and got[1][VS_FASTEST] == 2.0 and got[2][VS_FASTEST] is None
+    assert got[0][BUSIEST] == "Tensor" and got[1][BUSIEST] == "DMA"
+    assert got[0][ENGINE_BUSY_PCT["Tensor"]] == pytest.approx(80.0)
+    assert got[1]["dma_peak_pct"] == pytest.approx(90.0, rel=1e-6)
+    assert got[2][ERROR] == "kernel k: no" and got[2][SIMULATED_US] is None
+    assert set(ENGINE_BUSY_PCT.values()) <= set(table.column_names) and len(ENGINE_BUSY_PCT) == len(ENGINES)
+
+
+def test_varied_names_keep_every_name_when_nothing_varies():
+    p = [SweepPoint("trn2", {"M": "1"}, {"dma_queues": "4"})]
+    assert varied_names(p) == ["arch", "M", "dma_queues"]
+    q = [SweepPoint("trn1", {"M": "1"}, {}), SweepPoint("trn2", {"M": "1"}, {})]
+    assert varied_names(q) == ["arch"]
+
+
+@given(st.lists(st.one_of(st.none(), st.floats(0.001, 1e6, allow_nan=False)), max_size=30))
+def test_fastest_first_sorts_times_with_failures_last_and_ties_in_order(times):
+    table = pa.table({"simulated_us": pa.array(times, pa.float64()), "i": list(range(len(times)))})
+    got = _fastest_first(table, "simulated_us").to_pylist()
+    oracle = sorted(({"simulated_us": t, "i": i} for i, t in enumerate(times)),
+                    key=lambda r: (r["simulated_us"] is None, r["simulated_us"] or 0.0, r["i"]))
+    assert got == oracle
+
+
+# -- the command -----------------------------------------------------------------------------------------------------
+SMALL_ARGS = ["-p", "M=512", "-p", "N=1024", "-p", "K=256"]
+
+
+def test_cli_table(capsys):
+    assert main(["sweep", "matmul_rowload", *SMALL_ARGS, "-p", "block_m=1,2", "--set",
+                 "dma_bandwidth_gbps=100,400", "--sort", "time"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("sweep of matmul_rowload: 4 of 4 points ran; fastest: block_m=")
+    header = out[1].split()
+    assert header[:3] == ["block_m", "dma_bandwidth_gbps", "simulated_us"] and "error" not in header
+    times = [float(line.split()[2].replace(",", "")) for line in out[3:]]
+    assert len(times) == 4 and times == sorted(times)
+
+
+def test_cli_csv_and_json_have_every_column(capsys):
+    assert main(["sweep", "matmul_rowload", *SMALL_ARGS, "-p", "row_n=512,2048", "--format", "csv"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert [r["row_n"] for r in rows] == ["512", "2048"]
+    assert float(rows[0]["simulated_us"]) > 0 and rows[0]["error"] == ""
+    assert rows[1]["simulated_us"] == "" and "multiple of row_n" in rows[1]["error"]
+    assert all(name in rows[0] for name in ENGINE_BUSY_PCT.values())
+    assert main(["sweep", "softmax", "-p", "rows=128,256", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [d["rows"] for d in data] == ["128", "256"] and data[1]["simulated_us"] > data[0]["simulated_us"]
+
+
+def test_cli_every_point_failing_is_an_error_after_the_table(capsys):
+    assert main(["sweep", "softmax", "-p", "rows=0,-1"]) == 2
+    cap = capsys.readouterr()
+    assert "0 of 2 points ran" in cap.out and "rows and cols must be positive" in cap.out
+    assert cap.err.strip().splitlines() == [
+        "trnprof: error: no point of the sweep ran; the first error: kernel softmax: rows and cols must be positive"]
+
+
+@pytest.mark.parametrize(("argv", "needle"), [
+    (["-p", "rows=1,1"], "a value is given twice"),
+    (["-p", "rows=1", "-p", "rows=2"], "given twice; list every value once"),
+    (["-p", "rows"], "expected NAME=VALUE"),
+    (["--arch", "trn1,,trn2"], "--arch"),
+    (["--arch", "trn1,trn1"], "--arch"),
+    (["--set", "dma_queues=0"], "must be positive"),
+])
+def test_cli_bad_sweeps_are_one_line(capsys, argv, needle):
+    assert main(["sweep", "softmax", *argv]) == 2
+    cap = capsys.readouterr()
+    assert cap.out == ""
+    lines = cap.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("trnprof: error:") and needle in lines[0]
+
+
+def test_cli_ctrl_c_prints_the_points_done(monkeypatch, capsys):
+    real = sw.run_sweep
+
+    def interrupted(*args, **kwargs):
+        for i, row in enumerate(real(*args, **kwargs)):
+            if i == 2:
+                raise KeyboardInterrupt
+            yield row
+
+    monkeypatch.setattr(sw, "run_sweep", interrupted)
+    assert main(["sweep", "softmax", "-p", "rows=128,256,384,512", "--format", "csv"]) == 130
+    cap = capsys.readouterr()
+    assert [r["rows"] for r in csv.DictReader(io.StringIO(cap.out))] == ["128", "256"]
+    assert "interrupted after 2 of 4 points" in cap.err

@@ -1,0 +1,131 @@
+"""Parameter sweeps: one kernel simulated at every combination of parameter values, cost-model constants and
+architectures, without tracing, to tune a kernel (its block sizes) or ask "what if" of the hardware (a faster DMA).
+
+:func:`sweep_points` expands and checks a sweep before anything runs (an unknown parameter or constant, a value of
+the wrong type, too many points: :class:`~tracer.errors.ConfigError`); :func:`run_sweep` runs the points one by one
+and yields a :class:`SweepRow` per point, as each ends.  A point the kernel rejects (a block too large for SBUF, a
+size its tiling does not divide) is a row with the kernel's one-line error, not the end of the sweep: finding which
+combinations work is part of what a sweep is for.  ``profiler.analyses.sweep`` turns the rows into a table.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tracer.errors import ConfigError, KernelError
+from tracer.sim.arch import PRESETS, cost_model
+
+#: Most points a sweep may have (each is a whole simulation).
+MAX_POINTS = 1000
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    """One combination: the architecture, the kernel parameters and the cost-model constants given for it (as
+    typed; the run converts them)."""
+
+    arch: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+
+    def label(self) -> str:
+        """``arch=trn2 block_m=8 dma_bandwidth_gbps=400`` (what the progress bar and errors name)."""
+        parts = [f"arch={self.arch}"] + [f"{k}={v}" for k, v in {**self.params, **self.overrides}.items()]
+        return " ".join(parts)
+
+
+@dataclass
+class SweepRow:
+    """What one point gave: the run's result, or the kernel's error for it."""
+
+    point: SweepPoint
+    result: Any = None   # tracer.sim.runner.RunResult (imported lazily: the runner loads the simulator)
+    error: str | None = None
+
+
+def split_values(item: str, option: str) -> tuple[str, list[str]]:
+    """``"block_m=2,4,8"`` -> ``("block_m", ["2", "4", "8"])``; ConfigError naming ``option`` when malformed."""
+    name, sep, values = item.partition("=")
+    name = name.strip()
+    parts = [v.strip() for v in values.split(",")]
+    if not sep or not name or not all(parts):
+        raise ConfigError(f"{option} {item!r}: expected NAME=VALUE or NAME=V1,V2,... (no empty value)")
+    if len(set(parts)) != len(parts):
+        raise ConfigError(f"{option} {item!r}: a value is given twice")
+    return name, parts
+
+
+def sweep_points(kernel: Any, params: Mapping[str, Sequence[Any]] | None = None,
+                 overrides: Mapping[str, Sequence[Any]] | None = None,
+                 archs: Sequence[str] = ("trn2",)) -> list[SweepPoint]:
+    """Every combination of ``archs`` x ``params`` values x ``overrides`` values, in that order (the last name
+    varying fastest), each checked as a run would check it.
+
+    Raises:
+        ConfigError: an unknown kernel, parameter, constant or architecture, a value the parameter or constant does
+            not take, no value for a name, or more than :data:`MAX_POINTS` points.
+    """
+    from tracer.kernels import resolve_kernel
+
+    spec = resolve_kernel(kernel)
+    params = dict(params or {})
+    overrides = dict(overrides or {})
+    archs = list(archs)
+    if not archs:
+        raise ConfigError("a sweep needs at least one architecture")
+    for arch in archs:
+        if arch not in PRESETS:
+            raise ConfigError(f"unknown architecture {arch!r}; choose from {', '.join(sorted(PRESETS))}")
+    for what, given in (("parameter", params), ("constant", overrides)):
+        for name, values in given.items():
+            if isinstance(values, str | bytes) or not isinstance(values, Sequence) or not values:
+                raise ConfigError(f"sweep {what} {name!r}: give a non-empty list of values, not {values!r}")
+    count = len(archs)
+    for values in [*params.values(), *overrides.values()]:
+        count *= len(values)
+    if count > MAX_POINTS:
+        raise ConfigError(f"the sweep has {count:,} points, more than {MAX_POINTS:,}: give fewer values")
+    # each value checked once on its own (the message names the one at fault), then every combination's cost model
+    for name, values in params.items():
+        for value in values:
+            spec.bind({name: value})
+    points = []
+    names = list(params)
+    consts = list(overrides)
+    for arch in archs:
+        for combo in itertools.product(*params.values()):
+            for const_combo in itertools.product(*overrides.values()):
+                changes = dict(zip(consts, const_combo, strict=True))
+                cost_model(arch, changes)
+                points.append(SweepPoint(arch, dict(zip(names, combo, strict=True)), changes))
+    return points
+
+
+def run_sweep(kernel: Any, points: Sequence[SweepPoint], *, check: bool = False, seed: int = 0,
+              on_start: Callable[[int, SweepPoint], None] | None = None) -> Iterator[SweepRow]:
+    """Run ``kernel`` at each point (no trace; numerics only with ``check``), yielding a row per point as it ends.
+
+    ``on_start(i, point)`` is called before point ``i`` runs (progress).  A :class:`~tracer.errors.KernelError`
+    (the kernel misused the core at that point, or ``check`` found a mismatch) or a
+    :class:`~tracer.errors.ConfigError` (the kernel refused the combination: a size its tiling does not divide;
+    every name and value was checked by :func:`sweep_points`) becomes the row's ``error``; any other error ends
+    the sweep.
+    """
+    from tracer.sim.runner import run_kernel
+
+    for i, point in enumerate(points):
+        if on_start is not None:
+            on_start(i, point)
+        try:
+            result = run_kernel(kernel, point.params, arch=point.arch, overrides=point.overrides, check=check,
+                                seed=seed)
+        except (KernelError, ConfigError) as exc:
+            yield SweepRow(point, error=str(exc))
+            continue
+        yield SweepRow(point, result=result)
+
+
+__all__ = ["MAX_POINTS", "SweepPoint", "SweepRow", "run_sweep", "split_values", "sweep_points"]

@@ -5,7 +5,8 @@ names.
 the simulated time and how much slower than the fastest point it is, the Tensor engine's throughput and share of
 its peak, each engine's busy share, DMA throughput against the cost model's DMA bandwidth, the busiest of those
 (a first guess at the bottleneck: ``trnprof bounds`` on a recording gives the real one), DMA bytes, the SBUF peak,
-instructions and the simulation's own wall time; a point the kernel rejected has only its ``error``.
+instructions and the simulation's own wall time (and the point's ``trace`` when the sweep recorded them); a point
+the kernel rejected has only its ``error``.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ DMA_MIB = "dma_mib"
 SBUF_PEAK_KIB = "sbuf_peak_kib"
 INSTRUCTIONS = "instructions"
 WALL_S = "wall_s"
+#: The point's trace directory (only when the sweep recorded traces).
+TRACE = "trace"
 ERROR = "error"
 #: Name of the DMA in :data:`BUSIEST`.
 DMA = "DMA"
@@ -104,8 +107,11 @@ def sweep_table(rows: Sequence[SweepRow], names: Sequence[str] | None = None) ->
             values[VS_FASTEST] = row.result.simulated_ns / fastest
         for name, _ in _MEASURES:
             columns[name].append(values.get(name))
-    schema = pa.schema([pa.field(n, pa.string()) for n in names] + [pa.field(n, t) for n, t in _MEASURES])
-    return pa.table(columns, schema=schema)
+    fields = [pa.field(n, pa.string()) for n in names] + [pa.field(n, t) for n, t in _MEASURES]
+    if any(r.trace is not None for r in rows):   # before the error, the last column
+        fields.insert(len(fields) - 1, pa.field(TRACE, pa.string()))
+        columns[TRACE] = [None if r.trace is None else str(r.trace) for r in rows]
+    return pa.table({f.name: columns[f.name] for f in fields}, schema=pa.schema(fields))
 
 
 __all__ = ["BUSIEST", "DMA_PEAK_PCT", "ENGINE_BUSY_PCT", "ERROR", "SIMULATED_US", "VS_FASTEST", "measures",

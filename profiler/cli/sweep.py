@@ -14,7 +14,7 @@ from tracer.errors import ConfigError, KernelError
 
 #: Columns of the text table (CSV and JSON have every engine's busy share too).
 TABLE_COLUMNS = ("simulated_us", "vs_fastest", "tensor_tflops", "tensor_peak_pct", "dma_gbps", "dma_peak_pct",
-                 "busiest", "sbuf_peak_kib", "instructions", "wall_s", "error")
+                 "busiest", "sbuf_peak_kib", "instructions", "wall_s", "trace", "error")
 
 
 def _values(items: list[str] | None, option: str) -> dict[str, list[str]]:
@@ -30,7 +30,7 @@ def _values(items: list[str] | None, option: str) -> dict[str, list[str]]:
 
 
 class SweepCommand:
-    """Simulate KERNEL (no trace) at every combination of the values given, and tabulate what each gave.
+    """Simulate KERNEL (no trace unless --trace-dir) at every combination of the values given; tabulate the results.
 
     Each -p and --set takes one value or a comma-separated list; the sweep runs every combination (at most
     1,000), one after another.  The table gives each point's simulated time, how much slower than the fastest
@@ -60,6 +60,9 @@ class SweepCommand:
         parser.add_argument("--seed", type=seed_arg, default=0, help="seed of the random inputs (default 0)")
         parser.add_argument("--sort", choices=("order", "time"), default="order",
                             help="rows in the sweep's order (default) or fastest first")
+        parser.add_argument("--trace-dir", metavar="DIR",
+                            help="also record each point's trace into DIR (new or empty), to open them side by side: "
+                                 "trnprof serve DIR/*.trace, trnprof diff A B")
         parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
         add_format_arguments(parser)
 
@@ -76,7 +79,7 @@ class SweepCommand:
         bar = _bar(len(points), args.quiet)
         interrupted = False
         try:
-            for row in run_sweep(args.kernel, points, check=args.check, seed=args.seed,
+            for row in run_sweep(args.kernel, points, check=args.check, seed=args.seed, trace_dir=args.trace_dir,
                                  on_start=lambda i, p: bar.set_postfix_str(p.label(), refresh=True) if bar else None):
                 rows.append(row)
                 if bar:

@@ -214,3 +214,33 @@ def test_cli_ctrl_c_prints_the_points_done(monkeypatch, capsys):
     cap = capsys.readouterr()
     assert [r["rows"] for r in csv.DictReader(io.StringIO(cap.out))] == ["128", "256"]
     assert "interrupted after 2 of 4 points" in cap.err
+
+
+def test_trace_dir_records_each_point_that_ran(tmp_path, capsys):
+    import profiler
+
+    out = tmp_path / "sweep"
+    assert main(["sweep", "matmul_rowload", *SMALL_ARGS, "-p", "row_n=512,2048", "--trace-dir", str(out),
+                 "--format", "csv"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert [r["trace"] for r in rows] == [str(out / "000-arch=trn2-M=512-N=1024-K=256-row_n=512.trace"), ""]
+    # the rejected point wrote nothing
+    assert sorted(p.name for p in out.iterdir()) == ["000-arch=trn2-M=512-N=1024-K=256-row_n=512.trace"]
+    with profiler.open(rows[0]["trace"]) as trace:
+        assert trace.summary()["total_time_ns"] == pytest.approx(float(rows[0]["simulated_us"]) * 1e3, abs=1)
+
+
+def test_trace_dir_must_be_new_or_empty(tmp_path, capsys, monkeypatch):
+    ran = []
+    monkeypatch.setattr("tracer.sim.runner.run_kernel", lambda *a, **k: ran.append(a))
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "keep.txt").write_text("mine")
+    assert main(["sweep", "softmax", "--trace-dir", str(busy)]) == 2
+    assert "not an empty directory" in capsys.readouterr().err
+    assert (busy / "keep.txt").read_text() == "mine" and not ran
+
+
+def test_trace_names_are_safe_file_names():
+    point = SweepPoint("trn2", {"name": "a/b c*"}, {"dma_queues": "4"})
+    assert point.trace_name(7) == "007-arch=trn2-name=a_b_c_-dma_queues=4.trace"

@@ -11,8 +11,10 @@ combinations work is part of what a sweep is for.  ``profiler.analyses.sweep`` t
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from tracer.errors import ConfigError, KernelError
@@ -36,6 +38,15 @@ class SweepPoint:
         parts = [f"arch={self.arch}"] + [f"{k}={v}" for k, v in {**self.params, **self.overrides}.items()]
         return " ".join(parts)
 
+    def trace_name(self, index: int) -> str:
+        """``007-arch=trn2-block_m=8.trace``: the point's trace directory name in a sweep's ``trace_dir`` (characters
+        other than letters, digits, ``.``, ``_``, ``-`` and ``=`` become ``_``)."""
+        parts = [f"arch={self.arch}"] + [f"{k}={v}" for k, v in {**self.params, **self.overrides}.items()]
+        return f"{index:03d}-" + "-".join(_UNSAFE.sub("_", part) for part in parts)[:180] + ".trace"
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._=-]")
+
 
 @dataclass
 class SweepRow:
@@ -44,6 +55,9 @@ class SweepRow:
     point: SweepPoint
     result: Any = None   # tracer.sim.runner.RunResult (imported lazily: the runner loads the simulator)
     error: str | None = None
+    #: The point's trace directory when the sweep records traces (also for a point that failed part-way: its
+    #: trace keeps what ran, marked incomplete); None otherwise, or when nothing was written.
+    trace: Path | None = None
 
 
 def split_values(item: str, option: str) -> tuple[str, list[str]]:
@@ -105,8 +119,14 @@ def sweep_points(kernel: Any, params: Mapping[str, Sequence[Any]] | None = None,
 
 
 def run_sweep(kernel: Any, points: Sequence[SweepPoint], *, check: bool = False, seed: int = 0,
+              trace_dir: str | Path | None = None,
               on_start: Callable[[int, SweepPoint], None] | None = None) -> Iterator[SweepRow]:
-    """Run ``kernel`` at each point (no trace; numerics only with ``check``), yielding a row per point as it ends.
+    """Run ``kernel`` at each point (numerics only with ``check``), yielding a row per point as it ends.
+
+    Without ``trace_dir`` nothing is traced.  With it, each point's trace is recorded into it as
+    :meth:`SweepPoint.trace_name` (so two points can be opened side by side: ``trnprof serve DIR/*.trace``, the
+    compare page, ``trnprof diff``); the directory must be new or empty (ConfigError otherwise, before anything
+    runs).
 
     ``on_start(i, point)`` is called before point ``i`` runs (progress).  A :class:`~tracer.errors.KernelError`
     (the kernel misused the core at that point, or ``check`` found a mismatch) or a
@@ -116,16 +136,26 @@ def run_sweep(kernel: Any, points: Sequence[SweepPoint], *, check: bool = False,
     """
     from tracer.sim.runner import run_kernel
 
+    out = None if trace_dir is None else Path(trace_dir)
+    if out is not None:
+        if out.exists() and (not out.is_dir() or any(out.iterdir())):
+            raise ConfigError(f"{out}: exists and is not an empty directory; the sweep's traces go into a new or "
+                              "empty directory (choose another, or remove it)")
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"{out}: cannot create the directory ({exc.strerror}); choose another path") from None
     for i, point in enumerate(points):
         if on_start is not None:
             on_start(i, point)
+        path = None if out is None else out / point.trace_name(i)
         try:
             result = run_kernel(kernel, point.params, arch=point.arch, overrides=point.overrides, check=check,
-                                seed=seed)
+                                seed=seed, trace_path=path)
         except (KernelError, ConfigError) as exc:
-            yield SweepRow(point, error=str(exc))
+            yield SweepRow(point, error=str(exc), trace=path if path is not None and path.exists() else None)
             continue
-        yield SweepRow(point, result=result)
+        yield SweepRow(point, result=result, trace=path)
 
 
 __all__ = ["MAX_POINTS", "SweepPoint", "SweepRow", "run_sweep", "split_values", "sweep_points"]

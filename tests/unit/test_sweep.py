@@ -244,3 +244,26 @@ def test_trace_dir_must_be_new_or_empty(tmp_path, capsys, monkeypatch):
 def test_trace_names_are_safe_file_names():
     point = SweepPoint("trn2", {"name": "a/b c*"}, {"dma_queues": "4"})
     assert point.trace_name(7) == "007-arch=trn2-name=a_b_c_-dma_queues=4.trace"
+
+
+def test_sweep_figure_bars_follow_the_table_and_colour_by_busiest():
+    from profiler.figures.palette import CategoryPalette
+    from profiler.figures.sweep import point_labels, sweep_figure
+
+    points = sweep_points("matmul_rowload", {**SMALL, "N": ["1024"], "block_m": ["1", "4"], "row_n": ["512", "2048"]})
+    table = _fastest_first(sweep_table(list(run_sweep("matmul_rowload", points))), SIMULATED_US)
+    fig = sweep_figure(table)
+    labels = point_labels(table)
+    assert labels[0].startswith("block_m=") and "row_n=" in labels[0]
+    ran = [r for r in table.to_pylist() if r[SIMULATED_US] is not None]
+    drawn = {y: x for trace in fig.data for y, x in zip(trace.y, trace.x, strict=True)}
+    assert drawn == {label: r[SIMULATED_US] for label, r in zip(labels, table.to_pylist(), strict=True)
+                     if r[SIMULATED_US] is not None}
+    assert list(fig.layout.yaxis.categoryarray) == labels[:len(ran)]   # fastest first, as sorted
+    palette = CategoryPalette.for_engines()
+    for trace in fig.data:
+        busiest = trace.name.removeprefix("busiest: ")
+        assert trace.marker.color == palette.colour(busiest)
+        assert all(r[BUSIEST] == busiest for label, r in zip(labels, table.to_pylist(), strict=True)
+                   if label in trace.y)
+    assert "2 rejected by the kernel" in fig.layout.title.text

@@ -89,8 +89,10 @@ def measures(result: Any) -> dict[str, Any]:
 
 
 def sweep_table(rows: Sequence[SweepRow], names: Sequence[str] | None = None) -> pa.Table:
-    """One row per point, in ``rows``' order: the values of ``names`` (default: :func:`varied_names`), then the
-    measures (null where the point failed, whose :data:`ERROR` says why)."""
+    """One row per point, in the sweep's order (:attr:`~tracer.sim.sweep.SweepRow.index`: a parallel sweep's rows
+    come as the points end): the values of ``names`` (default: :func:`varied_names`), then the measures (null where
+    the point failed, whose :data:`ERROR` says why)."""
+    rows = sorted(rows, key=lambda r: r.index)
     points = [r.point for r in rows]
     names = list(varied_names(points) if names is None else names)
     columns: dict[str, list[Any]] = {n: [] for n in names}

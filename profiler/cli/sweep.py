@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
 
 import pyarrow as pa
 
-from profiler.cli import seed_arg
+from profiler.cli import int_arg, seed_arg
 from profiler.cli._analysis import add_format_arguments, format_value, print_table
 from tracer.errors import ConfigError, KernelError
 
@@ -33,10 +34,10 @@ class SweepCommand:
     """Simulate KERNEL (no trace unless --trace-dir) at every combination of the values given; tabulate the results.
 
     Each -p and --set takes one value or a comma-separated list; the sweep runs every combination (at most
-    1,000), one after another.  The table gives each point's simulated time, how much slower than the fastest
-    it is, the Tensor engine's throughput and share of its peak, the DMA throughput against the cost model's
-    DMA bandwidth, and the busiest of them.  A point the kernel rejects (a block too big for SBUF) shows the
-    kernel's error and the sweep goes on.  Examples:
+    1,000), one after another or, with -j, several at once.  The table gives each point's simulated time, how
+    much slower than the fastest it is, the Tensor engine's throughput and share of its peak, the DMA throughput
+    against the cost model's DMA bandwidth, and the busiest of them.  A point the kernel rejects (a block too big
+    for SBUF) shows the kernel's error and the sweep goes on.  Examples:
 
       trnprof sweep matmul_rowload -p block_m=1,2,4,8 -p row_n=512,1024,2048 --sort time
       trnprof sweep matmul_naive --set dma_bandwidth_gbps=136,272,544 --arch trn1,trn2
@@ -63,6 +64,9 @@ class SweepCommand:
         parser.add_argument("--trace-dir", metavar="DIR",
                             help="also record each point's trace into DIR (new or empty), to open them side by side: "
                                  "trnprof serve DIR/*.trace, trnprof diff A B")
+        parser.add_argument("-j", "--jobs", type=int_arg("a number of processes (0: one per CPU)", 0, 1024),
+                            default=1, metavar="N",
+                            help="run N points at once in worker processes (default 1; 0: one per CPU)")
         parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
         add_format_arguments(parser)
 
@@ -78,9 +82,14 @@ class SweepCommand:
         rows: list[Any] = []
         bar = _bar(len(points), args.quiet)
         interrupted = False
+        def started(_i: int, point: Any) -> None:
+            if bar:
+                bar.set_postfix_str(point.label(), refresh=True)
+
         try:
+            jobs = args.jobs or os.cpu_count() or 1
             for row in run_sweep(args.kernel, points, check=args.check, seed=args.seed, trace_dir=args.trace_dir,
-                                 on_start=lambda i, p: bar.set_postfix_str(p.label(), refresh=True) if bar else None):
+                                 jobs=jobs, on_start=started):
                 rows.append(row)
                 if bar:
                     bar.update(1)

@@ -267,3 +267,79 @@ def test_sweep_figure_bars_follow_the_table_and_colour_by_busiest():
         assert all(r[BUSIEST] == busiest for label, r in zip(labels, table.to_pylist(), strict=True)
                    if label in trace.y)
     assert "2 rejected by the kernel" in fig.layout.title.text
+
+
+def test_parallel_sweep_gives_the_same_rows_as_one_at_a_time():
+    import multiprocessing
+
+    points = sweep_points("matmul_rowload", {**SMALL, "N": ["1024"], "block_m": ["1", "2", "4"],
+                                             "row_n": ["512", "2048"]})
+    one = list(run_sweep("matmul_rowload", points))
+    two = list(run_sweep("matmul_rowload", points, jobs=2))
+    assert sorted(r.index for r in two) == list(range(len(points)))
+    key = lambda r: (r.index, r.point, r.error, r.result and (r.result.simulated_ns, r.result.instructions))  # noqa: E731
+    assert sorted(map(key, two)) == list(map(key, one))
+    assert sweep_table(two).equals(sweep_table(one).set_column(
+        sweep_table(one).column_names.index("wall_s"), "wall_s", sweep_table(two).column("wall_s")))
+    assert not multiprocessing.active_children()
+
+
+def test_a_parallel_sweep_stopped_early_leaves_no_worker():
+    import multiprocessing
+
+    points = sweep_points("softmax", {"rows": [str(128 * i) for i in range(1, 9)]})
+    rows = run_sweep("softmax", points, jobs=2)
+    next(rows)
+    rows.close()   # what Ctrl-C or an error in the caller does to the generator
+    assert not multiprocessing.active_children()
+
+
+def test_jobs_must_be_at_least_one():
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ConfigError, match="jobs"):
+            list(run_sweep("softmax", sweep_points("softmax"), jobs=bad))
+
+
+def test_a_parallel_sweep_of_a_kernel_that_cannot_be_sent_says_so(tmp_path):
+    def local_kernel(nc, *, cols: int = 128):  # a closure: workers cannot import it
+        x = nc.input("x", (128, cols), "fp32")
+        t = nc.sbuf_tile((128, cols), "fp32")
+        nc.dma_copy(t, x)
+
+    points = sweep_points(local_kernel, {"cols": [128, 256]})
+    with pytest.raises(ConfigError, match="cannot be sent.*path/to/file.py:function"):
+        list(run_sweep(local_kernel, points, jobs=2))
+    assert [r.result is not None for r in run_sweep(local_kernel, points)] == [True, True]   # jobs=1 runs it
+    kernel = tmp_path / "k.py"
+    kernel.write_text(
+        "def k(nc, *, cols: int = 128):\n"
+        "    x = nc.input('x', (128, cols), 'fp32')\n"
+        "    t = nc.sbuf_tile((128, cols), 'fp32')\n"
+        "    nc.dma_copy(t, x)\n")
+    target = f"{kernel}:k"
+    rows = sorted(run_sweep(target, sweep_points(target, {"cols": ["128", "256"]}), jobs=2), key=lambda r: r.index)
+    assert [r.result.dma_bytes for r in rows] == [128 * 128 * 4, 128 * 256 * 4]
+
+
+def test_cli_parallel_sweep_is_quiet_and_ordered(capfd):
+    assert main(["sweep", "softmax", "-p", "rows=128,256,384,512", "-j", "2", "--format", "csv"]) == 0
+    cap = capfd.readouterr()   # the workers' stderr too
+    assert cap.err.strip() == ""
+    assert [r["rows"] for r in csv.DictReader(io.StringIO(cap.out))] == ["128", "256", "384", "512"]
+
+
+def test_workers_take_sigterm_as_a_plain_stop_and_leave_ctrl_c_to_the_parent():
+    # the CLI turns SIGTERM into an exception for its own clean-up; a worker the parent stops with SIGTERM while it
+    # waits for work must not inherit that (it printed a traceback from the pool's queue, depending on timing)
+    import signal
+
+    before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    try:
+        signal.signal(signal.SIGTERM, lambda *_: None)
+        sw._init_worker(sw._Job("softmax", [], False, 0, None))
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGTERM, before[0])
+        signal.signal(signal.SIGINT, before[1])
+        sw._WORKER.clear()

@@ -11,7 +11,10 @@ combinations work is part of what a sweep is for.  ``profiler.analyses.sweep`` t
 from __future__ import annotations
 
 import itertools
+import multiprocessing
+import pickle
 import re
+import signal
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,6 +61,8 @@ class SweepRow:
     #: The point's trace directory when the sweep records traces (also for a point that failed part-way: its
     #: trace keeps what ran, marked incomplete); None otherwise, or when nothing was written.
     trace: Path | None = None
+    #: The point's position in the sweep (rows of a parallel sweep come in the order the points end).
+    index: int = 0
 
 
 def split_values(item: str, option: str) -> tuple[str, list[str]]:
@@ -119,7 +124,7 @@ def sweep_points(kernel: Any, params: Mapping[str, Sequence[Any]] | None = None,
 
 
 def run_sweep(kernel: Any, points: Sequence[SweepPoint], *, check: bool = False, seed: int = 0,
-              trace_dir: str | Path | None = None,
+              trace_dir: str | Path | None = None, jobs: int = 1,
               on_start: Callable[[int, SweepPoint], None] | None = None) -> Iterator[SweepRow]:
     """Run ``kernel`` at each point (numerics only with ``check``), yielding a row per point as it ends.
 
@@ -128,14 +133,21 @@ def run_sweep(kernel: Any, points: Sequence[SweepPoint], *, check: bool = False,
     compare page, ``trnprof diff``); the directory must be new or empty (ConfigError otherwise, before anything
     runs).
 
-    ``on_start(i, point)`` is called before point ``i`` runs (progress).  A :class:`~tracer.errors.KernelError`
-    (the kernel misused the core at that point, or ``check`` found a mismatch) or a
-    :class:`~tracer.errors.ConfigError` (the kernel refused the combination: a size its tiling does not divide;
-    every name and value was checked by :func:`sweep_points`) becomes the row's ``error``; any other error ends
-    the sweep.
-    """
-    from tracer.sim.runner import run_kernel
+    ``jobs`` > 1 runs that many points at once, in worker processes (the simulation is deterministic: the same rows
+    as one at a time); rows then come in the order the points end, each with its :attr:`SweepRow.index`.  Workers
+    are fresh interpreters (``spawn``), not forks of this process, whose other threads (a progress bar's monitor,
+    a database's pool) could hold a lock at the fork; so the kernel must be given by name, as
+    ``path/to/file.py:function`` or as a function importable by its module (ConfigError otherwise), and a script
+    that starts a parallel sweep needs the usual ``if __name__ == "__main__":`` guard.
 
+    ``on_start(i, point)`` is called before point ``i`` runs (progress; with ``jobs`` > 1, when it is handed to a
+    worker).  A :class:`~tracer.errors.KernelError` (the kernel misused the core at that point, or ``check`` found
+    a mismatch) or a :class:`~tracer.errors.ConfigError` (the kernel refused the combination: a size its tiling
+    does not divide; every name and value was checked by :func:`sweep_points`) becomes the row's ``error``; any
+    other error ends the sweep.
+    """
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise ConfigError(f"jobs must be a whole number of at least 1, not {jobs!r}")
     out = None if trace_dir is None else Path(trace_dir)
     if out is not None:
         if out.exists() and (not out.is_dir() or any(out.iterdir())):
@@ -145,17 +157,78 @@ def run_sweep(kernel: Any, points: Sequence[SweepPoint], *, check: bool = False,
             out.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise ConfigError(f"{out}: cannot create the directory ({exc.strerror}); choose another path") from None
-    for i, point in enumerate(points):
-        if on_start is not None:
-            on_start(i, point)
-        path = None if out is None else out / point.trace_name(i)
+    job = _Job(kernel, list(points), check, seed, out)
+    if jobs > 1 and len(job.points) > 1:
         try:
-            result = run_kernel(kernel, point.params, arch=point.arch, overrides=point.overrides, check=check,
-                                seed=seed, trace_path=path)
+            pickle.dumps(job)
+        except Exception as exc:  # whatever pickling raises, the answer is the same
+            raise ConfigError(f"a parallel sweep (jobs={jobs}) sends the kernel to worker processes, and "
+                              f"{kernel!r} cannot be sent ({exc}); give it by name or as path/to/file.py:function, "
+                              "or run with jobs=1") from None
+    if jobs == 1 or len(job.points) < 2:
+        for i, point in enumerate(job.points):
+            if on_start is not None:
+                on_start(i, point)
+            yield job.run(i)
+        return
+    yield from _run_parallel(job, min(jobs, len(job.points)), on_start)
+
+
+@dataclass
+class _Job:
+    """What every point of a sweep shares (sent once to each worker; then only indices and rows travel)."""
+
+    kernel: Any
+    points: list[SweepPoint]
+    check: bool
+    seed: int
+    trace_dir: Path | None
+
+    def run(self, i: int) -> SweepRow:
+        from tracer.sim.runner import run_kernel
+
+        point = self.points[i]
+        path = None if self.trace_dir is None else self.trace_dir / point.trace_name(i)
+        try:
+            result = run_kernel(self.kernel, point.params, arch=point.arch, overrides=point.overrides,
+                                check=self.check, seed=self.seed, trace_path=path)
         except (KernelError, ConfigError) as exc:
-            yield SweepRow(point, error=str(exc), trace=path if path is not None and path.exists() else None)
-            continue
-        yield SweepRow(point, result=result, trace=path)
+            return SweepRow(point, error=str(exc), trace=path if path is not None and path.exists() else None,
+                            index=i)
+        return SweepRow(point, result=result, trace=path, index=i)
+
+
+#: The sweep a worker process runs (set by its initializer).
+_WORKER: dict[str, _Job] = {}
+
+
+def _init_worker(job: _Job) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the parent's to handle: it stops the workers
+    # the parent stops a worker with SIGTERM: a plain stop, whatever handler the worker was started with
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _WORKER["job"] = job
+
+
+def _worker_point(i: int) -> SweepRow:
+    return _WORKER["job"].run(i)
+
+
+def _run_parallel(job: _Job, workers: int, on_start: Callable[[int, SweepPoint], None] | None) -> Iterator[SweepRow]:
+    pool = multiprocessing.get_context("spawn").Pool(workers, initializer=_init_worker, initargs=(job,))
+    try:
+        if on_start is not None:
+            for i in range(workers):
+                on_start(i, job.points[i])
+        given = workers
+        for row in pool.imap_unordered(_worker_point, range(len(job.points))):
+            if on_start is not None and given < len(job.points):
+                on_start(given, job.points[given])
+                given += 1
+            yield row
+        pool.close()
+    finally:
+        pool.terminate()   # stops what still runs (Ctrl-C, an error, a caller that stopped iterating)
+        pool.join()
 
 
 __all__ = ["MAX_POINTS", "SweepPoint", "SweepRow", "run_sweep", "split_values", "sweep_points"]

@@ -135,7 +135,7 @@ def create_app(traces: Iterable[str | Path] | TraceRegistry = (), *, samples: It
         The Dash app; ``app.server`` is its Flask server and ``app.trnprof_registry`` its trace registry.
     """
     registry = traces if isinstance(traces, TraceRegistry) else TraceRegistry(traces, samples=samples)
-    page_list = list(pages) if pages is not None else default_pages()
+    page_list = list(pages) if pages is not None else default_pages(registry)
     app = Dash(
         __name__,
         assets_folder=str(ASSETS),

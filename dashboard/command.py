@@ -21,7 +21,7 @@ from dashboard.hosts import WILDCARD_ADDRESSES, HostPolicy, is_loopback, strip_b
 from profiler.cli._listen import check_can_listen as _check_can_listen
 from profiler.errors import CommandError
 
-__all__ = ["ServeCommand", "is_loopback", "open_inputs", "public_warning", "served_url"]
+__all__ = ["ServeCommand", "expand_folders", "is_loopback", "open_inputs", "public_warning", "served_url"]
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8050
@@ -61,6 +61,18 @@ def open_inputs(paths: list[Path], opener: Any = None) -> dict[Path, Any]:
     return opened
 
 
+def expand_folders(paths: list[Path]) -> list[Path]:
+    """``paths`` with each folder of traces (a directory that is not a trace itself: a sweep's ``--trace-dir``)
+    replaced by the traces in it (:func:`profiler.trace_folders.traces_in_folder`); TrnprofError names a folder
+    that holds none."""
+    from profiler.trace_folders import is_trace_folder, traces_in_folder
+
+    out: list[Path] = []
+    for path in paths:
+        out.extend(traces_in_folder(path) if is_trace_folder(path) else [path])
+    return out
+
+
 def served_url(host: str, port: int) -> str:
     """The URL to open for a server bound to ``host``: loopback for every interface, IPv6 in brackets."""
     host = strip_brackets(host)
@@ -81,8 +93,9 @@ def public_warning(host: str, port: int, policy: HostPolicy) -> str:
 class ServeCommand:
     """Serve the trnprof dashboard on http://127.0.0.1:8050 for the given traces (default: the samples).
 
-    Each input is a trnprof trace directory, a .duckdb database written by `trnprof ingest`, or a file an importer
-    recognises; it is ingested once and cached.  The dashboard binds the loopback interface only, unless --host
+    Each input is a trnprof trace directory, a .duckdb database written by `trnprof ingest`, a file an importer
+    recognises, or a folder of those (every trace in it; a sweep's --trace-dir adds the Sweep page); each trace is
+    ingested once and cached.  The dashboard binds the loopback interface only, unless --host
     says otherwise, and answers only requests naming an accepted host (localhost, 127.0.0.1, [::1], the --host
     address, --allow-host names), which protects it from DNS rebinding: open it at the URL it prints.
     """
@@ -92,8 +105,9 @@ class ServeCommand:
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         """Inputs, --host, --allow-host, --port, --no-browser."""
-        parser.add_argument("inputs", nargs="*", metavar="DB_OR_TRACE", help="databases, trace directories or "
-                            "importable files (default: the bundled sample traces)")
+        parser.add_argument("inputs", nargs="*", metavar="DB_OR_TRACE", help="databases, trace directories, "
+                            "importable files, or folders of them (a sweep's --trace-dir: its Sweep page too; "
+                            "default: the bundled sample traces)")
         parser.add_argument("--host", default=DEFAULT_HOST, help="address to bind (default: 127.0.0.1, loopback "
                             "only; anything else exposes every served trace to the network)")
         parser.add_argument("--allow-host", action="append", default=[], metavar="NAME",
@@ -107,7 +121,7 @@ class ServeCommand:
         """Ingest the inputs, build the app, open the browser, serve until Ctrl-C."""
         host = strip_brackets(args.host)
         _check_can_listen(host, args.port)  # before any work (ingesting inputs can take a while)
-        inputs = [Path(p) for p in args.inputs]
+        inputs = expand_folders([Path(p) for p in args.inputs])
         samples: list[Path] = []
         if not inputs:
             samples = _sample_paths()

@@ -1,5 +1,5 @@
-"""The result table of a parameter sweep (``trnprof sweep``): one row per point, and the one owner of its column
-names.
+"""The result table of a parameter sweep (``trnprof sweep``): one row per point, the one owner of its column
+names, and the sweep file (``sweep.json``) a sweep that records its traces leaves beside them.
 
 :func:`sweep_table` turns the rows of :func:`tracer.sim.sweep.run_sweep` into an Arrow table: the values that vary,
 the simulated time and how much slower than the fastest point it is, the Tensor engine's throughput and share of
@@ -11,11 +11,16 @@ the kernel rejected has only its ``error``.
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
+from tracer.errors import TraceFormatError
 from tracer.schema import ENGINES
 from tracer.sim.sweep import SweepPoint, SweepRow
 
@@ -116,5 +121,86 @@ def sweep_table(rows: Sequence[SweepRow], names: Sequence[str] | None = None) ->
     return pa.table({f.name: columns[f.name] for f in fields}, schema=pa.schema(fields))
 
 
-__all__ = ["BUSIEST", "DMA_PEAK_PCT", "ENGINE_BUSY_PCT", "ERROR", "SIMULATED_US", "VS_FASTEST", "measures",
-           "sweep_table", "varied_names"]
+#: The sweep file's name, in the directory of the sweep's traces (``trnprof sweep --trace-dir DIR``).
+SWEEP_FILE = "sweep.json"
+#: Its ``format`` value and version.
+SWEEP_FORMAT = "trnprof-sweep"
+SWEEP_VERSION = 1
+#: Largest sweep file read (a sweep has at most 1,000 points: a few hundred KB).
+MAX_SWEEP_FILE_BYTES = 16 << 20
+
+
+@dataclass(frozen=True)
+class SweepFile:
+    """A sweep as its file holds it: the kernel, the names that varied, and the table (its ``trace`` column holds
+    each point's trace directory name inside :attr:`folder`, null for a point that wrote none)."""
+
+    folder: Path
+    kernel: str
+    names: list[str]
+    table: pa.Table
+    #: How many points the sweep had (more than the table's rows when it was interrupted).
+    points: int
+
+    def trace_path(self, row: int) -> Path | None:
+        """Where point ``row``'s trace is (None when it wrote none)."""
+        if TRACE not in self.table.column_names:
+            return None
+        name = self.table.column(TRACE)[row].as_py()
+        return None if name is None else self.folder / name
+
+
+def write_sweep_file(folder: str | os.PathLike[str], kernel: str, table: pa.Table, names: Sequence[str],
+                     points: int) -> Path:
+    """Write ``table`` (a :func:`sweep_table` of a sweep that recorded its traces into ``folder``) as ``folder``'s
+    sweep file, its ``trace`` column as names inside ``folder``; atomically (a reader sees the old file or the
+    new one).  Returns its path."""
+    folder = Path(folder)
+    rows = table.to_pylist()
+    for row in rows:
+        if row.get(TRACE) is not None:
+            row[TRACE] = Path(row[TRACE]).name
+    doc = {"format": SWEEP_FORMAT, "version": SWEEP_VERSION, "kernel": str(kernel), "names": list(names),
+           "points": int(points), "columns": table.column_names, "rows": rows}
+    path = folder / SWEEP_FILE
+    tmp = folder / f".{SWEEP_FILE}.tmp-{os.getpid()}"
+    tmp.write_text(json.dumps(doc, indent=1, allow_nan=False))
+    os.replace(tmp, path)
+    return path
+
+
+def read_sweep_file(folder: str | os.PathLike[str]) -> SweepFile | None:
+    """The sweep file of ``folder``; None when it has none; TraceFormatError naming the file when it is not one
+    this version wrote (corrupt, truncated, another format or a newer version, a trace outside the folder)."""
+    folder = Path(folder)
+    path = folder / SWEEP_FILE
+    if not path.is_file():
+        return None
+    try:
+        if path.stat().st_size > MAX_SWEEP_FILE_BYTES:
+            raise ValueError(f"larger than {MAX_SWEEP_FILE_BYTES >> 20} MB")
+        doc = json.loads(path.read_text())
+        if not isinstance(doc, dict) or doc.get("format") != SWEEP_FORMAT:
+            raise ValueError("not a trnprof sweep file")
+        if doc.get("version") != SWEEP_VERSION:
+            raise ValueError(f"version {doc.get('version')!r}, this trnprof reads version {SWEEP_VERSION}")
+        columns, rows, names = doc["columns"], doc["rows"], doc["names"]
+        if not (isinstance(columns, list) and isinstance(rows, list) and isinstance(names, list)
+                and all(isinstance(c, str) for c in columns) and all(isinstance(n, str) for n in names)
+                and all(isinstance(r, dict) for r in rows)):
+            raise ValueError("malformed columns, names or rows")
+        types = dict(_MEASURES)
+        fields = [pa.field(c, types.get(c, pa.string())) for c in columns]
+        table = pa.table({f.name: pa.array([r.get(f.name) for r in rows], f.type) for f in fields},
+                         schema=pa.schema(fields))
+        for name in table.column(TRACE).to_pylist() if TRACE in columns else []:
+            if name is not None and (not isinstance(name, str) or Path(name).name != name or name in ("", ".", "..")):
+                raise ValueError(f"trace {name!r} is not a name inside the sweep's folder")
+        return SweepFile(folder, str(doc["kernel"]), names, table, int(doc.get("points", len(rows))))
+    except (OSError, ValueError, KeyError, TypeError, pa.ArrowException) as exc:
+        raise TraceFormatError(f"{path}: not a readable sweep file ({exc}); run the sweep again with "
+                               "--trace-dir into a new folder") from None
+
+
+__all__ = ["BUSIEST", "DMA_PEAK_PCT", "ENGINE_BUSY_PCT", "ERROR", "SIMULATED_US", "SWEEP_FILE", "TRACE", "VS_FASTEST",
+           "SweepFile", "measures", "read_sweep_file", "sweep_table", "varied_names", "write_sweep_file"]

@@ -39,10 +39,13 @@ class Page:
     in_nav: bool = True
 
 
-def default_pages() -> list[Page]:
-    """Timeline (the home page), summary, source, memory, call tree, compare, SQL and trace picker."""
-    from dashboard.pages import calltree, compare, memory, source, sql, summary, timeline, traces
+def default_pages(registry: TraceRegistry | None = None) -> list[Page]:
+    """Timeline (the home page), summary, source, memory, call tree, compare, SQL, the sweep and the trace picker.
+    The Sweep page is in the navigation bar only when ``registry`` serves a sweep's traces."""
+    from dashboard.pages import calltree, compare, memory, source, sql, summary, sweep, timeline, traces
+    from dashboard.sweep_view import SWEEP_PATH, sweep_folders
 
+    has_sweep = registry is not None and bool(sweep_folders(registry))
     return [
         Page("/", "Timeline", timeline.layout, timeline.register_callbacks),
         Page("/summary", "Summary", summary.layout, summary.register_callbacks),
@@ -50,6 +53,7 @@ def default_pages() -> list[Page]:
         Page("/memory", "Memory", memory.layout, memory.register_callbacks),
         Page("/calltree", "Call tree", calltree.layout, calltree.register_callbacks),
         Page("/compare", "Compare", compare.layout, compare.register_callbacks),
+        Page(SWEEP_PATH, "Sweep", sweep.layout, sweep.register_callbacks, in_nav=has_sweep),
         Page("/sql", "SQL", sql.layout, sql.register_callbacks),
         Page("/traces", "Traces", traces.layout, traces.register_callbacks),
     ]

@@ -62,8 +62,8 @@ class SweepCommand:
         parser.add_argument("--sort", choices=("order", "time"), default="order",
                             help="rows in the sweep's order (default) or fastest first")
         parser.add_argument("--trace-dir", metavar="DIR",
-                            help="also record each point's trace into DIR (new or empty), to open them side by side: "
-                                 "trnprof serve DIR/*.trace, trnprof diff A B")
+                            help="also record each point's trace into DIR (new or empty) with the table as "
+                                 "DIR/sweep.json; `trnprof serve DIR` then shows the sweep and its traces")
         parser.add_argument("-j", "--jobs", type=int_arg("a number of processes (0: one per CPU)", 0, 1024),
                             default=1, metavar="N",
                             help="run N points at once in worker processes (default 1; 0: one per CPU)")
@@ -71,7 +71,7 @@ class SweepCommand:
         add_format_arguments(parser)
 
     def run(self, args: argparse.Namespace) -> int:
-        from profiler.sweep_table import SIMULATED_US, sweep_table, varied_names
+        from profiler.sweep_table import SIMULATED_US, sweep_table, varied_names, write_sweep_file
         from tracer.sim.sweep import run_sweep, sweep_points
 
         archs = [a.strip() for a in args.arch.split(",")]
@@ -105,6 +105,8 @@ class SweepCommand:
             table = table.select([c for c in table.column_names if c in names or c in TABLE_COLUMNS])
             if all(v is None for v in table.column("error").to_pylist()):
                 table = table.drop_columns(["error"])
+        if args.trace_dir is not None and rows:   # the sweep file, for `trnprof serve DIR` (its Sweep page)
+            write_sweep_file(args.trace_dir, args.kernel, sweep_table(rows, names), names, len(points))
         print_table(table, args.format, title=_title(args.kernel, rows, len(points), names)
                     if args.format == "table" else None)
         if interrupted:

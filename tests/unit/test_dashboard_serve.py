@@ -165,3 +165,30 @@ def test_sigterm_stops_the_server_quietly_and_a_running_recording_is_followed(tm
         assert "error" not in err and "not complete (still running" not in err   # (no warning, no error line)
     finally:
         writer.close(complete=False)
+
+
+def test_serve_takes_a_folder_of_traces_and_refuses_one_without_any(tmp_path, monkeypatch, capsys):
+    import werkzeug.serving
+
+    import dashboard.app
+    from dashboard import command
+
+    apps = []
+    real_create_app = dashboard.app.create_app
+    monkeypatch.setattr(dashboard.app, "create_app", lambda *a, **k: apps.append(real_create_app(*a, **k)) or apps[-1])
+    monkeypatch.setattr(werkzeug.serving, "make_server", _FakeServer)
+    monkeypatch.setattr(command, "_check_can_listen", lambda host, port: None)
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    for name in ("b.trace", "a.trace"):
+        write_kernel_trace(folder / name, iterations=5)
+    (folder / "notes.txt").write_text("not a trace")
+    assert main(["serve", str(folder), "--no-browser"]) == 0
+    assert "(2 traces)" in capsys.readouterr().err
+    assert [e.path.name for e in apps[0].trnprof_registry.entries] == ["a.trace", "b.trace"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["serve", str(empty), "--no-browser"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"trnprof: error: {empty}: holds no trace (trace directories, .duckdb databases or importable "
+                   "profiles); pass a trace, or a folder of them"]

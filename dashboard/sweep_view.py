@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 from dash import dcc, html
 
@@ -76,8 +77,6 @@ def served_sweeps(registry: TraceRegistry) -> list[ServedSweep]:
 
 
 def _href(path: str, **values: str) -> str:
-    from urllib.parse import urlencode
-
     return path + "?" + urlencode(values)
 
 

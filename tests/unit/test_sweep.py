@@ -85,14 +85,19 @@ def test_each_point_is_the_run_kernel_alone_and_rejected_points_are_rows():
     assert by[("1024", "400")] < by[("1024", "100")]   # the what-if moves the time
 
 
-def test_a_kernel_error_at_one_point_is_that_points_error(tmp_path):
+def _user_kernel(tmp_path) -> str:
+    """``path/to/k.py:k``: a user's kernel loading a 128 x cols fp32 tile."""
     kernel = tmp_path / "k.py"
     kernel.write_text(
         "def k(nc, *, cols: int = 128):\n"
         "    x = nc.input('x', (128, cols), 'fp32')\n"
         "    t = nc.sbuf_tile((128, cols), 'fp32')\n"
         "    nc.dma_copy(t, x)\n")
-    target = f"{kernel}:k"
+    return f"{kernel}:k"
+
+
+def test_a_kernel_error_at_one_point_is_that_points_error(tmp_path):
+    target = _user_kernel(tmp_path)
     rows = list(run_sweep(target, sweep_points(target, {"cols": ["128", "1000000"]})))
     assert rows[0].result is not None and rows[0].error is None
     assert rows[1].result is None and "SBUF" in rows[1].error
@@ -224,8 +229,8 @@ def test_trace_dir_records_each_point_that_ran(tmp_path, capsys):
                  "--format", "csv"]) == 0
     rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
     assert [r["trace"] for r in rows] == [str(out / "000-arch=trn2-M=512-N=1024-K=256-row_n=512.trace"), ""]
-    # the rejected point wrote nothing
-    assert sorted(p.name for p in out.iterdir()) == ["000-arch=trn2-M=512-N=1024-K=256-row_n=512.trace"]
+    # the rejected point wrote nothing; the table is the sweep file
+    assert sorted(p.name for p in out.iterdir()) == ["000-arch=trn2-M=512-N=1024-K=256-row_n=512.trace", "sweep.json"]
     with profiler.open(rows[0]["trace"]) as trace:
         assert trace.summary()["total_time_ns"] == pytest.approx(float(rows[0]["simulated_us"]) * 1e3, abs=1)
 
@@ -310,13 +315,7 @@ def test_a_parallel_sweep_of_a_kernel_that_cannot_be_sent_says_so(tmp_path):
     with pytest.raises(ConfigError, match="cannot be sent.*path/to/file.py:function"):
         list(run_sweep(local_kernel, points, jobs=2))
     assert [r.result is not None for r in run_sweep(local_kernel, points)] == [True, True]   # jobs=1 runs it
-    kernel = tmp_path / "k.py"
-    kernel.write_text(
-        "def k(nc, *, cols: int = 128):\n"
-        "    x = nc.input('x', (128, cols), 'fp32')\n"
-        "    t = nc.sbuf_tile((128, cols), 'fp32')\n"
-        "    nc.dma_copy(t, x)\n")
-    target = f"{kernel}:k"
+    target = _user_kernel(tmp_path)
     rows = sorted(run_sweep(target, sweep_points(target, {"cols": ["128", "256"]}), jobs=2), key=lambda r: r.index)
     assert [r.result.dma_bytes for r in rows] == [128 * 128 * 4, 128 * 256 * 4]
 

@@ -81,8 +81,9 @@ def _href(path: str, **values: str) -> str:
 
 
 def point_rows(served: ServedSweep, current_id: str) -> list[dict[str, Any]]:
-    """One dict per point for the table: its label, measures as text, its trace id and the links (timeline,
-    summary, compare with the fastest), whether it is the fastest and whether it is the page's trace."""
+    """One dict per point for the table: its label, measures as text (``busiest``: the bottleneck its bounds name
+    when the sweep computed them, else its busiest engine), its trace id and the links (timeline, summary, compare
+    with the fastest), whether it is the fastest and whether it is the page's trace."""
     sweep = served.sweep
     if sweep is None:
         return []
@@ -104,7 +105,7 @@ def point_rows(served: ServedSweep, current_id: str) -> list[dict[str, Any]]:
             "label": labels[i],
             "time": format_duration(row[sw.SIMULATED_US] * 1e3) if ran else "",
             "vs_fastest": f"{row[sw.VS_FASTEST]:.2f}x" if ran and row[sw.VS_FASTEST] is not None else "",
-            "busiest": row[sw.BUSIEST] or "",
+            "busiest": row.get(sw.BOTTLENECK) or row[sw.BUSIEST] or "",
             "tensor": f"{row[sw.TENSOR_PEAK_PCT]:.1f}%" if ran else "",
             "dma": f"{row[sw.DMA_PEAK_PCT]:.1f}%" if ran else "",
             "error": row[sw.ERROR] or "",
@@ -150,7 +151,9 @@ def sweep_section(served: ServedSweep, current_id: str, index: int) -> html.Sect
         html.P(f"{served.folder}", className="muted"),
         dcc.Graph(figure=sweep_figure(by_time, sweep.names), config=graph_config(), id=f"sweep-chart-{index}"),
         html.Table(className="picker", children=[
-            html.Thead(html.Tr([html.Th(h) for h in ("point", "simulated time", "vs fastest", "busiest",
+            html.Thead(html.Tr([html.Th(h) for h in ("point", "simulated time", "vs fastest",
+                                                    "bottleneck" if sw.BOTTLENECK in sweep.table.column_names
+                                                    else "busiest",
                                                     "Tensor of peak", "DMA of bandwidth", "open")])),
             html.Tbody(body)]),
     ])

@@ -47,6 +47,17 @@ TRACE = "trace"
 ERROR = "error"
 #: Name of the DMA in :data:`BUSIEST`.
 DMA = "DMA"
+#: With bounds (``trnprof sweep --bounds``: each point recorded and its performance bounds computed,
+#: :func:`profiler.analyses.performance_bounds`): the bottleneck the bounds name, and the memory, compute and
+#: perfect-pipeline bounds (us; the kernel cannot run faster than the largest of the first two).
+BOTTLENECK = "bottleneck"
+MEMORY_BOUND_US = "memory_bound_us"
+COMPUTE_BOUND_US = "compute_bound_us"
+PIPELINE_BOUND_US = "pipeline_bound_us"
+BOUND_COLUMNS: list[tuple[str, pa.DataType]] = [
+    (BOTTLENECK, pa.string()), (MEMORY_BOUND_US, pa.float64()), (COMPUTE_BOUND_US, pa.float64()),
+    (PIPELINE_BOUND_US, pa.float64()),
+]
 
 _MEASURES: list[tuple[str, pa.DataType]] = [
     (SIMULATED_US, pa.float64()), (VS_FASTEST, pa.float64()), (TENSOR_TFLOPS, pa.float64()),
@@ -93,10 +104,26 @@ def measures(result: Any) -> dict[str, Any]:
     return out
 
 
-def sweep_table(rows: Sequence[SweepRow], names: Sequence[str] | None = None) -> pa.Table:
+def point_bounds(trace: Any) -> dict[str, Any]:
+    """The bound columns of one recorded point (an opened :class:`~profiler.trace.Trace`)."""
+    from profiler.analyses import performance_bounds
+    from profiler.analyses import schema as rs
+
+    b = performance_bounds(trace)
+
+    def us(key: str) -> float | None:
+        return None if b.get(key) is None else b[key] / 1e3
+
+    return {BOTTLENECK: b.get(rs.BOTTLENECK), MEMORY_BOUND_US: us(rs.MEMORY_BOUND_NS),
+            COMPUTE_BOUND_US: us(rs.COMPUTE_BOUND_NS), PIPELINE_BOUND_US: us(rs.PERFECT_PIPELINE_NS)}
+
+
+def sweep_table(rows: Sequence[SweepRow], names: Sequence[str] | None = None,
+                bounds: dict[int, dict[str, Any]] | None = None) -> pa.Table:
     """One row per point, in the sweep's order (:attr:`~tracer.sim.sweep.SweepRow.index`: a parallel sweep's rows
     come as the points end): the values of ``names`` (default: :func:`varied_names`), then the measures (null where
-    the point failed, whose :data:`ERROR` says why)."""
+    the point failed, whose :data:`ERROR` says why); with ``bounds`` (point index -> :func:`point_bounds`), the
+    bound columns after the measures (null for a point without)."""
     rows = sorted(rows, key=lambda r: r.index)
     points = [r.point for r in rows]
     names = list(varied_names(points) if names is None else names)
@@ -115,7 +142,11 @@ def sweep_table(rows: Sequence[SweepRow], names: Sequence[str] | None = None) ->
         for name, _ in _MEASURES:
             columns[name].append(values.get(name))
     fields = [pa.field(n, pa.string()) for n in names] + [pa.field(n, t) for n, t in _MEASURES]
-    if any(r.trace is not None for r in rows):   # before the error, the last column
+    if bounds is not None:   # before the trace and the error, the last columns
+        for name, kind in BOUND_COLUMNS:
+            fields.insert(len(fields) - 1, pa.field(name, kind))
+            columns[name] = [bounds.get(r.index, {}).get(name) for r in rows]
+    if any(r.trace is not None for r in rows):
         fields.insert(len(fields) - 1, pa.field(TRACE, pa.string()))
         columns[TRACE] = [None if r.trace is None else str(r.trace) for r in rows]
     return pa.table({f.name: columns[f.name] for f in fields}, schema=pa.schema(fields))
@@ -189,7 +220,7 @@ def read_sweep_file(folder: str | os.PathLike[str]) -> SweepFile | None:
                 and all(isinstance(c, str) for c in columns) and all(isinstance(n, str) for n in names)
                 and all(isinstance(r, dict) for r in rows)):
             raise ValueError("malformed columns, names or rows")
-        types = dict(_MEASURES)
+        types = {**dict(_MEASURES), **dict(BOUND_COLUMNS)}
         fields = [pa.field(c, types.get(c, pa.string())) for c in columns]
         table = pa.table({f.name: pa.array([r.get(f.name) for r in rows], f.type) for f in fields},
                          schema=pa.schema(fields))
@@ -202,5 +233,24 @@ def read_sweep_file(folder: str | os.PathLike[str]) -> SweepFile | None:
                                "--trace-dir into a new folder") from None
 
 
-__all__ = ["BUSIEST", "DMA_PEAK_PCT", "ENGINE_BUSY_PCT", "ERROR", "SIMULATED_US", "SWEEP_FILE", "TRACE", "VS_FASTEST",
-           "SweepFile", "measures", "read_sweep_file", "sweep_table", "varied_names", "write_sweep_file"]
+__all__ = [
+    "BOTTLENECK",
+    "BUSIEST",
+    "COMPUTE_BOUND_US",
+    "DMA_PEAK_PCT",
+    "ENGINE_BUSY_PCT",
+    "ERROR",
+    "MEMORY_BOUND_US",
+    "PIPELINE_BOUND_US",
+    "SIMULATED_US",
+    "SWEEP_FILE",
+    "TRACE",
+    "VS_FASTEST",
+    "SweepFile",
+    "measures",
+    "point_bounds",
+    "read_sweep_file",
+    "sweep_table",
+    "varied_names",
+    "write_sweep_file",
+]

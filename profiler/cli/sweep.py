@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -15,7 +17,8 @@ from tracer.errors import ConfigError, KernelError
 
 #: Columns of the text table (CSV and JSON have every engine's busy share too).
 TABLE_COLUMNS = ("simulated_us", "vs_fastest", "tensor_tflops", "tensor_peak_pct", "dma_gbps", "dma_peak_pct",
-                 "busiest", "sbuf_peak_kib", "instructions", "wall_s", "trace", "error")
+                 "busiest", "bottleneck", "memory_bound_us", "compute_bound_us", "sbuf_peak_kib", "instructions",
+                 "wall_s", "trace", "error")
 
 
 def _values(items: list[str] | None, option: str) -> dict[str, list[str]]:
@@ -64,6 +67,10 @@ class SweepCommand:
         parser.add_argument("--trace-dir", metavar="DIR",
                             help="also record each point's trace into DIR (new or empty) with the table as "
                                  "DIR/sweep.json; `trnprof serve DIR` then shows the sweep and its traces")
+        parser.add_argument("--bounds", action="store_true",
+                            help="record each point (into --trace-dir, else a temporary folder) and compute its "
+                                 "performance bounds: the bottleneck they name, the memory, compute and pipeline "
+                                 "bounds (slower: each trace is ingested)")
         parser.add_argument("-j", "--jobs", type=int_arg("a number of processes (0: one per CPU)", 0, 1024),
                             default=1, metavar="N",
                             help="run N points at once in worker processes (default 1; 0: one per CPU)")
@@ -71,26 +78,36 @@ class SweepCommand:
         add_format_arguments(parser)
 
     def run(self, args: argparse.Namespace) -> int:
-        from profiler.sweep_table import SIMULATED_US, sweep_table, varied_names, write_sweep_file
-        from tracer.sim.sweep import run_sweep, sweep_points
-
         archs = [a.strip() for a in args.arch.split(",")]
         if not all(archs) or len(set(archs)) != len(archs):
             raise ConfigError(f"--arch {args.arch!r}: expected trn1, trn2 or trn1,trn2")
+        if args.bounds and args.trace_dir is None:   # the traces the bounds need, removed at the end
+            with tempfile.TemporaryDirectory(prefix="trnprof-sweep-") as tmp:
+                return self._run(args, archs, Path(tmp) / "traces", keep_traces=False)
+        return self._run(args, archs, None if args.trace_dir is None else Path(args.trace_dir), keep_traces=True)
+
+    def _run(self, args: argparse.Namespace, archs: list[str], trace_dir: Path | None, *, keep_traces: bool) -> int:
+        from profiler.sweep_table import SIMULATED_US, TRACE, sweep_table, varied_names, write_sweep_file
+        from tracer.sim.sweep import run_sweep, sweep_points
+
         points = sweep_points(args.kernel, _values(args.params, "-p"), _values(args.overrides, "--set"), archs)
         names = varied_names(points)
         rows: list[Any] = []
+        bounds: dict[int, dict[str, Any]] | None = {} if args.bounds else None
         bar = _bar(len(points), args.quiet)
         interrupted = False
+
         def started(_i: int, point: Any) -> None:
             if bar:
                 bar.set_postfix_str(point.label(), refresh=True)
 
         try:
             jobs = args.jobs or os.cpu_count() or 1
-            for row in run_sweep(args.kernel, points, check=args.check, seed=args.seed, trace_dir=args.trace_dir,
+            for row in run_sweep(args.kernel, points, check=args.check, seed=args.seed, trace_dir=trace_dir,
                                  jobs=jobs, on_start=started):
                 rows.append(row)
+                if bounds is not None and row.result is not None and row.trace is not None:
+                    bounds[row.index] = _bounds_of(row.trace)
                 if bar:
                     bar.update(1)
         except KeyboardInterrupt:
@@ -98,15 +115,18 @@ class SweepCommand:
         finally:
             if bar:
                 bar.close()
-        table = sweep_table(rows, names)
+        if trace_dir is not None and keep_traces and rows:   # the sweep file, for `trnprof serve DIR`
+            write_sweep_file(trace_dir, args.kernel, sweep_table(rows, names, bounds), names, len(points))
+        table = sweep_table(rows, names, bounds)
+        if not keep_traces and TRACE in table.column_names:
+            table = table.drop_columns([TRACE])
         if args.sort == "time":
             table = _fastest_first(table, SIMULATED_US)
         if args.format == "table":
-            table = table.select([c for c in table.column_names if c in names or c in TABLE_COLUMNS])
+            table = table.select([c for c in table.column_names if c in names] +
+                                 [c for c in TABLE_COLUMNS if c in table.column_names])
             if all(v is None for v in table.column("error").to_pylist()):
                 table = table.drop_columns(["error"])
-        if args.trace_dir is not None and rows:   # the sweep file, for `trnprof serve DIR` (its Sweep page)
-            write_sweep_file(args.trace_dir, args.kernel, sweep_table(rows, names), names, len(points))
         print_table(table, args.format, title=_title(args.kernel, rows, len(points), names)
                     if args.format == "table" else None)
         if interrupted:
@@ -116,6 +136,15 @@ class SweepCommand:
         if rows and all(r.result is None for r in rows):
             raise KernelError(f"no point of the sweep ran; the first error: {rows[0].error}")
         return 0
+
+
+def _bounds_of(trace_path: Path) -> dict[str, Any]:
+    """The bound columns of a recorded point (its trace ingested once; the cache entry stays beside it)."""
+    import profiler
+    from profiler.sweep_table import point_bounds
+
+    with profiler.open(trace_path) as trace:
+        return point_bounds(trace)
 
 
 def _fastest_first(table: pa.Table, column: str) -> pa.Table:

@@ -32,17 +32,19 @@ def point_labels(table: pa.Table, names: Sequence[str] | None = None) -> list[st
 
 def sweep_figure(table: pa.Table, names: Sequence[str] | None = None) -> go.Figure:
     """Horizontal bars of each point's simulated time, in the table's order (sort it first for fastest on top),
-    coloured by its busiest engine (the timeline's engine colours); hover gives its throughputs.  Points that
-    failed have no bar; the title counts them."""
+    coloured by its bottleneck when the table has the bounds (``trnprof sweep --bounds``), else by its busiest
+    engine (the timeline's engine colours); hover gives its throughputs.  Points that failed have no bar; the title
+    counts them."""
     labels = point_labels(table, names)
     rows = table.to_pylist()
     ran = [(label, row) for label, row in zip(labels, rows, strict=True) if row[sw.SIMULATED_US] is not None]
+    key = sw.BOTTLENECK if any(row.get(sw.BOTTLENECK) for _, row in ran) else sw.BUSIEST
     palette = CategoryPalette.for_engines()
     fig = go.Figure()
-    for busiest in dict.fromkeys(row[sw.BUSIEST] for _, row in ran):
-        mine = [(label, row) for label, row in ran if row[sw.BUSIEST] == busiest]
+    for engine in dict.fromkeys(row.get(key) for _, row in ran):
+        mine = [(label, row) for label, row in ran if row.get(key) == engine]
         fig.add_trace(go.Bar(
-            orientation="h", name=f"busiest: {busiest}", marker={"color": palette.colour(busiest)},
+            orientation="h", name=f"{key}: {engine}", marker={"color": palette.colour(engine)},
             y=[label for label, _ in mine], x=[row[sw.SIMULATED_US] for _, row in mine],
             customdata=[[row[sw.VS_FASTEST], row[sw.TENSOR_PEAK_PCT], row[sw.DMA_PEAK_PCT]] for _, row in mine],
             hovertemplate="%{y}<br>%{x:,.3f} µs (%{customdata[0]:.3f}x the fastest)<br>Tensor %{customdata[1]:.1f}% "

@@ -342,3 +342,47 @@ def test_workers_take_sigterm_as_a_plain_stop_and_leave_ctrl_c_to_the_parent():
         signal.signal(signal.SIGTERM, before[0])
         signal.signal(signal.SIGINT, before[1])
         sw._WORKER.clear()
+
+
+def test_bounds_name_each_points_bottleneck_as_the_bounds_analysis_does(tmp_path, monkeypatch, capsys):
+    import tempfile
+
+    import profiler
+    from profiler.analyses import performance_bounds
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))   # where the traces the bounds need go, and leave
+    assert main(["sweep", "matmul_rowload", "-p", "block_m=1,4", "--bounds", "--format", "csv"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert "trace" not in rows[0]   # recorded into a temporary folder, removed
+    assert list(tmp_path.iterdir()) == []
+    for row in rows:
+        alone = tmp_path / f"alone-{row['block_m']}.trace"
+        run_kernel("matmul_rowload", {"block_m": row["block_m"]}, trace_path=alone)
+        with profiler.open(alone) as trace:
+            b = performance_bounds(trace)
+        assert row["bottleneck"] == b["bottleneck"]
+        assert float(row["memory_bound_us"]) == pytest.approx(b["memory_bound_ns"] / 1e3)
+        assert float(row["compute_bound_us"]) == pytest.approx(b["compute_bound_ns"] / 1e3)
+        assert float(row["pipeline_bound_us"]) == pytest.approx(b["perfect_pipeline_ns"] / 1e3)
+    assert {r["bottleneck"] for r in rows} == {"DMA", "Tensor"}   # small blocks starve the Tensor engine
+
+
+def test_bounds_with_a_trace_dir_go_into_the_sweep_file_and_colour_the_chart(tmp_path, capsys):
+    from profiler.figures.sweep import sweep_figure
+    from profiler.sweep_table import read_sweep_file
+
+    out = tmp_path / "dir"
+    assert main(["sweep", "matmul_rowload", "-p", "block_m=1,4", "--bounds", "--trace-dir", str(out), "-q"]) == 0
+    text = capsys.readouterr().out
+    assert "bottleneck" in text.splitlines()[1]
+    sweep = read_sweep_file(out)
+    assert sweep.table.column("bottleneck").to_pylist() == ["DMA", "Tensor"]
+    assert sorted(t.name for t in sweep_figure(sweep.table).data) == ["bottleneck: DMA", "bottleneck: Tensor"]
+    from dashboard.registry import TraceRegistry
+    from dashboard.sweep_view import point_rows, served_sweeps, sweep_page
+    from profiler.trace_folders import traces_in_folder
+
+    registry = TraceRegistry(traces_in_folder(out))
+    [served] = served_sweeps(registry)
+    assert [r["busiest"] for r in point_rows(served, "t0")] == ["DMA", "Tensor"]
+    assert "bottleneck" in str(sweep_page(registry, "t0"))

@@ -121,14 +121,18 @@ class ServeCommand:
         """Ingest the inputs, build the app, open the browser, serve until Ctrl-C."""
         host = strip_brackets(args.host)
         _check_can_listen(host, args.port)  # before any work (ingesting inputs can take a while)
-        inputs = expand_folders([Path(p) for p in args.inputs])
+        given = [Path(p) for p in args.inputs]
+        inputs = expand_folders(given)
+        # traces found in a folder are opened (ingested) when first shown: a sweep of hundreds of points would
+        # otherwise wait for every one before serving (each was recognised as a trace already)
+        in_folders = set(inputs) - set(given)
         samples: list[Path] = []
         if not inputs:
             samples = _sample_paths()
             if not samples:
                 raise CommandError("no trace given and no bundled samples found; pass a trace directory or database "
                                    "(record one with `trnprof record`)")
-        opened = open_inputs(inputs + samples)
+        opened = open_inputs([p for p in inputs if p not in in_folders] + samples)
         policy = HostPolicy.for_server(host, args.allow_host)
         if not is_loopback(host):
             print(public_warning(host, args.port, policy), file=sys.stderr, flush=True)

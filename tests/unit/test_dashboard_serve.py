@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -183,9 +184,26 @@ def test_serve_takes_a_folder_of_traces_and_refuses_one_without_any(tmp_path, mo
     for name in ("b.trace", "a.trace"):
         write_kernel_trace(folder / name, iterations=5)
     (folder / "notes.txt").write_text("not a trace")
-    assert main(["serve", str(folder), "--no-browser"]) == 0
-    assert "(2 traces)" in capsys.readouterr().err
-    assert [e.path.name for e in apps[0].trnprof_registry.entries] == ["a.trace", "b.trace"]
+    lone = write_kernel_trace(tmp_path / "lone.trace", iterations=5)
+    import profiler
+
+    opened = []
+    real_open = profiler.open
+
+    def counting_open(path, *args, **kwargs):
+        opened.append(Path(path).name)
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(profiler, "open", counting_open)
+    assert main(["serve", str(folder), str(lone), "--no-browser"]) == 0
+    assert "(3 traces)" in capsys.readouterr().err
+    registry = apps[0].trnprof_registry
+    assert [e.path.name for e in registry.entries] == ["a.trace", "b.trace", "lone.trace"]
+    # a trace named on the command line is ingested before serving; those found in a folder when first shown
+    assert opened == ["lone.trace"]
+    registry.open("t0")
+    assert opened == ["lone.trace", "a.trace"]
+    registry.close()
     empty = tmp_path / "empty"
     empty.mkdir()
     assert main(["serve", str(empty), "--no-browser"]) == 2

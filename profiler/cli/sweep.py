@@ -34,9 +34,10 @@ def _values(items: list[str] | None, option: str) -> dict[str, list[str]]:
 
 
 class SweepCommand:
-    """Simulate KERNEL (no trace unless --trace-dir) at every combination of the values given; tabulate the results.
+    """Simulate KERNEL at every combination of the values given (untraced, but see --trace-dir and --bounds).
 
-    Each -p and --set takes one value or a comma-separated list; the sweep runs every combination (at most
+    Each -p and --set takes one value or a comma-separated list, where A..B, A..B:STEP and A..B*FACTOR are
+    integer ranges (512..4096*2: 512, 1024, 2048, 4096); the sweep runs every combination (at most
     1,000), one after another or, with -j, several at once.  The table gives each point's simulated time, how
     much slower than the fastest it is, the Tensor engine's throughput and share of its peak, the DMA throughput
     against the cost model's DMA bandwidth, and the busiest of them.  A point the kernel rejects (a block too big

@@ -36,6 +36,30 @@ def test_split_values():
         split_values("block_m=2,2", "-p")
 
 
+@given(st.integers(-50, 50), st.integers(0, 60), st.integers(1, 9))
+def test_a_range_is_pythons_range_both_ends_included(lo, length, step):
+    hi = lo + length
+    assert split_values(f"x={lo}..{hi}:{step}", "-p")[1] == [str(v) for v in range(lo, hi + 1, step)]
+    assert split_values(f"x={lo}..{hi}", "-p")[1] == [str(v) for v in range(lo, hi + 1)]
+
+
+@given(st.integers(1, 10**6), st.integers(0, 10**9), st.integers(2, 10))
+def test_a_geometric_range_multiplies_until_past_its_end(lo, extra, factor):
+    values = [int(v) for v in split_values(f"x={lo}..{lo + extra}*{factor}", "-p")[1]]
+    assert values[0] == lo and all(b == a * factor for a, b in itertools.pairwise(values))
+    assert values[-1] <= lo + extra < values[-1] * factor
+
+
+def test_ranges_mix_with_values_and_bad_ones_are_one_line():
+    assert split_values("M=512..4096*2", "-p") == ("M", ["512", "1024", "2048", "4096"])
+    assert split_values("b=1,3..5", "-p")[1] == ["1", "3", "4", "5"]
+    for bad, needle in (("M=4..1", "ends before it starts"), ("M=1..9*1", "factor of 2"), ("M=0..8*2", "start of 1"),
+                        ("M=1..5:0", "step must be 1"), ("M=1..100000", "more than 1,000"),
+                        ("M=a..b", "not a range"), ("M=1.5..3", "not a range"), ("M=1..3,2", "given twice")):
+        with pytest.raises(ConfigError, match=needle):
+            split_values(bad, "-p")
+
+
 def test_points_are_every_combination_with_the_last_name_varying_fastest():
     points = sweep_points("matmul_rowload", {"block_m": ["1", "2"], "row_n": ["512", "1024", "2048"]},
                           {"dma_bandwidth_gbps": ["100", "200"]}, ["trn1", "trn2"])

@@ -66,15 +66,53 @@ class SweepRow:
 
 
 def split_values(item: str, option: str) -> tuple[str, list[str]]:
-    """``"block_m=2,4,8"`` -> ``("block_m", ["2", "4", "8"])``; ConfigError naming ``option`` when malformed."""
+    """``"block_m=2,4,8"`` -> ``("block_m", ["2", "4", "8"])``; ConfigError naming ``option`` when malformed.
+
+    A value may be an integer range: ``A..B`` (A to B by 1, both included), ``A..B:S`` (by S) or ``A..B*F``
+    (multiplied by F each time: ``512..4096*2`` is 512, 1024, 2048, 4096); ranges and single values mix
+    (``1,2..4``).
+    """
     name, sep, values = item.partition("=")
     name = name.strip()
     parts = [v.strip() for v in values.split(",")]
     if not sep or not name or not all(parts):
         raise ConfigError(f"{option} {item!r}: expected NAME=VALUE or NAME=V1,V2,... (no empty value)")
-    if len(set(parts)) != len(parts):
+    expanded: list[str] = []
+    for part in parts:
+        expanded.extend(_range(part, option, item) if ".." in part else [part])
+        if len(expanded) > MAX_POINTS:
+            raise ConfigError(f"{option} {item!r}: more than {MAX_POINTS:,} values")
+    if len(set(expanded)) != len(expanded):
         raise ConfigError(f"{option} {item!r}: a value is given twice")
-    return name, parts
+    return name, expanded
+
+
+_RANGE = re.compile(r"(-?\d+)\.\.(-?\d+)(?:([:*])(\d+))?")
+
+
+def _range(text: str, option: str, item: str) -> list[str]:
+    """The values of one ``A..B``, ``A..B:S`` or ``A..B*F`` (see :func:`split_values`)."""
+    match = _RANGE.fullmatch(text)
+    if match is None:
+        raise ConfigError(f"{option} {item!r}: {text!r} is not a range (A..B, A..B:STEP or A..B*FACTOR, integers)")
+    lo, hi, kind, by = int(match[1]), int(match[2]), match[3], int(match[4] or 1)
+    if hi < lo:
+        raise ConfigError(f"{option} {item!r}: the range {text!r} ends before it starts")
+    if kind == "*":
+        if by < 2 or lo < 1:
+            raise ConfigError(f"{option} {item!r}: {text!r}: a geometric range needs a start of 1 or more and a "
+                              "factor of 2 or more")
+        out = []
+        value = lo
+        while value <= hi and len(out) <= MAX_POINTS:
+            out.append(str(value))
+            value *= by
+        return out
+    if by < 1:
+        raise ConfigError(f"{option} {item!r}: {text!r}: the step must be 1 or more")
+    if (hi - lo) // by >= MAX_POINTS:
+        raise ConfigError(f"{option} {item!r}: {text!r} has more than {MAX_POINTS:,} values")
+    return [str(v) for v in range(lo, hi + 1, by)]
 
 
 def sweep_points(kernel: Any, params: Mapping[str, Sequence[Any]] | None = None,

@@ -24,6 +24,8 @@ from tracer.errors import TrnprofError
 
 #: The Sweep page's path.
 SWEEP_PATH = "/sweep"
+#: The ``type`` of the sweep charts' pattern-matching ids (``{"type": CHART_TYPE, "index": i}``).
+CHART_TYPE = "sweep-chart"
 
 
 @dataclass(frozen=True)
@@ -132,8 +134,9 @@ def sweep_section(served: ServedSweep, current_id: str, index: int) -> html.Sect
     fastest = served.fastest
     if fastest is not None:
         head += f"; fastest {rows[fastest]['label']} at {rows[fastest]['time']}"
-    by_time = sweep.table.take(sorted(range(sweep.table.num_rows), key=lambda i: (
-        rows[i]["time"] == "", sweep.table.column(sw.SIMULATED_US)[i].as_py() or 0.0, i)))
+    order = sorted(range(sweep.table.num_rows), key=lambda i: (
+        rows[i]["time"] == "", sweep.table.column(sw.SIMULATED_US)[i].as_py() or 0.0, i))
+    by_time = sweep.table.take(order)
     body = []
     for i, r in enumerate(rows):
         cls = " ".join(c for c, on in (("current", r["current"]), ("fastest", r["fastest"])) if on)
@@ -149,7 +152,8 @@ def sweep_section(served: ServedSweep, current_id: str, index: int) -> html.Sect
     return html.Section(className="sweep", children=[
         html.H3(f"Sweep of {head}", id=f"sweep-head-{index}"),
         html.P(f"{served.folder}", className="muted"),
-        dcc.Graph(figure=sweep_figure(by_time, sweep.names), config=graph_config(), id=f"sweep-chart-{index}"),
+        dcc.Graph(figure=sweep_figure(by_time, sweep.names, keys=[served.trace_ids[i] for i in order]),
+                  config=graph_config(), id={"type": CHART_TYPE, "index": index}, className="sweep-chart"),
         html.Table(className="picker", children=[
             html.Thead(html.Tr([html.Th(h) for h in ("point", "simulated time", "vs fastest",
                                                     "bottleneck" if sw.BOTTLENECK in sweep.table.column_names
@@ -157,6 +161,19 @@ def sweep_section(served: ServedSweep, current_id: str, index: int) -> html.Sect
                                                     "Tensor of peak", "DMA of bandwidth", "open")])),
             html.Tbody(body)]),
     ])
+
+
+def clicked_point_href(registry: TraceRegistry, click: Any) -> str | None:
+    """Where a click on a sweep chart's bar goes: the timeline of that point's trace (its id is the bar's
+    ``customdata[3]``, checked to be a served trace: a click's data comes from the browser); None for anything
+    else (a bar without a served trace, malformed data)."""
+    try:
+        trace_id = click["points"][0]["customdata"][3]
+    except (TypeError, KeyError, IndexError):
+        return None
+    if not isinstance(trace_id, str) or trace_id not in registry:
+        return None
+    return _href("/", trace=trace_id)
 
 
 def sweep_page(registry: TraceRegistry, current_id: str) -> html.Div:
@@ -171,5 +188,5 @@ def sweep_page(registry: TraceRegistry, current_id: str) -> html.Div:
                     className="sweep-page")
 
 
-__all__ = ["SWEEP_PATH", "ServedSweep", "point_rows", "served_sweeps", "sweep_folders", "sweep_page",
-           "sweep_section"]
+__all__ = ["CHART_TYPE", "SWEEP_PATH", "ServedSweep", "clicked_point_href", "point_rows", "served_sweeps",
+           "sweep_folders", "sweep_page", "sweep_section"]

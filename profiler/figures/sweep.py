@@ -30,13 +30,18 @@ def point_labels(table: pa.Table, names: Sequence[str] | None = None) -> list[st
     return [" ".join(f"{n}={columns[n][i]}" for n in names) for i in range(table.num_rows)]
 
 
-def sweep_figure(table: pa.Table, names: Sequence[str] | None = None) -> go.Figure:
+def sweep_figure(table: pa.Table, names: Sequence[str] | None = None, *,
+                 keys: Sequence[str | None] | None = None) -> go.Figure:
     """Horizontal bars of each point's simulated time, in the table's order (sort it first for fastest on top),
     coloured by its bottleneck when the table has the bounds (``trnprof sweep --bounds``), else by its busiest
     engine (the timeline's engine colours); hover gives its throughputs.  Points that failed have no bar; the title
-    counts them."""
+    counts them.  ``keys`` (one per table row) go into each bar's ``customdata[3]``: what a click on the bar names
+    (the dashboard puts the point's trace id there)."""
     labels = point_labels(table, names)
     rows = table.to_pylist()
+    keyed = list(keys) if keys is not None else [None] * len(rows)
+    for row, key_ in zip(rows, keyed, strict=True):
+        row["_key"] = key_
     ran = [(label, row) for label, row in zip(labels, rows, strict=True) if row[sw.SIMULATED_US] is not None]
     key = sw.BOTTLENECK if any(row.get(sw.BOTTLENECK) for _, row in ran) else sw.BUSIEST
     palette = CategoryPalette.for_engines()
@@ -46,7 +51,8 @@ def sweep_figure(table: pa.Table, names: Sequence[str] | None = None) -> go.Figu
         fig.add_trace(go.Bar(
             orientation="h", name=f"{key}: {engine}", marker={"color": palette.colour(engine)},
             y=[label for label, _ in mine], x=[row[sw.SIMULATED_US] for _, row in mine],
-            customdata=[[row[sw.VS_FASTEST], row[sw.TENSOR_PEAK_PCT], row[sw.DMA_PEAK_PCT]] for _, row in mine],
+            customdata=[[row[sw.VS_FASTEST], row[sw.TENSOR_PEAK_PCT], row[sw.DMA_PEAK_PCT], row["_key"] or ""]
+                        for _, row in mine],
             hovertemplate="%{y}<br>%{x:,.3f} µs (%{customdata[0]:.3f}x the fastest)<br>Tensor %{customdata[1]:.1f}% "
                           "of peak · DMA %{customdata[2]:.1f}% of its bandwidth<extra>%{fullData.name}</extra>"))
     failed = len(rows) - len(ran)

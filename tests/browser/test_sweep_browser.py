@@ -37,7 +37,7 @@ def test_the_sweep_page_draws_the_sweep_and_links_to_a_comparison(browser, sweep
     assert fastest != "t0"   # (else row 0 has no comparison to link)
     assert browser.find_element("id", "nav-sweep").get_attribute("class") == "nav-link active"
     bars = wait_for(browser, lambda d: d.execute_script(
-        "const g = document.querySelector('#sweep-chart-0 .js-plotly-plot');"
+        "const g = document.querySelector('.sweep-chart .js-plotly-plot');"
         "return g && g.data && g.data.reduce((n, t) => n + t.y.length, 0);"), "the sweep's chart")
     assert bars == 3
     row = browser.find_element("id", "sweep-0-row-0")
@@ -47,5 +47,25 @@ def test_the_sweep_page_draws_the_sweep_and_links_to_a_comparison(browser, sweep
     headline = wait_for(browser, lambda d: d.find_element("id", "cmp-headline").text, "the comparison's headline")
     assert "block_m=1" in headline, headline
     wait_for(browser, settled, "the compare page to settle")
+    errors = console_errors(browser)
+    assert errors == [], errors
+
+
+def test_a_click_on_a_bar_opens_that_points_timeline(browser, sweep_server):
+    console_errors(browser)
+    browser.get(sweep_server.url + "/sweep?trace=t0")
+    wait_for(browser, lambda d: d.execute_script(
+        "const g = document.querySelector('.sweep-chart .js-plotly-plot'); return !!(g && g.data && g.data.length);"),
+        "the sweep's chart")
+    # the bar of block_m=2 (trace t1)
+    target = browser.execute_script(
+        "const g = document.querySelector('.sweep-chart .js-plotly-plot');"
+        "for (let c = 0; c < g.data.length; c++) { const t = g.data[c]; for (let i = 0; i < t.y.length; i++) {"
+        "  if (t.y[i] === 'block_m=2') { g.emit('plotly_click', {points: [{curveNumber: c, pointNumber: i,"
+        "    customdata: t.customdata[i], y: t.y[i], x: t.x[i], data: t}]}); return t.customdata[i][3]; } } }"
+        "return null;")
+    assert target == "t1"
+    wait_for(browser, lambda d: d.current_url.endswith("/?trace=t1"), "the point's timeline")
+    wait_for(browser, lambda d: d.find_element("id", "tl-status").text.startswith("view "), "its timeline drawn")
     errors = console_errors(browser)
     assert errors == [], errors

@@ -154,3 +154,19 @@ def test_the_sweep_page_answers_any_url_with_a_page_or_one_line(sweep_dir, searc
         assert "Sweep of matmul_rowload" in text
     else:
         assert "Sweep of" not in text and "no served trace has id" in text
+
+
+def test_a_click_on_a_bar_goes_only_to_a_served_trace(sweep_dir):
+    from dashboard.sweep_view import clicked_point_href
+    from profiler.figures.sweep import sweep_figure
+
+    registry = TraceRegistry(traces_in_folder(sweep_dir))
+    sweep = read_sweep_file(sweep_dir)
+    fig = sweep_figure(sweep.table, sweep.names, keys=served_sweeps(registry)[0].trace_ids)
+    bars = [(y, c) for t in fig.data for y, c in zip(t.y, t.customdata, strict=True)]
+    assert {y: c[3] for y, c in bars} == {"block_m=1 row_n=1024": "t0", "block_m=4 row_n=1024": "t1"}
+    assert clicked_point_href(registry, {"points": [{"customdata": bars[0][1]}]}).startswith("/?trace=t")
+    for hostile in (None, {}, {"points": []}, {"points": [{"customdata": [1, 2, 3, "t9"]}]},
+                    {"points": [{"customdata": [1, 2, 3, "../x"]}]}, {"points": [{"customdata": [1, 2, 3, 7]}]},
+                    {"points": [{"customdata": "abc"}]}, "garbage", {"points": [None]}):
+        assert clicked_point_href(registry, hostile) is None

@@ -22,9 +22,8 @@ import pyarrow as pa
 
 from tracer.errors import TraceFormatError
 from tracer.schema import ENGINES
-from tracer.sim.sweep import SweepPoint, SweepRow
+from tracer.sim.sweep import SweepRow, varied_names
 
-ARCH = "arch"
 SIMULATED_US = "simulated_us"
 #: The point's simulated time over the fastest point's (1.0 for the fastest).
 VS_FASTEST = "vs_fastest"
@@ -65,22 +64,6 @@ _MEASURES: list[tuple[str, pa.DataType]] = [
     (DMA_GBPS, pa.float64()), (DMA_PEAK_PCT, pa.float64()), (BUSIEST, pa.string()), (DMA_MIB, pa.float64()),
     (SBUF_PEAK_KIB, pa.float64()), (INSTRUCTIONS, pa.int64()), (WALL_S, pa.float64()), (ERROR, pa.string()),
 ]
-
-
-def varied_names(points: Sequence[SweepPoint]) -> list[str]:
-    """The names whose value differs between points (``arch``, parameters, constants), in the sweep's order; every
-    name given when none varies (a sweep of one point)."""
-    names: list[str] = [ARCH]
-    for p in points:
-        for name in [*p.params, *p.overrides]:
-            if name not in names:
-                names.append(name)
-
-    def value(p: SweepPoint, name: str) -> Any:
-        return p.arch if name == ARCH else {**p.params, **p.overrides}.get(name)
-
-    varied = [n for n in names if len({str(value(p, n)) for p in points}) > 1]
-    return varied or names
 
 
 def measures(result: Any) -> dict[str, Any]:
@@ -133,9 +116,9 @@ def sweep_table(rows: Sequence[SweepRow], names: Sequence[str] | None = None,
     fastest = min((r.result.simulated_ns for r in rows if r.result is not None and r.result.simulated_ns),
                   default=None)
     for row in rows:
-        given = {ARCH: row.point.arch, **row.point.params, **row.point.overrides}
         for n in names:
-            columns[n].append(None if given.get(n) is None else str(given[n]))
+            value = row.point.value(n)
+            columns[n].append(None if value is None else str(value))
         values = measures(row.result) if row.result is not None else {ERROR: row.error}
         if row.result is not None and fastest:
             values[VS_FASTEST] = row.result.simulated_ns / fastest
@@ -251,6 +234,5 @@ __all__ = [
     "point_bounds",
     "read_sweep_file",
     "sweep_table",
-    "varied_names",
     "write_sweep_file",
 ]

@@ -88,8 +88,8 @@ class SweepCommand:
         return self._run(args, archs, None if args.trace_dir is None else Path(args.trace_dir), keep_traces=True)
 
     def _run(self, args: argparse.Namespace, archs: list[str], trace_dir: Path | None, *, keep_traces: bool) -> int:
-        from profiler.sweep_table import SIMULATED_US, TRACE, sweep_table, varied_names, write_sweep_file
-        from tracer.sim.sweep import run_sweep, sweep_points
+        from profiler.sweep_table import SIMULATED_US, TRACE, sweep_table, write_sweep_file
+        from tracer.sim.sweep import run_sweep, sweep_points, varied_names
 
         points = sweep_points(args.kernel, _values(args.params, "-p"), _values(args.overrides, "--set"), archs)
         names = varied_names(points)

@@ -52,7 +52,7 @@ def test_the_sweep_file_holds_the_table_with_trace_names(sweep_dir):
     rows = sweep.table.to_pylist()
     assert [(r["block_m"], r["row_n"]) for r in rows] == [("1", "1024"), ("1", "2048"), ("4", "1024"), ("4", "2048")]
     assert [sweep.trace_path(i) is not None for i in range(4)] == [True, False, True, False]
-    assert sweep.trace_path(0) == sweep_dir / "000-arch=trn2-M=512-N=1024-K=256-block_m=1-row_n=1024.trace"
+    assert sweep.trace_path(0) == sweep_dir / "000-block_m=1-row_n=1024.trace"
     assert rows[1]["error"] and rows[1]["simulated_us"] is None
     assert rows[2]["simulated_us"] < rows[0]["simulated_us"]
 

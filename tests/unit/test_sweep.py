@@ -16,12 +16,12 @@ from hypothesis import strategies as st
 
 from profiler.cli import main
 from profiler.cli.sweep import _fastest_first
-from profiler.sweep_table import BUSIEST, ENGINE_BUSY_PCT, ERROR, SIMULATED_US, VS_FASTEST, sweep_table, varied_names
+from profiler.sweep_table import BUSIEST, ENGINE_BUSY_PCT, ERROR, SIMULATED_US, VS_FASTEST, sweep_table
 from tracer.errors import ConfigError
 from tracer.schema import ENGINES
 from tracer.sim import cost_model, run_kernel
 from tracer.sim import sweep as sw
-from tracer.sim.sweep import SweepPoint, SweepRow, run_sweep, split_values, sweep_points
+from tracer.sim.sweep import SweepPoint, SweepRow, run_sweep, split_values, sweep_points, varied_names
 
 SMALL = {"M": ["512"], "N": ["512"], "K": ["256"]}
 
@@ -252,9 +252,9 @@ def test_trace_dir_records_each_point_that_ran(tmp_path, capsys):
     assert main(["sweep", "matmul_rowload", *SMALL_ARGS, "-p", "row_n=512,2048", "--trace-dir", str(out),
                  "--format", "csv"]) == 0
     rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
-    assert [r["trace"] for r in rows] == [str(out / "000-arch=trn2-M=512-N=1024-K=256-row_n=512.trace"), ""]
+    assert [r["trace"] for r in rows] == [str(out / "000-row_n=512.trace"), ""]
     # the rejected point wrote nothing; the table is the sweep file
-    assert sorted(p.name for p in out.iterdir()) == ["000-arch=trn2-M=512-N=1024-K=256-row_n=512.trace", "sweep.json"]
+    assert sorted(p.name for p in out.iterdir()) == ["000-row_n=512.trace", "sweep.json"]
     with profiler.open(rows[0]["trace"]) as trace:
         assert trace.summary()["total_time_ns"] == pytest.approx(float(rows[0]["simulated_us"]) * 1e3, abs=1)
 
@@ -273,6 +273,8 @@ def test_trace_dir_must_be_new_or_empty(tmp_path, capsys, monkeypatch):
 def test_trace_names_are_safe_file_names():
     point = SweepPoint("trn2", {"name": "a/b c*"}, {"dma_queues": "4"})
     assert point.trace_name(7) == "007-arch=trn2-name=a_b_c_-dma_queues=4.trace"
+    assert point.trace_name(7, ["name"]) == "007-name=a_b_c_.trace"
+    assert point.label(["dma_queues", "arch"]) == "dma_queues=4 arch=trn2"
 
 
 def test_sweep_figure_bars_follow_the_table_and_colour_by_busiest():

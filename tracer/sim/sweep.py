@@ -36,16 +36,39 @@ class SweepPoint:
     params: Mapping[str, Any] = field(default_factory=dict)
     overrides: Mapping[str, Any] = field(default_factory=dict)
 
-    def label(self) -> str:
-        """``arch=trn2 block_m=8 dma_bandwidth_gbps=400`` (what the progress bar and errors name)."""
-        parts = [f"arch={self.arch}"] + [f"{k}={v}" for k, v in {**self.params, **self.overrides}.items()]
-        return " ".join(parts)
+    def value(self, name: str) -> Any:
+        """The point's value of ``name`` (``arch``, a parameter or a constant; None when not given)."""
+        return self.arch if name == ARCH else {**self.params, **self.overrides}.get(name)
 
-    def trace_name(self, index: int) -> str:
-        """``007-arch=trn2-block_m=8.trace``: the point's trace directory name in a sweep's ``trace_dir`` (characters
-        other than letters, digits, ``.``, ``_``, ``-`` and ``=`` become ``_``)."""
-        parts = [f"arch={self.arch}"] + [f"{k}={v}" for k, v in {**self.params, **self.overrides}.items()]
-        return f"{index:03d}-" + "-".join(_UNSAFE.sub("_", part) for part in parts)[:180] + ".trace"
+    def label(self, names: Sequence[str] | None = None) -> str:
+        """``arch=trn2 block_m=8 dma_bandwidth_gbps=400``: the values of ``names`` (default: every name given),
+        what the progress bar, errors and trace names show."""
+        names = [ARCH, *self.params, *self.overrides] if names is None else names
+        return " ".join(f"{n}={self.value(n)}" for n in names)
+
+    def trace_name(self, index: int, names: Sequence[str] | None = None) -> str:
+        """``007-block_m=8-row_n=1024.trace``: the point's trace directory name in a sweep's ``trace_dir``, with the
+        values of ``names`` (default: every name given; characters other than letters, digits, ``.``, ``_``, ``-``
+        and ``=`` become ``_``)."""
+        names = [ARCH, *self.params, *self.overrides] if names is None else names
+        parts = [_UNSAFE.sub("_", f"{n}={self.value(n)}") for n in names]
+        return f"{index:03d}-" + "-".join(parts)[:180] + ".trace"
+
+
+#: The architecture's name among a point's values.
+ARCH = "arch"
+
+
+def varied_names(points: Sequence[SweepPoint]) -> list[str]:
+    """The names whose value differs between points (``arch``, parameters, constants), in the sweep's order; every
+    name given when none varies (a sweep of one point)."""
+    names: list[str] = [ARCH]
+    for p in points:
+        for name in [*p.params, *p.overrides]:
+            if name not in names:
+                names.append(name)
+    varied = [n for n in names if len({str(p.value(n)) for p in points}) > 1]
+    return varied or names
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._=-]")
@@ -166,10 +189,10 @@ def run_sweep(kernel: Any, points: Sequence[SweepPoint], *, check: bool = False,
               on_start: Callable[[int, SweepPoint], None] | None = None) -> Iterator[SweepRow]:
     """Run ``kernel`` at each point (numerics only with ``check``), yielding a row per point as it ends.
 
-    Without ``trace_dir`` nothing is traced.  With it, each point's trace is recorded into it as
-    :meth:`SweepPoint.trace_name` (so two points can be opened side by side: ``trnprof serve DIR/*.trace``, the
-    compare page, ``trnprof diff``); the directory must be new or empty (ConfigError otherwise, before anything
-    runs).
+    Without ``trace_dir`` nothing is traced.  With it, each point's trace is recorded into it, named by the values
+    that vary (:meth:`SweepPoint.trace_name`), so that points can be opened side by side (``trnprof serve DIR``,
+    the compare page, ``trnprof diff``); the directory must be new or empty (ConfigError otherwise, before
+    anything runs).
 
     ``jobs`` > 1 runs that many points at once, in worker processes (the simulation is deterministic: the same rows
     as one at a time); rows then come in the order the points end, each with its :attr:`SweepRow.index`.  Workers
@@ -195,7 +218,7 @@ def run_sweep(kernel: Any, points: Sequence[SweepPoint], *, check: bool = False,
             out.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise ConfigError(f"{out}: cannot create the directory ({exc.strerror}); choose another path") from None
-    job = _Job(kernel, list(points), check, seed, out)
+    job = _Job(kernel, list(points), check, seed, out, varied_names(points))
     if jobs > 1 and len(job.points) > 1:
         try:
             pickle.dumps(job)
@@ -221,12 +244,14 @@ class _Job:
     check: bool
     seed: int
     trace_dir: Path | None
+    #: The names trace directories are named by (those that vary).
+    names: list[str] = field(default_factory=list)
 
     def run(self, i: int) -> SweepRow:
         from tracer.sim.runner import run_kernel
 
         point = self.points[i]
-        path = None if self.trace_dir is None else self.trace_dir / point.trace_name(i)
+        path = None if self.trace_dir is None else self.trace_dir / point.trace_name(i, self.names)
         try:
             result = run_kernel(self.kernel, point.params, arch=point.arch, overrides=point.overrides,
                                 check=self.check, seed=self.seed, trace_path=path)
@@ -269,4 +294,5 @@ def _run_parallel(job: _Job, workers: int, on_start: Callable[[int, SweepPoint],
         pool.join()
 
 
-__all__ = ["MAX_POINTS", "SweepPoint", "SweepRow", "run_sweep", "split_values", "sweep_points"]
+__all__ = ["ARCH", "MAX_POINTS", "SweepPoint", "SweepRow", "run_sweep", "split_values", "sweep_points",
+           "varied_names"]

@@ -5,11 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
-from pathlib import Path
 from typing import Any
-
-import pyarrow as pa
 
 from profiler.cli import int_arg, seed_arg
 from profiler.cli._analysis import add_format_arguments, format_value, print_table
@@ -79,80 +75,47 @@ class SweepCommand:
         add_format_arguments(parser)
 
     def run(self, args: argparse.Namespace) -> int:
+        from profiler.sweep import Sweep, fastest_first_table
+
         archs = [a.strip() for a in args.arch.split(",")]
         if not all(archs) or len(set(archs)) != len(archs):
             raise ConfigError(f"--arch {args.arch!r}: expected trn1, trn2 or trn1,trn2")
-        if args.bounds and args.trace_dir is None:   # the traces the bounds need, removed at the end
-            with tempfile.TemporaryDirectory(prefix="trnprof-sweep-") as tmp:
-                return self._run(args, archs, Path(tmp) / "traces", keep_traces=False)
-        return self._run(args, archs, None if args.trace_dir is None else Path(args.trace_dir), keep_traces=True)
+        with Sweep(args.kernel, _values(args.params, "-p"), _values(args.overrides, "--set"), archs,
+                   check=args.check, seed=args.seed, trace_dir=args.trace_dir, bounds=args.bounds) as sweep:
+            bar = _bar(len(sweep.points), args.quiet)
+            interrupted = False
 
-    def _run(self, args: argparse.Namespace, archs: list[str], trace_dir: Path | None, *, keep_traces: bool) -> int:
-        from profiler.sweep_table import SIMULATED_US, TRACE, sweep_table, write_sweep_file
-        from tracer.sim.sweep import run_sweep, sweep_points, varied_names
-
-        points = sweep_points(args.kernel, _values(args.params, "-p"), _values(args.overrides, "--set"), archs)
-        names = varied_names(points)
-        rows: list[Any] = []
-        bounds: dict[int, dict[str, Any]] | None = {} if args.bounds else None
-        bar = _bar(len(points), args.quiet)
-        interrupted = False
-
-        def started(_i: int, point: Any) -> None:
-            if bar:
-                bar.set_postfix_str(point.label(), refresh=True)
-
-        try:
-            jobs = args.jobs or os.cpu_count() or 1
-            for row in run_sweep(args.kernel, points, check=args.check, seed=args.seed, trace_dir=trace_dir,
-                                 jobs=jobs, on_start=started):
-                rows.append(row)
-                if bounds is not None and row.result is not None and row.trace is not None:
-                    bounds[row.index] = _bounds_of(row.trace)
+            def started(_i: int, point: Any) -> None:
                 if bar:
-                    bar.update(1)
-        except KeyboardInterrupt:
-            interrupted = True   # the points done are still shown
-        finally:
-            if bar:
-                bar.close()
-        if trace_dir is not None and keep_traces and rows:   # the sweep file, for `trnprof serve DIR`
-            write_sweep_file(trace_dir, args.kernel, sweep_table(rows, names, bounds), names, len(points))
-        table = sweep_table(rows, names, bounds)
-        if not keep_traces and TRACE in table.column_names:
-            table = table.drop_columns([TRACE])
-        if args.sort == "time":
-            table = _fastest_first(table, SIMULATED_US)
-        if args.format == "table":
-            table = table.select([c for c in table.column_names if c in names] +
-                                 [c for c in TABLE_COLUMNS if c in table.column_names])
-            if all(v is None for v in table.column("error").to_pylist()):
-                table = table.drop_columns(["error"])
-        print_table(table, args.format, title=_title(args.kernel, rows, len(points), names)
-                    if args.format == "table" else None)
+                    bar.set_postfix_str(point.label(sweep.names), refresh=True)
+
+            try:
+                for _row in sweep.run(args.jobs or os.cpu_count() or 1, on_start=started):
+                    if bar:
+                        bar.update(1)
+            except KeyboardInterrupt:
+                interrupted = True   # the points done are still shown, and saved
+            finally:
+                if bar:
+                    bar.close()
+            sweep.save()   # the sweep file, for `trnprof serve DIR` (with --trace-dir)
+            table = sweep.table()
+            if args.sort == "time":
+                table = fastest_first_table(table)
+            if args.format == "table":
+                table = table.select([c for c in table.column_names if c in sweep.names] +
+                                     [c for c in TABLE_COLUMNS if c in table.column_names])
+                if all(v is None for v in table.column("error").to_pylist()):
+                    table = table.drop_columns(["error"])
+            print_table(table, args.format, title=_title(args.kernel, sweep.rows, len(sweep.points), sweep.names)
+                        if args.format == "table" else None)
         if interrupted:
-            print(f"trnprof: interrupted after {len(rows)} of {len(points)} points (the table has those)",
-                  file=sys.stderr)
+            print(f"trnprof: interrupted after {len(sweep.rows)} of {len(sweep.points)} points (the table has "
+                  "those)", file=sys.stderr)
             return 130
-        if rows and all(r.result is None for r in rows):
-            raise KernelError(f"no point of the sweep ran; the first error: {rows[0].error}")
+        if sweep.failed:
+            raise KernelError(f"no point of the sweep ran; the first error: {sweep.rows[0].error}")
         return 0
-
-
-def _bounds_of(trace_path: Path) -> dict[str, Any]:
-    """The bound columns of a recorded point (its trace ingested once; the cache entry stays beside it)."""
-    import profiler
-    from profiler.sweep_table import point_bounds
-
-    with profiler.open(trace_path) as trace:
-        return point_bounds(trace)
-
-
-def _fastest_first(table: pa.Table, column: str) -> pa.Table:
-    """Rows by ascending ``column``, failed points (null) last, ties in the sweep's order."""
-    values = table.column(column).to_pylist()
-    order = sorted(range(len(values)), key=lambda i: (values[i] is None, values[i] or 0.0, i))
-    return table.take(pa.array(order, pa.int64()))
 
 
 def _title(kernel: str, rows: list[Any], total: int, names: list[str]) -> str:

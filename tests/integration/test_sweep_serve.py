@@ -133,7 +133,7 @@ def test_an_interrupted_sweep_file_keeps_the_points_done(tmp_path, monkeypatch, 
                 raise KeyboardInterrupt
             yield row
 
-    monkeypatch.setattr(sw, "run_sweep", interrupted)
+    monkeypatch.setattr("profiler.sweep.run_sweep", interrupted)
     out = tmp_path / "cut"
     assert main([*ARGS, "--trace-dir", str(out)]) == 130
     sweep = read_sweep_file(out)

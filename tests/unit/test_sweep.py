@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from profiler.cli import main
-from profiler.cli.sweep import _fastest_first
+from profiler.sweep import fastest_first_table
 from profiler.sweep_table import BUSIEST, ENGINE_BUSY_PCT, ERROR, SIMULATED_US, VS_FASTEST, sweep_table
 from tracer.errors import ConfigError
 from tracer.schema import ENGINES
@@ -172,7 +172,7 @@ def test_varied_names_keep_every_name_when_nothing_varies():
 @given(st.lists(st.one_of(st.none(), st.floats(0.001, 1e6, allow_nan=False)), max_size=30))
 def test_fastest_first_sorts_times_with_failures_last_and_ties_in_order(times):
     table = pa.table({"simulated_us": pa.array(times, pa.float64()), "i": list(range(len(times)))})
-    got = _fastest_first(table, "simulated_us").to_pylist()
+    got = fastest_first_table(table).to_pylist()
     oracle = sorted(({"simulated_us": t, "i": i} for i, t in enumerate(times)),
                     key=lambda r: (r["simulated_us"] is None, r["simulated_us"] or 0.0, r["i"]))
     assert got == oracle
@@ -238,7 +238,7 @@ def test_cli_ctrl_c_prints_the_points_done(monkeypatch, capsys):
                 raise KeyboardInterrupt
             yield row
 
-    monkeypatch.setattr(sw, "run_sweep", interrupted)
+    monkeypatch.setattr("profiler.sweep.run_sweep", interrupted)
     assert main(["sweep", "softmax", "-p", "rows=128,256,384,512", "--format", "csv"]) == 130
     cap = capsys.readouterr()
     assert [r["rows"] for r in csv.DictReader(io.StringIO(cap.out))] == ["128", "256"]
@@ -282,7 +282,7 @@ def test_sweep_figure_bars_follow_the_table_and_colour_by_busiest():
     from profiler.figures.sweep import point_labels, sweep_figure
 
     points = sweep_points("matmul_rowload", {**SMALL, "N": ["1024"], "block_m": ["1", "4"], "row_n": ["512", "2048"]})
-    table = _fastest_first(sweep_table(list(run_sweep("matmul_rowload", points))), SIMULATED_US)
+    table = fastest_first_table(sweep_table(list(run_sweep("matmul_rowload", points))))
     fig = sweep_figure(table)
     labels = point_labels(table)
     assert labels[0].startswith("block_m=") and "row_n=" in labels[0]
@@ -412,3 +412,29 @@ def test_bounds_with_a_trace_dir_go_into_the_sweep_file_and_colour_the_chart(tmp
     [served] = served_sweeps(registry)
     assert [r["busiest"] for r in point_rows(served, "t0")] == ["DMA", "Tensor"]
     assert "bottleneck" in str(sweep_page(registry, "t0"))
+
+
+def test_the_sweep_library_keeps_rows_bounds_and_cleans_its_temporary_traces():
+    from profiler.sweep import Sweep
+
+    with Sweep("matmul_rowload", {"block_m": [1, 4]}, bounds=True) as sweep:
+        tmp = sweep.trace_dir
+        assert tmp is not None and not sweep.keeps_traces
+        table = sweep.run_all()
+        assert table.column("block_m").to_pylist() == ["1", "4"] and "trace" not in table.column_names
+        assert table.column("bottleneck").to_pylist() == ["DMA", "Tensor"]
+        assert sweep.save() is None   # nothing to save: the traces are temporary
+        assert [t.name for t in sweep.figure().data] == ["bottleneck: Tensor", "bottleneck: DMA"]  # fastest first
+        assert tmp.exists()
+    assert not tmp.parent.exists()   # removed on close
+
+
+def test_the_sweep_library_keeps_the_rows_done_when_iteration_stops():
+    from profiler.sweep import Sweep
+
+    with Sweep("softmax", {"rows": [128, 256, 384]}) as sweep:
+        for row in sweep.run():
+            if row.index == 1:
+                break
+        assert [r.point.params["rows"] for r in sweep.rows] == [128, 256]
+        assert sweep.table().num_rows == 2 and not sweep.failed

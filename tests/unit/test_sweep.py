@@ -438,3 +438,18 @@ def test_the_sweep_library_keeps_the_rows_done_when_iteration_stops():
                 break
         assert [r.point.params["rows"] for r in sweep.rows] == [128, 256]
         assert sweep.table().num_rows == 2 and not sweep.failed
+
+
+def test_a_python_error_in_a_users_kernel_is_that_points_row(tmp_path):
+    kernel = tmp_path / "buggy.py"
+    kernel.write_text(
+        "def k(nc, *, cols: int = 128, boom: int = 0):\n"
+        "    x = nc.input('x', (128, cols), 'fp32')\n"
+        "    t = nc.sbuf_tile((128, cols), 'fp32')\n"
+        "    nc.dma_copy(t, x)\n"
+        "    if boom:\n"
+        "        raise ValueError('user bug')\n")
+    target = f"{kernel}:k"
+    rows = list(run_sweep(target, sweep_points(target, {"boom": ["0", "1"]})))
+    assert rows[0].result is not None and rows[0].error is None
+    assert rows[1].result is None and "buggy.py:6" in rows[1].error and "ValueError: user bug" in rows[1].error

@@ -123,17 +123,9 @@ def test_no_sweep_served_says_how_to_make_one(small_trace):
 
 
 def test_an_interrupted_sweep_file_keeps_the_points_done(tmp_path, monkeypatch, capsys):
-    from tracer.sim import sweep as sw
+    from tests.unit.test_sweep import interrupt_after
 
-    real = sw.run_sweep
-
-    def interrupted(*args, **kwargs):
-        for i, row in enumerate(real(*args, **kwargs)):
-            if i == 1:
-                raise KeyboardInterrupt
-            yield row
-
-    monkeypatch.setattr("profiler.sweep.run_sweep", interrupted)
+    interrupt_after(monkeypatch, 1)
     out = tmp_path / "cut"
     assert main([*ARGS, "--trace-dir", str(out)]) == 130
     sweep = read_sweep_file(out)

@@ -229,16 +229,21 @@ def test_cli_bad_sweeps_are_one_line(capsys, argv, needle):
     assert len(lines) == 1 and lines[0].startswith("trnprof: error:") and needle in lines[0]
 
 
-def test_cli_ctrl_c_prints_the_points_done(monkeypatch, capsys):
+def interrupt_after(monkeypatch, points: int) -> None:
+    """Make sweeps raise KeyboardInterrupt (Ctrl-C) once ``points`` points are done."""
     real = sw.run_sweep
 
     def interrupted(*args, **kwargs):
         for i, row in enumerate(real(*args, **kwargs)):
-            if i == 2:
+            if i == points:
                 raise KeyboardInterrupt
             yield row
 
     monkeypatch.setattr("profiler.sweep.run_sweep", interrupted)
+
+
+def test_cli_ctrl_c_prints_the_points_done(monkeypatch, capsys):
+    interrupt_after(monkeypatch, 2)
     assert main(["sweep", "softmax", "-p", "rows=128,256,384,512", "--format", "csv"]) == 130
     cap = capsys.readouterr()
     assert [r["rows"] for r in csv.DictReader(io.StringIO(cap.out))] == ["128", "256"]

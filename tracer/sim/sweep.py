@@ -2,10 +2,11 @@
 architectures, without tracing, to tune a kernel (its block sizes) or ask "what if" of the hardware (a faster DMA).
 
 :func:`sweep_points` expands and checks a sweep before anything runs (an unknown parameter or constant, a value of
-the wrong type, too many points: :class:`~tracer.errors.ConfigError`); :func:`run_sweep` runs the points one by one
-and yields a :class:`SweepRow` per point, as each ends.  A point the kernel rejects (a block too large for SBUF, a
-size its tiling does not divide) is a row with the kernel's one-line error, not the end of the sweep: finding which
-combinations work is part of what a sweep is for.  ``profiler.analyses.sweep`` turns the rows into a table.
+the wrong type, too many points: :class:`~tracer.errors.ConfigError`); :func:`run_sweep` runs the points, one by
+one or in worker processes, and yields a :class:`SweepRow` per point as each ends.  A point the kernel rejects (a
+block too large for SBUF, a size its tiling does not divide) is a row with the kernel's one-line error, not the end
+of the sweep: finding which combinations work is part of what a sweep is for.  :mod:`profiler.sweep_table` turns
+the rows into a table, and :class:`profiler.sweep.Sweep` holds a sweep for Python and ``trnprof sweep``.
 """
 
 from __future__ import annotations

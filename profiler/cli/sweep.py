@@ -98,7 +98,7 @@ class SweepCommand:
             finally:
                 if bar:
                     bar.close()
-            sweep.save()   # the sweep file, for `trnprof serve DIR` (with --trace-dir)
+            saved = sweep.save()   # the sweep file, for `trnprof serve DIR` (with --trace-dir)
             table = sweep.table()
             if args.sort == "time":
                 table = fastest_first_table(table)
@@ -109,6 +109,9 @@ class SweepCommand:
                     table = table.drop_columns(["error"])
             print_table(table, args.format, title=_title(args.kernel, sweep.rows, len(sweep.points), sweep.names)
                         if args.format == "table" else None)
+        if saved is not None and args.format == "table":
+            print(f"\nthe points' traces and the table ({saved.name}) are in {saved.parent}: "
+                  f"`trnprof serve {saved.parent}` shows the sweep and each point")
         if interrupted:
             print(f"trnprof: interrupted after {len(sweep.rows)} of {len(sweep.points)} points (the table has "
                   "those)", file=sys.stderr)

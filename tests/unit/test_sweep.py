@@ -406,6 +406,7 @@ def test_bounds_with_a_trace_dir_go_into_the_sweep_file_and_colour_the_chart(tmp
     assert main(["sweep", "matmul_rowload", "-p", "block_m=1,4", "--bounds", "--trace-dir", str(out), "-q"]) == 0
     text = capsys.readouterr().out
     assert "bottleneck" in text.splitlines()[1]
+    assert text.rstrip().endswith(f"`trnprof serve {out}` shows the sweep and each point")
     sweep = read_sweep_file(out)
     assert sweep.table.column("bottleneck").to_pylist() == ["DMA", "Tensor"]
     assert sorted(t.name for t in sweep_figure(sweep.table).data) == ["bottleneck: DMA", "bottleneck: Tensor"]

@@ -82,6 +82,10 @@ def _href(path: str, **values: str) -> str:
     return path + "?" + urlencode(values)
 
 
+def _duration_us(us: float | None) -> str:
+    return "" if us is None else format_duration(us * 1e3)
+
+
 def point_rows(served: ServedSweep, current_id: str) -> list[dict[str, Any]]:
     """One dict per point for the table: its label, measures as text (``busiest``: the bottleneck its bounds name
     when the sweep computed them, else its busiest engine), its trace id and the links (timeline, summary, compare
@@ -110,6 +114,9 @@ def point_rows(served: ServedSweep, current_id: str) -> list[dict[str, Any]]:
             "busiest": row.get(sw.BOTTLENECK) or row[sw.BUSIEST] or "",
             "tensor": f"{row[sw.TENSOR_PEAK_PCT]:.1f}%" if ran else "",
             "dma": f"{row[sw.DMA_PEAK_PCT]:.1f}%" if ran else "",
+            # with bounds: the memory and compute bounds, the kernel's floor whichever engine it is on
+            "memory_bound": _duration_us(row.get(sw.MEMORY_BOUND_US)),
+            "compute_bound": _duration_us(row.get(sw.COMPUTE_BOUND_US)),
             "error": row[sw.ERROR] or "",
             "trace_id": trace_id,
             "links": links,
@@ -137,6 +144,7 @@ def sweep_section(served: ServedSweep, current_id: str, index: int) -> html.Sect
     order = sorted(range(sweep.table.num_rows), key=lambda i: (
         rows[i]["time"] == "", sweep.table.column(sw.SIMULATED_US)[i].as_py() or 0.0, i))
     by_time = sweep.table.take(order)
+    has_bounds = sw.BOTTLENECK in sweep.table.column_names
     body = []
     for i, r in enumerate(rows):
         cls = " ".join(c for c, on in (("current", r["current"]), ("fastest", r["fastest"])) if on)
@@ -145,20 +153,23 @@ def sweep_section(served: ServedSweep, current_id: str, index: int) -> html.Sect
             if k:
                 link_parts.append(" · ")
             link_parts.append(dcc.Link(text, href=href, id=f"sweep-{index}-{i}-{text.split()[0]}"))
+        bound_cells = [html.Td(r["memory_bound"], className="num"), html.Td(r["compute_bound"], className="num")] \
+            if has_bounds else []
         body.append(html.Tr(className=cls, id=f"sweep-{index}-row-{i}", children=[
             html.Td(("★ " if r["fastest"] else "") + r["label"]), html.Td(r["time"], className="num"),
-            html.Td(r["vs_fastest"], className="num"), html.Td(r["busiest"]), html.Td(r["tensor"], className="num"),
-            html.Td(r["dma"], className="num"), html.Td(link_parts or r["error"] or "no trace")]))
+            html.Td(r["vs_fastest"], className="num"), html.Td(r["busiest"]), *bound_cells,
+            html.Td(r["tensor"], className="num"), html.Td(r["dma"], className="num"),
+            html.Td(link_parts or r["error"] or "no trace")]))
     return html.Section(className="sweep", children=[
         html.H3(f"Sweep of {head}", id=f"sweep-head-{index}"),
         html.P(f"{served.folder}", className="muted"),
         dcc.Graph(figure=sweep_figure(by_time, sweep.names, keys=[served.trace_ids[i] for i in order]),
                   config=graph_config(), id={"type": CHART_TYPE, "index": index}, className="sweep-chart"),
         html.Table(className="picker", children=[
-            html.Thead(html.Tr([html.Th(h) for h in ("point", "simulated time", "vs fastest",
-                                                    "bottleneck" if sw.BOTTLENECK in sweep.table.column_names
-                                                    else "busiest",
-                                                    "Tensor of peak", "DMA of bandwidth", "open")])),
+            html.Thead(html.Tr([html.Th(h) for h in (
+                "point", "simulated time", "vs fastest", "bottleneck" if has_bounds else "busiest",
+                *(("memory bound", "compute bound") if has_bounds else ()), "Tensor of peak", "DMA of bandwidth",
+                "open")])),
             html.Tbody(body)]),
     ])
 

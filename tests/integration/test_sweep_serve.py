@@ -102,6 +102,7 @@ def test_the_sweep_page_links_each_point_by_trace_id(sweep_dir):
     text = " ".join(_texts(sweep_page(registry, "t0")))
     assert "matmul_rowload: 2 of 4 points ran; fastest block_m=4 row_n=1024" in text
     assert "★ block_m=4 row_n=1024" in text
+    assert "busiest" in text and "memory bound" not in text   # no bounds in this sweep
 
 
 def test_the_sweep_page_says_why_a_sweep_file_cannot_be_read(sweep_dir, tmp_path):

@@ -416,8 +416,11 @@ def test_bounds_with_a_trace_dir_go_into_the_sweep_file_and_colour_the_chart(tmp
 
     registry = TraceRegistry(traces_in_folder(out))
     [served] = served_sweeps(registry)
-    assert [r["busiest"] for r in point_rows(served, "t0")] == ["DMA", "Tensor"]
-    assert "bottleneck" in str(sweep_page(registry, "t0"))
+    rows = point_rows(served, "t0")
+    assert [r["busiest"] for r in rows] == ["DMA", "Tensor"]
+    assert rows[0]["memory_bound"] == "73.73 µs" and rows[0]["compute_bound"] == "40.42 µs"
+    page = str(sweep_page(registry, "t0"))
+    assert "bottleneck" in page and "memory bound" in page and "73.73 µs" in page
 
 
 def test_the_sweep_library_keeps_rows_bounds_and_cleans_its_temporary_traces():

@@ -20,6 +20,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from profiler.errors import CommandError
 from tracer.errors import TraceFormatError
 from tracer.schema import ENGINES
 from tracer.sim.sweep import SweepRow, varied_names
@@ -168,7 +169,7 @@ def write_sweep_file(folder: str | os.PathLike[str], kernel: str, table: pa.Tabl
                      points: int) -> Path:
     """Write ``table`` (a :func:`sweep_table` of a sweep that recorded its traces into ``folder``) as ``folder``'s
     sweep file, its ``trace`` column as names inside ``folder``; atomically (a reader sees the old file or the
-    new one).  Returns its path."""
+    new one).  Returns its path; CommandError (one line naming it) when it cannot be written."""
     folder = Path(folder)
     rows = table.to_pylist()
     for row in rows:
@@ -178,8 +179,13 @@ def write_sweep_file(folder: str | os.PathLike[str], kernel: str, table: pa.Tabl
            "points": int(points), "columns": table.column_names, "rows": rows}
     path = folder / SWEEP_FILE
     tmp = folder / f".{SWEEP_FILE}.tmp-{os.getpid()}"
-    tmp.write_text(json.dumps(doc, indent=1, allow_nan=False))
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(doc, indent=1, allow_nan=False))
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise CommandError(f"{path}: cannot write the sweep file ({exc.strerror or exc}); the points' traces are in "
+                           f"{folder}: free some space and run the sweep again, or compare them by hand") from None
     return path
 
 

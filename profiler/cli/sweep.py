@@ -9,7 +9,7 @@ from typing import Any
 
 from profiler.cli import int_arg, seed_arg
 from profiler.cli._analysis import add_format_arguments, format_value, print_table
-from tracer.errors import ConfigError, KernelError
+from tracer.errors import ConfigError, KernelError, TrnprofError
 
 #: Columns of the text table (CSV and JSON have every engine's busy share too).
 TABLE_COLUMNS = ("simulated_us", "vs_fastest", "tensor_tflops", "tensor_peak_pct", "dma_gbps", "dma_peak_pct",
@@ -98,7 +98,11 @@ class SweepCommand:
             finally:
                 if bar:
                     bar.close()
-            saved = sweep.save()   # the sweep file, for `trnprof serve DIR` (with --trace-dir)
+            save_error: TrnprofError | None = None
+            try:
+                saved = sweep.save()   # the sweep file, for `trnprof serve DIR` (with --trace-dir)
+            except TrnprofError as exc:   # the table is still shown, before the error
+                saved, save_error = None, exc
             table = sweep.table()
             if args.sort == "time":
                 table = fastest_first_table(table)
@@ -109,6 +113,8 @@ class SweepCommand:
                     table = table.drop_columns(["error"])
             print_table(table, args.format, title=_title(args.kernel, sweep.rows, len(sweep.points), sweep.names)
                         if args.format == "table" else None)
+        if save_error is not None:
+            raise save_error
         if saved is not None and args.format == "table":
             print(f"\nthe points' traces and the table ({saved.name}) are in {saved.parent}: "
                   f"`trnprof serve {saved.parent}` shows the sweep and each point")

@@ -163,3 +163,24 @@ def test_a_click_on_a_bar_goes_only_to_a_served_trace(sweep_dir):
                     {"points": [{"customdata": [1, 2, 3, "../x"]}]}, {"points": [{"customdata": [1, 2, 3, 7]}]},
                     {"points": [{"customdata": "abc"}]}, "garbage", {"points": [None]}):
         assert clicked_point_href(registry, hostile) is None
+
+
+def test_a_sweep_file_that_cannot_be_written_is_one_line_and_keeps_the_traces(tmp_path, monkeypatch, capsys):
+    from pathlib import Path as P
+
+    real = P.write_text
+
+    def full(self, *args, **kwargs):
+        if self.name.startswith(".sweep.json.tmp"):
+            raise OSError(28, "No space left on device")
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(P, "write_text", full)
+    out = tmp_path / "full"
+    assert main([*ARGS, "--trace-dir", str(out)]) == 2
+    cap = capsys.readouterr()
+    assert "sweep of matmul_rowload: 2 of 4 points ran" in cap.out   # the table is still printed
+    err = cap.err.strip().splitlines()
+    assert len(err) == 1 and "sweep.json: cannot write the sweep file (No space left on device)" in err[0]
+    assert not (out / SWEEP_FILE).exists() and not list(out.glob(".sweep.json.tmp*"))
+    assert len(traces_in_folder(out)) == 2   # the points' traces are kept

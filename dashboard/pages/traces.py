@@ -10,6 +10,7 @@ from dash import Dash, dcc, html
 from dashboard.errors import public_message
 from dashboard.pages import PageContext
 from dashboard.registry import ServedTrace, TraceRegistry
+from dashboard.sweep_view import SWEEP_PATH, sweep_folders
 from profiler.figures.timefmt import format_duration
 from profiler.importers import chrome_json, neuron_json, neuron_parquet
 from profiler.overview import events_text
@@ -60,6 +61,11 @@ def layout(ctx: PageContext) -> Any:
     served = [e for e in entries if not e.sample]
     samples = [e for e in entries if e.sample]
     parts: list[Any] = [html.H2("Traces")]
+    folders = sweep_folders(ctx.registry)
+    if folders:   # served from a sweep's folder: its page charts the points and links them
+        parts.append(html.P(["Served from a sweep (", ", ".join(f.name for f in folders), "): ",
+                             dcc.Link("the Sweep page", href=f"{SWEEP_PATH}?trace={ctx.trace_id}", id="traces-sweep"),
+                             " charts the points and compares them."], className="muted"))
     for title, group in (("Served", served), ("Samples", samples)):
         if not group:
             continue

@@ -184,3 +184,12 @@ def test_a_sweep_file_that_cannot_be_written_is_one_line_and_keeps_the_traces(tm
     assert len(err) == 1 and "sweep.json: cannot write the sweep file (No space left on device)" in err[0]
     assert not (out / SWEEP_FILE).exists() and not list(out.glob(".sweep.json.tmp*"))
     assert len(traces_in_folder(out)) == 2   # the points' traces are kept
+
+
+def test_the_traces_page_points_to_the_sweep_page(sweep_dir, small_trace):
+    from dashboard.pages import PageContext, traces
+
+    registry = TraceRegistry(traces_in_folder(sweep_dir))
+    text = "".join(_texts(traces.layout(PageContext(registry, "t1", {}))))
+    assert "Served from a sweep (dir): the Sweep page charts the points" in text
+    assert "Sweep page" not in " ".join(_texts(traces.layout(PageContext(TraceRegistry([small_trace]), "t0", {}))))

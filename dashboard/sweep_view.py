@@ -41,11 +41,10 @@ class ServedSweep:
     @property
     def fastest(self) -> int | None:
         """The row of the fastest point that ran (None when none did)."""
-        if self.sweep is None:
+        if self.sweep is None or not self.sweep.table.num_rows:
             return None
-        times = self.sweep.table.column(sw.SIMULATED_US).to_pylist()
-        ran = [(t, i) for i, t in enumerate(times) if t is not None]
-        return min(ran)[1] if ran else None
+        first = sw.fastest_first_order(self.sweep.table)[0]
+        return first if self.sweep.table.column(sw.SIMULATED_US)[first].as_py() is not None else None
 
 
 def sweep_folders(registry: TraceRegistry) -> list[Path]:
@@ -141,8 +140,7 @@ def sweep_section(served: ServedSweep, current_id: str, index: int) -> html.Sect
     fastest = served.fastest
     if fastest is not None:
         head += f"; fastest {rows[fastest]['label']} at {rows[fastest]['time']}"
-    order = sorted(range(sweep.table.num_rows), key=lambda i: (
-        rows[i]["time"] == "", sweep.table.column(sw.SIMULATED_US)[i].as_py() or 0.0, i))
+    order = sw.fastest_first_order(sweep.table)
     by_time = sweep.table.take(order)
     has_bounds = sw.BOTTLENECK in sweep.table.column_names
     body = []

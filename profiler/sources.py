@@ -88,6 +88,18 @@ def is_trace_directory(path: Path) -> bool:
     return path.is_dir() and (path / schema.METADATA.file_name).exists()
 
 
+def detect_import(path: Path) -> TraceSource | None:
+    """The importer's source that reads ``path`` (Neuron Explorer Parquet, neuron-profile JSON, Chrome trace JSON,
+    recognised by content: :data:`profiler.importers.DETECTORS`, in order); None when none recognises it."""
+    from profiler.importers import DETECTORS
+
+    for detect in DETECTORS:
+        source = detect(path)
+        if source is not None:
+            return source
+    return None
+
+
 def open_source(path: str | os.PathLike[str]) -> TraceSource:
     """The source that reads ``path``, recognised by content; TraceFormatError naming the path otherwise."""
     p = Path(path)
@@ -95,12 +107,9 @@ def open_source(path: str | os.PathLike[str]) -> TraceSource:
         raise TraceFormatError(f"{p}: no such file or directory")
     if is_trace_directory(p):
         return TraceDirectorySource(p)
-    from profiler.importers import DETECTORS
-
-    for detect in DETECTORS:
-        source = detect(p)
-        if source is not None:
-            return source
+    source = detect_import(p)
+    if source is not None:
+        return source
     raise TraceFormatError(
         f"{p}: not a recognised trace (expected a trnprof trace directory, a trnprof database, Neuron Explorer "
         "Parquet output, neuron-profile JSON, or Chrome trace JSON)"

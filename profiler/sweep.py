@@ -88,10 +88,13 @@ class Sweep:
     def table(self) -> pa.Table:
         """The rows done so far (:func:`~profiler.sweep_table.sweep_table`, in the sweep's order); the ``trace``
         column only when the traces are kept."""
-        table = st.sweep_table(self.rows, self.names, self._bounds if self.bounds else None)
+        table = self._full_table()
         if not self.keeps_traces and st.TRACE in table.column_names:
             table = table.drop_columns([st.TRACE])
         return table
+
+    def _full_table(self) -> pa.Table:
+        return st.sweep_table(self.rows, self.names, self._bounds if self.bounds else None)
 
     def figure(self, *, fastest_first: bool = True) -> go.Figure:
         """The chart of the rows done (:func:`profiler.figures.sweep.sweep_figure`), fastest on top."""
@@ -110,8 +113,8 @@ class Sweep:
         is done."""
         if not self.keeps_traces or self.trace_dir is None or not self.rows:
             return None
-        table = st.sweep_table(self.rows, self.names, self._bounds if self.bounds else None)
-        return st.write_sweep_file(self.trace_dir, str(self.kernel), table, self.names, len(self.points))
+        return st.write_sweep_file(self.trace_dir, str(self.kernel), self._full_table(), self.names,
+                                   len(self.points))
 
     def close(self) -> None:
         """Remove the temporary traces (bounds without ``trace_dir``)."""
@@ -129,9 +132,7 @@ class Sweep:
 
 def fastest_first_table(table: pa.Table) -> pa.Table:
     """``table``'s rows by ascending simulated time, failed points (null) last, ties in the sweep's order."""
-    values = table.column(st.SIMULATED_US).to_pylist()
-    order = sorted(range(len(values)), key=lambda i: (values[i] is None, values[i] or 0.0, i))
-    return table.take(pa.array(order, pa.int64()))
+    return table.take(pa.array(st.fastest_first_order(table), pa.int64()))
 
 
 def _bounds_of(trace_path: Path) -> dict[str, Any]:

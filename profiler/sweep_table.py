@@ -88,6 +88,13 @@ def measures(result: Any) -> dict[str, Any]:
     return out
 
 
+def fastest_first_order(table: pa.Table) -> list[int]:
+    """``table``'s row positions by ascending simulated time, failed points (null) last, ties in the sweep's order
+    (the first, when one point ran, is the fastest)."""
+    values = table.column(SIMULATED_US).to_pylist()
+    return sorted(range(len(values)), key=lambda i: (values[i] is None, values[i] or 0.0, i))
+
+
 def point_bounds(trace: Any) -> dict[str, Any]:
     """The bound columns of one recorded point (an opened :class:`~profiler.trace.Trace`)."""
     from profiler.analyses import performance_bounds
@@ -236,6 +243,7 @@ __all__ = [
     "TRACE",
     "VS_FASTEST",
     "SweepFile",
+    "fastest_first_order",
     "measures",
     "point_bounds",
     "read_sweep_file",

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from profiler.db.cache import CACHE_SUFFIX
 from profiler.db.connection import is_duckdb_file
-from profiler.sources import is_trace_directory
+from profiler.sources import detect_import, is_trace_directory
 from profiler.sweep_table import SWEEP_FILE, read_sweep_file
 from tracer.errors import TraceFormatError
 
@@ -62,10 +62,8 @@ def _is_trace_entry(p: Path) -> bool:
 
 
 def _importable(p: Path) -> bool:
-    from profiler.importers import DETECTORS
-
     try:
-        return any(detect(p) is not None for detect in DETECTORS)
+        return detect_import(p) is not None
     except (OSError, TraceFormatError):
         return False
 

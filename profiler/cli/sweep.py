@@ -134,8 +134,7 @@ def _title(kernel: str, rows: list[Any], total: int, names: list[str]) -> str:
         return head
     best = min(ran, key=lambda r: r.result.simulated_ns)
     worst = max(ran, key=lambda r: r.result.simulated_ns)
-    given = {"arch": best.point.arch, **best.point.params, **best.point.overrides}
-    label = " ".join(f"{n}={given[n]}" for n in names if n in given)
+    label = best.point.label(names)
     ratio = worst.result.simulated_ns / max(best.result.simulated_ns, 1)
     more = f" ({format_value(ratio)}x faster than the slowest)" if len(ran) > 1 else ""
     return f"{head}; fastest: {label} at {format_value(best.result.simulated_ns / 1e3)} us{more}"

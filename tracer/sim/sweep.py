@@ -37,6 +37,10 @@ class SweepPoint:
     params: Mapping[str, Any] = field(default_factory=dict)
     overrides: Mapping[str, Any] = field(default_factory=dict)
 
+    def names(self) -> list[str]:
+        """Every name the point gives a value for: ``arch``, its parameters, its constants."""
+        return [ARCH, *self.params, *self.overrides]
+
     def value(self, name: str) -> Any:
         """The point's value of ``name`` (``arch``, a parameter or a constant; None when not given)."""
         return self.arch if name == ARCH else {**self.params, **self.overrides}.get(name)
@@ -44,15 +48,13 @@ class SweepPoint:
     def label(self, names: Sequence[str] | None = None) -> str:
         """``arch=trn2 block_m=8 dma_bandwidth_gbps=400``: the values of ``names`` (default: every name given),
         what the progress bar, errors and trace names show."""
-        names = [ARCH, *self.params, *self.overrides] if names is None else names
-        return " ".join(f"{n}={self.value(n)}" for n in names)
+        return " ".join(f"{n}={self.value(n)}" for n in (self.names() if names is None else names))
 
     def trace_name(self, index: int, names: Sequence[str] | None = None) -> str:
         """``007-block_m=8-row_n=1024.trace``: the point's trace directory name in a sweep's ``trace_dir``, with the
         values of ``names`` (default: every name given; characters other than letters, digits, ``.``, ``_``, ``-``
         and ``=`` become ``_``)."""
-        names = [ARCH, *self.params, *self.overrides] if names is None else names
-        parts = [_UNSAFE.sub("_", f"{n}={self.value(n)}") for n in names]
+        parts = [_UNSAFE.sub("_", f"{n}={self.value(n)}") for n in (self.names() if names is None else names)]
         return f"{index:03d}-" + "-".join(parts)[:180] + ".trace"
 
 
@@ -65,7 +67,7 @@ def varied_names(points: Sequence[SweepPoint]) -> list[str]:
     name given when none varies (a sweep of one point)."""
     names: list[str] = [ARCH]
     for p in points:
-        for name in [*p.params, *p.overrides]:
+        for name in p.names():
             if name not in names:
                 names.append(name)
     varied = [n for n in names if len({str(p.value(n)) for p in points}) > 1]

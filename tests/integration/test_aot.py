@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_sim_fastpath import KERNEL_CASES, _assert_same, _run
+from tests.unit.test_sim_fastpath import KERNEL_CASES, KERNEL_IDS, _assert_same, _run
 from tracer import aot
 from tracer.sim.fastpath import controller, schedule_jit
 from tracer.sim.fastpath import schedule_kernel as K
@@ -96,7 +96,7 @@ def test_a_fresh_process_loads_the_build_without_numba_and_writes_the_python_loo
 
 
 @pytest.mark.parametrize(("kernel", "params", "arch", "overrides"), KERNEL_CASES,
-                         ids=[c[0] for c in KERNEL_CASES])
+                         ids=KERNEL_IDS)
 @needs_cc
 def test_the_built_kernel_writes_the_python_loops_trace(tmp_path, monkeypatch, use_cache, kernel, params, arch,  # noqa: PLR0917
                                                         overrides):

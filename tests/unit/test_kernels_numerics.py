@@ -35,6 +35,17 @@ def test_kernel_matches_numpy_reference(name):
     assert np.isfinite(out).all() and np.abs(out).max() > 0
 
 
+def test_attention_with_dma_transposed_probabilities_matches_numpy():
+    pe = run_kernel("attention", {"seq": 256, "head_dim": 64}, check=True)
+    dma = run_kernel("attention", {"seq": 256, "head_dim": 64, "probs_transpose": "dma"}, check=True)
+    assert dma.checks[0].ok
+    assert dma.checks[0].max_abs_error <= 2 * pe.checks[0].max_abs_error + 1e-6  # the same bf16 P^T either way
+    # one DMA (triggered from GpSimd) per kv block instead of the PE transpose and the copy from PSUM
+    assert dma.engine_instructions["GpSimd"] > pe.engine_instructions["GpSimd"]
+    assert dma.engine_instructions["Tensor"] < pe.engine_instructions["Tensor"]
+    assert dma.dma_transfers > pe.dma_transfers
+
+
 def test_fp32_matmul_is_accurate_to_fp32():
     result = run_kernel("matmul_rowload", {"M": 128, "N": 512, "K": 256, "block_m": 1, "row_n": 512,
                                            "dtype": "fp32"}, check=True)

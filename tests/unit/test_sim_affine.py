@@ -65,7 +65,7 @@ def test_symbolic_expansion_writes_the_concrete_trace(tmp_path, kernel, params, 
 
 
 # -- random looped programs ------------------------------------------------------------------------------------------
-OPS = ["load", "store", "vec", "act", "mm", "gp", "sb2sb", "wide", "scratch"]
+OPS = ["load", "store", "vec", "act", "mm", "gp", "sb2sb", "wide", "scratch", "dmat"]
 body_strategy = st.lists(st.tuples(st.sampled_from(OPS), st.integers(0, 3), st.integers(0, 3), st.integers(0, 3)),
                          min_size=1, max_size=5)
 INNER = ["affine", "sequential", "static", "plain"]

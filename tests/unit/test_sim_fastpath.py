@@ -59,14 +59,17 @@ KERNEL_CASES = [
     ("softmax", {"rows": 96000, "cols": 128}, "trn1", None),             # last tile of 0 < p < 128 rows
     ("rmsnorm", {"rows": 65536, "cols": 128}, "trn2", {"dma_start_latency_ns": "0"}),
     ("attention", {"seq": 1024, "head_dim": 64, "kv_block": 64}, "trn2", None),
+    ("attention", {"seq": 1024, "head_dim": 64, "kv_block": 64, "probs_transpose": "dma"}, "trn1", None),
     ("mlp", {"layers": 12, "d_model": 256, "d_ff": 512, "tokens": 128}, "trn2", None),
     ("dma_stream", {"rows": 8192, "cols": 2000, "tile_cols": 200}, "trn1", None),  # queues loaded unevenly
 ]
+#: Test ids of KERNEL_CASES (a kernel's name, and its transpose when not the default).
+KERNEL_IDS = [c[0] + (f"-{c[1]['probs_transpose']}" if "probs_transpose" in c[1] else "") for c in KERNEL_CASES]
 
 
 @pytest.mark.parametrize("lengthen", [False, True], ids=["segments", "longer-segments"])
 @pytest.mark.parametrize(("kernel", "params", "arch", "overrides"), KERNEL_CASES,
-                         ids=[c[0] for c in KERNEL_CASES])
+                         ids=KERNEL_IDS)
 def test_fast_path_writes_the_general_paths_trace(tmp_path, monkeypatch, kernel, params, arch, overrides,  # noqa: PLR0917
                                                   lengthen):
     monkeypatch.setattr(controller, "TARGET", 32)  # segments of a few loop iterations: these kernels are small
@@ -252,7 +255,7 @@ def test_an_error_inside_a_replayed_loop_is_the_general_paths_error(tmp_path):
 
 
 # -- random looped programs ------------------------------------------------------------------------------------------
-OPS = ["load", "store", "vec", "act", "mm", "gp", "sb2sb", "scratch"]
+OPS = ["load", "store", "vec", "act", "mm", "gp", "sb2sb", "scratch", "dmat"]
 body_strategy = st.lists(st.tuples(st.sampled_from(OPS), st.integers(0, 3), st.integers(0, 3), st.integers(0, 3)),
                          min_size=1, max_size=6)
 
@@ -274,6 +277,9 @@ def issue_body(nc, body, tiles, x, y, scratch, col, *, wide=None, j=0):  # noqa:
             nc.tensor_scalar(ta, tb, "multiply", 0.5, engine="GpSimd")
         elif kind == "sb2sb":
             nc.dma_copy(ta[:, 0:32], tb[:, 32:64])
+        elif kind == "dmat":  # a DMA transpose from HBM or from SBUF (in place when ta is tb)
+            src = x[0:64, col + a * 64:col + (a + 1) * 64] if b % 2 else tb[0:64, 0:64]
+            nc.dma_transpose(ta[0:64, 0:64], src, engine="Scalar" if c % 2 else "Sync")
         elif kind == "wide":
             nc.tensor_copy(wide[:, j * 64:(j + 1) * 64], ta, engine="Scalar" if c % 2 else "Vector")
         elif kind == "scratch":

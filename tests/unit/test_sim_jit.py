@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.unit.test_sim_fastpath import KERNEL_CASES, _assert_same, _looped_kernel, _run, body_strategy
+from tests.unit.test_sim_fastpath import KERNEL_CASES, KERNEL_IDS, _assert_same, _looped_kernel, _run, body_strategy
 from tracer.sim.dma import reserve
 from tracer.sim.fastpath import controller, schedule_jit
 from tracer.sim.fastpath import schedule_kernel as K
@@ -58,7 +58,7 @@ def _both(monkeypatch, tmp, kernel, params, arch, overrides=None):  # noqa: PLR0
 
 
 @pytest.mark.parametrize(("kernel", "params", "arch", "overrides"), KERNEL_CASES,
-                         ids=[c[0] for c in KERNEL_CASES])
+                         ids=KERNEL_IDS)
 def test_compiled_loop_writes_the_python_loops_trace(tmp_path, monkeypatch, spy, kernel, params, arch,  # noqa: PLR0917
                                                      overrides):
     monkeypatch.setattr(controller, "TARGET", 32)
@@ -70,7 +70,7 @@ def test_compiled_loop_writes_the_python_loops_trace(tmp_path, monkeypatch, spy,
     assert spy["rows"] == compiled[0].fast_path_instructions > 0.5 * compiled[0].instructions
     _assert_same(python, compiled)
     assert spy["need"] > 0
-    if kernel in ("matmul_naive", "attention", "mlp"):  # trn2: the Tensor engine throttle's window
+    if kernel in ("matmul_naive", "attention", "mlp") and arch == "trn2":  # the Tensor engine throttle's window
         assert spy["grow"] > 0
     if kernel in ("softmax", "rmsnorm", "dma_stream"):  # over 256 reservations of the DMA engines
         assert spy["trimmed"] > 0

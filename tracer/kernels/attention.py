@@ -24,15 +24,20 @@ def reference(inputs: dict[str, np.ndarray], **_: Any) -> dict[str, np.ndarray]:
 
 
 @kernel(reference=reference)
-def attention(nc: Any, *, seq: int = 1024, head_dim: int = 128, kv_block: int = 128, dtype: str = "bf16") -> None:
+def attention(nc: Any, *, seq: int = 1024, head_dim: int = 128, kv_block: int = 128, dtype: str = "bf16",
+              probs_transpose: str = "pe") -> None:
     """Single-head flash attention O = softmax(Q K^T / sqrt(d)) V, Q and K given transposed (q_t, k_t: [d, seq]).
 
     Per 128-query block, for each kv block: S = Q K^T on the PE array into PSUM; running max and rescaling
-    (Vector); P = exp(S*scale - m) with its row sum fused (Scalar); P^T by a PE transpose; O += P V on the PE
-    array; the output is divided by the running sum at the end.
+    (Vector); P = exp(S*scale - m) with its row sum fused (Scalar); P^T by a PE transpose into PSUM and a copy
+    back to SBUF (``probs_transpose="pe"``) or by a DMA transpose SBUF to SBUF triggered from GpSimd (``"dma"``,
+    2-byte dtypes); O += P V on the PE array; the output is divided by the running sum at the end.
     """
     require(1 <= head_dim <= 128, "attention", f"head_dim={head_dim} must be 1..128 (one partition tile)")
     require(1 <= kv_block <= 128, "attention", f"kv_block={kv_block} must be 1..128 (one PE transpose)")
+    require(probs_transpose in ("pe", "dma"), "attention", f"probs_transpose={probs_transpose!r} must be pe or dma")
+    require(probs_transpose == "pe" or dtype in ("bf16", "fp16"), "attention",
+            f"probs_transpose=dma needs a 2-byte dtype (bf16, fp16), not {dtype}")
     qblocks = multiple(seq, 128, "seq", "attention")
     kblocks = multiple(seq, kv_block, "seq", "attention")
     scale = 1.0 / math.sqrt(head_dim)
@@ -70,10 +75,14 @@ def attention(nc: Any, *, seq: int = 1024, head_dim: int = 128, kv_block: int = 
             nc.activation(corr, m, "exp", bias=neg_m)
             nc.tensor_tensor(l_sum, l_sum, corr, "multiply")
             nc.tensor_tensor(l_sum, l_sum, p_sum, "add")
-            p_t_ps = nc.psum_tile((kv_block, 128), "fp32", name="probs_t_psum")
-            nc.transpose(p_t_ps, p)
-            p_t = nc.sbuf_tile((kv_block, 128), dtype, name="probs_t")
-            nc.tensor_copy(p_t, p_t_ps, engine="Scalar")
+            if probs_transpose == "dma":
+                p_t = nc.sbuf_tile((kv_block, 128), dtype, name="probs_t")
+                nc.dma_transpose(p_t, p, engine="GpSimd")
+            else:
+                p_t_ps = nc.psum_tile((kv_block, 128), "fp32", name="probs_t_psum")
+                nc.transpose(p_t_ps, p)
+                p_t = nc.sbuf_tile((kv_block, 128), dtype, name="probs_t")
+                nc.tensor_copy(p_t, p_t_ps, engine="Scalar")
             pv = nc.psum_tile((128, head_dim), "fp32", name="pv")
             nc.matmul(pv, p_t, v_tile)
             nc.tensor_scalar(o_acc, o_acc, "multiply", corr)

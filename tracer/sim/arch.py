@@ -67,6 +67,8 @@ class CostModel:
     dma_near_peak_bytes: int = 2048
     dma_near_peak_efficiency: float = 0.9
     dma_saturation_bytes: int = 4096
+    dma_transpose_hbm_efficiency: float = 0.9
+    dma_transpose_sbuf_efficiency: float = 0.5
     # -- clock conversion --------------------------------------------------------------------------------
     ticks_per_nanosec: int = 1
     #: Names of fields given by the user (``--set``), for the record.
@@ -94,10 +96,16 @@ class CostModel:
         scale = (self.dma_saturation_bytes + b0) / self.dma_saturation_bytes
         return min(1.0, scale * chunk_bytes / (chunk_bytes + b0))
 
-    def dma_packet_ns(self, packet_bytes: int, chunk_bytes: int) -> int:
-        """Duration (ns, rounded up) of one packet on one queue."""
-        rate = self.dma_queue_bytes_per_ns * self.dma_efficiency(chunk_bytes)
+    def dma_packet_ns(self, packet_bytes: int, chunk_bytes: int, factor: float = 1.0) -> int:
+        """Duration (ns, rounded up) of one packet on one queue; ``factor`` scales the rate (a DMA transpose's
+        :meth:`dma_transpose_factor`)."""
+        rate = self.dma_queue_bytes_per_ns * self.dma_efficiency(chunk_bytes) * factor
         return max(1, math.ceil(packet_bytes / rate))
+
+    def dma_transpose_factor(self, src_mem: str) -> float:
+        """Share of the DMA rate a transpose keeps: ``dma_transpose_hbm_efficiency`` from HBM,
+        ``dma_transpose_sbuf_efficiency`` from SBUF."""
+        return self.dma_transpose_hbm_efficiency if src_mem == "HBM" else self.dma_transpose_sbuf_efficiency
 
     @staticmethod
     def cycles_to_ns(cycles: float, clock_ghz: float) -> int:
@@ -200,6 +208,9 @@ def _validate(m: CostModel) -> None:
         raise ConfigError("dma_near_peak_bytes must be positive and below dma_saturation_bytes")
     if not m.dma_near_peak_bytes / m.dma_saturation_bytes < m.dma_near_peak_efficiency < 1:
         raise ConfigError("dma_near_peak_efficiency must lie between near_peak/saturation bytes and 1")
+    for name in ("dma_transpose_hbm_efficiency", "dma_transpose_sbuf_efficiency"):
+        if not 0 < getattr(m, name) <= 1:
+            raise ConfigError(f"{name} must be in (0, 1]")
     if not 0 < m.throttle_start_fraction <= 1:
         raise ConfigError("throttle_start_fraction must be in (0, 1]")
     if not 0 <= m.throttle_reset_utilization <= 1:

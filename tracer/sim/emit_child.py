@@ -70,9 +70,10 @@ class _CoreView:
         """The DMA plan of a description as ``encode_template`` sends it (one per distinct description)."""
         plan = self._plans.get(dma)
         if plan is None:
-            rows, chunk, group, prefix, qtype, src, dst, var, hbm = dma
+            rows, chunk, group, prefix, qtype, src, dst, var, hbm, factor = dma
             plan = self._plans[dma] = DmaPlan(self.cm, rows=rows, chunk_bytes=chunk, group=group, prefix=prefix,
-                                              queue_type=qtype, src_mem=src, dst_mem=dst, variable=var, hbm=hbm)
+                                              queue_type=qtype, src_mem=src, dst_mem=dst, variable=var, hbm=hbm,
+                                              rate_factor=factor)
         return plan
 
 

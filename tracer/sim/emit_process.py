@@ -80,7 +80,7 @@ def encode_template(tpl: Template) -> tuple[Any, ...]:
     plan = tpl.dma
     dma = None if plan is None else (plan.rows, plan.chunk_bytes, plan.group, plan.prefix, plan.queue_type,
                                      plan.src_mem, plan.dst_mem, plan.variable,
-                                     None if plan.hbm is None else tuple(plan.hbm))
+                                     None if plan.hbm is None else tuple(plan.hbm), plan.rate_factor)
     return (*_WIRE_GET(tpl), dma)
 
 

@@ -388,8 +388,8 @@ class Emitter:
 
     def _dma_attrs(self, plan: DmaPlan) -> tuple[int, ...]:
         """(packet-layout shape id, packets, queue type, source, dest, variable codes, queue-name base)."""
-        # Within a run the packets' sizes and durations follow from (rows, bytes per row): that is the layout.
-        key = (plan.n, plan.per_row, plan.chunk_bytes)
+        # Within a run the packets' sizes and durations follow from (rows, bytes per row, rate): that is the layout.
+        key = (plan.n, plan.per_row, plan.chunk_bytes, plan.rate_factor)
         shape = self.shape_ids.get(key)
         if shape is None:
             shape = self.shape_ids[key] = len(self.shape_ids)

@@ -4,6 +4,7 @@ NKI API -> instruction (engine, timeline track):
 
 =====================  ==============================================================  =========================
 ``dma_copy``           DMA_TRIGGER (Sync, or the engine given) + packets on 16 DMA queues  HBM<->SBUF, SBUF<->SBUF
+``dma_transpose``      the same, its rate scaled by the transpose efficiency              dma_transpose
 ``matmul``             LDWEIGHTS (Tensor) + MATMUL (TensorMatrix), accumulating in PSUM   nc_matmul
 ``transpose``          LDWEIGHTS + TRANSPOSE (TensorMatrix, type TRANSPOSE) into PSUM     nc_transpose
 ``activation``         ACTIVATE (Scalar): func(in * scale + bias), optional sum-reduce     activation(_reduce)
@@ -156,6 +157,40 @@ class OpsMixin:
             raise KernelError(f"{where}: DMA copies bytes and cannot convert {s.dtype.name} to {d.dtype.name}; "
                               "use tensor_copy to change the type")
         self._require_written(s, where, "dma_copy src")
+        self._dma(where, eng, d, s, rows, cols, False)
+
+    def dma_transpose(self: KernelContext, dst: Any, src: Any, *, engine: str = "Sync") -> None:
+        """``dst[F, P] = src[P, F]^T`` by the DMA engines (nki.isa.dma_transpose), from HBM or SBUF into SBUF.
+
+        Costs a ``dma_copy`` of ``dst``'s shape at ``dma_transpose_hbm_efficiency`` (from HBM) or
+        ``dma_transpose_sbuf_efficiency`` (from SBUF) of the DMA rate; 2-byte types only (bf16, fp16), as NKI's
+        DMA transpose.  The PE array's ``transpose`` is the other way: no DMA latency, but Tensor time and a PSUM
+        bank, then a copy back to SBUF.
+        """
+        where = self.caller_location()
+        eng = _engine(engine, ("Sync", "Scalar", "GpSimd"), where)
+        d = _onchip(dst, where, "dma_transpose dst", (SBUF,))
+        s = _view(src, where, "dma_transpose src")
+        if s.mem == PSUM:
+            raise KernelError(f"{where}: DMA cannot access PSUM; copy PSUM to SBUF with tensor_copy first")
+        if s.mem == HBM and s.bcast:
+            raise KernelError(f"{where}: dma_transpose cannot read a broadcast view; transpose the row itself")
+        p, f = s.shape
+        if d.shape != (f, p):
+            raise KernelError(f"{where}: dma_transpose of a {p}x{f} source needs a {f}x{p} destination, "
+                              f"not {d.shape[0]}x{d.shape[1]}")
+        if d.dtype is not s.dtype:
+            raise KernelError(f"{where}: DMA copies bytes and cannot convert {s.dtype.name} to {d.dtype.name}; "
+                              "use tensor_copy to change the type")
+        if s.dtype.itemsize != 2:
+            raise KernelError(f"{where}: dma_transpose moves 2-byte elements (bf16, fp16), not {s.dtype.name}; "
+                              "transpose on the PE array (transpose) or convert first (tensor_copy)")
+        self._require_written(s, where, "dma_transpose src")
+        self._dma(where, eng, d, s, f, p, True)
+
+    def _dma(self: KernelContext, where: str, eng: int, d: Any, s: Any, rows: int, cols: int,  # noqa: PLR0917
+             transpose: bool) -> None:
+        """Issue a checked DMA from view ``s`` to view ``d`` (``rows`` x ``cols``: the destination's shape)."""
         hbm_view = s if s.mem == HBM else (d if d.mem == HBM else None)
         kind = "IO" if hbm_view is not None else "SB"
         trigger = {E_SYNC: "Sync", E_SCALAR: "Scalar", E_GPSIMD: "GpSimd"}[eng]
@@ -172,13 +207,15 @@ class OpsMixin:
             aux = -1
             sb_var = d.tile.name
         chip = tuple(_key(v) for v in (s, d) if v.mem != HBM)
-        key = ("DMA", eng, prefix, hbm, chip, rows, cols, s.mem, d.mem, where, sb_var)
+        key = ("DMA", eng, prefix, hbm, chip, rows, cols, s.mem, d.mem, where, sb_var, transpose)
         tid = self.core.template(key)
         self.issue(tid, [s], [d], aux)
         if d.mem != HBM:
             d.tile.mark_written(d)
         if self.numerics:
             values = np.array(self._value(s), np.float32)
+            if transpose:
+                values = values.T
             if d.mem == HBM:
                 d.tensor.data[d.r0:d.r1, d.c0:d.c1] = values
             else:

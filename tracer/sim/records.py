@@ -139,7 +139,7 @@ _GEOMETRY_CACHE: dict[tuple[Any, ...], tuple[dict[int, Any], ...]] = {}
 _GEOMETRY_CACHE_MAX = 1024
 #: A row's packets by (id of the cost model, row bytes): the model, the packets' sizes and durations (read-only
 #: arrays) and the durations as a tuple.
-_ROW_PACKETS: dict[tuple[int, int], tuple[Any, np.ndarray, np.ndarray, tuple[int, ...]]] = {}
+_ROW_PACKETS: dict[tuple[int, int, float], tuple[Any, np.ndarray, np.ndarray, tuple[int, ...]]] = {}
 
 
 class DmaPlan:
@@ -150,12 +150,17 @@ class DmaPlan:
     """
 
     __slots__ = ("_cache", "_equal", "_last", "_uni", "bytes", "chunk_bytes", "dst_mem", "group", "hbm", "n",
-                 "nqueues", "per_row", "prefix", "queue_type", "rows", "src_mem", "sub_bytes", "sub_ns", "variable")
+                 "nqueues", "per_row", "prefix", "queue_type", "rate_factor", "rows", "src_mem", "sub_bytes", "sub_ns",
+                 "variable")
 
     def __init__(self, cm: CostModel, *, rows: int, chunk_bytes: int, group: int, prefix: str, queue_type: str,
-                 src_mem: str, dst_mem: str, variable: str | None, hbm: tuple[Any, ...] | None) -> None:
+                 src_mem: str, dst_mem: str, variable: str | None, hbm: tuple[Any, ...] | None,
+                 rate_factor: float = 1.0) -> None:
         self.rows = rows
         self.chunk_bytes = chunk_bytes
+        #: Share of the queues' rate the transfer keeps (below 1 for a DMA transpose: see
+        #: ``CostModel.dma_transpose_factor``).
+        self.rate_factor = rate_factor
         self.group = group
         self.prefix = prefix
         self.queue_type = queue_type
@@ -170,18 +175,18 @@ class DmaPlan:
         self.nqueues = cm.dma_queues
         # keyed by the cost model's id (hashing the frozen dataclass costs ~1.6 us); the entry holds the model, so
         # the id cannot be reused while the entry exists
-        row = _ROW_PACKETS.get((id(cm), chunk_bytes))
-        if row is None or row[0] is not cm:  # a row's packets depend only on the cost model and the row's bytes
+        row = _ROW_PACKETS.get((id(cm), chunk_bytes, rate_factor))
+        if row is None or row[0] is not cm:  # a row's packets depend only on the cost model, its bytes and rate
             pkt = cm.dma_packet_bytes
             full, rem = divmod(chunk_bytes, pkt)
             sizes = [pkt] * full + ([rem] if rem else [])
-            sub_ns = [cm.dma_packet_ns(s, chunk_bytes) for s in sizes]
+            sub_ns = [cm.dma_packet_ns(s, chunk_bytes, rate_factor) for s in sizes]
             if len(_ROW_PACKETS) >= _GEOMETRY_CACHE_MAX:
                 _ROW_PACKETS.clear()
             arrays = np.array(sizes, np.int64), np.array(sub_ns, np.int64)
             for a in arrays:
                 a.setflags(write=False)  # shared by every plan of this geometry
-            row = _ROW_PACKETS[(id(cm), chunk_bytes)] = (cm, *arrays, tuple(sub_ns))
+            row = _ROW_PACKETS[(id(cm), chunk_bytes, rate_factor)] = (cm, *arrays, tuple(sub_ns))
         _cm, self.sub_bytes, self.sub_ns, sub_ns_key = row
         self.per_row = len(sub_ns_key)
         self.n = rows * self.per_row

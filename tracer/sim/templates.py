@@ -13,7 +13,7 @@ key[0]      key
 ``EW``      (EW, opcode, engine, extra, dst, reads, perf, dependent, where, n_inputs, text, act_fn,
             extra_writes) -- Vector / Scalar / GpSimd element-wise and reduce instructions (``extra_writes``: the
             :class:`VKey` of each further destination, e.g. an activation's ``reduce_dst``)
-``DMA``     (DMA, engine, prefix, hbm, chip, rows, cols, src_mem, dst_mem, where, sb_var)
+``DMA``     (DMA, engine, prefix, hbm, chip, rows, cols, src_mem, dst_mem, where, sb_var, transpose)
 ``LDW``     (LDW, stationary, where, transpose)
 ``MM``      (MM, stationary, moving, dst, accumulate, where)
 ``TR``      (TR, src, dst, where)
@@ -95,7 +95,7 @@ def _elementwise(cm: CostModel, _core: Core, key: tuple[Any, ...]) -> Template:
 
 
 def _dma(cm: CostModel, core: Core, key: tuple[Any, ...]) -> Template:
-    (_, engine, prefix, hbm, chip, rows, cols, src_mem, dst_mem, where, sb_var) = key
+    (_, engine, prefix, hbm, chip, rows, cols, src_mem, dst_mem, where, sb_var, transpose) = key
     itemsize = DTYPES[chip[0].dtype].itemsize
     stream = STREAM_OF[engine]
     group = core.dma_group(prefix)
@@ -107,14 +107,16 @@ def _dma(cm: CostModel, core: Core, key: tuple[Any, ...]) -> Template:
         src, dst = chip[0], None
     qtype = "input" if src_mem == HBM else ("output" if dst_mem == HBM else "data")
     plan = DmaPlan(cm, rows=rows, chunk_bytes=cols * itemsize, group=group, prefix=prefix, queue_type=qtype,
-                   src_mem=src_mem, dst_mem=dst_mem, variable=None if hbm is not None else sb_var, hbm=hbm)
+                   src_mem=src_mem, dst_mem=dst_mem, variable=None if hbm is not None else sb_var, hbm=hbm,
+                   rate_factor=cm.dma_transpose_factor(src_mem) if transpose else 1.0)
     total = rows * cols * itemsize
     b = [0] * 6
     b[0 if src_mem == HBM else 2] += total
     b[1 if dst_mem == HBM else 3] += total
     src_text = "" if src is None else vtext(src)
     dst_text = "" if dst is None else vtext(dst)
-    head = f"$S[{stream}]++@complete ${prefix}++@retire {rows}x{cols * itemsize}B {plan.n}pkt "
+    head = (f"$S[{stream}]++@complete ${prefix}++@retire {'transpose ' if transpose else ''}"
+            f"{rows}x{cols * itemsize}B {plan.n}pkt ")
     if hbm is None:
         pre, post = f"{head}src={src_text} dst={dst_text}", ""
     elif hbm.side == "src":

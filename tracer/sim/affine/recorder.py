@@ -30,8 +30,8 @@ if TYPE_CHECKING:
     from tracer.sim.context import KernelContext
 
 #: Operations recorded while tracing, and the tile allocators.
-OPS = ("dma_copy", "matmul", "transpose", "activation", "tensor_tensor", "tensor_scalar", "tensor_reduce",
-       "tensor_copy", "memset", "iota", "partition_reduce")
+OPS = ("dma_copy", "dma_transpose", "matmul", "transpose", "activation", "tensor_tensor", "tensor_scalar",
+       "tensor_reduce", "tensor_copy", "memset", "iota", "partition_reduce")
 ALLOCS = {"sbuf_tile": SBUF, "psum_tile": PSUM}
 
 class SlotInfo:

@@ -323,7 +323,7 @@ class Recorder:
         if key[0] == "DMA" and key[10] is not None:
             if self.dst_role is None:
                 raise Unrecordable("an SBUF to SBUF copy without a tile destination")
-            key = (*key[:10], ("@N", self.dst_role))
+            key = (*key[:10], ("@N", self.dst_role), *key[11:])
         return self._refs(key)
 
     def _refs(self, x: Any) -> Any:

@@ -12,8 +12,8 @@ Edges ``u -> v`` mean "``v`` could not start before ``u`` ended", listed in this
   DMA packet is labelled ``trigger``;
 * ``trigger``: the instruction that started a DMA transfer, to each segment of the transfer
   (see :mod:`profiler.analyses.dma_transfers`);
-* ``stream``: the previous instruction of the same in-order stream (``timeline_track``, else engine) and of the
-  same engine;
+* ``stream``: the previous instruction of the same in-order stream (``timeline_track``, else engine), in time, and
+  of the same engine, in program order (by id);
 * ``queue``: the previous segment on the same DMA queue.
 
 Only edges with ``end(u) <= start(v)`` are kept (an edge against time would be a measurement artefact), so the
@@ -95,11 +95,13 @@ def _last_of(sorted_keys: np.ndarray, keys: np.ndarray) -> np.ndarray:
     return np.where(hit, pos, -1)
 
 
-def _consecutive(groups: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Edges between time-consecutive, non-overlapping nodes of the same group (indices into the arrays)."""
+def _consecutive(groups: np.ndarray, start: np.ndarray, end: np.ndarray,
+                 by: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Edges between consecutive, non-overlapping nodes of the same group (indices into the arrays): consecutive in
+    time, or in the order of ``by`` (e.g. instruction ids: program order) when given."""
     if len(start) < 2:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    order = np.lexsort((end, start, groups))
+    order = np.lexsort((end, start, groups)) if by is None else np.lexsort((by, groups))
     u, v = order[:-1], order[1:]
     keep = (groups[u] == groups[v]) & (end[u] <= start[v])
     return u[keep], v[keep]
@@ -180,10 +182,13 @@ def build_graph(trace: Trace, scope: Scope) -> EventGraph:
             ok = trig_node >= 0
             edges.append((trig_node[ok], (ni + np.arange(ns_))[ok], rs.EDGE_TRIGGER))
 
-    # stream order, per timeline track and per engine
-    for col in ("stream", "engine"):
-        u, v = _consecutive(_codes(ins.column(col)), start[:ni], end[:ni])
-        edges.append((u, v, rs.EDGE_STREAM))
+    # stream order: per timeline track in time, per engine in program order (instruction ids), so that an engine
+    # with two tracks joins each instruction to the one issued before it (a MATMUL to its LDWEIGHTS, even when the
+    # next LDWEIGHTS, loading in the background, starts at the same time as the MATMUL)
+    u, v = _consecutive(_codes(ins.column("stream")), start[:ni], end[:ni])
+    edges.append((u, v, rs.EDGE_STREAM))
+    u, v = _consecutive(_codes(ins.column("engine")), start[:ni], end[:ni], by=i_id)
+    edges.append((u, v, rs.EDGE_STREAM))
     # queue order
     u, v = _consecutive(_codes(seg.column("queue")), start[ni:], end[ni:])
     edges.append((ni + u, ni + v, rs.EDGE_QUEUE))

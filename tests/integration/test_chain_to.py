@@ -108,3 +108,16 @@ def test_a_window_without_dma_segments_has_a_critical_path(recording):
     assert early == 0    # (the samples start with an instruction: their first DMA trigger)
     path = critical_path(trace, first, first + 1)
     assert path.num_rows >= 1 and set(path.column(rs.TABLE).to_pylist()) == {"Instruction"}
+
+
+def test_every_matmul_is_joined_to_the_loadstationary_issued_before_it(recording):
+    """The PE array multiplies with the weights its LDWEIGHTS loaded: the graph joins them in program order even
+    when the next LDWEIGHTS, loading in the background, starts with the MATMUL (ordering the engine's instructions
+    by start time lost the edge, and the critical path then showed the MATMUL's wait as an unexplained gap)."""
+    trace, graph = recording
+    pairs = trace.sql("SELECT l.id, m.id FROM Instruction m JOIN Instruction l ON l.id = m.id - 1 "
+                      "WHERE m.opcode = 'MATMUL' AND l.opcode = 'LDWEIGHTS' AND l.end_ts <= m.start_ts").fetchall()
+    assert len(pairs) > 10
+    node = {int(i): n for n, i in enumerate(graph.ident.tolist()) if graph.table[n] == "Instruction"}
+    edges = set(zip(graph.src.tolist(), graph.dst.tolist(), strict=True))
+    assert all((node[ldw], node[mm]) in edges for ldw, mm in pairs)

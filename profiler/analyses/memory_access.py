@@ -27,7 +27,7 @@ from tracer.sim.dtypes import DTYPES
 MEMORIES = ("SBUF", "PSUM")
 #: One on-chip operand: what precedes it (``src=``, ``dst=``, ``reduce_dst=`` or a comma inside a source list),
 #: dtype, elements per partition, memory, partitions and byte address (RE2, run by DuckDB).
-VIEW_PATTERN = r"(src=|dst=|reduce_dst=|,)([a-z0-9]+)\[([0-9]+)\]@(SBUF|PSUM)\[([0-9]+):([0-9]+)\]\+0x([0-9a-f]+)"
+VIEW_PATTERN = r"(src=|dst=|reduce_dst=|,)([a-z0-9_]+)\[([0-9]+)\]@(SBUF|PSUM)\[([0-9]+):([0-9]+)\]\+0x([0-9a-f]+)"
 #: Capacities (bytes per partition) of the presets, used when a trace's Metadata gives none.
 FALLBACK_CAPACITY = {"SBUF": 192 * 1024, "PSUM": 16 * 1024}
 

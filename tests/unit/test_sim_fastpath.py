@@ -56,6 +56,8 @@ KERNEL_CASES = [
     ("matmul_naive", {"M": 512, "N": 1024, "K": 2048}, "trn2", None),
     ("matmul_blocked", {"M": 1024, "N": 4096, "K": 1024, "block_m": 2}, "trn1", None),
     ("matmul_rowload", {"M": 1024, "N": 4096, "K": 1024}, "trn2", None),
+    ("matmul_rowload", {"M": 1024, "N": 4096, "K": 1024, "dtype": "fp8_e4m3", "perf_mode": "double_row"}, "trn2",
+     None),
     ("softmax", {"rows": 96000, "cols": 128}, "trn1", None),             # last tile of 0 < p < 128 rows
     ("rmsnorm", {"rows": 65536, "cols": 128}, "trn2", {"dma_start_latency_ns": "0"}),
     ("attention", {"seq": 1024, "head_dim": 64, "kv_block": 64}, "trn2", None),
@@ -63,8 +65,9 @@ KERNEL_CASES = [
     ("mlp", {"layers": 12, "d_model": 256, "d_ff": 512, "tokens": 128}, "trn2", None),
     ("dma_stream", {"rows": 8192, "cols": 2000, "tile_cols": 200}, "trn1", None),  # queues loaded unevenly
 ]
-#: Test ids of KERNEL_CASES (a kernel's name, and its transpose when not the default).
-KERNEL_IDS = [c[0] + (f"-{c[1]['probs_transpose']}" if "probs_transpose" in c[1] else "") for c in KERNEL_CASES]
+#: Test ids of KERNEL_CASES (a kernel's name, and its variant's parameters).
+KERNEL_IDS = [c[0] + "".join(f"-{c[1][k]}" for k in ("probs_transpose", "dtype", "perf_mode") if k in c[1])
+              for c in KERNEL_CASES]
 
 
 @pytest.mark.parametrize("lengthen", [False, True], ids=["segments", "longer-segments"])

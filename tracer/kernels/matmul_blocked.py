@@ -7,6 +7,7 @@ from typing import Any
 from tracer.kernels import kernel
 from tracer.kernels._common import multiple, require
 from tracer.kernels.matmul_naive import TILE_K, TILE_M, reference
+from tracer.sim.dtypes import dtype as element_type
 
 
 @kernel(reference=reference)
@@ -24,7 +25,7 @@ def matmul_blocked(nc: Any, *, M: int = 1024, N: int = 1024, K: int = 1024, bloc
             f"block_m={block_m} must be 1..8 and divide M/128={mt} (one PSUM bank per accumulator)")
     # accumulators of consecutive output tiles are double-buffered when two sets fit in the 8 PSUM banks
     double_buffer = 2 * block_m <= 8
-    itemsize = 4 if dtype == "fp32" else 2
+    itemsize = element_type(dtype).itemsize
     double_buffer_a = 2 * block_m * kt * TILE_M * itemsize + 8 * tile_n * itemsize <= nc.cm.sbuf_partition_bytes
     a_t = nc.input("a_t", (K, M), dtype)
     b = nc.input("b", (K, N), dtype)

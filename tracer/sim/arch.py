@@ -48,6 +48,9 @@ class CostModel:
     mm_max_moving: int = 512
     mm_fp32_factor: float = 4.0
     ldweights_speedup: float = 4.0
+    pe_double_row: bool = False
+    pe_double_row_speedup: float = 2.0
+    fp8_flops_factor: float = 1.0
     throttle_enabled: bool = False
     throttle_start_fraction: float = 0.5
     throttle_ramp_ns: int = 3000
@@ -141,7 +144,7 @@ _TRN2 = CostModel(
     pe_clock_ghz=2.4, dve_clock_ghz=0.96, act_clock_ghz=1.2, pool_clock_ghz=1.2, neuroncore_clock_ghz=1.2,
     sbuf_partition_bytes=224 * 1024, num_physical_cores=8,
     dma_bandwidth_gbps=16 * 23.0, hbm_bandwidth_gbps=725.0,
-    throttle_enabled=True, dve_perf_mode_max=4,
+    throttle_enabled=True, dve_perf_mode_max=4, pe_double_row=True, fp8_flops_factor=0.5,
 )
 PRESETS: Mapping[str, CostModel] = {"trn1": _TRN1, "trn2": _TRN2}
 
@@ -211,6 +214,8 @@ def _validate(m: CostModel) -> None:
     for name in ("dma_transpose_hbm_efficiency", "dma_transpose_sbuf_efficiency"):
         if not 0 < getattr(m, name) <= 1:
             raise ConfigError(f"{name} must be in (0, 1]")
+    if m.pe_double_row_speedup < 1:
+        raise ConfigError("pe_double_row_speedup must be at least 1")
     if not 0 < m.throttle_start_fraction <= 1:
         raise ConfigError("throttle_start_fraction must be in (0, 1]")
     if not 0 <= m.throttle_reset_utilization <= 1:

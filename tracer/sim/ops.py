@@ -239,12 +239,15 @@ class OpsMixin:
                               f"result must fit in one bank (at most {bank // 4} fp32 columns)")
         return d
 
-    def matmul(self: KernelContext, dst: Any, stationary: Any, moving: Any, *, accumulate: bool = True) -> None:
+    def matmul(self: KernelContext, dst: Any, stationary: Any, moving: Any, *, accumulate: bool = True,
+               perf_mode: str = "none") -> None:
         """``dst[M, N] (+)= stationary[K, M]^T @ moving[K, N]`` on the PE array (nc_matmul).
 
         Lowers to LDWEIGHTS (load the stationary tile into the array) and MATMUL (stream the moving tile),
         accumulating in fp32 in PSUM.  With ``accumulate`` (default) the result is added to ``dst``; a region
         never written since allocation counts as zero, so a fresh PSUM tile starts an accumulation group.
+        ``perf_mode="double_row"`` (FP8 tiles, NeuronCore-v3: ``pe_double_row``) streams the moving tile
+        ``pe_double_row_speedup`` times as fast.
         """
         where = self.caller_location()
         cm = self.cm
@@ -262,6 +265,15 @@ class OpsMixin:
         if st.dtype is not mv.dtype:
             raise KernelError(f"{where}: stationary is {st.dtype.name} but moving is {mv.dtype.name}; "
                               "convert one with tensor_copy")
+        if perf_mode not in ("none", "double_row"):
+            raise KernelError(f"{where}: unknown matmul perf_mode {perf_mode!r}; choose none or double_row")
+        double_row = perf_mode == "double_row"
+        if double_row and not cm.pe_double_row:
+            raise KernelError(f"{where}: perf_mode=double_row needs NeuronCore-v3 (trn2); {cm.arch}'s PE array has "
+                              "no double-row mode")
+        if double_row and not st.dtype.is_fp8:
+            raise KernelError(f"{where}: perf_mode=double_row multiplies FP8 tiles (fp8_e4m3, fp8_e5m2), not "
+                              f"{st.dtype.name}")
         d = self._psum_dst(dst, where, (m, n), "matmul dst")
         self._require_written(st, where, "stationary")
         self._require_written(mv, where, "moving")
@@ -269,7 +281,7 @@ class OpsMixin:
         acc = bool(accumulate) and d.tile.is_written(d)
         partial = bool(accumulate) and not acc and d.tile.written is not None and \
             bool(d.tile.written[d.p0:d.p1, d.f0:d.f1].any())
-        tid = self.core.template(("MM", _key(st), _key(mv), _key(d), acc or partial, where))
+        tid = self.core.template(("MM", _key(st), _key(mv), _key(d), acc or partial, where, double_row))
         self.issue(tid, [mv, d] if (acc or partial) else [mv], [d])
         if self.numerics:
             prod = nm.compute(np.matmul, self._value(st).T, self._value(mv))

@@ -42,7 +42,9 @@ _TRACER_DIR = Path(__file__).resolve().parents[1]
 GC_FULL_EVERY = 100
 
 #: Relative/absolute tolerance of ``--check`` per output dtype (bf16 keeps 8 mantissa bits).
-CHECK_TOLERANCE = {"bf16": (3e-2, 3e-2), "fp16": (5e-3, 5e-3), "fp32": (1e-4, 1e-4)}
+CHECK_TOLERANCE = {"bf16": (3e-2, 3e-2), "fp16": (5e-3, 5e-3), "fp32": (1e-4, 1e-4),
+                   # FP8 keeps 3 (E4M3) or 2 (E5M2) mantissa bits: half a step is 6.25% / 12.5%
+                   "fp8_e4m3": (1.3e-1, 1.3e-1), "fp8_e5m2": (2.5e-1, 2.5e-1)}
 
 
 @dataclasses.dataclass

@@ -15,7 +15,7 @@ key[0]      key
             :class:`VKey` of each further destination, e.g. an activation's ``reduce_dst``)
 ``DMA``     (DMA, engine, prefix, hbm, chip, rows, cols, src_mem, dst_mem, where, sb_var, transpose)
 ``LDW``     (LDW, stationary, where, transpose)
-``MM``      (MM, stationary, moving, dst, accumulate, where)
+``MM``      (MM, stationary, moving, dst, accumulate, where, double_row)
 ``TR``      (TR, src, dst, where)
 ``BAR``     (BAR,) -- the final barrier
 ==========  =============================================================================================
@@ -141,21 +141,31 @@ def _ldweights(cm: CostModel, _core: Core, key: tuple[Any, ...]) -> Template:
         text_pre=f"$S[{S_TENSOR}]++@complete src={vtext(stat)} {k}x{m}", text_post="")
 
 
+def flops_factor(cm: CostModel, dtype_name: str) -> float:
+    """BF16-equivalent weight of a PE FLOP in ``dtype_name`` (Neuron's adjusted_flops): FP32 x4, FP8 the cost
+    model's ``fp8_flops_factor`` (x1 on NeuronCore-v2, x0.5 on v3, whose PE array runs FP8 twice as fast)."""
+    dt = DTYPES[dtype_name]
+    return cm.fp8_flops_factor if dt.is_fp8 else dt.flops_factor
+
+
 def _matmul(cm: CostModel, _core: Core, key: tuple[Any, ...]) -> Template:
-    (_, st, mv, d, acc, where) = key
+    (_, st, mv, d, acc, where, double_row) = key
     k, m = st.p1 - st.p0, st.f1 - st.f0
     n = mv.f1 - mv.f0
     dt = DTYPES[mv.dtype]
     f32 = cm.mm_fp32_factor if dt.is_fp32 else 1.0
-    cycles = max(n, cm.mm_min_cycles) * f32
+    # double_row (FP8 on NeuronCore-v3): two element pairs per PE and cycle; the minimum interval stays
+    cycles = max(n / cm.pe_double_row_speedup if double_row else n, cm.mm_min_cycles) * f32
     raw = 2 * k * m * n
     return Template(
         key=key, engine=E_TENSOR, stream=S_MATRIX, kind=KIND_MATMUL, opcode="MATMUL", cycles=cycles,
-        clock=cm.pe_clock_ghz, dur=cycles_ns(cm, cycles, E_TENSOR), flops_raw=raw, flops_adj=int(raw * dt.flops_factor),
+        clock=cm.pe_clock_ghz, dur=cycles_ns(cm, cycles, E_TENSOR), flops_raw=raw,
+        flops_adj=int(raw * flops_factor(cm, mv.dtype)),
         bytes=(0, 0, k * n * dt.itemsize, 0, m * n * 4 if acc else 0, m * n * 4), loc=where,
-        tensor_type="REGULAR",
+        tensor_type="REGULAR", perf_mode="double_row" if double_row else None,
         text_pre=f"$S[{S_MATRIX}]++@complete acc_flags={'accumulate' if acc else 'start'} "
-                 f"src={vtext(mv)} dst={vtext(d)} K={k} M={m} N={n}", text_post="")
+                 f"{'perf_mode=double_row ' if double_row else ''}src={vtext(mv)} dst={vtext(d)} K={k} M={m} N={n}",
+        text_post="")
 
 
 def _transpose(cm: CostModel, _core: Core, key: tuple[Any, ...]) -> Template:
@@ -167,7 +177,8 @@ def _transpose(cm: CostModel, _core: Core, key: tuple[Any, ...]) -> Template:
     raw = 2 * p * f * p
     return Template(
         key=key, engine=E_TENSOR, stream=S_MATRIX, kind=KIND_MATMUL, opcode="TRANSPOSE", cycles=cycles,
-        clock=cm.pe_clock_ghz, dur=cycles_ns(cm, cycles, E_TENSOR), flops_raw=raw, flops_adj=int(raw * dt.flops_factor),
+        clock=cm.pe_clock_ghz, dur=cycles_ns(cm, cycles, E_TENSOR), flops_raw=raw,
+        flops_adj=int(raw * flops_factor(cm, s.dtype)),
         bytes=(0, 0, 0, 0, 0, f * p * DTYPES[d.dtype].itemsize), loc=where, tensor_type="TRANSPOSE",
         text_pre=f"$S[{S_MATRIX}]++@complete src={vtext(s)},identity[{p}x{p}] dst={vtext(d)} {p}x{f}", text_post="")
 

@@ -181,6 +181,7 @@ TIMELINE_TRACK = "timeline_track"
 RAW_FLOPS = "raw_flops"
 ADJUSTED_FLOPS = "adjusted_flops"
 TENSOR_INSTRUCTION_TYPE = "tensor_instruction_type"
+PERFORMANCE_MODE = "performance_mode"
 QUEUE_NAME = "queue_name"
 QUEUE_IDX = "queue_idx"
 QUEUE_TYPE = "queue_type"
@@ -248,7 +249,7 @@ INSTRUCTION = TableSpec(
         _c(ADJUSTED_FLOPS, _I64, "BF16-equivalent FLOPs (FP32 x4, FP8 x0.5 on Trn2)", unit="FLOP"),
         _c(TENSOR_INSTRUCTION_TYPE, _DICT, "Tensor engine only: REGULAR or TRANSPOSE"),
         _c("scalar_activation_fn", _DICT, "Scalar engine only: activation function, e.g. EXP, COPY"),
-        _c("performance_mode", _DICT, "Vector/Scalar performance mode (2x, 4x), or double_row (FP8 matmul), when used"),
+        _c(PERFORMANCE_MODE, _DICT, "Vector/Scalar performance mode (2x, 4x), or double_row (FP8 matmul), when used"),
     ),
 )
 

@@ -14,6 +14,9 @@ rule                fires when                                                  
 ``reloads``         excess traffic > 20% of the ideal memory bound (saying so when     excess-traffic gap
                     SBUF's peak of live bytes leaves room for resident tiles)
 ``bottleneck_idle`` the bottleneck engine is idle > 10% of the time                    serialisation gap
+``fp8_double_row``  FP8 matmuls without the double-row mode take > 10% of the Tensor   the time double row saves
+                    engine's active time, on a core that has the mode (trnprof's
+                    recordings: their cost model says ``pe_double_row``)
 ==================  =================================================================  ===========================
 
 Each recommendation carries the time at stake (``impact_ns``: the overhead itself), the bounds' bottleneck-aware
@@ -40,6 +43,7 @@ from profiler.analyses.waits import wait_summary
 from profiler.errors import QueryError
 from profiler.figures.timefmt import format_duration
 from profiler.trace import Trace
+from tracer import schema as ts
 
 MFU_MIN = 0.5
 ACTIVE_FLOPS_MIN = 0.5
@@ -51,6 +55,9 @@ RELOAD_GAP_MAX = 0.20
 BOTTLENECK_IDLE_MAX = 0.10
 #: ``reloads`` adds that SBUF has room for resident tiles when its peak of live bytes stays under this share.
 SBUF_ROOM_MAX = 0.5
+#: ``fp8_double_row`` fires when FP8 matmuls run without the double-row mode for more than this share of the Tensor
+#: engine's active time.
+FP8_SINGLE_ROW_MIN = 0.10
 
 
 def _pct(x: float) -> str:
@@ -217,6 +224,43 @@ def _bottleneck_rule(trace: Trace, scope: Scope, b: dict[str, Any]) -> list[dict
         impact_ns=b[rs.SERIALIZATION_GAP_NS] or 0.0, speedup=b[rs.SPEEDUPS].get(rs.PERFECT_PIPELINE_NS))]
 
 
+def _cost_model(trace: Trace) -> dict[str, Any]:
+    """The trace's cost model (Metadata ``cost_model``, trnprof's recordings), {} when it has none."""
+    raw = trace.metadata.get(ts.COST_MODEL)
+    try:
+        data = json.loads(raw) if isinstance(raw, str) else {}
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _fp8_rule(trace: Trace, scope: Scope, b: dict[str, Any]) -> list[dict[str, Any]]:
+    cm = _cost_model(trace)
+    speed = cm.get("pe_double_row_speedup")
+    if cm.get("pe_double_row") is not True or type(speed) not in (int, float) or not speed > 1:
+        return []
+    row = fetch(trace, f"SELECT count(*) AS n, coalesce(sum({q(ts.END_TS)} - {q(ts.START_TS)}), 0)::BIGINT AS ns "
+                       f"FROM {INSTRUCTION} WHERE {scope.starts_sql()} AND {q(ts.OPCODE)} = 'MATMUL' "
+                       f"AND {q(ts.OPERANDS)} LIKE '%src=fp8\\_%' ESCAPE '\\' "
+                       f"AND coalesce({q(ts.PERFORMANCE_MODE)}, '') <> 'double_row'").to_pylist()[0]
+    n, ns = int(row["n"]), int(row["ns"])
+    active = b[rs.ENGINE_ACTIVE_NS]
+    tensor = active.get("Tensor", 0)
+    if not n or not tensor or ns / tensor <= FP8_SINGLE_ROW_MIN:
+        return []
+    saved = ns * (1 - 1 / speed)
+    # bottleneck-aware: how much the pipeline bound (the busiest engine's active time) falls
+    others = [v for e, v in active.items() if e != "Tensor"]
+    before, after = max(tensor, *others), max(tensor - saved, *others, 1)
+    return [_rec(
+        "fp8_double_row", "FP8 matmuls without double row",
+        f"{n:,} FP8 MATMULs ({_us(ns)}, {_pct(ns / tensor)} of the Tensor engine's active time) ran without the "
+        f"double-row mode, at BF16 speed: matmul(..., perf_mode=\"double_row\") runs them {speed:g}x as fast on "
+        f"this core ({_us(saved)} less).",
+        evidence={"fp8_matmuls": n, "fp8_matmul_ns": ns, "tensor_active_ns": tensor, "double_row_speedup": speed},
+        impact_ns=saved, speedup=before / after)]
+
+
 def recommendations(trace: Trace, start_ns: int | None = None, end_ns: int | None = None,
                     core: int | None = None) -> pa.Table:
     """Ranked recommendations for the window (:data:`~profiler.analyses.schema.RECOMMENDATIONS`), largest
@@ -225,7 +269,7 @@ def recommendations(trace: Trace, start_ns: int | None = None, end_ns: int | Non
     scope = resolve_scope(trace, b[rs.START_NS], b[rs.END_NS], core)
     eff = dma_efficiency(trace, scope.start_ns, scope.end_ns, core)
     recs = [*_flop_rules(b), *_spill_rule(trace, scope, b), *_dma_rules(b, eff, lambda: _sbuf_map(trace, scope)),
-            *_bottleneck_rule(trace, scope, b)]
+            *_bottleneck_rule(trace, scope, b), *_fp8_rule(trace, scope, b)]
     total = b[rs.TOTAL_TIME_NS]
     for r in recs:
         speedup = r[rs.SPEEDUP]

@@ -199,3 +199,34 @@ def test_the_memory_map_reads_fp8_operands(tmp_path):
     # a (128 x 128 B) and b (128 x 512 B) written by DMA, read by LDWEIGHTS / MATMUL; c (fp32) written and read
     sizes = set((got.hi - got.lo).tolist())
     assert {128, 512, 2048} <= sizes
+
+
+def test_fp8_matmuls_without_double_row_are_a_recommendation_on_trn2_only(tmp_path):
+    import profiler
+    from profiler.analyses import performance_bounds, recommendations
+    from profiler.analyses import schema as rs
+
+    params = {"M": 512, "N": 1024, "K": 512, "dtype": "fp8_e4m3"}
+
+    def rules(name, arch, **extra):
+        path = tmp_path / f"{name}.trace"
+        run_kernel("matmul_rowload", {**params, **extra}, arch=arch, trace_path=path, emit="inline")
+        with profiler.open(path) as trace:
+            table = recommendations(trace).to_pylist()
+            active = performance_bounds(trace)[rs.ENGINE_ACTIVE_NS]
+        return {r[rs.RULE]: r for r in table} | {"active": active}
+
+    found = rules("single", "trn2")
+    single = found["fp8_double_row"]
+    assert "perf_mode=\"double_row\"" in single[rs.MESSAGE] and "2x as fast" in single[rs.MESSAGE]
+    evidence = __import__("json").loads(single[rs.EVIDENCE])
+    assert evidence["fp8_matmuls"] == (512 // 128) * (1024 // 512) * (512 // 128)
+    assert single[rs.IMPACT_NS] == pytest.approx(evidence["fp8_matmul_ns"] / 2)
+    # bottleneck-aware: the pipeline bound (busiest engine's active time) before over after
+    active = found["active"]
+    others = [v for e, v in active.items() if e != "Tensor"]
+    after = max(active["Tensor"] - single[rs.IMPACT_NS], *others)
+    assert active["Tensor"] == max(active.values())      # (Tensor-bound at this size)
+    assert single[rs.SPEEDUP] == pytest.approx(max(active.values()) / after) and single[rs.SPEEDUP] > 1.05
+    assert "fp8_double_row" not in rules("double", "trn2", perf_mode="double_row")
+    assert "fp8_double_row" not in rules("trn1", "trn1")  # NeuronCore-v2 has no double-row mode

@@ -249,7 +249,7 @@ class Emitter:
         }
         for col, attr in ((schema.OPCODE, "opcode"), (schema.NKI_SOURCE_LOCATION, "loc"), (schema.LAYER, "lyr"),
                           (schema.HLO_NAME, "hlo"), ("scalar_activation_fn", "act_fn"),
-                          ("performance_mode", "perf_mode"), (schema.TENSOR_INSTRUCTION_TYPE, "tensor_type")):
+                          (schema.PERFORMANCE_MODE, "perf_mode"), (schema.TENSOR_INSTRUCTION_TYPE, "tensor_type")):
             if attr in ("lyr", "hlo"):  # recorded per instruction
                 cols[col] = names_column(np.frombuffer(getattr(ch, attr), np.int32), self.core.names, self.strings)
                 continue

@@ -14,7 +14,9 @@ Edges ``u -> v`` mean "``v`` could not start before ``u`` ended", listed in this
   (see :mod:`profiler.analyses.dma_transfers`);
 * ``stream``: the previous instruction of the same in-order stream (``timeline_track``, else engine), in time, and
   of the same engine, in program order (by id);
-* ``queue``: the previous segment on the same DMA queue.
+* ``queue``: the previous segment on the same DMA queue;
+* ``dma_engine``: the previous segment on the same DMA engine (``engine_idx``), from any queue (queue q of every
+  group is served by engine q, so one group's transfer can wait behind another's packets).
 
 Only edges with ``end(u) <= start(v)`` are kept (an edge against time would be a measurement artefact), so the
 graph is acyclic and sorting nodes by time is a topological order.
@@ -72,7 +74,7 @@ def _segments(trace: Trace, scope: Scope) -> pa.Table:
                min({q(ts.START_TS)}) AS s, max({q(ts.END_TS)}) AS e,
                arg_max({q(ts.ID)}, ({q(ts.END_TS)}, {q(ts.ID)})) AS last_id,
                arg_max({q(rs.TRACK_ID)}, ({q(ts.END_TS)}, {q(ts.ID)})) AS track,
-               any_value({q(ts.VARIABLE)}) AS var
+               any_value({q(ts.VARIABLE)}) AS var, any_value({q(ts.ENGINE_IDX)}) AS dma_engine
         FROM {DMA_PACKET} WHERE {scope.core_sql()}
         GROUP BY 1, 2
         HAVING min({q(ts.START_TS)}) >= {int(scope.start_ns)} AND min({q(ts.START_TS)}) < {int(scope.end_ns)}
@@ -192,6 +194,13 @@ def build_graph(trace: Trace, scope: Scope) -> EventGraph:
     # queue order
     u, v = _consecutive(_codes(seg.column("queue")), start[ni:], end[ni:])
     edges.append((ni + u, ni + v, rs.EDGE_QUEUE))
+    # DMA engine order: the queues of every group share the core's DMA engines, so a segment can wait for another
+    # group's packets on its engine (segments of unknown engine are not joined)
+    if ns_:
+        known = ~np.asarray(seg.column("dma_engine").is_null(), dtype=bool)
+        idx = np.flatnonzero(known)
+        u, v = _consecutive(column(seg, "dma_engine")[idx], start[ni:][idx], end[ni:][idx])
+        edges.append((ni + idx[u], ni + idx[v], rs.EDGE_DMA_ENGINE))
 
     src = np.concatenate([e[0] for e in edges]).astype(np.int64)
     dst = np.concatenate([e[1] for e in edges]).astype(np.int64)

@@ -168,6 +168,7 @@ NODE_DMA = "dma"
 EDGE_STREAM = "stream"                     # the previous instruction of the same in-order engine stream
 EDGE_TRIGGER = "trigger"                   # the instruction that triggered a DMA transfer
 EDGE_QUEUE = "queue"                       # the previous transfer on a shared DMA queue
+EDGE_DMA_ENGINE = "dma_engine"             # the previous transfer (of any queue) on the same DMA engine
 EDGE_START = "start"
 
 #: ``critical_path``: the path's steps in time order.

@@ -121,3 +121,27 @@ def test_every_matmul_is_joined_to_the_loadstationary_issued_before_it(recording
     node = {int(i): n for n, i in enumerate(graph.ident.tolist()) if graph.table[n] == "Instruction"}
     edges = set(zip(graph.src.tolist(), graph.dst.tolist(), strict=True))
     assert all((node[ldw], node[mm]) in edges for ldw, mm in pairs)
+
+
+def test_transfers_sharing_a_dma_engine_are_joined_across_queues(recording):
+    """Queue q of every group is served by DMA engine q: a transfer can wait for another group's packets on its
+    engine, so consecutive segments on one engine (brute force, by start time) are joined whatever their queue."""
+    trace, graph = recording
+    engine_of = dict(trace.sql("SELECT DISTINCT queue_name, engine_idx FROM DmaPacket").fetchall())
+    segs = np.flatnonzero(graph.table == "DmaPacket")
+    edges = set(zip(graph.src.tolist(), graph.dst.tolist(), strict=True))
+    by_engine: dict[int, list[int]] = {}
+    for n in segs.tolist():
+        by_engine.setdefault(engine_of[graph.resource[n]], []).append(n)
+    joined = across = 0
+    for nodes in by_engine.values():
+        nodes.sort(key=lambda n: (graph.start[n], graph.end[n]))
+        for u, v in itertools.pairwise(nodes):
+            if graph.end[u] <= graph.start[v]:
+                assert (u, v) in edges
+                joined += 1
+                across += graph.resource[u] != graph.resource[v]
+    assert joined > 0
+    groups = len(set(engine_of)) // len(set(engine_of.values()))   # queue groups (mlp: loads on Sync only)
+    assert (across > 0) == (groups > 1)                               # (matmul_naive: stores on GpSimd too)
+    assert (rs.EDGE_DMA_ENGINE in set(graph.edge_kind.tolist())) == (groups > 1)

@@ -261,6 +261,19 @@ def _fp8_rule(trace: Trace, scope: Scope, b: dict[str, Any]) -> list[dict[str, A
         impact_ns=saved, speedup=before / after)]
 
 
+def _point_to_fp8(recs: list[dict[str, Any]]) -> None:
+    """An FP8 matmul without double row reaches half the BF16 peak whatever its tiles: the under-utilisation rules
+    then say so instead of leaving only their advice on tile sizes."""
+    fp8 = next((r for r in recs if r[rs.RULE] == "fp8_double_row"), None)
+    if fp8 is None:
+        return
+    share = json.loads(fp8[rs.EVIDENCE])["fp8_matmul_ns"] / json.loads(fp8[rs.EVIDENCE])["tensor_active_ns"]
+    for r in recs:
+        if r[rs.RULE] in ("low_active_flops", "low_mfu"):
+            r[rs.MESSAGE] += (f" FP8 matmuls without double row ({_pct(share)} of the Tensor engine's active time) "
+                              "reach at most half the peak: see fp8_double_row.")
+
+
 def recommendations(trace: Trace, start_ns: int | None = None, end_ns: int | None = None,
                     core: int | None = None) -> pa.Table:
     """Ranked recommendations for the window (:data:`~profiler.analyses.schema.RECOMMENDATIONS`), largest
@@ -270,6 +283,7 @@ def recommendations(trace: Trace, start_ns: int | None = None, end_ns: int | Non
     eff = dma_efficiency(trace, scope.start_ns, scope.end_ns, core)
     recs = [*_flop_rules(b), *_spill_rule(trace, scope, b), *_dma_rules(b, eff, lambda: _sbuf_map(trace, scope)),
             *_bottleneck_rule(trace, scope, b), *_fp8_rule(trace, scope, b)]
+    _point_to_fp8(recs)
     total = b[rs.TOTAL_TIME_NS]
     for r in recs:
         speedup = r[rs.SPEEDUP]

@@ -228,5 +228,10 @@ def test_fp8_matmuls_without_double_row_are_a_recommendation_on_trn2_only(tmp_pa
     after = max(active["Tensor"] - single[rs.IMPACT_NS], *others)
     assert active["Tensor"] == max(active.values())      # (Tensor-bound at this size)
     assert single[rs.SPEEDUP] == pytest.approx(max(active.values()) / after) and single[rs.SPEEDUP] > 1.05
-    assert "fp8_double_row" not in rules("double", "trn2", perf_mode="double_row")
+    # the under-utilisation rules point to it rather than only to tile sizes
+    pointed = [found[r][rs.MESSAGE] for r in ("low_mfu", "low_active_flops") if r in found]
+    assert pointed and all(m.endswith("reach at most half the peak: see fp8_double_row.") for m in pointed)
+    double = rules("double", "trn2", perf_mode="double_row")
+    assert "fp8_double_row" not in double
+    assert not any("fp8_double_row" in r[rs.MESSAGE] for k, r in double.items() if k != "active")
     assert "fp8_double_row" not in rules("trn1", "trn1")  # NeuronCore-v2 has no double-row mode

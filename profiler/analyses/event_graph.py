@@ -64,7 +64,7 @@ def _instructions(trace: Trace, scope: Scope) -> pa.Table:
     return fetch(trace, f"""
         SELECT {q(ts.ID)} AS id, {q(rs.TRACK_ID)} AS track, {q(ts.ENGINE)} AS engine,
                coalesce({q(ts.TIMELINE_TRACK)}, {q(ts.ENGINE)}) AS stream, {q(ts.OPCODE)} AS opcode,
-               {q(ts.START_TS)} AS s, {q(ts.END_TS)} AS e
+               {q(ts.START_TS)} AS s, {q(ts.END_TS)} AS e, coalesce({q(ts.PCORE_IDX)}, 0) AS core
         FROM {INSTRUCTION} WHERE {scope.starts_sql()} ORDER BY id""")
 
 
@@ -74,7 +74,8 @@ def _segments(trace: Trace, scope: Scope) -> pa.Table:
                min({q(ts.START_TS)}) AS s, max({q(ts.END_TS)}) AS e,
                arg_max({q(ts.ID)}, ({q(ts.END_TS)}, {q(ts.ID)})) AS last_id,
                arg_max({q(rs.TRACK_ID)}, ({q(ts.END_TS)}, {q(ts.ID)})) AS track,
-               any_value({q(ts.VARIABLE)}) AS var, any_value({q(ts.ENGINE_IDX)}) AS dma_engine
+               any_value({q(ts.VARIABLE)}) AS var, any_value({q(ts.ENGINE_IDX)}) AS dma_engine,
+               any_value(coalesce({q(ts.PCORE_IDX)}, 0)) AS core
         FROM {DMA_PACKET} WHERE {scope.core_sql()}
         GROUP BY 1, 2
         HAVING min({q(ts.START_TS)}) >= {int(scope.start_ns)} AND min({q(ts.START_TS)}) < {int(scope.end_ns)}
@@ -107,6 +108,12 @@ def _consecutive(groups: np.ndarray, start: np.ndarray, end: np.ndarray,
     u, v = order[:-1], order[1:]
     keep = (groups[u] == groups[v]) & (end[u] <= start[v])
     return u[keep], v[keep]
+
+
+def _per_core(codes: np.ndarray, table: pa.Table) -> np.ndarray:
+    """``codes`` made distinct per core (``table``'s ``core`` column): each core has its own engines and queues."""
+    core = column(table, "core")
+    return codes * (int(core.max()) + 1 if len(core) else 1) + core
 
 
 def _codes(values: pa.ChunkedArray | pa.Array) -> np.ndarray:
@@ -187,19 +194,19 @@ def build_graph(trace: Trace, scope: Scope) -> EventGraph:
     # stream order: per timeline track in time, per engine in program order (instruction ids), so that an engine
     # with two tracks joins each instruction to the one issued before it (a MATMUL to its LDWEIGHTS, even when the
     # next LDWEIGHTS, loading in the background, starts at the same time as the MATMUL)
-    u, v = _consecutive(_codes(ins.column("stream")), start[:ni], end[:ni])
+    u, v = _consecutive(_per_core(_codes(ins.column("stream")), ins), start[:ni], end[:ni])
     edges.append((u, v, rs.EDGE_STREAM))
-    u, v = _consecutive(_codes(ins.column("engine")), start[:ni], end[:ni], by=i_id)
+    u, v = _consecutive(_per_core(_codes(ins.column("engine")), ins), start[:ni], end[:ni], by=i_id)
     edges.append((u, v, rs.EDGE_STREAM))
     # queue order
-    u, v = _consecutive(_codes(seg.column("queue")), start[ni:], end[ni:])
+    u, v = _consecutive(_per_core(_codes(seg.column("queue")), seg), start[ni:], end[ni:])
     edges.append((ni + u, ni + v, rs.EDGE_QUEUE))
     # DMA engine order: the queues of every group share the core's DMA engines, so a segment can wait for another
     # group's packets on its engine (segments of unknown engine are not joined)
     if ns_:
         known = ~np.asarray(seg.column("dma_engine").is_null(), dtype=bool)
         idx = np.flatnonzero(known)
-        u, v = _consecutive(column(seg, "dma_engine")[idx], start[ni:][idx], end[ni:][idx])
+        u, v = _consecutive(_per_core(column(seg, "dma_engine"), seg)[idx], start[ni:][idx], end[ni:][idx])
         edges.append((ni + idx[u], ni + idx[v], rs.EDGE_DMA_ENGINE))
 
     src = np.concatenate([e[0] for e in edges]).astype(np.int64)

@@ -14,6 +14,7 @@ SMALL = {
     "matmul_naive": {"M": 256, "N": 512, "K": 384},
     "matmul_blocked": {"M": 512, "N": 512, "K": 256, "block_m": 2},
     "matmul_rowload": {"M": 256, "N": 1024, "K": 256, "block_m": 2},
+    "linear": {"tokens": 256, "d_in": 384, "d_out": 512, "tile_n": 256},
     "softmax": {"rows": 200, "cols": 300},          # a partial last row tile
     "rmsnorm": {"rows": 130, "cols": 96},
     "attention": {"seq": 256, "head_dim": 64},
@@ -44,6 +45,18 @@ def test_attention_with_dma_transposed_probabilities_matches_numpy():
     assert dma.engine_instructions["GpSimd"] > pe.engine_instructions["GpSimd"]
     assert dma.engine_instructions["Tensor"] < pe.engine_instructions["Tensor"]
     assert dma.dma_transfers > pe.dma_transfers
+
+
+@pytest.mark.parametrize("arch", ["trn1", "trn2"])
+def test_linear_transposes_its_operands_either_way(arch):
+    params = {"tokens": 256, "d_in": 256, "d_out": 512}
+    dma = run_kernel("linear", {**params, "transpose": "dma"}, arch=arch, check=True)
+    pe = run_kernel("linear", {**params, "transpose": "pe"}, arch=arch, check=True)
+    assert dma.checks[0].ok and pe.checks[0].ok
+    # the PE way: a TRANSPOSE (and its LDWEIGHTS) per 128x128 block of x and w, and a copy out of PSUM each
+    blocks = (256 // 128) * (256 // 128) * (512 // 512) + (512 // 128) * (256 // 128)
+    assert pe.engine_instructions["Tensor"] - dma.engine_instructions["Tensor"] == 2 * blocks
+    assert dma.dma_transfers < pe.dma_transfers
 
 
 def test_fp32_matmul_is_accurate_to_fp32():

@@ -49,6 +49,8 @@ KERNELS = [
     ("matmul_naive", {"M": 256, "N": 1024, "K": 512}, "trn2"),
     ("matmul_blocked", {"M": 512, "N": 1024, "K": 512, "block_m": 2}, "trn1"),
     ("matmul_rowload", {"M": 512, "N": 2048, "K": 512}, "trn2"),
+    ("linear", {"tokens": 512, "d_in": 256, "d_out": 1024, "transpose": "dma"}, "trn2"),
+    ("linear", {"tokens": 256, "d_in": 256, "d_out": 512, "transpose": "pe"}, "trn1"),
     ("softmax", {"rows": 1000, "cols": 128}, "trn1"),             # full tiles, then a 104-row one
     ("rmsnorm", {"rows": 640, "cols": 128}, "trn2"),
     ("attention", {"seq": 512, "head_dim": 64, "kv_block": 64}, "trn2"),  # a sequential loop rolled in the body
@@ -57,7 +59,8 @@ KERNELS = [
 ]
 
 
-@pytest.mark.parametrize(("kernel", "params", "arch"), KERNELS, ids=[k[0] for k in KERNELS])
+@pytest.mark.parametrize(("kernel", "params", "arch"), KERNELS,
+                         ids=[k[0] + (f"-{k[1]['transpose']}" if "transpose" in k[1] else "") for k in KERNELS])
 def test_symbolic_expansion_writes_the_concrete_trace(tmp_path, kernel, params, arch):
     concrete = _run(tmp_path, kernel, params, arch, False, False)
     symbolic = _run(tmp_path, kernel, params, arch, True, True)
@@ -503,6 +506,8 @@ def test_slices_picked_by_loop_indices_expand_to_the_concrete_trace(tmp_path_fac
     ("rmsnorm", {"rows": 1024, "cols": 256}, "trn2"),
     ("attention", {"seq": 512, "head_dim": 64}, "trn2"),
     ("dma_stream", {"rows": 2048, "cols": 2000, "tile_cols": 200}, "trn1"),
+    ("linear", {"tokens": 512, "d_in": 256, "d_out": 1024, "transpose": "pe"}, "trn2"),
+    ("linear", {"tokens": 512, "d_in": 256, "d_out": 1024, "transpose": "dma"}, "trn2"),
 ])
 def test_an_expansion_knows_the_instructions_it_issues(monkeypatch, kernel, params, arch):
     """events.instruction_count over a traced nest is exactly what its expansion then issues (every shipped kernel

@@ -58,6 +58,7 @@ KERNEL_CASES = [
     ("matmul_rowload", {"M": 1024, "N": 4096, "K": 1024}, "trn2", None),
     ("matmul_rowload", {"M": 1024, "N": 4096, "K": 1024, "dtype": "fp8_e4m3", "perf_mode": "double_row"}, "trn2",
      None),
+    ("linear", {"tokens": 2048, "d_in": 256, "d_out": 1024, "transpose": "pe"}, "trn1", None),
     ("softmax", {"rows": 96000, "cols": 128}, "trn1", None),             # last tile of 0 < p < 128 rows
     ("rmsnorm", {"rows": 65536, "cols": 128}, "trn2", {"dma_start_latency_ns": "0"}),
     ("attention", {"seq": 1024, "head_dim": 64, "kv_block": 64}, "trn2", None),
@@ -66,7 +67,8 @@ KERNEL_CASES = [
     ("dma_stream", {"rows": 8192, "cols": 2000, "tile_cols": 200}, "trn1", None),  # queues loaded unevenly
 ]
 #: Test ids of KERNEL_CASES (a kernel's name, and its variant's parameters).
-KERNEL_IDS = [c[0] + "".join(f"-{c[1][k]}" for k in ("probs_transpose", "dtype", "perf_mode") if k in c[1])
+KERNEL_IDS = [c[0] + "".join(f"-{c[1][k]}" for k in ("probs_transpose", "transpose", "dtype", "perf_mode")
+                             if k in c[1])
               for c in KERNEL_CASES]
 
 

@@ -24,6 +24,7 @@ BUILTIN_KERNELS: tuple[str, ...] = (
     "matmul_naive",
     "matmul_blocked",
     "matmul_rowload",
+    "linear",
     "softmax",
     "rmsnorm",
     "attention",

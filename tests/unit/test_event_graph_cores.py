@@ -115,7 +115,7 @@ def _chained(rows, group, order) -> set[tuple]:
     return out
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(case=CASES)
 def test_ordering_edges_match_a_brute_force(case):
     with tempfile.TemporaryDirectory() as tmp:

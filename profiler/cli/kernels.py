@@ -31,7 +31,10 @@ class KernelsCommand:
             print(f"{s.name}: {s.summary}")
             params = "  ".join(f"{p.name}={p.default}" for p in s.params)
             print(f"    parameters: {params or '(none)'}")
-        print("\nrecord one with: trnprof record KERNEL -p KEY=VALUE ...  (or path/to/file.py:function)")
+        from tracer.sim.dtypes import DTYPES  # (numpy: only when the list is printed)
+
+        print(f"\ndtypes: {', '.join(DTYPES)}")
+        print("record one with: trnprof record KERNEL -p KEY=VALUE ...  (or path/to/file.py:function)")
         return 0
 
 

@@ -15,8 +15,10 @@ os.environ["TRNPROF_AOT"] = "0"
 from tracer import schema
 
 # tests/run.sh (the CI command) runs the property tests with `--hypothesis-profile=ci`: the same examples every
-# run, so a red CI means a change broke something; plain `pytest` keeps exploring new examples.
-settings.register_profile("ci", derandomize=True, print_blob=True)
+# run, so a red CI means a change broke something; plain `pytest` keeps exploring new examples.  Without a
+# deadline: the property tests check results, not time (benchmarks/ does), and on a loaded 2-vCPU machine one
+# example of the row filter's oracle test once took 256 ms against hypothesis's default 200 ms.
+settings.register_profile("ci", derandomize=True, print_blob=True, deadline=None)
 
 ENGINE_CYCLE = schema.ENGINES
 OPCODES = ("MATMUL", "LDWEIGHTS", "ACTIVATE", "TENSOR_TENSOR", "DMA_TRIGGER")

@@ -8,6 +8,7 @@ it, a count (bytes, FLOPs) when its row *starts* in it.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -198,6 +199,17 @@ def _positive(value: object) -> float | None:
     except (TypeError, ValueError):
         return None
     return v if math.isfinite(v) and v > 0 else None
+
+
+def cost_model(trace: Trace) -> dict[str, Any]:
+    """The simulator's cost model a recording keeps in its Metadata (``cost_model``, JSON), {} when the trace has
+    none or it cannot be read."""
+    raw = trace.metadata.get(ts.COST_MODEL)
+    try:
+        data = json.loads(raw) if isinstance(raw, str) else {}
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def hardware(trace: Trace) -> Hardware:

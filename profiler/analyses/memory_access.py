@@ -9,7 +9,6 @@ as well as written).  The capacities come from the recording's cost model.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from profiler.analyses import dma_transfers as dtr
-from profiler.analyses.inputs import DMA_PACKET, FLOW, INSTRUCTION, column, fetch, q, resolve_scope
+from profiler.analyses.inputs import DMA_PACKET, FLOW, INSTRUCTION, column, cost_model, fetch, q, resolve_scope
 from profiler.errors import QueryError
 from profiler.trace import Trace
 from tracer import schema as ts
@@ -49,11 +48,7 @@ class Accesses:
 
 def _cost_model_int(trace: Trace, key: str) -> int | None:
     """A positive integer constant of the trace's cost model (Metadata), None when it does not say."""
-    raw = trace.metadata.get(ts.COST_MODEL)
-    try:
-        value = json.loads(raw).get(key) if isinstance(raw, str) else None
-    except (ValueError, AttributeError):
-        value = None
+    value = cost_model(trace).get(key)
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 

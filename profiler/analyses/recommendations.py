@@ -37,7 +37,7 @@ from profiler.analyses import schema as rs
 from profiler.analyses.bounds import performance_bounds
 from profiler.analyses.dma import SMALL_BYTES, dma_efficiency
 from profiler.analyses.idle_gaps import idle_gaps
-from profiler.analyses.inputs import INSTRUCTION, Scope, fetch, q, resolve_scope
+from profiler.analyses.inputs import INSTRUCTION, Scope, cost_model, fetch, q, resolve_scope
 from profiler.analyses.memory_map import MemoryMap, memory_map
 from profiler.analyses.waits import wait_summary
 from profiler.errors import QueryError
@@ -224,18 +224,8 @@ def _bottleneck_rule(trace: Trace, scope: Scope, b: dict[str, Any]) -> list[dict
         impact_ns=b[rs.SERIALIZATION_GAP_NS] or 0.0, speedup=b[rs.SPEEDUPS].get(rs.PERFECT_PIPELINE_NS))]
 
 
-def _cost_model(trace: Trace) -> dict[str, Any]:
-    """The trace's cost model (Metadata ``cost_model``, trnprof's recordings), {} when it has none."""
-    raw = trace.metadata.get(ts.COST_MODEL)
-    try:
-        data = json.loads(raw) if isinstance(raw, str) else {}
-    except ValueError:
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
 def _fp8_rule(trace: Trace, scope: Scope, b: dict[str, Any]) -> list[dict[str, Any]]:
-    cm = _cost_model(trace)
+    cm = cost_model(trace)
     speed = cm.get("pe_double_row_speedup")
     if cm.get("pe_double_row") is not True or type(speed) not in (int, float) or not speed > 1:
         return []
@@ -267,7 +257,8 @@ def _point_to_fp8(recs: list[dict[str, Any]]) -> None:
     fp8 = next((r for r in recs if r[rs.RULE] == "fp8_double_row"), None)
     if fp8 is None:
         return
-    share = json.loads(fp8[rs.EVIDENCE])["fp8_matmul_ns"] / json.loads(fp8[rs.EVIDENCE])["tensor_active_ns"]
+    evidence = json.loads(fp8[rs.EVIDENCE])
+    share = evidence["fp8_matmul_ns"] / evidence["tensor_active_ns"]
     for r in recs:
         if r[rs.RULE] in ("low_active_flops", "low_mfu"):
             r[rs.MESSAGE] += (f" FP8 matmuls without double row ({_pct(share)} of the Tensor engine's active time) "

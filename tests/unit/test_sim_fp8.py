@@ -3,6 +3,8 @@ weights, errors, a shipped kernel in FP8, and the same trace from the fast path.
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -219,7 +221,7 @@ def test_fp8_matmuls_without_double_row_are_a_recommendation_on_trn2_only(tmp_pa
     found = rules("single", "trn2")
     single = found["fp8_double_row"]
     assert "perf_mode=\"double_row\"" in single[rs.MESSAGE] and "2x as fast" in single[rs.MESSAGE]
-    evidence = __import__("json").loads(single[rs.EVIDENCE])
+    evidence = json.loads(single[rs.EVIDENCE])
     assert evidence["fp8_matmuls"] == (512 // 128) * (1024 // 512) * (512 // 128)
     assert single[rs.IMPACT_NS] == pytest.approx(evidence["fp8_matmul_ns"] / 2)
     # bottleneck-aware: the pipeline bound (busiest engine's active time) before over after

@@ -499,7 +499,7 @@ def hand_trace(tmp_path_factory):
     5, 3.5,                  # not a list at all
     [["engine"]],            # an element that is not a level name (nor hashable)
     iter([]),                # an empty iterable: no levels
-], ids=repr)
+], ids=lambda v: "iter([])" if type(v).__name__ == "list_iterator" else repr(v))
 def test_bad_levels_are_a_query_error(hand_trace, levels):
     with pytest.raises(QueryError):
         instruction_tree(hand_trace, levels=levels)

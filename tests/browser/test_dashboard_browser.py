@@ -194,9 +194,12 @@ def test_box_select_summarizes_the_dragged_range(timeline):
     timeline.find_element("css selector", '#timeline-graph .modebar-btn[data-title="Box Select"]').click()
     drag = timeline.find_element("css selector", "#timeline-graph .nsewdrag")
     width = drag.size["width"]
-    # drag from 1/4 to 3/4 of the plot, across the rows: the range summarised is about [5, 15] µs
-    ActionChains(timeline).move_to_element_with_offset(drag, -width // 4, 0).click_and_hold() \
-        .move_by_offset(width // 8, 5).move_by_offset(width // 8, 5).move_by_offset(width // 4, 5).release().perform()
+    # drag from 1/4 to 3/4 of the plot, across the rows: the range summarised is about [5, 15] µs (with pauses:
+    # plotly.js throttles the selection it computes while dragging, and a loaded machine once released the button
+    # before the last move was taken into account)
+    ActionChains(timeline).move_to_element_with_offset(drag, -width // 4, 0).click_and_hold().pause(0.1) \
+        .move_by_offset(width // 8, 5).pause(0.1).move_by_offset(width // 8, 5).pause(0.1) \
+        .move_by_offset(width // 4, 5).pause(0.3).release().perform()
     text = wait_for(timeline, lambda d: d.find_element("id", "sel-duration").text
                     if d.find_elements("id", "sel-duration") else None, "the selection summary")
     assert "µs" in text and 8.0 < float(text.split()[0]) < 12.0, text

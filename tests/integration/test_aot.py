@@ -181,6 +181,7 @@ def test_a_build_giving_wrong_answers_is_not_used(monkeypatch, tmp_path):
     class Wrong:
         reserve = staticmethod(lambda *a: (0, 0, 0))
         missing_layouts = staticmethod(lambda *a: 0)
+        place = staticmethod(lambda *a: 0)
         schedule_rows = staticmethod(lambda *a: 0)
 
     monkeypatch.setattr(aot, "load", lambda module: Wrong)

@@ -61,6 +61,8 @@ class CostModel:
     access_overhead_cycles: int = 60
     dve_dependent_overhead_cycles: int = 100
     dve_perf_mode_max: int = 1
+    #: NeuronCore-v2: Vector and GpSimd cannot access SBUF at the same time, Vector and Scalar not PSUM.
+    access_conflicts: bool = False
     # -- DMA -------------------------------------------------------------------------------------------
     dma_queues: int = 16
     dma_bandwidth_gbps: float = 272.0
@@ -137,7 +139,7 @@ _TRN1 = CostModel(
     pe_clock_ghz=2.8, dve_clock_ghz=1.12, act_clock_ghz=1.4, pool_clock_ghz=1.4, neuroncore_clock_ghz=1.4,
     sbuf_partition_bytes=192 * 1024, num_physical_cores=2,
     dma_bandwidth_gbps=16 * 17.0, hbm_bandwidth_gbps=410.0,
-    throttle_enabled=False, dve_perf_mode_max=1,
+    throttle_enabled=False, dve_perf_mode_max=1, access_conflicts=True,
 )
 _TRN2 = CostModel(
     arch="trn2", neuroncore_version="NeuronCore-v3", instance_type="trn2.48xlarge",

@@ -31,6 +31,7 @@ import numpy as np
 
 from tracer.sim.arch import CostModel
 from tracer.sim.dma import DmaQueues
+from tracer.sim.fastpath.schedule_kernel import new_ports, place_python
 from tracer.sim.records import (
     C_THROTTLE,
     CHUNK_INSTRUCTIONS,
@@ -85,6 +86,9 @@ class Core(DmaQueues):
         self.stream_seq = [0] * 6
         self.engine_issue = [0] * 5
         self.pe_weights_ready = 0
+        #: NeuronCore-v2 access conflicts: the engines' accesses per memory port (place_access; shared with the loop
+        #: fast path's scheduling loops, compiled or not).
+        self.port_pa, self.port_pn = new_ports()
         # busy time (union of instruction intervals) per engine, accumulated at each handoff from the chunk's
         # columns (starts are non-decreasing per engine), with the latest end seen so far per engine
         self.busy = [0] * 5
@@ -190,6 +194,8 @@ class Core(DmaQueues):
                     wait_until = p[2]
                 edges.append((p, kind))
         start = wait_until if wait_until > ready else ready
+        if tpl.ports:
+            start = place_python(self.port_pa, self.port_pn, tpl.ports, start, tpl.dur, self.stream_free)
         kind = tpl.kind
         dur = self._throttled(tpl, start) if kind == KIND_MATMUL and self.cm.throttle_enabled else tpl.dur
         end = start + dur

@@ -28,6 +28,14 @@ STREAM_TRACK = ("Tensor", "TensorMatrix", "Vector", "Scalar", "GpSimd", "Sync")
 ENGINE_STREAM = {E_VECTOR: S_VECTOR, E_SCALAR: S_SCALAR, E_GPSIMD: S_GPSIMD, E_SYNC: S_SYNC}
 
 KIND_COMPUTE, KIND_MATMUL, KIND_DMA = 0, 1, 2
+#: NeuronCore-v2 access conflicts (``CostModel.access_conflicts``): the engines' accesses to one memory port are
+#: kept in four lists, one per engine and port -- Vector's and GpSimd's SBUF accesses, Vector's and Scalar's PSUM
+#: accesses.  List ``l ^ 1`` is the other engine's on the same port: an access in list ``l`` must not overlap one
+#: in list ``l ^ 1``.  A template's ``ports`` is the bit mask of the lists its instruction joins
+#: (:func:`tracer.sim.fastpath.schedule_kernel.place`).
+PORT_VECTOR_SBUF, PORT_GPSIMD_SBUF, PORT_VECTOR_PSUM, PORT_SCALAR_PSUM = range(4)
+#: The stream of each list's engine.
+PORT_STREAM = (S_VECTOR, S_GPSIMD, S_VECTOR, S_SCALAR)
 #: The counters the core samples: (name, unit), stored per sample as an index into this tuple.
 COUNTER_KINDS = (("sbuf_usage_bytes", "B"), ("psum_banks_in_use", "banks"), ("tensor_throttle_percent", "%"))
 C_SBUF, C_PSUM, C_THROTTLE = range(3)
@@ -105,7 +113,7 @@ class Template:
 
     __slots__ = (
         "act_fn", "bytes", "clock", "cycles", "dma", "dur", "engine", "flops_adj", "flops_raw", "id", "key",
-        "kind", "loc", "opcode", "perf_mode", "stream", "tensor_type", "text_post", "text_pre",
+        "kind", "loc", "opcode", "perf_mode", "ports", "stream", "tensor_type", "text_post", "text_pre",
     )
 
     def __init__(self, **kw: Any) -> None:
@@ -125,6 +133,8 @@ class Template:
         self.loc = get("loc")
         self.opcode = get("opcode")
         self.perf_mode = get("perf_mode")
+        #: Access-conflict lists the instruction joins (a bit per PORT_* list; 0: none).
+        self.ports = get("ports") or 0
         self.stream = get("stream")
         self.tensor_type = get("tensor_type")
         self.text_post = get("text_post")

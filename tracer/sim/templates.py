@@ -36,6 +36,10 @@ from tracer.sim.records import (
     KIND_COMPUTE,
     KIND_DMA,
     KIND_MATMUL,
+    PORT_GPSIMD_SBUF,
+    PORT_SCALAR_PSUM,
+    PORT_VECTOR_PSUM,
+    PORT_VECTOR_SBUF,
     S_MATRIX,
     S_SYNC,
     S_TENSOR,
@@ -71,6 +75,26 @@ def cycles_ns(cm: CostModel, cycles: float, engine: int) -> int:
     return cm.cycles_to_ns(cycles, clock)
 
 
+def _ports(cm: CostModel, engine: int, views: tuple[VKey, ...]) -> int:
+    """The access-conflict lists an instruction of ``engine`` touching ``views`` joins (NeuronCore-v2: Vector and
+    GpSimd cannot access SBUF at the same time, nor Vector and Scalar PSUM); 0 without conflicts."""
+    if not cm.access_conflicts:
+        return 0
+    mems = {v.mem for v in views}
+    ports = 0
+    if SBUF in mems:
+        if engine == E_VECTOR:
+            ports |= 1 << PORT_VECTOR_SBUF
+        elif engine == E_GPSIMD:
+            ports |= 1 << PORT_GPSIMD_SBUF
+    if PSUM in mems:
+        if engine == E_VECTOR:
+            ports |= 1 << PORT_VECTOR_PSUM
+        elif engine == E_SCALAR:
+            ports |= 1 << PORT_SCALAR_PSUM
+    return ports
+
+
 def _elementwise(cm: CostModel, _core: Core, key: tuple[Any, ...]) -> Template:
     (_, opcode, engine, _extra, dst, reads, perf, dependent, where, n_inputs, text, act_fn, extra_writes) = key
     work = max(v.f1 - v.f0 for v in reads) if reads else dst.f1 - dst.f0
@@ -87,7 +111,7 @@ def _elementwise(cm: CostModel, _core: Core, key: tuple[Any, ...]) -> Template:
         nbytes[3 if v.mem == SBUF else 5] += _size(v)
     return Template(
         key=key, engine=engine, stream=stream, kind=KIND_COMPUTE, opcode=opcode, dur=cycles_ns(cm, cycles, engine),
-        bytes=tuple(nbytes), loc=where, act_fn=act_fn,
+        bytes=tuple(nbytes), loc=where, act_fn=act_fn, ports=_ports(cm, engine, (dst, *reads, *extra_writes)),
         perf_mode=f"{perf}x" if perf > 1 else None,
         text_pre=f"$S[{stream}]++@complete {text} dst={vtext(dst)} "
                  f"src={','.join(vtext(v) for v in reads) or '-'} "

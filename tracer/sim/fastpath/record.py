@@ -310,7 +310,8 @@ class Recorder:
         self.positions.append(Position(
             stream=tpl.stream, engine=tpl.engine, kind=tpl.kind, dur=tpl.dur, flops_adj=tpl.flops_adj or 0,
             throttle=tpl.kind == KIND_MATMUL and core.cm.throttle_enabled, dma=tpl.kind == KIND_DMA,
-            aux_dynamic=aux != -1, group=tpl.dma.group if tpl.dma is not None else -1, recipe=self.recipe(tpl.key),
+            aux_dynamic=aux != -1, ports=tpl.ports,
+            group=tpl.dma.group if tpl.dma is not None else -1, recipe=self.recipe(tpl.key),
             deps=srcs, reads=rd, writes=wr, lsrc=self.layer_src, osrc=self.op_src))
         core = self.core
         if core.lyr_code != core.name_code(self.names[self.layer_src]) or \

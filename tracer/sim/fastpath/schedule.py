@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from tracer.sim.fastpath import schedule_jit
-from tracer.sim.fastpath.schedule_kernel import K_DMA, K_MATRIX, K_PLAIN, K_TENSOR, K_THROTTLE
+from tracer.sim.fastpath.schedule_kernel import K_DMA, K_MATRIX, K_PLAIN, K_TENSOR, K_THROTTLE, place_python
 from tracer.sim.fastpath.trie import ALLOC, FREE, SRC_LEAF, Variant
 from tracer.sim.records import C_PSUM, C_SBUF, C_THROTTLE, S_MATRIX, S_TENSOR, TABLE_INSTRUCTION, TABLE_PACKET
 
@@ -75,7 +75,7 @@ class Program:
                 kind = K_PLAIN
             seq[p.stream] = seq.get(p.stream, 0) + 1
             deps = tuple(src + (n if k == SRC_LEAF else 0) for k, src, _dep in p.deps)
-            rows.append((p.stream, p.engine, p.dur, deps, kind, p.aux_dynamic))
+            rows.append((p.stream, p.engine, p.dur, deps, kind, p.aux_dynamic, p.ports))
             if j in needed and not p.dma:
                 exports.append((j, p.stream, seq[p.stream]))
         self.rows = rows
@@ -237,7 +237,8 @@ def _schedule(prog: Program, core: Any, leaves: list[Any], A: list[int], tpls: l
         f0 = tcm.throttle_start_fraction
         win = core.thr_window
         t_busy, t_rs, t_pct = core.thr_busy, core.thr_ramp_start, core.thr_level_pct
-    for j, (s, e, dur0, deps, kind, _auxd) in enumerate(prog.rows):
+    pa, pn = core.port_pa, core.port_pn
+    for j, (s, e, dur0, deps, kind, _auxd, ports) in enumerate(prog.rows):
         r = SF[s]
         x = EI[e]
         if x > r:
@@ -254,6 +255,8 @@ def _schedule(prog: Program, core: Any, leaves: list[Any], A: list[int], tpls: l
             r = w
         else:
             W.append(0)
+        if ports:
+            r = place_python(pa, pn, ports, r, dur0, SF)
         dur = dur0
         if kind == K_THROTTLE:
             tpl = tpls[j]

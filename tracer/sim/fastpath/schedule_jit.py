@@ -141,8 +141,9 @@ def _install_built() -> bool:
 
 
 def _smoke_test() -> None:
-    """Compile (or load) the kernel and check it on a two-row program (a wait, an engine conflict)."""
-    rows = np.array([[0, 0, 10, K.K_PLAIN, 0, 0], [1, 0, 5, K.K_PLAIN, 0, 1]], np.int64)
+    """Compile (or load) the kernel and check it on a two-row program (a wait, an engine conflict), two accesses of
+    one memory port and a DMA reservation."""
+    rows = np.array([[0, 0, 10, K.K_PLAIN, 0, 0, 0], [1, 0, 5, K.K_PLAIN, 0, 1, 0]], np.int64)
     out = np.zeros((K.N_OUT, 2), np.int64)
     R = np.array([0, 0, 30], np.int64)
     st = np.zeros(K.N_STATE, np.int64)
@@ -152,10 +153,13 @@ def _smoke_test() -> None:
                         np.zeros((K.N_X, 1), np.int64), np.zeros(2, np.int64),
                         np.zeros(1, np.int64), st, np.zeros(2), one, np.zeros(1, np.int64), np.zeros(1, np.int64),
                         np.full(2, -1, np.int64), one, np.zeros((1, 2)), np.zeros((2, 1), np.int64),
-                        np.array([[1], [7]], np.int64), np.array([2.5]), C, Cv)
+                        np.array([[1], [7]], np.int64), np.array([2.5]), C, Cv, *K.new_ports())
     if j != 2 or out[K.O_START].tolist() != [0, 30] or out[K.O_WAIT].tolist() != [0, 30] or R[:2].tolist() != [10, 35]:
         raise RuntimeError("kernel self-check failed")
     if st[K.NC] != 1 or C[:, 0].tolist() != [0, 7] or Cv[0] != 2.5:
+        raise RuntimeError("kernel self-check failed")
+    pa, pn = K.new_ports()  # Vector on SBUF from 0 to 10, then GpSimd, ready at 4, waits for it
+    if K.place(pa, pn, 1, 0, 10, np.zeros(6, np.int64)) != 0 or K.place(pa, pn, 2, 4, 5, np.zeros(6, np.int64)) != 10:
         raise RuntimeError("kernel self-check failed")
     us, ue = np.array([0, 100, 0, 0], np.int64), np.array([50, 200, 0, 0], np.int64)
     if K.reserve(us, ue, 2, 40, 60) != (200, 2, 1) or ue[:2].tolist() != [50, 260]:
@@ -168,12 +172,13 @@ class ProgramArrays:
     __slots__ = ("counters", "dep_idx", "dma_needed", "dma_rows", "n_dma", "rows", "tids")
 
     def __init__(self, prog: Any) -> None:
-        rows = np.empty((prog.n, 6), np.int64)
+        rows = np.empty((prog.n, K.N_ROW), np.int64)
         deps: list[int] = []
-        for j, (s, e, dur, dj, kind, _auxd) in enumerate(prog.rows):
+        for j, (s, e, dur, dj, kind, _auxd, ports) in enumerate(prog.rows):
             rows[j, :5] = (s, e, dur, kind, len(deps))
             deps.extend(dj)
             rows[j, K.R_DEP1] = len(deps)
+            rows[j, K.R_PORTS] = ports
         self.rows = rows
         self.dep_idx = np.array(deps or [0], np.int64)
         #: DMA rows whose producer is needed after the segment (the others' producers are never built).
@@ -421,7 +426,7 @@ def schedule(prog: Any, core: Any, leaves: list[Any], A: list[int], tpls: list[A
     kernel = K.schedule_rows
     while True:
         j = kernel(j, n, pa.rows, pa.dep_idx, tarr, R, out, X, sf, ei, st, ca.fp, ca.grp, ca.us, ca.ue, ca.tslot,
-                   ca.ti, ca.tf, ca.win, pa.counters, cva, C, Cv)
+                   ca.ti, ca.tf, ca.win, pa.counters, cva, C, Cv, core.port_pa, core.port_pn)
         reason = st[K.REASON]
         if reason == K.DONE:
             break

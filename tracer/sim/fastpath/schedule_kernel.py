@@ -26,12 +26,13 @@ import math
 
 import numpy as np
 
-from tracer.sim.records import C_THROTTLE
+from tracer.sim.records import C_THROTTLE, PORT_STREAM
 
 #: Row kinds (the same values as :mod:`tracer.sim.fastpath.schedule`).
 K_PLAIN, K_TENSOR, K_MATRIX, K_THROTTLE, K_DMA = range(5)
 #: Columns of a program's row table.
-R_STREAM, R_ENGINE, R_DUR, R_KIND, R_DEP0, R_DEP1 = range(6)
+R_STREAM, R_ENGINE, R_DUR, R_KIND, R_DEP0, R_DEP1, R_PORTS = range(7)
+N_ROW = 7
 #: Rows of the per-row output table (O_SEQ, O_OUT: for DMA rows the kernel placed).
 O_START, O_END, O_WAIT, O_SEQ, O_OUT = range(5)
 N_OUT = 5
@@ -60,15 +61,25 @@ DONE, NEED, GROW, TRANSFER = range(4)
 TRIM_AT = 256
 TRIM_BY = 128
 
-COMPILED = ("reserve", "missing_layouts", "schedule_rows")
+#: Access-conflict lists (tracer.sim.records.PORT_*): entries each list holds at most, and how many of the oldest
+#: are forgotten when it is full (their last end becomes a floor for the other engine's accesses on that port).
+PORT_CAP = 1024
+PORT_TRIM = 512
+#: Columns of the per-list state: first entry, entries, floor.
+PN_HEAD, PN_COUNT, PN_FLOOR = range(3)
+#: Streams of the lists' engines (the kernel takes them as plain integers).
+_PS0, _PS1, _PS2, _PS3 = PORT_STREAM
+
+COMPILED = ("reserve", "missing_layouts", "place", "schedule_rows")
 #: The exported functions' argument types for the ahead-of-time build (:mod:`tracer.aot`): i8 = int64, f8 = float64,
 #: ``[:]`` / ``[:,:]`` arrays of any layout; a call with other types raises TypeError.
 _I1, _I2, _F1, _F2 = "i8[:]", "i8[:,:]", "f8[:]", "f8[:,:]"
 AOT_SIGNATURES = {
     "reserve": f"UniTuple(i8, 3)({_I1}, {_I1}, i8, i8, i8)",
     "missing_layouts": f"i8({_I1}, {_I1}, {_I1}, {_I2}, i8, i8, {_I2})",
+    "place": f"i8(i8[:,:,:], {_I2}, i8, i8, i8, {_I1})",
     "schedule_rows": (f"i8(i8, i8, {_I2}, {_I1}, {_I1}, {_I1}, {_I2}, {_I2}, {_I1}, {_I1}, {_I1}, {_F1}, {_I2}, {_I1}, "
-                      f"{_I1}, {_I1}, {_I2}, {_F2}, {_I2}, {_I2}, {_F1}, {_I2}, {_F1})"),
+                      f"{_I1}, {_I1}, {_I2}, {_F2}, {_I2}, {_I2}, {_F1}, {_I2}, {_F1}, i8[:,:,:], {_I2})"),
 }
 
 
@@ -118,6 +129,70 @@ def reserve(us: np.ndarray, ue: np.ndarray, n: int, s: int, d: int) -> tuple[int
     return s, n, low
 
 
+def new_ports() -> tuple[np.ndarray, np.ndarray]:
+    """Empty access-conflict lists: (entries: list x (start, end) x PORT_CAP, state: list x (head, count, floor))."""
+    return np.zeros((4, 2, PORT_CAP), np.int64), np.zeros((4, 3), np.int64)
+
+
+def place(pa: np.ndarray, pn: np.ndarray, own: int, s: int, d: int, sf: np.ndarray) -> int:
+    """The start of an access of ``d`` ns that may start at ``s`` and joins the access-conflict lists of the bit
+    mask ``own``: the earliest time from ``s`` on that overlaps no access of the other engine on each port (nor
+    that port's floor); the access is appended to its lists.  ``sf`` holds the streams' free times.
+
+    An engine runs in order, so its accesses start in order: each list is sorted, and the other engine's next
+    access starts no earlier than its stream is free; entries ending by then are dropped.  A list that is still
+    full forgets its ``PORT_TRIM`` oldest entries and their last end becomes the port's floor for the other engine
+    (an approximation only when one engine runs over ``PORT_CAP - PORT_TRIM`` accesses ahead of the other)."""
+    moved = True
+    while moved:
+        moved = False
+        for b in range(4):
+            if (own >> b) & 1 == 0:
+                continue
+            o = b ^ 1  # the other engine's list on this port
+            if pn[o, PN_FLOOR] > s:
+                s = pn[o, PN_FLOOR]
+                moved = True
+            h = pn[o, PN_HEAD]
+            for i in range(h, h + pn[o, PN_COUNT]):
+                if pa[o, 1, i] <= s:
+                    continue
+                if pa[o, 0, i] >= s + d:
+                    break
+                s = pa[o, 1, i]
+                moved = True
+    for b in range(4):
+        if (own >> b) & 1 == 0:
+            continue
+        o = b ^ 1
+        lim = sf[_PS0] if o == 0 else (sf[_PS1] if o == 1 else (sf[_PS2] if o == 2 else sf[_PS3]))
+        h = pn[b, PN_HEAD]
+        c = pn[b, PN_COUNT]
+        while c > 0 and pa[b, 1, h] <= lim:
+            h += 1
+            c -= 1
+        if h + c >= PORT_CAP:
+            if c >= PORT_CAP - PORT_TRIM:
+                if pa[b, 1, h + PORT_TRIM - 1] > pn[b, PN_FLOOR]:
+                    pn[b, PN_FLOOR] = pa[b, 1, h + PORT_TRIM - 1]
+                h += PORT_TRIM
+                c -= PORT_TRIM
+            for i in range(c):
+                pa[b, 0, i] = pa[b, 0, h + i]
+                pa[b, 1, i] = pa[b, 1, h + i]
+            h = 0
+        pa[b, 0, h + c] = s
+        pa[b, 1, h + c] = s + d
+        pn[b, PN_HEAD] = h
+        pn[b, PN_COUNT] = c + 1
+    return s
+
+
+#: :func:`place` as Python, for Python callers (the general path, the Python scheduling loop): it stays Python
+#: when the names in ``COMPILED`` are replaced by compiled functions, and takes lists as well as arrays.
+place_python = place
+
+
 def missing_layouts(tids: np.ndarray, dma_rows: np.ndarray, tslot: np.ndarray, ti: np.ndarray, q0: int, nq: int,
                     miss: np.ndarray) -> int:
     """The DMA rows of a segment whose layout for the queue rotation they will meet is not in ``ti`` yet (the
@@ -137,12 +212,14 @@ def missing_layouts(tids: np.ndarray, dma_rows: np.ndarray, tslot: np.ndarray, t
 def schedule_rows(j: int, n: int, rows: np.ndarray, dep_idx: np.ndarray, tids: np.ndarray, R: np.ndarray,
                   out: np.ndarray, X: np.ndarray, SF: np.ndarray, EI: np.ndarray, st: np.ndarray, fp: np.ndarray,
                   grp: np.ndarray, us: np.ndarray, ue: np.ndarray, tslot: np.ndarray, ti: np.ndarray, tf: np.ndarray,
-                  win: np.ndarray, cnt: np.ndarray, cval: np.ndarray, C: np.ndarray, Cv: np.ndarray) -> int:
+                  win: np.ndarray, cnt: np.ndarray, cval: np.ndarray, C: np.ndarray, Cv: np.ndarray, pa: np.ndarray,
+                  pn: np.ndarray) -> int:
     """Schedule rows ``j``, ``j + 1``, ... of a segment (see the module docstring); returns the row it stopped at.
 
     Counter samples go to ``C`` (time, kind) and ``Cv`` (value) in the general path's order: the usage samples
     ``cnt`` (instructions before each, kind; values ``cval``), each stamped with the latest start before it, and
-    the throttle level changes at their instructions.
+    the throttle level changes at their instructions.  ``pa`` and ``pn`` are the core's access-conflict lists
+    (:func:`place`, rows with ports).
     """
     fr, ln, pw = st[FR], st[LN], st[PW]
     q0, npk, nx, qbusy, dbytes = st[Q0], st[NPK], st[NX], st[QBUSY], st[DBYTES]
@@ -201,6 +278,8 @@ def schedule_rows(j: int, n: int, rows: np.ndarray, dep_idx: np.ndarray, tids: n
             r = w
         else:
             out[O_WAIT, j] = 0
+        if rows[j, R_PORTS] != 0:
+            r = place(pa, pn, rows[j, R_PORTS], r, dur, SF)
         if kind == K_THROTTLE:
             if t_rs < 0:
                 reset = True

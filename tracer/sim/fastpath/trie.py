@@ -39,6 +39,8 @@ class Position:
     throttle: bool
     dma: bool
     aux_dynamic: bool
+    #: Access-conflict lists it joins (tracer.sim.records.PORT_*), 0 for none.
+    ports: int
     #: DMA queue group (the semaphore stream of a transfer), -1 for other instructions.
     group: int
     recipe: tuple[Any, ...]
@@ -56,7 +58,8 @@ class Position:
     def key(self) -> tuple[Any, ...]:
         """Everything that identifies the position (for sharing trie nodes)."""
         return (self.stream, self.engine, self.kind, self.dur, self.flops_adj, self.throttle, self.dma,
-                self.aux_dynamic, self.group, self.recipe, self.deps, self.reads, self.writes, self.lsrc, self.osrc)
+                self.aux_dynamic, self.ports, self.group, self.recipe, self.deps, self.reads, self.writes, self.lsrc,
+                self.osrc)
 
 
 class Node:

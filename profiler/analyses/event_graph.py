@@ -16,7 +16,10 @@ Edges ``u -> v`` mean "``v`` could not start before ``u`` ended", listed in this
   of the same engine, in program order (by id);
 * ``queue``: the previous segment on the same DMA queue;
 * ``dma_engine``: the previous segment on the same DMA engine (``engine_idx``), from any queue (queue q of every
-  group is served by engine q, so one group's transfer can wait behind another's packets).
+  group is served by engine q, so one group's transfer can wait behind another's packets);
+* ``access``: in a recording whose cost model has NeuronCore-v2 access conflicts (``access_conflicts``), the
+  instruction of the conflicting engine on the same memory (Vector and GpSimd on SBUF, Vector and Scalar on PSUM)
+  that ended last before the instruction started.
 
 Only edges with ``end(u) <= start(v)`` are kept (an edge against time would be a measurement artefact), so the
 graph is acyclic and sorting nodes by time is a topological order.
@@ -32,7 +35,7 @@ import pyarrow.compute as pc
 
 from profiler.analyses import schema as rs
 from profiler.analyses.dma_transfers import agg_expr, transfers
-from profiler.analyses.inputs import DMA_PACKET, FLOW, INSTRUCTION, Scope, column, fetch, q
+from profiler.analyses.inputs import DMA_PACKET, FLOW, INSTRUCTION, Scope, column, cost_model, fetch, q
 from profiler.trace import Trace
 from tracer import schema as ts
 
@@ -60,12 +63,45 @@ class EventGraph:
         return len(self.start)
 
 
-def _instructions(trace: Trace, scope: Scope) -> pa.Table:
+#: Engines that cannot access one memory at the same time with access conflicts (tracer.sim's cost model), and
+#: the memory as the operand text names it.
+ACCESS_CONFLICTS = (("Vector", "GpSimd", "@SBUF"), ("Vector", "Scalar", "@PSUM"))
+
+
+def _instructions(trace: Trace, scope: Scope, conflicts: bool) -> pa.Table:
+    # with access conflicts: whether each instruction reads or writes SBUF / PSUM (a DMA trigger moves no data)
+    access = "".join(
+        f", ({q(ts.OPCODE)} <> 'DMA_TRIGGER' AND coalesce(contains({q(ts.OPERANDS)}, '{mem}'), false)) AS m{k}"
+        for k, mem in enumerate(dict.fromkeys(mem for _a, _b, mem in ACCESS_CONFLICTS))) if conflicts else ""
     return fetch(trace, f"""
         SELECT {q(ts.ID)} AS id, {q(rs.TRACK_ID)} AS track, {q(ts.ENGINE)} AS engine,
                coalesce({q(ts.TIMELINE_TRACK)}, {q(ts.ENGINE)}) AS stream, {q(ts.OPCODE)} AS opcode,
-               {q(ts.START_TS)} AS s, {q(ts.END_TS)} AS e, coalesce({q(ts.PCORE_IDX)}, 0) AS core
+               {q(ts.START_TS)} AS s, {q(ts.END_TS)} AS e, coalesce({q(ts.PCORE_IDX)}, 0) AS core{access}
         FROM {INSTRUCTION} WHERE {scope.starts_sql()} ORDER BY id""")
+
+
+def _access_edges(ins: pa.Table, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``access`` edges: to each instruction accessing a memory its engine shares with a conflicting one, from the
+    conflicting engine's instruction on that memory (same core) that ended last by its start."""
+    engine = np.asarray(ins.column("engine").to_pylist(), dtype=object)
+    core = column(ins, "core")
+    mems = list(dict.fromkeys(mem for _a, _b, mem in ACCESS_CONFLICTS))
+    us, vs = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+    for a, b, mem in ACCESS_CONFLICTS:
+        touches = np.asarray(ins.column(f"m{mems.index(mem)}"), dtype=bool)
+        for c in np.unique(core):
+            here = touches & (core == c)
+            for mine, other in ((a, b), (b, a)):
+                v = np.flatnonzero(here & (engine == mine))
+                u = np.flatnonzero(here & (engine == other))
+                if not len(v) or not len(u):
+                    continue
+                u = u[np.argsort(end[u], kind="stable")]
+                pos = np.searchsorted(end[u], start[v], side="right") - 1
+                ok = pos >= 0
+                us.append(u[pos[ok]])
+                vs.append(v[ok])
+    return np.concatenate(us), np.concatenate(vs)
 
 
 def _segments(trace: Trace, scope: Scope) -> pa.Table:
@@ -126,7 +162,8 @@ def _codes(values: pa.ChunkedArray | pa.Array) -> np.ndarray:
 
 def build_graph(trace: Trace, scope: Scope) -> EventGraph:
     """The dependency graph of the events starting in ``scope``'s window."""
-    ins = _instructions(trace, scope)
+    conflicts = bool(cost_model(trace).get("access_conflicts"))
+    ins = _instructions(trace, scope, conflicts)
     seg = _segments(trace, scope)
     ni, ns_ = ins.num_rows, seg.num_rows
     i_id = column(ins, "id")
@@ -208,6 +245,10 @@ def build_graph(trace: Trace, scope: Scope) -> EventGraph:
         idx = np.flatnonzero(known)
         u, v = _consecutive(_per_core(column(seg, "dma_engine"), seg)[idx], start[ni:][idx], end[ni:][idx])
         edges.append((ni + idx[u], ni + idx[v], rs.EDGE_DMA_ENGINE))
+    # engines taking turns on a memory (NeuronCore-v2 access conflicts, as the recording's cost model says)
+    if conflicts and ni:
+        u, v = _access_edges(ins, start[:ni], end[:ni])
+        edges.append((u, v, rs.EDGE_ACCESS))
 
     src = np.concatenate([e[0] for e in edges]).astype(np.int64)
     dst = np.concatenate([e[1] for e in edges]).astype(np.int64)

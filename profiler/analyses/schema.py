@@ -161,7 +161,8 @@ STEP = "step"
 KIND = "kind"                              # instruction or dma (a DMA transfer)
 RESOURCE = "resource"                      # engine, or DMA queue group for a transfer
 NAME = ts.NAME                             # opcode, or the transfer's variable
-EDGE = "edge"                              # how the step was reached: flow, anti, output, stream, trigger, queue
+EDGE = "edge"                              # how the step was reached: flow, anti, output, stream, trigger, queue,
+                                           # dma_engine, access
 GAP_BEFORE_NS = "gap_before_ns"            # time between the previous step's end and this step's start
 NODE_INSTRUCTION = "instruction"
 NODE_DMA = "dma"
@@ -169,6 +170,7 @@ EDGE_STREAM = "stream"                     # the previous instruction of the sam
 EDGE_TRIGGER = "trigger"                   # the instruction that triggered a DMA transfer
 EDGE_QUEUE = "queue"                       # the previous transfer on a shared DMA queue
 EDGE_DMA_ENGINE = "dma_engine"             # the previous transfer (of any queue) on the same DMA engine
+EDGE_ACCESS = "access"                     # the conflicting engine's last access to the same memory (trn1)
 EDGE_START = "start"
 
 #: ``critical_path``: the path's steps in time order.

@@ -211,6 +211,18 @@ def _place_all(place, accesses):
     return out
 
 
+def _place_lists_all(accesses):
+    """:func:`_place_all` with the Python lists' version (the general path's)."""
+    ps, pe, pf = [[], [], [], []], [[], [], [], []], [0] * 4
+    sf = [0] * 6
+    out = []
+    for who, gap, d in accesses:
+        s = K.place_lists(ps, pe, pf, OWN[who], sf[STREAM[who]] + gap, d, sf)
+        out.append(s)
+        sf[STREAM[who]] = s + d
+    return out
+
+
 def _oracle(accesses):
     lists: dict[int, list[tuple[int, int]]] = {b: [] for b in range(4)}
     free = dict.fromkeys(range(6), 0)
@@ -240,14 +252,16 @@ ACCESSES = st.lists(st.tuples(st.sampled_from(sorted(OWN)), st.integers(0, 50), 
 
 @given(ACCESSES)
 def test_place_matches_a_plain_list_of_intervals(accesses):
-    assert _place_all(K.place_python, accesses) == _oracle(accesses)
+    assert _place_all(K.place, accesses) == _oracle(accesses)
+    assert _place_lists_all(accesses) == _oracle(accesses)
 
 
 def test_a_list_too_far_ahead_forgets_its_oldest_accesses_as_a_floor():
     """An idle GpSimd while Vector makes over PORT_CAP accesses: the oldest PORT_TRIM are forgotten and GpSimd's next
     access starts no earlier than the last of them ends (documented approximation), later ones are exact."""
     accesses = [("Vs", 10, 5)] * (K.PORT_CAP + 1) + [("G", 0, 3)]
-    starts = _place_all(K.place_python, accesses)
+    starts = _place_all(K.place, accesses)
+    assert _place_lists_all(accesses) == starts
     vec_ends = [s + 5 for s in starts[:-1]]
     assert starts[-1] == vec_ends[K.PORT_TRIM - 1]  # not the gap at 0 the oracle finds
     assert _oracle(accesses)[-1] == 0
@@ -261,11 +275,11 @@ def test_the_compiled_place_matches_too(accesses):
     compiled = _compiled(numba)
     assert _place_all(compiled, accesses) == _oracle(accesses)
     long = [("Vs", 10, 5)] * (K.PORT_CAP + 1) + [("G", 0, 3)]
-    assert _place_all(compiled, long) == _place_all(K.place_python, long)
+    assert _place_all(compiled, long) == _place_all(K.place, long)
 
 
 def _compiled(numba):
     fn = getattr(_compiled, "fn", None)
     if fn is None:
-        fn = _compiled.fn = numba.njit(K.place_python)
+        fn = _compiled.fn = numba.njit(getattr(K.place, "py_func", K.place))
     return fn

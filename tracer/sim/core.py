@@ -31,7 +31,7 @@ import numpy as np
 
 from tracer.sim.arch import CostModel
 from tracer.sim.dma import DmaQueues
-from tracer.sim.fastpath.schedule_kernel import new_ports, place_python
+from tracer.sim.fastpath.schedule_kernel import place_lists
 from tracer.sim.records import (
     C_THROTTLE,
     CHUNK_INSTRUCTIONS,
@@ -86,9 +86,13 @@ class Core(DmaQueues):
         self.stream_seq = [0] * 6
         self.engine_issue = [0] * 5
         self.pe_weights_ready = 0
-        #: NeuronCore-v2 access conflicts: the engines' accesses per memory port (place_access; shared with the loop
-        #: fast path's scheduling loops, compiled or not).
-        self.port_pa, self.port_pn = new_ports()
+        #: NeuronCore-v2 access conflicts: each conflict list's access starts and ends and its floor (place_lists),
+        #: unless the compiled scheduling loop's arrays hold the current state (``port_arrays``, which gives it
+        #: back with ``port_arrays.ports_out(core)``).
+        self.port_s: list[list[int]] = [[], [], [], []]
+        self.port_e: list[list[int]] = [[], [], [], []]
+        self.port_f = [0, 0, 0, 0]
+        self.port_arrays: Any = None
         # busy time (union of instruction intervals) per engine, accumulated at each handoff from the chunk's
         # columns (starts are non-decreasing per engine), with the latest end seen so far per engine
         self.busy = [0] * 5
@@ -195,7 +199,9 @@ class Core(DmaQueues):
                 edges.append((p, kind))
         start = wait_until if wait_until > ready else ready
         if tpl.ports:
-            start = place_python(self.port_pa, self.port_pn, tpl.ports, start, tpl.dur, self.stream_free)
+            if self.port_arrays is not None:
+                self.port_arrays.ports_out(self)
+            start = place_lists(self.port_s, self.port_e, self.port_f, tpl.ports, start, tpl.dur, self.stream_free)
         kind = tpl.kind
         dur = self._throttled(tpl, start) if kind == KIND_MATMUL and self.cm.throttle_enabled else tpl.dur
         end = start + dur

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from tracer.sim.fastpath import schedule_jit
-from tracer.sim.fastpath.schedule_kernel import K_DMA, K_MATRIX, K_PLAIN, K_TENSOR, K_THROTTLE, place_python
+from tracer.sim.fastpath.schedule_kernel import K_DMA, K_MATRIX, K_PLAIN, K_TENSOR, K_THROTTLE, place_lists
 from tracer.sim.fastpath.trie import ALLOC, FREE, SRC_LEAF, Variant
 from tracer.sim.records import C_PSUM, C_SBUF, C_THROTTLE, S_MATRIX, S_TENSOR, TABLE_INSTRUCTION, TABLE_PACKET
 
@@ -43,7 +43,7 @@ class Program:
     """A variant's instruction table and what to do around it."""
 
     __slots__ = ("aux", "aux_rows", "counter_before", "counter_kind", "counters", "edge_pick", "eng_counts",
-                 "exports", "flops", "has_dma", "has_throttle", "jit", "last", "n", "out_src", "rows",
+                 "exports", "flops", "has_dma", "has_ports", "has_throttle", "jit", "last", "n", "out_src", "rows",
                  "scope_lengths", "scope_sources", "seq_counts", "uid")
 
     def __init__(self, var: Variant) -> None:
@@ -94,6 +94,7 @@ class Program:
         self.aux = array("q", [-1]) * n
         self.has_dma = any(p.dma for p in pos)
         self.has_throttle = any(p.throttle for p in pos)
+        self.has_ports = any(p.ports for p in pos)
         self.counters = counters
         #: The same as columns: instructions before each usage sample, and its counter kind.
         self.counter_before = [before for before, _k in counters]
@@ -237,7 +238,9 @@ def _schedule(prog: Program, core: Any, leaves: list[Any], A: list[int], tpls: l
         f0 = tcm.throttle_start_fraction
         win = core.thr_window
         t_busy, t_rs, t_pct = core.thr_busy, core.thr_ramp_start, core.thr_level_pct
-    pa, pn = core.port_pa, core.port_pn
+    if prog.has_ports and core.port_arrays is not None:
+        core.port_arrays.ports_out(core)
+    ps, pe, pf = core.port_s, core.port_e, core.port_f
     for j, (s, e, dur0, deps, kind, _auxd, ports) in enumerate(prog.rows):
         r = SF[s]
         x = EI[e]
@@ -256,7 +259,7 @@ def _schedule(prog: Program, core: Any, leaves: list[Any], A: list[int], tpls: l
         else:
             W.append(0)
         if ports:
-            r = place_python(pa, pn, ports, r, dur0, SF)
+            r = place_lists(ps, pe, pf, ports, r, dur0, SF)
         dur = dur0
         if kind == K_THROTTLE:
             tpl = tpls[j]

@@ -229,6 +229,7 @@ class CoreArrays:
         self.no_c = np.zeros((2, 1), np.int64)
         self.no_cv = np.zeros(1, np.float64)
         self.no_x = np.zeros((K.N_X, 1), np.int64)
+        self.pa, self.pn = K.new_ports()  # the access-conflict lists, while the core's port_arrays is this
 
     def grow_templates(self, core: Any, top: int) -> None:
         """Table entries for templates up to ``top`` (and every other template the core has by now)."""
@@ -326,6 +327,24 @@ class CoreArrays:
             qf[g], rt[g], sq[g] = grp[g]
         self.dma_sync = core.n_xfers
 
+    # -- access-conflict lists ---------------------------------------------------------------------------
+    def ports_in(self, core: Any) -> None:
+        """Take the core's access-conflict lists over (the general path gives them back, :meth:`ports_out`)."""
+        for b in range(4):
+            n = len(core.port_e[b])
+            self.pa[b, 0, :n] = core.port_s[b]
+            self.pa[b, 1, :n] = core.port_e[b]
+            self.pn[b] = (0, n, core.port_f[b])
+        core.port_arrays = self
+
+    def ports_out(self, core: Any) -> None:
+        """Give the access-conflict lists back to the core (before Python places an access)."""
+        for b, (h, c, f) in enumerate(self.pn.tolist()):
+            core.port_s[b] = self.pa[b, 0, h:h + c].tolist()
+            core.port_e[b] = self.pa[b, 1, h:h + c].tolist()
+            core.port_f[b] = f
+        core.port_arrays = None
+
     # -- throttle window -----------------------------------------------------------------------------------
     def window_in(self, core: Any) -> None:
         """Load the throttle state, rebuilding the window buffer if the general path changed the window."""
@@ -411,6 +430,8 @@ def schedule(prog: Any, core: Any, leaves: list[Any], A: list[int], tpls: list[A
     if thr:
         k0 = len(core.thr_window)
         ca.window_in(core)
+    if prog.has_ports and core.port_arrays is not ca:
+        ca.ports_in(core)
     nu = len(cv)
     if nu or thr:
         C = np.empty((2, nu + n), np.int64)
@@ -426,7 +447,7 @@ def schedule(prog: Any, core: Any, leaves: list[Any], A: list[int], tpls: list[A
     kernel = K.schedule_rows
     while True:
         j = kernel(j, n, pa.rows, pa.dep_idx, tarr, R, out, X, sf, ei, st, ca.fp, ca.grp, ca.us, ca.ue, ca.tslot,
-                   ca.ti, ca.tf, ca.win, pa.counters, cva, C, Cv, core.port_pa, core.port_pn)
+                   ca.ti, ca.tf, ca.win, pa.counters, cva, C, Cv, ca.pa, ca.pn)
         reason = st[K.REASON]
         if reason == K.DONE:
             break

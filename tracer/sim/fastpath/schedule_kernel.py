@@ -23,6 +23,7 @@ returns the row it stopped at with the reason in ``st[REASON]``:
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 
 import numpy as np
 
@@ -140,9 +141,10 @@ def place(pa: np.ndarray, pn: np.ndarray, own: int, s: int, d: int, sf: np.ndarr
     that port's floor); the access is appended to its lists.  ``sf`` holds the streams' free times.
 
     An engine runs in order, so its accesses start in order: each list is sorted, and the other engine's next
-    access starts no earlier than its stream is free; entries ending by then are dropped.  A list that is still
-    full forgets its ``PORT_TRIM`` oldest entries and their last end becomes the port's floor for the other engine
-    (an approximation only when one engine runs over ``PORT_CAP - PORT_TRIM`` accesses ahead of the other)."""
+    access starts no earlier than its stream is free; entries ending by then are dropped.  A list that still holds
+    ``PORT_CAP`` entries forgets its ``PORT_TRIM`` oldest and their last end becomes the port's floor for the other
+    engine (an approximation only when one engine runs that far ahead of the other).  :func:`place_lists` is the
+    same on Python lists."""
     moved = True
     while moved:
         moved = False
@@ -171,12 +173,12 @@ def place(pa: np.ndarray, pn: np.ndarray, own: int, s: int, d: int, sf: np.ndarr
         while c > 0 and pa[b, 1, h] <= lim:
             h += 1
             c -= 1
-        if h + c >= PORT_CAP:
-            if c >= PORT_CAP - PORT_TRIM:
-                if pa[b, 1, h + PORT_TRIM - 1] > pn[b, PN_FLOOR]:
-                    pn[b, PN_FLOOR] = pa[b, 1, h + PORT_TRIM - 1]
-                h += PORT_TRIM
-                c -= PORT_TRIM
+        if c >= PORT_CAP:
+            if pa[b, 1, h + PORT_TRIM - 1] > pn[b, PN_FLOOR]:
+                pn[b, PN_FLOOR] = pa[b, 1, h + PORT_TRIM - 1]
+            h += PORT_TRIM
+            c -= PORT_TRIM
+        if h + c >= PORT_CAP:  # room at the end: move the entries to the start
             for i in range(c):
                 pa[b, 0, i] = pa[b, 0, h + i]
                 pa[b, 1, i] = pa[b, 1, h + i]
@@ -188,9 +190,44 @@ def place(pa: np.ndarray, pn: np.ndarray, own: int, s: int, d: int, sf: np.ndarr
     return s
 
 
-#: :func:`place` as Python, for Python callers (the general path, the Python scheduling loop): it stays Python
-#: when the names in ``COMPILED`` are replaced by compiled functions, and takes lists as well as arrays.
-place_python = place
+def place_lists(ps: list[list[int]], pe: list[list[int]], pf: list[int], own: int, s: int, d: int,
+                sf: list[int]) -> int:
+    """:func:`place` on Python lists (starts ``ps``, ends ``pe`` and floor ``pf`` per list), for the general path
+    and the Python scheduling loop: the same rule, the same result (Python, never compiled)."""
+    bits = _BITS[own]
+    moved = True
+    while moved:
+        moved = False
+        for b in bits:
+            o = b ^ 1
+            if pf[o] > s:
+                s = pf[o]
+                moved = True
+            es = pe[o]
+            if es and es[-1] > s:
+                ss = ps[o]
+                i = bisect_right(es, s)
+                n = len(es)
+                while i < n and ss[i] < s + d:
+                    s = es[i]
+                    moved = True
+                    i += 1
+    for b in bits:
+        es, ss = pe[b], ps[b]
+        if es and es[0] <= sf[PORT_STREAM[b ^ 1]]:
+            k = bisect_right(es, sf[PORT_STREAM[b ^ 1]])
+            del es[:k], ss[:k]
+        if len(es) >= PORT_CAP:
+            if es[PORT_TRIM - 1] > pf[b]:
+                pf[b] = es[PORT_TRIM - 1]
+            del es[:PORT_TRIM], ss[:PORT_TRIM]
+        ss.append(s)
+        es.append(s + d)
+    return s
+
+
+#: The list indices of each bit mask.
+_BITS = tuple(tuple(b for b in range(4) if (m >> b) & 1) for m in range(16))
 
 
 def missing_layouts(tids: np.ndarray, dma_rows: np.ndarray, tslot: np.ndarray, ti: np.ndarray, q0: int, nq: int,

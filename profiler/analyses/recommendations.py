@@ -17,6 +17,10 @@ rule                fires when                                                  
 ``fp8_double_row``  FP8 matmuls without the double-row mode take > 10% of the Tensor   the time double row saves
                     engine's active time, on a core that has the mode (trnprof's
                     recordings: their cost model says ``pe_double_row``)
+``access_conflicts`` instructions waited > 5% of the run for another engine to leave a     the longest-waiting
+                    memory (NeuronCore-v2: Vector and GpSimd take turns on SBUF, Vector   engine's wait
+                    and Scalar on PSUM; trnprof's recordings whose cost model says
+                    ``access_conflicts``)
 ==================  =================================================================  ===========================
 
 Each recommendation carries the time at stake (``impact_ns``: the overhead itself), the bounds' bottleneck-aware
@@ -58,6 +62,13 @@ SBUF_ROOM_MAX = 0.5
 #: ``fp8_double_row`` fires when FP8 matmuls run without the double-row mode for more than this share of the Tensor
 #: engine's active time.
 FP8_SINGLE_ROW_MIN = 0.10
+#: ``access_conflicts`` fires when instructions waited for another engine to leave a memory for more than this
+#: share of the run (all engines together).
+ACCESS_WAIT_MIN = 0.05
+#: Who waits for whom on which memory with NeuronCore-v2 access conflicts (tracer.sim's cost model), and how the
+#: operand text names the memory.
+_CONFLICTS = (("Vector", "GpSimd", "SBUF"), ("GpSimd", "Vector", "SBUF"), ("Vector", "Scalar", "PSUM"),
+              ("Scalar", "Vector", "PSUM"))
 
 
 def _pct(x: float) -> str:
@@ -251,6 +262,54 @@ def _fp8_rule(trace: Trace, scope: Scope, b: dict[str, Any]) -> list[dict[str, A
         impact_ns=saved, speedup=before / after)]
 
 
+def _access_rule(trace: Trace, scope: Scope, b: dict[str, Any]) -> list[dict[str, Any]]:
+    """Instructions that started late because the conflicting engine was using the memory: on one engine's
+    in-order stream an instruction could start once the previous one ended and its semaphore wait was over
+    (``evt_wait_time_ns``); any later start, at the end of a conflicting instruction, is the conflict's."""
+    if cost_model(trace).get("access_conflicts") is not True:
+        return []
+    total = b[rs.TOTAL_TIME_NS]
+    if not total:
+        return []
+    core = f"coalesce({q(ts.PCORE_IDX)}, 0)"
+    mems = ", ".join(f"{q(ts.OPCODE)} <> 'DMA_TRIGGER' AND coalesce(contains({q(ts.OPERANDS)}, '@{m}'), false) "
+                     f"AS {m.lower()}" for m in ("SBUF", "PSUM"))
+    pairs = " OR ".join(f"(v.engine = '{a}' AND o.engine = '{o}' AND v.{m.lower()} AND o.{m.lower()})"
+                        for a, o, m in _CONFLICTS)
+    rows = fetch(trace, f"""
+        WITH ins AS (
+            SELECT {q(ts.ID)} AS id, {q(ts.ENGINE)} AS engine, {q(ts.START_TS)} AS s, {q(ts.END_TS)} AS e,
+                   coalesce({q(ts.EVT_WAIT_TIME_NS)}, 0) AS w, {core} AS core, {mems},
+                   lag({q(ts.END_TS)}, 1, 0) OVER (PARTITION BY {core}, {q(ts.ENGINE)} ORDER BY {q(ts.ID)}) AS prev
+            FROM {INSTRUCTION} WHERE {q(ts.ENGINE)} IN ('Vector', 'GpSimd', 'Scalar')),
+        late AS (
+            SELECT v.id, v.engine, o.engine AS other, CASE WHEN v.engine = 'Scalar' OR o.engine = 'Scalar'
+                   THEN 'PSUM' ELSE 'SBUF' END AS memory, v.s - (v.prev + v.w) AS late_ns
+            FROM ins v JOIN ins o ON o.core = v.core AND o.e = v.s AND ({pairs})
+            WHERE v.s > v.prev + v.w AND v.s >= {int(scope.start_ns)} AND v.s < {int(scope.end_ns)}
+              {'' if scope.core is None else f'AND v.core = {int(scope.core)}'}
+            QUALIFY row_number() OVER (PARTITION BY v.id ORDER BY o.engine) = 1)
+        SELECT engine, other, memory, count(*) AS n, sum(late_ns)::BIGINT AS ns FROM late
+        GROUP BY 1, 2, 3 ORDER BY ns DESC, engine, other""").to_pylist()
+    waited = sum(r["ns"] for r in rows)
+    if not rows or waited / total <= ACCESS_WAIT_MIN:
+        return []
+    parts = "; ".join(f"{r['engine']} {_us(r['ns'])} in {r['n']:,} instructions for {r['other']} to leave "
+                      f"{r['memory']}" for r in rows)
+    per_engine: dict[str, int] = {}
+    for r in rows:
+        per_engine[r["engine"]] = per_engine.get(r["engine"], 0) + r["ns"]
+    return [_rec(
+        "access_conflicts", "Engines taking turns on a memory",
+        f"Instructions waited {_us(waited)} ({_pct(waited / total)} of the run) for another engine to leave a "
+        f"memory: {parts}. On NeuronCore-v2 Vector and GpSimd cannot access SBUF at the same time, nor Vector and "
+        "Scalar PSUM: give the work to an engine without the conflict (Scalar may share SBUF with Vector), or let "
+        "the two engines' work on that memory run at different times.",
+        evidence={"waited_ns": waited, "total_time_ns": total,
+                  "by_engine": [{k: r[k] for k in ("engine", "other", "memory", "n", "ns")} for r in rows]},
+        impact_ns=max(per_engine.values()), speedup=None)]
+
+
 def _point_to_fp8(recs: list[dict[str, Any]]) -> None:
     """An FP8 matmul without double row reaches half the BF16 peak whatever its tiles: the under-utilisation rules
     then say so instead of leaving only their advice on tile sizes."""
@@ -273,7 +332,7 @@ def recommendations(trace: Trace, start_ns: int | None = None, end_ns: int | Non
     scope = resolve_scope(trace, b[rs.START_NS], b[rs.END_NS], core)
     eff = dma_efficiency(trace, scope.start_ns, scope.end_ns, core)
     recs = [*_flop_rules(b), *_spill_rule(trace, scope, b), *_dma_rules(b, eff, lambda: _sbuf_map(trace, scope)),
-            *_bottleneck_rule(trace, scope, b), *_fp8_rule(trace, scope, b)]
+            *_bottleneck_rule(trace, scope, b), *_fp8_rule(trace, scope, b), *_access_rule(trace, scope, b)]
     _point_to_fp8(recs)
     total = b[rs.TOTAL_TIME_NS]
     for r in recs:

@@ -63,3 +63,62 @@ def test_every_access_wait_has_an_edge_from_the_instruction_it_waited_for(tmp_pa
 def test_no_access_edges_without_the_rule(tmp_path, arch, overrides):
     g, _rows, _path = _graph(_record(tmp_path, arch, overrides))
     assert rs.EDGE_ACCESS not in set(g.edge_kind.tolist())
+
+
+def stored_streams(nc, *, n: int = 16, cols: int = 512):
+    """Vector and GpSimd element-wise chains on SBUF, both results stored at the end (the kernel's DMA window,
+    which the bounds and recommendations use, covers them)."""
+    x = nc.input("x", (128, cols), "fp32")
+    y = nc.output("y", (128, cols), "fp32")
+    z = nc.output("z", (128, cols), "fp32")
+    u = nc.sbuf_tile((128, cols), "fp32", name="u")
+    v = nc.sbuf_tile((128, cols), "fp32", name="v")
+    nc.dma_copy(u, x)
+    nc.dma_copy(v, x)
+    for _ in range(n):
+        nc.tensor_scalar(u, u, "multiply", 1.0)
+        nc.tensor_scalar(v, v, "multiply", 1.0, engine="GpSimd")
+    nc.dma_copy(y, u)
+    nc.dma_copy(z, v)
+
+
+def _late_by_brute_force(rows):
+    """(engine, other) -> (instructions, ns) started late by a conflict: later than the engine's previous end plus
+    the semaphore wait, exactly when a conflicting instruction on SBUF ended."""
+    prev: dict[str, int] = {}
+    ends = {(r[1], r[4]) for r in rows if r[1] in ("Vector", "GpSimd") and r[2] != "DMA_TRIGGER"}
+    out: dict[tuple[str, str], list[int]] = {}
+    for r in sorted(rows, key=lambda r: r[0]):
+        rid, engine, opcode, s, e, wait = r
+        if engine in ("Vector", "GpSimd") and opcode != "DMA_TRIGGER":
+            other = "GpSimd" if engine == "Vector" else "Vector"
+            late = s - (prev.get(engine, 0) + wait)
+            if late > 0 and (other, s) in ends:
+                acc = out.setdefault((engine, other), [0, 0])
+                acc[0] += 1
+                acc[1] += late
+        prev[engine] = e
+    return {k: tuple(v) for k, v in out.items()}
+
+
+def test_the_recommendation_counts_the_time_lost_to_conflicts(tmp_path):
+    import json
+
+    from profiler.analyses.recommendations import recommendations
+
+    path = tmp_path / "s.trace"
+    run_kernel(stored_streams, {}, arch="trn1", trace_path=path)
+    with profiler.open(path) as trace:
+        recs = {r[rs.RULE]: r for r in recommendations(trace).to_pylist()}
+        rows = trace.sql("SELECT id, engine, opcode, start_ts, end_ts, evt_wait_time_ns FROM Instruction").fetchall()
+    rec = recs["access_conflicts"]
+    got = {(b["engine"], b["other"]): (b["n"], b["ns"]) for b in json.loads(rec[rs.EVIDENCE])["by_engine"]}
+    expected = _late_by_brute_force(rows)
+    assert got == expected and sum(ns for _n, ns in got.values()) > 0
+    assert "Vector and GpSimd cannot access SBUF at the same time" in rec[rs.MESSAGE]
+    assert rec[rs.IMPACT_NS] == max(ns for _n, ns in got.values())
+    for arch, over in (("trn2", None), ("trn1", {"access_conflicts": False})):
+        other = tmp_path / f"{arch}-{bool(over)}.trace"
+        run_kernel(stored_streams, {}, arch=arch, overrides=over, trace_path=other)
+        with profiler.open(other) as trace:
+            assert "access_conflicts" not in set(recommendations(trace).column(rs.RULE).to_pylist())

@@ -89,7 +89,7 @@ def _late_by_brute_force(rows):
     ends = {(r[1], r[4]) for r in rows if r[1] in ("Vector", "GpSimd") and r[2] != "DMA_TRIGGER"}
     out: dict[tuple[str, str], list[int]] = {}
     for r in sorted(rows, key=lambda r: r[0]):
-        rid, engine, opcode, s, e, wait = r
+        _rid, engine, opcode, s, e, wait = r
         if engine in ("Vector", "GpSimd") and opcode != "DMA_TRIGGER":
             other = "GpSimd" if engine == "Vector" else "Vector"
             late = s - (prev.get(engine, 0) + wait)

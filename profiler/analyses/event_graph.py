@@ -35,7 +35,18 @@ import pyarrow.compute as pc
 
 from profiler.analyses import schema as rs
 from profiler.analyses.dma_transfers import agg_expr, transfers
-from profiler.analyses.inputs import DMA_PACKET, FLOW, INSTRUCTION, Scope, column, cost_model, fetch, q
+from profiler.analyses.inputs import (
+    ACCESS_CONFLICTS,
+    DMA_PACKET,
+    FLOW,
+    INSTRUCTION,
+    Scope,
+    column,
+    fetch,
+    has_access_conflicts,
+    q,
+    touches_sql,
+)
 from profiler.trace import Trace
 from tracer import schema as ts
 
@@ -63,16 +74,9 @@ class EventGraph:
         return len(self.start)
 
 
-#: Engines that cannot access one memory at the same time with access conflicts (tracer.sim's cost model), and
-#: the memory as the operand text names it.
-ACCESS_CONFLICTS = (("Vector", "GpSimd", "@SBUF"), ("Vector", "Scalar", "@PSUM"))
-
-
 def _instructions(trace: Trace, scope: Scope, conflicts: bool) -> pa.Table:
-    # with access conflicts: whether each instruction reads or writes SBUF / PSUM (a DMA trigger moves no data)
-    access = "".join(
-        f", ({q(ts.OPCODE)} <> 'DMA_TRIGGER' AND coalesce(contains({q(ts.OPERANDS)}, '{mem}'), false)) AS m{k}"
-        for k, mem in enumerate(dict.fromkeys(mem for _a, _b, mem in ACCESS_CONFLICTS))) if conflicts else ""
+    # with access conflicts: whether each instruction reads or writes SBUF / PSUM
+    access = "".join(f", {touches_sql(mem)} AS m{k}" for k, mem in enumerate(_memories())) if conflicts else ""
     return fetch(trace, f"""
         SELECT {q(ts.ID)} AS id, {q(rs.TRACK_ID)} AS track, {q(ts.ENGINE)} AS engine,
                coalesce({q(ts.TIMELINE_TRACK)}, {q(ts.ENGINE)}) AS stream, {q(ts.OPCODE)} AS opcode,
@@ -80,12 +84,16 @@ def _instructions(trace: Trace, scope: Scope, conflicts: bool) -> pa.Table:
         FROM {INSTRUCTION} WHERE {scope.starts_sql()} ORDER BY id""")
 
 
+def _memories() -> list[str]:
+    return list(dict.fromkeys(mem for _a, _b, mem in ACCESS_CONFLICTS))
+
+
 def _access_edges(ins: pa.Table, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``access`` edges: to each instruction accessing a memory its engine shares with a conflicting one, from the
     conflicting engine's instruction on that memory (same core) that ended last by its start."""
     engine = np.asarray(ins.column("engine").to_pylist(), dtype=object)
     core = column(ins, "core")
-    mems = list(dict.fromkeys(mem for _a, _b, mem in ACCESS_CONFLICTS))
+    mems = _memories()
     us, vs = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
     for a, b, mem in ACCESS_CONFLICTS:
         touches = np.asarray(ins.column(f"m{mems.index(mem)}"), dtype=bool)
@@ -162,7 +170,7 @@ def _codes(values: pa.ChunkedArray | pa.Array) -> np.ndarray:
 
 def build_graph(trace: Trace, scope: Scope) -> EventGraph:
     """The dependency graph of the events starting in ``scope``'s window."""
-    conflicts = bool(cost_model(trace).get("access_conflicts"))
+    conflicts = has_access_conflicts(trace)
     ins = _instructions(trace, scope, conflicts)
     seg = _segments(trace, scope)
     ni, ns_ = ins.num_rows, seg.num_rows

@@ -6,6 +6,9 @@ the gap ends — waited for:
 
 * ``dependency``: its last-finishing ``Flow`` predecessor ended inside the gap (``cause_*`` name that instruction or
   DMA packet, its engine or queue), or it waited on a semaphore the trace does not resolve (``cause_kind`` unknown);
+* ``access``: with NeuronCore-v2 access conflicts (a trnprof trn1 recording), it started when an instruction of
+  the engine it takes turns with on a memory ended, after its own semaphore waits (``cause_*`` name that
+  instruction);
 * ``no_wait``: it did not wait, so nothing had been issued to the engine (its instruction stream was behind);
 * ``end_of_work``: the engine had no further instruction in the window.
 
@@ -29,10 +32,12 @@ from profiler.analyses.inputs import (
     WAIT_OPCODES,
     Scope,
     column,
+    conflict_sql,
     dma_intervals,
     event_range,
     fetch,
     find_sorted,
+    has_access_conflicts,
     q,
     resolve_scope,
 )
@@ -144,16 +149,44 @@ def _engine_gaps(trace: Trace, scope: Scope, engine: str, gs: np.ndarray, ge: np
     kind = from_causes("kind")
     kind[unknown] = rs.WAIT_KIND_UNKNOWN
     out_id = column(causes, "out_id")[at] if causes.num_rows else np.zeros(n, np.int64)
+    resource, table, name = from_causes("resource"), from_causes("out_table"), from_causes("pred_name")
+    has_cause = dependency.copy()
+    if has_next.any() and has_access_conflicts(trace):
+        # the engine it takes turns with left the memory last (a semaphore predecessor ending at the same time
+        # stays the cause)
+        turns = _access_causes(trace, np.sort(next_id[has_next]))
+        t_at, t_found = _lookup(next_id, turns, "id")
+        access = t_found & has_next & ~(dependency & (pred_end >= ge))
+        if access.any():
+            cause[access] = rs.CAUSE_ACCESS
+            kind[access] = rs.WAIT_KIND_ENGINE
+            resource[access] = np.asarray(turns.column("resource").to_pylist(), dtype=object)[t_at[access]]
+            table[access] = ts.INSTRUCTION.name
+            name[access] = np.asarray(turns.column("name").to_pylist(), dtype=object)[t_at[access]]
+            out_id = np.where(access, column(turns, "out_id")[t_at], out_id)
+            has_cause |= access
     opcodes = np.full(n, None, dtype=object)
     if has_next.any():
         opcodes[has_next] = np.asarray(opcode_column.take(pa.array(k[has_next])).to_pylist(), dtype=object)
     cols = {
         rs.NEXT_ID: (next_id, has_next), rs.NEXT_OPCODE: opcodes,
-        rs.CAUSE: cause, rs.CAUSE_KIND: kind, rs.CAUSE_RESOURCE: from_causes("resource"),
-        rs.CAUSE_TABLE: from_causes("out_table"), rs.CAUSE_ID: (out_id, dependency),
-        rs.CAUSE_NAME: from_causes("pred_name"),
+        rs.CAUSE: cause, rs.CAUSE_KIND: kind, rs.CAUSE_RESOURCE: resource,
+        rs.CAUSE_TABLE: table, rs.CAUSE_ID: (out_id, has_cause),
+        rs.CAUSE_NAME: name,
     }
     return _gap_table(engine, gs, ge, cols)
+
+
+def _access_causes(trace: Trace, ids: np.ndarray) -> pa.Table:
+    """For each instruction id: an instruction it takes turns with on a memory that ended when it started (id,
+    out_id, resource, name), sorted by id; ids without one are left out."""
+    return fetch(trace, f"""
+        SELECT v.{q(ts.ID)} AS id, o.{q(ts.ID)} AS out_id, o.{q(ts.ENGINE)} AS resource, o.{q(ts.OPCODE)} AS name
+        FROM {INSTRUCTION} v JOIN {INSTRUCTION} o
+          ON o.{q(ts.END_TS)} = v.{q(ts.START_TS)} AND {conflict_sql('v', 'o')}
+        WHERE v.{q(ts.ID)} IN (SELECT unnest($ids))
+        QUALIFY row_number() OVER (PARTITION BY v.{q(ts.ID)} ORDER BY o.{q(ts.ENGINE)}, o.{q(ts.ID)}) = 1
+        ORDER BY id""", params={"ids": ids.tolist()})
 
 
 def _dma_spans(trace: Trace, scope: Scope) -> tuple[np.ndarray, np.ndarray]:

@@ -201,6 +201,32 @@ def _positive(value: object) -> float | None:
     return v if math.isfinite(v) and v > 0 else None
 
 
+#: NeuronCore-v2 access conflicts (trnprof's cost model, ``access_conflicts``): pairs of engines that cannot access
+#: one memory at the same time, and the memory as an instruction's operand text names it (``...@SBUF[...]``).
+ACCESS_CONFLICTS = (("Vector", "GpSimd", "SBUF"), ("Vector", "Scalar", "PSUM"))
+
+
+def has_access_conflicts(trace: Trace) -> bool:
+    """Whether the recording's cost model makes engines take turns on a memory (trnprof's trn1 preset)."""
+    return cost_model(trace).get("access_conflicts") is True
+
+
+def touches_sql(memory: str, alias: str = "") -> str:
+    """SQL: the instruction (not a DMA trigger, which moves no data itself) has an operand in ``memory``."""
+    p = f"{alias}." if alias else ""
+    return (f"({p}{q(ts.OPCODE)} <> 'DMA_TRIGGER' AND "
+            f"coalesce(contains({p}{q(ts.OPERANDS)}, '@{memory}'), false))")
+
+
+def conflict_sql(v: str, o: str) -> str:
+    """SQL: instruction ``o`` (an alias of Instruction) and ``v`` are on one core and cannot access a memory they
+    both touch at the same time (:data:`ACCESS_CONFLICTS`)."""
+    pairs = " OR ".join(
+        f"({v}.{q(ts.ENGINE)} = '{x}' AND {o}.{q(ts.ENGINE)} = '{y}' AND {touches_sql(m, v)} AND {touches_sql(m, o)})"
+        for a, b, m in ACCESS_CONFLICTS for x, y in ((a, b), (b, a)))
+    return f"coalesce({v}.{q(ts.PCORE_IDX)}, 0) = coalesce({o}.{q(ts.PCORE_IDX)}, 0) AND ({pairs})"
+
+
 def cost_model(trace: Trace) -> dict[str, Any]:
     """The simulator's cost model a recording keeps in its Metadata (``cost_model``, JSON), {} when the trace has
     none or it cannot be read."""

@@ -41,7 +41,17 @@ from profiler.analyses import schema as rs
 from profiler.analyses.bounds import performance_bounds
 from profiler.analyses.dma import SMALL_BYTES, dma_efficiency
 from profiler.analyses.idle_gaps import idle_gaps
-from profiler.analyses.inputs import INSTRUCTION, Scope, cost_model, fetch, q, resolve_scope
+from profiler.analyses.inputs import (
+    ACCESS_CONFLICTS,
+    INSTRUCTION,
+    Scope,
+    conflict_sql,
+    cost_model,
+    fetch,
+    has_access_conflicts,
+    q,
+    resolve_scope,
+)
 from profiler.analyses.memory_map import MemoryMap, memory_map
 from profiler.analyses.waits import wait_summary
 from profiler.errors import QueryError
@@ -65,10 +75,6 @@ FP8_SINGLE_ROW_MIN = 0.10
 #: ``access_conflicts`` fires when instructions waited for another engine to leave a memory for more than this
 #: share of the run (all engines together).
 ACCESS_WAIT_MIN = 0.05
-#: Who waits for whom on which memory with NeuronCore-v2 access conflicts (tracer.sim's cost model), and how the
-#: operand text names the memory.
-_CONFLICTS = (("Vector", "GpSimd", "SBUF"), ("GpSimd", "Vector", "SBUF"), ("Vector", "Scalar", "PSUM"),
-              ("Scalar", "Vector", "PSUM"))
 
 
 def _pct(x: float) -> str:
@@ -201,6 +207,8 @@ def _cause_text(gap: dict[str, Any]) -> str:
         return "after its last instruction"
     if cause == rs.CAUSE_NO_WAIT:
         return "with nothing issued to it"
+    if cause == rs.CAUSE_ACCESS:
+        return f"waiting for {gap[rs.CAUSE_RESOURCE]} to leave a memory they take turns on"
     if cause == rs.CAUSE_TRIGGER:
         return f"waiting for transfers triggered by {gap[rs.CAUSE_RESOURCE] or 'an unknown instruction'}"
     return f"waiting on {gap[rs.CAUSE_RESOURCE] or 'an unresolved semaphore'}"
@@ -266,29 +274,24 @@ def _access_rule(trace: Trace, scope: Scope, b: dict[str, Any]) -> list[dict[str
     """Instructions that started late because the conflicting engine was using the memory: on one engine's
     in-order stream an instruction could start once the previous one ended and its semaphore wait was over
     (``evt_wait_time_ns``); any later start, at the end of a conflicting instruction, is the conflict's."""
-    if cost_model(trace).get("access_conflicts") is not True:
+    if not has_access_conflicts(trace):
         return []
     total = b[rs.TOTAL_TIME_NS]
     if not total:
         return []
     core = f"coalesce({q(ts.PCORE_IDX)}, 0)"
-    mems = ", ".join(f"{q(ts.OPCODE)} <> 'DMA_TRIGGER' AND coalesce(contains({q(ts.OPERANDS)}, '@{m}'), false) "
-                     f"AS {m.lower()}" for m in ("SBUF", "PSUM"))
-    pairs = " OR ".join(f"(v.engine = '{a}' AND o.engine = '{o}' AND v.{m.lower()} AND o.{m.lower()})"
-                        for a, o, m in _CONFLICTS)
+    engines = ", ".join(sorted({f"'{e}'" for a, o, _m in ACCESS_CONFLICTS for e in (a, o)}))
     rows = fetch(trace, f"""
         WITH ins AS (
-            SELECT {q(ts.ID)} AS id, {q(ts.ENGINE)} AS engine, {q(ts.START_TS)} AS s, {q(ts.END_TS)} AS e,
-                   coalesce({q(ts.EVT_WAIT_TIME_NS)}, 0) AS w, {core} AS core, {mems},
-                   lag({q(ts.END_TS)}, 1, 0) OVER (PARTITION BY {core}, {q(ts.ENGINE)} ORDER BY {q(ts.ID)}) AS prev
-            FROM {INSTRUCTION} WHERE {q(ts.ENGINE)} IN ('Vector', 'GpSimd', 'Scalar')),
+            SELECT *, lag({q(ts.END_TS)}, 1, 0) OVER (PARTITION BY {core}, {q(ts.ENGINE)} ORDER BY {q(ts.ID)}) AS prev
+            FROM {INSTRUCTION} WHERE {q(ts.ENGINE)} IN ({engines})),
         late AS (
-            SELECT v.id, v.engine, o.engine AS other, CASE WHEN v.engine = 'Scalar' OR o.engine = 'Scalar'
-                   THEN 'PSUM' ELSE 'SBUF' END AS memory, v.s - (v.prev + v.w) AS late_ns
-            FROM ins v JOIN ins o ON o.core = v.core AND o.e = v.s AND ({pairs})
-            WHERE v.s > v.prev + v.w AND v.s >= {int(scope.start_ns)} AND v.s < {int(scope.end_ns)}
-              {'' if scope.core is None else f'AND v.core = {int(scope.core)}'}
-            QUALIFY row_number() OVER (PARTITION BY v.id ORDER BY o.engine) = 1)
+            SELECT v.{q(ts.ID)} AS id, v.{q(ts.ENGINE)} AS engine, o.{q(ts.ENGINE)} AS other,
+                   CASE WHEN 'Scalar' IN (v.{q(ts.ENGINE)}, o.{q(ts.ENGINE)}) THEN 'PSUM' ELSE 'SBUF' END AS memory,
+                   v.{q(ts.START_TS)} - (v.prev + coalesce(v.{q(ts.EVT_WAIT_TIME_NS)}, 0)) AS late_ns
+            FROM ins v JOIN ins o ON o.{q(ts.END_TS)} = v.{q(ts.START_TS)} AND {conflict_sql('v', 'o')}
+            WHERE late_ns > 0 AND {scope.starts_sql('v')}
+            QUALIFY row_number() OVER (PARTITION BY v.{q(ts.ID)} ORDER BY o.{q(ts.ENGINE)}) = 1)
         SELECT engine, other, memory, count(*) AS n, sum(late_ns)::BIGINT AS ns FROM late
         GROUP BY 1, 2, 3 ORDER BY ns DESC, engine, other""").to_pylist()
     waited = sum(r["ns"] for r in rows)

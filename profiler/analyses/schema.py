@@ -212,6 +212,7 @@ CAUSE_TABLE = "cause_table"
 CAUSE_ID = "cause_id"
 CAUSE_NAME = "cause_name"
 CAUSE_DEPENDENCY = "dependency"            # the next instruction waited on a semaphore (see cause_*)
+CAUSE_ACCESS = "access"                    # it waited for the engine it takes turns with on a memory (trn1)
 CAUSE_NO_WAIT = "no_wait"                  # the next instruction did not wait: nothing was issued to the engine
 CAUSE_END = "end_of_work"                  # the engine had no further instruction in the window
 CAUSE_TRIGGER = "trigger"                  # DMA: the next transfer's trigger instruction came late

@@ -122,3 +122,38 @@ def test_the_recommendation_counts_the_time_lost_to_conflicts(tmp_path):
         run_kernel(stored_streams, {}, arch=arch, overrides=over, trace_path=other)
         with profiler.open(other) as trace:
             assert "access_conflicts" not in set(recommendations(trace).column(rs.RULE).to_pylist())
+
+
+def test_idle_gaps_name_the_instruction_the_engine_took_turns_with(tmp_path):
+    from profiler.analyses.idle_gaps import idle_gaps
+
+    for arch, over, expect in (("trn1", None, True), ("trn1", {"access_conflicts": False}, False)):
+        path = tmp_path / f"{arch}-{bool(over)}.trace"
+        run_kernel(stored_streams, {}, arch=arch, overrides=over, trace_path=path)
+        with profiler.open(path) as trace:
+            gaps = idle_gaps(trace, engines=["Vector", "GpSimd"]).to_pylist()
+            rows = {r[0]: r for r in trace.sql(
+                "SELECT id, engine, opcode, start_ts, end_ts, operands FROM Instruction").fetchall()}
+        turns = [g for g in gaps if g[rs.CAUSE] == rs.CAUSE_ACCESS]
+        assert bool(turns) == expect
+        for g in turns:  # the instruction named ended when the gap ended, on the other engine, on SBUF
+            other = rows[g[rs.CAUSE_ID]]
+            nxt = rows[g[rs.NEXT_ID]]
+            assert other[4] == g[rs.END_NS] == nxt[3]
+            assert {other[1], g[rs.ENGINE]} == {"Vector", "GpSimd"} and g[rs.CAUSE_RESOURCE] == other[1]
+            assert g[rs.CAUSE_NAME] == other[2] and "@SBUF" in other[5] and "@SBUF" in nxt[5]
+        if expect:  # every Vector / GpSimd instruction the conflict held back starts a gap named so
+            late = {k for k, _ in _late_ids(rows)}
+            assert late <= {g[rs.NEXT_ID] for g in turns}
+
+
+def _late_ids(rows):
+    prev: dict[str, int] = {}
+    ends = {(r[1], r[4]) for r in rows.values() if r[1] in ("Vector", "GpSimd") and r[2] != "DMA_TRIGGER"}
+    for rid in sorted(rows):
+        _id, engine, opcode, s, e, _ops = rows[rid]
+        if engine in ("Vector", "GpSimd") and opcode != "DMA_TRIGGER":
+            other = "GpSimd" if engine == "Vector" else "Vector"
+            if s > prev.get(engine, 0) and (other, s) in ends:
+                yield rid, s
+        prev[engine] = e

@@ -1,11 +1,13 @@
 """NeuronCore-v2 access conflicts: Vector and GpSimd never access SBUF at the same time, nor Vector and Scalar PSUM.
 
-Checked against a brute force on random programs (every access starts at the earliest time from its engine's turn
-and its semaphores on that overlaps no access of the other engine issued before it), on the shipped kernels, with
-the constant off and on trn2, and the conflict lists' own function against a plain list of intervals.
+Checked against a brute force on random programs on every scheduling path (every access starts at the earliest time
+from its engine's turn and its semaphores on that overlaps no access of the other engine issued before it), with the
+constant off and on trn2, and the conflict lists' own functions against a plain list of intervals.
 """
 
 from __future__ import annotations
+
+import os
 
 import numpy as np
 import pytest
@@ -16,6 +18,7 @@ from tracer import TraceReader
 from tracer.sim import run_kernel
 from tracer.sim.arch import cost_model
 from tracer.sim.fastpath import schedule_kernel as K
+from tracer.sim.fastpath.schedule_jit import ENV_SWITCH
 from tracer.sim.records import PORT_GPSIMD_SBUF, PORT_SCALAR_PSUM, PORT_STREAM, PORT_VECTOR_PSUM, PORT_VECTOR_SBUF
 
 #: Which engines conflict on which memory (NeuronCore-v2).
@@ -89,18 +92,6 @@ def test_the_constant_is_on_for_trn1_only_and_can_be_asked_for():
     assert cost_model("trn1").access_conflicts is True
     assert cost_model("trn2").access_conflicts is False
     assert cost_model("trn2", {"access_conflicts": "true"}).access_conflicts is True
-
-
-@pytest.mark.parametrize(("kernel", "params"), [
-    ("linear", {"tokens": 512, "d_in": 256, "d_out": 512, "transpose": "pe"}),
-    ("attention", {"seq": 512, "head_dim": 64}),
-    ("mlp", {}),
-    ("rmsnorm", {}),
-])
-def test_shipped_kernels_on_trn1_have_no_conflicting_accesses(tmp_path, kernel, params):
-    path = tmp_path / "k.trace"
-    run_kernel(kernel, params, arch="trn1", trace_path=path)
-    assert _overlaps(_instructions(path)) == 0
 
 
 # -- random programs against a brute force -----------------------------------------------------------------------
@@ -178,17 +169,72 @@ def _brute_force_starts(rows):
     return expected
 
 
-@settings(max_examples=150, deadline=None,
+@settings(max_examples=120, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(ops=OPS, reps=st.sampled_from([1, 30]), fast=st.booleans())
-def test_random_programs_against_the_brute_force(tmp_path_factory, ops, reps, fast):
+@given(ops=OPS, reps=st.sampled_from([1, 30]), mode=st.sampled_from(["general", "python loop", "compiled loop"]))
+def test_random_programs_against_the_brute_force(tmp_path_factory, ops, reps, mode):
+    """On every scheduling path: the general path, the fast path's Python loop and its compiled loop (numba,
+    from the first segment of 16 instructions)."""
     path = tmp_path_factory.mktemp("ac") / "p.trace"
-    run_kernel(_program(ops, reps), {}, arch="trn1", trace_path=path, overwrite=True, fast_path=fast, emit="inline")
+    old = os.environ.get(ENV_SWITCH)
+    os.environ[ENV_SWITCH] = "1" if mode == "compiled loop" else "0"
+    try:
+        run_kernel(_program(ops, reps), {}, arch="trn1", trace_path=path, overwrite=True,
+                   fast_path=mode != "general", emit="inline")
+    finally:
+        if old is None:
+            del os.environ[ENV_SWITCH]
+        else:
+            os.environ[ENV_SWITCH] = old
     rows = _instructions(path)
     assert _overlaps(rows) == 0
     expected = _brute_force_starts(rows)
     got = {r["id"]: r["start_ts"] for r in rows if r["id"] in expected}
     assert got == expected
+
+
+def _timings(ops, reps, mode, path):
+    old = os.environ.get(ENV_SWITCH)
+    os.environ[ENV_SWITCH] = "1" if mode == "compiled loop" else "0"
+    try:
+        run_kernel(_program(ops, reps), {}, arch="trn1", trace_path=path, overwrite=True,
+                   fast_path=mode != "general", emit="inline")
+    finally:
+        if old is None:
+            del os.environ[ENV_SWITCH]
+        else:
+            os.environ[ENV_SWITCH] = old
+    t = TraceReader(path).read_table("Instruction")
+    return list(zip(*(t.column(c).to_pylist() for c in ("id", "start_ts", "end_ts", "evt_wait_time_ns")),
+                    strict=True))
+
+
+@settings(max_examples=20, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(ops=OPS)
+def test_long_random_programs_take_the_same_turns_on_every_path(tmp_path_factory, ops):
+    """400 iterations: long enough for the fast path to replay segments, in Python and compiled, with the
+    conflict lists handed between the compiled loop and Python at every recording."""
+    d = tmp_path_factory.mktemp("paths")
+    general = _timings(ops, 400, "general", d / "g.trace")
+    assert _timings(ops, 400, "python loop", d / "p.trace") == general
+    assert _timings(ops, 400, "compiled loop", d / "c.trace") == general
+
+
+def test_the_compiled_loop_places_accesses(tmp_path, monkeypatch):
+    """A program whose replayed segments go through the compiled loop: the same turns as the general path."""
+    from tracer.sim.fastpath import schedule as fast_schedule
+    from tracer.sim.fastpath import schedule_jit
+
+    calls = []
+    real = schedule_jit.schedule
+    monkeypatch.setattr(fast_schedule.schedule_jit, "schedule", lambda *a, **k: calls.append(1) or real(*a, **k))
+    # two independent chains on each memory: the engines take turns in every iteration
+    ops = [("vs", 0, 0, 512), ("gs", 1, 1, 512), ("vp", 0, 0, 512), ("ap", 1, 1, 512)]
+    compiled = _timings(ops, 400, "compiled loop", tmp_path / "c.trace")
+    assert len(calls) >= 2
+    assert compiled == _timings(ops, 400, "general", tmp_path / "g.trace")
+    assert _overlaps(_instructions(tmp_path / "c.trace")) == 0
 
 
 # -- the conflict lists themselves -------------------------------------------------------------------------------

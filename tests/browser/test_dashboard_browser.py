@@ -186,12 +186,16 @@ def test_box_select_summarizes_the_dragged_range(timeline):
 
     wait_idle(timeline)
     timeline.execute_script(f"Plotly.relayout({GRAPH}, {{'xaxis.range[0]': 0, 'xaxis.range[1]': 20e-6}});")
+    # the app has redrawn the 20 us view (waiting for idle alone can pass before its callback starts, and a redraw
+    # after the Box Select click below would undo it)
+    wait_for(timeline, lambda d: d.find_element("id", "tl-status").text.startswith("view 20 µs"), "the 20 us view")
     wait_idle(timeline)
     titles = _js(timeline, "Array.prototype.map.call(document.querySelectorAll('#timeline-graph .modebar-btn'),"
                            " function (b) { return b.getAttribute('data-title'); })")
     assert "Box Select" in titles, titles
     assert not [t for t in titles if "Share" in t or "Cloud" in t or "Studio" in t], titles  # nothing uploads data
     timeline.find_element("css selector", '#timeline-graph .modebar-btn[data-title="Box Select"]').click()
+    wait_for(timeline, lambda d: _js(d, f"{GRAPH}._fullLayout.dragmode") == "select", "box select mode")
     drag = timeline.find_element("css selector", "#timeline-graph .nsewdrag")
     width = drag.size["width"]
     # drag from 1/4 to 3/4 of the plot, across the rows: the range summarised is about [5, 15] µs (with pauses:

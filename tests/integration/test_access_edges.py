@@ -116,6 +116,10 @@ def test_the_recommendation_counts_the_time_lost_to_conflicts(tmp_path):
     expected = _late_by_brute_force(rows)
     assert got == expected and sum(ns for _n, ns in got.values()) > 0
     assert "Vector and GpSimd cannot access SBUF at the same time" in rec[rs.MESSAGE]
+    # the idle bottleneck's gaps name the conflict as what the engine waited for
+    idle = recs["bottleneck_idle"]
+    other = "GpSimd" if "Bottleneck Vector" in idle[rs.TITLE] else "Vector"
+    assert f"waiting for {other} to leave a memory they take turns on" in idle[rs.MESSAGE]
     assert rec[rs.IMPACT_NS] == max(ns for _n, ns in got.values())
     for arch, over in (("trn2", None), ("trn1", {"access_conflicts": False})):
         other = tmp_path / f"{arch}-{bool(over)}.trace"

@@ -176,16 +176,7 @@ def test_random_programs_against_the_brute_force(tmp_path_factory, ops, reps, mo
     """On every scheduling path: the general path, the fast path's Python loop and its compiled loop (numba,
     from the first segment of 16 instructions)."""
     path = tmp_path_factory.mktemp("ac") / "p.trace"
-    old = os.environ.get(ENV_SWITCH)
-    os.environ[ENV_SWITCH] = "1" if mode == "compiled loop" else "0"
-    try:
-        run_kernel(_program(ops, reps), {}, arch="trn1", trace_path=path, overwrite=True,
-                   fast_path=mode != "general", emit="inline")
-    finally:
-        if old is None:
-            del os.environ[ENV_SWITCH]
-        else:
-            os.environ[ENV_SWITCH] = old
+    _record(ops, reps, mode, path)
     rows = _instructions(path)
     assert _overlaps(rows) == 0
     expected = _brute_force_starts(rows)
@@ -193,7 +184,9 @@ def test_random_programs_against_the_brute_force(tmp_path_factory, ops, reps, mo
     assert got == expected
 
 
-def _timings(ops, reps, mode, path):
+def _record(ops, reps, mode, path) -> None:
+    """Record the program of ``ops`` on trn1 through ``mode``: the general path, or the fast path with its Python or
+    its compiled scheduling loop."""
     old = os.environ.get(ENV_SWITCH)
     os.environ[ENV_SWITCH] = "1" if mode == "compiled loop" else "0"
     try:
@@ -204,6 +197,10 @@ def _timings(ops, reps, mode, path):
             del os.environ[ENV_SWITCH]
         else:
             os.environ[ENV_SWITCH] = old
+
+
+def _timings(ops, reps, mode, path):
+    _record(ops, reps, mode, path)
     t = TraceReader(path).read_table("Instruction")
     return list(zip(*(t.column(c).to_pylist() for c in ("id", "start_ts", "end_ts", "evt_wait_time_ns")),
                     strict=True))

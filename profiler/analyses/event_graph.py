@@ -76,7 +76,8 @@ class EventGraph:
 
 def _instructions(trace: Trace, scope: Scope, conflicts: bool) -> pa.Table:
     # with access conflicts: whether each instruction reads or writes SBUF / PSUM
-    access = "".join(f", {touches_sql(mem)} AS m{k}" for k, mem in enumerate(_memories())) if conflicts else ""
+    access = "".join(f", {touches_sql(m)} AS touches_{m}" for m in {m for _a, _b, m in ACCESS_CONFLICTS}) \
+        if conflicts else ""
     return fetch(trace, f"""
         SELECT {q(ts.ID)} AS id, {q(rs.TRACK_ID)} AS track, {q(ts.ENGINE)} AS engine,
                coalesce({q(ts.TIMELINE_TRACK)}, {q(ts.ENGINE)}) AS stream, {q(ts.OPCODE)} AS opcode,
@@ -84,19 +85,14 @@ def _instructions(trace: Trace, scope: Scope, conflicts: bool) -> pa.Table:
         FROM {INSTRUCTION} WHERE {scope.starts_sql()} ORDER BY id""")
 
 
-def _memories() -> list[str]:
-    return list(dict.fromkeys(mem for _a, _b, mem in ACCESS_CONFLICTS))
-
-
 def _access_edges(ins: pa.Table, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``access`` edges: to each instruction accessing a memory its engine shares with a conflicting one, from the
     conflicting engine's instruction on that memory (same core) that ended last by its start."""
     engine = np.asarray(ins.column("engine").to_pylist(), dtype=object)
     core = column(ins, "core")
-    mems = _memories()
     us, vs = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
     for a, b, mem in ACCESS_CONFLICTS:
-        touches = np.asarray(ins.column(f"m{mems.index(mem)}"), dtype=bool)
+        touches = np.asarray(ins.column(f"touches_{mem}"), dtype=bool)
         for c in np.unique(core):
             here = touches & (core == c)
             for mine, other in ((a, b), (b, a)):

@@ -281,13 +281,16 @@ def _access_rule(trace: Trace, scope: Scope, b: dict[str, Any]) -> list[dict[str
         return []
     core = f"coalesce({q(ts.PCORE_IDX)}, 0)"
     engines = ", ".join(sorted({f"'{e}'" for a, o, _m in ACCESS_CONFLICTS for e in (a, o)}))
+    engine_pair = f"list_sort([v.{q(ts.ENGINE)}, o.{q(ts.ENGINE)}])"
+    memory = "CASE " + " ".join(f"WHEN {engine_pair} = {sorted((a, o))} THEN '{m}'"
+                                for a, o, m in ACCESS_CONFLICTS) + " END"
     rows = fetch(trace, f"""
         WITH ins AS (
             SELECT *, lag({q(ts.END_TS)}, 1, 0) OVER (PARTITION BY {core}, {q(ts.ENGINE)} ORDER BY {q(ts.ID)}) AS prev
             FROM {INSTRUCTION} WHERE {q(ts.ENGINE)} IN ({engines})),
         late AS (
             SELECT v.{q(ts.ID)} AS id, v.{q(ts.ENGINE)} AS engine, o.{q(ts.ENGINE)} AS other,
-                   CASE WHEN 'Scalar' IN (v.{q(ts.ENGINE)}, o.{q(ts.ENGINE)}) THEN 'PSUM' ELSE 'SBUF' END AS memory,
+                   {memory} AS memory,
                    v.{q(ts.START_TS)} - (v.prev + coalesce(v.{q(ts.EVT_WAIT_TIME_NS)}, 0)) AS late_ns
             FROM ins v JOIN ins o ON o.{q(ts.END_TS)} = v.{q(ts.START_TS)} AND {conflict_sql('v', 'o')}
             WHERE late_ns > 0 AND {scope.starts_sql('v')}

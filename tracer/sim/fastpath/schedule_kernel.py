@@ -68,9 +68,6 @@ PORT_CAP = 1024
 PORT_TRIM = 512
 #: Columns of the per-list state: first entry, entries, floor.
 PN_HEAD, PN_COUNT, PN_FLOOR = range(3)
-#: Streams of the lists' engines (the kernel takes them as plain integers).
-_PS0, _PS1, _PS2, _PS3 = PORT_STREAM
-
 COMPILED = ("reserve", "missing_layouts", "place", "schedule_rows")
 #: The exported functions' argument types for the ahead-of-time build (:mod:`tracer.aot`): i8 = int64, f8 = float64,
 #: ``[:]`` / ``[:,:]`` arrays of any layout; a call with other types raises TypeError.
@@ -167,7 +164,7 @@ def place(pa: np.ndarray, pn: np.ndarray, own: int, s: int, d: int, sf: np.ndarr
         if (own >> b) & 1 == 0:
             continue
         o = b ^ 1
-        lim = sf[_PS0] if o == 0 else (sf[_PS1] if o == 1 else (sf[_PS2] if o == 2 else sf[_PS3]))
+        lim = sf[PORT_STREAM[o]]
         h = pn[b, PN_HEAD]
         c = pn[b, PN_COUNT]
         while c > 0 and pa[b, 1, h] <= lim:

@@ -1,6 +1,6 @@
 """Performance bounds: how long the kernel (or a window) would take under idealising assumptions, and why not.
 
-The method of Neuron kernel engineers (``/work/shared/reference/performance-bounds.md``, documented in
+The method of Neuron kernel engineers (AWS's NKI profiling guidance, cited and documented in
 ``docs/analyses.md``): three families of bounds — memory, compute, pipeline — each a duration; the gap between
 consecutive bounds of a family is the time lost to one kind of overhead; the largest engine active time is the
 perfect-pipeline bound and names the bottleneck; removing one overhead gives a bottleneck-aware speedup

@@ -24,6 +24,7 @@ import datetime as _dt
 import os
 import shutil
 import uuid
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
@@ -33,11 +34,13 @@ import pyarrow.compute as pc
 
 from profiler import db_schema as dbs
 from profiler.db import ingest_warnings
+from profiler.db.column_names import with_distinct_names
 from profiler.db.index_build import INTERVAL_NAME_COLUMNS, IndexBuilder
 from profiler.db.ingest_checks import IntervalRepairs, check_times
 from profiler.db.sqlutil import quote, registered
 from profiler.db.staging import ChunkOrderer
 from profiler.db.tracks import TRACK_KEYS, TrackKeySpec, TrackRegistry, TrackStats
+from profiler.importers.common import TraceImportWarning
 from profiler.prefetch import prefetched
 from profiler.sources import TraceSource
 from tracer import schema as ts
@@ -157,8 +160,17 @@ class _Builder:
         self.sources: dict[str, str] = {}        # database table -> the source table its rows come from
         self.names: dict[str, set[str]] = {}
         self.repairs = IntervalRepairs(source)
+        #: Tables whose columns were renamed (warned once each).
+        self.renamed: set[str] = set()
 
     def convert(self, name: str, spec: TrackKeySpec | None, batch: pa.RecordBatch) -> pa.RecordBatch:
+        batch, renamed = with_distinct_names(name, batch)
+        if renamed and name not in self.renamed:
+            self.renamed.add(name)
+            pairs = ", ".join(f"{a!r} -> {b!r}" for a, b in renamed[:5]) + (", ..." if len(renamed) > 5 else "")
+            warnings.warn(TraceImportWarning(
+                f"{self.source.path}: {name}: kept {len(renamed)} column(s) under new names ({pairs}): their names "
+                "are empty, repeated or trnprof's own, which the database compares ignoring case"), stacklevel=2)
         if spec is None:
             if name in ts.TABLES_BY_NAME and ts.TABLES_BY_NAME[name].kind == "interval":
                 check_times(self.source, name, batch, (ts.START_TS, ts.END_TS))

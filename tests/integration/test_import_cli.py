@@ -18,6 +18,7 @@ from profiler.cli import main
 from tracer.errors import TruncatedTraceWarning
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "pytorch"
+SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
 
 
 def test_ingest_real_pytorch_trace(tmp_path, capsys):
@@ -102,3 +103,32 @@ def test_ingest_neuron_parquet_and_legacy_json(tmp_path):
     with profiler.open(tmp_path / "j.duckdb") as t:
         assert t.sql("SELECT engine, timeline_track, start_ts, end_ts FROM Instruction").fetchall() == [
             ("Tensor", "TensorMatrix", 5, 8)]
+
+
+def test_extra_columns_whose_names_the_database_cannot_hold_are_kept_renamed(tmp_path, capsys):
+    # track_id (a column the database adds), a schema column in another case, an empty name, two names equal
+    # ignoring case: before, a KeyError (exit 70) or DuckDB's binder error, and the profile could not be opened
+    src = tmp_path / "clash.json"
+    src.write_text(json.dumps({"instruction": [
+        {"timestamp": 100, "duration": 10, "opcode": "MATMUL", "label": "TensorMatrix", "track_id": 7,
+         "Opcode": "dup", "Extra": 1, "extra": 2}]}))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with profiler.open(src) as t:
+            row = t.sql("SELECT opcode, extra_track_id, extra_Opcode, Extra, extra_extra FROM Instruction").fetchall()
+    assert row == [("MATMUL", "7", "dup", "1", "2")]
+    messages = [str(w.message) for w in caught]
+    assert any("'track_id' -> 'extra_track_id'" in m and "clash.json" in m for m in messages), messages
+
+    pq_dir = tmp_path / "pq"
+    assert main(["export", str(SAMPLES / "mlp-trn2.trace"), "--format", "parquet", "-o", str(pq_dir)]) == 0
+    path = pq_dir / "Instruction.parquet"
+    table = pq.read_table(path)
+    n = table.num_rows
+    table = (table.append_column("track_id", pa.array([5] * n)).append_column("ID", pa.array(["x"] * n))
+             .append_column("", pa.array([3] * n)))
+    pq.write_table(table, path)
+    capsys.readouterr()
+    assert main(["sql", str(pq_dir), "SELECT count(*), min(extra_track_id), min(extra_ID), min(extra_unnamed), "
+                 "count(DISTINCT id) FROM Instruction", "--format", "csv"]) == 0
+    assert capsys.readouterr().out.splitlines()[1] == f"{n},5,x,3,{n}"

@@ -14,8 +14,9 @@ from tracer.reader import TraceReader
 
 def describe_trace(path: str) -> dict[str, Any]:
     """Tables with their row counts and the Metadata row of the trace at ``path``: a trace directory (read
-    directly), else a database or importable file (opened as ``profiler.open`` does, ingesting it on first use)."""
-    if Path(path).is_dir():
+    directly), else a database or importable file or directory (a Neuron Explorer Parquet export), opened as
+    ``profiler.open`` does, ingesting it on first use."""
+    if Path(path).is_dir() and (not any(Path(path).glob("*.parquet")) or any(Path(path).glob("*.arrows"))):
         reader = TraceReader(path)
         return {
             "path": str(reader.path),

@@ -132,3 +132,18 @@ def test_extra_columns_whose_names_the_database_cannot_hold_are_kept_renamed(tmp
     assert main(["sql", str(pq_dir), "SELECT count(*), min(extra_track_id), min(extra_ID), min(extra_unnamed), "
                  "count(DISTINCT id) FROM Instruction", "--format", "csv"]) == 0
     assert capsys.readouterr().out.splitlines()[1] == f"{n},5,x,3,{n}"
+
+
+def test_info_describes_a_neuron_parquet_directory(tmp_path, capsys):
+    # it took any directory for a trnprof trace and refused the export: "not a trnprof trace (no Metadata.arrows)"
+    pq_dir = tmp_path / "pq"
+    assert main(["export", str(SAMPLES / "mlp-trn2.trace"), "--format", "parquet", "-o", str(pq_dir)]) == 0
+    capsys.readouterr()
+    assert main(["info", str(pq_dir), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["source_format"] == "neuron-parquet"
+    assert info["tables"]["Instruction"] == pq.read_table(pq_dir / "Instruction.parquet").num_rows
+    data = (pq_dir / "Instruction.parquet").read_bytes()
+    (pq_dir / "Instruction.parquet").write_bytes(data[:len(data) // 2])
+    assert main(["info", str(pq_dir)]) == 2
+    assert "Instruction.parquet: unreadable Parquet file" in capsys.readouterr().err

@@ -70,6 +70,20 @@ def add_format_arguments(parser: argparse.ArgumentParser, *, limit: int | None =
                             help=f"show at most N rows (default: {limit}; 0: all)")
 
 
+def check_window(trace: Trace, start: int | None, end: int | None, *, hint: str = "") -> None:
+    """CommandError when ``--start``/``--end`` are empty or select nothing of ``trace`` (for commands that would
+    otherwise write an empty output and succeed); ``hint`` is added to the message."""
+    if start is not None and end is not None and end <= start:
+        raise CommandError(f"empty window: --end ({end}) must be greater than --start ({start})")
+    t0, t1 = trace.time_range
+    if t0 == t1 == 0:
+        return
+    if (start is not None and start >= t1) or (end is not None and end <= t0):
+        shown = f"[{'-' if start is None else f'{start:,}'}, {'-' if end is None else f'{end:,}'})"
+        raise CommandError(f"{trace.path}: the window {shown} ns holds none of the trace, whose events span "
+                           f"[{t0:,}, {t1:,}) ns{hint}")
+
+
 @contextmanager
 def open_trace(path: str) -> Iterator[Trace]:
     """``profiler.open(path)`` with ingest progress bars on a terminal; closed on exit."""

@@ -66,6 +66,7 @@ class ExportCommand:
 
     def run(self, args: argparse.Namespace) -> int:
         import profiler
+        from profiler.cli._analysis import check_window
         from profiler.exporters import TimeWindow, export_chrome, export_parquet
 
         start = parse_time(args.start, "--start") if args.start is not None else None
@@ -75,6 +76,9 @@ class ExportCommand:
                 origin = trace.time_range[0]
                 start = None if start is None else origin + start
                 end = None if end is None else origin + end
+            if start is not None or end is not None:
+                check_window(trace, start, end, hint="" if args.relative else
+                             "; --relative counts --start/--end from its first event")
             window = TimeWindow(start, end)
             bar = None
             if not args.quiet and sys.stderr.isatty():

@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from profiler.cli._analysis import add_trace_argument, open_trace, time_ns
+from profiler.cli import int_arg
+from profiler.cli._analysis import add_trace_argument, check_window, open_trace, time_ns
 from profiler.cli.critical_path import event_ref
+from profiler.db.window_query import MAX_WIDTH_PX
 from profiler.figures.palette import COLOUR_MODES
 
 #: plotly.js's options in the file: no logo, and nothing that uploads the chart ("no chart leaves the machine";
@@ -35,7 +37,7 @@ class TimelineCommand:
         parser.add_argument("-o", "--output", required=True, metavar="OUTPUT.html", help="the HTML file to write")
         parser.add_argument("--start", type=time_ns, metavar="NS", help="view start in ns (default: trace start)")
         parser.add_argument("--end", type=time_ns, metavar="NS", help="view end in ns (default: trace end)")
-        parser.add_argument("--width", type=int, default=1600, metavar="PX",
+        parser.add_argument("--width", type=int_arg("a width in pixels", 1, MAX_WIDTH_PX), default=1600, metavar="PX",
                             help="pixels across the view: its level of detail (default: 1600)")
         parser.add_argument("--color-by", choices=COLOUR_MODES, default="opcode", help="colour mode (default: opcode)")
         parser.add_argument("--expand-dma", action="store_true", help="one row per DMA queue")
@@ -54,6 +56,7 @@ class TimelineCommand:
         out = Path(args.output)
         with open_trace(args.db) as trace:
             inputs = (trace.path, trace.db_path)
+            check_window(trace, args.start, args.end)
             fig = trace.timeline(args.start, args.end, width_px=args.width, color_by=args.color_by,
                                  expand_dma=args.expand_dma, rows=args.rows, query=args.query,
                                  critical_path=args.critical_path, chain=args.chain)

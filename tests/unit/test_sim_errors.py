@@ -273,7 +273,7 @@ def test_a_failing_reference_is_the_users_error(tmp_path, body, message):
         run_kernel(f"{src}:k", {}, check=True)
 
 
-def test_user_kernel_files(tmp_path):
+def test_user_kernel_files(tmp_path, monkeypatch):
     good = tmp_path / "mine.py"
     good.write_text(textwrap.dedent("""
         from tracer.kernels import kernel
@@ -307,6 +307,15 @@ def test_user_kernel_files(tmp_path):
     broken.write_text("x = 1\nraise RuntimeError('boom')\n")
     with pytest.raises(ConfigError, match=r"broken.py:2: importing the kernel file failed: RuntimeError: boom"):
         load_file_kernel(f"{broken}:f")
+    # relative to the working directory, the line is still found (the module's code names its absolute path)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match=r"^broken.py:2: importing the kernel file failed"):
+        load_file_kernel("broken.py:f")
+    # exiting while imported, even with status 0, is an error (it ended `trnprof record` silently, exit 0)
+    for code, shown in (("0", "0"), ("'bye'", "'bye'")):
+        (tmp_path / "exits.py").write_text(f"import sys\nsys.exit({code})\ndef f(nc):\n    pass\n")
+        with pytest.raises(ConfigError, match=rf"exits.py:2: importing the kernel file called sys.exit\({shown}\)"):
+            load_file_kernel("exits.py:f")
     nodefault = tmp_path / "nd.py"
     nodefault.write_text("def k(nc, n):\n    pass\n")
     with pytest.raises(ConfigError, match="parameter 'n' needs a default value"):

@@ -162,14 +162,18 @@ def load_file_kernel(target: str) -> KernelSpec:
     sys.modules[mod_name] = module
     try:
         spec.loader.exec_module(module)
-    except Exception as exc:  # a user's file: report any import-time error as one line
+    except (Exception, SystemExit) as exc:  # a user's file: report any import-time error (or exit) as one line
         sys.modules.pop(mod_name, None)
         line = ""
         tb = exc.__traceback__
         while tb is not None:
-            if tb.tb_frame.f_code.co_filename == str(path):
+            if tb.tb_frame.f_code.co_filename in (str(path), spec.origin):  # origin: the absolute path
                 line = f":{tb.tb_lineno}"
             tb = tb.tb_next
+        if isinstance(exc, SystemExit):  # exiting would end `trnprof record` without a word, even with status 0
+            raise ConfigError(f"{path}{line}: importing the kernel file called sys.exit({exc.code!r}); a kernel file "
+                              "must import without exiting (guard script code with `if __name__ == \"__main__\":`)"
+                              ) from None
         raise ConfigError(f"{path}{line}: importing the kernel file failed: {type(exc).__name__}: {exc}") from None
     fn = getattr(module, func, None)
     if fn is None or not callable(fn):

@@ -87,7 +87,14 @@ class TraceReader:
             raise TraceFormatError(f"{self.path}: not a trnprof trace (no {schema.METADATA.file_name}); record one "
                                    "with `trnprof record` or import a profile with `trnprof ingest`")
         # Validates Metadata at once, so a wrong or newer-format trace fails on open.
-        _ = self.metadata
+        meta = self.metadata
+        # trnprof's simulator (the one writer to fill cost_model) writes Instruction in every recording, even of a
+        # kernel without operations: a completed one without it lost the file, and would read as "no instructions"
+        if meta.get(schema.COST_MODEL) is not None and meta.get("recording_complete") \
+                and not self.has_table(schema.INSTRUCTION.name):
+            raise TraceFormatError(f"{self.path}: {schema.INSTRUCTION.file_name} is missing from a completed "
+                                   "simulator recording (every recording writes it); the trace is damaged: record "
+                                   "it again")
 
     @cached_property
     def metadata(self) -> dict[str, Any]:

@@ -499,3 +499,27 @@ def test_compression_threads_off_writes_the_same_bytes_on_one_thread(tmp_path):
         assert extra["1"] > 0  # pyarrow compressed on its pool (so the switch below is what keeps it off)
     assert extra["0"] == 0
     assert (tmp_path / "1" / "Instruction.arrows").read_bytes() == (tmp_path / "0" / "Instruction.arrows").read_bytes()
+
+
+def test_a_simulator_recording_without_its_instruction_file_is_damaged(tmp_path):
+    # it read as a trace without instructions (0% busy engines, exit 0); other writers may leave tables out
+    from tracer.sim import run_kernel
+
+    path = tmp_path / "k.trace"
+    run_kernel("softmax", {"rows": 128, "cols": 128}, trace_path=path)
+    assert TraceReader(path).num_rows("Instruction") > 0
+    (path / "Instruction.arrows").unlink()
+    with pytest.raises(TraceFormatError, match=r"k.trace: Instruction.arrows is missing from a completed simulator "
+                                               r"recording .* record it again"):
+        TraceReader(path)
+    # an interrupted recording may not have written it yet
+    meta = pa.ipc.open_stream(path / "Metadata.arrows").read_all()
+    flag = meta.schema.get_field_index("recording_complete")
+    meta = meta.set_column(flag, meta.schema.field(flag), pa.array([False]))
+    with pa.ipc.new_stream(path / "Metadata.arrows", meta.schema) as w:
+        w.write_table(meta)
+    assert TraceReader(path).num_rows("Instruction") == 0
+    # a writer other than the simulator (no cost model) may write no Instruction table
+    with TraceWriter(tmp_path / "other.trace", metadata={"is_simulation": True}) as w:
+        w.append("Counter", {"timestamp": [1], "name": ["x"], "value": [1.0]})
+    assert TraceReader(tmp_path / "other.trace").num_rows("Instruction") == 0

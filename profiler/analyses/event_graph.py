@@ -41,6 +41,7 @@ from profiler.analyses.inputs import (
     FLOW,
     INSTRUCTION,
     Scope,
+    check_unique_ids,
     column,
     fetch,
     has_access_conflicts,
@@ -171,6 +172,7 @@ def build_graph(trace: Trace, scope: Scope) -> EventGraph:
     seg = _segments(trace, scope)
     ni, ns_ = ins.num_rows, seg.num_rows
     i_id = column(ins, "id")
+    check_unique_ids(trace, i_id)
     s_agg = column(seg, "agg")
     s_queue = seg.column("queue").to_pylist()
     start = np.concatenate([column(ins, "s"), column(seg, "s")])

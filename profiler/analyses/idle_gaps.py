@@ -31,6 +31,7 @@ from profiler.analyses.inputs import (
     INSTRUCTION,
     WAIT_OPCODES,
     Scope,
+    check_unique_ids,
     column,
     conflict_sql,
     dma_intervals,
@@ -248,6 +249,7 @@ def idle_gaps(trace: Trace, start_ns: int | None = None, end_ns: int | None = No
         :data:`~profiler.analyses.schema.IDLE_GAPS`, ranked by length (ties: earlier first).
     """
     scope = resolve_scope(trace, start_ns, end_ns, core)
+    check_unique_ids(trace, scope=scope)
     rows = _engine_rows(trace, scope)
     if engines is None:  # the engines that worked in the window, and DMA
         present = set(rows.column("engine").to_pylist())

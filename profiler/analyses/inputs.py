@@ -147,6 +147,23 @@ def event_range(trace: Trace, core: int | None = None, *, dma_only: bool = False
     return int(values[0]), int(values[1])
 
 
+def check_unique_ids(trace: Trace, sorted_ids: np.ndarray | None = None, scope: Scope | None = None) -> None:
+    """QueryError when two instructions share an id (the dependency analyses join Flow edges on ids, so a damaged
+    trace would give wrong answers without a word): checks ``sorted_ids`` (ascending) when given, else the
+    instructions starting in ``scope``'s window (SQL)."""
+    if sorted_ids is not None:
+        same = np.flatnonzero(sorted_ids[1:] == sorted_ids[:-1]) if len(sorted_ids) > 1 else []
+        dup = int(sorted_ids[same[0]]) if len(same) else None
+    else:
+        assert scope is not None
+        rows = fetch(trace, f"""SELECT {q(ts.ID)} AS id FROM {INSTRUCTION} WHERE {scope.starts_sql()}
+            GROUP BY ALL HAVING count(*) > 1 LIMIT 1""").column("id").to_pylist()
+        dup = rows[0] if rows else None
+    if dup is not None:
+        raise QueryError(f"{trace.path}: instruction id {dup} appears more than once (ids identify instructions in "
+                         "Flow edges); the trace is damaged: record or export it again")
+
+
 def resolve_scope(trace: Trace, start_ns: int | None = None, end_ns: int | None = None, core: int | None = None,
                   *, kernel_window: bool = False) -> Scope:
     """The window an analysis covers: ``[start_ns, end_ns)``, each defaulting to the trace's extent.

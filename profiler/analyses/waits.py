@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from profiler.analyses import intervals
 from profiler.analyses import schema as rs
-from profiler.analyses.inputs import FLOW, INSTRUCTION, Scope, column, fetch, q, resolve_scope
+from profiler.analyses.inputs import FLOW, INSTRUCTION, Scope, check_unique_ids, column, fetch, q, resolve_scope
 from profiler.trace import Trace
 from tracer import schema as ts
 
@@ -49,6 +49,7 @@ def binding_predecessors_sql(dependents: str) -> str:
 
 
 def _waits(trace: Trace, scope: Scope) -> pa.Table:
+    check_unique_ids(trace, scope=scope)
     wait = q(ts.EVT_WAIT_TIME_NS)
     start = q(ts.START_TS)
     t0, t1 = int(scope.start_ns), int(scope.end_ns)

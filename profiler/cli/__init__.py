@@ -117,6 +117,12 @@ class ArgumentParser(argparse.ArgumentParser):
 
     def _dash_value_hint(self, message: str) -> str:
         """For ``--end -1us`` (a value read as an option): the attached spelling ``--end=-1us``."""
+        if message.startswith("the following arguments are required"):  # `search DB -x`: -x read as an option
+            unknown = [a for a in self._arg_strings if a.startswith("-") and a not in ("-", "--")
+                       and a.split("=", 1)[0] not in self._option_string_actions]
+            if unknown:
+                return f"; a value starting with '-' goes after `--`: write `{self.prog} ... -- {unknown[0]}`"
+            return ""
         m = self._EXPECTED_ONE.match(message)
         if not m:
             return ""

@@ -8,8 +8,10 @@ from pathlib import Path
 from profiler.cli import int_arg
 from profiler.cli._analysis import add_trace_argument, check_window, open_trace, time_ns
 from profiler.cli.critical_path import event_ref
+from profiler.cli.sql import timeout_seconds
 from profiler.db.window_query import MAX_WIDTH_PX
 from profiler.figures.palette import COLOUR_MODES
+from profiler.trace import DEFAULT_SQL_TIMEOUT_S
 
 #: plotly.js's options in the file: no logo, and nothing that uploads the chart ("no chart leaves the machine";
 #: plotly.js shows no "Edit in Chart Studio" link by default).
@@ -44,6 +46,8 @@ class TimelineCommand:
         parser.add_argument("--rows", metavar="FILTER", help="the rows to draw: comma-separated text or /regex/ terms, "
                                                              "'-' before a term hides what it matches")
         parser.add_argument("--query", metavar="SQL", help="draw this read-only query's result as rows")
+        parser.add_argument("--timeout", type=timeout_seconds, default=DEFAULT_SQL_TIMEOUT_S, metavar="SECONDS",
+                            help=f"interrupt --query after this long (default: {DEFAULT_SQL_TIMEOUT_S:g})")
         overlay = parser.add_mutually_exclusive_group()
         overlay.add_argument("--critical-path", action="store_true", help="draw the critical path over the rows")
         overlay.add_argument("--chain", type=event_ref, metavar="TABLE:ID",
@@ -59,7 +63,7 @@ class TimelineCommand:
             check_window(trace, args.start, args.end)
             fig = trace.timeline(args.start, args.end, width_px=args.width, color_by=args.color_by,
                                  expand_dma=args.expand_dma, rows=args.rows, query=args.query,
-                                 critical_path=args.critical_path, chain=args.chain)
+                                 critical_path=args.critical_path, chain=args.chain, query_timeout_s=args.timeout)
             title = fig.layout.title.text or ""
         with atomic_output(out, force=args.force, inputs=inputs) as tmp:
             fig.write_html(tmp, include_plotlyjs=True, full_html=True, config=HTML_CONFIG)

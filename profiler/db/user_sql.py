@@ -241,4 +241,12 @@ def describe_error(exc: duckdb.Error) -> str:
     if isinstance(exc, duckdb.OutOfMemoryException) or text.startswith("Out of Memory Error"):
         return (f"{text.split(' (')[0]}: the query needs more than the trace's memory limit (nothing spills to disk); "
                 f"narrow it (a time window, LIMIT, fewer columns) or raise {MEMORY_LIMIT_ENV}")
+    setting = _SET_ADVICE.search(text)
+    if setting:  # DuckDB's advice to change a setting, which the sandbox refuses
+        return (f"{text[:setting.start()].rstrip(' .')} (trace SQL cannot change settings such as "
+                f"{setting.group(1)}: simplify the query)")
     return text
+
+
+#: DuckDB's advice to change a setting: ``Use "SET max_expression_depth TO x" to increase ... depth.``
+_SET_ADVICE = re.compile(r'Use "SET (\w+) TO [^"]*"[^.]*\.?')

@@ -34,7 +34,7 @@ class NotebookMixin:
                  color_by: str = "opcode", *, expand_dma: bool = False, span_levels: int | None = None,
                  rows: str | None = None, query: str | None = None, lanes: bool = True,
                  critical_path: bool = False, chain: tuple[str, int] | None = None,
-                 select: tuple[str, int] | None = None) -> go.Figure:
+                 select: tuple[str, int] | None = None, query_timeout_s: float | None = None) -> go.Figure:
         """The timeline of ``[start_ns, end_ns)`` (default: the whole trace) as a plotly figure.
 
         One row per engine and DMA queue group, drawn as per-pixel strips from ``Trace.window`` (exact events
@@ -64,6 +64,7 @@ class NotebookMixin:
                 with it instead, why it started when it did (``profiler.analyses.chain_to``).
             select: ``(table, id)`` of an event to outline with its dependency arrows, orange from what it waited
                 for, blue to what waited on it (``("Instruction", 42)``; the dashboard draws a clicked event so).
+            query_timeout_s: seconds ``query`` may run (default: ``Trace.sql``'s, 60).
 
         Raises:
             QueryError: an empty or out-of-range window, a bad width, colour mode or ``select``, a malformed row
@@ -73,7 +74,8 @@ class NotebookMixin:
 
         return build_timeline(self, start_ns, end_ns, width_px=width_px, color_by=color_by, expand_dma=expand_dma,
                               span_levels=span_levels, rows=rows, query=query, lanes=lanes,
-                              critical_path=critical_path, chain=chain, palette=_palette(self), select=select).figure
+                              critical_path=critical_path, chain=chain, palette=_palette(self), select=select,
+                              query_timeout_s=query_timeout_s).figure
 
     def utilization_figure(self: Trace, start_ns: int | None = None, end_ns: int | None = None,
                            width_px: int = 800) -> go.Figure:

@@ -207,7 +207,7 @@ def build_timeline(trace: Trace, start_ns: int | None = None, end_ns: int | None
                    legend: bool = True,
                    full_legend: bool = False, palette: pal.CategoryPalette | None = None,
                    fetch_ns: tuple[int, int] | None = None, fetch_width_px: int | None = None,
-                   select: tuple[str, int] | None = None) -> TimelineBuild:
+                   select: tuple[str, int] | None = None, query_timeout_s: float | None = None) -> TimelineBuild:
     """The timeline figure of ``trace`` over ``[start_ns, end_ns)`` (default: all of it).
 
     Args:
@@ -234,13 +234,14 @@ def build_timeline(trace: Trace, start_ns: int | None = None, end_ns: int | None
         fetch_width_px: raster width across ``fetch_ns``.
         select: ``(table, id)`` of an event to outline, with its dependency arrows (what it waited for, what
             waited on it; :mod:`profiler.figures.selected_event`), as the dashboard draws a clicked event.
+        query_timeout_s: seconds ``query`` may run (default: ``Trace.sql``'s).
     """
     view = resolve_range(trace, start_ns, end_ns)
     colour = check_colour_mode(color_by)
     width_px = check_width(width_px)
     palette = palette or pal.CategoryPalette(ranked_names(trace))
     every = timeline_rows(trace.tracks(), collapse_dma=not expand_dma, span_levels=check_span_levels(span_levels))
-    tracks = None if query is None else query_tracks(trace, query)
+    tracks = None if query is None else query_tracks(trace, query, timeout_s=query_timeout_s)
     if tracks is not None:
         every = tracks.timeline_rows() + every
         if not every:   # a counter query on a trace without rows: its lanes under no row

@@ -1,0 +1,46 @@
+"""Error messages point at fixes that exist (each of these named an option or statement that was refused)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from profiler.cli import main
+
+SAMPLE = Path(__file__).resolve().parents[2] / "sample_traces" / "mlp-trn2.trace"
+
+
+@pytest.fixture(scope="module")
+def trace(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("h") / "mlp.trace"
+    shutil.copytree(SAMPLE, path)
+    return path
+
+
+def test_timeline_query_has_the_timeout_its_message_names(trace, tmp_path, capsys):
+    out = tmp_path / "t.html"
+    assert main(["timeline", str(trace), "-o", str(out), "--timeout", "0.2",
+                 "--query", "SELECT count(*) AS start_ts FROM range(100000000000)"]) == 2
+    assert "query timed out after 0.2 s (raise timeout_s / --timeout" in capsys.readouterr().err
+    assert not out.exists()
+    assert main(["timeline", str(trace), "-o", str(out), "--timeout", "30",
+                 "--query", "SELECT 0 AS start_ts, 100 AS end_ts, 'q' AS name"]) == 0
+    assert out.exists()
+
+
+def test_sql_does_not_advise_a_setting_it_refuses(trace, capsys):
+    deep = "+".join(["1"] * 2000)
+    assert main(["sql", str(trace), f"SELECT {deep}"]) == 2
+    err = capsys.readouterr().err
+    assert "Max expression depth limit of 1000 exceeded" in err
+    assert "SET max_expression_depth" not in err and "cannot change settings such as max_expression_depth" in err
+
+
+def test_a_positional_value_starting_with_a_dash_is_explained(trace, capsys):
+    assert main(["search", str(trace), "-x"]) == 2
+    assert "a value starting with '-' goes after `--`: write `trnprof search ... -- -x`" in capsys.readouterr().err
+    assert main(["search", str(trace)]) == 2
+    assert "goes after" not in capsys.readouterr().err  # nothing dashed was given
+    assert main(["search", str(trace), "--", "-x"]) == 0

@@ -66,7 +66,7 @@ def test_an_existing_file_is_kept_unless_forced(trace, tmp_path, capsys):
     (["--chain", "nope"], "expected TABLE:ID"),
     (["--chain", "Instruction:1", "--critical-path"], "not allowed with argument"),
     (["--start", "50", "--end", "10"], "empty"),
-    (["--width", "0"], "width_px"),
+    (["--width", "0"], "argument --width: expected a width in pixels from 1 to 65536"),
     (["--color-by", "rainbow"], "invalid choice"),
 ])
 def test_bad_arguments_are_one_line_errors_and_write_nothing(trace, tmp_path, capsys, argv, message):

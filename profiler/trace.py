@@ -303,7 +303,7 @@ class Trace(NotebookMixin, TraceFilesMixin):
     @_guarded
     def sql_arrow(self, query: str, timeout_s: float | None = DEFAULT_SQL_TIMEOUT_S, params: Any = None, *,
                   max_rows: int | None = None, max_bytes: int | None = None,
-                  sink: Callable[[pa.RecordBatch], None] | None = None) -> pa.Table:
+                  sink: Callable[[pa.RecordBatch], None] | None = None, as_text: bool = False) -> pa.Table:
         """:meth:`sql` with the fetched Arrow table itself as the result, or the result streamed to ``sink``.
 
         Args:
@@ -314,9 +314,11 @@ class Trace(NotebookMixin, TraceFilesMixin):
             sink: hand each Arrow batch (at most 2,048 rows) to ``sink(batch)`` as it is fetched, keeping none:
                 any result size in constant memory (what ``trnprof sql`` prints with).  The timeout then counts
                 the query's time, not the sink's.  The returned table is empty, with the result's columns.
+            as_text: BIT, INTERVAL and BLOB columns come as DuckDB's text for them (``0101``, ``01:30:00``,
+                ``\\x00\\xFF``) instead of their Arrow forms (for printing; ``trnprof sql`` does).
         """
         return run_user_sql(self._cursor(), query, timeout_s, params, max_rows=max_rows, max_bytes=max_bytes,
-                            sink=sink)
+                            sink=sink, as_text=as_text)
 
     @_guarded
     def summary(self, start_ns: int | None = None, end_ns: int | None = None) -> dict[str, Any]:

@@ -255,7 +255,7 @@ class SqlCommand:
         writer = WRITERS[args.format](sys.stdout, limit)
         with ingest_bars() as progress, profiler.open(args.db, progress=progress) as trace:
             empty = trace.sql_arrow(args.query, timeout_s=args.timeout, max_rows=limit + 1 if limit else None,
-                                    sink=writer.write)
+                                    sink=writer.write, as_text=True)
         writer.finish(empty.schema)
         if writer.cut and args.format != "table":
             print(f"trnprof: warning: only the first {writer.rows:,} rows were written (--max-rows); the result has "

@@ -44,3 +44,23 @@ def test_a_positional_value_starting_with_a_dash_is_explained(trace, capsys):
     assert main(["search", str(trace)]) == 2
     assert "goes after" not in capsys.readouterr().err  # nothing dashed was given
     assert main(["search", str(trace), "--", "-x"]) == 0
+
+
+@pytest.mark.parametrize(("fmt", "line"), [
+    ("csv", r"0101,01:30:00,\x00\xFF,1,1"),
+    ("json", r'{"bt": "0101", "i": "01:30:00", "b": "\\x00\\xFF", "x": 1, "x_2": 1}'),
+])
+def test_sql_prints_bit_interval_and_blob_as_duckdb_shows_them(trace, capsys, fmt, line):
+    # before: BIT as its padded bytes b'\x04\xf5', INTERVAL as MonthDayNano(...), BLOB as a Python bytes repr
+    query = r"SELECT bit '0101' bt, INTERVAL 90 MINUTE i, '\x00\xff'::BLOB b, 1 x, 1 x"
+    assert main(["sql", str(trace), query, "--format", fmt]) == 0
+    assert line in capsys.readouterr().out
+
+
+def test_the_python_api_keeps_arrow_types_unless_asked(trace):
+    import profiler
+
+    with profiler.open(trace) as t:
+        raw = t.sql_arrow("SELECT bit '0101' bt, 2 n")
+        text = t.sql_arrow("SELECT bit '0101' bt, 2 n", as_text=True)
+    assert raw.column("bt").type == "binary" and text.to_pylist() == [{"bt": "0101", "n": 2}]

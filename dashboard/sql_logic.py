@@ -127,7 +127,9 @@ def run_query(trace: Any, query: Any, row_limit: Any = DEFAULT_ROW_LIMIT, timeou
     t0 = time.perf_counter()
     try:
         # at most limit + 1 rows and about MAX_RESULT_BYTES are fetched: the rest is never built in the server
-        table = trace.sql_arrow(text, timeout_s=timeout, max_rows=limit + 1, max_bytes=MAX_RESULT_BYTES, as_text=True)
+        # (BIT and INTERVAL as DuckDB writes them; binary values are shown in hex below)
+        table = trace.sql_arrow(text, timeout_s=timeout, max_rows=limit + 1, max_bytes=MAX_RESULT_BYTES,
+                                text_types=("BIT", "INTERVAL"))
     except TrnprofError as exc:
         message = public_message(exc, trace, label=label).replace(  # (the library's hint names its own knobs)
             "raise timeout_s / --timeout", f"raise the page's Timeout, up to {MAX_TIMEOUT_S:g} s")

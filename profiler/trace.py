@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -303,7 +303,8 @@ class Trace(NotebookMixin, TraceFilesMixin):
     @_guarded
     def sql_arrow(self, query: str, timeout_s: float | None = DEFAULT_SQL_TIMEOUT_S, params: Any = None, *,
                   max_rows: int | None = None, max_bytes: int | None = None,
-                  sink: Callable[[pa.RecordBatch], None] | None = None, as_text: bool = False) -> pa.Table:
+                  sink: Callable[[pa.RecordBatch], None] | None = None,
+                  text_types: Collection[str] = ()) -> pa.Table:
         """:meth:`sql` with the fetched Arrow table itself as the result, or the result streamed to ``sink``.
 
         Args:
@@ -314,11 +315,12 @@ class Trace(NotebookMixin, TraceFilesMixin):
             sink: hand each Arrow batch (at most 2,048 rows) to ``sink(batch)`` as it is fetched, keeping none:
                 any result size in constant memory (what ``trnprof sql`` prints with).  The timeout then counts
                 the query's time, not the sink's.  The returned table is empty, with the result's columns.
-            as_text: BIT, INTERVAL and BLOB columns come as DuckDB's text for them (``0101``, ``01:30:00``,
-                ``\\x00\\xFF``) instead of their Arrow forms (for printing; ``trnprof sql`` does).
+            text_types: columns of these DuckDB types (of ``BIT``, ``INTERVAL``, ``BLOB``) come as DuckDB's text
+                for them (``0101``, ``01:30:00``, ``\\x00\\xFF``) instead of their Arrow forms, for printing (as
+                ``trnprof sql`` prints them).
         """
         return run_user_sql(self._cursor(), query, timeout_s, params, max_rows=max_rows, max_bytes=max_bytes,
-                            sink=sink, as_text=as_text)
+                            sink=sink, text_types=text_types)
 
     @_guarded
     def summary(self, start_ns: int | None = None, end_ns: int | None = None) -> dict[str, Any]:

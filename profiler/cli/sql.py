@@ -20,6 +20,7 @@ import pyarrow as pa
 import profiler
 from profiler.cli import shown_value
 from profiler.cli._progress import ingest_bars
+from profiler.db.user_sql import TEXT_TYPES
 from profiler.trace import DEFAULT_SQL_TIMEOUT_S
 
 FORMATS = ("table", "csv", "json")
@@ -255,7 +256,8 @@ class SqlCommand:
         writer = WRITERS[args.format](sys.stdout, limit)
         with ingest_bars() as progress, profiler.open(args.db, progress=progress) as trace:
             empty = trace.sql_arrow(args.query, timeout_s=args.timeout, max_rows=limit + 1 if limit else None,
-                                    sink=writer.write, as_text=True)
+                                    sink=writer.write,
+                                    text_types=TEXT_TYPES)
         writer.finish(empty.schema)
         if writer.cut and args.format != "table":
             print(f"trnprof: warning: only the first {writer.rows:,} rows were written (--max-rows); the result has "

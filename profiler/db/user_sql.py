@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -131,7 +131,8 @@ def _check_cap(value: Any, name: str) -> None:
 
 def run_user_sql(cursor: duckdb.DuckDBPyConnection, query: str, timeout_s: float | None,
                  params: Any = None, max_rows: int | None = None, *, max_bytes: int | None = None,
-                 sink: Callable[[pa.RecordBatch], None] | None = None, as_text: bool = False) -> pa.Table:
+                 sink: Callable[[pa.RecordBatch], None] | None = None,
+                 text_types: Collection[str] = ()) -> pa.Table:
     """Run one user query on ``cursor`` under a timeout; the result as an Arrow table; QueryError otherwise.
 
     Args:
@@ -148,8 +149,8 @@ def run_user_sql(cursor: duckdb.DuckDBPyConnection, query: str, timeout_s: float
         sink: hand each Arrow batch of the result to ``sink`` as it is fetched instead of keeping it (constant
             memory whatever the result size); the timeout counts DuckDB's time, not the sink's; the returned table
             is then empty, with the result's columns.
-        as_text: columns of types whose Arrow form does not print as DuckDB shows them (:data:`TEXT_TYPES`: BIT
-            comes as its padded bytes, INTERVAL as a struct, BLOB as bytes) come as DuckDB's text for them.
+        text_types: DuckDB types (of :data:`TEXT_TYPES`) whose columns come as DuckDB's text for them instead of
+            their Arrow forms, for printing: BIT comes as its padded bytes, INTERVAL as a struct, BLOB as bytes.
     """
     if not isinstance(query, str) or not query.strip():
         raise QueryError("empty SQL query")
@@ -162,8 +163,8 @@ def run_user_sql(cursor: duckdb.DuckDBPyConnection, query: str, timeout_s: float
             relation = cursor.sql(query, params=params)
             if relation is None:
                 return pa.table({})
-            if as_text:
-                relation = _with_text_columns(relation)
+            if text_types:
+                relation = _with_text_columns(relation, text_types)
             if max_rows is None and max_bytes is None and sink is None:
                 return relation.to_arrow_table()
             small = max_bytes is not None or sink is not None
@@ -236,17 +237,18 @@ def _fetch(reader: pa.RecordBatchReader, deadline: _Deadline, max_rows: int | No
     return pa.Table.from_batches(kept, schema=reader.schema)
 
 
-#: DuckDB types whose Arrow form prints badly: ``run_user_sql(..., as_text=True)`` fetches them as DuckDB's text.
+#: DuckDB types whose Arrow form prints badly, which ``run_user_sql(..., text_types=...)`` can fetch as text.
 TEXT_TYPES = frozenset({"BIT", "INTERVAL", "BLOB"})
 
 
-def _with_text_columns(relation: duckdb.DuckDBPyRelation) -> duckdb.DuckDBPyRelation:
-    """``relation`` with its :data:`TEXT_TYPES` columns cast to VARCHAR (by position: names may repeat)."""
+def _with_text_columns(relation: duckdb.DuckDBPyRelation, text_types: Collection[str]) -> duckdb.DuckDBPyRelation:
+    """``relation`` with its columns of ``text_types`` cast to VARCHAR (by position: names may repeat)."""
+    wanted = TEXT_TYPES.intersection(text_types)
     types = [str(t) for t in relation.types]
-    if not TEXT_TYPES.intersection(types):
+    if not wanted.intersection(types):
         return relation
     return relation.project(", ".join(
-        (f"CAST(#{i} AS VARCHAR)" if t in TEXT_TYPES else f"#{i}") + f" AS {quote(name)}"
+        (f"CAST(#{i} AS VARCHAR)" if t in wanted else f"#{i}") + f" AS {quote(name)}"
         for i, (t, name) in enumerate(zip(types, relation.columns, strict=True), start=1)))
 
 

@@ -62,5 +62,5 @@ def test_the_python_api_keeps_arrow_types_unless_asked(trace):
 
     with profiler.open(trace) as t:
         raw = t.sql_arrow("SELECT bit '0101' bt, 2 n")
-        text = t.sql_arrow("SELECT bit '0101' bt, 2 n", as_text=True)
+        text = t.sql_arrow("SELECT bit '0101' bt, 2 n", text_types=["BIT"])
     assert raw.column("bt").type == "binary" and text.to_pylist() == [{"bt": "0101", "n": 2}]

@@ -262,6 +262,9 @@ def test_sql_rows_limit_and_js_safe_values(trace):
     row = dict(zip(big.columns, (big.rows[0][f] for f in big.fields), strict=True))
     assert row["big"] == "9007199254740993" and row["b"] == "78"
     assert len(big.columns) == len(set(big.columns)) == 3
+    # BIT and INTERVAL as DuckDB writes them (their Arrow forms: padded bytes, a struct)
+    kinds = sql_logic.run_query(trace, "SELECT bit '0101' AS bt, INTERVAL 90 MINUTE AS i")
+    assert [kinds.rows[0][f] for f in kinds.fields] == ["0101", "01:30:00"]
 
 
 def test_sql_page_fetches_no_more_than_the_row_limit(trace, monkeypatch):
@@ -277,7 +280,7 @@ def test_sql_page_fetches_no_more_than_the_row_limit(trace, monkeypatch):
     monkeypatch.setattr(type(trace), "sql_arrow", spy)
     res = sql_logic.run_query(trace, "SELECT range AS r FROM range(1000000000)", row_limit=7)
     assert res.error is None and len(res.rows) == 7 and res.truncated and "row limit" in res.note
-    assert asked == [{"max_rows": 8, "max_bytes": sql_logic.MAX_RESULT_BYTES}]
+    assert asked == [{"max_rows": 8, "max_bytes": sql_logic.MAX_RESULT_BYTES, "text_types": ("BIT", "INTERVAL")}]
 
 
 @pytest.mark.parametrize("query", ["", "SELEC 1", "SELECT * FROM no_such_table", "x" * 200_000])

@@ -28,7 +28,11 @@ def parse_params(items: list[str] | None) -> dict[str, str]:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise ConfigError(f"-p {item!r}: expected KEY=VALUE (see `trnprof kernels` for the parameters)")
-        out[key.strip()] = value.strip()
+        key = key.strip()
+        if key in out:  # the last one would silently win
+            raise ConfigError(f"-p {key} is given twice ({key}={out[key]} and {key}={value.strip()}); give each "
+                              "parameter once")
+        out[key] = value.strip()
     return out
 
 
@@ -82,6 +86,8 @@ class RecordCommand:
         parser.add_argument("--no-browser", action="store_true", help="with --serve: do not open a web browser")
 
     def run(self, args: argparse.Namespace) -> int:
+        if args.no_trace and args.output:
+            raise CommandError(f"-o {args.output} names the trace to write, and --no-trace writes none: leave out one")
         malloc_tuning.tune_this_process()  # this process only records: big freed blocks kept for reuse
         if not args.no_trace and emit_spawn.emit_mode() == "process":
             # the trace writer's imports (~0.17 s) overlap this process's own from here on, instead of holding up

@@ -56,6 +56,8 @@ class SourceCommand:
         group.add_argument("--json", action="store_const", const="json", dest="format", help="same as --format json")
 
     def run(self, args: argparse.Namespace) -> int:
+        if args.source_dir is not None and not Path(args.source_dir).is_dir():  # even when the trace holds the text
+            raise CommandError(f"--source-dir {args.source_dir}: not a directory")
         with open_trace(args.db) as trace:
             if args.files:
                 print_table(source_files(trace, args.start, args.end, args.core), args.format)

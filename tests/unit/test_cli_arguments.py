@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import shutil
 from collections import namedtuple
 from pathlib import Path
 
@@ -199,3 +200,21 @@ def test_other_runtime_errors_stay_internal_errors(monkeypatch, capsys):
     code, _, err = run(capsys, ["sql", "db", "SELECT 1"])
     assert code == 70
     assert_one_line(err, "internal error: RuntimeError: something else")
+
+
+# -- options that were silently ignored ------------------------------------------------------------------------
+@pytest.mark.parametrize("argv, message", [
+    (["record", "softmax", "-p", "rows=128", "-p", "rows=256", "--no-trace"],
+     "-p rows is given twice (rows=128 and rows=256); give each parameter once"),
+    (["record", "softmax", "--no-trace", "-o", "{out}"], "names the trace to write, and --no-trace writes none"),
+    (["source", "{sample}", "--source-dir", "{missing}"], "--source-dir {missing}: not a directory"),
+])
+def test_options_that_would_be_ignored_are_errors(tmp_path, capsys, argv, message):
+    # before: the last -p won, -o was ignored, and --source-dir was not looked at when the trace held the text
+    sample = Path(__file__).resolve().parents[2] / "sample_traces" / "softmax-trn1.trace"
+    shutil.copytree(sample, tmp_path / "s.trace")
+    names = {"out": tmp_path / "o.trace", "sample": tmp_path / "s.trace", "missing": tmp_path / "nowhere"}
+    code, out, err = run(capsys, [a.format(**names) for a in argv])
+    assert code == 2 and out == ""
+    assert_one_line(err, message.format(**names))
+    assert not (tmp_path / "o.trace").exists()

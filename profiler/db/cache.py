@@ -123,14 +123,32 @@ def _ingest_lock(db: Path) -> Iterator[None]:
         except ImportError:  # not POSIX: threads only
             yield
             return
-        try:
-            db.parent.mkdir(parents=True, exist_ok=True)  # (the user cache directory may not exist yet)
-            fd = os.open(db.with_name(db.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError:  # a directory we may read but not write: the ingest itself says why it cannot write
-            yield
-            return
-        try:
+        path = db.with_name(db.name + ".lock")
+        while True:
+            try:
+                db.parent.mkdir(parents=True, exist_ok=True)  # (the user cache directory may not exist yet)
+                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError:  # a directory we may read but not write: the ingest itself says why it cannot write
+                yield
+                return
             fcntl.flock(fd, fcntl.LOCK_EX)
+            if _same_file(fd, path):
+                break
+            os.close(fd)  # its last holder removed the file we waited on: lock the one at the path now
+        try:
             yield
         finally:
+            # no lock file is left beside the user's input: removed while still held, so a process waiting on
+            # it sees (above) that it is gone and locks a new one
+            with contextlib.suppress(OSError):
+                path.unlink()
             os.close(fd)  # releases the lock
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    """True when ``path`` still names the file open as ``fd``."""
+    try:
+        here, there = os.fstat(fd), os.stat(path)
+    except OSError:
+        return False
+    return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)

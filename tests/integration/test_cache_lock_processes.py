@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 SAMPLE_TRACE = Path(__file__).resolve().parents[2] / "sample_traces" / "mlp-trn2.trace"
 
 #: Opens argv[1]; prints one JSON line: whether this process ingested (its progress callback ran) and the summary's
@@ -57,3 +59,32 @@ def test_two_processes_opening_one_stale_trace_ingest_it_once(tmp_path):
     assert r1["total"] == r2["total"] > 0
     caches = sorted(p.name for p in (tmp_path / "cache").iterdir())
     assert [n for n in caches if n.endswith(".trnprof.duckdb")] and not [n for n in caches if ".tmp" in n]
+    assert not [n for n in caches if n.endswith(".lock")]  # the lock file goes with its last holder
+
+
+def test_processes_racing_for_one_trace_ingest_it_once_and_leave_no_lock_file(tmp_path):
+    # the lock file is removed by each holder on release: a process that waited on the removed file must notice
+    # and lock the new one, or two processes would ingest at once
+    trace = tmp_path / "mlp.trace"
+    shutil.copytree(SAMPLE_TRACE, trace)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    procs = [_start([str(trace)], env) for _ in range(4)]
+    results = []
+    for p in procs:
+        out, err = p.communicate(timeout=180)
+        assert p.returncode == 0, err
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    assert sum(r["ingested"] for r in results) == 1
+    assert len({r["total"] for r in results}) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mlp.trace", "mlp.trace.trnprof.duckdb"]
+
+
+def test_a_failed_ingest_leaves_nothing_beside_its_input(tmp_path):
+    import profiler
+    from tracer.errors import TrnprofError
+
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"traceEvents": [{"ph": "X", "ts": 1, "dur": ')  # truncated
+    with pytest.raises(TrnprofError):
+        profiler.open(bad).close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.json"]

@@ -6,8 +6,11 @@ from __future__ import annotations
 import argparse
 import re
 
+import pyarrow as pa
+
 from profiler.analyses import schema as rs
 from profiler.analyses.critical_path import chain_to, critical_path, critical_path_breakdown
+from profiler.analyses.inputs import resolve_scope
 from profiler.cli._analysis import (
     add_format_arguments,
     add_trace_argument,
@@ -17,7 +20,10 @@ from profiler.cli._analysis import (
     print_table,
     window_text,
 )
+from profiler.db.sqlutil import quote
 from profiler.errors import CommandError
+from profiler.trace import Trace
+from tracer import schema as ts
 
 
 class CriticalPathCommand:
@@ -45,9 +51,12 @@ class CriticalPathCommand:
         if args.to is not None and (args.start is not None or args.end is not None or args.core is not None):
             raise CommandError("--to follows one event's chain wherever it leads: leave out --start, --end and "
                                "--core")
+        note = ""
         with open_trace(args.db) as trace:
             path = critical_path(trace, args.start, args.end, args.core) if args.to is None \
                 else chain_to(trace, *args.to)
+            if args.to is None and args.format == "table" and path.num_rows:
+                note = _coverage_note(trace, path, args)
         if args.steps:
             print_table(path, args.format, limit)
             return 0
@@ -58,9 +67,27 @@ class CriticalPathCommand:
             busy = sum(path.column(rs.DUR_NS).to_pylist())
             what = "critical path" if args.to is None else f"chain to {args.to[0]} {args.to[1]}"
             title = (f"{what}: {path.num_rows:,} steps over {window_text(first, last)}, "
-                     f"{100 * busy / max(last - first, 1):.1f}% of it busy\n")
+                     f"{100 * busy / max(last - first, 1):.1f}% of it busy\n{note}")
         print_table(breakdown, args.format, limit, title=title)
         return 0
+
+
+#: Below this share of the window, the text says why the path is short.
+SHORT_PATH = 0.5
+
+
+def _coverage_note(trace: Trace, path: pa.Table, args: argparse.Namespace) -> str:
+    """A line saying why the path covers little of the window, when it does and the trace records no dependency
+    edges (a synthetic or imported trace without Flow rows: the path can only follow each engine's and queue's own
+    order back from the last event); empty otherwise."""
+    scope = resolve_scope(trace, args.start, args.end, args.core)
+    first, last = path.column(rs.START_NS)[0].as_py(), path.column(rs.END_NS)[-1].as_py()
+    share = (last - first) / max(scope.length_ns, 1)
+    flows = trace.sql_arrow(f"SELECT count(*) AS n FROM {quote(ts.FLOW.name)}").column("n")[0].as_py()
+    if share >= SHORT_PATH or flows:
+        return ""
+    return (f"it covers {100 * share:.1f}% of the window: the trace has no Flow rows (dependencies), so the path "
+            "follows only each engine's and queue's own order back from the last event to end\n")
 
 
 def event_ref(text: str) -> tuple[str, int]:

@@ -64,3 +64,14 @@ def test_the_python_api_keeps_arrow_types_unless_asked(trace):
         raw = t.sql_arrow("SELECT bit '0101' bt, 2 n")
         text = t.sql_arrow("SELECT bit '0101' bt, 2 n", text_types=["BIT"])
     assert raw.column("bt").type == "binary" and text.to_pylist() == [{"bt": "0101", "n": 2}]
+
+
+def test_a_short_critical_path_on_a_trace_without_dependencies_says_why(trace, tmp_path, capsys):
+    synth = tmp_path / "syn.trace"
+    assert main(["synth", "--events", "20000", "--tracks", "42", "-o", str(synth)]) == 0
+    capsys.readouterr()
+    assert main(["critical-path", str(synth)]) == 0
+    out = capsys.readouterr().out
+    assert "of the window: the trace has no Flow rows (dependencies)" in out
+    assert main(["critical-path", str(trace)]) == 0  # a recording: Flow edges, a path over the whole kernel
+    assert "Flow rows" not in capsys.readouterr().out

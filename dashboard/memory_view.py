@@ -184,6 +184,10 @@ def selection_section(trace: Any, start_ns: int, end_ns: int) -> Any:
                     id="selection-memory")
 
 
+#: The map's trace in the figure (:func:`profiler.figures.memory_map.memory_map_figure` draws it first).
+MAP_CURVE = 0
+
+
 def clicked_cell(click: Any, origin_ns: int, window: tuple[int, int], cap: int) -> tuple[tuple[int, int],
                                                                                         tuple[int, int]] | None:
     """The time and byte range of the raster cell a click on the graph landed in (``window``: the one shown;
@@ -191,6 +195,8 @@ def clicked_cell(click: Any, origin_ns: int, window: tuple[int, int], cap: int) 
     data."""
     points = click.get("points") if isinstance(click, dict) else None
     if not isinstance(points, list) or not points or not isinstance(points[0], dict):
+        return None
+    if points[0].get("curveNumber", 0) != MAP_CURVE:  # the live-bytes line: its y is bytes, not an address
         return None
     x = as_float(points[0].get("x"), -MAX_AXIS_S, MAX_AXIS_S)
     y = as_float(points[0].get("y"), 0.0, cap / 1024)

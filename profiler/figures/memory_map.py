@@ -73,14 +73,14 @@ def memory_map_figure(mm: MemoryMap, origin_ns: int = 0, *, height: int = 640, t
     fig.add_trace(go.Heatmap(
         z=mm.state, x=x, y=row_kib, zmin=-0.5, zmax=len(STATE_COLOURS) - 0.5, colorscale=_colourscale(),
         showscale=False, customdata=names[mm.state], name=mm.mem, xaxis="x", yaxis="y2",
-        hovertemplate="%{x}s · %{y:.1f} KiB: %{customdata}<extra></extra>"))
+        hovertemplate="+%{x:.4~s}s · %{y:.1f} KiB: %{customdata}<extra></extra>"))
     for state in (LIVE, READ, WRITTEN, READ_WRITTEN):  # a legend of the colours (markers only, never drawn)
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=LEGEND_NAMES[state], xaxis="x", yaxis="y2",
                                  marker={"symbol": "square", "size": 12, "color": STATE_COLOURS[state]},
                                  hoverinfo="skip"))
     fig.add_trace(go.Scatter(x=x, y=mm.live_bytes / KIB, mode="lines", line={"shape": "hv", "color": LIVE_COLOUR},
                              name="live bytes", xaxis="x", yaxis="y",
-                             hovertemplate="%{x}s: %{y:,.1f} KiB live<extra></extra>"))
+                             hovertemplate="+%{x:.4~s}s: %{y:,.1f} KiB live<extra></extra>"))
     x0, x1 = ns_to_axis(mm.start_ns, origin_ns), ns_to_axis(mm.end_ns, origin_ns)
     # the live panel's scale is the map's (the capacity's only when the map covers all of it)
     top = max(mm.top, mm.peak_live_bytes) / KIB

@@ -207,8 +207,23 @@ def test_a_click_maps_to_its_cell_and_back():
     cell = mv.clicked_cell({"points": [{"x": x, "y": y}]}, 1000, window, cap)
     assert cell == ((window[0] + 21, window[0] + 28), (10 * cap // mv.HEIGHT, 11 * cap // mv.HEIGHT))
     for bad in (None, {}, {"points": []}, {"points": ["x"]}, {"points": [{"x": "nan", "y": 1}]},
-                {"points": [{"x": -1.0, "y": 1}]}, {"points": [{"x": x, "y": 1e9}]}):
+                {"points": [{"x": -1.0, "y": 1}]}, {"points": [{"x": x, "y": 1e9}]},
+                # the live-bytes line (its y is a byte count; it was read as an address)
+                {"points": [{"x": x, "y": y, "curveNumber": 5}]}):
         assert mv.clicked_cell(bad, 1000, window, cap) is None
+    assert mv.clicked_cell({"points": [{"x": x, "y": y, "curveNumber": mv.MAP_CURVE}]}, 1000, window, cap) == cell
+
+
+def test_the_map_is_the_figures_first_curve_and_hover_times_read_plainly(registry):
+    from profiler.figures.memory_map import memory_map_figure
+
+    with_trace = registry.open("t0")
+    from profiler.analyses.memory_map import memory_map
+
+    fig = memory_map_figure(memory_map(with_trace, "SBUF"))
+    assert fig.data[mv.MAP_CURVE].type == "heatmap"
+    for tr in fig.data:  # `%{x}` carries the axis suffix: it read "56.4412833333µss"
+        assert "%{x}s" not in (tr.hovertemplate or "")
 
 
 def test_a_clicked_cell_names_who_wrote_and_read_its_bytes(registry):

@@ -50,12 +50,27 @@ def run_search(trace: Any, text: Any) -> SearchResult:
     rows = table.to_pylist()
     more = len(rows) > SEARCH_LIMIT
     rows = sorted(rows[:SEARCH_LIMIT], key=lambda r: (r[ts.START_TS], r[ts.ID]))
+    tracks = dict(zip(*(trace.tracks().column(c).to_pylist() for c in (dbs.TRACK_ID, "name")), strict=True))
     matches = [{"table": r[dbs.TABLE], "id": r[ts.ID], "start_ns": r[ts.START_TS], "end_ns": r[ts.END_TS],
-                dbs.TRACK_ID: r.get(dbs.TRACK_ID), "name": r.get(ts.NAME), "field": r.get(dbs.MATCHED_FIELD, "")}
+                dbs.TRACK_ID: r.get(dbs.TRACK_ID), "name": r.get(ts.NAME), "field": r.get(dbs.MATCHED_FIELD, ""),
+                "track": tracks.get(r.get(dbs.TRACK_ID)) or ""}
                for r in rows]
     if not matches:
         return SearchResult(message=f"no match for {query!r}")
-    return SearchResult(matches, f"{len(matches):,}{'+' if more else ''} matches")
+    if more:  # the list stops here: counts read "of 500+" (see :func:`count_text`)
+        matches[-1][MORE] = True
+    return SearchResult(matches, f"{len(matches):,}{'+' if more else ''} matches"
+                        + (f" (the first {len(matches):,} in time are listed)" if more else ""))
+
+
+#: Key set on the last match of a list the search limit cut.
+MORE = "more"
+
+
+def count_text(matches: list[Any]) -> str:
+    """How many matches ``matches`` holds, ``500+`` when the search limit cut the list."""
+    more = bool(matches) and isinstance(matches[-1], dict) and bool(matches[-1].get(MORE))
+    return f"{len(matches):,}{'+' if more else ''}"
 
 
 def results_list(result: SearchResult, origin_ns: int, row_href: str | None = None) -> Any:
@@ -66,7 +81,8 @@ def results_list(result: SearchResult, origin_ns: int, row_href: str | None = No
     items = [
         html.Li([jump_link(f"{format_time(m['start_ns'], origin_ns)} · {m['name'] or '?'}", m["table"], m["id"],
                            m["start_ns"], m["end_ns"], track_id=m.get(dbs.TRACK_ID)),
-                 html.Span(f" {m['field']} · {format_duration(m['end_ns'] - m['start_ns'])}", className="muted")])
+                 html.Span(f" {m['field']}{' on ' + m['track'] if m.get('track') else ''} · "
+                           f"{format_duration(m['end_ns'] - m['start_ns'])}", className="muted")])
         for m in result.matches
     ]
     listed = html.Ol(items, className="search-results", id="search-results-list")
@@ -125,7 +141,7 @@ def step_match(matches: Any, index: Any, step: int) -> tuple[int, dict[str, Any]
         return None
     target = {"table": m["table"], "id": ident, "start_ns": span[0], "end_ns": span[1],
               dbs.TRACK_ID: as_int(m.get(dbs.TRACK_ID), 0, 2**63 - 1)}
-    return new, target, f"match {new + 1:,} of {len(matches):,}"
+    return new, target, f"match {new + 1:,} of {count_text(matches)}"
 
 
 def match_of(matches: Any, selected: Any) -> tuple[int, str] | None:
@@ -138,7 +154,7 @@ def match_of(matches: Any, selected: Any) -> tuple[int, str] | None:
         return None
     for k, m in enumerate(matches):
         if isinstance(m, dict) and m.get("table") == table and as_int(m.get("id"), -(2**63), 2**63 - 1) == ident:
-            return k, f"match {k + 1:,} of {len(matches):,}"
+            return k, f"match {k + 1:,} of {count_text(matches)}"
     return None
 
 

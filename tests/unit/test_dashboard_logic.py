@@ -240,6 +240,19 @@ def test_search_and_stepping(trace):
         (2, f"match 3 of {n:,}")
     assert srch.match_of(result.matches, {"table": "Instruction", "id": -5}) is None
     assert srch.match_of(result.matches, {"table": None, "id": 1}) is None and srch.match_of(None, {}) is None
+    assert all(m["track"] for m in result.matches)  # the row each is on tells equal-looking matches apart
+
+
+def test_a_cut_search_says_its_count_is_a_lower_bound(trace, monkeypatch):
+    # "match 1 of 500" when there were thousands: stepping stopped at the 500th without a word
+    full = srch.run_search(trace, "activate")
+    monkeypatch.setattr(srch, "SEARCH_LIMIT", 3)
+    cut = srch.run_search(trace, "activate")
+    assert len(full.matches) > 3 and len(cut.matches) == 3
+    assert cut.message == "3+ matches (the first 3 in time are listed)"
+    assert srch.step_match(cut.matches, -1, 1)[2] == "match 1 of 3+"
+    assert srch.match_of(cut.matches, cut.matches[1])[1] == "match 2 of 3+"
+    assert srch.step_match(full.matches, -1, 1)[2] == f"match 1 of {len(full.matches):,}"
 
 
 def test_selection_summary_is_exact_for_engines(trace):

@@ -26,9 +26,13 @@ from profiler.figures.timefmt import NS_PER_S
 if TYPE_CHECKING:
     from profiler.trace import Trace
 
-#: Rows kept per breakdown chart.
+#: Rows kept per breakdown chart (the title says how many were left out).
 TOP_ROWS = 15
+#: Rows of the DMA queue chart: two cores' or two engines' 16 queues.
+QUEUE_ROWS = 32
 _CHART_HEIGHT = 320
+#: Height of a bar beyond :data:`TOP_ROWS` bars (the chart grows to keep its labels readable).
+_ROW_PX = 18
 
 #: Chart titles, in the order :func:`summary_figures` returns them.
 ENGINE_TITLE = "Engine utilization"
@@ -93,7 +97,8 @@ def headline_numbers(summary: Mapping[str, Any] | None) -> list[tuple[str, float
 def _bar(title: str, names: list[str], values: list[float], unit: str, colours: list[str] | None = None) -> go.Figure:
     fig = go.Figure(go.Bar(x=values, y=names, orientation="h", marker={"color": colours},
                            hovertemplate=f"%{{y}}: %{{x:.4s}}{unit}<extra></extra>"))
-    fig.update_layout(title={"text": title, "font": {"size": 14}}, height=_CHART_HEIGHT,
+    fig.update_layout(title={"text": title, "font": {"size": 14}},
+                      height=_CHART_HEIGHT + max(0, len(names) - TOP_ROWS) * _ROW_PX,
                       margin={"l": 160, "r": 20, "t": 40, "b": 40}, yaxis={"autorange": "reversed"},
                       xaxis={"ticksuffix": unit, "tickformat": "~s"})
     return fig
@@ -136,6 +141,8 @@ def breakdown_figure(table: pa.Table | None, title: str, name_keys: tuple[str, .
     if not rows:
         return None
     # largest first; ties in natural order (qSyncIO2 before qSyncIO10)
+    if len(rows) > top:  # say what is left out
+        title = f"{title} (the {top} largest of {len(rows)})"
     rows = sorted(rows, key=lambda r: (-r[value_key], natural_key(_label(r, name_keys, sep))))[:top]
     names = [_label(r, name_keys, sep) for r in rows]
     if colour_by is not None:  # (the key is one of name_keys)
@@ -171,8 +178,8 @@ def flops_figure(operators: pa.Table | None) -> go.Figure | None:
 
 
 def queues_figure(queues: pa.Table | None) -> go.Figure | None:
-    """Bytes moved per DMA queue (``queue_table(trace)``)."""
-    return breakdown_figure(queues, QUEUES_TITLE, (rs.QUEUE,), rs.BYTES, "B")
+    """Bytes moved per DMA queue (``queue_table(trace)``): each of a core's 16 queues, or the 32 largest."""
+    return breakdown_figure(queues, QUEUES_TITLE, (rs.QUEUE,), rs.BYTES, "B", top=QUEUE_ROWS)
 
 
 def summary_figures(inputs: SummaryInputs) -> list[go.Figure]:

@@ -139,6 +139,12 @@ def test_breakdown_bars_are_largest_first_and_ties_in_natural_order():
     assert list(fig.data[0].y) in (["qBig", "qSyncIO1", "qSyncIO2", "qSyncIO10"],
                                    ["qSyncIO10", "qSyncIO2", "qSyncIO1", "qBig"])   # (bars may be drawn bottom-up)
     assert sorted(["a10b", "a9b", "a10a"], key=natural_key) == ["a9b", "a10a", "a10b"]
+    # a core's 16 queues are all drawn (15 were, under a title that said "per queue"); a cut says so
+    sixteen = queues_figure(pa.table({rs.QUEUE: [f"qSyncIO{i}" for i in range(16)], rs.BYTES: [1] * 16}))
+    assert len(sixteen.data[0].y) == 16 and sixteen.layout.title.text == "DMA bytes per queue"
+    many = queues_figure(pa.table({rs.QUEUE: [f"q{i}" for i in range(40)], rs.BYTES: list(range(1, 41))}))
+    assert len(many.data[0].y) == 32 and many.layout.title.text == "DMA bytes per queue (the 32 largest of 40)"
+    assert many.layout.height > sixteen.layout.height
     assert sorted(["²", "q10", "q\u0663"], key=natural_key) == ["q\u0663", "q10", "²"]   # (int("²") fails)
 
 

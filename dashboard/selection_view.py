@@ -33,7 +33,7 @@ def render_selection(s: SelectionSummary) -> html.Div:
     cards = html.Div([
         _card("range", format_duration(s.duration_ns), "sel-duration"),
         _card("DMA bytes", _si(s.dma_bytes, "B")),
-        _card("DMA throughput", _si(s.dma_throughput_bytes_per_s, "B/s")),
+        _card("DMA bytes / range", _si(s.dma_throughput_bytes_per_s, "B/s")),
         _card("FLOPs", _si(s.flops, "FLOP")),
         _card("HFU", "–" if s.hfu_percent is None else f"{float(s.hfu_percent):.1f} %"),
     ], className="cards")

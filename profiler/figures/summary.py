@@ -83,7 +83,7 @@ def headline_numbers(summary: Mapping[str, Any] | None) -> list[tuple[str, float
         ("HFU", s.get("hfu_pct"), "%"),
         ("MFU", s.get("mfu_pct"), "%"),
         ("DMA bytes", dma.get("transfer_bytes"), "B"),
-        ("DMA throughput", None if gbps is None else float(gbps) * 1e9, "B/s"),
+        ("DMA throughput while active", None if gbps is None else float(gbps) * 1e9, "B/s"),
         ("DMA active", None if dma.get("active_time_ns") is None or not total
          else 100.0 * dma["active_time_ns"] / total, "%"),
     ]

@@ -113,7 +113,7 @@ def test_summary_charts_read_trace_summary_fields_and_skip_what_is_missing():
                "dma": {"active_time_ns": 500_000, "transfer_bytes": 4096, "throughput_gbps": 0.008192}}
     heads = {label: (v, unit) for label, v, unit in sfig.headline_numbers(summary)}
     assert heads == {"total time": (2_000_000, "ns"), "instructions": (7, ""), "HFU": (41.5, "%"),
-                     "DMA bytes": (4096, "B"), "DMA throughput": (pytest.approx(8.192e6), "B/s"),
+                     "DMA bytes": (4096, "B"), "DMA throughput while active": (pytest.approx(8.192e6), "B/s"),
                      "DMA active": (25.0, "%")}                       # MFU unknown: no card
     opcodes = pa.table({rs.ENGINE: ["Tensor", "Scalar", "Vector"], rs.OPCODE: ["MATMUL", "ACTIVATE", "IOTA"],
                         rs.BUSY_NS: [900, 1200, 0]})

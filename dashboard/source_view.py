@@ -145,14 +145,17 @@ HOTTEST_LINES = 5
 
 
 def hottest_lines_section(trace: Any, trace_id: str, n: int = HOTTEST_LINES) -> Any:
-    """The summary page's "Hottest source lines": the ``n`` kernel source lines with the most busy time (the union
-    of their instructions' intervals, :func:`profiler.analyses.operators.time_by` by source), each with its text
-    and a link to it on the source page; nothing for a trace whose instructions name no source line."""
+    """The summary page's "Hottest source lines": the ``n`` kernel source lines with the most instruction time
+    (their instructions' durations summed, as the source page and ``trnprof source --hot`` rank them), with their
+    busy time (the union of those intervals: less where a line's instructions overlap, as pipelined matmuls do;
+    :func:`profiler.analyses.operators.time_by` by source), each with its text and a link to it on the source page;
+    nothing for a trace whose instructions name no source line."""
     try:
         table = time_by(trace, "source")
     except TrnprofError:   # no instructions (a host-only trace): the other parts of the page say why
         return html.Div()
-    lines = [(r, where) for r in table.to_pylist()
+    rows = sorted(table.to_pylist(), key=lambda r: (-(r[rs.INSTRUCTION_NS] or 0), r[rs.SOURCE] or ""))
+    lines = [(r, where) for r in rows
              if (where := split_location(r[rs.SOURCE])) is not None and where[1] is not None][:n]
     if not lines:
         return html.Div()
@@ -161,12 +164,13 @@ def hottest_lines_section(trace: Any, trace_id: str, n: int = HOTTEST_LINES) -> 
         body.append(html.Tr([
             html.Td(dcc.Link(r[rs.SOURCE], href=source_href(trace_id, file, line))),
             html.Td(f"{r[rs.INSTRUCTIONS]:,}", className="num"),
+            html.Td(format_duration(r[rs.INSTRUCTION_NS]), className="num"),
             html.Td(format_duration(r[rs.BUSY_NS]), className="num"),
             html.Td(html.Code(line_text(trace, r[rs.SOURCE]) or "")),
         ]))
     return html.Div([
         html.H3("Hottest source lines"),
-        html.Table([html.Thead(html.Tr([html.Th("line"), html.Th("instructions"), html.Th("busy"),
+        html.Table([html.Thead(html.Tr([html.Th("line"), html.Th("instructions"), html.Th("time"), html.Th("busy"),
                                         html.Th("source")])), html.Tbody(body)],
                    className="mini-table", id="summary-hot-lines"),
     ], className="analysis-section")

@@ -609,3 +609,19 @@ def test_what_led_here_lists_the_chain_and_its_steps_select_their_events(browser
     steps[1].click()                                                         # what it waited for: selected
     wait_for(browser, lambda d: d.find_element("id", "details-title").text != title, "the step's details")
     assert console_errors(browser) == []
+
+
+def test_the_traces_page_fits_a_narrow_window(browser, dashboard_server):
+    # its "what" text and its row of links did not wrap: below ~1,350 px the links hid behind a scrollbar
+    size = browser.get_window_size()
+    try:
+        browser.set_window_size(900, 900)
+        browser.get(dashboard_server.url + "/traces?trace=t0")
+        wait_for(browser, lambda d: d.find_elements("id", "pick-t0"), "the traces table")
+        wide, shown = browser.execute_script(
+            "return [document.documentElement.scrollWidth, document.documentElement.clientWidth];")
+        assert wide <= shown + 1, (wide, shown)
+        link = browser.find_element("id", "pick-t0")
+        assert link.size["height"] < 30  # a link is never broken across lines
+    finally:
+        browser.set_window_size(size["width"], size["height"])

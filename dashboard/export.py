@@ -61,6 +61,10 @@ def _file_name(label: str, table: str, start: int, end: int) -> str:
 
 def export_response(registry: TraceRegistry, args: Any) -> Any:
     """The response to an export request with query values ``args`` (a mapping)."""
+    try:  # which trace first: a request for one that is not served says so whatever else it asks
+        entry = registry.entry(args.get(TRACE_PARAM))
+    except UnknownTraceError as exc:
+        return f"{exc}\n", 404, _TEXT
     table = EXPORT_TABLES.get(str(args.get("table", "")))
     if table is None:
         return f"table must be one of {', '.join(EXPORT_TABLES)}\n", 400, _TEXT
@@ -71,7 +75,6 @@ def export_response(registry: TraceRegistry, args: Any) -> Any:
     if as_time_range([start, end]) is None or end <= start:
         return "start and end must be nanoseconds within +-2**62, start before end\n", 400, _TEXT
     try:
-        entry = registry.entry(args.get(TRACE_PARAM))
         trace = registry.open(entry.id)
     except UnknownTraceError as exc:
         return f"{exc}\n", 404, _TEXT

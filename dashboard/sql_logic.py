@@ -46,6 +46,8 @@ class QueryResult:
     error: str | None = None
     #: Why rows are missing when ``truncated`` (what to do for more).
     note: str = ""
+    #: A setting that could not be used as given (a row limit out of range), and what was used instead.
+    warning: str = ""
     #: Each column's grid data type (AG Grid ``cellDataType``: ``number``, ``boolean`` or ``text``), from the values
     #: as sent; it is part of the column's row key (:func:`field_id`).
     kinds: list[str] = field(default_factory=list)
@@ -123,6 +125,9 @@ def run_query(trace: Any, query: Any, row_limit: Any = DEFAULT_ROW_LIMIT, timeou
     if len(text) > MAX_QUERY_CHARS:
         return QueryResult(error=f"The query is {len(text):,} characters long; the limit is {MAX_QUERY_CHARS:,}.")
     limit = int(bounded(row_limit, DEFAULT_ROW_LIMIT, 1, MAX_ROW_LIMIT))
+    asked = as_float(row_limit)
+    limit_note = "" if row_limit is None or (asked is not None and asked == limit) else (
+        f"the row limit is a whole number from 1 to {MAX_ROW_LIMIT:,}: {limit:,} used")
     timeout = bounded(timeout_s, DEFAULT_TIMEOUT_S, 0.1, MAX_TIMEOUT_S)
     t0 = time.perf_counter()
     try:
@@ -157,7 +162,7 @@ def run_query(trace: Any, query: Any, row_limit: Any = DEFAULT_ROW_LIMIT, timeou
     kinds = [cell_kind(vs) for vs in values]
     fields = [field_id(i, kind) for i, kind in enumerate(kinds)]
     rows = [dict(zip(fields, row, strict=True)) for row in zip(*values, strict=True)] if values else []
-    return QueryResult(columns, rows, bool(note), elapsed, note=note, kinds=kinds)
+    return QueryResult(columns, rows, bool(note), elapsed, note=note, kinds=kinds, warning=limit_note)
 
 
 def _unique_names(names: list[str]) -> list[str]:

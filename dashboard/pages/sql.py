@@ -108,7 +108,9 @@ def query_outputs(registry: TraceRegistry, search: str | None, query: str | None
     if result.error:
         return [], [], html.Span(result.error, className="error", id="sql-error")
     more = f" (first {len(result.rows):,} shown: {result.note})" if result.truncated else ""
-    status: Any = html.Span(f"{len(result.rows):,} rows in {result.elapsed_s * 1000:.0f} ms{more}", id="sql-ok")
+    warning = f"; {result.warning}" if result.warning else ""
+    rows = f"{len(result.rows):,} row{'' if len(result.rows) == 1 else 's'}"
+    status: Any = html.Span(f"{rows} in {result.elapsed_s * 1000:.0f} ms{more}{warning}", id="sql-ok")
     link = timeline_link(trace_id, query, result)
     if link is not None:
         status = html.Span([status, " · ", link])

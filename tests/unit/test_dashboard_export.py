@@ -70,6 +70,7 @@ def test_an_empty_view_still_names_the_columns(app):
     ("trace=t0&table=Instruction&start=9&end=5", 400, "start before end"),
     ("trace=t0&table=Instruction&start=0&end=99999999999999999999", 400, "within +-2**62"),
     ("trace=../../etc/passwd&table=Instruction&start=0&end=5", 404, "no served trace has id"),
+    ("trace=t99&table=Instruction", 404, "no served trace has id"),  # (it said: start and end must be integers)
     ("trace=t0&table=Instruction%3B%20DROP&start=0&end=5", 400, "table must be one of"),
 ])
 def test_bad_requests_get_one_line(app, query, status, text):

@@ -622,3 +622,14 @@ def test_a_searchs_matches_link_to_the_timeline_as_a_row(trace):
     assert srch.matches_row_href(trace, "/(/", None) is None           # a search that fails: no link
     listed = str(srch.results_list(srch.run_search(trace, "MATMUL"), 0, href))
     assert "draw every match as a timeline row" in listed
+
+
+def test_a_row_limit_that_cannot_be_used_says_what_was_used(trace):
+    # 0, -5 and 1.5 ran silently with another limit
+    cases = ((0, 1), (-5, 1), (1.5, 1), (10**9, sql_logic.MAX_ROW_LIMIT), ("x", sql_logic.DEFAULT_ROW_LIMIT))
+    for asked, used in cases:
+        res = sql_logic.run_query(trace, "SELECT 1 AS one", row_limit=asked)
+        assert res.error is None and res.warning == (
+            f"the row limit is a whole number from 1 to {sql_logic.MAX_ROW_LIMIT:,}: {used:,} used"), asked
+    for fine in (None, 3, 3.0):
+        assert sql_logic.run_query(trace, "SELECT 1 AS one", row_limit=fine).warning == ""

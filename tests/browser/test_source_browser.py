@@ -28,8 +28,12 @@ def test_the_source_page_shows_the_file_and_scrolls_to_the_marked_line(browser, 
         assert 'nc.tensor_scalar(yt, ex, "multiply", inv)' in row.text
         cells = row.find_elements("tag name", "td")
         assert cells[2].text == "32" and cells[7].text == "Vector"   # 4096 rows / 128 = 32 tiles, one each
-        heat = row.find_element("class name", "src-heat-fill").value_of_css_property("width")
-        assert float(heat.removesuffix("px")) > 0
+        heat = browser.execute_script("return getComputedStyle(arguments[0]).getPropertyValue('--fill')",
+                                      row.find_element("class name", "src-heat"))
+        assert 0 < float(heat.strip().removesuffix("%")) <= 100
+        # a line without instructions is three cells (the listing took 2-3 s to render at ~11 elements a line)
+        idle = browser.find_element("id", "src-line-1").find_elements("tag name", "td")
+        assert len(idle) == 3 and idle[1].get_attribute("colspan") == "7"
         # scrolled into view: the row is within the window's height
         top = wait_for(browser, lambda d: d.execute_script(
             f"var r = document.getElementById('src-line-{TARGET}').getBoundingClientRect();"

@@ -12,6 +12,10 @@ For a window ``[start_ns, end_ns)`` each frame gets
   clipped interval inside its parent's (an imported child that sticks out of its parent takes nothing away from
   its parent's other time), at least 0 (children that overlap each other can cover more than their parent).
 
+A row's root frame (``by_thread``) counts the row's outermost spans, and its ``total_ns`` is the time any of them is
+open: the union of their clipped intervals, so spans overlapping on one row (pipelined layers, concurrent kernels
+on a GPU stream) count their common time once and a row never holds more time than the window.
+
 Perfetto's area-selection flame graph and its slice aggregation, HTA's operator breakdown and a profiler's
 "call tree" view give the same numbers; :mod:`profiler.analyses.call_tree_views` reads the per-name table, folded
 stacks and subtrees off a built tree.
@@ -80,7 +84,7 @@ class CallTree:
 
     @property
     def span_ns(self) -> int:
-        """Time covered by spans, summed over rows (the roots' ``total_ns``)."""
+        """Time covered by spans, summed over rows (the roots' ``total_ns``: each row's time with a span open)."""
         if self.table.num_rows == 0:
             return 0
         roots = pc.is_null(self.table.column(rs.PARENT))
@@ -345,11 +349,11 @@ def _aggregate(rows: pa.Table, n_window: int, window: tuple[int, int], parent: n
     total = _sum_by(frame, clip, n_frames)
     self_ns = _sum_by(frame, own, n_frames)
     f_parent = np.asarray(frames.parent, dtype=np.int64)
-    if frames.n_labels:  # a row's frame: its root spans' count and time
+    if frames.n_labels:  # a row's frame: its root spans' count, and the time any of them is open
         roots = inside & (parent < 0)
         lab = f_parent[frame[roots]]
         count += np.bincount(lab, minlength=n_frames).astype(np.int64)
-        total += _sum_by(lab, clip[roots], n_frames)
+        total += _union_by(lab, np.maximum(starts[roots], t0), np.minimum(ends[roots], t1), n_frames)
     # frames of the window's spans, and of their ancestors outside it (count 0) that hold them
     keep = count > 0
     up = np.flatnonzero(keep & (f_parent >= 0))
@@ -359,6 +363,23 @@ def _aggregate(rows: pa.Table, n_window: int, window: tuple[int, int], parent: n
         keep[p] = True
         up = p[f_parent[p] >= 0]
     return _depth_first(frames, _Sums(count, total, self_ns, keep), window, n_window, by_thread)
+
+
+def _union_by(keys: np.ndarray, lo: np.ndarray, hi: np.ndarray, n: int) -> np.ndarray:
+    """Per key ``0..n-1`` the length of the union of its intervals ``[lo, hi)`` (spans that overlap on one row,
+    such as pipelined layers, count their common time once)."""
+    out = np.zeros(n, dtype=np.int64)
+    if not len(keys):
+        return out
+    order = np.lexsort((lo, keys))
+    keys, lo, hi = keys[order], lo[order], hi[order]
+    cuts = np.flatnonzero(np.diff(keys)) + 1
+    for a, b in zip(np.concatenate(([0], cuts)), np.concatenate((cuts, [len(keys)])), strict=True):
+        s, e = lo[a:b], np.maximum(hi[a:b], lo[a:b])
+        reach = np.maximum.accumulate(e)   # the furthest end so far: time before it is covered already
+        before = np.concatenate(([s[0]], reach[:-1]))
+        out[keys[a]] = int(np.maximum(e - np.maximum(s, before), 0).sum())
+    return out
 
 
 def _sum_by(keys: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:

@@ -16,7 +16,8 @@ docstring:
   parent's), floored at 0, summed over the frame;
 - ancestors outside the window still name the frames of the spans inside it (an imported child can stick out of
   its parent); such an ancestor's own frame is then a prefix frame holding no span of the window (count 0);
-- a row's root frame holds the row's root spans (count and total of those), self 0;
+- a row's root frame holds the row's root spans: their count, and the time any of them is open (the union of
+  their clipped intervals: overlapping ones, such as pipelined layers, count their common time once), self 0;
 - ``top_frames`` sums per name (``total_ns`` only over spans without an enclosing span of the same name),
   ``folded`` writes one ``stack self_ns`` line per frame with self time, ``limit_depth`` keeps depth <= d.
 """
@@ -240,6 +241,7 @@ def oracle(spans: list[Sp], t0: int, t1: int, by_thread: bool, closed: bool = Fa
     frames: dict[tuple[str, ...], list[int]] = {}
     per_name: dict[str, list[int]] = {}
     n_window = span_ns = 0
+    row_intervals: dict[tuple[str, ...], list[tuple[int, int]]] = defaultdict(list)
     for s in spans:
         if not inside(s):
             continue
@@ -259,15 +261,26 @@ def oracle(spans: list[Sp], t0: int, t1: int, by_thread: bool, closed: bool = Fa
         f[1] += clip(s)
         f[2] += own
         if len(chain) == 1:
-            span_ns += clip(s)
             if by_thread:
                 frames[stack[:1]][0] += 1
-                frames[stack[:1]][1] += clip(s)
+                row_intervals[stack[:1]].append((max(s.start, t0), min(s.end, t1)))
+            else:
+                span_ns += clip(s)
         acc = per_name.setdefault(s.name, [0, 0, 0])
         acc[0] += 1
         acc[1] += own
         if s.name not in {x.name for x in chain[:-1]}:
             acc[2] += clip(s)
+
+    for row, intervals in row_intervals.items():  # a row's time: when any of its root spans is open
+        merged: list[list[int]] = []
+        for a, b in sorted(intervals):
+            if merged and a <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], b)
+            elif b > a:
+                merged.append([a, b])
+        frames[row][1] = sum(b - a for a, b in merged)
+        span_ns += frames[row][1]
 
     children_of: dict[tuple[str, ...], list[tuple[str, ...]]] = defaultdict(list)
     for stack in frames:

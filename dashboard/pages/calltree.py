@@ -52,7 +52,9 @@ def layout(ctx: PageContext) -> Any:
                "inside it), as wide as its spans' time in the window; a box's part not covered by boxes under it is "
                "its self time. Instructions: each box a layer, operator, kernel source line, engine or opcode under "
                "a NeuronCore, as wide as its instructions' engine time. GPU kernels by launch: each GPU kernel, copy "
-               "or memset under the CPU stack that launched it, as wide as its GPU time. Hover for the numbers.",
+               "or memset under the CPU stack that launched it, as wide as its GPU time. Where boxes under a box "
+               "overlap in time (pipelined layers, concurrent kernels) they can add up to more than it: it is then "
+               "drawn as wide as they are together. Hover for the numbers.",
                className="muted ct-help"),
         dcc.Loading(dcc.Graph(id="ct-graph", config=graph_config(scrollZoom=False), style={"height": "560px"}),
                     delay_show=300),

@@ -34,6 +34,9 @@ from profiler.importers.json_scan import (
     unescape_strings,
 )
 
+#: The fingerprint bytes of an empty key: the closing quote after the opening one, and the opening one.
+_QUOTES = (QUOTE << 8) | QUOTE
+
 
 @dataclass
 class Member:
@@ -176,7 +179,8 @@ class ObjectBlock:
         k = self._keys
         b = self.b
         encoded = [key.encode() for key in keys]
-        fps = np.array([(len(w) << 16) | ((w[0] << 8) | w[-1] if w else 0) for w in encoded], np.uint32)
+        # (an empty key's bytes around it are its two quotes, as :meth:`_keys` reads them for the file's keys)
+        fps = np.array([(len(w) << 16) | ((w[0] << 8) | w[-1] if w else _QUOTES) for w in encoded], np.uint32)
         order = np.argsort(fps, kind="stable")
         sorted_fps = fps[order]
         slot = np.searchsorted(sorted_fps, k.fingerprint)

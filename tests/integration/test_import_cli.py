@@ -111,12 +111,13 @@ def test_extra_columns_whose_names_the_database_cannot_hold_are_kept_renamed(tmp
     src = tmp_path / "clash.json"
     src.write_text(json.dumps({"instruction": [
         {"timestamp": 100, "duration": 10, "opcode": "MATMUL", "label": "TensorMatrix", "track_id": 7,
-         "Opcode": "dup", "Extra": 1, "extra": 2}]}))
+         "Opcode": "dup", "Extra": 1, "extra": 2, "": 9}]}))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         with profiler.open(src) as t:
-            row = t.sql("SELECT opcode, extra_track_id, extra_Opcode, Extra, extra_extra FROM Instruction").fetchall()
-    assert row == [("MATMUL", "7", "dup", "1", "2")]
+            row = t.sql("SELECT opcode, extra_track_id, extra_Opcode, Extra, extra_extra, extra_unnamed "
+                        "FROM Instruction").fetchall()
+    assert row == [("MATMUL", "7", "dup", "1", "2", "9")]  # (the empty key's value was lost)
     messages = [str(w.message) for w in caught]
     assert any("'track_id' -> 'extra_track_id'" in m and "clash.json" in m for m in messages), messages
 

@@ -70,6 +70,17 @@ def small_trace(tmp_path):
     return path
 
 
+@pytest.fixture(scope="module")
+def mlp_sample(tmp_path_factory):
+    """A copy of the bundled ``mlp-trn2`` sample trace (its ingest cache lands beside the copy), per test module."""
+    import shutil
+    from pathlib import Path
+
+    path = tmp_path_factory.mktemp("sample") / "mlp.trace"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "sample_traces" / "mlp-trn2.trace", path)
+    return path
+
+
 # -- notebook API (tests/unit/test_notebook_*.py) ------------------------------------------------------------
 NOTEBOOK_SYNTH_EVENTS = 300_000
 NOTEBOOK_SYNTH_TRACKS = 42  # two NeuronCores

@@ -2,21 +2,9 @@
 
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
-
 import pytest
 
 from profiler.cli import main
-
-SAMPLE = Path(__file__).resolve().parents[2] / "sample_traces" / "mlp-trn2.trace"
-
-
-@pytest.fixture(scope="module")
-def trace(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("w") / "mlp.trace"
-    shutil.copytree(SAMPLE, path)
-    return path
 
 
 @pytest.mark.parametrize("argv", [
@@ -26,21 +14,21 @@ def trace(tmp_path_factory) -> Path:
     ["timeline", "{t}", "-o", "{o}", "--start", "1000000000", "--end", "2000000000"],
     ["timeline", "{t}", "-o", "{o}", "--start", "100", "--end", "100"],
 ])
-def test_a_window_outside_the_trace_is_refused_and_nothing_is_written(argv, trace, tmp_path, capsys):
+def test_a_window_outside_the_trace_is_refused_and_nothing_is_written(argv, mlp_sample, tmp_path, capsys):
     out = tmp_path / "out"
-    assert main([a.format(t=trace, o=out) for a in argv]) == 2
+    assert main([a.format(t=mlp_sample, o=out) for a in argv]) == 2
     err = capsys.readouterr().err
     assert "holds none of the trace, whose events span [0, 38,233) ns" in err or "empty window: --end" in err, err
     assert len(err.strip().splitlines()) == 1
     assert not out.exists()
 
 
-def test_a_window_inside_the_trace_is_written(trace, tmp_path, capsys):
+def test_a_window_inside_the_trace_is_written(mlp_sample, tmp_path, capsys):
     out = tmp_path / "e.json"
-    assert main(["export", str(trace), "--format", "chrome", "-o", str(out), "--start", "30us", "--relative"]) == 0
+    assert main(["export", str(mlp_sample), "--format", "chrome", "-o", str(out), "--start", "30us", "--relative"]) == 0
     assert out.stat().st_size > 0
 
 
-def test_timeline_width_is_checked_by_its_option(trace, tmp_path, capsys):
-    assert main(["timeline", str(trace), "-o", str(tmp_path / "t.html"), "--width", "0"]) == 2
+def test_timeline_width_is_checked_by_its_option(mlp_sample, tmp_path, capsys):
+    assert main(["timeline", str(mlp_sample), "-o", str(tmp_path / "t.html"), "--width", "0"]) == 2
     assert "argument --width: expected a width in pixels from 1 to 65536" in capsys.readouterr().err

@@ -146,9 +146,18 @@ def analysis_section(trace: Any, trace_id: str | None = None) -> html.Div:
         bounds = performance_bounds(trace)
     except TrnprofError as exc:
         return html.Div([html.H3("Recommendations"), _unavailable("analyses", exc)], className="analysis-section")
+    t0, t1 = trace.time_range
+    window = int(bounds[rs.END_NS]) - int(bounds[rs.START_NS])
+    # (the bounds' whole-kernel window: the first DMA start to the last DMA end, not the trace's first to last
+    # event, so its times and speed-ups differ a little from a selection of the whole trace on the timeline)
+    scope = html.P(f"Recommendations and bounds cover the kernel, {format_duration(window)} of the trace's "
+                   f"{format_duration(t1 - t0)}: from the first DMA transfer's start to the last one's end (the "
+                   "instructions' without DMA), as the performance bounds define it; a selection on the timeline "
+                   "covers what it selects.", className="muted", id="summary-bounds-window")
     return html.Div([
         html.H3("Recommendations"),
         recommendation_list(recs, trace_id),
+        scope,
         dcc.Graph(figure=bounds_figure(bounds), config=graph_config(), id="summary-bounds-chart"),
     ], className="analysis-section")
 

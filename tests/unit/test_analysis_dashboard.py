@@ -92,6 +92,14 @@ def test_summary_recommendations(registry):
     assert "13.5%" in _text(items[0])
     section = analysis_section(trace)
     assert "summary-bounds-chart" in _ids(section)
+    # the window the bounds cover is said (it is not the trace's whole extent, which a timeline selection takes)
+    from profiler.analyses import performance_bounds
+    from profiler.figures.timefmt import format_duration
+
+    b = performance_bounds(trace)
+    t0, t1 = trace.time_range
+    assert (f"cover the kernel, {format_duration(b['end_ns'] - b['start_ns'])} of the trace's "
+            f"{format_duration(t1 - t0)}") in _text(section)
     assert "No rule fired" in _text(recommendation_list(recs.slice(0, 0)))
 
 

@@ -173,12 +173,18 @@ class _TableSink:
 
 def _to_arrow(spec: schema.TableSpec, col: schema.Column, value: ColumnData, n: int | None) -> pa.Array:
     where = f"{spec.name}.{col.name}"
+    if isinstance(value, str | bytes):  # pyarrow would store its characters as values, one a row
+        raise TraceFormatError(f"{where}: expected a sequence of values (one a row), not a single "
+                               f"{type(value).__name__} {value[:40]!r}")
     try:
         if isinstance(value, pa.ChunkedArray):
             value = value.combine_chunks()
         if isinstance(value, pa.Array):
             arr = value
         elif isinstance(value, np.ndarray) and value.dtype.kind in "iufb":
+            arr = pa.array(value)
+        elif not col.is_dictionary and pa.types.is_integer(col.type):
+            # a list of floats: pyarrow would truncate 1.5 to 1 (a numpy array of them is refused below, as this is)
             arr = pa.array(value)
         else:
             target = pa.string() if col.is_dictionary else col.type
@@ -375,8 +381,15 @@ class TraceWriter:
             if key not in schema.METADATA or key in ("trace_format_version", "recording_complete"):
                 raise TraceFormatError(f"Metadata field {key!r} cannot be set; see tracer.schema.METADATA")
         with self._lock:
+            if self._closed:  # the finished trace's Metadata stays as it was closed
+                raise TraceFormatError(f"{self.path}: trace writer is closed")
+            before = dict(self._metadata)
             self._metadata.update(fields)
-            self._write_metadata()
+            try:
+                self._write_metadata()
+            except TraceFormatError:  # a value that cannot be stored is not kept: the writer stays usable
+                self._metadata = before
+                raise
 
     @property
     def metadata(self) -> dict[str, Any]:

@@ -523,3 +523,29 @@ def test_a_simulator_recording_without_its_instruction_file_is_damaged(tmp_path)
     with TraceWriter(tmp_path / "other.trace", metadata={"is_simulation": True}) as w:
         w.append("Counter", {"timestamp": [1], "name": ["x"], "value": [1.0]})
     assert TraceReader(tmp_path / "other.trace").num_rows("Instruction") == 0
+
+
+def test_a_column_given_as_one_string_or_as_inexact_floats_is_refused(tmp_path):
+    # a string of 6 characters for 6 rows was stored as the engines 'T', 'e', ...; a list of floats was truncated
+    cols = instruction_columns(6, 0)
+    with TraceWriter(tmp_path / "a.trace", metadata={"is_simulation": True}) as w:
+        with pytest.raises(TraceFormatError, match=r"Instruction.engine: expected a sequence of values .* 'Tensor'"):
+            w.append("Instruction", {**cols, "engine": "Tensor"})
+        with pytest.raises(TraceFormatError, match=r"Instruction.start_ts: cannot store values as int64"):
+            w.append("Instruction", {**cols, "start_ts": [1.5, 2.7, 3.9, 4.0, 5.0, 6.0]})
+        w.append("Instruction", {**cols, "start_ts": [float(x) for x in cols["start_ts"]]})  # exact: kept
+    assert TraceReader(tmp_path / "a.trace").read_table("Instruction").column("start_ts").to_pylist() == \
+        list(cols["start_ts"])
+
+
+def test_a_refused_metadata_value_is_not_kept_and_a_closed_writer_refuses_more(tmp_path):
+    w = TraceWriter(tmp_path / "m.trace", metadata={"arch": "trn2"})
+    w.append("Instruction", instruction_columns(2, 0))
+    with pytest.raises(TraceFormatError, match="Metadata.arch"):
+        w.update_metadata(arch=5)
+    assert w.metadata["arch"] == "trn2"
+    w.close()  # it failed on the kept bad value, and the trace stayed marked incomplete
+    assert TraceReader(tmp_path / "m.trace").recording_complete
+    with pytest.raises(TraceFormatError, match="trace writer is closed"):
+        w.update_metadata(arch="trn1")
+    assert TraceReader(tmp_path / "m.trace").metadata["arch"] == "trn2"

@@ -288,7 +288,7 @@ class Trace(NotebookMixin, TraceFilesMixin):
 
         Args:
             query: one DuckDB SQL statement.
-            timeout_s: seconds before the query is interrupted (None: no limit).
+            timeout_s: seconds before the query is interrupted (None or 0: no limit; at most a year).
             params: values for ``?`` / ``$name`` placeholders.
             max_rows: fetch at most this many rows, streaming: the rest of the result is never produced or
                 converted, so ``SELECT * FROM Instruction`` on a huge trace returns at once.  To learn whether

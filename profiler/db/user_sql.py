@@ -8,6 +8,7 @@ and every failure is a one-line :class:`~profiler.errors.QueryError`.
 
 from __future__ import annotations
 
+import numbers
 import re
 import threading
 import time
@@ -124,9 +125,32 @@ class _Deadline:
             self.remaining -= time.monotonic() - t0
 
 
-def _check_cap(value: Any, name: str) -> None:
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-        raise QueryError(f"{name} must be a non-negative integer or None, not {value!r}")
+#: Caps above this many rows or bytes are no cap (pyarrow slices take C longs).
+_NO_CAP = 2**62
+#: Longest timeout accepted, in seconds (a year; threading.Timer needs a time the platform can hold).
+MAX_TIMEOUT_S = 365 * 86_400.0
+
+
+def _check_cap(value: Any, name: str) -> int | None:
+    """``value`` (``max_rows``, ``max_bytes``) as an int, None for no cap; QueryError unless a non-negative
+    integer (numpy's too) or None."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+        raise QueryError(f"{name} must be a non-negative integer or None, not {str(value)[:40]!r}")
+    return None if value > _NO_CAP else int(value)
+
+
+def check_timeout(timeout_s: Any) -> float | None:
+    """``timeout_s`` as seconds, None for no limit (None or 0); QueryError unless a number of seconds from 0 to
+    :data:`MAX_TIMEOUT_S` (numpy's too)."""
+    if timeout_s is None:
+        return None
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, numbers.Real) \
+            or not 0 <= float(timeout_s) <= MAX_TIMEOUT_S:  # (refuses nan and inf too)
+        raise QueryError(f"timeout_s must be a number of seconds from 0 (no limit) to {MAX_TIMEOUT_S:g}, or None, "
+                         f"not {str(timeout_s)[:40]!r}")
+    return float(timeout_s) or None
 
 
 def run_user_sql(cursor: duckdb.DuckDBPyConnection, query: str, timeout_s: float | None,
@@ -152,10 +176,13 @@ def run_user_sql(cursor: duckdb.DuckDBPyConnection, query: str, timeout_s: float
         text_types: DuckDB types (of :data:`TEXT_TYPES`) whose columns come as DuckDB's text for them instead of
             their Arrow forms, for printing: BIT comes as its padded bytes, INTERVAL as a struct, BLOB as bytes.
     """
-    if not isinstance(query, str) or not query.strip():
+    if not isinstance(query, str):
+        raise QueryError(f"a SQL query is text (a str), not {type(query).__name__}")
+    if not query.strip():
         raise QueryError("empty SQL query")
-    _check_cap(max_rows, "max_rows")
-    _check_cap(max_bytes, "max_bytes")
+    max_rows = _check_cap(max_rows, "max_rows")
+    max_bytes = _check_cap(max_bytes, "max_bytes")
+    timeout_s = check_timeout(timeout_s)
     pivot = check_statements(cursor, query)
     deadline = _Deadline(cursor, timeout_s)
     try:

@@ -49,6 +49,27 @@ def test_bad_caps_are_one_line_errors(trace, bad):
     assert "\n" not in str(info.value)
 
 
+def test_numpy_and_huge_caps_are_caps(trace):
+    import numpy as np
+
+    assert trace.sql("SELECT * FROM range(5)", max_rows=np.int64(2)).fetchall() == [(0,), (1,)]
+    assert len(trace.sql("SELECT * FROM range(5)", max_rows=2**70).fetchall()) == 5  # raw OverflowError before
+
+
+@pytest.mark.parametrize("bad", ["2", -5, float("nan"), float("inf"), 2**70, [1], True])
+def test_bad_timeouts_are_one_line_errors_before_anything_runs(trace, bad):
+    # "2" raised a raw ValueError after the query was interrupted; -5 said it had timed out; nan, inf and 2**70
+    # meant no timeout (inf with a thread's traceback)
+    with pytest.raises(profiler.QueryError, match=r"^timeout_s must be a number of seconds from 0 \(no limit\)"):
+        trace.sql("SELECT 1", bad)
+    assert trace.sql("SELECT 1", 0).fetchall() == [(1,)]
+
+
+def test_a_query_that_is_not_text_says_so(trace):
+    with pytest.raises(profiler.QueryError, match=r"a SQL query is text \(a str\), not int"):
+        trace.sql(5)
+
+
 def test_an_error_while_streaming_is_a_one_line_query_error(trace):
     # The failing row comes long after the first batch, so the error arrives through the stream, not the start.
     query = "SELECT CASE WHEN range > 100000 THEN CAST('x' AS INTEGER) ELSE range END FROM range(1000000)"

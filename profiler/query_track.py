@@ -324,6 +324,10 @@ def query_tracks(trace: Any, sql: Any, *, timeout_s: float | None = None,
     value_col = _column(result, ts.VALUE)
     track_col = _column(result, dbs.QUERY_TRACK)
     if track_col is not None:
+        kind = result.schema.field(track_col).type
+        if pa.types.is_nested(kind) or pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
+            raise QueryError(f"the query's {track_col} column holds {kind} values; a track is named by text or a "
+                             "number (cast it: ... ::VARCHAR)")
         labels = result.column(track_col).cast(pa.string()).fill_null("(null)")
         enc = pc.dictionary_encode(labels.combine_chunks() if isinstance(labels, pa.ChunkedArray) else labels)
         values = enc.dictionary.to_pylist()

@@ -309,6 +309,10 @@ def memory_maps(trace: Trace, start_ns: int | None = None, end_ns: int | None = 
     width = _check_size(width, "width", 10_000)
     height = _check_size(height, "height", 4096)
     scope = resolve_scope(trace, start_ns, end_ns, core)
+    if scope.length_ns * (width + 1) >= 2**63:  # the columns' times are computed in int64
+        raise QueryError(f"a window of {scope.length_ns:,} ns is too wide to map (at most "
+                         f"{(2**63 - 1) // (width + 1):,} ns at {width:,} column{'s' if width != 1 else ''}): "
+                         "narrow it")
     c0, c1, whole = context_of(trace, scope)
     by_mem = accesses_by_memory(trace, c0, c1, scope.core, mems)
     return [map_of_accesses(by_mem[mem], mem, capacity(trace, mem), (scope.start_ns, scope.end_ns), (c0, c1),

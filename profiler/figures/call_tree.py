@@ -9,12 +9,15 @@ same figure.
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 import plotly.graph_objects as go
 import pyarrow as pa
 
 from profiler.analyses import schema as rs
 from profiler.analyses.call_tree import INSTRUCTIONS, CallTree
+from profiler.errors import QueryError
 from profiler.figures.palette import OTHER_COLOUR, CategoryPalette
 from profiler.figures.timefmt import format_duration
 
@@ -29,6 +32,8 @@ ALL_ID = "all"
 ROOT_COLOUR = "#e0e0e0"
 #: Levels shown at once (click a box to see deeper).
 MAX_DEPTH_SHOWN = 16
+#: Tallest figure drawn, in pixels.
+MAX_HEIGHT_PX = 20_000
 
 
 def kept_frames(tree: CallTree, max_frames: int = MAX_FRAMES, min_share: float = MIN_SHARE) -> np.ndarray:
@@ -56,7 +61,12 @@ def kept_frames(tree: CallTree, max_frames: int = MAX_FRAMES, min_share: float =
 
 def call_tree_figure(tree: CallTree, *, height: int = 560, title: str | None = None,
                      max_frames: int = MAX_FRAMES) -> go.Figure:
-    """The icicle of ``tree``: boxes as wide as their frames' time in the window, roots on top."""
+    """The icicle of ``tree``: boxes as wide as their frames' time in the window, roots on top (QueryError for a
+    ``height`` that is not a whole number of pixels from 10, plotly's least, to 20,000)."""
+    if isinstance(height, bool) or not isinstance(height, numbers.Integral) or not 10 <= height <= MAX_HEIGHT_PX:
+        raise QueryError(f"height must be a whole number of pixels from 10 to {MAX_HEIGHT_PX:,}, not "
+                         f"{str(height)[:40]!r}")
+    height = int(height)
     t = tree.table
     rows = kept_frames(tree, max_frames)
     kept = t.take(pa.array(rows, type=pa.int64()))

@@ -141,6 +141,11 @@ def test_the_figure_draws_every_kept_frame_consistently(torch_trace):
     sub = call_tree_figure(subtree(tree, THREAD))
     _figure_is_consistent(sub)
     assert len(sub.data[0].ids) > 50  # a subtree keeps its frames (their parents are found by node, not row)
+    # a height plotly refuses was its multi-line ValueError
+    for bad in (0, -5, "10", 1.5, True, 10**6):
+        with pytest.raises(QueryError, match=r"^height must be a whole number of pixels from 10 to 20,000"):
+            call_tree_figure(tree, height=bad)
+    assert call_tree_figure(tree, height=np.int64(300)).layout.height == 300
 
 
 def test_a_recordings_pipelined_operators_overlap_their_layer(tmp_path):

@@ -165,6 +165,15 @@ def test_softmax_accesses_are_the_kernels_operands(softmax):
     assert sizes == {2048 * 2: 8 * 5, 2048 * 4: 8 * 2, 4: 8 * 6}
 
 
+def test_a_window_too_wide_for_the_columns_times_is_a_query_error(softmax):
+    # both bounds are valid times (+-2**62), but the columns' times overflowed int64: a raw OverflowError
+    for call in (lambda: mmap.memory_map(softmax, "SBUF", -2**62, 2**62),
+                 lambda: mmap.memory_summary(softmax, -2**62, 2**62)):
+        with pytest.raises(QueryError, match=r"too wide to map \(at most [0-9,]+ ns at [0-9,]+ columns?\)"):
+            call()
+    assert mmap.memory_summary(softmax, -2**40, 2**40).num_rows == 2
+
+
 def test_a_dma_access_spans_its_transfers_packets(softmax):
     acc = mmap.accesses(softmax, "SBUF", *softmax.time_range)
     triggers = softmax.sql_arrow("SELECT id FROM Instruction WHERE opcode = 'DMA_TRIGGER'").column(0).to_numpy()

@@ -178,6 +178,8 @@ def test_merged_windows_draw_query_rows_beside_the_traces(trace):
     ("SELECT 1 AS start_ts; SELECT 2", None),
     ("SELEC start_ts", None),
     ("SELECT 1 AS start_ts" + " " * 9000, "at most 8,000"),
+    # (a raw ArrowNotImplementedError before)
+    ("SELECT 1 AS start_ts, [1, 2] AS track", r"track column holds list<.*> values; a track is named by text"),
 ])
 def test_bad_queries_are_one_line_query_errors(trace, sql, message):
     with pytest.raises(QueryError, match=message) as info:

@@ -466,6 +466,8 @@ def open(path: str | os.PathLike[str], *, force: bool = False,
         raise TraceFormatError(f"profiler.open needs a path (str or pathlib.Path), not {str(path)[:60]!r}")
     if not isinstance(force, (bool, np.bool_)):
         raise QueryError(f"force must be True or False, not {str(force)[:40]!r}")
+    if progress is not None and not callable(progress):  # (it failed deep in the ingest, and only on a cache miss)
+        raise QueryError(f"progress must be a function (or None), not {str(progress)[:40]!r}")
     p = Path(path)
     if not str(path):
         raise TraceFormatError("profiler.open needs a path: give a trace directory, a .duckdb file or an "

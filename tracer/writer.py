@@ -16,6 +16,7 @@ batches, so codes stay stable across batches and a repeated opcode costs a few b
 
 from __future__ import annotations
 
+import numbers
 import os
 import threading
 import time
@@ -204,6 +205,9 @@ def _to_arrow(spec: schema.TableSpec, col: schema.Column, value: ColumnData, n: 
     return arr
 
 
+#: Longest ``flush_interval_s`` (a day): rows are on disk at least this often while recording.
+MAX_FLUSH_INTERVAL_S = 86_400.0
+
 class TraceWriter:
     """Writes a trace directory, one Arrow IPC stream file per table.
 
@@ -247,13 +251,17 @@ class TraceWriter:
                 or not 0 < batch_rows <= MAX_BATCH_ROWS:
             raise ConfigError(f"batch_rows must be a whole number of rows from 1 to {MAX_BATCH_ROWS}, "
                               f"not {batch_rows!r:.40}")
+        if isinstance(flush_interval_s, bool) or not isinstance(flush_interval_s, numbers.Real) \
+                or not 0 < flush_interval_s <= MAX_FLUSH_INTERVAL_S:  # (nan and inf too: the flush thread died)
+            raise ConfigError(f"flush_interval_s must be a number of seconds above 0 and at most "
+                              f"{MAX_FLUSH_INTERVAL_S:g}, not {flush_interval_s!r:.40}")
         if metadata is not None and not isinstance(metadata, Mapping):
             raise TraceFormatError(f"metadata must be a dict of Metadata fields (see tracer.schema.METADATA), "
                                    f"not {metadata!r:.40}")
         batch_rows = int(batch_rows)
         self.path = Path(path)
         self.batch_rows = batch_rows
-        self.flush_interval_s = flush_interval_s
+        self.flush_interval_s = float(flush_interval_s)
         self._options = ipc.IpcWriteOptions(compression=compression, emit_dictionary_deltas=True,
                                             use_threads=compression_threads)
         self._sinks: dict[str, _TableSink] = {}

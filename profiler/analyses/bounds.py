@@ -24,6 +24,7 @@ from profiler.analyses.inputs import (
     INSTRUCTION_QUEUE_TYPE,
     TINY_PACKET_BYTES,
     Scope,
+    check_amount,
     column,
     dma_intervals,
     fetch,
@@ -99,6 +100,8 @@ def performance_bounds(trace: Trace, start_ns: int | None = None, end_ns: int | 
     active = _engine_active(trace, scope)
     counts = _counts(trace, scope)
     notes: list[str] = []
+    if necessary_bytes is not None:  # (a negative or NaN one made a negative or NaN bound)
+        necessary_bytes = check_amount(necessary_bytes, "necessary_bytes")
     if necessary_bytes is None:
         necessary_bytes = hbm_regions.necessary_bytes(trace, scope)
         if necessary_bytes is None:

@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from profiler.analyses import schema as rs
 from profiler.analyses.bounds import performance_bounds
-from profiler.analyses.inputs import resolve_scope
+from profiler.analyses.inputs import check_names, resolve_scope
 from profiler.analyses.memory_map import MEMORIES, memory_maps
 from profiler.analyses.operators import time_by
 from profiler.errors import QueryError
@@ -87,6 +87,7 @@ def diff(a: Trace, b: Trace, *, core: int | None = None,
         memory maps); metric tables follow
         :data:`~profiler.analyses.schema.DIFF_METRICS`, delta tables :func:`~profiler.analyses.schema.diff_schema`.
     """
+    by = check_names(by, "by")
     sa, sb = resolve_scope(a, None, None, core), resolve_scope(b, None, None, core)
     ba, bb = performance_bounds(a, core=core), performance_bounds(b, core=core)
     engines = list(dict.fromkeys([*ba[rs.ENGINE_ACTIVE_NS], *bb[rs.ENGINE_ACTIVE_NS]]))

@@ -31,6 +31,8 @@ from profiler.analyses.inputs import (
     INSTRUCTION,
     WAIT_OPCODES,
     Scope,
+    check_count,
+    check_names,
     check_unique_ids,
     column,
     conflict_sql,
@@ -249,6 +251,8 @@ def idle_gaps(trace: Trace, start_ns: int | None = None, end_ns: int | None = No
         :data:`~profiler.analyses.schema.IDLE_GAPS`, ranked by length (ties: earlier first).
     """
     scope = resolve_scope(trace, start_ns, end_ns, core)
+    min_ns = check_count(min_ns, "min_ns", allow_none=False)
+    limit = check_count(limit, "limit")
     check_unique_ids(trace, scope=scope)
     rows = _engine_rows(trace, scope)
     if engines is None:  # the engines that worked in the window, and DMA
@@ -257,7 +261,7 @@ def idle_gaps(trace: Trace, start_ns: int | None = None, end_ns: int | None = No
         if event_range(trace, scope.core, dma_only=True) is not None:
             wanted.append(rs.DMA)
     else:
-        wanted = list(engines)
+        wanted = list(check_names(engines, "engines"))
         known = _trace_engines(trace)
         unknown = [e for e in wanted if e not in known and e not in ts.ENGINES]  # an idle engine: one whole gap
         if unknown:
@@ -273,7 +277,7 @@ def idle_gaps(trace: Trace, start_ns: int | None = None, end_ns: int | None = No
     keep = np.flatnonzero(dur >= min_ns)
     keep = keep[np.lexsort((which[keep], start[keep], -dur[keep]))]   # longest first, then earlier, then engine
     if limit is not None:
-        keep = keep[:max(0, limit)]
+        keep = keep[:limit]
     chosen = np.zeros(len(dur), dtype=bool)
     chosen[keep] = True
     parts, at = [], 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 from dataclasses import dataclass
 from typing import Any
 
@@ -145,6 +146,38 @@ def event_range(trace: Trace, core: int | None = None, *, dma_only: bool = False
     if values[0] is None:
         return None
     return int(values[0]), int(values[1])
+
+
+def check_count(value: Any, name: str, *, allow_none: bool = True) -> int | None:
+    """``value`` as a non-negative int (numpy's too), None when ``allow_none`` and it is None; QueryError naming
+    ``name`` otherwise (floats, bools, strings, NaN, negatives)."""
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+        raise QueryError(f"{name} must be a whole number, 0 or more{' (or None)' if allow_none else ''}, not "
+                         f"{str(value)[:40]!r}")
+    return int(value)
+
+
+def check_amount(value: Any, name: str) -> float:
+    """``value`` as a finite number, 0 or more (numpy's too); QueryError naming ``name`` otherwise."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= float(value) < math.inf:
+        raise QueryError(f"{name} must be a number, 0 or more, not {str(value)[:40]!r}")
+    return float(value)
+
+
+def check_names(value: Any, name: str) -> tuple[str, ...]:
+    """``value`` as a tuple of names: one string is one name (not its characters), else an iterable of strings;
+    QueryError naming ``name`` otherwise."""
+    if isinstance(value, str):
+        return (value,)
+    try:
+        names = tuple(value)
+    except TypeError:
+        names = None
+    if names is None or not all(isinstance(n, str) for n in names):
+        raise QueryError(f"{name} must be a name or a list of names, not {str(value)[:40]!r}")
+    return names
 
 
 def check_unique_ids(trace: Trace, sorted_ids: np.ndarray | None = None, scope: Scope | None = None) -> None:

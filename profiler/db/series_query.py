@@ -39,8 +39,8 @@ SERIES_KINDS: dict[str, str] = {
 
 def series_tracks(infos: dict[int, TrackInfo], kind: str, core: int | None) -> list[TrackInfo]:
     """The tracks whose value sums make series ``kind`` (of one core, or of every core with ``core`` None)."""
-    if kind not in SERIES_KINDS:
-        raise QueryError(f"unknown series kind {kind!r} (choose one of: {', '.join(SERIES_KINDS)})")
+    if not isinstance(kind, str) or kind not in SERIES_KINDS:
+        raise QueryError(f"unknown series kind {str(kind)[:40]!r} (choose one of: {', '.join(SERIES_KINDS)})")
     table = ts.DMA_PACKET.name if kind == "dma_throughput" else ts.INSTRUCTION.name   # Tensor tracks carry FLOPs
     return sorted((i for i in infos.values() if i.table == table and i.value_name is not None
                    and (core is None or i.core == core)), key=lambda i: i.track_id)

@@ -12,7 +12,7 @@ import numbers
 import re
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -180,6 +180,13 @@ def run_user_sql(cursor: duckdb.DuckDBPyConnection, query: str, timeout_s: float
         raise QueryError(f"a SQL query is text (a str), not {type(query).__name__}")
     if not query.strip():
         raise QueryError("empty SQL query")
+    if sink is not None and not callable(sink):
+        raise QueryError(f"sink must be a function taking each Arrow batch (or None), not {str(sink)[:40]!r}")
+    if params is not None and (isinstance(params, str | bytes) or not isinstance(params, Mapping | list | tuple)):
+        raise QueryError(f"params must be a list or dict of the query's placeholder values (or None), not "
+                         f"{str(params)[:40]!r}")
+    if isinstance(text_types, str):  # one type, not its letters
+        text_types = (text_types,)
     max_rows = _check_cap(max_rows, "max_rows")
     max_bytes = _check_cap(max_bytes, "max_bytes")
     timeout_s = check_timeout(timeout_s)

@@ -189,10 +189,12 @@ def cost_model(arch: str = "trn2", overrides: Mapping[str, Any] | None = None) -
     Raises:
         ConfigError: unknown architecture, unknown constant (the message lists the valid names) or bad value.
     """
-    try:
-        base = PRESETS[arch]
-    except KeyError:
-        raise ConfigError(f"unknown architecture {arch!r}; choose one of {', '.join(PRESETS)}") from None
+    base = PRESETS.get(arch) if isinstance(arch, str) else None
+    if base is None:
+        raise ConfigError(f"unknown architecture {str(arch)[:40]!r}; choose one of {', '.join(PRESETS)}")
+    if overrides is not None and not isinstance(overrides, Mapping):
+        raise ConfigError(f"overrides must be a mapping of cost-model constant -> value (or None), not "
+                          f"{str(overrides)[:60]!r}")
     if not overrides:
         return base
     types = {f.name: f.type for f in fields(CostModel)}

@@ -167,8 +167,10 @@ def run_kernel(kernel: str | Callable[..., Any], params: Mapping[str, Any] | Non
         raise ConfigError(f"seed must be an integer >= 0, not {seed!r}")
     if emit is not None:  # an explicit choice is checked even when nothing is traced
         _checked_emit(emit)
+    if progress is not None and not callable(progress):  # (it failed at the first hand-over, mid-run)
+        raise ConfigError(f"progress must be a function (or None), not {str(progress)[:40]!r}")
     spec = resolve_kernel(kernel)
-    kparams = spec.bind(params or {})
+    kparams = spec.bind({} if params is None else params)  # (0 or "" ran the kernel's defaults)
     cm = cost_model(arch, overrides)
     numerics = numerics or check
     core = Core(cm, progress=progress)

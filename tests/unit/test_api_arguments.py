@@ -1,0 +1,73 @@
+"""Bad arguments to the library's functions are one-line trnprof errors naming the argument (an audit found each of
+these raising a raw TypeError, ValueError or OverflowError from inside, or answering wrongly without a word)."""
+
+from __future__ import annotations
+
+import pytest
+
+import profiler
+from profiler import analyses as A
+from profiler.analyses import memory_map as MM
+from profiler.errors import QueryError
+from tracer import TraceWriter
+from tracer.errors import ConfigError
+from tracer.sim import run_kernel
+
+
+@pytest.fixture(scope="module")
+def trace(mlp_sample):
+    with profiler.open(mlp_sample) as t:
+        yield t
+
+
+@pytest.mark.parametrize(("call", "message"), [
+    (lambda t: A.idle_gaps(t, min_ns="10"), "min_ns must be a whole number, 0 or more"),
+    (lambda t: A.idle_gaps(t, min_ns=float("nan")), "min_ns must be"),            # was: silently no gap
+    (lambda t: A.idle_gaps(t, limit=1.5), r"limit must be a whole number, 0 or more \(or None\)"),
+    (lambda t: A.idle_gaps(t, engines=5), "engines must be a name or a list of names"),
+    (lambda t: A.performance_bounds(t, necessary_bytes=-5), "necessary_bytes must be a number, 0 or more"),
+    (lambda t: A.performance_bounds(t, necessary_bytes="1e6"), "necessary_bytes must be"),
+    (lambda t: A.diff(t, t, by=5), "by must be a name or a list of names"),
+    (lambda t: MM.memory_summary(t, mems=None), "mems must be a name or a list of names"),
+    (lambda t: t.series(["hfu"], 0, 1000, 10), r"unknown series kind \"\['hfu'\]\""),
+    (lambda t: t.sql("SELECT 1", 10, 5), "params must be a list or dict"),
+    (lambda t: t.sql_arrow("SELECT 1", sink="x"), "sink must be a function"),
+])
+def test_bad_analysis_and_query_arguments(trace, call, message):
+    with pytest.raises(QueryError, match=message) as info:
+        call(trace)
+    assert "\n" not in str(info.value)
+
+
+def test_one_name_is_a_list_of_one_not_of_its_letters(trace):
+    # "no engine 'V'", "cannot group by 'o'", "mem must be ... not 'S'", an INTERVAL left as a struct
+    assert set(A.idle_gaps(trace, engines="Vector").column("engine").to_pylist()) == {"Vector"}
+    assert list(A.diff(trace, trace, by="opcode")["by"]) == ["opcode"]
+    assert MM.memory_summary(trace, mems="SBUF").column("mem").to_pylist() == ["SBUF"]
+    assert trace.sql_arrow("SELECT INTERVAL 1 HOUR AS i", text_types="INTERVAL").to_pylist() == [{"i": "01:00:00"}]
+    assert A.idle_gaps(trace, limit=2).num_rows == 2
+
+
+def test_open_checks_its_progress_callback_before_any_ingest(mlp_sample):
+    with pytest.raises(QueryError, match="progress must be a function"):
+        profiler.open(mlp_sample, progress=5)
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"overrides": "dma_bandwidth_gbps=100"}, "overrides must be a mapping of cost-model constant"),
+    ({"arch": ["trn2"]}, "unknown architecture"),
+    ({"progress": 5}, "progress must be a function"),   # was: a TypeError at the first hand-over
+    ({"params": 0}, "parameters must be a mapping"),    # was: the kernel's default (large) size, silently
+])
+def test_run_kernel_checks_its_arguments_before_running(kwargs, message):
+    args = {"params": {"rows": 128, "cols": 128}, **kwargs}
+    with pytest.raises(ConfigError, match=message):
+        run_kernel("softmax", **args)
+
+
+@pytest.mark.parametrize("bad", ["1", None, float("nan"), float("inf"), -5, 0, True])
+def test_a_writer_flush_interval_is_a_number_of_seconds(tmp_path, bad):
+    # "1" and inf killed the background flush thread (and a later append raised a raw TypeError)
+    with pytest.raises(ConfigError, match="flush_interval_s must be a number of seconds above 0"):
+        TraceWriter(tmp_path / "w.trace", flush_interval_s=bad)
+    assert not (tmp_path / "w.trace").exists()

@@ -33,7 +33,7 @@ import numpy as np
 import pyarrow as pa
 
 from profiler.analyses import schema as rs
-from profiler.analyses.inputs import INSTRUCTION, Scope, check_names, fetch, q, resolve_scope
+from profiler.analyses.inputs import INSTRUCTION, Scope, fetch, q, resolve_scope
 from profiler.analyses.memory_access import (
     MEMORIES,
     Accesses,
@@ -305,7 +305,11 @@ def memory_maps(trace: Trace, start_ns: int | None = None, end_ns: int | None = 
                 width: int = DEFAULT_WIDTH, height: int = DEFAULT_HEIGHT, core: int | None = None,
                 mems: tuple[str, ...] = MEMORIES) -> list[MemoryMap]:
     """:func:`memory_map` of each of ``mems`` (same window and raster), the operands read once."""
-    mems = tuple(check_mem(m) for m in check_names(mems, "mems"))
+    if isinstance(mems, str):  # one memory, not its letters
+        mems = (mems,)
+    if not isinstance(mems, tuple | list):
+        raise QueryError(f"mems must be a memory or a list of them ({', '.join(MEMORIES)}), not {str(mems)[:40]!r}")
+    mems = tuple(check_mem(m) for m in mems)
     width = _check_size(width, "width", 10_000)
     height = _check_size(height, "height", 4096)
     scope = resolve_scope(trace, start_ns, end_ns, core)

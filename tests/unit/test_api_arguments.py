@@ -28,7 +28,7 @@ def trace(mlp_sample):
     (lambda t: A.performance_bounds(t, necessary_bytes=-5), "necessary_bytes must be a number, 0 or more"),
     (lambda t: A.performance_bounds(t, necessary_bytes="1e6"), "necessary_bytes must be"),
     (lambda t: A.diff(t, t, by=5), "by must be a name or a list of names"),
-    (lambda t: MM.memory_summary(t, mems=None), "mems must be a name or a list of names"),
+    (lambda t: MM.memory_summary(t, mems=None), "mems must be a memory or a list of them"),
     (lambda t: t.series(["hfu"], 0, 1000, 10), r"unknown series kind \"\['hfu'\]\""),
     (lambda t: t.sql("SELECT 1", 10, 5), "params must be a list or dict"),
     (lambda t: t.sql_arrow("SELECT 1", sink="x"), "sink must be a function"),

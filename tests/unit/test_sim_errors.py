@@ -134,7 +134,56 @@ def k_tensor_after_many_names(nc):
     nc.input("late", (128, 64), "bf16")  # BAD
 
 
+def k_memset_text(nc):
+    t = nc.sbuf_tile((128, 64), "fp32", name="t")
+    nc.memset(t, "zero")  # BAD
+
+
+def k_memset_tile(nc):
+    t = nc.sbuf_tile((128, 64), "fp32", name="t")
+    s = nc.sbuf_tile((128, 1), "fp32", name="s")
+    nc.memset(s, 0.0)
+    nc.memset(t, s)  # BAD
+
+
+def k_iota_text(nc):
+    t = nc.sbuf_tile((128, 64), "fp32", name="t")
+    nc.iota(t, base="a")  # BAD
+
+
+def k_float_slice_bound(nc):
+    x = nc.input("x", (128, 64), "fp32")
+    t = nc.sbuf_tile((128, 32), "fp32", name="t")
+    nc.dma_copy(t, x[:, 0:32.0])  # BAD
+
+
+def k_float_loop(nc):
+    for _ in nc.affine_range(4.0):  # BAD
+        pass
+
+
+def k_huge_sequential_loop(nc):
+    for _ in nc.sequential_range(10**20):  # BAD
+        pass
+
+
+def k_scope_left_twice(nc):
+    scope = nc.layer("L0")
+    with scope:
+        t = nc.sbuf_tile((128, 64), "fp32", name="t")
+        nc.memset(t, 0.0)
+    scope.__exit__(None, None, None)  # BAD
+
+
 CASES = [
+    # arguments of the wrong kind: each was an internal error (exit 70) naming no kernel line
+    (k_memset_text, r"memset value must be a number, not str 'zero'"),
+    (k_memset_tile, r"memset value must be a number, not Tile"),
+    (k_iota_text, r"iota base must be a number, not str 'a'"),
+    (k_float_slice_bound, r"slice bound '32.0' on the columns of x must be an int"),
+    (k_float_loop, r"nc.affine_range\(4.0\): a loop takes ints"),
+    (k_huge_sequential_loop, r"nc.sequential_range\(100000000000000000000\): a loop takes ints .* 2\*\*63"),
+    (k_scope_left_twice, r"scope 'L0' is left but is not open"),
     (k_partitions, r"tile has 256 partitions; the partition dimension is at most 128"),
     (k_sbuf_overflow, r"SBUF overflow allocating tile big\d .*live tiles"),
     (k_psum_overflow, r"PSUM overflow"),
@@ -271,6 +320,36 @@ def test_a_failing_reference_is_the_users_error(tmp_path, body, message):
     src.write_text(REFERENCE_KERNEL.format(body=body))
     with pytest.raises(KernelError, match=message):
         run_kernel(f"{src}:k", {}, check=True)
+
+
+def test_check_compares_with_the_inputs_as_given_not_as_the_kernel_left_them(tmp_path):
+    # the reference got the inputs after the run: a kernel writing zeros over x and to y passed a check of y = 2x
+    src = tmp_path / "clobber.py"
+    src.write_text(textwrap.dedent('''
+        import numpy as np
+        from tracer.kernels import kernel
+
+        def ref(inputs):
+            return {"y": inputs["x"].astype(np.float64) * 2}
+
+        @kernel(reference=ref)
+        def k(nc):
+            x = nc.input("x", (128, 64), "fp32")
+            y = nc.output("y", (128, 64), "fp32")
+            z = nc.sbuf_tile((128, 64), "fp32", name="z")
+            nc.memset(z, 0.0)
+            nc.dma_copy(x[:, :], z)
+            nc.dma_copy(y[:, :], z)
+    '''))
+    with pytest.raises(KernelError, match="output y differs from the numpy reference"):
+        run_kernel(f"{src}:k", check=True)
+
+
+def test_an_init_that_is_not_numbers_names_the_line(tmp_path):
+    src = tmp_path / "init.py"
+    src.write_text("def k(nc):\n    x = nc.input('x', (128, 64), 'fp32', init='zeros')\n")
+    with pytest.raises(KernelError, match=r"init.py:2: init of x must be an array of numbers or a function"):
+        run_kernel(f"{src}:k", numerics=True)
 
 
 def test_user_kernel_files(tmp_path, monkeypatch):

@@ -36,6 +36,10 @@ from tracer.sim.records import AUX_MAX_TENSOR_CODE, AUX_OFFSET_MASK
 TensorInit = np.ndarray | Callable[[np.random.Generator, tuple[int, int]], np.ndarray] | None
 
 
+
+#: The simulator's own source files (errors name the first kernel line outside them).
+_SIM_DIR = os.path.dirname(os.path.abspath(__file__))
+
 class KernelContext(OpsMixin):
     """What a kernel sees as ``nc``: one simulated NeuronCore.
 
@@ -53,6 +57,8 @@ class KernelContext(OpsMixin):
         self.sbuf = Allocator(SBUF, self.cm.sbuf_partition_bytes, ALIGN)
         self.psum = Allocator(PSUM, self.cm.psum_partition_bytes, self.cm.psum_partition_bytes // self.cm.psum_banks, 0)
         self.tensors: dict[str, HbmTensor] = {}
+        #: Each input's values as declared (with numerics), for the reference of ``--check``.
+        self.initial_inputs: dict[str, np.ndarray] = {}
         self.cur_layer: str | None = None
         self.cur_operator: str | None = None
         self.last_pinfo: dict[int, tuple[Any, ...]] = {}
@@ -137,7 +143,11 @@ class KernelContext(OpsMixin):
                     np.zeros(shape, np.float32)
             else:
                 rng = np.random.default_rng([self.seed, zlib.crc32(name.encode())])
-                data = np.asarray(init(rng, shape) if callable(init) else init, dtype=np.float32)
+                try:
+                    data = np.asarray(init(rng, shape) if callable(init) else init, dtype=np.float32)
+                except (TypeError, ValueError) as exc:  # init="zeros", a function of other arguments, ...
+                    raise KernelError(f"{where}: init of {name} must be an array of numbers or a function (rng, "
+                                      f"shape) -> array: {str(exc).splitlines()[0][:120]}") from None
                 if data.shape != shape:
                     raise KernelError(f"{where}: init of {name} has shape {data.shape}, expected {shape}")
             data = d.round(np.array(data, np.float32))
@@ -146,6 +156,8 @@ class KernelContext(OpsMixin):
                               "and tensor names; declare HBM tensors before the kernel's loops")
         t = HbmTensor(self, name, shape, d, kind, data, len(self.tensors))
         self.tensors[name] = t
+        if data is not None and kind == "input":  # what --check's reference gets, whatever the kernel writes there
+            self.initial_inputs[name] = data.copy()
         return t
 
     # -- tiles ---------------------------------------------------------------------------------------------------
@@ -200,7 +212,7 @@ class KernelContext(OpsMixin):
         simulator expands the iterations itself; see ``docs/kernels.md`` ("Loops") for the rules.  With
         ``symbolic=False`` (``run_kernel(expand_symbolic=False)``) it iterates over concrete ints instead.
         """
-        r = range(*args)
+        r = self._range("affine_range", args)
         if self.symbolic:
             from tracer.sim.affine.loops import affine_range
 
@@ -210,12 +222,24 @@ class KernelContext(OpsMixin):
     def sequential_range(self, *args: int) -> Iterable[int]:
         """Loop with a loop-carried dependency (like ``nl.sequential_range``): concrete indices, one iteration
         after the other (the body's Python runs per iteration)."""
-        return self._concrete(range(*args))
+        return self._concrete(self._range("sequential_range", args))
 
     def static_range(self, *args: int) -> Iterable[int]:
         """Loop unrolled with concrete indices (like ``nl.static_range``): for bodies that need the index's value
         (list indices, names, Python branches) or keep tiles across iterations."""
-        return self._concrete(range(*args))
+        return self._concrete(self._range("static_range", args))
+
+    def _range(self, what: str, args: tuple[Any, ...]) -> range:
+        """``range(*args)`` for loop ``what``; KernelError on the kernel's line for arguments a range refuses
+        (floats, strings) or one too long to count (its length must fit in 63 bits)."""
+        try:
+            r = range(*args)
+            len(r)
+        except (TypeError, ValueError, OverflowError) as exc:
+            shown = ", ".join(str(a)[:30] for a in args)
+            raise KernelError(f"{self.caller_location(3)}: nc.{what}({shown}): a loop takes ints (stop, or start, "
+                              f"stop[, step]) for fewer than 2**63 iterations ({str(exc)[:80]})") from None
+        return r
 
     def _concrete(self, r: range) -> Iterable[int]:
         rec = self.symrec
@@ -277,7 +301,16 @@ class KernelContext(OpsMixin):
         if spans and spans[-1] is box:  # scopes are left in the reverse order of entry (``with`` blocks)
             spans.pop()
         else:
-            del spans[next(i for i, b in enumerate(spans) if b is box)]
+            at = next((i for i, b in enumerate(spans) if b is box), None)
+            if at is None:  # left twice, or entered in a traced loop body and left after the loop
+                f = sys._getframe(1)  # the kernel's line: the first frame outside the simulator (scope_exit, ...)
+                while f is not None and f.f_code.co_filename.startswith(_SIM_DIR):
+                    f = f.f_back
+                where = self.caller_location_of(f) if f is not None else "kernel"
+                raise KernelError(f"{where}: scope {scope.name!r} is left but is not open (left "
+                                  "twice, or entered in another loop body than where it is left): use it as a "
+                                  "`with` block")
+            del spans[at]
         stack = self._span_stack
         stack.pop()
         if scope.category == "layer":

@@ -21,6 +21,7 @@ Costs follow ``docs/cost-model.md``; every constant comes from :class:`~tracer.s
 
 from __future__ import annotations
 
+import numbers
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -39,6 +40,15 @@ View = Tile | TileView | HbmView
 
 #: Instructions an operation issues, where not one: the PE array's LoadStationary (LDWEIGHTS), then the multiply.
 INSTRUCTIONS_ISSUED = {"matmul": 2, "transpose": 2}
+
+
+def _number(value: Any, what: str, where: str) -> float:
+    """``value`` as a float; KernelError on the kernel's line for anything but a real number (a string, None, a
+    tile, an array)."""
+    if isinstance(value, numbers.Real):
+        return float(value)
+    shown = " ".join(str(value).split())[:40]
+    raise KernelError(f"{where}: {what} must be a number, not {type(value).__name__} {shown!r}")
 
 
 def _engine(name: str, allowed: tuple[str, ...], where: str) -> int:
@@ -414,16 +424,18 @@ class OpsMixin:
         where = self.caller_location()
         eng = _engine(engine, ("GpSimd", "Vector"), where)
         d = _onchip(dst, where, "dst")
-        self._elementwise("MEMSET", eng, where, d, [], 1, (float(value),), f"value={float(value)}")
+        value = _number(value, "memset value", where)
+        self._elementwise("MEMSET", eng, where, d, [], 1, (value,), f"value={value}")
         if self.numerics:
-            self._store(d, np.full(d.shape, float(value), np.float32))
+            self._store(d, np.full(d.shape, value, np.float32))
 
     def iota(self: KernelContext, dst: Any, *, base: float = 0, partition_step: float = 0,
              free_step: float = 1) -> None:
         """``dst[p, f] = base + p * partition_step + f * free_step`` on GpSimd."""
         where = self.caller_location()
         d = _onchip(dst, where, "dst")
-        key = (float(base), float(partition_step), float(free_step))
+        key = (_number(base, "iota base", where), _number(partition_step, "iota partition_step", where),
+               _number(free_step, "iota free_step", where))
         self._elementwise("IOTA", E_GPSIMD, where, d, [], 1, key, f"base={base} step={partition_step},{free_step}")
         if self.numerics:
             p, f = d.shape

@@ -374,7 +374,8 @@ def check_outputs(spec: Any, ctx: KernelContext, params: Mapping[str, Any]) -> l
     if not any(t.kind == "output" for t in ctx.tensors.values()):
         raise KernelError(f"kernel {spec.name} declares no output tensor, so --check has nothing to compare; "
                           "declare results with nc.output(...)")
-    inputs = {n: t.data.copy() for n, t in ctx.tensors.items() if t.kind == "input"}
+    # the inputs as they were given to the kernel (a kernel may write over one: the reference must not see that)
+    inputs = {n: a.copy() for n, a in ctx.initial_inputs.items()}
     try:
         expected = spec.reference(inputs, **params)
     except TrnprofError:

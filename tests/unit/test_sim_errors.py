@@ -175,7 +175,30 @@ def k_scope_left_twice(nc):
     scope.__exit__(None, None, None)  # BAD
 
 
+def k_fractional_shape(nc):
+    t = nc.sbuf_tile((128, 64.7), "fp32", name="t")  # BAD
+    nc.memset(t, 0.0)
+
+
+def k_accumulate_text(nc):
+    a = nc.sbuf_tile((128, 128), "bf16", name="a")
+    nc.memset(a, 1.0)
+    p = nc.psum_tile((128, 128), "fp32", name="p")
+    nc.matmul(p, a, a, accumulate="False")  # BAD
+
+
+def k_shape_of_loop_index(nc):
+    for i in nc.affine_range(4):
+        t = nc.sbuf_tile((128, 64 * (i + 1)), "fp32", name="t")  # BAD
+        nc.memset(t, 0.0)
+
+
 CASES = [
+    # silently accepted: 64.7 columns made 64, "False" accumulated
+    (k_fractional_shape, r"tile shape must be a pair of ints, got \(128, 64.7\)"),
+    (k_accumulate_text, r"accumulate must be True or False, not str 'False'"),
+    # named context.py, the simulator's line, instead of the kernel's
+    (k_shape_of_loop_index, r"a symbolic loop index"),
     # arguments of the wrong kind: each was an internal error (exit 70) naming no kernel line
     (k_memset_text, r"memset value must be a number, not str 'zero'"),
     (k_memset_tile, r"memset value must be a number, not Tile"),

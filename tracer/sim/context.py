@@ -14,6 +14,7 @@ source line (``file.py:LINE``).
 from __future__ import annotations
 
 import math
+import operator
 import os
 import sys
 import zlib
@@ -304,7 +305,7 @@ class KernelContext(OpsMixin):
             at = next((i for i, b in enumerate(spans) if b is box), None)
             if at is None:  # left twice, or entered in a traced loop body and left after the loop
                 f = sys._getframe(1)  # the kernel's line: the first frame outside the simulator (scope_exit, ...)
-                while f is not None and f.f_code.co_filename.startswith(_SIM_DIR):
+                while f is not None and f.f_code.co_filename.startswith((_SIM_DIR, "<")):  # (generated code too)
                     f = f.f_back
                 where = self.caller_location_of(f) if f is not None else "kernel"
                 raise KernelError(f"{where}: scope {scope.name!r} is left but is not open (left "
@@ -345,10 +346,12 @@ class KernelContext(OpsMixin):
 
 
 def _shape2(shape: Any, where: str, what: str) -> tuple[int, int]:
-    try:
-        dims = tuple(int(x) for x in shape)
+    try:  # ints only (operator.index): int() made 64.7 columns 64, True one partition, "128" 128
+        dims = tuple(operator.index(x) for x in shape)
     except (TypeError, ValueError):
         raise KernelError(f"{where}: {what} shape must be a pair of ints, got {shape!r}") from None
+    if any(isinstance(x, bool | np.bool_) for x in shape):
+        raise KernelError(f"{where}: {what} shape must be a pair of ints, got {shape!r}")
     if len(dims) != 2:
         raise KernelError(f"{where}: {what} must be 2-D [partition, free], got shape {dims}")
     if min(dims) <= 0:

@@ -42,6 +42,12 @@ View = Tile | TileView | HbmView
 INSTRUCTIONS_ISSUED = {"matmul": 2, "transpose": 2}
 
 
+def _flag(value: Any, what: str, where: str) -> None:
+    """KernelError on the kernel's line unless ``value`` is True or False (``accumulate="False"`` accumulated)."""
+    if not isinstance(value, bool | np.bool_):
+        raise KernelError(f"{where}: {what} must be True or False, not {type(value).__name__} {str(value)[:40]!r}")
+
+
 def _number(value: Any, what: str, where: str) -> float:
     """``value`` as a float; KernelError on the kernel's line for anything but a real number (a string, None, a
     tile, an array)."""
@@ -260,6 +266,7 @@ class OpsMixin:
         ``pe_double_row_speedup`` times as fast.
         """
         where = self.caller_location()
+        _flag(accumulate, "accumulate", where)
         cm = self.cm
         st = _onchip(stationary, where, "stationary", (SBUF,))
         mv = _onchip(moving, where, "moving", (SBUF,))
@@ -392,6 +399,7 @@ class OpsMixin:
     def tensor_reduce(self: KernelContext, dst: Any, src: Any, op: str = "add", *, negate: bool = False) -> None:
         """``dst[P, 1] = reduce_op(src[P, F])`` along the free axis on the Vector engine (optionally negated)."""
         where = self.caller_location()
+        _flag(negate, "negate", where)
         fn = nm.lookup(nm.REDUCE, op, "tensor_reduce op", where)
         d = _onchip(dst, where, "dst")
         s = _onchip(src, where, "src")

@@ -22,8 +22,15 @@ _HINT = ("loop indices of nc.affine_range are symbolic while the body is traced 
          "nc.sequential_range(...) or a plain range(...) for a loop whose body needs the index's value")
 
 
+#: The simulator's own source files: an error names the first kernel line outside them (a tile shape made of a
+#: loop index is refused inside the simulator's shape check, not on the kernel's line).
+_SIM_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
 def _where(depth: int = 2) -> str:
     f = sys._getframe(depth)
+    while f.f_back is not None and f.f_code.co_filename.startswith((_SIM_DIR, "<")):  # (and its generated code)
+        f = f.f_back
     return f"{os.path.basename(f.f_code.co_filename)}:{f.f_lineno}"
 
 

@@ -486,11 +486,11 @@ _ALL_SPECS: Mapping[str, TableSpec] = {t.name: t for t in (*TABLES, *STORAGE_TAB
 def table_spec(name: str) -> TableSpec:
     """The spec of trace table ``name`` (a logical or a storage table); TraceFormatError listing the known tables
     otherwise."""
-    try:
-        return _ALL_SPECS[name]
-    except KeyError:
+    spec = _ALL_SPECS.get(name) if isinstance(name, str) else None
+    if spec is None:
         known = ", ".join(TABLES_BY_NAME)
-        raise TraceFormatError(f"unknown trace table {name!r} (known tables: {known})") from None
+        raise TraceFormatError(f"unknown trace table {str(name)[:60]!r} (known tables: {known})")
+    return spec
 
 
 def iter_columns() -> Iterator[tuple[TableSpec, Column]]:

@@ -349,7 +349,12 @@ class TraceWriter:
 
     def append_rows(self, table: str, rows: Iterable[Mapping[str, Any]]) -> None:
         """Append rows given as mappings (convenient for small tables; use :meth:`append` for bulk data)."""
-        rows = list(rows)
+        try:
+            rows = list(rows)
+        except TypeError:
+            rows = None
+        if rows is None or not all(isinstance(r, Mapping) for r in rows):
+            raise TraceFormatError(f"{table}: append_rows takes a list of rows, each a dict of column -> value")
         if not rows:
             return
         names: list[str] = []
@@ -489,6 +494,8 @@ class TraceWriter:
 def write_trace(path: str | os.PathLike[str], tables: Mapping[str, Mapping[str, ColumnData] | pa.Table],
                 *, metadata: Mapping[str, Any] | None = None, overwrite: bool = False) -> Path:
     """Write a whole trace in one call (tests, importers, exporters); returns the trace directory."""
+    if not isinstance(tables, Mapping):  # (checked before anything is written)
+        raise TraceFormatError(f"write_trace takes a dict of table name -> columns, not {str(tables)[:40]!r}")
     with TraceWriter(path, metadata=metadata, overwrite=overwrite, background_flush=False) as w:
         for name, cols in tables.items():
             w.append(name, cols)

@@ -60,8 +60,12 @@ def summary_inputs(trace: Trace, start_ns: int | None = None, end_ns: int | None
     per-queue tables (``profiler.analyses``)."""
     from profiler.analyses import queue_table, time_by
     from profiler.figures.palette import names_by_time
+    from profiler.overview import has_device_events
 
-    return SummaryInputs(trace.summary(start_ns, end_ns), time_by(trace, "opcode", start_ns, end_ns),
+    summary = trace.summary(start_ns, end_ns)
+    if not has_device_events(trace):  # a host trace (PyTorch, JAX): no instructions or DMA to break down
+        return SummaryInputs(summary, None, None, None, tuple(names_by_time(trace)))
+    return SummaryInputs(summary, time_by(trace, "opcode", start_ns, end_ns),
                          time_by(trace, "operator", start_ns, end_ns), queue_table(trace, start_ns, end_ns),
                          tuple(names_by_time(trace)))
 

@@ -11,6 +11,7 @@ import html
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pyarrow as pa
 
 from profiler.analyses import schema as rs
@@ -78,7 +79,7 @@ def source_view(trace: Trace, file: str | None = None, start_ns: int | None = No
                 *, hot: int | None = None, core: int | None = None, critical: bool = False) -> SourceListing:
     """:class:`SourceListing` of ``file`` (default: the file with the most instructions) over the window
     (``critical``: with each line's time on the critical path)."""
-    if hot is not None and (isinstance(hot, bool) or not isinstance(hot, int) or hot < 1):
+    if hot is not None and (isinstance(hot, bool) or not isinstance(hot, int | np.integer) or hot < 1):
         from profiler.errors import QueryError
 
         raise QueryError(f"hot must be a number of lines (1 or more), not {str(hot)[:40]!r}")

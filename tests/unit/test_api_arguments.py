@@ -71,3 +71,34 @@ def test_a_writer_flush_interval_is_a_number_of_seconds(tmp_path, bad):
     with pytest.raises(ConfigError, match="flush_interval_s must be a number of seconds above 0"):
         TraceWriter(tmp_path / "w.trace", flush_interval_s=bad)
     assert not (tmp_path / "w.trace").exists()
+
+
+def test_tracer_tables_and_rows_of_the_wrong_kind(tmp_path):
+    from tracer import write_trace
+    from tracer.errors import TraceFormatError
+
+    with TraceWriter(tmp_path / "r.trace") as w:
+        with pytest.raises(TraceFormatError, match="unknown trace table"):
+            w.append(["Instruction"], {})                      # was: unhashable list
+        for rows in ([1, 2], None, {"a": 1}):                  # were: TypeError, AttributeError
+            with pytest.raises(TraceFormatError, match="append_rows takes a list of rows, each a dict"):
+                w.append_rows("Instruction", rows)
+    with pytest.raises(TraceFormatError, match="write_trace takes a dict of table name -> columns"):
+        write_trace(tmp_path / "e.trace", None)
+    assert not (tmp_path / "e.trace").exists()
+
+
+def test_a_host_traces_summary_figures_are_what_it_has(tmp_path):
+    import shutil
+    from pathlib import Path
+
+    src = Path(__file__).resolve().parents[1] / "data" / "pytorch" / "alexnet_flows.json.gz"
+    shutil.copy(src, tmp_path / "a.json.gz")
+    with profiler.open(tmp_path / "a.json.gz") as t:
+        assert t.summary_figures() == []  # it raised: the breakdowns need instructions
+
+
+def test_numpy_integers_are_integers(trace):
+    import numpy as np
+
+    assert trace.source(hot=np.int64(3)).hot == 3

@@ -39,10 +39,11 @@ def _slice_bounds(key: Any, size: int, axis: str, where: str) -> tuple[int, int]
         raise KernelError(f"{where}: index {key!r} on the {axis} must be an int or a slice")
     if key.step not in (None, 1):
         raise KernelError(f"{where}: strided slices are not supported ({axis} step {key.step})")
-    for bound in (key.start, key.stop):
-        if bound is not None and not hasattr(bound, "__index__"):  # 32.0, "8": a slice takes ints
-            raise KernelError(f"{where}: slice bound {str(bound)[:30]!r} on the {axis} must be an int")
-    start, stop, _ = key.indices(size)
+    try:
+        start, stop, _ = key.indices(size)
+    except TypeError:  # 32.0, "8": a slice takes ints
+        bound = next((b for b in (key.start, key.stop) if b is not None and not hasattr(b, "__index__")), key)
+        raise KernelError(f"{where}: slice bound {str(bound)[:30]!r} on the {axis} must be an int") from None
     if (key.start is not None and not -size <= int(key.start) <= size) or (
             key.stop is not None and not -size <= int(key.stop) <= size):
         raise KernelError(f"{where}: slice {key.start}:{key.stop} out of range for {axis} of size {size}")

@@ -346,6 +346,9 @@ class KernelContext(OpsMixin):
 
 
 def _shape2(shape: Any, where: str, what: str) -> tuple[int, int]:
+    if type(shape) is tuple and len(shape) == 2 and type(shape[0]) is int and type(shape[1]) is int \
+            and shape[0] > 0 and shape[1] > 0:  # the common case, at the cost of a few checks (every allocation)
+        return shape
     try:  # ints only (operator.index): int() made 64.7 columns 64, True one partition, "128" 128
         dims = tuple(operator.index(x) for x in shape)
     except (TypeError, ValueError):

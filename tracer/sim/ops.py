@@ -44,14 +44,14 @@ INSTRUCTIONS_ISSUED = {"matmul": 2, "transpose": 2}
 
 def _flag(value: Any, what: str, where: str) -> None:
     """KernelError on the kernel's line unless ``value`` is True or False (``accumulate="False"`` accumulated)."""
-    if not isinstance(value, bool | np.bool_):
+    if value is not True and value is not False and not isinstance(value, np.bool_):
         raise KernelError(f"{where}: {what} must be True or False, not {type(value).__name__} {str(value)[:40]!r}")
 
 
 def _number(value: Any, what: str, where: str) -> float:
     """``value`` as a float; KernelError on the kernel's line for anything but a real number (a string, None, a
     tile, an array)."""
-    if isinstance(value, numbers.Real):
+    if type(value) is float or type(value) is int or isinstance(value, numbers.Real):  # (the ABC check is slow)
         return float(value)
     shown = " ".join(str(value).split())[:40]
     raise KernelError(f"{where}: {what} must be a number, not {type(value).__name__} {shown!r}")

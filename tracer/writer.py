@@ -31,6 +31,7 @@ from pyarrow import ipc
 
 from tracer import schema
 from tracer._version import __version__
+from tracer.argcheck import sequence_of
 from tracer.errors import ConfigError, TraceFormatError
 from tracer.trace_dir import prepare_trace_directory
 
@@ -349,11 +350,8 @@ class TraceWriter:
 
     def append_rows(self, table: str, rows: Iterable[Mapping[str, Any]]) -> None:
         """Append rows given as mappings (convenient for small tables; use :meth:`append` for bulk data)."""
-        try:
-            rows = list(rows)
-        except TypeError:
-            rows = None
-        if rows is None or not all(isinstance(r, Mapping) for r in rows):
+        rows = sequence_of(rows, Mapping)
+        if rows is None:
             raise TraceFormatError(f"{table}: append_rows takes a list of rows, each a dict of column -> value")
         if not rows:
             return

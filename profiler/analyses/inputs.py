@@ -21,6 +21,7 @@ from profiler.db.sqlutil import quote
 from profiler.errors import QueryError
 from profiler.trace import Trace, check_time
 from tracer import schema as ts
+from tracer.argcheck import sequence_of
 
 INSTRUCTION = quote(ts.INSTRUCTION.name)
 DMA_PACKET = quote(ts.DMA_PACKET.name)
@@ -171,13 +172,10 @@ def check_names(value: Any, name: str) -> tuple[str, ...]:
     QueryError naming ``name`` otherwise."""
     if isinstance(value, str):
         return (value,)
-    try:
-        names = tuple(value)
-    except TypeError:
-        names = None
-    if names is None or not all(isinstance(n, str) for n in names):
+    names = sequence_of(value, str)
+    if names is None:
         raise QueryError(f"{name} must be a name or a list of names, not {str(value)[:40]!r}")
-    return names
+    return tuple(names)
 
 
 def check_unique_ids(trace: Trace, sorted_ids: np.ndarray | None = None, scope: Scope | None = None) -> None:

@@ -127,6 +127,7 @@ class Trace(NotebookMixin, TraceFilesMixin):
         return self._cursor().sql(f"SELECT * FROM {quote(dbs.TRACK_TABLE)} "
                                   f"ORDER BY {quote(dbs.SORT_ORDER)}").to_arrow_table()
 
+    @_guarded
     def track_info(self, track_id: int) -> TrackInfo:
         """Planner facts of one track; QueryError for an unknown id."""
         if isinstance(track_id, bool) or not isinstance(track_id, (int, np.integer)):

@@ -36,7 +36,7 @@ import pyarrow.compute as pc
 
 from profiler import db_schema as dbs
 from profiler.analyses import schema as rs
-from profiler.analyses.inputs import column, fetch, find_sorted, q
+from profiler.analyses.inputs import check_count, column, fetch, find_sorted, q
 from profiler.errors import QueryError
 from profiler.trace import Trace, check_time
 from tracer import schema as ts
@@ -240,6 +240,7 @@ def call_tree(trace: Trace, start_ns: int | None = None, end_ns: int | None = No
         QueryError: a trace without spans, an empty or malformed window, or more than ``max_spans`` spans.
     """
     t0, t1, closed_end = window_of(trace, start_ns, end_ns)
+    max_spans = check_count(max_spans, "max_spans", allow_none=False)
     has_spans = fetch(trace, f"SELECT count(*) AS n FROM (SELECT 1 FROM {q(dbs.SLICE_TABLE)} LIMIT 1)")
     if has_spans.column(0)[0].as_py() == 0:
         raise QueryError(f"{trace.path}: the trace has no spans to build a call tree from (it needs nested "

@@ -9,6 +9,7 @@ import pyarrow.compute as pc
 
 from profiler.analyses import schema as rs
 from profiler.analyses.call_tree import SPANS, CallTree
+from profiler.analyses.inputs import check_count
 from profiler.errors import QueryError
 
 #: Separator of a name's stack in :func:`folded` (``flamegraph.pl``'s); a name's own ``;`` is written as ``,``.
@@ -63,6 +64,7 @@ def folded(tree: CallTree) -> list[str]:
 
 def limit_depth(tree: CallTree, max_depth: int) -> CallTree:
     """``tree`` without the frames deeper than ``max_depth`` (roots are depth 0); the others keep their numbers."""
+    max_depth = check_count(max_depth, "max_depth", allow_none=False)
     keep = pc.less_equal(tree.table.column(rs.DEPTH), max_depth)
     kept = keep.to_pylist()
     return CallTree(tree.table.filter(keep), tree.start_ns, tree.end_ns, tree.spans, tree.by_thread,

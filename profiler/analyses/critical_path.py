@@ -22,7 +22,7 @@ from profiler.analyses import schema as rs
 from profiler.analyses.event_graph import EventGraph, build_graph
 from profiler.analyses.inputs import resolve_scope
 from profiler.errors import QueryError
-from profiler.trace import Trace
+from profiler.trace import Trace, check_time
 from tracer import schema as ts
 
 
@@ -98,6 +98,8 @@ def chain_to(trace: Trace, table: str, event_id: int, *, graph: EventGraph | Non
                          "events")
     fields = trace.event(table, event_id)
     start = int(fields[ts.START_TS])
+    if start_ns is not None:
+        start_ns = check_time(start_ns, "start_ns")
     if graph is None:
         graph = build_graph(trace, resolve_scope(trace, None if start_ns is None else min(start_ns, start),
                                                  start + 1))

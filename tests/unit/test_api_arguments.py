@@ -8,6 +8,8 @@ import pytest
 import profiler
 from profiler import analyses as A
 from profiler.analyses import memory_map as MM
+from profiler.analyses.call_tree import call_tree
+from profiler.analyses.call_tree_views import limit_depth
 from profiler.errors import QueryError
 from tracer import TraceWriter
 from tracer.errors import ConfigError
@@ -32,6 +34,10 @@ def trace(mlp_sample):
     (lambda t: t.series(["hfu"], 0, 1000, 10), r"unknown series kind \"\['hfu'\]\""),
     (lambda t: t.sql("SELECT 1", 10, 5), "params must be a list or dict"),
     (lambda t: t.sql_arrow("SELECT 1", sink="x"), "sink must be a function"),
+    (lambda t: A.chain_to(t, "Instruction", 40, start_ns="5"), "start_ns must be an integer number of"),
+    (lambda t: call_tree(t, max_spans="10"), "max_spans must be a whole number"),
+    (lambda t: call_tree(t, max_spans=-5), "max_spans must be a whole number"),   # was DuckDB's LIMIT error
+    (lambda t: limit_depth(call_tree(t), "3"), "max_depth must be a whole number"),
 ])
 def test_bad_analysis_and_query_arguments(trace, call, message):
     with pytest.raises(QueryError, match=message) as info:
@@ -102,3 +108,10 @@ def test_numpy_integers_are_integers(trace):
     import numpy as np
 
     assert trace.source(hot=np.int64(3)).hot == 3
+
+
+def test_a_closed_trace_says_so_for_track_info(mlp_sample):
+    t = profiler.open(mlp_sample)
+    t.close()
+    with pytest.raises(QueryError, match="the trace is closed"):
+        t.track_info(0)

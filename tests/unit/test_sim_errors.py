@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import textwrap
+import warnings
 
 import pytest
 
@@ -193,7 +194,22 @@ def k_shape_of_loop_index(nc):
         nc.memset(t, 0.0)
 
 
+def k_broadcast_text(nc):
+    x = nc.input("x", (128, 64), "fp32")
+    t = nc.sbuf_tile((128, 64), "fp32", name="t")
+    nc.dma_copy(t, x[0:1, :].broadcast("128"))  # BAD
+
+
+def k_broadcast_zero(nc):
+    x = nc.input("x", (128, 64), "fp32")
+    t = nc.sbuf_tile((1, 64), "fp32", name="t")
+    nc.dma_copy(t, x[0:1, :].broadcast(0))  # BAD
+
+
 CASES = [
+    # "shape mismatch: dst 128x64, src 128x64" for "128"; 0 silently copied one row
+    (k_broadcast_text, r"broadcast takes a number of partitions from 1 to 128, not '128'"),
+    (k_broadcast_zero, r"broadcast takes a number of partitions from 1 to 128, not '0'"),
     # silently accepted: 64.7 columns made 64, "False" accumulated
     (k_fractional_shape, r"tile shape must be a pair of ints, got \(128, 64.7\)"),
     (k_accumulate_text, r"accumulate must be True or False, not str 'False'"),
@@ -437,3 +453,27 @@ def test_run_kernel_arguments_of_the_wrong_kind(kwargs, message):
     args = {"kernel": "softmax", "params": {"rows": 128, "cols": 128}, **kwargs}
     with pytest.raises(ConfigError, match=message):
         run_kernel(args.pop("kernel"), args.pop("params"), **args)
+
+
+def test_a_nan_output_is_named_as_such(tmp_path):
+    # it read "max abs error inf", with numpy's "All-NaN slice encountered" warning beside it
+    src = tmp_path / "nan.py"
+    src.write_text(textwrap.dedent('''
+        import numpy as np
+        from tracer.kernels import kernel
+
+        def ref(inputs):
+            return {"y": np.zeros((128, 64))}
+
+        @kernel(reference=ref)
+        def k(nc):
+            y = nc.output("y", (128, 64), "fp32")
+            t = nc.sbuf_tile((128, 64), "fp32", name="t")
+            nc.memset(t, float("nan"))
+            nc.dma_copy(y[:, :], t)
+    '''))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(KernelError, match=r"the output has 8,192 NaN values where the other has numbers "
+                                              r"\(first at \[0, 0\]\)"):
+            run_kernel(f"{src}:k", check=True)

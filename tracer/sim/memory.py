@@ -171,7 +171,13 @@ class HbmView:
             where = self.tensor.ctx.caller_location()
             raise KernelError(f"{where}: broadcast needs a one-row view of {self.tensor.name}, "
                               f"got {self.r1 - self.r0} rows")
-        return HbmView(self.tensor, self.r0, self.r1, self.c0, self.c1, partitions)
+        most = self.tensor.ctx.cm.partitions
+        if (type(partitions) is not int and (isinstance(partitions, bool) or not hasattr(partitions, "__index__"))) \
+                or not 1 <= partitions <= most:  # "128" was shown as a shape mismatch of equal shapes, 0 copied a row
+            where = self.tensor.ctx.caller_location()
+            raise KernelError(f"{where}: broadcast takes a number of partitions from 1 to {most}, not "
+                              f"{str(partitions)[:30]!r}")
+        return HbmView(self.tensor, self.r0, self.r1, self.c0, self.c1, int(partitions))
 
     def read(self) -> np.ndarray:
         """The values (numerics mode)."""

@@ -24,6 +24,8 @@ still being written) are expected here and are not printed.
 from __future__ import annotations
 
 import contextlib
+import math
+import numbers
 import os
 import shutil
 import threading
@@ -38,6 +40,7 @@ import pyarrow.compute as pc
 
 from profiler.db import ingest_warnings
 from profiler.db.cache import cache_key, cache_path, stored_cache_key
+from profiler.errors import QueryError
 from profiler.sources import open_source
 from tracer import schema as ts
 from tracer.errors import TraceFormatError, TrnprofError
@@ -129,9 +132,14 @@ class LiveTrace:
                  opener: Callable[[Path, int, Callable[[float], None]], Any] | None = None,
                  clock: Callable[[], float] = time.monotonic, min_interval_s: float = MIN_INTERVAL_S,
                  backoff: float = BACKOFF, retire_s: float = RETIRE_S) -> None:
+        if not isinstance(path, str | os.PathLike) or not str(path):
+            raise QueryError(f"LiveTrace needs a trace directory path (str or pathlib.Path), not {str(path)[:60]!r}")
         self.path = Path(path)
         self._opener = opener if opener is not None else open_generation
         self._clock = clock
+        for name, value in (("min_interval_s", min_interval_s), ("backoff", backoff), ("retire_s", retire_s)):
+            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= value < math.inf:
+                raise QueryError(f"{name} must be a number of seconds, 0 or more, not {str(value)[:40]!r}")
         self.min_interval_s = float(min_interval_s)
         self.backoff = float(backoff)
         self.retire_s = float(retire_s)

@@ -115,3 +115,18 @@ def test_a_closed_trace_says_so_for_track_info(mlp_sample):
     t.close()
     with pytest.raises(QueryError, match="the trace is closed"):
         t.track_info(0)
+
+
+def test_live_trace_and_sweep_constructors_check_their_arguments():
+    from profiler.live import LiveTrace
+    from profiler.sweep import Sweep
+
+    with pytest.raises(QueryError, match="LiveTrace needs a trace directory path"):
+        LiveTrace(None)
+    with pytest.raises(QueryError, match="min_interval_s must be a number of seconds"):
+        LiveTrace("x", min_interval_s="x")
+    with pytest.raises(ConfigError, match="sweep parameters must be a mapping"):
+        Sweep("softmax", "rows=128")                       # was a raw ValueError
+    with pytest.raises(ConfigError, match="archs must be an architecture or a list of them"):
+        Sweep("softmax", {"rows": [128]}, archs=None)
+    assert [p.arch for p in Sweep("softmax", {"rows": [128]}, archs="trn2").points] == ["trn2"]  # not 't', 'r', ...

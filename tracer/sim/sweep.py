@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tracer.argcheck import sequence_of
 from tracer.errors import ConfigError, KernelError
 from tracer.sim.arch import PRESETS, cost_model
 
@@ -144,8 +145,9 @@ def _range(text: str, option: str, item: str) -> list[str]:
 def sweep_points(kernel: Any, params: Mapping[str, Sequence[Any]] | None = None,
                  overrides: Mapping[str, Sequence[Any]] | None = None,
                  archs: Sequence[str] = ("trn2",)) -> list[SweepPoint]:
-    """Every combination of ``archs`` x ``params`` values x ``overrides`` values, in that order (the last name
-    varying fastest), each checked as a run would check it.
+    """Every combination of ``archs`` x ``params`` values x ``overrides`` values, in that order (the
+    architecture varies slowest, the last constant, else the last parameter, fastest), each checked as a run would
+    check it.
 
     Raises:
         ConfigError: an unknown kernel, parameter, constant or architecture, a value the parameter or constant does
@@ -154,9 +156,18 @@ def sweep_points(kernel: Any, params: Mapping[str, Sequence[Any]] | None = None,
     from tracer.kernels import resolve_kernel
 
     spec = resolve_kernel(kernel)
+    for what, given in (("parameters", params), ("overrides", overrides)):
+        if given is not None and not isinstance(given, Mapping):  # "rows=128" was a raw ValueError
+            raise ConfigError(f"sweep {what} must be a mapping of name -> list of values (or None), not "
+                              f"{str(given)[:40]!r}")
     params = dict(params or {})
     overrides = dict(overrides or {})
-    archs = list(archs)
+    if isinstance(archs, str):  # one architecture, not its letters ("unknown architecture 't'")
+        archs = [archs]
+    names = sequence_of(archs, str)
+    if names is None:
+        raise ConfigError(f"archs must be an architecture or a list of them, not {str(archs)[:40]!r}")
+    archs = names
     if not archs:
         raise ConfigError("a sweep needs at least one architecture")
     for arch in archs:

@@ -123,10 +123,13 @@ def tensor_flops(trace: Trace, start_ns: int, end_ns: int) -> tuple[float, float
     """(hardware, model) FLOPs of the Tensor instructions starting in [start_ns, end_ns): the numerators of
     ``hfu_pct`` and ``mfu_pct`` (BF16-equivalent ``adjusted_flops``, ``raw_flops`` where missing; model FLOPs
     leave out transposes)."""
+    from profiler.trace import check_time
+
+    start_ns, end_ns = check_time(start_ns, "start_ns"), check_time(end_ns, "end_ns")  # (None, "0", 1.5: raw)
     with trace._call():
         ids = [t[dbs.TRACK_ID] for t in trace.tracks().to_pylist()
                if t[dbs.KIND] == "engine" and t[ts.NAME] == TENSOR]
-        return _tensor_flops(trace._cursor(), ids, int(start_ns), int(end_ns))
+        return _tensor_flops(trace._cursor(), ids, start_ns, end_ns)
 
 
 def format_summary(summary: dict[str, Any]) -> str:

@@ -26,7 +26,7 @@ from profiler.db.cursors import CursorPool
 from profiler.db.ingest import IngestProgress
 from profiler.db.ranges import track_totals, union_busy_ns
 from profiler.db.series_query import query_counters, query_series
-from profiler.db.sqlutil import fetch_one, quote
+from profiler.db.sqlutil import fetch_one, literal, quote
 from profiler.db.track_info import TrackInfo, load_track_infos
 from profiler.db.user_sql import run_user_sql
 from profiler.db.window_query import MAX_WIDTH_PX, query_window
@@ -409,9 +409,9 @@ class Trace(NotebookMixin, TraceFilesMixin):
         ``track`` naming the search -- a query the timeline draws as a row of the matches
         (:mod:`profiler.query_track`; :meth:`sql` runs it)."""
         select, bound = search_select(text, self._check_regex)
-        literal = "'" + bound.replace("'", "''") + "'"
-        label = "'" + f"search {text}"[:80].replace("'", "''") + "'"     # as typed: quotes and slashes kept
-        return (f"SELECT *, {label} AS {quote(dbs.QUERY_TRACK)} FROM ({select.replace('$q', literal)}) "
+        bound_literal = literal(bound)
+        label = literal(f"search {text}"[:80])     # as typed: quotes and slashes kept
+        return (f"SELECT *, {label} AS {quote(dbs.QUERY_TRACK)} FROM ({select.replace('$q', bound_literal)}) "
                 f"ORDER BY {quote(ts.START_TS)}, {quote(ts.ID)}")
 
     def _check_regex(self, pattern: str) -> None:

@@ -85,6 +85,8 @@ def subtree(tree: CallTree, root: str) -> CallTree:
     Raises:
         QueryError: no root frame has that name in this window.
     """
+    if not isinstance(root, str):
+        raise QueryError(f"root must be a root frame's name (see roots()), not {str(root)[:40]!r}")
     t = tree.table
     parents = t.column(rs.PARENT).to_pylist()
     names = t.column(rs.NAME).to_pylist()

@@ -30,7 +30,8 @@ from profiler.analyses.call_tree import (
     tree_of_paths,
     window_of,
 )
-from profiler.analyses.inputs import fetch, q
+from profiler.analyses.inputs import check_names, fetch, q
+from profiler.db.sqlutil import literal
 from profiler.errors import QueryError
 from profiler.trace import Trace
 from tracer import schema as ts
@@ -47,7 +48,8 @@ CORRELATION_SQL = f"try_cast(json_extract_string({q(ts.ARGS)}, '$.correlation') 
 
 def categories_sql(categories: Sequence[str] = GPU_CATEGORIES) -> str:
     """``categories`` as an SQL list of lower-case literals (for ``lower(category) IN (...)``)."""
-    return ", ".join(repr(c.lower()) for c in categories)
+    # (repr() wrote a name holding a quote in double quotes: an SQL identifier, not a string)
+    return ", ".join(literal(c.lower()) for c in check_names(categories, "categories"))
 
 
 def kernel_tree(trace: Trace, start_ns: int | None = None, end_ns: int | None = None, *,

@@ -46,6 +46,10 @@ def cell_accesses(trace: Trace, mem: str, window: tuple[int, int], byte_range: t
     Raises:
         QueryError: a bad memory, window or byte range, a trace without on-chip operands, or too much to read.
     """
+    if not isinstance(window, tuple | list) or len(window) != 2:
+        raise QueryError(f"window must be (start_ns, end_ns), not {str(window)[:40]!r}")
+    if not isinstance(byte_range, tuple | list) or len(byte_range) != 2:
+        raise QueryError(f"a byte range must be two integers (lo, hi), not {str(byte_range)[:40]!r}")
     lo, hi = byte_range
     if any(isinstance(v, bool) or not isinstance(v, int | np.integer) for v in (lo, hi)) or not 0 <= lo < hi:
         raise QueryError(f"a byte range must be two integers 0 <= lo < hi, not {lo!r}, {hi!r}")

@@ -37,7 +37,7 @@ from profiler.db import ingest_warnings
 from profiler.db.column_names import with_distinct_names
 from profiler.db.index_build import INTERVAL_NAME_COLUMNS, IndexBuilder
 from profiler.db.ingest_checks import IntervalRepairs, check_times
-from profiler.db.sqlutil import quote, registered
+from profiler.db.sqlutil import literal, quote, registered
 from profiler.db.staging import ChunkOrderer
 from profiler.db.tracks import TRACK_KEYS, TrackKeySpec, TrackRegistry, TrackStats
 from profiler.importers.common import TraceImportWarning
@@ -358,8 +358,8 @@ DEFAULT_MEMORY_LIMIT_MB = 4096
 def _build(con: duckdb.DuckDBPyConnection, tmp: Path, source: TraceSource, *, on_bytes: Callable[[int], None],
            progress: IngestProgress | None, threads: int | None, memory_limit_mb: int) -> None:
     """Store ``source`` into a new database at ``tmp`` attached to ``con``, then its index and ``track`` table."""
-    literal = "'" + str(tmp).replace("'", "''") + "'"
-    con.execute(f"ATTACH {literal} AS {quote(_BUILD_ALIAS)} (ROW_GROUP_SIZE {ROW_GROUP_ROWS})")
+    path_literal = literal(str(tmp))
+    con.execute(f"ATTACH {path_literal} AS {quote(_BUILD_ALIAS)} (ROW_GROUP_SIZE {ROW_GROUP_ROWS})")
     con.execute(f"USE {quote(_BUILD_ALIAS)}")
     con.execute("SET enable_progress_bar = false")
     con.execute(f"SET memory_limit = '{int(memory_limit_mb)}MB'")

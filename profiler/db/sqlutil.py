@@ -15,6 +15,11 @@ def quote(identifier: str) -> str:
     return '"' + identifier.replace('"', '""') + '"'
 
 
+def literal(text: str) -> str:
+    """``text`` as an SQL string literal (single quotes doubled)."""
+    return "'" + text.replace("'", "''") + "'"
+
+
 @contextlib.contextmanager
 def registered(con: duckdb.DuckDBPyConnection, data: pa.Table | pa.RecordBatchReader) -> Iterator[str]:
     """Register ``data`` under a unique view name for the duration of the block; yields the quoted name."""

@@ -130,3 +130,35 @@ def test_live_trace_and_sweep_constructors_check_their_arguments():
     with pytest.raises(ConfigError, match="archs must be an architecture or a list of them"):
         Sweep("softmax", {"rows": [128]}, archs=None)
     assert [p.arch for p in Sweep("softmax", {"rows": [128]}, archs="trn2").points] == ["trn2"]  # not 't', 'r', ...
+
+
+def test_the_remaining_analysis_arguments(trace, tmp_path):
+    import shutil
+    from pathlib import Path
+
+    from profiler.analyses.call_tree_views import subtree
+    from profiler.analyses.kernel_tree import categories_sql
+    from profiler.analyses.memory_cell import cell_accesses
+    from profiler.summary import tensor_flops
+
+    t0, t1 = trace.time_range
+    with pytest.raises(QueryError, match=r"window must be \(start_ns, end_ns\)"):
+        cell_accesses(trace, "SBUF", 5, (0, 64))                  # was: not subscriptable
+    with pytest.raises(QueryError, match="a byte range must be two integers"):
+        cell_accesses(trace, "SBUF", (t0, t1), 5)                 # was: cannot unpack
+    for bad in (None, "0", 1.5):
+        with pytest.raises(QueryError, match="start_ns must be an integer"):
+            tensor_flops(trace, bad, t1)
+    with pytest.raises(QueryError, match="root must be a root frame's name"):
+        subtree(call_tree(trace), None)
+    # a category holding a quote was written as an SQL identifier ("it's"), not a string
+    assert categories_sql(["Kernel", "it's"]) == "'kernel', 'it''s'"
+    assert categories_sql("Kernel") == "'kernel'"
+    src = Path(__file__).resolve().parents[1] / "data" / "pytorch" / "sampled_rank-0.json.gz"
+    shutil.copy(src, tmp_path / "s.json.gz")
+    with profiler.open(tmp_path / "s.json.gz") as host:
+        from profiler.analyses.kernel_tree import kernel_tree
+
+        with pytest.raises(QueryError, match="categories must be a name or a list of names"):
+            kernel_tree(host, categories=None)
+        assert kernel_tree(host, categories=["kernel", "it's"]).spans > 0

@@ -227,7 +227,7 @@ CASES = [
     (k_sbuf_overflow, r"SBUF overflow allocating tile big\d .*live tiles"),
     (k_psum_overflow, r"PSUM overflow"),
     (k_unwritten, r"reads tile never_written .* before it was written"),
-    (k_partly_written, r"before it was written"),
+    (k_partly_written, r"before it was written \(its part \[0:128, 32:64\] was never written\)"),
     (k_shape, r"shape mismatch: dst 128x32, src 128x64"),
     (k_matmul_contraction, r"shape mismatch: stationary has 128 partitions \(contraction\), moving 64"),
     (k_matmul_too_wide, r"moving tile has 1024 columns; at most 512"),

@@ -102,8 +102,14 @@ class OpsMixin:
             return
         t = v.tile
         if not t.is_written(v):
+            part = ""
+            if t.written is not None:  # partly written: which part was not (it read as if none of it was)
+                missing = ~t.written[v.p0:v.p1, v.f0:v.f1]
+                rows, cols = np.flatnonzero(missing.any(axis=1)), np.flatnonzero(missing.any(axis=0))
+                part = (f" (its part [{v.p0 + rows[0]}:{v.p0 + rows[-1] + 1}, {v.f0 + cols[0]}:{v.f0 + cols[-1] + 1}]"
+                        " was never written)")
             raise KernelError(f"{where}: {role} reads tile {t.name} (allocated at {t.loc}) "
-                              f"[{v.p0}:{v.p1}, {v.f0}:{v.f1}] before it was written")
+                              f"[{v.p0}:{v.p1}, {v.f0}:{v.f1}] before it was written{part}")
 
     def _value(self: KernelContext, v: Any) -> np.ndarray:
         if v.mem == HBM:

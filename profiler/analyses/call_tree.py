@@ -35,6 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from profiler import db_schema as dbs
+from profiler.analyses import intervals
 from profiler.analyses import schema as rs
 from profiler.analyses.inputs import check_count, column, fetch, find_sorted, q
 from profiler.errors import QueryError
@@ -354,7 +355,8 @@ def _aggregate(rows: pa.Table, n_window: int, window: tuple[int, int], parent: n
         roots = inside & (parent < 0)
         lab = f_parent[frame[roots]]
         count += np.bincount(lab, minlength=n_frames).astype(np.int64)
-        total += _union_by(lab, np.maximum(starts[roots], t0), np.minimum(ends[roots], t1), n_frames)
+        for label, busy in intervals.union_ns_by(lab, starts[roots], ends[roots], t0, t1).items():
+            total[label] += busy
     # frames of the window's spans, and of their ancestors outside it (count 0) that hold them
     keep = count > 0
     up = np.flatnonzero(keep & (f_parent >= 0))
@@ -364,23 +366,6 @@ def _aggregate(rows: pa.Table, n_window: int, window: tuple[int, int], parent: n
         keep[p] = True
         up = p[f_parent[p] >= 0]
     return _depth_first(frames, _Sums(count, total, self_ns, keep), window, n_window, by_thread)
-
-
-def _union_by(keys: np.ndarray, lo: np.ndarray, hi: np.ndarray, n: int) -> np.ndarray:
-    """Per key ``0..n-1`` the length of the union of its intervals ``[lo, hi)`` (spans that overlap on one row,
-    such as pipelined layers, count their common time once)."""
-    out = np.zeros(n, dtype=np.int64)
-    if not len(keys):
-        return out
-    order = np.lexsort((lo, keys))
-    keys, lo, hi = keys[order], lo[order], hi[order]
-    cuts = np.flatnonzero(np.diff(keys)) + 1
-    for a, b in zip(np.concatenate(([0], cuts)), np.concatenate((cuts, [len(keys)])), strict=True):
-        s, e = lo[a:b], np.maximum(hi[a:b], lo[a:b])
-        reach = np.maximum.accumulate(e)   # the furthest end so far: time before it is covered already
-        before = np.concatenate(([s[0]], reach[:-1]))
-        out[keys[a]] = int(np.maximum(e - np.maximum(s, before), 0).sum())
-    return out
 
 
 def _sum_by(keys: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:

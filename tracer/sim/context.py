@@ -30,16 +30,13 @@ from tracer.sim.allocator import Allocator
 from tracer.sim.arch import CostModel
 from tracer.sim.core import Core
 from tracer.sim.dtypes import DType, dtype
+from tracer.sim.kernel_sources import kernel_frame
 from tracer.sim.memory import ALIGN, PSUM, SBUF, HbmTensor, Tile
 from tracer.sim.ops import OpsMixin
 from tracer.sim.records import AUX_MAX_TENSOR_CODE, AUX_OFFSET_MASK
 
 TensorInit = np.ndarray | Callable[[np.random.Generator, tuple[int, int]], np.ndarray] | None
 
-
-
-#: The simulator's own source files (errors name the first kernel line outside them).
-_SIM_DIR = os.path.dirname(os.path.abspath(__file__))
 
 class KernelContext(OpsMixin):
     """What a kernel sees as ``nc``: one simulated NeuronCore.
@@ -304,10 +301,7 @@ class KernelContext(OpsMixin):
         else:
             at = next((i for i, b in enumerate(spans) if b is box), None)
             if at is None:  # left twice, or entered in a traced loop body and left after the loop
-                f = sys._getframe(1)  # the kernel's line: the first frame outside the simulator (scope_exit, ...)
-                while f is not None and f.f_code.co_filename.startswith((_SIM_DIR, "<")):  # (generated code too)
-                    f = f.f_back
-                where = self.caller_location_of(f) if f is not None else "kernel"
+                where = self.caller_location_of(kernel_frame(sys._getframe(1)))  # (not scope_exit's, ...)
                 raise KernelError(f"{where}: scope {scope.name!r} is left but is not open (left "
                                   "twice, or entered in another loop body than where it is left): use it as a "
                                   "`with` block")

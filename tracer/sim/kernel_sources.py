@@ -21,6 +21,18 @@ MAX_FILE_BYTES = 1 << 20
 #: At most this many files per trace.
 MAX_FILES = 64
 
+#: The simulator's own source files: errors name the first kernel line outside them.
+SIM_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def kernel_frame(frame: Any) -> Any:
+    """The first frame from ``frame`` outwards that runs kernel code: not the simulator's own files, nor the code
+    it generates (``<string>`` names); the outermost frame when every one is the simulator's."""
+    while frame.f_back is not None and frame.f_code.co_filename.startswith((SIM_DIR, "<")):
+        frame = frame.f_back
+    return frame
+
+
 # The table's and columns' names, as :data:`tracer.schema.SOURCE_FILE` declares them (spelled out here: the
 # simulating process does not load pyarrow, which the schema module needs; a unit test checks they agree).
 TABLE = "SourceFile"

@@ -17,20 +17,15 @@ import sys
 from typing import Any
 
 from tracer.errors import KernelError
+from tracer.sim.kernel_sources import kernel_frame
 
 _HINT = ("loop indices of nc.affine_range are symbolic while the body is traced once (as in NKI): use "
          "nc.sequential_range(...) or a plain range(...) for a loop whose body needs the index's value")
 
 
-#: The simulator's own source files: an error names the first kernel line outside them (a tile shape made of a
-#: loop index is refused inside the simulator's shape check, not on the kernel's line).
-_SIM_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
 def _where(depth: int = 2) -> str:
-    f = sys._getframe(depth)
-    while f.f_back is not None and f.f_code.co_filename.startswith((_SIM_DIR, "<")):  # (and its generated code)
-        f = f.f_back
+    # the kernel's line, not the simulator's (a tile shape made of a loop index is refused in its shape check)
+    f = kernel_frame(sys._getframe(depth))
     return f"{os.path.basename(f.f_code.co_filename)}:{f.f_lineno}"
 
 

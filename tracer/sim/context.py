@@ -152,7 +152,7 @@ class KernelContext(OpsMixin):
         if len(self.core.names) >= AUX_MAX_TENSOR_CODE:
             raise KernelError(f"{where}: tensor {name!r} is declared after {len(self.core.names):,} layer, operator "
                               "and tensor names; declare HBM tensors before the kernel's loops")
-        t = HbmTensor(self, name, shape, d, kind, data, len(self.tensors))
+        t = HbmTensor(self, name, shape, d, kind, data, len(self.tensors), where)
         self.tensors[name] = t
         if data is not None and kind == "input":  # what --check's reference gets, whatever the kernel writes there
             self.initial_inputs[name] = data.copy()

@@ -93,6 +93,16 @@ def _subview(tile: Tile, p0: int, p1: int, f0: int, f1: int, key: Any) -> TileVi
     return TileView(tile, p0 + a0, p0 + a1, f0 + b0, f0 + b1)
 
 
+def unwritten_box(written: np.ndarray) -> tuple[int, int, int, int] | None:
+    """The bounding box ``(r0, r1, c0, c1)`` of the False cells of the 2-D mask ``written`` (None: there are none)."""
+    missing = ~written
+    rows = np.flatnonzero(missing.any(axis=1))
+    if not rows.size:
+        return None
+    cols = np.flatnonzero(missing.any(axis=0))
+    return int(rows[0]), int(rows[-1]) + 1, int(cols[0]), int(cols[-1]) + 1
+
+
 class HbmTensor:
     """A 2-D tensor in HBM (device memory): a kernel input, output or scratch buffer.
 
@@ -100,9 +110,11 @@ class HbmTensor:
     """
 
     def __init__(self, ctx: KernelContext, name: str, shape: tuple[int, int], dt: DType, kind: str,  # noqa: PLR0917
-                 data: np.ndarray | None, index: int) -> None:
+                 data: np.ndarray | None, index: int, loc: str = "") -> None:
         self.ctx = ctx
         self.name = name
+        #: ``file.py:LINE`` of its declaration (named when it is read before it was written).
+        self.loc = loc
         self.shape = shape
         self.dtype = dt
         self.kind = kind
@@ -118,11 +130,41 @@ class HbmTensor:
         self.lz_seg: Any = None
         self.lz_role = 0
         self.touch: Any = None
+        #: What the kernel has written of an output or scratch tensor, tracked where it has values (numerics):
+        #: True once all of it was (an input holds its values from the start; a timing-only run has none).
+        self.full_written = kind == "input" or data is None
+        #: Partly written: a bool mask of the written elements (None: nothing written yet, or all of it).
+        self.written: np.ndarray | None = None
 
     @property
     def nbytes(self) -> int:
         """Size in bytes."""
         return self.shape[0] * self.shape[1] * self.dtype.itemsize
+
+    def mark_written(self, v: HbmView) -> None:
+        """Record that the DMA destination ``v`` now holds data."""
+        if self.full_written:
+            return
+        if v.r0 == 0 and v.c0 == 0 and (v.r1, v.c1) == self.shape:
+            self.full_written = True
+            self.written = None
+            return
+        if self.written is None:
+            self.written = np.zeros(self.shape, np.bool_)
+        self.written[v.r0:v.r1, v.c0:v.c1] = True
+        if self.written.all():
+            self.full_written = True
+            self.written = None
+
+    def unwritten_part(self, r0: int, r1: int, c0: int, c1: int) -> tuple[int, int, int, int] | None:
+        """The bounding box ``(r0, r1, c0, c1)`` of what was never written in ``[r0:r1, c0:c1]`` (None: all of it
+        was)."""
+        if self.full_written:
+            return None
+        if self.written is None:
+            return r0, r1, c0, c1
+        box = unwritten_box(self.written[r0:r1, c0:c1])
+        return None if box is None else (r0 + box[0], r0 + box[1], c0 + box[2], c0 + box[3])
 
     def __getitem__(self, key: Any) -> HbmView:
         fast = _fast_bounds(key, self.shape[0], self.shape[1])

@@ -28,7 +28,7 @@ import numpy as np
 
 from tracer.errors import KernelError
 from tracer.sim import numerics as nm
-from tracer.sim.memory import HBM, PSUM, SBUF, HbmTensor, HbmView, Tile, TileView
+from tracer.sim.memory import HBM, PSUM, SBUF, HbmTensor, HbmView, Tile, TileView, unwritten_box
 from tracer.sim.records import E_GPSIMD, E_SCALAR, E_SYNC, E_VECTOR, S_VECTOR, HKey, VKey, dma_aux
 
 if TYPE_CHECKING:
@@ -99,15 +99,25 @@ class OpsMixin:
     # -- helpers ------------------------------------------------------------------------------------------
     def _require_written(self: KernelContext, v: Any, where: str, role: str) -> None:
         if v.mem == HBM:
+            h = v.tensor
+            if h.full_written:  # an input, anything in a timing-only run, an output or scratch written whole
+                return
+            box = h.unwritten_part(v.r0, v.r1, v.c0, v.c1)
+            if box is not None:
+                part = "" if box == (v.r0, v.r1, v.c0, v.c1) else \
+                    f" (its part [{box[0]}:{box[1]}, {box[2]}:{box[3]}] was never written)"
+                raise KernelError(f"{where}: {role} reads HBM {h.kind} tensor {h.name} (declared at {h.loc}) "
+                                  f"[{v.r0}:{v.r1}, {v.c0}:{v.c1}] before the kernel wrote it{part}; it holds no "
+                                  "values until a dma_copy stores them")
             return
         t = v.tile
         if not t.is_written(v):
             part = ""
             if t.written is not None:  # partly written: which part was not (it read as if none of it was)
-                missing = ~t.written[v.p0:v.p1, v.f0:v.f1]
-                rows, cols = np.flatnonzero(missing.any(axis=1)), np.flatnonzero(missing.any(axis=0))
-                part = (f" (its part [{v.p0 + rows[0]}:{v.p0 + rows[-1] + 1}, {v.f0 + cols[0]}:{v.f0 + cols[-1] + 1}]"
-                        " was never written)")
+                box = unwritten_box(t.written[v.p0:v.p1, v.f0:v.f1])
+                if box is not None:
+                    part = (f" (its part [{v.p0 + box[0]}:{v.p0 + box[1]}, {v.f0 + box[2]}:{v.f0 + box[3]}]"
+                            " was never written)")
             raise KernelError(f"{where}: {role} reads tile {t.name} (allocated at {t.loc}) "
                               f"[{v.p0}:{v.p1}, {v.f0}:{v.f1}] before it was written{part}")
 
@@ -240,6 +250,7 @@ class OpsMixin:
                 values = values.T
             if d.mem == HBM:
                 d.tensor.data[d.r0:d.r1, d.c0:d.c1] = values
+                d.tensor.mark_written(d)
             else:
                 self._store(d, values)
 

@@ -47,6 +47,25 @@ def k_partly_written(nc):
     nc.tensor_copy(b, a)  # BAD
 
 
+def k_operand_text(nc):
+    t = nc.sbuf_tile((128, 64), "fp32")
+    nc.memset(t, 1.0)
+    nc.tensor_scalar(t, t, "multiply", "two")  # BAD
+
+
+def k_operand_hbm(nc):
+    x = nc.input("x", (128, 1), "fp32")
+    t = nc.sbuf_tile((128, 64), "fp32")
+    nc.memset(t, 1.0)
+    nc.activation(t, t, "exp", bias=x[:, :])  # BAD
+
+
+def k_operand_bool(nc):
+    t = nc.sbuf_tile((128, 64), "fp32")
+    nc.memset(t, 1.0)
+    nc.tensor_scalar(t, t, "multiply", True)  # BAD
+
+
 def k_shape(nc):
     a = nc.sbuf_tile((128, 64), "fp32")
     b = nc.sbuf_tile((128, 32), "fp32")
@@ -229,6 +248,10 @@ CASES = [
     (k_unwritten, r"reads tile never_written .* before it was written"),
     (k_partly_written, r"before it was written \(its part \[0:128, 32:64\] was never written\)"),
     (k_shape, r"shape mismatch: dst 128x32, src 128x64"),
+    # said an operand "must be a tile, a tile slice or an HBM tensor slice": numbers are allowed, HBM is not
+    (k_operand_text, r"operand must be a number or a \[128, 1\] slice of an SBUF or PSUM tile, not str$"),
+    (k_operand_hbm, r"bias must be a number or a \[128, 1\] slice .* not a view of HBM; dma_copy it to SBUF first"),
+    (k_operand_bool, r"operand must be a number .* not bool$"),
     (k_matmul_contraction, r"shape mismatch: stationary has 128 partitions \(contraction\), moving 64"),
     (k_matmul_too_wide, r"moving tile has 1024 columns; at most 512"),
     (k_dma_psum, r"DMA cannot access PSUM"),

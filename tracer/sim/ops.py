@@ -132,8 +132,14 @@ class OpsMixin:
 
     def _operand(self: KernelContext, x: Any, where: str, role: str, p: int) -> tuple[Any, Any]:
         """A scale/bias/scalar operand: a Python number or a ``[p, 1]`` on-chip view."""
-        if isinstance(x, (int, float, np.floating, np.integer)):
+        if isinstance(x, (int, float, np.floating, np.integer)) and not isinstance(x, bool):
             return float(x), None
+        if not isinstance(x, (Tile, TileView)) or x.mem == HBM:
+            shown = x.mem if isinstance(x, (Tile, TileView, HbmView)) else \
+                ("an HBM tensor" if isinstance(x, HbmTensor) else type(x).__name__)
+            raise KernelError(f"{where}: {role} must be a number or a [{p}, 1] slice of an SBUF or PSUM tile, not "
+                              f"{'a view of HBM' if shown == HBM else shown}"
+                              f"{'; dma_copy it to SBUF first' if shown in (HBM, 'an HBM tensor') else ''}")
         v = _onchip(x, where, role)
         if v.shape != (p, 1):
             raise KernelError(f"{where}: {role} must be a number or a [{p}, 1] tile slice, "

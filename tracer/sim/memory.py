@@ -103,6 +103,21 @@ def unwritten_box(written: np.ndarray) -> tuple[int, int, int, int] | None:
     return int(rows[0]), int(rows[-1]) + 1, int(cols[0]), int(cols[-1]) + 1
 
 
+def mark_region(owner: Tile | HbmTensor, r0: int, r1: int, c0: int, c1: int) -> None:
+    """Record in ``owner.written`` that ``[r0:r1, c0:c1]`` holds data (``owner.full_written`` once all of it
+    does)."""
+    if r0 == 0 and c0 == 0 and (r1, c1) == owner.shape:
+        owner.full_written = True
+        owner.written = None
+        return
+    if owner.written is None:
+        owner.written = np.zeros(owner.shape, np.bool_)
+    owner.written[r0:r1, c0:c1] = True
+    if owner.written.all():
+        owner.full_written = True
+        owner.written = None
+
+
 class HbmTensor:
     """A 2-D tensor in HBM (device memory): a kernel input, output or scratch buffer.
 
@@ -143,18 +158,8 @@ class HbmTensor:
 
     def mark_written(self, v: HbmView) -> None:
         """Record that the DMA destination ``v`` now holds data."""
-        if self.full_written:
-            return
-        if v.r0 == 0 and v.c0 == 0 and (v.r1, v.c1) == self.shape:
-            self.full_written = True
-            self.written = None
-            return
-        if self.written is None:
-            self.written = np.zeros(self.shape, np.bool_)
-        self.written[v.r0:v.r1, v.c0:v.c1] = True
-        if self.written.all():
-            self.full_written = True
-            self.written = None
+        if not self.full_written:
+            mark_region(self, v.r0, v.r1, v.c0, v.c1)
 
     def unwritten_part(self, r0: int, r1: int, c0: int, c1: int) -> tuple[int, int, int, int] | None:
         """The bounding box ``(r0, r1, c0, c1)`` of what was never written in ``[r0:r1, c0:c1]`` (None: all of it
@@ -342,12 +347,7 @@ class Tile:
             self.full_written = True
             self.written = None
             return
-        if self.written is None:
-            self.written = np.zeros(self.shape, np.bool_)
-        self.written[v.p0:v.p1, v.f0:v.f1] = True
-        if self.written.all():
-            self.full_written = True
-            self.written = None
+        mark_region(self, v.p0, v.p1, v.f0, v.f1)
 
     def is_written(self, v: TileView | Tile) -> bool:
         """True when every element of ``v`` has been written."""

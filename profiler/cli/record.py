@@ -194,7 +194,10 @@ class _DiskGuard:
     Once the simulator predicts the run's length (``expected`` instructions), the trace's size so far scaled to
     that length is compared with the free space: more than :attr:`MARGIN` times what is left ends the run with one
     line naming the sizes and the fixes (the trace keeps what was written, marked incomplete).  The writer trails
-    the simulation, so the estimate errs low: a run is never stopped for a trace that would fit.
+    the simulation, so the estimate errs low: a run is never stopped for a trace that would fit.  Without a
+    prediction (numerics turn the loop fast path off, and a plain ``range`` outer loop has none) and as a backstop,
+    a run stops once less than :attr:`RESERVE_BYTES` are free: the writer still has room to write its buffered rows
+    and close the trace, which a full disk would not leave.
     """
 
     #: Seconds between two looks at the disk.
@@ -203,6 +206,8 @@ class _DiskGuard:
     MARGIN = 1.25
     #: Instructions before the prediction is trusted.
     MIN_INSTRUCTIONS = 10_000
+    #: Free bytes below which any recording stops (a second of trace is a few MB; closing it needs less).
+    RESERVE_BYTES = 100_000_000
 
     def __init__(self, trace_dir: Path, shown: Path) -> None:
         self.trace_dir = trace_dir
@@ -210,8 +215,6 @@ class _DiskGuard:
         self._at = -1.0
 
     def check(self, instructions: int, simulated_ns: int, expected: int | None = None) -> None:
-        if expected is None or instructions < self.MIN_INSTRUCTIONS or expected <= instructions:
-            return
         now = time.monotonic()
         if now - self._at < self.INTERVAL_S:
             return
@@ -223,6 +226,15 @@ class _DiskGuard:
         if not size:  # nothing written yet: look again at the next hand-over
             return
         self._at = now
+        if expected is None or instructions < self.MIN_INSTRUCTIONS or expected <= instructions:
+            if free < self.RESERVE_BYTES:
+                from profiler.figures.sizes import format_bytes
+
+                raise CommandError(f"{self.shown}: the disk is nearly full ({format_bytes(free)} free, "
+                                   f"{format_bytes(size)} of trace written after {instructions:,} instructions); "
+                                   "the recording stops here, keeping what was written: free space, record smaller "
+                                   "parameters, use --no-trace, or write elsewhere (-o)")
+            return
         predicted = size * expected / instructions
         if predicted - size > self.MARGIN * free:
             raise CommandError(f"{self.shown}: the trace would grow to about {predicted / 1e9:,.1f} GB "

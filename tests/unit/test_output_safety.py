@@ -211,6 +211,7 @@ def test_a_recording_predicted_to_outgrow_the_disk_stops_early(tmp_path, capsys,
 
     usage = namedtuple("usage", "total used free")
     monkeypatch.setattr(record_module.shutil, "disk_usage", lambda path: usage(10**12, 10**12 - 4096, 4096))
+    monkeypatch.setattr(record_module._DiskGuard, "RESERVE_BYTES", 0)  # the prediction, not the floor, stops it
     out = tmp_path / "big.trace"
     argv = ["record", "matmul_naive", "-p", "M=16384", "-p", "N=8192", "-p", "K=8192", "-o", str(out), "-q"]
     assert main(argv) != 0
@@ -219,3 +220,17 @@ def test_a_recording_predicted_to_outgrow_the_disk_stops_early(tmp_path, capsys,
     monkeypatch.setattr(record_module.shutil, "disk_usage", shutil.disk_usage)  # with room, a small one runs
     assert main(["record", "matmul_naive", "-p", "M=256", "-p", "N=512", "-p", "K=256", "-o", str(tmp_path / "s"),
                  "-q"]) == 0
+
+
+def test_a_recording_without_a_prediction_stops_when_the_disk_is_nearly_full(tmp_path, capsys, monkeypatch):
+    """--check computes values, so the loop fast path and its prediction are off: the free-space floor stops it."""
+    from collections import namedtuple
+
+    import profiler.cli.record as record_module
+
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(record_module.shutil, "disk_usage", lambda path: usage(10**12, 10**12 - 5 * 10**7, 5 * 10**7))
+    out = tmp_path / "checked.trace"
+    assert main(["record", "softmax", "-p", "rows=16384", "--check", "-o", str(out), "-q"]) != 0
+    _one_line_error(capsys, str(out), "the disk is nearly full (47.7 MiB free", "keeping what was written")
+    assert TraceReader(out).recording_complete is False

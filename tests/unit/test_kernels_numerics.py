@@ -91,6 +91,52 @@ def test_check_fails_loudly_on_a_mismatch():
         run_kernel(scaled_copy, check=True)
 
 
+def _softmax_rows(inputs, **_):
+    x = inputs["x"].astype(np.float64)
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return {"y": e / e.sum(axis=1, keepdims=True)}
+
+
+@kernel(reference=_softmax_rows)
+def softmax_of_zeros(nc, cols=4096):
+    """Writes zeros where a softmax goes: every value is under 1, so a tolerance scaled to 1 passed it."""
+    nc.input("x", (128, cols), "bf16")
+    y = nc.output("y", (128, cols), "bf16")
+    t = nc.sbuf_tile((128, cols), "bf16")
+    nc.memset(t, 0.0)
+    nc.dma_copy(y, t)
+
+
+def test_check_holds_small_outputs_to_their_own_scale():
+    with pytest.raises(KernelError, match=r"output y differs from the numpy reference \(max abs error .*, max rel "
+                                          r"error 1\)"):
+        run_kernel(softmax_of_zeros, check=True)
+
+
+def test_check_allows_the_dtype_tolerance_of_the_largest_magnitude():
+    """2.9% of the largest magnitude passes in bf16, 3.1% fails, wherever the error lies."""
+    for error, passes in ((0.029, True), (0.031, False)):
+        def ref(inputs, error=error, **_):
+            want = np.full((128, 64), 1e-3, np.float32)
+            want[0, 0] = 0.5
+            want[5, 7] -= error * 0.5  # the kernel's 1e-3 there is off by `error` of the largest magnitude
+            return {"y": want}
+
+        @kernel(reference=ref)
+        def small_values(nc):
+            y = nc.output("y", (128, 64), "bf16")
+            t = nc.sbuf_tile((128, 64), "bf16")
+            nc.memset(t, 1e-3)
+            nc.memset(t[0:1, 0:1], 0.5)
+            nc.dma_copy(y, t)
+
+        if passes:
+            assert run_kernel(small_values, check=True).checks[0].ok
+        else:
+            with pytest.raises(KernelError, match="differs"):
+                run_kernel(small_values, check=True)
+
+
 def test_check_needs_a_reference():
     def no_ref(nc):
         y = nc.output("y", (1, 4), "fp32")

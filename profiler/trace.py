@@ -297,9 +297,9 @@ class Trace(NotebookMixin, TraceFilesMixin):
             max_bytes: stop fetching once the rows fetched hold more than this many bytes of Arrow data (the
                 first row past the budget is kept; :meth:`sql_arrow` tells exactly whether the result was cut).
         """
-        cur = self._cursor()
-        table = run_user_sql(cur, query, timeout_s, params, max_rows=max_rows, max_bytes=max_bytes)
-        return cur.from_arrow(table)
+        with self._pool.scratch_cursor() as scratch:
+            table = run_user_sql(scratch, query, timeout_s, params, max_rows=max_rows, max_bytes=max_bytes)
+        return self._cursor().from_arrow(table)
 
     @_guarded
     def sql_arrow(self, query: str, timeout_s: float | None = DEFAULT_SQL_TIMEOUT_S, params: Any = None, *,
@@ -320,8 +320,9 @@ class Trace(NotebookMixin, TraceFilesMixin):
                 for them (``0101``, ``01:30:00``, ``\\x00\\xFF``) instead of their Arrow forms, for printing (as
                 ``trnprof sql`` prints them).
         """
-        return run_user_sql(self._cursor(), query, timeout_s, params, max_rows=max_rows, max_bytes=max_bytes,
-                            sink=sink, text_types=text_types)
+        with self._pool.scratch_cursor() as scratch:  # what the query leaves in its connection goes with it
+            return run_user_sql(scratch, query, timeout_s, params, max_rows=max_rows, max_bytes=max_bytes,
+                                sink=sink, text_types=text_types)
 
     @_guarded
     def summary(self, start_ns: int | None = None, end_ns: int | None = None) -> dict[str, Any]:

@@ -7,6 +7,8 @@
   ``threading`` module, ``_thread``, C code): the thread's own thread-local slot holds the only strong reference to
   a marker object, which dies with the thread.  So a server running each request on a new thread keeps as many
   cursors as it has live threads.
+- **A scratch cursor per user query** (:meth:`CursorPool.scratch_cursor`): what a query leaves in its connection
+  dies with it.
 - **A helper thread** (:meth:`CursorPool.submit`) runs one part of a query beside another (a window reads the
   index and the raw events at once).
 - **Calls and closing.** Public calls run inside :meth:`CursorPool.call`.  :meth:`CursorPool.close` refuses new calls,
@@ -80,6 +82,25 @@ class CursorPool:
             self._local.owner = owner
             self._local.cursor = cur
         return cur
+
+    @contextlib.contextmanager
+    def scratch_cursor(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A cursor of its own for one user query, closed after it: whatever the query leaves in its connection
+        (temporary objects, session state) goes with it and never reaches trnprof's own queries or another
+        caller's.  :meth:`close` interrupts it like the others."""
+        owner = _Owner()  # alive for the block: the cursor is not taken for an ended thread's meanwhile
+        with self._lock:
+            if self._closing or self._con is None:
+                raise self._closed_error()
+            cur = self._con.cursor()
+            self._cursors.append((weakref.ref(owner), cur))
+        try:
+            yield cur
+        finally:
+            with self._lock:
+                self._cursors = [(ref, c) for ref, c in self._cursors if c is not cur]
+            with contextlib.suppress(duckdb.Error):
+                cur.close()
 
     def _drop_ended_cursors(self) -> None:
         """Close the cursors of threads that have ended (called with the lock held, before adding one)."""

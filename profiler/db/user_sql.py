@@ -24,9 +24,21 @@ from profiler.db.sqlutil import quote
 from profiler.errors import QueryError
 
 #: Statements user SQL may run: queries (SELECT, and DESCRIBE / SHOW / SUMMARIZE, which DuckDB parses as SELECT),
-#: EXPLAIN, and PRAGMA / CALL (the configuration is locked, so these can only read).  Anything else -- even a
-#: TEMP table or view, which would live in memory only -- is refused before it runs.
+#: EXPLAIN of a statement allowed here (``EXPLAIN ANALYZE`` runs what it explains), and the PRAGMA / CALL of
+#: :data:`_READING_PRAGMAS`.  Anything else -- even a TEMP table or view, which would live in memory only -- is
+#: refused before it runs.
 _QUERY_STATEMENTS = frozenset({"SELECT", "EXPLAIN", "PRAGMA", "CALL"})
+#: PRAGMAs (and the table functions CALL runs) that only read: the catalog, sizes, versions.  Others change the
+#: instance or the session (``checkpoint``, ``add_parquet_key``, ``enable_verification``, ...).
+_READING_PRAGMAS = frozenset({
+    "table_info", "show", "show_tables", "show_tables_expanded", "show_databases", "database_list", "database_size",
+    "storage_info", "metadata_info", "version", "platform", "functions", "collations", "user_agent"})
+#: ``EXPLAIN [ANALYZE] [(options)]`` before the statement it explains.
+_GAP = r"(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/)*"
+_EXPLAIN = re.compile(rf"EXPLAIN\b{_GAP}(?:ANALY[SZ]E\b{_GAP})?(?:\([^()]*\){_GAP})?", re.IGNORECASE | re.DOTALL)
+#: The name a PRAGMA or CALL runs.
+_PRAGMA_NAME = re.compile(r"(?:PRAGMA|CALL)\s+(?:main\.|system\.|pg_catalog\.)*\"?([A-Za-z_][A-Za-z0-9_]*)",
+                          re.IGNORECASE)
 #: The words a statement DuckDB calls LOAD starts with (after any comments).
 _LOAD_WORDS = re.compile(r"\b(?:FORCE\s+INSTALL|INSTALL|LOAD)\b", re.IGNORECASE)
 #: Comments, blanks and opening parentheses before a statement's first word.
@@ -52,6 +64,47 @@ def _first_word(statement: str) -> str:
     return m.group(0).upper() if m else ""
 
 
+def _refused(kind: str) -> QueryError:
+    return QueryError(f"not allowed: {kind} statement (trace SQL is read-only: it runs queries -- SELECT, "
+                      "EXPLAIN, DESCRIBE, SHOW, PIVOT, PRAGMA -- and cannot create, change or load anything)")
+
+
+def _check_one(cursor: duckdb.DuckDBPyConnection, statement: Any, depth: int = 0) -> bool:
+    """QueryError unless the parsed ``statement`` is a query; True when it is a PIVOT leaving a type behind."""
+    kind = statement.type.name
+    text = statement.query
+    if kind == "LOAD":  # DuckDB parses INSTALL (and FORCE INSTALL) as LOAD: name it as the user wrote it
+        said = _LOAD_WORDS.search(text)
+        kind = " ".join(said.group(0).upper().split()) if said else kind
+    if kind == "MULTI":
+        if _first_word(text) in _QUERY_WORDS and _PIVOT_WORD.search(text):
+            return True
+        kind = _first_word(text) or kind
+    if kind not in _QUERY_STATEMENTS:
+        raise _refused(kind)
+    rest = text[_LEADING.match(text).end():]  # type: ignore[union-attr]  # matches the empty string
+    if kind == "EXPLAIN":  # EXPLAIN ANALYZE runs the statement it explains: that one must be allowed too
+        m = _EXPLAIN.match(rest)
+        if m is None or depth:
+            raise _refused("EXPLAIN")
+        try:
+            inner = cursor.extract_statements(rest[m.end():])
+        except duckdb.Error as exc:
+            raise QueryError(describe_error(exc)) from None
+        if len(inner) != 1:
+            raise _refused("EXPLAIN")
+        return _check_one(cursor, inner[0], depth + 1)
+    if kind in ("PRAGMA", "CALL"):
+        m = _PRAGMA_NAME.match(rest)
+        if m is None:  # CHECKPOINT, parsed as a CALL
+            raise _refused(_first_word(rest) or kind)
+        name = m.group(1).lower()
+        if name.removeprefix("pragma_") not in _READING_PRAGMAS and not name.startswith("duckdb_"):
+            raise QueryError(f"not allowed: {kind} {name} (trace SQL is read-only; the {kind}s it runs read "
+                             f"the catalog: {', '.join(sorted(_READING_PRAGMAS))}, and the duckdb_* functions)")
+    return False
+
+
 def check_statements(cursor: duckdb.DuckDBPyConnection, query: str) -> bool:
     """QueryError unless ``query`` is exactly one query (:data:`_QUERY_STATEMENTS`); True when it is a PIVOT that
     leaves a temporary type behind (:func:`drop_pivot_types`)."""
@@ -61,18 +114,7 @@ def check_statements(cursor: duckdb.DuckDBPyConnection, query: str) -> bool:
         raise QueryError(describe_error(exc)) from None
     pivot = False
     for statement in statements:
-        kind = statement.type.name
-        if kind == "LOAD":  # DuckDB parses INSTALL (and FORCE INSTALL) as LOAD: name it as the user wrote it
-            said = _LOAD_WORDS.search(statement.query)
-            kind = " ".join(said.group(0).upper().split()) if said else kind
-        if kind == "MULTI":
-            if _first_word(statement.query) in _QUERY_WORDS and _PIVOT_WORD.search(statement.query):
-                pivot = True
-                continue
-            kind = _first_word(statement.query) or kind
-        if kind not in _QUERY_STATEMENTS:
-            raise QueryError(f"not allowed: {kind} statement (trace SQL is read-only: it runs queries -- SELECT, "
-                             "EXPLAIN, DESCRIBE, SHOW, PIVOT, PRAGMA -- and cannot create, change or load anything)")
+        pivot = _check_one(cursor, statement) or pivot
     if not statements:
         raise QueryError("empty SQL query: it has only comments or ';' (write one SELECT ...)")
     if len(statements) > 1:

@@ -241,6 +241,43 @@ def test_only_queries_run_not_even_in_memory_writes(trace, query):
         trace.sql(ok)
 
 
+@pytest.mark.parametrize(("query", "named"), [
+    # EXPLAIN ANALYZE runs what it explains: a temp view named `track` shadowed the trace's table for trnprof
+    ("EXPLAIN ANALYZE CREATE TEMP VIEW track AS SELECT 1 AS hijacked", "CREATE statement"),
+    ("explain analyse insert into Instruction (id) values (9)", "INSERT statement"),
+    ("/* a */ EXPLAIN /* b */ ANALYZE -- c\n CREATE TEMP TABLE t AS SELECT 1", "CREATE statement"),
+    ("EXPLAIN (FORMAT json) UPDATE track SET name = 'x'", "UPDATE statement"),
+    # PRAGMAs and CALLs that change the instance or the session
+    ("PRAGMA add_parquet_key('k', '0123456789112345')", "PRAGMA add_parquet_key"),
+    ("PRAGMA enable_verification", "PRAGMA enable_verification"),
+    ("CALL checkpoint()", "CALL checkpoint"), ("CHECKPOINT", "CHECKPOINT statement"),
+])
+def test_explain_and_pragma_run_only_what_reads(trace, query, named):
+    with pytest.raises(profiler.QueryError, match=f"^not allowed: {named}"):
+        trace.sql(query)
+    assert trace.sql("SELECT count(*) FROM track WHERE name IS NOT NULL").fetchall()[0][0] > 0
+    for ok in ("EXPLAIN ANALYZE SELECT count(*) FROM Instruction", "EXPLAIN (FORMAT json) SELECT 1",
+               "PRAGMA database_list", "pragma version", "CALL pragma_table_info('Instruction')",
+               "CALL duckdb_tables()"):
+        assert trace.sql_arrow(ok).num_rows > 0
+
+
+def test_what_a_user_query_leaves_in_its_connection_goes_with_it(trace, monkeypatch):
+    """Each user query runs on a cursor of its own, closed after it: even a statement that got past the check (as
+    EXPLAIN ANALYZE did) leaves nothing for trnprof's own queries or the next user query."""
+    from profiler.db import user_sql
+
+    monkeypatch.setattr(user_sql, "check_statements", lambda cursor, query: False)
+    rows = len(trace.tracks())
+    before = trace._pool.cursor_count()
+    trace.sql("CREATE TEMP VIEW track AS SELECT 1 AS hijacked")
+    trace.sql("CREATE TEMP VIEW Instruction AS SELECT 1 AS hijacked")
+    assert trace._pool.cursor_count() == before  # the scratch cursor is closed, not kept
+    monkeypatch.undo()
+    assert len(trace.tracks()) == rows
+    assert trace.sql("SELECT count(*) FROM Instruction").fetchall() == [(4,)]
+
+
 @pytest.mark.parametrize("text", ["layer2", "LAYER1.UP", "matmul", "mlp.py", "w2_", "zzz-none", '"layer1"',
                                   '"MLP.py:70"', '"mlp.py:7"', '"layer1.up_proj"', '""', "/./", "/^layer[0-9]+\\.up/",
                                   "/PY:7[0-9]$/", "/^(matmul|act)/", "/_proj$/", "/zzz|w2_/", "/^$/"])

@@ -159,6 +159,16 @@ MAX_CACHED_ROW_SETS = 32
 MAX_CACHED_QUERIES = 4
 
 
+class _QueryRun:
+    """A query track's run under way: its result once ``finished`` is set."""
+
+    __slots__ = ("finished", "result")
+
+    def __init__(self) -> None:
+        self.finished = threading.Event()
+        self.result: QueryTracks | str | None = None
+
+
 class TraceLayout:
     """What a served trace's timeline needs on every call and never changes: its time range, its rows (per DMA
     expansion, span levels, row filter and query) and its query tracks, read once (each is a query) and shared by
@@ -169,8 +179,10 @@ class TraceLayout:
         self.time_range: tuple[int, int] = (int(trace.time_range[0]), int(trace.time_range[1]))
         self._rows: dict[tuple[bool, int | None, str, str], TimelineRows] = {}
         self._counters: list[dict[str, Any]] | None = None
+        #: Finished queries (least recently used first) and the runs under way, each with an event set when done.
         self._queries: dict[str, QueryTracks | str] = {}
-        self._query_lock = threading.Lock()   # one run per query, whichever request asks first
+        self._running: dict[str, _QueryRun] = {}
+        self._query_lock = threading.Lock()   # held only to look up and store, never while a query runs
 
     @property
     def counters(self) -> list[dict[str, Any]]:
@@ -180,18 +192,45 @@ class TraceLayout:
         return self._counters
 
     def query(self, sql: str) -> QueryTracks | str | None:
-        """The query tracks of ``sql`` (run on first use), its one-line error, or None for no query."""
+        """The query tracks of ``sql`` (run on first use), its one-line error, or None for no query.
+
+        One run per query, whichever request asks first; a request asking for the same query meanwhile waits for
+        that run and gets its result, and one asking for another query runs its own beside it (no lock is held while
+        a query runs, so a slow query delays nobody else).  A timed-out query is not kept: it may run in time later.
+        """
         if not sql:
             return None
         with self._query_lock:
-            if sql not in self._queries:
-                if len(self._queries) >= MAX_CACHED_QUERIES:
-                    del self._queries[next(iter(self._queries))]
-                try:
-                    self._queries[sql] = query_tracks(self.trace, sql)
-                except TrnprofError as exc:
-                    self._queries[sql] = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            return self._queries[sql]
+            done = self._queries.pop(sql, None)
+            if done is not None:
+                self._queries[sql] = done  # most recently used
+                return done
+            run = self._running.get(sql)
+            mine = run is None
+            if mine:
+                run = self._running[sql] = _QueryRun()
+        assert run is not None
+        if not mine:
+            run.finished.wait()
+            return run.result
+        keep = False
+        try:
+            run.result = query_tracks(self.trace, sql)
+            keep = True
+        except TrnprofError as exc:
+            run.result = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            keep = not run.result.startswith("query timed out")
+        finally:
+            if run.result is None:  # an unexpected error: the waiters get its name, the asker the exception
+                run.result = "the query failed (the server log has the details)"
+            with self._query_lock:
+                del self._running[sql]
+                if keep:
+                    while len(self._queries) >= MAX_CACHED_QUERIES:
+                        del self._queries[next(iter(self._queries))]
+                    self._queries[sql] = run.result
+            run.finished.set()
+        return run.result
 
     def drawn(self, options: TimelineOptions) -> TimelineRows:
         """The rows and counters under ``options``, with the row filter's note (computed on first use)."""

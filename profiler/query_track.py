@@ -49,6 +49,9 @@ from tracer import schema as ts
 
 #: Most result rows a query track keeps (beyond: a one-line error asking for a WHERE or a LIMIT).
 MAX_QUERY_ROWS = 2_000_000
+#: Most bytes of Arrow data a query track fetches (beyond: a one-line error); the result is kept while it is drawn,
+#: so a query of huge text values must not fill the memory of a server that keeps a few per trace.
+MAX_QUERY_BYTES = 128 * 1024 * 1024
 #: Most timeline rows one query may split into (the distinct values of its ``track`` column).
 MAX_QUERY_TRACKS = 64
 #: Longest query text accepted (a URL value).
@@ -285,11 +288,12 @@ def _times(result: pa.Table, column: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def query_tracks(trace: Any, sql: Any, *, timeout_s: float | None = None,
-                 max_rows: int = MAX_QUERY_ROWS) -> QueryTracks:
+                 max_rows: int = MAX_QUERY_ROWS, max_bytes: int = MAX_QUERY_BYTES) -> QueryTracks:
     """Run ``sql`` on ``trace`` (read-only) and make timeline rows of its result (see the module docstring).
 
     Raises:
-        QueryError: the query fails or times out, returns more than ``max_rows`` rows or more than
+        QueryError: the query fails or times out, returns more than ``max_rows`` rows or ``max_bytes`` bytes of
+            Arrow data, or more than
             :data:`MAX_QUERY_TRACKS` track values, has no ``start_ts`` column, or time columns that are not numbers
             (each a one-line message).
     """
@@ -298,10 +302,13 @@ def query_tracks(trace: Any, sql: Any, *, timeout_s: float | None = None,
     if len(sql) > MAX_QUERY_CHARS:
         raise QueryError(f"the query is {len(sql):,} characters long; a query track takes at most {MAX_QUERY_CHARS:,}")
     kwargs = {} if timeout_s is None else {"timeout_s": timeout_s}
-    result = trace.sql_arrow(sql, max_rows=max_rows + 1, **kwargs)
+    result = trace.sql_arrow(sql, max_rows=max_rows + 1, max_bytes=max_bytes, **kwargs)
     if result.num_rows > max_rows:
         raise QueryError(f"the query returned more than {max_rows:,} rows; a query track draws at most that many "
                          "(add a WHERE or a LIMIT)")
+    if result.nbytes > max_bytes:
+        raise QueryError(f"the query returned more than {max_bytes // 2**20:,} MiB; a query track keeps at most that "
+                         "much (select fewer or shorter columns: start_ts, end_ts, a short name)")
     start_col = _column(result, ts.START_TS)
     if start_col is None:
         shown = ", ".join(result.column_names[:12]) or "none"

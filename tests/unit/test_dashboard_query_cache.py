@@ -1,0 +1,90 @@
+"""A served trace's query tracks (``?query=`` on the timeline): one run per query, no lock held while one runs (a
+slow query delayed every other request on its trace for minutes), timeouts not kept, results bounded in bytes."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+import profiler
+from dashboard import timeline_logic as tl
+from profiler.errors import QueryError
+from profiler.query_track import query_tracks
+
+
+class _FakeTrace:
+    time_range = (0, 1000)
+
+
+@pytest.fixture
+def runs(monkeypatch):
+    """Replace the query itself: "slow" blocks until ``gate`` is set; "timeout" times out on its first run."""
+    calls: list[str] = []
+    gate = threading.Event()
+
+    def fake(trace, sql):
+        calls.append(sql)
+        if sql == "slow":
+            assert gate.wait(10)
+        if sql == "timeout" and calls.count("timeout") == 1:
+            raise QueryError("query timed out after 60 s (raise timeout_s / --timeout, or narrow it ...)")
+        if sql == "bad":
+            raise QueryError("Catalog Error: Table with name nope does not exist!")
+        return f"tracks of {sql}"
+
+    monkeypatch.setattr(tl, "query_tracks", fake)
+    return calls, gate
+
+
+def test_a_slow_query_delays_neither_other_queries_nor_plain_timelines(runs):
+    calls, gate = runs
+    layout = tl.TraceLayout(_FakeTrace())
+    results: list[object] = []
+    first = threading.Thread(target=lambda: results.append(layout.query("slow")))
+    second = threading.Thread(target=lambda: results.append(layout.query("slow")))
+    first.start()
+    while "slow" not in calls:
+        time.sleep(0.005)
+    second.start()
+    t0 = time.monotonic()
+    assert layout.query("fast") == "tracks of fast"      # another query runs beside the slow one
+    assert layout.query("") is None                       # a timeline without a query never waits
+    assert time.monotonic() - t0 < 2
+    gate.set()
+    first.join(10)
+    second.join(10)
+    assert results == ["tracks of slow", "tracks of slow"]
+    assert calls.count("slow") == 1                       # the second request waited for the first run
+    assert layout.query("slow") == "tracks of slow" and calls.count("slow") == 1  # kept
+
+
+def test_a_timed_out_query_is_run_again_other_errors_are_kept(runs):
+    calls, _gate = runs
+    layout = tl.TraceLayout(_FakeTrace())
+    assert layout.query("timeout").startswith("query timed out")
+    assert layout.query("timeout") == "tracks of timeout"
+    assert layout.query("bad").startswith("Catalog Error")
+    assert layout.query("bad").startswith("Catalog Error")
+    assert calls == ["timeout", "timeout", "bad"]
+
+
+def test_the_least_recently_used_query_is_dropped(runs):
+    calls, _gate = runs
+    layout = tl.TraceLayout(_FakeTrace())
+    for i in range(tl.MAX_CACHED_QUERIES):
+        layout.query(f"q{i}")
+    layout.query("q0")                                    # used again: q1 is now the oldest
+    layout.query("new")
+    layout.query("q0")
+    layout.query("q1")
+    assert calls.count("q0") == 1 and calls.count("q1") == 2
+
+
+def test_a_query_track_result_is_bounded_in_bytes(mlp_sample):
+    with profiler.open(mlp_sample) as trace:
+        huge = "SELECT range AS start_ts, range + 1 AS end_ts, repeat('y', 10000) AS name FROM range(200)"
+        with pytest.raises(QueryError, match=r"^the query returned more than 1 MiB; a query track keeps at most"):
+            query_tracks(trace, huge, max_bytes=2**20)
+        assert query_tracks(trace, huge.replace("10000", "10"), max_bytes=2**20).rows

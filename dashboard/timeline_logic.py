@@ -218,7 +218,8 @@ class TraceLayout:
             run.result = query_tracks(self.trace, sql)
             keep = True
         except TrnprofError as exc:
-            run.result = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            run.result = (str(exc).splitlines()[0] if str(exc) else type(exc).__name__).replace(
+                "raise timeout_s / --timeout, or narrow", "narrow")  # (the timeline has no timeout to raise)
             keep = not run.result.startswith("query timed out")
         finally:
             if run.result is None:  # an unexpected error: the waiters get its name, the asker the exception

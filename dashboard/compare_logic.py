@@ -289,7 +289,7 @@ class SideUpdater:
     def _layout(self, trace_id: str, trace: Any) -> tl.TraceLayout:
         """The served trace's timeline layout (rows per row filter), made on first use (lock held)."""
         if trace_id not in self._layouts or self._layouts[trace_id].trace is not trace:
-            self._layouts[trace_id] = tl.TraceLayout(trace)
+            self._layouts[trace_id] = tl.TraceLayout(trace, self.registry.sql_slots)
         return self._layouts[trace_id]
 
     def update(self, side: str, triggered: set[str], *, pair: Any, size: Any, relayout: Any, synced: Any,

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dashboard.query_slots import UserQuerySlots
 from profiler.errors import CommandError
 from profiler.live import LiveStatus, LiveTrace, NothingToShowYet, is_recording
 
@@ -66,6 +67,8 @@ class TraceRegistry:
                 seen.add(path)
                 entries.append(ServedTrace(f"t{len(entries)}", _label(path), path, sample))
         self._entries = {e.id: e for e in entries}
+        #: Users' SQL queries run at once, over every served trace (each trace's memory limit binds only itself).
+        self.sql_slots = UserQuerySlots()
         self._opener = opener
         self._open: dict[str, Any] = {}
         self._lock = threading.Lock()

@@ -8,6 +8,7 @@ exactly (integers beyond 2**53 and binary values become strings, very long value
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from dataclasses import dataclass, field
@@ -15,6 +16,7 @@ from typing import Any
 
 from dashboard.errors import public_message
 from dashboard.inputs import as_float
+from dashboard.query_slots import UserQuerySlots
 from profiler.db.user_sql import rows_within
 from tracer.errors import TrnprofError
 
@@ -109,13 +111,13 @@ def _mib(n: int) -> str:
 
 
 def run_query(trace: Any, query: Any, row_limit: Any = DEFAULT_ROW_LIMIT, timeout_s: Any = DEFAULT_TIMEOUT_S,
-              *, label: str | None = None) -> QueryResult:
+              *, label: str | None = None, slots: UserQuerySlots | None = None) -> QueryResult:
     """Run ``query`` on ``trace`` (read-only sandbox) and return at most ``row_limit`` rows for the grid, and at most
     :data:`MAX_RESULT_BYTES` of data (cells cut to :data:`MAX_CELL_CHARS` characters).
 
     Errors — not text, syntax, unknown table, forbidden statement, timeout, a first row too large — come back in
     ``QueryResult.error`` as one line naming the trace by ``label`` (or its name), never its files; they never
-    raise.
+    raise.  With ``slots``, the query first waits (up to its timeout) for one of the server's slots.
     """
     if query is not None and not isinstance(query, str):
         return QueryResult(error=f"The query must be text, not {type(query).__name__}.")
@@ -133,8 +135,9 @@ def run_query(trace: Any, query: Any, row_limit: Any = DEFAULT_ROW_LIMIT, timeou
     try:
         # at most limit + 1 rows and about MAX_RESULT_BYTES are fetched: the rest is never built in the server
         # (BIT and INTERVAL as DuckDB writes them; binary values are shown in hex below)
-        table = trace.sql_arrow(text, timeout_s=timeout, max_rows=limit + 1, max_bytes=MAX_RESULT_BYTES,
-                                text_types=("BIT", "INTERVAL"))
+        with slots.slot(timeout) if slots is not None else contextlib.nullcontext():
+            table = trace.sql_arrow(text, timeout_s=timeout, max_rows=limit + 1, max_bytes=MAX_RESULT_BYTES,
+                                    text_types=("BIT", "INTERVAL"))
     except TrnprofError as exc:
         message = public_message(exc, trace, label=label).replace(  # (the library's hint names its own knobs)
             "raise timeout_s / --timeout", f"raise the page's Timeout, up to {MAX_TIMEOUT_S:g} s")

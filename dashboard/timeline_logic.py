@@ -13,6 +13,7 @@ checked by :mod:`dashboard.timeline_state`.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import zlib
 from collections.abc import Callable
@@ -25,6 +26,7 @@ import plotly.graph_objects as go
 from dash import Patch
 
 from dashboard.inputs import as_time_range
+from dashboard.query_slots import UserQuerySlots
 from dashboard.timeline_picks import Selection, decoration_shapes
 from dashboard.timeline_state import TimelineOptions, clamp_width, clean_state, nav_range
 from profiler.figures import lane_data
@@ -44,6 +46,7 @@ from profiler.figures.strip_png import code_colours
 from profiler.figures.timefmt import ns_to_axis
 from profiler.figures.timeline import range_select_trace, strip_update, timeline_figure
 from profiler.query_track import QueryTracks, query_tracks
+from profiler.trace import DEFAULT_SQL_TIMEOUT_S
 from tracer.errors import TrnprofError
 
 #: Triggers that always rebuild the whole figure (others rebuild only when rows, colours or width changed).
@@ -174,8 +177,10 @@ class TraceLayout:
     expansion, span levels, row filter and query) and its query tracks, read once (each is a query) and shared by
     every browser session."""
 
-    def __init__(self, trace: Any) -> None:
+    def __init__(self, trace: Any, slots: UserQuerySlots | None = None) -> None:
         self.trace = trace
+        #: The server's slots for users' queries (a query track's query takes one while it runs).
+        self.slots = slots
         self.time_range: tuple[int, int] = (int(trace.time_range[0]), int(trace.time_range[1]))
         self._rows: dict[tuple[bool, int | None, str, str], TimelineRows] = {}
         self._counters: list[dict[str, Any]] | None = None
@@ -215,12 +220,13 @@ class TraceLayout:
             return run.result
         keep = False
         try:
-            run.result = query_tracks(self.trace, sql)
+            with self.slots.slot(DEFAULT_SQL_TIMEOUT_S) if self.slots is not None else contextlib.nullcontext():
+                run.result = query_tracks(self.trace, sql)
             keep = True
         except TrnprofError as exc:
             run.result = (str(exc).splitlines()[0] if str(exc) else type(exc).__name__).replace(
                 "raise timeout_s / --timeout, or narrow", "narrow")  # (the timeline has no timeout to raise)
-            keep = not run.result.startswith("query timed out")
+            keep = not run.result.startswith(("query timed out", "the server is already running"))
         finally:
             if run.result is None:  # an unexpected error: the waiters get its name, the asker the exception
                 run.result = "the query failed (the server log has the details)"

@@ -104,7 +104,8 @@ def query_outputs(registry: TraceRegistry, search: str | None, query: str | None
     except UnknownTraceError as exc:
         return [], [], html.Span(str(exc), className="error", id="sql-error")
     # Trace is thread-safe: a slow query blocks no one else
-    result = run_query(trace, query, limit, timeout, label=registry.entry(trace_id).label)
+    result = run_query(trace, query, limit, timeout, label=registry.entry(trace_id).label,
+                       slots=registry.sql_slots)
     if result.error:
         return [], [], html.Span(result.error, className="error", id="sql-error")
     more = f" (first {len(result.rows):,} shown: {result.note})" if result.truncated else ""

@@ -269,7 +269,7 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
         """The served trace's cached layout (made on first use)."""
         with layouts_lock:
             if trace_id not in layouts or layouts[trace_id].trace is not trace:
-                layouts[trace_id] = tl.TraceLayout(trace)
+                layouts[trace_id] = tl.TraceLayout(trace, registry.sql_slots)
             return layouts[trace_id]
 
     def query_of(trace_id: str, trace: Any, search: str | None) -> Any:

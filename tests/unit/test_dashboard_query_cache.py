@@ -88,3 +88,38 @@ def test_a_query_track_result_is_bounded_in_bytes(mlp_sample):
         with pytest.raises(QueryError, match=r"^the query returned more than 1 MiB; a query track keeps at most"):
             query_tracks(trace, huge, max_bytes=2**20)
         assert query_tracks(trace, huge.replace("10000", "10"), max_bytes=2**20).rows
+
+
+def test_users_queries_take_the_servers_slots(mlp_sample):
+    """Each served trace's memory limit binds only its own instance, so a server runs at most two users' queries at
+    once, whichever traces they are on: a third waits for a slot up to its timeout, then says why."""
+    from dashboard import sql_logic
+    from dashboard.query_slots import UserQuerySlots
+
+    slots = UserQuerySlots(2)
+    held = [threading.Event(), threading.Event()]
+    release = threading.Event()
+
+    def hold(i: int) -> None:
+        with slots.slot(None):
+            held[i].set()
+            release.wait(10)
+
+    holders = [threading.Thread(target=hold, args=(i,)) for i in range(2)]
+    for t in holders:
+        t.start()
+    try:
+        assert all(h.wait(5) for h in held)
+        with profiler.open(mlp_sample) as trace:
+            t0 = time.monotonic()
+            busy = sql_logic.run_query(trace, "SELECT 1", timeout_s=0.3, slots=slots)
+            assert 0.25 < time.monotonic() - t0 < 5
+            assert busy.error.startswith("the server is already running 2 SQL queries, the most it runs at once")
+            release.set()
+            for t in holders:
+                t.join(10)
+            assert sql_logic.run_query(trace, "SELECT 1", timeout_s=5, slots=slots).error is None
+            layout = tl.TraceLayout(trace, slots)
+            assert isinstance(layout.query("SELECT start_ts, end_ts FROM Instruction LIMIT 3"), tl.QueryTracks)
+    finally:
+        release.set()

@@ -83,11 +83,15 @@ def served_url(host: str, port: int) -> str:
 
 def public_warning(host: str, port: int, policy: HostPolicy) -> str:
     """The warning printed when the server binds a non-loopback address."""
-    hosts = ("any Host name (restrict with --allow-host NAME)" if policy.any_host
-             else "Host names " + ", ".join(sorted({"localhost", *policy.names})))
+    if policy.any_host:
+        hosts = "requests for any Host name are answered, so any web page you open can use it too, through DNS " \
+                "rebinding; restrict with --allow-host NAME"
+    elif policy.any_address:
+        hosts = "requests for any IP address or localhost are answered; host names need --allow-host NAME"
+    else:
+        hosts = "requests for Host names " + ", ".join(sorted({"localhost", *policy.names})) + " are answered"
     return (f"trnprof: warning: binding {host}: the dashboard has NO authentication and anyone who can reach port "
-            f"{port} can read every served trace (requests for {hosts} are answered); use the default 127.0.0.1 "
-            "unless you mean it")
+            f"{port} can read every served trace ({hosts}); use the default 127.0.0.1 unless you mean it")
 
 
 class ServeCommand:

@@ -8,7 +8,8 @@ requests whose ``Host`` is a loopback name or address (``localhost``, ``*.localh
 host too: anything else gets HTTP 403 with one line saying how to allow it.
 
 ``trnprof serve --host ADDRESS`` on a non-loopback address accepts that address as a host too; on every interface
-(``0.0.0.0``, ``::``) it accepts any host unless ``--allow-host`` names the ones to accept.  The environment
+(``0.0.0.0``, ``::``) it accepts any IP address as the host (a rebinding page can only send its own *name*), and
+names only when ``--allow-host`` lists them (``*``: any name).  The environment
 variable :data:`ALLOW_HOSTS_ENV` (comma-separated names, ``*`` for any) does the same for apps built by
 :func:`dashboard.app.create_app` without ``allowed_hosts`` (a notebook's dashboard behind a proxy).
 """
@@ -26,8 +27,8 @@ from flask import Flask, request
 
 #: Extra host names for apps created without ``allowed_hosts`` (comma-separated; ``*``: any).
 ALLOW_HOSTS_ENV = "TRNPROF_DASHBOARD_ALLOW_HOSTS"
-#: Addresses that mean "every interface".
-WILDCARD_ADDRESSES = frozenset({"0.0.0.0", "::", ""})
+#: Addresses that mean "every interface" (``0`` is how ``inet_aton`` spells 0.0.0.0).
+WILDCARD_ADDRESSES = frozenset({"0.0.0.0", "::", "0", ""})
 ANY_HOST = "*"
 
 
@@ -47,6 +48,15 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(name).is_loopback
     except ValueError:
         return False
+
+
+def is_address(host: str) -> bool:
+    """True for an IP address (v4 or v6, with or without brackets), not a name."""
+    try:
+        ipaddress.ip_address(strip_brackets(host))
+    except ValueError:
+        return False
+    return True
 
 
 def url_host(host: str) -> str:
@@ -74,11 +84,12 @@ def host_name(value: str) -> str | None:
 
 @dataclass(frozen=True)
 class HostPolicy:
-    """The hosts a server answers: loopback ones always, plus ``names``; any host when ``any_host`` (an
-    ``Origin`` must then be the requested host itself, or a loopback one)."""
+    """The hosts a server answers: loopback ones always, plus ``names``; any host when ``any_host``, any IP
+    address when ``any_address`` (an ``Origin`` must then be the requested host itself, or a loopback one)."""
 
     names: frozenset[str] = frozenset()
     any_host: bool = False
+    any_address: bool = False
 
     @classmethod
     def from_names(cls, names: Iterable[str]) -> HostPolicy:
@@ -95,11 +106,12 @@ class HostPolicy:
     def for_server(cls, bind_host: str, allowed: Iterable[str] = ()) -> HostPolicy:
         """What ``trnprof serve --host bind_host [--allow-host NAME ...]`` accepts: loopback hosts and ``allowed``;
         also ``bind_host`` when it is one non-loopback address; any host when it is every interface and no
-        ``allowed`` names restrict it."""
+        ``allowed`` names restrict it -- any IP address, that is: a DNS-rebinding page sends its own name, so names
+        (``box.lan``) need ``--allow-host`` (``*`` for any)."""
         names = [n for n in allowed if n and n.strip()]
         bind = strip_brackets(bind_host)
         if bind in WILDCARD_ADDRESSES:
-            return cls.from_names(names or [ANY_HOST])
+            return cls.from_names(names) if names else cls(any_address=True)
         return cls.from_names([*names, bind] if not is_loopback(bind) else names)
 
     def allows(self, name: str | None) -> bool:
@@ -108,12 +120,17 @@ class HostPolicy:
         one), ``names``, or any when ``any_host``."""
         if name is None:
             return False
-        return self.any_host or is_loopback(name) or name in WILDCARD_ADDRESSES or name in self.names
+        return self.any_host or is_loopback(name) or name in WILDCARD_ADDRESSES or name in self.names or \
+            (self.any_address and is_address(name))
 
     def refusal(self, host: str | None, origin: str | None) -> str | None:
         """Why a request with these ``Host`` and ``Origin`` headers is refused; None when it is not."""
         served = host_name(host or "")
         if not self.allows(served):
+            if self.any_address:
+                return (f"Host {str(host)[:80]!r} is not served: the dashboard answers the machine's IP addresses "
+                        "and localhost, not names (this protects it from DNS rebinding); open it at "
+                        "http://ADDRESS:PORT/, or start it with `trnprof serve --allow-host NAME`")
             return (f"Host {str(host)[:80]!r} is not served: the dashboard answers localhost / 127.0.0.1 / [::1] "
                     "(this protects it from DNS rebinding); open it at http://localhost:PORT/, or start it with "
                     "`trnprof serve --allow-host NAME`")
@@ -128,7 +145,7 @@ class HostPolicy:
         name = name.lower() if name else None
         # Serving any host, a page may still only call the dashboard from the dashboard's own origin.
         local = name is not None and (is_loopback(name) or name in WILDCARD_ADDRESSES)
-        if not (self.allows(name) and (not self.any_host or name == served or local)):
+        if not (self.allows(name) and (not (self.any_host or self.any_address) or name == served or local)):
             return (f"Origin {origin[:80]!r} may not use the dashboard (a page of another site); open the dashboard "
                     "itself, or start it with `trnprof serve --allow-host NAME`")
         return None

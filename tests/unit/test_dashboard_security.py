@@ -191,7 +191,18 @@ def test_allowed_hosts_widen_the_check(tmp_path, monkeypatch):
     assert named.get("/", headers={"Host": "dash.example:8050"}).status_code == 200
     assert named.get("/", headers={"Host": "dash.example", "Origin": "http://dash.example:8050"}).status_code == 200
     assert named.get("/", headers={"Host": "other.example"}).status_code == 403
-    anyone = create_app([trace], allowed_hosts=HostPolicy.for_server("0.0.0.0")).server.test_client()
+    every = create_app([trace], allowed_hosts=HostPolicy.for_server("0.0.0.0")).server.test_client()
+    # on every interface, any IP address is a host; a name is not (a DNS-rebinding page sends its own name, with
+    # a matching Origin) unless --allow-host lists it
+    assert every.get("/", headers={"Host": "10.1.2.3:8050"}).status_code == 200
+    assert every.get("/", headers={"Host": "[fe80::1]:8050", "Origin": "http://[fe80::1]:8050"}).status_code == 200
+    rebinding = every.post("/_dash-update-component", data="{}", content_type="application/json",
+                           headers={"Host": "evil.example", "Origin": "http://evil.example"})
+    assert rebinding.status_code == 403 and b"IP addresses and localhost, not names" in rebinding.data
+    assert every.get("/", headers={"Host": "10.1.2.3:8050", "Origin": "http://evil.example"}).status_code == 403
+    for bind in ("::", "0"):
+        assert HostPolicy.for_server(bind) == HostPolicy(any_address=True)
+    anyone = create_app([trace], allowed_hosts=HostPolicy.for_server("0.0.0.0", ["*"])).server.test_client()
     assert anyone.get("/", headers={"Host": "box.lan:8050"}).status_code == 200
     # serving any host, a request must still come from the dashboard's own origin (or a loopback one)
     assert anyone.get("/", headers={"Host": "box.lan:8050", "Origin": "http://box.lan:8050"}).status_code == 200

@@ -59,7 +59,8 @@ def test_a_public_host_is_warned_about_on_stderr_whatever_the_warning_filters(tm
         assert main(["serve", str(trace), "--host", "0.0.0.0", "--port", str(port), "--no-browser"]) == 2
     err = capsys.readouterr().err
     assert "trnprof: warning: binding 0.0.0.0: the dashboard has NO authentication" in err
-    assert "any Host name" in err and "stopped by the test" in err
+    assert "any IP address or localhost are answered; host names need --allow-host" in err
+    assert "stopped by the test" in err
 
 
 class _FakeServer:
@@ -126,7 +127,9 @@ def test_serve_answers_the_hosts_it_is_bound_for(tmp_path, monkeypatch):
     assert status(["--allow-host", "my.box"], "my.box:8050") == 200
     assert status(["--host", "192.0.2.7"], "192.0.2.7:8050") == 200
     assert status(["--host", "192.0.2.7"], "evil.example") == 403
-    assert status(["--host", "0.0.0.0"], "anything.example") == 200
+    assert status(["--host", "0.0.0.0"], "anything.example") == 403  # a name: could be a DNS-rebinding page
+    assert status(["--host", "0.0.0.0"], "10.0.0.5:8050") == 200
+    assert status(["--host", "0.0.0.0", "--allow-host", "*"], "anything.example") == 200
     assert status(["--host", "0.0.0.0", "--allow-host", "my.box"], "anything.example") == 403
 
 

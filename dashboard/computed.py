@@ -2,9 +2,9 @@
 
 Pages whose content reads every event of a trace (the summary's breakdowns, the source page's listings) compute it
 once per trace and key, and later visits reuse it; concurrent requests for the same key wait for the first one
-instead of computing it again.  A failure is not kept: the next request tries again.  A result is kept for the
-``Trace`` object it was computed from: a followed recording (:mod:`profiler.live`) swaps in a new object as it
-grows, and the next request computes the result again from that one.
+instead of computing it again.  A failure is not kept (nor anything for its key): the next request tries again.
+A result is kept for the ``Trace`` object it was computed from: a followed recording (:mod:`profiler.live`) swaps
+in a new object as it grows, and the next request computes the result again from that one.
 """
 
 from __future__ import annotations
@@ -32,7 +32,14 @@ class ComputedCache:
         with lock:
             kept = self._values.get(k)
             if kept is None or not same_trace(kept[0], trace):
-                self._values[k] = (None if trace is None else weakref.ref(trace), compute())
+                try:
+                    value = compute()
+                except BaseException:
+                    with self._guard:  # nothing is kept for a key that failed (a page asked for a file not there)
+                        if k not in self._values:
+                            self._locks.pop(k, None)
+                    raise
+                self._values[k] = (None if trace is None else weakref.ref(trace), value)
             return self._values[k][1]
 
 

@@ -73,17 +73,28 @@ def _flat(outputs: Any) -> list[dict[str, Any]]:
     return []
 
 
+#: Largest request body the server reads (a callback's is kilobytes; a SQL query is at most 100,000 characters).
+MAX_REQUEST_BYTES = 16 << 20
+
+
 def install_request_errors(server: Flask) -> None:
     """Answer an exception that escapes a request (not a callback's: those go to :func:`callback_error`) with one
-    line: 400 for a malformed callback request, 500 otherwise; logged with its traceback either way."""
+    line: 400 for a malformed callback request, 413 for a body over :data:`MAX_REQUEST_BYTES`, 500 otherwise; logged
+    with its traceback either way."""
+
+    server.config["MAX_CONTENT_LENGTH"] = MAX_REQUEST_BYTES
+    text = {"Content-Type": "text/plain; charset=utf-8"}
 
     @server.errorhandler(Exception)
     def _one_line(exc: Exception) -> Any:
+        callback = request.path.endswith("_dash-update-component")
         if isinstance(exc, HTTPException):
+            if exc.code == 413:
+                return f"request too large: the dashboard takes at most {MAX_REQUEST_BYTES >> 20} MiB\n", 413, text
+            if exc.code == 400 and callback:  # JSON that does not parse, an empty body: Werkzeug's HTML page
+                return "malformed callback request (not the JSON the dashboard's page sends)\n", 400, text
             return exc
         current_app.logger.error("trnprof dashboard: %s %s failed", request.method, request.path, exc_info=exc)
-        if request.path.endswith("_dash-update-component"):
-            return f"bad callback request: {type(exc).__name__}: {public_message(exc)}\n", 400, \
-                {"Content-Type": "text/plain; charset=utf-8"}
-        return f"internal error: {type(exc).__name__} (the server log has the details)\n", 500, \
-            {"Content-Type": "text/plain; charset=utf-8"}
+        if callback:  # the body's shape is wrong: what Python met on the way is the log's business, not the client's
+            return "malformed callback request (not the JSON the dashboard's page sends)\n", 400, text
+        return f"internal error: {type(exc).__name__} (the server log has the details)\n", 500, text

@@ -50,6 +50,10 @@ def file_options(files: Any) -> list[dict[str, Any]]:
     return out
 
 
+#: Longest file name the page looks up (the URL's ``?file=`` is cut to 2,000 characters).
+MAX_FILE_CHARS = 2000
+
+
 def build_view(trace: Any, trace_id: str, file: Any, line: Any, *, busy_only: bool = False,
                critical: bool = False, label: str | None = None, cache: ComputedCache | None = None) -> SourceView:
     """The page for ``file`` of the trace (default: the file with the most instructions), line ``line`` marked;
@@ -59,6 +63,8 @@ def build_view(trace: Any, trace_id: str, file: Any, line: Any, *, busy_only: bo
     line's time on the critical path (computing the path: seconds at 10^7 events, also kept)."""
     target = _line_number(line)
     asked = file if isinstance(file, str) and file else None
+    if asked is not None and len(asked) > MAX_FILE_CHARS:  # (a key of the cache: no file's name is that long)
+        return SourceView(error=f"no source file of {len(asked):,} characters in the trace; pick one from the list")
 
     def compute() -> tuple[Any, str, Any]:
         name = resolve_file(trace, asked)

@@ -211,3 +211,23 @@ def test_allowed_hosts_widen_the_check(tmp_path, monkeypatch):
     from_env = create_app([trace]).server.test_client()
     assert from_env.get("/", headers={"Host": "proxy.example"}).status_code == 200
     assert from_env.get("/", headers={"Host": "evil.example"}).status_code == 403
+
+
+@pytest.mark.parametrize("body", [b"{not json", b"", b"\xff\xfe", b"[]", b'{"output": 5}', b'{"inputs": {}}',
+                                  b"[" * 100_000 + b"]" * 100_000])
+def test_a_malformed_callback_request_is_one_fixed_line(served, body):
+    """Werkzeug's HTML page, or Python's exception names (AttributeError: 'list' object ...), reached the client."""
+    app, _ = served
+    resp = app.server.test_client().post("/_dash-update-component", data=body, content_type="application/json")
+    assert resp.status_code == 400
+    assert resp.get_data(as_text=True) == "malformed callback request (not the JSON the dashboard's page sends)\n"
+
+
+def test_a_request_body_is_bounded(served):
+    from dashboard.errors import MAX_REQUEST_BYTES
+
+    app, _ = served
+    resp = app.server.test_client().post("/_dash-update-component", data=b" " * (MAX_REQUEST_BYTES + 1),
+                                         content_type="application/json")
+    assert resp.status_code == 413 and resp.get_data(as_text=True).startswith("request too large:")
+    assert app.server.test_client().get("/").status_code == 200

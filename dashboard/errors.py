@@ -36,9 +36,11 @@ def _trace_paths(trace: Any) -> list[str]:
     return sorted(set(paths), key=len, reverse=True)  # longest first: a path may contain another
 
 
-def public_message(error: BaseException | str, trace: Any = None, *, label: str | None = None) -> str:
+def public_message(error: BaseException | str, trace: Any = None, *, label: str | None = None,
+                   typed: str = "") -> str:
     """``error`` as one line for the page: its first line, the trace's paths replaced by its name (``label``, or
-    ``trace.name``), any other absolute path by its last part, at most :data:`MAX_MESSAGE_CHARS` characters."""
+    ``trace.name``), any other absolute path by its last part -- except paths the user typed in ``typed`` (a
+    query naming ``'/etc/passwd'`` reads it back as written) -- at most :data:`MAX_MESSAGE_CHARS` characters."""
     text = str(error)
     if not text.strip() and isinstance(error, BaseException):
         text = type(error).__name__
@@ -48,8 +50,15 @@ def public_message(error: BaseException | str, trace: Any = None, *, label: str 
         name = label or str(getattr(trace, "name", "") or "the trace")
         for path in _trace_paths(trace):
             text = text.replace(path, name)
-    text = _ABSOLUTE_PATH.sub(lambda m: "…/" + m.group(0).rstrip("/").rsplit("/", 1)[-1], text)
+    text = _ABSOLUTE_PATH.sub(lambda m: m.group(0) if m.group(0) in typed else _short(m.group(0)), text)
     return text if len(text) <= MAX_MESSAGE_CHARS else text[: MAX_MESSAGE_CHARS - 1] + "…"
+
+
+def _short(path: str) -> str:
+    """``/srv/traces/x.trace.trnprof.duckdb`` -> ``…/x.trace`` (its last part, not the ingest cache's name);
+    ``/etc/`` -> ``…/etc/``."""
+    last = path.rstrip("/").rsplit("/", 1)[-1].removesuffix(".trnprof.duckdb")
+    return "…/" + last + ("/" if path.endswith("/") else "")
 
 
 def callback_error(exc: Exception) -> None:

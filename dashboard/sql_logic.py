@@ -139,7 +139,8 @@ def run_query(trace: Any, query: Any, row_limit: Any = DEFAULT_ROW_LIMIT, timeou
             table = trace.sql_arrow(text, timeout_s=timeout, max_rows=limit + 1, max_bytes=MAX_RESULT_BYTES,
                                     text_types=("BIT", "INTERVAL"))
     except TrnprofError as exc:
-        message = public_message(exc, trace, label=label).replace(  # (the library's hint names its own knobs)
+        # (the library's hint names its own knobs)
+        message = public_message(exc, trace, label=label, typed=text).replace(
             "raise timeout_s / --timeout", f"raise the page's Timeout, up to {MAX_TIMEOUT_S:g} s")
         return QueryResult(error=message, elapsed_s=time.perf_counter() - t0)
     except Exception as exc:  # an engine error the sandbox did not translate: still one line, never a traceback

@@ -337,6 +337,9 @@ def describe_error(exc: duckdb.Error) -> str:
     if isinstance(exc, duckdb.OutOfMemoryException) or text.startswith("Out of Memory Error"):
         return (f"{text.split(' (')[0]}: the query needs more than the trace's memory limit (nothing spills to disk); "
                 f"narrow it (a time window, LIMIT, fewer columns) or raise {MEMORY_LIMIT_ENV}")
+    install = _INSTALL_ADVICE.search(text)
+    if install:  # DuckDB's advice to INSTALL and LOAD an extension, or to auto-load it: the sandbox refuses both
+        return f"{text[:install.start()].rstrip(' .,')} (trace SQL cannot install or load extensions)"
     setting = _SET_ADVICE.search(text)
     if setting:  # DuckDB's advice to change a setting, which the sandbox refuses
         return (f"{text[:setting.start()].rstrip(' .')} (trace SQL cannot change settings such as "
@@ -344,5 +347,8 @@ def describe_error(exc: duckdb.Error) -> str:
     return text
 
 
+#: DuckDB's advice to install an extension: ``Please try installing and loading the excel extension by running:
+#: INSTALL excel; LOAD excel; Alternatively, consider enabling auto-install ... SET ...;``
+_INSTALL_ADVICE = re.compile(r"[.,]?\s*Please try installing and loading .*$", re.DOTALL)
 #: DuckDB's advice to change a setting: ``Use "SET max_expression_depth TO x" to increase ... depth.``
 _SET_ADVICE = re.compile(r'Use "SET (\w+) TO [^"]*"[^.]*\.?')

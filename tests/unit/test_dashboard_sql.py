@@ -100,6 +100,19 @@ def test_messages_name_the_trace_not_its_files():
     assert other == "cannot read …/store.bin now"
     assert public_message("SELECT 1/2/3 failed at https://x.example/a/b") == "SELECT 1/2/3 failed at https://x.example/a/b"
     assert public_message(RuntimeError()) == "RuntimeError"
+    # an ingest cache of another trace is named by its trace; a directory keeps its slash
+    assert public_message("no track 7 in /srv/t/other.trace.trnprof.duckdb") == "no track 7 in …/other.trace"
+    assert public_message('Cannot access file "/etc/*"') == 'Cannot access file "…/etc/*"'
+    # paths the user typed come back as written
+    typed = "SELECT * FROM '/etc/passwd'"
+    assert public_message("Table with name /etc/passwd does not exist!", typed=typed) == \
+        "Table with name /etc/passwd does not exist!"
+
+
+def test_the_sql_page_names_the_extensions_it_cannot_load_without_advising_install(trace):
+    res = sql_logic.run_query(trace, "SELECT * FROM read_xlsx('x.xlsx')")
+    assert res.error.endswith("exists in the excel extension (trace SQL cannot install or load extensions)")
+    assert "INSTALL" not in res.error and "SET" not in res.error
 
 
 def test_limits_past_the_maximum_are_capped_and_said_so(trace):

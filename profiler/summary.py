@@ -7,9 +7,11 @@ Definitions (Neuron Explorer's Summary, see ``docs/database.md``):
   An instruction is busy over ``[start_ts, end_ts)``; its semaphore wait (``evt_wait_time_ns``) lies *before*
   ``start_ts`` in trnprof traces, so waits are excluded.  ``utilization_pct`` = active / (total x cores).
   ``instruction_count``: instructions starting in the range.
-* ``hfu_pct`` = hardware FLOPs / (TE peak x total x cores), ``mfu_pct`` the same without transposes, with
-  TE peak = 2 x rows x cols x Tensor clock and FLOPs the BF16-equivalent ``adjusted_flops`` (``raw_flops`` where
-  that is missing) of Tensor instructions starting in the range.
+* ``hfu_pct`` = hardware FLOPs / (TE peak x total x cores), with TE peak = 2 x rows x cols x Tensor clock and
+  hardware FLOPs the BF16-equivalent ``adjusted_flops`` (``raw_flops`` where that is missing) of Tensor
+  instructions starting in the range; ``mfu_pct`` = model FLOPs / the same, model FLOPs being the ``raw_flops``
+  (1 MAC = 2) of those that are not transposes, as Neuron defines MFU: an FP32 matmul (4x the hardware work) is
+  high HFU and low MFU, and FP8 matmuls (twice BF16's rate on Trn2) can reach an MFU over 100% of the BF16 peak.
 * ``dma``: ``active_time_ns`` the union of all DMA packets per core (clipped, summed over cores),
   ``transfer_bytes`` of packets starting in the range, ``throughput_gbps`` = bytes / active ns (= GB/s).
 """
@@ -110,8 +112,9 @@ def _tensor_flops(cur: Any, tensor_tracks: list[int], start: int, end: int) -> t
     if not tensor_tracks:
         return 0.0, 0.0
     flop = f"coalesce({quote(ts.ADJUSTED_FLOPS)}, {quote(ts.RAW_FLOPS)})"
+    model = f"coalesce({quote(ts.RAW_FLOPS)}, {quote(ts.ADJUSTED_FLOPS)})"
     row = fetch_one(
-        cur, f"SELECT coalesce(sum({flop}), 0)::DOUBLE, coalesce(sum({flop}) FILTER "
+        cur, f"SELECT coalesce(sum({flop}), 0)::DOUBLE, coalesce(sum({model}) FILTER "
         f"(WHERE coalesce({quote(ts.TENSOR_INSTRUCTION_TYPE)}, '') <> '{TRANSPOSE}'), 0)::DOUBLE "
         f"FROM {quote(ts.INSTRUCTION.name)} WHERE {quote(dbs.TRACK_ID)} IN "
         f"({', '.join(str(int(i)) for i in tensor_tracks)}) "
@@ -121,8 +124,8 @@ def _tensor_flops(cur: Any, tensor_tracks: list[int], start: int, end: int) -> t
 
 def tensor_flops(trace: Trace, start_ns: int, end_ns: int) -> tuple[float, float]:
     """(hardware, model) FLOPs of the Tensor instructions starting in [start_ns, end_ns): the numerators of
-    ``hfu_pct`` and ``mfu_pct`` (BF16-equivalent ``adjusted_flops``, ``raw_flops`` where missing; model FLOPs
-    leave out transposes)."""
+    ``hfu_pct`` and ``mfu_pct`` (hardware: BF16-equivalent ``adjusted_flops``, ``raw_flops`` where missing;
+    model: ``raw_flops`` of the instructions that are not transposes)."""
     from profiler.trace import check_time
 
     start_ns, end_ns = check_time(start_ns, "start_ns"), check_time(end_ns, "end_ns")  # (None, "0", 1.5: raw)

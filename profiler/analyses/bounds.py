@@ -57,11 +57,18 @@ def _counts(trace: Trace, scope: Scope) -> dict[str, int]:
     dma = fetch(trace, f"SELECT coalesce(sum({q(ts.TRANSFER_BYTES)}), 0) AS b FROM {DMA_PACKET} "
                        f"WHERE {scope.starts_sql()} AND {q(ts.TRANSFER_BYTES)} > {TINY_PACKET_BYTES} "
                        f"AND {q(ts.QUEUE_TYPE)} IS DISTINCT FROM '{INSTRUCTION_QUEUE_TYPE}'").to_pylist()[0]
-    flops = fetch(trace, f"SELECT coalesce(sum({q(ts.ADJUSTED_FLOPS)}), 0) AS hw, "
-                         f"coalesce(sum({q(ts.ADJUSTED_FLOPS)}) FILTER (WHERE "
-                         f"{q(ts.TENSOR_INSTRUCTION_TYPE)} = 'TRANSPOSE'), 0) AS tr FROM {INSTRUCTION} "
+    # BF16-equivalent FLOPs (raw ones where a profile has no adjusted_flops, as the summary counts them), and the
+    # model's: raw FLOPs of the matmuls that are not transposes (Neuron's MFU numerator)
+    hw_flop = f"coalesce({q(ts.ADJUSTED_FLOPS)}, {q(ts.RAW_FLOPS)})"
+    model_flop = f"coalesce({q(ts.RAW_FLOPS)}, {q(ts.ADJUSTED_FLOPS)})"
+    transpose = f"{q(ts.TENSOR_INSTRUCTION_TYPE)} = 'TRANSPOSE'"
+    flops = fetch(trace, f"SELECT coalesce(sum({hw_flop}), 0) AS hw, "
+                         f"coalesce(sum({hw_flop}) FILTER (WHERE {transpose}), 0) AS tr, "
+                         f"coalesce(sum({model_flop}) FILTER (WHERE {transpose} IS NOT TRUE), 0) AS model "
+                         f"FROM {INSTRUCTION} "
                          f"WHERE {scope.starts_sql()} AND {q(ts.ENGINE)} = '{TENSOR}'").to_pylist()[0]
-    return {rs.DMA_TRANSFER_BYTES: int(dma["b"]), rs.HW_FLOPS: int(flops["hw"]), rs.TRANSPOSE_FLOPS: int(flops["tr"])}
+    return {rs.DMA_TRANSFER_BYTES: int(dma["b"]), rs.HW_FLOPS: int(flops["hw"]), rs.TRANSPOSE_FLOPS: int(flops["tr"]),
+            rs.MODEL_FLOPS: int(flops["model"])}
 
 
 def _ns(amount: float | None, rate_per_s: float | None) -> float | None:
@@ -145,6 +152,7 @@ def performance_bounds(trace: Trace, start_ns: int | None = None, end_ns: int | 
         rs.NECESSARY_BYTES: necessary_bytes,
         rs.HW_FLOPS: counts[rs.HW_FLOPS],
         rs.TRANSPOSE_FLOPS: counts[rs.TRANSPOSE_FLOPS],
+        rs.MODEL_FLOPS: counts[rs.MODEL_FLOPS],
         rs.DMA_BW_PEAK: hw.dma_bw_peak,
         rs.TE_PEAK_FLOPS: hw.te_peak_flops,
     }

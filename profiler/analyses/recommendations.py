@@ -100,7 +100,7 @@ def _flop_rules(b: dict[str, Any]) -> list[dict[str, Any]]:
     total = b[rs.TOTAL_TIME_NS]
     if not peak or not hw or not total:
         return out
-    useful = hw - inputs[rs.TRANSPOSE_FLOPS]
+    useful = inputs[rs.MODEL_FLOPS]  # raw FLOPs of non-transpose matmuls: an FP32 matmul's 4x cost is not model work
     mfu = useful / (peak * total * 1e-9)
     ideal_useful = b[rs.COMPUTE_BOUND_IDEAL_USEFUL_NS] or 0.0
     if mfu < MFU_MIN:

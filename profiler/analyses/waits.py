@@ -104,7 +104,9 @@ def wait_summary(trace: Trace, start_ns: int | None = None, end_ns: int | None =
     if waits.num_rows == 0:
         return rs.WAIT_SUMMARY.empty_table()
     # waits of one engine's streams can overlap (LoadStationary and MultiplyMoving both wait): count time once
-    ends = column(waits, rs.START_NS)
+    # each wait's part in the window: wait_ns long, ending where the wait does or at the window's end (taking
+    # the instruction's start as its end put a wait cut by the window's end after the window: counted as 0)
+    ends = np.minimum(column(waits, rs.START_NS), scope.end_ns)
     starts = ends - column(waits, rs.WAIT_NS)
     keys = list(zip(*(waits.column(k).to_pylist() for k in (rs.ENGINE, rs.WAITED_ON_KIND, rs.WAITED_ON)),
                     strict=True))

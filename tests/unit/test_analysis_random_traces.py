@@ -90,3 +90,47 @@ def test_active_time_and_idle_gaps_match_the_oracle(case):
     assert durations == sorted(durations, reverse=True)
     kept = [{**g, rs.RANK: i} for i, g in enumerate((g for g in gaps if g[rs.DUR_NS] >= 3), start=1)][:4]
     assert cut == kept
+
+
+waiting = st.fixed_dictionaries({
+    # (engine, start, duration, wait before the start); waits may begin before 0 and end after the window
+    "instructions": st.lists(st.tuples(st.sampled_from(ENGINES), st.integers(0, SPAN - 1), st.integers(1, 6),
+                                       st.integers(0, 30)), min_size=1, max_size=10),
+    "window": st.tuples(st.integers(0, SPAN), st.integers(0, SPAN)),
+})
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(waiting)
+def test_wait_summary_matches_the_oracle_in_any_window(case):
+    """A wait's part inside the window, per engine, as a union: one cut by the window's end counted 0."""
+    from profiler.analyses import dependency_waits, wait_summary
+
+    t0, t1 = sorted(case["window"])
+    if t1 == t0:
+        t1 = t0 + 1
+    rows = case["instructions"]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "w.trace"
+        with TraceWriter(path, metadata={"dma_ddr_bandwidth": 1e9}, background_flush=False) as w:
+            w.append_rows(ts.INSTRUCTION.name, [
+                {ts.ID: i, ts.START_TS: s, ts.END_TS: s + d, ts.DURATION_NS: d, ts.ENGINE: e, ts.OPCODE: "OP",
+                 ts.OPERANDS: "", ts.PC: i, ts.EVT_WAIT_TIME_NS: wait}
+                for i, (e, s, d, wait) in enumerate(rows)])
+        with profiler.open(path) as trace:
+            summary = {r[rs.ENGINE]: r for r in wait_summary(trace, t0, t1).to_pylist()}
+            detail = dependency_waits(trace, t0, t1).to_pylist()
+    for engine in ENGINES:
+        cells = np.zeros(2 * SPAN + 40, bool)  # offset 40: waits start as early as -30
+        shown = [(s, wait) for e, s, _d, wait in rows if e == engine and wait and s - wait < t1 and s > t0]
+        for s, wait in shown:
+            cells[40 + s - wait:40 + s] = True
+        expected = int(cells[40 + t0:40 + t1].sum())
+        if not shown:
+            assert engine not in summary
+            continue
+        assert summary[engine][rs.WAIT_NS] == expected, (engine, shown, (t0, t1))
+        assert summary[engine][rs.COUNT] == len(shown)
+        assert summary[engine][rs.FRACTION] == expected / (t1 - t0)
+    assert sum(r[rs.WAIT_NS] for r in detail) == sum(
+        min(s, t1) - max(s - wait, t0) for _e, s, _d, wait in rows if wait and s - wait < t1 and s > t0)

@@ -28,12 +28,13 @@ from tracer import schema as ts
 
 def path_of(graph: EventGraph, sink: int | None = None) -> pa.Table:
     """The critical path of ``graph`` (:data:`~profiler.analyses.schema.CRITICAL_PATH`): the heaviest path ending at
-    node ``sink`` (default: the event that ends last); empty for no nodes."""
+    node ``sink`` (default: at an event that ends last, the heaviest such path); empty for no nodes."""
     n = graph.num_nodes
     if n == 0:
         return rs.CRITICAL_PATH.empty_table()
-    if sink is None:
-        sink = int(np.lexsort((graph.start, graph.end))[-1])
+    if sink is None:  # events ending together at the end: the heaviest path into any (the latest start breaks ties)
+        last = np.flatnonzero(graph.end == graph.end.max())
+        sink = last[np.argsort(-graph.start[last], kind="stable")]
     hint = np.lexsort((graph.end, graph.start))
     found = dag.longest_path(n, graph.end - graph.start, graph.src, graph.dst, sink=sink, order_hint=hint)
     nodes = found.nodes

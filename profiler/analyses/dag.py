@@ -69,8 +69,10 @@ def _csr(num_nodes: int, keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarr
 
 def longest_path(num_nodes: int, node_weight: Sequence[float] | np.ndarray, src: Sequence[int] | np.ndarray,
                  dst: Sequence[int] | np.ndarray, edge_weight: Sequence[float] | np.ndarray | None = None, *,
-                 sink: int | None = None, order_hint: np.ndarray | None = None) -> LongestPath:
-    """The heaviest path of a DAG, ending at ``sink`` (or wherever the heaviest path ends).
+                 sink: int | Sequence[int] | np.ndarray | None = None,
+                 order_hint: np.ndarray | None = None) -> LongestPath:
+    """The heaviest path of a DAG, ending at ``sink`` (the heaviest one ending at any of several sinks given, the
+    first listed among equals; or wherever the heaviest path ends).
 
     Weights are non-negative, so the path always continues through a predecessor while there is one: it starts at
     a node without predecessors.  Among equally heavy predecessors the edge listed first wins, so callers list
@@ -98,7 +100,8 @@ def longest_path(num_nodes: int, node_weight: Sequence[float] | np.ndarray, src:
         raise ValueError("an edge names a node that does not exist")
     if (len(w) and w.min() < 0) or (len(ew) and ew.min() < 0) or not (np.isfinite(w).all() and np.isfinite(ew).all()):
         raise ValueError("node and edge weights must be finite and non-negative")
-    if sink is not None and not 0 <= sink < num_nodes:
+    sinks = None if sink is None else np.atleast_1d(np.asarray(sink, dtype=np.int64))
+    if sinks is not None and (not len(sinks) or sinks.min() < 0 or sinks.max() >= num_nodes):
         raise ValueError(f"sink {sink} is not a node")
     if num_nodes == 0:
         return LongestPath(np.zeros(0, np.int64), np.zeros(0, np.int64), 0.0)
@@ -113,7 +116,7 @@ def longest_path(num_nodes: int, node_weight: Sequence[float] | np.ndarray, src:
     else:
         dist, best = _relax(order, in_ptr, in_edges, s, ew, w)
     src_l = s.tolist()
-    end = int(np.argmax(dist)) if sink is None else int(sink)
+    end = int(np.argmax(dist)) if sinks is None else int(sinks[int(np.argmax(np.asarray(dist)[sinks]))])
     nodes = [end]
     edges = []
     while best[nodes[-1]] >= 0:

@@ -193,3 +193,21 @@ def test_recommendations(trace, tmp_path):
     with profiler.open(write_handmade(tmp_path / "spill.trace", spill_reload_bytes=400)) as spilled:
         rules = recommendations(spilled).column(rs.RULE).to_pylist()
     assert "spill_reloads" in rules
+
+
+def test_the_critical_path_ends_at_the_heaviest_of_the_events_ending_last(tmp_path):
+    """MATMUL [0,1000) and a Sync stream DMA_TRIGGER [0,50) -> EVENT_SEMAPHORE [900,1000) end together: the path is
+    the MATMUL's 1,000 ns, not the 150 ns of the event that started last."""
+    from tracer import TraceWriter
+    from tracer import schema as ts
+
+    path = tmp_path / "tie.trace"
+    rows = [(0, "Tensor", "MATMUL", 0, 1000), (1, "Sync", "DMA_TRIGGER", 0, 50),
+            (2, "Sync", "EVENT_SEMAPHORE", 900, 1000)]
+    with TraceWriter(path, metadata={"dma_ddr_bandwidth": 1e9}, background_flush=False) as w:
+        w.append_rows(ts.INSTRUCTION.name, [
+            {ts.ID: i, ts.START_TS: s, ts.END_TS: e, ts.DURATION_NS: e - s, ts.ENGINE: eng, ts.OPCODE: op,
+             ts.OPERANDS: "", ts.PC: i, ts.PCORE_IDX: 0, ts.TIMELINE_TRACK: eng} for i, eng, op, s, e in rows])
+    with profiler.open(path) as t:
+        steps = critical_path(t).to_pylist()
+    assert [(r[rs.NAME], r[rs.DUR_NS]) for r in steps] == [("MATMUL", 1000)]

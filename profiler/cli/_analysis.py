@@ -66,8 +66,9 @@ def add_format_arguments(parser: argparse.ArgumentParser, *, limit: int | None =
     group.add_argument("--format", choices=FORMATS, default="table", help="output format (default: table)")
     group.add_argument("--json", action="store_const", const="json", dest="format", help="same as --format json")
     if limit is not None:
-        parser.add_argument("--limit", type=row_limit, default=limit, metavar="N",
-                            help=f"show at most N rows (default: {limit}; 0: all)")
+        parser.add_argument("--limit", type=row_limit, default=None, metavar="N",
+                            help=f"show at most N rows (default: {limit} in the table, all in csv and json; 0: all)")
+        parser.set_defaults(table_limit=limit)
 
 
 def check_window(trace: Trace, start: int | None, end: int | None, *, hint: str = "") -> None:
@@ -89,6 +90,14 @@ def open_trace(path: str) -> Iterator[Trace]:
     """``profiler.open(path)`` with ingest progress bars on a terminal; closed on exit."""
     with ingest_bars() as progress, profiler.open(path, progress=progress) as trace:
         yield trace
+
+
+def output_limit(args: argparse.Namespace) -> int | None:
+    """The rows to print (``None``: all): ``--limit`` as given, else the command's table default for the table
+    format and every row for csv and json, which scripts read whole (a default cut there went unsaid)."""
+    if args.limit is None:
+        return args.table_limit if args.format == "table" else None
+    return check_limit(args.limit)
 
 
 def check_limit(limit: int | None) -> int | None:

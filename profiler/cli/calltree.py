@@ -20,9 +20,9 @@ from profiler.cli import int_arg
 from profiler.cli._analysis import (
     FORMATS,
     add_trace_argument,
-    check_limit,
     core_index,
     open_trace,
+    output_limit,
     print_table,
     row_limit,
     time_ns,
@@ -88,12 +88,13 @@ class CallTreeCommand:
         group.add_argument("--format", choices=CALLTREE_FORMATS, default="table",
                            help="output format (default: table; folded: one `stack SELF_NS` line per frame)")
         group.add_argument("--json", action="store_const", const="json", dest="format", help="same as --format json")
-        parser.add_argument("--limit", type=row_limit, default=40, metavar="N",
-                            help="show at most N rows (default: 40; 0: all; folded and csv/json of the tree "
-                                 "keep the depth-first order)")
+        parser.add_argument("--limit", type=row_limit, default=None, metavar="N",
+                            help="show at most N rows (default: 40 in the table, all in folded, csv and json; "
+                                 "0: all; folded and csv/json of the tree keep the depth-first order)")
+        parser.set_defaults(table_limit=40)
 
     def run(self, args: argparse.Namespace) -> int:
-        limit = check_limit(args.limit)
+        limit = output_limit(args)
         if args.top and args.format == "folded":
             raise CommandError("--format folded writes stacks: it does not go with --top")
         _check_kind(args)

@@ -15,8 +15,8 @@ from profiler.cli._analysis import (
     add_format_arguments,
     add_trace_argument,
     add_window_arguments,
-    check_limit,
     open_trace,
+    output_limit,
     print_table,
     window_text,
 )
@@ -47,7 +47,7 @@ class CriticalPathCommand:
         add_format_arguments(parser, limit=30)
 
     def run(self, args: argparse.Namespace) -> int:
-        limit = check_limit(args.limit)
+        limit = output_limit(args)
         if args.to is not None and (args.start is not None or args.end is not None or args.core is not None):
             raise CommandError("--to follows one event's chain wherever it leads: leave out --start, --end and "
                                "--core")

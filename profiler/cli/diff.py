@@ -52,12 +52,12 @@ class DiffCommand:
         parser.add_argument("--by", choices=tuple(rs.GROUP_KEYS), action="append",
                             help="per-identity tables to show (repeatable; default: all three)")
         parser.add_argument("--core", type=core_index, metavar="N", help="physical core (default: every core)")
-        parser.add_argument("--limit", type=row_limit, default=15, metavar="N",
-                            help="rows per delta table (default: 15; 0: all)")
+        parser.add_argument("--limit", type=row_limit, default=None, metavar="N",
+                            help="rows per delta table (default: 15 in the text, all in --json; 0: all)")
         parser.add_argument("--json", action="store_true", help="print the comparison as JSON")
 
     def run(self, args: argparse.Namespace) -> int:
-        limit = check_limit(args.limit)
+        limit = (None if args.json else 15) if args.limit is None else check_limit(args.limit)
         by = tuple(dict.fromkeys(args.by)) if args.by else tuple(rs.GROUP_KEYS)
         with ExitStack() as stack:
             a = stack.enter_context(open_trace(args.a))

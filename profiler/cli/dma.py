@@ -10,9 +10,9 @@ from profiler.cli._analysis import (
     add_format_arguments,
     add_trace_argument,
     add_window_arguments,
-    check_limit,
     format_value,
     open_trace,
+    output_limit,
     print_json,
     print_table,
     window_text,
@@ -40,7 +40,7 @@ class DmaCommand:
         add_format_arguments(parser, limit=20)
 
     def run(self, args: argparse.Namespace) -> int:
-        limit = check_limit(args.limit)
+        limit = output_limit(args)
         if args.small_bytes <= 0:
             raise CommandError(f"--small-bytes must be positive, not {args.small_bytes}")
         sections = args.section or list(SECTIONS)

@@ -9,8 +9,8 @@ from profiler.cli._analysis import (
     add_format_arguments,
     add_trace_argument,
     add_window_arguments,
-    check_limit,
     open_trace,
+    output_limit,
     print_table,
 )
 from profiler.errors import CommandError
@@ -34,7 +34,7 @@ class GapsCommand:
         add_format_arguments(parser, limit=20)
 
     def run(self, args: argparse.Namespace) -> int:
-        limit = check_limit(args.limit)
+        limit = output_limit(args)
         if args.min_ns < 0:
             raise CommandError(f"--min-ns must be non-negative, not {args.min_ns}")
         with open_trace(args.db) as trace:

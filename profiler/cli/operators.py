@@ -10,8 +10,8 @@ from profiler.cli._analysis import (
     add_format_arguments,
     add_trace_argument,
     add_window_arguments,
-    check_limit,
     open_trace,
+    output_limit,
     print_table,
 )
 
@@ -31,7 +31,7 @@ class OperatorsCommand:
         add_format_arguments(parser, limit=30)
 
     def run(self, args: argparse.Namespace) -> int:
-        limit = check_limit(args.limit)
+        limit = output_limit(args)
         with open_trace(args.db) as trace:
             table = time_by(trace, args.by, args.start, args.end, args.core)
         print_table(table, args.format, limit)

@@ -13,8 +13,8 @@ from profiler.cli._analysis import (
     add_format_arguments,
     add_trace_argument,
     add_window_arguments,
-    check_limit,
     open_trace,
+    output_limit,
     print_table,
 )
 from profiler.errors import QueryError
@@ -37,7 +37,7 @@ class RecommendCommand:
         add_format_arguments(parser, limit=10)
 
     def run(self, args: argparse.Namespace) -> int:
-        limit = check_limit(args.limit)
+        limit = output_limit(args)
         with open_trace(args.db) as trace:
             if has_device_events(trace):
                 recs = recommendations(trace, args.start, args.end, args.core)

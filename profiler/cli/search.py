@@ -8,7 +8,7 @@ import argparse
 import pyarrow as pa
 
 from profiler import db_schema as dbs
-from profiler.cli._analysis import add_format_arguments, add_trace_argument, check_limit, open_trace, print_table
+from profiler.cli._analysis import add_format_arguments, add_trace_argument, open_trace, output_limit, print_table
 from tracer import schema as ts
 
 
@@ -41,7 +41,7 @@ class SearchCommand:
         add_format_arguments(parser, limit=50)
 
     def run(self, args: argparse.Namespace) -> int:
-        limit = check_limit(args.limit)
+        limit = output_limit(args)
         with open_trace(args.db) as trace:
             found = trace.search(args.text, limit=2**62 if limit is None else limit + 1)
             origin = int(trace.time_range[0])

@@ -9,8 +9,8 @@ from profiler.cli._analysis import (
     add_format_arguments,
     add_trace_argument,
     add_window_arguments,
-    check_limit,
     open_trace,
+    output_limit,
     print_table,
 )
 
@@ -34,7 +34,7 @@ class WaitsCommand:
         add_format_arguments(parser, limit=20)
 
     def run(self, args: argparse.Namespace) -> int:
-        limit = check_limit(args.limit)
+        limit = output_limit(args)
         with open_trace(args.db) as trace:
             if args.detail:
                 print_table(dependency_waits(trace, args.start, args.end, args.core), args.format, limit)

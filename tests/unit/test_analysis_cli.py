@@ -122,3 +122,19 @@ def test_bad_input_is_one_line(traces, tmp_path, capsys, argv, message):
     code, out, err = run(capsys, *argv)
     assert code != 0 and out == ""
     assert err.startswith("trnprof: error:") and err.count("\n") == 1 and message in err
+
+
+def test_csv_and_json_carry_every_row_unless_limit_is_given(mlp_sample, capsys):
+    """The table's default cut (20 gaps, 30 steps) applied to csv and json too, unsaid: sums over them were wrong."""
+    db = str(mlp_sample)
+    code, out, _ = run(capsys, "gaps", db, "--json")
+    every = json.loads(out)
+    assert code == 0 and len(every) > 20
+    code, out, _ = run(capsys, "gaps", db, "--format", "csv")
+    assert len(list(csv.DictReader(io.StringIO(out)))) == len(every)
+    code, out, _ = run(capsys, "gaps", db, "--json", "--limit", "5")
+    assert json.loads(out) == every[:5]
+    code, out, _ = run(capsys, "gaps", db)
+    assert f"(20 of {len(every)} rows; --limit 0 shows all)" in out
+    code, out, _ = run(capsys, "critical-path", db, "--steps", "--json")
+    assert len(json.loads(out)) > 30

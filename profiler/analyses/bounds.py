@@ -26,6 +26,7 @@ from profiler.analyses.inputs import (
     Scope,
     check_amount,
     column,
+    cores,
     dma_intervals,
     fetch,
     hardware,
@@ -114,6 +115,11 @@ def performance_bounds(trace: Trace, start_ns: int | None = None, end_ns: int | 
         if necessary_bytes is None:
             notes.append("memory_bound_no_reloads_ns is unknown: the trace does not say which HBM regions its DMAs "
                          "moved (pass necessary_bytes / --necessary-bytes)")
+    if scope.core is None:
+        every = cores(trace)
+        if len(every) > 1:  # the method is a NeuronCore's: merged, one core's idle time hides behind another's work
+            notes.append(f"the window covers {len(every)} cores: their work is counted as one core's, against one "
+                         "core's peaks (pass core= / --core for one core's bounds)")
     for field in hw.missing:
         notes.append(f"Metadata.{field} is missing, so the bounds that need it are unknown")
     total = scope.length_ns

@@ -100,6 +100,20 @@ def output_limit(args: argparse.Namespace) -> int | None:
     return check_limit(args.limit)
 
 
+def note_merged_cores(trace: Trace, core: int | None) -> None:
+    """On stderr, one line when ``trace`` has several cores and ``--core`` is not given: the per-engine analyses
+    (bounds, gaps, waits, operators, recommend) then count each engine's work on every core as one engine's."""
+    if core is not None:
+        return
+    from profiler.analyses.inputs import cores
+
+    found = cores(trace)
+    if len(found) > 1:
+        print(f"trnprof: note: {trace.path} has {len(found)} cores (pcore_idx {', '.join(map(str, found[:8]))}"
+              f"{', ...' if len(found) > 8 else ''}) and this counts each engine's work on all of them as one "
+              "engine's, against one core's peaks; pass --core N for one core", file=sys.stderr)
+
+
 def check_limit(limit: int | None) -> int | None:
     """``--limit`` as a row count (``None``: all)."""
     if limit is None or limit == 0:

@@ -12,6 +12,7 @@ from profiler.cli._analysis import (
     add_window_arguments,
     format_table,
     format_value,
+    note_merged_cores,
     open_trace,
     print_json,
     print_table,
@@ -67,6 +68,7 @@ class BoundsCommand:
         if args.json and args.csv:
             raise CommandError("choose one of --json and --csv")
         with open_trace(args.db) as trace:
+            note_merged_cores(trace, args.core)
             bounds = performance_bounds(trace, args.start, args.end, args.core, necessary_bytes=args.necessary_bytes)
         if args.json:
             print_json(bounds)

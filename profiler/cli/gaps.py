@@ -9,6 +9,7 @@ from profiler.cli._analysis import (
     add_format_arguments,
     add_trace_argument,
     add_window_arguments,
+    note_merged_cores,
     open_trace,
     output_limit,
     print_table,
@@ -38,6 +39,7 @@ class GapsCommand:
         if args.min_ns < 0:
             raise CommandError(f"--min-ns must be non-negative, not {args.min_ns}")
         with open_trace(args.db) as trace:
+            note_merged_cores(trace, args.core)
             table = idle_gaps(trace, args.start, args.end, args.core, engines=args.engine, min_ns=args.min_ns)
         print_table(table, args.format, limit)
         return 0

@@ -10,6 +10,7 @@ from profiler.cli._analysis import (
     add_format_arguments,
     add_trace_argument,
     add_window_arguments,
+    note_merged_cores,
     open_trace,
     output_limit,
     print_table,
@@ -33,6 +34,7 @@ class OperatorsCommand:
     def run(self, args: argparse.Namespace) -> int:
         limit = output_limit(args)
         with open_trace(args.db) as trace:
+            note_merged_cores(trace, args.core)
             table = time_by(trace, args.by, args.start, args.end, args.core)
         print_table(table, args.format, limit)
         return 0

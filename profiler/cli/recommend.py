@@ -13,6 +13,7 @@ from profiler.cli._analysis import (
     add_format_arguments,
     add_trace_argument,
     add_window_arguments,
+    note_merged_cores,
     open_trace,
     output_limit,
     print_table,
@@ -39,6 +40,7 @@ class RecommendCommand:
     def run(self, args: argparse.Namespace) -> int:
         limit = output_limit(args)
         with open_trace(args.db) as trace:
+            note_merged_cores(trace, args.core)
             if has_device_events(trace):
                 recs = recommendations(trace, args.start, args.end, args.core)
             elif has_gpu_events(trace):   # a host trace of a GPU run (PyTorch, JAX): its GPUs' rules

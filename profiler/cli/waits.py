@@ -9,6 +9,7 @@ from profiler.cli._analysis import (
     add_format_arguments,
     add_trace_argument,
     add_window_arguments,
+    note_merged_cores,
     open_trace,
     output_limit,
     print_table,
@@ -36,6 +37,7 @@ class WaitsCommand:
     def run(self, args: argparse.Namespace) -> int:
         limit = output_limit(args)
         with open_trace(args.db) as trace:
+            note_merged_cores(trace, args.core)
             if args.detail:
                 print_table(dependency_waits(trace, args.start, args.end, args.core), args.format, limit)
                 return 0

@@ -138,3 +138,26 @@ def test_csv_and_json_carry_every_row_unless_limit_is_given(mlp_sample, capsys):
     assert f"(20 of {len(every)} rows; --limit 0 shows all)" in out
     code, out, _ = run(capsys, "critical-path", db, "--steps", "--json")
     assert len(json.loads(out)) > 30
+
+
+def test_a_multi_core_trace_without_core_is_noted(tmp_path, capsys):
+    """The per-engine analyses merge cores (one core's idle time hides behind another's work): they say so."""
+    import profiler
+    from profiler.analyses import performance_bounds
+    from tracer import TraceWriter
+    from tracer import schema as ts
+
+    path = tmp_path / "two.trace"
+    with TraceWriter(path, metadata={"dma_ddr_bandwidth": 1e9}, background_flush=False) as w:
+        w.append_rows(ts.INSTRUCTION.name, [
+            {ts.ID: i, ts.START_TS: 100 * core, ts.END_TS: 100 * core + 50, ts.DURATION_NS: 50, ts.ENGINE: "Tensor",
+             ts.OPCODE: "MATMUL", ts.OPERANDS: "", ts.PC: i, ts.PCORE_IDX: core}
+            for i, core in enumerate((0, 1))])
+    for command in ("bounds", "gaps", "waits", "operators", "recommend"):
+        code, _out, err = run(capsys, command, str(path))
+        assert code == 0 and "has 2 cores (pcore_idx 0, 1)" in err and "--core N" in err, (command, err)
+        code, _out, err = run(capsys, command, str(path), "--core", "1")
+        assert code == 0 and "cores" not in err, (command, err)
+    with profiler.open(path) as trace:
+        assert any("covers 2 cores" in n for n in performance_bounds(trace, 0, 200)[rs.NOTES])
+        assert not any("cores" in n for n in performance_bounds(trace, 0, 200, core=0)[rs.NOTES])

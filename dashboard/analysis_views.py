@@ -47,10 +47,11 @@ def bounds_table(bounds: dict[str, Any]) -> html.Div:
                     title=r[rs.GAP_MEANING] or ""),
             html.Td("–" if speedup is None else f"{speedup:.2f}x", className="num"),
         ]))
-    active = bounds[rs.ENGINE_ACTIVE_NS][bounds[rs.BOTTLENECK]]
+    active = bounds[rs.ENGINE_ACTIVE_NS].get(bounds[rs.BOTTLENECK], 0)
     total = max(int(bounds[rs.TOTAL_TIME_NS]), 1)
     return html.Div([
-        html.Div([html.Strong("bottleneck: "), html.Span(bounds[rs.BOTTLENECK], id="bounds-bottleneck"),
+        html.Div([html.Strong("bottleneck: "), html.Span(bounds[rs.BOTTLENECK] or "none (nothing was active)",
+                                                         id="bounds-bottleneck"),
                   html.Span(f" (active {100 * active / total:.1f}% of {format_duration(total)})",
                             className="muted")]),
         html.Table([html.Thead(html.Tr([html.Th("bound"), html.Th("time"), html.Th("gap"), html.Th("speedup")])),

@@ -99,7 +99,8 @@ def performance_bounds(trace: Trace, start_ns: int | None = None, end_ns: int | 
 
     Returns:
         A dict with ``total_time_ns``, the seven bounds (``*_bound*_ns``, ``perfect_pipeline_ns``; float ns,
-        ``None`` when an input is unknown), ``bottleneck`` (an engine name or ``DMA``), the seven gaps
+        ``None`` when an input is unknown), ``bottleneck`` (an engine name or ``DMA``; None when nothing was
+        active), the seven gaps
         (:data:`profiler.analyses.schema.GAPS`), ``engine_active_ns``, ``speedups`` (per bound),
         ``inputs`` and ``notes``, plus ``start_ns``, ``end_ns`` and ``core``.
     """
@@ -112,7 +113,11 @@ def performance_bounds(trace: Trace, start_ns: int | None = None, end_ns: int | 
         necessary_bytes = check_amount(necessary_bytes, "necessary_bytes")
     if necessary_bytes is None:
         necessary_bytes = hbm_regions.necessary_bytes(trace, scope)
-        if necessary_bytes is None:
+        if necessary_bytes is not None:  # (placed by transfer: a window cutting transfers holds only part of them)
+            necessary_bytes = min(necessary_bytes, counts[rs.DMA_TRANSFER_BYTES])
+        elif not counts[rs.DMA_TRANSFER_BYTES]:
+            necessary_bytes = 0  # no transfer in the window: nothing was necessary
+        else:
             notes.append("memory_bound_no_reloads_ns is unknown: the trace does not say which HBM regions its DMAs "
                          "moved (pass necessary_bytes / --necessary-bytes)")
     if scope.core is None:
@@ -131,10 +136,12 @@ def performance_bounds(trace: Trace, start_ns: int | None = None, end_ns: int | 
         rs.COMPUTE_BOUND_IDEAL_NS: _ns(counts[rs.HW_FLOPS], hw.te_peak_flops),
         rs.COMPUTE_BOUND_IDEAL_USEFUL_NS: _ns(counts[rs.HW_FLOPS] - counts[rs.TRANSPOSE_FLOPS], hw.te_peak_flops),
     }
-    bottleneck = max(active, key=lambda e: (active[e], e == rs.DMA))
-    values[rs.PERFECT_PIPELINE_NS] = float(active[bottleneck])
-    if active[bottleneck] == 0:
-        notes.append("no engine or DMA queue was active in the window")
+    busiest = max(active, key=lambda e: (active[e], e == rs.DMA))
+    values[rs.PERFECT_PIPELINE_NS] = float(active[busiest])
+    bottleneck: str | None = busiest
+    if active[busiest] == 0:  # nothing to name: an idle window has no bottleneck
+        bottleneck = None
+        notes.append("no engine or DMA queue was active in the window, so it has no bottleneck")
     result: dict[str, Any] = {rs.TOTAL_TIME_NS: total, **values, rs.BOTTLENECK: bottleneck}
     full = {rs.TOTAL_TIME_NS: float(total), **values}
     for key, (upper, lower, _meaning) in rs.GAPS.items():

@@ -115,11 +115,15 @@ def _tensor_table(trace: Trace, scope: Scope) -> pa.Table:
         FROM {DMA_PACKET} WHERE {scope.starts_sql()} GROUP BY 1""")
     found = hbm_regions.regions(trace, scope)
     distinct = hbm_regions.distinct_bytes(found, side=hbm_regions.LOAD) if found is not None else None
+    # the factor's numerator and denominator from the same transfers (those starting in the window): loaded_bytes
+    # counts packets starting in it, so a window cutting transfers gave factors under 1 or spurious ones over
+    again = hbm_regions.moved_bytes(found, side=hbm_regions.LOAD) if found is not None else {}
     names = table.column("var").to_pylist()
     loaded = column(table, "loaded")
     dist = [None if distinct is None else distinct.get(str(n)) for n in names]
     dist = [d if d is None or d > 0 else None for d in dist]
-    factor = [None if d is None or lo == 0 else lo / d for d, lo in zip(dist, loaded.tolist(), strict=True)]
+    factor = [None if d is None or not again.get(str(n)) else again[str(n)] / d for d, n in zip(dist, names,
+                                                                                            strict=True)]
     out = pa.table({rs.VARIABLE: table.column("var"), rs.PACKETS: table.column("n"), rs.LOADED_BYTES: loaded,
                     rs.STORED_BYTES: column(table, "stored"), rs.DISTINCT_BYTES: pa.array(dist, pa.int64()),
                     rs.RELOAD_FACTOR: pa.array(factor, pa.float64())}, schema=rs.DMA_TENSORS)

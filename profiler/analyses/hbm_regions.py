@@ -47,6 +47,10 @@ class Regions:
         return len(self.name)
 
 
+_EMPTY = np.zeros(0, np.int64)
+_NO_REGIONS = Regions(np.zeros(0, object), np.zeros(0, object), _EMPTY, _EMPTY, _EMPTY, _EMPTY, _EMPTY)
+
+
 def union_area(r0: np.ndarray, r1: np.ndarray, c0: np.ndarray, c1: np.ndarray) -> int:
     """Area of the union of axis-aligned rectangles ``[r0, r1) x [c0, c1)`` (row-band sweep)."""
     r0, r1, c0, c1 = (np.asarray(a, np.int64) for a in (r0, r1, c0, c1))
@@ -65,7 +69,8 @@ def union_area(r0: np.ndarray, r1: np.ndarray, c0: np.ndarray, c1: np.ndarray) -
 
 
 def regions(trace: Trace, scope: Scope, moved: Transfers | None = None) -> Regions | None:
-    """The HBM regions moved by DMA transfers starting in the window; None when the trace names none.
+    """The HBM regions moved by DMA transfers starting in the window (none: empty); None when the trace names
+    none at all.
 
     A transfer is placed by its first packet when its trigger is known (``moved``, default: looked up), else by
     its trigger instruction's start.
@@ -89,14 +94,14 @@ def regions(trace: Trace, scope: Scope, moved: Transfers | None = None) -> Regio
         placed_at = np.where(hit, first[pos] if len(trig) else placed_at, placed_at)
     inside = (placed_at >= scope.start_ns) & (placed_at < scope.end_ns)
     rows = rows.filter(pa.array(inside))
-    if rows.num_rows == 0:
-        return None
+    if rows.num_rows == 0:  # the trace names regions, none of a transfer starting in the window
+        return _NO_REGIONS
     parts = pc.extract_regex(rows.column(ts.OPERANDS), REGION_PATTERN)
     ok = pc.is_valid(parts)
     parts = parts.filter(ok)
     rows = rows.filter(ok)
     if len(parts) == 0:
-        return None
+        return _NO_REGIONS
     side = np.asarray(pc.struct_field(parts, "side").to_pylist(), dtype=object)
     name = np.asarray(pc.struct_field(parts, "name").to_pylist(), dtype=object)
     nums = {k: np.asarray(pc.cast(pc.struct_field(parts, k), pa.int64()).to_numpy(zero_copy_only=False))
@@ -121,6 +126,17 @@ def distinct_bytes(found: Regions, *, side: str | None = None) -> dict[str, int]
         sizes = found.itemsize[m]
         itemsize = int(sizes[sizes > 0].max()) if (sizes > 0).any() else 0
         out[name] = itemsize * union_area(found.r0[m], found.r1[m], found.c0[m], found.c1[m])
+    return out
+
+
+def moved_bytes(found: Regions, *, side: str | None = None) -> dict[str, int]:
+    """Bytes of each tensor the regions moved, counted each time (a broadcast row once): the numerator of a reload
+    factor over :func:`distinct_bytes`, from the same transfers (so it is at least the distinct bytes)."""
+    out: dict[str, int] = {}
+    mask = np.ones(len(found), bool) if side is None else found.side == side
+    area = (np.maximum(found.r1 - found.r0, 0) * np.maximum(found.c1 - found.c0, 0) * found.itemsize)[mask]
+    for name, size in zip(found.name[mask].tolist(), area.tolist(), strict=True):
+        out[name] = out.get(name, 0) + int(size)
     return out
 
 

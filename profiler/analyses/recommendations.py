@@ -335,6 +335,8 @@ def recommendations(trace: Trace, start_ns: int | None = None, end_ns: int | Non
     """Ranked recommendations for the window (:data:`~profiler.analyses.schema.RECOMMENDATIONS`), largest
     bottleneck-aware saving first; empty when no rule fires."""
     b = performance_bounds(trace, start_ns, end_ns, core)
+    if b[rs.BOTTLENECK] is None:  # nothing ran in the window: nothing to advise
+        return rs.RECOMMENDATIONS.empty_table()
     scope = resolve_scope(trace, b[rs.START_NS], b[rs.END_NS], core)
     eff = dma_efficiency(trace, scope.start_ns, scope.end_ns, core)
     recs = [*_flop_rules(b), *_spill_rule(trace, scope, b), *_dma_rules(b, eff, lambda: _sbuf_map(trace, scope)),

@@ -29,8 +29,11 @@ def format_bounds(bounds: dict[str, Any]) -> str:
     lines.append(format_table(bounds_table(bounds)))
     lines.append("")
     active = bounds[rs.ENGINE_ACTIVE_NS]
-    lines.append(f"bottleneck: {bounds[rs.BOTTLENECK]} (active {active[bounds[rs.BOTTLENECK]]:,} ns, "
-                 f"{100 * active[bounds[rs.BOTTLENECK]] / max(total, 1):.1f}% of the window)")
+    if bounds[rs.BOTTLENECK] is None:
+        lines.append("bottleneck: none (nothing was active in the window)")
+    else:
+        lines.append(f"bottleneck: {bounds[rs.BOTTLENECK]} (active {active[bounds[rs.BOTTLENECK]]:,} ns, "
+                     f"{100 * active[bounds[rs.BOTTLENECK]] / max(total, 1):.1f}% of the window)")
     lines.append("active time: " + ", ".join(f"{e} {format_value(v)} ns" for e, v in active.items()))
     inputs = bounds[rs.INPUTS]
     lines.append("inputs: " + ", ".join(f"{k} {format_value(v)}" for k, v in inputs.items()))

@@ -57,7 +57,8 @@ def bounds_figure(bounds: Mapping[str, Any]) -> go.Figure:
     fig = go.Figure(go.Bar(x=[0.0 if v is None else float(v) / NS_PER_S for v in values], y=labels, orientation="h",
                            marker={"color": colours}, hovertext=hover, hoverinfo="text"))
     fig.add_vline(x=total / NS_PER_S, line={"color": TOTAL_COLOUR, "dash": "dot", "width": 1})
-    return _layout(fig, f"Performance bounds — bottleneck: {bounds[rs.BOTTLENECK]}", x_time=True)
+    named = bounds[rs.BOTTLENECK] or "none (nothing was active)"
+    return _layout(fig, f"Performance bounds — bottleneck: {named}", x_time=True)
 
 
 def engine_active_figure(bounds: Mapping[str, Any]) -> go.Figure:

@@ -161,3 +161,32 @@ def test_a_multi_core_trace_without_core_is_noted(tmp_path, capsys):
     with profiler.open(path) as trace:
         assert any("covers 2 cores" in n for n in performance_bounds(trace, 0, 200)[rs.NOTES])
         assert not any("cores" in n for n in performance_bounds(trace, 0, 200, core=0)[rs.NOTES])
+
+
+def test_windows_cutting_transfers_keep_reload_factors_and_necessary_bytes_sound(mlp_sample):
+    """Loaded bytes by packet, distinct bytes by transfer: a factor of 0.96, or 1.125 on data loaded once, and
+    necessary bytes above the bytes transferred (a negative excess-traffic gap)."""
+    import profiler
+    from profiler.analyses import dma_efficiency, performance_bounds, recommendations
+
+    with profiler.open(mlp_sample) as trace:
+        t0, t1 = trace.time_range
+        whole = {r[rs.VARIABLE]: r[rs.RELOAD_FACTOR] for r in dma_efficiency(trace)[rs.EFF_TENSORS].to_pylist()}
+        assert whole and all(f is None or f >= 1 for f in whole.values())
+        step = (t1 - t0) // 9
+        for k in range(8):
+            for width in (step // 3, step, 3 * step):
+                a, b = t0 + k * step, t0 + k * step + width
+                eff = dma_efficiency(trace, a, b)
+                for r in eff[rs.EFF_TENSORS].to_pylist():
+                    assert r[rs.RELOAD_FACTOR] is None or r[rs.RELOAD_FACTOR] >= 1 - 1e-9, (a, b, r)
+                    if whole.get(r[rs.VARIABLE]) == 1.0 and r[rs.RELOAD_FACTOR] is not None:
+                        assert r[rs.RELOAD_FACTOR] == 1.0, (a, b, r)   # loaded once is once in any window
+                bnd = performance_bounds(trace, a, b)
+                inputs = bnd[rs.INPUTS]
+                assert inputs[rs.NECESSARY_BYTES] <= inputs[rs.DMA_TRANSFER_BYTES], (a, b)
+                assert bnd[rs.EXCESS_TRAFFIC_GAP_NS] >= 0, (a, b)
+        idle = performance_bounds(trace, t1 + 10**5, t1 + 2 * 10**5)
+        assert idle[rs.BOTTLENECK] is None and idle[rs.INPUTS][rs.NECESSARY_BYTES] == 0
+        assert not any("HBM regions" in n for n in idle[rs.NOTES])
+        assert recommendations(trace, t1 + 10**5, t1 + 2 * 10**5).num_rows == 0

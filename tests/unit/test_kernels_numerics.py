@@ -176,3 +176,26 @@ def test_check_needs_an_output():
 
     with pytest.raises(KernelError, match="declares no output tensor"):
         run_kernel(no_output, check=True)
+
+
+def _strict_reference(inputs, n=256):
+    return {"y": inputs["x"]}
+
+
+@kernel(reference=_strict_reference)
+def copy_with_a_mode(nc, n=256, mode="plain"):
+    x = nc.input("x", (128, n), "fp32")
+    y = nc.output("y", (128, n), "fp32")
+    t = nc.sbuf_tile((128, n), "fp32")
+    nc.dma_copy(t, x)
+    nc.dma_copy(y, t)
+
+
+def test_a_reference_that_cannot_take_the_parameters_is_named_at_its_own_line():
+    """It was named at runner.py:383, trnprof's own line."""
+    import inspect
+
+    line = inspect.getsourcelines(_strict_reference)[1]
+    with pytest.raises(KernelError, match=rf"^test_kernels_numerics.py:{line}: the numpy reference of kernel "
+                                          r"copy_with_a_mode cannot be called .* \(n, mode\): .*'mode'; take them all"):
+        run_kernel(copy_with_a_mode, check=True)

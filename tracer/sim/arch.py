@@ -151,12 +151,22 @@ _TRN2 = CostModel(
 PRESETS: Mapping[str, CostModel] = {"trn1": _TRN1, "trn2": _TRN2}
 
 _FIXED = {"arch", "neuroncore_version", "instance_type", "overridden"}
+#: Constants that only describe the hardware in the trace's Metadata (Neuron Explorer's fields) and that no cost
+#: rule reads: ``--set`` refuses them, saying what sets the speed instead (setting one changed nothing but the
+#: Metadata, which then misdescribed the run).
+_DESCRIPTIVE = {
+    "vector_channels": "the Vector engine's speed comes from dve_clock_ghz and dve_perf_mode_max",
+    "scalar_channels": "the Scalar engine's speed comes from act_clock_ghz",
+    "gpsimd_channels": "the GpSimd engine's speed comes from pool_clock_ghz",
+    "num_physical_cores": "a recording simulates one NeuronCore",
+    "ticks_per_nanosec": "simulated time is kept in whole nanoseconds",
+}
 _POSITIVE_EXEMPT = {"dve_dependent_overhead_cycles", "access_overhead_cycles", "dma_start_latency_ns"}
 
 
 def overridable_names() -> list[str]:
     """Names accepted by ``--set``."""
-    return sorted(f.name for f in fields(CostModel) if f.name not in _FIXED)
+    return sorted(f.name for f in fields(CostModel) if f.name not in _FIXED and f.name not in _DESCRIPTIVE)
 
 
 def _parse_value(name: str, kind: Any, text: str) -> Any:
@@ -201,6 +211,9 @@ def cost_model(arch: str = "trn2", overrides: Mapping[str, Any] | None = None) -
     valid = overridable_names()
     changes: dict[str, Any] = {}
     for name, raw in overrides.items():
+        if name in _DESCRIPTIVE:
+            raise ConfigError(f"--set {name}: it only describes the hardware in the trace's Metadata and no cost "
+                              f"rule reads it ({_DESCRIPTIVE[name]}; docs/cost-model.md)")
         if name not in valid:
             raise ConfigError(f"unknown cost-model constant {name!r}; valid names: {', '.join(valid)}")
         kind = types[name]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gc
+import inspect
 import json
 import os
 import time
@@ -381,6 +382,17 @@ def check_outputs(spec: Any, ctx: KernelContext, params: Mapping[str, Any]) -> l
                           "declare results with nc.output(...)")
     # the inputs as they were given to the kernel (a kernel may write over one: the reference must not see that)
     inputs = {n: a.copy() for n, a in ctx.initial_inputs.items()}
+    try:  # a reference that cannot take the call: named at its own line, with the parameters it is given
+        inspect.signature(spec.reference).bind(inputs, **params)
+    except TypeError as exc:
+        code = getattr(spec.reference, "__code__", None)
+        where = f"{Path(code.co_filename).name}:{code.co_firstlineno}" if code is not None else "?"
+        shown = ", ".join(params) or "none"
+        raise KernelError(f"{where}: the numpy reference of kernel {spec.name} cannot be called as "
+                          f"reference(inputs, **params) with the kernel's parameters ({shown}): {exc}; take them "
+                          "all, or **params") from None
+    except ValueError:  # no signature to check (a builtin): the call itself says what is wrong
+        pass
     try:
         expected = spec.reference(inputs, **params)
     except TrnprofError:

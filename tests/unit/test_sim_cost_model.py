@@ -187,3 +187,15 @@ def test_cost_model_doc_lists_every_constant_with_its_preset_values():
     missing = [name for name in overridable_names() if f"`{name}`" not in doc]
     assert not missing, f"docs/cost-model.md does not document: {missing}"
     assert "| `pe_clock_ghz` | 2.8 | 2.4 |" in doc and "| `dma_bandwidth_gbps` | 272 | 368 |" in doc
+
+
+@pytest.mark.parametrize("name", ["vector_channels", "scalar_channels", "gpsimd_channels", "num_physical_cores",
+                                  "ticks_per_nanosec"])
+def test_constants_only_the_metadata_carries_are_refused(name):
+    """Setting one changed no time, only the Metadata (ticks_per_nanosec=3 then misdescribed ns timestamps)."""
+    from tracer.errors import ConfigError
+    from tracer.sim.arch import cost_model, overridable_names
+
+    with pytest.raises(ConfigError, match=rf"^--set {name}: it only describes the hardware in the trace's Metadata"):
+        cost_model("trn2", {name: "4"})
+    assert name not in overridable_names()

@@ -61,6 +61,9 @@ def summarize(trace: Trace, start_ns: int | None = None, end_ns: int | None = No
     if end < start:
         raise QueryError(f"summary range is empty: end ({end}) < start ({start})")
     total = end - start
+    # counts take events *starting* in [start, end): over the whole trace (no end given), one starting at its very
+    # end (a zero-length event at the last timestamp) counts too; busy time is the same either way
+    count_end = end + 1 if end_ns is None else end
     cur = trace._cursor()
     tracks = sorted(trace.tracks().to_pylist(), key=lambda t: t[dbs.SORT_ORDER])
 
@@ -69,7 +72,7 @@ def summarize(trace: Trace, start_ns: int | None = None, end_ns: int | None = No
     tensor_tracks: list[int] = []
     for t in (t for t in tracks if t[dbs.KIND] == "engine"):
         name = t[ts.NAME]
-        busy, count = track_totals(cur, trace.track_info(t[dbs.TRACK_ID]), start, end)
+        busy, count = track_totals(cur, trace.track_info(t[dbs.TRACK_ID]), start, count_end)
         entry = engines.setdefault(name, {"active_time_ns": 0, "utilization_pct": None, "instruction_count": 0})
         entry["active_time_ns"] += busy
         entry["instruction_count"] += count
@@ -79,7 +82,7 @@ def summarize(trace: Trace, start_ns: int | None = None, end_ns: int | None = No
     for name, entry in engines.items():
         entry["utilization_pct"] = _pct(entry["active_time_ns"], total * len(cores_of[name]))
 
-    flops = _tensor_flops(cur, tensor_tracks, start, end) if total else (0.0, 0.0)
+    flops = _tensor_flops(cur, tensor_tracks, start, count_end) if total else (0.0, 0.0)
     peak = tensor_peak_flops_per_ns(trace.metadata)
     tensor_cores = max(1, len(cores_of.get(TENSOR, set())))
     capacity = peak * total * tensor_cores if peak else 0.0
@@ -92,13 +95,13 @@ def summarize(trace: Trace, start_ns: int | None = None, end_ns: int | None = No
     if queues_by_core and total:
         row = fetch_one(
             cur, f"SELECT coalesce(sum({quote(ts.TRANSFER_BYTES)}), 0)::BIGINT FROM {quote(ts.DMA_PACKET.name)} "
-            f"WHERE {quote(ts.START_TS)} >= $a AND {quote(ts.START_TS)} < $b", {"a": start, "b": end})
+            f"WHERE {quote(ts.START_TS)} >= $a AND {quote(ts.START_TS)} < $b", {"a": start, "b": count_end})
         dma_bytes = int(row[0]) if row else 0
     return {
         "total_time_ns": total,
         "engines": engines,
-        "hfu_pct": _pct(flops[0], capacity) if capacity else None,
-        "mfu_pct": _pct(flops[1], capacity) if capacity else None,
+        "hfu_pct": _pct(flops[0], capacity) if capacity and flops[0] is not None else None,
+        "mfu_pct": _pct(flops[1], capacity) if capacity and flops[1] is not None else None,
         "dma": {
             "active_time_ns": int(dma_active),
             "transfer_bytes": dma_bytes,
@@ -107,25 +110,32 @@ def summarize(trace: Trace, start_ns: int | None = None, end_ns: int | None = No
     }
 
 
-def _tensor_flops(cur: Any, tensor_tracks: list[int], start: int, end: int) -> tuple[float, float]:
-    """(hardware, model) FLOPs of the Tensor instructions of these tracks starting in [start, end)."""
+def _tensor_flops(cur: Any, tensor_tracks: list[int], start: int, end: int) -> tuple[float | None, float | None]:
+    """(hardware, model) FLOPs of the Tensor instructions of these tracks starting in [start, end); None for both
+    when there are such instructions and none has a FLOP count (a profile without the FLOP fields: unknown, not
+    zero)."""
     if not tensor_tracks:
         return 0.0, 0.0
     flop = f"coalesce({quote(ts.ADJUSTED_FLOPS)}, {quote(ts.RAW_FLOPS)})"
     model = f"coalesce({quote(ts.RAW_FLOPS)}, {quote(ts.ADJUSTED_FLOPS)})"
     row = fetch_one(
         cur, f"SELECT coalesce(sum({flop}), 0)::DOUBLE, coalesce(sum({model}) FILTER "
-        f"(WHERE coalesce({quote(ts.TENSOR_INSTRUCTION_TYPE)}, '') <> '{TRANSPOSE}'), 0)::DOUBLE "
+        f"(WHERE coalesce({quote(ts.TENSOR_INSTRUCTION_TYPE)}, '') <> '{TRANSPOSE}'), 0)::DOUBLE, "
+        f"count(*), count({flop}) "
         f"FROM {quote(ts.INSTRUCTION.name)} WHERE {quote(dbs.TRACK_ID)} IN "
         f"({', '.join(str(int(i)) for i in tensor_tracks)}) "
         f"AND {quote(ts.START_TS)} >= $a AND {quote(ts.START_TS)} < $b", {"a": start, "b": end})
-    return (float(row[0]), float(row[1])) if row else (0.0, 0.0)
+    if not row:
+        return 0.0, 0.0
+    if row[2] and not row[3]:
+        return None, None
+    return float(row[0]), float(row[1])
 
 
-def tensor_flops(trace: Trace, start_ns: int, end_ns: int) -> tuple[float, float]:
+def tensor_flops(trace: Trace, start_ns: int, end_ns: int) -> tuple[float | None, float | None]:
     """(hardware, model) FLOPs of the Tensor instructions starting in [start_ns, end_ns): the numerators of
     ``hfu_pct`` and ``mfu_pct`` (hardware: BF16-equivalent ``adjusted_flops``, ``raw_flops`` where missing;
-    model: ``raw_flops`` of the instructions that are not transposes)."""
+    model: ``raw_flops`` of the instructions that are not transposes; None when none has a FLOP count)."""
     from profiler.trace import check_time
 
     start_ns, end_ns = check_time(start_ns, "start_ns"), check_time(end_ns, "end_ns")  # (None, "0", 1.5: raw)

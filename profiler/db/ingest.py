@@ -162,6 +162,8 @@ class _Builder:
         self.repairs = IntervalRepairs(source)
         #: Tables whose columns were renamed (warned once each).
         self.renamed: set[str] = set()
+        #: (table, column) pairs of later batches left out (warned once each).
+        self.dropped: set[tuple[str, str]] = set()
 
     def convert(self, name: str, spec: TrackKeySpec | None, batch: pa.RecordBatch) -> pa.RecordBatch:
         batch, renamed = with_distinct_names(name, batch)
@@ -186,13 +188,34 @@ class _Builder:
         return pa.RecordBatch.from_arrays([ids, *batch.columns], names=[dbs.TRACK_ID, *batch.schema.names])
 
     def _conform(self, name: str, batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+        """``batch`` with the columns of the table's first batch (``schema``): a column it lacks is null, one the
+        first lacked is left out with a warning (once per column), another type is cast when it can be."""
         if batch.schema == schema:
             return batch
-        try:
-            return batch.select(schema.names).cast(schema)
-        except (ValueError, KeyError, pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
-            raise TraceFormatError(f"{self.source.path}: table {name} changes its columns between record batches "
-                                   f"({str(exc).splitlines()[0]})") from None
+        have = set(batch.schema.names)
+        extra = [c for c in batch.schema.names if c not in schema.names and (name, c) not in self.dropped]
+        if extra:
+            self.dropped.update((name, c) for c in extra)
+            warnings.warn(TraceImportWarning(
+                f"{self.source.path}: {name}: column(s) {', '.join(map(repr, extra[:5]))}"
+                f"{', ...' if len(extra) > 5 else ''} appear only after the table's first part and are left out (its "
+                "first part sets the columns)"), stacklevel=2)
+        columns = []
+        for field in schema:
+            if field.name not in have:
+                columns.append(pa.nulls(batch.num_rows, field.type))
+                continue
+            col = batch.column(field.name)
+            if col.type != field.type:
+                try:
+                    col = col.cast(field.type)
+                except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+                    raise TraceFormatError(
+                        f"{self.source.path}: {name}: column {field.name!r} holds {field.type} in the table's "
+                        f"first part and {col.type} in a later one, which does not convert; export the parts "
+                        "with one schema") from None
+            columns.append(col)
+        return pa.RecordBatch.from_arrays(columns, schema=schema)
 
     def _collect_names(self, target: str, batch: pa.RecordBatch) -> None:
         """Remember the event names of an interval table (the index codes them against their sorted set)."""
@@ -225,6 +248,10 @@ class _Builder:
         target = spec.db_table if spec else name
         iterator = iter(batches)
         first = self.convert(name, spec, next(iterator))
+        if first.num_columns == 0:  # a table of no column (an importer's empty objects): nothing to store
+            for _ in iterator:
+                pass
+            return
         schema = self.schemas.setdefault(target, first.schema)
         buffer = self._buffer(name, spec, target)
         interval = target in INTERVAL_NAME_COLUMNS

@@ -71,7 +71,7 @@ class NeuronJsonSource:
         starts: list[np.ndarray] = []
         engines: list[pa.Array] = []
         last_end = None
-        skipped = 0
+        skipped = no_dur = negative = 0
         with Spill(self.spill_dir) as spill:
             for block in stream.blocks(progress):
                 for k in block.key_names():
@@ -82,6 +82,8 @@ class NeuronJsonSource:
                 dur, dok = decimal_text_to_ns(block.strings("duration"), scale_digits=0)
                 keep = ok & (block.member("opcode").present | block.member("label").present)
                 skipped += int((~keep).sum())
+                no_dur += int((keep & ~dok).sum())
+                negative += int((keep & dok & (dur < 0)).sum())
                 dur = np.where(dok & (dur > 0), dur, 0)
                 rows = np.flatnonzero(keep)
                 label = block.strings("label", rows)
@@ -118,6 +120,16 @@ class NeuronJsonSource:
         if skipped:
             warnings.warn(TraceImportWarning(f"{self.path}: skipped {skipped:,} instructions without a numeric "
                                              "timestamp or without opcode and label"), stacklevel=2)
+        kept = sum(len(t) for t in starts)
+        if no_dur:  # made zero-length: with every duration missing, every busy time computed is 0
+            every = " (all of them: every busy time and utilization will read 0)" if no_dur == kept else ""
+            warnings.warn(TraceImportWarning(f"{self.path}: {no_dur:,} instruction{'s' * (no_dur != 1)} without a "
+                                             f"numeric duration {'were' if no_dur != 1 else 'was'} made "
+                                             f"zero-length{every}"), stacklevel=2)
+        if negative:
+            warnings.warn(TraceImportWarning(f"{self.path}: {negative:,} instruction{'s' * (negative != 1)} with a "
+                                             f"negative duration {'were' if negative != 1 else 'was'} made "
+                                             "zero-length"), stacklevel=2)
 
     def _emit(self, spill: Spill, starts: list[np.ndarray], engines: list[pa.Array], extra_keys: list[str],
               where: str) -> Iterator[tuple[str, pa.RecordBatch]]:
@@ -165,6 +177,8 @@ def _summary_batch(raw: bytes) -> pa.RecordBatch | None:
     keys: list[str] = []
     for r in rows:
         keys.extend(k for k in r if k not in keys)
+    if not keys:  # only empty objects: no column to keep (a table of none cannot be stored)
+        return None
     columns = {}
     for k in keys:
         values = [r.get(k) for r in rows]

@@ -1,0 +1,88 @@
+"""Imported profiles at the edges an audit found: a crash, silent repairs, lost columns and counts off by one."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import profiler
+from profiler.importers.common import TraceImportWarning
+from tests.unit.test_import_neuron import METADATA_74, instruction_part
+
+
+def _instructions(n: int = 10, **change) -> list[dict]:
+    rows = [{"timestamp": 1000 + 100 * i, "duration": 80, "label": ["TensorMatrix", "Vector"][i % 2],
+             "opcode": ["MATMUL", "TT"][i % 2], "operands": "", "hlo_name": "dot.1"} for i in range(n)]
+    for i, fields in change.items():
+        rows[int(i.removeprefix("row"))].update(fields)
+    return rows
+
+
+def _ingest(path, tmp_path):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        t = profiler.open(path)
+    return t, [str(w.message) for w in caught if issubclass(w.category, TraceImportWarning)]
+
+
+def test_a_neuron_json_summary_of_empty_objects_is_ignored(tmp_path):
+    """It stopped the ingest with an internal error (a table of no column)."""
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps({"summary": [{}], "instruction": _instructions()}))
+    t, _ = _ingest(path, tmp_path)
+    with t:
+        assert t.sql("SELECT count(*) FROM Instruction").fetchall() == [(10,)]
+
+
+@pytest.mark.parametrize(("change", "said"), [
+    ({"row3": {"duration": None}}, "1 instruction without a numeric duration was made zero-length"),
+    ({"row3": {"duration": -50}}, "1 instruction with a negative duration was made zero-length"),
+])
+def test_neuron_json_durations_repaired_are_said(tmp_path, change, said):
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps({"instruction": _instructions(**change)}))
+    t, said_all = _ingest(path, tmp_path)
+    t.close()
+    assert any(said in w for w in said_all), said_all
+
+
+def test_a_neuron_json_without_durations_says_every_busy_time_will_read_zero(tmp_path):
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps({"instruction": [{k: v for k, v in r.items() if k != "duration"}
+                                                for r in _instructions()]}))
+    t, said = _ingest(path, tmp_path)
+    with t:
+        summary = t.summary()
+    assert any("10 instructions without a numeric duration" in w and "will read 0" in w for w in said), said
+    # the zero-length instructions at the last timestamp count too (the range ended before them)
+    assert sum(e["instruction_count"] for e in summary["engines"].values()) == 10
+
+
+def test_split_parquet_parts_with_other_columns(tmp_path):
+    """A column only a later part has was dropped unsaid; a column it lacks is null."""
+    d = tmp_path / "profile"
+    d.mkdir()
+    pq.write_table(pa.table(METADATA_74), d / "Metadata.parquet")
+    pq.write_table(instruction_part([0, 1, 2], ["tensor"] * 3), d / "Instruction_0.parquet")
+    later = instruction_part([3, 4], ["tensor"] * 2).drop(["hlo_name"]).append_column("new_col", pa.array([1, 2]))
+    pq.write_table(later, d / "Instruction_1.parquet")
+    t, said = _ingest(d, tmp_path)
+    with t:
+        rows = t.sql("SELECT count(*), count(hlo_name) FROM Instruction").fetchall()
+    assert rows == [(5, 3)]
+    assert any("'new_col' appear only after the table's first part and are left out" in w for w in said), said
+
+
+def test_hfu_is_unknown_without_flop_counts(tmp_path):
+    d = tmp_path / "profile"
+    d.mkdir()
+    pq.write_table(pa.table(METADATA_74), d / "Metadata.parquet")
+    pq.write_table(instruction_part([0, 1, 2], ["tensor"] * 3).drop(["raw_flops"]), d / "Instruction.parquet")
+    t, _ = _ingest(d, tmp_path)
+    with t:
+        s = t.summary()
+    assert s["hfu_pct"] is None and s["mfu_pct"] is None   # unknown, not 0%

@@ -49,7 +49,7 @@ def nest_rows(start: np.ndarray, end: np.ndarray, rows: np.ndarray, depth: np.nd
     written into ``depth``/``parent`` at those rows, by a stack of the open ones; False as soon as a slice is not
     inside the innermost open one (they do not nest; what was written is then meaningless).
 
-    A slice is closed at ``t`` when it ends at or before ``t`` (an instant: before ``t``), as in
+    A slice is closed at ``t`` when it ends at or before ``t`` (an instant at ``t`` too), as in
     :func:`profiler.importers.nesting._nest_sorted`, whose results this equals whenever it returns True.
     """
     top = 0
@@ -58,7 +58,7 @@ def nest_rows(start: np.ndarray, end: np.ndarray, rows: np.ndarray, depth: np.nd
         si = start[i]
         while top > 0:
             t = stack[top - 1]
-            if (end[t] <= si) if end[t] > start[t] else (end[t] < si):
+            if end[t] <= si:  # (a zero-length slice is closed for everything after it: it holds nothing)
                 top -= 1
             else:
                 break

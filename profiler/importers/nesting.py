@@ -4,11 +4,11 @@ Pure numpy functions over whole columns (no per-slice Python loop on the common 
 formats that give flat events (Chrome ``X``, ``B``/``E``, instants) rather than a call tree.
 
 Conventions: intervals are half-open ``[start, end)``; a zero-length interval (an instant) at ``t`` lies inside
-``[a, b)`` when ``a <= t < b``.  On one track, slices sorted by (start, longer first, id) nest when each lies inside
-the previous still-open one; ``depth`` is then the number of slices open around it and ``parent`` the innermost
-of them.  Tracks whose slices overlap without nesting (which the Chrome format forbids but producers write
-anyway) get a greedy lane layout instead: each slice takes the lowest depth free at its start, and a parent only
-when the slice at the depth above really contains it.
+``[a, b)`` when ``a <= t < b``, and holds nothing (instants at one time are siblings). On one track, slices sorted
+by (start, longer first, id) nest when each lies inside the previous still-open one; ``depth`` is then the number of
+slices open around it and ``parent`` the innermost of them. Tracks whose slices overlap without nesting (which the
+Chrome format forbids but producers write anyway) get a greedy lane layout instead: each slice takes the lowest
+depth free at its start, and a parent only when the slice at the depth above really contains it.
 """
 
 from __future__ import annotations
@@ -96,8 +96,10 @@ def _nest_sorted(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray, 
     """Depth, parent (local index or -1) and whether they nest, for one track sorted by (start, end desc)."""
     m = len(s)
     nonzero = e > s
+    # closed before each interval: those ending at or before its start, and every zero-length one before it in the
+    # order ([t, t) holds nothing, not even another instant at t)
     closed = (np.searchsorted(np.sort(e[nonzero]), s, side="right")
-              + np.searchsorted(np.sort(e[~nonzero]), s, side="left"))
+              + np.searchsorted(np.flatnonzero(~nonzero), np.arange(m), side="left"))
     d = np.arange(m, dtype=np.int64) - closed
     del closed
     # Parent: the nearest earlier interval one level up; grouping positions by depth makes it a binary search.

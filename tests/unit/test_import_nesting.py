@@ -45,8 +45,8 @@ def _oracle_depth(rows):
             stack, current = [], tr
         while stack:
             top = stack[-1]
-            ts_, te = rows[top][1], rows[top][2]
-            if s < te or (ts_ == te == s):
+            te = rows[top][2]
+            if s < te:   # (a zero-length interval holds nothing: not even another at its time)
                 break
             stack.pop()
         depth[i] = len(stack)
@@ -190,3 +190,12 @@ def test_compiled_flow_binding_equals_the_vectorised_one(rows, queries, in_time_
         want = np.where(enc, enclosing(s[rows_t], e[rows_t], par_local, seg_lo=lo, seg_hi=hi, t=t),
                         next_starting(s[rows_t], lo, hi, t))
         assert got.tolist() == np.where(want >= 0, rows_t[np.maximum(want, 0)], -1).tolist()
+
+
+def test_zero_length_slices_at_one_time_are_siblings():
+    """They nested inside each other (a real PyTorch trace's back-to-back zero-length calls went 9 deep for 8)."""
+    s = np.array([0, 5, 5, 5, 200, 200], np.int64)
+    e = np.array([100, 5, 5, 5, 200, 200], np.int64)
+    got = nest_intervals(np.zeros(6, np.int64), s, e)
+    assert got.depth.tolist() == [0, 1, 1, 1, 0, 0]
+    assert got.parent.tolist() == [-1, 0, 0, 0, -1, -1]

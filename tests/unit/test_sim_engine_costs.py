@@ -62,6 +62,27 @@ def test_vector_scalar_gpsimd_costs(tmp_path, arch):
     assert tt["sbuf_read_bytes"] == 2 * 128 * 1024 * 2 and tt["sbuf_write_bytes"] == 128 * 1024 * 2
 
 
+def dependent_by_region(nc):
+    t = nc.sbuf_tile((128, 512), "fp32", name="t")
+    u = nc.sbuf_tile((128, 512), "fp32", name="u")
+    nc.memset(t, 1.0)
+    nc.tensor_copy(u, t)                                    # all of u
+    nc.tensor_scalar(u[:, 0:256], t[:, 0:256], "add", 1.0)  # the left half of u
+    z = nc.sbuf_tile((128, 256), "fp32", name="z")
+    nc.tensor_scalar(z, u[:, 256:512], "add", 1.0)          # the right half: not the last instruction's result
+    nc.tensor_scalar(z, z, "add", 1.0)                      # the last instruction's result
+
+
+@pytest.mark.parametrize("arch", ["trn1", "trn2"])
+def test_the_dependent_overhead_counts_only_the_region_read(tmp_path, arch):
+    """It was added whenever the last Vector instruction wrote anywhere in the tile read."""
+    result, t = record(tmp_path, dependent_by_region, arch=arch)
+    clock = result.cost.dve_clock_ghz
+    ts = _rows(t, "TENSOR_SCALAR")
+    assert ts[1]["duration_ns"] == _ns(60 + 256, clock)
+    assert ts[2]["duration_ns"] == _ns(60 + 256 + 100, clock)
+
+
 def pe_ops(nc):
     w = nc.sbuf_tile((128, 128), "bf16", name="w")
     x = nc.sbuf_tile((128, 512), "bf16", name="x")

@@ -92,4 +92,5 @@ def attention(nc: Any, *, seq: int = 1024, head_dim: int = 128, kv_block: int = 
         nc.activation(inv, l_sum, "reciprocal")
         o_tile = nc.sbuf_tile((128, head_dim), dtype, name="o_tile")
         nc.tensor_scalar(o_tile, o_acc, "multiply", inv)
-        nc.dma_copy(o[qi * 128:(qi + 1) * 128, :], o_tile)
+        # stored from GpSimd: on Sync, in order behind the store, the next block's loads would wait for this one
+        nc.dma_copy(o[qi * 128:(qi + 1) * 128, :], o_tile, engine="GpSimd")

@@ -44,4 +44,5 @@ def rmsnorm(nc: Any, *, rows: int = 1024, cols: int = 2048, eps: float = 1e-6, d
         nc.tensor_scalar(normed, xt, "multiply", rstd)
         yt = nc.sbuf_tile((p, cols), dtype, name="y_tile")
         nc.tensor_tensor(yt, normed, g[0:p, :], "multiply")
-        nc.dma_copy(y[r0:r0 + p, :], yt)
+        # stored from GpSimd: on Sync, in order behind the store, the next tile's load would wait for this compute
+        nc.dma_copy(y[r0:r0 + p, :], yt, engine="GpSimd")

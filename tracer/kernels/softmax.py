@@ -40,4 +40,5 @@ def softmax(nc: Any, *, rows: int = 1024, cols: int = 2048, dtype: str = "bf16")
         nc.activation(inv, total, "reciprocal")
         yt = nc.sbuf_tile((p, cols), dtype, name="y_tile")
         nc.tensor_scalar(yt, ex, "multiply", inv)
-        nc.dma_copy(y[r0:r0 + p, :], yt)
+        # stored from GpSimd: on Sync, in order behind the store, the next tile's load would wait for this compute
+        nc.dma_copy(y[r0:r0 + p, :], yt, engine="GpSimd")

@@ -160,7 +160,12 @@ class OpsMixin:
             rec = self.fast.rec if self.fast is not None else None
             for v in reads:
                 if v.mem != HBM:
+                    p0, p1, f0, f1 = v.p0, v.p1, v.f0, v.f1
                     for w in v.tile.block.writers:
+                        # the last Vector instruction's result only where this one reads it (another part of the
+                        # tile, written just before, is no dependency)
+                        if not (w[0] < p1 and p0 < w[1] and w[2] < f1 and f0 < w[3]):
+                            continue
                         if rec is not None:
                             rec.vector_check(w[4], last)
                         if w[4][0] == S_VECTOR and w[4][1] == last:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import textwrap
 
 from profiler.analyses import schema as rs
@@ -16,6 +17,7 @@ from profiler.cli._analysis import (
     note_merged_cores,
     open_trace,
     output_limit,
+    print_json,
     print_table,
 )
 from profiler.errors import QueryError
@@ -49,6 +51,10 @@ class RecommendCommand:
                 raise QueryError(f"{args.db}: no instructions or DMA packets, and no GPU kernels: the recommendations "
                                  "need a device trace (a simulator recording, a Neuron profile) or the host trace of "
                                  "a GPU run")
+        if args.format == "json":  # evidence as the JSON object it is (the table holds it as JSON text)
+            rows = recs.to_pylist()[:limit]
+            print_json([{**r, rs.EVIDENCE: json.loads(r[rs.EVIDENCE]) if r[rs.EVIDENCE] else None} for r in rows])
+            return 0
         if args.format != "table":
             print_table(recs, args.format, limit)
             return 0

@@ -190,3 +190,9 @@ def test_windows_cutting_transfers_keep_reload_factors_and_necessary_bytes_sound
         assert idle[rs.BOTTLENECK] is None and idle[rs.INPUTS][rs.NECESSARY_BYTES] == 0
         assert not any("HBM regions" in n for n in idle[rs.NOTES])
         assert recommendations(trace, t1 + 10**5, t1 + 2 * 10**5).num_rows == 0
+
+
+def test_recommend_json_gives_evidence_as_an_object(mlp_sample, capsys):
+    code, out, _ = run(capsys, "recommend", str(mlp_sample), "--json")
+    rows = json.loads(out)
+    assert code == 0 and rows and all(isinstance(r["evidence"], dict) for r in rows)

@@ -18,6 +18,7 @@ Over the DMA packets starting in the window:
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -94,7 +95,17 @@ def _queue_table(trace: Trace, scope: Scope) -> pa.Table:
         rs.THROUGHPUT_GBPS: pa.array(throughput, mask=np.isnan(throughput)),
         rs.MEAN_BYTES: pa.array(mean, mask=np.isnan(mean)),
     }, schema=rs.DMA_QUEUES)
-    return out.sort_by([(rs.BUSY_NS, "descending"), (rs.QUEUE, "ascending")])
+    # busiest first; ties by name with its number as a number (qSyncIO2 before qSyncIO10)
+    names = out.column(rs.QUEUE).to_pylist()
+    order = sorted(range(out.num_rows), key=lambda i: (-int(busy[i]), _natural(names[i])))
+    return out.take(pa.array(order, pa.int64()))
+
+
+def _natural(name: str | None) -> tuple[Any, ...]:
+    """A sort key reading the digit runs of ``name`` as numbers."""
+    if name is None:
+        return ((1, ""),)
+    return tuple((0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", name) if part)
 
 
 def tensor_table(trace: Trace, start_ns: int | None = None, end_ns: int | None = None,

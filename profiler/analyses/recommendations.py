@@ -159,14 +159,17 @@ def _dma_rules(b: dict[str, Any], eff: dict[str, Any],
     efficiency = ideal / memory if ideal is not None and memory else None
     if small_share is not None and small_share > SMALL_DMA_BYTES_MAX and efficiency is not None \
             and efficiency < DMA_EFFICIENCY_MIN:
+        # the rate of the bytes the efficiency counts (data, not instruction fetches): the two agree
+        peak_gbps = (b[rs.INPUTS][rs.DMA_BW_PEAK] or 0) / 1e9
+        rate = efficiency * peak_gbps
         out.append(_rec(
             "small_dma", "Small DMA transfers",
             f"{_pct(small_share)} of DMA bytes move in packets under {SMALL_BYTES:,} bytes (mean "
             f"{eff[rs.EFF_MEAN_BYTES]:,.0f} B); DMA runs at {_pct(efficiency)} of its peak rate while active "
-            f"({eff[rs.EFF_THROUGHPUT_GBPS]:.3g} of {eff[rs.EFF_PEAK_GBPS] or 0:.3g} GB/s). Load whole rows: at "
+            f"({rate:.3g} of {peak_gbps:.3g} GB/s). Load whole rows: at "
             f"least {SMALL_BYTES:,} contiguous bytes per partition, 4 KiB to saturate.",
             evidence={"small_bytes_fraction": small_share, "mean_packet_bytes": eff[rs.EFF_MEAN_BYTES],
-                      "dma_efficiency": efficiency, "throughput_gbps": eff[rs.EFF_THROUGHPUT_GBPS]},
+                      "dma_efficiency": efficiency, "throughput_gbps": rate},
             impact_ns=b[rs.DMA_INEFFICIENCY_GAP_NS] or 0.0, speedup=b[rs.SPEEDUPS].get(rs.MEMORY_BOUND_IDEAL_NS)))
     gap = b[rs.EXCESS_TRAFFIC_GAP_NS]
     if gap is not None and ideal and gap / ideal > RELOAD_GAP_MAX:

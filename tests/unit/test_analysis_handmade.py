@@ -211,3 +211,13 @@ def test_the_critical_path_ends_at_the_heaviest_of_the_events_ending_last(tmp_pa
     with profiler.open(path) as t:
         steps = critical_path(t).to_pylist()
     assert [(r[rs.NAME], r[rs.DUR_NS]) for r in steps] == [("MATMUL", 1000)]
+
+
+def test_the_small_dma_sentence_gives_one_rate(trace):
+    """Its share and its GB/s came from different bytes (instruction fetches in one, not the other)."""
+    import re
+
+    row = next(r for r in recommendations(trace).to_pylist() if r[rs.RULE] == "small_dma")
+    share, rate, peak = re.search(r"runs at ([\d.]+)% of its peak rate while active \(([\d.]+) of ([\d.]+) GB/s\)",
+                                  row[rs.MESSAGE]).groups()
+    assert float(rate) / float(peak) == pytest.approx(float(share) / 100, abs=0.005)

@@ -157,8 +157,16 @@ def format_value(value: Any) -> str:
         if abs(value) >= 1000:
             return f"{value:,.0f}"
         return f"{value:.4g}"
-    text = str(value)
+    text = one_line(str(value))
     return text if len(text) <= MAX_CELL else text[: MAX_CELL - 1] + "…"
+
+
+def one_line(text: str) -> str:
+    """``text`` for one table cell: line breaks and tabs written as backslash escapes (a name holding a newline
+    broke the table's rows)."""
+    if "\n" in text or "\r" in text or "\t" in text:
+        return text.replace("\r", "\\r").replace("\n", "\\n").replace("\t", "\\t")
+    return text
 
 
 def format_table(table: pa.Table) -> str:

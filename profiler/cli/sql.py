@@ -19,6 +19,7 @@ import pyarrow as pa
 
 import profiler
 from profiler.cli import shown_value
+from profiler.cli._analysis import one_line
 from profiler.cli._progress import ingest_bars
 from profiler.db.user_sql import TEXT_TYPES
 from profiler.trace import DEFAULT_SQL_TIMEOUT_S
@@ -58,7 +59,7 @@ def row_count(text: str) -> int:
 
 
 def _cell(value: Any) -> str:
-    text = "NULL" if value is None else str(value)
+    text = "NULL" if value is None else one_line(str(value))
     return text if len(text) <= MAX_CELL else text[: MAX_CELL - 1] + "…"
 
 

@@ -102,3 +102,12 @@ def test_help_documents_streaming_and_limits(capsys):
     assert main(["sql", "--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())
     assert "--max-rows N" in text and "constant memory" in text and "NaN" in text and "One statement" in text
+
+
+def test_a_value_holding_a_line_break_stays_on_its_row(mlp_sample, capsys):
+    """A name holding a newline broke the table's rows (sql, search and the analysis tables alike)."""
+    from profiler.cli import main
+
+    assert main(["sql", str(mlp_sample), "SELECT 'a' || chr(10) || 'b' AS x, 'c' || chr(9) || 'd' AS y"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[2].split() == ["a\\nb", "c\\td"] and lines[3] == "(1 row)"

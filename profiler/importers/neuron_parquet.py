@@ -19,6 +19,7 @@ import re
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -185,12 +186,43 @@ class NeuronParquetSource:
             cols[schema.QUEUE_NAME] = _queue_names(cols, batch.num_rows)
         if spec.kind == "interval" and schema.DURATION_NS not in cols and {schema.START_TS, schema.END_TS} <= set(cols):
             cols[schema.DURATION_NS] = pc.subtract(cols[schema.END_TS], cols[schema.START_TS])
+        if spec.kind == "interval" and schema.START_TS in cols:
+            cols = self._fill_times(cols, f)
         known = {k: v for k, v in cols.items() if k in spec}
         extra = {k: v for k, v in cols.items() if k not in spec}
         batch = table_batch(spec, known, str(f), extra)
         if spec.kind == "interval":
             batch = self._repair_intervals(batch, f)
         return batch
+
+    def _fill_times(self, cols: dict[str, Any], f: Path) -> dict[str, Any]:
+        """Times of an interval table made whole: fractional ns rounded, a missing duration or end (a value or the
+        column) derived from the other two, rows without a start (or without both end and duration) skipped -- each
+        with a warning, instead of refusing the profile for one row."""
+        times = (schema.START_TS, schema.END_TS, schema.DURATION_NS)
+        for name in times:
+            col = cols.get(name)
+            if col is not None and pa.types.is_floating(col.type):  # (a fraction of a ns means nothing here)
+                cols[name] = pc.cast(pc.round(col), pa.int64())
+            elif col is not None and pa.types.is_integer(col.type):
+                cols[name] = pc.cast(col, pa.int64())
+        start, end, dur = (cols.get(n) for n in times)
+        if end is None and dur is not None:  # (no end_ts column: start + duration)
+            cols[schema.END_TS] = end = pc.add(start, dur)
+        if dur is not None and end is not None and dur.null_count:
+            cols[schema.DURATION_NS] = dur = pc.coalesce(dur, pc.subtract(end, start))
+        if end is not None and dur is not None and end.null_count:
+            cols[schema.END_TS] = end = pc.coalesce(end, pc.add(start, dur))
+        keep = pc.is_valid(start)
+        for col in (end, dur):
+            if col is not None:
+                keep = pc.and_(keep, pc.is_valid(col))
+        dropped = len(start) - (pc.sum(keep).as_py() or 0)
+        if dropped:
+            warnings.warn(TraceImportWarning(f"{f}: skipped {dropped:,} rows without a start_ts, or without both "
+                                             "end_ts and duration_ns"), stacklevel=5)
+            cols = {k: pc.filter(v, keep) for k, v in cols.items()}
+        return cols
 
     def _repair_intervals(self, batch: pa.RecordBatch, f: Path) -> pa.RecordBatch:
         """Rows ending before they start are made zero-length (end = start), with one warning per batch."""

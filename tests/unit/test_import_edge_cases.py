@@ -86,3 +86,33 @@ def test_hfu_is_unknown_without_flop_counts(tmp_path):
     with t:
         s = t.summary()
     assert s["hfu_pct"] is None and s["mfu_pct"] is None   # unknown, not 0%
+
+
+def _profile(tmp_path, instructions: pa.Table):
+    d = tmp_path / "profile"
+    d.mkdir()
+    pq.write_table(pa.table(METADATA_74), d / "Metadata.parquet")
+    pq.write_table(instructions, d / "Instruction.parquet")
+    return d
+
+
+def _set(table: pa.Table, name: str, values) -> pa.Table:
+    return table.set_column(table.schema.get_field_index(name), name, pa.array(values))
+
+
+def test_parquet_times_are_made_whole_rather_than_refused(tmp_path):
+    """One null start_ts or duration_ns, or a fractional ns, refused the whole profile; no end_ts column did too."""
+    base = instruction_part([0, 1, 2, 3], ["tensor"] * 4)
+    part = _set(_set(base, "duration_ns", [5, None, 5, 5]), "start_ts", [100, 110, None, 130])
+    part = _set(part, "end_ts", [105.4, 115.0, 125.0, 135.0])
+    t, said = _ingest(_profile(tmp_path, part), tmp_path)
+    with t:
+        rows = t.sql("SELECT id, start_ts, end_ts, duration_ns FROM Instruction ORDER BY id").fetchall()
+    assert rows == [(0, 100, 105, 5), (1, 110, 115, 5), (3, 130, 135, 5)]
+    assert any("skipped 1 rows without a start_ts" in w for w in said), said
+
+
+def test_parquet_without_end_ts_takes_start_plus_duration(tmp_path):
+    t, _ = _ingest(_profile(tmp_path, instruction_part([0, 1], ["tensor"] * 2).drop(["end_ts"])), tmp_path)
+    with t:
+        assert t.sql("SELECT start_ts, end_ts FROM Instruction ORDER BY id").fetchall() == [(100, 105), (110, 115)]

@@ -46,15 +46,32 @@ _METADATA_RENAMES = {"explorer_version": "tool_version"}
 BATCH_ROWS = 1 << 16
 
 
-def table_files(directory: Path) -> dict[str, list[Path]]:
-    """Parquet files of each table in ``directory``, splits in part order."""
+def table_files(directory: Path, left_out: list[str] | None = None) -> dict[str, list[Path]]:
+    """Parquet files of each table in ``directory``, splits in part order.  A table written both whole
+    (``T.parquet``) and split (``T_0.parquet``, ...) is read from whichever was written last (a re-export into the
+    same directory; both would count every row twice); the other is named in ``left_out``."""
     found: dict[str, list[tuple[int, Path]]] = {}
     for f in directory.iterdir():
         m = _FILE_RE.match(f.name)
         if m and f.is_file():
             part = int(m.group("part")) if m.group("part") is not None else -1
             found.setdefault(m.group("table"), []).append((part, f))
-    return {t: [p for _, p in sorted(parts)] for t, parts in sorted(found.items())}
+    out = {}
+    for table, parts in sorted(found.items()):
+        whole = [f for part, f in parts if part < 0]
+        split = [(part, f) for part, f in sorted(parts) if part >= 0]
+        if whole and split:
+            newer_whole = whole[0].stat().st_mtime >= max(f.stat().st_mtime for _, f in split)
+            kept, dropped = (whole, [f.name for _, f in split]) if newer_whole else ([f for _, f in split],
+                                                                                   [whole[0].name])
+            if left_out is not None:
+                left_out.append(f"{table}: read {', '.join(f.name for f in kept[:3])}"
+                                f"{', ...' if len(kept) > 3 else ''} (written last), left out "
+                                f"{', '.join(dropped[:3])}{', ...' if len(dropped) > 3 else ''}")
+            out[table] = kept
+        else:
+            out[table] = [f for _, f in sorted(parts)]
+    return out
 
 
 class NeuronParquetSource:
@@ -64,7 +81,8 @@ class NeuronParquetSource:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
-        self.tables = table_files(self.path)
+        self._left_out: list[str] = []
+        self.tables = table_files(self.path, self._left_out)
 
     def input_files(self) -> list[Path]:
         return [f for files in self.tables.values() for f in files]
@@ -75,6 +93,8 @@ class NeuronParquetSource:
     def read(self, progress: ProgressCallback | None = None) -> Iterator[tuple[str, pa.RecordBatch]]:
         for f in self.input_files():  # fail before yielding anything when a file is not Parquet at all
             self._open(f)
+        for what in self._left_out:
+            warnings.warn(TraceImportWarning(f"{self.path}: a table is both whole and split: {what}"), stacklevel=2)
         meta_row, version = self._metadata()
         required = self._schema_required()
         for table, files in self.tables.items():

@@ -116,3 +116,17 @@ def test_parquet_without_end_ts_takes_start_plus_duration(tmp_path):
     t, _ = _ingest(_profile(tmp_path, instruction_part([0, 1], ["tensor"] * 2).drop(["end_ts"])), tmp_path)
     with t:
         assert t.sql("SELECT start_ts, end_ts FROM Instruction ORDER BY id").fetchall() == [(100, 105), (110, 115)]
+
+
+def test_a_table_both_whole_and_split_is_read_once(tmp_path):
+    """Both were read: every row counted twice, unsaid."""
+    import os
+
+    d = _profile(tmp_path, instruction_part([0, 1, 2, 3], ["tensor"] * 4))
+    pq.write_table(instruction_part([0, 1], ["tensor"] * 2), d / "Instruction_0.parquet")
+    old = (d / "Instruction.parquet").stat().st_mtime - 100
+    os.utime(d / "Instruction.parquet", (old, old))   # the split parts were written last
+    t, said = _ingest(d, tmp_path)
+    with t:
+        assert t.sql("SELECT count(*) FROM Instruction").fetchall() == [(2,)]
+    assert any("read Instruction_0.parquet (written last), left out Instruction.parquet" in w for w in said), said

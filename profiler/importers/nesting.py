@@ -28,7 +28,7 @@ class Nesting:
     depth: np.ndarray         # int32
     parent: np.ndarray        # int64 index of the enclosing interval, -1 for none
     overlapping_tracks: int   # tracks laid out as lanes because their slices overlap without nesting
-    overlapping_slices: int   # slices on those tracks
+    overlapping_slices: int   # slices on those tracks crossing another (starting inside it, ending after it)
     order: np.ndarray         # indices sorting the intervals by (track, start, end descending, index)
     segments: np.ndarray = field(default_factory=lambda: np.zeros((0, 3), np.int64))
     """One row per track: (track, first, end) positions of its intervals in ``order``."""
@@ -84,7 +84,7 @@ def nest_intervals(track: np.ndarray, start: np.ndarray, end: np.ndarray) -> Nes
         d, p, ok = _nest_sorted(s, e)
         if not ok:
             overlapping_tracks += 1
-            overlapping_slices += b - a
+            overlapping_slices += _crossing(s, e)
             d, p = _lanes(s, e)
         depth[rows] = d
         has = p >= 0
@@ -125,6 +125,20 @@ def _nest_sorted(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray, 
     return d.astype(np.int32), p, ok
 
 
+def _crossing(start: np.ndarray, end: np.ndarray) -> int:
+    """Slices of one track (sorted by start) that start inside an open slice and end after it: what keeps the track
+    from nesting (the rest of its slices nest fine)."""
+    open_ends: list[int] = []
+    count = 0
+    for s, e in zip(start.tolist(), end.tolist(), strict=True):
+        while open_ends and open_ends[0] <= s:
+            heapq.heappop(open_ends)
+        if open_ends and e > open_ends[0]:
+            count += 1
+        heapq.heappush(open_ends, e)
+    return count
+
+
 def _lanes(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Greedy lanes for one track's intervals (sorted by start): (depth, parent index or -1)."""
     n = len(start)
@@ -146,7 +160,7 @@ def _lanes(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if lane > 0:
             above = lane_last[lane - 1]
             a_s, a_e = s_list[above], e_list[above]
-            if a_s <= s and e <= a_e and (s < a_e or a_s == a_e == s):
+            if a_s <= s and e <= a_e and s < a_e:  # (a zero-length slice holds nothing)
                 parent[i] = above
         depth[i] = lane
         lane_last[lane] = i

@@ -199,3 +199,11 @@ def test_zero_length_slices_at_one_time_are_siblings():
     got = nest_intervals(np.zeros(6, np.int64), s, e)
     assert got.depth.tolist() == [0, 1, 1, 1, 0, 0]
     assert got.parent.tolist() == [-1, 0, 0, 0, -1, -1]
+
+
+def test_the_overlap_count_is_of_the_slices_that_cross_another():
+    """It counted every slice of a track that did not nest (alexnet: 123 for 8)."""
+    s = np.array([0, 5, 20, 22, 40], np.int64)
+    e = np.array([10, 15, 30, 25, 41], np.int64)
+    got = nest_intervals(np.zeros(5, np.int64), s, e)
+    assert (got.overlapping_tracks, got.overlapping_slices) == (1, 1)

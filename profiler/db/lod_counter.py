@@ -97,14 +97,16 @@ def counter_rows(t: np.ndarray, v: np.ndarray, k: int, b0: int, b1: int, *, carr
     rel = sb - b0
     width = float(1 << k)
     prev = np.r_[carried, v[:-1]] if len(v) else v
-    steps = (v - np.nan_to_num(prev, nan=0.0)) * (((sb + 1) << k) - t).astype(np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):  # values near ±1e308: the mean is made finite later
+        steps = (v - np.nan_to_num(prev, nan=0.0)) * (((sb + 1) << k) - t).astype(np.float64)
     count = np.bincount(rel, minlength=nb).astype(np.int64)
     starts = np.arange(b0, b1, dtype=np.int64)
     before = np.searchsorted(sb, starts, side="left") - 1
     carried_in = np.where(before >= 0, v[np.maximum(before, 0)] if len(v) else carried, carried)
     at_end = np.searchsorted(sb, starts, side="right") - 1
     last = np.where(at_end >= 0, v[np.maximum(at_end, 0)] if len(v) else carried, carried)
-    integral = np.nan_to_num(carried_in, nan=0.0) * width + np.bincount(rel, weights=steps, minlength=nb)
+    with np.errstate(over="ignore", invalid="ignore"):
+        integral = np.nan_to_num(carried_in, nan=0.0) * width + np.bincount(rel, weights=steps, minlength=nb)
     vmin = np.where(np.isnan(carried_in), _INF, carried_in)
     vmax = np.where(np.isnan(carried_in), -_INF, carried_in)
     if len(t):
@@ -182,7 +184,8 @@ class CounterLodBuilder:
         o = self.open
         prev = np.r_[before, v[:-1]]
         end = (o.bucket + 1) << self.k
-        o.steps += float(((v - np.nan_to_num(prev, nan=0.0)) * (end - t).astype(np.float64)).sum())
+        with np.errstate(over="ignore", invalid="ignore"):  # (values near ±1e308: the mean is made finite later)
+            o.steps += float(((v - np.nan_to_num(prev, nan=0.0)) * (end - t).astype(np.float64)).sum())
         o.count += len(t)
         o.vmin = min(o.vmin, float(v.min()))
         o.vmax = max(o.vmax, float(v.max()))
@@ -232,13 +235,26 @@ class CounterLodBuilder:
             rows, depth = parent, depth + 1
 
 
+def _finite_mean(mean: np.ndarray, vmin: np.ndarray, vmax: np.ndarray, last: np.ndarray) -> np.ndarray:
+    """``mean`` where the time integral overflowed (values near ±1e308) replaced by the middle of the bucket's
+    range, which holds it (NaN was stored, and numpy's overflow warnings reached the user)."""
+    bad = ~np.isfinite(mean) & np.isfinite(vmin) & np.isfinite(vmax)
+    if not bad.any():
+        return mean
+    out = mean.copy()
+    out[bad] = vmin[bad] / 2 + vmax[bad] / 2
+    return out
+
+
 def counter_table(rows: CounterRows, first_ts: int, last_ts: int, track_id: int | None = None) -> pa.Table:
     """Rows as :data:`profiler.db_schema.COUNTER_LOD` rows (without track_id: the bucket columns only)."""
     n = len(rows)
     starts = np.arange(rows.b0, rows.b1, dtype=np.int64) << rows.k
     ends = (np.arange(rows.b0, rows.b1, dtype=np.int64) + 1) << rows.k
     covered = np.minimum(ends, last_ts) - np.maximum(starts, first_ts)
-    mean = np.where(covered > 0, rows.integral / np.maximum(covered, 1).astype(np.float64), rows.last)
+    with np.errstate(over="ignore", invalid="ignore"):
+        mean = np.where(covered > 0, rows.integral / np.maximum(covered, 1).astype(np.float64), rows.last)
+    mean = _finite_mean(mean, rows.vmin, rows.vmax, rows.last)
     columns = {
         dbs.LEVEL: pa.array(np.full(n, rows.k, np.int32)),
         dbs.BUCKET: pa.array(np.arange(rows.b0, rows.b1, dtype=np.int64)),
@@ -269,7 +285,9 @@ def counter_table_many(items: list[tuple[int, CounterRows]], spans: dict[int, tu
 
     last = cat("last")
     covered = np.minimum((bucket + 1) << k, last_ts) - np.maximum(bucket << k, first)
-    mean = np.where(covered > 0, cat("integral") / np.maximum(covered, 1).astype(np.float64), last)
+    with np.errstate(over="ignore", invalid="ignore"):
+        mean = np.where(covered > 0, cat("integral") / np.maximum(covered, 1).astype(np.float64), last)
+    mean = _finite_mean(mean, cat("vmin"), cat("vmax"), last)
     return pa.table({
         dbs.TRACK_ID: pa.array(np.repeat(np.array([t for t, _ in items], np.int64), lengths)),
         dbs.LEVEL: pa.array(k.astype(np.int32)),

@@ -130,3 +130,18 @@ def test_a_table_both_whole_and_split_is_read_once(tmp_path):
     with t:
         assert t.sql("SELECT count(*) FROM Instruction").fetchall() == [(2,)]
     assert any("read Instruction_0.parquet (written last), left out Instruction.parquet" in w for w in said), said
+
+
+def test_counter_values_near_the_float_limit_give_finite_means_and_no_numpy_warnings(tmp_path):
+    """The time integral overflowed: numpy's overflow warnings reached the user and NaN means were stored."""
+    events = [{"ph": "C", "name": "big", "pid": 1, "ts": ts, "args": {"v": v}}
+              for ts, v in ((0, 1e308), (10, -1e308), (20, 1e308), (30, 5.0))]
+    events.append({"ph": "X", "name": "work", "pid": 1, "tid": 1, "ts": 0, "dur": 40})
+    path = tmp_path / "big.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        t = profiler.open(path)
+    with t:
+        bad = t.sql("SELECT count(*) FROM counter_lod WHERE NOT isfinite(mean_value)").fetchall()
+    assert bad == [(0,)]

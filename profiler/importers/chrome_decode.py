@@ -250,8 +250,18 @@ def _async(block: ObjectBlock, out: DecodedBlock) -> None:
     names = block.strings("name", rows).fill_null("").to_pylist()
     kinds = {ASYNC_BEGIN: "b", ASYNC_END: "e", ASYNC_INSTANT: "n"}
     cls = out.cls
-    out.async_events = [(r, i if i is not None else (i2 or ""), cat or "", name, kinds[int(cls[r])])
+    out.async_events = [(r, i if i is not None else _id2(i2), cat or "", name, kinds[int(cls[r])])
                         for r, i, i2, cat, name in zip(rows.tolist(), ids, id2, cats, names, strict=True)]
+
+
+def _id2(text: str | None) -> str:
+    """An async event's identity from its ``id2``: ``global:<id>`` for ``{"global": ...}`` (shared by every process,
+    :func:`profiler.importers.chrome_tracks.pair_async`), ``local:<id>`` for ``{"local": ...}``, else the text."""
+    value = decode_object(text) if text else {}
+    for scope in ("global", "local"):
+        if scope in value and len(value) == 1:
+            return f"{scope}:{value[scope]}"
+    return text or ""
 
 
 def _flows(block: ObjectBlock, out: DecodedBlock) -> None:

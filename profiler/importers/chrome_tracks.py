@@ -264,7 +264,8 @@ def _unique_within(groups: list[str], names: list[str], suffixes: Sequence[str],
 
 def pair_async(events: list[tuple[int, str, str, int, str, int, str]], registry: Registry, start: np.ndarray,
                end: np.ndarray, track: np.ndarray, *, t_end: int) -> dict[str, int]:
-    """Pair nestable async events (``b``/``e``, ``n``) per (process, cat, id); set their slices' ends and tracks.
+    """Pair nestable async events (``b``/``e``, ``n``) per (process, cat, id) -- per (cat, id) for an ``id2``
+    ``{"global": ...}`` identity -- and set their slices' ends and tracks.
 
     Each identity is a stack: ``e`` ends the latest open ``b``.  All slices of one outermost ``b`` go on the
     process's async track named after it; ``n`` instants join the open one's track or their own.
@@ -274,17 +275,21 @@ def pair_async(events: list[tuple[int, str, str, int, str, int, str]], registry:
     """
     problems = {"async e events without a matching b (dropped)": 0, "async b events never ended (closed at the "
                 "end of the trace)": 0}
-    order = sorted(range(len(events)), key=lambda i: (events[i][0], events[i][1], events[i][2], events[i][3], i))
+    # an id2 {"global": ...} identity is shared by every process (its slices go on the first begin's process)
+    def pairing(i: int) -> int:
+        return -1 if events[i][2].startswith("global:") else events[i][0]
+
+    order = sorted(range(len(events)), key=lambda i: (pairing(i), events[i][1], events[i][2], events[i][3], i))
     stack: list[int] = []
     root_track = -1
     current: tuple[int, str, str] | None = None
     for i in order:
         process, cat, ident, ts, kind, span, name = events[i]
-        if (process, cat, ident) != current:
+        if (pairing(i), cat, ident) != current:
             problems["async b events never ended (closed at the end of the trace)"] += len(stack)
             for s in stack:
                 end[s] = max(int(start[s]), t_end)
-            stack, current = [], (process, cat, ident)
+            stack, current = [], (pairing(i), cat, ident)
         if kind == "b":
             if not stack:
                 root_track = registry.async_track(process, name)

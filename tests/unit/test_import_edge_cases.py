@@ -145,3 +145,19 @@ def test_counter_values_near_the_float_limit_give_finite_means_and_no_numpy_warn
     with t:
         bad = t.sql("SELECT count(*) FROM counter_lod WHERE NOT isfinite(mean_value)").fetchall()
     assert bad == [(0,)]
+
+
+def test_async_events_with_a_global_id2_pair_across_processes(tmp_path):
+    """The end (on another process) was dropped and the slice ran to the end of the trace."""
+    events = [{"ph": "b", "name": "g", "cat": "c", "pid": 1, "tid": 1, "ts": 200, "id2": {"global": "0x5"}},
+              {"ph": "e", "name": "g", "cat": "c", "pid": 3, "tid": 1, "ts": 210, "id2": {"global": "0x5"}},
+              {"ph": "b", "name": "l", "cat": "c", "pid": 1, "tid": 1, "ts": 220, "id2": {"local": "0x5"}},
+              {"ph": "e", "name": "l", "cat": "c", "pid": 1, "tid": 1, "ts": 230, "id2": {"local": "0x5"}},
+              {"ph": "X", "name": "work", "pid": 1, "tid": 1, "ts": 0, "dur": 300}]
+    path = tmp_path / "async.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    t, said = _ingest(path, tmp_path)
+    with t:
+        rows = t.sql("SELECT name, start_ts, end_ts FROM slice WHERE name IN ('g', 'l') ORDER BY name").fetchall()
+    assert rows == [("g", 200_000, 210_000), ("l", 220_000, 230_000)]
+    assert not any("async" in w for w in said), said

@@ -79,15 +79,18 @@ class DiffCommand:
         total = result[rs.DIFF_TOTAL]
         print(f"A: {_describe(traces[rs.A])}")
         print(f"B: {_describe(traces[rs.B])}")
-        print(f"total time: {total[rs.A]:,} -> {total[rs.B]:,} ns, {total[rs.DELTA]:+,} ns{_speed(total)}")
+        print(f"total time (first event to last): {total[rs.A]:,} -> {total[rs.B]:,} ns, {total[rs.DELTA]:+,} ns"
+              f"{_speed(total)}")
         neck = result[rs.DIFF_BOTTLENECK]
         print(f"bottleneck: {neck[rs.A]} -> {neck[rs.B]}")
-        print_table(result[rs.DIFF_ENGINES], "table", title="\nactive time per engine (ns):")
-        print_table(result[rs.DIFF_BOUNDS], "table", title="\nbounds (ns):")
+        print_table(result[rs.DIFF_ENGINES], "table",
+                    title="\nactive time per engine (ns, in the bounds' window: first DMA start to last DMA end):")
+        print_table(result[rs.DIFF_BOUNDS], "table", title="\nbounds (ns, same window):")
         if result[rs.DIFF_MEMORY].num_rows:
             print_table(result[rs.DIFF_MEMORY], "table", title="\npeak live bytes per partition:")
         for grouping, table in result[rs.DIFF_BY].items():
-            print_table(table, "table", limit, title=f"\ntime per {grouping} (busy ns, largest change first):")
+            print_table(table, "table", limit,
+                        title=f"\ntime per {grouping} (busy ns over the whole trace, largest change first):")
         return 0
 
 

@@ -90,7 +90,7 @@ def test_diff(traces, capsys):
     assert {m[rs.METRIC] for m in data[rs.DIFF_BOUNDS]} >= ISSUE_KEYS - {"bottleneck"}
     assert set(data[rs.DIFF_BY]) == set(rs.GROUP_KEYS)
     code, out, _ = run(capsys, "diff", traces[0], traces[1], "--by", "opcode")
-    assert "total time: 370 -> 370 ns, +0 ns (same)" in out and "time per opcode" in out
+    assert "total time (first event to last): 370 -> 370 ns, +0 ns (same)" in out and "time per opcode" in out
     assert "time per source" not in out
 
 

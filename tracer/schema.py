@@ -305,9 +305,7 @@ FLOW = TableSpec(
         _c(OUT_TABLE, _DICT, "table of the predecessor row", req=True),
         _c(DEPENDENCY_TYPE, _DICT, "flow (read-after-write), anti (write-after-read) or output (write-after-write)",
            req=True),
-        _c(GAP_TIME, _I64, "dependent start minus predecessor end (a DMA transfer's: its retirement, which an "
-                             "earlier transfer of its queue group finishing later delays; docs/cost-model.md)",
-           unit="ns"),
+        _c(GAP_TIME, _I64, "dependent start minus predecessor end", unit="ns"),
     ),
 )
 

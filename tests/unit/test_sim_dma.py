@@ -122,3 +122,45 @@ def test_dma_templates_do_not_depend_on_the_hbm_tensor(tmp_path, monkeypatch, fa
         for k in range(d_ff // 128):
             assert sum(f"src=w2_{layers - 1}[{128 * k}:{128 * (k + 1)},0:{d_model}]" in text for text in ops) == 1
     assert counts[0] == counts[1]
+
+
+def uneven_group(nc, n=6):
+    """Per iteration: a 4-row transfer of 4 KiB rows (queues 0-3, long packets) then a 2-row one of 128 B
+    (queues 4-5, short): the second finishes first but retires with the first, in order."""
+    a = nc.input("a", (4 * n, 1024), "fp32")
+    b = nc.input("b", (2 * n, 32), "fp32")
+    for i in nc.affine_range(n):
+        at = nc.sbuf_tile((4, 1024), "fp32", name="at")
+        bt = nc.sbuf_tile((2, 32), "fp32", name="bt")
+        nc.dma_copy(at, a[4 * i:4 * i + 4, :])
+        nc.dma_copy(bt, b[2 * i:2 * i + 2, :])
+        u = nc.sbuf_tile((2, 32), "fp32", name="u")
+        nc.tensor_scalar(u, bt, "add", 1.0)   # reads only b's tile
+
+
+@pytest.mark.parametrize("fast_path", [False, True])
+def test_a_consumer_held_by_in_order_retirement_names_the_transfer_that_held_it(tmp_path, fast_path):
+    """Its Flow edge named its own transfer's last packet, with a gap of 0 though that packet ended earlier; the
+    transfer it waited for was named by no edge."""
+    from tests.unit.test_sim_dependencies import record
+
+    _result, t = record(tmp_path, uneven_group, fast_path=fast_path)
+    ins = {r["id"]: r for r in t["Instruction"].to_pylist()}
+    pk = {r["id"]: r for r in t["DmaPacket"].to_pylist()}
+    edges = [f for f in t["Flow"].to_pylist() if f["out_table"] == "DmaPacket" and f["in_table"] == "Instruction"
+             and ins[f["in_id"]]["opcode"] == "TENSOR_SCALAR"]
+    assert len(edges) == 6
+    for f in edges:
+        consumer, packet = ins[f["in_id"]], pk[f["out_id"]]
+        assert packet["variable"] == "a"                        # the long transfer that retired last
+        assert f["gap_time"] == consumer["start_ts"] - packet["end_ts"] >= 0
+
+
+def test_the_fast_path_names_the_same_packets(tmp_path):
+    from tests.unit.test_sim_dependencies import record
+
+    flows = []
+    for fast_path in (False, True):
+        _r, t = record(tmp_path / str(fast_path), uneven_group, {"n": 40}, fast_path=fast_path)
+        flows.append(t["Flow"].to_pylist())
+    assert flows[0] == flows[1]

@@ -171,6 +171,7 @@ class Core(DmaQueues):
             self.queue_free[g] = [0] * self.cm.dma_queues
             self.u_qf[g] = 0
             self.dma_retire[g] = 0
+            self.dma_retire_out[g] = -1
             self.dma_seq[g] = 0
         return g
 

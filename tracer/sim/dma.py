@@ -68,6 +68,8 @@ class DmaQueues:
         self.u_qf: dict[int, int] = {}
         self.q0 = 0
         self.dma_retire: dict[int, int] = {}
+        #: Per group, the packet whose end is the group's retire time (consumers' Flow edges name it).
+        self.dma_retire_out: dict[int, int] = {}
         self.dma_seq: dict[int, int] = {}
         self.queue_busy_ns = 0
         self.dma_bytes = 0
@@ -151,8 +153,14 @@ class DmaQueues:
         pkt_base = self.n_packets
         self.n_packets += plan.n
         self.q0 = (q0 + plan.n) % plan.nqueues
-        retire = end if end > self.dma_retire[g] else self.dma_retire[g]
+        # in-order retirement: a transfer finishing before an earlier one of its group retires with that one, and
+        # its consumers' edges name the packet that ended last (the transfer that held them back)
+        if end >= self.dma_retire[g]:
+            retire, rout = end, pkt_base + last
+        else:
+            retire, rout = self.dma_retire[g], self.dma_retire_out[g]
         self.dma_retire[g] = retire
+        self.dma_retire_out[g] = rout
         seq = self.dma_seq[g] = self.dma_seq[g] + 1
         c = self._cols
         c["x_instr"].append(idx)
@@ -160,10 +168,10 @@ class DmaQueues:
         c["x_pkt"].append(pkt_base)
         c["x_q0"].append(q0)
         c["x_retire"].append(retire)
-        c["x_out"].append(pkt_base + last)
+        c["x_out"].append(rout)
         self.n_xfers += 1
         self.dma_bytes += plan.rows * plan.chunk_bytes
-        return (g, seq, retire, TABLE_PACKET, pkt_base + last)
+        return (g, seq, retire, TABLE_PACKET, rout)
 
     def _place_uniform(self, t: int, d: int) -> int:
         """:meth:`_place` on the shared reservations of the uniform state."""

@@ -220,7 +220,7 @@ def _schedule(prog: Program, core: Any, leaves: list[Any], A: list[int], tpls: l
     if dma:
         lat = core.cm.dma_start_latency_ns
         u_qf, u_starts, u_ends = core.u_qf, core.u_starts, core.u_ends
-        d_retire, d_seq = core.dma_retire, core.dma_seq
+        d_retire, d_rout, d_seq = core.dma_retire, core.dma_retire_out, core.dma_seq
         q0, npk, nx = core.q0, core.n_packets, core.n_xfers
         qbusy, dbytes = core.queue_busy_ns, core.dma_bytes
         XI: list[int] = []
@@ -338,9 +338,11 @@ def _schedule(prog: Program, core: Any, leaves: list[Any], A: list[int], tpls: l
                 npk += plan.n
                 q0 = (q0 + plan.n) % nq
                 rt = d_retire[g]
-                if en < rt:
+                if en < rt:  # retires with the earlier transfer that ends later: its packet is named
                     en = rt
+                    out = d_rout[g]
                 d_retire[g] = en
+                d_rout[g] = out
                 sq = d_seq[g] = d_seq[g] + 1
                 XI.append(i0 + j)
                 XT.append(tpl.id)

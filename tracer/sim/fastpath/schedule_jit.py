@@ -220,7 +220,7 @@ class CoreArrays:
         self.fp = np.array([cm.throttle_reset_utilization, cm.throttle_start_fraction], np.float64)
         self.us = np.zeros(K.TRIM_AT + 2, np.int64)
         self.ue = np.zeros(K.TRIM_AT + 2, np.int64)
-        self.grp = np.zeros((0, 3), np.int64)
+        self.grp = np.zeros((0, 4), np.int64)
         self.groups: list[int] = []
         self.dma_sync = -1  # core.n_xfers when us/ue/grp were last in step with the core (-1: never)
         self.win = np.zeros((2, _WINDOW), np.int64)
@@ -295,9 +295,9 @@ class CoreArrays:
                 self.us[:n] = core.u_starts
                 self.ue[:n] = core.u_ends
             self.groups = sorted(core.u_qf)
-            self.grp = np.zeros((max(self.groups, default=0) + 1, 3), np.int64)
+            self.grp = np.zeros((max(self.groups, default=0) + 1, 4), np.int64)
             for g in self.groups:
-                self.grp[g] = (core.u_qf[g], core.dma_retire[g], core.dma_seq[g])
+                self.grp[g] = (core.u_qf[g], core.dma_retire[g], core.dma_seq[g], core.dma_retire_out[g])
         st[K.UL] = len(core.u_ends) if uniform else 0
         st[K.UFLOOR] = core.u_floor
         st[K.UNIFORM] = 1 if uniform else 0
@@ -321,10 +321,10 @@ class CoreArrays:
             core.u_floor = v[K.UFLOOR]
             st[K.UTRIM] = 0
             st[K.UMOD] = ul
-        qf, rt, sq = core.u_qf, core.dma_retire, core.dma_seq
+        qf, rt, sq, ro = core.u_qf, core.dma_retire, core.dma_seq, core.dma_retire_out
         grp = self.grp.tolist()
         for g in self.groups:
-            qf[g], rt[g], sq[g] = grp[g]
+            qf[g], rt[g], sq[g], ro[g] = grp[g]
         self.dma_sync = core.n_xfers
 
     # -- access-conflict lists ---------------------------------------------------------------------------

@@ -55,7 +55,7 @@ UNKNOWN, NOT_UNIFORM = -2, -1
 #: Columns of the per-template float table: cycles and clock (the throttle's stretched duration).
 TF_CYCLES, TF_CLOCK = range(2)
 #: Columns of the per-group table: queue free time, retire time, transfer sequence number.
-G_QF, G_RETIRE, G_SEQ = range(3)
+G_QF, G_RETIRE, G_SEQ, G_ROUT = range(4)
 #: Stop reasons.
 DONE, NEED, GROW, TRANSFER = range(4)
 #: Reservations the uniform DMA state keeps before forgetting the oldest half (tracer.sim.dma).
@@ -411,14 +411,16 @@ def schedule_rows(j: int, n: int, rows: np.ndarray, dep_idx: np.ndarray, tids: n
             X[X_QSTART, nxi] = q
             X[X_PKT, nxi] = npk
             X[X_Q0, nxi] = q0
-            X[X_OUT, nxi] = last
-            out[O_OUT, j] = last
             npk += ti[d, T_NPKT]
             q0 = (q0 + ti[d, T_NPKT]) % nq
             rt = grp[g, G_RETIRE]
-            if en < rt:
+            if en < rt:  # retires with the earlier transfer that ends later: its packet is named
                 en = rt
+                last = grp[g, G_ROUT]
             grp[g, G_RETIRE] = en
+            grp[g, G_ROUT] = last
+            X[X_OUT, nxi] = last
+            out[O_OUT, j] = last
             X[X_RETIRE, nxi] = en
             nxi += 1
             grp[g, G_SEQ] += 1

@@ -23,6 +23,7 @@ The one-element ``summary`` list becomes a ``Summary`` table (one column per fie
 
 from __future__ import annotations
 
+import math
 import os
 import warnings
 from collections.abc import Iterator
@@ -71,7 +72,7 @@ class NeuronJsonSource:
         starts: list[np.ndarray] = []
         engines: list[pa.Array] = []
         last_end = None
-        skipped = no_dur = negative = 0
+        skipped = no_dur = negative = far = 0
         with Spill(self.spill_dir) as spill:
             for block in stream.blocks(progress):
                 for k in block.key_names():
@@ -81,6 +82,9 @@ class NeuronJsonSource:
                 ts, ok = decimal_text_to_ns(block.strings("timestamp"), scale_digits=0)
                 dur, dok = decimal_text_to_ns(block.strings("duration"), scale_digits=0)
                 keep = ok & (block.member("opcode").present | block.member("label").present)
+                if not ok.all():  # numbers too large for int64 ns are not "without a timestamp"
+                    far += sum(1 for v in block.strings("timestamp", np.flatnonzero(~ok)).to_pylist()
+                               if v is not None and _finite(v))
                 skipped += int((~keep).sum())
                 no_dur += int((keep & ~dok).sum())
                 negative += int((keep & dok & (dur < 0)).sum())
@@ -117,8 +121,11 @@ class NeuronJsonSource:
             meta["last_hw_timestamp"] = last_end
         yield schema.METADATA.name, metadata_batch(meta, complete=stream.fault is None,
                                                    tool="neuron-profile JSON")
-        if skipped:
-            warnings.warn(TraceImportWarning(f"{self.path}: skipped {skipped:,} instructions without a numeric "
+        if far:
+            warnings.warn(TraceImportWarning(f"{self.path}: skipped {far:,} instructions with a timestamp beyond "
+                                             "±2^62 ns (is it in ns, as the format says?)"), stacklevel=2)
+        if skipped - far:
+            warnings.warn(TraceImportWarning(f"{self.path}: skipped {skipped - far:,} instructions without a numeric "
                                              "timestamp or without opcode and label"), stacklevel=2)
         kept = sum(len(t) for t in starts)
         if no_dur:  # made zero-length: with every duration missing, every busy time computed is 0
@@ -157,6 +164,13 @@ class NeuronJsonSource:
             extra = {(e := _extra_name(k)): (cols[e] if e in cols else pa.nulls(n, pa.string())) for k in extra_keys}
             offset += n
             yield schema.INSTRUCTION.name, table_batch(schema.INSTRUCTION, columns, where, extra)
+
+
+def _finite(text: str) -> bool:
+    try:
+        return math.isfinite(float(text))
+    except ValueError:
+        return False
 
 
 def _extra_name(key: str) -> str:

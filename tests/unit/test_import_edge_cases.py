@@ -161,3 +161,21 @@ def test_async_events_with_a_global_id2_pair_across_processes(tmp_path):
         rows = t.sql("SELECT name, start_ts, end_ts FROM slice WHERE name IN ('g', 'l') ORDER BY name").fetchall()
     assert rows == [("g", 200_000, 210_000), ("l", 220_000, 230_000)]
     assert not any("async" in w for w in said), said
+
+
+def test_times_too_large_are_told_apart_from_times_that_are_not_numbers(tmp_path):
+    """Both read "without a valid numeric ts": a unit mix-up looked like garbage."""
+    events = [{"ph": "X", "name": "far", "pid": 1, "tid": 1, "ts": 1e18, "dur": 1},
+              {"ph": "X", "name": "text", "pid": 1, "tid": 1, "ts": "soon", "dur": 1},
+              {"ph": "X", "name": "ok", "pid": 1, "tid": 1, "ts": 5, "dur": 1}]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    t, said = _ingest(path, tmp_path)
+    t.close()
+    joined = " | ".join(said)
+    assert "1 events with a ts beyond ±2^62 ns" in joined and "1 events without a valid numeric ts" in joined
+    path = tmp_path / "n.json"
+    path.write_text(json.dumps({"instruction": _instructions(row0={"timestamp": 10**30})}))
+    t, said = _ingest(path, tmp_path)
+    t.close()
+    assert any("skipped 1 instructions with a timestamp beyond ±2^62 ns" in w for w in said), said

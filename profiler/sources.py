@@ -110,7 +110,17 @@ def open_source(path: str | os.PathLike[str]) -> TraceSource:
     source = detect_import(p)
     if source is not None:
         return source
+    hint = ""
+    if p.is_dir():  # a folder of traces (one per rank, say) is not itself one
+        try:  # (the first 64 entries: a look, not a scan of a huge folder)
+            children = sorted(p.iterdir())[:64]
+            inside = [c.name for c in children if is_trace_directory(c) or detect_import(c) is not None]
+        except OSError:
+            inside = []
+        if inside:
+            shown = ", ".join(inside[:3]) + (", ..." if len(inside) > 3 else "")
+            hint = f"; it holds traces ({shown}): give one of them, or `trnprof serve` the folder to browse them all"
     raise TraceFormatError(
         f"{p}: not a recognised trace (expected a trnprof trace directory, a trnprof database, Neuron Explorer "
-        "Parquet output, neuron-profile JSON, or Chrome trace JSON)"
+        f"Parquet output, neuron-profile JSON, or Chrome trace JSON){hint}"
     )

@@ -179,3 +179,20 @@ def test_times_too_large_are_told_apart_from_times_that_are_not_numbers(tmp_path
     t, said = _ingest(path, tmp_path)
     t.close()
     assert any("skipped 1 instructions with a timestamp beyond ±2^62 ns" in w for w in said), said
+
+
+def test_a_folder_of_traces_is_named_as_such(tmp_path, mlp_sample):
+    import shutil
+
+    from profiler.sources import open_source
+    from tracer.errors import TraceFormatError
+
+    folder = tmp_path / "ranks"
+    folder.mkdir()
+    for rank in (0, 1):
+        path = folder / f"rank-{rank}.json"
+        path.write_text(json.dumps({"traceEvents": [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 0, "dur": 1}]}))
+    shutil.copytree(mlp_sample, folder / "mlp.trace")
+    with pytest.raises(TraceFormatError, match=r"it holds traces \(mlp.trace, rank-0.json, rank-1.json\): give one "
+                                               r"of them, or `trnprof serve` the folder"):
+        open_source(folder)

@@ -77,13 +77,17 @@ def _bad_reference(inputs, **_):
     return {"y": inputs["x"] * 1.5}
 
 
-@kernel(reference=_bad_reference)
-def scaled_copy(nc, n=256):
+def _copy_through_sbuf(nc, n):
     x = nc.input("x", (128, n), "fp32")
     y = nc.output("y", (128, n), "fp32")
     t = nc.sbuf_tile((128, n), "fp32")
     nc.dma_copy(t, x)
     nc.dma_copy(y, t)
+
+
+@kernel(reference=_bad_reference)
+def scaled_copy(nc, n=256):
+    _copy_through_sbuf(nc, n)
 
 
 def test_check_fails_loudly_on_a_mismatch():
@@ -184,11 +188,7 @@ def _strict_reference(inputs, n=256):
 
 @kernel(reference=_strict_reference)
 def copy_with_a_mode(nc, n=256, mode="plain"):
-    x = nc.input("x", (128, n), "fp32")
-    y = nc.output("y", (128, n), "fp32")
-    t = nc.sbuf_tile((128, n), "fp32")
-    nc.dma_copy(t, x)
-    nc.dma_copy(y, t)
+    _copy_through_sbuf(nc, n)
 
 
 def test_a_reference_that_cannot_take_the_parameters_is_named_at_its_own_line():

@@ -48,6 +48,9 @@ KERNEL_MIN_BYTES = 32 << 20
 GZIP_RATIO = 8
 #: Largest top-level value (other than the streamed array) kept for the caller, e.g. a ``summary`` list.
 MAX_KEPT_VALUE_BYTES = 64 << 20
+#: Bytes after the event list read to find the root's end and anything after it (the rest of a root object is a
+#: few keys; beyond this it is not looked at).
+TAIL_BYTES = 1 << 20
 #: Deepest nesting of arrays and objects accepted anywhere in the file.  Deeper input is refused: decoding it
 #: (msgspec, recursively) would exhaust Python's stack (~1,000 levels), and no trace nests that deep.
 MAX_DEPTH = 512
@@ -223,6 +226,13 @@ class JsonArrayStream:
                                                "not a trace of this format")
                     state = "done"
                 continue
+            if state == "tail":  # after the events: the root's end, and whether anything follows it
+                if not eof and len(data) < TAIL_BYTES:
+                    carry = data
+                    continue
+                self._check_tail(data, offset, depth)
+                state = "done"
+                continue
             # state == "events"
             block, carry, offset, need_comma, ended = self._events(data, offset, level, need_comma, eof)
             if block is not None and len(block):
@@ -231,8 +241,8 @@ class JsonArrayStream:
             if self.fault is not None:
                 return
             if ended is not None:
-                state = "postlude" if self.keep_keys and any(k not in self.kept for k in self.keep_keys) else "done"
-                depth = 1
+                state = "postlude" if self.keep_keys and any(k not in self.kept for k in self.keep_keys) else "tail"
+                depth = 1 if state == "postlude" else level - 1
                 carry = carry[ended:]
                 offset += ended
                 if state == "postlude" and not carry and eof:
@@ -249,6 +259,26 @@ class JsonArrayStream:
                     self._fault_at(None, "the file ends before the closing ']}' (truncated?)")
                 # A top-level array without its closing bracket is accepted silently, as the format allows.
                 state = "done"
+
+    def _check_tail(self, data: bytes, offset: int, depth: int) -> None:
+        """Warn when ``data`` (what follows the event list, at nesting ``depth``) goes on after the root's end:
+        two traces joined into one file (``cat a.json b.json``), whose second would be lost without a word.  A root
+        not closed within ``data`` (over :data:`TAIL_BYTES` of other keys) is not looked at further."""
+        end = 0
+        if depth > 0:
+            st = scan_structure(data, depth)
+            closes = np.flatnonzero((st.depth == 0) & ((st.char == RBRACE) | (st.char == RBRACKET)))
+            if not len(closes):
+                return
+            end = int(st.pos[closes[0]]) + 1
+        rest = data[end:].lstrip(_WS)
+        if rest:
+            from profiler.importers.common import TraceImportWarning
+
+            warnings.warn(TraceImportWarning(
+                f"{self.path}: the file goes on after its trace ends at byte {offset + end:,} (with "
+                f"{rest[:24]!r}...), which is ignored: two traces joined into one file? Import each on its own"),
+                stacklevel=4)
 
     def _top_level(self, data: bytes, offset: int, depth: int, eof: bool,
                    prelude: bool) -> tuple[bytes, int, int, int | None]:

@@ -196,3 +196,21 @@ def test_a_folder_of_traces_is_named_as_such(tmp_path, mlp_sample):
     with pytest.raises(TraceFormatError, match=r"it holds traces \(mlp.trace, rank-0.json, rank-1.json\): give one "
                                                r"of them, or `trnprof serve` the folder"):
         open_source(folder)
+
+
+@pytest.mark.parametrize(("text", "warned"), [
+    ('{"traceEvents": [EV]}{"traceEvents": [EV]}', True),          # cat a.json b.json
+    ('[EV]\n[EV]', True),
+    ('[EV]garbage', True),
+    ('{"traceEvents": [EV], "meta": {"a": "} {", "b": [1, {"c": "]"}]}, "x": 2}\n', False),
+    ('[EV]  \n', False),
+    ('[EV', False),                                               # the format allows a missing ']'
+])
+def test_data_after_the_trace_is_said(tmp_path, text, warned):
+    """Two traces joined into one file lost the second without a word."""
+    ev = json.dumps({"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 0, "dur": 1})
+    path = tmp_path / "t.json"
+    path.write_text(text.replace("EV", ev))
+    t, said = _ingest(path, tmp_path)
+    t.close()
+    assert any("goes on after its trace ends" in w for w in said) == warned, said

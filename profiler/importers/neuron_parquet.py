@@ -14,6 +14,7 @@ when present, lists the fields the file's own schema requires; missing ones are 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import warnings
@@ -207,7 +208,9 @@ class NeuronParquetSource:
         if spec.kind == "interval" and schema.DURATION_NS not in cols and {schema.START_TS, schema.END_TS} <= set(cols):
             cols[schema.DURATION_NS] = pc.subtract(cols[schema.END_TS], cols[schema.START_TS])
         if spec.kind == "interval" and schema.START_TS in cols:
-            cols = self._fill_times(cols, f)
+            # (times of types that do not mix are left for table_batch to refuse, naming the column)
+            with contextlib.suppress(pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+                cols = self._fill_times(cols, f)
         known = {k: v for k, v in cols.items() if k in spec}
         extra = {k: v for k, v in cols.items() if k not in spec}
         batch = table_batch(spec, known, str(f), extra)
@@ -222,10 +225,15 @@ class NeuronParquetSource:
         times = (schema.START_TS, schema.END_TS, schema.DURATION_NS)
         for name in times:
             col = cols.get(name)
-            if col is not None and pa.types.is_floating(col.type):  # (a fraction of a ns means nothing here)
-                cols[name] = pc.cast(pc.round(col), pa.int64())
-            elif col is not None and pa.types.is_integer(col.type):
-                cols[name] = pc.cast(col, pa.int64())
+            try:  # (values int64 cannot hold are left for table_batch to refuse, naming the column)
+                if col is not None and pa.types.is_floating(col.type):  # a fraction of a ns means nothing here
+                    cols[name] = pc.cast(pc.if_else(pc.is_finite(col), pc.round(col), None), pa.int64())
+                elif col is not None and pa.types.is_integer(col.type):
+                    cols[name] = pc.cast(col, pa.int64())
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                pass
+        if not all(cols.get(n) is None or pa.types.is_integer(cols[n].type) for n in times):
+            return cols   # (text or timestamps: table_batch converts them, or refuses them naming the column)
         start, end, dur = (cols.get(n) for n in times)
         if end is None and dur is not None:  # (no end_ts column: start + duration)
             cols[schema.END_TS] = end = pc.add(start, dur)

@@ -214,3 +214,22 @@ def test_data_after_the_trace_is_said(tmp_path, text, warned):
     t, said = _ingest(path, tmp_path)
     t.close()
     assert any("goes on after its trace ends" in w for w in said) == warned, said
+
+
+@pytest.mark.parametrize(("values", "outcome"), [
+    (pa.array([100.0, float("nan"), 120.0, 130.0]), "skipped 1 rows without a start_ts"),
+    (pa.array([100, 2**63 + 5, 120, 130], pa.uint64()), "column 'start_ts' cannot be read as int64"),
+])
+def test_parquet_times_that_cannot_be_ns_are_skipped_or_refused_in_one_line(tmp_path, values, outcome):
+    from tracer.errors import TraceFormatError
+
+    part = instruction_part([0, 1, 2, 3], ["tensor"] * 4)
+    part = part.set_column(part.schema.get_field_index("start_ts"), "start_ts", values)
+    d = _profile(tmp_path, part)
+    try:
+        t, said = _ingest(d, tmp_path)
+    except TraceFormatError as exc:
+        said = [str(exc)]
+    else:
+        t.close()
+    assert any(outcome in w for w in said), said

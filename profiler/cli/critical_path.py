@@ -62,6 +62,8 @@ class CriticalPathCommand:
             return 0
         breakdown = critical_path_breakdown(path)
         title = None
+        if args.format == "table" and not path.num_rows:  # (an empty table alone said nothing)
+            title = "critical path: 0 steps (no instruction or DMA transfer starts in the window)"
         if args.format == "table" and path.num_rows:
             first, last = path.column(rs.START_NS)[0].as_py(), path.column(rs.END_NS)[-1].as_py()
             busy = sum(path.column(rs.DUR_NS).to_pylist())

@@ -196,3 +196,8 @@ def test_recommend_json_gives_evidence_as_an_object(mlp_sample, capsys):
     code, out, _ = run(capsys, "recommend", str(mlp_sample), "--json")
     rows = json.loads(out)
     assert code == 0 and rows and all(isinstance(r["evidence"], dict) for r in rows)
+
+
+def test_an_empty_critical_path_says_so(mlp_sample, capsys):
+    code, out, _ = run(capsys, "critical-path", str(mlp_sample), "--start", "900000", "--end", "900100")
+    assert code == 0 and out.startswith("critical path: 0 steps (no instruction or DMA transfer starts in the window)")

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
 import profiler
-from profiler.cli._analysis import time_ns
+from profiler.cli._analysis import jsonable, time_ns
 from profiler.cli._progress import ingest_bars
 from profiler.errors import QueryError
 from profiler.summary import format_summary
@@ -33,10 +34,16 @@ class SummaryCommand:
             if args.start is not None or args.end is not None:
                 check_range(trace, args.start, args.end)
             summary = trace.summary(args.start, args.end)
+            device = bool(summary.get("engines") or (summary.get("dma") or {}).get("transfer_bytes"))
             if args.json:
+                if not device:  # a host trace: what the text shows of it (the device keys alone were all empty)
+                    parts = host_parts(trace, args.start, args.end)
+                    if parts is not None:
+                        summary["host"] = {"spans": parts[0], "rows": jsonable(parts[1]),
+                                           "top_self": jsonable(parts[2])}
                 print(json.dumps(summary, indent=2))
                 return 0
-            if summary.get("engines") or (summary.get("dma") or {}).get("transfer_bytes"):
+            if device:
                 print(format_summary(summary))
             else:   # a host trace (PyTorch, JAX): its spans, not an empty engine table
                 print(host_summary(trace, args.db, summary, args.start, args.end))
@@ -47,25 +54,36 @@ class SummaryCommand:
 HOST_NAMES = 10
 
 
+def host_parts(trace: profiler.Trace, start: int | None, end: int | None) -> tuple[int, Any, Any] | None:
+    """A host trace's spans, its rows (time in their outermost spans, share of the range) and the names with the
+    most self time; None when it has no spans."""
+    from profiler.analyses.call_tree import call_tree
+    from profiler.analyses.call_tree_views import root_summary, top_frames
+
+    try:
+        tree = call_tree(trace, start, end)
+    except QueryError:
+        return None
+    lo, hi = trace.time_range
+    duration = (hi if end is None else end) - (lo if start is None else start)
+    return tree.spans, root_summary(tree, duration), top_frames(tree).slice(0, HOST_NAMES)
+
+
 def host_summary(trace: profiler.Trace, db: str, summary: dict, start: int | None, end: int | None) -> str:
     """A trace without instructions or DMA: its total time, its rows with their spans and time in their outermost
     spans, and the names with the most self time (the call tree's; ``trnprof calltree`` has the stacks)."""
-    from profiler.analyses.call_tree import call_tree
-    from profiler.analyses.call_tree_views import root_summary, top_frames
     from profiler.cli._analysis import format_table
 
     lines = [f"total time        {summary['total_time_ns'] / 1e3:,.3f} us",
              "no instructions or DMA packets: the engine and DMA figures need a device trace"]
-    try:
-        tree = call_tree(trace, start, end)
-    except QueryError:
+    parts = host_parts(trace, start, end)
+    if parts is None:
         return "\n".join(lines)
-    lo, hi = trace.time_range
-    duration = (hi if end is None else end) - (lo if start is None else start)
-    lines += ["", f"{tree.spans:,} spans; time in each row's outermost spans, as a share of the range:",
-              format_table(root_summary(tree, duration)),
+    spans, rows, top = parts
+    lines += ["", f"{spans:,} spans; time in each row's outermost spans, as a share of the range:",
+              format_table(rows),
               "", f"names with the most self time (`trnprof calltree {db}` gives their stacks):",
-              format_table(top_frames(tree).slice(0, HOST_NAMES))]
+              format_table(top)]
     return "\n".join(lines)
 
 

@@ -201,3 +201,17 @@ def test_recommend_json_gives_evidence_as_an_object(mlp_sample, capsys):
 def test_an_empty_critical_path_says_so(mlp_sample, capsys):
     code, out, _ = run(capsys, "critical-path", str(mlp_sample), "--start", "900000", "--end", "900100")
     assert code == 0 and out.startswith("critical path: 0 steps (no instruction or DMA transfer starts in the window)")
+
+
+def test_summary_json_of_a_host_trace_carries_its_rows_and_names(tmp_path, capsys):
+    """It carried the device keys alone, all empty; the text showed the rows and the names with most self time."""
+    import shutil
+    from pathlib import Path
+
+    src = Path(__file__).resolve().parents[1] / "data" / "pytorch" / "alexnet_flows.json.gz"
+    path = tmp_path / src.name
+    shutil.copy(src, path)
+    code, out, _ = run(capsys, "summary", str(path), "--json")
+    host = json.loads(out)["host"]
+    assert code == 0 and host["spans"] > 0 and host["rows"] and host["top_self"]
+    assert {"name", "count", "self_ns", "total_ns"} <= set(host["top_self"][0])

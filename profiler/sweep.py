@@ -72,12 +72,27 @@ class Sweep:
     def run(self, jobs: int = 1, on_start: Callable[[int, SweepPoint], None] | None = None) -> Iterator[SweepRow]:
         """Run the points (``jobs`` at a time), yielding each row as its point ends (its bounds computed first, when
         asked); the rows done stay in :attr:`rows` whatever stops the iteration (Ctrl-C included)."""
-        for row in run_sweep(self.kernel, self.points, check=self.check, seed=self.seed, trace_dir=self.trace_dir,
-                             jobs=jobs, on_start=on_start):
-            if self.bounds and row.result is not None and row.trace is not None:
-                self._bounds[row.index] = _bounds_of(row.trace)
-            self.rows.append(row)
-            yield row
+        try:
+            for row in run_sweep(self.kernel, self.points, check=self.check, seed=self.seed,
+                                 trace_dir=self.trace_dir, jobs=jobs, on_start=on_start):
+                if self.bounds and row.result is not None and row.trace is not None:
+                    self._bounds[row.index] = _bounds_of(row.trace)
+                self.rows.append(row)
+                yield row
+        except BaseException:
+            self._drop_unlisted_traces()  # (stopped: the points under way leave traces the table does not list)
+            raise
+
+    def _drop_unlisted_traces(self) -> None:
+        """Remove the trace directories of points with no row (a stopped sweep's points under way, complete or
+        not), so that the folder holds what its sweep file lists."""
+        if self.trace_dir is None:
+            return
+        done = {row.index for row in self.rows}
+        for i, point in enumerate(self.points):
+            path = self.trace_dir / point.trace_name(i, self.names)
+            if i not in done and path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
 
     def run_all(self, jobs: int = 1) -> pa.Table:
         """Run every point; the table."""

@@ -271,7 +271,7 @@ def _error(message: str) -> None:
     print(f"{PROG}: error: {text}", file=sys.stderr)
 
 
-def _is_query_interrupt(exc: BaseException) -> bool:
+def is_query_interrupt(exc: BaseException) -> bool:
     """Whether ``exc`` is DuckDB's answer to Ctrl-C during a query (``RuntimeError: Query interrupted``), or
     its InterruptException, possibly as the cause of another error."""
     duckdb = sys.modules.get("duckdb")
@@ -321,7 +321,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _error(f"{where}{exc.strerror or exc}")
         return 1
     except Exception as exc:
-        if _is_query_interrupt(exc):  # Ctrl-C while DuckDB runs a query: DuckDB turns it into an exception
+        if is_query_interrupt(exc):  # Ctrl-C while DuckDB runs a query: DuckDB turns it into an exception
             _error("interrupted")
             return 130
         duckdb = sys.modules.get("duckdb")

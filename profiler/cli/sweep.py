@@ -7,7 +7,7 @@ import os
 import sys
 from typing import Any
 
-from profiler.cli import int_arg, seed_arg
+from profiler.cli import int_arg, is_query_interrupt, seed_arg
 from profiler.cli._analysis import add_format_arguments, format_value, print_table
 from tracer.errors import ConfigError, KernelError, TrnprofError
 
@@ -95,6 +95,10 @@ class SweepCommand:
                         bar.update(1)
             except KeyboardInterrupt:
                 interrupted = True   # the points done are still shown, and saved
+            except Exception as exc:
+                if not is_query_interrupt(exc):  # Ctrl-C while DuckDB ingested a point for its bounds
+                    raise
+                interrupted = True
             finally:
                 if bar:
                     bar.close()

@@ -462,3 +462,59 @@ def test_a_python_error_in_a_users_kernel_is_that_points_row(tmp_path):
     rows = list(run_sweep(target, sweep_points(target, {"boom": ["0", "1"]})))
     assert rows[0].result is not None and rows[0].error is None
     assert rows[1].result is None and "buggy.py:6" in rows[1].error and "ValueError: user bug" in rows[1].error
+
+
+def test_a_stopped_sweep_keeps_only_the_traces_its_file_lists(tmp_path):
+    """Points under way when it stopped left trace folders (complete or not) that the sweep file did not list."""
+    from profiler.sweep import Sweep
+
+    out = tmp_path / "sweep"
+    sweep = Sweep("softmax", {"rows": [128, 256, 384]}, trace_dir=out)
+    under_way = out / sweep.points[1].trace_name(1, sweep.names)
+
+    def started(i, _point):
+        if i == 1:   # point 1 "under way": its folder exists, then Ctrl-C
+            under_way.mkdir(parents=True)
+            (under_way / "Instruction.arrows").write_bytes(b"")
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        for _ in sweep.run(1, on_start=started):
+            pass
+    assert len(sweep.rows) == 1 and not under_way.exists()
+    assert (out / sweep.points[0].trace_name(0, sweep.names)).is_dir()
+
+
+def test_a_trace_writer_whose_folder_went_away_closes_without_a_traceback(tmp_path):
+    import shutil
+
+    from tracer import TraceWriter
+    from tracer.sim.emit_child import _close_quietly
+
+    path = tmp_path / "gone.trace"
+    writer = TraceWriter(path, background_flush=False)
+    writer.append_rows("Instruction", [{"id": 0, "start_ts": 0, "end_ts": 1, "duration_ns": 1, "engine": "Vector",
+                                        "opcode": "X", "operands": "", "pc": 0}])
+    shutil.rmtree(path)
+    assert _close_quietly(writer, True) is False
+
+
+def test_ctrl_c_while_a_point_is_ingested_for_its_bounds_still_prints_the_points_done(monkeypatch, capsys):
+    """DuckDB turns Ctrl-C into its own exception: the sweep stopped with 'interrupted' alone, no table."""
+    import profiler.sweep as psweep
+
+    real = psweep._bounds_of
+    calls = []
+
+    def bounds_then_interrupt(path):
+        calls.append(path)
+        if len(calls) == 2:
+            raise RuntimeError("Query interrupted")
+        return real(path)
+
+    monkeypatch.setattr(psweep, "_bounds_of", bounds_then_interrupt)
+    code = main(["sweep", "softmax", "-p", "rows=128,256,384", "--bounds", "-q"])
+    captured = capsys.readouterr()
+    assert code == 130
+    assert "interrupted after 1 of 3 points" in captured.err
+    assert "rows" in captured.out and "128" in captured.out

@@ -174,14 +174,28 @@ def serve(inbox: Connection, outbox: Connection, ring: RingReader | None = None)
             if closing[2]:
                 writer.append_rows(schema.SOURCE_FILE.name, closing[2])
     except BaseException as exc:
-        writer.close(complete=False)
+        if not _close_quietly(writer, False):
+            return 1
         with contextlib.suppress(OSError, ValueError):
             outbox.send(("error", exc))
         return 1
-    writer.close(complete=complete)
+    if not _close_quietly(writer, complete):
+        return 1
     with contextlib.suppress(OSError, ValueError):
         outbox.send(("done",))
     return 0
+
+
+def _close_quietly(writer: TraceWriter, complete: bool) -> bool:
+    """Close the trace; False when its directory went away meanwhile (a stopped sweep removes the traces of the
+    points under way while their writers still close them): nothing is left to write to, and nobody to tell."""
+    try:
+        writer.close(complete=complete)
+    except FileNotFoundError:
+        if writer.path.exists():
+            raise
+        return False
+    return True
 
 
 class _NoPandas:

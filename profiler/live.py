@@ -166,6 +166,8 @@ class LiveTrace:
             except Superseded:   # the recording ended while read: read it whole (it cannot end twice)
                 self._trace, self._signature, self._complete = self._ingest(0)
             self._facts = _facts(self._trace)
+            if self._complete and self._opener is open_generation:  # ended before the first read: as a refresh
+                keep_as_cache_entry(self._trace)
         except TrnprofError as exc:
             # Nothing readable yet (a recording that has not issued an instruction holds no events): no trace
             # until a later read succeeds; a recording that has ended will not change, so it is not read again.

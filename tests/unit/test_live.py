@@ -177,6 +177,20 @@ def test_a_completed_recordings_last_generation_becomes_its_cache_entry(recordin
     assert entry.stat().st_ino == before
 
 
+def test_a_recording_that_ended_before_the_first_read_becomes_the_cache_entry_too(recording):
+    """Followed only once it had ended (a short recording under `record --serve`), no cache entry was made."""
+    path, writer = recording
+    writer.append(ts.INSTRUCTION.name, rows(100, 160))
+    writer.close()
+    live = LiveTrace(path, clock=Clock(), min_interval_s=0.0)
+    assert live.complete and live.generation == 0
+    live.close()
+    entry = profiler.db.cache.cache_path(path)
+    assert entry.exists()
+    with profiler.open(path) as again:
+        assert count(again) == 160
+
+
 def test_refresh_does_not_print_the_expected_incomplete_warnings(recording):
     path, writer = recording
     live = LiveTrace(path, clock=Clock(), min_interval_s=0.0)

@@ -58,8 +58,8 @@ def summarize(trace: Trace, start_ns: int | None = None, end_ns: int | None = No
     first, last = trace.time_range
     start = first if start_ns is None else check_time(start_ns, "start_ns")
     end = last if end_ns is None else check_time(end_ns, "end_ns")
-    if end < start:
-        raise QueryError(f"summary range is empty: end ({end}) < start ({start})")
+    if end < start or (end == start and (start_ns is not None or end_ns is not None)):
+        raise QueryError(f"empty time range: end ({end}) must be after start ({start})")
     total = end - start
     # counts take events *starting* in [start, end): over the whole trace (no end given), one starting at its very
     # end (a zero-length event at the last timestamp) counts too; busy time is the same either way

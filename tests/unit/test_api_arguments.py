@@ -162,3 +162,14 @@ def test_the_remaining_analysis_arguments(trace, tmp_path):
         with pytest.raises(QueryError, match="categories must be a name or a list of names"):
             kernel_tree(host, categories=None)
         assert kernel_tree(host, categories=["kernel", "it's"]).spans > 0
+
+
+def test_summary_refuses_an_empty_window_as_the_other_calls_do(mlp_sample):
+    """It returned a dict of Nones where timeline and utilization_figure raise."""
+    import profiler
+
+    with profiler.open(mlp_sample) as t:
+        a = t.time_range[0]
+        with pytest.raises(profiler.QueryError, match="empty time range"):
+            t.summary(a + 5, a + 5)
+        assert t.summary(a + 5, a + 6)["total_time_ns"] == 1

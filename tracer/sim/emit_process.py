@@ -32,6 +32,7 @@ import os
 import select
 import struct
 import subprocess
+import threading
 import time
 from multiprocessing.connection import Connection
 from multiprocessing.reduction import ForkingPickler
@@ -72,6 +73,18 @@ def _reap(*, wait: bool = False) -> None:
 
 
 atexit.register(_reap, wait=True)
+
+
+def _reap_when_exited(proc: subprocess.Popen[bytes]) -> None:
+    """Reap ``proc`` once it has exited, on a daemon thread blocked in ``waitpid`` (no Python runs meanwhile), so a
+    process that goes on after its recording (``record --serve`` serving the dashboard) keeps no zombie."""
+    def wait() -> None:
+        with contextlib.suppress(Exception):
+            proc.wait()
+        with contextlib.suppress(ValueError):
+            _EXITING.remove(proc)
+
+    threading.Thread(target=wait, name="trnprof-writer-reaper", daemon=True).start()
 
 
 def encode_template(tpl: Template) -> tuple[Any, ...]:
@@ -303,7 +316,8 @@ class ProcessEmitter:
             self._conn.close()
             if self._ring is not None:
                 self._ring.close()
-            if done:  # every file is closed: let it exit on its own time
+            if done:  # every file is closed: let it exit on its own time, reaped by a thread that waits for it
                 _EXITING.append(self._proc)
+                _reap_when_exited(self._proc)
             else:
                 self._wait(timeout=30)

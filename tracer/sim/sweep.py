@@ -184,8 +184,9 @@ def sweep_points(kernel: Any, params: Mapping[str, Sequence[Any]] | None = None,
         raise ConfigError(f"the sweep has {count:,} points, more than {MAX_POINTS:,}: give fewer values")
     # each value checked once on its own (the message names the one at fault), then every combination's cost model
     for name, values in params.items():
-        for value in values:
-            spec.bind({name: value})
+        _once(f"parameter {name!r}", values, lambda v, name=name: spec.bind({name: v})[name])
+    for name, values in overrides.items():
+        _once(f"constant {name!r}", values, lambda v, name=name: getattr(cost_model(archs[0], {name: v}), name))
     points = []
     names = list(params)
     consts = list(overrides)
@@ -196,6 +197,17 @@ def sweep_points(kernel: Any, params: Mapping[str, Sequence[Any]] | None = None,
                 cost_model(arch, changes)
                 points.append(SweepPoint(arch, dict(zip(names, combo, strict=True)), changes))
     return points
+
+
+def _once(what: str, values: Sequence[Any], convert: Callable[[Any], Any]) -> None:
+    """Check each value (the message names the one at fault) and refuse two that are one (``1000`` and ``1e3``:
+    the same point run twice)."""
+    seen: dict[Any, Any] = {}
+    for value in values:
+        key = convert(value)
+        if key in seen:
+            raise ConfigError(f"sweep {what}: {seen[key]!r} and {value!r} are the same value; give each once")
+        seen[key] = value
 
 
 def run_sweep(kernel: Any, points: Sequence[SweepPoint], *, check: bool = False, seed: int = 0,

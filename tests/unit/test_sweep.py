@@ -521,7 +521,7 @@ def test_ctrl_c_while_a_point_is_ingested_for_its_bounds_still_prints_the_points
 
 
 @pytest.mark.parametrize(("params", "overrides", "said"), [
-    ({"rows": ["128", "0128"]}, None, r"sweep parameter 'rows': '128' and '0128' are the same value"),
+    ({"rows": [128, "128"]}, None, r"sweep parameter 'rows': 128 and '128' are the same value"),
     (None, {"dma_bandwidth_gbps": ["100", "100.0"]}, r"sweep constant 'dma_bandwidth_gbps': '100' and '100.0'"),
 ])
 def test_two_spellings_of_one_value_are_refused(params, overrides, said):

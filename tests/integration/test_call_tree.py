@@ -244,5 +244,7 @@ def test_trnprof_summary_of_a_host_trace_lists_its_rows_and_names(torch_db, caps
         rows = root_summary(call_tree(t), t.time_range[1] - t.time_range[0]).to_pylist()
     assert sum(r["count"] for r in rows) == 4811 and rows[0]["fraction"] == 1.0
     assert next(r for r in rows if r["name"] == THREAD)["count"] == 1828
-    assert main(["summary", str(torch_db), "--json"]) == 0   # the JSON keeps its keys
-    assert set(json.loads(capsys.readouterr().out)) == {"total_time_ns", "engines", "hfu_pct", "mfu_pct", "dma"}
+    assert main(["summary", str(torch_db), "--json"]) == 0   # the JSON keeps its keys, and adds the host's
+    data = json.loads(capsys.readouterr().out)
+    assert set(data) == {"total_time_ns", "engines", "hfu_pct", "mfu_pct", "dma", "host"}
+    assert data["host"]["spans"] == 4811 and data["host"]["rows"] == rows

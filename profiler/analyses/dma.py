@@ -18,7 +18,6 @@ Over the DMA packets starting in the window:
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import numpy as np
@@ -28,6 +27,7 @@ from profiler.analyses import hbm_regions, intervals
 from profiler.analyses import schema as rs
 from profiler.analyses.inputs import DMA_PACKET, Scope, column, dma_intervals, fetch, hardware, q, resolve_scope
 from profiler.errors import QueryError
+from profiler.sort_keys import natural_key
 from profiler.trace import Trace
 from tracer import schema as ts
 
@@ -97,15 +97,9 @@ def _queue_table(trace: Trace, scope: Scope) -> pa.Table:
     }, schema=rs.DMA_QUEUES)
     # busiest first; ties by name with its number as a number (qSyncIO2 before qSyncIO10)
     names = out.column(rs.QUEUE).to_pylist()
-    order = sorted(range(out.num_rows), key=lambda i: (-int(busy[i]), _natural(names[i])))
+    order = sorted(range(out.num_rows),
+                   key=lambda i: (-int(busy[i]), names[i] is not None, natural_key(names[i] or "")))
     return out.take(pa.array(order, pa.int64()))
-
-
-def _natural(name: str | None) -> tuple[Any, ...]:
-    """A sort key reading the digit runs of ``name`` as numbers."""
-    if name is None:
-        return ((1, ""),)
-    return tuple((0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", name) if part)
 
 
 def tensor_table(trace: Trace, start_ns: int | None = None, end_ns: int | None = None,

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from profiler import db_schema as dbs
 from profiler.db.sqlutil import quote
 from profiler.errors import QueryError
 from profiler.trace import Trace, check_time
@@ -116,10 +117,10 @@ def union_sql(keys: list[str], where: str) -> str:
 
 
 def cores(trace: Trace) -> list[int]:
-    """The physical cores (``pcore_idx``) with instructions or DMA packets."""
-    rows = fetch(trace, f"SELECT DISTINCT coalesce({q(ts.PCORE_IDX)}, 0) AS c FROM {INSTRUCTION} UNION "
-                        f"SELECT DISTINCT coalesce({q(ts.PCORE_IDX)}, 0) FROM {DMA_PACKET} ORDER BY 1")
-    return [int(v) for v in rows.column(0).to_pylist()]
+    """The physical cores (``pcore_idx``) with instructions or DMA packets: those of their tracks (one per core and
+    engine or queue), not a scan of the events."""
+    tables = (ts.INSTRUCTION.name, ts.DMA_PACKET.name)
+    return sorted({int(t[dbs.CORE] or 0) for t in trace.tracks().to_pylist() if t[dbs.TABLE] in tables})
 
 
 def resolve_core(trace: Trace, core: int | None) -> int | None:

@@ -11,7 +11,6 @@ builders below are pure: inputs in, figures or plain values out.  A builder retu
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -22,6 +21,7 @@ import pyarrow as pa
 from profiler.analyses import schema as rs
 from profiler.figures.palette import CategoryPalette
 from profiler.figures.timefmt import NS_PER_S
+from profiler.sort_keys import natural_key
 
 if TYPE_CHECKING:
     from profiler.trace import Trace
@@ -123,11 +123,6 @@ def engine_utilization_figure(summary: Mapping[str, Any] | None) -> go.Figure | 
 
 def _label(row: Mapping[str, Any], keys: tuple[str, ...], sep: str) -> str:
     return sep.join(str(row[k]) if row.get(k) is not None else "-" for k in keys)
-
-
-def natural_key(text: str) -> tuple[tuple[int, Any], ...]:
-    """A sort key that orders the numbers inside ``text`` by value: ``q2`` before ``q10``."""
-    return tuple((0, int(part)) if part.isdecimal() else (1, part) for part in re.split(r"(\d+)", text) if part)
 
 
 def breakdown_figure(table: pa.Table | None, title: str, name_keys: tuple[str, ...], value_key: str, unit: str,

@@ -10,7 +10,6 @@ append.
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -20,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from profiler.importers import json_kernel
-from profiler.importers.decimal_text import decimal_text_to_ns
+from profiler.importers.decimal_text import count_finite_numbers, decimal_text_to_ns
 from profiler.importers.json_objects import ObjectBlock
 from profiler.importers.spill import serialize
 from tracer import schema
@@ -123,7 +122,7 @@ def decode_block(block: ObjectBlock) -> DecodedBlock:
     timed = (cls != UNKNOWN) & (cls != META)
     bad_ts = timed & ~ts_ok
     if bad_ts.any():
-        far = _far_numbers(block, "ts", np.flatnonzero(bad_ts))
+        far = count_finite_numbers(block.strings("ts", np.flatnonzero(bad_ts)))
         if far:  # numbers, but beyond what int64 ns hold (a unit mix-up: ns written where µs go?)
             problems["events with a ts beyond ±2^62 ns (is it in µs, as the format says?)"] += far
         if int(bad_ts.sum()) - far:
@@ -147,18 +146,6 @@ def decode_block(block: ObjectBlock) -> DecodedBlock:
         out.metadata = [(r, name, decode_object(text)) for r, name, text in zip(
             rows.tolist(), block.strings("name", rows).to_pylist(), block.raw("args", rows).to_pylist(), strict=True)]
     return out
-
-
-def _far_numbers(block: ObjectBlock, key: str, rows: np.ndarray) -> int:
-    """How many of ``rows`` hold a finite number at ``key`` (their times were refused for their size)."""
-    return sum(1 for text in block.strings(key, rows).to_pylist() if text is not None and _finite(text))
-
-
-def _finite(text: str) -> bool:
-    try:
-        return math.isfinite(float(text))
-    except ValueError:
-        return False
 
 
 def exact_times(block: ObjectBlock, key: str, rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:

@@ -9,6 +9,7 @@ slower path, which marks them invalid instead of failing the batch.
 from __future__ import annotations
 
 import decimal
+import math
 
 import numpy as np
 import pyarrow as pa
@@ -79,3 +80,16 @@ def _decimal_cast_slow(text: pa.Array, scale_digits: int, valid_in: np.ndarray) 
     as_scaled = pa.array([decimal.Decimal(v).scaleb(-scale_digits) if v is not None else decimal.Decimal(0)
                           for v in values], pa.decimal128(38, scale_digits))
     return as_scaled, ok
+
+
+def count_finite_numbers(text: pa.Array) -> int:
+    """How many of ``text`` read as finite numbers: among texts :func:`decimal_text_to_ns` refused, those refused
+    for their size (a unit mix-up), not for not being numbers."""
+    return sum(1 for value in text.to_pylist() if value is not None and _finite(value))
+
+
+def _finite(value: str) -> bool:
+    try:
+        return math.isfinite(float(value))
+    except ValueError:
+        return False

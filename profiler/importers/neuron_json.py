@@ -23,7 +23,6 @@ The one-element ``summary`` list becomes a ``Summary`` table (one column per fie
 
 from __future__ import annotations
 
-import math
 import os
 import warnings
 from collections.abc import Iterator
@@ -35,7 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from profiler.importers.common import TraceImportWarning, metadata_batch, normalise_engines, table_batch
-from profiler.importers.decimal_text import decimal_text_to_ns
+from profiler.importers.decimal_text import count_finite_numbers, decimal_text_to_ns
 from profiler.importers.json_stream import DEFAULT_BLOCK_BYTES, JsonArrayStream, read_head, top_level_keys
 from profiler.importers.spill import Spill
 from profiler.sources import ProgressCallback
@@ -83,8 +82,7 @@ class NeuronJsonSource:
                 dur, dok = decimal_text_to_ns(block.strings("duration"), scale_digits=0)
                 keep = ok & (block.member("opcode").present | block.member("label").present)
                 if not ok.all():  # numbers too large for int64 ns are not "without a timestamp"
-                    far += sum(1 for v in block.strings("timestamp", np.flatnonzero(~ok)).to_pylist()
-                               if v is not None and _finite(v))
+                    far += count_finite_numbers(block.strings("timestamp", np.flatnonzero(~ok)))
                 skipped += int((~keep).sum())
                 no_dur += int((keep & ~dok).sum())
                 negative += int((keep & dok & (dur < 0)).sum())
@@ -164,13 +162,6 @@ class NeuronJsonSource:
             extra = {(e := _extra_name(k)): (cols[e] if e in cols else pa.nulls(n, pa.string())) for k in extra_keys}
             offset += n
             yield schema.INSTRUCTION.name, table_batch(schema.INSTRUCTION, columns, where, extra)
-
-
-def _finite(text: str) -> bool:
-    try:
-        return math.isfinite(float(text))
-    except ValueError:
-        return False
 
 
 def _extra_name(key: str) -> str:

@@ -208,9 +208,10 @@ class NeuronParquetSource:
         if spec.kind == "interval" and schema.DURATION_NS not in cols and {schema.START_TS, schema.END_TS} <= set(cols):
             cols[schema.DURATION_NS] = pc.subtract(cols[schema.END_TS], cols[schema.START_TS])
         if spec.kind == "interval" and schema.START_TS in cols:
-            # (times of types that do not mix are left for table_batch to refuse, naming the column)
+            # (times that do not convert -- beyond int64, types that do not mix -- are left as they are, for
+            # table_batch to refuse naming the column)
             with contextlib.suppress(pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
-                cols = self._fill_times(cols, f)
+                cols = self._fill_times(dict(cols), f)
         known = {k: v for k, v in cols.items() if k in spec}
         extra = {k: v for k, v in cols.items() if k not in spec}
         batch = table_batch(spec, known, str(f), extra)
@@ -219,19 +220,16 @@ class NeuronParquetSource:
         return batch
 
     def _fill_times(self, cols: dict[str, Any], f: Path) -> dict[str, Any]:
-        """Times of an interval table made whole: fractional ns rounded, a missing duration or end (a value or the
-        column) derived from the other two, rows without a start (or without both end and duration) skipped -- each
-        with a warning, instead of refusing the profile for one row."""
+        """Times of an interval table (``cols``, changed in place) made whole: fractional ns rounded, a missing
+        duration or end (a value or the column) derived from the other two, rows without a start (or without both
+        end and duration) skipped -- each with a warning, instead of refusing the profile for one row."""
         times = (schema.START_TS, schema.END_TS, schema.DURATION_NS)
         for name in times:
             col = cols.get(name)
-            try:  # (values int64 cannot hold are left for table_batch to refuse, naming the column)
-                if col is not None and pa.types.is_floating(col.type):  # a fraction of a ns means nothing here
-                    cols[name] = pc.cast(pc.if_else(pc.is_finite(col), pc.round(col), None), pa.int64())
-                elif col is not None and pa.types.is_integer(col.type):
-                    cols[name] = pc.cast(col, pa.int64())
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-                pass
+            if col is not None and pa.types.is_floating(col.type):  # a fraction of a ns means nothing here
+                cols[name] = pc.cast(pc.if_else(pc.is_finite(col), pc.round(col), None), pa.int64())
+            elif col is not None and pa.types.is_integer(col.type):
+                cols[name] = pc.cast(col, pa.int64())
         if not all(cols.get(n) is None or pa.types.is_integer(cols[n].type) for n in times):
             return cols   # (text or timestamps: table_batch converts them, or refuses them naming the column)
         start, end, dur = (cols.get(n) for n in times)

@@ -567,3 +567,17 @@ def test_a_kernels_pipelined_spans_lie_on_lanes_that_never_overlap(tmp_path):
     for key, intervals in by_lane.items():
         intervals.sort()
         assert all(e <= s for (_s0, e), (s, _e1) in itertools.pairwise(intervals)), key
+
+
+def test_reaping_a_writer_its_thread_already_removed_is_no_error(monkeypatch):
+    """`_reap` (at the next writer's start, at exit) raced the reaper thread: list.remove raised ValueError."""
+    from tracer.sim import emit_process
+
+    class Exited:
+        def poll(self):
+            emit_process._EXITING.clear()   # the thread removes it between the copy and the remove
+            return 0
+
+    monkeypatch.setattr(emit_process, "_EXITING", [Exited()])
+    emit_process._reap()
+    assert emit_process._EXITING == []

@@ -69,7 +69,8 @@ def _reap(*, wait: bool = False) -> None:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=5)
         if proc.poll() is not None:
-            _EXITING.remove(proc)
+            with contextlib.suppress(ValueError):  # (its reaper thread may have removed it meanwhile)
+                _EXITING.remove(proc)
 
 
 atexit.register(_reap, wait=True)

@@ -163,12 +163,18 @@ def memory_lines(result: dict[str, Any]) -> list[Any]:
             for r in table.to_pylist()]
 
 
+#: The charts' titles say their window: the bounds' (as ``trnprof diff`` does), not the headline's whole trace,
+#: and that wait-only instructions are not active time (Sync's triggers issued before the first DMA are outside).
+ENGINES_CHART_TITLE = "Active time per engine (first DMA start to last DMA end; waits excluded)"
+BOUNDS_CHART_TITLE = "Performance bounds and gaps (same window)"
+
+
 def charts(result: dict[str, Any], labels: tuple[str, str]) -> list[Any]:
     """Per-engine active time and the bounds of both traces, side by side."""
     return [
-        dcc.Graph(figure=metrics_figure(result[rs.DIFF_ENGINES], "Active time per engine", labels),
+        dcc.Graph(figure=metrics_figure(result[rs.DIFF_ENGINES], ENGINES_CHART_TITLE, labels),
                   config=graph_config(), id="cmp-engines-chart"),
-        dcc.Graph(figure=metrics_figure(result[rs.DIFF_BOUNDS], "Performance bounds and gaps", labels),
+        dcc.Graph(figure=metrics_figure(result[rs.DIFF_BOUNDS], BOUNDS_CHART_TITLE, labels),
                   config=graph_config(), id="cmp-bounds-chart"),
     ]
 

@@ -15,6 +15,7 @@ old rows is never shown for the new.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -66,6 +67,7 @@ class TraceRegistry:
                     continue
                 seen.add(path)
                 entries.append(ServedTrace(f"t{len(entries)}", _label(path), path, sample))
+        entries = _distinct_labels(entries)
         self._entries = {e.id: e for e in entries}
         #: Users' SQL queries run at once, over every served trace (each trace's memory limit binds only itself).
         self.sql_slots = UserQuerySlots()
@@ -184,12 +186,37 @@ def _default_open(path: Path) -> Any:
     return profiler.open(path)
 
 
-def _label(path: Path) -> str:
+def _label(path: Path, parents: int = 0) -> str:
+    """The trace's file name without ``.trace`` / ``.duckdb``, after its last ``parents`` folders' names."""
     name = path.name
     for suffix in (".duckdb", ".trace"):
         if name.endswith(suffix):
-            return name[: -len(suffix)] or name
-    return name
+            name = name[: -len(suffix)] or name
+            break
+    folders = _folders(path)
+    return "/".join((*folders[len(folders) - parents:], name)) if parents else name
+
+
+def _folders(path: Path) -> tuple[str, ...]:
+    """The names of the folders holding ``path`` (its root left out)."""
+    parts = path.parent.parts
+    return parts[1:] if parts and parts[0] == path.anchor else parts
+
+
+def _distinct_labels(entries: list[ServedTrace]) -> list[ServedTrace]:
+    """Entries whose labels are shared (``v1/mm.trace`` and ``v2/mm.trace``) get as many of their folders' names
+    as tell them apart (``v1/mm``, ``v2/mm``): the trace picker and the compare page name A and B by them."""
+    depth = [0] * len(entries)
+    for _ in range(64):
+        labels = [_label(e.path, d) for e, d in zip(entries, depth, strict=True)]
+        shared = {lb for lb in labels if labels.count(lb) > 1}
+        grow = [i for i, lb in enumerate(labels) if lb in shared and depth[i] < len(_folders(entries[i].path))]
+        if not grow:
+            break
+        for i in grow:
+            depth[i] += 1
+    return [dataclasses.replace(e, label=_label(e.path, d)) if d else e
+            for e, d in zip(entries, depth, strict=True)]
 
 
 __all__ = ["NothingToShowYet", "ServedTrace", "TraceRegistry", "UnknownTraceError"]

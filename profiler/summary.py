@@ -13,7 +13,8 @@ Definitions (Neuron Explorer's Summary, see ``docs/database.md``):
   (1 MAC = 2) of those that are not transposes, as Neuron defines MFU: an FP32 matmul (4x the hardware work) is
   high HFU and low MFU, and FP8 matmuls (twice BF16's rate on Trn2) can reach an MFU over 100% of the BF16 peak.
 * ``dma``: ``active_time_ns`` the union of all DMA packets per core (clipped, summed over cores),
-  ``transfer_bytes`` of packets starting in the range, ``throughput_gbps`` = bytes / active ns (= GB/s).
+  ``transfer_bytes`` of packets starting in the range, ``throughput_gbps`` = bytes / active ns (= GB/s),
+  ``utilization_pct`` = active / (total x cores with DMA queues), like the engines'.
 """
 
 from __future__ import annotations
@@ -106,6 +107,7 @@ def summarize(trace: Trace, start_ns: int | None = None, end_ns: int | None = No
             "active_time_ns": int(dma_active),
             "transfer_bytes": dma_bytes,
             "throughput_gbps": round(dma_bytes / dma_active, 4) if dma_active else None,
+            "utilization_pct": _pct(dma_active, total * len(queues_by_core)) if queues_by_core else None,
         },
     }
 

@@ -93,3 +93,11 @@ def notebook_synth_trace(tmp_path_factory):
 
     path = tmp_path_factory.mktemp("notebook") / "synth.trace"
     return synth_trace(path, events=NOTEBOOK_SYNTH_EVENTS, tracks=NOTEBOOK_SYNTH_TRACKS)
+
+
+@pytest.fixture(scope="session")
+def two_core_trace(tmp_path_factory):
+    """A small synthetic trace of two NeuronCores (5 engines and 16 DMA queues each)."""
+    from profiler.synth import synth_trace
+
+    return synth_trace(tmp_path_factory.mktemp("two_cores") / "two.trace", events=20_000, tracks=42)

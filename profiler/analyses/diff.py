@@ -84,8 +84,9 @@ def diff(a: Trace, b: Trace, *, core: int | None = None,
         ``{"traces": {"a": ..., "b": ...}, "total_time": metric row, "engine_active": table, "bounds": table,
         "bottleneck": {"a": ..., "b": ...}, "by": {grouping: delta table}, "memory": table}`` ("memory": the
         SBUF and PSUM peaks of live bytes, :mod:`profiler.analyses.memory_map`; empty unless both traces have
-        memory maps); metric tables follow
-        :data:`~profiler.analyses.schema.DIFF_METRICS`, delta tables :func:`~profiler.analyses.schema.diff_schema`.
+        memory maps); the bounds table follows :data:`~profiler.analyses.schema.DIFF_METRICS`, the engine and
+        memory tables :data:`~profiler.analyses.schema.DIFF_COUNTS` (whole numbers), delta tables
+        :func:`~profiler.analyses.schema.diff_schema`.
     """
     by = check_names(by, "by")
     sa, sb = resolve_scope(a, None, None, core), resolve_scope(b, None, None, core)
@@ -97,11 +98,11 @@ def diff(a: Trace, b: Trace, *, core: int | None = None,
     return {
         rs.DIFF_TRACES: {rs.A: _describe(a), rs.B: _describe(b)},
         rs.DIFF_TOTAL: _metric(rs.TOTAL_TIME_NS, sa.length_ns, sb.length_ns),
-        rs.DIFF_ENGINES: pa.Table.from_pylist(engine_rows, schema=rs.DIFF_METRICS),
+        rs.DIFF_ENGINES: pa.Table.from_pylist(engine_rows, schema=rs.DIFF_COUNTS),
         rs.DIFF_BOUNDS: pa.Table.from_pylist(bound_rows, schema=rs.DIFF_METRICS),
         rs.DIFF_BOTTLENECK: {rs.A: ba[rs.BOTTLENECK], rs.B: bb[rs.BOTTLENECK]},
         rs.DIFF_BY: {g: align(time_by(a, g, core=core), time_by(b, g, core=core), g) for g in by},
-        rs.DIFF_MEMORY: pa.Table.from_pylist(_memory_rows(a, b, core), schema=rs.DIFF_METRICS),
+        rs.DIFF_MEMORY: pa.Table.from_pylist(_memory_rows(a, b, core), schema=rs.DIFF_COUNTS),
     }
 
 

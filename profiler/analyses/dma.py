@@ -66,23 +66,29 @@ def _size_histogram(trace: Trace, scope: Scope) -> pa.Table:
 
 def queue_table(trace: Trace, start_ns: int | None = None, end_ns: int | None = None,
                 core: int | None = None) -> pa.Table:
-    """Traffic per DMA queue (:data:`~profiler.analyses.schema.DMA_QUEUES`), busiest first."""
+    """Traffic per DMA queue (:data:`~profiler.analyses.schema.DMA_QUEUES`), busiest first; with several cores in
+    scope each core's queues are rows of their own, named ``NC<core> <queue>``."""
     return _queue_table(trace, resolve_scope(trace, start_ns, end_ns, core))
 
 
 def _queue_table(trace: Trace, scope: Scope) -> pa.Table:
     t0, t1 = int(scope.start_ns), int(scope.end_ns)
+    # per core and queue: every core has its own qSyncIO0 ... (a queue's busy time is its own core's union)
     table = fetch(trace, f"""
-        WITH p AS (SELECT {q(ts.QUEUE_NAME)} AS queue, {q(ts.START_TS)} AS s0,
+        WITH p AS (SELECT coalesce({q(ts.PCORE_IDX)}, 0) AS core, {q(ts.QUEUE_NAME)} AS queue, {q(ts.START_TS)} AS s0,
                           greatest({q(ts.START_TS)}, {t0}) AS s, least({q(ts.END_TS)}, {t1}) AS e,
                           coalesce({q(ts.TRANSFER_BYTES)}, 0) AS nbytes
                    FROM {DMA_PACKET} WHERE {scope.overlap_sql()}),
-             r AS (SELECT *, max(e) OVER (PARTITION BY queue ORDER BY s, e
+             r AS (SELECT *, max(e) OVER (PARTITION BY core, queue ORDER BY s, e
                                           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS reach FROM p)
-        SELECT queue, count(*) FILTER (WHERE s0 >= {t0}) AS n,
+        SELECT core, queue, count(*) FILTER (WHERE s0 >= {t0}) AS n,
                coalesce(sum(nbytes) FILTER (WHERE s0 >= {t0}), 0)::BIGINT AS nbytes,
                sum(greatest(0, e - greatest(s, coalesce(reach, s))))::BIGINT AS busy
-        FROM r GROUP BY queue""")
+        FROM r GROUP BY core, queue""")
+    queues = table.column("queue").to_pylist()
+    core_of = table.column("core").to_pylist()
+    if len(set(core_of)) > 1:   # several cores: each queue named with its core, as the timeline's groups are
+        queues = [None if name is None else f"NC{c} {name}" for c, name in zip(core_of, queues, strict=True)]
     busy = column(table, "busy")
     nbytes = column(table, "nbytes")
     n = column(table, "n")
@@ -90,7 +96,7 @@ def _queue_table(trace: Trace, scope: Scope) -> pa.Table:
         throughput = np.where(busy > 0, nbytes / np.maximum(busy, 1), np.nan)
         mean = np.where(n > 0, nbytes / np.maximum(n, 1), np.nan)
     out = pa.table({
-        rs.QUEUE: table.column("queue"), rs.PACKETS: n, rs.BYTES: nbytes, rs.BUSY_NS: busy,
+        rs.QUEUE: pa.array(queues, pa.string()), rs.PACKETS: n, rs.BYTES: nbytes, rs.BUSY_NS: busy,
         rs.BUSY_FRACTION: busy / max(scope.length_ns, 1),
         rs.THROUGHPUT_GBPS: pa.array(throughput, mask=np.isnan(throughput)),
         rs.MEAN_BYTES: pa.array(mean, mask=np.isnan(mean)),

@@ -213,13 +213,20 @@ def resolve_scope(trace: Trace, start_ns: int | None = None, end_ns: int | None 
     if t0 is None or t1 is None:
         extent = (event_range(trace, core, dma_only=True) if kernel_window else None) or event_range(trace, core)
         if extent is None:
-            raise QueryError(f"{trace.path}: the trace has no instructions or DMA packets to analyse (the analyses "
-                             "need a device trace: a simulator recording or a Neuron profile)")
+            raise QueryError(_no_device_events(trace))
         t0 = extent[0] if t0 is None else t0
         t1 = extent[1] if t1 is None else t1
+    elif not cores(trace):
+        # a window of a host trace (PyTorch, JAX) is refused like the whole of it, not analysed as idle hardware
+        raise QueryError(_no_device_events(trace))
     if t1 <= t0:
         raise QueryError(f"empty window: end ({t1} ns) must be greater than start ({t0} ns)")
     return Scope(t0, t1, core)
+
+
+def _no_device_events(trace: Trace) -> str:
+    return (f"{trace.path}: the trace has no instructions or DMA packets to analyse (the analyses need a device "
+            "trace: a simulator recording or a Neuron profile)")
 
 
 @dataclass(frozen=True)

@@ -451,6 +451,14 @@ DIFF_METRICS = pa.schema([
     pa.field(DELTA, pa.float64()),
     pa.field(RATIO, pa.float64()),
 ])
+#: The same for whole numbers (engine active ns, peak live bytes): A, B and the delta as integers.
+DIFF_COUNTS = pa.schema([
+    pa.field(METRIC, pa.string(), nullable=False),
+    pa.field(A, pa.int64()),
+    pa.field(B, pa.int64()),
+    pa.field(DELTA, pa.int64()),
+    pa.field(RATIO, pa.float64()),
+])
 
 
 def diff_schema(by: str) -> pa.Schema:

@@ -15,6 +15,7 @@ from profiler.cli._analysis import (
     add_trace_argument,
     check_limit,
     core_index,
+    note_merged_cores,
     open_trace,
     print_json,
     print_table,
@@ -62,6 +63,9 @@ class DiffCommand:
         with ExitStack() as stack:
             a = stack.enter_context(open_trace(args.a))
             b = stack.enter_context(open_trace(args.b))
+            note_merged_cores(a, args.core)
+            if b.path != a.path:
+                note_merged_cores(b, args.core)
             result = diff(a, b, core=args.core, by=by)
             if not args.json and rs.SOURCE in result[rs.DIFF_BY]:   # each line's text, from A's source or B's
                 table = result[rs.DIFF_BY][rs.SOURCE]

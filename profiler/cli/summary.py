@@ -80,9 +80,11 @@ def host_summary(trace: profiler.Trace, db: str, summary: dict, start: int | Non
     if parts is None:
         return "\n".join(lines)
     spans, rows, top = parts
-    lines += ["", f"{spans:,} spans; time in each row's outermost spans, as a share of the range:",
+    lines += ["", f"{spans:,} spans; per row: its spans (count), the time in its outermost spans (total_ns) and "
+                  "that time's share of the range (fraction):",
               format_table(rows),
-              "", f"names with the most self time (`trnprof calltree {db}` gives their stacks):",
+              "", f"names with the most self time; fraction: share of the self time of all spans "
+                  f"(`trnprof calltree {db}` gives their stacks):",
               format_table(top)]
     return "\n".join(lines)
 

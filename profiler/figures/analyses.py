@@ -46,7 +46,8 @@ def bounds_figure(bounds: Mapping[str, Any]) -> go.Figure:
     colours = [TOTAL_COLOUR] + [FAMILY_COLOURS[rs.BOUND_FAMILY[k]] for k in rs.BOUND_KEYS]
     gap_of = {lo: (g, meaning) for g, (_hi, lo, meaning) in rs.GAPS.items() if lo in rs.BOUND_KEYS}
     # (the summary's total time is the trace's whole span, which can be longer)
-    hover = [f"total time: {format_duration(total)}<br>from the first event's start to the last event's end"]
+    hover = [f"total time: {format_duration(total)}<br>the window analysed (by default the first DMA transfer's "
+             "start<br>to the last one's end)"]
     for key in rs.BOUND_KEYS:
         value = bounds.get(key)
         gap_key, meaning = gap_of[key]

@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 import pyarrow as pa
 
 from profiler.analyses import schema as rs
-from profiler.analyses.call_tree import INSTRUCTIONS, CallTree
+from profiler.analyses.call_tree import INSTRUCTIONS, KERNELS, CallTree
 from profiler.errors import QueryError
 from profiler.figures.palette import OTHER_COLOUR, CategoryPalette
 from profiler.figures.timefmt import format_duration
@@ -92,7 +92,7 @@ def call_tree_figure(tree: CallTree, *, height: int = 560, title: str | None = N
     colours = [OTHER_COLOUR if kind == rs.FRAME_THREAD else palette.colour(name) for name, kind in zip(names, kinds,
                                                                                                         strict=True)]
     unit = tree.what[:-1]   # "span" / "instruction"
-    of = "engine time" if tree.what == INSTRUCTIONS else "span time"
+    of = {INSTRUCTIONS: "engine time", KERNELS: "GPU time"}.get(tree.what, "span time")
     hover = [f"<b>{_escape(name)}</b><br>{int(c):,} {unit}{'s' if c != 1 else ''}<br>total {format_duration(int(tot))}"
              f" ({100 * tot / span_ns:.1f}% of {of})<br>self {format_duration(int(o))}"
              for name, c, tot, o in zip(names, count, total, own, strict=True)]
@@ -111,7 +111,11 @@ def call_tree_figure(tree: CallTree, *, height: int = 560, title: str | None = N
         ids, parents, labels = [ALL_ID, *ids], ["", *parents], [f"all {what}", *labels]
         values, colours = [top, *values], [ROOT_COLOUR, *colours]
         custom = [[f"all {what}", "", int(tree.spans), top, 0], *custom]
-        hover = [f"<b>all {what}</b><br>{tree.spans:,} {tree.what}<br>{format_duration(top)} of {of}", *hover]
+        # the whole tree's time (what every box's share is of); the stacks too small to draw are left out of
+        # the box's width, not of its hover
+        hidden = int(tree.span_ns) - top
+        hover = [f"<b>all {what}</b><br>{tree.spans:,} {tree.what}<br>{format_duration(int(tree.span_ns))} of {of}"
+                 + (f"<br>({format_duration(hidden)} in stacks too small to draw)" if hidden > 0 else ""), *hover]
     fig = go.Figure(go.Icicle(
         ids=ids,
         parents=parents,

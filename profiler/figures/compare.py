@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from profiler.analyses import schema as rs
 from profiler.figures.timefmt import NS_PER_S, TIME_AXIS, format_duration
@@ -15,6 +16,7 @@ A_COLOUR = "#4C78A8"
 B_COLOUR = "#F58518"
 FASTER_COLOUR = "#54A24B"
 SLOWER_COLOUR = "#E45756"
+SAME_COLOUR = "#9D9DA1"
 
 
 def metrics_figure(metrics: pa.Table, title: str, labels: tuple[str, str] = ("A", "B")) -> go.Figure:
@@ -38,16 +40,20 @@ def metrics_figure(metrics: pa.Table, title: str, labels: tuple[str, str] = ("A"
 
 def delta_figure(deltas: pa.Table, by: str, top: int = 15) -> go.Figure:
     """Horizontal bars of the largest time changes per identity (a :func:`~profiler.analyses.schema.diff_schema`
-    table): green where B is faster, red where it is slower."""
+    table): green where B is faster, red where it is slower, grey where it is the same; the title says when
+    nothing changed."""
     keys = rs.GROUP_KEYS[by]
     rows = deltas.slice(0, top).to_pylist()
     labels = [" / ".join("-" if r[k] is None else str(r[k]) for k in keys) for r in rows]
+    colours = [FASTER_COLOUR if r[rs.DELTA_NS] < 0 else SLOWER_COLOUR if r[rs.DELTA_NS] > 0 else SAME_COLOUR
+               for r in rows]
+    same = deltas.num_rows > 0 and not pc.max(pc.abs(deltas.column(rs.DELTA_NS))).as_py()
     fig = go.Figure(go.Bar(
-        x=[r[rs.DELTA_NS] / NS_PER_S for r in rows], y=labels, orientation="h",
-        marker={"color": [FASTER_COLOUR if r[rs.DELTA_NS] < 0 else SLOWER_COLOUR for r in rows]},
+        x=[r[rs.DELTA_NS] / NS_PER_S for r in rows], y=labels, orientation="h", marker={"color": colours},
         hovertext=[f"{lab}: {format_duration(r[rs.A_NS])} -> {format_duration(r[rs.B_NS])} ({r[rs.PRESENCE]})"
                    for lab, r in zip(labels, rows, strict=True)], hoverinfo="text"))
-    fig.update_layout(title={"text": f"Time change per {by} (B - A)", "font": {"size": 14}},
+    title = f"No time change per {by}" if same else f"Time change per {by} (B - A)"
+    fig.update_layout(title={"text": title, "font": {"size": 14}},
                       height=max(260, 24 * len(rows) + 90), margin={"l": 220, "r": 24, "t": 44, "b": 44},
                       yaxis={"autorange": "reversed"}, xaxis=dict(TIME_AXIS), showlegend=False)
     return fig

@@ -56,7 +56,7 @@ def address_title(mm: MemoryMap) -> str:
     it says how far they go of how much."""
     if mm.top == mm.capacity:
         return f"{mm.mem} address (KiB per partition)"
-    return f"{mm.mem} address (KiB, lowest {mm.top // 1024:,} of {mm.capacity // 1024:,})"
+    return f"{mm.mem} address (KiB, lowest {mm.top / 1024:,.4g} of {mm.capacity / 1024:,.4g})"
 
 
 def memory_map_figure(mm: MemoryMap, origin_ns: int = 0, *, height: int = 640, title: str | None = None) -> go.Figure:

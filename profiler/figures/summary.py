@@ -88,8 +88,8 @@ def headline_numbers(summary: Mapping[str, Any] | None) -> list[tuple[str, float
         ("MFU", s.get("mfu_pct"), "%"),
         ("DMA bytes", dma.get("transfer_bytes"), "B"),
         ("DMA throughput while active", None if gbps is None else float(gbps) * 1e9, "B/s"),
-        ("DMA active", None if dma.get("active_time_ns") is None or not total
-         else 100.0 * dma["active_time_ns"] / total, "%"),
+        # a share of the time the cores' queues could have been moving data (several cores: summed over them)
+        ("DMA active", dma.get("utilization_pct"), "%"),
     ]
     if not engines and not dma.get("transfer_bytes") and not dma.get("active_time_ns"):
         # a host trace (PyTorch, JAX): no DMA to speak of, rather than "0 B" and "0.0 %"
@@ -99,8 +99,10 @@ def headline_numbers(summary: Mapping[str, Any] | None) -> list[tuple[str, float
 
 
 def _bar(title: str, names: list[str], values: list[float], unit: str, colours: list[str] | None = None) -> go.Figure:
+    # SI prefixes for amounts (1.5 kB, 3 µs); a percentage as a plain number (0.75%, not "750.3m%")
+    number = "%{x:.2f}" if unit == "%" else "%{x:.4s}"
     fig = go.Figure(go.Bar(x=values, y=names, orientation="h", marker={"color": colours},
-                           hovertemplate=f"%{{y}}: %{{x:.4s}}{unit}<extra></extra>"))
+                           hovertemplate=f"%{{y}}: {number}{unit}<extra></extra>"))
     fig.update_layout(title={"text": title, "font": {"size": 14}},
                       height=_CHART_HEIGHT + max(0, len(names) - TOP_ROWS) * _ROW_PX,
                       margin={"l": 160, "r": 20, "t": 40, "b": 40}, yaxis={"autorange": "reversed"},
@@ -177,7 +179,8 @@ def flops_figure(operators: pa.Table | None) -> go.Figure | None:
 
 
 def queues_figure(queues: pa.Table | None) -> go.Figure | None:
-    """Bytes moved per DMA queue (``queue_table(trace)``): each of a core's 16 queues, or the 32 largest."""
+    """Bytes moved per DMA queue (``queue_table(trace)``): each of a core's 16 queues (``NC<core> <queue>`` with
+    several cores), or the 32 largest."""
     return breakdown_figure(queues, QUEUES_TITLE, (rs.QUEUE,), rs.BYTES, "B", top=QUEUE_ROWS)
 
 

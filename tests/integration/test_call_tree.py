@@ -14,9 +14,11 @@ import profiler
 from profiler.analyses import schema as rs
 from profiler.analyses.call_tree import call_tree
 from profiler.analyses.call_tree_views import folded, limit_depth, roots, subtree, top_frames
+from profiler.analyses.kernel_tree import kernel_tree
 from profiler.cli import main
 from profiler.errors import QueryError
 from profiler.figures.call_tree import call_tree_figure
+from profiler.figures.timefmt import format_duration
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "pytorch"
 THREAD = "pyper:trainer:0:0 (CPU) / thread 4037 (python3.8)"
@@ -148,6 +150,18 @@ def test_the_figure_draws_every_kept_frame_consistently(torch_trace):
     assert call_tree_figure(tree, height=np.int64(300)).layout.height == 300
 
 
+def test_the_box_over_the_roots_reports_the_whole_trees_time_and_kernels_say_gpu_time(torch_trace):
+    tree = call_tree(torch_trace, by_thread=False, merge_steps=True)
+    d = call_tree_figure(tree).data[0]
+    assert d.labels[0] == "all stacks"
+    drawn = int(d.values[0])
+    assert drawn < tree.span_ns     # frames under the drawing threshold are left out of the box's width ...
+    assert f"{format_duration(int(tree.span_ns))} of span time" in d.hovertext[0]   # ... not of its time
+    assert f"({format_duration(int(tree.span_ns) - drawn)} in stacks too small to draw)" in d.hovertext[0]
+    kernels = call_tree_figure(kernel_tree(torch_trace)).data[0]
+    assert all("of GPU time" in h for h in kernels.hovertext) and not any("span time" in h for h in kernels.hovertext)
+
+
 def test_a_recordings_pipelined_operators_overlap_their_layer(tmp_path):
     from tracer.sim import run_kernel
 
@@ -239,7 +253,8 @@ def test_trnprof_summary_of_a_host_trace_lists_its_rows_and_names(torch_db, caps
     assert main(["summary", str(torch_db)]) == 0
     out = capsys.readouterr().out
     assert "no instructions or DMA packets" in out and "engine        active" not in out
-    assert "4,811 spans; time in each row's outermost spans" in out and "names with the most self time" in out
+    assert "4,811 spans; per row: its spans (count), the time in its outermost spans" in out
+    assert "names with the most self time; fraction: share of the self time of all spans" in out
     with profiler.open(torch_db) as t:
         rows = root_summary(call_tree(t), t.time_range[1] - t.time_range[0]).to_pylist()
     assert sum(r["count"] for r in rows) == 4811 and rows[0]["fraction"] == 1.0

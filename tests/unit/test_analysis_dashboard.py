@@ -195,6 +195,10 @@ def test_compare_views(registry):
     assert ids["cmp-total"].children == "370 ns → 370 ns — same time"
     assert ids["cmp-bottleneck"].children == "Tensor → Tensor"
     assert {"cmp-engines-chart", "cmp-bounds-chart", "cmp-delta-chart"} <= set(ids)
+    # the charts name their window (the bounds'), which is not the headline's first event to last
+    assert ids["cmp-engines-chart"].figure.layout.title.text == cl.ENGINES_CHART_TITLE
+    assert "first DMA start to last DMA end" in cl.ENGINES_CHART_TITLE
+    assert ids["cmp-bounds-chart"].figure.layout.title.text == cl.BOUNDS_CHART_TITLE
     # B's instruction tree coloured by the change from A: the same traces, so every box is "the same" (0)
     icicle = ids["cmp-instruction-diff"].figure.data[0]
     assert icicle.type == "icicle" and icicle.labels[0] == "NeuronCore 0" and set(icicle.marker.colors) == {0.0}
@@ -422,3 +426,14 @@ def test_the_small_dma_recommendation_links_to_its_band_on_the_timeline(tmp_path
         assert not any(str(k).startswith("rec-timeline-") for k in _ids(analysis_section(reg.open("t0"))))
     finally:
         reg.close()
+
+
+def test_traces_of_one_name_in_different_folders_get_labels_that_tell_them_apart(tmp_path):
+    from dashboard.registry import TraceRegistry
+
+    paths = [tmp_path / "v1" / "mm.trace", tmp_path / "v2" / "mm.trace", tmp_path / "x" / "v1" / "mm.trace",
+             tmp_path / "other.trace"]
+    labels = [e.label for e in TraceRegistry(paths).entries]
+    # each grows by a folder until it is alone: v1/mm is still shared with x/v1/mm, so both take one more
+    assert labels == [f"{tmp_path.name}/v1/mm", "v2/mm", "x/v1/mm", "other"]
+    assert [e.label for e in TraceRegistry(paths[:1] + paths[3:]).entries] == ["mm", "other"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 
+import pyarrow as pa
 import pytest
 
 import profiler
@@ -37,6 +38,8 @@ def test_bounds_and_engine_figures(pair):
     b = performance_bounds(pair[0])
     fig = fa.bounds_figure(b)
     bar = fig.data[0]
+    # the total is the bounds' window (first DMA start to last DMA end), not the trace's first event to last
+    assert "first DMA transfer's start" in bar.hovertext[0] and "first event" not in bar.hovertext[0]
     assert list(bar.y) == ["total_time", *(k.removesuffix("_ns") for k in rs.BOUND_KEYS)]
     # seconds on an axis whose ticks read ns, µs, ms or s (a µs axis read "10k µs" for 10 ms)
     assert list(bar.x) == pytest.approx([v * 1e-6 for v in (0.370, 0.115, 0.0625, 0.0375, 0.150, 0.070, 0.050, 0.150)])
@@ -116,3 +119,11 @@ def test_compare_figures(pair):
     deltas = d[rs.DIFF_BY]["opcode"]
     fig = fc.delta_figure(deltas, "opcode")
     assert len(fig.data[0].y) == deltas.num_rows and set(fig.data[0].x) == {0}
+    # nothing changed: grey bars (not the "slower" red) and a title saying so
+    assert set(fig.data[0].marker.color) == {fc.SAME_COLOUR} and fig.layout.title.text == "No time change per opcode"
+    moved = deltas.set_column(deltas.schema.get_field_index(rs.DELTA_NS), rs.DELTA_NS,
+                              pa.array([(-1) ** i * (i + 1) for i in range(deltas.num_rows)], pa.int64()))
+    fig = fc.delta_figure(moved, "opcode")
+    assert list(fig.data[0].marker.color) == [fc.FASTER_COLOUR if i % 2 else fc.SLOWER_COLOUR
+                                             for i in range(moved.num_rows)]
+    assert fig.layout.title.text == "Time change per opcode (B - A)"

@@ -310,3 +310,15 @@ def test_the_psum_map_marks_its_banks(traces):
     assert [a.text for a in fig.layout.annotations if a.text.startswith("bank")] == [f"bank {k}" for k in range(banks)]
     with profiler.open(traces[0]) as t:
         assert not [s for s in t.memory_figure("SBUF", width=40, height=32).layout.shapes if s.yref == "y2"]
+
+
+def test_the_address_axis_names_a_top_under_one_kib():
+    import dataclasses
+
+    from profiler.figures.memory_map import address_title
+
+    mm = mmap.MemoryMap("SBUF", 196_608, 512, 0, 10, np.zeros((1, 1), np.uint8), np.zeros(1, np.int64), 0, None,
+                        0, 0, (0, 10), True)
+    assert address_title(mm) == "SBUF address (KiB, lowest 0.5 of 192)"      # it read "lowest 0 of 192"
+    assert address_title(dataclasses.replace(mm, top=16_384)) == "SBUF address (KiB, lowest 16 of 192)"
+    assert address_title(dataclasses.replace(mm, top=196_608)) == "SBUF address (KiB per partition)"

@@ -110,7 +110,8 @@ def test_summary_charts_read_trace_summary_fields_and_skip_what_is_missing():
                "engines": {"Tensor": {"active_time_ns": 1_600_000, "utilization_pct": 80.0, "instruction_count": 3},
                            "Vector": {"active_time_ns": 400_000, "utilization_pct": 20.0, "instruction_count": 4}},
                "hfu_pct": 41.5, "mfu_pct": None,
-               "dma": {"active_time_ns": 500_000, "transfer_bytes": 4096, "throughput_gbps": 0.008192}}
+               "dma": {"active_time_ns": 500_000, "transfer_bytes": 4096, "throughput_gbps": 0.008192,
+                       "utilization_pct": 25.0}}
     heads = {label: (v, unit) for label, v, unit in sfig.headline_numbers(summary)}
     assert heads == {"total time": (2_000_000, "ns"), "instructions": (7, ""), "HFU": (41.5, "%"),
                      "DMA bytes": (4096, "B"), "DMA throughput while active": (pytest.approx(8.192e6), "B/s"),
@@ -120,6 +121,9 @@ def test_summary_charts_read_trace_summary_fields_and_skip_what_is_missing():
     figs = sfig.summary_figures(sfig.SummaryInputs(summary, opcodes=opcodes))
     assert [f.layout.title.text for f in figs] == [sfig.ENGINE_TITLE, sfig.OPCODES_TITLE]
     assert list(figs[0].data[0].y) == ["Tensor", "Vector"] and list(figs[0].data[0].x) == [80.0, 20.0]
+    # a percentage hovers as a number (0.75%), an amount with an SI prefix (900 ns): d3's ".4s" read "750.3m%"
+    assert figs[0].data[0].hovertemplate == "%{y}: %{x:.2f}%<extra></extra>"
+    assert figs[1].data[0].hovertemplate == "%{y}: %{x:.4s}s<extra></extra>"
     assert list(figs[1].data[0].y) == ["Scalar ACTIVATE", "Tensor MATMUL"]     # largest first, zeros dropped
     assert list(figs[1].data[0].x) == pytest.approx([1.2e-6, 0.9e-6])         # seconds (axis reads µs)
     no_ops = pa.table({rs.LAYER: ["a"], rs.OPERATOR: pa.array([None], pa.string()), rs.BUSY_NS: [5],

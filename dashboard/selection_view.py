@@ -42,14 +42,17 @@ def render_selection(s: SelectionSummary) -> html.Div:
                                                                                           className="num"),
                             html.Td(f"{100 * frac:.1f} %", className="num")])
                    for name, core, busy, frac in s.engines]
-    total = sum(v for _n, v in s.top_names) or 1.0
+    total = s.names_total_ns or 1.0      # a share of every name's time in the range, not of the ten shown
     top_rows = [html.Tr([html.Td(name), html.Td(format_duration(v), className="num"),
                          html.Td(f"{100 * v / total:.0f} %", className="num")]) for name, v in s.top_names]
+    heading = ("Top opcodes by time" if s.names_exact else
+               f"Top opcodes by time (estimated from the index: {s.names_events:,} events; select less for exact "
+               "times)")
     return html.Div([
         cards,
         html.Table([html.Thead(html.Tr([html.Th("engine"), html.Th("busy"), html.Th("%")])),
                     html.Tbody(engine_rows)], className="mini-table", id="sel-engines"),
-        html.H4("Top opcodes by time"),
+        html.H4(heading, id="sel-top-heading"),
         html.Table(html.Tbody(top_rows), className="mini-table", id="sel-top"),
     ], id="selection-summary")
 

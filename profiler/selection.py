@@ -1,8 +1,10 @@
 """Summary of a time range of a trace — what the dashboard shows for a box selection or the visible range.
 
 :func:`selection_summary` is a pure function of a ``Trace`` and a range: per-engine busy time and percentage
-(``Trace.busy_ns``, exact union of intervals), the names that dominate the range (one ``Trace.window``, cost
-set by pixels), and the DMA bytes, throughput, FLOPs and HFU of the range (``Trace.summary(start, end)``).
+(``Trace.busy_ns``, exact union of intervals), the names with the most time in the range (exact -- their events'
+durations clipped to the range -- when the range holds at most :data:`EXACT_NAMES_LIMIT` events, else estimated
+from one ``Trace.window``, cost set by pixels, and marked so), and the DMA bytes, throughput, FLOPs and HFU of the
+range (``Trace.summary(start, end)``).
 """
 
 from __future__ import annotations
@@ -12,13 +14,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from profiler import db_schema as dbs
+from profiler.db.raw_rows import time_by_name
 from profiler.summary import tensor_flops
 from tracer import schema as ts
 from tracer.errors import TrnprofError
 
-#: Pixels of the window used to rank names in the range.
+#: Pixels of the window used to estimate the names' time in a range of more than EXACT_NAMES_LIMIT events.
 RANKING_WIDTH_PX = 1024
 TOP_N = 10
+#: Events (starting in the range) up to which the names' time is summed exactly from the rows (~0.1 s a million).
+EXACT_NAMES_LIMIT = 2_000_000
 
 
 @dataclass
@@ -29,8 +34,16 @@ class SelectionSummary:
     end_ns: int
     #: ``(track name, core, busy_ns, busy fraction)`` per engine track.
     engines: list[tuple[str, int | None, int, float]] = field(default_factory=list)
-    #: ``(name, dominated_ns)``: names by the time they dominate the range, most first.
+    #: ``(name, ns)``: the names with the most time in the range (their events' durations clipped to it, summed
+    #: over the engine tracks; every track of a trace without engines), most first.
     top_names: list[tuple[str, float]] = field(default_factory=list)
+    #: Every name's time in the range together (the shares' denominator).
+    names_total_ns: float = 0.0
+    #: Whether ``top_names`` is exact; False past :data:`EXACT_NAMES_LIMIT` events: each index bucket's busy time
+    #: credited to the name dominating it (an estimate the dashboard labels as one).
+    names_exact: bool = True
+    #: Events starting in the range on those tracks.
+    names_events: int = 0
     dma_bytes: float | None = None
     dma_throughput_bytes_per_s: float | None = None
     flops: float | None = None
@@ -56,6 +69,31 @@ def _flatten(d: Any, prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def _rank_names(trace: Any, out: SelectionSummary, engine_ids: list[int]) -> None:
+    """``out.top_names`` and the rest: exact up to :data:`EXACT_NAMES_LIMIT` events, else from the index."""
+    a, b = out.start_ns, out.end_ns
+    ids = engine_ids or [t[dbs.TRACK_ID] for t in trace.tracks().to_pylist()
+                         if trace.track_info(t[dbs.TRACK_ID]).is_interval]
+    out.names_events = sum(int(trace.event_count(i, a, b)) for i in ids)
+    if out.names_events <= EXACT_NAMES_LIMIT:
+        infos = [trace.track_info(i) for i in ids]
+        out.top_names, out.names_total_ns = time_by_name(trace._cursor(), infos, a, b, TOP_N)
+        return
+    out.names_exact = False
+    window = trace.window(a, b, RANKING_WIDTH_PX, tracks=ids, attributes=False)
+    credit: dict[str, float] = defaultdict(float)
+    for r in window.buckets.to_pylist():
+        if r[dbs.TOP_NAME]:   # the busy time of the bucket's part inside the range (edge buckets stick out)
+            s0, s1 = r[ts.START_TS], r[ts.END_TS]
+            inside = max(0, min(s1, b) - max(s0, a))
+            credit[r[dbs.TOP_NAME]] += r[dbs.BUSY_NS] * inside / max(s1 - s0, 1)
+    for r in window.events.to_pylist():
+        if r[ts.NAME]:
+            credit[r[ts.NAME]] += max(0, min(r[ts.END_TS], b) - max(r[ts.START_TS], a))
+    out.top_names = sorted(credit.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_N]
+    out.names_total_ns = sum(credit.values())
+
+
 def selection_summary(trace: Any, start_ns: int, end_ns: int) -> SelectionSummary:
     """Summarise ``[start_ns, end_ns)`` of ``trace``.
 
@@ -76,16 +114,7 @@ def selection_summary(trace: Any, start_ns: int, end_ns: int) -> SelectionSummar
     for t in tracks:
         busy = int(trace.busy_ns(t[dbs.TRACK_ID], a, b))   # exact union of the track's intervals
         out.engines.append((t[ts.NAME], t["core"], busy, busy / (b - a)))
-    window = trace.window(a, b, RANKING_WIDTH_PX, attributes=False)
-    credit: dict[str, float] = defaultdict(float)
-    engine_ids = {t[dbs.TRACK_ID] for t in tracks}
-    for r in window.buckets.to_pylist():
-        if r[dbs.TOP_NAME] and (not engine_ids or r[dbs.TRACK_ID] in engine_ids):
-            credit[r[dbs.TOP_NAME]] += r[dbs.BUSY_NS]
-    for r in window.events.to_pylist():
-        if r[ts.NAME] and (not engine_ids or r[dbs.TRACK_ID] in engine_ids):
-            credit[r[ts.NAME]] += min(r[ts.END_TS], b) - max(r[ts.START_TS], a)
-    out.top_names = sorted(credit.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_N]
+    _rank_names(trace, out, [t[dbs.TRACK_ID] for t in tracks])
     try:
         summary = trace.summary(a, b)
     except (TypeError, ImportError, TrnprofError):  # a Trace without range summaries: engines and names only

@@ -179,3 +179,26 @@ def only(data: pa.Table, infos: list[TrackInfo]) -> pa.Table:
     return data.filter(pa.array(np.isin(data.column(dbs.TRACK_ID).to_numpy(), ids)))
 
 
+def time_by_name(cur: duckdb.DuckDBPyConnection, infos: list[TrackInfo], lo: int, hi: int,
+                 limit: int) -> tuple[list[tuple[str, int]], int]:
+    """The ``limit`` names (an instruction's opcode, a slice's name, a packet's tensor or queue: the timeline's
+    names) with the most time inside [lo, hi) on these tracks, each its events' durations clipped to the range and
+    summed, most first (ties by name); and every name's time together.  Exact: it reads the rows of the range."""
+    parts = []
+    params: dict[str, object] = {"hi": hi, "lo": lo}
+    by_table: dict[str, list[TrackInfo]] = {}
+    for info in infos:
+        by_table.setdefault(info.table, []).append(info)
+    for j, (table, group) in enumerate(sorted(by_table.items())):
+        params[f"scan_{j}"] = lo - max(i.max_dur_ns for i in group)
+        ids = ", ".join(str(int(i.track_id)) for i in group)
+        parts.append(
+            f"SELECT {_NAME_SQL[table]}::VARCHAR AS name, least({quote(ts.END_TS)}, $hi) - "
+            f"greatest({quote(ts.START_TS)}, $lo) AS t FROM {quote(table)} WHERE {quote(dbs.TRACK_ID)} IN ({ids}) "
+            f"AND {quote(ts.START_TS)} >= $scan_{j} AND {quote(ts.START_TS)} < $hi AND {quote(ts.END_TS)} > $lo")
+    if not parts:
+        return [], 0
+    rows = cur.sql(f"SELECT name, sum(t)::BIGINT AS t FROM ({' UNION ALL '.join(parts)}) WHERE name IS NOT NULL "
+                   "GROUP BY name ORDER BY t DESC, name", params=params).fetchall()
+    return [(str(n), int(t)) for n, t in rows[:limit]], sum(int(t) for _n, t in rows)
+

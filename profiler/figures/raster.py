@@ -237,18 +237,43 @@ def _name_slots(names: pa.ChunkedArray | pa.Array, palette: pal.CategoryPalette,
     return slots.astype(np.int64)
 
 
-def _busy_from_intervals(starts: np.ndarray, ends: np.ndarray, w0: int, res: int, n: int) -> np.ndarray:
-    """Sum of interval overlap per pixel / pixel length (exact prefix-sum formula, clipped to [0, 1])."""
+def _union_pieces(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The union of the intervals [starts, ends) as disjoint pieces, in order (overlapping events count once)."""
+    if len(starts) < 2:
+        return starts, ends
+    order = np.argsort(starts, kind="stable")
+    s, e = starts[order], ends[order]
+    reach = np.maximum.accumulate(e)
+    new = np.empty(len(s), dtype=bool)
+    new[0] = True
+    new[1:] = s[1:] > reach[:-1]
+    first = np.flatnonzero(new)
+    last = np.append(first[1:] - 1, len(s) - 1)
+    return s[first], reach[last]
+
+
+def _busy_from_intervals(starts: np.ndarray, ends: np.ndarray, w0: int, res: int, n: int, *,
+                         lo: int | None = None, hi: int | None = None) -> np.ndarray:
+    """Per pixel, the share of its time some interval covers (their union: overlapping events count once, as in
+    the index's buckets), clipped to [0, 1].  With ``lo`` / ``hi`` (the window), a pixel sticking out of the window
+    is measured over its part inside it (the events outside the window are not fetched)."""
     edges = w0 + res * np.arange(n + 1, dtype=np.int64)
-    s = np.sort(starts)
-    e = np.sort(ends)
+    s, e = _union_pieces(starts, ends)
+    if lo is not None or hi is not None:
+        a = edges[0] if lo is None else lo
+        b = edges[-1] if hi is None else hi
+        s, e = np.clip(s, a, b), np.clip(e, a, b)
     cs = np.concatenate(([0], np.cumsum(s, dtype=np.float64)))
     ce = np.concatenate(([0], np.cumsum(e, dtype=np.float64)))
     ks = np.searchsorted(s, edges, side="left")
     ke = np.searchsorted(e, edges, side="left")
-    # covered(t) = sum_{s_i < t} (t - s_i) - sum_{e_i < t} (t - e_i)
+    # covered(t) = sum_{s_i < t} (t - s_i) - sum_{e_i < t} (t - e_i), on disjoint pieces sorted by start (and end)
     covered = (ks * edges.astype(np.float64) - cs[ks]) - (ke * edges.astype(np.float64) - ce[ke])
-    return np.clip(np.diff(covered) / res, 0.0, 1.0)
+    length = np.full(n, float(res))
+    if lo is not None or hi is not None:
+        inside = np.minimum(edges[1:], b) - np.maximum(edges[:-1], a)
+        length = np.maximum(inside, 1).astype(np.float64)
+    return np.clip(np.diff(covered) / length, 0.0, 1.0)
 
 
 def _paint_longest(p0: np.ndarray, p1: np.ndarray, dur: np.ndarray, slots: np.ndarray, n: int) -> np.ndarray:
@@ -339,7 +364,7 @@ def rasterize(window: WindowLike, rows: Sequence[TimelineRow], palette: pal.Cate
             sel = np.flatnonzero((ev_tracks == tid) & (ev_start < w_end)
                                  & ((ev_end > w0) | (ev_start >= w0)))
             s, e = ev_start[sel], np.maximum(ev_end[sel], ev_start[sel])
-            b = _busy_from_intervals(s, e, w0, res, n)
+            b = _busy_from_intervals(s, e, w0, res, n, lo=int(window.start_ns), hi=int(window.end_ns))
             p0 = np.clip((s - w0) // res, 0, n)
             p1 = np.clip(-(-(e - w0) // res), 0, n)
             p1 = np.maximum(p1, np.minimum(p0 + 1, n))  # zero-length events still own a pixel

@@ -192,6 +192,10 @@ def marker_time(add: Any, view: Any) -> int | None:
     return _axis_ns(add.get("x"), origin)
 
 
+#: Pixels of the window a click looks in (see :func:`event_at_click`).
+PICK_WIDTH_PX = 4096
+
+
 def pixel_event_window(t_ns: int, resolution_ns: int) -> tuple[int, int]:
     """The time range to look for the event under a click at ``t_ns`` (one pixel either side)."""
     res = max(int(resolution_ns), 1)
@@ -252,8 +256,9 @@ def event_at_click(trace: Any, click: Any, view: Any, state: Any,
                    query: QueryTracks | None = None) -> dict[str, Any] | None:
     """The event under a click on the strips: ``{"table", "id", "track_id", "start_ns", "end_ns"}`` or None.
 
-    The click's row and time come from plotly's ``clickData``; the event is looked up in a one-pixel-wide
-    ``Trace.window`` around it (exact events there, or the bucket's representative when the pixel holds many).
+    The click's row and time come from plotly's ``clickData``; the event is looked up in a ``Trace.window`` of the
+    pixel either side of it, at one ns per pixel (up to :data:`PICK_WIDTH_PX`): exact events there (the one
+    under the click), or, on a row drawn from buckets, the representative of the finer bucket holding the click.
     On a row of ``query`` (the timeline's query tracks) it is the interval under the click: the trace's event its
     result row names (``table_name``, ``id``) when it names one, else the result row itself (table ``query``, id:
     its row number).  None for a click on nothing, or for click or view data that is not what the page sends.
@@ -277,8 +282,12 @@ def event_at_click(trace: Any, click: Any, view: Any, state: Any,
     if rows[row][0] < 0:
         return None if query is None else query_pick(trace, query, rows[row][0], t_ns, res)
     lo, hi = pixel_event_window(t_ns, res)
+    lo, hi = max(lo, -TIME_LIMIT), min(hi, TIME_LIMIT)
     try:
-        window = trace.window(max(lo, -TIME_LIMIT), min(hi, TIME_LIMIT), 2, tracks=rows[row])
+        # one pixel per ns (up to PICK_WIDTH_PX): the events of a row drawn from events come back as events (at 2 px
+        # three of them were buckets, and a bucket's representative need not be under the click); a row drawn from
+        # buckets gives finer buckets, whose representative is the longest event starting near the click
+        window = trace.window(lo, hi, max(2, min(hi - lo, PICK_WIDTH_PX)), tracks=rows[row])
         picked = pick_event(window, t_ns)
         if picked is None:
             return None

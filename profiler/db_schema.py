@@ -16,7 +16,8 @@ from tracer import schema as ts
 #: Version of the trnprof DuckDB layout, MAJOR.MINOR, stored in the database's ``trnprof_info`` table.
 #: 2.0: ``lod.value_sum``, ``counter_lod``, ``track.value_name``; keyed tables clustered by track in chunks.
 #: 3.0: spans are keyed by their depth too (``track.span_depth``): each nesting level of a thread is a track of its own.
-DB_FORMAT_VERSION = "3.0"
+#: 3.1: an importer's span rows in its order (``slice.track_order``: Chrome's process and thread sort indexes).
+DB_FORMAT_VERSION = "3.1"
 
 TRACK_ID = "track_id"
 TABLE = "table_name"

@@ -72,6 +72,9 @@ class TrackRegistry:
     """Assigns an id to every distinct track key, in the order the keys are first seen while streaming."""
 
     keys: dict[tuple[str, tuple[object, ...]], int] = field(default_factory=dict)
+    #: Span tracks' display position from the importer (``Span.track_order``: Chrome's process and thread sort
+    #: indexes), the smallest met; tracks without one are ordered by name after those with one.
+    orders: dict[int, int] = field(default_factory=dict)
 
     def assign(self, spec: TrackKeySpec, batch: pa.RecordBatch) -> np.ndarray:
         """The track id of every row of ``batch`` (a batch of ``spec.table``)."""
@@ -99,20 +102,36 @@ class TrackRegistry:
                 tid = len(self.keys)
                 self.keys[key] = tid
             ids[j] = tid
+        if spec.kind == "span" and ts.TRACK_ORDER in batch.schema.names:
+            self._note_orders(batch.column(ts.TRACK_ORDER), ids, inverse.reshape(-1))
         return ids[inverse.reshape(-1)]
+
+    def _note_orders(self, column: pa.Array, ids: np.ndarray, inverse: np.ndarray) -> None:
+        known = column.is_valid().to_numpy(zero_copy_only=False)
+        if not known.any():
+            return
+        values = np.asarray(column.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
+        least = np.full(len(ids), np.iinfo(np.int64).max, np.int64)
+        np.minimum.at(least, inverse[known], values[known])
+        for tid, order in zip(ids.tolist(), least.tolist(), strict=True):
+            if order != np.iinfo(np.int64).max and order < self.orders.get(tid, order + 1):
+                self.orders[tid] = order
 
     def key_of(self) -> dict[int, tuple[str, tuple[object, ...]]]:
         """Track id -> (trace table, key values)."""
         return {tid: key for key, tid in self.keys.items()}
 
     def sort_orders(self) -> dict[int, int]:
-        """Track id -> display position, ordering tracks by (core, kind, name)."""
+        """Track id -> display position, ordering tracks by (core, kind, name); span tracks an importer placed
+        (:attr:`orders`) in its order first, each thread's depths together."""
         def order(item: tuple[tuple[str, tuple[object, ...]], int]) -> tuple[object, ...]:
-            (table, key), _ = item
+            (table, key), tid = item
             spec = TRACK_KEYS[table]
             core = key[0] if key[0] is not None else -1
             if spec.kind == "span":  # a thread's depths together, in numeric order
-                rest: tuple[object, ...] = (str(key[1]), str(key[2]), int(key[3]))  # type: ignore[call-overload]
+                placed = self.orders.get(tid)
+                rest: tuple[object, ...] = ((0, placed) if placed is not None else (1, 0),
+                                            str(key[1]), str(key[2]), int(key[3]))  # type: ignore[call-overload]
             else:
                 rest = tuple(str(k) for k in key[1:])
             return (core, _KIND_RANK.get(spec.kind, 99), _name_rank(spec, key), rest)

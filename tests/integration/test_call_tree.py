@@ -263,3 +263,18 @@ def test_trnprof_summary_of_a_host_trace_lists_its_rows_and_names(torch_db, caps
     data = json.loads(capsys.readouterr().out)
     assert set(data) == {"total_time_ns", "engines", "hfu_pct", "mfu_pct", "dma", "host"}
     assert data["host"]["spans"] == 4811 and data["host"]["rows"] == rows
+
+
+def test_rows_follow_the_files_process_and_thread_order(torch_trace):
+    """Chrome's order (process sort index, then thread sort index: the pid and tid by default), not the names as
+    text: stream 7 before stream 23 before stream 203, thread 4037 before thread 23695."""
+    from profiler.figures.raster import timeline_rows
+
+    labels = [r.label for r in timeline_rows(torch_trace.tracks()) if "›" not in r.label]
+    streams = [lb for lb in labels if lb.startswith("stream ")]
+    assert streams == ["stream 7", "stream 23", "stream 25", "stream 84", "stream 203"]
+    threads = [lb for lb in labels if lb.startswith("thread ")]
+    assert threads == ["thread 4037 (python3.8)", "thread 23695 (python3.8)"]
+    order = torch_trace.sql("SELECT t.sort_order, min(s.track_order) FROM slice s JOIN track t USING (track_id) "
+                            "GROUP BY ALL ORDER BY 1").fetchall()
+    assert [o for _, o in order] == sorted(o for _, o in order)     # the rows in the importer's order

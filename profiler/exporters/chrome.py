@@ -38,7 +38,12 @@ INTERVAL_EVENTS: dict[str, tuple[str, str, str]] = {
         f"coalesce({quote(ts.VARIABLE)}, {quote(ts.QUEUE_NAME)})", "'DmaPacket'",
         f"json_object('id', id, 'queue_name', {quote(ts.QUEUE_NAME)}, 'transfer_bytes', "
         f"{quote(ts.TRANSFER_BYTES)}, 'variable', {quote(ts.VARIABLE)})"),
-    dbs.SLICE_TABLE: (quote(ts.NAME), quote(ts.CATEGORY), quote(ts.ARGS)),
+    # a span's args text goes in as it is when it is a JSON object, else as {"args": text} (pasted raw, text that
+    # is not an object made the file invalid JSON)
+    dbs.SLICE_TABLE: (quote(ts.NAME), quote(ts.CATEGORY),
+                      f"CASE WHEN {quote(ts.ARGS)} IS NULL THEN NULL WHEN try_cast({quote(ts.ARGS)} AS JSON) IS NOT "
+                      f"NULL AND json_type(try_cast({quote(ts.ARGS)} AS JSON)) = 'OBJECT' THEN {quote(ts.ARGS)} "
+                      f"ELSE json_object('args', {quote(ts.ARGS)}) END"),
 }
 #: Flow tables name the slice table ``Span`` (the trace table it came from).
 _FLOW_TABLE = {ts.SPAN.name: dbs.SLICE_TABLE, dbs.SLICE_TABLE: dbs.SLICE_TABLE,
@@ -309,17 +314,25 @@ def _endpoints(trace: Trace, table: str, ids_sql: str, window: TimeWindow) -> di
     return {r[0]: (r[1], r[2], r[3]) for r in rows}
 
 
-def _free_points(trace: Trace, ends: dict[int, tuple[int, int, int]], ids_sql: str) -> dict[int, int]:
-    """For each slice, the earliest time inside it that none of its children covers (its start if possible).
+def _free_points(trace: Trace, table: str, ends: dict[int, tuple[int, int, int]], ids_sql: str) -> dict[int, int]:
+    """For each flow endpoint of ``table``, the earliest time inside it that none of the events nested in it on its
+    thread covers (its start if possible).
 
-    A flow event binds to the innermost slice enclosing its time, so this time binds to the slice itself.
+    A flow event binds to the innermost slice enclosing its time, so this time binds to the endpoint itself: a
+    slice's children are its rows by ``parent_id``; an instruction's or packet's, the rows of its track it
+    contains (an LDWEIGHTS starting with the MATMUL around it took the MATMUL's arrows).
     """
     kids: dict[int, list[tuple[int, int]]] = {}
-    if ts.PARENT_ID in table_columns(trace, dbs.SLICE_TABLE):
-        rows = trace.sql(f"SELECT {quote(ts.PARENT_ID)}, {quote(ts.START_TS)}, {quote(ts.END_TS)} FROM "
-                         f"{quote(dbs.SLICE_TABLE)} WHERE {quote(ts.PARENT_ID)} IN ({ids_sql})",
-                         timeout_s=None).fetchall()
-        for p, s, e in rows:
+    s_, e_, tr, i_ = quote(ts.START_TS), quote(ts.END_TS), quote(dbs.TRACK_ID), quote(ts.ID)
+    if table == dbs.SLICE_TABLE:
+        query = (f"SELECT {quote(ts.PARENT_ID)}, {s_}, {e_} FROM {quote(table)} WHERE {quote(ts.PARENT_ID)} "
+                 f"IN ({ids_sql})") if ts.PARENT_ID in table_columns(trace, table) else None
+    else:
+        query = (f"SELECT ep.{i_}, r.{s_}, r.{e_} FROM {quote(table)} ep JOIN {quote(table)} r ON r.{tr} = ep.{tr} "
+                 f"AND r.{s_} >= ep.{s_} AND r.{s_} < ep.{e_} AND r.{e_} <= ep.{e_} AND r.{i_} <> ep.{i_} "
+                 f"WHERE ep.{i_} IN ({ids_sql})")
+    if query is not None:
+        for p, s, e in trace.sql(query, timeout_s=None).fetchall():
             kids.setdefault(p, []).append((s, e))
     out = {}
     for sid, (_, s, e) in ends.items():
@@ -348,8 +361,7 @@ def _flows(trace: Trace, w: _Writer, threads: _Threads, window: TimeWindow, tabl
         ids_sql = (f"SELECT {quote(ts.OUT_ID)} FROM {ft} WHERE {quote(ts.OUT_TABLE)} IN ({quoted}) "
                    f"UNION SELECT {quote(ts.IN_ID)} FROM {ft} WHERE {quote(ts.IN_TABLE)} IN ({quoted})")
         ends = _endpoints(trace, name, ids_sql, window)
-        points = _free_points(trace, ends, ids_sql) if name == dbs.SLICE_TABLE else {
-            k: v[1] for k, v in ends.items()}
+        points = _free_points(trace, name, ends, ids_sql)
         where_tables[name] = (ends, points)
     events = []
     for n, (out_t, out_id, in_t, in_id) in enumerate(flow):

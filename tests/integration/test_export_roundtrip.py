@@ -178,6 +178,46 @@ def test_chrome_export_of_pipelined_layers_nests_every_thread(tmp_path):
     assert span_lanes
 
 
+def test_chrome_flows_bind_to_their_own_instructions_not_to_one_starting_inside(mlp_sample, tmp_path):
+    """A flow event binds to the innermost event around its time: written at a MATMUL's start, where the LDWEIGHTS
+    loading its weights starts too, the arrow went to the LDWEIGHTS (201 of mlp's 437 flows)."""
+    every = """
+    WITH ev AS (
+      SELECT 'Instruction' AS tbl, id, start_ts, end_ts, opcode AS name FROM Instruction
+      UNION ALL SELECT 'DmaPacket', id, start_ts, end_ts, coalesce(variable, queue_name) FROM DmaPacket)
+    SELECT o.start_ts, o.name, i.start_ts, i.name FROM Flow f
+      JOIN ev o ON o.tbl = f.out_table AND o.id = f.out_id
+      JOIN ev i ON i.tbl = f.in_table AND i.id = f.in_id ORDER BY ALL"""
+    with _open(mlp_sample) as db:
+        export_chrome(db, tmp_path / "mlp.json")
+        flows = db.sql(every).fetchall()
+        nested_starts = db.sql("SELECT count(*) FROM Instruction a JOIN Instruction b ON a.track_id = b.track_id "
+                               "AND a.id <> b.id AND a.start_ts = b.start_ts AND b.end_ts < a.end_ts "
+                               "AND a.opcode = 'MATMUL'").fetchall()[0][0]
+    assert nested_starts > 0 and len(flows) > 100
+    with _open(tmp_path / "mlp.json") as back:
+        got = back.sql("SELECT o.start_ts, o.name, i.start_ts, i.name FROM Flow f JOIN slice o ON o.id = f.out_id "
+                       "JOIN slice i ON i.id = f.in_id ORDER BY ALL").fetchall()
+    assert got == flows
+
+
+def test_span_args_that_are_not_a_json_object_are_wrapped_not_pasted(tmp_path):
+    from tracer.writer import write_trace
+
+    texts = ['{"k": 1}', None, "not json", "[1,2]", "", '{"n": {"m": [1, "}"]}}']
+    n = len(texts)
+    write_trace(tmp_path / "t.trace", {"Span": {
+        "id": list(range(n)), "start_ts": [10 * i for i in range(n)], "end_ts": [10 * i + 5 for i in range(n)],
+        "duration_ns": [5] * n, "name": [f"s{i}" for i in range(n)], "category": ["c"] * n,
+        "track_group": ["G"] * n, "track_name": ["T"] * n, "args": texts}}, metadata={"profile_name": "x"})
+    with _open(tmp_path / "t.trace") as db:
+        export_chrome(db, tmp_path / "t.json")
+    doc = json.loads((tmp_path / "t.json").read_text())       # it was invalid JSON ("args":}, "args":not json)
+    args = {e["name"]: e.get("args") for e in doc["traceEvents"] if e["ph"] == "X"}
+    assert args == {"s0": {"k": 1}, "s1": None, "s2": {"args": "not json"}, "s3": {"args": "[1,2]"},
+                    "s4": {"args": ""}, "s5": {"n": {"m": [1, "}"]}}}
+
+
 def test_parquet_export_then_import_gives_the_same_tables(source_trace, tmp_path):
     out = tmp_path / "pq"
     tables = ("Instruction", "DmaPacket", "Counter", "Flow")

@@ -7,6 +7,7 @@ import argparse
 import csv
 import json
 import math
+import re
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -34,17 +35,36 @@ core_index = int_arg("a core index (pcore_idx)", 0, MAX_CORE)
 row_limit = int_arg("a row count (0: all)", 0, MAX_LIMIT)
 
 
-def time_ns(text: str) -> int:
-    """argparse ``type`` of ``--start/--end``: integer nanoseconds within the database's +-2**62 ns."""
+#: Units a time may carry (``1.5us``), in nanoseconds; a bare number is nanoseconds.
+TIME_UNITS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
+_TIME_RE = re.compile(r"^\s*(?P<num>[+-]?\d+(?:\.\d*)?|[+-]?\.\d+)\s*(?P<unit>ns|us|µs|ms|s)?\s*$")
+
+
+def parse_time_text(text: str) -> int:
+    """``"1500"`` -> 1500 ns, ``"1.5us"`` -> 1500, ``"2ms"`` -> 2000000 (whole ns, rounded); ValueError with the
+    reason for anything else, or a time beyond +-2**62 ns (what a trace can hold)."""
+    from decimal import Decimal, localcontext
+
     shown = shown_value(text)
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer number of nanoseconds, not {shown!r}") from None
+    m = _TIME_RE.match(text)
+    if not m:
+        raise ValueError(f"{shown!r}: expected a time such as 1500 (ns), 1.5us, 20ms or 2s")
+    with localcontext() as ctx:
+        ctx.prec = 60  # whole ns exact for every time in range, however many digits are typed
+        value = int((Decimal(m.group("num")) * TIME_UNITS[m.group("unit") or "ns"]).to_integral_value())
     if not -TIME_LIMIT <= value <= TIME_LIMIT:
-        raise argparse.ArgumentTypeError(f"{shown} ns is beyond +-2**62 ns ({TIME_LIMIT}), the range a trace "
-                                         "can hold; give a time within the trace")
+        raise ValueError(f"{shown!r}: beyond +-2**62 ns (about 146 years), the range a trace can hold; give a time "
+                         "within the trace")
     return value
+
+
+def time_ns(text: str) -> int:
+    """argparse ``type`` of ``--start/--end``: nanoseconds (``1500``) or a time with a unit (``1.5us``, ``20ms``),
+    within the database's +-2**62 ns."""
+    try:
+        return parse_time_text(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def add_trace_argument(parser: argparse.ArgumentParser, name: str = "db", help_text: str | None = None) -> None:
@@ -55,8 +75,9 @@ def add_trace_argument(parser: argparse.ArgumentParser, name: str = "db", help_t
 
 def add_window_arguments(parser: argparse.ArgumentParser) -> None:
     """``--start``, ``--end`` (ns) and ``--core``."""
-    parser.add_argument("--start", type=time_ns, metavar="NS", help="window start in ns (default: trace start)")
-    parser.add_argument("--end", type=time_ns, metavar="NS", help="window end in ns, exclusive (default: trace end)")
+    parser.add_argument("--start", type=time_ns, metavar="TIME",
+                        help="window start: ns, or with a unit (1.5us, 20ms) (default: trace start)")
+    parser.add_argument("--end", type=time_ns, metavar="TIME", help="window end, exclusive (default: trace end)")
     parser.add_argument("--core", type=core_index, metavar="N", help="physical core (pcore_idx; default: every core)")
 
 

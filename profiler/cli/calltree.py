@@ -58,9 +58,10 @@ class CallTreeCommand:
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         add_trace_argument(parser)
-        parser.add_argument("--start", type=time_ns, metavar="NS", help="window start in ns (default: trace start)")
-        parser.add_argument("--end", type=time_ns, metavar="NS",
-                            help="window end in ns, exclusive (default: trace end)")
+        parser.add_argument("--start", type=time_ns, metavar="TIME",
+                            help="window start: ns, or 1.5us, 20ms (default: trace start)")
+        parser.add_argument("--end", type=time_ns, metavar="TIME",
+                            help="window end, exclusive (default: trace end)")
         parser.add_argument("--merge-rows", action="store_true",
                             help="merge the stacks of every row (process/thread) instead of one root per row")
         parser.add_argument("--merge-steps", action="store_true",

@@ -3,38 +3,26 @@
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from pathlib import Path
 
-from profiler.cli import shown_value
 from profiler.errors import CommandError
-
-#: Suffixes accepted by --start/--end, in nanoseconds.
-_UNITS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
-_TIME_RE = re.compile(r"^\s*(?P<num>[+-]?\d+(?:\.\d*)?|[+-]?\.\d+)\s*(?P<unit>ns|us|µs|ms|s)?\s*$")
 
 
 def parse_time(text: str, option: str) -> int:
-    """``"1500"`` -> 1500 ns, ``"1.5us"`` -> 1500, ``"2ms"`` -> 2000000; CommandError otherwise.
+    """``"1500"`` -> 1500 ns, ``"1.5us"`` -> 1500, ``"2ms"`` -> 2000000; CommandError naming ``option`` otherwise
+    (:func:`profiler.cli._analysis.parse_time_text`)."""
+    from profiler.cli._analysis import parse_time_text
 
-    Times beyond +-2**62 ns (what a trace can hold; int64 with headroom) are refused too.
-    """
-    from decimal import Decimal, localcontext
+    try:
+        return parse_time_text(text)
+    except ValueError as exc:
+        raise CommandError(f"{option} {exc}") from None
 
-    from profiler.db.lod import TIME_LIMIT
 
-    shown = shown_value(text)
-    m = _TIME_RE.match(text)
-    if not m:
-        raise CommandError(f"{option} {shown!r}: expected a time such as 1500 (ns), 1.5us, 20ms or 2s")
-    with localcontext() as ctx:
-        ctx.prec = 60  # whole ns exact for every time in range, however many digits are typed
-        value = int((Decimal(m.group("num")) * _UNITS[m.group("unit") or "ns"]).to_integral_value())
-    if not -TIME_LIMIT <= value <= TIME_LIMIT:
-        raise CommandError(f"{option} {shown!r}: beyond +-2**62 ns (about 146 years), the range a trace can hold; "
-                           "give a time within the trace")
-    return value
+#: JSON past which an export warns that the Perfetto UI may not open it (trace-viewers: ~2 GB WASM ceiling, the
+#: in-memory trace 2-4x the file; "< 1GB should be reasonable for Chrome").
+PERFETTO_UI_JSON_BYTES = 1_000_000_000
 
 
 class ExportCommand:
@@ -69,6 +57,9 @@ class ExportCommand:
         from profiler.cli._analysis import check_window
         from profiler.exporters import TimeWindow, export_chrome, export_parquet
 
+        if args.output == "-":
+            raise CommandError("-o -: exports are written to a file (chrome) or a directory (parquet), not to "
+                               "standard output; give a path")
         start = parse_time(args.start, "--start") if args.start is not None else None
         end = parse_time(args.end, "--end") if args.end is not None else None
         with profiler.open(args.trace) as trace:
@@ -85,22 +76,34 @@ class ExportCommand:
                 from tqdm import tqdm
 
                 bar = tqdm(desc="export", unit=" rows", unit_scale=True, file=sys.stderr)
+            notes: list[str] = []
             try:
                 progress = bar.update if bar is not None else None
+                expected = None if bar is None else (lambda n: (setattr(bar, "total", n), bar.refresh()))
                 if args.fmt == "chrome":
-                    stats = export_chrome(trace, args.output, window=window, force=args.force, progress=progress)
+                    stats = export_chrome(trace, args.output, window=window, force=args.force, progress=progress,
+                                          expected=expected)
                     rows = sum(v for k, v in stats.events.items() if k != "M")
                     summary = f"{rows:,} events"
+                    if stats.json_bytes > PERFETTO_UI_JSON_BYTES:
+                        notes.append(f"{stats.json_bytes / 1e9:.1f} GB of JSON: the Perfetto UI in a browser stops "
+                                     "near 2 GB of trace in memory, so it may not open it; export a window "
+                                     "(--start/--end) or open it with Perfetto's trace_processor --httpd")
                 else:
                     pstats = export_parquet(trace, args.output, window=window, force=args.force,
-                                            progress=progress)
+                                            progress=progress, expected=expected)
                     rows = sum(pstats.rows.values())
                     summary = f"{rows:,} rows in {len(pstats.files)} files"
+                    if pstats.left_out:
+                        notes.append(f"left out {', '.join(pstats.left_out)}: whole-profile figures, not the "
+                                     "window's")
             finally:
                 if bar is not None:
                     bar.close()
         if not args.quiet:
             print(f"wrote {Path(args.output)} ({summary})")
+            for note in notes:
+                print(f"trnprof: note: {note}", file=sys.stderr)
         return 0
 
 

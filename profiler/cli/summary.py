@@ -26,8 +26,9 @@ class SummaryCommand:
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("db", metavar="DB", help="database, trace directory or importable profile")
         parser.add_argument("--json", action="store_true", help="print the summary as JSON")
-        parser.add_argument("--start", type=time_ns, help="start of the range (ns; default: trace start)")
-        parser.add_argument("--end", type=time_ns, help="end of the range (ns; default: trace end)")
+        parser.add_argument("--start", type=time_ns, metavar="TIME",
+                            help="start of the range: ns, or 1.5us, 20ms (default: trace start)")
+        parser.add_argument("--end", type=time_ns, metavar="TIME", help="end of the range (default: trace end)")
 
     def run(self, args: argparse.Namespace) -> int:
         with ingest_bars() as progress, profiler.open(args.db, progress=progress) as trace:

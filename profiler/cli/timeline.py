@@ -37,8 +37,9 @@ class TimelineCommand:
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         add_trace_argument(parser)
         parser.add_argument("-o", "--output", required=True, metavar="OUTPUT.html", help="the HTML file to write")
-        parser.add_argument("--start", type=time_ns, metavar="NS", help="view start in ns (default: trace start)")
-        parser.add_argument("--end", type=time_ns, metavar="NS", help="view end in ns (default: trace end)")
+        parser.add_argument("--start", type=time_ns, metavar="TIME",
+                            help="view start: ns, or 1.5us, 20ms (default: trace start)")
+        parser.add_argument("--end", type=time_ns, metavar="TIME", help="view end, exclusive (default: trace end)")
         parser.add_argument("--width", type=int_arg("a width in pixels", 1, MAX_WIDTH_PX), default=1600, metavar="PX",
                             help="pixels across the view: its level of detail (default: 1600)")
         parser.add_argument("--color-by", choices=COLOUR_MODES, default="opcode", help="colour mode (default: opcode)")

@@ -10,6 +10,7 @@ string kernels, a page of rows at a time; a ``.gz`` output name gives gzip outpu
 from __future__ import annotations
 
 import gzip
+import itertools
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,7 +24,7 @@ import pyarrow.compute as pc
 
 from profiler import db_schema as dbs
 from profiler.db.sqlutil import quote
-from profiler.exporters.common import TimeWindow, atomic_output, paged, table_columns, table_names
+from profiler.exporters.common import TimeWindow, atomic_output, count_rows, paged, table_columns, table_names
 from profiler.importers.nesting import nest_intervals
 from profiler.trace import Trace
 from tracer import schema as ts
@@ -59,6 +60,8 @@ class ExportStats:
 
     events: dict[str, int] = field(default_factory=dict)   # per kind: X, C, flow, M
     path: Path | None = None
+    #: Bytes of JSON written (before gzip).
+    json_bytes: int = 0
 
 
 class _Threads:
@@ -81,6 +84,8 @@ class _Threads:
         #: (database table, row id) -> tid, for flow endpoints that went to a lane thread.
         self.row_tid: dict[tuple[str, int], int] = {}
         pid_of_group: dict[str, int] = {}
+        #: pid of each core's process (its engines' group), for the rows of tables without tracks (semaphores).
+        self.pid_of_core: dict[int, int] = {}
         tracks = trace.tracks().to_pylist()
         self._next_tid = len(tracks) + 1
         # the nesting levels of one thread are tracks of their own in the database (track.span_depth), one thread here
@@ -104,6 +109,8 @@ class _Threads:
                                   "args": {"sort_index": p}})
             track_id = t[dbs.TRACK_ID]
             self.pid[track_id] = p
+            if t[dbs.CORE] is not None:
+                self.pid_of_core.setdefault(int(t[dbs.CORE]), p)
             self.tid[track_id] = position + 1
             self._name[track_id] = t[ts.NAME]
             self._position[track_id] = position
@@ -182,6 +189,7 @@ class _Writer:
     def __init__(self, out: IO[bytes]) -> None:
         self.out = out
         self.first = True
+        self.bytes = 0
 
     def lines(self, lines: pa.Array) -> None:
         if not len(lines):
@@ -196,6 +204,7 @@ class _Writer:
             view = view[2:]
             self.first = False
         self.out.write(view)
+        self.bytes += len(view)
 
     def objects(self, events: list[dict[str, Any]]) -> None:
         if events:
@@ -203,11 +212,12 @@ class _Writer:
 
 
 def export_chrome(trace: Trace, output: str | os.PathLike[str], *, window: TimeWindow | None = None,
-                  force: bool = False, progress: Progress | None = None) -> ExportStats:
+                  force: bool = False, progress: Progress | None = None,
+                  expected: Callable[[int], None] | None = None) -> ExportStats:
     """Write ``trace`` (or the part in ``window``) as Chrome trace JSON at ``output`` (gzip for ``.gz``).
 
     The file is written beside ``output`` and renamed over it when complete; an existing ``output`` needs
-    ``force``.
+    ``force``.  ``expected`` is told the interval rows to write before the first (a progress bar's total).
     """
     window = window or TimeWindow()
     out_path = Path(output)
@@ -221,17 +231,23 @@ def export_chrome(trace: Trace, output: str | os.PathLike[str], *, window: TimeW
             other = {k: v for k, v in trace.metadata.items() if v is not None}
             f.write(b'{"displayTimeUnit":"ns","otherData":' + msgspec.json.encode(other) + b',"traceEvents":[\n')
             w = _Writer(f)
+            if expected is not None:
+                expected(sum(count_rows(trace, table, *window.interval_sql()) for table in INTERVAL_EVENTS
+                             if table in tables))
             for table, sql in INTERVAL_EVENTS.items():
                 if table in tables:
                     stats.events[table] = _intervals(trace, w, table, sql=sql, threads=threads, window=window,
                                                      progress=progress)
             if ts.COUNTER.name in tables:
                 stats.events[ts.COUNTER.name] = _counters(trace, w, threads, window)
+            if ts.SEMAPHORE_UPDATE.name in tables:
+                stats.events[ts.SEMAPHORE_UPDATE.name] = _semaphores(trace, w, threads, window)
             if ts.FLOW.name in tables:
                 stats.events["flow"] = _flows(trace, w, threads, window, tables)
             w.objects(threads.meta)          # last: lane threads are only known now (order is free in JSON)
             stats.events["M"] = len(threads.meta)
             f.write(b"\n]}\n")
+            stats.json_bytes = w.bytes
     return stats
 
 
@@ -274,23 +290,62 @@ def _intervals(trace: Trace, w: _Writer, table: str, *, sql: tuple[str, str, str
     return count
 
 
+def _counter_lines(w: _Writer, pids: np.ndarray, page: pa.Table) -> int:
+    """``C`` events of a page with columns s (ns), n (name) and v (value); non-finite values left out."""
+    finite = pc.is_finite(page.column("v").combine_chunks().cast(pa.float64())).fill_null(False)
+    page = page.filter(finite)
+    pids = pids[np.asarray(finite)]
+    value_text = pa.array([msgspec.json.encode(v).decode() for v in page.column("v").to_pylist()], pa.string())
+    line = pc.binary_join_element_wise(
+        '{"ph":"C","pid":', pa.array(pids).cast(pa.string()), ',"tid":0,"ts":',
+        micros(np.asarray(page.column("s"))), ',"name":',
+        json_strings(page.column("n").combine_chunks()).fill_null('""'),
+        ',"args":{"value":', value_text, "}}", "")
+    w.lines(line)
+    return page.num_rows
+
+
+def _held_at_start(trace: Trace, table: str, keys: str, start: int) -> pa.Table:
+    """Per counter (``keys``), its last sample before ``start``, moved to ``start``: a counter holds its value
+    until its next sample, so a window shows the value it starts with (as trace cutters do)."""
+    t = quote(ts.TIMESTAMP)
+    result = trace.sql(f"SELECT {keys}, {int(start)}::BIGINT AS s, arg_max({quote(ts.VALUE)}, {t}) AS v "
+                       f"FROM {quote(table)} WHERE {t} < {int(start)} GROUP BY ALL ORDER BY ALL",
+                       timeout_s=None).arrow()
+    return result.read_all() if isinstance(result, pa.RecordBatchReader) else result
+
+
 def _counters(trace: Trace, w: _Writer, threads: _Threads, window: TimeWindow) -> int:
     where, params = window.point_sql()
     select = f"{quote(dbs.TRACK_ID)} AS t, {quote(ts.TIMESTAMP)} AS s, {quote(ts.NAME)} AS n, {quote(ts.VALUE)} AS v"
+    pages: list[pa.Table] = []
+    if window.start is not None:
+        pages.append(_held_at_start(trace, ts.COUNTER.name, f"{quote(dbs.TRACK_ID)} AS t, {quote(ts.NAME)} AS n",
+                                    window.start).select(["t", "s", "n", "v"]))
     count = 0
-    for raw_page in paged(trace, select, ts.COUNTER.name, where=where, params=params):
-        pids = np.array([threads.pid.get(t, 0) for t in raw_page.column("t").to_pylist()], np.int64)
-        finite = pc.is_finite(raw_page.column("v").combine_chunks()).fill_null(False)
-        page = raw_page.filter(finite)
-        pids = pids[np.asarray(finite)]
-        value_text = pa.array([msgspec.json.encode(v).decode() for v in page.column("v").to_pylist()], pa.string())
-        line = pc.binary_join_element_wise(
-            '{"ph":"C","pid":', pa.array(pids).cast(pa.string()), ',"tid":0,"ts":',
-            micros(np.asarray(page.column("s"))), ',"name":',
-            json_strings(page.column("n").combine_chunks()).fill_null('""'),
-            ',"args":{"value":', value_text, "}}", "")
-        w.lines(line)
-        count += page.num_rows
+    for page in itertools.chain(pages, paged(trace, select, ts.COUNTER.name, where=where, params=params)):
+        pids = np.array([threads.pid.get(t, 0) for t in page.column("t").to_pylist()], np.int64)
+        count += _counter_lines(w, pids, page)
+    return count
+
+
+def _semaphores(trace: Trace, w: _Writer, threads: _Threads, window: TimeWindow) -> int:
+    """Semaphore values as counters (``semaphore <id>``) in their core's process: the Chrome format has no table
+    for them, and a counter track draws a value over time as Neuron Explorer's semaphore rows do."""
+    where, params = window.point_sql()
+    core = f"coalesce({quote(ts.PCORE_IDX)}, 0)" if ts.PCORE_IDX in table_columns(
+        trace, ts.SEMAPHORE_UPDATE.name) else "0"
+    name = f"'semaphore ' || CAST({quote(ts.ID)} AS VARCHAR)"
+    select = f"{core} AS c, {quote(ts.TIMESTAMP)} AS s, {name} AS n, {quote(ts.VALUE)} AS v"
+    pages: list[pa.Table] = []
+    if window.start is not None:
+        pages.append(_held_at_start(trace, ts.SEMAPHORE_UPDATE.name, f"{core} AS c, {name} AS n",
+                                    window.start).select(["c", "s", "n", "v"]))
+    fallback = next(iter(threads.pid_of_core.values()), 1)
+    count = 0
+    for page in itertools.chain(pages, paged(trace, select, ts.SEMAPHORE_UPDATE.name, where=where, params=params)):
+        pids = np.array([threads.pid_of_core.get(int(c), fallback) for c in page.column("c").to_pylist()], np.int64)
+        count += _counter_lines(w, pids, page)
     return count
 
 

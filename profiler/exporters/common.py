@@ -153,9 +153,9 @@ def atomic_output(path: Path, *, force: bool, directory: bool = False, inputs: S
     if clash is not None:
         raise CommandError(f"{path}: the output would overwrite the input {clash}; choose another output path")
     if path.exists() or path.is_symlink():
+        _check_replaceable(path, directory, suffix)   # what --force cannot replace is said first
         if not force:
             raise TraceExistsError(f"{path}: already exists; pass --force to replace it")
-        _check_replaceable(path, directory, suffix)
     parent = path.parent
     if not parent.is_dir():
         raise CommandError(f"{path}: {parent} is not an existing directory; create it or choose another output path")

@@ -20,28 +20,66 @@ import pyarrow.parquet as pq
 
 from profiler import db_schema as dbs
 from profiler.db.sqlutil import quote
-from profiler.exporters.common import TimeWindow, atomic_output, empty_schema, paged, table_columns, table_names
+from profiler.errors import CommandError
+from profiler.exporters.common import (
+    TimeWindow,
+    atomic_output,
+    count_rows,
+    empty_schema,
+    paged,
+    table_columns,
+    table_names,
+)
 from profiler.trace import Trace
 from tracer import schema as ts
 
 #: Rows per Parquet file before a table is split into numbered parts.
 DEFAULT_SPLIT_ROWS = 10_000_000
 ROW_GROUP_ROWS = 1 << 17
+#: Neuron Explorer's whole-profile aggregates: a windowed export leaves them out (their figures are the whole
+#: profile's, not the window's).
+AGGREGATE_TABLES = ("Summary", "OpcodeSummary", "ThrottleSummary", "HbmUsageSummaryByType", "DmaUsageSummary")
+#: Metadata's first and last timestamps (a windowed export's are those of the rows it holds).
+_EXTENT = ("first_hw_timestamp", "last_hw_timestamp")
 
 Progress = Callable[[int], None]
 
 
 @dataclass
 class ParquetStats:
-    """Rows written per table."""
+    """Rows written per table (tables without rows are not written, as Neuron Explorer writes a table only when
+    the profile has that activity), and the whole-profile tables a windowed export left out."""
 
     rows: dict[str, int] = field(default_factory=dict)
     files: list[Path] = field(default_factory=list)
+    left_out: list[str] = field(default_factory=list)
 
 
-def _select(trace: Trace, table: str) -> tuple[str, str]:
-    """(output table name, SELECT list) for database table ``table``."""
+def _extent(trace: Trace, tables: list[tuple[str, str, list[int]]]) -> tuple[int, int] | None:
+    """The first and last time of the rows a windowed export holds (None when it holds none)."""
+    lows, highs = [], []
+    for table, where, params in tables:
+        cols = table_columns(trace, table)
+        lo, hi = ((ts.START_TS, ts.END_TS) if ts.START_TS in cols and ts.END_TS in cols else
+                  (ts.TIMESTAMP, ts.TIMESTAMP) if ts.TIMESTAMP in cols else (None, None))
+        if lo is None or table == ts.METADATA.name:
+            continue
+        row = trace.sql(f"SELECT min({quote(lo)}), max({quote(hi)}) FROM {quote(table)} WHERE {where}",
+                        timeout_s=None, params=params or None).fetchall()[0]
+        if row[0] is not None:
+            lows.append(int(row[0]))
+            highs.append(int(row[1]))
+    return (min(lows), max(highs)) if lows else None
+
+
+def _select(trace: Trace, table: str, extent: tuple[int, int] | None = None) -> tuple[str, str]:
+    """(output table name, SELECT list) for database table ``table`` (Metadata's first and last timestamps
+    ``extent`` when given: a windowed export's)."""
     cols = [c for c in table_columns(trace, table) if c != dbs.TRACK_ID]
+    if table == ts.METADATA.name and extent is not None:
+        bound = dict(zip(_EXTENT, extent, strict=True))
+        return table, ", ".join(f"{int(bound[c])}::BIGINT AS {quote(c)}" if c in bound else f"s.{quote(c)}"
+                                for c in cols)
     if table == dbs.SLICE_TABLE:
         track = quote(dbs.TRACK_TABLE)
         parts = []
@@ -66,23 +104,36 @@ def _select(trace: Trace, table: str) -> tuple[str, str]:
 
 def export_parquet(trace: Trace, output: str | os.PathLike[str], *, window: TimeWindow | None = None,
                    force: bool = False, split_rows: int = DEFAULT_SPLIT_ROWS,
-                   progress: Progress | None = None) -> ParquetStats:
+                   progress: Progress | None = None, expected: Callable[[int], None] | None = None) -> ParquetStats:
     """Write ``trace`` (or the part in ``window``) as a Neuron-shaped Parquet directory at ``output``.
 
     The directory is built beside ``output`` and renamed over it when complete; an existing ``output`` needs
-    ``force``.
+    ``force``.  ``expected`` is told the rows to write before the first (a progress bar's total).  With a window,
+    Metadata's first and last timestamps are cut to it and :data:`AGGREGATE_TABLES` are left out.
     """
+    if isinstance(split_rows, bool) or not isinstance(split_rows, int) or split_rows < 1:
+        raise CommandError(f"split_rows must be a whole number of rows, 1 or more, not {str(split_rows)[:40]!r}")
     window = window or TimeWindow()
     out_dir = Path(output)
     stats = ParquetStats()
     with atomic_output(out_dir, force=force, directory=True, inputs=(trace.path, trace.db_path),
                        suffix=".parquet") as tmp:
+        tables = []
         for table in table_names(trace):
-            name, select = _select(trace, table)
+            if not window.is_all and table in AGGREGATE_TABLES:
+                stats.left_out.append(table)
+                continue
             where, params = _window_condition(trace, table, window)
+            tables.append((table, where, params))
+        if expected is not None:
+            expected(sum(count_rows(trace, table, where, params) for table, where, params in tables))
+        extent = None if window.is_all else _extent(trace, tables)
+        for table, where, params in tables:
+            name, select = _select(trace, table, extent)
             rows = _write_table(trace, tmp, name, select, table, where=where, params=params,
                                 split_rows=split_rows, progress=progress)
-            stats.rows[name] = rows
+            if rows or table == ts.METADATA.name:
+                stats.rows[name] = rows
         stats.files = sorted(out_dir / f.name for f in tmp.iterdir())
     return stats
 
@@ -144,12 +195,13 @@ class _SplitWriter:
         self.writer = pq.ParquetWriter(path, schema, compression="zstd")
         self.in_part = 0
 
-    def close(self, empty_schema: pa.Schema) -> None:
+    def close(self, empty_schema: pa.Schema, *, keep_empty: bool = False) -> None:
         if self.writer is not None:
             self.writer.close()
             self.writer = None
         if not self.parts:
-            pq.write_table(empty_schema.empty_table(), self.directory / f"{self.name}.parquet")
+            if keep_empty:
+                pq.write_table(empty_schema.empty_table(), self.directory / f"{self.name}.parquet")
         elif len(self.parts) == 1:
             self.parts[0].rename(self.directory / f"{self.name}.parquet")
 
@@ -163,7 +215,7 @@ def _write_table(trace: Trace, directory: Path, name: str, select: str, table: s
             out.write(batch)
         if progress is not None:
             progress(page.num_rows)
-    out.close(_plain(empty_schema(trace, select, table)))
+    out.close(_plain(empty_schema(trace, select, table)), keep_empty=table == ts.METADATA.name)
     return out.total
 
 

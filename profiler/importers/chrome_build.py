@@ -17,6 +17,7 @@ import warnings
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -161,10 +162,14 @@ class ChromeTraceBuilder:
         return span_of_row
 
     # -- end of input -----------------------------------------------------------------------------------------
-    def finish(self, complete: bool = True) -> Iterator[tuple[str, pa.RecordBatch]]:
-        """Resolve everything that needed the whole input and yield the trace tables."""
+    def finish(self, complete: bool = True,
+               other: dict[str, Any] | None = None) -> Iterator[tuple[str, pa.RecordBatch]]:
+        """Resolve everything that needed the whole input and yield the trace tables; ``other``: Metadata fields
+        the file's ``otherData`` holds (:func:`profiler.importers.chrome_json.other_metadata`)."""
         start, end, track = _take_all(self.starts), _take_all(self.ends), _take_all(self.tracks)
+        own_threads = None
         if self.registry.lane_of:
+            own_threads = track
             remap = self.registry.track_remap()
             track = np.where(track >= 0, remap[np.maximum(track, 0)], track)
         t_end = self.t_max if self.t_max is not None else 0
@@ -174,8 +179,12 @@ class ChromeTraceBuilder:
             self.problems[what] += count
         nest = nest_intervals(track, start, end)
         if nest.overlapping_slices:
-            self.problems[f"slices on {nest.overlapping_tracks:,} thread(s) overlapping without nesting (laid out "
-                          "on extra depth lanes)"] += nest.overlapping_slices
+            # rows a trnprof export put on lane threads ("lane_of") overlap once back on one track: that is the
+            # export's layout, not a fault of the file; what overlaps within a thread of the file is
+            within = nest if own_threads is None else nest_intervals(own_threads, start, end)
+            if within.overlapping_slices:
+                self.problems[f"slices on {within.overlapping_tracks:,} thread(s) overlapping without nesting (laid "
+                              "out on extra depth lanes)"] += within.overlapping_slices
         flow_batch, unbound = flow_edges(self.flows, self.registry, start, end, track, nest=nest)
         if unbound:
             self.problems["flow events not inside any slice of their thread (dropped)"] += unbound
@@ -185,7 +194,7 @@ class ChromeTraceBuilder:
             yield schema.COUNTER.name, self._counter_batch(labels)
         if flow_batch is not None and flow_batch.num_rows:
             yield schema.FLOW.name, flow_batch
-        meta = {"profile_name": self.path.name}
+        meta = {**(other or {}), "profile_name": (other or {}).get("profile_name") or self.path.name}
         if self.t_min is not None:
             meta["first_hw_timestamp"] = self.t_min
             meta["last_hw_timestamp"] = max(self.t_max or self.t_min, int(end.max()) if len(end) else 0)

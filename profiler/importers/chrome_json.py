@@ -26,8 +26,9 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
+import msgspec
 import pyarrow as pa
 
 from profiler.importers.json_stream import (
@@ -38,6 +39,7 @@ from profiler.importers.json_stream import (
 )
 from profiler.prefetch import prefetched
 from profiler.sources import ProgressCallback
+from tracer import schema
 
 FORMAT_NAME = "chrome-json"
 #: Top-level keys of the object form besides ``traceEvents`` (a file with these is a Chrome trace).
@@ -80,13 +82,45 @@ class ChromeJsonSource:
         from profiler.importers.chrome_decode import KEY_SPEC, decode_block
 
         stream = JsonArrayStream(self.path, "traceEvents", accept_array_root=True, block_bytes=self.block_bytes,
-                                 what="event", keys=KEY_SPEC, kernel=self.kernel)
+                                 what="event", keys=KEY_SPEC, kernel=self.kernel, keep_keys=("otherData",))
         with ChromeTraceBuilder(self.path, spill_dir=self.spill_dir) as builder:
             # The kernel (no GIL) parses the next blocks on a background thread while this one is decoded.
             with prefetched(stream.blocks(progress), name="trnprof-json-scan") as blocks:
                 for block in blocks:
                     builder.add(decode_block(block))
-            yield from builder.finish(complete=stream.fault is None)
+            yield from builder.finish(complete=stream.fault is None,
+                                      other=other_metadata(stream.kept.get("otherData")))
+
+
+#: Metadata fields an import computes itself, whatever ``otherData`` says.
+_OWN_METADATA = frozenset({"first_hw_timestamp", "last_hw_timestamp", "tool_version", "trace_format_version",
+                           "recording_complete"})
+
+
+def other_metadata(raw: bytes | None) -> dict[str, Any]:
+    """The Metadata fields an ``otherData`` object holds (trnprof's Chrome export writes the trace's Metadata
+    there): those of the Metadata table whose value has the field's type; anything else is ignored."""
+    if raw is None:
+        return {}
+    try:
+        other = msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        return {}
+    if not isinstance(other, dict):
+        return {}
+    out: dict[str, Any] = {}
+    for col in schema.METADATA.columns:
+        value = other.get(col.name)
+        if col.name in _OWN_METADATA or value is None or isinstance(value, dict | list):
+            continue
+        if isinstance(value, bool) != pa.types.is_boolean(col.type):
+            continue
+        try:
+            pa.array([value], col.type)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError, ValueError):
+            continue
+        out[col.name] = value
+    return out
 
 
 def looks_like_chrome_json(head: bytes) -> bool:

@@ -81,12 +81,13 @@ class TimelineBuild:
 
 
 def resolve_range(trace: Trace, start_ns: int | None, end_ns: int | None) -> tuple[int, int]:
-    """``[start_ns, end_ns)`` with None replaced by the trace's own range; QueryError for an empty trace."""
+    """``[start_ns, end_ns)`` with None replaced by the trace's own range (its end one ns further, so an instant
+    at the trace's last time is drawn too); QueryError for an empty trace."""
     t0, t1 = (int(t) for t in trace.time_range)
     if t1 <= t0 and start_ns is None and end_ns is None:
         raise QueryError(f"{trace.path}: the trace has no timed events to draw")
     start = t0 if start_ns is None else start_ns
-    end = t1 if end_ns is None else end_ns
+    end = t1 + 1 if end_ns is None else end_ns
     from profiler.trace import check_time
 
     start, end = check_time(start, "start_ns"), check_time(end, "end_ns")

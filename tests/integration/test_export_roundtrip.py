@@ -305,3 +305,82 @@ def test_a_recordings_source_files_survive_a_parquet_round_trip(tmp_path):
     assert (out / "SourceFile.parquet").exists() and text and "def softmax" in text
     with _open(out) as back:
         assert back.source_text("softmax.py") == text
+
+
+def test_a_recordings_chrome_round_trip_keeps_its_metadata_and_blames_nothing_on_the_file(mlp_sample, tmp_path):
+    with _open(mlp_sample) as db:
+        stats = export_chrome(db, tmp_path / "mlp.json")
+        meta = db.metadata
+    assert stats.json_bytes == (tmp_path / "mlp.json").stat().st_size - len(b"\n]}\n") - len(
+        (tmp_path / "mlp.json").read_bytes().split(b'"traceEvents":[\n')[0]) - len(b'"traceEvents":[\n')
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with profiler.open(tmp_path / "mlp.json") as back:
+            got = back.metadata
+    # the lanes the export laid overlapping rows on are the export's doing, not overlaps in the file's threads
+    assert not [w for w in caught if "overlapping without nesting" in str(w.message)]
+    for key in ("arch", "is_simulation", "kernel_params", "profile_name", "dma_ddr_bandwidth"):
+        assert got[key] == meta[key], key
+
+
+def test_chrome_export_draws_semaphores_and_a_windows_counters_from_its_start(mlp_sample, tmp_path):
+    with _open(mlp_sample) as db:
+        lo, hi = db.time_range
+        a, b = lo + (hi - lo) // 2, hi
+        sems = db.sql(f"SELECT count(*) FROM SemaphoreUpdate WHERE timestamp >= {a} AND timestamp < {b}"
+                      ).fetchall()[0][0]
+        held = db.sql(f"SELECT count(DISTINCT id) FROM SemaphoreUpdate WHERE timestamp < {a}").fetchall()[0][0]
+        counters = db.sql(f"SELECT count(*) FROM Counter WHERE timestamp >= {a} AND timestamp < {b}"
+                          ).fetchall()[0][0]
+        before = dict(db.sql(f"SELECT name, arg_max(value, timestamp) FROM Counter WHERE timestamp < {a} "
+                             "GROUP BY name").fetchall())
+        stats = export_chrome(db, tmp_path / "w.json", window=TimeWindow(a, b))
+    assert sems and held and before
+    assert stats.events["SemaphoreUpdate"] == sems + held
+    assert stats.events["Counter"] == counters + len(before)
+    doc = json.loads((tmp_path / "w.json").read_text())
+    at_start = {e["name"]: e["args"]["value"] for e in doc["traceEvents"]
+                if e["ph"] == "C" and round(e["ts"] * 1000) == a}
+    for name, value in before.items():      # each counter's value when the window opens, at its start
+        assert at_start[name] == value
+    assert any(n.startswith("semaphore ") for n in at_start)
+
+
+def test_parquet_exports_skip_empty_tables_and_a_window_leaves_whole_profile_figures_out(mlp_sample, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from profiler.errors import CommandError
+
+    with _open(mlp_sample) as db:
+        export_parquet(db, tmp_path / "whole")
+        for bad in (0, -1, 1.5, True):
+            with pytest.raises(CommandError, match="split_rows must be a whole number of rows, 1 or more"):
+                export_parquet(db, tmp_path / "bad", split_rows=bad)
+    assert not (tmp_path / "bad").exists()
+    for f in (tmp_path / "whole").iterdir():        # Neuron Explorer writes a table only when it has rows
+        assert pq.read_metadata(f).num_rows > 0, f.name
+    pq.write_table(pa.table({"total_time": [4.9e-5], "event_count": [2200]}), tmp_path / "whole" / "Summary.parquet")
+    with _open(tmp_path / "whole") as db:
+        lo, hi = db.time_range
+        a, b = lo + (hi - lo) // 3, lo + (hi - lo) // 2
+        stats = export_parquet(db, tmp_path / "win", window=TimeWindow(a, b))
+        extent = db.sql(f"SELECT min(start_ts), max(end_ts) FROM (SELECT start_ts, end_ts FROM Instruction "
+                        f"WHERE start_ts < {b} AND (end_ts > {a} OR start_ts >= {a}) UNION ALL SELECT start_ts, "
+                        f"end_ts FROM DmaPacket WHERE start_ts < {b} AND (end_ts > {a} OR start_ts >= {a}) "
+                        f"UNION ALL SELECT start_ts, end_ts FROM slice WHERE start_ts < {b} AND (end_ts > {a} OR "
+                        f"start_ts >= {a}) UNION ALL SELECT timestamp, timestamp FROM Counter WHERE timestamp >= {a} "
+                        f"AND timestamp < {b} UNION ALL SELECT timestamp, timestamp FROM SemaphoreUpdate WHERE "
+                        f"timestamp >= {a} AND timestamp < {b})").fetchall()[0]
+    assert stats.left_out == ["Summary"] and not (tmp_path / "win" / "Summary.parquet").exists()
+    meta = pq.read_table(tmp_path / "win" / "Metadata.parquet").to_pylist()[0]
+    assert (meta["first_hw_timestamp"], meta["last_hw_timestamp"]) == extent
+
+
+def test_export_output_mistakes_are_said_first(source_trace, tmp_path, capsys):
+    (tmp_path / "adir").mkdir()
+    assert main(["export", str(source_trace), "--format", "chrome", "-o", str(tmp_path / "adir")]) != 0
+    err = capsys.readouterr().err
+    assert "is a directory; choose another output path" in err and "--force" not in err
+    assert main(["export", str(source_trace), "--format", "chrome", "-o", "-"]) != 0
+    assert "not to standard output" in capsys.readouterr().err and not Path("-").exists()

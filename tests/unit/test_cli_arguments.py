@@ -34,7 +34,7 @@ def assert_one_line(err: str, *needles: str) -> None:
 # -- argparse usage errors -------------------------------------------------------------------------------------
 @pytest.mark.parametrize("argv, needles", [
     (["export", "t.trace", "-o", "x.json"], ["export: ", "required: --format", "`trnprof export --help`"]),
-    (["summary", "db", "--start", "1.5us"], ["summary: argument --start", "integer number of nanoseconds"]),
+    (["summary", "db", "--start", "1.5xs"], ["summary: argument --start", "expected a time such as 1500 (ns), 1.5us"]),
     (["export", "t", "--format", "xml", "-o", "x"], ["export: argument --format: invalid choice: 'xml'"]),
     (["info", "db", "--bogus"], ["info: unrecognized arguments: --bogus", "`trnprof info --help`"]),
     (["export", "t", "--format", "chrome", "-o", "x", "--end", "-1us"],
@@ -73,6 +73,11 @@ def test_window_times_beyond_int64_range_are_refused(capsys, argv, option):
     code, out, err = run(capsys, argv)
     assert code == 2 and out == ""
     assert_one_line(err, f"argument {option}", "beyond +-2**62 ns", "give a time within the trace")
+
+
+def test_every_window_option_takes_a_unit():
+    assert [_analysis.time_ns(t) for t in ("1500", "1.5us", "2ms", "-3s", "7ns", " 2.0005us ")] == [
+        1500, 1500, 2_000_000, -3_000_000_000, 7, 2000]
 
 
 def test_time_limits_are_inclusive():

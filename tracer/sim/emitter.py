@@ -412,7 +412,8 @@ class Emitter:
         return _intern(self.codes["group"], prefix)
 
     def _queue_info(self, core: Core, prefix: str) -> None:
-        qtype = "data"
+        # GpSimd's queues are software DGE queues (Neuron's software_dynamic); the others carry loads and stores
+        qtype = "software_dynamic" if prefix.startswith("qGpSimd") else "data"
         self.writer.append_rows(schema.DMA_QUEUES_INFO.name, [
             {schema.NAME: f"{prefix}{q}", "type": qtype, schema.PCORE_IDX: 0, "idx": q, schema.ENGINE_IDX: q}
             for q in range(core.cm.dma_queues)])

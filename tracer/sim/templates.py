@@ -129,7 +129,10 @@ def _dma(cm: CostModel, core: Core, key: tuple[Any, ...]) -> Template:
         src, dst = None, chip[0]
     else:
         src, dst = chip[0], None
-    qtype = "input" if src_mem == HBM else ("output" if dst_mem == HBM else "data")
+    # Neuron's DmaQueueType: software_dynamic for the DMAs GpSimd's software descriptor generation triggers, else
+    # the direction (a simulated queue carries loads and stores alike: DmaQueuesInfo says "data")
+    qtype = ("software_dynamic" if engine == E_GPSIMD else
+             "input" if src_mem == HBM else ("output" if dst_mem == HBM else "data"))
     plan = DmaPlan(cm, rows=rows, chunk_bytes=cols * itemsize, group=group, prefix=prefix, queue_type=qtype,
                    src_mem=src_mem, dst_mem=dst_mem, variable=None if hbm is not None else sb_var, hbm=hbm,
                    rate_factor=cm.dma_transpose_factor(src_mem) if transpose else 1.0)

@@ -16,6 +16,7 @@ stored as ``DmaTransfer`` + ``DmaPacketLayout`` and expanded here (:mod:`tracer.
 
 from __future__ import annotations
 
+import json
 import os
 import warnings
 from collections.abc import Callable, Iterator
@@ -95,6 +96,30 @@ class TraceReader:
             raise TraceFormatError(f"{self.path}: {schema.INSTRUCTION.file_name} is missing from a completed "
                                    "simulator recording (every recording writes it); the trace is damaged: record "
                                    "it again")
+        for name, rows in self.written_rows.items():   # a completed recording's files, as its writer noted them
+            spec = schema.TABLES_BY_NAME.get(name)
+            if spec is not None and rows and not (self.path / spec.file_name).exists():
+                raise TraceFormatError(f"{self.path / spec.file_name}: missing from a completed recording (its writer "
+                                       f"wrote {rows:,} rows there); the trace is damaged: record or export it again")
+
+    @cached_property
+    def written_rows(self) -> dict[str, int]:
+        """Rows of each table file, as the writer noted them when it finished (``Metadata.table_rows``); empty for
+        a recording that did not complete, or was written before trace format 2.3."""
+        meta = self.metadata
+        text = meta.get(schema.TABLE_ROWS)
+        if not meta.get("recording_complete") or not text:
+            return {}
+        try:
+            rows = json.loads(text)
+        except ValueError:
+            raise TraceFormatError(f"{self.path / schema.METADATA.file_name}: table_rows is not JSON; the trace is "
+                                   "damaged: record or export it again") from None
+        if not isinstance(rows, dict) or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
+                                                 for v in rows.values()):
+            raise TraceFormatError(f"{self.path / schema.METADATA.file_name}: table_rows is not an object of row "
+                                   "counts; the trace is damaged: record or export it again")
+        return {str(k): int(v) for k, v in rows.items()}
 
     @cached_property
     def metadata(self) -> dict[str, Any]:
@@ -235,17 +260,27 @@ class TraceReader:
                 raise TraceFormatError(f"{path}: damaged schema (column names that are not UTF-8); the trace is "
                                        "damaged: record or export it again") from None
             count = 0
+            rows = 0
             read_to = 0
+            expected = self.written_rows.get(spec.name) if complete else None
             while True:
                 try:
                     batch = stream.read_next_batch()
                 except StopIteration:
                     if complete:
                         _check_stream_end(path, source, count)
+                    if expected is not None and rows != expected:
+                        raise TraceFormatError(f"{path}: holds {rows:,} rows where its writer wrote {expected:,}; "
+                                               f"{_DAMAGED}; record or export the trace again") from None
                     return
                 except _ARROW_ERRORS as exc:
                     if complete:
                         raise _corrupt(path, count, _first_line(exc), _DAMAGED) from None
+                    # a batch that does not decode (its data damaged, its framing intact) followed by intact ones
+                    # is damage too, not an interrupted recording's tail
+                    if _another_batch(stream):
+                        raise _corrupt(path, count, _first_line(exc), "intact batches follow it, so the file is "
+                                       "damaged, not cut short by an interrupted recording") from None
                     _truncated(notes, f"{path}: damaged tail after {count} complete batch(es) "
                                f"({_first_line(exc)}); the recording was interrupted, the complete batches are kept")
                     return
@@ -260,6 +295,7 @@ class TraceReader:
                                "the recording was interrupted, the complete batches are kept")
                     return
                 count += 1
+                rows += batch.num_rows
                 if on_bytes is not None:
                     position = source.tell()
                     on_bytes(position - read_to)

@@ -25,8 +25,9 @@ from tracer.errors import TraceFormatError
 #: knows (:data:`READABLE_MAJORS`); MINOR bumps only add optional tables or columns.  2.0 stores ``DmaPacket`` as
 #: ``DmaTransfer`` + ``DmaPacketLayout`` (see :data:`STORAGE_TABLES`); 1.x traces store its rows.  2.1 adds the
 #: optional ``SourceFile`` table.  2.2: the simulator's operand text gives each on-chip operand's elements per
-#: partition (``bf16[512]@SBUF[0:128]+0x400``), which the memory map reads.
-TRACE_FORMAT_VERSION = "2.2"
+#: partition (``bf16[512]@SBUF[0:128]+0x400``), which the memory map reads.  2.3: Metadata's ``table_rows``, the rows
+#: of every table file a finished writer wrote (a completed recording missing a file, or rows, is damaged).
+TRACE_FORMAT_VERSION = "2.3"
 TRACE_FORMAT_MAJOR = int(TRACE_FORMAT_VERSION.split(".", maxsplit=1)[0])
 #: Format majors this reader reads: 1 (``DmaPacket`` stored row by row) and 2.
 READABLE_MAJORS: tuple[int, ...] = (1, 2)
@@ -165,6 +166,7 @@ END_TS = "end_ts"
 DURATION_NS = "duration_ns"
 TIMESTAMP = "timestamp"
 PCORE_IDX = "pcore_idx"
+TABLE_ROWS = "table_rows"
 ENGINE = "engine"
 OPCODE = "opcode"
 OPERANDS = "operands"
@@ -341,6 +343,7 @@ METADATA = TableSpec(
         _c("scalar_engine_num_channels", _I32, "Scalar engine lanes"),
         _c("gpsimd_engine_num_channels", _I32, "GpSimd engine lanes"),
         _c("ticks_per_nanosec", _I64, "hardware clock ticks per ns"),
+        _c(TABLE_ROWS, _STR, "JSON object: the rows of each table file the writer wrote, set when it finished"),
     ),
 )
 

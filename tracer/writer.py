@@ -16,6 +16,7 @@ batches, so codes stay stable across batches and a repeated opcode costs a few b
 
 from __future__ import annotations
 
+import json
 import numbers
 import os
 import threading
@@ -286,6 +287,8 @@ class TraceWriter:
         for key in given:
             if key not in schema.METADATA:
                 raise TraceFormatError(f"Metadata has no field {key!r}; see tracer.schema.METADATA")
+            if key == schema.TABLE_ROWS:
+                raise TraceFormatError(f"Metadata field {key!r} is set by the writer when it finishes")
         meta: dict[str, Any] = {
             "profile_schema_version": schema.NEURON_PROFILE_SCHEMA_VERSION,
             "tool_version": f"trnprof {__version__}",
@@ -389,7 +392,7 @@ class TraceWriter:
     def update_metadata(self, **fields: Any) -> None:
         """Set Metadata fields; the Metadata file is rewritten atomically at once."""
         for key in fields:
-            if key not in schema.METADATA or key in ("trace_format_version", "recording_complete"):
+            if key not in schema.METADATA or key in ("trace_format_version", "recording_complete", schema.TABLE_ROWS):
                 raise TraceFormatError(f"Metadata field {key!r} cannot be set; see tracer.schema.METADATA")
         with self._lock:
             if self._closed:  # the finished trace's Metadata stays as it was closed
@@ -471,6 +474,9 @@ class TraceWriter:
             if self._metadata.get("last_hw_timestamp") is None and self._last_ts is not None:
                 self._metadata["last_hw_timestamp"] = self._last_ts
             self._metadata["recording_complete"] = complete
+            # what a reader checks a completed recording against: a table file lost, or rows lost from one
+            self._metadata[schema.TABLE_ROWS] = json.dumps(
+                {name: sink.rows_written for name, sink in sorted(self._sinks.items())}, separators=(",", ":"))
             self._write_metadata()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=5)

@@ -78,7 +78,9 @@ def _select(trace: Trace, table: str, extent: tuple[int, int] | None = None) -> 
     cols = [c for c in table_columns(trace, table) if c != dbs.TRACK_ID]
     if table == ts.METADATA.name and extent is not None:
         bound = dict(zip(_EXTENT, extent, strict=True))
-        return table, ", ".join(f"{int(bound[c])}::BIGINT AS {quote(c)}" if c in bound else f"s.{quote(c)}"
+        # (the row counts a recording's writer noted are the whole trace's files')
+        return table, ", ".join(f"{int(bound[c])}::BIGINT AS {quote(c)}" if c in bound else
+                                f"NULL::VARCHAR AS {quote(c)}" if c == ts.TABLE_ROWS else f"s.{quote(c)}"
                                 for c in cols)
     if table == dbs.SLICE_TABLE:
         track = quote(dbs.TRACK_TABLE)

@@ -549,3 +549,47 @@ def test_a_refused_metadata_value_is_not_kept_and_a_closed_writer_refuses_more(t
     with pytest.raises(TraceFormatError, match="trace writer is closed"):
         w.update_metadata(arch="trn1")
     assert TraceReader(tmp_path / "m.trace").metadata["arch"] == "trn2"
+
+
+def test_a_batch_that_does_not_decompress_followed_by_intact_ones_is_damage_even_when_interrupted(tmp_path):
+    """A zstd body damaged in the middle of an interrupted recording's file raised on reading and was taken for the
+    interrupted tail: every intact batch after it was dropped (18,304 of 200,128 rows) with a warning."""
+    path = tmp_path / "z.trace"
+    w = TraceWriter(path, batch_rows=100, background_flush=False)
+    w.append("Instruction", instruction_columns(500))
+    w.close(complete=False)
+    file = path / "Instruction.arrows"
+    body, size = _batch_bodies(file)[1]
+    mid = body + size // 2
+    _overwrite(file, mid, bytes(b ^ 0xFF for b in file.read_bytes()[mid:mid + 8]))
+    with pytest.raises(TraceFormatError, match="corrupt record batch 2 .*intact batches follow it"):
+        TraceReader(path).read_table("Instruction")
+
+
+def test_a_completed_recording_missing_a_file_or_rows_is_damaged(tmp_path):
+    path = tmp_path / "t.trace"
+    with TraceWriter(path, batch_rows=100, background_flush=False) as w:
+        w.append("Instruction", instruction_columns(300))
+        w.append("Counter", {"timestamp": [1, 2, 3], "name": ["c"] * 3, "value": [1.0, 2.0, 3.0]})
+    reader = TraceReader(path)
+    assert reader.written_rows == {"Counter": 3, "Instruction": 300}
+    (path / "Counter.arrows").unlink()          # it read as "no counters", exit 0
+    with pytest.raises(TraceFormatError, match=r"Counter\.arrows: missing from a completed recording \(its writer "
+                                               r"wrote 3 rows there\)"):
+        TraceReader(path)
+    # a file cut at a batch boundary, its end-of-stream marker put back: whole batches, fewer rows
+    path2 = tmp_path / "u.trace"
+    with TraceWriter(path2, batch_rows=100, background_flush=False, compression=None) as w:
+        w.append("Instruction", instruction_columns(300))
+    file = path2 / "Instruction.arrows"
+    body, _size = _batch_bodies(file)[-1]
+    data = file.read_bytes()
+    start = data.rfind(b"\xff\xff\xff\xff", 0, body)       # the last batch message's continuation marker
+    file.write_bytes(data[:start] + data[-8:])
+    with pytest.raises(TraceFormatError, match=r"Instruction\.arrows: holds 200 rows where its writer wrote 300"):
+        TraceReader(path2).read_table("Instruction")
+
+
+def test_table_rows_is_the_writers_own(tmp_path):
+    with pytest.raises(TraceFormatError, match="set by the writer when it finishes"):
+        TraceWriter(tmp_path / "x.trace", metadata={"table_rows": "{}"})

@@ -291,11 +291,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run ``trnprof`` with ``argv`` (default: ``sys.argv[1:]``); return the exit code."""
     warnings.formatwarning = _format_warning  # type: ignore[assignment]
     words = list(sys.argv[1:] if argv is None else argv)
-    parser = get_argument_parser(commands_for(words))
-    try:
+    try:   # (importing a command's modules takes up to a second or two: Ctrl-C then is "interrupted" too)
+        parser = get_argument_parser(commands_for(words))
         args = parser.parse_args(words)
     except SystemExit as exc:  # --help, --version and usage errors
         return int(exc.code or 0) if isinstance(exc.code, int) or exc.code is None else 2
+    except KeyboardInterrupt:
+        _error("interrupted")
+        return 130
     previous = _terminate_as_interrupt()
     try:
         return int(args._command.run(args) or 0)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import tempfile
 import time
 from pathlib import Path
@@ -11,7 +12,7 @@ import duckdb
 
 from profiler.cli._progress import ingest_bars
 from profiler.db import ingest_warnings
-from profiler.db.cache import cache_key, cache_path, stored_info
+from profiler.db.cache import cache_key, cache_path, ingest_lock, stored_info
 from profiler.db.connection import is_duckdb_file, read_info
 from profiler.db.ingest import ingest
 from profiler.db_schema import INFO_CACHE_KEY, INFO_FORMAT_VERSION, INFO_TABLE
@@ -58,8 +59,18 @@ class IngestCommand:
                                    "TRNPROF_CACHE_DIR to a writable directory or pass -o") from None
         _check_output(out, src_path, force=args.force, cache=not args.output)
         t0 = time.perf_counter()
-        with ingest_bars(None if not args.quiet else False) as progress:
-            ingest(source, out, cache_key=key, progress=progress, warned=opened)
+        with contextlib.ExitStack() as stack:
+            if not args.output:
+                # the cache entry other commands build too: one build at a time (a second `ingest` or a `summary`
+                # started meanwhile waits for it, then finds it up to date)
+                stack.enter_context(ingest_lock(out))
+                info = None if args.force else stored_info(out)
+                if info is not None and info.get(INFO_CACHE_KEY) == key:
+                    if not args.quiet:
+                        print(f"{out} (up to date)")
+                    return 0
+            with ingest_bars(None if not args.quiet else False) as progress:
+                ingest(source, out, cache_key=key, progress=progress, warned=opened)
         if not args.quiet:
             print(f"{out} ({out.stat().st_size / 1e6:,.1f} MB, {time.perf_counter() - t0:.1f} s)")
         return 0
@@ -75,8 +86,11 @@ def _check_output(out: Path, src: Path, *, force: bool, cache: bool) -> None:
         raise CommandError(f"{out}: the database would overwrite the input {src}; choose another output path")
     if out.exists() or out.is_symlink():
         if out.is_dir():
+            if cache:
+                raise CommandError(f"{out}: the trace's cache entry is a directory; remove it, or set "
+                                   "TRNPROF_CACHE_DIR, or pass -o")
             raise CommandError(f"{out}: is a directory; choose a file name for the database")
-        if not force:
+        if not force and not cache:   # (an out-of-date cache entry is trnprof's own to rebuild)
             raise CommandError(f"{out}: exists; pass --force to replace it")
         if not out.is_file() or not (cache or is_duckdb_file(out)):
             raise CommandError(f"{out}: exists and is not a DuckDB database; --force only replaces a trnprof "

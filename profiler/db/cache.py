@@ -90,6 +90,9 @@ def resolve_database(path: str | os.PathLike[str], *, force: bool = False,
         source = open_source(p)
     key = cache_key(source)
     db = cache_path(p)
+    if db.is_dir():   # said before an ingest that could not be stored there
+        raise TraceFormatError(f"{db}: the cache entry of {p} is a directory; remove it, or set {CACHE_DIR_ENV} to "
+                               "another directory for the cache")
 
     def current() -> dict[str, str] | None:
         """The cache entry's info when it answers for the input as it is now."""
@@ -98,7 +101,7 @@ def resolve_database(path: str | os.PathLike[str], *, force: bool = False,
 
     info = current()
     if info is None:
-        with _ingest_lock(db):  # another thread or process may be ingesting the same input: wait, then reuse it
+        with ingest_lock(db):  # another thread or process may be ingesting the same input: wait, then reuse it
             info = current()
             if info is None:
                 return ingest(source, db, cache_key=key, progress=progress, warned=opened)
@@ -112,7 +115,7 @@ _THREAD_LOCKS_GUARD = threading.Lock()
 
 
 @contextlib.contextmanager
-def _ingest_lock(db: Path) -> Iterator[None]:
+def ingest_lock(db: Path) -> Iterator[None]:
     """Hold the right to (re)build cache entry ``db``: a lock for this process's threads, and an exclusive
     ``fcntl`` lock on ``<db>.lock`` for other processes (where the platform has it and the file can be made)."""
     with _THREAD_LOCKS_GUARD:

@@ -59,7 +59,7 @@ _OTHER_MAGICS: tuple[tuple[bytes, str], ...] = (
 
 def reingest_hint(path: Path) -> str:
     """The fix for a database that cannot be used: how to re-create it."""
-    return f"re-create it with `trnprof ingest TRACE -o {path}`"
+    return f"delete it, then re-create it with `trnprof ingest TRACE -o {path}`"
 
 
 def describe_non_database(path: Path) -> str:

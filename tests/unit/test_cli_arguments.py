@@ -223,3 +223,16 @@ def test_options_that_would_be_ignored_are_errors(tmp_path, capsys, argv, messag
     assert code == 2 and out == ""
     assert_one_line(err, message.format(**names))
     assert not (tmp_path / "o.trace").exists()
+
+
+def test_ctrl_c_while_a_command_loads_is_one_line(capsys, monkeypatch):
+    """Importing a command's modules takes up to a second or two: Ctrl-C then printed a 50-line traceback and the
+    process died by the signal."""
+    from profiler import cli
+
+    def slow_import(words):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "commands_for", slow_import)
+    code, out, err = run(capsys, ["summary", "x.trace"])
+    assert code == 130 and out == "" and err == "trnprof: error: interrupted\n"

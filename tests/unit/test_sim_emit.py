@@ -581,3 +581,22 @@ def test_reaping_a_writer_its_thread_already_removed_is_no_error(monkeypatch):
     monkeypatch.setattr(emit_process, "_EXITING", [Exited()])
     emit_process._reap()
     assert emit_process._EXITING == []
+
+
+def test_a_writer_dying_before_it_wrote_an_instruction_leaves_no_trace(tmp_path):
+    """Its death left a directory holding Metadata alone (or nothing), which every command then refused, while
+    the error said the trace kept what was written."""
+    from tracer.errors import TraceFormatError
+    from tracer.sim import run_kernel
+
+    def kernel(nc):
+        nc.core.sink.__self__._proc.kill()        # the writer process, killed before it got any chunk
+        nc.core.sink.__self__._proc.wait()
+        x = nc.input("x", (128, 512), "bf16")
+        for _ in nc.sequential_range(4):
+            t = nc.sbuf_tile((128, 512), "bf16")
+            nc.dma_copy(t, x)
+
+    with pytest.raises(TraceFormatError, match="writer process died .*when it had written no instruction yet"):
+        run_kernel(kernel, trace_path=tmp_path / "k.trace", emit="process")
+    assert not (tmp_path / "k.trace").exists()

@@ -45,6 +45,10 @@ from tracer.sim.core import Core
 from tracer.sim.records import CHUNK_COLUMNS, WIRE_FIELDS, Chunk, Template
 from tracer.trace_dir import prepare_trace_directory
 
+#: What a recording whose writer process died leaves (tracer.sim.runner removes a trace without events).
+KEPT = ("the trace keeps the rows the writer had written (when it had written no instruction yet, the run leaves "
+        "no trace)")
+
 #: Seconds to wait for the writer process to finish writing once the simulation is done.
 CLOSE_TIMEOUT_S = 900.0
 #: Bytes queued for the child before the simulation waits for it: room for the child's start-up (~0.3 s of
@@ -223,7 +227,7 @@ class ProcessEmitter:
         except (EOFError, OSError):
             self._wait()
             raise TraceFormatError(f"{self.path}: the trace writer process died (exit code "
-                                   f"{self._proc.returncode}); the trace keeps what was written") from None
+                                   f"{self._proc.returncode}); {KEPT}") from None
 
     def _take(self, msg: tuple[Any, ...]) -> bool:
         """Act on a message from the child: an acknowledgement frees ring space (True); an error is raised."""
@@ -290,7 +294,7 @@ class ProcessEmitter:
         self._take_acks()  # raises the child's error, if it sent one
         self._wait()
         raise TraceFormatError(f"{self.path}: the trace writer process died (exit code {self._proc.returncode}); "
-                               "the trace keeps what was written")
+                               f"{KEPT}")
 
     def _wait(self, timeout: float = 5.0) -> None:
         """Reap the child (killing it when it does not exit within ``timeout`` seconds)."""

@@ -237,7 +237,8 @@ def run_kernel(kernel: str | Callable[..., Any], params: Mapping[str, Any] | Non
             else:
                 with contextlib.suppress(Exception):  # the original error matters more
                     sink.close(False, more)
-                if fresh and core.n == 0:
+                # nothing recorded (no instruction issued, or the writer died before it wrote one): no trace left
+                if fresh and (core.n == 0 or not _holds_events(Path(trace_path))):  # type: ignore[arg-type]
                     _empty(Path(trace_path), remove=created)  # type: ignore[arg-type]
     wall = time.perf_counter() - t0
     busy = core.finish_busy()
@@ -269,6 +270,17 @@ def _holds_anything(path: Path) -> bool:
         if not os.path.lexists(path):
             return False
         return not path.is_dir() or any(path.iterdir())
+    except OSError:
+        return True
+
+
+def _holds_events(path: Path) -> bool:
+    """True when the trace directory ``path`` holds a file of instructions, DMA transfers or spans."""
+    from tracer import schema
+
+    names = (schema.INSTRUCTION.file_name, schema.table_spec("DmaTransfer").file_name, schema.SPAN.file_name)
+    try:
+        return any((path / name).is_file() and (path / name).stat().st_size > 0 for name in names)
     except OSError:
         return True
 

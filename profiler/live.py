@@ -27,7 +27,6 @@ import contextlib
 import math
 import numbers
 import os
-import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -41,6 +40,7 @@ import pyarrow.compute as pc
 from profiler.db import ingest_warnings
 from profiler.db.cache import cache_key, cache_path, stored_cache_key
 from profiler.errors import QueryError
+from profiler.leftovers import remove_left_by_dead
 from profiler.sources import open_source
 from tracer import schema as ts
 from tracer.errors import TraceFormatError, TrnprofError
@@ -396,39 +396,22 @@ def remove_stale_generations(path: Path) -> None:
     """Remove the generation files that processes no longer running left beside ``path``'s cache entry."""
     entry = cache_path(path)
     stem = _stem(entry)
-    try:
-        names = os.listdir(entry.parent)
-    except OSError:
-        return
-    for name in names:
+
+    def pid_of(name: str) -> int | None:
         # a generation's database, or what an ingest into one left when its process died (".<name>.<pid>.*.tmp",
         # and the ".spill" directory beside it)
         base = name[1:] if name.startswith(".") else name
         if not base.startswith(stem):
-            continue
+            return None
         pid = base[len(stem):].split("-")[0]
-        if pid.isdigit() and int(pid) != os.getpid() and not _running(int(pid)):
-            target = entry.parent / name
-            if target.is_dir():
-                shutil.rmtree(target, ignore_errors=True)
-            else:
-                with contextlib.suppress(OSError):
-                    target.unlink()
+        return int(pid) if pid.isdigit() else None
+
+    remove_left_by_dead(entry.parent, pid_of)
 
 
 def _stem(entry: Path) -> str:
     """``<trace>.trnprof.live-`` for cache entry ``<trace>.trnprof.duckdb``."""
     return entry.name[: -len(".duckdb")] + LIVE_INFIX
-
-
-def _running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:   # (another user's process: it exists)
-        return True
-    return True
 
 
 def _recording_complete(path: Path) -> bool | None:

@@ -15,6 +15,7 @@ from profiler.cli import seed_arg
 from profiler.cli._listen import check_can_listen
 from profiler.cli.record_serve import DEFAULT_PORT, DashboardFollower
 from profiler.errors import CommandError
+from profiler.leftovers import recording_aside_pid, remove_left_by_dead
 from tracer.errors import ConfigError, TraceExistsError
 from tracer.sim import PRESETS, emit_spawn, malloc_tuning, overridable_names
 from tracer.sim.arch import parse_overrides
@@ -116,7 +117,9 @@ class RecordCommand:
                         raise TraceExistsError(f"{out}: holds {foreign[0]!r}, which is not part of a trace, so --force "
                                                "will not replace the directory; move it away or choose another "
                                                "path (-o)")
-                    # record beside it; the old trace is replaced only when the new one is complete
+                    # record beside it; the old trace is replaced only when the new one is complete (and what
+                    # earlier runs killed outright left beside it goes: nothing else would ever find it)
+                    remove_left_by_dead(out.parent, recording_aside_pid(out))
                     target = out.with_name(f".{out.name}.recording-{os.getpid()}")
                 elif any(out.iterdir()):
                     raise TraceExistsError(f"{out}: directory is not empty and holds no trace; choose an empty or "

@@ -41,6 +41,7 @@ from profiler.db.sqlutil import literal, quote, registered
 from profiler.db.staging import ChunkOrderer
 from profiler.db.tracks import TRACK_KEYS, TrackKeySpec, TrackRegistry, TrackStats
 from profiler.importers.common import TraceImportWarning
+from profiler.leftovers import ingest_temporary_pid, remove_left_by_dead
 from profiler.prefetch import prefetched
 from profiler.sources import TraceSource
 from tracer import schema as ts
@@ -436,6 +437,8 @@ def ingest(source: TraceSource, db_path: str | os.PathLike[str], *, cache_key: s
         db_path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise TraceFormatError(f"{db_path.parent}: cannot create the database directory: {exc.strerror}") from None
+    # what ingests of this database killed outright (SIGKILL, out of memory) left: gigabytes for a large trace
+    remove_left_by_dead(db_path.parent, ingest_temporary_pid(db_path))
     tmp = temporary_path(db_path)
     total = source.input_size()
     done = 0

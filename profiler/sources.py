@@ -88,6 +88,14 @@ def is_trace_directory(path: Path) -> bool:
     return path.is_dir() and (path / schema.METADATA.file_name).exists()
 
 
+def _has_table_files(path: Path) -> bool:
+    """True when directory ``path`` holds a trnprof table file (``Instruction.arrows``, ...)."""
+    try:
+        return any((path / t.file_name).exists() for t in (*schema.TABLES, *schema.STORAGE_TABLES))
+    except OSError:
+        return False
+
+
 def detect_import(path: Path) -> TraceSource | None:
     """The importer's source that reads ``path`` (Neuron Explorer Parquet, neuron-profile JSON, Chrome trace JSON,
     recognised by content: :data:`profiler.importers.DETECTORS`, in order); None when none recognises it."""
@@ -111,6 +119,9 @@ def open_source(path: str | os.PathLike[str]) -> TraceSource:
     if source is not None:
         return source
     hint = ""
+    if p.is_dir() and _has_table_files(p):  # a trnprof trace that lost its Metadata, as TraceReader says it
+        raise TraceFormatError(f"{p}: holds trace table files but no {schema.METADATA.file_name}: a damaged trnprof "
+                               "trace (its Metadata is missing); record or export it again")
     if p.is_dir():  # a folder of traces (one per rank, say) is not itself one
         try:  # (the first 64 entries: a look, not a scan of a huge folder)
             children = sorted(p.iterdir())[:64]

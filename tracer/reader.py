@@ -85,6 +85,9 @@ class TraceReader:
                                    f"{schema.TABLE_FILE_SUFFIX} files)")
         meta_file = self.path / schema.METADATA.file_name
         if not meta_file.exists():
+            if any((self.path / t.file_name).exists() for t in (*schema.TABLES, *schema.STORAGE_TABLES)):
+                raise TraceFormatError(f"{self.path}: holds trace table files but no {schema.METADATA.file_name}: a "
+                                       "damaged trnprof trace (its Metadata is missing); record or export it again")
             raise TraceFormatError(f"{self.path}: not a trnprof trace (no {schema.METADATA.file_name}); record one "
                                    "with `trnprof record` or import a profile with `trnprof ingest`")
         # Validates Metadata at once, so a wrong or newer-format trace fails on open.

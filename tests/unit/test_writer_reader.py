@@ -593,3 +593,13 @@ def test_a_completed_recording_missing_a_file_or_rows_is_damaged(tmp_path):
 def test_table_rows_is_the_writers_own(tmp_path):
     with pytest.raises(TraceFormatError, match="set by the writer when it finishes"):
         TraceWriter(tmp_path / "x.trace", metadata={"table_rows": "{}"})
+
+
+def test_a_trace_without_its_metadata_is_called_damaged_by_every_command(small_trace, capsys):
+    from profiler.cli import main
+
+    (small_trace / "Metadata.arrows").unlink()
+    _expect_format_error(small_trace, "holds trace table files but no Metadata.arrows: a damaged trnprof trace")
+    for argv in (["info", str(small_trace)], ["summary", str(small_trace)], ["sql", str(small_trace), "SELECT 1"]):
+        assert main(argv) != 0
+        assert "holds trace table files but no Metadata.arrows: a damaged trnprof trace" in capsys.readouterr().err

@@ -217,10 +217,11 @@ def run_kernel(kernel: str | Callable[..., Any], params: Mapping[str, Any] | Non
     finally:
         if not ok:
             ctx.abort_symbolic()
-        if not ok and ctx.fast is not None:
+        if not ok:
             with contextlib.suppress(Exception):  # keep what was issued before the error in the trace
-                ctx.fast.finish()
-                core.handoff()
+                if ctx.fast is not None:
+                    ctx.fast.finish()
+                core.handoff()   # (the general path's records since the last hand-over were lost)
         ctx.closed = True
         gc.set_threshold(*thresholds)
         if freeze:

@@ -268,13 +268,17 @@ def build_timeline(trace: Trace, start_ns: int | None = None, end_ns: int | None
         from profiler.figures.analyses import critical_path_overlay
 
         table, event_id = check_select(chain, "chain")
+        # drawn at the view's resolution, like the strips: steps of a row closer than a pixel merge, links only
+        # when few steps are in view (a 769,234-step path was a 119 MB file no browser opened)
         fig.add_traces(critical_path_overlay(chain_to(trace, table, event_id), drawn, origin,
+                                             (view[0], view[1], int(width_px)),
                                              name=f"chain to {table} {event_id}"))
     elif critical_path:
         from profiler.analyses import critical_path as find_path
         from profiler.figures.analyses import critical_path_overlay
 
-        fig.add_traces(critical_path_overlay(find_path(trace, view[0], view[1]), drawn, origin))
+        fig.add_traces(critical_path_overlay(find_path(trace, view[0], view[1]), drawn, origin,
+                                             (view[0], view[1], int(width_px))))
     for lane_trace in fig.data[1:1 + len(lane_names)]:
         lane_trace.showlegend = False  # the lane's hover names its engine; the legend is for the strip colours
     bottom = MARGIN["b"]

@@ -212,3 +212,19 @@ def test_the_notebook_timeline_draws_an_events_dependency_chain(trace):
         trace.timeline(chain="Instruction:5")
     with pytest.raises(QueryError, match="leads to instructions and DMA packets"):
         trace.timeline(chain=("Span", 1))
+
+
+def test_a_static_timelines_critical_path_is_drawn_at_its_resolution(mlp_sample):
+    """Every step went into the figure as it was (a 769,234-step path made a 119 MB HTML file no browser opened):
+    steps of a row closer than a pixel now merge, as in the dashboard."""
+    import profiler
+    from profiler.analyses import critical_path
+
+    with profiler.open(mlp_sample) as t:
+        steps = critical_path(t).num_rows
+        fig = t.timeline(width_px=8, critical_path=True)
+    segments = next(d for d in fig.data if d.name == "critical path")
+    drawn = sum(1 for x in segments.x if x is None)      # one None after each segment
+    rows = len({y for y in segments.y if y is not None})
+    assert steps > 100 and drawn <= rows * 9 < steps
+    assert any("steps" in (text or "") for text in segments.text)   # merged ones say how many

@@ -100,11 +100,10 @@ class DiffCache:
         with self._lock:
             if key not in self._trees:
                 self._forget(self._trees, a, b)
-                with registry.lock(a), registry.lock(b):
-                    ta_, tb_ = registry.open(a), registry.open(b)
-                    files = source_files_of(ta_)
-                    levels = SAME_SOURCE_LEVELS if files and files == source_files_of(tb_) else COMPARE_LEVELS
-                    ta, tb = (instruction_tree(t, levels=levels) for t in (ta_, tb_))
+                ta_, tb_ = registry.open(a), registry.open(b)   # (without the traces' locks, as the diff)
+                files = source_files_of(ta_)
+                levels = SAME_SOURCE_LEVELS if files and files == source_files_of(tb_) else COMPARE_LEVELS
+                ta, tb = (instruction_tree(t, levels=levels) for t in (ta_, tb_))
                 fig = call_tree_diff_figure(ta, tb)
                 fig.update_layout(title={"text": f"B's engine time by {' › '.join(LEVEL_LABELS[x] for x in levels)}, "
                                                  "coloured by the change from A (click a box to zoom)"})
@@ -117,8 +116,9 @@ class DiffCache:
         with self._lock:
             if key not in self._results:
                 self._forget(self._results, a, b)
-                with registry.lock(a), registry.lock(b):
-                    self._results[key] = diff(registry.open(a), registry.open(b))
+                # without the traces' locks (each thread has its own cursor): the diff of large traces takes a
+                # minute, and both timelines of the page (and any tab of the two traces) waited for it
+                self._results[key] = diff(registry.open(a), registry.open(b))
             return self._results[key]
 
     @staticmethod

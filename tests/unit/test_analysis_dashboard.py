@@ -437,3 +437,31 @@ def test_traces_of_one_name_in_different_folders_get_labels_that_tell_them_apart
     # each grows by a folder until it is alone: v1/mm is still shared with x/v1/mm, so both take one more
     assert labels == [f"{tmp_path.name}/v1/mm", "v2/mm", "x/v1/mm", "other"]
     assert [e.label for e in TraceRegistry(paths[:1] + paths[3:]).entries] == ["mm", "other"]
+
+
+def test_a_pairs_comparison_runs_without_the_traces_locks(registry, monkeypatch):
+    """The diff of two large traces takes a minute: under the traces' locks both timelines of the compare page,
+    and every tab of the two traces, waited for it (60-92 s of "loading...")."""
+    import threading
+
+    free: list[bool] = []
+
+    def probe(*args, **kwargs):
+        def try_lock(trace_id: str) -> None:
+            lock = registry.lock(trace_id)
+            if lock.acquire(timeout=2):
+                lock.release()
+                free.append(True)
+            else:
+                free.append(False)
+
+        for trace_id in ("t0", "t1"):
+            t = threading.Thread(target=try_lock, args=(trace_id,))
+            t.start()
+            t.join()
+        return real_diff(*args, **kwargs)
+
+    real_diff = cl.diff
+    monkeypatch.setattr(cl, "diff", probe)
+    cl.DiffCache().get(registry, "t0", "t1")
+    assert free == [True, True]

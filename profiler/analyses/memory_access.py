@@ -122,7 +122,7 @@ def accesses_by_memory(trace: Trace, start_ns: int, end_ns: int, core: int | Non
                            unnest(regexp_extract_all(op, $pattern)) AS v FROM ins))""",
                   params={"pattern": VIEW_PATTERN, "fields": ["side", "dtype", "n", "mem", "p0", "p1", "addr"]})
     if table.num_rows == 0:
-        _require_views(trace)
+        require_views(trace)
     return {mem: _accesses_of(trace, table.filter(pc.equal(table.column("mem"), mem))) for mem in mems}
 
 
@@ -156,7 +156,7 @@ def _empty_accesses() -> Accesses:
     return Accesses(e, e, e, e, e, np.zeros(0, bool))
 
 
-def _require_views(trace: Trace) -> None:
+def require_views(trace: Trace) -> None:
     """QueryError unless some instruction's operands name an on-chip view (the trace can have a memory map)."""
     found = fetch(trace, f"SELECT 1 FROM {INSTRUCTION} WHERE regexp_matches({q(ts.OPERANDS)}, $pattern) LIMIT 1",
                   params={"pattern": VIEW_PATTERN})
@@ -167,4 +167,4 @@ def _require_views(trace: Trace) -> None:
 
 
 __all__ = ["FALLBACK_CAPACITY", "MEMORIES", "VIEW_PATTERN", "Accesses", "accesses", "accesses_by_memory", "bank_bytes",
-           "capacity", "check_mem"]
+           "capacity", "check_mem", "require_views"]

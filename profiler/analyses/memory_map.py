@@ -42,6 +42,7 @@ from profiler.analyses.memory_access import (
     bank_bytes,
     capacity,
     check_mem,
+    require_views,
 )
 from profiler.errors import QueryError
 from profiler.trace import Trace
@@ -246,8 +247,10 @@ def context_of(trace: Trace, scope: Scope) -> tuple[int, int, bool]:
     that is the whole trace.
 
     Raises:
+        QueryError: the trace has no memory map at all (said first: "zoom in" would not help).
         TooManyAccesses: more than :data:`MAX_INSTRUCTIONS` instructions in it.
     """
+    require_views(trace)
     t0, t1 = scope.start_ns, scope.end_ns
     whole = trace.overview().get("events", {}).get(ts.INSTRUCTION.name, 0) <= WHOLE_TRACE_INSTRUCTIONS
     extent = trace.time_range

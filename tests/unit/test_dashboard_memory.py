@@ -322,3 +322,11 @@ def test_the_address_axis_names_a_top_under_one_kib():
     assert address_title(mm) == "SBUF address (KiB, lowest 0.5 of 192)"      # it read "lowest 0 of 192"
     assert address_title(dataclasses.replace(mm, top=16_384)) == "SBUF address (KiB, lowest 16 of 192)"
     assert address_title(dataclasses.replace(mm, top=196_608)) == "SBUF address (KiB per partition)"
+
+
+def test_a_trace_without_a_memory_map_says_so_before_zoom_in(two_core_trace, monkeypatch):
+    """A synthetic trace names no on-chip operand: "too many instructions ... zoom in" sent the user zooming for a
+    map that no window has."""
+    monkeypatch.setattr(mmap, "MAX_INSTRUCTIONS", 1)
+    with profiler.open(two_core_trace) as t, pytest.raises(QueryError, match="so the trace has no memory map"):
+        mmap.memory_maps(t, width=1, height=1)

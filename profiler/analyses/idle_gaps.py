@@ -233,6 +233,10 @@ def _dma_gaps(trace: Trace, scope: Scope, gs: np.ndarray, ge: np.ndarray) -> pa.
     return _gap_table(rs.DMA, gs, ge, cols)
 
 
+#: Key of the table's schema metadata holding the gaps found before ``limit`` cut them.
+GAPS_FOUND = "trnprof.gaps_found"
+
+
 def idle_gaps(trace: Trace, start_ns: int | None = None, end_ns: int | None = None, core: int | None = None,
               *, engines: list[str] | None = None, min_ns: int = 0, limit: int | None = None) -> pa.Table:
     """Idle gaps of each engine (and of the DMA queues together, as ``DMA``) in the window, longest first.
@@ -248,7 +252,8 @@ def idle_gaps(trace: Trace, start_ns: int | None = None, end_ns: int | None = No
         limit: at most this many gaps (the longest).
 
     Returns:
-        :data:`~profiler.analyses.schema.IDLE_GAPS`, ranked by length (ties: earlier first).
+        :data:`~profiler.analyses.schema.IDLE_GAPS`, ranked by length (ties: earlier first); its schema metadata
+        :data:`GAPS_FOUND` says how many gaps there were before ``limit``.
     """
     scope = resolve_scope(trace, start_ns, end_ns, core)
     min_ns = check_count(min_ns, "min_ns", allow_none=False)
@@ -276,6 +281,7 @@ def idle_gaps(trace: Trace, start_ns: int | None = None, end_ns: int | None = No
                            or [np.zeros(0, np.int64)])
     keep = np.flatnonzero(dur >= min_ns)
     keep = keep[np.lexsort((which[keep], start[keep], -dur[keep]))]   # longest first, then earlier, then engine
+    total = len(keep)
     if limit is not None:
         keep = keep[:limit]
     chosen = np.zeros(len(dur), dtype=bool)
@@ -289,4 +295,5 @@ def idle_gaps(trace: Trace, start_ns: int | None = None, end_ns: int | None = No
     gaps = pa.concat_tables(parts) if parts else rs.IDLE_GAPS.empty_table().drop_columns([rs.RANK])
     gaps = gaps.sort_by([(rs.DUR_NS, "descending"), (rs.START_NS, "ascending"), (rs.ENGINE, "ascending")])
     ranked = gaps.add_column(0, rs.RANK, pa.array(np.arange(1, gaps.num_rows + 1), pa.int64()))
-    return ranked.cast(rs.IDLE_GAPS)
+    # how many there were before ``limit`` (the CLI's "20 of N"), in the table's schema metadata
+    return ranked.cast(rs.IDLE_GAPS).replace_schema_metadata({GAPS_FOUND: str(total)})

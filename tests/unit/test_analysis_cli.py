@@ -70,6 +70,9 @@ def test_table_commands(traces, capsys):
     code, out, _ = run(capsys, "gaps", traces[0], "--engine", "Tensor", "--json")
     assert [(g[rs.START_NS], g[rs.CAUSE]) for g in json.loads(out)] == [(230, rs.CAUSE_END),
                                                                        (0, rs.CAUSE_DEPENDENCY)]
+    code, out, _ = run(capsys, "gaps", traces[0], "--limit", "1")    # the causes of the gaps printed only
+    assert code == 0 and out.count(rs.CAUSE_END) + out.count(rs.CAUSE_DEPENDENCY) <= 1
+    assert "(1 of 9 rows; --limit 0 shows all)" in out
     code, out, _ = run(capsys, "operators", traces[0], "--by", "opcode", "--format", "csv", "--limit", "1")
     assert next(iter(csv.DictReader(io.StringIO(out))))[rs.OPCODE] == "MATMUL"
     code, out, _ = run(capsys, "dma", traces[0], "--section", "tensors", "--format", "csv")

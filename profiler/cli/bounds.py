@@ -18,6 +18,7 @@ from profiler.cli._analysis import (
     print_table,
     window_text,
 )
+from profiler.cli._progress import working
 from profiler.errors import CommandError
 
 
@@ -70,7 +71,7 @@ class BoundsCommand:
                                f"{args.necessary_bytes:,}")
         if args.json and args.csv:
             raise CommandError("choose one of --json and --csv")
-        with open_trace(args.db) as trace:
+        with open_trace(args.db) as trace, working("computing the performance bounds"):
             note_merged_cores(trace, args.core)
             bounds = performance_bounds(trace, args.start, args.end, args.core, necessary_bytes=args.necessary_bytes)
         if args.json:

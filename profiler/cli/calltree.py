@@ -28,6 +28,7 @@ from profiler.cli._analysis import (
     time_ns,
     window_text,
 )
+from profiler.cli._progress import working
 from profiler.errors import CommandError, QueryError
 
 #: ``--format`` values: the analysis formats and Brendan Gregg's folded stacks.
@@ -101,7 +102,7 @@ class CallTreeCommand:
         _check_kind(args)
         if args.against is not None:
             return self._against(args, limit)
-        with open_trace(args.db) as trace:
+        with open_trace(args.db) as trace, working("building the call tree"):
             tree = _tree(trace, args)
         if args.top:
             if args.max_depth is not None:

@@ -20,6 +20,7 @@ from profiler.cli._analysis import (
     print_table,
     window_text,
 )
+from profiler.cli._progress import working
 from profiler.db.sqlutil import quote
 from profiler.errors import CommandError
 from profiler.trace import Trace
@@ -52,7 +53,7 @@ class CriticalPathCommand:
             raise CommandError("--to follows one event's chain wherever it leads: leave out --start, --end and "
                                "--core")
         note = ""
-        with open_trace(args.db) as trace:
+        with open_trace(args.db) as trace, working("computing the critical path"):
             path = critical_path(trace, args.start, args.end, args.core) if args.to is None \
                 else chain_to(trace, *args.to)
             if args.to is None and args.format == "table" and path.num_rows:

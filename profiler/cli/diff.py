@@ -21,6 +21,7 @@ from profiler.cli._analysis import (
     print_table,
     row_limit,
 )
+from profiler.cli._progress import working
 
 
 def _speed(metric: dict[str, Any]) -> str:
@@ -63,6 +64,7 @@ class DiffCommand:
         with ExitStack() as stack:
             a = stack.enter_context(open_trace(args.a))
             b = stack.enter_context(open_trace(args.b))
+            stack.enter_context(working("comparing the traces"))
             note_merged_cores(a, args.core)
             if b.path != a.path:
                 note_merged_cores(b, args.core)

@@ -17,6 +17,7 @@ from profiler.cli._analysis import (
     print_table,
     window_text,
 )
+from profiler.cli._progress import working
 from profiler.errors import CommandError
 
 SECTIONS = {"histogram": rs.EFF_HISTOGRAM, "queues": rs.EFF_QUEUES, "tensors": rs.EFF_TENSORS,
@@ -46,7 +47,7 @@ class DmaCommand:
         sections = args.section or list(SECTIONS)
         if args.format == "csv" and len(sections) != 1:
             raise CommandError("--format csv prints one table: choose it with --section")
-        with open_trace(args.db) as trace:
+        with open_trace(args.db) as trace, working("measuring the DMA traffic"):
             eff = dma_efficiency(trace, args.start, args.end, args.core, small_bytes=args.small_bytes)
         if args.format == "json":
             print_json(eff if args.section is None else {s: eff[SECTIONS[s]] for s in sections})

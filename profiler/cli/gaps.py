@@ -14,6 +14,7 @@ from profiler.cli._analysis import (
     output_limit,
     print_table,
 )
+from profiler.cli._progress import working
 from profiler.errors import CommandError
 
 
@@ -38,7 +39,7 @@ class GapsCommand:
         limit = output_limit(args)
         if args.min_ns < 0:
             raise CommandError(f"--min-ns must be non-negative, not {args.min_ns}")
-        with open_trace(args.db) as trace:
+        with open_trace(args.db) as trace, working("finding the idle gaps and their causes"):
             note_merged_cores(trace, args.core)
             # only the gaps printed get their causes worked out (3.66 M gaps on 10^7 events: 16 s against 12.7 s)
             table = idle_gaps(trace, args.start, args.end, args.core, engines=args.engine, min_ns=args.min_ns,

@@ -14,6 +14,7 @@ from profiler.cli._analysis import (
     print_json,
     print_table,
 )
+from profiler.cli._progress import working
 from profiler.errors import CommandError
 from profiler.figures.memory_map import headline
 
@@ -48,7 +49,7 @@ class MemoryCommand:
 
     def run(self, args: argparse.Namespace) -> int:
         mems = (args.mem,) if args.mem else MEMORIES
-        with open_trace(args.db) as trace:
+        with open_trace(args.db) as trace, working("mapping the memory"):
             if args.over_time is not None:
                 if not args.mem:
                     raise CommandError("--over-time needs --mem SBUF or --mem PSUM")

@@ -15,6 +15,7 @@ from profiler.cli._analysis import (
     output_limit,
     print_table,
 )
+from profiler.cli._progress import working
 
 
 class OperatorsCommand:
@@ -33,7 +34,7 @@ class OperatorsCommand:
 
     def run(self, args: argparse.Namespace) -> int:
         limit = output_limit(args)
-        with open_trace(args.db) as trace:
+        with open_trace(args.db) as trace, working("adding up the operators"):
             note_merged_cores(trace, args.core)
             table = time_by(trace, args.by, args.start, args.end, args.core)
         print_table(table, args.format, limit)

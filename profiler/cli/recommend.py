@@ -20,6 +20,7 @@ from profiler.cli._analysis import (
     print_json,
     print_table,
 )
+from profiler.cli._progress import working
 from profiler.errors import QueryError
 from profiler.overview import has_device_events
 
@@ -41,7 +42,7 @@ class RecommendCommand:
 
     def run(self, args: argparse.Namespace) -> int:
         limit = output_limit(args)
-        with open_trace(args.db) as trace:
+        with open_trace(args.db) as trace, working("working out the recommendations"):
             note_merged_cores(trace, args.core)
             if has_device_events(trace):
                 recs = recommendations(trace, args.start, args.end, args.core)

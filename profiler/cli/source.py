@@ -18,6 +18,7 @@ from profiler.cli._analysis import (
     open_trace,
     print_table,
 )
+from profiler.cli._progress import working
 from profiler.errors import CommandError
 from profiler.figures.sizes import transfers_text
 from profiler.figures.timefmt import format_duration
@@ -58,7 +59,7 @@ class SourceCommand:
     def run(self, args: argparse.Namespace) -> int:
         if args.source_dir is not None and not Path(args.source_dir).is_dir():  # even when the trace holds the text
             raise CommandError(f"--source-dir {args.source_dir}: not a directory")
-        with open_trace(args.db) as trace:
+        with open_trace(args.db) as trace, working("annotating the source"):
             if args.files:
                 print_table(source_files(trace, args.start, args.end, args.core), args.format)
                 return 0

@@ -14,6 +14,7 @@ from profiler.cli._analysis import (
     output_limit,
     print_table,
 )
+from profiler.cli._progress import working
 
 
 class WaitsCommand:
@@ -36,7 +37,7 @@ class WaitsCommand:
 
     def run(self, args: argparse.Namespace) -> int:
         limit = output_limit(args)
-        with open_trace(args.db) as trace:
+        with open_trace(args.db) as trace, working("adding up the waits"):
             note_merged_cores(trace, args.core)
             if args.detail:
                 print_table(dependency_waits(trace, args.start, args.end, args.core), args.format, limit)

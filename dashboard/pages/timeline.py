@@ -144,6 +144,9 @@ def layout(ctx_: PageContext) -> Any:
         ]),
         html.Div(className="status-row", children=[
             html.Div(id="tl-status", className="status-line"),
+            # while the server draws (a zoom: a fraction of a second; the critical path or a dependency chain of a
+            # large trace, computed once: tens of seconds) the page says so
+            html.Span("", id="tl-busy", className="busy-note"),
             html.A("link to this view", id="tl-link", href="", className="view-link",
                    title="this page at the current zoom (copy it to share the view)"),
             dcc.Link("memory of this view", id="tl-memory-link", href=MEMORY_PATH, className="view-link",
@@ -169,8 +172,9 @@ def layout(ctx_: PageContext) -> Any:
         html.Div(className="panels", children=[
             html.Section([html.H3("Details"), html.Div("Click an instruction.", id="tl-details", className="muted")],
                          className="panel details-panel"),
-            html.Section([html.H3("Selection"), html.Div("Box-select a range or press “Summarize view”.",
-                                                          id="tl-selection", className="muted")],
+            html.Section([html.H3(["Selection ", html.Span("", id="tl-selection-busy", className="busy-note")]),
+                          html.Div("Box-select a range or press “Summarize view”.", id="tl-selection",
+                                   className="muted")],
                          className="panel selection-panel"),
             html.Section([html.H3("Search results"), html.Div(id="search-list")], className="panel search-panel"),
         ]),
@@ -296,6 +300,7 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
         Input("row-filter", "value"), Input("tl-chain", "data"), Input("live-gen", "data"),
         State("tl-selected", "data"), State("tl-markers", "data"), State("search-last", "data"),
         State("tl-state", "data"), prevent_initial_call=True,
+        running=[(Output("tl-busy", "children"), "working…", "")],
     )
     def _update(search: str | None, size: Any, relayout: Any, colour_by: Any, expand: Any, _reset: Any,  # noqa: PLR0917
                 nav: Any, critical: Any, levels: Any, row_filter: Any, chain: Any, _live: Any, selected: Any,
@@ -486,7 +491,9 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
 
     @app.callback(Output("tl-selection", "children"), Input("tl-range", "data"),
                   Input("tl-summarize", "n_clicks"), State("tl-state", "data"), State("url", "search"),
-                  prevent_initial_call=True)
+                  prevent_initial_call=True,
+                  running=[(Output("tl-summarize", "disabled"), True, False),
+                           (Output("tl-selection-busy", "children"), "summarizing…", "")])
     def _selection(selected: Any, _n: Any, state: Any, search: str | None) -> Any:
         try:
             _trace_id, trace = _trace(registry, search)

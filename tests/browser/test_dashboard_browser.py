@@ -230,6 +230,32 @@ def test_box_select_summarizes_the_dragged_range(timeline, dashboard_server):
     assert console_errors(timeline) == []
 
 
+def test_summarize_view_says_it_is_working_while_it_does(timeline, dashboard_server, monkeypatch):
+    """A summary of a large range takes seconds; the button gave no sign of it and could be pressed again."""
+    import time
+
+    from dashboard.pages import timeline as page
+
+    real = page.selection_outputs
+
+    def slow(*args, **kwargs):
+        time.sleep(2.0)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(page, "selection_outputs", slow)
+    timeline.get(dashboard_server.url + "/")
+    wait_for(timeline, _ticktext, "the timeline rows")
+    wait_idle(timeline)
+    button = timeline.find_element("id", "tl-summarize")
+    button.click()
+    wait_for(timeline, lambda d: d.find_element("id", "tl-selection-busy").text == "summarizing…"
+             and not d.find_element("id", "tl-summarize").is_enabled(), "the busy note and the disabled button")
+    wait_for(timeline, lambda d: d.find_elements("id", "sel-duration"), "the summary")
+    wait_for(timeline, lambda d: d.find_element("id", "tl-selection-busy").text == ""
+             and d.find_element("id", "tl-summarize").is_enabled(), "the note gone and the button back")
+    assert console_errors(timeline) == []
+
+
 def test_sql_query_returns_rows(browser, dashboard_server):
     browser.get(dashboard_server.url + "/sql?trace=t0")
     run = wait_for(browser, lambda d: d.find_elements("id", "sql-run"), "the SQL page")[0]

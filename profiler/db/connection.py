@@ -258,7 +258,7 @@ def check_database(con: duckdb.DuckDBPyConnection, path: Path) -> dict[str, str]
         _raise_schema_problems(path, schema_problems(columns, {dbs.INFO_TABLE: dbs.INFO}))
         info = read_info(con) or {}
         _check_format_version(info, path)
-        _raise_schema_problems(path, schema_problems(columns, expected_tables()))
+        _raise_schema_problems(path, schema_problems(columns, expected_tables(info.get(dbs.INFO_FORMAT_VERSION))))
     except duckdb.Error as exc:
         raise TraceFormatError(f"{path}: cannot read the database ({_first_line(exc)}); the file is damaged: "
                                f"{reingest_hint(path)}") from None
@@ -305,17 +305,32 @@ def check_file_complete(con: duckdb.DuckDBPyConnection, path: Path) -> None:
 
 
 @functools.cache
-def expected_tables() -> Mapping[str, pa.Schema]:
+def expected_tables(version: str | None = None) -> Mapping[str, pa.Schema]:
     """The tables ``trnprof ingest`` always creates, with the columns it always gives them.
 
     The trace tables of :data:`profiler.db.ingest.STANDARD_TABLES` (created empty, or completed with their
     missing columns, when the source has none) plus the profiler's own ``track``, ``lod``, ``counter_lod`` and
-    ``trnprof_info``.  Other tables (``DmaQueuesInfo``) and the extra columns a source adds are optional.
+    ``trnprof_info``.  Other tables (``DmaQueuesInfo``) and the extra columns a source adds are optional; so are
+    the columns a later minor version added (:data:`profiler.db_schema.COLUMNS_SINCE`) in a database of an
+    earlier ``version`` (the one its ``trnprof_info`` gives).
     """
     tables = {name: db_table_schema(name) for name in STANDARD_TABLES}
     tables.update({dbs.TRACK_TABLE: dbs.TRACK_STORED, dbs.LOD_TABLE: dbs.LOD,
                    dbs.COUNTER_LOD_TABLE: dbs.COUNTER_LOD, dbs.INFO_TABLE: dbs.INFO})
+    have = _version_tuple(version)
+    for (table, column), since in dbs.COLUMNS_SINCE.items():
+        if have is not None and have < since and table in tables and column in tables[table].names:
+            schema = tables[table]
+            tables[table] = schema.remove(schema.get_field_index(column))
     return tables
+
+
+def _version_tuple(version: str | None) -> tuple[int, int] | None:
+    try:
+        major, minor = (version or "").split(".")[:2]
+        return int(major), int(minor)
+    except ValueError:
+        return None
 
 
 def stored_columns(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, str]]:

@@ -210,6 +210,16 @@ def test_extra_tables_columns_and_same_kind_types_are_accepted(copy_of: Callable
     assert _opens(path)[dbs.INFO_FORMAT_VERSION] == dbs.DB_FORMAT_VERSION
 
 
+def test_a_database_of_an_earlier_minor_version_without_a_later_column_still_opens(copy_of) -> None:
+    """Metadata.table_rows came with 3.2: every database ingested before was refused as "damaged or altered"."""
+    ver = (f'UPDATE {dbs.INFO_TABLE} SET "{dbs.INFO_VALUE}" = \'{{}}\' '
+           f'WHERE "{dbs.INFO_KEY}" = \'{dbs.INFO_FORMAT_VERSION}\'')
+    old = _alter(copy_of("old.duckdb"), "ALTER TABLE Metadata DROP COLUMN table_rows", ver.format("3.1"))
+    assert _opens(old)[dbs.INFO_FORMAT_VERSION] == "3.1"
+    now = _alter(copy_of("now.duckdb"), "ALTER TABLE Metadata DROP COLUMN table_rows")
+    assert "column Metadata.table_rows is missing" in _refusal(now)     # one that says 3.2 must have it
+
+
 class _PartialSource:
     """A TraceSource with a few Instruction rows of some columns only (the ingest adds the others)."""
 

@@ -82,7 +82,8 @@ class ChromeJsonSource:
         from profiler.importers.chrome_decode import KEY_SPEC, decode_block
 
         stream = JsonArrayStream(self.path, "traceEvents", accept_array_root=True, block_bytes=self.block_bytes,
-                                 what="event", keys=KEY_SPEC, kernel=self.kernel, keep_keys=("otherData",))
+                                 what="event", keys=KEY_SPEC, kernel=self.kernel, keep_keys=("otherData",),
+                                 keep_after=False)   # (trnprof's export writes it first)
         with ChromeTraceBuilder(self.path, spill_dir=self.spill_dir) as builder:
             # The kernel (no GIL) parses the next blocks on a background thread while this one is decoded.
             with prefetched(stream.blocks(progress), name="trnprof-json-scan") as blocks:

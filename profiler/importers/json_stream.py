@@ -122,6 +122,8 @@ class JsonArrayStream:
         array_key: stream the array under this top-level key of an object; ``None`` accepts a top-level array,
             and with ``accept_array_root`` a top-level array is accepted as well as the keyed form.
         keep_keys: other top-level keys whose (small) values are kept in :attr:`kept` as raw JSON bytes.
+        keep_after: look for ``keep_keys`` after the array too (reading on to the root's end); False keeps only
+            those before it, and what follows the array is checked for data after the root instead.
         block_bytes: bytes read per block.
         what: what the elements are, for messages ("event", "instruction").
         keys: the members the caller will ask for, and which to parse as exact numbers: with the compiled kernel
@@ -135,12 +137,13 @@ class JsonArrayStream:
     """
 
     def __init__(self, path: str | os.PathLike[str], array_key: str | None, *, accept_array_root: bool = True,
-                 keep_keys: tuple[str, ...] = (), block_bytes: int = DEFAULT_BLOCK_BYTES,
+                 keep_keys: tuple[str, ...] = (), keep_after: bool = True, block_bytes: int = DEFAULT_BLOCK_BYTES,
                  what: str = "event", keys: json_kernel.KeySpec | None = None, kernel: bool | None = None) -> None:
         self.path = Path(path)
         self.array_key = array_key
         self.accept_array_root = accept_array_root or array_key is None
         self.keep_keys = keep_keys
+        self.keep_after = keep_after
         self.block_bytes = block_bytes
         self.what = what
         self.kept: dict[str, bytes] = {}
@@ -241,7 +244,8 @@ class JsonArrayStream:
             if self.fault is not None:
                 return
             if ended is not None:
-                state = "postlude" if self.keep_keys and any(k not in self.kept for k in self.keep_keys) else "tail"
+                state = ("postlude" if self.keep_after and any(k not in self.kept for k in self.keep_keys)
+                         else "tail")
                 depth = 1 if state == "postlude" else level - 1
                 carry = carry[ended:]
                 offset += ended

@@ -78,10 +78,10 @@ def test_summary_page_draws_every_chart_with_the_raw_traces_values(served):
     mm_busy = _union_ns(np.array(inst[ts.START_TS])[mm], np.array(inst[ts.END_TS])[mm])
     assert opcodes.y[0] == "Tensor MATMUL" and opcodes.x[0] == pytest.approx(mm_busy / 1e9)
     assert list(opcodes.x) == sorted(opcodes.x, reverse=True)
-    # Bytes per queue: the raw packets' transfer bytes.
+    # Bytes per queue: the raw packets' transfer bytes, each core's queues apart (the trace has two cores)
     nbytes = defaultdict(int)
-    for q, b in zip(dma[ts.QUEUE_NAME], dma[ts.TRANSFER_BYTES], strict=True):
-        nbytes[q] += b
+    for c, q, b in zip(dma[ts.PCORE_IDX], dma[ts.QUEUE_NAME], dma[ts.TRANSFER_BYTES], strict=True):
+        nbytes[f"NC{c} {q}"] += b
     assert dict(zip(figs[sfig.QUEUES_TITLE].y, figs[sfig.QUEUES_TITLE].x, strict=True)) == nbytes
     # FLOPs by operator: each "layer / operator" sums its MATMULs' adjusted FLOPs.
     flops = defaultdict(int)

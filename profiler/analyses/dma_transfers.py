@@ -54,6 +54,13 @@ class Transfers:
         return column(self.table, name, dtype)
 
 
+def _has_trigger_flows(trace: Trace, scope: Scope) -> bool:
+    """Whether the Flow table has an edge from an instruction to a packet (the triggers can be read from it)."""
+    found = fetch(trace, f"SELECT 1 FROM {FLOW} WHERE {q(ts.IN_TABLE)} = '{ts.DMA_PACKET.name}' AND "
+                         f"{q(ts.OUT_TABLE)} = '{ts.INSTRUCTION.name}' LIMIT 1")
+    return found.num_rows > 0
+
+
 def agg_expr(alias: str = "") -> str:
     """SQL: the transfer id of a DmaPacket row; a packet without an aggregation id is a transfer of its own,
     keyed apart from real (non-negative) ids."""
@@ -61,12 +68,21 @@ def agg_expr(alias: str = "") -> str:
     return f"coalesce({p}{q(rs.T_PACKET_AGGREGATION_ID)}, -1 - {p}{q(ts.ID)})"
 
 
-def transfers(trace: Trace, scope: Scope | None = None) -> Transfers:
+def transfers(trace: Trace, scope: Scope | None = None, *, window_only: bool = False) -> Transfers:
     """Every DMA transfer of the trace (on the scope's core), with first start, last end and trigger.
 
     The scope's window is not applied here: a transfer's trigger is found from the whole trace; callers filter.
+    With ``window_only`` the transfers with a packet overlapping the window are enough (each still whole: every
+    packet of it, and its trigger from every one of them), which spares grouping every packet of a long trace for
+    a narrow window -- when the trace's Flow table names the triggers (the simulator's index pairing needs every
+    transfer, so without flows every one is returned).
     """
     core = scope.core_sql() if scope is not None else "TRUE"
+    narrow = window_only and scope is not None and _has_trigger_flows(trace, scope)
+    cand = (f"{DMA_PACKET} SEMI JOIN (SELECT DISTINCT {agg_expr()} AS c FROM {DMA_PACKET} WHERE {core} AND "
+            f"{q(ts.START_TS)} < {int(scope.end_ns)} AND ({q(ts.END_TS)} > {int(scope.start_ns)} OR "
+            f"{q(ts.START_TS)} >= {int(scope.start_ns)})) cand ON {agg_expr(DMA_PACKET)} = cand.c"
+            if narrow else DMA_PACKET)
     table = fetch(trace, f"""
         SELECT {agg_expr()} AS {AGG},
                min({q(ts.START_TS)}) AS {FIRST_START},
@@ -77,16 +93,17 @@ def transfers(trace: Trace, scope: Scope | None = None) -> Transfers:
                sum({q(ts.TRANSFER_BYTES)})::BIGINT AS {NBYTES},
                count(*) AS {NPACKETS},
                any_value({q(ts.VARIABLE)}) AS {VAR}
-        FROM {DMA_PACKET} WHERE {core} GROUP BY 1 ORDER BY 1""")
+        FROM {cand} WHERE {core} GROUP BY 1 ORDER BY 1""")
     agg = column(table, AGG)
     trigger = np.full(len(agg), -1, dtype=np.int64)
     source = "none"
+    only = f"AND {agg_expr('p')} IN (SELECT unnest($aggs))" if narrow else ""
     flow = fetch(trace, f"""
-        SELECT {agg_expr()} AS {AGG}, min(f.{q(ts.OUT_ID)}) AS {TRIGGER}
+        SELECT {agg_expr('p')} AS {AGG}, min(f.{q(ts.OUT_ID)}) AS {TRIGGER}
         FROM {FLOW} f JOIN {DMA_PACKET} p ON p.{q(ts.ID)} = f.{q(ts.IN_ID)}
         WHERE f.{q(ts.IN_TABLE)} = '{ts.DMA_PACKET.name}' AND f.{q(ts.OUT_TABLE)} = '{ts.INSTRUCTION.name}'
-          AND {scope.core_sql('p') if scope is not None else 'TRUE'}
-        GROUP BY 1""")
+          AND {scope.core_sql('p') if scope is not None else 'TRUE'} {only}
+        GROUP BY 1""", params={"aggs": agg.tolist()} if narrow else None)
     if flow.num_rows:
         pos = np.searchsorted(agg, column(flow, AGG))
         trigger[pos] = column(flow, TRIGGER)

@@ -247,7 +247,7 @@ def build_graph(trace: Trace, scope: Scope) -> EventGraph:
 
     # trigger edges: trigger instruction -> every segment of its transfer
     if ns_:
-        moved = transfers(trace, scope)
+        moved = transfers(trace, scope, window_only=True)   # (the segments' transfers: those of the window)
         if moved.trigger_source != "none":
             agg_sorted = moved.col("agg")
             trig_node = _lookup(i_id, moved.trigger[np.clip(_lookup(agg_sorted, s_agg), 0, None)])

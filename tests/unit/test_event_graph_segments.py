@@ -42,3 +42,27 @@ def test_the_segments_of_random_windows_are_those_of_the_definition(name, two_co
             want = t.sql(ORACLE.format(core=where, a=scope.start_ns, b=scope.end_ns)).to_arrow_table().to_pylist()
             assert got == want, (name, a, b, core)
             assert got or a is not None     # (the whole trace has segments)
+
+
+@pytest.mark.parametrize("name", ["matmul_naive-trn2", "mlp-trn2"])
+def test_a_windows_transfers_are_whole_and_their_triggers_those_of_the_whole_trace(name, tmp_path):
+    from profiler.analyses.dma_transfers import transfers
+
+    path = tmp_path / f"{name}.trace"
+    shutil.copytree(SAMPLES / f"{name}.trace", path)
+    rng = random.Random(name)
+    with profiler.open(path) as t:
+        every = transfers(t, resolve_scope(t))
+        assert every.trigger_source == "flow"
+        by_agg = {r["agg"]: (r, trig) for r, trig in zip(every.table.to_pylist(), every.trigger.tolist(), strict=True)}
+        lo, hi = t.time_range
+        for _ in range(8):
+            a, b = sorted(rng.sample(range(lo, hi), 2))
+            scope = resolve_scope(t, a, b)
+            part = transfers(t, scope, window_only=True)
+            touching = {r[0] for r in t.sql(
+                f"SELECT DISTINCT coalesce(packet_aggregation_id, -1 - id) FROM DmaPacket WHERE start_ts < {b} "
+                f"AND (end_ts > {a} OR start_ts >= {a})").fetchall()}
+            got = {r["agg"]: (r, trig) for r, trig in zip(part.table.to_pylist(), part.trigger.tolist(), strict=True)}
+            assert set(got) == touching and (part.trigger_source == "flow" or not got)
+            assert all(got[k] == by_agg[k] for k in got)   # each whole: its every packet, its trigger

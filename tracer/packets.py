@@ -88,6 +88,12 @@ class PacketExpander:
         ok[ok] = self.base[key[ok]] >= 0
         return ok
 
+    def packets(self, batch: pa.RecordBatch) -> int:
+        """How many packets the transfers in ``batch`` expand to (their layouts known, see :meth:`known`)."""
+        key = np.asarray(batch.column("packet_layout"), np.int64) * self.rotations + np.asarray(
+            batch.column("rotation"), np.int64)
+        return int(self.count[key].sum())
+
     def expand(self, batch: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
         """The ``DmaPacket`` batches of the transfers in ``batch`` (transfers of unknown layout must be removed
         first, see :meth:`known`), at most :data:`MAX_BATCH_PACKETS` packets each unless one transfer has more."""

@@ -202,7 +202,11 @@ class TraceReader:
             raise TraceFormatError(f"{layout_path}: {exc}") from None
         queues = _queues_needed(layouts, expander.rotations)
         warned = False
-        for stored in self._file_batches(schema.DMA_TRANSFER, on_bytes=on_bytes):
+        took: list[int] = []   # a transfer batch's file bytes, told as its packets go out (a batch of transfers
+        #                        expands to millions of packets: told at once, the progress stalled, then jumped)
+        for stored in self._file_batches(schema.DMA_TRANSFER, on_bytes=took.append if on_bytes else None):
+            nbytes = sum(took)
+            took.clear()
             layout = np.asarray(stored.column("packet_layout"), np.int64)
             rotation = np.asarray(stored.column("rotation"), np.int64)
             ok = expander.known(layout, rotation)
@@ -216,12 +220,27 @@ class TraceReader:
                     warned = True
                 batch = batch.filter(pa.array(ok))
             if not batch.num_rows:
+                if on_bytes is not None and nbytes:
+                    on_bytes(nbytes)
                 continue
             problem = _transfer_problem(batch, queues, expander.rotations)
             if problem is not None:
                 raise TraceFormatError(f"{transfer_path}: {problem}; the trace is damaged: record or export it again")
             try:
-                yield from expander.expand(batch)
+                if on_bytes is None:
+                    yield from expander.expand(batch)
+                    continue
+                packets = max(expander.packets(batch), 1)
+                out = told = 0
+                for chunk in expander.expand(batch):
+                    out += chunk.num_rows
+                    share = nbytes * out // packets - told
+                    if share > 0:
+                        told += share
+                        on_bytes(share)
+                    yield chunk
+                if nbytes > told:
+                    on_bytes(nbytes - told)
             except (IndexError, ValueError, OverflowError, pa.ArrowException) as exc:
                 raise TraceFormatError(f"{transfer_path}: DMA transfers that do not fit their packet layouts "
                                        f"({_first_line(exc)[:160]}); the trace is damaged: record or export it "

@@ -226,7 +226,7 @@ def test_a_file_named_duckdb_that_is_not_one_says_what_it_is(tmp_path):
     assert "not a DuckDB database (it is a text file)" in _error(fake)
 
 
-def test_a_trace_directory_reports_its_bytes_batch_by_batch(tmp_path):
+def test_a_trace_directory_reports_its_bytes_batch_by_batch(tmp_path, monkeypatch):
     """Ingest progress moves with each batch read (DMA packets: each batch of transfers expanded), not a table at a
     time, and adds up to the input's size: the progress bar, and a followed recording's read given up at its next
     step (profiler.live)."""
@@ -234,6 +234,9 @@ def test_a_trace_directory_reports_its_bytes_batch_by_batch(tmp_path):
 
     path = tmp_path / "mm.trace"
     run_kernel("matmul_naive", {"M": 512, "N": 512, "K": 512}, arch="trn2", trace_path=path)
+    from tracer import packets
+
+    monkeypatch.setattr(packets, "MAX_BATCH_PACKETS", 256)   # a batch of transfers expands to several batches
     source = TraceDirectorySource(path)
     steps: list[tuple[str, int]] = []
     current = [""]
@@ -241,10 +244,15 @@ def test_a_trace_directory_reports_its_bytes_batch_by_batch(tmp_path):
     def progress(n: int) -> None:
         steps.append((current[0], n))
 
+    packet_batches = 0
     for name, _batch in source.read(progress):
         current[0] = name
+        packet_batches += name == ts.DMA_PACKET.name
     assert sum(n for _t, n in steps) == source.input_size()
     assert all(n > 0 for _t, n in steps)
     packet_steps = [n for t, n in steps if t == ts.DMA_PACKET.name]
     assert len(packet_steps) >= 2          # the expansion reports as it goes
+    # every batch of packets a batch of transfers expands to tells its share of the transfers' bytes (they were
+    # told at once, before millions of packets: the bar stalled at 68%, then jumped)
+    assert packet_batches > 2 and len(packet_steps) >= packet_batches - 1
     assert len(steps) > len(source.reader.table_names())

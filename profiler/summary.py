@@ -13,8 +13,10 @@ Definitions (Neuron Explorer's Summary, see ``docs/database.md``):
   (1 MAC = 2) of those that are not transposes, as Neuron defines MFU: an FP32 matmul (4x the hardware work) is
   high HFU and low MFU, and FP8 matmuls (twice BF16's rate on Trn2) can reach an MFU over 100% of the BF16 peak.
 * ``dma``: ``active_time_ns`` the union of all DMA packets per core (clipped, summed over cores),
-  ``transfer_bytes`` of packets starting in the range, ``throughput_gbps`` = bytes / active ns (= GB/s),
-  ``utilization_pct`` = active / (total x cores with DMA queues), like the engines'.
+  ``transfer_bytes`` of packets starting in the range, ``throughput_gbps`` = bytes / the ns any core's DMA was
+  active (= GB/s; one core: its active time),
+  ``utilization_pct`` = active / (total x cores with DMA queues), like the engines'; ``cores``: how many
+  cores have DMA queues.
 """
 
 from __future__ import annotations
@@ -92,6 +94,9 @@ def summarize(trace: Trace, start_ns: int | None = None, end_ns: int | None = No
     for t in (t for t in tracks if t[dbs.KIND] == "dma_queue"):
         queues_by_core.setdefault(t[dbs.CORE], []).append(t[dbs.TRACK_ID])
     dma_active = sum(trace.busy_ns(ids, start, end) for ids in queues_by_core.values()) if total else 0
+    # the throughput while DMA is active: over the time any core's queues moved data (one core: the same time)
+    dma_any = (dma_active if len(queues_by_core) <= 1 else
+               trace.busy_ns([i for ids in queues_by_core.values() for i in ids], start, end)) if total else 0
     dma_bytes = 0
     if queues_by_core and total:
         row = fetch_one(
@@ -106,8 +111,9 @@ def summarize(trace: Trace, start_ns: int | None = None, end_ns: int | None = No
         "dma": {
             "active_time_ns": int(dma_active),
             "transfer_bytes": dma_bytes,
-            "throughput_gbps": round(dma_bytes / dma_active, 4) if dma_active else None,
+            "throughput_gbps": round(dma_bytes / dma_any, 4) if dma_any else None,
             "utilization_pct": _pct(dma_active, total * len(queues_by_core)) if queues_by_core else None,
+            "cores": len(queues_by_core),
         },
     }
 
@@ -160,5 +166,7 @@ def format_summary(summary: dict[str, Any]) -> str:
     lines.append(f"HFU {pct(summary['hfu_pct'])}   MFU {pct(summary['mfu_pct'])}")
     d = summary["dma"]
     tp = "n/a" if d["throughput_gbps"] is None else f"{d['throughput_gbps']:.2f} GB/s"
-    lines.append(f"DMA active {d['active_time_ns'] / 1e3:,.3f} us, {d['transfer_bytes']:,} bytes, {tp}")
+    cores = d.get("cores") or 1
+    summed = f" (summed over {cores} cores)" if cores > 1 else ""
+    lines.append(f"DMA active {d['active_time_ns'] / 1e3:,.3f} us{summed}, {d['transfer_bytes']:,} bytes, {tp}")
     return "\n".join(lines)

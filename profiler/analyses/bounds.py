@@ -16,6 +16,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from profiler import db_schema as dbs
 from profiler.analyses import hbm_regions, intervals
 from profiler.analyses import schema as rs
 from profiler.analyses.inputs import (
@@ -65,11 +66,20 @@ def _counts(trace: Trace, scope: Scope) -> dict[str, int]:
     transpose = f"{q(ts.TENSOR_INSTRUCTION_TYPE)} = 'TRANSPOSE'"
     flops = fetch(trace, f"SELECT coalesce(sum({hw_flop}), 0) AS hw, "
                          f"coalesce(sum({hw_flop}) FILTER (WHERE {transpose}), 0) AS tr, "
-                         f"coalesce(sum({model_flop}) FILTER (WHERE {transpose} IS NOT TRUE), 0) AS model "
+                         f"coalesce(sum({model_flop}) FILTER (WHERE {transpose} IS NOT TRUE), 0) AS model, "
+                         f"count(*) AS n, count({hw_flop}) AS known "
                          f"FROM {INSTRUCTION} "
                          f"WHERE {scope.starts_sql()} AND {q(ts.ENGINE)} = '{TENSOR}'").to_pylist()[0]
+    if flops["n"] and not flops["known"]:   # a profile without FLOP fields: unknown, not zero
+        return {rs.DMA_TRANSFER_BYTES: int(dma["b"]), rs.HW_FLOPS: None, rs.TRANSPOSE_FLOPS: None,
+                rs.MODEL_FLOPS: None}
     return {rs.DMA_TRANSFER_BYTES: int(dma["b"]), rs.HW_FLOPS: int(flops["hw"]), rs.TRANSPOSE_FLOPS: int(flops["tr"]),
             rs.MODEL_FLOPS: int(flops["model"])}
+
+
+def _has_dma(trace: Trace) -> bool:
+    """Whether the trace has DMA packets at all (a track of them)."""
+    return any(t[dbs.TABLE] == ts.DMA_PACKET.name for t in trace.tracks().to_pylist())
 
 
 def _ns(amount: float | None, rate_per_s: float | None) -> float | None:
@@ -127,14 +137,24 @@ def performance_bounds(trace: Trace, start_ns: int | None = None, end_ns: int | 
                          "core's peaks (pass core= / --core for one core's bounds)")
     for field in hw.missing:
         notes.append(f"Metadata.{field} is missing, so the bounds that need it are unknown")
+    flops_known = counts[rs.HW_FLOPS] is not None
+    if not flops_known:
+        notes.append("the trace records no FLOPs for its Tensor instructions (raw_flops / adjusted_flops), so the "
+                     "ideal compute bounds are unknown")
+    has_dma = _has_dma(trace)
+    if not has_dma:   # (a legacy neuron-profile JSON records instructions only: "DMA idle" would be about no data)
+        necessary_bytes = None
+        notes.append("the trace has no DMA packets (a legacy neuron-profile JSON records instructions only), so the "
+                     "memory bounds are unknown")
     total = scope.length_ns
     values: dict[str, float | None] = {
-        rs.MEMORY_BOUND_NS: float(active[rs.DMA]),
-        rs.MEMORY_BOUND_IDEAL_NS: _ns(counts[rs.DMA_TRANSFER_BYTES], hw.dma_bw_peak),
+        rs.MEMORY_BOUND_NS: float(active[rs.DMA]) if has_dma else None,
+        rs.MEMORY_BOUND_IDEAL_NS: _ns(counts[rs.DMA_TRANSFER_BYTES], hw.dma_bw_peak) if has_dma else None,
         rs.MEMORY_BOUND_NO_RELOADS_NS: _ns(necessary_bytes, hw.dma_bw_peak),
         rs.COMPUTE_BOUND_NS: float(active[TENSOR]),
         rs.COMPUTE_BOUND_IDEAL_NS: _ns(counts[rs.HW_FLOPS], hw.te_peak_flops),
-        rs.COMPUTE_BOUND_IDEAL_USEFUL_NS: _ns(counts[rs.HW_FLOPS] - counts[rs.TRANSPOSE_FLOPS], hw.te_peak_flops),
+        rs.COMPUTE_BOUND_IDEAL_USEFUL_NS: _ns(counts[rs.HW_FLOPS] - counts[rs.TRANSPOSE_FLOPS], hw.te_peak_flops)
+        if flops_known else None,
     }
     busiest = max(active, key=lambda e: (active[e], e == rs.DMA))
     values[rs.PERFECT_PIPELINE_NS] = float(active[busiest])

@@ -244,8 +244,14 @@ def call_tree(trace: Trace, start_ns: int | None = None, end_ns: int | None = No
     max_spans = check_count(max_spans, "max_spans", allow_none=False)
     has_spans = fetch(trace, f"SELECT count(*) AS n FROM (SELECT 1 FROM {q(dbs.SLICE_TABLE)} LIMIT 1)")
     if has_spans.column(0)[0].as_py() == 0:
+        has_instructions = fetch(trace, f"SELECT count(*) AS n FROM (SELECT 1 FROM {q(ts.INSTRUCTION.name)} "
+                                        "LIMIT 1)").column(0)[0].as_py()
+        hint = ("; its instructions have a tree of their own (layer, operator, source line, engine, opcode): "
+                "`trnprof calltree --instructions`, Trace.call_tree_figure(of='instructions')"
+                if has_instructions else "")
         raise QueryError(f"{trace.path}: the trace has no spans to build a call tree from (it needs nested "
-                         "spans: an imported PyTorch/JAX/Chrome trace, or a recording with layer or operator names)")
+                         "spans: an imported PyTorch/JAX/Chrome trace, or a recording with layer or operator "
+                         f"names){hint}")
     rows, n_window = _read_spans(trace, t0, t1, max_spans, closed_end=closed_end)
     if merge_steps:
         i = rows.schema.get_field_index("name")

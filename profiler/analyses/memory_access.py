@@ -162,8 +162,9 @@ def require_views(trace: Trace) -> None:
                   params={"pattern": VIEW_PATTERN})
     if found.num_rows == 0:
         raise QueryError(f"{trace.path}: no instruction names an on-chip operand as dtype[N]@SBUF[p0:p1]+0xADDR, so "
-                         "the trace has no memory map (it needs a trnprof simulator recording of trace format 2.2 "
-                         "or later: re-record it with `trnprof record`)")
+                         "the trace has no memory map: it needs the operands' addresses, which trnprof simulator "
+                         "recordings of trace format 2.2 or later have and hardware profiles do not record (an "
+                         "older recording: record it again with `trnprof record`)")
 
 
 __all__ = ["FALLBACK_CAPACITY", "MEMORIES", "VIEW_PATTERN", "Accesses", "accesses", "accesses_by_memory", "bank_bytes",

@@ -259,11 +259,11 @@ _GROUP_STATS = [
     pa.field(BUSY_NS, pa.int64(), nullable=False),
     pa.field(INSTRUCTION_NS, pa.int64(), nullable=False),
     pa.field(TENSOR_NS, pa.int64(), nullable=False),
-    pa.field(FLOPS, pa.int64(), nullable=False),
-    pa.field(ADJUSTED_FLOPS, pa.int64(), nullable=False),
-    pa.field(MODEL_FLOPS, pa.int64(), nullable=False),
-    pa.field(HBM_READ_BYTES, pa.int64(), nullable=False),
-    pa.field(HBM_WRITE_BYTES, pa.int64(), nullable=False),
+    pa.field(FLOPS, pa.int64()),                # null: the trace records no FLOPs (a profile without the fields)
+    pa.field(ADJUSTED_FLOPS, pa.int64()),
+    pa.field(MODEL_FLOPS, pa.int64()),
+    pa.field(HBM_READ_BYTES, pa.int64()),       # null: the trace records no HBM bytes
+    pa.field(HBM_WRITE_BYTES, pa.int64()),
     pa.field(MFU, pa.float64()),
     pa.field(HFU, pa.float64()),
     pa.field(SHARE, pa.float64()),

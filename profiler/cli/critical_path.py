@@ -83,15 +83,15 @@ def _coverage_note(trace: Trace, path: pa.Table, args: argparse.Namespace) -> st
     """A line saying why the path covers little of the window, when it does and the trace records no dependency
     edges (a synthetic or imported trace without Flow rows: the path can only follow each engine's and queue's own
     order back from the last event); empty otherwise."""
+    if trace.sql_arrow(f"SELECT 1 FROM {quote(ts.FLOW.name)} LIMIT 1").num_rows:  # any dependency edge at all
+        return ""
     scope = resolve_scope(trace, args.start, args.end, args.core)
     first, last = path.column(rs.START_NS)[0].as_py(), path.column(rs.END_NS)[-1].as_py()
     share = (last - first) / max(scope.length_ns, 1)
-    if share >= SHORT_PATH:
-        return ""
-    if trace.sql_arrow(f"SELECT 1 FROM {quote(ts.FLOW.name)} LIMIT 1").num_rows:  # any dependency edge at all
-        return ""
-    return (f"it covers {100 * share:.1f}% of the window: the trace has no Flow rows (dependencies), so the path "
-            "follows only each engine's and queue's own order back from the last event to end\n")
+    # said whatever the path covers (a Neuron profile's usually covers the window: one queue's own order)
+    why = ("the trace has no Flow rows (dependencies, which Neuron profiles do not record), so the path follows "
+           "only each engine's and queue's own order back from the last event to end\n")
+    return f"it covers {100 * share:.1f}% of the window: {why}" if share < SHORT_PATH else f"note: {why}"
 
 
 def event_ref(text: str) -> tuple[str, int]:

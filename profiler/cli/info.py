@@ -41,6 +41,11 @@ def describe_trace(path: str) -> dict[str, Any]:
                 count = cursor.execute(f"SELECT count(*) FROM {quote(stored)}").fetchone()
                 if count and count[0]:
                     tables[spec.name] = int(count[0])
+        # the tables an import kept as they were (Neuron Explorer's Summary, ActiveTime, ...): SQL reads them too
+        own = {dbs.SLICE_TABLE, dbs.INFO_TABLE, dbs.TRACK_TABLE, dbs.LOD_TABLE, dbs.COUNTER_LOD_TABLE}
+        for name in sorted(present - own - {spec.name for spec in ts.TABLES}, key=str.lower):
+            count = cursor.execute(f"SELECT count(*) FROM {quote(name)}").fetchone()
+            tables[name] = int(count[0]) if count else 0
         overview = trace.overview()
         return {
             "path": str(path),

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import sys
+from typing import Any
 
 from profiler.analyses.waits import dependency_waits, wait_sentences, wait_summary
 from profiler.cli._analysis import (
@@ -43,13 +45,31 @@ class WaitsCommand:
                 print_table(dependency_waits(trace, args.start, args.end, args.core), args.format, limit)
                 return 0
             summary = wait_summary(trace, args.start, args.end, args.core, queue_groups=args.queue_groups)
+            notes = _notes(trace)
         if args.format == "table":
             for sentence in wait_sentences(summary, 5):
                 print(sentence)
             if summary.num_rows:
                 print()
         print_table(summary, args.format, limit)
+        for note in notes:
+            print(f"trnprof: note: {note}", file=sys.stderr)
         return 0
+
+
+def _notes(trace: Any) -> list[str]:
+    """What the trace does not record that the waits need (a Neuron profile has no Flow table)."""
+    from profiler.db.sqlutil import quote
+    from tracer import schema as ts
+
+    waits = trace.sql(f"SELECT count({quote(ts.EVT_WAIT_TIME_NS)}) FROM {quote(ts.INSTRUCTION.name)}").fetchall()
+    if not waits[0][0]:
+        return ["the trace records no semaphore waits (Instruction.evt_wait_time_ns), so there is nothing to "
+                "attribute"]
+    if not trace.sql(f"SELECT 1 FROM {quote(ts.FLOW.name)} LIMIT 1").fetchall():
+        return ["the trace has no Flow rows (dependencies, which Neuron profiles do not record), so what each wait "
+                "waited for is unknown"]
+    return []
 
 
 COMMAND = WaitsCommand()

@@ -139,7 +139,9 @@ def operator_figure(table: pa.Table) -> go.Figure:
         parents.append(layer)
         values.append(r[rs.BUSY_NS])
         mfu = r.get(rs.MFU)
-        hover.append(f"{op}: {format_duration(r[rs.BUSY_NS])} busy, {r[rs.FLOPS]:,} FLOPs"
+        flops = r[rs.FLOPS]
+        hover.append(f"{op}: {format_duration(r[rs.BUSY_NS])} busy"
+                     + (f", {flops:,} FLOPs" if flops is not None else ", FLOPs not recorded")
                      + (f", MFU {100 * mfu:.1f}%" if mfu is not None else ""))
     for layer, busy in layers.items():
         ids.append(layer)

@@ -60,6 +60,13 @@ def test_a_short_critical_path_on_a_trace_without_dependencies_says_why(mlp_samp
     capsys.readouterr()
     assert main(["critical-path", str(synth)]) == 0
     out = capsys.readouterr().out
-    assert "of the window: the trace has no Flow rows (dependencies)" in out
+    assert "of the window: the trace has no Flow rows (dependencies" in out
     assert main(["critical-path", str(mlp_sample)]) == 0  # a recording: Flow edges, a path over the whole kernel
     assert "Flow rows" not in capsys.readouterr().out
+    # a profile without Flow rows whose path covers the window (a Neuron profile's, one queue's order) says it too
+    pq = tmp_path / "pq"
+    assert main(["export", str(mlp_sample), "--format", "parquet", "-o", str(pq), "--quiet"]) == 0
+    (pq / "Flow.parquet").unlink()
+    assert main(["critical-path", str(pq)]) == 0
+    out = capsys.readouterr().out
+    assert "note: the trace has no Flow rows (dependencies, which Neuron profiles do not record)" in out

@@ -97,7 +97,7 @@ def test_summary_is_exact(trace):
     assert s["hfu_pct"] == round(100 * 7000 / (peak_per_ns * 110), 4)
     assert s["mfu_pct"] == round(100 * 5000 / (peak_per_ns * 110), 4)    # the transpose is not model work
     assert s["dma"] == {"active_time_ns": 45, "transfer_bytes": 3500, "throughput_gbps": round(3500 / 45, 4),
-                        "utilization_pct": round(100 * 45 / 110, 4)}
+                        "utilization_pct": round(100 * 45 / 110, 4), "cores": 1}
     part = trace.summary(12, 55)
     assert part["total_time_ns"] == 43
     assert part["engines"]["Tensor"]["active_time_ns"] == 18      # [12, 30)

@@ -224,7 +224,7 @@ def test_a_window_is_the_same_map_as_the_whole_traces_cut(samples_root):
 
 def test_traces_without_on_chip_operands_say_so(tmp_path):
     with profiler.open(write_handmade(tmp_path / "h.trace")) as t, \
-            pytest.raises(QueryError, match=r"no instruction names an on-chip operand .* re-record"):
+            pytest.raises(QueryError, match=r"no instruction names an on-chip operand .* record it again"):
         mmap.memory_map(t, "SBUF")  # the hand-made trace's operands have the pre-2.2 form
 
 

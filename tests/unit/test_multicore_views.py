@@ -33,6 +33,12 @@ def test_dma_active_is_a_share_of_every_cores_time(two_core_trace):
     assert active > s["total_time_ns"]          # summed over two cores: a share of one core's time passed 100%
     cards = {label: value for label, value, _ in sfig.headline_numbers(s)}
     assert cards["DMA active"] == share
+    # the throughput while active: over the time any core's DMA moved data, as `trnprof dma` says (it was the
+    # bytes over the cores' summed time: half of it on two busy cores)
+    both = _union([(a, b) for _c, a, b in rows], lo, hi)
+    assert s["dma"]["cores"] == 2 and s["dma"]["throughput_gbps"] == round(s["dma"]["transfer_bytes"] / both, 4)
+    from profiler.summary import format_summary
+    assert "us (summed over 2 cores)" in format_summary(s)
 
 
 def test_each_cores_queues_are_rows_of_their_own(two_core_trace):

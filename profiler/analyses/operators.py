@@ -97,11 +97,14 @@ def _time_by(trace: Trace, by: str, scope: Scope) -> pa.Table:
         rs.SHARE: pc.divide(pc.cast(time_ns, pa.float64()), float(scope.length_ns)),
     })
     # a profile without the FLOP (or HBM byte) fields: unknown, not zero (as the summary's HFU/MFU say n/a)
-    known = fetch(trace, f"SELECT count(*) AS n, count(coalesce({q(ts.ADJUSTED_FLOPS)}, {q(ts.RAW_FLOPS)})) AS f, "
+    # (FLOPs: of the Tensor instructions, as the bounds count them; a trace without any has none, known)
+    known = fetch(trace, f"SELECT count(*) AS n, count(*) FILTER (WHERE {q(ts.ENGINE)} = 'Tensor') AS nt, "
+                         f"count(coalesce({q(ts.ADJUSTED_FLOPS)}, {q(ts.RAW_FLOPS)})) "
+                         f"FILTER (WHERE {q(ts.ENGINE)} = 'Tensor') AS f, "
                          f"count(coalesce({q(rs.T_HBM_READ_BYTES)}, {q(rs.T_HBM_WRITE_BYTES)})) AS b "
                          f"FROM {INSTRUCTION} WHERE {scope.starts_sql()}").to_pylist()[0]
     unknown = []
-    if known["n"] and not known["f"]:
+    if known["nt"] and not known["f"]:
         unknown += [rs.FLOPS, rs.ADJUSTED_FLOPS, rs.MODEL_FLOPS, rs.MFU, rs.HFU]
     if known["n"] and not known["b"]:
         unknown += [rs.HBM_READ_BYTES, rs.HBM_WRITE_BYTES]

@@ -74,3 +74,14 @@ def test_what_a_profile_without_flows_or_spans_cannot_say_is_said(neuron_like, t
     out = capsys.readouterr().out
     assert "  Summary " in out and "1 rows" in out
     assert main(["memory", str(neuron_like)]) == 0        # (the export keeps the operands' addresses)
+
+
+def test_a_recording_without_matmuls_has_zero_flops_not_unknown(tmp_path):
+    from tracer.sim import run_kernel
+
+    run_kernel("softmax", {"rows": 256, "cols": 256}, trace_path=tmp_path / "s.trace")
+    with profiler.open(tmp_path / "s.trace") as t:
+        ops = time_by(t, "operator")
+        b = performance_bounds(t)
+    assert ops.column("flops").to_pylist() == [0] * ops.num_rows and ops.column("mfu").null_count < ops.num_rows
+    assert b["compute_bound_ideal_ns"] == 0 and not any("records no FLOPs" in n for n in b["notes"])

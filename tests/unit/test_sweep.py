@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from profiler.cli import main
 from profiler.sweep import fastest_first_table
 from profiler.sweep_table import BUSIEST, ENGINE_BUSY_PCT, ERROR, SIMULATED_US, VS_FASTEST, sweep_table
-from tracer.errors import ConfigError
+from tracer.errors import ConfigError, KernelError
 from tracer.schema import ENGINES
 from tracer.sim import cost_model, run_kernel
 from tracer.sim import sweep as sw
@@ -528,3 +528,25 @@ def test_two_spellings_of_one_value_are_refused(params, overrides, said):
     """The text was compared: `100,100.0` ran the same point twice."""
     with pytest.raises(ConfigError, match=said):
         sweep_points("softmax", params, overrides)
+
+
+def test_a_worker_that_dies_ends_the_sweep_with_one_error_not_a_hang(tmp_path, capfd):
+    """multiprocessing's Pool replaced a dead worker forever (or hung in its terminate, deaf to SIGTERM)."""
+    import multiprocessing
+    import time
+
+    path = tmp_path / "crash.py"
+    path.write_text("import os\n"
+                    "def crash(nc, *, n: int = 1):\n"
+                    "    if n == 2:\n"
+                    "        os._exit(3)\n"
+                    "    x = nc.input('x', (128, 64), 'bf16')\n"
+                    "    t = nc.sbuf_tile((128, 64), 'bf16')\n"
+                    "    nc.dma_copy(t, x)\n")
+    target = f"{path}:crash"
+    t0 = time.monotonic()
+    with pytest.raises(KernelError, match=r"a sweep worker process died while running point 2 \(n=2\)"):
+        list(run_sweep(target, sweep_points(target, {"n": ["1", "2", "3"]}), jobs=2))
+    assert time.monotonic() - t0 < 60 and not multiprocessing.active_children()
+    assert main(["sweep", target, "-p", "n=1,2,3", "-j", "2", "-q"]) != 0
+    assert "worker process died while running point 2" in capfd.readouterr().err

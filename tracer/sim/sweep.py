@@ -303,21 +303,50 @@ def _worker_point(i: int) -> SweepRow:
 
 
 def _run_parallel(job: _Job, workers: int, on_start: Callable[[int, SweepPoint], None] | None) -> Iterator[SweepRow]:
-    pool = multiprocessing.get_context("spawn").Pool(workers, initializer=_init_worker, initargs=(job,))
+    """The points run by ``workers`` spawned processes, as they finish.  A worker that dies (a crash in native code,
+    the out-of-memory killer; or a script without the ``__main__`` guard, whose workers cannot start) is one
+    KernelError: multiprocessing's Pool replaced such workers forever, or hung in its terminate."""
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    from concurrent.futures.process import BrokenProcessPool
+
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=_init_worker,
+                               initargs=(job,))
+    pending: dict[Any, int] = {}
+    given = 0
     try:
-        if on_start is not None:
-            for i in range(workers):
-                on_start(i, job.points[i])
-        given = workers
-        for row in pool.imap_unordered(_worker_point, range(len(job.points))):
-            if on_start is not None and given < len(job.points):
+        while given < min(workers, len(job.points)):
+            if on_start is not None:
                 on_start(given, job.points[given])
-                given += 1
-            yield row
-        pool.close()
+            pending[pool.submit(_worker_point, given)] = given
+            given += 1
+        while pending:
+            done, _ = wait(list(pending), return_when=FIRST_COMPLETED)
+            for future in done:
+                i = pending.pop(future)
+                try:
+                    row = future.result()
+                except BrokenProcessPool:
+                    raise KernelError(
+                        f"a sweep worker process died while running point {i + 1} ({_point_text(job.points[i])}): "
+                        "a crash in native code or the out-of-memory killer, or, from a Python script, a "
+                        "script without the `if __name__ == \"__main__\":` guard (the workers import it); run "
+                        "with jobs=1 (-j 1) to see the point's own error") from None
+                if given < len(job.points):
+                    if on_start is not None:
+                        on_start(given, job.points[given])
+                    pending[pool.submit(_worker_point, given)] = given
+                    given += 1
+                yield row
     finally:
-        pool.terminate()   # stops what still runs (Ctrl-C, an error, a caller that stopped iterating)
-        pool.join()
+        # stops what still runs (Ctrl-C, an error, a caller that stopped iterating): the workers are ours
+        for process in list(getattr(pool, "_processes", {}).values()):
+            process.terminate()
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _point_text(point: SweepPoint) -> str:
+    text = " ".join(f"{k}={v}" for k, v in {**point.params, **point.overrides}.items())
+    return text or point.arch
 
 
 __all__ = ["ARCH", "MAX_POINTS", "SweepPoint", "SweepRow", "run_sweep", "split_values", "sweep_points",

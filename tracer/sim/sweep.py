@@ -321,20 +321,19 @@ def _run_parallel(job: _Job, workers: int, on_start: Callable[[int, SweepPoint],
             given += 1
         while pending:
             done, _ = wait(list(pending), return_when=FIRST_COMPLETED)
-            for future in done:
+            for future in sorted(done, key=lambda f: pending[f]):
                 i = pending.pop(future)
                 try:
                     row = future.result()
                 except BrokenProcessPool:
-                    raise KernelError(
-                        f"a sweep worker process died while running point {i + 1} ({_point_text(job.points[i])}): "
-                        "a crash in native code or the out-of-memory killer, or, from a Python script, a "
-                        "script without the `if __name__ == \"__main__\":` guard (the workers import it); run "
-                        "with jobs=1 (-j 1) to see the point's own error") from None
+                    raise _worker_died(job, [i, *pending.values()]) from None
                 if given < len(job.points):
                     if on_start is not None:
                         on_start(given, job.points[given])
-                    pending[pool.submit(_worker_point, given)] = given
+                    try:
+                        pending[pool.submit(_worker_point, given)] = given
+                    except BrokenProcessPool:   # a worker died meanwhile, running one of the points pending
+                        raise _worker_died(job, list(pending.values())) from None
                     given += 1
                 yield row
     finally:
@@ -342,6 +341,17 @@ def _run_parallel(job: _Job, workers: int, on_start: Callable[[int, SweepPoint],
         for process in list(getattr(pool, "_processes", {}).values()):
             process.terminate()
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _worker_died(job: _Job, running: list[int]) -> KernelError:
+    """The error of a worker process that died while the points ``running`` ran."""
+    running = sorted(set(running))
+    which = (f"point {running[0] + 1} ({_point_text(job.points[running[0]])})" if len(running) == 1 else
+             "one of points " + ", ".join(f"{i + 1} ({_point_text(job.points[i])})" for i in running))
+    return KernelError(f"a sweep worker process died while running {which}: a crash in native code or the "
+                       "out-of-memory killer, or, from a Python script, a script without the "
+                       "`if __name__ == \"__main__\":` guard (the workers import it); run with jobs=1 (-j 1) to see "
+                       "the point's own error")
 
 
 def _point_text(point: SweepPoint) -> str:

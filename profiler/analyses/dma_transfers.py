@@ -54,7 +54,7 @@ class Transfers:
         return column(self.table, name, dtype)
 
 
-def _has_trigger_flows(trace: Trace, scope: Scope) -> bool:
+def _has_trigger_flows(trace: Trace) -> bool:
     """Whether the Flow table has an edge from an instruction to a packet (the triggers can be read from it)."""
     found = fetch(trace, f"SELECT 1 FROM {FLOW} WHERE {q(ts.IN_TABLE)} = '{ts.DMA_PACKET.name}' AND "
                          f"{q(ts.OUT_TABLE)} = '{ts.INSTRUCTION.name}' LIMIT 1")
@@ -78,7 +78,7 @@ def transfers(trace: Trace, scope: Scope | None = None, *, window_only: bool = F
     transfer, so without flows every one is returned).
     """
     core = scope.core_sql() if scope is not None else "TRUE"
-    narrow = window_only and scope is not None and _has_trigger_flows(trace, scope)
+    narrow = window_only and scope is not None and _has_trigger_flows(trace)
     cand = (f"{DMA_PACKET} SEMI JOIN (SELECT DISTINCT {agg_expr()} AS c FROM {DMA_PACKET} WHERE {core} AND "
             f"{q(ts.START_TS)} < {int(scope.end_ns)} AND ({q(ts.END_TS)} > {int(scope.start_ns)} OR "
             f"{q(ts.START_TS)} >= {int(scope.start_ns)})) cand ON {agg_expr(DMA_PACKET)} = cand.c"

@@ -116,31 +116,21 @@ def _segments(trace: Trace, scope: Scope) -> pa.Table:
     grouped (grouping every packet of the core made a 1% window cost 40-50% of the whole trace)."""
     s0, s1 = int(scope.start_ns), int(scope.end_ns)
     extent = event_range(trace, scope.core, dma_only=True)
-    if extent is None or (s0 <= extent[0] and s1 >= extent[1]):   # every packet: no semi-join (it would only cost)
-        return fetch(trace, f"""
-            SELECT {agg_expr()} AS agg, {q(ts.QUEUE_NAME)} AS queue,
-                   min({q(ts.START_TS)}) AS s, max({q(ts.END_TS)}) AS e,
-                   arg_max({q(ts.ID)}, ({q(ts.END_TS)}, {q(ts.ID)})) AS last_id,
-                   arg_max({q(rs.TRACK_ID)}, ({q(ts.END_TS)}, {q(ts.ID)})) AS track,
-                   any_value({q(ts.VARIABLE)}) AS var, any_value({q(ts.ENGINE_IDX)}) AS dma_engine,
-                   any_value(coalesce({q(ts.PCORE_IDX)}, 0)) AS core
-            FROM {DMA_PACKET} WHERE {scope.core_sql()}
-            GROUP BY 1, 2 HAVING min({q(ts.START_TS)}) >= {s0} AND min({q(ts.START_TS)}) < {s1}
-            ORDER BY agg, queue""")
+    source = f"{DMA_PACKET} p"
+    if extent is not None and (s0 > extent[0] or s1 < extent[1]):   # (every packet: the semi-join would only cost)
+        source = (f"{DMA_PACKET} p SEMI JOIN (SELECT DISTINCT {agg_expr()} AS agg, {q(ts.QUEUE_NAME)} AS queue "
+                  f"FROM {DMA_PACKET} WHERE {scope.core_sql()} AND {q(ts.START_TS)} >= {s0} AND "
+                  f"{q(ts.START_TS)} < {s1}) c ON {agg_expr('p')} = c.agg "
+                  f"AND p.{q(ts.QUEUE_NAME)} IS NOT DISTINCT FROM c.queue")
     return fetch(trace, f"""
-        WITH cand AS (SELECT DISTINCT {agg_expr()} AS agg, {q(ts.QUEUE_NAME)} AS queue FROM {DMA_PACKET}
-                      WHERE {scope.core_sql()} AND {q(ts.START_TS)} >= {s0} AND {q(ts.START_TS)} < {s1})
         SELECT {agg_expr('p')} AS agg, p.{q(ts.QUEUE_NAME)} AS queue,
                min(p.{q(ts.START_TS)}) AS s, max(p.{q(ts.END_TS)}) AS e,
                arg_max(p.{q(ts.ID)}, (p.{q(ts.END_TS)}, p.{q(ts.ID)})) AS last_id,
                arg_max(p.{q(rs.TRACK_ID)}, (p.{q(ts.END_TS)}, p.{q(ts.ID)})) AS track,
                any_value(p.{q(ts.VARIABLE)}) AS var, any_value(p.{q(ts.ENGINE_IDX)}) AS dma_engine,
                any_value(coalesce(p.{q(ts.PCORE_IDX)}, 0)) AS core
-        FROM {DMA_PACKET} p SEMI JOIN cand c ON {agg_expr('p')} = c.agg
-             AND p.{q(ts.QUEUE_NAME)} IS NOT DISTINCT FROM c.queue
-        WHERE {scope.core_sql('p')}
-        GROUP BY 1, 2
-        HAVING min(p.{q(ts.START_TS)}) >= {s0} AND min(p.{q(ts.START_TS)}) < {s1}
+        FROM {source} WHERE {scope.core_sql('p')}
+        GROUP BY 1, 2 HAVING min(p.{q(ts.START_TS)}) >= {s0} AND min(p.{q(ts.START_TS)}) < {s1}
         ORDER BY agg, queue""")
 
 

@@ -66,12 +66,16 @@ def _time_by(trace: Trace, by: str, scope: Scope) -> pa.Table:
                    CASE WHEN {q(ts.ENGINE)} = 'Tensor'
                              AND coalesce({q(ts.TENSOR_INSTRUCTION_TYPE)}, '') <> 'TRANSPOSE'
                         THEN coalesce({q(ts.RAW_FLOPS)}, 0) ELSE 0 END AS model,
-                   coalesce({q(rs.T_HBM_READ_BYTES)}, 0) AS rb, coalesce({q(rs.T_HBM_WRITE_BYTES)}, 0) AS wb
+                   coalesce({q(rs.T_HBM_READ_BYTES)}, 0) AS rb, coalesce({q(rs.T_HBM_WRITE_BYTES)}, 0) AS wb,
+                   {q(ts.ENGINE)} = 'Tensor' AS is_tensor,
+                   coalesce({q(ts.ADJUSTED_FLOPS)}, {q(ts.RAW_FLOPS)}) IS NOT NULL AS has_flops,
+                   coalesce({q(rs.T_HBM_READ_BYTES)}, {q(rs.T_HBM_WRITE_BYTES)}) IS NOT NULL AS has_bytes
             FROM {INSTRUCTION} WHERE {scope.starts_sql()}
         ), a AS (
             SELECT {part}, count(*) AS n, min(s) AS s0, max(e) AS e1, sum(d)::BIGINT AS d, sum(raw)::BIGINT AS raw,
                    sum(adj)::BIGINT AS adj, sum(model)::BIGINT AS model, sum(rb)::BIGINT AS rb,
-                   sum(wb)::BIGINT AS wb
+                   sum(wb)::BIGINT AS wb, count(*) FILTER (WHERE is_tensor) AS nt,
+                   count(*) FILTER (WHERE is_tensor AND has_flops) AS nf, count(*) FILTER (WHERE has_bytes) AS nb
             FROM rows GROUP BY {part}
         ), busy AS ({union_sql(keys, 'TRUE')}), tensor AS ({union_sql(keys, "engine = 'Tensor'")})
         SELECT a.*, coalesce(busy.u, 0) AS busy, coalesce(tensor.u, 0) AS tensor
@@ -96,17 +100,15 @@ def _time_by(trace: Trace, by: str, scope: Scope) -> pa.Table:
         rs.HFU: util(table.column("adj")),
         rs.SHARE: pc.divide(pc.cast(time_ns, pa.float64()), float(scope.length_ns)),
     })
-    # a profile without the FLOP (or HBM byte) fields: unknown, not zero (as the summary's HFU/MFU say n/a)
-    # (FLOPs: of the Tensor instructions, as the bounds count them; a trace without any has none, known)
-    known = fetch(trace, f"SELECT count(*) AS n, count(*) FILTER (WHERE {q(ts.ENGINE)} = 'Tensor') AS nt, "
-                         f"count(coalesce({q(ts.ADJUSTED_FLOPS)}, {q(ts.RAW_FLOPS)})) "
-                         f"FILTER (WHERE {q(ts.ENGINE)} = 'Tensor') AS f, "
-                         f"count(coalesce({q(rs.T_HBM_READ_BYTES)}, {q(rs.T_HBM_WRITE_BYTES)})) AS b "
-                         f"FROM {INSTRUCTION} WHERE {scope.starts_sql()}").to_pylist()[0]
+    # a profile without the FLOP (or HBM byte) fields: unknown, not zero (as the summary's HFU/MFU say n/a);
+    # FLOPs are the Tensor instructions' (as the bounds count them): a trace without any has none, known
+    def total(name: str) -> int:
+        return int(pc.sum(table.column(name)).as_py() or 0)
+
     unknown = []
-    if known["nt"] and not known["f"]:
+    if total("nt") and not total("nf"):
         unknown += [rs.FLOPS, rs.ADJUSTED_FLOPS, rs.MODEL_FLOPS, rs.MFU, rs.HFU]
-    if known["n"] and not known["b"]:
+    if total("n") and not total("nb"):
         unknown += [rs.HBM_READ_BYTES, rs.HBM_WRITE_BYTES]
     for name in unknown:
         columns[name] = pa.nulls(table.num_rows, pa.float64() if name in (rs.MFU, rs.HFU) else pa.int64())

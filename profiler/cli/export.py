@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from profiler.errors import CommandError
 
@@ -23,6 +25,14 @@ def parse_time(text: str, option: str) -> int:
 #: JSON past which an export warns that the Perfetto UI may not open it (trace-viewers: ~2 GB WASM ceiling, the
 #: in-memory trace 2-4x the file; "< 1GB should be reasonable for Chrome").
 PERFETTO_UI_JSON_BYTES = 1_000_000_000
+
+
+def _total_of(bar: Any) -> Callable[[int], None]:
+    """A callback setting the progress bar's total (the rows the export will write)."""
+    def set_total(n: int) -> None:
+        bar.total = n
+        bar.refresh()
+    return set_total
 
 
 class ExportCommand:
@@ -79,7 +89,7 @@ class ExportCommand:
             notes: list[str] = []
             try:
                 progress = bar.update if bar is not None else None
-                expected = None if bar is None else (lambda n: (setattr(bar, "total", n), bar.refresh()))
+                expected = None if bar is None else _total_of(bar)
                 if args.fmt == "chrome":
                     stats = export_chrome(trace, args.output, window=window, force=args.force, progress=progress,
                                           expected=expected)

@@ -312,13 +312,22 @@ def _run_parallel(job: _Job, workers: int, on_start: Callable[[int, SweepPoint],
     pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=_init_worker,
                                initargs=(job,))
     pending: dict[Any, int] = {}
-    given = 0
+    points = iter(range(len(job.points)))
+
+    def start_next() -> None:
+        i = next(points, None)
+        if i is None:
+            return
+        if on_start is not None:
+            on_start(i, job.points[i])
+        try:
+            pending[pool.submit(_worker_point, i)] = i
+        except BrokenProcessPool:   # a worker died meanwhile, running one of the points pending
+            raise _worker_died(job, list(pending.values())) from None
+
     try:
-        while given < min(workers, len(job.points)):
-            if on_start is not None:
-                on_start(given, job.points[given])
-            pending[pool.submit(_worker_point, given)] = given
-            given += 1
+        for _ in range(workers):
+            start_next()
         while pending:
             done, _ = wait(list(pending), return_when=FIRST_COMPLETED)
             for future in sorted(done, key=lambda f: pending[f]):
@@ -327,14 +336,7 @@ def _run_parallel(job: _Job, workers: int, on_start: Callable[[int, SweepPoint],
                     row = future.result()
                 except BrokenProcessPool:
                     raise _worker_died(job, [i, *pending.values()]) from None
-                if given < len(job.points):
-                    if on_start is not None:
-                        on_start(given, job.points[given])
-                    try:
-                        pending[pool.submit(_worker_point, given)] = given
-                    except BrokenProcessPool:   # a worker died meanwhile, running one of the points pending
-                        raise _worker_died(job, list(pending.values())) from None
-                    given += 1
+                start_next()
                 yield row
     finally:
         # stops what still runs (Ctrl-C, an error, a caller that stopped iterating): the workers are ours

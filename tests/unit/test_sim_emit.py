@@ -6,6 +6,7 @@ import contextlib
 import itertools
 import os
 import platform
+import time
 from array import array
 from pathlib import Path
 
@@ -83,8 +84,13 @@ def test_writer_process_keeps_freed_buffers_for_reuse(tmp_path, monkeypatch):
     monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_", raising=False)
     emitter = ProcessEmitter(Core(cost_model("trn2")), tmp_path / "t", overwrite=False, metadata={})
     try:
-        raw = Path(f"/proc/{emitter._proc.pid}/environ").read_bytes()
-        env = dict(item.split("=", 1) for item in raw.decode().split("\0") if "=" in item)
+        env: dict[str, str] = {}
+        for _ in range(50):   # (read again while the child's environment is not yet its own: once seen in CI)
+            raw = Path(f"/proc/{emitter._proc.pid}/environ").read_bytes()
+            env = dict(item.split("=", 1) for item in raw.decode().split("\0") if "=" in item)
+            if "MALLOC_MMAP_THRESHOLD_" in env:
+                break
+            time.sleep(0.1)
         assert env["MALLOC_MMAP_THRESHOLD_"] == MALLOC_ENV["MALLOC_MMAP_THRESHOLD_"] == str(32 << 20)
         assert env["MALLOC_TRIM_THRESHOLD_"] == "12345"
     finally:

@@ -45,6 +45,9 @@ class Transfers:
     table: pa.Table
     trigger: np.ndarray
     trigger_source: str          # "flow", "simulator" or "none"
+    #: Whether every transfer of the scope's core is here (False: only those with a packet in the window, from
+    #: ``transfers(..., window_only=True)``; every transfer starting in the window is among them).
+    whole: bool = True
 
     def __len__(self) -> int:
         return self.table.num_rows
@@ -52,6 +55,16 @@ class Transfers:
     def col(self, name: str, dtype: type = np.int64) -> np.ndarray:
         """A column as a numpy array."""
         return column(self.table, name, dtype)
+
+
+def merged(a: Transfers, b: Transfers) -> Transfers:
+    """The transfers of ``a`` and ``b`` (the same transfer in both is the same row), sorted by ``agg``."""
+    table = pa.concat_tables([a.table, b.table.cast(a.table.schema)])
+    agg = column(table, AGG)
+    _, first = np.unique(agg, return_index=True)   # (sorted by agg, first occurrence)
+    trigger = np.concatenate([a.trigger, b.trigger])[first]
+    source = a.trigger_source if a.trigger_source != "none" else b.trigger_source
+    return Transfers(table.take(pa.array(first)), trigger, source, whole=a.whole or b.whole)
 
 
 def _has_trigger_flows(trace: Trace) -> bool:
@@ -68,21 +81,30 @@ def agg_expr(alias: str = "") -> str:
     return f"coalesce({p}{q(rs.T_PACKET_AGGREGATION_ID)}, -1 - {p}{q(ts.ID)})"
 
 
-def transfers(trace: Trace, scope: Scope | None = None, *, window_only: bool = False) -> Transfers:
+def transfers(trace: Trace, scope: Scope | None = None, *, window_only: bool = False,
+              triggered_by: np.ndarray | None = None) -> Transfers:
     """Every DMA transfer of the trace (on the scope's core), with first start, last end and trigger.
 
     The scope's window is not applied here: a transfer's trigger is found from the whole trace; callers filter.
     With ``window_only`` the transfers with a packet overlapping the window are enough (each still whole: every
     packet of it, and its trigger from every one of them), which spares grouping every packet of a long trace for
     a narrow window -- when the trace's Flow table names the triggers (the simulator's index pairing needs every
-    transfer, so without flows every one is returned).
+    transfer, so without flows every one is returned).  With ``triggered_by`` (instruction ids), likewise only the
+    transfers a Flow edge from one of them reaches.
     """
     core = scope.core_sql() if scope is not None else "TRUE"
-    narrow = window_only and scope is not None and _has_trigger_flows(trace)
-    cand = (f"{DMA_PACKET} SEMI JOIN (SELECT DISTINCT {agg_expr()} AS c FROM {DMA_PACKET} WHERE {core} AND "
-            f"{q(ts.START_TS)} < {int(scope.end_ns)} AND ({q(ts.END_TS)} > {int(scope.start_ns)} OR "
-            f"{q(ts.START_TS)} >= {int(scope.start_ns)})) cand ON {agg_expr(DMA_PACKET)} = cand.c"
-            if narrow else DMA_PACKET)
+    narrow = ((window_only and scope is not None) or triggered_by is not None) and _has_trigger_flows(trace)
+    if not narrow:
+        cand = DMA_PACKET
+    elif triggered_by is not None:
+        cand = (f"{DMA_PACKET} SEMI JOIN (SELECT DISTINCT {agg_expr('p')} AS c FROM {FLOW} f JOIN {DMA_PACKET} p "
+                f"ON p.{q(ts.ID)} = f.{q(ts.IN_ID)} WHERE f.{q(ts.IN_TABLE)} = '{ts.DMA_PACKET.name}' AND "
+                f"f.{q(ts.OUT_TABLE)} = '{ts.INSTRUCTION.name}' AND f.{q(ts.OUT_ID)} IN "
+                f"(SELECT unnest($trig))) cand ON {agg_expr(DMA_PACKET)} = cand.c")
+    else:
+        cand = (f"{DMA_PACKET} SEMI JOIN (SELECT DISTINCT {agg_expr()} AS c FROM {DMA_PACKET} WHERE {core} AND "
+                f"{q(ts.START_TS)} < {int(scope.end_ns)} AND ({q(ts.END_TS)} > {int(scope.start_ns)} OR "
+                f"{q(ts.START_TS)} >= {int(scope.start_ns)})) cand ON {agg_expr(DMA_PACKET)} = cand.c")
     table = fetch(trace, f"""
         SELECT {agg_expr()} AS {AGG},
                min({q(ts.START_TS)}) AS {FIRST_START},
@@ -93,7 +115,8 @@ def transfers(trace: Trace, scope: Scope | None = None, *, window_only: bool = F
                sum({q(ts.TRANSFER_BYTES)})::BIGINT AS {NBYTES},
                count(*) AS {NPACKETS},
                any_value({q(ts.VARIABLE)}) AS {VAR}
-        FROM {cand} WHERE {core} GROUP BY 1 ORDER BY 1""")
+        FROM {cand} WHERE {core} GROUP BY 1 ORDER BY 1""",
+                  params={"trig": np.asarray(triggered_by, np.int64).tolist()} if "$trig" in cand else None)
     agg = column(table, AGG)
     trigger = np.full(len(agg), -1, dtype=np.int64)
     source = "none"
@@ -104,7 +127,7 @@ def transfers(trace: Trace, scope: Scope | None = None, *, window_only: bool = F
         WHERE f.{q(ts.IN_TABLE)} = '{ts.DMA_PACKET.name}' AND f.{q(ts.OUT_TABLE)} = '{ts.INSTRUCTION.name}'
           AND {scope.core_sql('p') if scope is not None else 'TRUE'} {only}
         GROUP BY 1""", params={"aggs": agg.tolist()} if narrow else None)
-    if flow.num_rows:
+    if flow.num_rows or narrow:   # (narrow: the Flow table names triggers, none of these transfers' maybe)
         pos = np.searchsorted(agg, column(flow, AGG))
         trigger[pos] = column(flow, TRIGGER)
         source = "flow"
@@ -114,4 +137,4 @@ def transfers(trace: Trace, scope: Scope | None = None, *, window_only: bool = F
         if triggers.num_rows and triggers.num_rows == len(agg) and bool((agg >= 0).all()):
             trigger = column(triggers, ts.ID)
             source = "simulator"
-    return Transfers(table, trigger, source)
+    return Transfers(table, trigger, source, whole=not narrow)

@@ -68,6 +68,21 @@ def union_area(r0: np.ndarray, r1: np.ndarray, c0: np.ndarray, c1: np.ndarray) -
     return int(area)
 
 
+def _placed_at(ids: np.ndarray, starts: np.ndarray, moved: Transfers) -> np.ndarray:
+    """Where each instruction's region is placed: the first packet of the transfer it triggered (as ``moved``'s
+    trigger), else its own start."""
+    if moved.trigger_source == "none":
+        return starts
+    known = moved.trigger >= 0
+    order = np.argsort(moved.trigger[known])
+    trig = moved.trigger[known][order]
+    if not len(trig):
+        return starts
+    first = moved.col(dt.FIRST_START)[known][order]
+    pos = np.clip(np.searchsorted(trig, ids), 0, len(trig) - 1)
+    return np.where(trig[pos] == ids, first[pos], starts)
+
+
 def regions(trace: Trace, scope: Scope, moved: Transfers | None = None) -> Regions | None:
     """The HBM regions moved by DMA transfers starting in the window (none: empty); None when the trace names
     none at all.
@@ -81,18 +96,16 @@ def regions(trace: Trace, scope: Scope, moved: Transfers | None = None) -> Regio
                         f"AND regexp_matches({q(ts.OPERANDS)}, '(src|dst)=[A-Za-z_][^\\[ ]*\\[[0-9]+:')")
     if rows.num_rows == 0:
         return None
-    moved = transfers(trace, scope) if moved is None else moved
+    # a window's own transfers place most of its instructions; those left that start in it may have triggered a
+    # transfer starting outside it: theirs are looked up too (each transfer whole, its trigger from every packet)
+    moved = transfers(trace, scope, window_only=True) if moved is None else moved
     ids = column(rows, ts.ID)
-    placed_at = column(rows, ts.START_TS)
-    if moved.trigger_source != "none":
-        known = moved.trigger >= 0
-        order = np.argsort(moved.trigger[known])
-        trig = moved.trigger[known][order]
-        first = moved.col(dt.FIRST_START)[known][order]
-        pos = np.clip(np.searchsorted(trig, ids), 0, max(len(trig) - 1, 0))
-        hit = trig[pos] == ids if len(trig) else np.zeros(len(ids), bool)
-        placed_at = np.where(hit, first[pos] if len(trig) else placed_at, placed_at)
+    placed_at = _placed_at(ids, column(rows, ts.START_TS), moved)
     inside = (placed_at >= scope.start_ns) & (placed_at < scope.end_ns)
+    if not moved.whole and inside.any():
+        extra = transfers(trace, scope, triggered_by=ids[inside & (placed_at == column(rows, ts.START_TS))])
+        placed_at = _placed_at(ids, column(rows, ts.START_TS), dt.merged(moved, extra))
+        inside = (placed_at >= scope.start_ns) & (placed_at < scope.end_ns)
     rows = rows.filter(pa.array(inside))
     if rows.num_rows == 0:  # the trace names regions, none of a transfer starting in the window
         return _NO_REGIONS

@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 
 from profiler.analyses import intervals
 from profiler.analyses import schema as rs
-from profiler.analyses.dma_transfers import FIRST_START, transfers
+from profiler.analyses.dma_transfers import FIRST_START, Transfers, transfers
 from profiler.analyses.inputs import (
     INSTRUCTION,
     WAIT_OPCODES,
@@ -198,17 +198,29 @@ def _dma_spans(trace: Trace, scope: Scope) -> tuple[np.ndarray, np.ndarray]:
     return intervals.gaps(starts, ends, scope.start_ns, scope.end_ns)
 
 
-def _dma_gaps(trace: Trace, scope: Scope, gs: np.ndarray, ge: np.ndarray) -> pa.Table:
-    """The DMA gaps ``gs``/``ge`` with the transfer that ended each and the instruction that triggered it."""
-    n = len(gs)
-    moved = transfers(trace, scope)
+def _next_triggers(moved: Transfers, ge: np.ndarray, end_ns: int) -> tuple[np.ndarray, np.ndarray]:
+    """For each gap end: whether a transfer starts at or after it (the gap ending before ``end_ns``), and that
+    transfer's trigger (-1: unknown) -- the first such transfer, ties in transfer order."""
     first = moved.col(FIRST_START)
     order = np.argsort(first, kind="stable")
     first_sorted = first[order]
     k = np.searchsorted(first_sorted, ge, side="left")
-    has_next = (ge < scope.end_ns) & (k < len(first_sorted))
-    trig = moved.trigger[order[np.where(has_next, k, 0)]] if len(first_sorted) else np.full(n, -1, np.int64)
-    known = moved.trigger[moved.trigger >= 0]
+    has_next = (ge < end_ns) & (k < len(first_sorted))
+    trig = moved.trigger[order[np.where(has_next, k, 0)]] if len(first_sorted) else np.full(len(ge), -1, np.int64)
+    return has_next, trig
+
+
+def _dma_gaps(trace: Trace, scope: Scope, gs: np.ndarray, ge: np.ndarray) -> pa.Table:
+    """The DMA gaps ``gs``/``ge`` with the transfer that ended each and the instruction that triggered it."""
+    n = len(gs)
+    # the transfers with a packet in the window hold every transfer starting in it, so a gap whose next transfer
+    # (the first starting at or after its end) is among them has its answer there; only when one is not (it starts
+    # after the window) are every transfer of the core grouped
+    moved = transfers(trace, scope, window_only=True)
+    has_next, trig = _next_triggers(moved, ge, scope.end_ns)
+    if not moved.whole and bool((has_next != (ge < scope.end_ns)).any()):
+        has_next, trig = _next_triggers(transfers(trace, scope), ge, scope.end_ns)
+    known = np.unique(trig[has_next & (trig >= 0)])
     info = pa.table({"id": pa.array([], pa.int64())})
     if len(known):
         info = fetch(trace, f"SELECT {q(ts.ID)} AS id, {q(ts.ENGINE)} AS engine, {q(ts.OPCODE)} AS opcode "

@@ -66,3 +66,99 @@ def test_a_windows_transfers_are_whole_and_their_triggers_those_of_the_whole_tra
             got = {r["agg"]: (r, trig) for r, trig in zip(part.table.to_pylist(), part.trigger.tolist(), strict=True)}
             assert set(got) == touching and (part.trigger_source == "flow" or not got)
             assert all(got[k] == by_agg[k] for k in got)   # each whole: its every packet, its trigger
+
+
+@pytest.mark.parametrize("name", ["matmul_naive-trn2", "attention-trn2", "mlp-trn2"])
+def test_dma_gaps_of_random_windows_are_those_found_from_every_transfer(name, tmp_path, monkeypatch):
+    """The DMA gaps' next transfers, looked up among a window's transfers (falling back to every one when a gap's
+    next transfer starts after the window), against looking them up among every transfer of the trace."""
+    import importlib
+
+    gaps_module = importlib.import_module("profiler.analyses.idle_gaps")   # (the package's name is the function)
+    from profiler.analyses.dma_transfers import transfers
+
+    path = tmp_path / f"{name}.trace"
+    shutil.copytree(SAMPLES / f"{name}.trace", path)
+    rng = random.Random(name)
+    calls: list[bool] = []
+
+    def spy(trace, scope=None, *, window_only=False):
+        calls.append(window_only)
+        return transfers(trace, scope, window_only=window_only)
+
+    with profiler.open(path) as t:
+        lo, hi = t.time_range
+        windows = [(None, None)] + [tuple(sorted(rng.sample(range(lo, hi), 2))) for _ in range(12)]
+        fell_back = narrow_only = 0
+        for a, b in windows:
+            calls.clear()
+            monkeypatch.setattr(gaps_module, "transfers", spy)
+            got = gaps_module.idle_gaps(t, a, b, engines=["DMA"])
+            fell_back += calls == [True, False]
+            narrow_only += calls == [True]
+            monkeypatch.setattr(gaps_module, "transfers", lambda tr, sc=None, **_: transfers(tr, sc))
+            want = gaps_module.idle_gaps(t, a, b, engines=["DMA"])
+            assert got.equals(want), (name, a, b)
+        assert narrow_only >= 1 and fell_back + narrow_only == len(windows)
+
+
+def test_a_dma_gap_whose_next_transfer_starts_after_the_window_finds_it(tmp_path):
+    """Transfer 0's packets [0,10) and [50,60) leave the DMA idle in [10,50); the next transfer to start after
+    that gap is transfer 1 at 100, past the window [0,80): it is still named (looked up among every transfer)."""
+    from tracer import TraceWriter
+    from tracer import schema as ts
+
+    path = tmp_path / "late.trace"
+    with TraceWriter(path, metadata={"is_simulation": True, "arch": "handmade"}, background_flush=False) as w:
+        w.append_rows(ts.INSTRUCTION.name, [
+            {ts.ID: i, ts.START_TS: s, ts.END_TS: s + 5, ts.DURATION_NS: 5, ts.ENGINE: "Sync",
+             ts.OPCODE: "DMA_TRIGGER", ts.OPERANDS: "", ts.PC: i, ts.PCORE_IDX: 0, ts.TIMELINE_TRACK: "Sync"}
+            for i, s in ((0, 0), (1, 90))])
+        w.append_rows(ts.DMA_PACKET.name, [
+            {ts.ID: i, ts.QUEUE_NAME: "qSyncIO0", ts.START_TS: s, ts.END_TS: s + 10, ts.DURATION_NS: 10,
+             ts.READ_BYTES: 64, ts.WRITE_BYTES: 64, ts.TRANSFER_BYTES: 64, "packet_aggregation_id": agg,
+             ts.PCORE_IDX: 0}
+            for i, s, agg in ((0, 0, 0), (1, 50, 0), (2, 100, 1))])
+        w.append_rows(ts.FLOW.name, [
+            {ts.OUT_TABLE: "Instruction", ts.OUT_ID: o, ts.IN_TABLE: "DmaPacket", ts.IN_ID: p,
+             ts.DEPENDENCY_TYPE: "flow"} for o, p in ((0, 0), (0, 1), (1, 2))])
+    with profiler.open(path) as t:
+        gaps = profiler.analyses.idle_gaps(t, 0, 80, engines=["DMA"]).to_pylist()
+    rows = [(g["start_ns"], g["end_ns"], g["cause"], g["cause_id"]) for g in gaps]
+    assert rows == [(10, 50, "trigger", 1), (60, 80, "end_of_work", None)]
+
+
+@pytest.mark.parametrize("name", ["matmul_naive-trn2", "matmul_rowload-trn2", "mlp-trn2"])
+def test_the_hbm_regions_of_random_windows_are_those_placed_by_every_transfer(name, tmp_path, monkeypatch):
+    """A window's HBM regions (bounds' necessary bytes, the reload factors), placed by the window's own transfers
+    and those its remaining instructions triggered, against placing them by every transfer of the trace."""
+    import importlib
+
+    from profiler.analyses.dma_transfers import transfers
+
+    regions_module = importlib.import_module("profiler.analyses.hbm_regions")
+    path = tmp_path / f"{name}.trace"
+    shutil.copytree(SAMPLES / f"{name}.trace", path)
+    rng = random.Random(name)
+    extra_found = []
+
+    def spy(trace, scope=None, **kw):
+        got = transfers(trace, scope, **kw)
+        if kw.get("triggered_by") is not None:
+            extra_found.append(len(got))
+        return got
+
+    monkeypatch.setattr(regions_module, "transfers", spy)
+    with profiler.open(path) as t:
+        lo, hi = t.time_range
+        windows = [tuple(sorted(rng.sample(range(lo, hi), 2))) for _ in range(15)]
+        windows += [(lo, lo + (hi - lo) // k) for k in (2, 3, 5, 7)]
+        for a, b in windows:
+            scope = resolve_scope(t, a, b)
+            got = regions_module.regions(t, scope)
+            want = regions_module.regions(t, scope, transfers(t, scope))
+            fields = ("side", "name", "r0", "r1", "c0", "c1", "itemsize")
+            assert [getattr(got, f).tolist() for f in fields] == [getattr(want, f).tolist() for f in fields], (a, b)
+            assert regions_module.necessary_bytes(t, scope) == regions_module.necessary_bytes(
+                t, scope, transfers(t, scope))
+    assert any(extra_found), "no window had an instruction whose transfer starts after it"

@@ -112,33 +112,168 @@ def softmax_of_zeros(nc, cols=4096):
 
 
 def test_check_holds_small_outputs_to_their_own_scale():
-    with pytest.raises(KernelError, match=r"output y differs from the numpy reference \(max abs error .*, max rel "
-                                          r"error 1\)"):
+    with pytest.raises(KernelError, match=r"output y differs from the numpy reference \(.* elements outside the "
+                                          r"tolerance, .*max abs error .* \(1 of the largest reference value\)"):
         run_kernel(softmax_of_zeros, check=True)
 
 
-def test_check_allows_the_dtype_tolerance_of_the_largest_magnitude():
-    """2.9% of the largest magnitude passes in bf16, 3.1% fails, wherever the error lies."""
-    for error, passes in ((0.029, True), (0.031, False)):
-        def ref(inputs, error=error, **_):
-            want = np.full((128, 64), 1e-3, np.float32)
-            want[0, 0] = 0.5
-            want[5, 7] -= error * 0.5  # the kernel's 1e-3 there is off by `error` of the largest magnitude
-            return {"y": want}
+def _constant_kernel(values: np.ndarray, out_dtype: str = "bf16", tile_dtype: str | None = None,
+                     reference_values: np.ndarray | None = None, tolerance: float | None = None):
+    """A kernel writing ``values`` (set element by element from HBM) whose reference says ``reference_values``."""
+    want = values if reference_values is None else reference_values
 
-        @kernel(reference=ref)
-        def small_values(nc):
-            y = nc.output("y", (128, 64), "bf16")
-            t = nc.sbuf_tile((128, 64), "bf16")
-            nc.memset(t, 1e-3)
-            nc.memset(t[0:1, 0:1], 0.5)
+    def ref(inputs, **_):
+        return {"y": want.astype(np.float64)}
+
+    @kernel(reference=ref, tolerance=tolerance)
+    def constant(nc):
+        x = nc.input("x", values.shape, "fp32", init=values)
+        y = nc.output("y", values.shape, out_dtype)
+        t = nc.sbuf_tile(values.shape, tile_dtype or out_dtype)
+        nc.dma_copy(t, x) if (tile_dtype or out_dtype) == "fp32" else nc.tensor_copy(t, _fp32_copy(nc, x))
+        nc.dma_copy(y, t) if (tile_dtype or out_dtype) == out_dtype else nc.dma_copy(y, _as(nc, t, out_dtype))
+
+    return constant
+
+
+def _fp32_copy(nc, x):
+    t = nc.sbuf_tile(x.shape, "fp32")
+    nc.dma_copy(t, x)
+    return t
+
+
+def _as(nc, t, dtype):
+    o = nc.sbuf_tile(t.shape, dtype)
+    nc.tensor_copy(o, t)
+    return o
+
+
+def _check(k):
+    try:
+        return run_kernel(k, check=True).checks[0]
+    except KernelError as exc:
+        return exc.result.checks[0]
+
+
+def test_check_bounds_each_element_by_an_ulp_relative_and_an_ulp_of_the_largest_value():
+    """bf16: tol = 2^-7; an element w may be off by tol*|w| + tol*max|w| (1.5 with max 8: 0.0742, 9.5 ulps)."""
+    want = np.full((128, 64), 1.25, np.float32)
+    want[0, 0] = 8.0
+    want[5, 7] = 1.5
+    for ulps, passes in ((9, True), (10, False)):
+        got = want.copy()
+        got[5, 7] = 1.5 + ulps * 2 ** -7                          # exact in bf16
+        c = _check(_constant_kernel(got, reference_values=want))
+        assert c.ok == passes and c.precision == "bf16", (ulps, c)
+        if not passes:
+            assert c.note == ("1 of 8,192 elements outside the tolerance, the worst at [5, 7]: 1.57812 where the "
+                              "reference has 1.5")
+        # the same values in fp32 throughout: fp32's tolerance (2^-16) fails both
+        assert not _check(_constant_kernel(got, "fp32", reference_values=want)).ok
+        # an fp32 output computed through a bf16 tile: bf16's tolerance again
+        c = _check(_constant_kernel(got, "fp32", tile_dtype="bf16", reference_values=want))
+        assert c.ok == passes and c.precision == "bf16, the coarsest type the kernel used"
+
+
+def test_check_fails_a_systematic_error_of_a_percent_in_bf16():
+    """x 1.01 everywhere stays within each bf16 element's own bound (1 ulp is 0.4-0.8%, plus the absolute part)
+    but not in norm; x 1.002 passes."""
+    rng = np.random.default_rng(1)
+    want = round_bf16(rng.normal(size=(128, 256)).astype(np.float32))
+    for factor, passes in ((1.01, False), (1.002, True)):
+        c = _check(_constant_kernel(round_bf16((want * factor).astype(np.float32)), reference_values=want))
+        assert c.ok == passes, (factor, c)
+        if not passes:
+            assert "in norm" in c.note and c.norm_error == pytest.approx(0.01, rel=0.1)
+
+
+def test_check_fails_a_wrong_part_whose_values_are_small():
+    """Halves of magnitude 1 and 0.05: the small half 50% wrong passed the old 3%-of-the-largest rule."""
+    rng = np.random.default_rng(2)
+    want = rng.uniform(0.5, 1.0, (128, 128)).astype(np.float32)
+    want[:, 64:] *= 0.05
+    want = round_bf16(want)
+    got = want.copy()
+    got[:, 64:] *= 0.5
+    c = _check(_constant_kernel(round_bf16(got), reference_values=want))
+    assert not c.ok and "elements outside the tolerance" in c.note
+    assert c.max_rel_error < 0.03     # (what the old rule compared: it passed)
+
+
+def test_check_matches_equal_infinities_and_names_an_inf_of_one_side():
+    want = np.ones((4, 8), np.float32)
+    want[1, 2] = np.inf
+    assert _check(_constant_kernel(want.copy(), "fp32", reference_values=want)).ok
+    got = want.copy()
+    got[1, 2] = 3.0
+    c = _check(_constant_kernel(got, "fp32", reference_values=want))
+    assert not c.ok and c.note == "the reference has 1 inf values where the other has numbers (first at [1, 2])"
+
+
+def test_a_kernel_sets_its_own_tolerance():
+    want = np.ones((4, 8), np.float32)
+    got = want * np.float32(1.05)
+    assert not _check(_constant_kernel(got, "fp32", reference_values=want)).ok
+    c = _check(_constant_kernel(got, "fp32", reference_values=want, tolerance=0.1))
+    assert c.ok and c.tolerance == 0.1 and c.precision == "the kernel's own"
+    with pytest.raises(Exception, match=r"tolerance=...\) takes a number >= 0, not 'x'"):
+        kernel(reference=_bad_reference, tolerance="x")
+
+
+def test_a_failed_check_names_every_output_and_keeps_the_result():
+    def ref(inputs, **_):
+        return {"a": inputs["x"] * 2, "b": inputs["x"] * 3}
+
+    @kernel(reference=ref)
+    def two_outputs(nc):
+        x = nc.input("x", (4, 8), "fp32")
+        for name in ("a", "b"):
+            y = nc.output(name, (4, 8), "fp32")
+            t = nc.sbuf_tile((4, 8), "fp32")
+            nc.dma_copy(t, x)
             nc.dma_copy(y, t)
 
-        if passes:
-            assert run_kernel(small_values, check=True).checks[0].ok
-        else:
-            with pytest.raises(KernelError, match="differs"):
-                run_kernel(small_values, check=True)
+    with pytest.raises(KernelError, match=r"output a differs .*; output b differs") as info:
+        run_kernel(two_outputs, check=True)
+    result = info.value.result
+    assert [c.ok for c in result.checks] == [False, False]
+    np.testing.assert_array_equal(result.outputs["a"], result.outputs["b"])   # (both the copied input)
+
+
+def test_matmul_refuses_a_psum_tile_that_is_not_fp32():
+    def k(nc, psum="bf16"):
+        a = nc.input("a", (2, 2), "bf16")
+        t = nc.sbuf_tile((2, 2), "bf16")
+        nc.dma_copy(t, a)
+        acc = nc.psum_tile((2, 2), psum)
+        nc.matmul(acc, t, t)
+
+    with pytest.raises(KernelError, match=r"matmul dst .* is a bf16 PSUM tile; the PE array accumulates in fp32"):
+        run_kernel(k, numerics=True)
+    run_kernel(k, {"psum": "fp32"}, numerics=True)
+
+
+def test_gelu_is_x_phi_x_and_its_tanh_approximation_is_its_own_function():
+    import math
+
+    x = np.array([[-5.0, -3.0, -1.0, 0.0, 0.5, 2.0, 4.0]], np.float32)
+
+    def k(nc, func="gelu"):
+        xi = nc.input("x", x.shape, "fp32", init=x)
+        y = nc.output("y", x.shape, "fp32")
+        t = nc.sbuf_tile(x.shape, "fp32")
+        nc.dma_copy(t, xi)
+        u = nc.sbuf_tile(x.shape, "fp32")
+        nc.activation(u, t, func)
+        nc.dma_copy(y, u)
+
+    exact = [0.5 * v * math.erfc(-v / math.sqrt(2)) for v in x[0].tolist()]
+    tanh = [0.5 * v * (1 + math.tanh(math.sqrt(2 / math.pi) * (v + 0.044715 * v ** 3))) for v in x[0].tolist()]
+    got = run_kernel(k, numerics=True).outputs["y"][0]
+    np.testing.assert_allclose(got, exact, rtol=1e-6, atol=1e-12)      # (through erfc: the tail exact too)
+    approx = run_kernel(k, {"func": "gelu_apprx_tanh"}, numerics=True).outputs["y"][0]
+    np.testing.assert_allclose(approx, tanh, rtol=1e-6, atol=1e-6)     # (fp32: 1 + tanh cancels in the tail)
+    assert abs(approx[1] - got[1]) > 0.1 * abs(got[1])                 # (the two differ by 10% at -3)
 
 
 def test_check_needs_a_reference():

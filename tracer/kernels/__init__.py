@@ -73,6 +73,8 @@ class KernelSpec:
     params: tuple[Param, ...]
     doc: str
     reference: Callable[..., dict[str, Any]] | None
+    #: ``--check``'s tolerance for this kernel (None: from the types it computes in, ``tracer.sim.check``).
+    tolerance: float | None = None
 
     @property
     def summary(self) -> str:
@@ -96,13 +98,20 @@ class KernelSpec:
 
 
 def kernel(fn: Callable[..., Any] | None = None, *, name: str | None = None,
-           reference: Callable[..., dict[str, Any]] | None = None) -> Any:
+           reference: Callable[..., dict[str, Any]] | None = None, tolerance: float | None = None) -> Any:
     """Mark ``fn`` as a kernel (optionally with a numpy ``reference`` for ``--check``).
 
-    Usable bare (``@kernel``) or with arguments (``@kernel(reference=ref)``).
+    Usable bare (``@kernel``) or with arguments (``@kernel(reference=ref)``).  ``tolerance`` replaces ``--check``'s
+    tolerance for this kernel (relative per element, of the largest value absolute, and in norm; default: from the
+    coarsest type the kernel computes in, ``tracer.sim.check``).
     """
+    if tolerance is not None and (isinstance(tolerance, bool) or not isinstance(tolerance, (int, float))
+                                  or not 0 <= tolerance < float("inf")):
+        raise ConfigError(f"@kernel(tolerance=...) takes a number >= 0, not {tolerance!r}")
+
     def mark(f: Callable[..., Any]) -> Callable[..., Any]:
-        f.__trnprof_kernel__ = {"name": name or f.__name__, "reference": reference}  # type: ignore[attr-defined]
+        f.__trnprof_kernel__ = {"name": name or f.__name__, "reference": reference,  # type: ignore[attr-defined]
+                                "tolerance": None if tolerance is None else float(tolerance)}
         return f
 
     return mark(fn) if fn is not None else mark
@@ -127,7 +136,8 @@ def spec_of(fn: Callable[..., Any], name: str | None = None) -> KernelSpec:
             raise ConfigError(f"kernel {kname}: parameter {p.name!r} needs a default value")
         kind = type(p.default) if isinstance(p.default, (bool, int, float, str)) else str
         params.append(Param(p.name, p.default, kind))
-    return KernelSpec(kname, fn, tuple(params), inspect.getdoc(fn) or "", info.get("reference"))
+    return KernelSpec(kname, fn, tuple(params), inspect.getdoc(fn) or "", info.get("reference"),
+                      info.get("tolerance"))
 
 
 def builtin(name: str) -> KernelSpec:

@@ -11,8 +11,9 @@ from tracer._lazy import lazy_attributes
 from tracer.sim.arch import PRESETS, CostModel, cost_model, overridable_names
 
 if TYPE_CHECKING:
+    from tracer.sim.check import CheckResult
     from tracer.sim.context import KernelContext
-    from tracer.sim.runner import CheckResult, RunResult, run_kernel
+    from tracer.sim.runner import RunResult, run_kernel
 
 __all__ = [
     "PRESETS",
@@ -27,6 +28,6 @@ __all__ = [
 
 
 #: Imported on first use: the trace writer process (tracer.sim.emit_child) must not load the simulator.
-_LAZY = {"KernelContext": "tracer.sim.context", "CheckResult": "tracer.sim.runner", "RunResult": "tracer.sim.runner",
+_LAZY = {"KernelContext": "tracer.sim.context", "CheckResult": "tracer.sim.check", "RunResult": "tracer.sim.runner",
          "run_kernel": "tracer.sim.runner"}
 __getattr__ = lazy_attributes(__name__, _LAZY)

@@ -57,6 +57,8 @@ class KernelContext(OpsMixin):
         self.tensors: dict[str, HbmTensor] = {}
         #: Each input's values as declared (with numerics), for the reference of ``--check``.
         self.initial_inputs: dict[str, np.ndarray] = {}
+        #: The types of the tiles allocated with numerics on (``--check``'s tolerance follows the coarsest).
+        self.tile_dtypes: set[DType] = set()
         self.cur_layer: str | None = None
         self.cur_operator: str | None = None
         self.last_pinfo: dict[int, tuple[Any, ...]] = {}
@@ -178,6 +180,8 @@ class KernelContext(OpsMixin):
         alloc = self.sbuf if mem == SBUF else self.psum
         block = alloc.alloc(shape[1] * d.itemsize, where, name)
         tile = Tile(self, name, shape, d, mem, block, where, self.numerics, self._n_tiles)
+        if self.numerics:
+            self.tile_dtypes.add(d)
         self._usage_counter(mem)
         return tile
 

@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
 
 from tracer.errors import KernelError
 
+#: The complementary error function, element by element (numpy has none; math.erfc keeps the tails exact).
+_erfc = np.frompyfunc(math.erfc, 1, 1)
+
 
 def _gelu(x: np.ndarray) -> np.ndarray:
+    """GELU, x * Phi(x) (NKI's ``gelu``), through erfc so the negative tail keeps its precision."""
+    x = np.asarray(x, np.float64)
+    return 0.5 * x * _erfc(-x * 0.7071067811865476).astype(np.float64)
+
+
+def _gelu_tanh(x: np.ndarray) -> np.ndarray:
+    """GELU's tanh approximation (NKI's ``gelu_apprx_tanh``)."""
     return 0.5 * x * (1.0 + np.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
 
 
@@ -32,6 +43,7 @@ ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
     "relu": lambda x: np.maximum(x, 0.0),
     "gelu": _gelu,
+    "gelu_apprx_tanh": _gelu_tanh,
     "silu": lambda x: x / (1.0 + np.exp(-x)),
     "square": np.square,
     "sqrt": np.sqrt,

@@ -320,6 +320,10 @@ class OpsMixin:
             raise KernelError(f"{where}: perf_mode=double_row multiplies FP8 tiles (fp8_e4m3, fp8_e5m2), not "
                               f"{st.dtype.name}")
         d = self._psum_dst(dst, where, (m, n), "matmul dst")
+        if d.dtype.name != "fp32":   # (the running sum of an accumulation group would be rounded at every step)
+            raise KernelError(f"{where}: matmul dst {d.tile.name} is a {d.dtype.name} PSUM tile; the PE array "
+                              "accumulates in fp32 (nc_matmul's results are always fp32): allocate it as "
+                              "nc.psum_tile(..., \"fp32\") and convert when copying it out")
         self._require_written(st, where, "stationary")
         self._require_written(mv, where, "moving")
         self._ldweights(st, where, False)

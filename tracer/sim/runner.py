@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gc
-import inspect
 import json
 import os
 import time
@@ -26,6 +25,7 @@ from tracer._version import __version__
 from tracer.errors import ConfigError, KernelError, TrnprofError
 from tracer.sim import kernel_sources
 from tracer.sim.arch import CostModel, cost_model
+from tracer.sim.check import CheckResult, check_outputs, failure_message
 from tracer.sim.context import KernelContext
 from tracer.sim.core import Core
 from tracer.sim.emit_process import ProcessEmitter
@@ -41,26 +41,6 @@ _TRACER_DIR = Path(__file__).resolve().parents[1]
 #: full collections found 9 objects in all, yet cost 2-8% of the run (mlp: four of ~45 ms each in 2 s), each
 #: rescanning everything the run keeps.  Young garbage is collected as before.
 GC_FULL_EVERY = 100
-
-#: Relative/absolute tolerance of ``--check`` per output dtype (bf16 keeps 8 mantissa bits).
-#: ``--check``'s tolerance per output dtype, a fraction of the reference's largest magnitude (of 1 where the
-#: reference is all zeros): an error of that much anywhere fails.
-CHECK_TOLERANCE = {"bf16": 3e-2, "fp16": 5e-3, "fp32": 1e-4,
-                   # FP8 keeps 3 (E4M3) or 2 (E5M2) mantissa bits: half a step is 6.25% / 12.5%
-                   "fp8_e4m3": 1.3e-1, "fp8_e5m2": 2.5e-1}
-
-
-@dataclasses.dataclass
-class CheckResult:
-    """Comparison of one output tensor with the numpy reference."""
-
-    name: str
-    max_abs_error: float
-    max_rel_error: float
-    ok: bool
-    #: What else differs: NaN values in one and not the other (their count and the first one's place).
-    note: str = ""
-
 
 @dataclasses.dataclass
 class RunResult:
@@ -114,8 +94,7 @@ class RunResult:
             lines.append(f"Tensor engine: {self.pe_flops / self.simulated_ns / 1e3:,.2f} TFLOPS "
                          f"({100 * self.pe_flops / (cm.pe_peak_flops * self.simulated_ns * 1e-9):.1f}% of peak)")
         for c in self.checks:
-            lines.append(f"check {c.name}: {'OK' if c.ok else 'MISMATCH'} (max abs error {c.max_abs_error:.3g}, "
-                         f"max rel error {c.max_rel_error:.3g})")
+            lines.append(f"check {c.name}: {'OK' if c.ok else 'MISMATCH'} ({c.describe()})")
         lines.append(f"trace: {self.trace_path}" if self.trace_path else "trace: not written (--no-trace)")
         return lines
 
@@ -256,12 +235,11 @@ def run_kernel(kernel: str | Callable[..., Any], params: Mapping[str, Any] | Non
         result.outputs = {n: t.data for n, t in ctx.tensors.items() if t.kind == "output"}
     if check:
         result.checks = check_outputs(spec, ctx, kparams)
-        bad = [c for c in result.checks if not c.ok]
-        if bad:
-            c = bad[0]
-            why = c.note or f"max abs error {c.max_abs_error:.4g}, max rel error {c.max_rel_error:.4g}"
-            raise KernelError(f"--check failed for kernel {spec.name}: output {c.name} differs from the numpy "
-                              f"reference ({why})")
+        failed = failure_message(spec.name, result.checks)
+        if failed:
+            error = KernelError(failed)
+            error.result = result   # type: ignore[attr-defined]  (the outputs and checks, to look at)
+            raise error
     return result
 
 
@@ -384,78 +362,6 @@ def _user_line(exc: BaseException, fn: Any) -> str:
         tb = tb.tb_next
     return user or in_fn or last or "?"
 
-
-def check_outputs(spec: Any, ctx: KernelContext, params: Mapping[str, Any]) -> list[CheckResult]:
-    """Compare each output tensor with ``spec.reference(inputs, **params)``."""
-    if spec.reference is None:
-        raise KernelError(f"kernel {spec.name} has no numpy reference, so --check cannot run; declare one with "
-                          "@tracer.kernels.kernel(reference=...)")
-    if not any(t.kind == "output" for t in ctx.tensors.values()):
-        raise KernelError(f"kernel {spec.name} declares no output tensor, so --check has nothing to compare; "
-                          "declare results with nc.output(...)")
-    # the inputs as they were given to the kernel (a kernel may write over one: the reference must not see that)
-    inputs = {n: a.copy() for n, a in ctx.initial_inputs.items()}
-    try:  # a reference that cannot take the call: named at its own line, with the parameters it is given
-        inspect.signature(spec.reference).bind(inputs, **params)
-    except TypeError as exc:
-        code = getattr(spec.reference, "__code__", None)
-        where = f"{Path(code.co_filename).name}:{code.co_firstlineno}" if code is not None else "?"
-        shown = ", ".join(params) or "none"
-        raise KernelError(f"{where}: the numpy reference of kernel {spec.name} cannot be called as "
-                          f"reference(inputs, **params) with the kernel's parameters ({shown}): {exc}; take them "
-                          "all, or **params") from None
-    except ValueError:  # no signature to check (a builtin): the call itself says what is wrong
-        pass
-    try:
-        expected = spec.reference(inputs, **params)
-    except TrnprofError:
-        raise
-    except Exception as exc:  # the user's reference, not trnprof, failed
-        raise KernelError(f"{_user_line(exc, spec.reference)}: the numpy reference of kernel {spec.name} raised "
-                          f"{type(exc).__name__}: {exc}") from exc
-    if not isinstance(expected, Mapping):
-        raise KernelError(f"the numpy reference of kernel {spec.name} returned {type(expected).__name__}; it must "
-                          "return a dict of output name -> array")
-    checks = []
-    for name, t in ctx.tensors.items():
-        if t.kind != "output":
-            continue
-        if name not in expected:
-            raise KernelError(f"reference of kernel {spec.name} returns no value for output {name!r}")
-        try:
-            want = t.dtype.round(np.asarray(expected[name], np.float32))
-        except (TypeError, ValueError) as exc:
-            raise KernelError(f"the numpy reference of kernel {spec.name} gives output {name!r} a value that is not "
-                              f"a numeric array ({type(expected[name]).__name__}: {exc})") from None
-        got = t.data
-        if want.shape != got.shape:
-            raise KernelError(f"reference of kernel {spec.name} gives {name} shape {want.shape}, kernel {got.shape}")
-        tol = CHECK_TOLERANCE[t.dtype.name]
-        # the reference's largest magnitude: small outputs (softmax probabilities) are held to their own scale,
-        # not to 1, where writing zeros would pass
-        finite = np.abs(want[np.isfinite(want)])
-        scale = float(finite.max()) if finite.size and finite.max() > 0 else 1.0
-        err = np.abs(got.astype(np.float64) - want)
-        known = err[~np.isnan(err)]   # (np.nanmax of an all-NaN array warns)
-        max_abs = float(known.max()) if known.size else 0.0
-        nan_got, nan_want = np.isnan(got), np.isnan(want)
-        note = ""
-        box = t.unwritten_part(0, t.shape[0], 0, t.shape[1])
-        if box is not None:  # zeros where the kernel wrote nothing could match a reference by chance
-            never = t.shape[0] * t.shape[1] if t.written is None else int((~t.written).sum())
-            note = (f"the kernel never wrote {never:,} of its {t.shape[0] * t.shape[1]:,} elements, within "
-                    f"[{box[0]}:{box[1]}, {box[2]}:{box[3]}]")
-        for mine, other, whose in ((nan_got, nan_want, "the output"), (nan_want, nan_got, "the reference")):
-            if note:
-                break
-            extra = mine & ~other
-            if extra.any():
-                r, c = (int(v) for v in np.argwhere(extra)[0])
-                note = f"{whose} has {int(extra.sum()):,} NaN values where the other has numbers (first at [{r}, {c}])"
-                break
-        ok = bool(np.all((err <= tol * scale) | (nan_got & nan_want))) and not note
-        checks.append(CheckResult(name, max_abs, max_abs / scale, ok, note))
-    return checks
 
 
 def _metadata(cm: CostModel, name: str, params: Mapping[str, Any]) -> dict[str, Any]:

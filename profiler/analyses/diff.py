@@ -44,10 +44,14 @@ def _metric(name: str, a: float | None, b: float | None) -> dict[str, Any]:
 def _describe(trace: Trace) -> dict[str, Any]:
     meta = trace.metadata
     overridden: list[str] = []
+    values: dict[str, Any] = {}
     with contextlib.suppress(TypeError, ValueError, AttributeError):  # a cost model that is not a JSON object
-        overridden = list(json.loads(meta.get(ts.COST_MODEL) or "{}").get("overridden", []))
+        model = json.loads(meta.get(ts.COST_MODEL) or "{}")
+        overridden = [str(n) for n in model.get("overridden", [])]
+        values = {n: model.get(n) for n in overridden}
     return {"name": trace.name, "path": str(trace.path), "profile_name": meta.get("profile_name"),
-            "arch": meta.get("arch"), "kernel_params": meta.get("kernel_params"), "overridden": overridden}
+            "arch": meta.get("arch"), "kernel_params": meta.get("kernel_params"), "overridden": overridden,
+            "overrides": values}
 
 
 def align(a: pa.Table, b: pa.Table, by: str) -> pa.Table:

@@ -17,6 +17,9 @@ rule                fires when                                                  
 ``fp8_double_row``  FP8 matmuls without the double-row mode take > 10% of the Tensor   the time double row saves
                     engine's active time, on a core that has the mode (trnprof's
                     recordings: their cost model says ``pe_double_row``)
+``engine_bound``    the bottleneck is Vector, GpSimd or Scalar, active > 50% of the run    what sharing its work
+                    (names its top opcode and line, the engines to share with)         with the least busy
+                                                                                       element-wise engine saves
 ``access_conflicts`` instructions waited > 5% of the run for another engine to leave a     the longest-waiting
                     memory (NeuronCore-v2: Vector and GpSimd take turns on SBUF, Vector   engine's wait
                     and Scalar on PSUM; trnprof's recordings whose cost model says
@@ -78,6 +81,8 @@ FP8_SINGLE_ROW_MIN = 0.10
 #: ``access_conflicts`` fires when instructions waited for another engine to leave a memory for more than this
 #: share of the run (all engines together).
 ACCESS_WAIT_MIN = 0.05
+#: ``engine_bound`` fires when the bottleneck is Vector, GpSimd or Scalar and active more than this share of the run.
+ENGINE_BOUND_MIN = 0.5
 
 
 def _pct(x: float) -> str:
@@ -269,6 +274,49 @@ def _bottleneck_rule(trace: Trace, scope: Scope, b: dict[str, Any]) -> list[dict
         impact_ns=b[rs.SERIALIZATION_GAP_NS] or 0.0, speedup=b[rs.SPEEDUPS].get(rs.PERFECT_PIPELINE_NS))]
 
 
+#: The engines that share element-wise work (tensor_tensor / tensor_scalar / copies: Vector and GpSimd; Scalar
+#: for activations and copies).
+ELEMENTWISE_ENGINES = ("Vector", "GpSimd", "Scalar")
+
+
+def _engine_bound_rule(trace: Trace, scope: Scope, b: dict[str, Any]) -> list[dict[str, Any]]:
+    """A kernel whose bottleneck is a busy element-wise engine: without this the advice was "no rule fired" for a
+    Vector-bound kernel, which reads as a clean bill of health."""
+    total = b[rs.TOTAL_TIME_NS]
+    engine = b[rs.BOTTLENECK]
+    active = b[rs.ENGINE_ACTIVE_NS]
+    if engine not in ELEMENTWISE_ENGINES or not total or active[engine] / total <= ENGINE_BOUND_MIN:
+        return []
+    busy = active[engine]
+    partners = [e for e in ELEMENTWISE_ENGINES if e != engine]
+    partner = min(partners, key=lambda e: (active.get(e, 0), e))
+    others = [v for e, v in active.items() if e != engine]
+    # what sharing its work with the least busy element-wise engine could save, at most: both then end together
+    balanced = max((busy + active.get(partner, 0)) / 2, *[v for e, v in active.items() if e not in (engine, partner)])
+    stake = max(0.0, busy - max(balanced, 0))
+    top = fetch(trace, f"SELECT {q(ts.OPCODE)} AS opcode, {q(ts.NKI_SOURCE_LOCATION)} AS loc, "
+                       f"sum({q(ts.END_TS)} - {q(ts.START_TS)})::BIGINT AS ns FROM {INSTRUCTION} "
+                       f"WHERE {scope.starts_sql()} AND {q(ts.ENGINE)} = '{engine}' GROUP BY 1, 2 "
+                       f"ORDER BY ns DESC, opcode, loc LIMIT 1").to_pylist()
+    where = ""
+    if top and top[0]["ns"]:
+        line = f" at {top[0]['loc']}" if top[0]["loc"] else ""
+        where = f"; most of it {top[0]['opcode']}{line} ({_us(top[0]['ns'])})"
+    conflict = (" On this core Vector and GpSimd take turns on SBUF (NeuronCore-v2), so move work to Scalar "
+                "rather than GpSimd." if has_access_conflicts(trace) else "")
+    return [_rec(
+        "engine_bound", f"{engine}-bound",
+        f"The kernel is {engine}-bound: {engine} is active {_pct(busy / total)} of the window ({_us(busy)}"
+        f"{where}), while {partner} is active {_pct(active.get(partner, 0) / total)}. Share its element-wise work "
+        f"with {' and '.join(partners)} so they run side by side, keep operands in 16-bit types where the engine "
+        f"has a faster mode (trn2's Vector engine runs 16-bit copies and tensor_scalar up to 4x), and avoid chains "
+        f"of dependent instructions on it (each waits for the one before).{conflict}",
+        evidence={"engine": engine, "active_ns": busy, "total_time_ns": total, "partner": partner,
+                  "partner_active_ns": active.get(partner, 0), "top": top[0] if top else None,
+                  "others_active_ns": max(others, default=0)},
+        impact_ns=stake, speedup=_removal_speedup(b, stake, engine))]
+
+
 def _fp8_rule(trace: Trace, scope: Scope, b: dict[str, Any]) -> list[dict[str, Any]]:
     cm = cost_model(trace)
     speed = cm.get("pe_double_row_speedup")
@@ -363,7 +411,8 @@ def recommendations(trace: Trace, start_ns: int | None = None, end_ns: int | Non
     scope = resolve_scope(trace, b[rs.START_NS], b[rs.END_NS], core)
     eff = dma_efficiency(trace, scope.start_ns, scope.end_ns, core)
     recs = [*_flop_rules(b), *_spill_rule(trace, scope, b), *_dma_rules(b, eff, lambda: _sbuf_map(trace, scope)),
-            *_bottleneck_rule(trace, scope, b), *_fp8_rule(trace, scope, b), *_access_rule(trace, scope, b)]
+            *_bottleneck_rule(trace, scope, b), *_engine_bound_rule(trace, scope, b), *_fp8_rule(trace, scope, b),
+            *_access_rule(trace, scope, b)]
     _point_to_fp8(recs)
     total = b[rs.TOTAL_TIME_NS]
     for r in recs:

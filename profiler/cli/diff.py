@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 from contextlib import ExitStack
 from typing import Any
 
@@ -31,10 +32,27 @@ def _speed(metric: dict[str, Any]) -> str:
     return f" ({1 / ratio:.2f}x faster)" if ratio < 1 else (f" ({ratio:.2f}x slower)" if ratio > 1 else " (same)")
 
 
-def _describe(side: dict[str, Any]) -> str:
-    extra = f", --set {', '.join(side['overridden'])}" if side.get("overridden") else ""
-    kernel = f" ({side['profile_name']}{extra})" if side.get("profile_name") else extra
-    return f"{side['path']}{kernel}"
+def _params(side: dict[str, Any]) -> dict[str, Any]:
+    try:
+        params = json.loads(side.get("kernel_params") or "{}")
+    except (TypeError, ValueError):
+        return {}
+    return params if isinstance(params, dict) else {}
+
+
+def _describe(side: dict[str, Any], other: dict[str, Any]) -> str:
+    """``path (kernel, arch; -p the parameters that differ from the other side's; --set NAME=VALUE ...)``."""
+    parts = [p for p in (side.get("profile_name"), side.get("arch")) if p]
+    mine, theirs = _params(side), _params(other)
+    differ = [f"{k}={mine[k]}" for k in sorted(mine) if k not in theirs or theirs[k] != mine[k]]
+    extra = [f"-p {' '.join(differ)}"] if differ else []
+    overrides = side.get("overrides") or {}
+    names = side.get("overridden") or []
+    if names:
+        extra.append("--set " + ", ".join(f"{n}={overrides[n]}" if overrides.get(n) is not None else str(n)
+                                          for n in names))
+    text = ", ".join(parts) + ("; " + "; ".join(extra) if extra else "")
+    return f"{side['path']} ({text})" if text else str(side["path"])
 
 
 class DiffCommand:
@@ -83,8 +101,8 @@ class DiffCommand:
             return 0
         traces = result[rs.DIFF_TRACES]
         total = result[rs.DIFF_TOTAL]
-        print(f"A: {_describe(traces[rs.A])}")
-        print(f"B: {_describe(traces[rs.B])}")
+        print(f"A: {_describe(traces[rs.A], traces[rs.B])}")
+        print(f"B: {_describe(traces[rs.B], traces[rs.A])}")
         print(f"total time (first event to last): {total[rs.A]:,} -> {total[rs.B]:,} ns, {total[rs.DELTA]:+,} ns"
               f"{_speed(total)}")
         neck = result[rs.DIFF_BOTTLENECK]

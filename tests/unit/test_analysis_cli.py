@@ -218,3 +218,16 @@ def test_summary_json_of_a_host_trace_carries_its_rows_and_names(tmp_path, capsy
     host = json.loads(out)["host"]
     assert code == 0 and host["spans"] > 0 and host["rows"] and host["top_self"]
     assert {"name", "count", "self_ns", "total_ns"} <= set(host["top_self"][0])
+
+
+def test_diff_says_how_the_two_recordings_differ(tmp_path, capsys):
+    """The header named neither the architectures nor the parameters, and --set constants without their values."""
+    from tracer.sim import run_kernel
+
+    a, b = tmp_path / "a.trace", tmp_path / "b.trace"
+    run_kernel("mlp", {"layers": 1}, arch="trn2", trace_path=a, emit="inline")
+    run_kernel("mlp", {"layers": 2}, arch="trn1", trace_path=b, emit="inline", overrides={"dma_bandwidth_gbps": 736})
+    code, out, _ = run(capsys, "diff", str(a), str(b))
+    assert code == 0
+    assert f"A: {a} (mlp, trn2; -p layers=1)\n" in out
+    assert f"B: {b} (mlp, trn1; -p layers=2; --set dma_bandwidth_gbps=736.0)\n" in out

@@ -276,7 +276,8 @@ def chain_panel(chain: Any, origin_ns: int, back_ns: int | None = None) -> html.
         steps.append(html.Li([
             jump_link(f"{r[rs.RESOURCE]} {r[rs.NAME]}", r[rs.TABLE], r[rs.ID], r[rs.START_NS], r[rs.END_NS],
                       track_id=r[rs.TRACK_ID]),
-            html.Span(f" {format_duration(r[rs.DUR_NS])} · after {r[rs.EDGE]}{wait}", className="muted")]))
+            html.Span(f" {format_duration(r[rs.DUR_NS])} at {format_time(r[rs.START_NS], origin_ns)} · "
+                      f"{r[rs.TABLE]} {r[rs.ID]} · after {r[rs.EDGE]}{wait}", className="muted")]))
     earlier = len(rows) - CHAIN_STEPS_SHOWN
     return html.Div([
         html.Div([head, " ", html.Button("draw / hide it on the timeline", id="details-chain-draw", n_clicks=0,

@@ -52,6 +52,7 @@ def layout(ctx: PageContext) -> Any:
                                                    value=DEFAULT_TIMEOUT_S, className="num-input")],
                        title=f"seconds (at most {MAX_TIMEOUT_S:g})"),
             html.Button("Run (Ctrl+Enter)", id="sql-run", n_clicks=0, className="btn primary"),
+            html.Span("", id="sql-busy", className="busy-note"),
         ]),
         dcc.Textarea(id="sql-query", value=initial_query(ctx.query), className="sql-editor", spellCheck=False),
         html.Div(id="sql-status", className="sql-status"),
@@ -128,6 +129,11 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
 
     @app.callback(Output("sql-grid", "rowData"), Output("sql-grid", "columnDefs"), Output("sql-status", "children"),
                   Input("sql-run", "n_clicks"), State("sql-query", "value"), State("sql-limit", "value"),
-                  State("sql-timeout", "value"), State("url", "search"), prevent_initial_call=True)
+                  State("sql-timeout", "value"), State("url", "search"), prevent_initial_call=True,
+                  # while a query runs: Run disabled (a second click queued another query behind it, holding a
+                  # server slot after its answer was dropped) and the last result's status dimmed, not read as new
+                  running=[(Output("sql-run", "disabled"), True, False), (Output("sql-busy", "children"),
+                                                                          "running…", ""),
+                           (Output("sql-status", "style"), {"opacity": 0.35}, {})])
     def _run(_n: int, query: str | None, limit: Any, timeout: Any, search: str | None) -> Any:
         return query_outputs(registry, search, query, limit, timeout)

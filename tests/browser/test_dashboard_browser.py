@@ -643,3 +643,27 @@ def test_what_led_here_lists_the_chain_and_its_steps_select_their_events(browser
     wait_for(browser, lambda d: d.find_element("id", "details-title").text != title, "the step's details")
     assert console_errors(browser) == []
 
+
+
+def test_a_running_sql_query_disables_run_and_says_so(browser, dashboard_server):
+    """Nothing changed while a query ran: users clicked Run again, queueing queries that held the server's SQL slots
+    after their answers were dropped."""
+    from selenium.webdriver.common.keys import Keys
+
+    browser.get(dashboard_server.url + "/sql?trace=t0")
+    run = wait_for(browser, lambda d: d.find_elements("id", "sql-run"), "the SQL page")[0]
+    editor = browser.find_element("id", "sql-query")
+    editor.send_keys(Keys.CONTROL, "a")
+    editor.send_keys(Keys.DELETE)
+    editor.send_keys("SELECT count(*) FROM Instruction a, Instruction b, Instruction c "
+                     "WHERE a.start_ts + b.start_ts + c.start_ts = 12345")
+    timeout = browser.find_element("id", "sql-timeout")
+    timeout.send_keys(Keys.CONTROL, "a")
+    timeout.send_keys("3")
+    run.click()
+    wait_for(browser, lambda d: d.find_element("id", "sql-busy").text == "running…"
+             and not d.find_element("id", "sql-run").is_enabled(), "the running state")
+    wait_for(browser, lambda d: d.find_elements("id", "sql-error") or d.find_elements("id", "sql-ok"),
+             "the query's end", timeout=30)
+    wait_for(browser, lambda d: d.find_element("id", "sql-run").is_enabled()
+             and d.find_element("id", "sql-busy").text == "", "Run enabled again")

@@ -344,6 +344,8 @@ def test_what_led_here_lists_the_chain_ending_at_the_selected_event(registry):
     text = _text(panel)
     assert "5 steps over 230 ns since" in text and "96% of it busy" in text
     assert "65% Tensor MATMUL (2×, 150 ns)" in text
+    # each step says when it started and which event it is (a dozen "Tensor MATMUL 214 ns" could not be told apart)
+    assert "100 ns at +80 ns · Instruction 2 · after" in text and "50 ns at +180 ns · Instruction 3 · after" in text
     links = [c for c in _walk(panel) if isinstance(c, html.Button) and isinstance(c.id, dict)]
     assert any(getattr(c, "id", None) == "details-chain-draw" for c in _walk(panel))
     assert [det.parse_jump_index(b.id["index"])["id"] for b in links] == [3, 2, 1, 1, 0]

@@ -245,6 +245,46 @@ def _cause_text(gap: dict[str, Any]) -> str:
     return f"waiting on {gap[rs.CAUSE_RESOURCE] or 'an unresolved semaphore'}"
 
 
+#: ``bottleneck_idle`` names a dependency chain or late DMA triggers when they explain more than this share of the
+#: bottleneck's idle time.
+IDLE_CAUSE_MIN = 0.5
+#: ... and come back in at least this many gaps (a pattern, not the first load's latency or the last store's wait).
+IDLE_CAUSE_GAPS = 4
+
+
+def _idle_advice(engine: str, gaps: list[dict[str, Any]], idle: float) -> str:
+    """What to do about the bottleneck's idle time, from what its gaps waited for: another compute engine's results
+    (a dependency chain: prefetching cannot hide it), DMA triggers issued late by an engine, or else its inputs."""
+    on_engine: dict[str, list[int]] = {}
+    late_triggers: dict[str, list[int]] = {}
+    for g in gaps:
+        who = g[rs.CAUSE_RESOURCE]
+        if not who:
+            continue
+        if g[rs.CAUSE] == rs.CAUSE_DEPENDENCY and g[rs.CAUSE_KIND] == rs.WAIT_KIND_ENGINE:
+            on_engine.setdefault(who, []).append(g[rs.DUR_NS])
+        elif g[rs.CAUSE] == rs.CAUSE_TRIGGER:
+            late_triggers.setdefault(who, []).append(g[rs.DUR_NS])
+    # a pattern, not the start-up's first load or the tail's last store: at least IDLE_CAUSE_GAPS gaps
+    on_engine = {k: v for k, v in on_engine.items() if len(v) >= IDLE_CAUSE_GAPS}
+    late_triggers = {k: v for k, v in late_triggers.items() if len(v) >= IDLE_CAUSE_GAPS}
+    if idle > 0 and on_engine:
+        other, ns = max(((k, sum(v)) for k, v in on_engine.items()), key=lambda kv: (kv[1], kv[0]))
+        if ns > IDLE_CAUSE_MIN * idle:
+            return (f"Most of it ({_us(ns)}) waits for {other}'s results: a chain of dependent work between "
+                    f"{other} and {engine}, which prefetching cannot hide; give {engine} independent work to "
+                    f"interleave (another tile in flight, more buffers for what {other} produces), or shorten "
+                    f"{other}'s part of the chain.")
+    if idle > 0 and late_triggers:
+        issuer, ns = max(((k, sum(v)) for k, v in late_triggers.items()), key=lambda kv: (kv[1], kv[0]))
+        if ns > IDLE_CAUSE_MIN * idle:
+            return (f"Most of it ({_us(ns)}) waits for transfers whose trigger instructions {issuer} issued late: "
+                    f"{issuer}'s instructions run in order, so a trigger waiting for compute (a store waiting for "
+                    f"its result) holds up the triggers behind it; trigger loads and stores from different engines"
+                    f"{' (stores from GpSimd)' if issuer == 'Sync' else ''}, or issue them earlier.")
+    return "Overlap its inputs with its work (prefetch, double-buffer) so it never waits."
+
+
 def _bottleneck_rule(trace: Trace, scope: Scope, b: dict[str, Any]) -> list[dict[str, Any]]:
     total = b[rs.TOTAL_TIME_NS]
     engine = b[rs.BOTTLENECK]
@@ -261,6 +301,7 @@ def _bottleneck_rule(trace: Trace, scope: Scope, b: dict[str, Any]) -> list[dict
     waits = wait_summary(trace, scope.start_ns, scope.end_ns, scope.core, queue_groups=True).to_pylist()
     waits = [w for w in waits if w[rs.ENGINE] == engine][:1] if engine != rs.DMA else []
     detail = "; ".join(f"{_us(ns)} {what}" for what, ns in top)
+    advice = _idle_advice(engine, gaps.to_pylist(), idle)
     wait_text = (f" {engine} spent {_pct(waits[0][rs.FRACTION])} of the time waiting on {waits[0][rs.WAITED_ON]}."
                  if waits else "")
     long_text = (f" Longest gap: {_us(longest[0][rs.DUR_NS])} at {longest[0][rs.START_NS]:,} ns."
@@ -268,7 +309,7 @@ def _bottleneck_rule(trace: Trace, scope: Scope, b: dict[str, Any]) -> list[dict
     return [_rec(
         "bottleneck_idle", f"Bottleneck {engine} is idle",
         f"The bottleneck, {engine}, is idle {_pct(idle / total)} of the time ({_us(idle)}; {detail}).{wait_text}"
-        f"{long_text} Overlap its inputs with its work (prefetch, double-buffer) so it never waits.",
+        f"{long_text} {advice}",
         evidence={"bottleneck": engine, "idle_ns": idle, "total_time_ns": total, "idle_by_cause_ns": dict(top),
                   "gaps": gaps.num_rows},
         impact_ns=b[rs.SERIALIZATION_GAP_NS] or 0.0, speedup=b[rs.SPEEDUPS].get(rs.PERFECT_PIPELINE_NS))]

@@ -289,3 +289,49 @@ def test_a_vector_bound_kernel_is_told_so_and_the_gain_is_in_reach(tmp_path):
             predicted = rec[rs.SPEEDUP]
     gained = times[False] / times[True]
     assert 1.3 < gained <= predicted * 1.02, (gained, predicted)
+
+
+def _pingpong(nc, cols=64, steps=60):
+    """Vector and Scalar update one tile in turn: a serial chain nothing can overlap."""
+    x = nc.input("x", (128, cols), "fp32")
+    y = nc.output("y", (128, cols), "fp32")
+    t = nc.sbuf_tile((128, cols), "fp32", name="t")
+    nc.dma_copy(t, x[:, :])
+    for _ in nc.sequential_range(steps):
+        nc.tensor_scalar(t, t, "add", 1.0)
+        nc.activation(t, t, "copy", scale=0.5)
+    nc.dma_copy(y[:, :], t)
+
+
+def _stores_from(nc, rows=1024, cols=1024, store_engine="Sync"):
+    """Load, exp, store per row tile; stores triggered from Sync wait for the exp and hold up the next loads."""
+    x = nc.input("x", (rows, cols), "bf16")
+    y = nc.output("y", (rows, cols), "bf16")
+    for r in nc.affine_range(rows // 128):
+        t = nc.sbuf_tile((128, cols), "bf16", name="t")
+        nc.dma_copy(t, x[r * 128:(r + 1) * 128, :])
+        u = nc.sbuf_tile((128, cols), "bf16", name="u")
+        nc.activation(u, t, "exp")
+        nc.dma_copy(y[r * 128:(r + 1) * 128, :], u, engine=store_engine)
+
+
+def test_an_idle_bottleneck_is_told_why_a_chain_or_late_triggers_not_only_to_prefetch(tmp_path):
+    """'Prefetch, double-buffer' was the advice for a serial Vector <-> Scalar chain and for stores triggered from
+    Sync holding up the loads behind them (an audit): each gets its own, and the fix named for the second (stores
+    from GpSimd) makes the kernel faster."""
+    from tracer.sim import run_kernel
+
+    def idle_message(kernel, params=None):
+        path = tmp_path / f"{kernel.__name__}{len(list(tmp_path.iterdir()))}.trace"
+        ns = run_kernel(kernel, params or {}, arch="trn2", trace_path=path, emit="inline").simulated_ns
+        with profiler.open(path) as t:
+            recs = {r[rs.RULE]: r for r in recommendations(t).to_pylist()}
+        return recs.get("bottleneck_idle", {}).get(rs.MESSAGE, ""), ns
+
+    chain, _ = idle_message(_pingpong)
+    assert "waits for Scalar's results: a chain of dependent work between Scalar and Vector" in chain
+    assert "(prefetch, double-buffer)" not in chain
+    sync, slow = idle_message(_stores_from)
+    assert "trigger instructions Sync issued late" in sync and "(stores from GpSimd)" in sync
+    _gpsimd, fast = idle_message(_stores_from, {"store_engine": "GpSimd"})
+    assert fast < 0.8 * slow

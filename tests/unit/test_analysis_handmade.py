@@ -335,3 +335,19 @@ def test_an_idle_bottleneck_is_told_why_a_chain_or_late_triggers_not_only_to_pre
     assert "trigger instructions Sync issued late" in sync and "(stores from GpSimd)" in sync
     _gpsimd, fast = idle_message(_stores_from, {"store_engine": "GpSimd"})
     assert fast < 0.8 * slow
+
+
+def test_the_kernel_end_barrier_is_not_the_waits_headline(tmp_path):
+    """'Sync spent 99.8% of its time waiting on DMA queue qGpSimdIO15 (1 waits)' led every summary: the final
+    barrier waits by design; the per-wait table keeps it."""
+    from profiler.analyses import wait_summary
+    from tracer.sim import run_kernel
+
+    path = tmp_path / "v.trace"
+    run_kernel(_vector_chain, {}, arch="trn2", trace_path=path, emit="inline")
+    with profiler.open(path) as t:
+        summary = wait_summary(t).to_pylist()
+        every = dependency_waits(t).to_pylist()
+    barrier = [w for w in every if w[rs.OPCODE] == "EVENT_SEMAPHORE"]
+    assert len(barrier) == 1 and barrier[0][rs.ENGINE] == "Sync"
+    assert all(r[rs.ENGINE] != "Sync" for r in summary) and summary

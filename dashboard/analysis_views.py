@@ -272,7 +272,8 @@ def chain_panel(chain: Any, origin_ns: int, back_ns: int | None = None) -> html.
                               f"{format_duration(r[rs.TOTAL_NS])})"))
     steps = []
     for r in reversed(rows[-CHAIN_STEPS_SHOWN:]):
-        wait = f", waited {format_duration(r[rs.GAP_BEFORE_NS])}" if r[rs.GAP_BEFORE_NS] else ""
+        held = f" for its {r[rs.GAP_CAUSE]}" if r.get(rs.GAP_CAUSE) and r[rs.GAP_CAUSE] != r[rs.EDGE] else ""
+        wait = f", waited {format_duration(r[rs.GAP_BEFORE_NS])}{held}" if r[rs.GAP_BEFORE_NS] else ""
         steps.append(html.Li([
             jump_link(f"{r[rs.RESOURCE]} {r[rs.NAME]}", r[rs.TABLE], r[rs.ID], r[rs.START_NS], r[rs.END_NS],
                       track_id=r[rs.TRACK_ID]),

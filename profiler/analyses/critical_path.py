@@ -41,6 +41,10 @@ def path_of(graph: EventGraph, sink: int | None = None) -> pa.Table:
     edges = found.edges
     via = np.array([rs.EDGE_START if e < 0 else graph.edge_kind[e] for e in edges.tolist()], dtype=object)
     prev_end = np.concatenate([[graph.start[nodes[0]]], graph.end[nodes[:-1]]])
+    gap = graph.start[nodes] - prev_end
+    held = holding_edges(graph)[nodes]
+    cause = np.where(held >= 0, graph.edge_kind[np.clip(held, 0, None)] if len(graph.edge_kind) else None, via)
+    cause = np.where(gap > 0, cause, None)
     return pa.table({
         rs.STEP: np.arange(len(nodes), dtype=np.int64),
         rs.KIND: pa.array(graph.kind[nodes].tolist(), pa.string()),
@@ -53,8 +57,28 @@ def path_of(graph: EventGraph, sink: int | None = None) -> pa.Table:
         rs.END_NS: graph.end[nodes],
         rs.DUR_NS: graph.end[nodes] - graph.start[nodes],
         rs.EDGE: pa.array(via.tolist(), pa.string()),
-        rs.GAP_BEFORE_NS: graph.start[nodes] - prev_end,
+        rs.GAP_BEFORE_NS: gap,
+        rs.GAP_CAUSE: pa.array(cause.tolist(), pa.string()),
     }, schema=rs.CRITICAL_PATH)
+
+
+def holding_edges(graph: EventGraph) -> np.ndarray:
+    """For each node, the incoming edge that held it back longest (-1: none): the one whose source's end plus the
+    edge's own latency is latest.  A ``trigger`` edge's latency is the DMA issue latency, taken as the least gap of
+    any trigger edge of the graph; other edges have none.  Ties go to the preferred edge kind."""
+    n, src, dst = graph.num_nodes, graph.src, graph.dst
+    held = np.full(n, -1, dtype=np.int64)
+    if not len(src):
+        return held
+    gaps = graph.start[dst] - graph.end[src]
+    trigger = graph.edge_kind == rs.EDGE_TRIGGER
+    latency = int(gaps[trigger].min()) if trigger.any() else 0
+    arrival = graph.end[src] + np.where(trigger, latency, 0)
+    order = np.lexsort((np.arange(len(src)), -arrival, dst))   # per node: latest arrival, then preferred edge
+    d = dst[order]
+    first = np.flatnonzero(np.r_[True, d[1:] != d[:-1]])
+    held[d[first]] = order[first]
+    return held
 
 
 def critical_path(trace: Trace, start_ns: int | None = None, end_ns: int | None = None,
@@ -126,7 +150,7 @@ def critical_path_breakdown(path: pa.Table) -> pa.Table:
         acc[0] += 1
         acc[1] += r[rs.DUR_NS]
         if r[rs.GAP_BEFORE_NS] > 0:
-            gap = totals.setdefault((rs.KIND_GAP, r[rs.EDGE], None), [0, 0])
+            gap = totals.setdefault((rs.KIND_GAP, r.get(rs.GAP_CAUSE) or r[rs.EDGE], None), [0, 0])
             gap[0] += 1
             gap[1] += r[rs.GAP_BEFORE_NS]
     out = [{rs.KIND: k[0], rs.RESOURCE: k[1], rs.NAME: k[2], rs.COUNT: v[0], rs.TOTAL_NS: v[1],

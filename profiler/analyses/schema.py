@@ -164,6 +164,7 @@ NAME = ts.NAME                             # opcode, or the transfer's variable
 EDGE = "edge"                              # how the step was reached: flow, anti, output, stream, trigger, queue,
                                            # dma_engine, access
 GAP_BEFORE_NS = "gap_before_ns"            # time between the previous step's end and this step's start
+GAP_CAUSE = "gap_cause"                    # the kind of dependency that held the step back during that gap
 NODE_INSTRUCTION = "instruction"
 NODE_DMA = "dma"
 EDGE_STREAM = "stream"                     # the previous instruction of the same in-order engine stream
@@ -187,6 +188,7 @@ CRITICAL_PATH = pa.schema([
     pa.field(DUR_NS, pa.int64(), nullable=False),
     pa.field(EDGE, pa.string(), nullable=False),
     pa.field(GAP_BEFORE_NS, pa.int64(), nullable=False),
+    pa.field(GAP_CAUSE, pa.string()),                 # null without a gap
 ])
 
 #: ``critical_path_breakdown``: the path's time per (resource, name), plus the gaps per edge kind.

@@ -31,8 +31,9 @@ class CriticalPathCommand:
     """The critical path through the dependency graph (instructions, DMA queue segments, Flow, stream order).
 
     By default prints the path's time per engine or DMA queue and opcode or tensor, with the gaps between steps
-    per kind of edge; --steps lists the steps themselves (with track ids, for the timeline).  --to TABLE:ID does the
-    same for the chain ending at one instruction or DMA packet: why it started when it did.
+    per kind of dependency that held the step back (a DMA's trigger and its issue latency, a semaphore, ...);
+    --steps lists the steps themselves (with track ids, for the timeline).  --to TABLE:ID does the same for the
+    chain ending at one instruction or DMA packet: why it started when it did.
     """
 
     name = "critical-path"

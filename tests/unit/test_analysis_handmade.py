@@ -133,6 +133,10 @@ def test_critical_path(trace):
                  for r in critical_path_breakdown(path).to_pylist()}
     assert breakdown[(rs.NODE_INSTRUCTION, "Tensor", "MATMUL")] == 150
     assert breakdown[(rs.KIND_GAP, rs.EDGE_TRIGGER, None)] == 20
+    # what held each gapped step back: P1 its trigger (I1 + the 10 ns issue latency), I4 the MATMUL it waited for
+    assert [(r[rs.ID], r[rs.GAP_CAUSE]) for r in path.to_pylist() if r[rs.GAP_BEFORE_NS]] == [
+        (1, rs.EDGE_TRIGGER), (4, "flow"), (2, rs.EDGE_TRIGGER)]
+    assert [r[rs.GAP_CAUSE] for r in path.to_pylist() if not r[rs.GAP_BEFORE_NS]] == [None] * 5
     assert breakdown[(rs.KIND_GAP, "flow", None)] == 10
     assert sum(breakdown.values()) == 370  # durations plus gaps cover the path's span exactly
     # a window keeps only the events starting in it
@@ -351,3 +355,35 @@ def test_the_kernel_end_barrier_is_not_the_waits_headline(tmp_path):
     barrier = [w for w in every if w[rs.OPCODE] == "EVENT_SEMAPHORE"]
     assert len(barrier) == 1 and barrier[0][rs.ENGINE] == "Sync"
     assert all(r[rs.ENGINE] != "Sync" for r in summary) and summary
+
+
+def test_a_gap_is_attributed_to_what_held_the_step_back_not_to_the_edge_the_path_took():
+    """A DMA segment chained on the path to the previous segment of its DMA engine, which ended 40 ns before it,
+    but whose trigger (+ the issue latency, the least gap of any trigger edge) released it only then: the gap is
+    the trigger's (an audit saw 36% of a latency-bound kernel's path called "gap dma_engine" while the DMA idled)."""
+    import numpy as np
+
+    from profiler.analyses.critical_path import holding_edges, path_of
+    from profiler.analyses.event_graph import EventGraph
+
+    def graph(engine_end: int) -> EventGraph:
+        # nodes: 0 trigger A [0,10) -> 1 segment [110, engine_end) (latency 100); 0 -> 2 trigger B [20,30) ->
+        # 3 segment, after 1 on the DMA engine: it starts at max(30 + 100, engine_end)
+        start3 = max(130, engine_end)
+        obj = lambda *v: np.array(v, dtype=object)  # noqa: E731
+        return EventGraph(
+            kind=obj("instruction", "dma", "instruction", "dma"), table=obj("Instruction", "DmaPacket",
+                                                                            "Instruction", "DmaPacket"),
+            ident=np.array([0, 0, 1, 1]), track=np.array([1, 2, 1, 2]), resource=obj("Sync", "q0", "Sync", "q1"),
+            name=obj("DMA_TRIGGER", "x", "DMA_TRIGGER", "y"),
+            start=np.array([0, 110, 20, start3]), end=np.array([10, engine_end, 30, start3 + 40]),
+            src=np.array([0, 2, 1, 0]), dst=np.array([1, 3, 3, 2]),
+            edge_kind=obj(rs.EDGE_TRIGGER, rs.EDGE_TRIGGER, rs.EDGE_DMA_ENGINE, rs.EDGE_STREAM), dropped_edges=0)
+
+    g = graph(engine_end=125)               # 1: [110,125); B's trigger releases 3 at 30 + 100 = 130 > 125
+    assert g.edge_kind[holding_edges(g)[3]] == rs.EDGE_TRIGGER
+    path = path_of(g).to_pylist()
+    assert path[-1][rs.EDGE] == rs.EDGE_DMA_ENGINE and path[-1][rs.GAP_CAUSE] == rs.EDGE_TRIGGER
+    g = graph(engine_end=200)               # 1 ends at 200, after B's trigger released 3: the engine held it
+    assert g.edge_kind[holding_edges(g)[3]] == rs.EDGE_DMA_ENGINE
+    assert path_of(g).to_pylist()[-1][rs.GAP_CAUSE] is None   # (no gap: 3 starts when 1 ends)

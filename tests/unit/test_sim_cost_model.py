@@ -199,3 +199,16 @@ def test_constants_only_the_metadata_carries_are_refused(name):
     with pytest.raises(ConfigError, match=rf"^--set {name}: it only describes the hardware in the trace's Metadata"):
         cost_model("trn2", {name: "4"})
     assert name not in overridable_names()
+
+
+@pytest.mark.parametrize("arch", ["trn1", "trn2"])
+def test_pe_transposes_are_not_counted_as_the_models_flops(arch):
+    """The record headline and the sweep's tensor_tflops counted PE transposes as work (attention 6.65 TFLOPS where
+    its matmuls ran at 4.44): linear's matmuls are the same work whichever way its operands are transposed."""
+    params = {"tokens": 256, "d_in": 256, "d_out": 512}
+    dma = run_kernel("linear", {**params, "transpose": "dma"}, arch=arch)
+    pe = run_kernel("linear", {**params, "transpose": "pe"}, arch=arch)
+    assert pe.pe_flops == dma.pe_flops == 2 * 256 * 256 * 512
+    assert dma.pe_transpose_flops == 0 and pe.pe_transpose_flops > 0
+    line = next(x for x in pe.summary_lines() if x.startswith("Tensor engine:"))
+    assert "TFLOPS of matmuls" in line and "PE transposes another" in line

@@ -133,6 +133,15 @@ def k_gpsimd_psum(nc):
     nc.tensor_copy(p, t, engine="GpSimd")  # BAD
 
 
+def k_both_inputs_psum(nc):
+    a = nc.psum_tile((128, 64), "fp32")
+    b = nc.psum_tile((128, 64), "fp32")
+    nc.memset(a, 1.0, engine="Vector")
+    nc.memset(b, 2.0, engine="Vector")
+    s = nc.sbuf_tile((128, 64), "fp32")
+    nc.tensor_tensor(s, a, b, "add")  # BAD
+
+
 def k_python_error(nc):
     t = nc.sbuf_tile((128, 64), "fp32")
     return t.no_such_attribute  # BAD
@@ -261,6 +270,7 @@ CASES = [
     (k_bad_view_slice, r"slice 16:48 out of range for free dimension of small"),
     (k_bad_activation, r"unknown activation function 'softplusplus'"),
     (k_gpsimd_psum, r"GpSimd cannot access PSUM"),
+    (k_both_inputs_psum, r"tensor_tensor reads a and b both from PSUM; at most one input may be in PSUM"),
     (k_python_error, r"kernel k_python_error raised AttributeError"),
     (k_duplicate_tensor, r"tensor 'x' is declared twice"),
     (k_huge_tensor, r"tensor 'x' of shape \(1048576, 1048576\) has 2\*\*40 elements or more"),
@@ -500,3 +510,30 @@ def test_a_nan_output_is_named_as_such(tmp_path):
         with pytest.raises(KernelError, match=r"the output has 8,192 NaN values where the other has numbers "
                                               r"\(first at \[0, 0\]\)"):
             run_kernel(f"{src}:k", check=True)
+
+
+def k_list_from_nested_affine(nc, K=512):
+    x = nc.input("x", (K, 128), "bf16")
+    for _m in nc.affine_range(2):
+        tiles = []
+        for k in nc.affine_range(K // 128):
+            t = nc.sbuf_tile((128, 128), "bf16", name="t")
+            nc.dma_copy(t, x[k * 128:(k + 1) * 128, :])
+            tiles.append(t)
+        for k in nc.static_range(K // 128):
+            nc.tensor_copy(tiles[k], tiles[k])  # BAD: tiles holds two entries while the body is traced
+
+
+def k_index_error_outside_affine(nc):
+    tiles = [nc.sbuf_tile((128, 8), "fp32")]
+    return tiles[3]  # BAD
+
+
+def test_an_index_error_while_an_affine_body_is_traced_says_why():
+    """The NKI 'hoist loads into a list' pattern in a nested nc.affine_range failed with a bare IndexError on a
+    later line (an audit of NKI ports): the error says the list holds two iterations' entries while traced."""
+    with pytest.raises(KernelError, match=r"raised IndexError: list index out of range \(while an nc.affine_range "
+                                          r"body was traced: .*fill it in an nc.static_range loop\)"):
+        run_kernel(k_list_from_nested_affine)
+    with pytest.raises(KernelError, match=r"raised IndexError: list index out of range$"):
+        run_kernel(k_index_error_outside_affine)

@@ -107,7 +107,8 @@ class Core(DmaQueues):
         self.thr_busy = 0
         self.thr_ramp_start = -1
         self.thr_level_pct = -1
-        self.pe_flops = 0.0
+        self.pe_flops = 0.0               # matmuls' adjusted FLOPs (the model's work)
+        self.pe_transpose_flops = 0.0     # PE transposes' (the array is busy, but it is not the model's work)
         # spans open at the moment: [min start, max end]
         self.open_spans: list[list[int]] = []
         self.n = 0
@@ -233,7 +234,10 @@ class Core(DmaQueues):
         if start > self.frontier:
             self.frontier = start
         if tpl.flops_adj:
-            self.pe_flops += tpl.flops_adj
+            if tpl.tensor_type == "TRANSPOSE":
+                self.pe_transpose_flops += tpl.flops_adj
+            else:
+                self.pe_flops += tpl.flops_adj
         if kind == KIND_DMA:
             pinfo = self._transfer(tpl, idx, start, aux)
             fin = pinfo[2]

@@ -405,6 +405,9 @@ class OpsMixin:
         fn = nm.lookup(nm.BINARY, op, "tensor_tensor op", where)
         d, va, vb = (_onchip(x, where, r) for x, r in ((dst, "dst"), (a, "a"), (b, "b")))
         _same_shape(where, dst=d, a=va, b=vb)
+        if va.mem == PSUM and vb.mem == PSUM:
+            raise KernelError(f"{where}: tensor_tensor reads a and b both from PSUM; at most one input may be in PSUM "
+                              "(NKI's tensor_tensor): copy one to SBUF first (tensor_copy)")
         self._require_written(va, where, "a")
         self._require_written(vb, where, "b")
         self._elementwise("TENSOR_TENSOR", eng, where, d, [va, vb], 2, (op,), f"op={op}")

@@ -57,6 +57,7 @@ class RunResult:
     engine_busy_ns: dict[str, int]
     engine_instructions: dict[str, int]
     dma_queue_busy_ns: int
+    #: Adjusted FLOPs of the matmuls (bf16-equivalent; PE transposes are in ``pe_transpose_flops``).
     pe_flops: float
     wall_s: float
     trace_path: Path | None
@@ -66,6 +67,8 @@ class RunResult:
     cost: CostModel | None = None
     #: Instructions scheduled by the loop fast path (replayed loop segments) rather than one by one.
     fast_path_instructions: int = 0
+    #: Adjusted FLOPs of PE transposes (the array's time, not the model's work).
+    pe_transpose_flops: float = 0.0
 
     @property
     def engine_busy(self) -> dict[str, float]:
@@ -91,8 +94,10 @@ class RunResult:
             f"({_rate(self.instructions_per_second)} instructions/s)",
         ]
         if cm and self.simulated_ns:
-            lines.append(f"Tensor engine: {self.pe_flops / self.simulated_ns / 1e3:,.2f} TFLOPS "
-                         f"({100 * self.pe_flops / (cm.pe_peak_flops * self.simulated_ns * 1e-9):.1f}% of peak)")
+            extra = (f"; PE transposes another {self.pe_transpose_flops / self.simulated_ns / 1e3:,.2f}"
+                     if self.pe_transpose_flops else "")
+            lines.append(f"Tensor engine: {self.pe_flops / self.simulated_ns / 1e3:,.2f} TFLOPS of matmuls "
+                         f"({100 * self.pe_flops / (cm.pe_peak_flops * self.simulated_ns * 1e-9):.1f}% of peak){extra}")
         for c in self.checks:
             lines.append(f"check {c.name}: {'OK' if c.ok else 'MISMATCH'} ({c.describe()})")
         lines.append(f"trace: {self.trace_path}" if self.trace_path else "trace: not written (--no-trace)")
@@ -230,6 +235,7 @@ def run_kernel(kernel: str | Callable[..., Any], params: Mapping[str, Any] | Non
         dma_queue_busy_ns=core.queue_busy_ns, pe_flops=core.pe_flops, wall_s=wall,
         trace_path=Path(trace_path) if trace_path is not None else None, sbuf_peak_bytes=ctx.sbuf.peak,
         cost=cm, fast_path_instructions=fast.stats["instructions"] if fast is not None else 0,
+        pe_transpose_flops=core.pe_transpose_flops,
     )
     if numerics:
         result.outputs = {n: t.data for n, t in ctx.tensors.items() if t.kind == "output"}
@@ -325,6 +331,8 @@ def _call_kernel(spec: Any, ctx: KernelContext, params: Mapping[str, Any]) -> No
         raise KernelError(f"{_user_line(exc, spec.fn)}: kernel {spec.name} called sys.exit({exc.code!r}); a kernel "
                           "must return normally (raise an exception to report an error)") from None
     except Exception as exc:
+        # an nc.affine_range body was being traced (or its loop was left by this exception)
+        traced = getattr(ctx, "symrec", None) is not None or getattr(ctx, "sym_error", None) is not None
         frames = []
         tb = exc.__traceback__
         while tb is not None:
@@ -335,8 +343,12 @@ def _call_kernel(spec: Any, ctx: KernelContext, params: Mapping[str, Any]) -> No
             raise  # a bug in the simulator itself: let it surface as an internal error
         if last.tb_frame.f_code.co_name == "_expand" and "__name__" not in last.tb_frame.f_globals:
             raise  # the generated expansion of an affine loop (tracer/sim/affine/codegen.py): a simulator bug
-        raise KernelError(f"{_user_line(exc, spec.fn)}: kernel {spec.name} raised {type(exc).__name__}: {exc}") \
-            from exc
+        hint = ""
+        if traced and isinstance(exc, (IndexError, KeyError)):
+            hint = (" (while an nc.affine_range body was traced: its Python runs for two iterations only, so a list "
+                    "filled in an nc.affine_range loop holds two entries; fill it in an nc.static_range loop)")
+        raise KernelError(f"{_user_line(exc, spec.fn)}: kernel {spec.name} raised {type(exc).__name__}: {exc}"
+                          f"{hint}") from exc
 
 
 def _user_line(exc: BaseException, fn: Any) -> str:

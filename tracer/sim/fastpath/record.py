@@ -308,7 +308,9 @@ class Recorder:
         if tpl.stream == S_VECTOR:
             self.vec_internal = True
         self.positions.append(Position(
-            stream=tpl.stream, engine=tpl.engine, kind=tpl.kind, dur=tpl.dur, flops_adj=tpl.flops_adj or 0,
+            stream=tpl.stream, engine=tpl.engine, kind=tpl.kind, dur=tpl.dur,
+            flops_adj=0 if tpl.tensor_type == "TRANSPOSE" else tpl.flops_adj or 0,
+            transpose_flops=(tpl.flops_adj or 0) if tpl.tensor_type == "TRANSPOSE" else 0,
             throttle=tpl.kind == KIND_MATMUL and core.cm.throttle_enabled, dma=tpl.kind == KIND_DMA,
             aux_dynamic=aux != -1, ports=tpl.ports,
             group=tpl.dma.group if tpl.dma is not None else -1, recipe=self.recipe(tpl.key),

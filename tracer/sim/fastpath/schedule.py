@@ -44,7 +44,7 @@ class Program:
 
     __slots__ = ("aux", "aux_rows", "counter_before", "counter_kind", "counters", "edge_pick", "eng_counts",
                  "exports", "flops", "has_dma", "has_ports", "has_throttle", "jit", "last", "n", "out_src", "rows",
-                 "scope_lengths", "scope_sources", "seq_counts", "uid")
+                 "scope_lengths", "scope_sources", "seq_counts", "transpose_flops", "uid")
 
     def __init__(self, var: Variant) -> None:
         pos = var.positions
@@ -106,6 +106,7 @@ class Program:
             eng[p.engine] = eng.get(p.engine, 0) + 1
         self.eng_counts = sorted(eng.items())
         self.flops = sum(p.flops_adj for p in pos)
+        self.transpose_flops = sum(p.transpose_flops for p in pos)
         self.last = var.last
         self.out_src = [(kind == SRC_LEAF, src) for _sig, _struct, srcs in var.outputs for kind, src in srcs]
         #: The DMA rows that take the segment's dynamic aux values, in order.
@@ -145,6 +146,8 @@ def run(prog: Program, core: Any, ctx: Any, leaves: list[Any], aux: list[int], t
         ipe[e] += k
     if prog.flops:
         core.pe_flops += prog.flops
+    if prog.transpose_flops:
+        core.pe_transpose_flops += prog.transpose_flops
     cols = core._cols
     put(cols["start"], S)
     put(cols["end"], E)

@@ -54,12 +54,14 @@ class Position:
     #: ``("A", 1)``) or the k-th scope entered in the segment (``("S", k)``).
     lsrc: tuple[str, int]
     osrc: tuple[str, int]
+    #: A PE transpose's adjusted FLOPs (``flops_adj`` holds a matmul's: the model's work).
+    transpose_flops: int = 0
 
     def key(self) -> tuple[Any, ...]:
         """Everything that identifies the position (for sharing trie nodes)."""
         return (self.stream, self.engine, self.kind, self.dur, self.flops_adj, self.throttle, self.dma,
                 self.aux_dynamic, self.ports, self.group, self.recipe, self.deps, self.reads, self.writes, self.lsrc,
-                self.osrc)
+                self.osrc, self.transpose_flops)
 
 
 class Node:

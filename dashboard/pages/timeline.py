@@ -15,6 +15,7 @@ browser's work per zoom (BENCHMARKS.md, Dashboard).  Hover, the tooltip and the 
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
 from typing import Any
@@ -319,6 +320,11 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
         # a query's first run (seconds for a large result) goes without the trace's lock, as the summary page's
         # work does: each thread has its own cursor, and the trace's other requests go on meanwhile
         layout_of(trace_id, trace).query(options.query)
+        # so is the critical path's first computation (tens of seconds on a large trace): under the lock every zoom
+        # queued behind it, and a zoom made meanwhile could leave a stale figure (an audit)
+        if options.critical_path and options.chain_event is None:
+            with contextlib.suppress(TrnprofError):   # (drawn as no path, as the overlay does)
+                overlays.path(trace_id, trace)
         with registry.lock(trace_id):
             update = tl.update_timeline(trace, trace_id, state=state, trigger=trigger, relayout=relayout,
                                         width_px=width, options=options, nav=nav,

@@ -467,3 +467,42 @@ def test_a_pairs_comparison_runs_without_the_traces_locks(registry, monkeypatch)
     monkeypatch.setattr(cl, "diff", probe)
     cl.DiffCache().get(registry, "t0", "t1")
     assert free == [True, True]
+
+
+def test_the_critical_paths_first_computation_runs_without_the_traces_lock(tmp_path, monkeypatch):
+    """The timeline computed the critical path (tens of seconds on a large trace) under the trace's lock: every
+    zoom queued behind it, and a zoom made meanwhile could leave a stale figure (an audit of interactions)."""
+    import json
+    import threading
+
+    from dashboard import analysis_views as av
+    from dashboard.app import create_app
+    from tests.browser.trace_factory import write_kernel_trace
+    from tests.unit.test_dashboard_callbacks_fuzz import post
+
+    app = create_app([write_kernel_trace(tmp_path / "k.trace", iterations=20)])
+    registry = app.trnprof_registry
+    free: list[bool] = []
+    real_path = av.CriticalPathOverlays.path
+
+    def probe(self, trace_id, trace):
+        def try_lock() -> None:
+            lock = registry.lock(trace_id)
+            free.append(lock.acquire(timeout=2))
+            if free[-1]:
+                lock.release()
+
+        if not free:
+            t = threading.Thread(target=try_lock)
+            t.start()
+            t.join()
+        return real_path(self, trace_id, trace)
+
+    monkeypatch.setattr(av.CriticalPathOverlays, "path", probe)
+    try:
+        resp = post(app, "tl-draw.data", {"url.search": "?trace=t0", "tl-size.data": {"width": 800},
+                                          "cp-toggle.value": ["on"]}, "cp-toggle.value")
+        assert resp.status_code == 200 and "critical path" in json.dumps(resp.get_json())
+    finally:
+        registry.close()
+    assert free == [True]

@@ -323,6 +323,10 @@ def status_detail(frame: StripFrame, rows_note: str = "") -> str:
     exact = int(frame.exact.sum())
     detail = (f"{frame.n_events:,} events drawn exactly" if exact == len(frame.exact)
               else f"{exact} of {len(frame.exact)} rows exact, others per-pixel summaries")
+    if exact and frame.n_events and frame.hover_events is None:   # (the hover lists events below a bound)
+        from profiler.figures.raster import HOVER_EVENT_LIMIT
+
+        detail += f"; hover per event under {HOVER_EVENT_LIMIT:,} in view"
     note = f" · {rows_note}" if rows_note else ""
     return f"{format_duration(frame.resolution_ns)}/px · {detail}{note}"
 

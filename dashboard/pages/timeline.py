@@ -108,7 +108,7 @@ def layout(ctx_: PageContext) -> Any:
                            value=url_options.colour_by, inline=True, className="radio"),
             dcc.Checklist(id="dma-expand", options=[{"label": "expand DMA queues", "value": "expand"}],
                           value=["expand"] if url_options.expand_dma else [], inline=True, className="radio"),
-            dcc.Checklist(id="cp-toggle", options=[{"label": "critical path", "value": "on"}],
+            dcc.Checklist(id="cp-toggle", options=critical_path_options(url_options.chain),
                           value=["on"] if url_options.critical_path else [], inline=True, className="radio"),
             html.Label("span levels", htmlFor="span-levels", className="toolbar-label"),
             dcc.Dropdown(id="span-levels", options=[{"label": "all", "value": "all"}, *[
@@ -228,6 +228,14 @@ def selection_to_draw(trace: Any, selected: Any, search: str | None) -> picks.Se
         linked = query_values(search).get(SELECT_PARAM)
         selection = picks.Selection.from_store(trace, picks.linked_selection(trace, linked)) if linked else None
     return selection
+
+
+def critical_path_options(chain: Any) -> list[dict[str, str]]:
+    """The critical-path toggle's option: its label says when a dependency chain is drawn instead of the path (the
+    box stayed ticked while the chain replaced the path)."""
+    if isinstance(chain, str) and chain:
+        return [{"label": f"critical path (the chain to {chain.replace(':', ' ')} is drawn instead)", "value": "on"}]
+    return [{"label": "critical path", "value": "on"}]
 
 
 def _trace(registry: TraceRegistry, search: str | None) -> tuple[str, Any]:
@@ -383,6 +391,10 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
         except TrnprofError as exc:
             return html.Div(public_message(exc, trace), className="error")
         return chain_panel(chain, int(trace.time_range[0]), back)
+
+    @app.callback(Output("cp-toggle", "options"), Input("tl-chain", "data"), prevent_initial_call=True)
+    def _toggle_label(chain: Any) -> Any:
+        return critical_path_options(chain)
 
     @app.callback(Output("tl-chain", "data"), Input("details-chain-draw", "n_clicks"), State("tl-selected", "data"),
                   State("tl-chain", "data"), prevent_initial_call=True)

@@ -403,6 +403,12 @@ def test_a_chain_is_drawn_over_the_timeline_instead_of_the_critical_path(registr
     for bad in ("Span:1", "Instruction:x", "Instruction:3; DROP", 5, None):
         assert tls.TimelineOptions.parse("opcode", False, chain=bad).chain == ""
     assert tls.clean_state({**up.state, "chain": "Flow:1"}, "t0")["chain"] == ""
+    # the critical-path toggle says the chain is drawn instead (it stayed ticked, as if the path were drawn)
+    from dashboard.pages.timeline import critical_path_options
+
+    assert critical_path_options("Instruction:3") == [
+        {"label": "critical path (the chain to Instruction 3 is drawn instead)", "value": "on"}]
+    assert critical_path_options("") == critical_path_options(None) == [{"label": "critical path", "value": "on"}]
 
 
 def test_the_small_dma_recommendation_links_to_its_band_on_the_timeline(tmp_path):

@@ -633,3 +633,18 @@ def test_a_row_limit_that_cannot_be_used_says_what_was_used(trace):
             f"the row limit is a whole number from 1 to {sql_logic.MAX_ROW_LIMIT:,}: {used:,} used"), asked
     for fine in (None, 3, 3.0):
         assert sql_logic.run_query(trace, "SELECT 1 AS one", row_limit=fine).warning == ""
+
+
+def test_the_status_line_says_when_the_hover_lists_events(trace):
+    """The status read "6,063 events drawn exactly" while the hover gave per-pixel summaries (it lists events only
+    up to HOVER_EVENT_LIMIT in view): it says so, and not once the hover lists them."""
+    from profiler.figures.raster import HOVER_EVENT_LIMIT
+
+    whole = tl.update_timeline(trace, "t0", state=None, trigger="size", width_px=WIDTH)
+    assert whole.figure is not None and "events drawn exactly" in whole.status
+    assert f"; hover per event under {HOVER_EVENT_LIMIT:,} in view" in whole.status
+    t0, t1 = trace.time_range
+    near = (t0 + (t1 - t0) // 300) / 1e9    # a few events in view: the hover lists them
+    zoomed = tl.update_timeline(trace, "t0", state=whole.state, trigger="relayout", width_px=WIDTH,
+                                relayout={"xaxis.range[0]": 0.0, "xaxis.range[1]": near})
+    assert "hover per event" not in zoomed.status

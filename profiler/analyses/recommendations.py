@@ -111,8 +111,10 @@ def _removal_speedup(b: dict[str, Any], gap_ns: float | None, resource: str) -> 
     return total / max(total - gap_ns, *others, 1.0)
 
 
-def _flop_rules(b: dict[str, Any]) -> list[dict[str, Any]]:
+def _flop_rules(b: dict[str, Any], *, default_window: bool = False) -> list[dict[str, Any]]:
     out = []
+    window_note = (" (the bounds' window, first DMA start to last DMA end; the summary's MFU divides by the whole "
+                   "span)" if default_window else "")
     inputs = b[rs.INPUTS]
     peak = inputs[rs.TE_PEAK_FLOPS]
     hw = inputs[rs.HW_FLOPS]
@@ -126,7 +128,7 @@ def _flop_rules(b: dict[str, Any]) -> list[dict[str, Any]]:
         out.append(_rec(
             "low_mfu", "Low model FLOPs utilisation",
             f"Model FLOPs utilisation is {_pct(mfu)} (below {_pct(MFU_MIN)}): {useful / total / 1e3:.3g} of "
-            f"{peak / 1e12:.3g} TFLOPS over {_us(total)}. The bottleneck is {b[rs.BOTTLENECK]} "
+            f"{peak / 1e12:.3g} TFLOPS over {_us(total)}{window_note}. The bottleneck is {b[rs.BOTTLENECK]} "
             f"({_us(b[rs.PERFECT_PIPELINE_NS])} active); work on it first.",
             evidence={"mfu": mfu, "model_flops": useful, "te_peak_flops_per_s": peak, "total_time_ns": total,
                       "bottleneck": b[rs.BOTTLENECK]},
@@ -451,7 +453,8 @@ def recommendations(trace: Trace, start_ns: int | None = None, end_ns: int | Non
         return rs.RECOMMENDATIONS.empty_table()
     scope = resolve_scope(trace, b[rs.START_NS], b[rs.END_NS], core)
     eff = dma_efficiency(trace, scope.start_ns, scope.end_ns, core)
-    recs = [*_flop_rules(b), *_spill_rule(trace, scope, b), *_dma_rules(b, eff, lambda: _sbuf_map(trace, scope)),
+    recs = [*_flop_rules(b, default_window=start_ns is None and end_ns is None), *_spill_rule(trace, scope, b),
+            *_dma_rules(b, eff, lambda: _sbuf_map(trace, scope)),
             *_bottleneck_rule(trace, scope, b), *_engine_bound_rule(trace, scope, b), *_fp8_rule(trace, scope, b),
             *_access_rule(trace, scope, b)]
     _point_to_fp8(recs)

@@ -194,6 +194,10 @@ def test_recommendations(trace, tmp_path):
                                                                  370 / 324, 370 / 350])
     by_rule = {r[rs.RULE]: r for r in recs.to_pylist()}
     assert "13.5%" in by_rule["low_mfu"][rs.MESSAGE]
+    # the window MFU is over is named: the bounds' by default (the summary's MFU is over the whole span)
+    assert "(the bounds' window, first DMA start to last DMA end;" in by_rule["low_mfu"][rs.MESSAGE]
+    windowed = {r[rs.RULE]: r for r in recommendations(trace, 0, 370).to_pylist()}
+    assert "bounds' window" not in windowed["low_mfu"][rs.MESSAGE]
     assert "a 2.0x" in by_rule["reloads"][rs.MESSAGE]
     assert json.loads(by_rule["transposes"][rs.EVIDENCE])["transpose_fraction"] == pytest.approx(20 / 70)
     # spills: 400 B reloaded of 200 B HBM reads is above 25%

@@ -449,6 +449,20 @@
       graphWidth: function () {
         return {width: plotWidth()};
       },
+      // `tl-link`'s href -> the address bar (history.replaceState: no navigation, no history entry), so a reload
+      // keeps the view and its options (they were only in "link to this view").  Same page only.
+      keepView: function (href) {
+        var nu = window.dash_clientside.no_update;
+        if (!href || !window.history || !window.history.replaceState) return nu;
+        try {
+          var u = new URL(href, window.location.href);
+          if (u.origin === window.location.origin && u.pathname === window.location.pathname &&
+              u.search !== window.location.search) {
+            window.history.replaceState(window.history.state, "", u.pathname + u.search + window.location.hash);
+          }
+        } catch (e) { /* a malformed href: leave the address bar */ }
+        return nu;
+      },
       // `tl-draw` -> the graph.  Returns no_update: the `tl-drawn` output is only the callback's required sink
       // (setting it would cost one more store update, and a re-render pass, per zoom).
       draw: function (payload, view) {

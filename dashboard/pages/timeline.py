@@ -299,6 +299,8 @@ def register_callbacks(app: Dash, registry: TraceRegistry) -> None:
 
     app.clientside_callback(ClientsideFunction("trnprof", "graphWidth"), Output("tl-size", "data"),
                             Input("timeline-container", "id"))
+    app.clientside_callback(ClientsideFunction("trnprof", "keepView"), Output("tl-drawn", "data", allow_duplicate=True),
+                            Input("tl-link", "href"), prevent_initial_call=True)
 
     @app.callback(
         Output("tl-draw", "data"), Output("tl-state", "data"), Output("tl-view", "data"),

@@ -667,3 +667,21 @@ def test_a_running_sql_query_disables_run_and_says_so(browser, dashboard_server)
              "the query's end", timeout=30)
     wait_for(browser, lambda d: d.find_element("id", "sql-run").is_enabled()
              and d.find_element("id", "sql-busy").text == "", "Run enabled again")
+
+
+def test_the_address_bar_follows_the_view_so_a_reload_keeps_it(browser, dashboard_server):
+    """Only "link to this view" held the view: a reload lost the zoom and the options (an audit of interactions).
+    The address bar now follows it (history.replaceState: no navigation), and a reload opens the same view."""
+    browser.get(dashboard_server.url + "/?trace=t0")
+    wait_for(browser, _ticktext, "the timeline rows")
+    wait_idle(browser)
+    _zoom_to_15us(browser)
+    wait_for(browser, lambda d: "start=" in d.current_url and "end=" in d.current_url, "the view in the address bar")
+    url = browser.current_url
+    assert "trace=t0" in url
+    browser.refresh()
+    wait_for(browser, _ticktext, "the timeline rows after the reload")
+    wait_idle(browser)
+    rng = _js(browser, f"{GRAPH}._fullLayout.xaxis.range")
+    assert abs((rng[1] - rng[0]) - 0.5e-6) < 0.05e-6, rng                 # the zoomed view, not the whole trace
+    assert console_errors(browser) == []

@@ -131,6 +131,22 @@
         if (code) present[Math.floor((code - 1) / SHADES)] = true;
       }
     }
+    // the legend keeps the height it had with every swatch shown: hiding the colours out of view made it lose a
+    // line and moved the plot up under the pointer in the middle of a wheel zoom
+    // (the tallest it has been with every swatch shown, for this colour mode and width: a zoom's new legend, of
+    // the names in its window, is often shorter too)
+    var box = items[0].parentNode;
+    var mode = document.querySelector("#colour-by input:checked");
+    var key = (mode ? mode.value : "") + "|" + (box ? box.clientWidth : 0);
+    if (box) {
+      var kept = box.getAttribute("data-full-key") === key ? Number(box.getAttribute("data-full-height")) || 0 : 0;
+      box.style.minHeight = "";
+      Array.prototype.forEach.call(items, function (it) { it.style.display = ""; });
+      var full = Math.max(kept, box.offsetHeight);
+      box.setAttribute("data-full-key", key);
+      box.setAttribute("data-full-height", String(full));
+      box.style.minHeight = full + "px";
+    }
     Array.prototype.forEach.call(items, function (it) {
       it.style.display = present[Number(it.getAttribute("data-slot"))] ? "" : "none";
     });

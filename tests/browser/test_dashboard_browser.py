@@ -685,3 +685,18 @@ def test_the_address_bar_follows_the_view_so_a_reload_keeps_it(browser, dashboar
     rng = _js(browser, f"{GRAPH}._fullLayout.xaxis.range")
     assert abs((rng[1] - rng[0]) - 0.5e-6) < 0.05e-6, rng                 # the zoomed view, not the whole trace
     assert console_errors(browser) == []
+
+
+def test_the_plot_does_not_move_when_the_legend_hides_colours_out_of_view(browser, dashboard_server):
+    """Hiding the legend's colours that left the view made it lose a line: the plot moved up under the pointer in
+    the middle of a wheel zoom (an audit). The legend keeps its height."""
+    browser.get(dashboard_server.url + "/?trace=t0")
+    wait_for(browser, _ticktext, "the timeline rows")
+    wait_idle(browser)
+    top = "return document.querySelector('#timeline-graph .nsewdrag').getBoundingClientRect().top;"
+    hidden = ("return Array.prototype.filter.call(document.querySelectorAll('#tl-legend .legend-item[data-slot]'),"
+              " function (it) { return it.style.display === 'none'; }).length;")
+    before = browser.execute_script(top)
+    _zoom_to_15us(browser)
+    wait_for(browser, lambda d: d.execute_script(hidden) > 0, "colours out of view hidden from the legend")
+    assert abs(browser.execute_script(top) - before) < 1

@@ -90,6 +90,10 @@ class TimelineUpdate:
             for part in parents:
                 target = target[part]
             target[leaf] = value
+        if "xaxis.range" in self.changes["layout"]:
+            # (a dcc.Graph keeps a double-click's autorange over a range the server sets, and plotly's autorange of
+            # the strip image ends on the resolution grid, past the trace's end: the compare page's reset did)
+            patch["layout"]["xaxis"]["autorange"] = False
         return patch
 
     def draw_payload(self, config: dict[str, Any] | None = None) -> Any:

@@ -53,6 +53,7 @@ def test_compare_page_stacks_two_synchronised_timelines(browser, compare_server)
         wait_for(browser, lambda d, s=side: d.find_elements("css selector", f"#cmp-legend-{s} .legend-item"),
                  f"the legend of {side}")
     console_errors(browser)  # start clean
+    first = {side: _range(browser, side) for side in ("a", "b")}
 
     browser.execute_script(f"window.Plotly.relayout({_graph('a')}, "
                            "{'xaxis.range[0]': 2e-6, 'xaxis.range[1]': 6e-6});")
@@ -66,6 +67,9 @@ def test_compare_page_stacks_two_synchronised_timelines(browser, compare_server)
     browser.find_element("tag name", "body").send_keys("r")
     wait_for(browser, lambda d: (_range(d, "a") or [0, 0])[1] - _range(d, "a")[0] > 20e-6
              and _range(d, "b")[1] - _range(d, "b")[0] > 20e-6, "R to reset A and B to follow")
+    # back to each trace's exact extent (plotly's autorange of the strip image went past the end, to its grid)
+    wait_for(browser, lambda d: all(_range(d, s) == pytest.approx(first[s], abs=1e-12) for s in ("a", "b")),
+             f"the reset to end where the first view did ({first})")
 
     browser.execute_script("document.querySelector('#cmp-by input[value=\"source\"]').click();")
     wait_for(browser, lambda d: d.execute_script(

@@ -9,10 +9,11 @@ import numpy as np
 
 from tracer.kernels import kernel
 from tracer.kernels._common import multiple, require
+from tracer.sim.numerics import erfc
 
 
-def _gelu(x: np.ndarray) -> np.ndarray:  # GELU, x * Phi(x), in float64 (math.erfc element by element)
-    return 0.5 * x * np.vectorize(math.erfc, otypes=[np.float64])(-x / math.sqrt(2.0))
+def _gelu(x: np.ndarray) -> np.ndarray:  # GELU, x * Phi(x), in float64 (erfc to 1.2e-7 relative, vectorised)
+    return 0.5 * x * erfc(-x / math.sqrt(2.0))
 
 
 def reference(inputs: dict[str, np.ndarray], layers: int = 2, **_: Any) -> dict[str, np.ndarray]:

@@ -2,21 +2,30 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 import numpy as np
 
 from tracer.errors import KernelError
 
-#: The complementary error function, element by element (numpy has none; math.erfc keeps the tails exact).
-_erfc = np.frompyfunc(math.erfc, 1, 1)
+
+def erfc(z: np.ndarray) -> np.ndarray:
+    """The complementary error function, vectorised (numpy has none): the Chebyshev fit of Numerical Recipes'
+    ``erfcc``, whose *relative* error is under 1.2e-7 everywhere -- an fp32 ulp, in the tails too."""
+    z = np.asarray(z, np.float64)
+    a = np.abs(z)
+    t = 1.0 / (1.0 + 0.5 * a)
+    poly = -1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (-0.18628806 + t * (
+        0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277))))))))
+    with np.errstate(under="ignore", over="ignore"):
+        r = t * np.exp(-a * a + poly)
+    return np.where(z >= 0, r, 2.0 - r)
 
 
 def _gelu(x: np.ndarray) -> np.ndarray:
     """GELU, x * Phi(x) (NKI's ``gelu``), through erfc so the negative tail keeps its precision."""
     x = np.asarray(x, np.float64)
-    return 0.5 * x * _erfc(-x * 0.7071067811865476).astype(np.float64)
+    return 0.5 * x * erfc(-x * 0.7071067811865476)
 
 
 def _gelu_tanh(x: np.ndarray) -> np.ndarray:

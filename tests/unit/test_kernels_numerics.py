@@ -207,7 +207,38 @@ def test_check_matches_equal_infinities_and_names_an_inf_of_one_side():
     got = want.copy()
     got[1, 2] = 3.0
     c = _check(_constant_kernel(got, "fp32", reference_values=want))
-    assert not c.ok and c.note == "the reference has 1 inf values where the other has numbers (first at [1, 2])"
+    assert not c.ok and c.note == ("the reference has 1 infinite values where the other has finite ones (first at "
+                                   "[1, 2])")
+    flipped = want.copy()
+    flipped[1, 2] = -np.inf
+    c = _check(_constant_kernel(flipped, "fp32", reference_values=want))
+    assert not c.ok and c.note == ("the output has 1 infinities of the opposite sign to the reference's (first at "
+                                   "[1, 2]: -inf where the reference has inf)")
+
+
+def test_an_all_zero_reference_holds_the_output_to_the_inputs_scale():
+    """log(exp(x)) - x in fp32 is a few 1e-7 off zero: the element bound, relative to a reference of zeros, made
+    any rounding fail (a review); it is relative to the inputs' largest magnitude then. A real residual fails."""
+    def ref(inputs, **_):
+        return {"y": np.zeros((128, 64))}
+
+    def residual(nc, off=0.0):
+        x = nc.input("x", (128, 64), "fp32")
+        y = nc.output("y", (128, 64), "fp32")
+        t = nc.sbuf_tile((128, 64), "fp32")
+        nc.dma_copy(t, x)
+        e = nc.sbuf_tile((128, 64), "fp32")
+        nc.activation(e, t, "exp")
+        nc.activation(e, e, "log")
+        d = nc.sbuf_tile((128, 64), "fp32")
+        nc.tensor_tensor(d, e, t, "subtract")
+        nc.tensor_scalar(d, d, "add", off)
+        nc.dma_copy(y, d)
+
+    ok = run_kernel(kernel(reference=ref)(residual), check=True).checks[0]
+    assert ok.ok and 0 < ok.max_abs_error < 1e-6 and "the inputs' largest value" in ok.describe()
+    with pytest.raises(KernelError, match="elements outside the tolerance"):
+        run_kernel(kernel(reference=ref)(residual), {"off": 1e-2}, check=True)
 
 
 def test_a_kernel_sets_its_own_tolerance():

@@ -167,6 +167,7 @@ DURATION_NS = "duration_ns"
 TIMESTAMP = "timestamp"
 PCORE_IDX = "pcore_idx"
 TABLE_ROWS = "table_rows"
+SCALAR_ACTIVATION_FN = "scalar_activation_fn"
 ENGINE = "engine"
 OPCODE = "opcode"
 OPERANDS = "operands"
@@ -250,7 +251,7 @@ INSTRUCTION = TableSpec(
         _c(RAW_FLOPS, _I64, "floating-point operations, one MAC = 2 FLOPs", unit="FLOP"),
         _c(ADJUSTED_FLOPS, _I64, "BF16-equivalent FLOPs (FP32 x4, FP8 x0.5 on Trn2)", unit="FLOP"),
         _c(TENSOR_INSTRUCTION_TYPE, _DICT, "Tensor engine only: REGULAR or TRANSPOSE"),
-        _c("scalar_activation_fn", _DICT, "Scalar engine only: activation function, e.g. EXP, COPY"),
+        _c(SCALAR_ACTIVATION_FN, _DICT, "Scalar engine only: activation function, e.g. EXP, COPY"),
         _c(PERFORMANCE_MODE, _DICT, "Vector/Scalar performance mode (2x, 4x), or double_row (FP8 matmul), when used"),
     ),
 )

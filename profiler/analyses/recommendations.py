@@ -350,42 +350,80 @@ def _bottleneck_rule(trace: Trace, scope: Scope, b: dict[str, Any]) -> list[dict
 ELEMENTWISE_ENGINES = ("Vector", "GpSimd", "Scalar")
 
 
+#: Work an element-wise engine can hand to another: opcode -> the engines that run it too (nki.isa: tensor_tensor and
+#: tensor_scalar on Vector or GpSimd, copies on any of the three, memset on Vector or GpSimd; a Scalar copy is an
+#: ACTIVATE of COPY).  Activations, reductions, iota and partition reductions stay where they are.
+MOVABLE: dict[str, dict[str, tuple[str, ...]]] = {
+    "Vector": {"TENSOR_TENSOR": ("GpSimd",), "TENSOR_SCALAR": ("GpSimd",), "TENSOR_COPY": ("GpSimd", "Scalar"),
+               "MEMSET": ("GpSimd",)},
+    "GpSimd": {"TENSOR_TENSOR": ("Vector",), "TENSOR_SCALAR": ("Vector",), "TENSOR_COPY": ("Vector", "Scalar"),
+               "MEMSET": ("Vector",)},
+    "Scalar": {"ACTIVATE COPY": ("Vector", "GpSimd")},
+}
+#: ``engine_bound`` needs at least this many of the bottleneck's instructions in the window.
+ENGINE_BOUND_MIN_INSTRUCTIONS = 8
+
+
 def _engine_bound_rule(trace: Trace, scope: Scope, b: dict[str, Any]) -> list[dict[str, Any]]:
     """A kernel whose bottleneck is a busy element-wise engine: without this the advice was "no rule fired" for a
-    Vector-bound kernel, which reads as a clean bill of health."""
+    Vector-bound kernel, which reads as a clean bill of health.  Its time at stake is what handing the work another
+    engine can run (:data:`MOVABLE`) to the least busy such engine could save, both then ending together; on a
+    NeuronCore-v2 core Vector and GpSimd take turns on SBUF, so neither is the other's partner there."""
     total = b[rs.TOTAL_TIME_NS]
     engine = b[rs.BOTTLENECK]
     active = b[rs.ENGINE_ACTIVE_NS]
     if engine not in ELEMENTWISE_ENGINES or not total or active[engine] / total <= ENGINE_BOUND_MIN:
         return []
     busy = active[engine]
-    partners = [e for e in ELEMENTWISE_ENGINES if e != engine]
-    partner = min(partners, key=lambda e: (active.get(e, 0), e))
-    others = [v for e, v in active.items() if e != engine]
-    # what sharing its work with the least busy element-wise engine could save, at most: both then end together
-    balanced = max((busy + active.get(partner, 0)) / 2, *[v for e, v in active.items() if e not in (engine, partner)])
-    stake = max(0.0, busy - max(balanced, 0))
-    top = fetch(trace, f"SELECT {q(ts.OPCODE)} AS opcode, {q(ts.NKI_SOURCE_LOCATION)} AS loc, "
-                       f"sum({q(ts.END_TS)} - {q(ts.START_TS)})::BIGINT AS ns FROM {INSTRUCTION} "
-                       f"WHERE {scope.starts_sql()} AND {q(ts.ENGINE)} = '{engine}' GROUP BY 1, 2 "
-                       f"ORDER BY ns DESC, opcode, loc LIMIT 1").to_pylist()
+    fn = q(ts.SCALAR_ACTIVATION_FN)
+    rows = fetch(trace, f"""
+        SELECT {q(ts.OPCODE)} || CASE WHEN {q(ts.OPCODE)} = 'ACTIVATE' AND upper({fn}) IN ('COPY', 'IDENTITY')
+                                      THEN ' COPY' ELSE '' END AS work,
+               {q(ts.OPCODE)} AS opcode, {q(ts.NKI_SOURCE_LOCATION)} AS loc, count(*) AS n,
+               sum({q(ts.END_TS)} - {q(ts.START_TS)})::BIGINT AS ns
+        FROM {INSTRUCTION} WHERE {scope.starts_sql()} AND {q(ts.ENGINE)} = '{engine}' GROUP BY 1, 2, 3
+        ORDER BY ns DESC, opcode, loc""").to_pylist()
+    if sum(int(r["n"]) for r in rows) < ENGINE_BOUND_MIN_INSTRUCTIONS:
+        return []
+    conflicts = has_access_conflicts(trace)
+    summed = sum(int(r["ns"]) for r in rows) or 1
+    # (durations summed over the window's instructions, of every core: scaled to the engine's active time)
+    movable: dict[str, float] = {}
+    for r in rows:
+        for other in MOVABLE.get(engine, {}).get(r["work"], ()):
+            if conflicts and {engine, other} == {"Vector", "GpSimd"}:
+                continue
+            movable[other] = movable.get(other, 0.0) + int(r["ns"]) * busy / summed
+    stake, partner = 0.0, None
+    for other, can in sorted(movable.items()):
+        # hand over x of it: engine busy - x, other + x; best when they end together, at most what can move
+        x = min(can, max(0.0, (busy - active.get(other, 0)) / 2))
+        if x > stake:
+            stake, partner = x, other
+    top = rows[0] if rows and rows[0]["ns"] else None
     where = ""
-    if top and top[0]["ns"]:
-        line = f" at {top[0]['loc']}" if top[0]["loc"] else ""
-        where = f"; most of it {top[0]['opcode']}{line} ({_us(top[0]['ns'])})"
-    conflict = (" On this core Vector and GpSimd take turns on SBUF (NeuronCore-v2), so move work to Scalar "
-                "rather than GpSimd." if has_access_conflicts(trace) else "")
+    if top is not None:
+        line = f" at {top['loc']}" if top["loc"] else ""
+        where = f"; most of it {top['opcode']}{line} ({_us(min(int(top['ns']), busy))})"
+    if partner is not None:
+        advice = (f"{_us(movable[partner])} of it is work {partner} can run too (it is active "
+                  f"{_pct(active.get(partner, 0) / total)}): hand it some so they run side by side")
+        if conflicts and engine in ("Vector", "GpSimd"):
+            advice += " (on this core Vector and GpSimd take turns on SBUF, so not to the other of the two)"
+    else:
+        advice = "none of its work can run on another engine beside it here" + (
+            " (on this core Vector and GpSimd take turns on SBUF)" if conflicts and engine in ("Vector", "GpSimd")
+            else "")
+        stake = 0.0
     return [_rec(
         "engine_bound", f"{engine}-bound",
         f"The kernel is {engine}-bound: {engine} is active {_pct(busy / total)} of the window ({_us(busy)}"
-        f"{where}), while {partner} is active {_pct(active.get(partner, 0) / total)}. Share its element-wise work "
-        f"with {' and '.join(partners)} so they run side by side, keep operands in 16-bit types where the engine "
-        f"has a faster mode (trn2's Vector engine runs 16-bit copies and tensor_scalar up to 4x), and avoid chains "
-        f"of dependent instructions on it (each waits for the one before).{conflict}",
+        f"{where}). {advice[0].upper()}{advice[1:]}; keep operands in 16-bit types where the engine has a faster "
+        f"mode (trn2's Vector engine runs 16-bit copies and tensor_scalar up to 4x), and avoid chains of "
+        f"dependent instructions on it (each waits for the one before).",
         evidence={"engine": engine, "active_ns": busy, "total_time_ns": total, "partner": partner,
-                  "partner_active_ns": active.get(partner, 0), "top": top[0] if top else None,
-                  "others_active_ns": max(others, default=0)},
-        impact_ns=stake, speedup=_removal_speedup(b, stake, engine))]
+                  "movable_ns": movable, "top": top},
+        impact_ns=stake, speedup=_removal_speedup(b, stake, engine) if partner is not None else None)]
 
 
 def _fp8_rule(trace: Trace, scope: Scope, b: dict[str, Any]) -> list[dict[str, Any]]:

@@ -295,7 +295,7 @@ def test_a_vector_bound_kernel_is_told_so_and_the_gain_is_in_reach(tmp_path):
         if not split:
             rec = recs["engine_bound"]
             assert rec[rs.TITLE] == "Vector-bound" and "TENSOR_SCALAR at test_analysis_handmade.py:" in rec[rs.MESSAGE]
-            assert "with GpSimd and Scalar" in rec[rs.MESSAGE]
+            assert "of it is work GpSimd can run too" in rec[rs.MESSAGE]
             predicted = rec[rs.SPEEDUP]
     gained = times[False] / times[True]
     assert 1.3 < gained <= predicted * 1.02, (gained, predicted)
@@ -432,3 +432,38 @@ def test_reloads_of_a_small_tensor_are_priced_at_the_time_they_took(tmp_path):
     assert "reloaded: w 32.0x" in rec[rs.MESSAGE]
     assert rec[rs.IMPACT_NS] > 2 * b[rs.EXCESS_TRAFFIC_GAP_NS]                   # (priced as moved, not at peak)
     assert slow / fast > 1.05 and rec[rs.SPEEDUP] >= 0.95 * slow / fast
+
+
+def _reductions(nc, rows=512, cols=1024):
+    """Vector reductions only: nothing another engine can run."""
+    x = nc.input("x", (rows, cols), "fp32")
+    y = nc.output("y", (rows, 1), "fp32")
+    for r in nc.affine_range(rows // 128):
+        t = nc.sbuf_tile((128, cols), "fp32", name="t")
+        nc.dma_copy(t, x[r * 128:(r + 1) * 128, :])
+        s = nc.sbuf_tile((128, 1), "fp32", name="s")
+        for _ in nc.static_range(6):
+            nc.tensor_reduce(s, t, "max")
+        nc.dma_copy(y[r * 128:(r + 1) * 128, :], s)
+
+
+@pytest.mark.parametrize("arch", ["trn1", "trn2"])
+def test_engine_bound_promises_only_what_another_engine_can_run(tmp_path, arch):
+    """engine_bound priced moving half the work to another engine whatever it was: 'up to 1.86x' for Vector
+    reductions nothing else runs, and on trn1 with GpSimd, which takes turns with Vector on SBUF (a review)."""
+    from tracer.sim import run_kernel
+
+    path = tmp_path / f"red-{arch}.trace"
+    run_kernel(_reductions, {}, arch=arch, trace_path=path, emit="inline")
+    with profiler.open(path) as t:
+        rec = {r[rs.RULE]: r for r in recommendations(t).to_pylist()}["engine_bound"]
+    assert rec[rs.IMPACT_NS] == 0 and rec[rs.SPEEDUP] is None
+    assert "none of its work can run on another engine beside it" in rec[rs.MESSAGE].lower()
+    path = tmp_path / f"chain-{arch}.trace"
+    run_kernel(_vector_chain, {}, arch=arch, trace_path=path, emit="inline")
+    with profiler.open(path) as t:
+        rec = {r[rs.RULE]: r for r in recommendations(t).to_pylist()}["engine_bound"]
+    if arch == "trn1":   # (tensor_scalar runs on Vector or GpSimd, which take turns on SBUF here)
+        assert rec[rs.IMPACT_NS] == 0 and "take turns on SBUF" in rec[rs.MESSAGE]
+    else:
+        assert rec[rs.IMPACT_NS] > 0 and json.loads(rec[rs.EVIDENCE])["partner"] == "GpSimd"

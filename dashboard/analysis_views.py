@@ -168,16 +168,23 @@ class CriticalPathOverlays:
 
     def __init__(self) -> None:
         self._paths: dict[str, Any] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()                    # (held briefly: the table of per-trace locks)
+        self._computing: dict[str, threading.Lock] = {}  # per trace, held while its path is computed
 
     def path(self, trace_id: str, trace: Any) -> Any:
         """The critical path table of ``trace`` (cached by trace id, for this ``Trace`` object: a followed
-        recording's next one computes it again)."""
+        recording's next one computes it again).  Computed under that trace's own lock: another trace's path, and
+        this trace's other requests, do not wait for it (a request that needs this path does)."""
         with self._lock:
+            mine = self._computing.setdefault(trace_id, threading.Lock())
+        with mine:
             kept = self._paths.get(trace_id)
             if kept is None or not same_trace(kept[0], trace):
-                self._paths[trace_id] = (weakref.ref(trace), critical_path(trace))
-            return self._paths[trace_id][1]
+                found = critical_path(trace)
+                with self._lock:
+                    self._paths[trace_id] = (weakref.ref(trace), found)
+                return found
+            return kept[1]
 
     def builder(self, trace_id: str, trace: Any, chain: tuple[str, int] | None = None,
                 chains: ChainGraphs | None = None) -> Any:

@@ -512,3 +512,37 @@ def test_the_critical_paths_first_computation_runs_without_the_traces_lock(tmp_p
     finally:
         registry.close()
     assert free == [True]
+
+
+def test_one_traces_critical_path_does_not_wait_for_anothers(registry, monkeypatch):
+    """CriticalPathOverlays computed every trace's path under one lock: a small trace's toggle waited for a large
+    one's first computation (a review)."""
+    import threading
+    import time
+
+    from dashboard import analysis_views as av
+
+    real = av.critical_path
+    started = threading.Event()
+
+    def slow(trace, *args, **kwargs):
+        if getattr(trace, "_slow_for_test", False):
+            started.set()
+            time.sleep(3)
+        return real(trace, *args, **kwargs)
+
+    monkeypatch.setattr(av, "critical_path", slow)
+    overlays = av.CriticalPathOverlays()
+    big, small = registry.open("t0"), registry.open("t1")
+    big._slow_for_test = True
+    worker = threading.Thread(target=overlays.path, args=("t0", big))
+    worker.start()
+    try:
+        assert started.wait(5)
+        t0 = time.perf_counter()
+        assert overlays.path("t1", small).num_rows > 0
+        assert time.perf_counter() - t0 < 2       # (not behind the 3 s computation)
+    finally:
+        worker.join()
+        del big._slow_for_test
+    assert overlays.path("t0", big).num_rows > 0  # (cached)

@@ -51,6 +51,7 @@ from profiler.analyses.idle_gaps import idle_gaps
 from profiler.analyses.inputs import (
     ACCESS_CONFLICTS,
     DMA_PACKET,
+    DMA_TRIGGER_OPCODE,
     INSTRUCTION,
     Scope,
     conflict_sql,
@@ -282,18 +283,42 @@ IDLE_CAUSE_MIN = 0.5
 IDLE_CAUSE_GAPS = 4
 
 
-def _idle_advice(engine: str, gaps: list[dict[str, Any]], idle: float) -> str:
+def _holding_in_line(trace: Trace, ids: list[int]) -> set[int]:
+    """Of the instructions ``ids`` (DMA triggers the bottleneck's gaps waited for), those that waited themselves
+    and held up the trigger after them in their engine's in-order stream: it did not wait, and started the moment
+    they ended (a store's trigger waiting for its data, with a load's trigger behind it)."""
+    if not ids:
+        return set()
+    core, idq, eng = f"coalesce({q(ts.PCORE_IDX)}, 0)", q(ts.ID), q(ts.ENGINE)
+    wait = f"coalesce({q(ts.EVT_WAIT_TIME_NS)}, 0)"
+    rows = fetch(trace, f"""
+        WITH e AS (SELECT DISTINCT {eng} AS engine FROM {INSTRUCTION} WHERE {idq} IN (SELECT unnest($ids))),
+        ins AS (
+            SELECT {idq} AS id, {wait} AS wt, {q(ts.END_TS)} AS e,
+                   lead({q(ts.START_TS)}) OVER w AS next_s, lead({wait}) OVER w AS next_wt,
+                   lead({q(ts.OPCODE)}) OVER w AS next_op
+            FROM {INSTRUCTION} WHERE {eng} IN (SELECT engine FROM e)
+            WINDOW w AS (PARTITION BY {core}, {eng} ORDER BY {idq}))
+        SELECT id FROM ins WHERE id IN (SELECT unnest($ids)) AND wt > 0 AND next_wt = 0 AND next_s = e
+          AND next_op = '{DMA_TRIGGER_OPCODE}'""", params={"ids": [int(i) for i in ids]})
+    return {int(i) for i in rows.column("id").to_pylist()}
+
+
+def _idle_advice(trace: Trace, engine: str, gaps: list[dict[str, Any]], idle: float) -> str:
     """What to do about the bottleneck's idle time, from what its gaps waited for: another compute engine's results
-    (a dependency chain: prefetching cannot hide it), DMA triggers issued late by an engine, or else its inputs."""
+    (a dependency chain: prefetching cannot hide it), DMA triggers held up behind others in an engine's in-order
+    stream, or else its inputs."""
     on_engine: dict[str, list[int]] = {}
     late_triggers: dict[str, list[int]] = {}
+    held = _holding_in_line(trace, [g[rs.CAUSE_ID] for g in gaps if g[rs.CAUSE] == rs.CAUSE_TRIGGER
+                                    and g[rs.CAUSE_ID] is not None])
     for g in gaps:
         who = g[rs.CAUSE_RESOURCE]
         if not who:
             continue
         if g[rs.CAUSE] == rs.CAUSE_DEPENDENCY and g[rs.CAUSE_KIND] == rs.WAIT_KIND_ENGINE:
             on_engine.setdefault(who, []).append(g[rs.DUR_NS])
-        elif g[rs.CAUSE] == rs.CAUSE_TRIGGER:
+        elif g[rs.CAUSE] == rs.CAUSE_TRIGGER and g[rs.CAUSE_ID] in held:
             late_triggers.setdefault(who, []).append(g[rs.DUR_NS])
     # a pattern, not the start-up's first load or the tail's last store: at least IDLE_CAUSE_GAPS gaps
     on_engine = {k: v for k, v in on_engine.items() if len(v) >= IDLE_CAUSE_GAPS}
@@ -308,10 +333,10 @@ def _idle_advice(engine: str, gaps: list[dict[str, Any]], idle: float) -> str:
     if idle > 0 and late_triggers:
         issuer, ns = max(((k, sum(v)) for k, v in late_triggers.items()), key=lambda kv: (kv[1], kv[0]))
         if ns > IDLE_CAUSE_MIN * idle:
-            return (f"Most of it ({_us(ns)}) waits for transfers whose trigger instructions {issuer} issued late: "
-                    f"{issuer}'s instructions run in order, so a trigger waiting for compute (a store waiting for "
-                    f"its result) holds up the triggers behind it; trigger loads and stores from different engines"
-                    f"{' (stores from GpSimd)' if issuer == 'Sync' else ''}, or issue them earlier.")
+            return (f"Most of it ({_us(ns)}) waits for transfers whose triggers on {issuer} waited for compute "
+                    f"and held up the triggers behind them ({issuer}'s instructions run in order: a store waiting "
+                    f"for its result holds up the loads behind it); trigger loads and stores from different engines"
+                    f"{' (stores from GpSimd)' if issuer == 'Sync' else ''}.")
     return "Overlap its inputs with its work (prefetch, double-buffer) so it never waits."
 
 
@@ -331,7 +356,7 @@ def _bottleneck_rule(trace: Trace, scope: Scope, b: dict[str, Any]) -> list[dict
     waits = wait_summary(trace, scope.start_ns, scope.end_ns, scope.core, queue_groups=True).to_pylist()
     waits = [w for w in waits if w[rs.ENGINE] == engine][:1] if engine != rs.DMA else []
     detail = "; ".join(f"{_us(ns)} {what}" for what, ns in top)
-    advice = _idle_advice(engine, gaps.to_pylist(), idle)
+    advice = _idle_advice(trace, engine, gaps.to_pylist(), idle)
     wait_text = (f" {engine} spent {_pct(waits[0][rs.FRACTION])} of the time waiting on {waits[0][rs.WAITED_ON]}."
                  if waits else "")
     long_text = (f" Longest gap: {_us(longest[0][rs.DUR_NS])} at {longest[0][rs.START_NS]:,} ns."

@@ -40,6 +40,15 @@ def _params(side: dict[str, Any]) -> dict[str, Any]:
     return params if isinstance(params, dict) else {}
 
 
+def _value(v: Any) -> str:
+    """A constant's value as it is typed on the command line (``false``, ``736``, ``0.5``)."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    return str(v)
+
+
 def _describe(side: dict[str, Any], other: dict[str, Any]) -> str:
     """``path (kernel, arch; -p the parameters that differ from the other side's; --set NAME=VALUE ...)``."""
     parts = [p for p in (side.get("profile_name"), side.get("arch")) if p]
@@ -49,7 +58,7 @@ def _describe(side: dict[str, Any], other: dict[str, Any]) -> str:
     overrides = side.get("overrides") or {}
     names = side.get("overridden") or []
     if names:
-        extra.append("--set " + ", ".join(f"{n}={overrides[n]}" if overrides.get(n) is not None else str(n)
+        extra.append("--set " + ", ".join(f"{n}={_value(overrides[n])}" if overrides.get(n) is not None else str(n)
                                           for n in names))
     text = ", ".join(parts) + ("; " + "; ".join(extra) if extra else "")
     return f"{side['path']} ({text})" if text else str(side["path"])

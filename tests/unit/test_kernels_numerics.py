@@ -249,6 +249,7 @@ def test_a_kernel_sets_its_own_tolerance():
     assert c.ok and c.tolerance == 0.1 and c.precision == "the kernel's own"
     with pytest.raises(Exception, match=r"tolerance=...\) takes a number >= 0, not 'x'"):
         kernel(reference=_bad_reference, tolerance="x")
+    kernel(reference=_bad_reference, tolerance=np.float32(0.01))    # (a numpy scalar is a number)
 
 
 def test_a_failed_check_names_every_output_and_keeps_the_result():

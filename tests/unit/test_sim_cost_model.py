@@ -211,4 +211,4 @@ def test_pe_transposes_are_not_counted_as_the_models_flops(arch):
     assert pe.pe_flops == dma.pe_flops == 2 * 256 * 256 * 512
     assert dma.pe_transpose_flops == 0 and pe.pe_transpose_flops > 0
     line = next(x for x in pe.summary_lines() if x.startswith("Tensor engine:"))
-    assert "TFLOPS of matmuls" in line and "PE transposes another" in line
+    assert "bf16-equivalent TFLOPS of matmuls" in line and "PE transposes another" in line and line.endswith("TFLOPS")

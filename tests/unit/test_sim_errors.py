@@ -524,6 +524,24 @@ def k_list_from_nested_affine(nc, K=512):
             nc.tensor_copy(tiles[k], tiles[k])  # BAD: tiles holds two entries while the body is traced
 
 
+def k_list_after_affine(nc):
+    x = nc.input("x", (512, 128), "bf16")
+    offsets = []
+    for i in nc.affine_range(4):
+        t = nc.sbuf_tile((128, 128), "bf16", name="t")
+        nc.dma_copy(t, x[i * 128:(i + 1) * 128, :])
+        offsets.append(i)
+    return [offsets[j] for j in range(4)]  # BAD: two entries
+
+
+def k_key_error_in_affine(nc):
+    x = nc.input("x", (256, 128), "bf16")
+    for i in nc.affine_range(2):
+        t = nc.sbuf_tile((128, 128), "bf16", name="t")
+        nc.dma_copy(t, x[i * 128:(i + 1) * 128, :])
+        _ = {"present": 1}["missing"]  # BAD
+
+
 def k_index_error_outside_affine(nc):
     tiles = [nc.sbuf_tile((128, 8), "fp32")]
     return tiles[3]  # BAD
@@ -532,8 +550,13 @@ def k_index_error_outside_affine(nc):
 def test_an_index_error_while_an_affine_body_is_traced_says_why():
     """The NKI 'hoist loads into a list' pattern in a nested nc.affine_range failed with a bare IndexError on a
     later line (an audit of NKI ports): the error says the list holds two iterations' entries while traced."""
-    with pytest.raises(KernelError, match=r"raised IndexError: list index out of range \(while an nc.affine_range "
-                                          r"body was traced: .*fill it in an nc.static_range loop\)"):
+    hint = (r"raised IndexError: list index out of range \(if the list was filled in an nc.affine_range loop: its "
+            r"body's Python runs for two iterations only, .*fill it in an nc.static_range loop\)")
+    with pytest.raises(KernelError, match=hint):
         run_kernel(k_list_from_nested_affine)
+    with pytest.raises(KernelError, match=hint):      # (indexed after the loop, which ended)
+        run_kernel(k_list_after_affine)
     with pytest.raises(KernelError, match=r"raised IndexError: list index out of range$"):
         run_kernel(k_index_error_outside_affine)
+    with pytest.raises(KernelError, match=r"raised KeyError: 'missing'$"):   # (not a list)
+        run_kernel(k_key_error_in_affine)

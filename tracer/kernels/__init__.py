@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
+import numbers
 import os
 import sys
 from collections.abc import Callable, Mapping
@@ -105,8 +106,8 @@ def kernel(fn: Callable[..., Any] | None = None, *, name: str | None = None,
     tolerance for this kernel (relative per element, of the largest value absolute, and in norm; default: from the
     coarsest type the kernel computes in, ``tracer.sim.check``).
     """
-    if tolerance is not None and (isinstance(tolerance, bool) or not isinstance(tolerance, (int, float))
-                                  or not 0 <= tolerance < float("inf")):
+    if tolerance is not None and (isinstance(tolerance, bool) or not isinstance(tolerance, numbers.Real)
+                                  or not 0 <= float(tolerance) < float("inf")):
         raise ConfigError(f"@kernel(tolerance=...) takes a number >= 0, not {tolerance!r}")
 
     def mark(f: Callable[..., Any]) -> Callable[..., Any]:

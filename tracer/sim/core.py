@@ -107,7 +107,7 @@ class Core(DmaQueues):
         self.thr_busy = 0
         self.thr_ramp_start = -1
         self.thr_level_pct = -1
-        self.pe_flops = 0.0               # matmuls' adjusted FLOPs (the model's work)
+        self.pe_flops = 0.0               # matmuls' adjusted (bf16-equivalent) FLOPs: fp32 4x, fp8 x its factor
         self.pe_transpose_flops = 0.0     # PE transposes' (the array is busy, but it is not the model's work)
         # spans open at the moment: [min start, max end]
         self.open_spans: list[list[int]] = []

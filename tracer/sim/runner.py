@@ -94,10 +94,11 @@ class RunResult:
             f"({_rate(self.instructions_per_second)} instructions/s)",
         ]
         if cm and self.simulated_ns:
-            extra = (f"; PE transposes another {self.pe_transpose_flops / self.simulated_ns / 1e3:,.2f}"
+            extra = (f"; PE transposes another {self.pe_transpose_flops / self.simulated_ns / 1e3:,.2f} TFLOPS"
                      if self.pe_transpose_flops else "")
-            lines.append(f"Tensor engine: {self.pe_flops / self.simulated_ns / 1e3:,.2f} TFLOPS of matmuls "
-                         f"({100 * self.pe_flops / (cm.pe_peak_flops * self.simulated_ns * 1e-9):.1f}% of peak){extra}")
+            lines.append(f"Tensor engine: {self.pe_flops / self.simulated_ns / 1e3:,.2f} bf16-equivalent TFLOPS of "
+                         f"matmuls ({100 * self.pe_flops / (cm.pe_peak_flops * self.simulated_ns * 1e-9):.1f}% of "
+                         f"peak){extra}")
         for c in self.checks:
             lines.append(f"check {c.name}: {'OK' if c.ok else 'MISMATCH'} ({c.describe()})")
         lines.append(f"trace: {self.trace_path}" if self.trace_path else "trace: not written (--no-trace)")
@@ -344,9 +345,9 @@ def _call_kernel(spec: Any, ctx: KernelContext, params: Mapping[str, Any]) -> No
         if last.tb_frame.f_code.co_name == "_expand" and "__name__" not in last.tb_frame.f_globals:
             raise  # the generated expansion of an affine loop (tracer/sim/affine/codegen.py): a simulator bug
         hint = ""
-        if traced and isinstance(exc, (IndexError, KeyError)):
-            hint = (" (while an nc.affine_range body was traced: its Python runs for two iterations only, so a list "
-                    "filled in an nc.affine_range loop holds two entries; fill it in an nc.static_range loop)")
+        if isinstance(exc, IndexError) and (traced or getattr(ctx, "affine_traced", False)):
+            hint = (" (if the list was filled in an nc.affine_range loop: its body's Python runs for two iterations "
+                    "only, so the list holds two entries; fill it in an nc.static_range loop)")
         raise KernelError(f"{_user_line(exc, spec.fn)}: kernel {spec.name} raised {type(exc).__name__}: {exc}"
                           f"{hint}") from exc
 

@@ -18,10 +18,12 @@ from tracer import schema as ts
 #: 3.0: spans are keyed by their depth too (``track.span_depth``): each nesting level of a thread is a track of its own.
 #: 3.1: an importer's span rows in its order (``slice.track_order``: Chrome's process and thread sort indexes).
 #: 3.2: ``Metadata.table_rows`` (trace format 2.3).
-DB_FORMAT_VERSION = "3.2"
+#: 3.3: ``Metadata.hbm_tensors`` (trace format 2.4).
+DB_FORMAT_VERSION = "3.3"
 #: Columns a minor version added: (table, column) -> the (major, minor) that added it.  A database of an earlier
 #: minor version lacks them and is still read (queries that name them fail there, as on a trace without them).
-COLUMNS_SINCE: dict[tuple[str, str], tuple[int, int]] = {("Metadata", "table_rows"): (3, 2)}
+COLUMNS_SINCE: dict[tuple[str, str], tuple[int, int]] = {("Metadata", "table_rows"): (3, 2),
+                                                         ("Metadata", "hbm_tensors"): (3, 3)}
 
 TRACK_ID = "track_id"
 TABLE = "table_name"

@@ -26,8 +26,10 @@ from tracer.errors import TraceFormatError
 #: ``DmaTransfer`` + ``DmaPacketLayout`` (see :data:`STORAGE_TABLES`); 1.x traces store its rows.  2.1 adds the
 #: optional ``SourceFile`` table.  2.2: the simulator's operand text gives each on-chip operand's elements per
 #: partition (``bf16[512]@SBUF[0:128]+0x400``), which the memory map reads.  2.3: Metadata's ``table_rows``, the rows
-#: of every table file a finished writer wrote (a completed recording missing a file, or rows, is damaged).
-TRACE_FORMAT_VERSION = "2.3"
+#: of every table file a finished writer wrote (a completed recording missing a file, or rows, is damaged).  2.4:
+#: Metadata's ``hbm_tensors``, each HBM tensor's kind as the kernel declared it (a scratch tensor is not necessary
+#: traffic for the performance bounds).
+TRACE_FORMAT_VERSION = "2.4"
 TRACE_FORMAT_MAJOR = int(TRACE_FORMAT_VERSION.split(".", maxsplit=1)[0])
 #: Format majors this reader reads: 1 (``DmaPacket`` stored row by row) and 2.
 READABLE_MAJORS: tuple[int, ...] = (1, 2)
@@ -168,6 +170,7 @@ TIMESTAMP = "timestamp"
 PCORE_IDX = "pcore_idx"
 TABLE_ROWS = "table_rows"
 SCALAR_ACTIVATION_FN = "scalar_activation_fn"
+HBM_TENSORS = trace_dir.HBM_TENSORS
 ENGINE = "engine"
 OPCODE = "opcode"
 OPERANDS = "operands"
@@ -345,6 +348,8 @@ METADATA = TableSpec(
         _c("gpsimd_engine_num_channels", _I32, "GpSimd engine lanes"),
         _c("ticks_per_nanosec", _I64, "hardware clock ticks per ns"),
         _c(TABLE_ROWS, _STR, "JSON object: the rows of each table file the writer wrote, set when it finished"),
+        _c(HBM_TENSORS, _STR, "JSON object: each HBM tensor's kind as the kernel declared it (input, output, "
+                              "scratch), set when the recording finished (simulator)"),
     ),
 )
 

@@ -18,6 +18,8 @@ TABLE_FILE_SUFFIX = ".arrows"
 #: directory holding it is a trace (checked without loading Arrow).
 METADATA_TABLE = "Metadata"
 METADATA_FILE_NAME = METADATA_TABLE + TABLE_FILE_SUFFIX
+#: Metadata's field of each HBM tensor's kind (here, not in tracer.schema: the simulating process names it).
+HBM_TENSORS = "hbm_tensors"
 
 
 def check_trace_directory(path: str | os.PathLike[str], *, overwrite: bool) -> list[Path]:

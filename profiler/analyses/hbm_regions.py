@@ -10,6 +10,7 @@ tensor (bytes loaded / distinct bytes loaded).  Traces whose operands carry no s
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import numpy as np
@@ -153,9 +154,21 @@ def moved_bytes(found: Regions, *, side: str | None = None) -> dict[str, int]:
     return out
 
 
+def scratch_tensors(trace: Trace) -> set[str]:
+    """The HBM tensors the kernel declared as scratch (``Metadata.hbm_tensors``, trnprof's recordings from trace
+    format 2.4; none known otherwise)."""
+    try:
+        kinds = json.loads(trace.metadata.get(ts.HBM_TENSORS) or "{}")
+    except (TypeError, ValueError):
+        return set()
+    return {str(n) for n, k in kinds.items() if k == "scratch"} if isinstance(kinds, dict) else set()
+
+
 def necessary_bytes(trace: Trace, scope: Scope, moved: Transfers | None = None) -> int | None:
-    """Bytes of every tensor moved to or from HBM in the window, each byte counted once; None when unknown."""
+    """Bytes of every tensor moved to or from HBM in the window, each byte counted once; None when unknown.  A
+    scratch tensor's round trip (stored, then loaded back) is not necessary: it is left out."""
     found = regions(trace, scope, moved)
     if found is None:
         return None
-    return sum(distinct_bytes(found).values())
+    scratch = scratch_tensors(trace)
+    return sum(v for name, v in distinct_bytes(found).items() if name not in scratch)

@@ -87,7 +87,10 @@ def source_files(trace: Trace, start_ns: int | None = None, end_ns: int | None =
     rows = _per_file(trace, scope.starts_sql())
     total = _total_instruction_ns(trace, scope)
     texts = trace.recorded_sources()
-    claimed = {_text_name(name, texts) for name in rows}
+    # a text is its own row unless a file of the window holds it: by its own name, or by base name when no
+    # instruction anywhere names the text's file itself (then "dir/k.py" in the window does not hide "k.py")
+    named = set(_files_by_time(trace)) if any(name not in texts for name in rows) else set()
+    claimed = {_text_name(name, texts) for name in rows if name in texts or os.path.basename(name) not in named}
     out = []
     for name in sorted(set(rows) | (set(texts) - claimed)):
         r = rows.get(name, {"n": 0, "d": 0, "lines": 0})

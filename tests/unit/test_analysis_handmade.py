@@ -470,3 +470,37 @@ def test_engine_bound_promises_only_what_another_engine_can_run(tmp_path, arch):
         assert rec[rs.IMPACT_NS] == 0 and "take turns on SBUF" in rec[rs.MESSAGE]
     else:
         assert rec[rs.IMPACT_NS] > 0 and json.loads(rec[rs.EVIDENCE])["partner"] == "GpSimd"
+
+
+def _round_trip(nc, rows=512, cols=1024, trip=1):
+    """exp(x) per row tile, through a scratch HBM tensor and back (trip=1) or not."""
+    x = nc.input("x", (rows, cols), "bf16")
+    y = nc.output("y", (rows, cols), "bf16")
+    s = nc.scratch("s", (rows, cols), "bf16")
+    for r in nc.affine_range(rows // 128):
+        t = nc.sbuf_tile((128, cols), "bf16", name="t")
+        nc.dma_copy(t, x[r * 128:(r + 1) * 128, :])
+        u = nc.sbuf_tile((128, cols), "bf16", name="u")
+        nc.activation(u, t, "exp")
+        if trip:
+            nc.dma_copy(s[r * 128:(r + 1) * 128, :], u, engine="GpSimd")
+            u = nc.sbuf_tile((128, cols), "bf16", name="back")
+            nc.dma_copy(u, s[r * 128:(r + 1) * 128, :])
+        nc.dma_copy(y[r * 128:(r + 1) * 128, :], u, engine="GpSimd")
+
+
+def test_a_scratch_tensors_round_trip_is_not_necessary_traffic(tmp_path):
+    """The bounds counted a scratch tensor's bytes as necessary, halving the round trip's excess (an audit): the
+    recording says which tensors are scratch (Metadata.hbm_tensors), and only inputs and outputs are necessary."""
+    from tracer.sim import run_kernel
+
+    path = tmp_path / "rt.trace"
+    run_kernel(_round_trip, {}, arch="trn2", trace_path=path, emit="inline")
+    with profiler.open(path) as t:
+        assert json.loads(t.metadata["hbm_tensors"]) == {"x": "input", "y": "output", "s": "scratch"}
+        b = performance_bounds(t)
+        rec = {r[rs.RULE]: r for r in recommendations(t).to_pylist()}["reloads"]
+    inputs = b[rs.INPUTS]
+    assert inputs[rs.NECESSARY_BYTES] == 2 * 512 * 1024 * 2                # x read once, y written once
+    assert inputs[rs.DMA_TRANSFER_BYTES] == 4 * 512 * 1024 * 2             # ... and s written and read back
+    assert "where 2,097,152 would do (50.0% of them excess" in rec[rs.MESSAGE]

@@ -236,7 +236,7 @@ def test_with_the_critical_path_shown_the_page_scrolls_to_the_line_holding_most_
 
 def test_the_summary_and_the_source_page_agree_on_the_hottest_line(tmp_path):
     # mlp's pipelined matmuls overlap: by busy time (the summary's ranking before) line 73 came first, while the
-    # source page, by instruction time, flagged line 70
+    # source page, by instruction time, flagged line 71
     from dashboard.source_view import build_view, hottest_lines_section
 
     shutil.copytree(Path(__file__).resolve().parents[2] / "sample_traces" / "mlp-trn2.trace", tmp_path / "m.trace")
@@ -246,5 +246,5 @@ def test_the_summary_and_the_source_page_agree_on_the_hottest_line(tmp_path):
     view = build_view(trace, "t0", "mlp.py", None)
     flagged = _find(view.table,
                     lambda c: "src-hottest" in (getattr(c, "className", "") or ""))
-    assert links[0].children == "mlp.py:70"
-    assert flagged and flagged[0].id == "src-line-70"
+    assert links[0].children == "mlp.py:71"
+    assert flagged and flagged[0].id == "src-line-71"

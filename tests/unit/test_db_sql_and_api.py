@@ -280,7 +280,7 @@ def test_what_a_user_query_leaves_in_its_connection_goes_with_it(trace, monkeypa
 
 
 @pytest.mark.parametrize("text", ["layer2", "LAYER1.UP", "matmul", "mlp.py", "w2_", "zzz-none", '"layer1"',
-                                  '"MLP.py:70"', '"mlp.py:7"', '"layer1.up_proj"', '""', "/./", "/^layer[0-9]+\\.up/",
+                                  '"MLP.py:71"', '"mlp.py:7"', '"layer1.up_proj"', '""', "/./", "/^layer[0-9]+\\.up/",
                                   "/PY:7[0-9]$/", "/^(matmul|act)/", "/_proj$/", "/zzz|w2_/", "/^$/"])
 def test_search_lists_each_matching_event_once(text, tmp_path_factory):
     """Against a brute-force oracle over every searched field: each event once (an instruction whose layer and
@@ -320,7 +320,7 @@ def test_search_lists_each_matching_event_once(text, tmp_path_factory):
     got = {(h["table_name"], h["id"]): h["matched_field"] for h in hits}
     assert len(got) == len(hits)            # no event twice
     assert got == want
-    if text in ('"MLP.py:70"', '"layer1"', "/^layer[0-9]+\\.up/", "/PY:7[0-9]$/", "/^(matmul|act)/"):
+    if text in ('"MLP.py:71"', '"layer1"', "/^layer[0-9]+\\.up/", "/PY:7[0-9]$/", "/^(matmul|act)/"):
         assert want, "the case must match something"
     if text == "/./":
         assert len(want) > 100

@@ -291,7 +291,7 @@ def _chunks_of(kernel, params, monkeypatch):
         def submit(self, chunk):
             chunks.append(chunk)
 
-        def close(self, complete, sources=None):
+        def close(self, complete, sources=None, metadata=None):
             pass
 
     monkeypatch.setattr(core_module, "CHUNK_INSTRUCTIONS", 512)
@@ -357,9 +357,9 @@ def test_a_writer_process_that_fell_behind_writes_the_same_trace(tmp_path, monke
             stopped.append(self._proc.pid)
         real_submit(self, chunk)
 
-    def close(self, complete=True, sources=None):
+    def close(self, complete=True, sources=None, metadata=None):
         os.kill(self._proc.pid, signal.SIGCONT)
-        real_close(self, complete, sources)
+        real_close(self, complete, sources, metadata)
 
     monkeypatch.setattr(emit_process.ProcessEmitter, "submit", submit)
     monkeypatch.setattr(emit_process.ProcessEmitter, "close", close)
@@ -465,10 +465,10 @@ def test_the_writer_process_runs_one_thread(tmp_path, monkeypatch):
     threads = []
     real_close = emit_process.ProcessEmitter.close
 
-    def close(self, complete=True, sources=None):
+    def close(self, complete=True, sources=None, metadata=None):
         status = Path(f"/proc/{self._proc.pid}/status").read_text()
         threads.append(int(next(ln for ln in status.splitlines() if ln.startswith("Threads:")).split()[1]))
-        return real_close(self, complete, sources)
+        return real_close(self, complete, sources, metadata)
 
     monkeypatch.setattr(emit_process.ProcessEmitter, "close", close)
     monkeypatch.setenv("OPENBLAS_NUM_THREADS", "4")  # a user's setting for their own process: not the writer's

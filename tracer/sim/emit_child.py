@@ -173,6 +173,8 @@ def serve(inbox: Connection, outbox: Connection, ring: RingReader | None = None)
             complete = bool(closing[1])
             if closing[2]:
                 writer.append_rows(schema.SOURCE_FILE.name, closing[2])
+            if len(closing) > 3 and closing[3]:
+                writer.update_metadata(**closing[3])
     except BaseException as exc:
         if not _close_quietly(writer, False):
             return 1

@@ -304,15 +304,16 @@ class ProcessEmitter:
             self._proc.kill()
             self._proc.wait()
 
-    def close(self, complete: bool = True, sources: list[dict[str, Any]] | None = None) -> None:
+    def close(self, complete: bool = True, sources: list[dict[str, Any]] | None = None,
+              metadata: dict[str, Any] | None = None) -> None:
         """Let the child write everything and close the trace (``complete=False`` marks it interrupted), with
-        ``sources``' ``SourceFile`` rows."""
+        ``sources``' ``SourceFile`` rows and ``metadata``'s Metadata fields."""
         if self._closed:
             return
         self._closed = True
         done = False
         try:
-            self._pipe.put(("close", complete, sources or []))
+            self._pipe.put(("close", complete, sources or [], metadata or {}))
             self._flush(block=True)
             self._receive(timeout=CLOSE_TIMEOUT_S)
             done = True

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from tracer import trace_dir
 from tracer._version import __version__
 from tracer.errors import ConfigError, KernelError, TrnprofError
 from tracer.sim import kernel_sources
@@ -218,11 +219,14 @@ def run_kernel(kernel: str | Callable[..., Any], params: Mapping[str, Any] | Non
                 used = {tpl.loc for tpl in core.templates}
                 more = kernel_sources.source_rows(kernel_sources.location_files(ctx.location_codes(used)),
                                                   skip=[r[kernel_sources.FILE] for r in sources])
+            # each HBM tensor's kind (a scratch tensor's round trip is not necessary traffic for the bounds)
+            kinds = {trace_dir.HBM_TENSORS: json.dumps({n: t.kind for n, t in ctx.tensors.items()},
+                                                    separators=(",", ":"))}
             if ok:
-                sink.close(True, more)
+                sink.close(True, more, kinds)
             else:
                 with contextlib.suppress(Exception):  # the original error matters more
-                    sink.close(False, more)
+                    sink.close(False, more, kinds)
                 # nothing recorded (no instruction issued, or the writer died before it wrote one): no trace left
                 if fresh and (core.n == 0 or not _holds_events(Path(trace_path))):  # type: ignore[arg-type]
                     _empty(Path(trace_path), remove=created)  # type: ignore[arg-type]
@@ -294,11 +298,14 @@ class _ThreadSink:
         self.emitter = Emitter(core, self.writer, threaded=threaded)
         self.submit = self.emitter.submit
 
-    def close(self, complete: bool, sources: list[dict[str, Any]] | None = None) -> None:
+    def close(self, complete: bool, sources: list[dict[str, Any]] | None = None,
+              metadata: dict[str, Any] | None = None) -> None:
         try:
             self.emitter.close()
             if sources:
                 self.writer.append_rows(kernel_sources.TABLE, sources)
+            if metadata:
+                self.writer.update_metadata(**metadata)
         except BaseException:
             self.writer.close(complete=False)
             raise

@@ -376,14 +376,14 @@ ELEMENTWISE_ENGINES = ("Vector", "GpSimd", "Scalar")
 
 
 #: Work an element-wise engine can hand to another: opcode -> the engines that run it too (nki.isa: tensor_tensor and
-#: tensor_scalar on Vector or GpSimd, copies on any of the three, memset on Vector or GpSimd; a Scalar copy is an
-#: ACTIVATE of COPY).  Activations, reductions, iota and partition reductions stay where they are.
+#: tensor_scalar on Vector or GpSimd, copies on any of the three, memset on Vector or GpSimd), except work on PSUM
+#: for GpSimd (it cannot access PSUM).  Activations, reductions, iota and partition reductions stay where they are.
 MOVABLE: dict[str, dict[str, tuple[str, ...]]] = {
     "Vector": {"TENSOR_TENSOR": ("GpSimd",), "TENSOR_SCALAR": ("GpSimd",), "TENSOR_COPY": ("GpSimd", "Scalar"),
                "MEMSET": ("GpSimd",)},
     "GpSimd": {"TENSOR_TENSOR": ("Vector",), "TENSOR_SCALAR": ("Vector",), "TENSOR_COPY": ("Vector", "Scalar"),
                "MEMSET": ("Vector",)},
-    "Scalar": {"ACTIVATE COPY": ("Vector", "GpSimd")},
+    "Scalar": {},   # (its copies can carry a scale, a bias or a fused row sum: not counted as movable)
 }
 #: ``engine_bound`` needs at least this many of the bottleneck's instructions in the window.
 ENGINE_BOUND_MIN_INSTRUCTIONS = 8
@@ -400,13 +400,11 @@ def _engine_bound_rule(trace: Trace, scope: Scope, b: dict[str, Any]) -> list[di
     if engine not in ELEMENTWISE_ENGINES or not total or active[engine] / total <= ENGINE_BOUND_MIN:
         return []
     busy = active[engine]
-    fn = q(ts.SCALAR_ACTIVATION_FN)
     rows = fetch(trace, f"""
-        SELECT {q(ts.OPCODE)} || CASE WHEN {q(ts.OPCODE)} = 'ACTIVATE' AND upper({fn}) IN ('COPY', 'IDENTITY')
-                                      THEN ' COPY' ELSE '' END AS work,
+        SELECT {q(ts.OPCODE)} AS work, coalesce({q(ts.OPERANDS)}, '') LIKE '%@PSUM%' AS psum,
                {q(ts.OPCODE)} AS opcode, {q(ts.NKI_SOURCE_LOCATION)} AS loc, count(*) AS n,
                sum({q(ts.END_TS)} - {q(ts.START_TS)})::BIGINT AS ns
-        FROM {INSTRUCTION} WHERE {scope.starts_sql()} AND {q(ts.ENGINE)} = '{engine}' GROUP BY 1, 2, 3
+        FROM {INSTRUCTION} WHERE {scope.starts_sql()} AND {q(ts.ENGINE)} = '{engine}' GROUP BY 1, 2, 3, 4
         ORDER BY ns DESC, opcode, loc""").to_pylist()
     if sum(int(r["n"]) for r in rows) < ENGINE_BOUND_MIN_INSTRUCTIONS:
         return []
@@ -417,7 +415,9 @@ def _engine_bound_rule(trace: Trace, scope: Scope, b: dict[str, Any]) -> list[di
     for r in rows:
         for other in MOVABLE.get(engine, {}).get(r["work"], ()):
             if conflicts and {engine, other} == {"Vector", "GpSimd"}:
-                continue
+                continue   # (NeuronCore-v2: they take turns on SBUF)
+            if r["psum"] and (other == "GpSimd" or (conflicts and {engine, other} == {"Vector", "Scalar"})):
+                continue   # (GpSimd cannot access PSUM; on NeuronCore-v2 Vector and Scalar take turns on it)
             movable[other] = movable.get(other, 0.0) + int(r["ns"]) * busy / summed
     stake, partner = 0.0, None
     for other, can in sorted(movable.items()):

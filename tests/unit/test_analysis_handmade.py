@@ -504,3 +504,34 @@ def test_a_scratch_tensors_round_trip_is_not_necessary_traffic(tmp_path):
     assert inputs[rs.NECESSARY_BYTES] == 2 * 512 * 1024 * 2                # x read once, y written once
     assert inputs[rs.DMA_TRANSFER_BYTES] == 4 * 512 * 1024 * 2             # ... and s written and read back
     assert "where 2,097,152 would do (50.0% of them excess" in rec[rs.MESSAGE]
+
+
+def _psum_adds(nc, tiles=8, n=512, adds=6):
+    """Vector adds a matmul's PSUM result to an SBUF tile, over and over: PSUM work GpSimd cannot take."""
+    w = nc.input("w", (128, 128), "bf16")
+    x = nc.input("x", (128, tiles * n), "bf16")
+    y = nc.output("y", (128, tiles * n), "fp32")
+    wt = nc.sbuf_tile((128, 128), "bf16", name="w")
+    nc.dma_copy(wt, w[:, :])
+    for i in nc.affine_range(tiles):
+        xt = nc.sbuf_tile((128, n), "bf16", name="xt")
+        nc.dma_copy(xt, x[:, i * n:(i + 1) * n])
+        acc = nc.psum_tile((128, n), "fp32", name="acc")
+        nc.matmul(acc, wt, xt)
+        s = nc.sbuf_tile((128, n), "fp32", name="s")
+        nc.memset(s, 0.0)
+        for _ in nc.static_range(adds):
+            nc.tensor_tensor(s, acc, s, "add")
+        nc.dma_copy(y[:, i * n:(i + 1) * n], s, engine="GpSimd")
+
+
+def test_engine_bound_does_not_offer_psum_work_to_gpsimd(tmp_path):
+    """GpSimd cannot access PSUM: Vector's adds of a PSUM result were offered to it, 'up to 1.90x' (a review)."""
+    from tracer.sim import run_kernel
+
+    path = tmp_path / "psum.trace"
+    run_kernel(_psum_adds, {}, arch="trn2", trace_path=path, emit="inline")
+    with profiler.open(path) as t:
+        rec = {r[rs.RULE]: r for r in recommendations(t).to_pylist()}.get("engine_bound")
+    assert rec is not None and rec[rs.TITLE] == "Vector-bound"
+    assert "GpSimd" not in json.dumps(json.loads(rec[rs.EVIDENCE])["movable_ns"])

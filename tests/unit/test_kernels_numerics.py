@@ -207,12 +207,12 @@ def test_check_matches_equal_infinities_and_names_an_inf_of_one_side():
     got = want.copy()
     got[1, 2] = 3.0
     c = _check(_constant_kernel(got, "fp32", reference_values=want))
-    assert not c.ok and c.note == ("the reference has 1 infinite values where the other has finite ones (first at "
+    assert not c.ok and c.note == ("the reference has 1 infinite value where the other has finite ones (first at "
                                    "[1, 2])")
     flipped = want.copy()
     flipped[1, 2] = -np.inf
     c = _check(_constant_kernel(flipped, "fp32", reference_values=want))
-    assert not c.ok and c.note == ("the output has 1 infinities of the opposite sign to the reference's (first at "
+    assert not c.ok and c.note == ("the output has 1 infinity of the opposite sign to the reference's (first at "
                                    "[1, 2]: -inf where the reference has inf)")
 
 
@@ -236,7 +236,7 @@ def test_an_all_zero_reference_holds_the_output_to_the_inputs_scale():
         nc.dma_copy(y, d)
 
     ok = run_kernel(kernel(reference=ref)(residual), check=True).checks[0]
-    assert ok.ok and 0 < ok.max_abs_error < 1e-6 and "the inputs' largest value" in ok.describe()
+    assert ok.ok and 0 < ok.max_abs_error < 1e-6 and "the inputs' scale" in ok.describe()
     with pytest.raises(KernelError, match="elements outside the tolerance"):
         run_kernel(kernel(reference=ref)(residual), {"off": 1e-2}, check=True)
 
@@ -366,3 +366,29 @@ def test_a_reference_that_cannot_take_the_parameters_is_named_at_its_own_line():
     with pytest.raises(KernelError, match=rf"^test_kernels_numerics.py:{line}: the numpy reference of kernel "
                                           r"copy_with_a_mode cannot be called .* \(n, mode\): .*'mode'; take them all"):
         run_kernel(copy_with_a_mode, check=True)
+
+
+def test_a_float64_residual_reference_is_held_as_zeros_at_the_smallest_inputs_scale():
+    """A reference of ~1e-16 (a float64 residual) failed a correct fp32 kernel ('1.07e+09 of the largest reference
+    value'); an unused mask input of -30000 let a 0.25 error pass an all-zero reference (a review)."""
+    from tracer.sim.check import compare
+
+    want = np.full((4, 8), 1e-16)
+    got = np.full((4, 8), 2e-7)
+    c = compare("y", got, want, tol=2.0 ** -16, precision="fp32", zero_scale=1.0)
+    assert c.ok and "negligible" in c.describe() and "no norm test" in c.describe()
+
+    def ref(inputs, **_):
+        return {"y": np.zeros((128, 8))}
+
+    @kernel(reference=ref)
+    def masked(nc):
+        nc.input("mask", (128, 8), "fp32", init=np.full((128, 8), -30000.0))
+        nc.input("x", (128, 8), "fp32", init=np.ones((128, 8)))
+        y = nc.output("y", (128, 8), "fp32")
+        t = nc.sbuf_tile((128, 8), "fp32")
+        nc.memset(t, 0.25)
+        nc.dma_copy(y, t)
+
+    with pytest.raises(KernelError, match="elements outside the tolerance"):
+        run_kernel(masked, check=True)

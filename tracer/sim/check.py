@@ -11,8 +11,9 @@ set by the *coarsest* type the kernel computed in -- the output's or any tile's 
 * the whole output is within ``tol`` in norm: ``||got - want||_2 <= tol * ||want||_2`` (a systematic error of a
   percent, which no single bf16 element shows beyond its ulp, fails here).
 
-Where the reference is all zeros, "the largest value" is the inputs' largest magnitude (and only the element test
-applies): a residual that should cancel is held to the scale of what it was computed from.
+Where the reference is all zeros, or negligible beside the inputs (under :data:`NEGLIGIBLE` of them: a float64
+residual of 1e-16), "the largest value" is the inputs' scale -- the smallest of their largest magnitudes -- and
+only the element test applies: a residual that should cancel is held to the scale of what it was computed from.
 
 fp32 is held to 2^-16 instead of its 2^-23: long fp32 accumulations differ from a float64 reference by several
 ulps.  The shipped kernels, correct, stay under half of these (mlp with 4 layers of d_ff 4096 in bf16: 41% of the
@@ -36,6 +37,12 @@ from tracer.sim.dtypes import DType
 #: ``--check``'s tolerance ``tol`` per type (see the module's docstring): twice the unit roundoff, fp32 2^-16.
 CHECK_TOLERANCE = {"fp32": 2.0 ** -16, "fp16": 2.0 ** -10, "bf16": 2.0 ** -7,
                    "fp8_e4m3": 2.0 ** -3, "fp8_e5m2": 2.0 ** -2}
+
+
+#: A reference whose largest magnitude is under this fraction of the inputs' scale is float64 rounding noise (a
+#: residual that should cancel: 1e-16), not values: it is held as all zeros.  Far below any checked type's
+#: precision, so small true values (softmax probabilities) keep their own scale.
+NEGLIGIBLE = 1e-12
 
 
 @dataclasses.dataclass
@@ -83,6 +90,10 @@ def compare(name: str, got: np.ndarray, want: np.ndarray, *, tol: float, precisi
         return _compare(name, got.astype(np.float64), want.astype(np.float64), tol, precision, unwritten, zero_scale)
 
 
+def _s(n: int) -> str:
+    return "" if n == 1 else "s"
+
+
 def _special_note(got64: np.ndarray, want64: np.ndarray) -> str:
     """What differs among the NaN and infinite values (one side's NaN or infinities where the other has none,
     infinities of opposite signs), or ""."""
@@ -91,17 +102,20 @@ def _special_note(got64: np.ndarray, want64: np.ndarray) -> str:
     for whose, a, b in (("the output", nan_got, nan_want), ("the reference", nan_want, nan_got)):
         extra = a & ~b
         if extra.any():
-            return f"{whose} has {int(extra.sum()):,} NaN values where the other has none (first at {_where(extra)})"
+            n = int(extra.sum())
+            return f"{whose} has {n:,} NaN value{_s(n)} where the other has none (first at {_where(extra)})"
     for whose, a, b in (("the output", inf_got, inf_want), ("the reference", inf_want, inf_got)):
         extra = a & ~b & ~nan_got & ~nan_want
         if extra.any():
-            return (f"{whose} has {int(extra.sum()):,} infinite values where the other has finite ones (first at "
+            n = int(extra.sum())
+            return (f"{whose} has {n:,} infinite value{_s(n)} where the other has finite ones (first at "
                     f"{_where(extra)})")
     flipped = inf_got & inf_want & (got64 != want64)
     if flipped.any():
         r, c = (int(v) for v in np.argwhere(flipped)[0])
-        return (f"the output has {int(flipped.sum()):,} infinities of the opposite sign to the reference's (first "
-                f"at [{r}, {c}]: {float(got64[r, c]):g} where the reference has {float(want64[r, c]):g})")
+        n = int(flipped.sum())
+        return (f"the output has {n:,} infinit{'ies' if n != 1 else 'y'} of the opposite sign to the reference's "
+                f"(first at [{r}, {c}]: {float(got64[r, c]):g} where the reference has {float(want64[r, c]):g})")
     return ""
 
 
@@ -110,11 +124,16 @@ def _compare(name: str, got64: np.ndarray, want64: np.ndarray, tol: float, preci
     finite = np.isfinite(got64) & np.isfinite(want64)
     mag = np.abs(want64[np.isfinite(want64)])
     largest = float(mag.max()) if mag.size else 0.0
-    scale = largest if largest > 0 else float(zero_scale) if zero_scale > 0 else 1.0
+    zero_scale = float(zero_scale) if zero_scale > 0 else 1.0
+    # a reference of zeros -- or of values negligible beside the inputs (a float64 residual of 1e-16) -- is held to
+    # the inputs' scale; otherwise to its own largest value
+    negligible = largest < NEGLIGIBLE * zero_scale
+    scale = zero_scale if negligible else largest
     err = np.where(finite, np.abs(got64 - want64), 0.0)
     max_abs = float(err.max()) if err.size else 0.0
     norm_want = float(np.linalg.norm(np.where(finite, want64, 0.0)))
-    norm_error = float(np.linalg.norm(err)) / norm_want if norm_want > 0 else 0.0   # (all zeros: elements only)
+    norm_error = float(np.linalg.norm(err)) / norm_want if norm_want > 0 and not negligible else 0.0
+    # (a negligible reference: the element test only)
     note = unwritten or _special_note(got64, want64)
     bound = tol * np.abs(want64) + tol * scale
     outside = finite & (err > bound)
@@ -123,10 +142,11 @@ def _compare(name: str, got64: np.ndarray, want64: np.ndarray, tol: float, preci
         r, c = (int(v) for v in worst)
         note = (f"{int(outside.sum()):,} of {err.size:,} elements outside the tolerance, the worst at [{r}, {c}]: "
                 f"{float(got64[r, c]):.6g} where the reference has {float(want64[r, c]):.6g}")
-    if not note and norm_error > tol:
+    if not note and not negligible and norm_error > tol:
         note = (f"the output is off by {norm_error:.3g} of the reference in norm (over the tolerance {tol:.3g}): a "
                 "systematic error, each element within its own bound")
-    of = "the largest reference value" if largest > 0 else "the inputs' largest value (the reference is all zeros)"
+    of = ("the inputs' scale (the reference is zeros or negligible beside them; no norm test)" if negligible
+          else "the largest reference value")
     return CheckResult(name, max_abs, max_abs / scale, not note, note, norm_error, tol, precision, of)
 
 
@@ -165,9 +185,11 @@ def check_outputs(spec: Any, ctx: Any, params: Mapping[str, Any]) -> list[CheckR
         raise KernelError(f"the numpy reference of kernel {spec.name} returned {type(expected).__name__}; it must "
                           "return a dict of output name -> array")
     tiles = list(getattr(ctx, "tile_dtypes", ()))
-    # where a reference is all zeros, the absolute bound is relative to the inputs' largest magnitude
-    sizes = [float(np.abs(a[np.isfinite(a)]).max()) for a in inputs.values() if np.isfinite(a).any()]
-    zero_scale = max(sizes, default=1.0) or 1.0
+    # where a reference is zeros (or negligible), the absolute bound is relative to the inputs' scale: the smallest
+    # of their largest magnitudes (an unused mask of -30000 must not excuse a 0.25 error)
+    sizes = [m for m in (float(np.abs(a[np.isfinite(a)]).max()) for a in inputs.values() if np.isfinite(a).any())
+             if m > 0]
+    zero_scale = min(sizes, default=1.0)
     checks = []
     for name, t in ctx.tensors.items():
         if t.kind != "output":

@@ -352,7 +352,8 @@ def _call_kernel(spec: Any, ctx: KernelContext, params: Mapping[str, Any]) -> No
         if last.tb_frame.f_code.co_name == "_expand" and "__name__" not in last.tb_frame.f_globals:
             raise  # the generated expansion of an affine loop (tracer/sim/affine/codegen.py): a simulator bug
         hint = ""
-        if isinstance(exc, IndexError) and (traced or getattr(ctx, "affine_traced", False)):
+        if isinstance(exc, IndexError) and "list index" in str(exc) and \
+                (traced or getattr(ctx, "affine_traced", False)):
             hint = (" (if the list was filled in an nc.affine_range loop: its body's Python runs for two iterations "
                     "only, so the list holds two entries; fill it in an nc.static_range loop)")
         raise KernelError(f"{_user_line(exc, spec.fn)}: kernel {spec.name} raised {type(exc).__name__}: {exc}"

@@ -323,21 +323,29 @@ def _idle_advice(trace: Trace, engine: str, gaps: list[dict[str, Any]], idle: fl
     # a pattern, not the start-up's first load or the tail's last store: at least IDLE_CAUSE_GAPS gaps
     on_engine = {k: v for k, v in on_engine.items() if len(v) >= IDLE_CAUSE_GAPS}
     late_triggers = {k: v for k, v in late_triggers.items() if len(v) >= IDLE_CAUSE_GAPS}
-    if idle > 0 and on_engine:
-        other, ns = max(((k, sum(v)) for k, v in on_engine.items()), key=lambda kv: (kv[1], kv[0]))
-        if ns > IDLE_CAUSE_MIN * idle:
-            return (f"Most of it ({_us(ns)}) waits for {other}'s results: a chain of dependent work between "
-                    f"{other} and {engine}, which prefetching cannot hide; give {engine} independent work to "
-                    f"interleave (another tile in flight, more buffers for what {other} produces), or shorten "
-                    f"{other}'s part of the chain.")
-    if idle > 0 and late_triggers:
-        issuer, ns = max(((k, sum(v)) for k, v in late_triggers.items()), key=lambda kv: (kv[1], kv[0]))
-        if ns > IDLE_CAUSE_MIN * idle:
-            return (f"Most of it ({_us(ns)}) waits for transfers whose triggers on {issuer} waited for compute "
-                    f"and held up the triggers behind them ({issuer}'s instructions run in order: a store waiting "
-                    f"for its result holds up the loads behind it); trigger loads and stores from different engines"
-                    f"{' (stores from GpSimd)' if issuer == 'Sync' else ''}.")
+    chain = _dominant(on_engine, idle)
+    if chain is not None:
+        other, ns = chain
+        return (f"Most of it ({_us(ns)}) waits for {other}'s results: a chain of dependent work between "
+                f"{other} and {engine}, which prefetching cannot hide; give {engine} independent work to "
+                f"interleave (another tile in flight, more buffers for what {other} produces), or shorten "
+                f"{other}'s part of the chain.")
+    in_line = _dominant(late_triggers, idle)
+    if in_line is not None:
+        issuer, ns = in_line
+        return (f"Most of it ({_us(ns)}) waits for transfers whose triggers on {issuer} waited for compute "
+                f"and held up the triggers behind them ({issuer}'s instructions run in order: a store waiting "
+                f"for its result holds up the loads behind it); trigger loads and stores from different engines"
+                f"{' (stores from GpSimd)' if issuer == 'Sync' else ''}.")
     return "Overlap its inputs with its work (prefetch, double-buffer) so it never waits."
+
+
+def _dominant(groups: dict[str, list[int]], idle: float) -> tuple[str, int] | None:
+    """The group of gaps holding the most time, when it is more than IDLE_CAUSE_MIN of ``idle``."""
+    if idle <= 0 or not groups:
+        return None
+    name, ns = max(((k, sum(v)) for k, v in groups.items()), key=lambda kv: (kv[1], kv[0]))
+    return (name, ns) if ns > IDLE_CAUSE_MIN * idle else None
 
 
 def _bottleneck_rule(trace: Trace, scope: Scope, b: dict[str, Any]) -> list[dict[str, Any]]:

@@ -114,13 +114,17 @@ def tensor_table(trace: Trace, start_ns: int | None = None, end_ns: int | None =
     return _tensor_table(trace, resolve_scope(trace, start_ns, end_ns, core))
 
 
+def load_sql() -> str:
+    """SQL: a DmaPacket row is a load from HBM (its source, else an ``input`` queue when the source is unknown)."""
+    return f"({q(rs.T_DMA_SOURCE)} = '{HBM}' OR ({q(rs.T_DMA_SOURCE)} IS NULL AND {q(ts.QUEUE_TYPE)} = 'input'))"
+
+
 def _tensor_table(trace: Trace, scope: Scope) -> pa.Table:
-    src, dst, qt = q(rs.T_DMA_SOURCE), q(rs.T_DMA_DEST), q(ts.QUEUE_TYPE)
+    dst, qt = q(rs.T_DMA_DEST), q(ts.QUEUE_TYPE)
     b = f"coalesce({q(ts.TRANSFER_BYTES)}, 0)"
     table = fetch(trace, f"""
         SELECT {q(ts.VARIABLE)} AS var, count(*) AS n,
-               coalesce(sum({b}) FILTER (WHERE {src} = '{HBM}' OR ({src} IS NULL AND {qt} = 'input')), 0)::BIGINT
-                   AS loaded,
+               coalesce(sum({b}) FILTER (WHERE {load_sql()}), 0)::BIGINT AS loaded,
                coalesce(sum({b}) FILTER (WHERE {dst} = '{HBM}' OR ({dst} IS NULL AND {qt} = 'output')), 0)::BIGINT
                    AS stored
         FROM {DMA_PACKET} WHERE {scope.starts_sql()} GROUP BY 1""")

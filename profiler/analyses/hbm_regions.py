@@ -100,12 +100,12 @@ def regions(trace: Trace, scope: Scope, moved: Transfers | None = None) -> Regio
     # a window's own transfers place most of its instructions; those left that start in it may have triggered a
     # transfer starting outside it: theirs are looked up too (each transfer whole, its trigger from every packet)
     moved = transfers(trace, scope, window_only=True) if moved is None else moved
-    ids = column(rows, ts.ID)
-    placed_at = _placed_at(ids, column(rows, ts.START_TS), moved)
+    ids, starts = column(rows, ts.ID), column(rows, ts.START_TS)
+    placed_at = _placed_at(ids, starts, moved)
     inside = (placed_at >= scope.start_ns) & (placed_at < scope.end_ns)
     if not moved.whole and inside.any():
-        extra = transfers(trace, scope, triggered_by=ids[inside & (placed_at == column(rows, ts.START_TS))])
-        placed_at = _placed_at(ids, column(rows, ts.START_TS), dt.merged(moved, extra))
+        extra = transfers(trace, scope, triggered_by=ids[inside & (placed_at == starts)])
+        placed_at = _placed_at(ids, starts, dt.merged(moved, extra))
         inside = (placed_at >= scope.start_ns) & (placed_at < scope.end_ns)
     rows = rows.filter(pa.array(inside))
     if rows.num_rows == 0:  # the trace names regions, none of a transfer starting in the window

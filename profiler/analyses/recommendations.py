@@ -18,9 +18,9 @@ rule                fires when                                                  
 ``fp8_double_row``  FP8 matmuls without the double-row mode take > 10% of the Tensor   the time double row saves
                     engine's active time, on a core that has the mode (trnprof's
                     recordings: their cost model says ``pe_double_row``)
-``engine_bound``    the bottleneck is Vector, GpSimd or Scalar, active > 50% of the run    what sharing its work
-                    (names its top opcode and line, the engines to share with)         with the least busy
-                                                                                       element-wise engine saves
+``engine_bound``    the bottleneck is Vector, GpSimd or Scalar, active > 50% of the run    the work another engine
+                    (names its top opcode and line)                                    can run, handed to the
+                                                                                       least busy such engine
 ``access_conflicts`` instructions waited > 5% of the run for another engine to leave a     the longest-waiting
                     memory (NeuronCore-v2: Vector and GpSimd take turns on SBUF, Vector   engine's wait
                     and Scalar on PSUM; trnprof's recordings whose cost model says
@@ -46,7 +46,7 @@ import pyarrow as pa
 
 from profiler.analyses import schema as rs
 from profiler.analyses.bounds import performance_bounds
-from profiler.analyses.dma import SMALL_BYTES, dma_efficiency
+from profiler.analyses.dma import SMALL_BYTES, dma_efficiency, load_sql
 from profiler.analyses.idle_gaps import idle_gaps
 from profiler.analyses.inputs import (
     ACCESS_CONFLICTS,
@@ -184,11 +184,9 @@ def _excess_load_ns(trace: Trace, scope: Scope, factors: dict[str, float], memor
     reloaded = {v: f for v, f in factors.items() if f and f > 1.0}
     if not reloaded or not memory:
         return 0.0
-    src, qt, dur = q(rs.T_DMA_SOURCE), q(ts.QUEUE_TYPE), f"({q(ts.END_TS)} - {q(ts.START_TS)})"
+    dur = f"({q(ts.END_TS)} - {q(ts.START_TS)})"
     rows = fetch(trace, f"""
-        SELECT {q(ts.VARIABLE)} AS var,
-               coalesce(sum({dur}) FILTER (WHERE {src} = 'HBM' OR ({src} IS NULL AND {qt} = 'input')), 0)::BIGINT
-                   AS load_ns,
+        SELECT {q(ts.VARIABLE)} AS var, coalesce(sum({dur}) FILTER (WHERE {load_sql()}), 0)::BIGINT AS load_ns,
                sum({dur})::BIGINT AS ns
         FROM {DMA_PACKET} WHERE {scope.starts_sql()} GROUP BY 1""").to_pylist()
     total = sum(int(r["ns"] or 0) for r in rows)
@@ -225,9 +223,10 @@ def _dma_rules(trace: Trace, scope: Scope, b: dict[str, Any], eff: dict[str, Any
     # the excess loads' share of the DMA's active time: what they took at the rate the DMA moved them (at peak
     # they would take only gap; small, inefficient reloads take several times that: 64x reloads of a small tensor
     # were 11% of the bytes, under the byte rule's 20%, and 17% of the run)
+    known = gap is not None and bool(ideal)
     as_moved = _excess_load_ns(trace, scope, {t[rs.VARIABLE]: t[rs.RELOAD_FACTOR] for t in tensors}, memory or 0.0) \
-        if gap is not None and ideal else 0.0
-    if gap is not None and ideal and (gap / ideal > RELOAD_GAP_MAX or (memory and as_moved / memory > RELOAD_TIME_MIN)):
+        if known else 0.0
+    if known and (gap / ideal > RELOAD_GAP_MAX or (memory and as_moved / memory > RELOAD_TIME_MIN)):
         moved = b[rs.INPUTS][rs.DMA_TRANSFER_BYTES]
         excess_share = 1 - b[rs.INPUTS][rs.NECESSARY_BYTES] / moved if moved else 0.0
         stake = max(gap, as_moved)
@@ -409,10 +408,9 @@ def _engine_bound_rule(trace: Trace, scope: Scope, b: dict[str, Any]) -> list[di
         return []
     busy = active[engine]
     rows = fetch(trace, f"""
-        SELECT {q(ts.OPCODE)} AS work, coalesce({q(ts.OPERANDS)}, '') LIKE '%@PSUM%' AS psum,
-               {q(ts.OPCODE)} AS opcode, {q(ts.NKI_SOURCE_LOCATION)} AS loc, count(*) AS n,
-               sum({q(ts.END_TS)} - {q(ts.START_TS)})::BIGINT AS ns
-        FROM {INSTRUCTION} WHERE {scope.starts_sql()} AND {q(ts.ENGINE)} = '{engine}' GROUP BY 1, 2, 3, 4
+        SELECT {q(ts.OPCODE)} AS opcode, coalesce({q(ts.OPERANDS)}, '') LIKE '%@PSUM%' AS psum,
+               {q(ts.NKI_SOURCE_LOCATION)} AS loc, count(*) AS n, sum({q(ts.END_TS)} - {q(ts.START_TS)})::BIGINT AS ns
+        FROM {INSTRUCTION} WHERE {scope.starts_sql()} AND {q(ts.ENGINE)} = '{engine}' GROUP BY 1, 2, 3
         ORDER BY ns DESC, opcode, loc""").to_pylist()
     if sum(int(r["n"]) for r in rows) < ENGINE_BOUND_MIN_INSTRUCTIONS:
         return []
@@ -421,7 +419,7 @@ def _engine_bound_rule(trace: Trace, scope: Scope, b: dict[str, Any]) -> list[di
     # (durations summed over the window's instructions, of every core: scaled to the engine's active time)
     movable: dict[str, float] = {}
     for r in rows:
-        for other in MOVABLE.get(engine, {}).get(r["work"], ()):
+        for other in MOVABLE.get(engine, {}).get(r["opcode"], ()):
             if conflicts and {engine, other} == {"Vector", "GpSimd"}:
                 continue   # (NeuronCore-v2: they take turns on SBUF)
             if r["psum"] and (other == "GpSimd" or (conflicts and {engine, other} == {"Vector", "Scalar"})):

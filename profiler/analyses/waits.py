@@ -21,6 +21,7 @@ from profiler.analyses import schema as rs
 from profiler.analyses.inputs import FLOW, INSTRUCTION, Scope, check_unique_ids, column, fetch, q, resolve_scope
 from profiler.trace import Trace
 from tracer import schema as ts
+from tracer.sim.records import END_BARRIER
 
 _QUEUE_NUMBER = re.compile(r"\d+$")
 
@@ -46,10 +47,6 @@ def binding_predecessors_sql(dependents: str) -> str:
         QUALIFY row_number() OVER (PARTITION BY f.{q(ts.IN_ID)}
                                    ORDER BY coalesce(pi.{q(ts.END_TS)}, pp.{q(ts.END_TS)}) DESC NULLS LAST,
                                             f.{q(ts.OUT_ID)} DESC) = 1"""
-
-
-#: The operands of the simulator's kernel-end barrier: Sync waiting until every engine and DMA queue has finished.
-END_BARRIER = "barrier=kernel_end"
 
 
 def _waits(trace: Trace, scope: Scope, *, end_barrier: bool = True) -> pa.Table:

@@ -59,7 +59,7 @@ class KernelContext(OpsMixin):
         self.initial_inputs: dict[str, np.ndarray] = {}
         #: The types of the tiles allocated with numerics on (``--check``'s tolerance follows the coarsest).
         self.tile_dtypes: set[DType] = set()
-        #: Whether an nc.affine_range body has been traced (its Python ran for two iterations only).
+        #: Whether an nc.affine_range body has been (or is being) traced: its Python runs for two iterations only.
         self.affine_traced = False
         self.cur_layer: str | None = None
         self.cur_operator: str | None = None

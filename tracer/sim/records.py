@@ -19,6 +19,9 @@ import numpy as np
 
 from tracer.sim.arch import CostModel
 
+#: The operand text marking the kernel-end barrier (Sync waiting until every engine and DMA queue has finished).
+END_BARRIER = "barrier=kernel_end"
+
 ENGINE_NAMES = ("Tensor", "Vector", "Scalar", "GpSimd", "Sync")
 E_TENSOR, E_VECTOR, E_SCALAR, E_GPSIMD, E_SYNC = range(5)
 S_TENSOR, S_MATRIX, S_VECTOR, S_SCALAR, S_GPSIMD, S_SYNC = range(6)

@@ -339,8 +339,6 @@ def _call_kernel(spec: Any, ctx: KernelContext, params: Mapping[str, Any]) -> No
         raise KernelError(f"{_user_line(exc, spec.fn)}: kernel {spec.name} called sys.exit({exc.code!r}); a kernel "
                           "must return normally (raise an exception to report an error)") from None
     except Exception as exc:
-        # an nc.affine_range body was being traced (or its loop was left by this exception)
-        traced = getattr(ctx, "symrec", None) is not None or getattr(ctx, "sym_error", None) is not None
         frames = []
         tb = exc.__traceback__
         while tb is not None:
@@ -352,8 +350,7 @@ def _call_kernel(spec: Any, ctx: KernelContext, params: Mapping[str, Any]) -> No
         if last.tb_frame.f_code.co_name == "_expand" and "__name__" not in last.tb_frame.f_globals:
             raise  # the generated expansion of an affine loop (tracer/sim/affine/codegen.py): a simulator bug
         hint = ""
-        if isinstance(exc, IndexError) and "list index" in str(exc) and \
-                (traced or getattr(ctx, "affine_traced", False)):
+        if isinstance(exc, IndexError) and "list index" in str(exc) and ctx.affine_traced:
             hint = (" (if the list was filled in an nc.affine_range loop: its body's Python runs for two iterations "
                     "only, so the list holds two entries; fill it in an nc.static_range loop)")
         raise KernelError(f"{_user_line(exc, spec.fn)}: kernel {spec.name} raised {type(exc).__name__}: {exc}"

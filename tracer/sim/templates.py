@@ -33,6 +33,7 @@ from tracer.sim.records import (
     E_SYNC,
     E_TENSOR,
     E_VECTOR,
+    END_BARRIER,
     KIND_COMPUTE,
     KIND_DMA,
     KIND_MATMUL,
@@ -213,7 +214,7 @@ def _transpose(cm: CostModel, _core: Core, key: tuple[Any, ...]) -> Template:
 def _barrier(cm: CostModel, _core: Core, key: tuple[Any, ...]) -> Template:
     return Template(key=key, engine=E_SYNC, stream=S_SYNC, kind=KIND_COMPUTE, opcode="EVENT_SEMAPHORE",
                     dur=cm.cycles_to_ns(cm.min_instruction_cycles, cm.neuroncore_clock_ghz), bytes=(0,) * 6, loc=None,
-                    text_pre="$S[5]++@complete barrier=kernel_end", text_post="")
+                    text_pre=f"$S[5]++@complete {END_BARRIER}", text_post="")
 
 
 BUILDERS = {"EW": _elementwise, "DMA": _dma, "LDW": _ldweights, "MM": _matmul, "TR": _transpose, "BAR": _barrier}

@@ -68,6 +68,7 @@ def _outermost(ctx: KernelContext, r: range, where: str) -> Iterator[Any]:
         return
     rec = Recorder(ctx)
     ctx.symrec = rec
+    ctx.affine_traced = True   # (a later IndexError may be a list filled in this loop: runner's hint)
     rec.install()
     var = LoopVar(n)
     node = LoopNode(AFFINE, where, r.start, r.step, n, var)
@@ -91,7 +92,6 @@ def _outermost(ctx: KernelContext, r: range, where: str) -> Iterator[Any]:
         raise KernelError(f"{rec.early_exit}: {_EARLY}")
     analysis.check(node, rec.slots)
     codegen.expand(ctx, rec, node)
-    ctx.affine_traced = True   # (a later IndexError may be a list filled in this loop: runner's hint)
 
 
 def abort(ctx: KernelContext, rec: Recorder | None = None) -> None:

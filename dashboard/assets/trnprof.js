@@ -135,16 +135,19 @@
     // line and moved the plot up under the pointer in the middle of a wheel zoom
     // (the tallest it has been with every swatch shown, for this colour mode and width: a zoom's new legend, of
     // the names in its window, is often shorter too)
+    // (measured only when the legend's swatches, the mode or the width changed: not a layout pass per zoom)
     var box = items[0].parentNode;
     var mode = document.querySelector("#colour-by input:checked");
     var key = (mode ? mode.value : "") + "|" + (box ? box.clientWidth : 0);
-    if (box) {
+    var swatches = key + "|" + items.length + "|" + items[0].textContent + "|" + items[items.length - 1].textContent;
+    if (box && box.getAttribute("data-swatches") !== swatches) {
       var kept = box.getAttribute("data-full-key") === key ? Number(box.getAttribute("data-full-height")) || 0 : 0;
       box.style.minHeight = "";
       Array.prototype.forEach.call(items, function (it) { it.style.display = ""; });
       var full = Math.max(kept, box.offsetHeight);
       box.setAttribute("data-full-key", key);
       box.setAttribute("data-full-height", String(full));
+      box.setAttribute("data-swatches", swatches);
       box.style.minHeight = full + "px";
     }
     Array.prototype.forEach.call(items, function (it) {

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from tracer import schema
 
@@ -124,6 +125,9 @@ class PacketExpander:
         per_queue = (offs[1:] - offs[:-1]) > 1
         pos = offs[:-1][xi] + np.where(per_queue[xi], queue, 0)
         start = flat[pos] + self.offset[at]
+        delays = _split_delays(batch, first, xi, j, queue, per_queue)
+        if delays is not None:
+            start += delays
         dur = self.duration[at]
         nbytes = self.nbytes[at]
         pcore = batch.column(schema.PCORE_IDX)
@@ -149,6 +153,58 @@ class PacketExpander:
         }
         out = schema.DMA_PACKET.arrow_schema()
         return pa.RecordBatch.from_arrays([cols[f.name] for f in out], schema=out)
+
+
+def split_rows(batch: pa.RecordBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """The splits of the transfers in ``batch`` (format 2.5's ``split_packet`` / ``split_delay_ns``): per split, its
+    transfer's row, packet and delay; None when there are none.  Null values are the reader's to refuse."""
+    if "split_packet" not in batch.schema.names:
+        return None
+    packets = batch.column("split_packet")
+    if not len(packets.flatten()):
+        return None
+    rows = np.asarray(pc.list_parent_indices(packets), np.int64)
+    delays = batch.column("split_delay_ns") if "split_delay_ns" in batch.schema.names else None
+    if delays is None or not pc.equal(pc.list_value_length(packets).fill_null(0),
+                                      pc.list_value_length(delays).fill_null(0)).to_numpy(zero_copy_only=False).all():
+        raise ValueError("split_packet and split_delay_ns lists of different lengths")
+    return (rows, np.asarray(packets.flatten().fill_null(-1), np.int64),
+            np.asarray(delays.flatten().fill_null(-1), np.int64))
+
+
+def _split_delays(batch: pa.RecordBatch, first: np.ndarray, xi: np.ndarray, j: np.ndarray,  # noqa: PLR0917
+                  queue: np.ndarray, per_queue: np.ndarray) -> np.ndarray | None:
+    """Per expanded packet (transfer ``xi``, packet ``j`` within it, the transfer's packets from ``first[xi]``),
+    the delays of its transfer's splits at or before it in its queue (``per_queue[xi]`` False: the transfer's
+    queues started together, and a split delays every queue from the same place on); None without splits."""
+    split = split_rows(batch)
+    if split is None:
+        return None
+    rows, packets, delays = split
+    width = int(queue.max()) + 1
+    # the packets of the transfers with splits, in (transfer, queue, packet) order, and each one's place in its queue
+    sel = np.flatnonzero(np.isin(xi, np.unique(rows)))
+    order = sel[np.lexsort((j[sel], xi[sel] * width + queue[sel]))]
+    key = xi[order] * width + queue[order]
+    group_start = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+    sizes = np.diff(np.r_[group_start, len(order)])
+    place = np.zeros(len(xi), np.int64)
+    place[order] = np.arange(len(order)) - np.repeat(group_start, sizes)
+    at = first[rows] + packets
+    extra = np.zeros(len(xi), np.int64)
+    alone = per_queue[rows]
+    np.add.at(extra, at[alone], delays[alone])
+    if not alone.all():  # together: the packet in the split's place of every queue of the transfer
+        depth = int(place.max()) + 1
+        by_place = np.zeros(int(xi.max()) * depth + depth, np.int64)
+        np.add.at(by_place, rows[~alone] * depth + place[at[~alone]], delays[~alone])
+        together = order[~per_queue[xi[order]]]
+        extra[together] += by_place[xi[together] * depth + place[together]]
+    summed = np.cumsum(extra[order])
+    base = np.repeat(np.r_[0, summed][group_start], sizes)
+    out = np.zeros(len(xi), np.int64)
+    out[order] = summed - base
+    return out
 
 
 def _take_dict(col: pa.Array, rows: np.ndarray) -> pa.Array:

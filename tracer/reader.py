@@ -31,7 +31,7 @@ from pyarrow import ipc
 
 from tracer import schema
 from tracer.errors import TraceFormatError, TruncatedTraceWarning
-from tracer.packets import PacketExpander
+from tracer.packets import PacketExpander, split_rows
 
 #: What pyarrow raises on a damaged stream: any Arrow error (a garbage length field can ask for an absurd allocation,
 #: ArrowMemoryError; a garbage dictionary id is an ArrowKeyError), or an I/O error.
@@ -223,7 +223,7 @@ class TraceReader:
                 if on_bytes is not None and nbytes:
                     on_bytes(nbytes)
                 continue
-            problem = _transfer_problem(batch, queues, expander.rotations)
+            problem = _transfer_problem(batch, queues, expander)
             if problem is not None:
                 raise TraceFormatError(f"{transfer_path}: {problem}; the trace is damaged: record or export it again")
             try:
@@ -438,7 +438,7 @@ def _queues_needed(layouts: pa.Table, rotations: int) -> np.ndarray:
     return need
 
 
-def _transfer_problem(batch: pa.RecordBatch, queues: np.ndarray, rotations: int) -> str | None:
+def _transfer_problem(batch: pa.RecordBatch, queues: np.ndarray, expander: PacketExpander) -> str | None:
     """Why DmaTransfer rows (of known layouts) cannot be expanded (beyond what :func:`batch_problem` checks)."""
     starts = batch.column("queue_start_ts")
     lengths = np.asarray(pc.list_value_length(starts).fill_null(0), np.int64)
@@ -446,10 +446,20 @@ def _transfer_problem(batch: pa.RecordBatch, queues: np.ndarray, rotations: int)
         return "DMA transfers without queue start times"
     if starts.values.null_count:
         return "null queue start times"
-    key = (np.asarray(batch.column("packet_layout"), np.int64) * rotations
+    key = (np.asarray(batch.column("packet_layout"), np.int64) * expander.rotations
            + np.asarray(batch.column("rotation"), np.int64))
     if np.any((lengths > 1) & (lengths < queues[key])):
         return "DMA transfers with fewer queue start times than their packets' queues"
+    try:
+        split = split_rows(batch)
+    except ValueError as exc:
+        return str(exc)
+    if split is not None:
+        rows, packets, delays = split
+        if np.any((packets < 0) | (packets >= expander.count[key][rows])):
+            return "split_packet values that are not packets of their transfer"
+        if np.any(delays < 0):
+            return "negative or null split_delay_ns values"
     return None
 
 

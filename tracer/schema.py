@@ -28,8 +28,9 @@ from tracer.errors import TraceFormatError
 #: partition (``bf16[512]@SBUF[0:128]+0x400``), which the memory map reads.  2.3: Metadata's ``table_rows``, the rows
 #: of every table file a finished writer wrote (a completed recording missing a file, or rows, is damaged).  2.4:
 #: Metadata's ``hbm_tensors``, each HBM tensor's kind as the kernel declared it (a scratch tensor is not necessary
-#: traffic for the performance bounds).
-TRACE_FORMAT_VERSION = "2.4"
+#: traffic for the performance bounds).  2.5: DmaTransfer's ``split_packet`` / ``split_delay_ns``, a queue's share
+#: moving in several runs around other queues' packets (its engine is never idle while one of its packets waits).
+TRACE_FORMAT_VERSION = "2.5"
 TRACE_FORMAT_MAJOR = int(TRACE_FORMAT_VERSION.split(".", maxsplit=1)[0])
 #: Format majors this reader reads: 1 (``DmaPacket`` stored row by row) and 2.
 READABLE_MAJORS: tuple[int, ...] = (1, 2)
@@ -431,7 +432,10 @@ DMA_TRANSFER = TableSpec(
         "How a simulator stores DmaPacket compactly (format 2.0): one row per DMA transfer (descriptor); its "
         "packets follow from DmaPacketLayout. Packet j (0 <= j < the layout's packets) of a transfer has id "
         "first_packet_id + j and runs on the layout row's queue from queue_start_ts[queue] (or the only value) "
-        "plus the row's offset_ns. TraceReader reads it as DmaPacket rows; query DmaPacket, not this table."
+        "plus the row's offset_ns, plus the split_delay_ns of every split_packet of its queue at or before j, "
+        "and, when queue_start_ts holds one value, of every split_packet of another queue at or before j's "
+        "place in its own queue (its k-th packet for the other's k-th: format 2.5). TraceReader reads it as "
+        "DmaPacket rows; query DmaPacket, not this table."
     ),
     columns=(
         _c("packet_aggregation_id", _I64, "id of the transfer (DmaPacket.packet_aggregation_id)", req=True),
@@ -443,6 +447,12 @@ DMA_TRANSFER = TableSpec(
            req=True, unit="ns"),
         _c("queue_group", _DICT, "queue name prefix, e.g. qSyncIO; a packet's queue_name is this + its queue index",
            req=True),
+        _c("split_packet", pa.list_(_I32),
+           "packets (indices within the transfer) that waited for their engine: each, and the later packets of its "
+           "queue, start split_delay_ns later than back to back after the packet before it; with one "
+           "queue_start_ts value, so do the packets in the same place and after it in every queue (null or "
+           "empty: none)"),
+        _c("split_delay_ns", pa.list_(_I64), "how long each split_packet waited, in the same order", unit="ns"),
         _c(QUEUE_TYPE, _DICT, "DmaQueueType of its queues"),
         _c(VARIABLE, _DICT, "tensor the transfer moves"),
         _c(PCORE_IDX, _I64, "physical NeuronCore"),

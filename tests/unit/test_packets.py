@@ -46,15 +46,17 @@ def traces(draw):
         per_queue = draw(st.booleans())
         starts = draw(st.lists(st.integers(0, 10**6), min_size=NQ if per_queue else 1,
                                max_size=NQ if per_queue else 1))
+        n = layouts[lid][1]
+        splits = draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, 300)), max_size=3))
         transfers.append({"agg": agg, "first": first, "layout": lid, "rotation": draw(st.integers(0, NQ - 1)),
-                          "starts": starts, "group": draw(st.sampled_from(GROUPS)),
+                          "starts": starts, "splits": splits, "group": draw(st.sampled_from(GROUPS)),
                           "src": draw(st.sampled_from(MEMS)), "dst": draw(st.sampled_from(MEMS)),
                           "var": draw(st.sampled_from(["a", "b", None]))})
         first += layouts[lid][1]
-    return layouts, transfers
+    return layouts, transfers, draw(st.booleans())
 
 
-def _write(path, layouts, transfers, *, flush_layouts=True):
+def _write(path, layouts, transfers, *, flush_layouts=True, splits=False):
     with TraceWriter(path, metadata={"is_simulation": True}) as w:
         for lid, _n, rotations, dur, nbytes, pidx in layouts:
             w.append(schema.DMA_PACKET_LAYOUT.name, packets.layout_columns(lid, rotations, dur, nbytes, pidx))
@@ -72,19 +74,27 @@ def _write(path, layouts, transfers, *, flush_layouts=True):
                 schema.VARIABLE: [t["var"] for t in transfers],
                 schema.PCORE_IDX: [0] * len(transfers),
                 "source": [t["src"] for t in transfers], "dest": [t["dst"] for t in transfers],
+                **({"split_packet": pa.array([[p for p, _d in t["splits"]] for t in transfers], pa.list_(pa.int32())),
+                    "split_delay_ns": pa.array([[d for _p, d in t["splits"]] for t in transfers],
+                                               pa.list_(pa.int64()))} if splits else {}),
             })
 
 
-def _oracle(layouts, transfers):
+def _oracle(layouts, transfers, splits=False):
     """DmaPacket rows built one packet at a time."""
     rows = []
     for t in transfers:
         _lid, n, rotations, dur, nbytes, pidx = layouts[t["layout"]]
         queue, offsets = rotations[t["rotation"]]
+        place = [sum(1 for i in range(j) if queue[i] == queue[j]) for j in range(n)]
         for j in range(n):
             q = int(queue[j])
             start = t["starts"][q] if len(t["starts"]) > 1 else t["starts"][0]
             start += int(offsets[j])
+            for p, d in t["splits"] if splits else ():
+                # a split delays its queue's packets from it on; with one start, every queue's from its place on
+                if place[p] <= place[j] and (queue[p] == q or len(t["starts"]) == 1):
+                    start += d
             rows.append({
                 "id": t["first"] + j, "start_ts": start, "end_ts": start + int(dur[j]), "duration_ns": int(dur[j]),
                 "queue_name": f"{t['group']}{q}", "queue_idx": q, "queue_type": "data", "engine_idx": q,
@@ -98,14 +108,39 @@ def _oracle(layouts, transfers):
 @settings(max_examples=40, deadline=None)
 @given(traces())
 def test_expansion_matches_a_packet_by_packet_oracle(tmp_path_factory, case):
-    layouts, transfers = case
+    """Also with shares split around other packets (format 2.5's split_packet / split_delay_ns), and without those
+    columns (older traces)."""
+    layouts, transfers, splits = case
     path = tmp_path_factory.mktemp("pk") / "t.trace"
-    _write(path, layouts, transfers)
+    _write(path, layouts, transfers, splits=splits)
     reader = TraceReader(path)
     assert reader.has_table("DmaPacket") == bool(transfers) or not transfers
     table = reader.read_table("DmaPacket")
     assert table.schema.equals(schema.DMA_PACKET.arrow_schema(), check_metadata=False)
-    assert table.to_pylist() == _oracle(layouts, transfers)
+    assert table.to_pylist() == _oracle(layouts, transfers, splits)
+
+
+@pytest.mark.parametrize(("split_packet", "split_delay", "message"), [
+    ([[7]], [[10]], "split_packet values that are not packets of their transfer"),
+    ([[-1]], [[10]], "split_packet values that are not packets of their transfer"),
+    ([[1]], [[-5]], "negative or null split_delay_ns values"),
+    ([[1]], [[None]], "negative or null split_delay_ns values"),
+    ([[1, 2]], [[3]], "split_packet and split_delay_ns lists of different lengths"),
+])
+def test_damaged_splits_are_refused_in_one_line(tmp_path, split_packet, split_delay, message):
+    layouts = [(0, 3, [((q0 + np.arange(3)) % NQ, np.zeros(3, np.int64)) for q0 in range(NQ)], np.full(3, 5),
+                np.full(3, 64), np.zeros(3, np.int64))]
+    path = tmp_path / "t.trace"
+    with TraceWriter(path, metadata={"is_simulation": True}) as w:
+        w.append(schema.DMA_PACKET_LAYOUT.name, packets.layout_columns(*layouts[0][:1], *layouts[0][2:]))
+        w.append(schema.DMA_TRANSFER.name, {
+            "packet_aggregation_id": [0], "first_packet_id": [0], "packet_layout": [0], "rotation": [0],
+            "queue_start_ts": pa.array([[0]], pa.list_(pa.int64())), "queue_group": ["qSyncIO"],
+            "split_packet": pa.array(split_packet, pa.list_(pa.int32())),
+            "split_delay_ns": pa.array(split_delay, pa.list_(pa.int64()))})
+    with pytest.raises(TraceFormatError, match=message) as err:
+        TraceReader(path).read_table("DmaPacket")
+    assert "\n" not in str(err.value) and str(path) in str(err.value)
 
 
 def test_batches_are_bounded_and_transfers_never_split(tmp_path, monkeypatch):

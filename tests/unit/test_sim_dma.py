@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -21,17 +23,34 @@ def _earliest_free(busy: list[tuple[int, int]], t: int, d: int) -> int:
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 2000), st.integers(1, 300)), min_size=1, max_size=60))
-def test_place_fills_the_earliest_idle_gap(requests):
+@given(st.lists(st.tuples(st.integers(0, 2000), st.lists(st.integers(1, 120), min_size=1, max_size=6)),
+                min_size=1, max_size=40))
+def test_place_moves_each_packet_at_the_earliest_idle_time(requests):
+    """A share's packets go in order, each at the earliest time its engine is idle long enough, at or after the
+    share's start and the previous packet's end (brute force, packet by packet): the engine never idles while a
+    packet it could move waits."""
     core = Core(cost_model("trn2"))
     busy: list[tuple[int, int]] = []
-    for t, d in requests:
-        s = core._place(0, t, d)
-        assert s == _earliest_free(busy, t, d)
-        busy.append((s, s + d))
+    for t, durations in requests:
+        runs = core._place(0, t, tuple(durations))
+        want = []
+        at = t
+        for d in durations:
+            at = _earliest_free(busy, at, d)
+            want.append((at, at + d))
+            at += d
+        busy.extend(want)
+        got = [(s + sum(durations[k0:k]), s + sum(durations[k0:k + 1]))
+               for (k0, s, e), k1 in zip(runs, [r[0] for r in runs[1:]] + [len(durations)], strict=True)
+               for k in range(k0, k1)]
+        assert got == want
+        # runs are maximal: a run ends where the next one does not follow back to back
+        assert all(a[2] < b[1] for a, b in itertools.pairwise(runs))
+        assert all(e == s + sum(durations[k0:k1]) for (k0, s, e), k1 in
+                   zip(runs, [r[0] for r in runs[1:]] + [len(durations)], strict=True))
     starts, ends = core.eng_starts[0], core.eng_ends[0]
-    assert starts == sorted(starts) and all(e <= s for e, s in zip(ends, starts[1:], strict=False))
-    assert sum(e - s for s, e in zip(starts, ends, strict=True)) == sum(d for _t, d in requests)
+    assert starts == sorted(starts) and all(e < s for e, s in zip(ends, starts[1:], strict=False))
+    assert sum(e - s for s, e in zip(starts, ends, strict=True)) == sum(sum(d) for _t, d in requests)
 
 
 def test_engines_are_shared_by_queue_groups():

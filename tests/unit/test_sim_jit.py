@@ -13,6 +13,7 @@ import collections
 import warnings
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -33,7 +34,7 @@ def spy(monkeypatch):
 
     def spied(j, n, *args):
         stop = kernel(j, n, *args)
-        state = args[8]
+        state = args[9]
         seen[["done", "need", "grow", "transfer"][int(state[K.REASON])]] += 1
         seen["trimmed"] += int(state[K.UTRIM])
         return stop
@@ -95,6 +96,58 @@ def test_transfers_loading_queues_unevenly_go_to_python(tmp_path, monkeypatch, s
     assert spy["rows"] > 0.5 * compiled[0].instructions
     assert spy["transfer"] > 0
     _assert_same(python, compiled)
+
+
+def _split_dma_kernel(nc, n: int = 48, cols: int = 2048):
+    """Sync loads, a Vector copy, GpSimd stores: each store is issued before the next load but ready after it, so
+    the loads' shares split around the stores' packets (one packet per row; ``cols=2100``: two unequal ones)."""
+    x = nc.input("x", (128, cols * n), "bf16")
+    y = nc.output("y", (128, cols * n), "bf16")
+    for i in nc.sequential_range(n):
+        t = nc.sbuf_tile((128, cols), "bf16", name="t")
+        nc.dma_copy(t, x[:, i * cols:(i + 1) * cols])
+        u = nc.sbuf_tile((128, cols), "bf16", name="u")
+        nc.tensor_copy(u, t)
+        nc.dma_copy(y[:, i * cols:(i + 1) * cols], u, engine="GpSimd")
+
+
+def _many_gaps_kernel(nc, iters: int = 6, stores: int = 90, fill: int = 600):
+    """Per iteration: GpSimd spaces out small stores (one packet per queue each), then Sync loads a tile of 80
+    packets per queue, issued after the stores but ready before them: its shares split into ~80 runs, one per gap
+    (more than the compiled loop places: tracer.sim.fastpath.schedule_kernel.RUNS_MAX)."""
+    x = nc.input("x", (128, 20480 * iters), "bf16")
+    y = nc.output("y", (16, 2048 * stores * iters), "bf16")
+    s = nc.sbuf_tile((16, 2048), "bf16", name="s")
+    nc.memset(s, 1.0)
+    pad = nc.sbuf_tile((128, fill), "fp32", name="pad")
+    for i in nc.sequential_range(iters):
+        for j in nc.static_range(stores):
+            nc.memset(pad, 0.0)
+            nc.dma_copy(y[:, (i * stores + j) * 2048:(i * stores + j + 1) * 2048], s, engine="GpSimd")
+        big = nc.sbuf_tile((128, 20480), "bf16", name="big")
+        nc.dma_copy(big, x[:, i * 20480:(i + 1) * 20480])
+
+
+def _splits(path) -> list[list[int]]:
+    from tracer.schema import DMA_TRANSFER
+    return pa.ipc.open_stream(path / "fast.trace" / DMA_TRANSFER.file_name).read_all()["split_packet"].to_pylist()
+
+
+@pytest.mark.parametrize(("kernel", "params", "in_kernel"), [
+    (_split_dma_kernel, {}, True),                   # packets of one length: split in the compiled loop
+    (_split_dma_kernel, {"cols": 2100}, False),      # two packets per row of unequal lengths: Python splits
+    (_many_gaps_kernel, {}, False),                  # more runs than the loop places
+], ids=["equal-packets", "unequal-packets", "many-runs"])
+def test_shares_split_around_other_packets_as_python_splits_them(tmp_path, monkeypatch, spy, kernel, params,  # noqa: PLR0917
+                                                                  in_kernel):
+    monkeypatch.setattr(controller, "TARGET", 8)
+    monkeypatch.setattr(controller, "MIN_SEGMENT", 1)
+    python, compiled = _both(monkeypatch, tmp_path, kernel, params, "trn1")
+    assert spy["rows"] > 0.5 * compiled[0].instructions
+    _assert_same(python, compiled)
+    runs = max(len(s) for s in _splits(tmp_path)) + 1
+    assert runs > (K.RUNS_MAX if kernel is _many_gaps_kernel else 1)
+    assert (spy["transfer"] == 0) == in_kernel, dict(spy)
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -336,11 +336,19 @@ class Emitter:
         attrs = self._arr("t_dma")[x_tid]  # per transfer: layout, packets, queue type, source, dest, variable, group
         codes = self.codes
         var = self._variables(ch, xf, attrs[:, 5])
+        split_x = i64(ch.x_split_xfer) - ch.first_xfer
+        order = np.argsort(split_x, kind="stable")
+        split_offsets = np.zeros(nx + 1, np.int32)
+        np.cumsum(np.bincount(split_x, minlength=nx), out=split_offsets[1:])
+        split_offsets_arr = pa.array(split_offsets)
         self.writer.append(schema.DMA_TRANSFER.name, {
             "packet_aggregation_id": ch.first_xfer + np.arange(nx, dtype=np.int64), "first_packet_id": x_pkt,
             "packet_layout": attrs[:, 0].astype(np.int32), "rotation": x_q0.astype(np.int32),
             "queue_start_ts": pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(flat)),
             "queue_group": dict_column(attrs[:, 6], self.strings(codes["group"])),
+            "split_packet": pa.ListArray.from_arrays(
+                split_offsets_arr, pa.array(i64(ch.x_split_pkt)[order].astype(np.int32))),
+            "split_delay_ns": pa.ListArray.from_arrays(split_offsets_arr, pa.array(i64(ch.x_split_delay)[order])),
             schema.QUEUE_TYPE: dict_column(attrs[:, 2], self.strings(codes["qtype"])),
             schema.VARIABLE: dict_column(var, self.strings(codes["var"])),
             schema.PCORE_IDX: np.zeros(nx, np.int64),

@@ -145,7 +145,7 @@ class Template:
 
 
 #: Per-rotation DMA layouts shared by the plans of one packet geometry: (packets, packets per row, queues,
-#: per-row packet durations) -> the four caches of :class:`DmaPlan`.
+#: per-row packet durations) -> the five caches of :class:`DmaPlan`.
 _GEOMETRY_CACHE: dict[tuple[Any, ...], tuple[dict[int, Any], ...]] = {}
 #: Geometries kept at most (the cache outlives runs: a session recording many shapes must not grow without bound;
 #: plans keep the layouts they already share).
@@ -162,7 +162,7 @@ class DmaPlan:
     queue ``(q0 + j) % Q`` where ``q0`` rotates from transfer to transfer, so the queues stay balanced.
     """
 
-    __slots__ = ("_cache", "_equal", "_last", "_uni", "bytes", "chunk_bytes", "dst_mem", "group", "hbm", "n",
+    __slots__ = ("_cache", "_equal", "_last", "_qpk", "_uni", "bytes", "chunk_bytes", "dst_mem", "group", "hbm", "n",
                  "nqueues", "per_row", "prefix", "queue_type", "rate_factor", "rows", "src_mem", "sub_bytes", "sub_ns",
                  "variable")
 
@@ -209,12 +209,14 @@ class DmaPlan:
         if shared is None:
             if len(_GEOMETRY_CACHE) >= _GEOMETRY_CACHE_MAX:
                 _GEOMETRY_CACHE.clear()
-            shared = _GEOMETRY_CACHE[geometry] = ({}, {}, {}, {})
-        #: Per rotation q0: layout, equal totals, last packet, uniform (busy time, last packet) or None.
+            shared = _GEOMETRY_CACHE[geometry] = ({}, {}, {}, {}, {})
+        #: Per rotation q0: layout, equal totals, last packet, uniform (busy time, last packet) or None, each
+        #: queue's packet durations in order.
         self._cache: dict[int, tuple[tuple[int, ...], np.ndarray, np.ndarray]] = shared[0]
         self._equal: dict[int, bool] = shared[1]
         self._last: dict[int, int] = shared[2]
         self._uni: dict[int, Any] = shared[3]
+        self._qpk: dict[int, tuple[tuple[int, ...], ...]] = shared[4]
         #: Bytes the transfer moves.
         self.bytes = rows * chunk_bytes
 
@@ -265,6 +267,16 @@ class DmaPlan:
             last = self._last[q0] = max(self.last_packet(q, q0) for q in range(self.nqueues) if totals[q])
         return last
 
+    def queue_packets(self, q0: int) -> tuple[tuple[int, ...], ...]:
+        """Per queue, the durations of its packets in the order it moves them (packet ``r``, ``r + Q``, ... of the
+        transfer, ``r = (q - q0) % Q``), for rotation ``q0``."""
+        hit = self._qpk.get(q0)
+        if hit is None:
+            dur = self.sub_ns[np.arange(self.n, dtype=np.int64) % self.per_row]
+            hit = self._qpk[q0] = tuple(tuple(dur[(q - q0) % self.nqueues::self.nqueues].tolist())
+                                        for q in range(self.nqueues))
+        return hit
+
     def repeat(self, value: int) -> list[int]:
         """``value`` once per queue."""
         return [value] * self.nqueues
@@ -306,6 +318,13 @@ class Chunk:
     x_out: array
     #: 1 when the transfer's queues all started together (x_qstart then holds one value, else one per queue).
     x_uni: array
+    #: Shares split around other packets (tracer.sim.dma), one entry per idle stretch: the transfer (absolute
+    #: number), the packet (within it) after the stretch, which with the later packets of its queue (of every queue,
+    #: from the same place in each, when the queues started together: x_uni) starts that many ns later than back to
+    #: back.
+    x_split_xfer: array
+    x_split_pkt: array
+    x_split_delay: array
     # Counter samples: time, kind (index into COUNTER_KINDS), value
     c_ts: array
     c_kind: array
@@ -379,7 +398,8 @@ def new_columns() -> dict[str, Any]:
     """Empty columns of a :class:`Chunk` (arrays, but ``s_leaf``: a list of bytes)."""
     cols: dict[str, Any] = {name: array("q") for name in ("start", "end", "tid", "wait", "aux", "f_in", "f_out",
                                                           "f_gap", "f_value", "x_instr", "x_tid", "x_pkt", "x_retire",
-                                                          "x_qstart", "x_out", "c_ts", "s_var", "s_i0", "s_x0",
+                                                          "x_qstart", "x_out", "x_split_xfer", "x_split_pkt",
+                                                          "x_split_delay", "c_ts", "s_var", "s_i0", "s_x0",
                                                           "p_id", "p_start", "p_end", "p_parent")}
     cols["s_leaf"] = []
     cols.update({name: array("b") for name in ("f_table", "f_dep", "x_uni", "c_kind")})

@@ -5,9 +5,10 @@ For every instruction of the segment, in order, :func:`run` does what :meth:`tra
 MultiplyMoving) the weights being loaded and every semaphore wait being met; frontier, last end, DMA transfers,
 the Trn2 throttle, usage counters in event order -- with the dependency structure precomputed: a dependency is an
 index into one list of ready times holding the segment's instructions then its input leaves.  Validation, template
-lookup and dependency resolution are gone.  DMA transfers that load every queue alike while the DMA state is
-uniform (:meth:`Core._transfer_uniform`) and the Trn2 throttle (:meth:`Core._throttled`) are computed inline, on
-local copies of the core's state, with the same arithmetic.  The trace columns are written in bulk.
+lookup and dependency resolution are gone.  DMA transfers that load every queue alike while the DMA state
+is uniform (:meth:`Core._transfer_uniform`, shares split around other packets alike on every queue included) and
+the Trn2 throttle (:meth:`Core._throttled`) are computed inline, on local copies of the core's state, with the same
+arithmetic.  The trace columns are written in bulk.
 
 The loop itself runs compiled (:mod:`tracer.sim.fastpath.schedule_jit`, numba) once a run has enough fast-path work
 to repay loading numba; :func:`_schedule` here is the same loop in Python, used before that, for short segments,
@@ -321,16 +322,24 @@ def _schedule(prog: Program, core: Any, leaves: list[Any], A: list[int], tpls: l
                 qf = u_qf[g]
                 q = qf if qf > ready else ready
                 if u_ends and q >= u_ends[-1] and q >= core.u_floor:
+                    en = q + tot
                     if q == u_ends[-1]:
-                        u_ends[-1] = q + tot
+                        u_ends[-1] = en
                     else:
                         u_starts.append(q)
-                        u_ends.append(q + tot)
+                        u_ends.append(en)
                         if len(u_ends) > 256:
                             core._trim_uniform()
-                else:
-                    q = core._place_uniform(q, tot)
-                en = q + tot
+                elif core.uniform_fits(q, tot):
+                    q = core._reserve_uniform(q, tot)
+                    en = q + tot
+                else:  # the shares split around other packets
+                    span = core.split_uniform(plan, q0, q, nx)
+                    if span is None:
+                        uni = None  # they would split unalike: Core._transfer places them per queue
+                    else:
+                        q, en = span
+            if uni is not None:
                 u_qf[g] = en
                 XQ.append(q)
                 nq = plan.nqueues

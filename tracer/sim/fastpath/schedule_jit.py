@@ -150,7 +150,7 @@ def _smoke_test() -> None:
     one = np.zeros((1, 1), np.int64)
     C, Cv = np.zeros((2, 3), np.int64), np.zeros(3)
     j = K.schedule_rows(0, 2, rows, np.array([2], np.int64), np.zeros(2, np.int64), R, out,
-                        np.zeros((K.N_X, 1), np.int64), np.zeros(2, np.int64),
+                        np.zeros((K.N_X, 1), np.int64), np.zeros((3, 1), np.int64), np.zeros(2, np.int64),
                         np.zeros(1, np.int64), st, np.zeros(2), one, np.zeros(1, np.int64), np.zeros(1, np.int64),
                         np.full(2, -1, np.int64), one, np.zeros((1, 2)), np.zeros((2, 1), np.int64),
                         np.array([[1], [7]], np.int64), np.array([2.5]), C, Cv, *K.new_ports())
@@ -218,8 +218,8 @@ class CoreArrays:
         self.st[K.LAT], self.st[K.WIN_NS], self.st[K.RAMP_NS] = (cm.dma_start_latency_ns, cm.throttle_window_ns,
                                                              cm.throttle_ramp_ns)
         self.fp = np.array([cm.throttle_reset_utilization, cm.throttle_start_fraction], np.float64)
-        self.us = np.zeros(K.TRIM_AT + 2, np.int64)
-        self.ue = np.zeros(K.TRIM_AT + 2, np.int64)
+        self.us = np.zeros(K.TRIM_AT + 2 + K.RUNS_MAX, np.int64)
+        self.ue = np.zeros(K.TRIM_AT + 2 + K.RUNS_MAX, np.int64)
         self.grp = np.zeros((0, 4), np.int64)
         self.groups: list[int] = []
         self.dma_sync = -1  # core.n_xfers when us/ue/grp were last in step with the core (-1: never)
@@ -246,7 +246,8 @@ class CoreArrays:
             plan = tpl.dma
             if plan is not None:
                 dma.append(tpl.id)
-                plans += (plan.group, plan.n, plan.bytes, plan.nqueues)
+                same = plan.n % plan.nqueues == 0 and int(plan.sub_ns.min()) == int(plan.sub_ns.max())
+                plans += (plan.group, plan.n, plan.bytes, plan.nqueues, int(plan.sub_ns[0]) if same else -1)
             if tpl.cycles is not None and tpl.clock:
                 floats += (tpl.cycles, tpl.clock)
             else:
@@ -440,13 +441,15 @@ def schedule(prog: Any, core: Any, leaves: list[Any], A: list[int], tpls: list[A
         C, Cv = ca.no_c, ca.no_cv
     i0 = core.n
     st[K.I0] = i0
-    st[K.NXI] = 0
+    st[K.NXI] = st[K.NSX] = 0
     X = np.empty((K.N_X, pa.n_dma), np.int64) if dma else ca.no_x
+    SX = np.empty((3, pa.n_dma + K.RUNS_MAX), np.int64) if dma else ca.no_x
     cva = np.array(cv, np.float64) if nu else ca.no_cv
-    j = flushed = 0
+    j = 0
+    flushed = (0, 0)
     kernel = K.schedule_rows
     while True:
-        j = kernel(j, n, pa.rows, pa.dep_idx, tarr, R, out, X, sf, ei, st, ca.fp, ca.grp, ca.us, ca.ue, ca.tslot,
+        j = kernel(j, n, pa.rows, pa.dep_idx, tarr, R, out, X, SX, sf, ei, st, ca.fp, ca.grp, ca.us, ca.ue, ca.tslot,
                    ca.ti, ca.tf, ca.win, pa.counters, cva, C, Cv, ca.pa, ca.pn)
         reason = st[K.REASON]
         if reason == K.DONE:
@@ -456,14 +459,14 @@ def schedule(prog: Any, core: Any, leaves: list[Any], A: list[int], tpls: list[A
         elif reason == K.GROW:
             ca.window_grow()
         else:  # TRANSFER: row j's trigger is scheduled, its transfer is Python's
-            flushed = _flush_inline(core, ca, X, flushed, flush_dma)
+            flushed = _flush_inline(core, ca, X, SX, flushed, flush_dma, put)
             p = P[j] = core._transfer(tpls[j], i0 + j, int(out[K.O_START, j]), A[j])
             R[j] = p[2]
             st[K.LN] = max(st[K.LN], p[2])
             ca.dma_in(core)
             j += 1
     if dma:
-        _flush_inline(core, ca, X, flushed, flush_dma)
+        _flush_inline(core, ca, X, SX, flushed, flush_dma, put)
         for jd in pa.dma_needed:
             if jd not in P:
                 P[jd] = (int(ca.ti[ca.tslot[tarr[jd]], K.T_GROUP]), int(out[K.O_SEQ, jd]), int(R[jd]), TABLE_PACKET,
@@ -483,13 +486,20 @@ def schedule(prog: Any, core: Any, leaves: list[Any], A: list[int], tpls: list[A
     return out[K.O_START], out[K.O_END], out[K.O_WAIT], R
 
 
-def _flush_inline(core: Any, ca: CoreArrays, X: np.ndarray, a: int, flush_dma: Any) -> int:
-    """Write the DMA state back to the core with the columns of the transfers the kernel placed since the
-    ``a``-th; returns how many it has placed."""
+def _flush_inline(core: Any, ca: CoreArrays, X: np.ndarray, SX: np.ndarray, done: tuple[int, int],  # noqa: PLR0917
+                  flush_dma: Any, put: Any) -> tuple[int, int]:
+    """Write the DMA state back to the core with the columns of the transfers and splits the kernel placed since
+    ``done`` (how many of each were written); returns how many it has placed."""
     v = ca.st.tolist()
-    b = v[K.NXI]
+    a, sa = done
+    b, sb = v[K.NXI], v[K.NSX]
     ca.dma_out(core)
     if b > a:
         flush_dma(core, v[K.Q0], v[K.NPK], v[K.NX], v[K.QBUSY], v[K.DBYTES], X[K.X_INSTR, a:b], X[K.X_TID, a:b],
                   X[K.X_PKT, a:b], X[K.X_QSTART, a:b], X[K.X_RETIRE, a:b], X[K.X_OUT, a:b], X[K.X_Q0, a:b])
-    return b
+    if sb > sa:
+        c = core._cols
+        put(c["x_split_xfer"], SX[K.S_XFER, sa:sb])
+        put(c["x_split_pkt"], SX[K.S_PKT, sa:sb])
+        put(c["x_split_delay"], SX[K.S_DELAY, sa:sb])
+    return b, sb

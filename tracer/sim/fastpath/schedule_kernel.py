@@ -13,7 +13,8 @@ returns the row it stopped at with the reason in ``st[REASON]``:
   (nothing of row ``j`` is done; the caller fills the entry and resumes at ``j``).
 * ``GROW``: the throttle window buffer is full (nothing of row ``j`` is done; the caller grows it and resumes).
 * ``TRANSFER``: DMA row ``j``'s trigger instruction is scheduled (start, end, wait, stream and engine state) but
-  its transfer does not load every queue alike, or the DMA state is no longer uniform: the caller schedules the
+  its transfer does not load every queue alike, the DMA state is no longer uniform, or the engines are not idle
+  long enough for its shares to move in one run (they split around other packets): the caller schedules the
   transfer with :meth:`tracer.sim.core.Core._transfer` and resumes at ``j + 1``.
 """
 
@@ -43,14 +44,15 @@ X_INSTR, X_TID, X_PKT, X_QSTART, X_RETIRE, X_OUT, X_Q0 = range(7)
 N_X = 7
 #: Slots of the int64 state vector.
 (FR, LN, PW, Q0, NPK, NX, QBUSY, DBYTES, UL, UFLOOR, UNIFORM, T_BUSY, T_RS, T_PCT, WH, WK, WPOP, NAPP, REASON,
- LAT, WIN_NS, RAMP_NS, UTRIM, UMOD, NXI, I0, CI, NC) = range(28)
-N_STATE = 28
+ LAT, WIN_NS, RAMP_NS, UTRIM, UMOD, NXI, I0, CI, NC, NSX) = range(29)
+N_STATE = 29
 #: Slots of the float64 parameter vector: throttle reset utilisation, throttle start fraction.
 F_TR, F_F0 = range(2)
-#: Columns of the table of DMA templates (row ``tslot[template id]``): queue group, packets, bytes, queues; then per
-#: queue rotation q0 the busy time of every queue (UNKNOWN: not computed yet, NOT_UNIFORM) and the last packet's
-#: index.
-T_GROUP, T_NPKT, T_BYTES, T_NQ, T_UNI = range(5)
+#: Columns of the table of DMA templates (row ``tslot[template id]``): queue group, packets, bytes, queues, the
+#: duration of every packet when they all take the same time and every queue gets as many (else -1: a share that
+#: would split is Python's); then per queue rotation q0 the busy time of every queue (UNKNOWN: not computed yet,
+#: NOT_UNIFORM) and the last packet's index.
+T_GROUP, T_NPKT, T_BYTES, T_NQ, T_PKT_NS, T_UNI = range(6)
 UNKNOWN, NOT_UNIFORM = -2, -1
 #: Columns of the per-template float table: cycles and clock (the throttle's stretched duration).
 TF_CYCLES, TF_CLOCK = range(2)
@@ -61,6 +63,12 @@ DONE, NEED, GROW, TRANSFER = range(4)
 #: Reservations the uniform DMA state keeps before forgetting the oldest half (tracer.sim.dma).
 TRIM_AT = 256
 TRIM_BY = 128
+#: Most runs a share split around other packets may take here (more: Python places it); the reservation buffers
+#: hold TRIM_AT + 2 + RUNS_MAX entries.
+RUNS_MAX = 64
+#: Rows of the table of splits the kernel recorded (the x_split_* columns of tracer.sim.dma): transfer, packet,
+#: delay; while a share is placed, its runs (first packet's place in its queue, start, end) stand in them.
+S_XFER, S_PKT, S_DELAY = range(3)
 
 #: Access-conflict lists (tracer.sim.records.PORT_*): entries each list holds at most, and how many of the oldest
 #: are forgotten when it is full (their last end becomes a floor for the other engine's accesses on that port).
@@ -76,7 +84,8 @@ AOT_SIGNATURES = {
     "reserve": f"UniTuple(i8, 3)({_I1}, {_I1}, i8, i8, i8)",
     "missing_layouts": f"i8({_I1}, {_I1}, {_I1}, {_I2}, i8, i8, {_I2})",
     "place": f"i8(i8[:,:,:], {_I2}, i8, i8, i8, {_I1})",
-    "schedule_rows": (f"i8(i8, i8, {_I2}, {_I1}, {_I1}, {_I1}, {_I2}, {_I2}, {_I1}, {_I1}, {_I1}, {_F1}, {_I2}, {_I1}, "
+    "schedule_rows": (f"i8(i8, i8, {_I2}, {_I1}, {_I1}, {_I1}, {_I2}, {_I2}, {_I2}, {_I1}, {_I1}, {_I1}, {_F1}, {_I2}, "
+                      f"{_I1}, "
                       f"{_I1}, {_I1}, {_I2}, {_F2}, {_I2}, {_I2}, {_F1}, {_I2}, {_F1}, i8[:,:,:], {_I2})"),
 }
 
@@ -244,16 +253,16 @@ def missing_layouts(tids: np.ndarray, dma_rows: np.ndarray, tslot: np.ndarray, t
 
 
 def schedule_rows(j: int, n: int, rows: np.ndarray, dep_idx: np.ndarray, tids: np.ndarray, R: np.ndarray,
-                  out: np.ndarray, X: np.ndarray, SF: np.ndarray, EI: np.ndarray, st: np.ndarray, fp: np.ndarray,
-                  grp: np.ndarray, us: np.ndarray, ue: np.ndarray, tslot: np.ndarray, ti: np.ndarray, tf: np.ndarray,
-                  win: np.ndarray, cnt: np.ndarray, cval: np.ndarray, C: np.ndarray, Cv: np.ndarray, pa: np.ndarray,
-                  pn: np.ndarray) -> int:
+                  out: np.ndarray, X: np.ndarray, SX: np.ndarray, SF: np.ndarray, EI: np.ndarray, st: np.ndarray,
+                  fp: np.ndarray, grp: np.ndarray, us: np.ndarray, ue: np.ndarray, tslot: np.ndarray, ti: np.ndarray,
+                  tf: np.ndarray, win: np.ndarray, cnt: np.ndarray, cval: np.ndarray, C: np.ndarray, Cv: np.ndarray,
+                  pa: np.ndarray, pn: np.ndarray) -> int:
     """Schedule rows ``j``, ``j + 1``, ... of a segment (see the module docstring); returns the row it stopped at.
 
     Counter samples go to ``C`` (time, kind) and ``Cv`` (value) in the general path's order: the usage samples
     ``cnt`` (instructions before each, kind; values ``cval``), each stamped with the latest start before it, and
     the throttle level changes at their instructions.  ``pa`` and ``pn`` are the core's access-conflict lists
-    (:func:`place`, rows with ports).
+    (:func:`place`, rows with ports).  Transfers go to ``X``, the splits of their shares to ``SX``.
     """
     fr, ln, pw = st[FR], st[LN], st[PW]
     q0, npk, nx, qbusy, dbytes = st[Q0], st[NPK], st[NX], st[QBUSY], st[DBYTES]
@@ -264,7 +273,8 @@ def schedule_rows(j: int, n: int, rows: np.ndarray, dep_idx: np.ndarray, tids: n
     nu = cnt.shape[1]
     lat, TW, TRAMP = st[LAT], st[WIN_NS], st[RAMP_NS]
     utrim, umod = st[UTRIM], st[UMOD]
-    nxi, i0 = st[NXI], st[I0]
+    nxi, i0, nsx = st[NXI], st[I0], st[NSX]
+    sx_cap = SX.shape[1]
     TR, f0 = fp[F_TR], fp[F_F0]
     cap = win.shape[1]
     reason = DONE
@@ -388,20 +398,76 @@ def schedule_rows(j: int, n: int, rows: np.ndarray, dep_idx: np.ndarray, tids: n
                     if ul < umod:
                         umod = ul
                     ul += 1
+                qe = q + tot
             else:
                 if ufloor > q:
                     q = ufloor
-                q, ul, low = reserve(us, ue, ul, q, tot)
-                if low < umod:
-                    umod = low
-            if ul > TRIM_AT:
+                lo = 0
+                hi = ul
+                while lo < hi:  # bisect_right(ue[:ul], q): the first reservation ending after q
+                    mid = (lo + hi) // 2
+                    if q < ue[mid]:
+                        hi = mid
+                    else:
+                        lo = mid + 1
+                if lo == ul or us[lo] >= q + tot:  # idle long enough from q on: the shares move in one run
+                    q, ul, low = reserve(us, ue, ul, q, tot)
+                    if low < umod:
+                        umod = low
+                    qe = q + tot
+                else:  # the shares split around other packets (tracer.sim.dma.fit_packets, packets of one length)
+                    pd = ti[d, T_PKT_NS]
+                    if pd <= 0:
+                        reason = TRANSFER
+                        break
+                    m = tot // pd
+                    t = q
+                    i = lo
+                    k = 0
+                    nr = 0
+                    while k < m:  # the runs, into SX from nsx on (nothing changed yet)
+                        if i < ul and us[i] <= t:
+                            t = ue[i]
+                            i += 1
+                            continue
+                        c = m - k
+                        if i < ul and (us[i] - t) // pd < c:
+                            c = (us[i] - t) // pd
+                        if c > 0:
+                            if nr == RUNS_MAX or nsx + nr == sx_cap:
+                                break
+                            SX[0, nsx + nr] = k
+                            SX[1, nsx + nr] = t
+                            SX[2, nsx + nr] = t + c * pd
+                            nr += 1
+                            k += c
+                        if k < m:
+                            t = ue[i]
+                            i += 1
+                    if k < m:  # too many runs: Python's
+                        reason = TRANSFER
+                        break
+                    for r_ in range(nr):
+                        _q, ul, low = reserve(us, ue, ul, SX[1, nsx + r_], SX[2, nsx + r_] - SX[1, nsx + r_])
+                        if low < umod:
+                            umod = low
+                    q = SX[1, nsx]
+                    qe = SX[2, nsx + nr - 1]
+                    nqd = ti[d, T_NQ]
+                    for r_ in range(nr - 1):  # each later run: a split at its first packet on queue q0
+                        k1, s1, e0 = SX[0, nsx + r_ + 1], SX[1, nsx + r_ + 1], SX[2, nsx + r_]
+                        SX[S_XFER, nsx + r_] = nx
+                        SX[S_PKT, nsx + r_] = k1 * nqd
+                        SX[S_DELAY, nsx + r_] = s1 - e0
+                    nsx += nr - 1
+            while ul > TRIM_AT:
                 ufloor = ue[TRIM_BY - 1]
                 for k in range(ul - TRIM_BY):
                     us[k] = us[k + TRIM_BY]
                     ue[k] = ue[k + TRIM_BY]
                 ul -= TRIM_BY
                 utrim = 1
-            en = q + tot
+            en = qe
             grp[g, G_QF] = en
             nq = ti[d, T_NQ]
             qbusy += tot * nq
@@ -444,6 +510,6 @@ def schedule_rows(j: int, n: int, rows: np.ndarray, dep_idx: np.ndarray, tids: n
     st[T_BUSY], st[T_RS], st[T_PCT] = t_busy, t_rs, t_pct
     st[WH], st[WK], st[WPOP], st[NAPP] = wh, wk, wpop, napp
     st[CI], st[NC] = ci, nc
-    st[UTRIM], st[UMOD], st[NXI] = utrim, umod, nxi
+    st[UTRIM], st[UMOD], st[NXI], st[NSX] = utrim, umod, nxi, nsx
     st[REASON] = reason
     return j

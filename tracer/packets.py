@@ -164,9 +164,11 @@ def split_rows(batch: pa.RecordBatch) -> tuple[np.ndarray, np.ndarray, np.ndarra
     if not len(packets.flatten()):
         return None
     rows = np.asarray(pc.list_parent_indices(packets), np.int64)
-    delays = batch.column("split_delay_ns") if "split_delay_ns" in batch.schema.names else None
-    if delays is None or not pc.equal(pc.list_value_length(packets).fill_null(0),
-                                      pc.list_value_length(delays).fill_null(0)).to_numpy(zero_copy_only=False).all():
+    if "split_delay_ns" not in batch.schema.names:
+        raise ValueError("split_packet without split_delay_ns")
+    delays = batch.column("split_delay_ns")
+    if not pc.equal(pc.list_value_length(packets).fill_null(0),
+                    pc.list_value_length(delays).fill_null(0)).to_numpy(zero_copy_only=False).all():
         raise ValueError("split_packet and split_delay_ns lists of different lengths")
     return (rows, np.asarray(packets.flatten().fill_null(-1), np.int64),
             np.asarray(delays.flatten().fill_null(-1), np.int64))

@@ -53,6 +53,26 @@ def test_place_moves_each_packet_at_the_earliest_idle_time(requests):
     assert sum(e - s for s, e in zip(starts, ends, strict=True)) == sum(sum(d) for _t, d in requests)
 
 
+def test_uniform_shares_whose_packets_come_in_other_orders_are_placed_queue_by_queue():
+    """Rows of 4096 + 4096 + 1000 bytes: every queue gets the same three packets, in rotated orders. Before a busy
+    stretch there is an idle gap holding the short packet only: the queue whose share starts with it moves it there,
+    the others cannot, so the queues no longer share one state (and no packet waits while its engine idles)."""
+    from tracer.sim import records
+
+    cm = cost_model("trn2")
+    core = Core(cm)
+    plan = records.DmaPlan(cm, rows=16, chunk_bytes=2 * 4096 + 1000, group=0, prefix="q", queue_type="input",
+                           src_mem="HBM", dst_mem="SBUF", variable="x", hbm=None)
+    long_ns, short_ns = cm.dma_packet_ns(4096, 9192, 1.0), cm.dma_packet_ns(1000, 9192, 1.0)
+    assert short_ns < long_ns and plan.equal_totals(0)
+    orders = {d[0] for d in plan.queue_packets(0)}
+    assert orders == {long_ns, short_ns}  # some queues start with the short packet, some with a long one
+    core.u_starts, core.u_ends = [short_ns + 5], [100_000]  # idle [0, short + 5): the short packet fits, no long one
+    before = (list(core.u_starts), list(core.u_ends), len(core._cols["x_split_xfer"]))
+    assert core.split_uniform(plan, 0, 0, 0) is None
+    assert (core.u_starts, core.u_ends, len(core._cols["x_split_xfer"])) == before  # nothing done
+
+
 def test_engines_are_shared_by_queue_groups():
     """Loads on Sync and stores on GpSimd share the 16 engines: together they never beat the core bandwidth."""
     from tracer.sim import run_kernel

@@ -6,9 +6,8 @@ queue's share waits for the queue, then its packets go in order, each into the e
 from the previous one's end (:func:`fit_packets`), filling gaps other groups left, so an engine never idles while a
 packet it could move is ready (see ``docs/cost-model.md``).  A share split around other groups' packets is recorded
 as delays (``x_split_*``: the packet after each idle stretch and the stretch's length; once for all queues when they
-all started together and split alike).  While every transfer so
-far loaded all queues alike, all engines and all queues of a group are in the same state, kept once (``u_*``) until
-a transfer breaks the symmetry.
+all started together and split alike).  While every transfer so far loaded all queues alike, all engines and all
+queues of a group are in the same state, kept once (``u_*``) until a transfer breaks the symmetry.
 """
 
 # Hot path: `if a > b: b = a` is about twice as fast as `b = max(a, b)` in CPython.
@@ -217,8 +216,7 @@ class DmaQueues:
             t = self.u_floor
         shares = plan.queue_packets(q0)
         runs = fit_packets(self.u_starts, self.u_ends, t, shares[0])
-        if len(runs) > 1 and any(
-                fit_packets(self.u_starts, self.u_ends, t, d) != runs for d in set(shares[1:]) if d != shares[0]):
+        if any(fit_packets(self.u_starts, self.u_ends, t, d) != runs for d in set(shares[1:]) if d != shares[0]):
             return None
         for _k, rs, re in runs:
             reserve(self.u_starts, self.u_ends, rs, re - rs)

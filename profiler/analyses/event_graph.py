@@ -4,7 +4,10 @@ Nodes:
 
 * every instruction starting in the window;
 * every DMA *segment* starting in the window: the packets of one transfer on one queue (a queue moves them back
-  to back, so a segment is one busy stretch of that queue; a transfer spread over 16 queues is 16 segments).
+  to back, so a segment is one busy stretch of that queue; a transfer spread over 16 queues is 16 segments).  In a
+  trnprof recording a share can split around other queues' packets on its DMA engine (trace format 2.5): each run
+  of packets back to back is then a segment of its own, so a segment never holds time its engine spent on another
+  queue (imported profiles keep one segment per transfer and queue: their packets need not run back to back).
 
 Edges ``u -> v`` mean "``v`` could not start before ``u`` ended", listed in this order of preference:
 
@@ -43,8 +46,10 @@ from profiler.analyses.inputs import (
     Scope,
     check_unique_ids,
     column,
+    cost_model,
     event_range,
     fetch,
+    find_sorted,
     has_access_conflicts,
     q,
     touches_sql,
@@ -111,10 +116,12 @@ def _access_edges(ins: pa.Table, start: np.ndarray, end: np.ndarray) -> tuple[np
 
 
 def _segments(trace: Trace, scope: Scope) -> pa.Table:
-    """The DMA segments (a transfer's packets on one queue) starting in the scope's window.  Only the segments with
-    a packet starting in the window can, so those are found first by a range scan, and only their packets are
-    grouped (grouping every packet of the core made a 1% window cost 40-50% of the whole trace)."""
+    """The DMA segments (a transfer's packets on one queue, or a run of them back to back in a trnprof recording)
+    starting in the scope's window, ordered by transfer, queue and start.  Only the segments with a packet
+    starting in the window can, so those are found first by a range scan, and only their packets are grouped
+    (grouping every packet of the core made a 1% window cost 40-50% of the whole trace)."""
     s0, s1 = int(scope.start_ns), int(scope.end_ns)
+    runs = bool(cost_model(trace))   # a trnprof recording: a gap in a share is time its engine gave another queue
     extent = event_range(trace, scope.core, dma_only=True)
     source = f"{DMA_PACKET} p"
     if extent is not None and (s0 > extent[0] or s1 < extent[1]):   # (every packet: the semi-join would only cost)
@@ -122,16 +129,66 @@ def _segments(trace: Trace, scope: Scope) -> pa.Table:
                   f"FROM {DMA_PACKET} WHERE {scope.core_sql()} AND {q(ts.START_TS)} >= {s0} AND "
                   f"{q(ts.START_TS)} < {s1}) c ON {agg_expr('p')} = c.agg "
                   f"AND p.{q(ts.QUEUE_NAME)} IS NOT DISTINCT FROM c.queue")
-    return fetch(trace, f"""
+    # (with runs, a share that started before the window may have a run starting in it)
+    having = (f"max(p.{q(ts.START_TS)}) >= {s0}" if runs else f"min(p.{q(ts.START_TS)}) >= {s0}")
+    seg = fetch(trace, f"""
         SELECT {agg_expr('p')} AS agg, p.{q(ts.QUEUE_NAME)} AS queue,
                min(p.{q(ts.START_TS)}) AS s, max(p.{q(ts.END_TS)}) AS e,
                arg_max(p.{q(ts.ID)}, (p.{q(ts.END_TS)}, p.{q(ts.ID)})) AS last_id,
                arg_max(p.{q(rs.TRACK_ID)}, (p.{q(ts.END_TS)}, p.{q(ts.ID)})) AS track,
                any_value(p.{q(ts.VARIABLE)}) AS var, any_value(p.{q(ts.ENGINE_IDX)}) AS dma_engine,
-               any_value(coalesce(p.{q(ts.PCORE_IDX)}, 0)) AS core
+               any_value(coalesce(p.{q(ts.PCORE_IDX)}, 0)) AS core,
+               min(p.{q(ts.ID)}) AS first_id, any_value(p.{q(ts.QUEUE_IDX)}) AS qidx,
+               sum(p.{q(ts.END_TS)} - p.{q(ts.START_TS)}) AS busy
         FROM {source} WHERE {scope.core_sql('p')}
-        GROUP BY 1, 2 HAVING min(p.{q(ts.START_TS)}) >= {s0} AND min(p.{q(ts.START_TS)}) < {s1}
+        GROUP BY 1, 2 HAVING {having} AND min(p.{q(ts.START_TS)}) < {s1}
         ORDER BY agg, queue""")
+    if not runs or not seg.num_rows:
+        return seg.drop_columns(["busy", "qidx"])
+    split = column(seg, "busy") < column(seg, "e") - column(seg, "s")
+    whole = seg.filter(pa.array(~split & (column(seg, "s") >= s0))).drop_columns(["busy", "qidx"])
+    if not split.any():
+        return whole
+    parts = _runs(trace, scope, seg.filter(pa.array(split)))
+    parts = parts.filter(pa.array((column(parts, "s") >= s0) & (column(parts, "s") < s1)))
+    out = pa.concat_tables([whole, parts.select(whole.column_names).cast(whole.schema)])
+    return out.sort_by([("agg", "ascending"), ("queue", "ascending"), ("s", "ascending")])
+
+
+def _runs(trace: Trace, scope: Scope, split: pa.Table) -> pa.Table:
+    """The runs of packets back to back of the segments ``split`` (columns of :func:`_segments`): a segment per
+    run, its last packet the one ending last.  (In a trnprof recording a transfer's queues are of one group, so
+    its queue index names the queue: integers are matched, not queue names, ~2x faster.)"""
+    pk = fetch(trace, f"""
+        SELECT {agg_expr('p')} AS agg, p.{q(ts.QUEUE_IDX)} AS qidx, p.{q(ts.ID)} AS id, p.{q(ts.START_TS)} AS s,
+               p.{q(ts.END_TS)} AS e, p.{q(rs.TRACK_ID)} AS track
+        FROM {DMA_PACKET} p
+        WHERE {scope.core_sql('p')} AND {agg_expr('p')} IN (SELECT unnest($aggs))
+        ORDER BY agg, qidx, s, id""", params={"aggs": np.unique(column(split, "agg")).tolist()})
+    width = int(max(column(pk, "qidx", fill=0).max(initial=0), column(split, "qidx", fill=0).max(initial=0))) + 1
+    want = column(split, "agg") * width + column(split, "qidx", fill=0)
+    key = column(pk, "agg") * width + column(pk, "qidx", fill=0)
+    order_split = np.argsort(want, kind="stable")
+    pos, found = find_sorted(want[order_split], key)
+    keep = np.flatnonzero(found)
+    pair = order_split[pos[keep]]
+    s, e, ident = column(pk, "s")[keep], column(pk, "e")[keep], column(pk, "id")[keep]
+    # a run starts at another (transfer, queue)'s packet or after a gap in its own
+    first = np.r_[True, (pair[1:] != pair[:-1]) | (s[1:] > e[:-1])] if len(pair) else np.zeros(0, bool)
+    starts = np.flatnonzero(first)
+    run = np.cumsum(first) - 1
+    # the packet ending last (then the highest id) of each run names it
+    order = np.lexsort((ident, e, run))
+    last = order[np.r_[np.flatnonzero(np.diff(run[order])), len(order) - 1]] if len(starts) else starts
+    owner = pa.array(pair[starts])
+    return pa.table({
+        "agg": split.column("agg").take(owner), "queue": split.column("queue").take(owner),
+        "s": pa.array(np.minimum.reduceat(s, starts) if len(starts) else s[:0]),
+        "e": pa.array(np.maximum.reduceat(e, starts) if len(starts) else e[:0]),
+        "last_id": pa.array(ident[last]), "track": pk.column("track").take(pa.array(keep[last])),
+        "var": split.column("var").take(owner), "dma_engine": split.column("dma_engine").take(owner),
+        "core": split.column("core").take(owner), "first_id": pa.array(ident[starts]),
+    })
 
 
 def _lookup(sorted_keys: np.ndarray, keys: np.ndarray) -> np.ndarray:
@@ -209,8 +266,9 @@ def build_graph(trace: Trace, scope: Scope) -> EventGraph:
                                           flow.column("iq").combine_chunks().cast(pa.string())]))
         width = int(qcodes.max()) + 1 if len(qcodes) else 1
         seg_key = s_agg * width + qcodes[:ns_]
-        seg_order = np.argsort(seg_key, kind="stable")
+        seg_order = np.argsort(seg_key, kind="stable")   # (a transfer's runs on a queue stay in time order)
         seg_sorted = seg_key[seg_order]
+        seg_first = column(seg, "first_id")[seg_order]
 
         def ends(table_col: str, id_col: str, agg_col: str, q_col: str, q_codes: np.ndarray) -> np.ndarray:
             tables = flow.column(table_col)
@@ -224,6 +282,13 @@ def build_graph(trace: Trace, scope: Scope) -> EventGraph:
             elif is_pkt.any():
                 key = column(flow, agg_col)[is_pkt] * width + q_codes[is_pkt]
                 found = _last_of(seg_sorted, key)   # (as a dict from (transfer, queue) would keep the last)
+                pid = ids[is_pkt]
+                while True:   # a split share: the run holding the packet (runs of a pair hold rising ids)
+                    back = (found > 0) & (seg_first[np.clip(found, 0, None)] > pid)
+                    back[back] = seg_sorted[found[back] - 1] == key[back]
+                    if not back.any():
+                        break
+                    found[back] -= 1
                 node[is_pkt] = np.where(found >= 0, ni + seg_order[np.clip(found, 0, None)], -1)
             return node
 

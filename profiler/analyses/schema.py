@@ -179,7 +179,7 @@ CRITICAL_PATH = pa.schema([
     pa.field(STEP, pa.int64(), nullable=False),
     pa.field(KIND, pa.string(), nullable=False),
     pa.field(TABLE, pa.string(), nullable=False),     # Instruction or DmaPacket: where ``id`` lives
-    pa.field(ID, pa.int64(), nullable=False),         # instruction id, or the id of the transfer's last packet
+    pa.field(ID, pa.int64(), nullable=False),         # instruction id, or the id of the DMA segment's last packet
     pa.field(TRACK_ID, pa.int64()),                   # timeline row of ``id`` (for highlighting)
     pa.field(RESOURCE, pa.string()),
     pa.field(NAME, pa.string()),

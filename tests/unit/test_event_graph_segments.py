@@ -20,17 +20,70 @@ SELECT coalesce(packet_aggregation_id, -1 - id) AS agg, queue_name AS queue, min
        arg_max(id, (end_ts, id)) AS last_id, arg_max(track_id, (end_ts, id)) AS track
 FROM DmaPacket WHERE {core}
 GROUP BY 1, 2 HAVING min(start_ts) >= {a} AND min(start_ts) < {b} ORDER BY agg, queue"""
+#: In a trnprof recording: each run of a (transfer, queue)'s packets back to back (a packet starting after the one
+#: before it in time ended starts a run), keep the runs starting in the window.
+RUNS_ORACLE = """
+WITH p AS (
+    SELECT coalesce(packet_aggregation_id, -1 - id) AS agg, queue_name AS queue, id, start_ts, end_ts, track_id,
+           CASE WHEN start_ts > lag(end_ts) OVER w THEN 1 ELSE 0 END AS gap
+    FROM DmaPacket WHERE {core}
+    WINDOW w AS (PARTITION BY coalesce(packet_aggregation_id, -1 - id), queue_name ORDER BY start_ts, id)),
+r AS (SELECT *, sum(gap) OVER (PARTITION BY agg, queue ORDER BY start_ts, id) AS run FROM p)
+SELECT agg, queue, min(start_ts) AS s, max(end_ts) AS e, arg_max(id, (end_ts, id)) AS last_id,
+       arg_max(track_id, (end_ts, id)) AS track
+FROM r GROUP BY agg, queue, run HAVING min(start_ts) >= {a} AND min(start_ts) < {b} ORDER BY agg, queue, s"""
 
 
-@pytest.mark.parametrize("name", ["matmul_naive-trn2", "attention-trn2", "softmax-trn1", "two_cores"])
+def _gappy_import(tmp_path: Path) -> Path:
+    """A Neuron Explorer profile (Parquet) whose transfers' packets on a queue have gaps between them."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from tests.unit.test_import_neuron import METADATA_74, instruction_part
+
+    d = tmp_path / "gappy@latest"
+    d.mkdir()
+    pq.write_table(pa.table(METADATA_74), d / "Metadata.parquet")
+    pq.write_table(instruction_part([0, 1, 2], ["tensor", "Tensor", "pool"]), d / "Instruction_0.parquet")
+    start = [100, 200, 300, 120, 400, 500]
+    n = len(start)
+    pq.write_table(pa.table({
+        "start_ts": start, "end_ts": [t + 50 for t in start], "duration_ns": [50] * n, "pcore_idx": [0] * n,
+        "id": list(range(n)), "packet_idx": pa.array(range(n), pa.int32()), "packet_aggregation_id": [1, 1, 1, 2, 2, 3],
+        "engine_idx": [4, 4, 4, 5, 5, 4], "read_bytes": [2048] * n, "write_bytes": [2048] * n,
+        "transfer_bytes": [2048] * n, "throughput": pa.array([4e10] * n, pa.float32()), "crc": [0] * n,
+        "queue_type": ["input"] * n, "variable": ["x"] * n, "queue_idx": [4, 4, 4, 5, 5, 4]}),
+        d / "DmaPacket.parquet")
+    return d
+
+
+@pytest.mark.parametrize("name", ["matmul_naive-trn2", "attention-trn2", "softmax-trn1", "two_cores", "split",
+                                  "imported"])
 def test_the_segments_of_random_windows_are_those_of_the_definition(name, two_core_trace, tmp_path):
+    """Also in a recording whose shares split around other queues' packets (runs), and in an imported profile
+    whose packets of a transfer on a queue do not run back to back (one segment each)."""
     if name == "two_cores":
         path = two_core_trace
+    elif name == "split":
+        from tests.unit.test_sim_dependencies import _stores_then_loads
+        from tracer.sim import run_kernel
+
+        path = tmp_path / "split.trace"
+        run_kernel(_stores_then_loads, {"loads": 24}, arch="trn2", overrides={"dve_clock_ghz": 0.5}, trace_path=path)
+    elif name == "imported":
+        path = _gappy_import(tmp_path)
     else:
         path = tmp_path / f"{name}.trace"
         shutil.copytree(SAMPLES / f"{name}.trace", path)
     rng = random.Random(name)
     with profiler.open(path) as t:
+        oracle = RUNS_ORACLE if t.sql("SELECT cost_model IS NOT NULL FROM Metadata").fetchall()[0][0] else ORACLE
+        if name == "split":   # the case: some (transfer, queue) pair has more than one run
+            assert len(t.sql(RUNS_ORACLE.format(core="TRUE", a=-1, b=2**62)).fetchall()) > len(
+                t.sql(ORACLE.format(core="TRUE", a=-1, b=2**62)).fetchall())
+        if name == "imported":   # the case: packets of a pair with gaps between them, kept one segment
+            assert oracle is ORACLE and len(t.sql(RUNS_ORACLE.format(core="TRUE", a=-1, b=2**62)).fetchall()) > len(
+                t.sql(ORACLE.format(core="TRUE", a=-1, b=2**62)).fetchall())
         lo, hi = t.time_range
         windows = [(None, None, None), (lo, hi + 1, None), (lo - 5, lo + 1, None)]
         windows += [(*sorted(rng.sample(range(lo, hi), 2)), None) for _ in range(10)]
@@ -39,7 +92,7 @@ def test_the_segments_of_random_windows_are_those_of_the_definition(name, two_co
             scope = resolve_scope(t, a, b, core)
             got = _segments(t, scope).select(["agg", "queue", "s", "e", "last_id", "track"]).to_pylist()
             where = "TRUE" if core is None else f"coalesce(pcore_idx, 0) = {core}"
-            want = t.sql(ORACLE.format(core=where, a=scope.start_ns, b=scope.end_ns)).to_arrow_table().to_pylist()
+            want = t.sql(oracle.format(core=where, a=scope.start_ns, b=scope.end_ns)).to_arrow_table().to_pylist()
             assert got == want, (name, a, b, core)
             assert got or a is not None     # (the whole trace has segments)
 

@@ -54,16 +54,12 @@ def test_edges_from_a_split_share_start_at_the_run_holding_the_packet(split_reco
     path's steps never overlap."""
     t, graph = split_recording
     pk = _packets(t)
-    first_runs = {}
+    row = {i: k for k, i in enumerate(pk["id"])}
+    runs: dict[tuple[int, str], list[int]] = {}
     for n in np.flatnonzero(graph.kind == rs.NODE_DMA).tolist():
-        k = pk["id"].index(int(graph.ident[n]))
-        key = (pk["agg"][k], pk["queue"][k])
-        if key not in first_runs or graph.start[n] < graph.start[first_runs[key]]:
-            first_runs[key] = n
-    split = [n for key, n in first_runs.items()
-             if sum(1 for m in np.flatnonzero(graph.kind == rs.NODE_DMA).tolist()
-                    if (pk["agg"][pk["id"].index(int(graph.ident[m]))], pk["queue"][pk["id"].index(int(graph.ident[m]))])
-                    == key) > 1]
+        k = row[int(graph.ident[n])]
+        runs.setdefault((pk["agg"][k], pk["queue"][k]), []).append(n)
+    split = [min(nodes, key=lambda n: graph.start[n]) for nodes in runs.values() if len(nodes) > 1]
     assert split
     n = split[0]
     chain = chain_to(t, "DmaPacket", int(graph.ident[n]), graph=graph)

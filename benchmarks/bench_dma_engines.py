@@ -16,7 +16,7 @@ process) and prints both.
 
     .venv/bin/python benchmarks/bench_dma_engines.py idle
     .venv/bin/python benchmarks/bench_dma_engines.py monotonic --pairs 600 --seed 11
-    git worktree add -f /tmp/wt-before HEAD~1 --detach
+    git worktree add -f /tmp/wt-before 340bcda --detach     # the last commit placing shares whole
     .venv/bin/python benchmarks/bench_dma_engines.py monotonic --pairs 600 --seed 11 --against /tmp/wt-before
 """
 

@@ -158,18 +158,18 @@ class PacketExpander:
 def split_rows(batch: pa.RecordBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """The splits of the transfers in ``batch`` (format 2.5's ``split_packet`` / ``split_delay_ns``): per split, its
     transfer's row, packet and delay; None when there are none.  Null values are the reader's to refuse."""
-    if "split_packet" not in batch.schema.names:
+    names = batch.schema.names
+    if "split_packet" not in names and "split_delay_ns" not in names:
         return None
-    packets = batch.column("split_packet")
+    if "split_packet" not in names or "split_delay_ns" not in names:
+        raise ValueError("split_packet without split_delay_ns, or the other way round")
+    packets, delays = batch.column("split_packet"), batch.column("split_delay_ns")
+    if not pc.equal(pc.list_value_length(packets).fill_null(0),   # (checked first: a delay without its packet)
+                    pc.list_value_length(delays).fill_null(0)).to_numpy(zero_copy_only=False).all():
+        raise ValueError("split_packet and split_delay_ns lists of different lengths")
     if not len(packets.flatten()):
         return None
     rows = np.asarray(pc.list_parent_indices(packets), np.int64)
-    if "split_delay_ns" not in batch.schema.names:
-        raise ValueError("split_packet without split_delay_ns")
-    delays = batch.column("split_delay_ns")
-    if not pc.equal(pc.list_value_length(packets).fill_null(0),
-                    pc.list_value_length(delays).fill_null(0)).to_numpy(zero_copy_only=False).all():
-        raise ValueError("split_packet and split_delay_ns lists of different lengths")
     return (rows, np.asarray(packets.flatten().fill_null(-1), np.int64),
             np.asarray(delays.flatten().fill_null(-1), np.int64))
 

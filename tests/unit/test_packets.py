@@ -126,6 +126,9 @@ def test_expansion_matches_a_packet_by_packet_oracle(tmp_path_factory, case):
     ([[1]], [[-5]], "negative or null split_delay_ns values"),
     ([[1]], [[None]], "negative or null split_delay_ns values"),
     ([[1, 2]], [[3]], "split_packet and split_delay_ns lists of different lengths"),
+    ([None], [[2039]], "split_packet and split_delay_ns lists of different lengths"),   # no split in the batch
+    ([[]], [[5]], "split_packet and split_delay_ns lists of different lengths"),
+    ([[1]], None, "split_packet and split_delay_ns lists of different lengths"),   # (the writer fills in nulls)
 ])
 def test_damaged_splits_are_refused_in_one_line(tmp_path, split_packet, split_delay, message):
     layouts = [(0, 3, [((q0 + np.arange(3)) % NQ, np.zeros(3, np.int64)) for q0 in range(NQ)], np.full(3, 5),
@@ -137,7 +140,7 @@ def test_damaged_splits_are_refused_in_one_line(tmp_path, split_packet, split_de
             "packet_aggregation_id": [0], "first_packet_id": [0], "packet_layout": [0], "rotation": [0],
             "queue_start_ts": pa.array([[0]], pa.list_(pa.int64())), "queue_group": ["qSyncIO"],
             "split_packet": pa.array(split_packet, pa.list_(pa.int32())),
-            "split_delay_ns": pa.array(split_delay, pa.list_(pa.int64()))})
+            **({} if split_delay is None else {"split_delay_ns": pa.array(split_delay, pa.list_(pa.int64()))})})
     with pytest.raises(TraceFormatError, match=message) as err:
         TraceReader(path).read_table("DmaPacket")
     assert "\n" not in str(err.value) and str(path) in str(err.value)

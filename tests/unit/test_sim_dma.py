@@ -23,8 +23,9 @@ def _earliest_free(busy: list[tuple[int, int]], t: int, d: int) -> int:
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 2000), st.lists(st.integers(1, 120), min_size=1, max_size=6)),
-                min_size=1, max_size=40))
+@given(st.lists(st.tuples(st.integers(0, 2000), st.one_of(
+    st.lists(st.integers(1, 120), min_size=1, max_size=6),
+    st.tuples(st.integers(1, 120), st.integers(1, 12)).map(lambda dn: [dn[0]] * dn[1]))), min_size=1, max_size=40))
 def test_place_moves_each_packet_at_the_earliest_idle_time(requests):
     """A share's packets go in order, each at the earliest time its engine is idle long enough, at or after the
     share's start and the previous packet's end (brute force, packet by packet): the engine never idles while a
@@ -32,7 +33,7 @@ def test_place_moves_each_packet_at_the_earliest_idle_time(requests):
     core = Core(cost_model("trn2"))
     busy: list[tuple[int, int]] = []
     for t, durations in requests:
-        runs = core._place(0, t, tuple(durations))
+        runs = core._place(0, t, tuple(durations), sum(durations))
         want = []
         at = t
         for d in durations:

@@ -2,12 +2,14 @@
 
 Each queue group (``qSyncIO``, ``qGpSimdIO``, ...) has one FIFO queue per DMA engine; the engines' time is shared by
 all groups: a transfer is cut into packets spread over the queues (:class:`~tracer.sim.records.DmaPlan`), each
-queue's share waits for the queue, then its packets go in order, each into the earliest idle time of its engine
-from the previous one's end (:func:`fit_packets`), filling gaps other groups left, so an engine never idles while a
-packet it could move is ready (see ``docs/cost-model.md``).  A share split around other groups' packets is recorded
-as delays (``x_split_*``: the packet after each idle stretch and the stretch's length; once for all queues when they
-all started together and split alike).  While every transfer so far loaded all queues alike, all engines and all
-queues of a group are in the same state, kept once (``u_*``) until a transfer breaks the symmetry.
+queue's share waits for the queue, then its packets go in order, each into the earliest idle time of its engine from
+the previous one's end (:func:`fit_packets`), filling gaps other groups left, so an engine never idles while a
+packet it could move is ready -- within the reservations it remembers: past 256 separate busy stretches it forgets
+the oldest 128 and counts the time before the next as busy (``_trim``; see ``docs/cost-model.md``). A share split
+around other groups' packets is recorded as delays (``x_split_*``: the packet after each idle stretch and the
+stretch's length; once for all queues when they all started together and split alike). While every transfer so far
+loaded all queues alike, all engines and all queues of a group are in the same state, kept once (``u_*``) until a
+transfer breaks the symmetry.
 """
 
 # Hot path: `if a > b: b = a` is about twice as fast as `b = max(a, b)` in CPython.
@@ -148,7 +150,7 @@ class DmaQueues:
                         if len(ends) > 256:
                             self._trim(q)
                 else:
-                    runs = self._place(q, s, plan.queue_packets(q0)[q])
+                    runs = self._place(q, s, plan.queue_packets(q0)[q], tot)
                     s, e = runs[0][1], runs[-1][2]
                     if len(runs) > 1:
                         self._record_split(runs, (q - q0) % nq, nq, self.n_xfers)
@@ -283,16 +285,22 @@ class DmaQueues:
         for g, v in self.u_qf.items():
             self.queue_free[g] = [v] * nq
 
-    def _place(self, q: int, t: int, durations: tuple[int, ...]) -> list[tuple[int, int, int]]:
-        """Reserve DMA engine ``q`` for packets of ``durations``, in order, from ``t`` on (see :func:`fit_packets`);
-        returns their runs.
+    def _place(self, q: int, t: int, durations: tuple[int, ...], tot: int) -> list[tuple[int, int, int]]:
+        """Reserve DMA engine ``q`` for packets of ``durations`` (``tot`` ns in all), in order, from ``t`` on (see
+        :func:`fit_packets`); returns their runs.
 
         Engines serve the queues of every group: a share fills the idle gaps left around transfers of other
         groups that were issued earlier but had to wait, packet by packet.
         """
         starts, ends = self.eng_starts[q], self.eng_ends[q]
         floor = self.eng_floor[q]
-        runs = fit_packets(starts, ends, t if t > floor else floor, durations)
+        if t < floor:
+            t = floor
+        i = bisect.bisect_right(ends, t)
+        if i == len(starts) or starts[i] >= t + tot:  # idle long enough from t on: one run (no packet walk)
+            reserve(starts, ends, t, tot)
+            return [(0, t, t + tot)]
+        runs = fit_packets(starts, ends, t, durations)
         for _k, s, e in runs:
             reserve(starts, ends, s, e - s)
         while len(starts) > 256:

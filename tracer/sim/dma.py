@@ -51,6 +51,12 @@ def reserve(starts: list[int], ends: list[int], s: int, d: int) -> int:
     return s
 
 
+def idle_from(starts: list[int], ends: list[int], t: int, d: int) -> bool:
+    """True when the sorted, disjoint reservations ``[starts[i], ends[i])`` leave ``[t, t + d)`` idle."""
+    i = bisect.bisect_right(ends, t)
+    return i == len(starts) or starts[i] >= t + d
+
+
 def fit_packets(starts: list[int], ends: list[int], s: int, durations: tuple[int, ...]) -> list[tuple[int, int, int]]:
     """Where packets of ``durations`` go, in order, on an engine with the sorted, disjoint reservations
     ``[starts[i], ends[i])`` (not changed): each at the earliest idle time at or after ``s`` and the previous
@@ -259,8 +265,7 @@ class DmaQueues:
         which the engines count as busy, if later): a share of that length starting then moves in one run."""
         if t < self.u_floor:
             t = self.u_floor
-        i = bisect.bisect_right(self.u_ends, t)
-        return i == len(self.u_starts) or self.u_starts[i] >= t + d
+        return idle_from(self.u_starts, self.u_ends, t, d)
 
     def _reserve_uniform(self, t: int, d: int) -> int:
         """Reserve ``d`` ns of every engine in the uniform state at the earliest idle time >= ``t`` holding it;
@@ -296,11 +301,8 @@ class DmaQueues:
         floor = self.eng_floor[q]
         if t < floor:
             t = floor
-        i = bisect.bisect_right(ends, t)
-        if i == len(starts) or starts[i] >= t + tot:  # idle long enough from t on: one run (no packet walk)
-            reserve(starts, ends, t, tot)
-            return [(0, t, t + tot)]
-        runs = fit_packets(starts, ends, t, durations)
+        # idle long enough from t on: one run (no packet walk)
+        runs = [(0, t, t + tot)] if idle_from(starts, ends, t, tot) else fit_packets(starts, ends, t, durations)
         for _k, s, e in runs:
             reserve(starts, ends, s, e - s)
         while len(starts) > 256:

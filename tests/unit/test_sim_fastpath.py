@@ -63,12 +63,13 @@ KERNEL_CASES = [
     ("rmsnorm", {"rows": 65536, "cols": 128}, "trn2", {"dma_start_latency_ns": "0"}),
     ("attention", {"seq": 1024, "head_dim": 64, "kv_block": 64}, "trn2", None),
     ("attention", {"seq": 1024, "head_dim": 64, "kv_block": 64, "probs_transpose": "dma"}, "trn1", None),
+    ("attention", {"seq": 1024, "head_dim": 64, "kv_block": 64, "causal": True}, "trn2", None),
     ("mlp", {"layers": 12, "d_model": 256, "d_ff": 512, "tokens": 128}, "trn2", None),
     ("dma_stream", {"rows": 8192, "cols": 2000, "tile_cols": 200}, "trn1", None),  # queues loaded unevenly
 ]
 #: Test ids of KERNEL_CASES (a kernel's name, and its variant's parameters).
 KERNEL_IDS = [c[0] + "".join(f"-{c[1][k]}" for k in ("probs_transpose", "transpose", "dtype", "perf_mode")
-                             if k in c[1])
+                             if k in c[1]) + ("-causal" if c[1].get("causal") else "")
               for c in KERNEL_CASES]
 
 
@@ -281,8 +282,14 @@ def issue_body(nc, body, tiles, x, y, scratch, col, *, wide=None, j=0):  # noqa:
             nc.tensor_tensor(ta[:, 0:32], tb[:, 0:32], tc[:, 32:64], "add")
         elif kind == "act":
             nc.activation(ta, tb, "exp", bias=tc[:, 0:1])
-        elif kind == "gp":
-            nc.tensor_scalar(ta, tb, "multiply", 0.5, engine="GpSimd")
+        elif kind == "gp":  # GpSimd: one operator, two (the second's operand a tile, reversed), a select
+            if c % 3 == 0:
+                nc.tensor_scalar(ta, tb, "multiply", 0.5, engine="GpSimd")
+            elif c % 3 == 1:
+                nc.tensor_scalar(ta, tb, "multiply", 0.5, op1="subtract", operand1=tc[:, 0:1], reverse1=True,
+                                 engine="GpSimd")
+            else:
+                nc.affine_select(ta, tb, -1.0, offset=a - b, channel_multiplier=1, step=-1)
         elif kind == "sb2sb":
             nc.dma_copy(ta[:, 0:32], tb[:, 32:64])
         elif kind == "dmat":  # a DMA transpose from HBM or from SBUF (in place when ta is tb)

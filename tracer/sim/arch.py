@@ -61,6 +61,7 @@ class CostModel:
     access_overhead_cycles: int = 60
     dve_dependent_overhead_cycles: int = 100
     dve_perf_mode_max: int = 1
+    affine_select_overhead_cycles: int = 150
     #: NeuronCore-v2: Vector and GpSimd cannot access SBUF at the same time, Vector and Scalar not PSUM.
     access_conflicts: bool = False
     # -- DMA -------------------------------------------------------------------------------------------
@@ -161,7 +162,8 @@ _DESCRIPTIVE = {
     "num_physical_cores": "a recording simulates one NeuronCore",
     "ticks_per_nanosec": "simulated time is kept in whole nanoseconds",
 }
-_POSITIVE_EXEMPT = {"dve_dependent_overhead_cycles", "access_overhead_cycles", "dma_start_latency_ns"}
+_POSITIVE_EXEMPT = {"dve_dependent_overhead_cycles", "access_overhead_cycles", "affine_select_overhead_cycles",
+                    "dma_start_latency_ns"}
 
 
 def overridable_names() -> list[str]:

@@ -2,7 +2,8 @@
 
 A kernel is a plain Python function ``kernel(nc, **params)``.  It declares HBM tensors (``nc.input``,
 ``nc.output``), allocates tiles (``nc.sbuf_tile``, ``nc.psum_tile``) and calls operations
-(:class:`~tracer.sim.ops.OpsMixin`: ``dma_copy``, ``matmul``, ``activation``, ...).  Each operation is
+(:class:`~tracer.sim.ops.OpsMixin`: ``dma_copy``, ``matmul``, ``activation``, ...; and
+:class:`~tracer.sim.ops_elementwise.ElementwiseOpsMixin`: ``tensor_tensor``, ``affine_select``, ...).  Each operation is
 validated, described by an interned :class:`~tracer.sim.core.Template`, given its dependencies by the
 tracker and scheduled by the :class:`~tracer.sim.core.Core` at once: nothing is buffered, so a kernel of
 millions of instructions streams.
@@ -33,12 +34,13 @@ from tracer.sim.dtypes import DType, dtype
 from tracer.sim.kernel_sources import kernel_frame
 from tracer.sim.memory import ALIGN, PSUM, SBUF, HbmTensor, Tile
 from tracer.sim.ops import OpsMixin
+from tracer.sim.ops_elementwise import ElementwiseOpsMixin
 from tracer.sim.records import AUX_MAX_TENSOR_CODE, AUX_OFFSET_MASK
 
 TensorInit = np.ndarray | Callable[[np.random.Generator, tuple[int, int]], np.ndarray] | None
 
 
-class KernelContext(OpsMixin):
+class KernelContext(OpsMixin, ElementwiseOpsMixin):
     """What a kernel sees as ``nc``: one simulated NeuronCore.
 
     Args:

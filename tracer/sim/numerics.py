@@ -71,6 +71,18 @@ BINARY: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     "min": np.minimum,
 }
 
+#: Comparisons (NKI's nl.equal, nl.less, ...): 1.0 where true, 0.0 where false in tensor_tensor / tensor_scalar;
+#: affine_select's predicate against 0.
+COMPARE: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    "equal": np.equal,
+    "not_equal": np.not_equal,
+    "greater": np.greater,
+    "greater_equal": np.greater_equal,
+    "less": np.less,
+    "less_equal": np.less_equal,
+}
+BINARY.update(COMPARE)
+
 #: Reductions of tensor_reduce / partition_reduce.
 REDUCE: dict[str, Callable[..., np.ndarray]] = {
     "add": np.sum,

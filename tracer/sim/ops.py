@@ -14,9 +14,11 @@ NKI API -> instruction (engine, timeline track):
 ``tensor_copy``        TENSOR_COPY (Vector, Scalar or GpSimd)                              tensor_copy
 ``memset`` / ``iota``  MEMSET / IOTA (GpSimd or Vector)                                    memset, iota
 ``partition_reduce``   PARTITION_REDUCE (GpSimd) across partitions                        tensor_partition_reduce
+``affine_select``      AFFINE_SELECT (GpSimd): src where an affine predicate holds        affine_select
 =====================  ==============================================================  =========================
 
-Costs follow ``docs/cost-model.md``; every constant comes from :class:`~tracer.sim.arch.CostModel`.
+The Vector / GpSimd operations are in :mod:`tracer.sim.ops_elementwise`.  Costs follow
+``docs/cost-model.md``; every constant comes from :class:`~tracer.sim.arch.CostModel`.
 """
 
 from __future__ import annotations
@@ -388,112 +390,3 @@ class OpsMixin:
             self._store(d, out)
             if extra:
                 self._store(extra[0], out.sum(axis=1, keepdims=True, dtype=np.float32))
-
-    # -- Vector / GpSimd ----------------------------------------------------------------------------------------------
-    def _perf_mode(self: KernelContext, views: list[Any]) -> int:
-        """Trn2 DVE performance mode: 4x on 16-bit SBUF data, 2x when PSUM is involved, else 1x."""
-        cm = self.cm
-        if cm.dve_perf_mode_max <= 1 or any(v.dtype.itemsize != 2 for v in views):
-            return 1
-        return min(cm.dve_perf_mode_max, 2 if any(v.mem == PSUM for v in views) else 4)
-
-    def tensor_tensor(self: KernelContext, dst: Any, a: Any, b: Any, op: str = "add", *,
-                      engine: str = "Vector") -> None:
-        """``dst = a <op> b`` element-wise (op: add, subtract, multiply, divide, max, min)."""
-        where = self.caller_location()
-        eng = _engine(engine, ("Vector", "GpSimd"), where)
-        fn = nm.lookup(nm.BINARY, op, "tensor_tensor op", where)
-        d, va, vb = (_onchip(x, where, r) for x, r in ((dst, "dst"), (a, "a"), (b, "b")))
-        _same_shape(where, dst=d, a=va, b=vb)
-        if va.mem == PSUM and vb.mem == PSUM:
-            raise KernelError(f"{where}: tensor_tensor reads a and b both from PSUM; at most one input may be in PSUM "
-                              "(NKI's tensor_tensor): copy one to SBUF first (tensor_copy)")
-        self._require_written(va, where, "a")
-        self._require_written(vb, where, "b")
-        self._elementwise("TENSOR_TENSOR", eng, where, d, [va, vb], 2, (op,), f"op={op}")
-        if self.numerics:
-            self._store(d, nm.compute(fn, self._value(va), self._value(vb)))
-
-    def tensor_scalar(self: KernelContext, dst: Any, src: Any, op: str, operand: Any, *,
-                      engine: str = "Vector") -> None:
-        """``dst = src <op> operand`` with a number or a ``[P, 1]`` per-partition operand."""
-        where = self.caller_location()
-        eng = _engine(engine, ("Vector", "GpSimd"), where)
-        fn = nm.lookup(nm.BINARY, op, "tensor_scalar op", where)
-        d = _onchip(dst, where, "dst")
-        s = _onchip(src, where, "src")
-        p = _same_shape(where, dst=d, src=s)[0]
-        self._require_written(s, where, "src")
-        ok, ov = self._operand(operand, where, "operand", p)
-        reads = [s] + ([ov] if ov is not None else [])
-        perf = self._perf_mode([d, s]) if eng == E_VECTOR else 1
-        self._elementwise("TENSOR_SCALAR", eng, where, d, reads, 1, (op, ok), f"op={op}", perf=perf)
-        if self.numerics:
-            self._store(d, nm.compute(fn, self._value(s), self._value(ov) if ov is not None else ok))
-
-    def tensor_reduce(self: KernelContext, dst: Any, src: Any, op: str = "add", *, negate: bool = False) -> None:
-        """``dst[P, 1] = reduce_op(src[P, F])`` along the free axis on the Vector engine (optionally negated)."""
-        where = self.caller_location()
-        _flag(negate, "negate", where)
-        fn = nm.lookup(nm.REDUCE, op, "tensor_reduce op", where)
-        d = _onchip(dst, where, "dst")
-        s = _onchip(src, where, "src")
-        if d.shape != (s.shape[0], 1):
-            raise KernelError(f"{where}: shape mismatch: reducing {s.shape[0]}x{s.shape[1]} needs a "
-                              f"[{s.shape[0]}, 1] dst, got {d.shape[0]}x{d.shape[1]}")
-        self._require_written(s, where, "src")
-        self._elementwise("TENSOR_REDUCE", E_VECTOR, where, d, [s], 1, (op, negate), f"op={op}")
-        if self.numerics:
-            out = fn(self._value(s), axis=1, keepdims=True)
-            self._store(d, -out if negate else out)
-
-    def tensor_copy(self: KernelContext, dst: Any, src: Any, *, engine: str = "Vector") -> None:
-        """``dst = src`` (with type conversion) on the Vector, Scalar or GpSimd engine; PSUM -> SBUF too."""
-        where = self.caller_location()
-        eng = _engine(engine, ("Vector", "Scalar", "GpSimd"), where)
-        d = _onchip(dst, where, "dst")
-        s = _onchip(src, where, "src")
-        _same_shape(where, dst=d, src=s)
-        self._require_written(s, where, "src")
-        perf = self._perf_mode([d, s]) if eng == E_VECTOR else 1
-        opcode = "ACTIVATE" if eng == E_SCALAR else "TENSOR_COPY"
-        self._elementwise(opcode, eng, where, d, [s], 1, (), "copy", perf=perf,
-                          act_fn="COPY" if eng == E_SCALAR else None)
-        if self.numerics:
-            self._store(d, self._value(s))
-
-    def memset(self: KernelContext, dst: Any, value: float, *, engine: str = "GpSimd") -> None:
-        """Fill ``dst`` with ``value``."""
-        where = self.caller_location()
-        eng = _engine(engine, ("GpSimd", "Vector"), where)
-        d = _onchip(dst, where, "dst")
-        value = _number(value, "memset value", where)
-        self._elementwise("MEMSET", eng, where, d, [], 1, (value,), f"value={value}")
-        if self.numerics:
-            self._store(d, np.full(d.shape, value, np.float32))
-
-    def iota(self: KernelContext, dst: Any, *, base: float = 0, partition_step: float = 0,
-             free_step: float = 1) -> None:
-        """``dst[p, f] = base + p * partition_step + f * free_step`` on GpSimd."""
-        where = self.caller_location()
-        d = _onchip(dst, where, "dst")
-        key = (_number(base, "iota base", where), _number(partition_step, "iota partition_step", where),
-               _number(free_step, "iota free_step", where))
-        self._elementwise("IOTA", E_GPSIMD, where, d, [], 1, key, f"base={base} step={partition_step},{free_step}")
-        if self.numerics:
-            p, f = d.shape
-            self._store(d, base + np.arange(p)[:, None] * partition_step + np.arange(f)[None, :] * free_step)
-
-    def partition_reduce(self: KernelContext, dst: Any, src: Any, op: str = "add") -> None:
-        """``dst[1, F] = reduce_op over partitions of src[P, F]`` on GpSimd (tensor_partition_reduce)."""
-        where = self.caller_location()
-        fn = nm.lookup(nm.REDUCE, op, "partition_reduce op", where)
-        d = _onchip(dst, where, "dst", (SBUF,))
-        s = _onchip(src, where, "src", (SBUF,))
-        if d.shape != (1, s.shape[1]):
-            raise KernelError(f"{where}: shape mismatch: reducing {s.shape[0]}x{s.shape[1]} over partitions needs "
-                              f"a [1, {s.shape[1]}] dst, got {d.shape[0]}x{d.shape[1]}")
-        self._require_written(s, where, "src")
-        self._elementwise("PARTITION_REDUCE", E_GPSIMD, where, d, [s], 1, (op,), f"op={op}")
-        if self.numerics:
-            self._store(d, fn(self._value(s), axis=0, keepdims=True))

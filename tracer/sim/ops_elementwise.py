@@ -1,0 +1,196 @@
+"""The Vector and GpSimd operations of the kernel API: element-wise, reduce, fill and select instructions.
+
+Each is one instruction on one engine (see the table in :mod:`tracer.sim.ops`); the checks and the template keys
+follow :mod:`tracer.sim.ops`, whose helpers they use, and the costs ``docs/cost-model.md`` ("Vector, Scalar, GpSimd").
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from tracer.errors import KernelError
+from tracer.sim import numerics as nm
+from tracer.sim.memory import PSUM, SBUF
+from tracer.sim.ops import _engine, _flag, _number, _onchip, _same_shape
+from tracer.sim.records import E_GPSIMD, E_SCALAR, E_VECTOR
+
+if TYPE_CHECKING:
+    from tracer.sim.context import KernelContext
+
+
+class ElementwiseOpsMixin:
+    """The Vector / GpSimd operations of :class:`~tracer.sim.context.KernelContext`."""
+
+    def _perf_mode(self: KernelContext, views: list[Any]) -> int:
+        """Trn2 DVE performance mode: 4x on 16-bit SBUF data, 2x when PSUM is involved, else 1x."""
+        cm = self.cm
+        if cm.dve_perf_mode_max <= 1 or any(v.dtype.itemsize != 2 for v in views):
+            return 1
+        return min(cm.dve_perf_mode_max, 2 if any(v.mem == PSUM for v in views) else 4)
+
+    def tensor_tensor(self: KernelContext, dst: Any, a: Any, b: Any, op: str = "add", *,
+                      engine: str = "Vector") -> None:
+        """``dst = a <op> b`` element-wise (op: add, subtract, multiply, divide, max, min)."""
+        where = self.caller_location()
+        eng = _engine(engine, ("Vector", "GpSimd"), where)
+        fn = nm.lookup(nm.BINARY, op, "tensor_tensor op", where)
+        d, va, vb = (_onchip(x, where, r) for x, r in ((dst, "dst"), (a, "a"), (b, "b")))
+        _same_shape(where, dst=d, a=va, b=vb)
+        if va.mem == PSUM and vb.mem == PSUM:
+            raise KernelError(f"{where}: tensor_tensor reads a and b both from PSUM; at most one input may be in PSUM "
+                              "(NKI's tensor_tensor): copy one to SBUF first (tensor_copy)")
+        self._require_written(va, where, "a")
+        self._require_written(vb, where, "b")
+        self._elementwise("TENSOR_TENSOR", eng, where, d, [va, vb], 2, (op,), f"op={op}")
+        if self.numerics:
+            self._store(d, nm.compute(fn, self._value(va), self._value(vb)))
+
+    def tensor_scalar(self: KernelContext, dst: Any, src: Any, op: str, operand: Any, *,
+                      reverse: bool = False, op1: str | None = None, operand1: Any = None, reverse1: bool = False,
+                      engine: str = "Vector") -> None:
+        """``dst = (src <op> operand) <op1> operand1`` with numbers or ``[P, 1]`` per-partition operands.
+
+        NKI's ``tensor_scalar``: ``op1``/``operand1`` (both or neither) fuse a second operator at no extra cost;
+        ``reverse=True`` computes ``operand <op> src``, ``reverse1=True`` ``operand1 <op1> (...)``.
+        """
+        where = self.caller_location()
+        eng = _engine(engine, ("Vector", "GpSimd"), where)
+        fn = nm.lookup(nm.BINARY, op, "tensor_scalar op", where)
+        _flag(reverse, "reverse", where)
+        _flag(reverse1, "reverse1", where)
+        if (op1 is None) != (operand1 is None):
+            given, missing = ("op1", "operand1") if operand1 is None else ("operand1", "op1")
+            raise KernelError(f"{where}: tensor_scalar got {given} without {missing}; a second operator needs both "
+                              "(NKI's op1 and operand1)")
+        if reverse1 and op1 is None:
+            raise KernelError(f"{where}: tensor_scalar got reverse1=True without a second operator (op1, operand1)")
+        fn1 = nm.lookup(nm.BINARY, op1, "tensor_scalar op1", where) if op1 is not None else None
+        d = _onchip(dst, where, "dst")
+        s = _onchip(src, where, "src")
+        p = _same_shape(where, dst=d, src=s)[0]
+        self._require_written(s, where, "src")
+        ok, ov = self._operand(operand, where, "operand", p)
+        ok1, ov1 = self._operand(operand1, where, "operand1", p) if fn1 is not None else (None, None)
+        reads = [s] + [v for v in (ov, ov1) if v is not None]
+        perf = self._perf_mode([d, s]) if eng == E_VECTOR else 1
+        text = f"op={op}{' reversed' if reverse else ''}"
+        if fn1 is not None:
+            text += f" op1={op1}{' reversed' if reverse1 else ''}"
+        self._elementwise("TENSOR_SCALAR", eng, where, d, reads, 1, (op, ok, bool(reverse), op1, ok1, bool(reverse1)),
+                          text, perf=perf)
+        if self.numerics:
+            x = self._value(ov) if ov is not None else ok
+            out = nm.compute(fn, x, self._value(s)) if reverse else nm.compute(fn, self._value(s), x)
+            if fn1 is not None:
+                x1 = self._value(ov1) if ov1 is not None else ok1
+                out = nm.compute(fn1, x1, out) if reverse1 else nm.compute(fn1, out, x1)
+            self._store(d, out)
+
+    def tensor_reduce(self: KernelContext, dst: Any, src: Any, op: str = "add", *, negate: bool = False) -> None:
+        """``dst[P, 1] = reduce_op(src[P, F])`` along the free axis on the Vector engine (optionally negated)."""
+        where = self.caller_location()
+        _flag(negate, "negate", where)
+        fn = nm.lookup(nm.REDUCE, op, "tensor_reduce op", where)
+        d = _onchip(dst, where, "dst")
+        s = _onchip(src, where, "src")
+        if d.shape != (s.shape[0], 1):
+            raise KernelError(f"{where}: shape mismatch: reducing {s.shape[0]}x{s.shape[1]} needs a "
+                              f"[{s.shape[0]}, 1] dst, got {d.shape[0]}x{d.shape[1]}")
+        self._require_written(s, where, "src")
+        self._elementwise("TENSOR_REDUCE", E_VECTOR, where, d, [s], 1, (op, negate), f"op={op}")
+        if self.numerics:
+            out = fn(self._value(s), axis=1, keepdims=True)
+            self._store(d, -out if negate else out)
+
+    def tensor_copy(self: KernelContext, dst: Any, src: Any, *, engine: str = "Vector") -> None:
+        """``dst = src`` (with type conversion) on the Vector, Scalar or GpSimd engine; PSUM -> SBUF too."""
+        where = self.caller_location()
+        eng = _engine(engine, ("Vector", "Scalar", "GpSimd"), where)
+        d = _onchip(dst, where, "dst")
+        s = _onchip(src, where, "src")
+        _same_shape(where, dst=d, src=s)
+        self._require_written(s, where, "src")
+        perf = self._perf_mode([d, s]) if eng == E_VECTOR else 1
+        opcode = "ACTIVATE" if eng == E_SCALAR else "TENSOR_COPY"
+        self._elementwise(opcode, eng, where, d, [s], 1, (), "copy", perf=perf,
+                          act_fn="COPY" if eng == E_SCALAR else None)
+        if self.numerics:
+            self._store(d, self._value(s))
+
+    def memset(self: KernelContext, dst: Any, value: float, *, engine: str = "GpSimd") -> None:
+        """Fill ``dst`` with ``value``."""
+        where = self.caller_location()
+        eng = _engine(engine, ("GpSimd", "Vector"), where)
+        d = _onchip(dst, where, "dst")
+        value = _number(value, "memset value", where)
+        self._elementwise("MEMSET", eng, where, d, [], 1, (value,), f"value={value}")
+        if self.numerics:
+            self._store(d, np.full(d.shape, value, np.float32))
+
+    def iota(self: KernelContext, dst: Any, *, base: float = 0, partition_step: float = 0,
+             free_step: float = 1) -> None:
+        """``dst[p, f] = base + p * partition_step + f * free_step`` on GpSimd."""
+        where = self.caller_location()
+        d = _onchip(dst, where, "dst")
+        key = (_number(base, "iota base", where), _number(partition_step, "iota partition_step", where),
+               _number(free_step, "iota free_step", where))
+        self._elementwise("IOTA", E_GPSIMD, where, d, [], 1, key, f"base={base} step={partition_step},{free_step}")
+        if self.numerics:
+            p, f = d.shape
+            self._store(d, base + np.arange(p)[:, None] * partition_step + np.arange(f)[None, :] * free_step)
+
+    def partition_reduce(self: KernelContext, dst: Any, src: Any, op: str = "add") -> None:
+        """``dst[1, F] = reduce_op over partitions of src[P, F]`` on GpSimd (tensor_partition_reduce)."""
+        where = self.caller_location()
+        fn = nm.lookup(nm.REDUCE, op, "partition_reduce op", where)
+        d = _onchip(dst, where, "dst", (SBUF,))
+        s = _onchip(src, where, "src", (SBUF,))
+        if d.shape != (1, s.shape[1]):
+            raise KernelError(f"{where}: shape mismatch: reducing {s.shape[0]}x{s.shape[1]} over partitions needs "
+                              f"a [1, {s.shape[1]}] dst, got {d.shape[0]}x{d.shape[1]}")
+        self._require_written(s, where, "src")
+        self._elementwise("PARTITION_REDUCE", E_GPSIMD, where, d, [s], 1, (op,), f"op={op}")
+        if self.numerics:
+            self._store(d, fn(self._value(s), axis=0, keepdims=True))
+
+    def affine_select(self: KernelContext, dst: Any, src: Any, on_false_value: float, *,
+                      offset: int = 0, channel_multiplier: int = 0, step: int = 0,
+                      cmp: str = "greater_equal") -> None:
+        """``dst[p, f] = src[p, f]`` where ``cmp(offset + p * channel_multiplier + f * step, 0)``, else
+        ``on_false_value``, on GpSimd (NKI's ``affine_select``; its ``pattern`` is ``[[step, F]]``).
+
+        The predicate is computed in the engine, so it costs no input: a causal mask of attention scores, where
+        query ``q0 + p`` may see key ``k0 + f`` when ``(q0 - k0) + p - f >= 0``, is
+        ``affine_select(s, s, -3e38, offset=q0 - k0, channel_multiplier=1, step=-1)``.
+        """
+        where = self.caller_location()
+        cmp_fn = nm.lookup(nm.COMPARE, cmp, "affine_select cmp", where)
+        coeffs = tuple(_integer(x, what, where) for x, what in ((offset, "offset"),
+                                                                (channel_multiplier, "channel_multiplier"),
+                                                                (step, "step")))
+        fill = _number(on_false_value, "on_false_value", where)
+        d = _onchip(dst, where, "dst", (SBUF,))
+        s = _onchip(src, where, "src", (SBUF,))
+        _same_shape(where, dst=d, src=s)
+        self._require_written(s, where, "src")
+        off, cm_, st = coeffs
+        self._elementwise("AFFINE_SELECT", E_GPSIMD, where, d, [s], 1, (*coeffs, cmp, fill),
+                          f"cmp={cmp} offset={off} channel_multiplier={cm_} step={st} false={fill:g}")
+        if self.numerics:
+            p, f = d.shape
+            pred = cmp_fn(off + np.arange(p)[:, None] * cm_ + np.arange(f)[None, :] * st, 0)
+            self._store(d, np.where(pred, self._value(s), np.float32(fill)))
+
+
+def _integer(value: Any, what: str, where: str) -> int:
+    """``value`` as an int (an affine predicate's coefficients are integers); KernelError on the kernel's line."""
+    if type(value) is int or isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if hasattr(value, "_need"):  # a symbolic loop index: its own error says which loop kind gives the value
+        return int(value)
+    shown = " ".join(str(value).split())[:40]
+    raise KernelError(f"{where}: affine_select {what} must be an integer, not {type(value).__name__} {shown!r}")

@@ -41,8 +41,8 @@ from tracer import TraceReader
 from tracer.sim import run_kernel
 from tracer.sim.arch import PRESETS
 
-KERNELS = ["matmul_naive", "matmul_blocked", "matmul_rowload", "linear", "softmax", "rmsnorm", "attention", "mlp",
-           "dma_stream"]
+KERNELS = ["matmul_naive", "matmul_blocked", "matmul_rowload", "linear", "softmax", "rmsnorm", "layernorm", "attention",
+           "mlp", "dma_stream"]
 #: Constants with a faster direction: +1, a higher value must not make a kernel slower; -1, a lower one.
 FASTER = {"pe_clock_ghz": +1, "dve_clock_ghz": +1, "act_clock_ghz": +1, "pool_clock_ghz": +1,
           "dma_bandwidth_gbps": +1, "dma_start_latency_ns": -1, "access_overhead_cycles": -1,
@@ -134,7 +134,7 @@ def _random_params(kernel: str, rnd: random.Random) -> dict[str, Any]:
         tn = c([128, 256, 512])
         return {"tokens": 128 * c([1, 2]), "d_in": 128 * c([1, 2]), "d_out": tn * c([1, 2]), "tile_n": tn,
                 "transpose": c(["dma", "pe"])}
-    if kernel in ("softmax", "rmsnorm"):
+    if kernel in ("softmax", "rmsnorm", "layernorm"):
         return {"rows": c([64, 128, 200, 256, 384]), "cols": c([64, 256, 512, 1000, 2048]),
                 "dtype": c(["bf16", "fp32"])}
     if kernel == "attention":

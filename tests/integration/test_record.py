@@ -99,8 +99,8 @@ def test_record_no_trace_and_user_kernel(tmp_path, capsys, monkeypatch):
 def test_kernels_command_lists_every_kernel(capsys):
     assert main(["kernels"]) == 0
     text = capsys.readouterr().out
-    for name in ("matmul_naive", "matmul_blocked", "matmul_rowload", "linear", "softmax", "rmsnorm", "attention",
-                 "mlp"):
+    for name in ("matmul_naive", "matmul_blocked", "matmul_rowload", "linear", "softmax", "rmsnorm", "layernorm",
+                 "attention", "mlp"):
         assert f"{name}: " in text
     assert "parameters: M=1024  N=1024  K=1024" in text
     assert "dtypes: bf16, fp16, fp32, fp8_e4m3, fp8_e5m2" in text

@@ -17,6 +17,7 @@ SMALL = {
     "linear": {"tokens": 256, "d_in": 384, "d_out": 512, "tile_n": 256},
     "softmax": {"rows": 200, "cols": 300},          # a partial last row tile
     "rmsnorm": {"rows": 130, "cols": 96},
+    "layernorm": {"rows": 130, "cols": 1100},     # bn_stats on 512, 512 and 76 columns; a partial row tile
     "attention": {"seq": 256, "head_dim": 64},
     "mlp": {"layers": 2, "d_model": 128, "d_ff": 256, "tokens": 128},
     "dma_stream": {"rows": 128, "cols": 512, "tile_cols": 256},

@@ -53,6 +53,7 @@ KERNELS = [
     ("linear", {"tokens": 256, "d_in": 256, "d_out": 512, "transpose": "pe"}, "trn1"),
     ("softmax", {"rows": 1000, "cols": 128}, "trn1"),             # full tiles, then a 104-row one
     ("rmsnorm", {"rows": 640, "cols": 128}, "trn2"),
+    ("layernorm", {"rows": 700, "cols": 1024}, "trn1"),
     ("attention", {"seq": 512, "head_dim": 64, "kv_block": 64}, "trn2"),  # a sequential loop rolled in the body
     ("mlp", {"layers": 2, "d_model": 256, "d_ff": 256, "tokens": 128}, "trn2"),
     ("dma_stream", {"rows": 512, "cols": 1000, "tile_cols": 200}, "trn1"),

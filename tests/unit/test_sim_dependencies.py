@@ -174,6 +174,7 @@ def check_trace_dependencies(tables) -> int:
     ("matmul_rowload", {"M": 512, "N": 1024, "K": 512}, "trn2"),
     ("softmax", {"rows": 300, "cols": 512}, "trn1"),
     ("rmsnorm", {"rows": 256, "cols": 512}, "trn2"),
+    ("layernorm", {"rows": 300, "cols": 1200}, "trn1"),
     ("attention", {"seq": 256, "head_dim": 64}, "trn2"),
     ("mlp", {"layers": 2, "d_model": 256, "d_ff": 256, "tokens": 256}, "trn1"),
     ("dma_stream", {"rows": 256, "cols": 1024, "tile_cols": 512}, "trn2"),

@@ -61,6 +61,7 @@ KERNEL_CASES = [
     ("linear", {"tokens": 2048, "d_in": 256, "d_out": 1024, "transpose": "pe"}, "trn1", None),
     ("softmax", {"rows": 96000, "cols": 128}, "trn1", None),             # last tile of 0 < p < 128 rows
     ("rmsnorm", {"rows": 65536, "cols": 128}, "trn2", {"dma_start_latency_ns": "0"}),
+    ("layernorm", {"rows": 16000, "cols": 640}, "trn1", None),
     ("attention", {"seq": 1024, "head_dim": 64, "kv_block": 64}, "trn2", None),
     ("attention", {"seq": 1024, "head_dim": 64, "kv_block": 64, "probs_transpose": "dma"}, "trn1", None),
     ("attention", {"seq": 1024, "head_dim": 64, "kv_block": 64, "causal": True}, "trn2", None),

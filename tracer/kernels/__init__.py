@@ -28,6 +28,7 @@ BUILTIN_KERNELS: tuple[str, ...] = (
     "linear",
     "softmax",
     "rmsnorm",
+    "layernorm",
     "attention",
     "mlp",
     "dma_stream",

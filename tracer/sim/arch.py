@@ -62,6 +62,7 @@ class CostModel:
     dve_dependent_overhead_cycles: int = 100
     dve_perf_mode_max: int = 1
     affine_select_overhead_cycles: int = 150
+    bn_aggr_cycles_per_triple: int = 13
     #: NeuronCore-v2: Vector and GpSimd cannot access SBUF at the same time, Vector and Scalar not PSUM.
     access_conflicts: bool = False
     # -- DMA -------------------------------------------------------------------------------------------

@@ -15,6 +15,8 @@ NKI API -> instruction (engine, timeline track):
 ``memset`` / ``iota``  MEMSET / IOTA (GpSimd or Vector)                                    memset, iota
 ``partition_reduce``   PARTITION_REDUCE (GpSimd) across partitions                        tensor_partition_reduce
 ``affine_select``      AFFINE_SELECT (GpSimd): src where an affine predicate holds        affine_select
+``bn_stats``           BN_STATS (Vector): count, mean, variance * count per partition       bn_stats
+``bn_aggr``            BN_AGGR (Vector): mean and variance from bn_stats triples           bn_aggr
 =====================  ==============================================================  =========================
 
 The Vector / GpSimd operations are in :mod:`tracer.sim.ops_elementwise`.  Costs follow

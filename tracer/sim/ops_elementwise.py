@@ -16,6 +16,9 @@ from tracer.sim.memory import PSUM, SBUF
 from tracer.sim.ops import _engine, _flag, _number, _onchip, _same_shape
 from tracer.sim.records import E_GPSIMD, E_SCALAR, E_VECTOR
 
+#: The most elements per partition one bn_stats reads (NKI's nl.tile_size.bn_stats_fmax).
+BN_STATS_FMAX = 512
+
 if TYPE_CHECKING:
     from tracer.sim.context import KernelContext
 
@@ -183,6 +186,60 @@ class ElementwiseOpsMixin:
             pred = cmp_fn(off + np.arange(p)[:, None] * cm_ + np.arange(f)[None, :] * st, 0)
             self._store(d, np.where(pred, self._value(s), np.float32(fill)))
 
+
+    def bn_stats(self: KernelContext, dst: Any, src: Any) -> None:
+        """``dst[P, 6]``: count, mean and variance * count of each partition's even elements of ``src``, then of its
+        odd ones, on the Vector engine (NKI's ``bn_stats``; at most 512 elements per partition).  ``bn_aggr``
+        combines one or more of them into a mean and a variance."""
+        where = self.caller_location()
+        d = _onchip(dst, where, "bn_stats dst")
+        s = _onchip(src, where, "bn_stats src")
+        p, n = s.shape
+        if n > BN_STATS_FMAX:
+            raise KernelError(f"{where}: bn_stats reads at most {BN_STATS_FMAX} elements per partition "
+                              f"(nl.tile_size.bn_stats_fmax), not {n}: call it on each {BN_STATS_FMAX}-column slice "
+                              "into its own 6 columns of one tile and aggregate them with one bn_aggr")
+        if d.shape != (p, 6):
+            raise KernelError(f"{where}: shape mismatch: bn_stats of {p}x{n} writes a [{p}, 6] dst, got "
+                              f"{d.shape[0]}x{d.shape[1]}")
+        self._require_written(s, where, "bn_stats src")
+        self._elementwise("BN_STATS", E_VECTOR, where, d, [s], 1, (), "stats=6")
+        if self.numerics:
+            x = np.asarray(self._value(s), np.float32)
+            out = np.zeros((p, 6), np.float32)
+            for k, half in enumerate((x[:, 0::2], x[:, 1::2])):
+                c = half.shape[1]
+                if c:
+                    mean = half.mean(axis=1, dtype=np.float32)
+                    out[:, 3 * k] = c
+                    out[:, 3 * k + 1] = mean
+                    out[:, 3 * k + 2] = np.square(half - mean[:, None]).sum(axis=1, dtype=np.float32)
+            self._store(d, out)
+
+    def bn_aggr(self: KernelContext, dst: Any, src: Any) -> None:
+        """``dst[P, 2]`` = the mean and the (population) variance of each partition, aggregated from ``src``'s
+        (count, mean, variance * count) triples written by ``bn_stats``, on the Vector engine (NKI's ``bn_aggr``)."""
+        where = self.caller_location()
+        d = _onchip(dst, where, "bn_aggr dst")
+        s = _onchip(src, where, "bn_aggr src")
+        p, n = s.shape
+        if n % 3:
+            raise KernelError(f"{where}: bn_aggr reads (count, mean, variance * count) triples: src has {n} elements "
+                              "per partition, not a multiple of 3")
+        if d.shape != (p, 2):
+            raise KernelError(f"{where}: shape mismatch: bn_aggr of {p}x{n} writes a [{p}, 2] dst (mean, variance), "
+                              f"got {d.shape[0]}x{d.shape[1]}")
+        self._require_written(s, where, "bn_aggr src")
+        self._elementwise("BN_AGGR", E_VECTOR, where, d, [s], 1, (), f"triples={n // 3}")
+        if self.numerics:
+            t = np.asarray(self._value(s), np.float32).reshape(p, n // 3, 3)
+            count, mean, m2 = t[:, :, 0], t[:, :, 1], t[:, :, 2]
+            with np.errstate(all="ignore"):  # no elements at all: NaN, as the mean of nothing
+                total = count.sum(axis=1, dtype=np.float32)
+                mu = (count * mean).sum(axis=1, dtype=np.float32) / total
+                var = (m2.sum(axis=1, dtype=np.float32)
+                       + (count * np.square(mean - mu[:, None])).sum(axis=1, dtype=np.float32)) / total
+            self._store(d, np.stack([mu, var], axis=1))
 
 def _integer(value: Any, what: str, where: str) -> int:
     """``value`` as an int (an affine predicate's coefficients are integers); KernelError on the kernel's line."""

@@ -99,10 +99,14 @@ def _ports(cm: CostModel, engine: int, views: tuple[VKey, ...]) -> int:
 def _elementwise(cm: CostModel, _core: Core, key: tuple[Any, ...]) -> Template:
     (_, opcode, engine, _extra, dst, reads, perf, dependent, where, n_inputs, text, act_fn, extra_writes) = key
     work = max(v.f1 - v.f0 for v in reads) if reads else dst.f1 - dst.f0
-    # affine_select's documented estimate is its own fixed cost plus one cycle per element (the predicate is made
-    # in the engine); every other instruction pays the access overhead
-    fixed = cm.affine_select_overhead_cycles if opcode == "AFFINE_SELECT" else cm.access_overhead_cycles
-    cycles = fixed + math.ceil(work * n_inputs / perf)
+    # two instructions cost their documented estimates: bn_aggr 13 cycles per (count, mean, variance) triple, and
+    # affine_select its own fixed cost plus one cycle per element (the predicate is made in the engine); every
+    # other instruction pays the access overhead plus its elements
+    if opcode == "BN_AGGR":
+        cycles = math.ceil(work / 3 * cm.bn_aggr_cycles_per_triple)
+    else:
+        fixed = cm.affine_select_overhead_cycles if opcode == "AFFINE_SELECT" else cm.access_overhead_cycles
+        cycles = fixed + math.ceil(work * n_inputs / perf)
     if dependent:
         cycles += cm.dve_dependent_overhead_cycles
     cycles = max(cm.min_instruction_cycles, cycles)

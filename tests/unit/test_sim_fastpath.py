@@ -279,8 +279,15 @@ def issue_body(nc, body, tiles, x, y, scratch, col, *, wide=None, j=0):  # noqa:
             nc.dma_copy(ta, x[:, col + a * 64:col + (a + 1) * 64], engine="Scalar" if b % 2 else "Sync")
         elif kind == "store":
             nc.dma_copy(y[:, col + b * 64:col + (b + 1) * 64], ta, engine="GpSimd")
-        elif kind == "vec":
-            nc.tensor_tensor(ta[:, 0:32], tb[:, 0:32], tc[:, 32:64], "add")
+        elif kind == "vec":  # Vector: two inputs, or a fused form (scalar then tile, a scan, a fused reduction)
+            if c % 4 == 3:
+                nc.scalar_tensor_tensor(ta[:, 0:32], tb[:, 0:32], "subtract", tc[:, 0:1], "multiply", tc[:, 32:64])
+            elif c % 4 == 2 and a % 2:
+                nc.tensor_tensor_scan(ta[:, 0:32], tb[:, 0:32], tc[:, 32:64], 0.5, "multiply", "add")
+            elif c % 4 == 2:
+                nc.tensor_scalar_reduce(ta[:, 0:32], tb[:, 0:32], "add", 1.0, reduce_dst=tc[:, 63:64], reduce_op="max")
+            else:
+                nc.tensor_tensor(ta[:, 0:32], tb[:, 0:32], tc[:, 32:64], "add")
         elif kind == "act":
             nc.activation(ta, tb, "exp", bias=tc[:, 0:1])
         elif kind == "gp":  # GpSimd: one operator, two (the second's operand a tile, reversed), a select

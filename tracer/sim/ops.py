@@ -17,6 +17,9 @@ NKI API -> instruction (engine, timeline track):
 ``affine_select``      AFFINE_SELECT (GpSimd): src where an affine predicate holds        affine_select
 ``bn_stats``           BN_STATS (Vector): count, mean, variance * count per partition       bn_stats
 ``bn_aggr``            BN_AGGR (Vector): mean and variance from bn_stats triples           bn_aggr
+``tensor_scalar_reduce`` TENSOR_SCALAR_REDUCE (Vector): tensor_scalar and a row reduce     tensor_scalar_reduce
+``scalar_tensor_tensor`` SCALAR_TENSOR_TENSOR (Vector): (data op0 scalar) op1 tile      scalar_tensor_tensor
+``tensor_tensor_scan``   TENSOR_TENSOR_SCAN (Vector): a scan along the free axis        tensor_tensor_scan
 =====================  ==============================================================  =========================
 
 The Vector / GpSimd operations are in :mod:`tracer.sim.ops_elementwise`.  Costs follow

@@ -91,6 +91,98 @@ class ElementwiseOpsMixin:
                 out = nm.compute(fn1, x1, out) if reverse1 else nm.compute(fn1, out, x1)
             self._store(d, out)
 
+    def tensor_scalar_reduce(self: KernelContext, dst: Any, src: Any, op: str, operand: Any, *,
+                             reduce_dst: Any, reduce_op: str = "add", reverse: bool = False) -> None:
+        """``dst = src <op> operand`` (as ``tensor_scalar`` with one operator) and ``reduce_dst[P, 1]`` = its
+        ``reduce_op`` along the free axis, in one Vector instruction (NKI's ``tensor_scalar_reduce``)."""
+        where = self.caller_location()
+        fn = nm.lookup(nm.BINARY, op, "tensor_scalar_reduce op", where)
+        rfn = nm.lookup(nm.REDUCE, reduce_op, "tensor_scalar_reduce reduce_op", where)
+        _flag(reverse, "reverse", where)
+        d = _onchip(dst, where, "dst")
+        s = _onchip(src, where, "src")
+        p = _same_shape(where, dst=d, src=s)[0]
+        r = _onchip(reduce_dst, where, "reduce_dst")
+        if r.shape != (p, 1):
+            raise KernelError(f"{where}: reduce_dst must be [{p}, 1], got {r.shape[0]}x{r.shape[1]}")
+        self._require_written(s, where, "src")
+        ok, ov = self._operand(operand, where, "operand", p)
+        reads = [s] + ([ov] if ov is not None else [])
+        self._elementwise("TENSOR_SCALAR_REDUCE", E_VECTOR, where, d, reads, 1, (op, ok, bool(reverse), reduce_op),
+                          f"op={op}{' reversed' if reverse else ''} reduce={reduce_op}", extra_writes=(r,))
+        if self.numerics:
+            x = self._value(ov) if ov is not None else ok
+            out = nm.compute(fn, x, self._value(s)) if reverse else nm.compute(fn, self._value(s), x)
+            self._store(d, out)
+            # (the reduction of the result as written: rounded to dst's type first)
+            self._store(r, nm.compute(lambda v: rfn(v, axis=1, keepdims=True), self._value(d)))
+
+    def scalar_tensor_tensor(self: KernelContext, dst: Any, data: Any, op0: str, operand0: Any,  # noqa: PLR0917
+                             op1: str, operand1: Any, *, reverse0: bool = False, reverse1: bool = False) -> None:
+        """``dst = (data <op0> operand0) <op1> operand1`` on the Vector engine (NKI's ``scalar_tensor_tensor``):
+        ``operand0`` a number or a ``[P, 1]`` tile, ``operand1`` a tile of ``data``'s shape; ``reverse0`` /
+        ``reverse1`` put the operand on the left of its operator."""
+        where = self.caller_location()
+        fn0 = nm.lookup(nm.BINARY, op0, "scalar_tensor_tensor op0", where)
+        fn1 = nm.lookup(nm.BINARY, op1, "scalar_tensor_tensor op1", where)
+        _flag(reverse0, "reverse0", where)
+        _flag(reverse1, "reverse1", where)
+        d = _onchip(dst, where, "dst")
+        v = _onchip(data, where, "data")
+        o1 = _onchip(operand1, where, "operand1")
+        p, n = _same_shape(where, dst=d, data=v, operand1=o1)
+        if v.mem == PSUM and o1.mem == PSUM:
+            raise KernelError(f"{where}: scalar_tensor_tensor reads data and operand1 both from PSUM; at most one may "
+                              "be in PSUM: copy one to SBUF first (tensor_copy)")
+        self._require_written(v, where, "data")
+        self._require_written(o1, where, "operand1")
+        ok, ov = self._operand(operand0, where, "operand0", p)
+        reads = [v, o1] + ([ov] if ov is not None else [])
+        # NKI's estimate: N cycles for bf16 data and operand1 with subtract then multiply and an even N, else 2N
+        fast = (v.dtype.name == o1.dtype.name == "bf16" and op0 == "subtract" and op1 == "multiply"
+                and n % 2 == 0)
+        self._elementwise("SCALAR_TENSOR_TENSOR", E_VECTOR, where, d, reads, 1 if fast else 2,
+                          (op0, ok, bool(reverse0), op1, bool(reverse1)),
+                          f"op0={op0}{' reversed' if reverse0 else ''} op1={op1}{' reversed' if reverse1 else ''}")
+        if self.numerics:
+            x = self._value(ov) if ov is not None else ok
+            t = nm.compute(fn0, x, self._value(v)) if reverse0 else nm.compute(fn0, self._value(v), x)
+            y = self._value(o1)
+            self._store(d, nm.compute(fn1, y, t) if reverse1 else nm.compute(fn1, t, y))
+
+    def tensor_tensor_scan(self: KernelContext, dst: Any, data0: Any, data1: Any, initial: Any,  # noqa: PLR0917
+                           op0: str, op1: str, *, reverse0: bool = False, reverse1: bool = False) -> None:
+        """A scan along the free axis on the Vector engine (NKI's ``tensor_tensor_scan``):
+        ``dst[:, i] = (data0[:, i] <op0> dst[:, i-1]) <op1> data1[:, i]``, with ``initial`` (a number or a
+        ``[P, 1]`` tile) before column 0; ``reverse0`` / ``reverse1`` swap each operator's operands."""
+        where = self.caller_location()
+        fn0 = nm.lookup(nm.BINARY, op0, "tensor_tensor_scan op0", where)
+        fn1 = nm.lookup(nm.BINARY, op1, "tensor_tensor_scan op1", where)
+        _flag(reverse0, "reverse0", where)
+        _flag(reverse1, "reverse1", where)
+        d = _onchip(dst, where, "dst")
+        a = _onchip(data0, where, "data0")
+        b = _onchip(data1, where, "data1")
+        p, n = _same_shape(where, dst=d, data0=a, data1=b)
+        if a.mem == PSUM and b.mem == PSUM:
+            raise KernelError(f"{where}: tensor_tensor_scan reads data0 and data1 both from PSUM; at most one may be "
+                              "in PSUM: copy one to SBUF first (tensor_copy)")
+        self._require_written(a, where, "data0")
+        self._require_written(b, where, "data1")
+        ik, iv = self._operand(initial, where, "initial", p)
+        reads = [a, b] + ([iv] if iv is not None else [])
+        self._elementwise("TENSOR_TENSOR_SCAN", E_VECTOR, where, d, reads, 2, (ik, op0, bool(reverse0), op1,
+                                                                              bool(reverse1)),
+                          f"op0={op0}{' reversed' if reverse0 else ''} op1={op1}{' reversed' if reverse1 else ''}")
+        if self.numerics:
+            x0, x1 = self._value(a), self._value(b)
+            prev = np.broadcast_to(np.asarray(self._value(iv) if iv is not None else ik, np.float32), (p, 1))[:, 0]
+            out = np.empty((p, n), np.float32)
+            for i in range(n):   # in float32, column by column, as the engine computes
+                t = nm.compute(fn0, prev, x0[:, i]) if reverse0 else nm.compute(fn0, x0[:, i], prev)
+                prev = out[:, i] = nm.compute(fn1, x1[:, i], t) if reverse1 else nm.compute(fn1, t, x1[:, i])
+            self._store(d, out)
+
     def tensor_reduce(self: KernelContext, dst: Any, src: Any, op: str = "add", *, negate: bool = False) -> None:
         """``dst[P, 1] = reduce_op(src[P, F])`` along the free axis on the Vector engine (optionally negated)."""
         where = self.caller_location()

@@ -110,6 +110,8 @@ def _elementwise(cm: CostModel, _core: Core, key: tuple[Any, ...]) -> Template:
     if dependent:
         cycles += cm.dve_dependent_overhead_cycles
     cycles = max(cm.min_instruction_cycles, cycles)
+    if opcode == "TENSOR_SCALAR_REDUCE":  # the reduction: one more minimum interval ("max(MIN_II, N) + MIN_II")
+        cycles += cm.min_instruction_cycles
     stream = STREAM_OF[engine]
     nbytes = [0] * 6
     for v in reads:

@@ -1,0 +1,177 @@
+"""NKI's fused Vector instructions: ``scalar_tensor_tensor``, ``tensor_scalar_reduce`` and ``tensor_tensor_scan``.
+
+Values against numpy written out step by step (hypothesis), costs against the documented estimates
+(docs/cost-model.md, "Vector, Scalar, GpSimd"), and the errors of misuse.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tracer import TraceReader
+from tracer.errors import KernelError
+from tracer.sim import cost_model, run_kernel
+
+P, F = 16, 20
+_NP = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply, "max": np.maximum, "min": np.minimum}
+
+
+def _init(seed):
+    def init(_rng, shape):
+        return np.random.default_rng(seed).uniform(-2, 2, shape).astype(np.float32)
+    return init
+
+
+def _kernel(case, dtype="fp32", f=F, **kw):
+    def kern(nc):
+        x = nc.input("x", (P, f), dtype, init=_init(1))
+        w = nc.input("w", (P, f), dtype, init=_init(2))
+        y = nc.output("y", (P, f), "fp32")
+        r_out = nc.output("r", (P, 1), "fp32")
+        t = nc.sbuf_tile((P, f), dtype, name="t")
+        nc.dma_copy(t, x)
+        u = nc.sbuf_tile((P, f), dtype, name="u")
+        nc.dma_copy(u, w)
+        col = nc.sbuf_tile((P, 1), "fp32", name="col")
+        nc.iota(col, base=-1.0, partition_step=0.125)
+        arg = {k: (col if v == "col" else v) for k, v in kw.items()}
+        out = nc.sbuf_tile((P, f), "fp32", name="out")
+        r = nc.sbuf_tile((P, 1), "fp32", name="r")
+        nc.memset(r, 0.0)
+        if case == "stt":
+            nc.scalar_tensor_tensor(out, t, arg["op0"], arg["operand0"], arg["op1"], u, reverse0=arg["reverse0"],
+                                    reverse1=arg["reverse1"])
+        elif case == "tsr":
+            nc.tensor_scalar_reduce(out, t, arg["op"], arg["operand"], reduce_dst=r, reduce_op=arg["reduce_op"],
+                                    reverse=arg["reverse"])
+        else:
+            nc.tensor_tensor_scan(out, t, u, arg["initial"], arg["op0"], arg["op1"], reverse0=arg["reverse0"],
+                                  reverse1=arg["reverse1"])
+        nc.dma_copy(y, out)
+        nc.dma_copy(r_out, r)
+    return kern
+
+
+def _side(fn, a, b, reverse):
+    return fn(b, a) if reverse else fn(a, b)
+
+
+COL = (-1.0 + 0.125 * np.arange(P, dtype=np.float64))[:, None]
+ops = st.sampled_from(sorted(_NP))
+
+
+@settings(max_examples=30, deadline=None)
+@given(op0=ops, op1=ops, operand0=st.sampled_from([0.5, -3.0, "col"]), reverse0=st.booleans(), reverse1=st.booleans())
+def test_scalar_tensor_tensor_values(op0, op1, operand0, reverse0, reverse1):
+    kw = {"op0": op0, "op1": op1, "operand0": operand0, "reverse0": reverse0, "reverse1": reverse1}
+    got = run_kernel(_kernel("stt", **kw), numerics=True).outputs["y"]
+    x, w = _init(1)(None, (P, F)).astype(np.float64), _init(2)(None, (P, F)).astype(np.float64)
+    a = COL if operand0 == "col" else operand0
+    want = _side(_NP[op1], _side(_NP[op0], x, a, reverse0), w, reverse1)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@settings(max_examples=30, deadline=None)
+@given(op=ops, operand=st.sampled_from([0.5, -3.0, "col"]), reduce_op=st.sampled_from(["add", "max", "min"]),
+       reverse=st.booleans())
+def test_tensor_scalar_reduce_values(op, operand, reduce_op, reverse):
+    kw = {"op": op, "operand": operand, "reduce_op": reduce_op, "reverse": reverse}
+    out = run_kernel(_kernel("tsr", **kw), numerics=True).outputs
+    x = _init(1)(None, (P, F)).astype(np.float64)
+    want = _side(_NP[op], x, COL if operand == "col" else operand, reverse)
+    np.testing.assert_allclose(out["y"], want, rtol=1e-5, atol=1e-5)
+    red = {"add": np.sum, "max": np.max, "min": np.min}[reduce_op](want, axis=1, keepdims=True)
+    np.testing.assert_allclose(out["r"], red, rtol=1e-5, atol=1e-4)
+
+
+@settings(max_examples=30, deadline=None)
+@given(op0=st.sampled_from(["add", "multiply", "max"]), op1=st.sampled_from(["add", "subtract", "multiply"]),
+       initial=st.sampled_from([0.0, 1.5, "col"]), reverse0=st.booleans(), reverse1=st.booleans())
+def test_tensor_tensor_scan_values_column_by_column(op0, op1, initial, reverse0, reverse1):
+    kw = {"op0": op0, "op1": op1, "initial": initial, "reverse0": reverse0, "reverse1": reverse1}
+    got = run_kernel(_kernel("scan", f=8, **kw), numerics=True).outputs["y"]
+    x, w = _init(1)(None, (P, 8)).astype(np.float64), _init(2)(None, (P, 8)).astype(np.float64)
+    prev = (COL if initial == "col" else np.full((P, 1), initial))[:, 0]
+    want = np.empty_like(x)
+    for i in range(8):
+        # NKI's definition: result[:, i] = op1(op0(data0[:, i], result[:, i-1]), data1[:, i]); reverse swaps
+        prev = want[:, i] = _side(_NP[op1], _side(_NP[op0], x[:, i], prev, reverse0), w[:, i], reverse1)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def _durations(tmp_path, kern, name, arch="trn2"):
+    path = tmp_path / f"{name}.trace"
+    run_kernel(kern, arch=arch, trace_path=path, emit="inline")
+    ins = TraceReader(path).read_table("Instruction").to_pydict()
+    return dict(zip(ins["opcode"], ins["duration_ns"], strict=True))
+
+
+@pytest.mark.parametrize("arch", ["trn1", "trn2"])
+def test_costs_are_the_documented_estimates(tmp_path, arch):
+    cm = cost_model(arch)
+    ns = lambda cycles: cm.cycles_to_ns(cycles, cm.dve_clock_ghz)  # noqa: E731
+    base = {"op0": "add", "op1": "multiply", "operand0": 0.5, "reverse0": False, "reverse1": False}
+    # two inputs (as tensor_tensor): 2N; bf16 data and operand1 with subtract then multiply and N even: N
+    assert _durations(tmp_path, _kernel("stt", **base), "stt", arch)["SCALAR_TENSOR_TENSOR"] == ns(60 + 2 * F)
+    fast = {**base, "op0": "subtract"}
+    assert _durations(tmp_path, _kernel("stt", dtype="bf16", **fast), "stt16", arch)["SCALAR_TENSOR_TENSOR"] == \
+        ns(60 + F)
+    assert _durations(tmp_path, _kernel("stt", dtype="bf16", f=21, **fast), "stt21", arch)["SCALAR_TENSOR_TENSOR"] \
+        == ns(60 + 2 * 21)
+    assert _durations(tmp_path, _kernel("stt", **fast), "stt32", arch)["SCALAR_TENSOR_TENSOR"] == ns(60 + 2 * F)
+    # tensor_scalar's cost plus one minimum interval for the reduction
+    tsr = {"op": "add", "operand": 1.0, "reduce_op": "add", "reverse": False}
+    assert _durations(tmp_path, _kernel("tsr", f=200, **tsr), "tsr", arch)["TENSOR_SCALAR_REDUCE"] == \
+        ns(60 + 200 + 64)
+    scan = {"op0": "multiply", "op1": "add", "initial": 0.0, "reverse0": False, "reverse1": False}
+    assert _durations(tmp_path, _kernel("scan", f=200, **scan), "scan", arch)["TENSOR_TENSOR_SCAN"] == \
+        ns(60 + 2 * 200)
+
+
+def _bad(case):
+    def kern(nc):
+        x = nc.input("x", (P, F), "fp32")
+        t = nc.sbuf_tile((P, F), "fp32", name="t")
+        nc.dma_copy(t, x)
+        d = nc.sbuf_tile((P, F), "fp32", name="d")
+        r = nc.sbuf_tile((P, 1), "fp32", name="r")
+        ps = nc.psum_tile((P, F), "fp32", name="ps")
+        nc.tensor_copy(ps, t)
+        ps2 = nc.psum_tile((P, F), "fp32", name="ps2")
+        nc.tensor_copy(ps2, t)
+        if case == "stt-operand1-column":
+            nc.scalar_tensor_tensor(d, t, "add", 1.0, "multiply", r)
+        elif case == "stt-two-psum":
+            nc.scalar_tensor_tensor(d, ps, "add", 1.0, "multiply", ps2)
+        elif case == "stt-op":
+            nc.scalar_tensor_tensor(d, t, "add", 1.0, "power", t)
+        elif case == "tsr-reduce-shape":
+            nc.tensor_scalar_reduce(d, t, "add", 1.0, reduce_dst=d)
+        elif case == "tsr-reduce-op":
+            nc.tensor_scalar_reduce(d, t, "add", 1.0, reduce_dst=r, reduce_op="subtract")
+        elif case == "scan-two-psum":
+            nc.tensor_tensor_scan(d, ps, ps2, 0.0, "add", "add")
+        elif case == "scan-initial":
+            nc.tensor_tensor_scan(d, t, t, t, "add", "add")
+        elif case == "scan-reverse":
+            nc.tensor_tensor_scan(d, t, t, 0.0, "add", "add", reverse1=1)
+    return kern
+
+
+@pytest.mark.parametrize(("case", "message"), [
+    ("stt-operand1-column", "shape mismatch: dst 16x20, data 16x20, operand1 16x1"),
+    ("stt-two-psum", "reads data and operand1 both from PSUM"),
+    ("stt-op", "unknown scalar_tensor_tensor op1 'power'"),
+    ("tsr-reduce-shape", r"reduce_dst must be \[16, 1\], got 16x20"),
+    ("tsr-reduce-op", "unknown tensor_scalar_reduce reduce_op 'subtract'; choose one of add, max, min"),
+    ("scan-two-psum", "reads data0 and data1 both from PSUM"),
+    ("scan-initial", r"initial must be a number or a \[16, 1\] tile slice, got 16x20"),
+    ("scan-reverse", "reverse1 must be True or False, not int '1'"),
+])
+def test_misuse_is_a_kernel_error_naming_the_line(case, message):
+    with pytest.raises(KernelError, match=message) as err:
+        run_kernel(_bad(case), numerics=True)
+    assert str(err.value).startswith("test_sim_fused_ops.py:")

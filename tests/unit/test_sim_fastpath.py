@@ -284,6 +284,8 @@ def issue_body(nc, body, tiles, x, y, scratch, col, *, wide=None, j=0):  # noqa:
                 nc.scalar_tensor_tensor(ta[:, 0:32], tb[:, 0:32], "subtract", tc[:, 0:1], "multiply", tc[:, 32:64])
             elif c % 4 == 2 and a % 2:
                 nc.tensor_tensor_scan(ta[:, 0:32], tb[:, 0:32], tc[:, 32:64], 0.5, "multiply", "add")
+            elif c % 4 == 1 and a % 2:
+                nc.max8(ta[:, 32:40], tb[:, 0:32])
             elif c % 4 == 2:
                 nc.tensor_scalar_reduce(ta[:, 0:32], tb[:, 0:32], "add", 1.0, reduce_dst=tc[:, 63:64], reduce_op="max")
             else:

@@ -175,3 +175,50 @@ def test_misuse_is_a_kernel_error_naming_the_line(case, message):
     with pytest.raises(KernelError, match=message) as err:
         run_kernel(_bad(case), numerics=True)
     assert str(err.value).startswith("test_sim_fused_ops.py:")
+
+
+# -- max8 / find_index8 (top-k) ---------------------------------------------------------------------------------------
+def _top8(f, seed, dst_dtype="fp32"):
+    def init(_rng, shape):   # few distinct values: ties, and values found more than once
+        return np.random.default_rng(seed).integers(-6, 7, shape).astype(np.float32) / 2
+    def kern(nc):
+        x = nc.input("x", (P, f), "fp32", init=init)
+        v_out = nc.output("v", (P, 8), "fp32")
+        i_out = nc.output("i", (P, 8), "fp32")
+        t = nc.sbuf_tile((P, f), "fp32", name="t")
+        nc.dma_copy(t, x)
+        m = nc.sbuf_tile((P, 8), "fp32", name="m")
+        nc.max8(m, t)
+        ix = nc.sbuf_tile((P, 8), dst_dtype, name="ix")
+        nc.find_index8(ix, t, m)
+        nc.dma_copy(v_out, m)
+        nc.dma_copy(i_out, ix)
+    return kern, init
+
+
+@settings(max_examples=25, deadline=None)
+@given(f=st.integers(8, 300), seed=st.integers(0, 10 ** 6))
+def test_max8_and_find_index8_against_a_sort_and_a_search(f, seed):
+    kern, init = _top8(f, seed)
+    out = run_kernel(kern, numerics=True).outputs
+    x = init(None, (P, f))
+    for p in range(P):
+        want = sorted(x[p].tolist(), reverse=True)[:8]
+        assert out["v"][p].tolist() == want
+        # the first position holding each value (ties give the same position, as NKI's search does)
+        assert out["i"][p].tolist() == [float(x[p].tolist().index(v)) for v in want]
+
+
+def test_top8_costs_the_vector_rule_and_misuse_is_refused(tmp_path):
+    cm = cost_model("trn2")
+    kern, _ = _top8(300, 1)
+    durations = _durations(tmp_path, kern, "top8")
+    assert durations["MAX8"] == cm.cycles_to_ns(60 + 300, cm.dve_clock_ghz)
+    # find_index8 reads the max8 it follows: the dependent-instruction overhead
+    assert durations["FIND_INDEX8"] == cm.cycles_to_ns(60 + 300 + 100, cm.dve_clock_ghz)
+    for f, dtype, message in [(7, "fp32", "max8 reads 8 to 16,384 elements per partition, not 7"),
+                              (16385, "fp32", "not 16,385"),
+                              (64, "bf16", "find_index8 writes positions: dst must be an fp32 tile, not bf16")]:
+        with pytest.raises(KernelError, match=message) as err:
+            run_kernel(_top8(f, 1, dtype)[0])
+        assert str(err.value).startswith("test_sim_fused_ops.py:")

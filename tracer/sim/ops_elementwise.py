@@ -18,6 +18,8 @@ from tracer.sim.records import E_GPSIMD, E_SCALAR, E_VECTOR
 
 #: The most elements per partition one bn_stats reads (NKI's nl.tile_size.bn_stats_fmax).
 BN_STATS_FMAX = 512
+#: The elements per partition max8 and find_index8 read (NKI: 8 to 16,384).
+TOP8_MIN, TOP8_MAX = 8, 16384
 
 if TYPE_CHECKING:
     from tracer.sim.context import KernelContext
@@ -332,6 +334,54 @@ class ElementwiseOpsMixin:
                 var = (m2.sum(axis=1, dtype=np.float32)
                        + (count * np.square(mean - mu[:, None])).sum(axis=1, dtype=np.float32)) / total
             self._store(d, np.stack([mu, var], axis=1))
+
+    def max8(self: KernelContext, dst: Any, src: Any) -> None:
+        """``dst[P, 8]`` = the 8 largest values of each partition of ``src``, largest first, on the Vector engine
+        (NKI's ``max8``; ``src`` holds 8 to 16,384 elements per partition)."""
+        where = self.caller_location()
+        d = _onchip(dst, where, "max8 dst")
+        s = _onchip(src, where, "max8 src")
+        self._top8_shapes(where, "max8", d, s)
+        self._require_written(s, where, "max8 src")
+        self._elementwise("MAX8", E_VECTOR, where, d, [s], 1, (), "top=8")
+        if self.numerics:
+            self._store(d, -np.sort(-np.asarray(self._value(s), np.float32), axis=1)[:, :8])
+
+    def find_index8(self: KernelContext, dst: Any, data: Any, vals: Any) -> None:
+        """``dst[P, 8]`` = the position along the free axis of the first element of ``data`` equal to each of
+        ``vals[P, 8]`` (-1 where none is), on the Vector engine (NKI's ``nc_find_index8``, after ``max8``).
+
+        ``dst`` must be fp32: NKI writes uint32, and trnprof's tiles hold floating types only (fp32 holds every
+        position up to 16,384 exactly)."""
+        where = self.caller_location()
+        d = _onchip(dst, where, "find_index8 dst")
+        s = _onchip(data, where, "find_index8 data")
+        v = _onchip(vals, where, "find_index8 vals")
+        p = self._top8_shapes(where, "find_index8", d, s)
+        if v.shape != (p, 8):
+            raise KernelError(f"{where}: find_index8 vals must be [{p}, 8] (what max8 writes), got "
+                              f"{v.shape[0]}x{v.shape[1]}")
+        if d.dtype.name != "fp32":
+            raise KernelError(f"{where}: find_index8 writes positions: dst must be an fp32 tile, not "
+                              f"{d.dtype.name} (NKI writes uint32; trnprof has floating types only)")
+        self._require_written(s, where, "find_index8 data")
+        self._require_written(v, where, "find_index8 vals")
+        self._elementwise("FIND_INDEX8", E_VECTOR, where, d, [s, v], 1, (), "find=8")
+        if self.numerics:
+            x = np.asarray(self._value(s), np.float32)
+            hit = x[:, None, :] == np.asarray(self._value(v), np.float32)[:, :, None]    # [P, 8, N]
+            first = np.where(hit.any(axis=2), hit.argmax(axis=2), -1)
+            self._store(d, first.astype(np.float32))
+
+    def _top8_shapes(self: KernelContext, where: str, what: str, d: Any, s: Any) -> int:
+        """The partitions of ``s``, once its elements per partition and ``d``'s shape fit max8 / find_index8."""
+        p, n = s.shape
+        if not TOP8_MIN <= n <= TOP8_MAX:
+            raise KernelError(f"{where}: {what} reads {TOP8_MIN} to {TOP8_MAX:,} elements per partition, not {n:,}")
+        if d.shape != (p, 8):
+            raise KernelError(f"{where}: shape mismatch: {what} of {p}x{n} writes a [{p}, 8] dst, got "
+                              f"{d.shape[0]}x{d.shape[1]}")
+        return p
 
 def _integer(value: Any, what: str, where: str) -> int:
     """``value`` as an int (an affine predicate's coefficients are integers); KernelError on the kernel's line."""

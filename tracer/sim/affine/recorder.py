@@ -32,7 +32,8 @@ if TYPE_CHECKING:
 #: Operations recorded while tracing, and the tile allocators.
 OPS = ("dma_copy", "dma_transpose", "matmul", "transpose", "activation", "tensor_tensor", "tensor_scalar",
        "tensor_reduce", "tensor_copy", "memset", "iota", "partition_reduce", "affine_select",
-       "bn_stats", "bn_aggr", "tensor_scalar_reduce", "scalar_tensor_tensor", "tensor_tensor_scan")
+       "bn_stats", "bn_aggr", "tensor_scalar_reduce", "scalar_tensor_tensor", "tensor_tensor_scan",
+       "max8", "find_index8")
 ALLOCS = {"sbuf_tile": SBUF, "psum_tile": PSUM}
 
 class SlotInfo:

@@ -29,7 +29,9 @@ class KernelsCommand:
             return 0
         for s in specs:
             print(f"{s.name}: {s.summary}")
-            params = "  ".join(f"{p.name}={p.default}" for p in s.params)
+            # (booleans as -p takes them: causal=false)
+            params = "  ".join(f"{p.name}={str(p.default).lower() if isinstance(p.default, bool) else p.default}"
+                               for p in s.params)
             print(f"    parameters: {params or '(none)'}")
         from tracer.sim.dtypes import DTYPES  # (numpy: only when the list is printed)
 

@@ -47,6 +47,11 @@ def test_overrides_are_validated_and_recorded():
         cost_model("trn2", {"pe_clock_ghz": "fast"})
     with pytest.raises(ConfigError, match="must be positive"):
         cost_model("trn2", {"pe_clock_ghz": "-1"})
+    with pytest.raises(ConfigError, match="affine_select_overhead_cycles=-1: must be 0 or more"):
+        cost_model("trn2", {"affine_select_overhead_cycles": "-1"})
+    assert cost_model("trn2", {"affine_select_overhead_cycles": "0"}).affine_select_overhead_cycles == 0
+    with pytest.raises(ConfigError, match=r"access_overhead_cycles=1e22: must be at most 1e\+12"):   # (overflowed)
+        cost_model("trn2", {"access_overhead_cycles": "1e22"})
     with pytest.raises(ConfigError, match="whole number"):
         cost_model("trn2", {"dma_queues": "2.5"})
     with pytest.raises(ConfigError, match="unknown architecture"):

@@ -96,6 +96,42 @@ def test_fast_path_writes_the_general_paths_trace(tmp_path, monkeypatch, kernel,
     assert len(calls) == (1 if lengthen else 0)  # once per run, and only in a long one
 
 
+def _triangular(nc):
+    """A triangular nest: the inner loop's first run has one iteration, its last 80 (as causal attention's kv
+    loop over the query blocks)."""
+    x = nc.input("x", (128, 64 * 80), "bf16")
+    y = nc.output("y", (128, 64 * 80), "bf16")
+    for i in nc.sequential_range(80):
+        acc = nc.sbuf_tile((128, 64), "fp32", name="acc")
+        nc.memset(acc, 0.0, engine="Vector")
+        for j in nc.sequential_range(i + 1):
+            t = nc.sbuf_tile((128, 64), "bf16", name="t")
+            nc.dma_copy(t, x[:, j * 64:(j + 1) * 64])
+            e = nc.sbuf_tile((128, 64), "fp32", name="e")
+            nc.activation(e, t, "exp")
+            nc.tensor_scalar(e, e, "multiply", 0.5, op1="add", operand1=1.0)
+            nc.tensor_tensor(acc, acc, e, "add")
+        out = nc.sbuf_tile((128, 64), "bf16", name="out")
+        nc.tensor_copy(out, acc)
+        nc.dma_copy(y[:, i * 64:(i + 1) * 64], out, engine="GpSimd")
+
+
+@pytest.mark.parametrize(("kernel", "params"), [(_triangular, {}), ("attention", {"seq": 4096, "causal": True})],
+                         ids=["triangular", "causal-attention"])
+def test_a_loop_whose_later_runs_are_long_is_promoted_from_a_step(tmp_path, monkeypatch, kernel, params):
+    """The inner loop's first run is too short to commit, so it is decided to be a step; a later, long run
+    promotes it, so the segments inside it repeat and are replayed (without the promotion: none were)."""
+    monkeypatch.setattr(controller, "TARGET", 64)  # (scaled down: runs of over 15 iterations hold a segment)
+    promoted = []
+    real = controller.FastPath.promote
+    monkeypatch.setattr(controller.FastPath, "promote", lambda self, site: promoted.append(site) or real(self, site))
+    general = _run(tmp_path, kernel, params, "trn2", False)
+    fast = _run(tmp_path, kernel, params, "trn2", True)
+    _assert_same(general, fast)
+    assert len(promoted) == 1
+    assert fast[0].fast_path_instructions > 0.5 * fast[0].instructions
+
+
 def test_a_long_run_cuts_longer_segments_from_its_prediction_on(monkeypatch):
     """Loops decide their strides for LONG_FACTOR x TARGET once a loop predicts LONG_RUN more instructions: the
     loop that predicts it at once, the others at their next run; fewer, longer segments, the same instructions."""
@@ -299,7 +335,7 @@ def issue_body(nc, body, tiles, x, y, scratch, col, *, wide=None, j=0):  # noqa:
                 nc.tensor_scalar(ta, tb, "multiply", 0.5, op1="subtract", operand1=tc[:, 0:1], reverse1=True,
                                  engine="GpSimd")
             else:
-                nc.affine_select(ta, tb, -1.0, offset=a - b, channel_multiplier=1, step=-1)
+                nc.affine_select(ta, tb, -1.0, cmp="greater_equal", offset=a - b, channel_multiplier=1, step=-1)
         elif kind == "sb2sb":
             nc.dma_copy(ta[:, 0:32], tb[:, 32:64])
         elif kind == "dmat":  # a DMA transpose from HBM or from SBUF (in place when ta is tb)

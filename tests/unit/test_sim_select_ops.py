@@ -34,7 +34,7 @@ def _select_kernel(offset, mult, step, cmp, fill):
         t = nc.sbuf_tile((P, F), "fp32", name="t")
         nc.dma_copy(t, x)
         s = nc.sbuf_tile((P, F), "fp32", name="s")
-        nc.affine_select(s, t, fill, offset=offset, channel_multiplier=mult, step=step, cmp=cmp)
+        nc.affine_select(s, t, fill, cmp=cmp, offset=offset, channel_multiplier=mult, step=step)
         nc.dma_copy(y, s)
     return kern
 
@@ -159,19 +159,19 @@ def _bad(case):
         elif case == "select-psum":
             ps = nc.psum_tile((P, F), "fp32", name="ps")
             nc.tensor_copy(ps, t)
-            nc.affine_select(d, ps, 0.0, channel_multiplier=1)
+            nc.affine_select(d, ps, 0.0, cmp="equal", channel_multiplier=1)
         elif case == "select-float":
-            nc.affine_select(d, t, 0.0, offset=0.5)
+            nc.affine_select(d, t, 0.0, cmp="equal", offset=0.5)
         elif case == "select-cmp":
             nc.affine_select(d, t, 0.0, cmp=">=")
         elif case == "select-shape":
-            nc.affine_select(d[:, 0:4], t, 0.0)
+            nc.affine_select(d[:, 0:4], t, 0.0, cmp="equal")
         elif case == "select-unwritten":
             u = nc.sbuf_tile((P, F), "fp32", name="u")
-            nc.affine_select(d, u, 0.0)
+            nc.affine_select(d, u, 0.0, cmp="equal")
         elif case == "select-symbolic":
             for i in nc.affine_range(2):
-                nc.affine_select(d, t, 0.0, offset=i * 4)
+                nc.affine_select(d, t, 0.0, cmp="equal", offset=i * 4)
     return kern
 
 
@@ -227,3 +227,65 @@ def test_causal_attention_differs_from_the_full_one_where_it_should():
     np.testing.assert_allclose(ref[0], inputs["v"][0])
     np.testing.assert_allclose(ref[-1], reference(inputs)["o"][-1])
     assert not np.allclose(ref[1], reference(inputs)["o"][1])
+
+
+def _bad_number(case):
+    def kern(nc):
+        x = nc.input("x", (P, F), "fp32")
+        t = nc.sbuf_tile((P, F), "fp32", name="t")
+        nc.dma_copy(t, x)
+        d = nc.sbuf_tile((P, F), "fp32", name="d")
+        if case == "int64-multiplier":
+            nc.affine_select(d, t, -1.0, cmp="greater_equal", channel_multiplier=2 ** 62)
+        elif case == "huge-offset":
+            nc.affine_select(d, t, -1.0, cmp="greater_equal", offset=2 ** 70)
+        elif case == "huge-fill":
+            nc.affine_select(d, t, 10 ** 400, cmp="equal")
+        elif case == "fill-beyond-float32":
+            nc.affine_select(d, t, -1e39, cmp="equal")
+        elif case == "bool-fill":
+            nc.affine_select(d, t, True, cmp="equal")
+        elif case == "huge-operand1":
+            nc.tensor_scalar(d, t, "add", 1.0, op1="add", operand1=10 ** 400)
+        elif case == "numpy-float-offset":   # an integral numpy float is an integer
+            nc.affine_select(d, t, -1.0, cmp="greater_equal", offset=np.float32(2.0), channel_multiplier=1)
+    return kern
+
+
+@pytest.mark.parametrize(("case", "message"), [
+    ("int64-multiplier", "affine_select channel_multiplier 4611686018427387904 does not fit int32"),
+    ("huge-offset", "affine_select offset 1180591620717411303424 does not fit int32"),
+    ("huge-fill", r"on_false_value 10{19}\.\.\. is beyond float32 .*use float\('inf'\)"),
+    ("fill-beyond-float32", r"on_false_value -1e\+39 is beyond float32"),
+    ("bool-fill", "on_false_value must be a number, not bool 'True'"),
+    ("huge-operand1", r"operand1 10{19}\.\.\. is beyond float32"),
+])
+def test_numbers_an_engine_cannot_hold_are_refused_in_every_mode(case, message):
+    for numerics in (False, True):   # (a timing-only run checks them alike)
+        with pytest.raises(KernelError, match=message) as err:
+            run_kernel(_bad_number(case), numerics=numerics)
+        assert str(err.value).startswith("test_sim_select_ops.py:")
+
+
+def test_an_integral_numpy_float_is_an_integer_coefficient():
+    result = run_kernel(_bad_number("numpy-float-offset"), numerics=True)
+    assert result.instructions > 0
+
+
+def test_a_psum_operand_halves_the_performance_mode(tmp_path):
+    def kern(nc):
+        x = nc.input("x", (128, 512), "bf16")
+        t = nc.sbuf_tile((128, 512), "bf16", name="t")
+        nc.dma_copy(t, x)
+        col = nc.sbuf_tile((128, 1), "fp32", name="col")
+        nc.memset(col, 2.0)
+        pcol = nc.psum_tile((128, 1), "fp32", name="pcol")
+        nc.tensor_copy(pcol, col)
+        for operand in (col, pcol):
+            d = nc.sbuf_tile((128, 512), "bf16", name="d")
+            nc.tensor_scalar(d, t, "multiply", 1.0, op1="add", operand1=operand)
+    path = tmp_path / "perf.trace"
+    run_kernel(kern, arch="trn2", trace_path=path, emit="inline")
+    ins = TraceReader(path).read_table("Instruction").to_pydict()
+    modes = [m for op, m in zip(ins["opcode"], ins["performance_mode"], strict=True) if op == "TENSOR_SCALAR"]
+    assert modes == ["4x", "2x"]

@@ -163,6 +163,8 @@ _DESCRIPTIVE = {
     "num_physical_cores": "a recording simulates one NeuronCore",
     "ticks_per_nanosec": "simulated time is kept in whole nanoseconds",
 }
+#: The largest value ``--set`` takes (a cycle count or a size beyond it would overflow int64 nanoseconds).
+_MOST = 10 ** 12
 _POSITIVE_EXEMPT = {"dve_dependent_overhead_cycles", "access_overhead_cycles", "affine_select_overhead_cycles",
                     "dma_start_latency_ns"}
 
@@ -192,7 +194,9 @@ def _parse_value(name: str, kind: Any, text: str) -> Any:
             raise ConfigError(f"--set {name}={text}: expected a whole number")
         value = int(value)
     if value < 0 or (value == 0 and name not in _POSITIVE_EXEMPT):
-        raise ConfigError(f"--set {name}={text}: must be positive")
+        raise ConfigError(f"--set {name}={text}: must be " + ("0 or more" if name in _POSITIVE_EXEMPT else "positive"))
+    if value > _MOST:
+        raise ConfigError(f"--set {name}={text}: must be at most {_MOST:.0e} (times are int64 nanoseconds)")
     return value
 
 

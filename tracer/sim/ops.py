@@ -29,6 +29,7 @@ The Vector / GpSimd operations are in :mod:`tracer.sim.ops_elementwise`.  Costs 
 
 from __future__ import annotations
 
+import math
 import numbers
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +45,8 @@ if TYPE_CHECKING:
 
 _ENGINES = {"Vector": E_VECTOR, "Scalar": E_SCALAR, "GpSimd": E_GPSIMD, "Sync": E_SYNC}
 View = Tile | TileView | HbmView
+#: The largest finite float32: numbers an instruction takes (fills, scalars) are float32 on the engines.
+FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 #: Instructions an operation issues, where not one: the PE array's LoadStationary (LDWEIGHTS), then the multiply.
@@ -57,10 +60,18 @@ def _flag(value: Any, what: str, where: str) -> None:
 
 
 def _number(value: Any, what: str, where: str) -> float:
-    """``value`` as a float; KernelError on the kernel's line for anything but a real number (a string, None, a
-    tile, an array)."""
-    if type(value) is float or type(value) is int or isinstance(value, numbers.Real):  # (the ABC check is slow)
-        return float(value)
+    """``value`` as a float32-sized float; KernelError on the kernel's line for anything but a real number (a
+    string, None, a bool, a tile, an array) or a finite one float32 cannot hold (infinities and NaN pass)."""
+    if type(value) is float or type(value) is int or (isinstance(value, numbers.Real) and not isinstance(value, bool)):
+        try:   # (the ABC check is slow: the exact types first)
+            x = float(value)
+        except OverflowError:
+            x = math.inf
+        if abs(x) <= FLOAT32_MAX or (not math.isfinite(x) and not isinstance(value, numbers.Integral)):
+            return x
+        shown = f"{x:.3g}" if math.isfinite(x) else f"{str(value)[:20]}..."
+        raise KernelError(f"{where}: {what} {shown} is beyond float32 (at most {FLOAT32_MAX:.4g} in magnitude); "
+                          "use float('inf') for an infinity")
     shown = " ".join(str(value).split())[:40]
     raise KernelError(f"{where}: {what} must be a number, not {type(value).__name__} {shown!r}")
 
@@ -136,12 +147,13 @@ class OpsMixin:
 
     def _store(self: KernelContext, v: Any, values: np.ndarray) -> None:
         t = v.tile
-        t.data[v.p0:v.p1, v.f0:v.f1] = t.dtype.round(np.asarray(values, np.float32))
+        with np.errstate(over="ignore"):   # a value beyond the tile's type saturates to an infinity, silently
+            t.data[v.p0:v.p1, v.f0:v.f1] = t.dtype.round(np.asarray(values, np.float32))
 
     def _operand(self: KernelContext, x: Any, where: str, role: str, p: int) -> tuple[Any, Any]:
         """A scale/bias/scalar operand: a Python number or a ``[p, 1]`` on-chip view."""
         if isinstance(x, (int, float, np.floating, np.integer)) and not isinstance(x, bool):
-            return float(x), None
+            return _number(x, role, where), None
         if not isinstance(x, (Tile, TileView)) or x.mem == HBM:
             shown = x.mem if isinstance(x, (Tile, TileView, HbmView)) else \
                 ("an HBM tensor" if isinstance(x, HbmTensor) else type(x).__name__)

@@ -28,12 +28,14 @@ if TYPE_CHECKING:
 class ElementwiseOpsMixin:
     """The Vector / GpSimd operations of :class:`~tracer.sim.context.KernelContext`."""
 
-    def _perf_mode(self: KernelContext, views: list[Any]) -> int:
-        """Trn2 DVE performance mode: 4x on 16-bit SBUF data, 2x when PSUM is involved, else 1x."""
+    def _perf_mode(self: KernelContext, views: list[Any], operands: tuple[Any, ...] = ()) -> int:
+        """Trn2 DVE performance mode: 4x on 16-bit SBUF data, 2x when PSUM is involved (the data's or a [P, 1]
+        operand's), else 1x."""
         cm = self.cm
         if cm.dve_perf_mode_max <= 1 or any(v.dtype.itemsize != 2 for v in views):
             return 1
-        return min(cm.dve_perf_mode_max, 2 if any(v.mem == PSUM for v in views) else 4)
+        psum = any(v.mem == PSUM for v in views) or any(v is not None and v.mem == PSUM for v in operands)
+        return min(cm.dve_perf_mode_max, 2 if psum else 4)
 
     def tensor_tensor(self: KernelContext, dst: Any, a: Any, b: Any, op: str = "add", *,
                       engine: str = "Vector") -> None:
@@ -79,7 +81,7 @@ class ElementwiseOpsMixin:
         ok, ov = self._operand(operand, where, "operand", p)
         ok1, ov1 = self._operand(operand1, where, "operand1", p) if fn1 is not None else (None, None)
         reads = [s] + [v for v in (ov, ov1) if v is not None]
-        perf = self._perf_mode([d, s]) if eng == E_VECTOR else 1
+        perf = self._perf_mode([d, s], (ov, ov1)) if eng == E_VECTOR else 1
         text = f"op={op}{' reversed' if reverse else ''}"
         if fn1 is not None:
             text += f" op1={op1}{' reversed' if reverse1 else ''}"
@@ -253,14 +255,14 @@ class ElementwiseOpsMixin:
             self._store(d, fn(self._value(s), axis=0, keepdims=True))
 
     def affine_select(self: KernelContext, dst: Any, src: Any, on_false_value: float, *,
-                      offset: int = 0, channel_multiplier: int = 0, step: int = 0,
-                      cmp: str = "greater_equal") -> None:
+                      cmp: str, offset: int = 0, channel_multiplier: int = 0, step: int = 0) -> None:
         """``dst[p, f] = src[p, f]`` where ``cmp(offset + p * channel_multiplier + f * step, 0)``, else
         ``on_false_value``, on GpSimd (NKI's ``affine_select``; its ``pattern`` is ``[[step, F]]``).
 
-        The predicate is computed in the engine, so it costs no input: a causal mask of attention scores, where
-        query ``q0 + p`` may see key ``k0 + f`` when ``(q0 - k0) + p - f >= 0``, is
-        ``affine_select(s, s, -3e38, offset=q0 - k0, channel_multiplier=1, step=-1)``.
+        ``cmp`` has no default (NKI's ``cmp_op`` defaults to ``equal``, its older API to none: name it).  The
+        predicate is computed in the engine, so it costs no input: a causal mask of attention scores, where query
+        ``q0 + p`` may see key ``k0 + f`` when ``(q0 - k0) + p - f >= 0``, is
+        ``affine_select(s, s, -3e38, cmp="greater_equal", offset=q0 - k0, channel_multiplier=1, step=-1)``.
         """
         where = self.caller_location()
         cmp_fn = nm.lookup(nm.COMPARE, cmp, "affine_select cmp", where)
@@ -383,13 +385,19 @@ class ElementwiseOpsMixin:
                               f"{d.shape[0]}x{d.shape[1]}")
         return p
 
+
 def _integer(value: Any, what: str, where: str) -> int:
-    """``value`` as an int (an affine predicate's coefficients are integers); KernelError on the kernel's line."""
-    if type(value) is int or isinstance(value, np.integer):
-        return int(value)
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
+    """``value`` as an int32 (an affine predicate's coefficients are NKI's int32); KernelError on the kernel's
+    line for anything else (a bool, a fraction, a string, a number beyond int32)."""
     if hasattr(value, "_need"):  # a symbolic loop index: its own error says which loop kind gives the value
         return int(value)
     shown = " ".join(str(value).split())[:40]
-    raise KernelError(f"{where}: affine_select {what} must be an integer, not {type(value).__name__} {shown!r}")
+    whole = isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+    integral = isinstance(value, (float, np.floating)) and bool(np.isfinite(value)) and float(value).is_integer()
+    if not (whole or integral):
+        raise KernelError(f"{where}: affine_select {what} must be an integer, not {type(value).__name__} {shown!r}")
+    n = int(value)
+    if not -2 ** 31 <= n < 2 ** 31:
+        raise KernelError(f"{where}: affine_select {what} {shown} does not fit int32 (NKI's affine expressions are "
+                          "int32)")
+    return n

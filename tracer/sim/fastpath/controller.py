@@ -26,6 +26,7 @@ numerics (``--numerics`` / ``--check``) always use the general path.
 from __future__ import annotations
 
 import inspect
+import sys
 from types import FrameType
 from typing import Any
 
@@ -78,10 +79,14 @@ class FastPath:
         self.target = TARGET
         self._epoch = 0
         self._stride_epoch: dict[tuple[int, int], int] = {}
-        #: Sites of the loops decided (in this epoch) to be steps inside segments: a later run of one calls no marker
-        #: (:func:`tracer.sim.context.loop_range`); a recording made while a loop was still being decided has its
-        #: steps, and a match against it falls back once and records the segment again.
-        self.steps: set[tuple[int, int]] = set()
+        #: Sites of the loops decided (in this epoch) to be steps inside segments, each with the most iterations a
+        #: run of it may have and stay one: a later run calls no marker (:func:`tracer.sim.context.loop_range`); a
+        #: recording made while a loop was still being decided has its steps, and a match against it falls back once
+        #: and records the segment again.  A longer run (a triangular loop, whose first run was short) promotes the
+        #: loop (:meth:`promote`).
+        self.steps: dict[tuple[int, int], int] = {}
+        #: Sites promoted from steps: they commit whatever the length of the run that decides their stride.
+        self.promoted: set[tuple[int, int]] = set()
         #: ``count()`` at the last commit point (see :data:`MIN_SEGMENT`).
         self.commit_at = 0
         #: The code objects loop sites name by id (kept alive here, so an id names one code object for the run).
@@ -206,7 +211,7 @@ class FastPath:
             if stride is not None and self._stride_epoch[site] != self._epoch:
                 # decided before _lengthen: decided again in this run (a run in progress then kept its stride)
                 del self.strides[site]
-                self.steps.discard(site)
+                self.steps.pop(site, None)
                 stride = None
             commit = stride is not None and stride > 0
         elif stride is None:  # first run of this loop, after its first iteration (or at the end of a short loop)
@@ -215,9 +220,10 @@ class FastPath:
                 # loop's stride, decided below, is for the longer segments too
                 self._predict(loop.start_n + per * loop.n - self.count())
             target = self.target
-            stride = self.strides[site] = max(1, -(-target // per)) if per and per * loop.n >= target else 0
-            if stride == 0:
-                self.steps.add(site)
+            long_enough = per * loop.n >= target or site in self.promoted
+            stride = self.strides[site] = max(1, -(-target // per)) if per and long_enough else 0
+            if stride == 0:  # a step while a run has no more iterations than this one's segments hold
+                self.steps[site] = (target - 1) // per if per else sys.maxsize
             self._stride_epoch[site] = self._epoch
             commit = stride > 0 and (i < 0 or i % stride == 0)
         else:
@@ -248,6 +254,17 @@ class FastPath:
         schedule_jit.expect(instructions)
         if instructions >= LONG_RUN and self.target == TARGET:
             self._lengthen()
+
+    def promote(self, site: tuple[int, int]) -> None:
+        """A loop decided to be a step runs long enough to commit (its first run was short: the kv loop of a causal
+        attention visits one block for the first query block, all of them for the last): every loop decides its
+        stride again at its next run, this one as a commit loop.  Without it such a loop stayed a step for the whole
+        run, its enclosing loop's segments never repeated, and nothing was replayed (causal attention ran ~4x
+        slower than the full one).  Like :meth:`_lengthen`, a new epoch keeps the segments cut the new way apart
+        from the old recordings."""
+        self.promoted.add(site)
+        self._epoch += 1
+        self.steps.clear()
 
     def _lengthen(self) -> None:
         """A long run ahead: every loop decides its stride again for segments of LONG_FACTOR x TARGET instructions,

@@ -30,10 +30,11 @@ def attention(nc: Any, *, seq: int = 1024, head_dim: int = 128, kv_block: int = 
               probs_transpose: str = "pe", causal: bool = False) -> None:
     """Single-head flash attention O = softmax(Q K^T / sqrt(d)) V, Q and K given transposed (q_t, k_t: [d, seq]).
 
-    Per 128-query block, for each kv block: S = Q K^T on the PE array into PSUM; running max and rescaling
-    (Vector); P = exp(S*scale - m) with its row sum fused (Scalar); P^T by a PE transpose into PSUM and a copy
-    back to SBUF (``probs_transpose="pe"``) or by a DMA transpose SBUF to SBUF triggered from GpSimd (``"dma"``,
-    2-byte dtypes); O += P V on the PE array; the output is divided by the running sum at the end.
+    Per 128-query block, for each kv block: S = Q K^T on the PE array into PSUM; the running max, max(rowmax(S) *
+    scale, m), in one two-operator tensor_scalar (Vector); P = exp(S*scale - m) with its row sum fused (Scalar);
+    P^T by a PE transpose into PSUM and a copy back to SBUF (``probs_transpose="pe"``) or by a DMA transpose SBUF to
+    SBUF triggered from GpSimd (``"dma"``, 2-byte dtypes); P V on the PE array, and O = O * correction + P V in one
+    scalar_tensor_tensor (Vector); the output is divided by the running sum at the end.
 
     ``causal=True`` masks keys after each query (a decoder's attention): kv blocks wholly after a query block are
     skipped, and the scores of a block crossing the diagonal are copied to SBUF (Vector) and masked there by an
@@ -80,8 +81,7 @@ def attention(nc: Any, *, seq: int = 1024, head_dim: int = 128, kv_block: int = 
             block_max = nc.sbuf_tile((128, 1), "fp32", name="block_max")
             nc.tensor_reduce(block_max, scores, "max")
             m_new = nc.sbuf_tile((128, 1), "fp32", name="new_max")
-            nc.tensor_scalar(m_new, block_max, "multiply", scale)
-            nc.tensor_tensor(m_new, m_new, m, "max")
+            nc.tensor_scalar(m_new, block_max, "multiply", scale, op1="max", operand1=m)   # max(block max * scale, m)
             neg_m = nc.sbuf_tile((128, 1), "fp32", name="neg_max")
             nc.tensor_scalar(neg_m, m_new, "multiply", -1.0)
             p = nc.sbuf_tile((128, kv_block), dtype, name="probs")
@@ -101,8 +101,7 @@ def attention(nc: Any, *, seq: int = 1024, head_dim: int = 128, kv_block: int = 
                 nc.tensor_copy(p_t, p_t_ps, engine="Scalar")
             pv = nc.psum_tile((128, head_dim), "fp32", name="pv")
             nc.matmul(pv, p_t, v_tile)
-            nc.tensor_scalar(o_acc, o_acc, "multiply", corr)
-            nc.tensor_tensor(o_acc, o_acc, pv, "add")
+            nc.scalar_tensor_tensor(o_acc, o_acc, "multiply", corr, "add", pv)   # o_acc * corr + P V
             m = m_new
         inv = nc.sbuf_tile((128, 1), "fp32", name="inv_sum")
         nc.activation(inv, l_sum, "reciprocal")

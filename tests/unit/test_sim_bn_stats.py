@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracer import TraceReader
+from tests.unit.test_sim_select_ops import instructions
 from tracer.errors import KernelError
 from tracer.sim import cost_model, run_kernel
 
@@ -73,17 +73,11 @@ def test_statistics_match_numpy_element_by_element(widths, seed):
     np.testing.assert_allclose(mv[:, 1], x.var(axis=1), rtol=1e-4, atol=1e-5)
 
 
-def _instructions(tmp_path, kern, name, overrides=None, arch="trn2"):
-    path = tmp_path / f"{name}.trace"
-    run_kernel(kern, arch=arch, overrides=overrides, trace_path=path, emit="inline")
-    return TraceReader(path).read_table("Instruction").to_pydict()
-
-
 @pytest.mark.parametrize("arch", ["trn1", "trn2"])
 def test_costs_are_the_documented_estimates(tmp_path, arch):
     cm = cost_model(arch)
     widths = [512, 300, 40]
-    ins = _instructions(tmp_path, _stats_kernel(widths, 1), "bn", arch=arch)
+    ins = instructions(tmp_path, _stats_kernel(widths, 1), "bn", arch=arch)
     stats = [i for i, op in enumerate(ins["opcode"]) if op == "BN_STATS"]
     aggr = ins["opcode"].index("BN_AGGR")
     assert [ins["engine"][i] for i in (*stats, aggr)] == ["Vector"] * 4
@@ -94,7 +88,7 @@ def test_costs_are_the_documented_estimates(tmp_path, arch):
     # bn_aggr: the access overhead and 13 cycles per triple (3 bn_stats x 2 halves), after the bn_stats that wrote
     # its last columns: the dependent-instruction overhead too
     assert ins["duration_ns"][aggr] == cm.cycles_to_ns(60 + 13 * 6 + 100, clock)
-    free = _instructions(tmp_path, _stats_kernel(widths, 1), "bn1", {"bn_aggr_cycles_per_triple": "40",
+    free = instructions(tmp_path, _stats_kernel(widths, 1), "bn1", {"bn_aggr_cycles_per_triple": "40",
                                                                      "dve_dependent_overhead_cycles": "0"}, arch=arch)
     assert free["duration_ns"][aggr] == cm.cycles_to_ns(60 + 40 * 6, clock)
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracer import TraceReader
+from tests.unit.test_sim_select_ops import instructions, loaded
 from tracer.errors import KernelError
 from tracer.sim import cost_model, run_kernel
 
@@ -103,9 +103,7 @@ def test_tensor_tensor_scan_values_column_by_column(op0, op1, initial, reverse0,
 
 
 def _durations(tmp_path, kern, name, arch="trn2"):
-    path = tmp_path / f"{name}.trace"
-    run_kernel(kern, arch=arch, trace_path=path, emit="inline")
-    ins = TraceReader(path).read_table("Instruction").to_pydict()
+    ins = instructions(tmp_path, kern, name, arch=arch)
     return dict(zip(ins["opcode"], ins["duration_ns"], strict=True))
 
 
@@ -133,10 +131,7 @@ def test_costs_are_the_documented_estimates(tmp_path, arch):
 
 def _bad(case):
     def kern(nc):
-        x = nc.input("x", (P, F), "fp32")
-        t = nc.sbuf_tile((P, F), "fp32", name="t")
-        nc.dma_copy(t, x)
-        d = nc.sbuf_tile((P, F), "fp32", name="d")
+        _x, t, d = loaded(nc, (P, F))
         r = nc.sbuf_tile((P, 1), "fp32", name="r")
         ps = nc.psum_tile((P, F), "fp32", name="ps")
         nc.tensor_copy(ps, t)

@@ -29,11 +29,8 @@ def _ramp(_rng, shape):
 
 def _select_kernel(offset, mult, step, cmp, fill):
     def kern(nc):
-        x = nc.input("x", (P, F), "fp32", init=_ramp)
+        _x, t, s = loaded(nc, init=_ramp)
         y = nc.output("y", (P, F), "fp32")
-        t = nc.sbuf_tile((P, F), "fp32", name="t")
-        nc.dma_copy(t, x)
-        s = nc.sbuf_tile((P, F), "fp32", name="s")
         nc.affine_select(s, t, fill, cmp=cmp, offset=offset, channel_multiplier=mult, step=step)
         nc.dma_copy(y, s)
     return kern
@@ -54,7 +51,17 @@ def test_affine_select_keeps_exactly_the_elements_whose_predicate_holds(offset, 
     np.testing.assert_array_equal(result.outputs["y"], want)
 
 
-def _instructions(tmp_path, kern, name, overrides=None, arch="trn2"):
+def loaded(nc, shape=(P, F), init=None):
+    """An fp32 input (values from ``init``), an SBUF tile it was loaded into, and an SBUF destination of the same
+    shape."""
+    x = nc.input("x", shape, "fp32", init=init)
+    t = nc.sbuf_tile(shape, "fp32", name="t")
+    nc.dma_copy(t, x)
+    return x, t, nc.sbuf_tile(shape, "fp32", name="d")
+
+
+def instructions(tmp_path, kern, name, overrides=None, arch="trn2"):
+    """The Instruction table of ``kern`` recorded on ``arch`` (with ``overrides``), as a dict of columns."""
     path = tmp_path / f"{name}.trace"
     run_kernel(kern, arch=arch, overrides=overrides, trace_path=path, emit="inline")
     return TraceReader(path).read_table("Instruction").to_pydict()
@@ -63,13 +70,13 @@ def _instructions(tmp_path, kern, name, overrides=None, arch="trn2"):
 @pytest.mark.parametrize("arch", ["trn1", "trn2"])
 def test_affine_select_costs_its_documented_estimate_on_gpsimd(tmp_path, arch):
     cm = cost_model(arch)
-    ins = _instructions(tmp_path, _select_kernel(0, 1, -1, "greater_equal", -1.0), "sel", arch=arch)
+    ins = instructions(tmp_path, _select_kernel(0, 1, -1, "greater_equal", -1.0), "sel", arch=arch)
     i = ins["opcode"].index("AFFINE_SELECT")
     assert ins["engine"][i] == "GpSimd"
     assert ins["duration_ns"][i] == cm.cycles_to_ns(150 + F, cm.pool_clock_ghz)
     assert "cmp=greater_equal offset=0 channel_multiplier=1 step=-1" in ins["operands"][i]
     # the constant is overridable like every other, and the minimum interval still holds
-    none = _instructions(tmp_path, _select_kernel(0, 1, -1, "greater_equal", -1.0), "sel0",
+    none = instructions(tmp_path, _select_kernel(0, 1, -1, "greater_equal", -1.0), "sel0",
                          {"affine_select_overhead_cycles": "0"}, arch=arch)
     assert none["duration_ns"][i] == cm.cycles_to_ns(max(64, F), cm.pool_clock_ghz)
 
@@ -114,8 +121,8 @@ def test_tensor_scalar_applies_both_operators_in_order_each_side_as_asked(op, op
 
 
 def test_a_second_operator_costs_nothing(tmp_path):
-    one = _instructions(tmp_path, _scalar_kernel("multiply", 2.0, None, None, False, False), "one")
-    two = _instructions(tmp_path, _scalar_kernel("multiply", 2.0, "add", "col", True, True), "two")
+    one = instructions(tmp_path, _scalar_kernel("multiply", 2.0, None, None, False, False), "one")
+    two = instructions(tmp_path, _scalar_kernel("multiply", 2.0, "add", "col", True, True), "two")
     i = one["opcode"].index("TENSOR_SCALAR")
     assert two["opcode"][i] == "TENSOR_SCALAR"
     assert two["duration_ns"][i] == one["duration_ns"][i]
@@ -126,11 +133,8 @@ def test_a_second_operator_costs_nothing(tmp_path):
 
 def test_comparisons_give_ones_and_zeros_in_tensor_tensor():
     def kern(nc):
-        x = nc.input("x", (P, F), "fp32", init=_ramp)
+        _x, t, half = loaded(nc, init=_ramp)
         y = nc.output("y", (P, F), "bf16")
-        t = nc.sbuf_tile((P, F), "fp32", name="t")
-        nc.dma_copy(t, x)
-        half = nc.sbuf_tile((P, F), "fp32", name="half")
         nc.tensor_scalar(half, t, "multiply", 0.5)
         out = nc.sbuf_tile((P, F), "bf16", name="out")
         nc.tensor_tensor(out, t, half, "greater")   # x > x/2 exactly where x > 0
@@ -142,10 +146,7 @@ def test_comparisons_give_ones_and_zeros_in_tensor_tensor():
 
 def _bad(case):
     def kern(nc):
-        x = nc.input("x", (P, F), "fp32")
-        t = nc.sbuf_tile((P, F), "fp32", name="t")
-        nc.dma_copy(t, x)
-        d = nc.sbuf_tile((P, F), "fp32", name="d")
+        _x, t, d = loaded(nc)
         if case == "op1-alone":
             nc.tensor_scalar(d, t, "add", 1.0, op1="multiply")
         elif case == "operand1-alone":
@@ -231,10 +232,7 @@ def test_causal_attention_differs_from_the_full_one_where_it_should():
 
 def _bad_number(case):
     def kern(nc):
-        x = nc.input("x", (P, F), "fp32")
-        t = nc.sbuf_tile((P, F), "fp32", name="t")
-        nc.dma_copy(t, x)
-        d = nc.sbuf_tile((P, F), "fp32", name="d")
+        _x, t, d = loaded(nc)
         if case == "int64-multiplier":
             nc.affine_select(d, t, -1.0, cmp="greater_equal", channel_multiplier=2 ** 62)
         elif case == "huge-offset":

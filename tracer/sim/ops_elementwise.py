@@ -43,13 +43,7 @@ class ElementwiseOpsMixin:
         where = self.caller_location()
         eng = _engine(engine, ("Vector", "GpSimd"), where)
         fn = nm.lookup(nm.BINARY, op, "tensor_tensor op", where)
-        d, va, vb = (_onchip(x, where, r) for x, r in ((dst, "dst"), (a, "a"), (b, "b")))
-        _same_shape(where, dst=d, a=va, b=vb)
-        if va.mem == PSUM and vb.mem == PSUM:
-            raise KernelError(f"{where}: tensor_tensor reads a and b both from PSUM; at most one input may be in PSUM "
-                              "(NKI's tensor_tensor): copy one to SBUF first (tensor_copy)")
-        self._require_written(va, where, "a")
-        self._require_written(vb, where, "b")
+        d, va, vb, _shape = self._two_inputs(where, "tensor_tensor", dst, ("a", a), ("b", b))
         self._elementwise("TENSOR_TENSOR", eng, where, d, [va, vb], 2, (op,), f"op={op}")
         if self.numerics:
             self._store(d, nm.compute(fn, self._value(va), self._value(vb)))
@@ -127,27 +121,15 @@ class ElementwiseOpsMixin:
         ``operand0`` a number or a ``[P, 1]`` tile, ``operand1`` a tile of ``data``'s shape; ``reverse0`` /
         ``reverse1`` put the operand on the left of its operator."""
         where = self.caller_location()
-        fn0 = nm.lookup(nm.BINARY, op0, "scalar_tensor_tensor op0", where)
-        fn1 = nm.lookup(nm.BINARY, op1, "scalar_tensor_tensor op1", where)
-        _flag(reverse0, "reverse0", where)
-        _flag(reverse1, "reverse1", where)
-        d = _onchip(dst, where, "dst")
-        v = _onchip(data, where, "data")
-        o1 = _onchip(operand1, where, "operand1")
-        p, n = _same_shape(where, dst=d, data=v, operand1=o1)
-        if v.mem == PSUM and o1.mem == PSUM:
-            raise KernelError(f"{where}: scalar_tensor_tensor reads data and operand1 both from PSUM; at most one may "
-                              "be in PSUM: copy one to SBUF first (tensor_copy)")
-        self._require_written(v, where, "data")
-        self._require_written(o1, where, "operand1")
+        fn0, fn1 = _two_ops(where, "scalar_tensor_tensor", op0, op1, reverse0, reverse1)
+        d, v, o1, (p, n) = self._two_inputs(where, "scalar_tensor_tensor", dst, ("data", data), ("operand1", operand1))
         ok, ov = self._operand(operand0, where, "operand0", p)
         reads = [v, o1] + ([ov] if ov is not None else [])
         # NKI's estimate: N cycles for bf16 data and operand1 with subtract then multiply and an even N, else 2N
         fast = (v.dtype.name == o1.dtype.name == "bf16" and op0 == "subtract" and op1 == "multiply"
                 and n % 2 == 0)
         self._elementwise("SCALAR_TENSOR_TENSOR", E_VECTOR, where, d, reads, 1 if fast else 2,
-                          (op0, ok, bool(reverse0), op1, bool(reverse1)),
-                          f"op0={op0}{' reversed' if reverse0 else ''} op1={op1}{' reversed' if reverse1 else ''}")
+                          (op0, ok, bool(reverse0), op1, bool(reverse1)), _ops_text(op0, reverse0, op1, reverse1))
         if self.numerics:
             x = self._value(ov) if ov is not None else ok
             t = nm.compute(fn0, x, self._value(v)) if reverse0 else nm.compute(fn0, self._value(v), x)
@@ -160,24 +142,12 @@ class ElementwiseOpsMixin:
         ``dst[:, i] = (data0[:, i] <op0> dst[:, i-1]) <op1> data1[:, i]``, with ``initial`` (a number or a
         ``[P, 1]`` tile) before column 0; ``reverse0`` / ``reverse1`` swap each operator's operands."""
         where = self.caller_location()
-        fn0 = nm.lookup(nm.BINARY, op0, "tensor_tensor_scan op0", where)
-        fn1 = nm.lookup(nm.BINARY, op1, "tensor_tensor_scan op1", where)
-        _flag(reverse0, "reverse0", where)
-        _flag(reverse1, "reverse1", where)
-        d = _onchip(dst, where, "dst")
-        a = _onchip(data0, where, "data0")
-        b = _onchip(data1, where, "data1")
-        p, n = _same_shape(where, dst=d, data0=a, data1=b)
-        if a.mem == PSUM and b.mem == PSUM:
-            raise KernelError(f"{where}: tensor_tensor_scan reads data0 and data1 both from PSUM; at most one may be "
-                              "in PSUM: copy one to SBUF first (tensor_copy)")
-        self._require_written(a, where, "data0")
-        self._require_written(b, where, "data1")
+        fn0, fn1 = _two_ops(where, "tensor_tensor_scan", op0, op1, reverse0, reverse1)
+        d, a, b, (p, n) = self._two_inputs(where, "tensor_tensor_scan", dst, ("data0", data0), ("data1", data1))
         ik, iv = self._operand(initial, where, "initial", p)
         reads = [a, b] + ([iv] if iv is not None else [])
-        self._elementwise("TENSOR_TENSOR_SCAN", E_VECTOR, where, d, reads, 2, (ik, op0, bool(reverse0), op1,
-                                                                              bool(reverse1)),
-                          f"op0={op0}{' reversed' if reverse0 else ''} op1={op1}{' reversed' if reverse1 else ''}")
+        self._elementwise("TENSOR_TENSOR_SCAN", E_VECTOR, where, d, reads, 2,
+                          (ik, op0, bool(reverse0), op1, bool(reverse1)), _ops_text(op0, reverse0, op1, reverse1))
         if self.numerics:
             x0, x1 = self._value(a), self._value(b)
             prev = np.broadcast_to(np.asarray(self._value(iv) if iv is not None else ik, np.float32), (p, 1))[:, 0]
@@ -375,6 +345,22 @@ class ElementwiseOpsMixin:
             first = np.where(hit.any(axis=2), hit.argmax(axis=2), -1)
             self._store(d, first.astype(np.float32))
 
+    def _two_inputs(self: KernelContext, where: str, what: str, dst: Any, a: tuple[str, Any],
+                    b: tuple[str, Any]) -> tuple[Any, Any, Any, tuple[int, int]]:
+        """``dst`` and the two inputs ``(name, value)`` as on-chip views of one shape, at most one input in PSUM
+        (as NKI's two-input instructions), both inputs written; and that shape."""
+        (na, xa), (nb, xb) = a, b
+        d = _onchip(dst, where, "dst")
+        va = _onchip(xa, where, na)
+        vb = _onchip(xb, where, nb)
+        shape = _same_shape(where, dst=d, **{na: va, nb: vb})
+        if va.mem == PSUM and vb.mem == PSUM:
+            raise KernelError(f"{where}: {what} reads {na} and {nb} both from PSUM; at most one input may be in PSUM "
+                              f"(NKI's {what}): copy one to SBUF first (tensor_copy)")
+        self._require_written(va, where, na)
+        self._require_written(vb, where, nb)
+        return d, va, vb, shape
+
     def _top8_shapes(self: KernelContext, where: str, what: str, d: Any, s: Any) -> int:
         """The partitions of ``s``, once its elements per partition and ``d``'s shape fit max8 / find_index8."""
         p, n = s.shape
@@ -384,6 +370,20 @@ class ElementwiseOpsMixin:
             raise KernelError(f"{where}: shape mismatch: {what} of {p}x{n} writes a [{p}, 8] dst, got "
                               f"{d.shape[0]}x{d.shape[1]}")
         return p
+
+
+def _two_ops(where: str, what: str, op0: str, op1: str, reverse0: Any, reverse1: Any) -> tuple[Any, Any]:  # noqa: PLR0917
+    """The functions of an instruction's two operators, once both are known and both reverse flags are booleans."""
+    fn0 = nm.lookup(nm.BINARY, op0, f"{what} op0", where)
+    fn1 = nm.lookup(nm.BINARY, op1, f"{what} op1", where)
+    _flag(reverse0, "reverse0", where)
+    _flag(reverse1, "reverse1", where)
+    return fn0, fn1
+
+
+def _ops_text(op0: str, reverse0: bool, op1: str, reverse1: bool) -> str:
+    """The operands text of a two-operator instruction: ``op0=subtract reversed op1=multiply``."""
+    return f"op0={op0}{' reversed' if reverse0 else ''} op1={op1}{' reversed' if reverse1 else ''}"
 
 
 def _integer(value: Any, what: str, where: str) -> int:

@@ -322,6 +322,8 @@ def issue_body(nc, body, tiles, x, y, scratch, col, *, wide=None, j=0):  # noqa:
                 nc.tensor_tensor_scan(ta[:, 0:32], tb[:, 0:32], tc[:, 32:64], 0.5, "multiply", "add")
             elif c % 4 == 1 and a % 2:
                 nc.max8(ta[:, 32:40], tb[:, 0:32])
+            elif c % 4 == 1 and b % 2:
+                nc.match_replace8(ta[:, 0:32], tb[:, 0:32], tc[:, 32:40], 0.0)
             elif c % 4 == 2:
                 nc.tensor_scalar_reduce(ta[:, 0:32], tb[:, 0:32], "add", 1.0, reduce_dst=tc[:, 63:64], reduce_op="max")
             else:

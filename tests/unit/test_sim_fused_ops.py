@@ -191,6 +191,18 @@ def _top8(f, seed, dst_dtype="fp32"):
     return kern, init
 
 
+def _pairing(row, vals, descending):
+    """NKI's pairing, written out: a value vals holds k times takes its first k positions in row, ascending across
+    its columns (find_index8) or descending (match_replace8); -1 for a column with none left."""
+    out = [-1.0] * len(vals)
+    for v in set(vals):
+        cols = [j for j, u in enumerate(vals) if u == v]
+        found = [i for i, u in enumerate(row) if u == v][:len(cols)]
+        for j, i in zip(cols[::-1] if descending else cols, found, strict=False):
+            out[j] = float(i)
+    return out
+
+
 @settings(max_examples=25, deadline=None)
 @given(f=st.integers(8, 300), seed=st.integers(0, 10 ** 6))
 def test_max8_and_find_index8_against_a_sort_and_a_search(f, seed):
@@ -200,8 +212,57 @@ def test_max8_and_find_index8_against_a_sort_and_a_search(f, seed):
     for p in range(P):
         want = sorted(x[p].tolist(), reverse=True)[:8]
         assert out["v"][p].tolist() == want
-        # the first position holding each value (ties give the same position, as NKI's search does)
-        assert out["i"][p].tolist() == [float(x[p].tolist().index(v)) for v in want]
+        assert out["i"][p].tolist() == _pairing(x[p].tolist(), want, False)
+
+
+def test_find_index8_and_match_replace8_pair_duplicates_as_nki_documents():
+    """NKI's example: data [1, 2, 3, 4, 8, 8, 8, 8, 8, 8, 8], vals [3, 8, 8, 8, 8, 8, 8, 8]: match_replace8's
+    positions are [2, 10, 9, 8, 7, 6, 5, 4], find_index8's the other way round across the duplicates."""
+    data = np.array([[1, 2, 3, 4, 8, 8, 8, 8, 8, 8, 8]], np.float32)
+    vals = np.array([[3, 8, 8, 8, 8, 8, 8, 8]], np.float32)
+
+    def kern(nc):
+        x = nc.input("x", (1, 11), "fp32", init=data)
+        w = nc.input("w", (1, 8), "fp32", init=vals)
+        t = nc.sbuf_tile((1, 11), "fp32", name="t")
+        nc.dma_copy(t, x)
+        v = nc.sbuf_tile((1, 8), "fp32", name="v")
+        nc.dma_copy(v, w)
+        found = nc.sbuf_tile((1, 8), "fp32", name="found")
+        nc.find_index8(found, t, v)
+        rep = nc.sbuf_tile((1, 11), "fp32", name="rep")
+        idx = nc.sbuf_tile((1, 8), "fp32", name="idx")
+        nc.match_replace8(rep, t, v, -1.0, dst_idx=idx)
+        for name, tile, shape in (("found", found, (1, 8)), ("rep", rep, (1, 11)), ("idx", idx, (1, 8))):
+            nc.dma_copy(nc.output(name, shape, "fp32"), tile)
+    out = run_kernel(kern, numerics=True).outputs
+    assert out["idx"][0].tolist() == [2, 10, 9, 8, 7, 6, 5, 4]
+    assert out["found"][0].tolist() == [2, 4, 5, 6, 7, 8, 9, 10]
+    assert out["rep"][0].tolist() == [1, 2, -1, 4, -1, -1, -1, -1, -1, -1, -1]
+
+
+@settings(max_examples=25, deadline=None)
+@given(f=st.integers(8, 200), seed=st.integers(0, 10 ** 6), rounds=st.integers(1, 3))
+def test_max8_and_match_replace8_find_the_top_k(f, seed, rounds):
+    """k = 8 x rounds largest values, by max8 then match_replace8 with -inf, again and again (NKI's top-k)."""
+    def init(_rng, shape):
+        return np.random.default_rng(seed).integers(-20, 21, shape).astype(np.float32)
+
+    def kern(nc):
+        x = nc.input("x", (P, f), "fp32", init=init)
+        work = nc.sbuf_tile((P, f), "fp32", name="work")
+        nc.dma_copy(work, x)
+        top = nc.sbuf_tile((P, 8 * rounds), "fp32", name="top")
+        for r in range(rounds):
+            nc.max8(top[:, 8 * r:8 * r + 8], work)
+            nc.match_replace8(work, work, top[:, 8 * r:8 * r + 8], float("-inf"))
+        nc.dma_copy(nc.output("top", (P, 8 * rounds), "fp32"), top)
+    out = run_kernel(kern, numerics=True).outputs["top"]
+    x = init(None, (P, f))
+    k = min(f, 8 * rounds)
+    want = np.full((P, 8 * rounds), -np.inf, np.float32)    # (fewer than k elements: the rest are the fill)
+    want[:, :k] = -np.sort(-x, axis=1)[:, :k]
+    np.testing.assert_array_equal(out, want)
 
 
 def test_top8_costs_the_vector_rule_and_misuse_is_refused(tmp_path):
@@ -217,3 +278,18 @@ def test_top8_costs_the_vector_rule_and_misuse_is_refused(tmp_path):
         with pytest.raises(KernelError, match=message) as err:
             run_kernel(_top8(f, 1, dtype)[0])
         assert str(err.value).startswith("test_sim_fused_ops.py:")
+
+    def replace(case):
+        def kern(nc):
+            _x, t, d = loaded(nc, (P, 64))
+            v = nc.sbuf_tile((P, 8), "fp32", name="v")
+            nc.max8(v, t)
+            if case == "dst":
+                nc.match_replace8(d[:, 0:8], t, v, 0.0)
+            else:
+                nc.match_replace8(d, t, v, 0.0, dst_idx=nc.sbuf_tile((P, 8), "bf16", name="idx"))
+        return kern
+    for case, message in [("dst", "match_replace8 writes dst 16x8 in data's shape 16x64"),
+                          ("idx", "match_replace8 writes positions: dst_idx must be an fp32 tile, not bf16")]:
+        with pytest.raises(KernelError, match=message):
+            run_kernel(replace(case))

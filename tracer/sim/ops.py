@@ -21,6 +21,7 @@ NKI API -> instruction (engine, timeline track):
 ``scalar_tensor_tensor`` SCALAR_TENSOR_TENSOR (Vector): (data op0 scalar) op1 tile      scalar_tensor_tensor
 ``tensor_tensor_scan``   TENSOR_TENSOR_SCAN (Vector): a scan along the free axis        tensor_tensor_scan
 ``max8`` / ``find_index8`` MAX8 / FIND_INDEX8 (Vector): top 8 values, their positions  max8, nc_find_index8
+``match_replace8``     MATCH_REPLACE8 (Vector): replace 8 found values                  nc_match_replace8
 =====================  ==============================================================  =========================
 
 The Vector / GpSimd operations are in :mod:`tracer.sim.ops_elementwise`.  Costs follow

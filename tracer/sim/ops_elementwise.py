@@ -320,30 +320,64 @@ class ElementwiseOpsMixin:
             self._store(d, -np.sort(-np.asarray(self._value(s), np.float32), axis=1)[:, :8])
 
     def find_index8(self: KernelContext, dst: Any, data: Any, vals: Any) -> None:
-        """``dst[P, 8]`` = the position along the free axis of the first element of ``data`` equal to each of
-        ``vals[P, 8]`` (-1 where none is), on the Vector engine (NKI's ``nc_find_index8``, after ``max8``).
+        """``dst[P, 8]`` = the position along the free axis of each of ``vals[P, 8]`` in ``data`` (-1 where there is
+        none), on the Vector engine (NKI's ``nc_find_index8``, after ``max8``): a value's first position; a value
+        ``vals`` holds k times gets its first k positions, in ascending order across its columns (NKI's pairing).
 
         ``dst`` must be fp32: NKI writes uint32, and trnprof's tiles hold floating types only (fp32 holds every
         position up to 16,384 exactly)."""
         where = self.caller_location()
-        d = _onchip(dst, where, "find_index8 dst")
-        s = _onchip(data, where, "find_index8 data")
-        v = _onchip(vals, where, "find_index8 vals")
-        p = self._top8_shapes(where, "find_index8", d, s)
-        if v.shape != (p, 8):
-            raise KernelError(f"{where}: find_index8 vals must be [{p}, 8] (what max8 writes), got "
-                              f"{v.shape[0]}x{v.shape[1]}")
-        if d.dtype.name != "fp32":
-            raise KernelError(f"{where}: find_index8 writes positions: dst must be an fp32 tile, not "
-                              f"{d.dtype.name} (NKI writes uint32; trnprof has floating types only)")
-        self._require_written(s, where, "find_index8 data")
-        self._require_written(v, where, "find_index8 vals")
+        d, s, v = self._top8_args(where, "find_index8", dst, data, vals, d_positions=True)
         self._elementwise("FIND_INDEX8", E_VECTOR, where, d, [s, v], 1, (), "find=8")
         if self.numerics:
-            x = np.asarray(self._value(s), np.float32)
-            hit = x[:, None, :] == np.asarray(self._value(v), np.float32)[:, :, None]    # [P, 8, N]
-            first = np.where(hit.any(axis=2), hit.argmax(axis=2), -1)
-            self._store(d, first.astype(np.float32))
+            pos = _positions(np.asarray(self._value(s), np.float32), np.asarray(self._value(v), np.float32), False)
+            self._store(d, pos.astype(np.float32))
+
+    def match_replace8(self: KernelContext, dst: Any, data: Any, vals: Any, imm: float, *,
+                       dst_idx: Any = None) -> None:
+        """``dst`` = ``data`` with one occurrence of each of ``vals[P, 8]`` replaced by ``imm``, and (``dst_idx``, an
+        fp32 ``[P, 8]`` tile) their positions, -1 for a value not found, on the Vector engine (NKI's
+        ``nc_match_replace8``: ``max8`` then this, again and again, finds the top k for k > 8).  A value ``vals``
+        holds k times replaces its first k occurrences; NKI pairs them with its columns the other way round from
+        ``find_index8``: the first position goes to the last of those columns."""
+        where = self.caller_location()
+        fill = _number(imm, "imm", where)
+        d, s, v = self._top8_args(where, "match_replace8", dst, data, vals, d_positions=False)
+        if d.shape != s.shape:
+            raise KernelError(f"{where}: shape mismatch: match_replace8 writes dst {d.shape[0]}x{d.shape[1]} in "
+                              f"data's shape {s.shape[0]}x{s.shape[1]}")
+        extra: tuple[Any, ...] = ()
+        if dst_idx is not None:
+            r = self._top8_args(where, "match_replace8", dst_idx, data, vals, d_positions=True, role="dst_idx")[0]
+            extra = (r,)
+        self._elementwise("MATCH_REPLACE8", E_VECTOR, where, d, [s, v], 1, (fill,), f"replace=8 imm={fill:g}",
+                          extra_writes=extra)
+        if self.numerics:
+            x = np.array(self._value(s), np.float32)
+            pos = _positions(x, np.asarray(self._value(v), np.float32), True)
+            rows, cols = np.nonzero(pos >= 0)
+            x[rows, pos[rows, cols]] = fill
+            self._store(d, x)
+            if extra:
+                self._store(extra[0], pos.astype(np.float32))
+
+    def _top8_args(self: KernelContext, where: str, what: str, dst: Any, data: Any, vals: Any, *,
+                   d_positions: bool, role: str = "dst") -> tuple[Any, Any, Any]:
+        """``dst``, ``data`` and ``vals`` of find_index8 / match_replace8 as checked views (``d_positions``: dst
+        receives positions, so is ``[P, 8]`` fp32); both inputs written."""
+        d = _onchip(dst, where, f"{what} {role}")
+        s = _onchip(data, where, f"{what} data")
+        v = _onchip(vals, where, f"{what} vals")
+        p = self._top8_shapes(where, what, d if d_positions else None, s)
+        if v.shape != (p, 8):
+            raise KernelError(f"{where}: {what} vals must be [{p}, 8] (what max8 writes), got "
+                              f"{v.shape[0]}x{v.shape[1]}")
+        if d_positions and d.dtype.name != "fp32":
+            raise KernelError(f"{where}: {what} writes positions: {role} must be an fp32 tile, not "
+                              f"{d.dtype.name} (NKI writes uint32; trnprof has floating types only)")
+        self._require_written(s, where, f"{what} data")
+        self._require_written(v, where, f"{what} vals")
+        return d, s, v
 
     def _two_inputs(self: KernelContext, where: str, what: str, dst: Any, a: tuple[str, Any],
                     b: tuple[str, Any]) -> tuple[Any, Any, Any, tuple[int, int]]:
@@ -362,14 +396,30 @@ class ElementwiseOpsMixin:
         return d, va, vb, shape
 
     def _top8_shapes(self: KernelContext, where: str, what: str, d: Any, s: Any) -> int:
-        """The partitions of ``s``, once its elements per partition and ``d``'s shape fit max8 / find_index8."""
+        """The partitions of ``s``, once its elements per partition and ``d``'s shape (``[P, 8]``, unless ``d`` is
+        None) fit max8 / find_index8 / match_replace8."""
         p, n = s.shape
         if not TOP8_MIN <= n <= TOP8_MAX:
             raise KernelError(f"{where}: {what} reads {TOP8_MIN} to {TOP8_MAX:,} elements per partition, not {n:,}")
-        if d.shape != (p, 8):
+        if d is not None and d.shape != (p, 8):
             raise KernelError(f"{where}: shape mismatch: {what} of {p}x{n} writes a [{p}, 8] dst, got "
                               f"{d.shape[0]}x{d.shape[1]}")
         return p
+
+
+def _positions(x: np.ndarray, vals: np.ndarray, descending: bool) -> np.ndarray:
+    """Per partition, the position in ``x`` of each of the 8 ``vals`` (-1: none left): a value held k times takes its
+    first k positions, ascending across its columns (find_index8) or descending (match_replace8, ``descending``)."""
+    out = np.full(vals.shape, -1, np.int64)
+    for p in range(x.shape[0]):
+        row = x[p]
+        for v in np.unique(vals[p]):
+            cols = np.flatnonzero(vals[p] == v)
+            found = np.flatnonzero(row == v)[:len(cols)]
+            if descending:
+                cols = cols[::-1]
+            out[p, cols[:len(found)]] = found
+    return out
 
 
 def _two_ops(where: str, what: str, op0: str, op1: str, reverse0: Any, reverse1: Any) -> tuple[Any, Any]:  # noqa: PLR0917

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser.conftest import Server, console_errors, wait_for
+from tests.browser.conftest import WAIT_S, Server, console_errors, wait_for
 from tests.browser.trace_factory import write_kernel_trace
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(180)]
@@ -125,8 +125,9 @@ def _ticks(driver, side: str):
 
 def test_the_row_filter_draws_the_same_rows_on_both_timelines(browser, compare_server):
     browser.get(compare_server.url + "/compare?trace=t0&b=t1&tracks=Tensor")
+    # (twice the usual wait: two timelines drawn from a cold page; under a loaded machine this one wait ran out)
     wait_for(browser, lambda d: _ticks(d, "a") == _ticks(d, "b") == ["Tensor"],
-             "both timelines with the Tensor rows of the link")
+             "both timelines with the Tensor rows of the link", timeout=2 * WAIT_S)
     box = browser.find_element("id", "cmp-rows")
     assert box.get_attribute("value") == "Tensor"
     from selenium.webdriver.common.keys import Keys

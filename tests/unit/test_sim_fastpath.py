@@ -324,6 +324,8 @@ def issue_body(nc, body, tiles, x, y, scratch, col, *, wide=None, j=0):  # noqa:
                 nc.max8(ta[:, 32:40], tb[:, 0:32])
             elif c % 4 == 1 and b % 2:
                 nc.match_replace8(ta[:, 0:32], tb[:, 0:32], tc[:, 32:40], 0.0)
+            elif c % 4 == 0 and a % 2:
+                nc.select_reduce(ta[:, 0:32], tb[:, 0:32], tc[:, 0:32], -1.0, reduce_res=tc[:, 63:64])
             elif c % 4 == 2:
                 nc.tensor_scalar_reduce(ta[:, 0:32], tb[:, 0:32], "add", 1.0, reduce_dst=tc[:, 63:64], reduce_op="max")
             else:

@@ -287,3 +287,61 @@ def test_a_psum_operand_halves_the_performance_mode(tmp_path):
     ins = TraceReader(path).read_table("Instruction").to_pydict()
     modes = [m for op, m in zip(ins["opcode"], ins["performance_mode"], strict=True) if op == "TENSOR_SCALAR"]
     assert modes == ["4x", "2x"]
+
+
+# -- select_reduce: a data-dependent mask ------------------------------------------------------------------------------
+def _select_reduce_kernel(threshold, on_false, reverse, reduce):
+    def kern(nc):
+        _x, t, d = loaded(nc, init=_ramp)
+        pred = nc.sbuf_tile((P, F), "bf16", name="pred")
+        nc.tensor_scalar(pred, t, "greater", threshold)          # 1.0 / 0.0, as NKI's integer predicate
+        col = nc.sbuf_tile((P, 1), "fp32", name="col")
+        nc.iota(col, base=-9.0, partition_step=0.5)
+        r = nc.sbuf_tile((P, 1), "fp32", name="r")
+        nc.memset(r, 0.0)
+        nc.select_reduce(d, pred, t, col if on_false == "col" else on_false, reduce_res=r if reduce else None,
+                         reverse_pred=reverse)
+        nc.dma_copy(nc.output("y", (P, F), "fp32"), d)
+        nc.dma_copy(nc.output("r", (P, 1), "fp32"), r)
+    return kern
+
+
+@settings(max_examples=30, deadline=None)
+@given(threshold=st.sampled_from([-1.0, 0.0, 0.75, 5.0]), on_false=st.sampled_from([-3.0e38, 0.0, "col"]),
+       reverse=st.booleans(), reduce=st.booleans())
+def test_select_reduce_picks_by_the_predicate_and_reduces_the_result(threshold, on_false, reverse, reduce):
+    out = run_kernel(_select_reduce_kernel(threshold, on_false, reverse, reduce), numerics=True).outputs
+    x = _ramp(None, (P, F))
+    keep = (x > threshold) != reverse
+    other = (-9.0 + 0.5 * np.arange(P, dtype=np.float32))[:, None] if on_false == "col" else np.float32(on_false)
+    want = np.where(keep, x, other).astype(np.float32)
+    np.testing.assert_array_equal(out["y"], want)
+    np.testing.assert_array_equal(out["r"], want.max(axis=1, keepdims=True) if reduce else np.zeros((P, 1)))
+
+
+def test_select_reduce_costs_two_inputs_and_misuse_is_refused(tmp_path):
+    cm = cost_model("trn2")
+    ins = instructions(tmp_path, _select_reduce_kernel(0.0, 0.0, False, True), "selred")
+    i = ins["opcode"].index("SELECT_REDUCE")
+    assert ins["engine"][i] == "Vector"
+    # two inputs; it reads the predicate the Vector instruction before it wrote: the dependent overhead too
+    assert ins["duration_ns"][i] == cm.cycles_to_ns(60 + 2 * F + 100, cm.dve_clock_ghz)
+
+    def bad(case):
+        def kern(nc):
+            _x, t, d = loaded(nc)
+            if case == "add":
+                nc.select_reduce(d, t, t, 0.0, reduce_op="add")
+            elif case == "psum":
+                ps = nc.psum_tile((P, F), "fp32", name="ps")
+                nc.tensor_copy(ps, t)
+                nc.select_reduce(d, ps, ps, 0.0)
+            else:
+                nc.select_reduce(d, t, t, 0.0, reduce_res=d)
+        return kern
+    for case, message in [("add", "select_reduce reduces with max only .*not 'add'"),
+                          ("psum", "select_reduce reads predicate and on_true both from PSUM"),
+                          ("res", r"reduce_res must be \[32, 1\], got 32x24")]:
+        with pytest.raises(KernelError, match=message) as err:
+            run_kernel(bad(case))
+        assert str(err.value).startswith("test_sim_select_ops.py:")

@@ -22,6 +22,7 @@ NKI API -> instruction (engine, timeline track):
 ``tensor_tensor_scan``   TENSOR_TENSOR_SCAN (Vector): a scan along the free axis        tensor_tensor_scan
 ``max8`` / ``find_index8`` MAX8 / FIND_INDEX8 (Vector): top 8 values, their positions  max8, nc_find_index8
 ``match_replace8``     MATCH_REPLACE8 (Vector): replace 8 found values                  nc_match_replace8
+``select_reduce``      SELECT_REDUCE (Vector): on_true where predicate, else on_false   select_reduce
 =====================  ==============================================================  =========================
 
 The Vector / GpSimd operations are in :mod:`tracer.sim.ops_elementwise`.  Costs follow

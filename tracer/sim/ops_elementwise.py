@@ -136,6 +136,38 @@ class ElementwiseOpsMixin:
             y = self._value(o1)
             self._store(d, nm.compute(fn1, y, t) if reverse1 else nm.compute(fn1, t, y))
 
+    def select_reduce(self: KernelContext, dst: Any, predicate: Any, on_true: Any, on_false: Any, *,
+                      reduce_res: Any = None, reduce_op: str = "max", reverse_pred: bool = False) -> None:
+        """``dst = on_true`` where ``predicate`` is nonzero, else ``on_false`` (a number or a ``[P, 1]`` tile), and
+        ``reduce_res[P, 1]`` = the result's row max, on the Vector engine (NKI's ``select_reduce``; ``reverse_pred``
+        inverts the predicate).  NKI's predicate is an integer tile; trnprof's types are floating, so any nonzero
+        value is true (a comparison's 1.0 / 0.0)."""
+        where = self.caller_location()
+        _flag(reverse_pred, "reverse_pred", where)
+        if reduce_op != "max":
+            raise KernelError(f"{where}: select_reduce reduces with max only (NKI's reduce_op), not {reduce_op!r}")
+        d, pv, tv, (p, _n) = self._two_inputs(where, "select_reduce", dst, ("predicate", predicate),
+                                             ("on_true", on_true))
+        fk, fv = self._operand(on_false, where, "on_false", p)
+        extra: tuple[Any, ...] = ()
+        if reduce_res is not None:
+            r = _onchip(reduce_res, where, "reduce_res")
+            if r.shape != (p, 1):
+                raise KernelError(f"{where}: reduce_res must be [{p}, 1], got {r.shape[0]}x{r.shape[1]}")
+            extra = (r,)
+        reads = [pv, tv] + ([fv] if fv is not None else [])
+        self._elementwise("SELECT_REDUCE", E_VECTOR, where, d, reads, 2, (fk, bool(reverse_pred), bool(extra)),
+                          f"select{' reversed' if reverse_pred else ''}{' reduce=max' if extra else ''}",
+                          extra_writes=extra)
+        if self.numerics:
+            keep = np.asarray(self._value(pv)) != 0
+            if reverse_pred:
+                keep = ~keep
+            other = self._value(fv) if fv is not None else np.float32(fk)
+            self._store(d, np.where(keep, self._value(tv), other))
+            if extra:
+                self._store(extra[0], np.max(self._value(d), axis=1, keepdims=True))
+
     def tensor_tensor_scan(self: KernelContext, dst: Any, data0: Any, data1: Any, initial: Any,  # noqa: PLR0917
                            op0: str, op1: str, *, reverse0: bool = False, reverse1: bool = False) -> None:
         """A scan along the free axis on the Vector engine (NKI's ``tensor_tensor_scan``):

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 OPS = ("dma_copy", "dma_transpose", "matmul", "transpose", "activation", "tensor_tensor", "tensor_scalar",
        "tensor_reduce", "tensor_copy", "memset", "iota", "partition_reduce", "affine_select",
        "bn_stats", "bn_aggr", "tensor_scalar_reduce", "scalar_tensor_tensor", "tensor_tensor_scan",
-       "max8", "find_index8", "match_replace8")
+       "max8", "find_index8", "match_replace8", "select_reduce")
 ALLOCS = {"sbuf_tile": SBUF, "psum_tile": PSUM}
 
 class SlotInfo:

@@ -34,7 +34,7 @@ OPS: dict[str, tuple[int, ...]] = {
     "tensor_tensor": (0,), "tensor_scalar": (0,), "tensor_reduce": (0,), "tensor_copy": (0,), "memset": (0,),
     "iota": (0,), "partition_reduce": (0,), "affine_select": (0,), "bn_stats": (0,), "bn_aggr": (0,),
     "tensor_scalar_reduce": (0, 4), "scalar_tensor_tensor": (0,), "tensor_tensor_scan": (0,),
-    "max8": (0,), "find_index8": (0,), "match_replace8": (0, 4),
+    "max8": (0,), "find_index8": (0,), "match_replace8": (0, 4), "select_reduce": (0, 4),
 }
 ALLOCS = {"sbuf_tile": "SBUF", "psum_tile": "PSUM"}
 

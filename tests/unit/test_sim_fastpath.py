@@ -132,6 +132,70 @@ def test_a_loop_whose_later_runs_are_long_is_promoted_from_a_step(tmp_path, monk
     assert fast[0].fast_path_instructions > 0.5 * fast[0].instructions
 
 
+def _nest(n_outer, inner_len, before=0, outer_op=False):
+    """An outer sequential loop (with one op of its own if ``outer_op``) over an inner one of ``inner_len(i)``
+    iterations of five instructions, after ``before`` memsets."""
+    def kern(nc):
+        x = nc.input("x", (128, 64), "bf16")
+        t = nc.sbuf_tile((128, 64), "bf16", name="t")
+        acc = nc.sbuf_tile((128, 64), "fp32", name="acc")
+        for _ in range(before):
+            nc.memset(acc, 0.0)
+        for i in nc.sequential_range(n_outer):
+            if outer_op:
+                nc.memset(acc, 0.0, engine="Vector")
+            for _j in nc.sequential_range(inner_len(i)):
+                nc.dma_copy(t, x)
+                nc.tensor_copy(acc, t)
+                nc.tensor_scalar(acc, acc, "multiply", 0.5, op1="add", operand1=1.0)
+                nc.activation(acc, acc, "exp")
+                nc.tensor_tensor(acc, acc, t, "add")
+        nc.dma_copy(nc.output("y", (128, 64), "fp32"), acc)
+    return kern
+
+
+def _fast_run(kern, monkeypatch):
+    """(result, the run's FastPath) with the fast path on."""
+    runs = []
+    real = controller.FastPath.__init__
+    monkeypatch.setattr(controller.FastPath, "__init__", lambda self, ctx: runs.append(self) or real(self, ctx))
+    return run_kernel(kern, fast_path=True), runs[-1]
+
+
+def test_an_empty_first_run_decides_nothing(monkeypatch):
+    """A strictly triangular nest (``range(i)``) begins with an empty run, and nothing was issued before it: that
+    run, and an outer iteration that issued nothing, must not decide the loops' strides (the instructions issued so
+    far made the inner loop a step for good and nothing was replayed); the same nest replays either way."""
+    for before in (0, 3):   # (before the fix: 0% replayed with nothing before the nest, 83% after 3 memsets)
+        result, fast = _fast_run(_nest(400, lambda i: i, before), monkeypatch)
+        assert result.fast_path_instructions > 0.5 * result.instructions, before
+        assert fast.promoted
+
+
+def test_one_long_run_does_not_cut_every_later_short_one(monkeypatch):
+    """A loop promoted by one long run keeps its short runs silent inside their enclosing segment: the segments
+    stay as long (as few) as without the long run, instead of one per short run (MIN_SEGMENT)."""
+    def inner(spike):
+        return lambda i: 300 if spike and i == 10 else 3
+    _plain, fast_plain = _fast_run(_nest(10000, inner(False), outer_op=True), monkeypatch)
+    spiked, fast_spiked = _fast_run(_nest(10000, inner(True), outer_op=True), monkeypatch)
+    assert fast_spiked.promoted and not fast_plain.promoted
+    assert fast_spiked.stats["matched"] < 1.5 * fast_plain.stats["matched"]
+    assert spiked.fast_path_instructions > 0.9 * spiked.instructions
+
+
+def test_a_promoted_loop_cuts_base_segments_in_a_long_run(monkeypatch):
+    """In a long run (segments of LONG_FACTOR x TARGET) a promoted loop still commits every TARGET instructions:
+    the remainders of runs of ever other lengths are as many segments to record as its stride has iterations."""
+    monkeypatch.setattr(controller, "LONG_RUN", 100)   # (the outer loop predicts a few hundred instructions)
+    result, fast = _fast_run(_nest(300, lambda i: i), monkeypatch)
+    assert fast.target == controller.TARGET * controller.LONG_FACTOR
+    (site,) = fast.promoted
+    per = 5   # instructions per inner iteration: the DMA trigger, the copy, tensor_scalar, activation, tensor_tensor
+    assert fast.strides[site] == -(-controller.TARGET // per)   # not the long run's 768
+    assert result.fast_path_instructions > 0.6 * result.instructions
+
+
 def test_a_long_run_cuts_longer_segments_from_its_prediction_on(monkeypatch):
     """Loops decide their strides for LONG_FACTOR x TARGET once a loop predicts LONG_RUN more instructions: the
     loop that predicts it at once, the others at their next run; fewer, longer segments, the same instructions."""

@@ -454,4 +454,8 @@ def loop_range(fast: Any, r: range, frame: Any) -> Any:
         if len(r) <= most:
             return r
         fast.promote(site)
+    else:
+        most = fast.promoted.get(site)
+        if most is not None and len(r) <= most:  # a promoted loop's short run: inside its enclosing segment, silent
+            return r
     return _Loop(fast, r, site)

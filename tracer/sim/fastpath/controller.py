@@ -26,7 +26,6 @@ numerics (``--numerics`` / ``--check``) always use the general path.
 from __future__ import annotations
 
 import inspect
-import sys
 from types import FrameType
 from typing import Any
 
@@ -85,8 +84,10 @@ class FastPath:
         #: and records the segment again.  A longer run (a triangular loop, whose first run was short) promotes the
         #: loop (:meth:`promote`).
         self.steps: dict[tuple[int, int], int] = {}
-        #: Sites promoted from steps: they commit whatever the length of the run that decides their stride.
-        self.promoted: set[tuple[int, int]] = set()
+        #: Sites promoted from steps, each with the most iterations a run of it may have and stay silent: a longer run
+        #: commits every ``ceil(TARGET / instructions per iteration)`` iterations (TARGET even in a long run: the
+        #: remainders of runs of ever other lengths are as many segments to record as the stride has iterations).
+        self.promoted: dict[tuple[int, int], int] = {}
         #: ``count()`` at the last commit point (see :data:`MIN_SEGMENT`).
         self.commit_at = 0
         #: The code objects loop sites name by id (kept alive here, so an id names one code object for the run).
@@ -215,15 +216,19 @@ class FastPath:
                 stride = None
             commit = stride is not None and stride > 0
         elif stride is None:  # first run of this loop, after its first iteration (or at the end of a short loop)
-            per = self.count() - loop.start_n
-            if i > 0:  # predict where this loop ends (first iteration x iterations); in a long run ahead, this
+            done = i if i > 0 else loop.n
+            per = (self.count() - loop.start_n) // done if done else 0
+            if per == 0:  # an empty run, or iterations that issued nothing yet: nothing to decide from
+                self._step((site, i < 0, self._epoch))
+                return
+            if i > 0:  # predict where this loop ends (iterations so far x iterations); in a long run ahead, this
                 # loop's stride, decided below, is for the longer segments too
                 self._predict(loop.start_n + per * loop.n - self.count())
-            target = self.target
+            target = TARGET if site in self.promoted else self.target
             long_enough = per * loop.n >= target or site in self.promoted
-            stride = self.strides[site] = max(1, -(-target // per)) if per and long_enough else 0
+            stride = self.strides[site] = max(1, -(-target // per)) if long_enough else 0
             if stride == 0:  # a step while a run has no more iterations than this one's segments hold
-                self.steps[site] = (target - 1) // per if per else sys.maxsize
+                self.steps[site] = (target - 1) // per
             self._stride_epoch[site] = self._epoch
             commit = stride > 0 and (i < 0 or i % stride == 0)
         else:
@@ -261,8 +266,9 @@ class FastPath:
         stride again at its next run, this one as a commit loop.  Without it such a loop stayed a step for the whole
         run, its enclosing loop's segments never repeated, and nothing was replayed (causal attention ran ~4x
         slower than the full one).  Like :meth:`_lengthen`, a new epoch keeps the segments cut the new way apart
-        from the old recordings."""
-        self.promoted.add(site)
+        from the old recordings.  Its runs no longer than a step's stay silent (:func:`tracer.sim.context.loop_range`):
+        one long run must not make every later short one cut segments of its own."""
+        self.promoted[site] = self.steps[site]
         self._epoch += 1
         self.steps.clear()
 

@@ -202,8 +202,9 @@ class FastPath:
 
         A loop *commits* (ends a segment) at its start, its end and every ``stride`` iterations when it is a
         commit loop: one whose iterations hold at least :data:`TARGET` instructions in all; smaller loops are
-        steps inside their enclosing segment.  Both are decided from the first run of each loop (its first
-        iteration's instructions), so later runs of the same loop are cut the same way.
+        steps inside their enclosing segment.  Both are decided from the first run of each loop that issues
+        instructions (its iterations' instructions so far), so later runs of the same loop are cut the same way --
+        except a step's longer run, which promotes it (:meth:`promote`).
         """
         site = loop.site
         stride = self.strides.get(site)

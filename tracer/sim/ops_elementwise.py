@@ -1,4 +1,5 @@
-"""The Vector and GpSimd operations of the kernel API: element-wise, reduce, fill and select instructions.
+"""The Vector and GpSimd operations of the kernel API: element-wise, reduce, scan, statistics, top-8, fill and
+select instructions.
 
 Each is one instruction on one engine (see the table in :mod:`tracer.sim.ops`); the checks and the template keys
 follow :mod:`tracer.sim.ops`, whose helpers they use, and the costs ``docs/cost-model.md`` ("Vector, Scalar, GpSimd").
@@ -39,7 +40,7 @@ class ElementwiseOpsMixin:
 
     def tensor_tensor(self: KernelContext, dst: Any, a: Any, b: Any, op: str = "add", *,
                       engine: str = "Vector") -> None:
-        """``dst = a <op> b`` element-wise (op: add, subtract, multiply, divide, max, min)."""
+        """``dst = a <op> b`` element-wise (op: add, subtract, multiply, divide, max, min, or a comparison)."""
         where = self.caller_location()
         eng = _engine(engine, ("Vector", "GpSimd"), where)
         fn = nm.lookup(nm.BINARY, op, "tensor_tensor op", where)

@@ -76,8 +76,8 @@ def attention(nc: Any, *, seq: int = 1024, head_dim: int = 128, kv_block: int = 
                 nc.tensor_copy(scores, s_ps)
                 # keep query qi*128 + p, key kj*kv_block + f where qi*128 - kj*kv_block + p - f >= 0
                 nc.affine_select(scores, scores, NEG_INF, cmp="greater_equal", offset=qi * 128 - kj * kv_block,
-                                 channel_multiplier=1,
-                                 step=-1)
+                                 channel_multiplier=1, step=-1)
+                # (on GpSimd, beside the Vector-bound steps: what the copy to SBUF above is for)
             block_max = nc.sbuf_tile((128, 1), "fp32", name="block_max")
             nc.tensor_reduce(block_max, scores, "max")
             m_new = nc.sbuf_tile((128, 1), "fp32", name="new_max")

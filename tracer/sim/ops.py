@@ -109,6 +109,14 @@ def _same_shape(where: str, **views: Any) -> tuple[int, int]:
     return first
 
 
+def _column(x: Any, where: str, role: str, p: int) -> Tile | TileView:
+    """``x`` as the ``[p, 1]`` on-chip view a row reduction writes (activation's ``reduce_dst``, ...)."""
+    r = _onchip(x, where, role)
+    if r.shape != (p, 1):
+        raise KernelError(f"{where}: {role} must be [{p}, 1], got {r.shape[0]}x{r.shape[1]}")
+    return r
+
+
 def _key(v: Any) -> VKey:
     t = v.tile
     return VKey(t.mem, t.block.addr, t.dtype.name, v.p0, v.p1, v.f0, v.f1)
@@ -395,12 +403,7 @@ class OpsMixin:
         sc_key, sc_view = self._operand(scale, where, "scale", p)
         bi_key, bi_view = self._operand(bias, where, "bias", p)
         reads = [s] + [v for v in (sc_view, bi_view) if v is not None]
-        extra: tuple[Any, ...] = ()
-        if reduce_dst is not None:
-            r = _onchip(reduce_dst, where, "reduce_dst")
-            if r.shape != (p, 1):
-                raise KernelError(f"{where}: reduce_dst must be [{p}, 1], got {r.shape[0]}x{r.shape[1]}")
-            extra = (r,)
+        extra = () if reduce_dst is None else (_column(reduce_dst, where, "reduce_dst", p),)
         self._elementwise("ACTIVATE", E_SCALAR, where, d, reads, 1, (func, sc_key, bi_key, bool(extra)),
                           f"func={func.upper()}", act_fn=func.upper(), extra_writes=extra)
         if self.numerics:

@@ -14,7 +14,7 @@ import numpy as np
 from tracer.errors import KernelError
 from tracer.sim import numerics as nm
 from tracer.sim.memory import PSUM, SBUF
-from tracer.sim.ops import _engine, _flag, _number, _onchip, _same_shape
+from tracer.sim.ops import _column, _engine, _flag, _number, _onchip, _same_shape
 from tracer.sim.records import E_GPSIMD, E_SCALAR, E_VECTOR
 
 #: The most elements per partition one bn_stats reads (NKI's nl.tile_size.bn_stats_fmax).
@@ -101,9 +101,7 @@ class ElementwiseOpsMixin:
         d = _onchip(dst, where, "dst")
         s = _onchip(src, where, "src")
         p = _same_shape(where, dst=d, src=s)[0]
-        r = _onchip(reduce_dst, where, "reduce_dst")
-        if r.shape != (p, 1):
-            raise KernelError(f"{where}: reduce_dst must be [{p}, 1], got {r.shape[0]}x{r.shape[1]}")
+        r = _column(reduce_dst, where, "reduce_dst", p)
         self._require_written(s, where, "src")
         ok, ov = self._operand(operand, where, "operand", p)
         reads = [s] + ([ov] if ov is not None else [])
@@ -150,12 +148,7 @@ class ElementwiseOpsMixin:
         d, pv, tv, (p, _n) = self._two_inputs(where, "select_reduce", dst, ("predicate", predicate),
                                              ("on_true", on_true))
         fk, fv = self._operand(on_false, where, "on_false", p)
-        extra: tuple[Any, ...] = ()
-        if reduce_res is not None:
-            r = _onchip(reduce_res, where, "reduce_res")
-            if r.shape != (p, 1):
-                raise KernelError(f"{where}: reduce_res must be [{p}, 1], got {r.shape[0]}x{r.shape[1]}")
-            extra = (r,)
+        extra = () if reduce_res is None else (_column(reduce_res, where, "reduce_res", p),)
         reads = [pv, tv] + ([fv] if fv is not None else [])
         self._elementwise("SELECT_REDUCE", E_VECTOR, where, d, reads, 2, (fk, bool(reverse_pred), bool(extra)),
                           f"select{' reversed' if reverse_pred else ''}{' reduce=max' if extra else ''}",
@@ -345,9 +338,8 @@ class ElementwiseOpsMixin:
         (NKI's ``max8``; ``src`` holds 8 to 16,384 elements per partition)."""
         where = self.caller_location()
         d = _onchip(dst, where, "max8 dst")
-        s = _onchip(src, where, "max8 src")
-        self._top8_shapes(where, "max8", d, s)
-        self._require_written(s, where, "max8 src")
+        s, p, n = self._top8_source(where, "max8", src, "src")
+        _top8_out(where, "max8", d, p, n)
         self._elementwise("MAX8", E_VECTOR, where, d, [s], 1, (), "top=8")
         if self.numerics:
             self._store(d, -np.sort(-np.asarray(self._value(s), np.float32), axis=1)[:, :8])
@@ -360,7 +352,9 @@ class ElementwiseOpsMixin:
         ``dst`` must be fp32: NKI writes uint32, and trnprof's tiles hold floating types only (fp32 holds every
         position up to 16,384 exactly)."""
         where = self.caller_location()
-        d, s, v = self._top8_args(where, "find_index8", dst, data, vals, d_positions=True)
+        d = _onchip(dst, where, "find_index8 dst")
+        s, v, p, n = self._top8_inputs(where, "find_index8", data, vals)
+        _top8_out(where, "find_index8", d, p, n, positions=True)
         self._elementwise("FIND_INDEX8", E_VECTOR, where, d, [s, v], 1, (), "find=8")
         if self.numerics:
             pos = _positions(np.asarray(self._value(s), np.float32), np.asarray(self._value(v), np.float32), False)
@@ -375,13 +369,15 @@ class ElementwiseOpsMixin:
         ``find_index8``: the first position goes to the last of those columns."""
         where = self.caller_location()
         fill = _number(imm, "imm", where)
-        d, s, v = self._top8_args(where, "match_replace8", dst, data, vals, d_positions=False)
+        d = _onchip(dst, where, "match_replace8 dst")
+        s, v, p, n = self._top8_inputs(where, "match_replace8", data, vals)
         if d.shape != s.shape:
             raise KernelError(f"{where}: shape mismatch: match_replace8 writes dst {d.shape[0]}x{d.shape[1]} in "
                               f"data's shape {s.shape[0]}x{s.shape[1]}")
         extra: tuple[Any, ...] = ()
         if dst_idx is not None:
-            r = self._top8_args(where, "match_replace8", dst_idx, data, vals, d_positions=True, role="dst_idx")[0]
+            r = _onchip(dst_idx, where, "match_replace8 dst_idx")
+            _top8_out(where, "match_replace8", r, p, n, positions=True, role="dst_idx")
             extra = (r,)
         self._elementwise("MATCH_REPLACE8", E_VECTOR, where, d, [s, v], 1, (fill,), f"replace=8 imm={fill:g}",
                           extra_writes=extra)
@@ -394,23 +390,26 @@ class ElementwiseOpsMixin:
             if extra:
                 self._store(extra[0], pos.astype(np.float32))
 
-    def _top8_args(self: KernelContext, where: str, what: str, dst: Any, data: Any, vals: Any, *,
-                   d_positions: bool, role: str = "dst") -> tuple[Any, Any, Any]:
-        """``dst``, ``data`` and ``vals`` of find_index8 / match_replace8 as checked views (``d_positions``: dst
-        receives positions, so is ``[P, 8]`` fp32); both inputs written."""
-        d = _onchip(dst, where, f"{what} {role}")
-        s = _onchip(data, where, f"{what} data")
+    def _top8_source(self: KernelContext, where: str, what: str, x: Any, role: str) -> tuple[Any, int, int]:
+        """``x`` as the written on-chip view max8 / find_index8 / match_replace8 search, of 8 to 16,384 elements per
+        partition; and its shape."""
+        s = _onchip(x, where, f"{what} {role}")
+        p, n = s.shape
+        if not TOP8_MIN <= n <= TOP8_MAX:
+            raise KernelError(f"{where}: {what} reads {TOP8_MIN} to {TOP8_MAX:,} elements per partition, not {n:,}")
+        self._require_written(s, where, f"{what} {role}")
+        return s, p, n
+
+    def _top8_inputs(self: KernelContext, where: str, what: str, data: Any, vals: Any) -> tuple[Any, Any, int, int]:
+        """``data`` (as :meth:`_top8_source`) and the ``[P, 8]`` ``vals`` of find_index8 / match_replace8, both
+        written; and data's shape."""
+        s, p, n = self._top8_source(where, what, data, "data")
         v = _onchip(vals, where, f"{what} vals")
-        p = self._top8_shapes(where, what, d if d_positions else None, s)
         if v.shape != (p, 8):
             raise KernelError(f"{where}: {what} vals must be [{p}, 8] (what max8 writes), got "
                               f"{v.shape[0]}x{v.shape[1]}")
-        if d_positions and d.dtype.name != "fp32":
-            raise KernelError(f"{where}: {what} writes positions: {role} must be an fp32 tile, not "
-                              f"{d.dtype.name} (NKI writes uint32; trnprof has floating types only)")
-        self._require_written(s, where, f"{what} data")
         self._require_written(v, where, f"{what} vals")
-        return d, s, v
+        return s, v, p, n
 
     def _two_inputs(self: KernelContext, where: str, what: str, dst: Any, a: tuple[str, Any],
                     b: tuple[str, Any]) -> tuple[Any, Any, Any, tuple[int, int]]:
@@ -428,16 +427,16 @@ class ElementwiseOpsMixin:
         self._require_written(vb, where, nb)
         return d, va, vb, shape
 
-    def _top8_shapes(self: KernelContext, where: str, what: str, d: Any, s: Any) -> int:
-        """The partitions of ``s``, once its elements per partition and ``d``'s shape (``[P, 8]``, unless ``d`` is
-        None) fit max8 / find_index8 / match_replace8."""
-        p, n = s.shape
-        if not TOP8_MIN <= n <= TOP8_MAX:
-            raise KernelError(f"{where}: {what} reads {TOP8_MIN} to {TOP8_MAX:,} elements per partition, not {n:,}")
-        if d is not None and d.shape != (p, 8):
-            raise KernelError(f"{where}: shape mismatch: {what} of {p}x{n} writes a [{p}, 8] dst, got "
-                              f"{d.shape[0]}x{d.shape[1]}")
-        return p
+def _top8_out(where: str, what: str, d: Any, p: int, n: int, *, positions: bool = False,
+              role: str = "dst") -> None:
+    """Refuse a ``d`` that is not the ``[p, 8]`` result of max8 / find_index8 / match_replace8 (an fp32 tile for
+    ``positions``: NKI writes uint32)."""
+    if d.shape != (p, 8):
+        raise KernelError(f"{where}: shape mismatch: {what} of {p}x{n} writes a [{p}, 8] {role}, got "
+                          f"{d.shape[0]}x{d.shape[1]}")
+    if positions and d.dtype.name != "fp32":
+        raise KernelError(f"{where}: {what} writes positions: {role} must be an fp32 tile, not "
+                          f"{d.dtype.name} (NKI writes uint32; trnprof has floating types only)")
 
 
 def _positions(x: np.ndarray, vals: np.ndarray, descending: bool) -> np.ndarray:

@@ -154,12 +154,12 @@ def _nest(n_outer, inner_len, before=0, outer_op=False):
     return kern
 
 
-def _fast_run(kern, monkeypatch):
+def _fast_run(kern, monkeypatch, params=None):
     """(result, the run's FastPath) with the fast path on."""
     runs = []
     real = controller.FastPath.__init__
     monkeypatch.setattr(controller.FastPath, "__init__", lambda self, ctx: runs.append(self) or real(self, ctx))
-    return run_kernel(kern, fast_path=True), runs[-1]
+    return run_kernel(kern, params, fast_path=True), runs[-1]
 
 
 def test_an_empty_first_run_decides_nothing(monkeypatch):

@@ -25,18 +25,18 @@ numerics (``--numerics`` / ``--check``) always use the general path.
 
 from __future__ import annotations
 
-import inspect
 from types import FrameType
 from typing import Any
 
 from tracer.sim import tracker
 from tracer.sim.fastpath import match, schedule_jit, state
+from tracer.sim.fastpath.api_events import GENERAL, MATCH, MAX_SEGMENT, RECORD, ApiEvents
 from tracer.sim.fastpath.commit import commit, prepare
 from tracer.sim.fastpath.fallback import reissue
+from tracer.sim.fastpath.ledger import Ledger
 from tracer.sim.fastpath.match import all_names
 from tracer.sim.fastpath.record import Recorder, Unrecordable
-from tracer.sim.fastpath.trie import ALLOC, COMMIT, ENTER, EXIT, FREE, MARK, OP, Node, Variant
-from tracer.sim.memory import Tile
+from tracer.sim.fastpath.trie import ALLOC, COMMIT, FREE, MARK, OP, Node, Variant
 from tracer.sim.records import S_VECTOR
 
 #: Instructions a segment aims at (a loop commits every ceil(TARGET / instructions per iteration) iterations).
@@ -51,15 +51,12 @@ LONG_FACTOR = 3
 #: starts and ends (an inner loop ending just before its outer loop's next iteration) would otherwise cut segments
 #: of a few instructions, each costing a whole commit (10-30 us against ~2 us per instruction).
 MIN_SEGMENT = 16
-#: Recordings longer than this are dropped (their generated code would be too long to be worth compiling).
-MAX_SEGMENT = 8192
 #: Recorded variants per segment start before the fast path stops recording it.
 MAX_VARIANTS_PER_ROOT = 64
 
-GENERAL, RECORD, MATCH = range(3)
 
 
-class FastPath:
+class FastPath(ApiEvents):
     """Loop fast path of one :class:`~tracer.sim.context.KernelContext` (see the module docstring)."""
 
     def __init__(self, ctx: Any) -> None:
@@ -101,6 +98,8 @@ class FastPath:
         self.variants: list[Variant] = []
         self.error: BaseException | None = None
         self.stats = {"matched": 0, "recorded": 0, "fallbacks": 0, "instructions": 0}
+        #: Whether learning segments pays (:mod:`tracer.sim.fastpath.ledger`): recorded and re-issued instructions.
+        self.ledger = Ledger()
         self.partitions = ctx.cm.partitions
         #: Generated matching functions by their untrimmed source (:func:`match.build`), for this run only.
         self.match_code: dict[str, Any] = {}
@@ -130,38 +129,6 @@ class FastPath:
         if methods:
             d.update(methods)
 
-    def _make_record_methods(self, cls: Any) -> dict[str, Any]:
-        methods = {}
-        for name in (*match.OPS, *match.ALLOCS):
-            sig = inspect.signature(getattr(cls, name))
-            params = list(sig.parameters.values())[1:]
-            names = [p.name for p in params]
-            src = (f"def {name}{match.signature_text(sig)}:\n"
-                   f" return FP.record_call({name!r}, GF(1), ({''.join(n + ', ' for n in names)}))\n")
-            ns: dict[str, Any] = {"GF": __import__("sys")._getframe, "FP": self}
-            for p in params:
-                if p.default is not inspect.Parameter.empty:
-                    ns[f"D_{p.name}"] = p.default
-            exec(src, ns)
-            methods[name] = ns[name]
-        self._real = {}
-        for name in (*match.OPS, *match.ALLOCS):
-            fn = getattr(cls, name)
-            params = list(inspect.signature(fn).parameters.values())[1:]
-            npos = sum(p.kind is not inspect.Parameter.KEYWORD_ONLY for p in params)
-            kw = [p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY]
-            self._real[name] = (fn, npos, kw)
-        return methods
-
-    def _call_real(self, name: str, frame: Any, args: tuple[Any, ...]) -> Any:
-        fn, npos, kw = self._real[name]
-        ctx = self.ctx
-        ctx.cl_frame = frame
-        try:
-            return fn(ctx, *args[:npos], **dict(zip(kw, args[npos:], strict=True)))
-        finally:
-            ctx.cl_frame = None
-
     def _check_error(self) -> None:
         if self.error is not None:
             err, self.error = self.error, None
@@ -186,6 +153,8 @@ class FastPath:
         tracker.COMPARE_HOOK = self.rec.compared
 
     def _stop_record(self) -> None:
+        if self.rec is not None:
+            self.ledger.spend(len(self.rec.positions))
         self.rec = None
         self.rec_key = None
         self.ctx.__dict__.pop("issue", None)
@@ -306,17 +275,18 @@ class FastPath:
                 self._fallback()
         if self.mode == RECORD:
             self._finish_record(spec)
-        self.commit_at = self.count()
+        self.commit_at = count = self.count()
         key = (spec,)
         root = self.roots.get(key)
-        if root is not None and root.first is not None:
+        if root is not None and root.first is not None and self.ledger.allows(count, self.stats["instructions"]):
             self._start_match(root)
             return
         self.break_chain()
         self._install(None)
         self.mode = GENERAL
         self.m = None
-        if key in self.seen and self.root_variants.get(key, 0) < MAX_VARIANTS_PER_ROOT:
+        if key in self.seen and self.root_variants.get(key, 0) < MAX_VARIANTS_PER_ROOT and \
+                self.ledger.allows(count, self.stats["instructions"]):
             if root is None:
                 root = self.roots[key] = Node(MARK, spec, (), (), None)
             self._start_record(key, root)
@@ -344,118 +314,6 @@ class FastPath:
                 match.build(self, n, k0)
             k0 += match.new_leaves(self, n)
 
-    # -- events called from the kernel API -------------------------------------------------------------------------
-    def on_free(self, tile: Tile) -> bool:
-        """A tile is released outside matched segments (those install their own ``release_tile``); True when
-        the fast path did the release."""
-        try:
-            if self.mode == RECORD:
-                rec = self.rec
-                try:
-                    rec.free(tile)
-                except Unrecordable:
-                    self._drop_recording()
-                    return False
-                self.ctx.release_general(tile)  # inside the event: the comparisons it makes are its guards
-                if self.rec is rec:
-                    rec.end()
-                return True
-        except Exception as exc:  # a release runs in __del__, where errors are swallowed: report later
-            self.error = exc
-            self._disable()
-        return False
-
-    def scope_enter(self, scope: Any) -> None:
-        """``with nc.layer(...)`` / ``nc.operator(...)`` entered."""
-        if self.mode == MATCH and self._scope_match(ENTER, scope):
-            return
-        if self.mode == RECORD:
-            self.rec.scope(ENTER, scope.category, scope.name)
-            self.rec.simple(ENTER, (scope.category,))
-        self.ctx.scope_open(scope)
-
-    def scope_exit(self, scope: Any) -> None:
-        """A scope left."""
-        if self.mode == MATCH and self._scope_match(EXIT, scope):
-            return
-        if self.mode == RECORD:
-            try:
-                self.rec.scope(EXIT, scope.category, scope.name)
-            except Unrecordable:
-                self._drop_recording()
-            else:
-                self.rec.simple(EXIT, (scope.category,))
-        row = self.ctx.scope_close(scope)
-        if row is not None:
-            self.core.span(row)
-
-    def _scope_match(self, kind: int, scope: Any) -> bool:
-        """A scope entered or left while matching: the recorded continuation with this event and category, and the
-        event's live part (no generated check: the category is the only argument a scope event is checked by)."""
-        m = self.m
-        category = scope.category
-        node = m.node.first
-        while node is not None:
-            if node.kind == kind and node.spec[0] == category:
-                m.node = node
-                if kind == ENTER:
-                    m.names[("S", m.nsc)] = scope.name
-                    m.nsc += 1
-                    self.ctx.scope_open(scope)
-                else:
-                    self.ctx.scope_close(scope, row=False)
-                m.scopes.append((kind, m.n, scope))
-                return True
-            node = node.sib
-        self._fallback()
-        return False
-
-    def free_mismatch(self, tile: Tile) -> None:
-        """A matched-mode release that fits no recorded continuation: fall back, then release generally."""
-        try:
-            self._fallback()
-        except Exception as exc:  # a release runs in __del__, where errors are swallowed: report later
-            self.error = exc
-            self._disable()
-            return
-        from tracer.sim.context import KernelContext
-
-        KernelContext.release_tile(self.ctx, tile)
-
-    def record_call(self, name: str, frame: Any, args: tuple[Any, ...]) -> Any:
-        """An API call while recording: note its spec, run the general path, close the event."""
-        rec = self.rec
-        if name in match.ALLOCS:
-            tile = self._call_real(name, frame, args)
-            if self.rec is rec and rec is not None:
-                try:
-                    rec.alloc(frame, match.ALLOCS[name], args, tile)
-                except Unrecordable:
-                    self._drop_recording()
-            return tile
-        try:
-            rec.op(name, frame, args)
-        except Unrecordable:
-            self._drop_recording()
-            return self._call_real(name, frame, args)
-        try:
-            return self._call_real(name, frame, args)
-        except BaseException:
-            self._drop_recording()
-            raise
-        finally:
-            if self.rec is rec:
-                rec.end()
-                if len(rec.positions) > MAX_SEGMENT:
-                    self._drop_recording()
-
-    def mismatch(self, name: str, frame: Any, args: tuple[Any, ...]) -> Any:
-        """A matched-mode API call that fits no recorded continuation."""
-        self._fallback()
-        if self.mode == RECORD:
-            return self.record_call(name, frame, args)
-        return self._call_real(name, frame, args)
-
     # -- falling back ------------------------------------------------------------------------------------------------
     def _fallback(self) -> None:
         """Re-issue the matched part of the segment through the general path and record the rest of it."""
@@ -467,10 +325,12 @@ class FastPath:
         self.mode = GENERAL
         self.m = None
         self.stats["fallbacks"] += 1
+        self.ledger.spend(m.n)
         self.break_chain()
         key = next((k for k, r in self.roots.items() if r is root), None)
         rec = None
-        if key is not None and self.root_variants.get(key, 0) < MAX_VARIANTS_PER_ROOT:
+        if key is not None and self.root_variants.get(key, 0) < MAX_VARIANTS_PER_ROOT and \
+                self.ledger.allows(self.count(), self.stats["instructions"]):
             rec = Recorder(self, root, m.ub, (m.names[("A", 0)], m.names[("A", 1)]))
             self._start_record(key, root, rec)
         try:

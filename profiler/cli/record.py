@@ -197,7 +197,9 @@ class _DiskGuard:
     Once the simulator predicts the run's length (``expected`` instructions), the trace's size so far scaled to
     that length is compared with the free space: more than :attr:`MARGIN` times what is left ends the run with one
     line naming the sizes and the fixes (the trace keeps what was written, marked incomplete).  The writer trails
-    the simulation, so the estimate errs low: a run is never stopped for a trace that would fit.  Without a
+    the simulation, so the size so far errs low; the length is exact for loops whose iterations are alike or grow
+    linearly, but a kernel whose outer iterations follow no line can be predicted high for a while (docs/kernels.md),
+    and such a run can be stopped for a trace that would fit when the disk is that close to full.  Without a
     prediction (numerics turn the loop fast path off, and a plain ``range`` outer loop has none) and as a backstop,
     a run stops once less than :attr:`RESERVE_BYTES` are free: the writer still has room to write its buffered rows
     and close the trace, which a full disk would not leave.

@@ -187,3 +187,48 @@ def test_the_result_reports_its_rate_with_three_significant_digits(per_s, text):
     from tracer.sim.runner import _rate
 
     assert _rate(per_s) == text
+
+
+def _totals(kernel, params, monkeypatch) -> tuple[int, list[tuple[int, int | None]]]:
+    monkeypatch.setattr(core_module, "CHUNK_INSTRUCTIONS", 256)
+    calls: list[tuple[int, int | None]] = []
+    result = run_kernel(kernel, params, progress=lambda n, ns, expected: calls.append((n, expected)))
+    return result.instructions, calls
+
+
+def _nest(shape):
+    """A sequential nest whose inner loop runs ``shape(i)`` iterations of four instructions."""
+    def kern(nc):
+        x = nc.input("x", (128, 64), "bf16")
+        t = nc.sbuf_tile((128, 64), "bf16", name="t")
+        acc = nc.sbuf_tile((128, 64), "fp32", name="acc")
+        nc.memset(acc, 0.0)
+        for i in nc.sequential_range(120):
+            nc.memset(acc, 0.0, engine="Vector")
+            for _j in nc.sequential_range(shape(i)):
+                nc.dma_copy(t, x)
+                nc.tensor_copy(acc, t)
+                nc.activation(acc, acc, "exp")
+        nc.dma_copy(nc.output("y", (128, 64), "fp32"), acc)
+    return kern
+
+
+@pytest.mark.parametrize(("kernel", "params"), [
+    ("attention", {"seq": 8192, "causal": True}),   # one more kv block per query block
+    (_nest(lambda i: i + 1), {}), (_nest(lambda i: 120 - i), {}), (_nest(lambda i: 2 * i + 5), {}),
+], ids=["causal-attention", "growing", "shrinking", "growing-by-two"])
+def test_a_triangular_nests_length_is_predicted_from_its_trend(kernel, params, monkeypatch):
+    """The outermost loop's iterations grow (or shrink) linearly: the total follows their trend, exact (to within
+    the epilogue) once the outer loop has run 4 iterations, here before a tenth of the run.  (It used to be the
+    first iteration's instructions times the iterations: 5% of causal attention's length, twice a shrinking nest's.)"""
+    total, calls = _totals(kernel, params, monkeypatch)
+    late = [(n, e) for n, e in calls if n >= total // 10]
+    assert late and all(e is not None and total - 2 <= e <= total for n, e in late), late[:3]
+
+
+def test_an_irregular_nests_total_stays_a_prediction(monkeypatch):
+    """Iterations that follow no line (here a sawtooth after a ramp) are extrapolated from the latest ones once the
+    line fails the iterations before them: the total is never the run's end twice over in the second half."""
+    total, calls = _totals(_nest(lambda i: i % 40 + 1), {}, monkeypatch)
+    late = [e for n, e in calls if n >= total // 2]
+    assert late and all(e is not None and 0.6 * total <= e <= 1.6 * total for e in late)

@@ -418,7 +418,7 @@ class _Loop:
     Not made for a loop the fast path has found to be a mere step inside its segments (its site is in the fast
     path's ``steps``): such a loop tells it nothing, and is iterated as a plain range (:func:`loop_range`)."""
 
-    __slots__ = ("fast", "i", "n", "r", "site", "start_n")
+    __slots__ = ("d1", "d2", "d3", "fast", "i", "n", "r", "site", "start_n")
 
     def __init__(self, fast: Any, r: range, site: tuple[Any, int]) -> None:
         self.fast = fast
@@ -427,6 +427,9 @@ class _Loop:
         self.i = 0
         self.site = site
         self.start_n = 0
+        #: Instructions issued by the run's first ``k``, ``k / 2`` and ``k / 4`` iterations at its last power of two
+        #: ``k`` (the fast path's progress total: :meth:`~tracer.sim.fastpath.controller.FastPath._repredict`).
+        self.d1 = self.d2 = self.d3 = 0
 
     def __iter__(self) -> _Loop:
         return self

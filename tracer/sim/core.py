@@ -74,8 +74,8 @@ class Core(DmaQueues):
         self.pump: Callable[[], None] | None = None
         self.progress = progress
         self._progress_args = _positional_capacity(progress) if progress is not None else 0
-        #: Instructions the run is expected to reach: the loop fast path predicts it from the first iteration of each
-        #: loop (the largest of "instructions at the loop's start + first iteration's x iterations"); None until then.
+        #: Instructions the run is expected to reach: the loop fast path predicts it from the iterations of its
+        #: outermost running loop so far (``FastPath._repredict``), or an affine nest's exact count; None until then.
         self.expected_n: int | None = None
         self.templates: list[Template] = []
         self.template_ids: dict[tuple[Any, ...], int] = {}

@@ -216,8 +216,7 @@ class FastPath(ApiEvents):
         else:
             commit = stride > 0 and (i < 0 or i % stride == 0)
             if i > 0 and not i & (i - 1):
-                if loop is self.total_from or self.total_from is None:  # (not every run of every inner loop: 15%
-                    self._repredict(loop, i)  # of matmul_rowload's time went into predictions that change nothing)
+                self._repredict(loop, i)
             elif i < 0 and loop is self.total_from:
                 self.total_from = None
         # the epoch keeps segments cut the new way after _lengthen apart from the old ones' recordings (a loop that

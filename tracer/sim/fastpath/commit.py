@@ -48,9 +48,19 @@ def prepare(fast: FastPath, var: Variant) -> None:
     for _sig, struct, _srcs in var.outputs:
         offs.append(offs[-1] + state.n_leaves(struct))
     var.out_offs = offs  # type: ignore[attr-defined]
-    var.pos_refs = [recipe_refs(p.recipe) for p in var.positions]  # type: ignore[attr-defined]
+    # a segment repeats a few recipes many times, and variants share them: each is analysed once per run (keyed by
+    # its text, which tells 1 from 1.0 and True where equality does not)
+    parts = fast.recipe_parts
+    analysed = []
+    for p in var.positions:
+        key = repr(p.recipe)
+        got = parts.get(key)
+        if got is None:
+            got = parts[key] = (recipe_refs(p.recipe), substitution(p.recipe))
+        analysed.append(got)
+    var.pos_refs = [refs for refs, _ in analysed]  # type: ignore[attr-defined]
     var.pos_cache = {}  # type: ignore[attr-defined]
-    var.pos_subst = [substitution(p.recipe) for p in var.positions]  # type: ignore[attr-defined]
+    var.pos_subst = [subst for _, subst in analysed]  # type: ignore[attr-defined]
     # which instructions refer to each block role and tile-name role (for templates' partial rebuild)
     by_block: dict[int, list[int]] = {}
     by_name: dict[Any, list[int]] = {}

@@ -112,6 +112,8 @@ class FastPath(ApiEvents):
         #: Whether learning segments pays (:mod:`tracer.sim.fastpath.ledger`): recorded and re-issued instructions.
         self.ledger = Ledger()
         self.partitions = ctx.cm.partitions
+        #: Each recipe's roles and substitution by its text (:func:`~tracer.sim.fastpath.commit.prepare`).
+        self.recipe_parts: dict[str, Any] = {}
         #: Generated matching functions by their untrimmed source (:func:`match.build`), for this run only.
         self.match_code: dict[str, Any] = {}
         self.match_methods = match.make_methods(self)

@@ -184,9 +184,9 @@ def _both(*callbacks: Any) -> Any:
     if len(active) == 1:
         return active[0]
 
-    def call(*args: Any) -> None:
+    def call(instructions: int, simulated_ns: int, expected: int | None = None, low: int | None = None) -> None:
         for c in active:
-            c(*args)
+            c(instructions, simulated_ns, expected, low)
 
     return call
 
@@ -197,9 +197,10 @@ class _DiskGuard:
     Once the simulator predicts the run's length (``expected`` instructions), the trace's size so far scaled to
     that length is compared with the free space: more than :attr:`MARGIN` times what is left ends the run with one
     line naming the sizes and the fixes (the trace keeps what was written, marked incomplete).  The writer trails
-    the simulation, so the size so far errs low; the length is exact for loops whose iterations are alike or grow
-    linearly, but a kernel whose outer iterations follow no line can be predicted high for a while (docs/kernels.md),
-    and such a run can be stopped for a trace that would fit when the disk is that close to full.  Without a
+    the simulation, so the size so far errs low; the length is the simulator's *low* estimate (``expected_low``:
+    for a loop whose iterations grow, no more than the latest iterations' average times the iterations left), so a
+    growing trend that stops (a sliding window) does not stop a run whose trace would fit; iterations that later
+    shrink below the latest ones can still be overestimated, as before the trend was followed.  Without a
     prediction (numerics turn the loop fast path off, and a plain ``range`` outer loop has none) and as a backstop,
     a run stops once less than :attr:`RESERVE_BYTES` are free: the writer still has room to write its buffered rows
     and close the trace, which a full disk would not leave.
@@ -219,7 +220,8 @@ class _DiskGuard:
         self.shown = shown
         self._at = -1.0
 
-    def check(self, instructions: int, simulated_ns: int, expected: int | None = None) -> None:
+    def check(self, instructions: int, simulated_ns: int, expected: int | None = None,
+              low: int | None = None) -> None:
         now = time.monotonic()
         if now - self._at < self.INTERVAL_S:
             return
@@ -231,6 +233,7 @@ class _DiskGuard:
         if not size:  # nothing written yet: look again at the next hand-over
             return
         self._at = now
+        expected = low if low is not None else expected  # never act on a trend that may stop (docs/kernels.md)
         if expected is None or instructions < self.MIN_INSTRUCTIONS or expected <= instructions:
             if free < self.RESERVE_BYTES:
                 from profiler.figures.sizes import format_bytes
@@ -283,7 +286,8 @@ class _Progress:
         self._size_at = -1.0
         self._expected_size = 0.0
 
-    def update(self, instructions: int, simulated_ns: int, expected: int | None = None) -> None:
+    def update(self, instructions: int, simulated_ns: int, expected: int | None = None,
+               low: int | None = None) -> None:
         total = expected if expected is not None and expected >= instructions else None  # a low prediction: unknown
         if total != self.bar.total:
             self.bar.total = total

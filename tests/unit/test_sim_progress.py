@@ -232,3 +232,93 @@ def test_an_irregular_nests_total_stays_a_prediction(monkeypatch):
     total, calls = _totals(_nest(lambda i: i % 40 + 1), {}, monkeypatch)
     late = [e for n, e in calls if n >= total // 2]
     assert late and all(e is not None and 0.6 * total <= e <= 1.6 * total for e in late)
+
+
+def _reports(kernel, monkeypatch) -> tuple[int, list[tuple[int, int | None, int | None]]]:
+    """The run's length and its (instructions, total, low estimate) reports to a four-parameter callback."""
+    monkeypatch.setattr(core_module, "CHUNK_INSTRUCTIONS", 256)
+    calls: list[tuple[int, int | None, int | None]] = []
+
+    def four(instructions, simulated_ns, expected, low):
+        calls.append((instructions, expected, low))
+
+    result = run_kernel(kernel, None, progress=four)
+    return result.instructions, calls
+
+
+def test_a_trend_that_stops_is_never_in_the_low_estimate(monkeypatch):
+    """A sliding window grows by one block per query block and then stays constant: the line through its growth
+    predicts a triangle (the total is high until the next power of two), but the low estimate, which the disk
+    guard acts on, is never above the run's length; with a uniform or linear nest the two agree."""
+    total, calls = _reports(_nest(lambda i: min(i + 1, 24)), monkeypatch)
+    assert max(e for _, e, _low in calls if e is not None) > 1.5 * total   # (the line: high for a while)
+    assert all(low is None or low <= total for _, _e, low in calls)
+    assert calls[-1][1] == calls[-1][2] or calls[-1][1] is None or calls[-1][1] <= total + 2
+    total, calls = _reports(_nest(lambda i: 120 - i), monkeypatch)
+    late = [(e, low) for n, e, low in calls if n >= total // 10]
+    assert all(e == low and total - 2 <= e <= total for e, low in late)
+
+
+def test_the_disk_guard_acts_on_the_low_estimate(tmp_path, monkeypatch):
+    from collections import namedtuple
+
+    import profiler.cli.record as record_module
+    from profiler.errors import CommandError
+
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(record_module.shutil, "disk_usage", lambda path: usage(10**12, 10**12 - 10**6, 10**6))
+    (tmp_path / "part").write_bytes(b"x" * 100_000)  # 100 KB after 20,000 instructions; 1 MB free
+    guard = record_module._DiskGuard(tmp_path, tmp_path)
+    guard.check(20_000, 0, 10**7, 100_000)  # the trend says 50 MB, the low estimate 0.5 MB: the run goes on
+    guard._at = -1.0
+    with pytest.raises(CommandError, match="would grow to about"):
+        guard.check(20_000, 0, 10**7, 10**7)
+    guard._at = -1.0
+    with pytest.raises(CommandError):
+        guard.check(20_000, 0, 10**7)  # a three-argument report: the total is all there is
+
+
+def _left_early(how):
+    """A first loop left after 31 of its 2,000 iterations (by ``break`` or an exception the kernel catches), then a
+    second loop of 100 growing iterations."""
+    def kern(nc):
+        x = nc.input("x", (128, 64), "bf16")
+        t = nc.sbuf_tile((128, 64), "bf16", name="t")
+        acc = nc.sbuf_tile((128, 64), "fp32", name="acc")
+        nc.memset(acc, 0.0)
+        try:
+            for i in nc.sequential_range(2000):
+                for _j in nc.sequential_range(4):
+                    nc.dma_copy(t, x)
+                    nc.tensor_copy(acc, t)
+                if i == 30:
+                    if how == "break":
+                        break
+                    raise LookupError("done early")
+        except LookupError:
+            pass
+        for i in nc.sequential_range(100):
+            for _j in nc.sequential_range(i + 1):
+                nc.dma_copy(t, x)
+                nc.tensor_copy(acc, t)
+                nc.activation(acc, acc, "exp")
+        nc.dma_copy(nc.output("y", (128, 64), "fp32"), acc)
+    return kern
+
+
+@pytest.mark.parametrize("how", ["break", "exception"])
+def test_a_loop_left_early_gives_the_total_up(how, monkeypatch):
+    """The first loop predicted 2,000 iterations; left after 31, it no longer makes the total (it stayed 3x the
+    run's length to the end): the second loop's prediction takes over."""
+    total, calls = _totals(_left_early(how), {}, monkeypatch)
+    late = [e for n, e in calls if n >= total // 2]
+    assert late and all(e is not None and total - 2 <= e <= total for e in late)
+
+
+def test_an_inner_loops_run_is_not_the_runs_end(monkeypatch):
+    """A nest whose iterations grow faster than a line: the line's total is passed before the next power of two;
+    until then the total is unknown (passed), not the end of the inner loop running now (each inner run took the
+    total over: it changed at every run, ~99% done at half the run)."""
+    _total, calls = _totals(_nest(lambda i: i * i // 16 + 1), {}, monkeypatch)
+    changes = [e for k, (_n, e) in enumerate(calls) if k == 0 or e != calls[k - 1][1]]
+    assert len(changes) <= 2 * (120).bit_length() + 2, changes  # the outer loop's predictions, and the end's

@@ -418,7 +418,7 @@ class _Loop:
     Not made for a loop the fast path has found to be a mere step inside its segments (its site is in the fast
     path's ``steps``): such a loop tells it nothing, and is iterated as a plain range (:func:`loop_range`)."""
 
-    __slots__ = ("d1", "d2", "d3", "fast", "i", "n", "r", "site", "start_n")
+    __slots__ = ("__weakref__", "d1", "d2", "d3", "fast", "i", "n", "r", "site", "start_n")
 
     def __init__(self, fast: Any, r: range, site: tuple[Any, int]) -> None:
         self.fast = fast

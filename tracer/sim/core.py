@@ -60,7 +60,8 @@ class Core(DmaQueues):
         cm: the cost model.
         sink: receives each full :class:`Chunk` (``None``: records are dropped, as with ``--no-trace``).
         progress: called with (instructions so far, simulated ns) at each handoff; a callback taking a third
-            argument also gets :attr:`expected_n` (None while there is no prediction).
+            argument also gets :attr:`expected_n` (None while there is no prediction), one with four named
+            parameters also :attr:`expected_low`.
 
     ``pump`` (set by whoever owns the sink, default None) is called at every hand-off check -- every 256
     instructions and every loop fast-path segment -- so a sink that queues data can keep it moving between
@@ -77,6 +78,10 @@ class Core(DmaQueues):
         #: Instructions the run is expected to reach: the loop fast path predicts it from the iterations of its
         #: outermost running loop so far (``FastPath._repredict``), or an affine nest's exact count; None until then.
         self.expected_n: int | None = None
+        #: A lower estimate of the same (equal to it for uniform loops and affine nests; lower where the prediction
+        #: extrapolates a trend that may stop): for callbacks that must not act on a high prediction (four
+        #: parameters: ``trnprof record``'s disk guard).
+        self.expected_low: int | None = None
         self.templates: list[Template] = []
         self.template_ids: dict[tuple[Any, ...], int] = {}
         self.stream_names: list[str] = list(COMPUTE_STREAMS)
@@ -367,7 +372,9 @@ class Core(DmaQueues):
         if self.sink is not None and (len(chunk) or len(chunk.c_ts) or len(chunk.p_id) or len(chunk.s_var)):
             self.sink(chunk)
         if self.progress is not None:
-            if self._progress_args >= 3:
+            if 4 <= self._progress_args < _VARARGS:
+                self.progress(self.n, self.last_ns, self.expected_n, self.expected_low)
+            elif self._progress_args >= 3:
                 self.progress(self.n, self.last_ns, self.expected_n)
             else:
                 self.progress(self.n, self.last_ns)
@@ -375,6 +382,10 @@ class Core(DmaQueues):
     def finish_busy(self) -> list[int]:
         """Busy ns per engine (union of its instructions' intervals), after the last handoff."""
         return list(self.busy)
+
+
+#: :func:`_positional_capacity` of a callback taking ``*args`` (which gets three arguments, as before the fourth).
+_VARARGS = 1 << 30
 
 
 def _positional_capacity(fn: Callable[..., Any]) -> int:
@@ -386,5 +397,5 @@ def _positional_capacity(fn: Callable[..., Any]) -> int:
     except (TypeError, ValueError):
         return 2
     if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params):
-        return 1 << 30
+        return _VARARGS
     return sum(p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD) for p in params)

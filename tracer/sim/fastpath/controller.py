@@ -25,6 +25,7 @@ numerics (``--numerics`` / ``--check``) always use the general path.
 
 from __future__ import annotations
 
+import weakref
 from types import FrameType
 from typing import Any
 
@@ -57,12 +58,17 @@ MAX_VARIANTS_PER_ROOT = 64
 
 
 class _Exact:
-    """``total_from`` for an affine nest's exact count: no loop started before it."""
+    """What ``total_from`` refers to for an affine nest's exact count: no loop started before it."""
 
     start_n = -1
 
 
 _EXACT = _Exact()
+_EXACT_REF = weakref.ref(_EXACT)
+
+
+def _no_loop() -> None:
+    return None
 
 
 class FastPath(ApiEvents):
@@ -94,8 +100,8 @@ class FastPath(ApiEvents):
         #: commits every ``ceil(TARGET / instructions per iteration)`` iterations (TARGET even in a long run: the
         #: remainders of runs of ever other lengths are as many segments to record as the stride has iterations).
         self.promoted: dict[tuple[int, int], int] = {}
-        #: The running loop whose prediction is the progress total (:meth:`_total`).
-        self.total_from: Any = None
+        #: A weak reference to the running loop whose prediction is the progress total (:meth:`_total`).
+        self.total_from: Any = _no_loop
         #: ``count()`` at the last commit point (see :data:`MIN_SEGMENT`).
         self.commit_at = 0
         #: The code objects loop sites name by id (kept alive here, so an id names one code object for the run).
@@ -219,8 +225,8 @@ class FastPath(ApiEvents):
             commit = stride > 0 and (i < 0 or i % stride == 0)
             if i > 0 and not i & (i - 1):
                 self._repredict(loop, i)
-            elif i < 0 and loop is self.total_from:
-                self.total_from = None
+            elif i < 0 and loop is self.total_from():
+                self.total_from = _no_loop
         # the epoch keeps segments cut the new way after _lengthen apart from the old ones' recordings (a loop that
         # was a step can be a commit now: the same site and end flag must not meet both kinds in one trie)
         spec = (site, i < 0, self._epoch)
@@ -253,15 +259,22 @@ class FastPath(ApiEvents):
         which leaves out the first one (often longer: the set-up before a pipeline fills); uniform ones as before.
         When that line misses iterations [i/8, i/4) by over a tenth, the iterations are not linear and the latest
         half's average is extrapolated instead (lengths hashed from the index: 2.1x high with a quarter, 8% with a
-        tenth; a sawtooth, linear for its first 50 iterations, is still 4x high until it turns).  Before this the
+        tenth).  A line can still hold for a while and then stop (a sawtooth, a sliding window that stops growing):
+        the total is then high, without bound, until the next power of two, so the *low* estimate beside it
+        (``core.expected_low``, for decisions a high prediction must not make: the disk guard of ``trnprof record``)
+        is the smaller of the line's and the latest half's average times the iterations left.  Before this the
         total was the first iteration's instructions times the iterations: causal attention at seq 8192 predicted
         1,906 of 35,937 instructions, and a shrinking nest twice its length."""
         done = self.count() - loop.start_n
+        owner = self.total_from()
+        if owner is not None and owner is not loop and loop.start_n > owner.start_n:  # an inner loop: its marks only
+            loop.d3, loop.d2, loop.d1 = loop.d2, loop.d1, done
+            return
         n = loop.n
         if i == 1:
-            left = done * (n - 1)
+            left = flat = done * (n - 1)
         elif i == 2:
-            left = (done - loop.d1) * (n - 2)
+            left = flat = (done - loop.d1) * (n - 2)
         else:
             quarter, half = i // 4, i // 2
             avg1 = (loop.d1 - loop.d2) / (half - quarter)
@@ -274,24 +287,33 @@ class FastPath(ApiEvents):
                 if abs(line - (loop.d2 - loop.d3)) > 0.1 * max(loop.d2 - loop.d3, 1):
                     slope = 0.0
             left = (n - i) * (avg2 + slope * ((i + n - 1) / 2 - mid2))
+            flat = (n - i) * avg2
         loop.d3, loop.d2, loop.d1 = loop.d2, loop.d1, done
-        self._total(loop, self.count() + max(0, round(left)))
+        count = self.count()
+        self._total(loop, count + max(0, round(left)), count + max(0, round(min(left, flat))))
 
-    def _total(self, loop: Any, end: int) -> None:
-        """``end`` is where ``loop`` (None: an affine nest's exact count, :meth:`expect`) predicts the run reaches.
-        The progress total follows the outermost running loop's prediction, up or down (the loop it came from,
-        ``total_from``, is released at its end); an inner loop's only raises it, and so does any loop's an affine
-        nest's count, until the run passes it."""
+    def _total(self, loop: Any, end: int, low: int | None = None) -> None:
+        """``end`` is where ``loop`` (None: an affine nest's exact count, :meth:`expect`) predicts the run reaches,
+        ``low`` a lower estimate (default ``end``).  The progress total follows the outermost running loop's
+        prediction, up or down: ``total_from`` is a weak reference to the loop it came from, released at the loop's
+        end or when the loop is dropped (left by ``break`` or an exception).  An inner loop's prediction (one
+        started after the total's) only raises it; so does any loop's an affine nest's count, until the run passes
+        it.  While the total's loop runs, its total passed is no total (the bar shows none) until its next
+        prediction: an inner loop's run is not the run's end."""
         core = self.core
-        owner = self.total_from
-        if loop is not None and (owner is None or owner is loop or loop.start_n <= owner.start_n or
-                                 core.expected_n is None or core.expected_n <= self.count()):
+        low = end if low is None else low
+        owner = self.total_from()
+        if owner is _EXACT and core.expected_n is not None and core.expected_n <= self.count():
+            owner = None
+        if loop is not None and (owner is None or owner is loop or loop.start_n <= owner.start_n):
             core.expected_n = end
-            self.total_from = loop
+            core.expected_low = low
+            self.total_from = weakref.ref(loop)
         elif core.expected_n is None or end > core.expected_n:
             core.expected_n = end
+            core.expected_low = max(low, core.expected_low or 0)
             if loop is None:
-                self.total_from = _EXACT
+                self.total_from = _EXACT_REF
 
     def promote(self, site: tuple[int, int]) -> None:
         """A loop decided to be a step runs long enough to commit (its first run was short: the kv loop of a causal

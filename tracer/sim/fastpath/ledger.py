@@ -10,10 +10,13 @@ The ledger counts, per *window* of the run, the instructions recorded and re-iss
 instructions matched segments replayed.  When the waste exceeds what the matches repaid by more than
 :data:`SLACK` plus :data:`SHARE` of the window's instructions, the fast path *pauses*: segments run through the general
 path (no matching, no recording) until the run has issued as many instructions again as it had when it paused, and
-a new window starts.  So a kernel that keeps losing spends ever less of its run learning (the pauses double), while
-one that repeats its segments never pauses: the shipped kernels' waste beyond their matches stays below 11% of the
-instructions after their first 5,000, and below :data:`SLACK` before (BENCHMARKS.md, round 31).  The trace is the
-same either way: only which segments are replayed changes.
+a new window starts.  So a kernel that keeps losing spends ever less of its run learning (the pauses double).  The
+shipped kernels never pause: their waste beyond their matches stays below 11% of the instructions after their
+first 5,000, and below :data:`SLACK` before (BENCHMARKS.md, round 31).  A kernel whose learning takes longer than
+that allows does pause, and can then miss replays it would have had: a long pause, as long as the run before it,
+can cover a regular phase after a losing one (a review measured such a kernel 30-45% slower than without the
+ledger, and no faster than with the fast path off).  The trace is the same either way: only which segments are
+replayed changes.
 """
 
 from __future__ import annotations

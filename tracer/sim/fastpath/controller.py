@@ -363,7 +363,8 @@ class FastPath(ApiEvents):
         self.commit_at = count = self.count()
         key = (spec,)
         root = self.roots.get(key)
-        if root is not None and root.first is not None and self.ledger.allows(count, self.stats["instructions"]):
+        if root is not None and root.first is not None and \
+                self.ledger.allows(count, self.stats["instructions"], key):
             self._start_match(root)
             return
         self.break_chain()
@@ -371,7 +372,7 @@ class FastPath(ApiEvents):
         self.mode = GENERAL
         self.m = None
         if key in self.seen and self.root_variants.get(key, 0) < MAX_VARIANTS_PER_ROOT and \
-                self.ledger.allows(count, self.stats["instructions"]):
+                self.ledger.allows(count, self.stats["instructions"], key):
             if root is None:
                 root = self.roots[key] = Node(MARK, spec, (), (), None)
             self._start_record(key, root)
@@ -415,7 +416,7 @@ class FastPath(ApiEvents):
         key = next((k for k, r in self.roots.items() if r is root), None)
         rec = None
         if key is not None and self.root_variants.get(key, 0) < MAX_VARIANTS_PER_ROOT and \
-                self.ledger.allows(self.count(), self.stats["instructions"]):
+                self.ledger.allows(self.count(), self.stats["instructions"], key):
             rec = Recorder(self, root, m.ub, (m.names[("A", 0)], m.names[("A", 1)]))
             self._start_record(key, root, rec)
         try:

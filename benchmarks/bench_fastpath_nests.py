@@ -29,7 +29,11 @@ ROOT = Path(__file__).resolve().parents[1]
 NESTS = [(shape, inner) for inner in ("range", "affine_range", "sequential_range") for shape in ("grow", "shrink")]
 #: Nests whose iterations follow no line (``--totals``): a sawtooth, and lengths hashed from the index.
 IRREGULAR = [("sawtooth", "sequential_range"), ("hashed", "sequential_range")]
-SHAPES = {"grow": "i + 1", "shrink": "n_outer - i", "sawtooth": "i % 50 + 1", "hashed": "(i * 37) % 101 + 1"}
+SHAPES = {"grow": "i + 1", "shrink": "n_outer - i", "sawtooth": "i % 50 + 1", "hashed": "(i * 37) % 101 + 1",
+          "phases": "(i * 7) % 13 + 1 if i < 600 else 3"}
+#: One loop that loses for 600 iterations (ragged plain-range inner runs), then turns regular for 3,400 (the ledger
+#: must not pause its regular phase away).
+PHASES = {"shape": "phases", "inner": "range", "outer": 4000}
 #: Shipped kernels at sizes where their loops are long (``--kernels``): the ledger must leave them alone.
 KERNELS = [("attention", {"seq": 16384, "causal": True}), ("attention", {"seq": 8192, "causal": True}),
            ("attention", {"seq": 16384}), ("matmul_rowload", {"M": 16384, "N": 16384, "K": 4096}),
@@ -105,7 +109,11 @@ def _totals(cases: list[dict], against: Path | None) -> None:
 
 
 def _label(case: dict) -> str:
-    return f"{case['shape']} nest, {case['inner']} inner" if "shape" in case else f"{case['kernel']} {case['params']}"
+    if "shape" not in case:
+        return f"{case['kernel']} {case['params']}"
+    if case["shape"] == "phases":
+        return "losing then regular (one loop)"
+    return f"{case['shape']} nest, {case['inner']} inner"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -117,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--totals", action="store_true", help="report the progress total's error instead of times")
     args = parser.parse_args(argv)
     cases = [{"shape": s, "inner": i, "outer": args.outer} for s, i in NESTS + (IRREGULAR if args.totals else [])]
+    if not args.totals:
+        cases.append(PHASES)
     if args.kernels:
         cases += [{"kernel": k, "params": p} for k, p in KERNELS]
     if args.totals:

@@ -4,7 +4,7 @@ Replaying a segment is cheap, but learning it is not: a recording runs the gener
 variant (several times the general path's cost per instruction), and a fallback issues the matched part of a segment
 again.  A kernel whose segments never repeat -- a triangular nest whose inner loop is a plain ``range`` or an
 ``nc.affine_range`` of varying length, so each segment holds a different number of inner iterations -- only ever
-pays: the fast path made such nests up to 6x slower than running without it.
+pays: the fast path made such nests up to 6.5x slower than running without it.
 
 The ledger counts, per *window* of the run, the instructions recorded and re-issued (the waste) against the
 instructions matched segments replayed. When the waste exceeds what the matches repaid by more than :data:`SLACK`

@@ -12,8 +12,6 @@ and come at the same point as without tracing.
 
 from __future__ import annotations
 
-import inspect
-import sys
 import weakref
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -23,7 +21,7 @@ from tracer.sim.affine.events import AFFINE, ALLOC, BCAST, FREE, LOOP, OP, SEQUE
 from tracer.sim.affine.index import Affine, LoopVar, bound, is_symbolic, var_name
 from tracer.sim.affine.views import SymView, extent, normalise
 from tracer.sim.dtypes import dtype
-from tracer.sim.fastpath.match import signature_text
+from tracer.sim.fastpath.match import forwarders
 from tracer.sim.memory import HBM, PSUM, SBUF, HbmTensor, HbmView, SymTile, Tile, TileView
 
 if TYPE_CHECKING:
@@ -81,20 +79,7 @@ class Recorder:
 
     # -- installation ----------------------------------------------------------------------------------------------
     def _make_methods(self, cls: Any) -> dict[str, Any]:
-        methods: dict[str, Any] = {}
-        for name in (*OPS, *ALLOCS):
-            sig = inspect.signature(getattr(cls, name))
-            params = list(sig.parameters.values())[1:]
-            names = [p.name for p in params]
-            call = "REC.alloc" if name in ALLOCS else "REC.op"
-            src = (f"def {name}{signature_text(sig)}:\n"
-                   f" return {call}({name!r}, GF(1), ({''.join(n + ', ' for n in names)}))\n")
-            ns: dict[str, Any] = {"GF": sys._getframe, "REC": self}
-            for p in params:
-                if p.default is not inspect.Parameter.empty:
-                    ns[f"D_{p.name}"] = p.default
-            exec(src, ns)
-            methods[name] = ns[name]
+        methods = forwarders(cls, (*OPS, *ALLOCS), self, lambda name: "alloc" if name in ALLOCS else "op")
         for name in ("input", "output", "scratch"):
             methods[name] = self._no_tensor
         methods["release_tile"] = self.free_real

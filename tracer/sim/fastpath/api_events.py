@@ -11,7 +11,6 @@ context's operation and allocation methods are replaced by generated ones that c
 from __future__ import annotations
 
 import inspect
-import sys
 from typing import Any
 
 from tracer.sim.fastpath import match
@@ -29,19 +28,7 @@ class ApiEvents:
     """The API events of :class:`~tracer.sim.fastpath.controller.FastPath` (see the module docstring)."""
 
     def _make_record_methods(self, cls: Any) -> dict[str, Any]:
-        methods = {}
-        for name in (*match.OPS, *match.ALLOCS):
-            sig = inspect.signature(getattr(cls, name))
-            params = list(sig.parameters.values())[1:]
-            names = [p.name for p in params]
-            src = (f"def {name}{match.signature_text(sig)}:\n"
-                   f" return FP.record_call({name!r}, GF(1), ({''.join(n + ', ' for n in names)}))\n")
-            ns: dict[str, Any] = {"GF": sys._getframe, "FP": self}
-            for p in params:
-                if p.default is not inspect.Parameter.empty:
-                    ns[f"D_{p.name}"] = p.default
-            exec(src, ns)
-            methods[name] = ns[name]
+        methods = match.forwarders(cls, (*match.OPS, *match.ALLOCS), self, lambda _name: "record_call")
         self._real = {}
         for name in (*match.OPS, *match.ALLOCS):
             fn = getattr(cls, name)

@@ -420,6 +420,25 @@ def make_methods(fast: FastPath) -> dict[str, Any]:
     return methods
 
 
+def forwarders(cls: Any, names: Any, target: Any, call: Any) -> dict[str, Any]:
+    """Functions with the signatures of ``cls``'s methods ``names`` (after ``self``) that return
+    ``target.<call(name)>(name, the caller's frame, (their arguments,))``: what the fast path's recording and the
+    affine tracer install on a kernel context in place of its API methods."""
+    methods = {}
+    for name in names:
+        sig = inspect.signature(getattr(cls, name))
+        params = list(sig.parameters.values())[1:]
+        src = (f"def {name}{signature_text(sig)}:\n"
+               f" return T.{call(name)}({name!r}, GF(1), ({''.join(p.name + ', ' for p in params)}))\n")
+        ns: dict[str, Any] = {"GF": sys._getframe, "T": target}
+        for p in params:
+            if p.default is not inspect.Parameter.empty:
+                ns[f"D_{p.name}"] = p.default
+        exec(src, ns)
+        methods[name] = ns[name]
+    return methods
+
+
 def signature_text(sig: inspect.Signature) -> str:
     """A method's parameters after ``self`` as source text, defaults as ``D_<name>`` globals."""
     parts = []

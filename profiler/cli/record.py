@@ -288,6 +288,8 @@ class _Progress:
 
     def update(self, instructions: int, simulated_ns: int, expected: int | None = None,
                low: int | None = None) -> None:
+        """One report of the run (``low``, the simulator's low estimate, is the disk guard's: the bar shows the
+        best estimate)."""
         total = expected if expected is not None and expected >= instructions else None  # a low prediction: unknown
         if total != self.bar.total:
             self.bar.total = total

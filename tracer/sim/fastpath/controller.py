@@ -56,7 +56,6 @@ MIN_SEGMENT = 16
 MAX_VARIANTS_PER_ROOT = 64
 
 
-
 class _Exact:
     """What ``total_from`` refers to for an affine nest's exact count: no loop started before it."""
 
@@ -265,7 +264,8 @@ class FastPath(ApiEvents):
         is the smaller of the line's and the latest half's average times the iterations left.  Before this the
         total was the first iteration's instructions times the iterations: causal attention at seq 8192 predicted
         1,906 of 35,937 instructions, and a shrinking nest twice its length."""
-        done = self.count() - loop.start_n
+        count = self.count()
+        done = count - loop.start_n
         owner = self.total_from()
         if owner is not None and owner is not loop and loop.start_n > owner.start_n:  # an inner loop: its marks only
             loop.d3, loop.d2, loop.d1 = loop.d2, loop.d1, done
@@ -289,7 +289,6 @@ class FastPath(ApiEvents):
             left = (n - i) * (avg2 + slope * ((i + n - 1) / 2 - mid2))
             flat = (n - i) * avg2
         loop.d3, loop.d2, loop.d1 = loop.d2, loop.d1, done
-        count = self.count()
         self._total(loop, count + max(0, round(left)), count + max(0, round(min(left, flat))))
 
     def _total(self, loop: Any, end: int, low: int | None = None) -> None:
@@ -297,9 +296,9 @@ class FastPath(ApiEvents):
         ``low`` a lower estimate (default ``end``).  The progress total follows the outermost running loop's
         prediction, up or down: ``total_from`` is a weak reference to the loop it came from, released at the loop's
         end or when the loop is dropped (left by ``break`` or an exception).  An inner loop's prediction (one
-        started after the total's) only raises it; so does any loop's an affine nest's count, until the run passes
-        it.  While the total's loop runs, its total passed is no total (the bar shows none) until its next
-        prediction: an inner loop's run is not the run's end."""
+        started after the total's) only raises it, and so does every loop's while an affine nest's exact count is
+        the total and the run has not passed it.  While the total's loop runs, a total passed is no total (the bar
+        shows none) until that loop's next prediction: an inner loop's run is not the run's end."""
         core = self.core
         low = end if low is None else low
         owner = self.total_from()

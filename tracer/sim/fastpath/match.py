@@ -26,6 +26,8 @@ from tracer.sim.memory import SBUF, HbmTensor, HbmView, Tile, TileView
 from tracer.sim.records import AUX_TENSOR_SHIFT
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+
     from tracer.sim.fastpath.controller import FastPath
 
 #: Operations of the kernel API and the arguments they write (by position).
@@ -420,7 +422,7 @@ def make_methods(fast: FastPath) -> dict[str, Any]:
     return methods
 
 
-def forwarders(cls: Any, names: Any, target: Any, call: Any) -> dict[str, Any]:
+def forwarders(cls: type, names: Iterable[str], target: Any, call: Callable[[str], str]) -> dict[str, Any]:
     """Functions with the signatures of ``cls``'s methods ``names`` (after ``self``) that return
     ``target.<call(name)>(name, the caller's frame, (their arguments,))``: what the fast path's recording and the
     affine tracer install on a kernel context in place of its API methods."""

@@ -29,13 +29,7 @@ class ApiEvents:
 
     def _make_record_methods(self, cls: Any) -> dict[str, Any]:
         methods = match.forwarders(cls, (*match.OPS, *match.ALLOCS), self, lambda _name: "record_call")
-        self._real = {}
-        for name in (*match.OPS, *match.ALLOCS):
-            fn = getattr(cls, name)
-            params = list(inspect.signature(fn).parameters.values())[1:]
-            npos = sum(p.kind is not inspect.Parameter.KEYWORD_ONLY for p in params)
-            kw = [p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY]
-            self._real[name] = (fn, npos, kw)
+        self._real = _real_methods(cls)
         return methods
 
     def _call_real(self, name: str, frame: Any, args: tuple[Any, ...]) -> Any:
@@ -158,3 +152,21 @@ class ApiEvents:
         if self.mode == RECORD:
             return self.record_call(name, frame, args)
         return self._call_real(name, frame, args)
+
+
+#: Per kernel-context class: each API method with its positional parameter count and keyword-only names.
+_REAL: dict[type, dict[str, tuple[Any, int, list[str]]]] = {}
+
+
+def _real_methods(cls: type) -> dict[str, tuple[Any, int, list[str]]]:
+    real = _REAL.get(cls)
+    if real is None or any(getattr(cls, name) is not fn for name, (fn, _n, _k) in real.items()):
+        real = {}
+        for name in (*match.OPS, *match.ALLOCS):
+            fn = getattr(cls, name)
+            params = list(inspect.signature(fn).parameters.values())[1:]
+            npos = sum(p.kind is not inspect.Parameter.KEYWORD_ONLY for p in params)
+            kw = [p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY]
+            real[name] = (fn, npos, kw)
+        _REAL[cls] = real
+    return real

@@ -378,16 +378,10 @@ def make_methods(fast: FastPath) -> dict[str, Any]:
     """Bound replacements for the kernel API methods, with the same signatures."""
     from tracer.sim.context import KernelContext
 
-    methods = {}
-    for name in [*OPS, *ALLOCS]:
-        sig = inspect.signature(getattr(KernelContext, name))
-        params = list(sig.parameters.values())[1:]
-        names = [p.name for p in params]
+    def body(name: str, args: str) -> str:
         kind = ALLOC if name in ALLOCS else OP
         tag = name if kind == OP else ALLOCS[name]
-        args = "".join(n + ", " for n in names)
-        body = [
-            f"def {name}{signature_text(sig)}:",
+        return "\n".join([
             " f = GF(1)",
             " M = FP.m",
             " c = f.f_code",
@@ -401,13 +395,10 @@ def make_methods(fast: FastPath) -> dict[str, Any]:
             "    return r" if kind == ALLOC else "    return None",
             "  node = node.sib",
             f" return FP.mismatch({name!r}, f, ({args}))",
-        ]
-        ns: dict[str, Any] = {"GF": sys._getframe, "FP": fast}
-        for p in params:
-            if p.default is not inspect.Parameter.empty:
-                ns[f"D_{p.name}"] = p.default
-        exec("\n".join(body) + "\n", ns)
-        methods[name] = ns[name]
+        ]) + "\n"
+
+    ns = {"GF": sys._getframe, "FP": fast}
+    methods = {name: _define(KernelContext, name, "match", body, ns) for name in [*OPS, *ALLOCS]}
     def release_tile(tile: Tile) -> None:
         M = fast.m
         node = M.node.first
@@ -426,19 +417,33 @@ def forwarders(cls: type, names: Iterable[str], target: Any, call: Callable[[str
     """Functions with the signatures of ``cls``'s methods ``names`` (after ``self``) that return
     ``target.<call(name)>(name, the caller's frame, (their arguments,))``: what the fast path's recording and the
     affine tracer install on a kernel context in place of its API methods."""
-    methods = {}
-    for name in names:
-        sig = inspect.signature(getattr(cls, name))
+    ns = {"GF": sys._getframe, "T": target}
+    return {name: _define(cls, name, f"forward to {call(name)}",
+                          lambda n, args: f" return T.{call(n)}({n!r}, GF(1), ({args}))\n", ns)
+            for name in names}
+
+
+#: Generated methods compiled once per process: (class, method, its function, body kind) -> (code, defaults).  Each
+#: fast path and affine tracer of a run used to write and compile ~80 of them (5 ms of a small kernel's ~15 ms).
+_COMPILED: dict[tuple[Any, ...], tuple[Any, dict[str, Any]]] = {}
+
+
+def _define(cls: type, name: str, kind: str, body: Callable[[str, str], str], ns: dict[str, Any]) -> Any:
+    """A function with the signature of ``cls``'s method ``name`` (after ``self``, defaults as ``D_<name>``
+    globals) and the source ``body(name, "its, arguments, ")``, with ``ns`` as its other globals."""
+    fn = getattr(cls, name)
+    key = (cls, name, fn, kind)
+    got = _COMPILED.get(key)
+    if got is None:
+        sig = inspect.signature(fn)
         params = list(sig.parameters.values())[1:]
-        src = (f"def {name}{signature_text(sig)}:\n"
-               f" return T.{call(name)}({name!r}, GF(1), ({''.join(p.name + ', ' for p in params)}))\n")
-        ns: dict[str, Any] = {"GF": sys._getframe, "T": target}
-        for p in params:
-            if p.default is not inspect.Parameter.empty:
-                ns[f"D_{p.name}"] = p.default
-        exec(src, ns)
-        methods[name] = ns[name]
-    return methods
+        src = f"def {name}{signature_text(sig)}:\n" + body(name, "".join(p.name + ", " for p in params))
+        defaults = {f"D_{p.name}": p.default for p in params if p.default is not inspect.Parameter.empty}
+        got = _COMPILED[key] = (compile(src, f"<trnprof {kind}: {name}>", "exec"), defaults)
+    code, defaults = got
+    g = {**ns, **defaults}
+    exec(code, g)
+    return g[name]
 
 
 def signature_text(sig: inspect.Signature) -> str:

@@ -159,6 +159,8 @@ _REAL: dict[type, dict[str, tuple[Any, int, list[str]]]] = {}
 
 
 def _real_methods(cls: type) -> dict[str, tuple[Any, int, list[str]]]:
+    """``cls``'s API methods as :meth:`ApiEvents._call_real` calls them, worked out once per class (again when a
+    method was replaced)."""
     real = _REAL.get(cls)
     if real is None or any(getattr(cls, name) is not fn for name, (fn, _n, _k) in real.items()):
         real = {}

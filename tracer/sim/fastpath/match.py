@@ -399,6 +399,7 @@ def make_methods(fast: FastPath) -> dict[str, Any]:
 
     ns = {"GF": sys._getframe, "FP": fast}
     methods = {name: _define(KernelContext, name, "match", body, ns) for name in [*OPS, *ALLOCS]}
+
     def release_tile(tile: Tile) -> None:
         M = fast.m
         node = M.node.first

@@ -278,7 +278,6 @@ class ElementwiseOpsMixin:
             pred = cmp_fn(off + np.arange(p)[:, None] * cm_ + np.arange(f)[None, :] * st, 0)
             self._store(d, np.where(pred, self._value(s), np.float32(fill)))
 
-
     def bn_stats(self: KernelContext, dst: Any, src: Any) -> None:
         """``dst[P, 6]``: count, mean and variance * count of each partition's even elements of ``src``, then of its
         odd ones, on the Vector engine (NKI's ``bn_stats``; at most 512 elements per partition).  ``bn_aggr``
@@ -426,6 +425,7 @@ class ElementwiseOpsMixin:
         self._require_written(va, where, na)
         self._require_written(vb, where, nb)
         return d, va, vb, shape
+
 
 def _top8_out(where: str, what: str, d: Any, p: int, n: int, *, positions: bool = False,
               role: str = "dst") -> None:

@@ -34,6 +34,7 @@ OPS = ("dma_copy", "dma_transpose", "matmul", "transpose", "activation", "tensor
        "max8", "find_index8", "match_replace8", "select_reduce")
 ALLOCS = {"sbuf_tile": SBUF, "psum_tile": PSUM}
 
+
 class SlotInfo:
     """A tile allocated while tracing."""
 

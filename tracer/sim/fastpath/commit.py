@@ -111,6 +111,7 @@ def commit(fast: FastPath, var: Variant) -> None:
     fast.m = None
     core._maybe_handoff()
 
+
 def templates(core: Any, var: Variant, m: Segment) -> tuple[list[int], list[Any]]:
     """Template ids of the variant's instructions for the segment's blocks and names, cached per instruction by the
     values its recipe refers to.  Only the instructions referring to a value that differs from the closest of the
